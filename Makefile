@@ -1,0 +1,46 @@
+# The project's commands. Everything runs on the native local stack (deploy/local): no containers.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ENV := source deploy/local/env.sh &&
+
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence compose-check clean
+
+help: ## List the commands
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+run: ## The main job: install, start broker + PostgreSQL, build, create topics, check end to end
+	deploy/local/run.sh
+
+test: ## The whole test suite (installs and starts what it needs)
+	deploy/local/test.sh
+
+stop: ## Stop the local broker and PostgreSQL
+	deploy/local/stack.sh stop
+
+status: ## Show the local stack
+	deploy/local/stack.sh status
+
+logs: ## Tail the local stack's logs
+	deploy/local/stack.sh logs
+
+install: ## Install what the local stack needs (idempotent, fast when done)
+	deploy/local/install.sh
+
+build: ## Debug build of everything
+	$(ENV) swift build
+
+bench: bench-kafka bench-presence ## Every benchmark (release builds)
+
+bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
+	deploy/local/stack.sh start
+	$(ENV) swift build -c release --product KafkaBenchmark && "$$(swift build -c release --show-bin-path)/KafkaBenchmark"
+
+bench-presence: ## PresenceKit samples/s, bytes per device state, outbox appends/s
+	$(ENV) swift build -c release --product PresenceBenchmark && "$$(swift build -c release --show-bin-path)/PresenceBenchmark"
+
+compose-check: ## Validate docker-compose.yml against the Compose Specification and the code
+	deploy/compose/check.sh
+
+clean: ## Remove build output and the local stack's run folders (keeps installed tools)
+	deploy/local/stack.sh reset
+	rm -rf .build

@@ -1,0 +1,184 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// One place for the Swift settings every target shares: Swift 6 language mode (strict concurrency
+// checking is on by default there) and the upcoming features we rely on.
+let sharedSwiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+// librdkafka is built by deploy/local/install.sh into .local/librdkafka (Debian bookworm's 2.0.2
+// cannot talk to the broker). pkg-config finds it through PKG_CONFIG_PATH (set by the Makefile and
+// the scripts); the rpath lets binaries and the test runner load it without LD_LIBRARY_PATH.
+let librdkafkaLib = Context.packageDirectory + "/.local/librdkafka/lib"
+let rdkafkaLinkerSettings: [LinkerSetting] = [
+    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", librdkafkaLib]),
+]
+
+let package = Package(
+    name: "beacon-attendance",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "AttendanceProtocol", targets: ["AttendanceProtocol"]),
+        .library(name: "PresenceKit", targets: ["PresenceKit"]),
+        .library(name: "KafkaClient", targets: ["KafkaClient"]),
+        .library(name: "ServiceRuntime", targets: ["ServiceRuntime"]),
+        .executable(name: "attendancectl", targets: ["attendancectl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-async-algorithms.git", from: "1.1.4"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // MARK: Shared libraries
+
+        // Every topic name, partition key, message, REST DTO and codec, versioned.
+        .target(
+            name: "AttendanceProtocol",
+            path: "Shared/AttendanceProtocol",
+            swiftSettings: sharedSwiftSettings
+        ),
+        // The device-side detection library a phone app (and the fleet simulator) ships.
+        .target(
+            name: "PresenceKit",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Shared/PresenceKit",
+            exclude: ["README.md"],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .systemLibrary(
+            name: "CRdKafka",
+            path: "Shared/CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        // A thin Swift layer over librdkafka: producer, consumer, admin.
+        .target(
+            name: "KafkaClient",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/KafkaClient",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Config, logging, metrics, health, Postgres + migrations, lifecycle.
+        .target(
+            name: "ServiceRuntime",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Shared/ServiceRuntime",
+            swiftSettings: sharedSwiftSettings
+        ),
+
+        // MARK: Services (thin executables over library targets)
+
+        .target(
+            name: "AttendanceCtlCore",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                "ServiceRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Services/attendancectl/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "attendancectl",
+            dependencies: ["AttendanceCtlCore"],
+            path: "Services/attendancectl/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+
+        // MARK: Benchmarks (release builds; `make bench`)
+
+        .executableTarget(
+            name: "KafkaBenchmark",
+            dependencies: [
+                "KafkaClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/Benchmarks/KafkaBenchmark",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .executableTarget(
+            name: "PresenceBenchmark",
+            dependencies: ["PresenceKit"],
+            path: "Tests/Benchmarks/PresenceBenchmark",
+            swiftSettings: sharedSwiftSettings
+        ),
+
+        // MARK: Tests
+
+        .testTarget(
+            name: "AttendanceProtocolTests",
+            dependencies: ["AttendanceProtocol"],
+            path: "Tests/AttendanceProtocolTests",
+            resources: [.copy("Golden")],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "PresenceKitTests",
+            dependencies: [
+                "PresenceKit",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            path: "Tests/PresenceKitTests",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "KafkaClientTests",
+            dependencies: ["KafkaClient"],
+            path: "Tests/KafkaClientTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "ServiceRuntimeTests",
+            dependencies: [
+                "ServiceRuntime",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            path: "Tests/ServiceRuntimeTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Against the real local broker and PostgreSQL started by deploy/local.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "KafkaClient",
+                "ServiceRuntime",
+                "AttendanceProtocol",
+            ],
+            path: "Tests/IntegrationTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+    ]
+)

@@ -1,0 +1,218 @@
+import ArgumentParser
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import ServiceRuntime
+
+/// `attendancectl`: the operator's command line. Settings come from the same environment variables
+/// as the services (`KAFKA_BROKERS`, `DATABASE_URL` or `PG*`); errors are one readable line.
+public struct AttendanceCtl: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "attendancectl",
+        abstract: "Operate the beacon attendance platform.",
+        subcommands: [Topics.self, Doctor.self]
+    )
+
+    public init() {}
+}
+
+/// Options every subcommand shares.
+public struct GlobalOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON instead of a table.")
+    public var json = false
+
+    @Option(name: .long, help: "Kafka brokers (default: $KAFKA_BROKERS or 127.0.0.1:19092).")
+    public var brokers: String?
+
+    public init() {}
+
+    func kafka() throws -> KafkaConfiguration {
+        var env = ProcessInfo.processInfo.environment
+        if let brokers { env["KAFKA_BROKERS"] = brokers }
+        return try ServiceConfiguration.load(service: "attendancectl", defaultHTTPPort: 1, from: EnvironmentReader(env)).kafka
+    }
+
+    func postgres() throws -> PostgresSettings {
+        try PostgresSettings.load(from: EnvironmentReader())
+    }
+
+    var logger: Logger {
+        var logger = Logger(label: "attendancectl")
+        logger.logLevel = .error
+        return logger
+    }
+}
+
+extension AttendanceCtl {
+    public struct Topics: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "The platform's Kafka topics.",
+            subcommands: [Ensure.self, List.self]
+        )
+
+        public init() {}
+
+        public struct Ensure: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create every topic the protocol defines (existing ones are kept).")
+            @OptionGroup var options: GlobalOptions
+            @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
+
+            public init() {}
+
+            public func run() async throws {
+                let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
+                let created = try await CLIError.wrap("creating topics") {
+                    try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor)
+                }
+                let rows = Topic.allCases.map { [$0.name, String($0.defaultPartitionCount), $0.cleanupPolicy.rawValue, created.contains($0.name) ? "created" : "exists"] }
+                Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "CLEANUP", "STATUS"], json: options.json)
+            }
+        }
+
+        public struct List: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "The platform's topics as the broker reports them.")
+            @OptionGroup var options: GlobalOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
+                let onBroker = try await CLIError.wrap("reading broker metadata") { try await admin.topics() }
+                let rows = Topic.allCases.map { topic in
+                    [topic.name, onBroker[topic.name].map(String.init) ?? "missing", topic.keyDescription]
+                }
+                Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "KEY"], json: options.json)
+            }
+        }
+    }
+
+    /// Checks that the broker and PostgreSQL answer and that a message makes a round trip.
+    public struct Doctor: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
+        @OptionGroup var options: GlobalOptions
+
+        public init() {}
+
+        public func run() async throws {
+            var rows: [[String]] = []
+            var failed = false
+            func record(_ name: String, _ body: () async throws -> String) async {
+                let start = ContinuousClock.now
+                do {
+                    let detail = try await body()
+                    rows.append([name, "ok", detail, Output.millis(since: start)])
+                } catch {
+                    failed = true
+                    rows.append([name, "FAIL", "\(error)", Output.millis(since: start)])
+                }
+            }
+            let kafka = try options.kafka()
+            let logger = options.logger
+            await record("librdkafka") { librdkafkaVersion }
+            await record("broker") {
+                let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+                let topics = try await admin.topics()
+                let missing = Topic.allCases.filter { topics[$0.name] == nil }.map(\.name)
+                guard missing.isEmpty else { throw CLIError("missing topics: \(missing.joined(separator: ", ")) (run: attendancectl topics ensure)") }
+                return "\(kafka.bootstrapServers), \(Topic.allCases.count) platform topics present"
+            }
+            await record("round trip") {
+                try await DoctorChecks.roundTrip(kafka: kafka, logger: logger)
+            }
+            let postgres = try options.postgres()
+            await record("postgres") {
+                try await DoctorChecks.postgresVersion(postgres, logger: logger)
+            }
+            Output.print(rows: rows, headers: ["CHECK", "STATUS", "DETAIL", "TIME"], json: options.json)
+            if failed { throw ExitCode(1) }
+        }
+    }
+}
+
+enum DoctorChecks {
+    /// A diagnostic topic of the CLI's own, outside the platform's topics, so probes never reach
+    /// operators' dead-letter queue.
+    static let probeTopic = "attendancectl.doctor"
+
+    /// Produces a protocol-encoded record with the idempotent producer and reads it back by offset:
+    /// proves produce, delivery report, fetch and the codec on the live broker.
+    static func roundTrip(kafka: KafkaConfiguration, logger: Logger) async throws -> String {
+        let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+        try await admin.createTopics([KafkaTopicSpec(name: probeTopic, partitions: 1, config: ["retention.ms": "3600000"])])
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+        let running = Task { try await producer.run() }
+        let probe = DeadLetter(
+            sourceTopic: probeTopic, partition: 0, offset: 0, key: "doctor",
+            payload: Data(UUID().uuidString.utf8), reason: .unrecognized("doctor_probe"), detail: "attendancectl doctor",
+            consumer: "attendancectl", failedAt: Date()
+        )
+        let report: KafkaDeliveryReport
+        do {
+            report = try await producer.send(KafkaOutgoingMessage(topic: probeTopic, key: "doctor", value: try ProtocolCodec.wire.encode(probe)))
+        } catch {
+            producer.beginShutdown()
+            _ = try? await running.value
+            throw error
+        }
+        producer.beginShutdown()
+        try await running.value
+
+        let reader = KafkaPartitionReader(configuration: kafka, logger: logger)
+        let messages = try await reader.read(TopicPartition(topic: report.topic, partition: report.partition), from: report.offset)
+        guard let message = messages.first else { throw CLIError("nothing to read back at \(report.topic)[\(report.partition)]@\(report.offset)") }
+        let decoded = try ProtocolCodec.wire.decode(DeadLetter.self, from: message.value ?? [])
+        guard decoded.payload == probe.payload else { throw CLIError("read back a different record at \(report.topic)[\(report.partition)]@\(report.offset)") }
+        return "produced and read back \(report.topic)[\(report.partition)]@\(report.offset)"
+    }
+
+    static func postgresVersion(_ settings: PostgresSettings, logger: Logger) async throws -> String {
+        let client = settings.makeClient(logger: logger)
+        return try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask { await client.run(); return nil }
+            group.addTask {
+                try await withTimeout(.seconds(10)) {
+                    let rows = try await client.query("SHOW server_version", logger: logger)
+                    for try await version in rows.decode(String.self) { return "\(settings.host):\(settings.port)/\(settings.database), PostgreSQL \(version)" }
+                    throw CLIError("no answer")
+                }
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CLIError("no answer")
+        }
+    }
+}
+
+/// A failure the operator reads: one line, no stack trace.
+public struct CLIError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+
+    static func wrap<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw CLIError("\(what): \(error)") }
+    }
+}
+
+enum Output {
+    static func print(rows: [[String]], headers: [String], json: Bool) {
+        if json {
+            let objects = rows.map { row in Dictionary(uniqueKeysWithValues: zip(headers.map { $0.lowercased() }, row)) }
+            let data = try! JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
+            Swift.print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        let widths = headers.indices.map { column in ([headers] + rows).map { $0[column].count }.max() ?? 0 }
+        for row in [headers] + rows {
+            Swift.print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: "  "))
+        }
+    }
+
+    static func millis(since start: ContinuousClock.Instant) -> String {
+        let elapsed = start.duration(to: .now)
+        return "\(elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000) ms"
+    }
+}

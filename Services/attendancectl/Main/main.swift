@@ -1,0 +1,3 @@
+import AttendanceCtlCore
+
+await AttendanceCtl.main()

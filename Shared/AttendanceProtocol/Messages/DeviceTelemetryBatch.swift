@@ -1,0 +1,156 @@
+import Foundation
+
+/// A batch of device telemetry, on `device.telemetry` (key: device id).
+///
+/// The gateway builds it from `POST /v1/telemetry`, adding what it authenticated. Each event has
+/// an `eventId` from the device, so the aggregator counts a redelivered or re-uploaded event once.
+public struct DeviceTelemetryBatch: TopicMessage {
+    public static let topic = Topic.deviceTelemetry
+    public static let schemaVersion = 1
+
+    /// Unique per upload (the gateway's request id).
+    public var batchId: String
+    public var deviceId: String
+    public var userId: String?
+    public var siteId: String?
+    public var appVersion: String
+    public var deviceModel: String
+    public var osVersion: String?
+    public var receivedAt: Date
+    public var events: [TelemetryEvent]
+
+    public init(
+        batchId: String, deviceId: String, userId: String? = nil, siteId: String? = nil, appVersion: String,
+        deviceModel: String, osVersion: String? = nil, receivedAt: Date, events: [TelemetryEvent]
+    ) {
+        self.batchId = batchId
+        self.deviceId = deviceId
+        self.userId = userId
+        self.siteId = siteId
+        self.appVersion = appVersion
+        self.deviceModel = deviceModel
+        self.osVersion = osVersion
+        self.receivedAt = receivedAt
+        self.events = events
+    }
+
+    public var partitionKey: PartitionKey { .deviceTelemetry(deviceId: deviceId) }
+
+    enum CodingKeys: String, CodingKey {
+        case schemaVersion, batchId, deviceId, userId, siteId, appVersion, deviceModel, osVersion, receivedAt, events
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        _ = try c.decodeSchemaVersion(forKey: .schemaVersion, supported: Self.schemaVersion, required: true)
+        batchId = try c.decode(String.self, forKey: .batchId)
+        deviceId = try c.decode(String.self, forKey: .deviceId)
+        userId = try c.decodeIfPresent(String.self, forKey: .userId)
+        siteId = try c.decodeIfPresent(String.self, forKey: .siteId)
+        appVersion = try c.decode(String.self, forKey: .appVersion)
+        deviceModel = try c.decode(String.self, forKey: .deviceModel)
+        osVersion = try c.decodeIfPresent(String.self, forKey: .osVersion)
+        receivedAt = try c.decodeTimestamp(forKey: .receivedAt)
+        events = try c.decode([TelemetryEvent].self, forKey: .events)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Self.schemaVersion, forKey: .schemaVersion)
+        try c.encode(batchId, forKey: .batchId)
+        try c.encode(deviceId, forKey: .deviceId)
+        try c.encodeIfPresent(userId, forKey: .userId)
+        try c.encodeIfPresent(siteId, forKey: .siteId)
+        try c.encode(appVersion, forKey: .appVersion)
+        try c.encode(deviceModel, forKey: .deviceModel)
+        try c.encodeIfPresent(osVersion, forKey: .osVersion)
+        try c.encodeTimestamp(receivedAt, forKey: .receivedAt)
+        try c.encode(events, forKey: .events)
+    }
+}
+
+/// One device-side occurrence (seed 000 sec. 11).
+public struct TelemetryEvent: Codable, Hashable, Sendable {
+    /// Unique per device event: the aggregator's deduplication key.
+    public var eventId: String
+    public var name: TelemetryEventName
+    public var at: Date
+    /// The measurement, when the event has one: battery level 0...1, ranging time in ms, backlog size...
+    public var value: Double?
+    public var attributes: [String: String]?
+
+    public init(eventId: String, name: TelemetryEventName, at: Date, value: Double? = nil, attributes: [String: String]? = nil) {
+        self.eventId = eventId
+        self.name = name
+        self.at = at
+        self.value = value
+        self.attributes = attributes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case eventId, name, at, value, attributes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        eventId = try c.decode(String.self, forKey: .eventId)
+        name = try c.decode(TelemetryEventName.self, forKey: .name)
+        at = try c.decodeTimestamp(forKey: .at)
+        value = try c.decodeIfPresent(Double.self, forKey: .value)
+        attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(eventId, forKey: .eventId)
+        try c.encode(name, forKey: .name)
+        try c.encodeTimestamp(at, forKey: .at)
+        try c.encodeIfPresent(value, forKey: .value)
+        try c.encodeIfPresent(attributes, forKey: .attributes)
+    }
+}
+
+/// Device telemetry event names: seed 000 sec. 11 plus the outcomes the no-loss contract adds.
+/// Open: a newer app's event is kept and counted under its own name, never refused.
+public enum TelemetryEventName: OpenWireEnum {
+    case regionEnter, regionExit, rangingStart, rangingStop, motionQuery, gattOk, gattFail
+    case api201, api200, api409, bgTimeout, offlineEnqueue, outboxSent, battery
+    /// Outcomes beyond the seed's list: queued, refused input, payload mismatch, throttled,
+    /// server error, no answer.
+    case api202, api400, api422, api429, api5xx, apiTimeout
+    case unrecognized(String)
+
+    public static let knownValues: [TelemetryEventName] = [
+        .regionEnter, .regionExit, .rangingStart, .rangingStop, .motionQuery, .gattOk, .gattFail,
+        .api201, .api200, .api409, .bgTimeout, .offlineEnqueue, .outboxSent, .battery,
+        .api202, .api400, .api422, .api429, .api5xx, .apiTimeout,
+    ]
+
+    public init(rawValue: String) { self = Self.value(for: rawValue) }
+
+    public var rawValue: String {
+        switch self {
+        case .regionEnter: return "region_enter"
+        case .regionExit: return "region_exit"
+        case .rangingStart: return "ranging_start"
+        case .rangingStop: return "ranging_stop"
+        case .motionQuery: return "motion_query"
+        case .gattOk: return "gatt_ok"
+        case .gattFail: return "gatt_fail"
+        case .api201: return "api_201"
+        case .api200: return "api_200"
+        case .api409: return "api_409"
+        case .bgTimeout: return "bg_timeout"
+        case .offlineEnqueue: return "offline_enqueue"
+        case .outboxSent: return "outbox_sent"
+        case .battery: return "battery"
+        case .api202: return "api_202"
+        case .api400: return "api_400"
+        case .api422: return "api_422"
+        case .api429: return "api_429"
+        case .api5xx: return "api_5xx"
+        case .apiTimeout: return "api_timeout"
+        case .unrecognized(let raw): return raw
+        }
+    }
+}

@@ -1,0 +1,484 @@
+import AsyncAlgorithms
+import CRdKafka
+import Dispatch
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Told when the group gives this consumer partitions or takes them away. An owner that keeps its
+/// offsets elsewhere (the session merger keeps them in PostgreSQL, in the same transaction as its
+/// results) answers `partitionsAssigned` with the next offset to read for each partition it knows.
+///
+/// Called on the consumer's poll thread while librdkafka waits for the answer: don't call back into
+/// the consumer's `batches` from here.
+public protocol KafkaRebalanceListener: Sendable {
+    /// - Returns: the next offset to read per partition; partitions left out start from the group's
+    ///   committed offset (or `auto.offset.reset`).
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64]
+    func partitionsRevoked(_ partitions: [TopicPartition]) async
+}
+
+extension KafkaRebalanceListener {
+    public func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] { [:] }
+    public func partitionsRevoked(_ partitions: [TopicPartition]) async {}
+}
+
+/// The messages of one poll, in partition order. `nextOffsets` is what to commit (or store) once
+/// the batch's work is durable.
+public struct KafkaMessageBatch: Sendable {
+    public let messages: [KafkaMessage]
+
+    public init(messages: [KafkaMessage]) {
+        self.messages = messages
+    }
+
+    /// For each partition in the batch, the offset after its last message.
+    public var nextOffsets: [TopicPartition: Int64] {
+        var next: [TopicPartition: Int64] = [:]
+        for message in messages {
+            let tp = message.topicPartition
+            next[tp] = max(next[tp] ?? 0, message.offset + 1)
+        }
+        return next
+    }
+}
+
+/// A group consumer with manual offsets. `run()` drives the poll loop on a dedicated thread and
+/// hands batches to `batches`, one at a time: the next poll happens only after the owner took the
+/// previous batch, so a slow owner slows reading instead of filling memory.
+///
+/// On graceful shutdown it stops polling, lets the owner finish the batch it is working on (and
+/// commit), then leaves the group.
+public final class KafkaConsumer: Service, Sendable {
+    private let handle: RdKafkaHandle
+    private let configuration: KafkaConsumerConfiguration
+    private let logger: Logger
+    private let channel = AsyncChannel<KafkaMessageBatch>()
+    private let pollQueue = DispatchQueue(label: "kafka.consumer.poll")
+    private let state = Mutex(ConsumerStateMachine())
+    private let assigned: AssignmentTracker
+    private let queue: ConsumerQueue
+
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        rebalanceListener: (any KafkaRebalanceListener)? = nil,
+        logger: Logger
+    ) throws(KafkaError) {
+        let assigned = AssignmentTracker()
+        let rebalance = RebalanceCoordinator(
+            listener: rebalanceListener, assigned: assigned, logger: logger,
+            probeProperties: configuration.client.baseProperties.merging(configuration.client.properties) { _, override in override }
+        )
+        self.configuration = configuration
+        self.logger = logger
+        self.assigned = assigned
+        self.handle = try RdKafkaHandle(
+            kind: RD_KAFKA_CONSUMER,
+            properties: configuration.properties,
+            callbacks: RdKafkaCallbacks(logger: logger, rebalance: { handle, err, partitions in
+                rebalance.handle(handle, err, partitions)
+            }),
+            label: "consumer"
+        )
+        // Route the main queue (errors, logs) to the consumer queue so one poll serves everything.
+        rd_kafka_poll_set_consumer(handle.pointer)
+        self.queue = ConsumerQueue(pointer: rd_kafka_queue_get_consumer(handle.pointer))
+    }
+
+    deinit {
+        rd_kafka_queue_destroy(queue.pointer)
+    }
+
+    /// The batches, in poll order. Iterate from one task; iteration ends at shutdown.
+    public var batches: KafkaMessageBatches { KafkaMessageBatches(consumer: self) }
+
+    /// Partitions currently assigned to this member.
+    public var assignment: Set<TopicPartition> { assigned.partitions.withLock { $0 } }
+
+    public func run() async throws {
+        guard state.withLock({ $0.start() }) else { return }
+        try subscribe()
+        var failure: (any Error)?
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                do {
+                    try await pollLoop()
+                } catch {
+                    failure = error
+                }
+            } onCancel: {
+                self.triggerShutdown()
+            }
+        } onGracefulShutdown: {
+            self.triggerShutdown()
+        }
+        channel.finish()
+        await waitForOwnerToDrain()
+        await close()
+        if let failure { throw failure }
+    }
+
+    /// Stops polling; `run()` then waits for the owner's current batch and leaves the group.
+    public func triggerShutdown() {
+        state.withLock { $0.stop() }
+        channel.finish()
+    }
+
+    /// Commits the next offsets to read (message offset + 1) for the given partitions.
+    public func commit(_ offsets: [TopicPartition: Int64]) async throws(KafkaError) {
+        guard !offsets.isEmpty else { return }
+        let entries = offsets.sorted { $0.key < $1.key }.map { ($0.key, Optional($0.value)) }
+        try await handle.blocking { [handle] () throws(KafkaError) in
+            let list = PartitionList.make(entries)
+            defer { rd_kafka_topic_partition_list_destroy(list) }
+            let err = rd_kafka_commit(handle.pointer, list, 0)
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.from(code: err) }
+            for (tp, _, perPartition) in PartitionList.read(list) where perPartition != RD_KAFKA_RESP_ERR_NO_ERROR {
+                throw KafkaError.from(code: perPartition, message: "commit \(tp): \(String(cString: rd_kafka_err2str(perPartition)))")
+            }
+        }
+    }
+
+    /// Commits the offsets after every message of `batch`.
+    public func commit(_ batch: KafkaMessageBatch) async throws(KafkaError) {
+        try await commit(batch.nextOffsets)
+    }
+
+    /// The group's committed offsets for the given partitions (nil where none).
+    public func committed(_ partitions: [TopicPartition], timeoutMs: Int32 = 5_000) async throws(KafkaError) -> [TopicPartition: Int64] {
+        try await handle.blocking { [handle] () throws(KafkaError) in
+            let list = PartitionList.make(partitions.map { ($0, nil) })
+            defer { rd_kafka_topic_partition_list_destroy(list) }
+            let err = rd_kafka_committed(handle.pointer, list, timeoutMs)
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.from(code: err) }
+            var result: [TopicPartition: Int64] = [:]
+            for (tp, offset, _) in PartitionList.read(list) where offset >= 0 { result[tp] = offset }
+            return result
+        }
+    }
+
+    public func watermarks(_ partition: TopicPartition) async throws(KafkaError) -> KafkaWatermarks {
+        try await handle.blocking { [handle] () throws(KafkaError) in try handle.watermarks(partition) }
+    }
+
+    /// Topic names and partition counts, as a readiness probe of the broker connection.
+    public func metadata(timeoutMs: Int32 = 2_000) async throws(KafkaError) -> [String: Int32] {
+        try await handle.blocking { [handle] () throws(KafkaError) in try handle.metadata(timeoutMs: timeoutMs) }
+    }
+
+    // MARK: - Internals
+
+    private func subscribe() throws(KafkaError) {
+        let list = PartitionList.make(configuration.topics.map { (TopicPartition(topic: $0, partition: -1), nil) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let err = rd_kafka_subscribe(handle.pointer, list)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.from(code: err) }
+    }
+
+    private func pollLoop() async throws(KafkaError) {
+        while state.withLock({ $0.isPolling }) {
+            if let fatal = handle.fatalError { throw fatal }
+            let batch = await pollBatch()
+            guard !batch.messages.isEmpty else { continue }
+            // Suspends until the owner asks for the next batch (or shutdown finishes the channel,
+            // in which case the batch is dropped uncommitted and read again by the next owner).
+            await channel.send(batch)
+        }
+    }
+
+    private func pollBatch() async -> KafkaMessageBatch {
+        let maxBatch = configuration.maxBatchSize
+        let timeout = Int32(configuration.pollTimeoutMs)
+        return await withCheckedContinuation { continuation in
+            pollQueue.async { [queue, logger] in
+                var buffer = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: maxBatch)
+                let count = rd_kafka_consume_batch_queue(queue.pointer, timeout, &buffer, maxBatch)
+                var messages: [KafkaMessage] = []
+                messages.reserveCapacity(max(count, 0))
+                for i in 0..<max(count, 0) {
+                    guard let raw = buffer[i] else { continue }
+                    defer { rd_kafka_message_destroy(raw) }
+                    let m = raw.pointee
+                    if m.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                        logger.warning("consumer error", metadata: ["error": .string(KafkaError.from(code: m.err).description)])
+                        continue
+                    }
+                    var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+                    let timestamp = rd_kafka_message_timestamp(raw, &timestampType)
+                    messages.append(KafkaMessage(
+                        topic: String(cString: rd_kafka_topic_name(m.rkt)),
+                        partition: m.partition,
+                        offset: m.offset,
+                        key: m.key.map { [UInt8](copying: UnsafeRawPointer($0), count: m.key_len) },
+                        value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) },
+                        timestampMs: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
+                    ))
+                }
+                continuation.resume(returning: KafkaMessageBatch(messages: messages))
+            }
+        }
+    }
+
+    fileprivate func iteratorStarted() { state.withLock { $0.ownerStarted() } }
+
+    fileprivate func iteratorFinished() {
+        let waiter = state.withLock { $0.ownerFinished() }
+        waiter?.resume()
+    }
+
+    private func waitForOwnerToDrain() async {
+        let drainTimeout = configuration.drainTimeoutMs
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    if !self.state.withLock({ $0.awaitOwner(continuation) }) { continuation.resume() }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(drainTimeout))
+                let waiter = self.state.withLock { $0.ownerFinished() }
+                waiter?.resume()
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            pollQueue.async { [handle, logger] in
+                // Leaves the group (revoking partitions through the listener) so the others
+                // rebalance now instead of after the session timeout.
+                let err = rd_kafka_consumer_close(handle.pointer)
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    logger.warning("consumer close", metadata: ["error": .string(KafkaError.from(code: err).description)])
+                }
+                continuation.resume()
+            }
+        }
+        state.withLock { $0.closed() }
+    }
+}
+
+/// The sequence of batches a consumer reads. Ending the iteration (or breaking out of it) tells the
+/// consumer the owner is done, so shutdown can leave the group.
+public struct KafkaMessageBatches: AsyncSequence, Sendable {
+    public typealias Element = KafkaMessageBatch
+    let consumer: KafkaConsumer
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncChannel<KafkaMessageBatch>.AsyncIterator
+        let owner: OwnerToken
+
+        public mutating func next() async -> KafkaMessageBatch? {
+            if let batch = await base.next() { return batch }
+            owner.finish()
+            return nil
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        consumer.iteratorStarted()
+        return AsyncIterator(base: consumer.channelForIteration.makeAsyncIterator(), owner: OwnerToken(consumer: consumer))
+    }
+
+    /// Tells the consumer the owner stopped iterating, whether the sequence ended or the owner
+    /// broke out of its loop (the iterator, and this token with it, is then released).
+    public final class OwnerToken: Sendable {
+        let consumer: KafkaConsumer
+        private let finished = Atomic(false)
+
+        init(consumer: KafkaConsumer) { self.consumer = consumer }
+
+        func finish() {
+            if !finished.exchange(true, ordering: .acquiringAndReleasing) { consumer.iteratorFinished() }
+        }
+
+        deinit { finish() }
+    }
+}
+
+extension KafkaConsumer {
+    fileprivate var channelForIteration: AsyncChannel<KafkaMessageBatch> { channel }
+}
+
+/// The consumer's lifecycle and its handshake with the owner at shutdown.
+struct ConsumerStateMachine: Sendable {
+    enum Phase: Sendable { case created, polling, stopping, closed }
+    private(set) var phase: Phase = .created
+    private var ownerIterating = false
+    private var drainWaiter: CheckedContinuation<Void, Never>?
+
+    mutating func start() -> Bool {
+        guard phase == .created else { return false }
+        phase = .polling
+        return true
+    }
+
+    mutating func stop() {
+        if phase == .polling || phase == .created { phase = .stopping }
+    }
+
+    mutating func closed() { phase = .closed }
+
+    var isPolling: Bool { phase == .polling }
+
+    mutating func ownerStarted() { ownerIterating = true }
+
+    /// Returns the shutdown waiter to resume, if any.
+    mutating func ownerFinished() -> CheckedContinuation<Void, Never>? {
+        ownerIterating = false
+        defer { drainWaiter = nil }
+        return drainWaiter
+    }
+
+    /// Stores the waiter; false when there is no owner to wait for.
+    mutating func awaitOwner(_ continuation: CheckedContinuation<Void, Never>) -> Bool {
+        guard ownerIterating else { return false }
+        drainWaiter = continuation
+        return true
+    }
+}
+
+/// The partitions a consumer holds, shared with its rebalance callback.
+final class AssignmentTracker: Sendable {
+    let partitions = Mutex<Set<TopicPartition>>([])
+}
+
+/// `rd_kafka_queue_t*` of the consumer, freed with it.
+struct ConsumerQueue: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Applies assignments and revocations, asking the owner's listener for stored offsets. Runs on the
+/// poll thread inside librdkafka's rebalance callback, so it may block (it is not the cooperative pool).
+final class RebalanceCoordinator: Sendable {
+    private let listener: (any KafkaRebalanceListener)?
+    private let assigned: AssignmentTracker
+    private let logger: Logger
+    private let probeProperties: [String: String]
+
+    init(listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, logger: Logger, probeProperties: [String: String]) {
+        self.listener = listener
+        self.probeProperties = probeProperties
+        self.assigned = assigned
+        self.logger = logger
+    }
+
+    func handle(_ rk: OpaquePointer, _ event: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
+        let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        let tps = PartitionList.read(partitions).map(\.0)
+        switch event {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            applyStoredOffsets(rk, tps, partitions)
+            if cooperative {
+                if let error = rd_kafka_incremental_assign(rk, partitions) {
+                    logger.error("incremental assign failed", metadata: ["error": .string(KafkaError.consuming(error).description)])
+                }
+            } else {
+                let err = rd_kafka_assign(rk, partitions)
+                if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    logger.error("assign failed", metadata: ["error": .string(KafkaError.from(code: err).description)])
+                }
+            }
+            assigned.partitions.withLock { $0.formUnion(tps) }
+            logger.info("partitions assigned", metadata: ["partitions": .string(tps.map(\.description).joined(separator: ","))])
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            if let listener {
+                blockingAwait { await listener.partitionsRevoked(tps) }
+            }
+            if cooperative {
+                if let error = rd_kafka_incremental_unassign(rk, partitions) {
+                    logger.error("incremental unassign failed", metadata: ["error": .string(KafkaError.consuming(error).description)])
+                }
+            } else {
+                rd_kafka_assign(rk, nil)
+            }
+            assigned.partitions.withLock { $0.subtract(tps) }
+            logger.info("partitions revoked", metadata: ["partitions": .string(tps.map(\.description).joined(separator: ","))])
+        default:
+            logger.error("rebalance error", metadata: ["error": .string(KafkaError.from(code: event).description)])
+            rd_kafka_assign(rk, nil)
+            assigned.partitions.withLock { $0.removeAll() }
+        }
+    }
+
+    /// Writes the owner's stored offsets into the assignment. A stored offset past the end of the
+    /// partition means the broker lost data (Tansu's memory storage after a restart, or a topic
+    /// deleted and re-created): Tansu then answers fetches there with nothing at all (no
+    /// OFFSET_OUT_OF_RANGE), so everything produced next would be skipped silently. Start from the
+    /// beginning instead and rely on the owner's idempotency to ignore what it already has.
+    ///
+    /// Tansu 0.6 reports the high watermark as the base offset of the last record batch + 1, not the
+    /// end of the log, so a stored offset above it is checked against the real end by reading the
+    /// last batch before it is declared lost.
+    private func applyStoredOffsets(_ rk: OpaquePointer, _ tps: [TopicPartition], _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
+        guard let listener, !tps.isEmpty else { return }
+        let stored: [TopicPartition: Int64]
+        do {
+            stored = try blockingAwait { try await listener.partitionsAssigned(tps) }
+        } catch {
+            logger.error("rebalance listener failed; starting from committed offsets", metadata: ["error": .string("\(error)")])
+            return
+        }
+        for i in 0..<Int(partitions.pointee.cnt) {
+            let element = partitions.pointee.elems[i]
+            let tp = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+            guard var offset = stored[tp] else { continue }
+            var low: Int64 = 0
+            var high: Int64 = 0
+            let err = rd_kafka_query_watermark_offsets(rk, tp.topic, tp.partition, &low, &high, 5_000)
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset > high, high > 0,
+               let end = LogEndProbe.trueEnd(of: tp, lastBatchBase: high - 1, properties: probeProperties, logger: logger),
+               offset <= end {
+                // Tansu's under-reported watermark: the stored offset is inside the last batch.
+                logger.debug("stored offset is within the log", metadata: ["partition": .string(tp.description), "stored": "\(offset)", "end": "\(end)"])
+            } else if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset > high {
+                logger.warning(
+                    "stored offset is past the end of the partition; the broker lost data. Reading from the beginning",
+                    metadata: ["partition": .string(tp.description), "stored": "\(offset)", "high": "\(high)", "low": "\(low)"]
+                )
+                offset = low
+            } else if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset < low {
+                logger.warning("stored offset was deleted by retention; reading from the earliest kept",
+                               metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
+                offset = low
+            }
+            partitions.pointee.elems[i].offset = offset
+        }
+    }
+}
+
+/// Finds where a partition's log really ends by reading its last record batch. Used only when a
+/// stored offset is above the reported high watermark.
+enum LogEndProbe {
+    static func trueEnd(of tp: TopicPartition, lastBatchBase: Int64, properties: [String: String], logger: Logger) -> Int64? {
+        var props = properties
+        props["group.id"] = "log-end-probe"
+        let messages = try? KafkaPartitionReader.readBlocking(
+            tp, from: lastBatchBase, maxMessages: 1_000_000, timeoutMs: 5_000, quietMs: 100, properties: props, logger: logger
+        )
+        return messages?.last.map { $0.offset + 1 }
+    }
+}
+
+/// Waits for async work from a thread that may block (a dispatch queue, never the cooperative pool).
+func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = Mutex<Result<T, any Error>?>(nil)
+    let semaphore = DispatchSemaphore(value: 0)
+    Task {
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        box.withLock { $0 = result }
+        semaphore.signal()
+    }
+    semaphore.wait()
+    return try box.withLock { $0! }.get()
+}
+
+func blockingAwait(_ body: @escaping @Sendable () async -> Void) {
+    _ = try? blockingAwait { () async throws -> Bool in
+        await body()
+        return true
+    }
+}

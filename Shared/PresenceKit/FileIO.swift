@@ -1,0 +1,237 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Thin, EINTR-safe wrappers over the POSIX calls the outbox needs. Every failure carries the call, the
+/// path and `errno`.
+enum FileIO {
+    static func error(_ operation: String, _ path: String) -> OutboxError {
+        .io(operation: operation, path: path, errno: errno)
+    }
+
+    static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(OutboxError) -> Int32 {
+        while true {
+            let fd = Glibc_open(path, flags, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw error("open", path)
+        }
+    }
+
+    /// Writes all of `bytes` at `offset` (pwrite loop: short writes and EINTR are retried).
+    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws(OutboxError) {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw error("pwrite", path)
+            }
+            done += n
+        }
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) throws(OutboxError) {
+        guard !bytes.isEmpty else { return }
+        let result: Result<Void, OutboxError> = bytes.withUnsafeBytes { raw in
+            do throws(OutboxError) {
+                try write(fd, raw, at: offset, path: path)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    static func read(_ fd: Int32, count: Int, at offset: Int64, path: String) throws(OutboxError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        var done = 0
+        var failure: OutboxError?
+        out.withUnsafeMutableBytes { raw in
+            while done < count {
+                let n = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = error("pread", path)
+                    return
+                }
+                if n == 0 { break } // end of file
+                done += n
+            }
+        }
+        if let failure { throw failure }
+        if done < count { out.removeSubrange(done...) }
+        return out
+    }
+
+    static func fsync(_ fd: Int32, path: String) throws(OutboxError) {
+        while Glibc_fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw error("fsync", path)
+        }
+    }
+
+    static func truncate(_ fd: Int32, to size: Int64, path: String) throws(OutboxError) {
+        while ftruncate(fd, off_t(size)) != 0 {
+            if errno == EINTR { continue }
+            throw error("ftruncate", path)
+        }
+    }
+
+    static func size(_ fd: Int32, path: String) throws(OutboxError) -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw error("fstat", path) }
+        return Int64(st.st_size)
+    }
+
+    static func close(_ fd: Int32) {
+        _ = Glibc_close(fd)
+    }
+
+    static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
+    static func unlink(_ path: String) {
+        _ = Glibc_unlink(path)
+    }
+
+    static func rename(_ from: String, _ to: String) throws(OutboxError) {
+        guard Glibc_rename(from, to) == 0 else { throw error("rename", from + " -> " + to) }
+    }
+
+    /// fsync of the directory holding `path`, so a create or rename survives a power loss.
+    static func fsyncDirectory(of path: String) throws(OutboxError) {
+        let dir: String
+        if let slash = path.lastIndex(of: "/") {
+            dir = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            dir = "."
+        }
+        let fd = try open(dir, flags: O_RDONLY)
+        defer { close(fd) }
+        try fsync(fd, path: dir)
+    }
+}
+
+// Unambiguous names for the libc functions that `FileIO` shadows.
+@inline(__always) private func Glibc_open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.open(path, flags, mode)
+    #elseif canImport(Musl)
+    return Musl.open(path, flags, mode)
+    #else
+    return Glibc.open(path, flags, mode)
+    #endif
+}
+
+@inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.fsync(fd)
+    #elseif canImport(Musl)
+    return Musl.fsync(fd)
+    #else
+    return Glibc.fsync(fd)
+    #endif
+}
+
+@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.close(fd)
+    #elseif canImport(Musl)
+    return Musl.close(fd)
+    #else
+    return Glibc.close(fd)
+    #endif
+}
+
+@inline(__always) private func Glibc_unlink(_ path: String) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.unlink(path)
+    #elseif canImport(Musl)
+    return Musl.unlink(path)
+    #else
+    return Glibc.unlink(path)
+    #endif
+}
+
+@inline(__always) private func Glibc_rename(_ from: String, _ to: String) -> Int32 {
+    #if canImport(Darwin)
+    return Darwin.rename(from, to)
+    #elseif canImport(Musl)
+    return Musl.rename(from, to)
+    #else
+    return Glibc.rename(from, to)
+    #endif
+}
+
+/// Little-endian byte building for outbox records.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
+
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
+    mutating func raw(_ v: [UInt8]) { bytes.append(contentsOf: v) }
+}
+
+/// Bounds-checked little-endian reading; every accessor returns nil past the end (a torn record).
+struct ByteReader {
+    let bytes: [UInt8]
+    var position: Int
+    let end: Int
+
+    init(_ bytes: [UInt8], from start: Int, to end: Int) {
+        self.bytes = bytes
+        self.position = start
+        self.end = end
+    }
+
+    var remaining: Int { end - position }
+
+    mutating func u8() -> UInt8? {
+        guard position + 1 <= end else { return nil }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func u32() -> UInt32? {
+        guard position + 4 <= end else { return nil }
+        var v: UInt32 = 0
+        for i in 0..<4 { v |= UInt32(bytes[position + i]) << (8 * UInt32(i)) }
+        position += 4
+        return v
+    }
+
+    mutating func u64() -> UInt64? {
+        guard position + 8 <= end else { return nil }
+        var v: UInt64 = 0
+        for i in 0..<8 { v |= UInt64(bytes[position + i]) << (8 * UInt64(i)) }
+        position += 8
+        return v
+    }
+
+    mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }
+    mutating func i32() -> Int32? { u32().map { Int32(bitPattern: $0) } }
+
+    mutating func raw(_ count: Int) -> [UInt8]? {
+        guard count >= 0, position + count <= end else { return nil }
+        defer { position += count }
+        return Array(bytes[position..<position + count])
+    }
+
+    mutating func skip(_ count: Int) -> Bool {
+        guard count >= 0, position + count <= end else { return false }
+        position += count
+        return true
+    }
+}

@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A WGS-84 position in degrees.
+public struct GeoPoint: Sendable, Hashable, Codable {
+    public var latitude: Double
+    public var longitude: Double
+
+    public init(latitude: Double, longitude: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+    }
+
+    /// The point `meters` away along `bearingDegrees` (0 = north, 90 = east), on the sphere.
+    /// Handy for building test paths and simulated walks.
+    public func moved(meters: Double, bearingDegrees: Double) -> GeoPoint {
+        let r = Haversine.earthRadiusMeters
+        let delta = meters / r
+        let theta = bearingDegrees * .pi / 180
+        let phi1 = latitude * .pi / 180
+        let lambda1 = longitude * .pi / 180
+        let phi2 = asin(sin(phi1) * cos(delta) + cos(phi1) * sin(delta) * cos(theta))
+        let lambda2 = lambda1 + atan2(sin(theta) * sin(delta) * cos(phi1), cos(delta) - sin(phi1) * sin(phi2))
+        return GeoPoint(latitude: phi2 * 180 / .pi, longitude: lambda2 * 180 / .pi)
+    }
+}
+
+public enum Haversine {
+    /// Mean Earth radius (IUGG), meters.
+    public static let earthRadiusMeters = 6_371_008.8
+
+    /// Great-circle distance in meters. The haversine form stays accurate at the short distances that
+    /// matter here (a few meters to a few kilometers), where the spherical law of cosines loses digits.
+    public static func distance(_ a: GeoPoint, _ b: GeoPoint) -> Double {
+        let phi1 = a.latitude * .pi / 180
+        let phi2 = b.latitude * .pi / 180
+        let dPhi = (b.latitude - a.latitude) * .pi / 180
+        let dLambda = (b.longitude - a.longitude) * .pi / 180
+        let s1 = sin(dPhi / 2)
+        let s2 = sin(dLambda / 2)
+        let h = s1 * s1 + cos(phi1) * cos(phi2) * s2 * s2
+        return 2 * earthRadiusMeters * asin(min(1, h.squareRoot()))
+    }
+}
+
+/// A circular geofence around a site (seed 000: 150-300 m around the entrance; used for arming and for
+/// the co-location rule "beacon seen AND inside the geofence").
+public struct Geofence: Sendable, Hashable, Codable {
+    public var center: GeoPoint
+    public var radiusMeters: Double
+
+    public init(center: GeoPoint, radiusMeters: Double) {
+        self.center = center
+        self.radiusMeters = radiusMeters
+    }
+
+    public func distance(to point: GeoPoint) -> Double { Haversine.distance(center, point) }
+
+    /// Inside-radius test (boundary counts as inside).
+    public func contains(_ point: GeoPoint) -> Bool { distance(to: point) <= radiusMeters }
+}
+
+/// Matches beacons to a site: a UUID, optionally narrowed by major, optionally by minor
+/// (seed 000: major = site; seed 003: UUID + major = business namespace, minor = service point).
+public struct BeaconMatcher: Sendable, Hashable {
+    public var uuid: UUIDBits
+    public var major: UInt16?
+    public var minor: UInt16?
+
+    public init(uuid: UUIDBits, major: UInt16? = nil, minor: UInt16? = nil) {
+        precondition(minor == nil || major != nil, "a minor needs a major")
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+    }
+
+    public init(_ uuid: String, major: UInt16? = nil, minor: UInt16? = nil) {
+        guard let bits = UUIDBits(uuidString: uuid) else { preconditionFailure("malformed UUID \(uuid)") }
+        self.init(uuid: bits, major: major, minor: minor)
+    }
+}
+
+/// A place where attendance is taken.
+public struct Site: Sendable, Hashable {
+    public var id: String
+    public var center: GeoPoint
+    /// Arming radius of this site; nil uses `PresenceConfig.geofenceRadiusMeters` (remote config
+    /// `geofence_radius`).
+    public var radiusMeters: Double?
+    public var beacons: [BeaconMatcher]
+
+    public init(id: String, center: GeoPoint, radiusMeters: Double? = nil, beacons: [BeaconMatcher]) {
+        self.id = id
+        self.center = center
+        self.radiusMeters = radiusMeters
+        self.beacons = beacons
+    }
+}
+
+/// The sites a device knows about, with beacon → site lookup.
+///
+/// A `final class` holding only constants, so it is `Sendable` and shared by reference: ten thousand
+/// simulated devices point at one directory instead of copying it (it is not part of the per-device
+/// state budget).
+public final class SiteDirectory: Sendable {
+    public let sites: [Site]
+    private let exact: [BeaconIdentity: Int32]
+    private let byMajor: [UUIDMajor: Int32]
+    private let byUUID: [UUIDBits: Int32]
+    private let byId: [String: Int32]
+
+    struct UUIDMajor: Hashable {
+        var uuid: UUIDBits
+        var major: UInt16
+    }
+
+    /// When two sites claim the same beacon, the first one listed wins.
+    public init(sites: [Site]) {
+        self.sites = sites
+        var exact: [BeaconIdentity: Int32] = [:]
+        var byMajor: [UUIDMajor: Int32] = [:]
+        var byUUID: [UUIDBits: Int32] = [:]
+        var byId: [String: Int32] = [:]
+        for (i, site) in sites.enumerated() {
+            let index = Int32(i)
+            if byId[site.id] == nil { byId[site.id] = index }
+            for m in site.beacons {
+                switch (m.major, m.minor) {
+                case let (major?, minor?):
+                    let key = BeaconIdentity(uuid: m.uuid, major: major, minor: minor)
+                    if exact[key] == nil { exact[key] = index }
+                case let (major?, nil):
+                    let key = UUIDMajor(uuid: m.uuid, major: major)
+                    if byMajor[key] == nil { byMajor[key] = index }
+                default:
+                    if byUUID[m.uuid] == nil { byUUID[m.uuid] = index }
+                }
+            }
+        }
+        self.exact = exact
+        self.byMajor = byMajor
+        self.byUUID = byUUID
+        self.byId = byId
+    }
+
+    /// Index of the site `beacon` belongs to (most specific matcher wins), or nil for a foreign beacon.
+    public func siteIndex(for beacon: BeaconIdentity) -> Int32? {
+        if let i = exact[beacon] { return i }
+        if let i = byMajor[UUIDMajor(uuid: beacon.uuid, major: beacon.major)] { return i }
+        return byUUID[beacon.uuid]
+    }
+
+    public func siteIndex(id: String) -> Int32? { byId[id] }
+
+    public subscript(index: Int32) -> Site { sites[Int(index)] }
+
+    public func geofence(ofSite index: Int32, defaultRadius: Double) -> Geofence {
+        let site = sites[Int(index)]
+        return Geofence(center: site.center, radiusMeters: site.radiusMeters ?? defaultRadius)
+    }
+}

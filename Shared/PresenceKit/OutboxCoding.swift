@@ -1,0 +1,93 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// JSON coding of what PresenceKit stores in the outbox: `AttendanceEvent` payloads and the
+/// `PresenceSnapshot` checkpoint. Sorted keys, so equal values give byte-identical payloads.
+public enum PresenceCoding {
+    static func encoder() -> JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }
+
+    public static func encode(_ event: AttendanceEvent) -> [UInt8] {
+        // Encoding a value made only of strings, numbers and arrays cannot fail.
+        Array(try! encoder().encode(event))
+    }
+
+    public static func decodeEvent(_ bytes: [UInt8]) throws -> AttendanceEvent {
+        try JSONDecoder().decode(AttendanceEvent.self, from: Data(bytes))
+    }
+
+    public static func encode(_ snapshot: PresenceSnapshot) -> [UInt8] {
+        Array(try! encoder().encode(snapshot))
+    }
+
+    public static func decodeSnapshot(_ bytes: [UInt8]) throws -> PresenceSnapshot {
+        try JSONDecoder().decode(PresenceSnapshot.self, from: Data(bytes))
+    }
+}
+
+extension AttendanceEvent.Kind {
+    /// The `OutboxEntry.kind` code of each event type.
+    public var outboxKind: UInt8 {
+        switch self {
+        case .checkIn: return 1
+        case .checkOut: return 2
+        case .heartbeat: return 3
+        }
+    }
+}
+
+extension Outbox {
+    /// Stores the durable effects of one `handle` call, in order: each post becomes an entry, carrying
+    /// as its checkpoint the `persistSnapshot` that follows it in the same batch (one record, so the
+    /// event and the session state that goes with it survive a crash together); a snapshot with no post
+    /// before it is saved on its own. Heartbeats are evictable, check-ins and check-outs are not.
+    /// Other effects are ignored. Returns the new entries.
+    @discardableResult
+    public func store(_ effects: [PresenceEffect]) throws(OutboxError) -> [OutboxEntry] {
+        var stored: [OutboxEntry] = []
+        var consumed = Set<Int>()
+        for (i, effect) in effects.enumerated() {
+            let event: AttendanceEvent
+            switch effect {
+            case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
+                event = e
+            case .persistSnapshot(let snapshot):
+                if !consumed.contains(i) { try saveCheckpoint(PresenceCoding.encode(snapshot)) }
+                continue
+            default:
+                continue
+            }
+            var checkpoint: [UInt8]?
+            var j = i + 1
+            scan: while j < effects.count {
+                switch effects[j] {
+                case .postCheckIn, .postCheckOut, .postHeartbeat:
+                    break scan
+                case .persistSnapshot(let snapshot):
+                    checkpoint = PresenceCoding.encode(snapshot)
+                    consumed.insert(j)
+                    break scan
+                default:
+                    j += 1
+                }
+            }
+            let entry = try append(
+                PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
+                checkpoint: checkpoint)
+            stored.append(entry)
+        }
+        return stored
+    }
+
+    /// The last persisted `PresenceSnapshot`, decoded (nil when none or unreadable).
+    public func lastSnapshot() -> PresenceSnapshot? {
+        guard let bytes = checkpoint else { return nil }
+        return try? PresenceCoding.decodeSnapshot(bytes)
+    }
+}

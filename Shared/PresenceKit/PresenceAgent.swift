@@ -1,0 +1,64 @@
+/// Runs a `PresenceStateMachine` for a host that does not want to manage timers itself — the fleet
+/// simulator, scenario tests, a trace replayer.
+///
+/// The machine records the deadline of every timer it schedules; the agent fires them (in deadline
+/// order, each at its own deadline time) before delivering a later event, and filters the
+/// `scheduleTimer` / `cancelTimer` effects out of what it returns. Everything else (posts, snapshots,
+/// notifications, scanning, logs) is returned in order for the host to act on — typically
+/// `outbox.store(effects)` then send.
+public struct PresenceAgent: Sendable {
+    public private(set) var machine: PresenceStateMachine
+
+    public init(machine: PresenceStateMachine) {
+        self.machine = machine
+    }
+
+    /// The earliest pending timer deadline: the host should call `advance(to:)` no later than this.
+    public var nextDeadline: Timestamp? {
+        var best: Timestamp?
+        for id in TimerID.allCases {
+            if let d = machine.deadline(of: id), best.map({ d < $0 }) ?? true { best = d }
+        }
+        return best
+    }
+
+    /// Fires every timer due at or before `now`, then delivers `event` at `now`.
+    public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        var out = advance(to: now)
+        out.append(contentsOf: Self.hostEffects(machine.handle(event, at: now)))
+        return out
+    }
+
+    /// Fires every timer due at or before `now`, each at its deadline.
+    public mutating func advance(to now: Timestamp) -> [PresenceEffect] {
+        var out: [PresenceEffect] = []
+        // A timer handler may schedule another timer that is also due; the bound only guards against
+        // a (buggy) zero-delay loop.
+        for _ in 0..<10_000 {
+            var due: (TimerID, Timestamp)?
+            for id in TimerID.allCases {
+                if let d = machine.deadline(of: id), d <= now, due.map({ d < $0.1 }) ?? true { due = (id, d) }
+            }
+            guard let (id, at) = due else { break }
+            out.append(contentsOf: Self.hostEffects(machine.handle(.timerFired(id), at: at)))
+        }
+        return out
+    }
+
+    /// Replaces the configuration (see `PresenceStateMachine.apply(config:at:)`).
+    public mutating func apply(config: PresenceConfig, at now: Timestamp) throws(ConfigValidationError) -> [PresenceEffect] {
+        Self.hostEffects(try machine.apply(config: config, at: now))
+    }
+
+    static func hostEffects(_ effects: [PresenceEffect]) -> [PresenceEffect] {
+        guard effects.contains(where: { if case .scheduleTimer = $0 { return true }; if case .cancelTimer = $0 { return true }; return false }) else {
+            return effects
+        }
+        return effects.filter {
+            switch $0 {
+            case .scheduleTimer, .cancelTimer: return false
+            default: return true
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+/// What ends an attendance session on the device.
+public enum CheckOutTrigger: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Seed 004: the beacon is lost (signal at or below the leave threshold, silence, or region exit),
+    /// the soft-exit grace runs out and the loss is confirmed → check-out. For beacons that cover the
+    /// place itself (a lab, a classroom).
+    case beaconLoss = "beacon_loss"
+    /// Seed 001: losing the beacon only tells the user the device disconnected; the check-out is posted
+    /// when the user leaves the site's geofence. For beacons at an entrance gate, where the user walks
+    /// out of beacon range into the building right after checking in.
+    case geofenceExit = "geofence_exit"
+}
+
+/// Feature switches (remote config `feature_flags`, plus `gatt_challenge`).
+public struct FeatureFlags: Sendable, Hashable {
+    /// Require walking/running recently or enough steps before a check-in (seed 000 sec. 5.2).
+    public var motionGating: Bool
+    /// Co-location: only check in for a beacon whose site's geofence the device is inside
+    /// (seed 000 sec. 5.1). When off, a beacon region event arms the device by itself.
+    public var requireGeofence: Bool
+    /// Continuous RSSI scanning while inside a geofence (seed 001), instead of short ranging bursts
+    /// triggered by region events (seed 000).
+    public var continuousScan: Bool
+    /// GATT challenge-response with the beacon before a check-in (seed 000, optional).
+    public var gattChallenge: Bool
+    /// Carried for the app (HealthKit steps as a motion source); the library does not use it.
+    public var useHealthKit: Bool
+    /// Stop detection entirely: no scanning, no attendance effects (seed 000 sec. 16).
+    public var killSwitch: Bool
+    /// Flags this version does not know, kept so an app can read them.
+    public var other: [String: Bool]
+
+    public init(
+        motionGating: Bool = true, requireGeofence: Bool = true, continuousScan: Bool = false,
+        gattChallenge: Bool = false, useHealthKit: Bool = false, killSwitch: Bool = false,
+        other: [String: Bool] = [:]
+    ) {
+        self.motionGating = motionGating
+        self.requireGeofence = requireGeofence
+        self.continuousScan = continuousScan
+        self.gattChallenge = gattChallenge
+        self.useHealthKit = useHealthKit
+        self.killSwitch = killSwitch
+        self.other = other
+    }
+}
+
+/// Every threshold and timing of the detection logic. Defaults follow the seeds; the remote config
+/// (`RemoteConfig`) overrides them. Durations are milliseconds.
+public struct PresenceConfig: Sendable, Hashable {
+    /// Enter when the smoothed RSSI is above this (seed 001: > -70 dBm).
+    public var enterRssi: Int = -70
+    /// Leave when the smoothed RSSI is at or below this (seed 001: <= -75 dBm). The gap between the two
+    /// is the hysteresis band: inside it nothing changes, so a signal hovering at the edge cannot
+    /// ping-pong between states.
+    public var leaveRssi: Int = -75
+    /// Samples per beacon in the sliding window, 1...16.
+    public var smoothingWindow: Int = 5
+    public var smoothing: SmoothingMode = .median
+    /// Ranging confidence (seed 000 sec. 14.2): readings needed, and the standard deviation bound.
+    public var minReadings: Int = 3
+    public var maxStdDevDb: Float = 6
+    /// Longest ranging burst (`ranging_window_ms`, seed: 5-10 s).
+    public var rangingWindowMs: Int64 = 8_000
+    /// When a ranging window ends without a candidate while the beacon region is still inside and a
+    /// beacon is heard (above `leaveRssi - 15` dBm: someone still approaching), ranging continues for up
+    /// to this many more windows. iOS reports the region when the first packet is heard, often 10-40 m
+    /// out; a slow walker needs more than one 8 s window to reach the gate. The app holds a background
+    /// task meanwhile (seed 000 sec. 7: `beginBackgroundTask`).
+    public var rangingExtensions: Int = 2
+    /// A beacon not heard for this long is lost; while continuously scanning, losing every beacon of the
+    /// session's site starts the soft exit.
+    public var signalLossMs: Int64 = 10_000
+    /// Soft-exit grace, the seed 001 "3-minute debounce". Must be at least 10 s: noise gaps shorter than
+    /// 10 s never cause a check-out (seed 004 acceptance criteria).
+    public var softExitGraceMs: Int64 = 180_000
+    /// After the grace, how long to wait for the confirmation (a region-state answer or a reading)
+    /// before checking out (seed 004 "confirm by requestState"). 0 skips confirmation.
+    public var exitConfirmationMs: Int64 = 10_000
+    /// Heartbeat period while present (seed 004 heartbeat contract). 0 disables heartbeats.
+    public var heartbeatIntervalMs: Int64 = 300_000
+    public var gattTimeoutMs: Int64 = 3_000
+    /// After a failed GATT challenge, wait this long before challenging again.
+    public var gattRetryCooldownMs: Int64 = 30_000
+    public var checkOutTrigger: CheckOutTrigger = .beaconLoss
+    public var motion = MotionGateConfig()
+    /// Arming radius for sites without their own (`geofence_radius`, seed: 150-300 m).
+    public var geofenceRadiusMeters: Double = 200
+    /// A location fix counts as leaving a geofence only beyond radius + margin, so GPS jitter at the
+    /// boundary does not flap between inside and outside.
+    public var geofenceExitMarginMeters: Double = 50
+    public var flags = FeatureFlags()
+
+    public init() {}
+
+    public var confidenceRule: ConfidenceRule {
+        ConfidenceRule(minReadings: minReadings, maxStdDevDb: maxStdDevDb, enterRssi: enterRssi)
+    }
+
+    public var rangingConfig: RangingConfig {
+        RangingConfig(windowMs: rangingWindowMs, rule: confidenceRule, smoothingWindow: smoothingWindow, smoothing: smoothing)
+    }
+
+    /// Every problem with this configuration, each naming its remote-config key. Empty when valid.
+    public func validationIssues() -> [ConfigIssue] {
+        var issues: [ConfigIssue] = []
+        func check<T: Comparable>(_ key: String, _ value: T, _ range: ClosedRange<T>, _ unit: String, _ why: String = "") {
+            if !range.contains(value) {
+                issues.append(ConfigIssue(
+                    key: key,
+                    message: "must be between \(range.lowerBound) and \(range.upperBound)\(unit)\(why), got \(value)"))
+            }
+        }
+        check("ranging_window_ms", rangingWindowMs, 5_000...10_000, " ms", " (seed 000: ranging runs 5-10 s)")
+        check("geofence_radius", geofenceRadiusMeters, 150...300, " m", " (seed 000: 150-300 m around the gate)")
+        check("thresholds.enter_rssi", enterRssi, -100...(-30), " dBm")
+        check("thresholds.leave_rssi", leaveRssi, -110...(-30), " dBm")
+        if leaveRssi >= enterRssi {
+            issues.append(ConfigIssue(
+                key: "thresholds.leave_rssi",
+                message: "must be below thresholds.enter_rssi (\(enterRssi)) so enter and leave have hysteresis, got \(leaveRssi)"))
+        }
+        check("thresholds.max_stddev_db", maxStdDevDb, 0.5...30, " dB")
+        check("thresholds.smoothing_window", smoothingWindow, 1...RssiSmoother.maxWindow, " samples")
+        if (1...RssiSmoother.maxWindow).contains(smoothingWindow) {
+            check("thresholds.min_readings", minReadings, 1...smoothingWindow, "", " (at most thresholds.smoothing_window)")
+        }
+        if Int64(minReadings) * 1_000 > rangingWindowMs {
+            issues.append(ConfigIssue(
+                key: "thresholds.min_readings",
+                message: "\(minReadings) readings at 1 Hz do not fit in ranging_window_ms (\(rangingWindowMs))"))
+        }
+        switch smoothing {
+        case .median: break
+        case .ema(let alpha):
+            if !(alpha > 0 && alpha <= 1) {
+                issues.append(ConfigIssue(key: "thresholds.ema_alpha", message: "must be in (0, 1], got \(alpha)"))
+            }
+        case .kalman(let q, let r):
+            if !(q > 0 && q.isFinite) {
+                issues.append(ConfigIssue(key: "thresholds.kalman_process_noise", message: "must be positive, got \(q)"))
+            }
+            if !(r > 0 && r.isFinite) {
+                issues.append(ConfigIssue(key: "thresholds.kalman_measurement_noise", message: "must be positive, got \(r)"))
+            }
+        }
+        check("thresholds.ranging_extensions", rangingExtensions, 0...5, " windows")
+        check("thresholds.signal_loss_ms", signalLossMs, 2_000...120_000, " ms")
+        check("thresholds.soft_exit_grace_ms", softExitGraceMs, 10_000...3_600_000, " ms",
+              " (noise gaps under 10 s must never cause a check-out)")
+        check("thresholds.exit_confirmation_ms", exitConfirmationMs, 0...60_000, " ms")
+        // After a gap the signal must be heard for up to `minReadings` readings (1 Hz) before the soft
+        // exit ends; the grace plus confirmation must cover that too, or a 9.9 s gap could still end in
+        // a check-out.
+        let needed = 10_000 + Int64(minReadings) * 1_000
+        if softExitGraceMs >= 10_000 && softExitGraceMs + exitConfirmationMs < needed {
+            issues.append(ConfigIssue(
+                key: "thresholds.exit_confirmation_ms",
+                message: "soft_exit_grace_ms + exit_confirmation_ms must be at least \(needed) ms (10 s of noise plus \(minReadings) readings at 1 Hz to see the signal back), got \(softExitGraceMs + exitConfirmationMs)"))
+        }
+        if heartbeatIntervalMs != 0 {
+            check("thresholds.heartbeat_interval_ms", heartbeatIntervalMs, 60_000...86_400_000, " ms", " or 0 to disable")
+        }
+        check("thresholds.motion_recent_ms", motion.recentActivityMs, 30_000...600_000, " ms")
+        check("min_steps_window.steps", motion.minSteps, 0...10_000, " steps")
+        check("min_steps_window.window_ms", motion.stepsWindowMs, 30_000...600_000, " ms")
+        check("gatt_challenge.timeout_ms", gattTimeoutMs, 500...10_000, " ms")
+        check("thresholds.geofence_exit_margin_m", geofenceExitMarginMeters, 0...500, " m")
+        return issues
+    }
+
+    /// `self` if valid, else an error listing every problem.
+    public func validated() throws(ConfigValidationError) -> PresenceConfig {
+        let issues = validationIssues()
+        if !issues.isEmpty { throw ConfigValidationError(issues: issues) }
+        return self
+    }
+}
+
+/// One problem in a configuration: which key, and why.
+public struct ConfigIssue: Sendable, Hashable, CustomStringConvertible {
+    /// Dotted path of the remote-config key, e.g. `thresholds.enter_rssi`.
+    public var key: String
+    public var message: String
+
+    public init(key: String, message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String { "\(key): \(message)" }
+}
+
+/// A configuration was rejected; `issues` lists every problem found, not just the first.
+public struct ConfigValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var issues: [ConfigIssue]
+
+    public init(issues: [ConfigIssue]) { self.issues = issues }
+
+    public var description: String {
+        "invalid configuration (\(issues.count) problem\(issues.count == 1 ? "" : "s")): "
+            + issues.map(\.description).joined(separator: "; ")
+    }
+}

@@ -1,0 +1,208 @@
+/// Inputs of the `PresenceStateMachine`: everything the platform (or the fleet simulator) observes.
+/// The time of each event is passed alongside it (`handle(_:at:)`).
+public enum PresenceEvent: Sendable, Hashable {
+    /// One RSSI sample of one beacon (a ranging callback entry or a continuous-scan result).
+    /// RSSI 0 / 127 is missing data.
+    case beaconReading(BeaconReading)
+    /// The OS reports entering / leaving the company's beacon region (iBeacon region monitoring,
+    /// seed 000 sec. 3.1); it may relaunch a terminated app to deliver this.
+    case beaconRegionEntered
+    case beaconRegionExited
+    /// Answer to `PresenceEffect.requestRegionState` (iOS `requestState(for:)`).
+    case beaconRegionState(inside: Bool)
+    /// The OS reports crossing a site's geofence (arming, seed 000 sec. 3.2; seed 001 geofence task).
+    case geofenceEntered(siteId: String)
+    case geofenceExited(siteId: String)
+    /// A location fix (significant change, visit, or GPS): evaluated against every site's geofence by
+    /// the haversine distance, with an exit margin against jitter.
+    case location(GeoPoint)
+    /// Motion coprocessor activity, and steps taken since the previous `steps` event.
+    case motionActivity(MotionActivity)
+    case steps(Int)
+    /// Result of `PresenceEffect.performGattChallenge`.
+    case gattChallengeResult(ok: Bool, roundTripMs: Int)
+    /// Network reachability changed; coming online triggers an outbox drain.
+    case connectivityChanged(online: Bool)
+    /// The periodic background task fired (seed 001: every 15 min; it is a fallback and skips while the
+    /// continuous scan runs).
+    case periodicWake
+    /// The OS stopped one of our scans (for example the app was fully suspended).
+    case scanningStopped(ScanMode)
+    /// The process started (first launch, relaunch by a region event, after a crash or force-quit).
+    /// Build the machine with `restoring:` first when a snapshot was persisted.
+    case appLaunched
+    /// The process is about to end (force-quit, OS termination). The machine persists its snapshot.
+    case appTerminated(forceQuit: Bool)
+    /// A timer the machine scheduled with `scheduleTimer` is due.
+    case timerFired(TimerID)
+    /// The persisted user id changed (login, logout: nil).
+    case userIdChanged(String?)
+}
+
+/// Outputs of the `PresenceStateMachine`: what the host should do. Data, never I/O.
+public enum PresenceEffect: Sendable, Hashable {
+    /// Write to the outbox (together with the `persistSnapshot` that follows in the same batch), then
+    /// send: `POST /v1/attendance/events` (seed 000 sec. 8.1) or the seed 004 contracts.
+    case postCheckIn(AttendanceEvent)
+    case postCheckOut(AttendanceEvent)
+    case postHeartbeat(AttendanceEvent)
+    /// Durable state to survive a crash or force-quit; store it as the outbox checkpoint (atomically
+    /// with a post in the same batch, see `Outbox.store(_:)`).
+    case persistSnapshot(PresenceSnapshot)
+    /// Show a local notification (seed 001 connect / disconnect / left-area notifications).
+    case notifyUser(UserNotification)
+    case startScanning(ScanMode)
+    case stopScanning(ScanMode)
+    /// Deliver `.timerFired(id)` at `at` (replaces any earlier schedule of `id`).
+    case scheduleTimer(TimerID, at: Timestamp)
+    case cancelTimer(TimerID)
+    /// Ask the OS whether the device is inside the beacon region (exit confirmation, seed 004).
+    case requestRegionState
+    /// Run the GATT challenge-response with this beacon and report `.gattChallengeResult`.
+    case performGattChallenge(BeaconIdentity)
+    /// Drain the outbox now if the network allows (seed 000 sec. 6.3: on launch and on every trigger).
+    case drainOutbox
+    case log(LogLevel, String)
+}
+
+public enum ScanMode: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Continuous RSSI scanning inside the geofence (seed 001).
+    case continuous
+    /// A short ranging burst of at most `rangingWindowMs` (seed 000).
+    case ranging
+}
+
+public enum TimerID: String, Sendable, Hashable, Codable, CaseIterable {
+    /// End of a ranging burst.
+    case rangingWindow
+    /// End of the soft-exit grace (seed 001's 3-minute debounce).
+    case softExitGrace
+    /// End of the wait for exit confirmation.
+    case exitConfirmation
+    /// Checks for silence while continuously scanning (rescheduled lazily: one timer per silence
+    /// period, not one per sample).
+    case signalWatchdog
+    case heartbeat
+    case gattTimeout
+}
+
+public enum LogLevel: String, Sendable, Hashable, Codable {
+    case debug, info, warning, error
+}
+
+public struct UserNotification: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable {
+        case checkedIn, checkedOut, signalLost, leftArea
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+}
+
+/// Why an attendance event was produced (sent as `reason`).
+public enum AttendanceReason: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Check-in: the nearest beacon passed the ranging confidence rule (and motion, and GATT if on).
+    case rangingConfirmed = "ranging_confirmed"
+    /// Check-out: soft-exit grace ran out and the loss was confirmed (or confirmation timed out).
+    case beaconLost = "beacon_lost"
+    /// Check-out: the OS answered the confirmation with "outside the beacon region".
+    case regionStateOutside = "region_state_outside"
+    /// Check-out: the device left the session's site geofence.
+    case geofenceExit = "geofence_exit"
+    /// Check-out: a beacon of another site took over.
+    case siteChanged = "site_changed"
+    /// Check-out: the persisted user changed (logout / another login).
+    case userChanged = "user_changed"
+    /// Check-out: the machine was relaunched with an open session and did not find the beacon again.
+    case notFoundAfterRelaunch = "not_found_after_relaunch"
+    /// Heartbeat while present.
+    case stillPresent = "still_present"
+}
+
+/// One attendance event as the device stores and sends it. Field names follow seed 000 sec. 8.1 where
+/// it has them, plus the seed 004 `sessionKey` / `reason`. Times are epoch milliseconds (the host maps
+/// them to ISO-8601 with `Timestamp.iso8601` for the REST payload).
+public struct AttendanceEvent: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+        case checkIn = "checkin"
+        case checkOut = "checkout"
+        case heartbeat
+    }
+
+    public struct Motion: Sendable, Hashable, Codable {
+        public var state: MotionActivity
+        public var steps2min: Int
+    }
+
+    public struct GeofenceInfo: Sendable, Hashable, Codable {
+        public var inside: Bool
+        public var radius: Double
+    }
+
+    public struct Handshake: Sendable, Hashable, Codable {
+        public var ok: Bool
+        /// Round trip, milliseconds.
+        public var rt: Int
+    }
+
+    public struct Network: Sendable, Hashable, Codable {
+        public var online: Bool
+    }
+
+    /// Local event id, a random UUID v4.
+    public var id: String
+    public var type: Kind
+    public var idempotencyKey: IdempotencyKey
+    /// The nonce inside the idempotency key (kept so the key can be re-derived and audited).
+    public var nonce: String
+    public var userId: String
+    public var deviceId: String
+    public var siteId: String
+    public var beacon: BeaconIdentity
+    /// When the event happened: session start for a check-in, last moment of presence for a
+    /// check-out, emission time for a heartbeat.
+    public var timestamp: Timestamp
+    /// Start of the session this event belongs to.
+    public var tStart: Timestamp
+    /// When the device decided (a check-out is decided after the grace; `timestamp` is earlier).
+    public var decidedAt: Timestamp
+    /// Groups the check-in, heartbeats and check-out of one session (seed 004 contracts).
+    public var sessionKey: String
+    public var rssiSeries: [Int]
+    public var reason: AttendanceReason
+    public var motion: Motion
+    public var geofence: GeofenceInfo
+    public var handshake: Handshake?
+    public var network: Network
+}
+
+/// An open attendance session as persisted for crash / force-quit recovery.
+public struct SessionCheckpoint: Sendable, Hashable, Codable {
+    public var sessionKey: String
+    /// User the check-in was posted for (nil when it was skipped for lack of a user id).
+    public var userId: String?
+    public var siteId: String
+    public var beacon: BeaconIdentity
+    public var tStart: Timestamp
+    public var lastPresentAt: Timestamp
+    public var checkInPosted: Bool
+}
+
+/// Everything the machine needs after a relaunch: the open session (if any) and the geofences it was
+/// inside. Small; written as the outbox checkpoint.
+public struct PresenceSnapshot: Sendable, Hashable, Codable {
+    public var session: SessionCheckpoint?
+    public var insideSiteIds: [String]
+    public var savedAt: Timestamp
+
+    public init(session: SessionCheckpoint?, insideSiteIds: [String], savedAt: Timestamp) {
+        self.session = session
+        self.insideSiteIds = insideSiteIds
+        self.savedAt = savedAt
+    }
+}

@@ -1,0 +1,938 @@
+// PresenceStateMachine: one model for the three seeds.
+//
+// The seeds describe the same walk-in / walk-out problem with three vocabularies. PresenceKit keeps two
+// things apart that the seeds mix: the *detection phase* of the device (this machine) and the *delivery
+// state* of each attendance event it produces (the outbox). Mapping:
+//
+// | PresenceKit phase  | seed 000 sec. 18 (no-loss)          | seed 004 PresenceStateMachine     | seed 001 app state                  |
+// |--------------------|-------------------------------------|-----------------------------------|-------------------------------------|
+// | idle               | Idle                                | (before ENTER) / after EXIT       | OUTSIDE                             |
+// | armed              | Armed (geofence / SLC)              | (after EXIT, still in geofence)   | INSIDE_AREA                         |
+// | candidate          | Candidate (iBeacon enter, ranging)  | ENTER                             | INSIDE_AREA (scanning, not > -70)   |
+// | verifying          | Candidate → [optional GATT]         | ENTER                             | —                                   |
+// | present            | Confirmed (+ check-in effect)       | INSIDE                            | PRESENT                             |
+// | softExitPending    | — (hysteresis)                      | SOFT_EXIT_PENDING (grace)         | UNCONFIRMED (3-minute debounce)     |
+// | confirmingExit     | —                                   | SOFT_EXIT_PENDING (requestState)  | UNCONFIRMED (debounce expired)      |
+// | check-out effect → | —                                   | EXIT                              | INSIDE_AREA (+ exit API on geofence |
+// |   armed / idle     |                                     |                                   |   exit → OUTSIDE)                   |
+//
+// | Outbox entry state   | seed 000 sec. 18                                     |
+// |----------------------|------------------------------------------------------|
+// | pending              | Confirmed → WAL write; Outbox (network fail)         |
+// | sentAwaitingVerdict  | Posted (request sent, no final verdict yet)          |
+// | done (entry removed) | Synced (201/200, or final 409/422/400)               |
+//
+// Seed 000's Candidate → Idle on "timeout/hysteresis fail" is candidate → armed/idle when the ranging
+// window times out. Seed 001's periodic fallback is `.periodicWake`, skipped while continuous scanning
+// runs. Seed 001 posts the exit on geofence exit and only *notifies* when the 3-minute debounce ends:
+// that is `CheckOutTrigger.geofenceExit`; seed 004 checks out after grace + confirmation: that is
+// `CheckOutTrigger.beaconLoss` (the default). README.md repeats this table.
+//
+// Thresholds: a session starts when the nearest beacon's last `minReadings` readings have a median
+// above `enterRssi` (-70) and a standard deviation below `maxStdDevDb`; present turns into a soft exit
+// when the smoothed RSSI of every beacon of the site is at or below `leaveRssi` (-75), when the site is
+// silent for `signalLossMs` while scanning continuously, or on a region exit; a soft exit resumes as
+// soon as the site is heard above `leaveRssi` again (see `tryRecover` for why not `enterRssi`).
+
+/// Detection phase of a device. See the mapping table at the top of this file.
+public enum PresencePhase: String, Sendable, Hashable, Codable, CaseIterable {
+    case idle, armed, candidate, verifying, present, softExitPending, confirmingExit
+}
+
+/// Who the device belongs to. `userId` is the *persisted* user id: without it attendance effects are
+/// skipped with a warning (seed 001).
+public struct DeviceIdentity: Sendable, Hashable {
+    public var userId: String?
+    public var deviceId: String
+
+    public init(userId: String?, deviceId: String) {
+        self.userId = userId
+        self.deviceId = deviceId
+    }
+}
+
+/// Up to four site indices the device is inside (overlapping geofences of neighbouring sites), inline.
+struct InsideSites: Sendable, Hashable {
+    var a: Int32 = -1, b: Int32 = -1, c: Int32 = -1, d: Int32 = -1
+
+    var isEmpty: Bool { a < 0 && b < 0 && c < 0 && d < 0 }
+
+    func contains(_ i: Int32) -> Bool { i >= 0 && (a == i || b == i || c == i || d == i) }
+
+    var all: [Int32] { [a, b, c, d].filter { $0 >= 0 } }
+
+    mutating func insert(_ i: Int32) {
+        guard !contains(i) else { return }
+        if a < 0 { a = i } else if b < 0 { b = i } else if c < 0 { c = i } else if d < 0 { d = i } else {
+            // More than four overlapping geofences: forget the oldest entry.
+            a = b; b = c; c = d; d = i
+        }
+    }
+
+    mutating func remove(_ i: Int32) {
+        if a == i { a = -1 }
+        if b == i { b = -1 }
+        if c == i { c = -1 }
+        if d == i { d = -1 }
+    }
+}
+
+/// Deadline of every timer the machine has scheduled, so a stale or early `.timerFired` is ignored.
+struct TimerDeadlines: Sendable, Hashable {
+    static let unset = Int64.min
+    var values: (Int64, Int64, Int64, Int64, Int64, Int64) = (unset, unset, unset, unset, unset, unset)
+
+    static func == (l: TimerDeadlines, r: TimerDeadlines) -> Bool { l.values == r.values }
+    func hash(into h: inout Hasher) { h.combine(values.0); h.combine(values.1) }
+
+    subscript(id: TimerID) -> Timestamp? {
+        get {
+            let v: Int64
+            switch id {
+            case .rangingWindow: v = values.0
+            case .softExitGrace: v = values.1
+            case .exitConfirmation: v = values.2
+            case .signalWatchdog: v = values.3
+            case .heartbeat: v = values.4
+            case .gattTimeout: v = values.5
+            }
+            return v == TimerDeadlines.unset ? nil : Timestamp(millisecondsSinceEpoch: v)
+        }
+        set {
+            let v = newValue?.millisecondsSinceEpoch ?? TimerDeadlines.unset
+            switch id {
+            case .rangingWindow: values.0 = v
+            case .softExitGrace: values.1 = v
+            case .exitConfirmation: values.2 = v
+            case .signalWatchdog: values.3 = v
+            case .heartbeat: values.4 = v
+            case .gattTimeout: values.5 = v
+            }
+        }
+    }
+}
+
+/// The open attendance session (cold data; the per-sample fields live directly in the machine).
+struct OpenSession: Sendable, Hashable {
+    var siteId: String
+    var beacon: BeaconIdentity
+    var tStart: Timestamp
+    var key: String
+    var userId: String?
+    var checkInPosted: Bool
+}
+
+/// The presence state machine: a value type, one per tracked device, fed events with their time and
+/// answering with effects. Deterministic (its random source is a seeded `SplitMix64` inside it),
+/// `Sendable`, allocation-free per RSSI sample, under 2 KiB.
+///
+/// Guarantees (tested, including property-based tests):
+/// - at most one open session, so never two open sessions for one site;
+/// - a check-out is only posted for a session whose check-in was posted;
+/// - every posted event has a fresh idempotency key;
+/// - a gap or dip in the signal shorter than 10 s never causes a check-out: leaving needs the smoothed
+///   RSSI at or below `leaveRssi` (or silence, or a region exit), then `softExitGraceMs` (>= 10 s,
+///   enforced by validation) and the confirmation without the signal coming back — and it is back as
+///   soon as two of the last three readings (`minReadings`) are above `leaveRssi` again. Validation
+///   keeps grace + confirmation >= 10 s + `minReadings` readings, so the guarantee holds for every
+///   valid configuration, not only the 3-minute default.
+public struct PresenceStateMachine: Sendable {
+    public private(set) var config: PresenceConfig
+    public let directory: SiteDirectory
+    public private(set) var identity: DeviceIdentity
+    public private(set) var phase: PresencePhase
+    public private(set) var beaconRegionInside = false
+    /// True while our continuous scan runs (seed 001 `isContinuousScanActive`).
+    public private(set) var continuousScanActive = false
+    /// True while a ranging burst runs.
+    public private(set) var rangingActive = false
+    public private(set) var online = true
+
+    var tracker: BeaconTracker
+    public private(set) var motion: MotionGate
+    var insideSites = InsideSites()
+    var session: OpenSession?
+    /// Site index of the open session (-1 none or unknown site): kept outside `session` so the
+    /// per-sample path reads one integer instead of copying the session's strings.
+    var sessionSiteIndex: Int32 = -1
+    /// Last moment the device was known present (becomes the check-out `timestamp`).
+    var lastPresentAt = Timestamp.distantPast
+    /// Last valid reading of any beacon of the session's site.
+    var lastSiteHeardAt = Timestamp.distantPast
+    var timers = TimerDeadlines()
+    var pendingCandidate: BeaconCandidate?
+    var gattCooldownUntil = Timestamp.distantPast
+    var lastGateLogAt = Timestamp.distantPast
+    var exitReason = AttendanceReason.beaconLost
+    /// Ranging windows added to the current burst (see `PresenceConfig.rangingExtensions`).
+    var rangingExtensionsUsed = 0
+    var rng: SplitMix64
+
+    /// - Parameters:
+    ///   - seed: seeds the nonce / session-key generator; nil draws one from the system generator.
+    ///     A relaunched process must not reuse the seed of the previous run (its keys would repeat):
+    ///     production passes nil.
+    ///   - restoring: the last persisted snapshot after a relaunch (deliver `.appLaunched` next).
+    public init(
+        config: PresenceConfig = PresenceConfig(),
+        directory: SiteDirectory,
+        identity: DeviceIdentity,
+        seed: UInt64? = nil,
+        restoring snapshot: PresenceSnapshot? = nil
+    ) throws(ConfigValidationError) {
+        self.config = try config.validated()
+        self.directory = directory
+        self.identity = identity
+        self.rng = seed.map { SplitMix64(seed: $0) } ?? SplitMix64()
+        self.tracker = BeaconTracker(window: config.smoothingWindow, mode: config.smoothing, freshnessMs: config.signalLossMs)
+        self.motion = MotionGate(config: config.motion)
+        self.phase = .idle
+        if let snapshot {
+            for id in snapshot.insideSiteIds {
+                if let i = directory.siteIndex(id: id) { insideSites.insert(i) }
+            }
+            if let s = snapshot.session {
+                session = OpenSession(
+                    siteId: s.siteId, beacon: s.beacon, tStart: s.tStart, key: s.sessionKey,
+                    userId: s.userId, checkInPosted: s.checkInPosted)
+                sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
+                lastPresentAt = s.lastPresentAt
+            }
+        }
+        phase = restingPhase
+        if session != nil {
+            // Not known to be present any more: the relaunch must find the beacon again.
+            phase = .softExitPending
+            exitReason = .notFoundAfterRelaunch
+        }
+    }
+
+    // MARK: Public read-only views
+
+    /// The open session as it would be persisted, if any.
+    public var openSession: SessionCheckpoint? {
+        guard let s = session else { return nil }
+        return SessionCheckpoint(
+            sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.tStart,
+            lastPresentAt: lastPresentAt, checkInPosted: s.checkInPosted)
+    }
+
+    /// Ids of the site geofences the device is inside.
+    public var insideSiteIds: [String] { insideSites.all.map { directory[$0].id } }
+
+    /// The durable part of the state (written with `persistSnapshot`).
+    public func snapshot(at now: Timestamp) -> PresenceSnapshot {
+        PresenceSnapshot(session: openSession, insideSiteIds: insideSiteIds, savedAt: now)
+    }
+
+    /// The beacons currently tracked (for diagnostics and tests).
+    public var trackedBeacons: BeaconTracker { tracker }
+
+    /// Deadline of a scheduled timer, if any.
+    public func deadline(of id: TimerID) -> Timestamp? { timers[id] }
+
+    /// Heap bytes this state owns beyond its inline size (`MemoryLayout<PresenceStateMachine>.stride`),
+    /// for memory accounting: native strings longer than 15 UTF-8 bytes own a heap buffer (32-byte
+    /// object header + bytes + NUL, rounded to malloc's 16-byte granule); shorter ones are stored
+    /// inline. The site id is shared with the `SiteDirectory` and the session's user id with the
+    /// identity, so neither is counted twice. Everything else (rings, buckets, timers) is inline.
+    public var ownedHeapBytes: Int {
+        func heap(_ s: String?) -> Int {
+            guard let n = s?.utf8.count, n > 15 else { return 0 }
+            return (32 + n + 1 + 15) / 16 * 16
+        }
+        var total = heap(identity.userId) + heap(identity.deviceId)
+        if let session { total += heap(session.key) }
+        if !config.flags.other.isEmpty { total += 64 + config.flags.other.count * 48 }
+        return total
+    }
+
+    var restingPhase: PresencePhase {
+        insideSites.isEmpty && config.flags.requireGeofence ? .idle : .armed
+    }
+
+    // MARK: Events
+
+    /// Feeds one event that happened at `now`; returns what the host should do, in order.
+    /// Steady-state RSSI samples return an empty array (no allocation).
+    public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        if config.flags.killSwitch {
+            switch event {
+            case .userIdChanged(let user): identity.userId = user
+            case .appTerminated:
+                return [.persistSnapshot(snapshot(at: now))]
+            default: break
+            }
+            return []
+        }
+        switch event {
+        case .beaconReading(let reading):
+            return onReading(reading, at: now)
+        case .timerFired(let id):
+            return onTimer(id, at: now)
+        case .beaconRegionEntered:
+            return onRegionEntered(at: now)
+        case .beaconRegionExited:
+            return onRegionExited(at: now)
+        case .beaconRegionState(let inside):
+            return onRegionState(inside: inside, at: now)
+        case .geofenceEntered(let siteId):
+            var fx: [PresenceEffect] = []
+            guard let index = directory.siteIndex(id: siteId) else {
+                return [.log(.warning, "geofence enter for unknown site \(siteId) ignored")]
+            }
+            enterGeofence(index, at: now, &fx)
+            return fx
+        case .geofenceExited(let siteId):
+            var fx: [PresenceEffect] = []
+            guard let index = directory.siteIndex(id: siteId) else {
+                return [.log(.warning, "geofence exit for unknown site \(siteId) ignored")]
+            }
+            exitGeofence(index, at: now, &fx)
+            return fx
+        case .location(let point):
+            return onLocation(point, at: now)
+        case .motionActivity(let activity):
+            motion.record(activity: activity, at: now)
+            return motionMayUnlock(at: now)
+        case .steps(let count):
+            motion.record(steps: count, at: now)
+            return motionMayUnlock(at: now)
+        case .gattChallengeResult(let ok, let roundTrip):
+            return onGattResult(ok: ok, roundTripMs: roundTrip, at: now)
+        case .connectivityChanged(let isOnline):
+            online = isOnline
+            return isOnline ? [.drainOutbox] : []
+        case .periodicWake:
+            return onPeriodicWake(at: now)
+        case .scanningStopped(let mode):
+            return onScanningStopped(mode, at: now)
+        case .appLaunched:
+            return onLaunched(at: now)
+        case .appTerminated(let forceQuit):
+            return onTerminated(forceQuit: forceQuit, at: now)
+        case .userIdChanged(let user):
+            return onUserChanged(user, at: now)
+        }
+    }
+
+    /// Replaces the configuration at runtime (a new remote config). Samples tracked so far are dropped
+    /// when the smoothing settings change.
+    public mutating func apply(config newConfig: PresenceConfig, at now: Timestamp) throws(ConfigValidationError) -> [PresenceEffect] {
+        let new = try newConfig.validated()
+        let old = config
+        config = new
+        var fx: [PresenceEffect] = []
+        if old.smoothingWindow != new.smoothingWindow || old.smoothing != new.smoothing || old.signalLossMs != new.signalLossMs {
+            tracker = BeaconTracker(window: new.smoothingWindow, mode: new.smoothing, freshnessMs: new.signalLossMs)
+        }
+        if old.motion != new.motion {
+            var gate = MotionGate(config: new.motion)
+            gate.record(activity: motion.lastActivity, at: motion.lastActiveAt)
+            motion = gate
+        }
+        if new.flags.killSwitch && !old.flags.killSwitch {
+            stopAllScans(&fx)
+            for id in TimerID.allCases { cancel(id, &fx) }
+            pendingCandidate = nil
+            if phase != .idle && phase != .armed { phase = restingPhase }
+            fx.append(.log(.warning, "kill switch on: detection stopped"))
+            return fx
+        }
+        if !new.flags.killSwitch && old.flags.killSwitch {
+            fx.append(.log(.info, "kill switch off: detection resumed"))
+            if session != nil {
+                phase = .softExitPending
+                exitReason = .notFoundAfterRelaunch
+                schedule(.softExitGrace, at: now + new.softExitGraceMs, &fx)
+            }
+        }
+        if phase == .idle && !new.flags.requireGeofence { phase = .armed }
+        if new.flags.continuousScan && !continuousScanActive && phase != .idle {
+            startContinuous(&fx)
+        } else if !new.flags.continuousScan && continuousScanActive {
+            continuousScanActive = false
+            fx.append(.stopScanning(.continuous))
+            cancel(.signalWatchdog, &fx)
+        }
+        return fx
+    }
+
+    // MARK: Readings (the hot path)
+
+    @inline(__always)
+    mutating func onReading(_ reading: BeaconReading, at now: Timestamp) -> [PresenceEffect] {
+        if phase == .idle { return [] } // not armed: nothing to detect
+        let directory = self.directory
+        guard let slotIndex = tracker.record(reading, at: now, resolveSite: { directory.siteIndex(for: $0) }) else {
+            return []
+        }
+        switch phase {
+        case .idle, .verifying:
+            return []
+        case .armed, .candidate:
+            return tryConfirm(at: now)
+        case .present:
+            let slot = tracker.slot(slotIndex)
+            guard slot.siteIndex == sessionSiteIndex else { return [] }
+            lastSiteHeardAt = now
+            let leave = Float(config.leaveRssi)
+            if slot.smoothed > leave {
+                lastPresentAt = now
+                return []
+            }
+            // This beacon is weak; the device is still present if another beacon of the site is not.
+            if let best = tracker.bestSmoothed(site: sessionSiteIndex, at: now), best > leave {
+                lastPresentAt = now
+                return []
+            }
+            var fx: [PresenceEffect] = []
+            enterSoftExit(reason: .beaconLost, at: now, &fx)
+            return fx
+        case .softExitPending, .confirmingExit:
+            return tryRecover(at: now)
+        }
+    }
+
+    /// Armed or ranging: does the nearest beacon pass the confidence rule (and the gates)?
+    ///
+    /// With co-location on, "nearest" means nearest among beacons of sites whose geofence the device is
+    /// inside: a strong beacon of a neighbouring site must not hide the beacon of the site the device is
+    /// actually at. When only ineligible beacons are confident, that is logged (rate-limited).
+    @inline(__always)
+    mutating func tryConfirm(at now: Timestamp) -> [PresenceEffect] {
+        let rule = config.confidenceRule
+        let candidate: BeaconCandidate?
+        if config.flags.requireGeofence {
+            let inside = insideSites
+            candidate = RangingWindow.evaluate(tracker, rule: rule, at: now, eligible: { inside.contains($0) })
+        } else {
+            candidate = RangingWindow.evaluate(tracker, rule: rule, at: now)
+        }
+        var fx: [PresenceEffect] = []
+        if let candidate {
+            confirm(candidate, at: now, &fx)
+        } else if config.flags.requireGeofence, let other = RangingWindow.evaluate(tracker, rule: rule, at: now),
+                  other.siteIndex >= 0 {
+            gatedLog("beacon \(other.beacon) of \(directory[other.siteIndex].id) is near but the device is not inside that site's geofence (co-location)", at: now, &fx)
+        }
+        return fx
+    }
+
+    /// Soft exit: the session's site heard again above the *leave* threshold (smoothed, or the median
+    /// of its last `minReadings` readings) resumes the session; a confident beacon of another site takes
+    /// over.
+    ///
+    /// Why the leave threshold and not the enter threshold (seed 001 returns to PRESENT above -70): the
+    /// soft exit posts nothing, so resuming it cannot ping-pong check-ins — the hysteresis band still
+    /// guards *new* sessions. Requiring -70 would turn a 3-second dip of a user sitting at -72 dBm into
+    /// a check-out three minutes later, breaking "noise under 10 s never causes a check-out".
+    mutating func tryRecover(at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = []
+        if sessionSiteIndex >= 0,
+           let best = tracker.bestRecoveryEvidence(site: sessionSiteIndex, recent: config.minReadings, at: now),
+           best > Float(config.leaveRssi) {
+            lastSiteHeardAt = now
+            resumePresence(at: now, &fx)
+            return fx
+        }
+        let inside = insideSites
+        let requireGeofence = config.flags.requireGeofence
+        let current = sessionSiteIndex
+        if let candidate = RangingWindow.evaluate(
+            tracker, rule: config.confidenceRule, at: now,
+            eligible: { $0 != current && (!requireGeofence || inside.contains($0)) }) {
+            confirm(candidate, at: now, &fx)
+        }
+        return fx
+    }
+
+    // MARK: Check-in / check-out
+
+    mutating func confirm(_ candidate: BeaconCandidate, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard candidate.siteIndex >= 0 else { return }
+        if session != nil && sessionSiteIndex == candidate.siteIndex {
+            // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
+            // exit): the session simply continues. No gates: they guard *new* check-ins.
+            lastSiteHeardAt = now
+            resumePresence(at: now, &fx)
+            return
+        }
+        let siteId = directory[candidate.siteIndex].id
+        if config.flags.requireGeofence && !insideSites.contains(candidate.siteIndex) {
+            return // tryConfirm only offers eligible candidates; a guard for other callers
+        }
+        if config.flags.motionGating && !motion.isSatisfied(at: now) {
+            gatedLog("beacon \(candidate.beacon) of \(siteId) is near but the motion gate is closed (no walking recently, \(motion.steps(at: now)) steps)", at: now, &fx)
+            return
+        }
+        if session != nil {
+            checkOut(reason: .siteChanged, at: now, &fx)
+        }
+        if config.flags.gattChallenge {
+            guard now >= gattCooldownUntil else { return }
+            pendingCandidate = candidate
+            phase = .verifying
+            fx.append(.performGattChallenge(candidate.beacon))
+            schedule(.gattTimeout, at: now + config.gattTimeoutMs, &fx)
+            return
+        }
+        checkIn(candidate, handshake: nil, at: now, &fx)
+    }
+
+    mutating func checkIn(_ candidate: BeaconCandidate, handshake: AttendanceEvent.Handshake?, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        let siteId = directory[candidate.siteIndex].id
+        let key = UUIDBits.random(using: &rng).uuidString
+        let user = identity.userId
+        session = OpenSession(
+            siteId: siteId, beacon: candidate.beacon, tStart: now, key: key, userId: user, checkInPosted: user != nil)
+        sessionSiteIndex = candidate.siteIndex
+        phase = .present
+        lastPresentAt = now
+        lastSiteHeardAt = now
+        pendingCandidate = nil
+        cancel(.gattTimeout, &fx)
+        cancel(.softExitGrace, &fx)
+        cancel(.exitConfirmation, &fx)
+        stopRanging(&fx)
+        if let user {
+            let event = makeEvent(.checkIn, reason: .rangingConfirmed, timestamp: now, userId: user, handshake: handshake, at: now)
+            fx.append(.postCheckIn(event))
+        } else {
+            fx.append(.log(.warning, "check-in at \(siteId) skipped: no persisted user id"))
+        }
+        fx.append(.persistSnapshot(snapshot(at: now)))
+        fx.append(.notifyUser(UserNotification(kind: .checkedIn, message: "Checked in at \(siteId)")))
+        if continuousScanActive { schedule(.signalWatchdog, at: now + config.signalLossMs, &fx) }
+        if config.heartbeatIntervalMs > 0 { schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx) }
+    }
+
+    /// Closes the open session. The check-out's `timestamp` is the last moment of presence, not the
+    /// (later) moment of decision.
+    mutating func checkOut(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard let s = session else { return }
+        if s.checkInPosted, let user = s.userId {
+            let event = makeEvent(.checkOut, reason: reason, timestamp: max(lastPresentAt, s.tStart), userId: user, handshake: nil, at: now)
+            fx.append(.postCheckOut(event))
+        } else {
+            fx.append(.log(.warning, "check-out at \(s.siteId) skipped: its check-in was never posted (no persisted user id)"))
+        }
+        session = nil
+        sessionSiteIndex = -1
+        cancel(.heartbeat, &fx)
+        cancel(.signalWatchdog, &fx)
+        cancel(.softExitGrace, &fx)
+        cancel(.exitConfirmation, &fx)
+        fx.append(.persistSnapshot(snapshot(at: now)))
+        fx.append(.notifyUser(UserNotification(kind: .checkedOut, message: "Checked out of \(s.siteId)")))
+    }
+
+    mutating func makeEvent(
+        _ kind: AttendanceEvent.Kind, reason: AttendanceReason, timestamp: Timestamp, userId: String,
+        handshake: AttendanceEvent.Handshake?, at now: Timestamp
+    ) -> AttendanceEvent {
+        let s = session!
+        let nonce = IdempotencyKey.nonce(using: &rng)
+        let eventId = UUIDBits.random(using: &rng).uuidString
+        let keyTime = kind == .checkIn ? s.tStart : timestamp
+        let key = IdempotencyKey.make(
+            userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: keyTime, nonce: nonce)
+        let series = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
+        let radius = sessionSiteIndex >= 0
+            ? (directory[sessionSiteIndex].radiusMeters ?? config.geofenceRadiusMeters) : config.geofenceRadiusMeters
+        return AttendanceEvent(
+            id: eventId, type: kind, idempotencyKey: key, nonce: nonce, userId: userId,
+            deviceId: identity.deviceId, siteId: s.siteId, beacon: s.beacon, timestamp: timestamp,
+            tStart: s.tStart, decidedAt: now, sessionKey: s.key, rssiSeries: series, reason: reason,
+            motion: AttendanceEvent.Motion(state: motion.lastActivity, steps2min: motion.steps(at: now)),
+            geofence: AttendanceEvent.GeofenceInfo(
+                inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
+            handshake: handshake,
+            network: AttendanceEvent.Network(online: online))
+    }
+
+    // MARK: Soft exit
+
+    mutating func enterSoftExit(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        phase = .softExitPending
+        exitReason = reason
+        cancel(.signalWatchdog, &fx)
+        schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
+        fx.append(.log(.info, "soft exit at \(session?.siteId ?? "?"): grace until \((now + config.softExitGraceMs).iso8601)"))
+    }
+
+    mutating func resumePresence(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        let wasPresent = phase == .present
+        phase = .present
+        lastPresentAt = now
+        cancel(.softExitGrace, &fx)
+        cancel(.exitConfirmation, &fx)
+        stopRanging(&fx)
+        if continuousScanActive && timers[.signalWatchdog] == nil {
+            schedule(.signalWatchdog, at: now + config.signalLossMs, &fx)
+        }
+        if config.heartbeatIntervalMs > 0 && timers[.heartbeat] == nil {
+            schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx)
+        }
+        if !wasPresent {
+            fx.append(.log(.info, "presence at \(session?.siteId ?? "?") confirmed again; session continues"))
+        }
+    }
+
+    /// The grace and the confirmation ran out without the beacon coming back.
+    mutating func finalizeExit(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        stopRanging(&fx)
+        cancel(.softExitGrace, &fx)
+        cancel(.exitConfirmation, &fx)
+        switch config.checkOutTrigger {
+        case .beaconLoss:
+            checkOut(reason: reason, at: now, &fx)
+        case .geofenceExit:
+            // Seed 001: the debounce ending only tells the user; the exit is posted on geofence exit.
+            cancel(.signalWatchdog, &fx)
+            let site = session?.siteId ?? "?"
+            fx.append(.notifyUser(UserNotification(kind: .signalLost, message: "Disconnected from the beacon at \(site)")))
+        }
+        phase = restingPhase
+    }
+
+    // MARK: Timers
+
+    mutating func onTimer(_ id: TimerID, at now: Timestamp) -> [PresenceEffect] {
+        guard let deadline = timers[id], now >= deadline else { return [] } // cancelled, replaced or early
+        timers[id] = nil
+        var fx: [PresenceEffect] = []
+        switch id {
+        case .rangingWindow:
+            if phase == .candidate && rangingActive && rangingExtensionsUsed < config.rangingExtensions
+                && beaconRegionInside, let nearest = tracker.nearest(at: now),
+                tracker.slot(nearest).smoothed > Float(config.leaveRssi - 15) {
+                // Someone still approaching the gate: keep ranging one more window.
+                rangingExtensionsUsed += 1
+                schedule(.rangingWindow, at: now + config.rangingWindowMs, &fx)
+                fx.append(.log(.debug, "ranging window extended (\(rangingExtensionsUsed)/\(config.rangingExtensions)): beacon heard, no candidate yet"))
+                break
+            }
+            if rangingActive {
+                rangingActive = false
+                fx.append(.stopScanning(.ranging))
+            }
+            if phase == .candidate {
+                phase = restingPhase
+                fx.append(.log(.info, "ranging window ended without a confident nearest beacon: no candidate"))
+            }
+        case .softExitGrace:
+            guard phase == .softExitPending else { break }
+            if config.exitConfirmationMs > 0 {
+                phase = .confirmingExit
+                fx.append(.requestRegionState)
+                if !continuousScanActive { startRanging(at: now, &fx) }
+                schedule(.exitConfirmation, at: now + config.exitConfirmationMs, &fx)
+            } else {
+                finalizeExit(reason: exitReason, at: now, &fx)
+            }
+        case .exitConfirmation:
+            guard phase == .confirmingExit else { break }
+            finalizeExit(reason: exitReason, at: now, &fx)
+        case .signalWatchdog:
+            guard phase == .present, continuousScanActive else { break }
+            if now - lastSiteHeardAt >= config.signalLossMs {
+                enterSoftExit(reason: .beaconLost, at: now, &fx)
+            } else {
+                schedule(.signalWatchdog, at: lastSiteHeardAt + config.signalLossMs, &fx)
+            }
+        case .heartbeat:
+            guard let s = session, config.heartbeatIntervalMs > 0 else { break }
+            if phase == .present {
+                // Without continuous scanning no readings arrive while present; being in `present`
+                // means the OS still reports the region, so presence extends to now.
+                if !continuousScanActive { lastPresentAt = now }
+                if s.checkInPosted, let user = s.userId {
+                    let event = makeEvent(.heartbeat, reason: .stillPresent, timestamp: now, userId: user, handshake: nil, at: now)
+                    fx.append(.postHeartbeat(event))
+                }
+                fx.append(.persistSnapshot(snapshot(at: now)))
+            }
+            schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx)
+        case .gattTimeout:
+            guard phase == .verifying else { break }
+            gattFailed("GATT challenge timed out", at: now, &fx)
+        }
+        return fx
+    }
+
+    mutating func schedule(_ id: TimerID, at time: Timestamp, _ fx: inout [PresenceEffect]) {
+        timers[id] = time
+        fx.append(.scheduleTimer(id, at: time))
+    }
+
+    mutating func cancel(_ id: TimerID, _ fx: inout [PresenceEffect]) {
+        guard timers[id] != nil else { return }
+        timers[id] = nil
+        fx.append(.cancelTimer(id))
+    }
+
+    // MARK: Scanning
+
+    mutating func startRanging(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        if !rangingActive {
+            rangingActive = true
+            fx.append(.startScanning(.ranging))
+        }
+        schedule(.rangingWindow, at: now + config.rangingWindowMs, &fx)
+    }
+
+    /// A ranging window to find a candidate (armed → candidate).
+    mutating func startRangingWindow(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        rangingExtensionsUsed = 0
+        startRanging(at: now, &fx)
+        if phase == .armed { phase = .candidate }
+    }
+
+    mutating func stopRanging(_ fx: inout [PresenceEffect]) {
+        cancel(.rangingWindow, &fx)
+        if rangingActive {
+            rangingActive = false
+            fx.append(.stopScanning(.ranging))
+        }
+    }
+
+    mutating func startContinuous(_ fx: inout [PresenceEffect]) {
+        continuousScanActive = true
+        fx.append(.startScanning(.continuous))
+        stopRanging(&fx)
+        if phase == .candidate { phase = restingPhase }
+    }
+
+    mutating func stopAllScans(_ fx: inout [PresenceEffect]) {
+        if continuousScanActive {
+            continuousScanActive = false
+            fx.append(.stopScanning(.continuous))
+        }
+        stopRanging(&fx)
+    }
+
+    // MARK: Region, geofence, location
+
+    mutating func onRegionEntered(at now: Timestamp) -> [PresenceEffect] {
+        beaconRegionInside = true
+        var fx: [PresenceEffect] = [.drainOutbox]
+        switch phase {
+        case .idle:
+            fx.append(.log(.info, "beacon region entered outside every geofence: waiting for the geofence (co-location)"))
+        case .armed:
+            if !continuousScanActive { startRangingWindow(at: now, &fx) }
+        case .softExitPending, .confirmingExit:
+            if !continuousScanActive { startRanging(at: now, &fx) }
+        case .candidate, .verifying, .present:
+            break
+        }
+        return fx
+    }
+
+    mutating func onRegionExited(at now: Timestamp) -> [PresenceEffect] {
+        beaconRegionInside = false
+        guard phase == .present else { return [] }
+        var fx: [PresenceEffect] = []
+        if continuousScanActive {
+            // Our own scan is the better witness: ignore the OS while it still hears the site.
+            if now - lastSiteHeardAt < config.signalLossMs,
+               let best = tracker.bestSmoothed(site: sessionSiteIndex, at: now), best > Float(config.leaveRssi) {
+                return []
+            }
+        } else {
+            lastPresentAt = max(lastPresentAt, now)
+        }
+        enterSoftExit(reason: .beaconLost, at: now, &fx)
+        return fx
+    }
+
+    mutating func onRegionState(inside: Bool, at now: Timestamp) -> [PresenceEffect] {
+        beaconRegionInside = inside
+        var fx: [PresenceEffect] = []
+        switch phase {
+        case .confirmingExit:
+            if inside {
+                resumePresence(at: now, &fx)
+            } else {
+                finalizeExit(reason: exitReason == .beaconLost ? .regionStateOutside : exitReason, at: now, &fx)
+            }
+        case .armed:
+            if inside && !continuousScanActive { startRangingWindow(at: now, &fx) }
+        case .softExitPending:
+            if inside && !continuousScanActive && !rangingActive { startRanging(at: now, &fx) }
+        case .idle, .candidate, .verifying, .present:
+            break
+        }
+        return fx
+    }
+
+    mutating func enterGeofence(_ index: Int32, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard !insideSites.contains(index) else { return }
+        insideSites.insert(index)
+        fx.append(.drainOutbox)
+        if phase == .idle { phase = .armed }
+        if config.flags.continuousScan {
+            if !continuousScanActive { startContinuous(&fx) }
+        } else if beaconRegionInside && phase == .armed {
+            startRangingWindow(at: now, &fx)
+        }
+        fx.append(.persistSnapshot(snapshot(at: now)))
+    }
+
+    mutating func exitGeofence(_ index: Int32, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard insideSites.contains(index) else { return }
+        insideSites.remove(index)
+        let siteId = directory[index].id
+        if sessionSiteIndex == index && session != nil {
+            checkOut(reason: .geofenceExit, at: now, &fx)
+            phase = restingPhase
+        }
+        if let pending = pendingCandidate, pending.siteIndex == index, config.flags.requireGeofence {
+            pendingCandidate = nil
+            cancel(.gattTimeout, &fx)
+            phase = restingPhase
+        }
+        if insideSites.isEmpty && config.flags.requireGeofence {
+            // Seed 001 geofence exit: stop the continuous scan, clear the debounce timer, OUTSIDE.
+            if session != nil { checkOut(reason: .geofenceExit, at: now, &fx) }
+            stopAllScans(&fx)
+            for id in TimerID.allCases { cancel(id, &fx) }
+            pendingCandidate = nil
+            phase = .idle
+            fx.append(.notifyUser(UserNotification(kind: .leftArea, message: "Left the area of \(siteId)")))
+        } else if session == nil && (phase == .present || phase == .softExitPending || phase == .confirmingExit) {
+            phase = restingPhase
+        }
+        fx.append(.persistSnapshot(snapshot(at: now)))
+    }
+
+    mutating func onLocation(_ point: GeoPoint, at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = []
+        for i in 0..<Int32(directory.sites.count) {
+            let fence = directory.geofence(ofSite: i, defaultRadius: config.geofenceRadiusMeters)
+            let distance = fence.distance(to: point)
+            if insideSites.contains(i) {
+                if distance > fence.radiusMeters + config.geofenceExitMarginMeters { exitGeofence(i, at: now, &fx) }
+            } else if distance <= fence.radiusMeters {
+                enterGeofence(i, at: now, &fx)
+            }
+        }
+        return fx
+    }
+
+    // MARK: Motion, GATT
+
+    mutating func motionMayUnlock(at now: Timestamp) -> [PresenceEffect] {
+        guard phase == .armed || phase == .candidate, motion.isSatisfied(at: now) else { return [] }
+        return tryConfirm(at: now)
+    }
+
+    /// "Near but gated" is logged at most once a minute, not once per sample.
+    mutating func gatedLog(_ message: String, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard now - lastGateLogAt >= 60_000 else { return }
+        lastGateLogAt = now
+        fx.append(.log(.info, message))
+    }
+
+    mutating func onGattResult(ok: Bool, roundTripMs: Int, at now: Timestamp) -> [PresenceEffect] {
+        guard phase == .verifying, let candidate = pendingCandidate else { return [] }
+        var fx: [PresenceEffect] = []
+        cancel(.gattTimeout, &fx)
+        if ok {
+            checkIn(candidate, handshake: AttendanceEvent.Handshake(ok: true, rt: roundTripMs), at: now, &fx)
+        } else {
+            gattFailed("GATT challenge failed for \(candidate.beacon)", at: now, &fx)
+        }
+        return fx
+    }
+
+    mutating func gattFailed(_ message: String, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        pendingCandidate = nil
+        gattCooldownUntil = now + config.gattRetryCooldownMs
+        phase = rangingActive ? .candidate : restingPhase
+        fx.append(.log(.warning, message + "; no check-in, retry after \(config.gattRetryCooldownMs) ms"))
+    }
+
+    // MARK: Lifecycle
+
+    mutating func onPeriodicWake(at now: Timestamp) -> [PresenceEffect] {
+        if continuousScanActive {
+            // Seed 001: the periodic task is a fallback; it skips while the continuous scan runs.
+            return [.log(.info, "periodic fallback skipped: continuous scan is active")]
+        }
+        if phase == .idle {
+            return [.log(.info, "periodic fallback skipped: outside every geofence")]
+        }
+        var fx: [PresenceEffect] = [.drainOutbox]
+        if config.flags.continuousScan {
+            // Seed 001: the continuous scan stopped (e.g. full suspension); restart it.
+            startContinuous(&fx)
+            fx.append(.log(.info, "periodic fallback restarted the continuous scan"))
+            if phase == .present { schedule(.signalWatchdog, at: now + config.signalLossMs, &fx) }
+            return fx
+        }
+        switch phase {
+        case .armed: startRangingWindow(at: now, &fx)
+        case .softExitPending: startRanging(at: now, &fx)
+        default: break
+        }
+        return fx
+    }
+
+    mutating func onScanningStopped(_ mode: ScanMode, at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = []
+        switch mode {
+        case .continuous:
+            guard continuousScanActive else { return [] }
+            continuousScanActive = false
+            cancel(.signalWatchdog, &fx)
+            fx.append(.log(.info, "continuous scan stopped by the system; the periodic fallback will restart it"))
+        case .ranging:
+            guard rangingActive else { return [] }
+            rangingActive = false
+            cancel(.rangingWindow, &fx)
+            if phase == .candidate { phase = restingPhase }
+        }
+        return fx
+    }
+
+    mutating func onLaunched(at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = [.drainOutbox, .requestRegionState]
+        if session != nil {
+            phase = .softExitPending
+            exitReason = .notFoundAfterRelaunch
+            schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
+            if config.heartbeatIntervalMs > 0 { schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx) }
+        }
+        if config.flags.continuousScan && phase != .idle {
+            if !continuousScanActive { startContinuous(&fx) }
+        } else if session != nil {
+            startRanging(at: now, &fx)
+        }
+        return fx
+    }
+
+    mutating func onTerminated(forceQuit: Bool, at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = []
+        if phase == .present && !continuousScanActive { lastPresentAt = max(lastPresentAt, now) }
+        fx.append(.persistSnapshot(snapshot(at: now)))
+        stopAllScans(&fx)
+        for id in TimerID.allCases { cancel(id, &fx) }
+        fx.append(.log(.info, "app terminated (force quit: \(forceQuit)); snapshot persisted"))
+        return fx
+    }
+
+    mutating func onUserChanged(_ user: String?, at now: Timestamp) -> [PresenceEffect] {
+        guard user != identity.userId else { return [] }
+        var fx: [PresenceEffect] = []
+        if let s = session, s.checkInPosted, s.userId != user {
+            checkOut(reason: .userChanged, at: now, &fx)
+            stopRanging(&fx)
+            pendingCandidate = nil
+            phase = restingPhase
+        }
+        identity.userId = user
+        return fx
+    }
+}

@@ -1,0 +1,172 @@
+/// When to retry a request that got no final verdict (seed 000 sec. 6.2; DESIGN.md no-loss contract):
+/// 100 ms, 500 ms, 2 s, 5 s, then exponential backoff with **full jitter** (a uniform delay between 0
+/// and min(cap, base · 2^k)) so that a fleet coming back online after an outage does not retry in
+/// lockstep. Every retry is bounded by a deadline: in the background the app has about 10 s
+/// (`backgroundBudgetMs`); a retry that would start after the deadline is not attempted now — the entry
+/// stays in the outbox for the next drain.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Fixed delays of the first retries, milliseconds.
+    public var initialDelaysMs: [Int64]
+    /// Ceiling of the first jittered retry; doubles with each further retry.
+    public var backoffBaseMs: Int64
+    /// Largest ceiling (the SLO is 99 % of events on the server within 5 minutes).
+    public var backoffCapMs: Int64
+
+    /// The background execution budget iOS grants after a region event (about 10 s).
+    public static let backgroundBudgetMs: Int64 = 10_000
+
+    public init(initialDelaysMs: [Int64] = [100, 500, 2_000, 5_000], backoffBaseMs: Int64 = 10_000, backoffCapMs: Int64 = 300_000) {
+        precondition(initialDelaysMs.allSatisfy { $0 >= 0 } && backoffBaseMs > 0 && backoffCapMs >= backoffBaseMs)
+        self.initialDelaysMs = initialDelaysMs
+        self.backoffBaseMs = backoffBaseMs
+        self.backoffCapMs = backoffCapMs
+    }
+
+    /// Upper bound of the delay before retry number `retry` (1 = the retry after the first failure).
+    /// For the fixed steps it is the delay itself.
+    public func ceiling(beforeRetry retry: Int) -> Int64 {
+        precondition(retry >= 1, "retries are numbered from 1")
+        if retry <= initialDelaysMs.count { return initialDelaysMs[retry - 1] }
+        let k = retry - initialDelaysMs.count - 1
+        guard k < 62 else { return backoffCapMs }
+        let (value, overflow) = backoffBaseMs.multipliedReportingOverflow(by: Int64(1) << Int64(k))
+        return overflow ? backoffCapMs : min(backoffCapMs, value)
+    }
+
+    /// The delay before retry number `retry`: fixed for the first steps, then uniform in 0...ceiling.
+    public func delay(beforeRetry retry: Int, using random: inout some RandomNumberGenerator) -> Int64 {
+        let ceiling = ceiling(beforeRetry: retry)
+        if retry <= initialDelaysMs.count { return ceiling }
+        return Int64.random(in: 0...ceiling, using: &random)
+    }
+
+    /// When retry number `retry` should start, or nil if that is after `deadline`.
+    public func nextAttempt(
+        beforeRetry retry: Int, now: Timestamp, deadline: Timestamp?, using random: inout some RandomNumberGenerator
+    ) -> Timestamp? {
+        let at = now + delay(beforeRetry: retry, using: &random)
+        if let deadline, at > deadline { return nil }
+        return at
+    }
+}
+
+/// What came back from one send attempt.
+public enum DeliveryResult: Sendable, Hashable {
+    /// An HTTP response. `problemType` is the problem+json `type` (it tells a policy 409 from an
+    /// "in flight" 409); `retryAfterMs` comes from a `Retry-After` header (429/503).
+    case response(status: Int, problemType: String? = nil, retryAfterMs: Int64? = nil)
+    case timeout
+    case transportError(String)
+}
+
+public enum DeliveryVerdict: Sendable, Hashable {
+    /// The server decided; the entry leaves the outbox.
+    case final(status: Int)
+    /// No decision yet; keep the entry and retry with the same idempotency key.
+    case retry(reason: String, notBeforeMs: Int64?)
+}
+
+/// Which outcomes are final. Default (DESIGN.md): 201, 200, 409, 422, 400. Everything else — 202
+/// (queued, no verdict yet), 5xx, 429, 401, timeouts, transport errors — keeps the entry. A 409 whose
+/// problem type says the same key is still *in flight* is not a verdict either.
+public struct DeliveryClassifier: Sendable, Hashable {
+    public var finalStatuses: Set<Int>
+
+    public init(finalStatuses: Set<Int> = [200, 201, 400, 409, 422]) {
+        self.finalStatuses = finalStatuses
+    }
+
+    public func verdict(for result: DeliveryResult) -> DeliveryVerdict {
+        switch result {
+        case let .response(status, problemType, retryAfter):
+            if status == 409, let type = problemType?.lowercased(),
+               type.contains("in-flight") || type.contains("in_flight") || type.contains("inflight") {
+                return .retry(reason: "409 in flight", notBeforeMs: retryAfter)
+            }
+            if finalStatuses.contains(status) { return .final(status: status) }
+            return .retry(reason: "HTTP \(status)", notBeforeMs: retryAfter)
+        case .timeout:
+            return .retry(reason: "timeout", notBeforeMs: nil)
+        case .transportError(let message):
+            return .retry(reason: "transport error: \(message)", notBeforeMs: nil)
+        }
+    }
+}
+
+/// Sends outbox entries in their original append order with the retry policy, until the outbox is
+/// empty or the deadline stops it. Strictly in order (head-of-line): the server never sees a
+/// check-out before the check-in it closes.
+public struct OutboxDrainer: Sendable {
+    public var outbox: Outbox
+    public var policy: RetryPolicy
+    public var classifier: DeliveryClassifier
+    public var clock: any PresenceClock
+    /// Waits `ms` milliseconds: `Task.sleep` in production, `ManualClock.advance` in virtual time.
+    public var sleep: @Sendable (Int64) async -> Void
+
+    public init(
+        outbox: Outbox, policy: RetryPolicy = RetryPolicy(), classifier: DeliveryClassifier = DeliveryClassifier(),
+        clock: any PresenceClock, sleep: @escaping @Sendable (Int64) async -> Void
+    ) {
+        self.outbox = outbox
+        self.policy = policy
+        self.classifier = classifier
+        self.clock = clock
+        self.sleep = sleep
+    }
+
+    public struct Delivered: Sendable, Hashable {
+        public var id: UInt64
+        public var status: Int
+    }
+
+    public enum Stop: Sendable, Hashable {
+        /// Everything was delivered.
+        case empty
+        /// The deadline came (or the next retry would start after it); resume at `retryAt` or later.
+        case deadline(retryAt: Timestamp, lastReason: String?)
+    }
+
+    public struct Report: Sendable, Hashable {
+        public var delivered: [Delivered] = []
+        public var attempts = 0
+        public var stop = Stop.empty
+    }
+
+    /// Drains until empty or `deadline`. `send` performs one request for the entry with the stored
+    /// payload (and must reuse the idempotency key inside it).
+    public func drain(
+        deadline: Timestamp?,
+        random: inout some RandomNumberGenerator,
+        send: (OutboxEntry, [UInt8]) async -> DeliveryResult
+    ) async throws(OutboxError) -> Report {
+        var report = Report()
+        while let entry = outbox.first() {
+            let now = clock.now()
+            if let deadline, now >= deadline {
+                report.stop = .deadline(retryAt: now, lastReason: nil)
+                return report
+            }
+            let payload = try outbox.payload(of: entry.id)
+            let sent = try outbox.markSent(entry.id)
+            let result = await send(sent, payload)
+            report.attempts += 1
+            switch classifier.verdict(for: result) {
+            case .final(let status):
+                try outbox.markDone(entry.id, status: status)
+                report.delivered.append(Delivered(id: entry.id, status: status))
+            case let .retry(reason, notBefore):
+                var delay = policy.delay(beforeRetry: max(1, sent.attempts), using: &random)
+                if let notBefore { delay = max(delay, notBefore) }
+                let next = clock.now() + delay
+                if let deadline, next > deadline {
+                    report.stop = .deadline(retryAt: next, lastReason: reason)
+                    return report
+                }
+                await sleep(delay)
+            }
+        }
+        report.stop = .empty
+        return report
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+
+/// A configuration value that cannot be used. Its description is the one line an operator reads
+/// when a service refuses to start.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let key: String
+    public let value: String?
+    public let expected: String
+
+    public init(key: String, value: String?, expected: String) {
+        self.key = key
+        self.value = value
+        self.expected = expected
+    }
+
+    public var description: String {
+        if let value {
+            return "configuration error: \(key)=\"\(value)\" is invalid: expected \(expected)"
+        }
+        return "configuration error: \(key) is required: expected \(expected)"
+    }
+}
+
+/// Reads typed settings from environment variables, with defaults. Every getter names the key in
+/// its error so a bad value produces one clear line, not a stack trace.
+public struct EnvironmentReader: Sendable {
+    public let values: [String: String]
+
+    public init(_ values: [String: String] = ProcessInfo.processInfo.environment) {
+        self.values = values
+    }
+
+    private func raw(_ key: String) -> String? {
+        guard let value = values[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    public func string(_ key: String, default defaultValue: String) -> String {
+        raw(key) ?? defaultValue
+    }
+
+    public func optionalString(_ key: String) -> String? {
+        raw(key)
+    }
+
+    public func requiredString(_ key: String, expected: String) throws(ConfigurationError) -> String {
+        guard let value = raw(key) else { throw ConfigurationError(key: key, value: nil, expected: expected) }
+        return value
+    }
+
+    public func int(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws(ConfigurationError) -> Int {
+        guard let text = raw(key) else { return defaultValue }
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(key: key, value: text, expected: "an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    public func double(_ key: String, default defaultValue: Double, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+        guard let text = raw(key) else { return defaultValue }
+        guard let value = Double(text), value.isFinite, range.contains(value) else {
+            throw ConfigurationError(key: key, value: text, expected: "a number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    public func bool(_ key: String, default defaultValue: Bool) throws(ConfigurationError) -> Bool {
+        guard let text = raw(key) else { return defaultValue }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigurationError(key: key, value: text, expected: "true or false")
+        }
+    }
+
+    /// A duration given in milliseconds.
+    public func milliseconds(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = 0...86_400_000) throws(ConfigurationError) -> Duration {
+        .milliseconds(try int(key, default: defaultValue, in: range))
+    }
+
+    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, default defaultValue: T) throws(ConfigurationError) -> T where T.RawValue == String {
+        guard let text = raw(key) else { return defaultValue }
+        guard let value = T(rawValue: text.lowercased()) else {
+            throw ConfigurationError(key: key, value: text, expected: "one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return value
+    }
+
+    /// A TCP port.
+    public func port(_ key: String, default defaultValue: Int) throws(ConfigurationError) -> Int {
+        try int(key, default: defaultValue, in: 1...65_535)
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import KafkaClient
+import Logging
+
+/// How logs are written: human-readable lines, or one JSON object per line for log shippers.
+public enum LogFormat: String, Sendable, CaseIterable {
+    case text, json
+}
+
+/// Where the service listens and what it connects to; the settings every executable shares.
+/// Service-specific settings live in each service's own configuration, read with the same reader.
+public struct ServiceConfiguration: Sendable {
+    public var serviceName: String
+    /// Identifies this process among replicas (verdicts are routed back to the gateway instance).
+    public var instanceId: String
+    public var httpHost: String
+    public var httpPort: Int
+    public var logFormat: LogFormat
+    public var logLevel: Logger.Level
+    public var kafka: KafkaConfiguration
+    public var postgres: PostgresSettings
+
+    public init(
+        serviceName: String, instanceId: String, httpHost: String, httpPort: Int,
+        logFormat: LogFormat, logLevel: Logger.Level, kafka: KafkaConfiguration, postgres: PostgresSettings
+    ) {
+        self.serviceName = serviceName
+        self.instanceId = instanceId
+        self.httpHost = httpHost
+        self.httpPort = httpPort
+        self.logFormat = logFormat
+        self.logLevel = logLevel
+        self.kafka = kafka
+        self.postgres = postgres
+    }
+
+    /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS` and the
+    /// PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
+    public static func load(service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> ServiceConfiguration {
+        let levelText = env.string("LOG_LEVEL", default: "info").lowercased()
+        guard let level = Logger.Level(rawValue: levelText) else {
+            throw ConfigurationError(key: "LOG_LEVEL", value: levelText, expected: "one of " + Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
+        try validateBrokerList(brokers)
+        let instance = env.string("INSTANCE_ID", default: "\(service)-\(ProcessInfo.processInfo.hostName)-\(getpid())")
+        return ServiceConfiguration(
+            serviceName: service,
+            instanceId: instance,
+            httpHost: env.string("HTTP_HOST", default: "127.0.0.1"),
+            httpPort: try env.port("HTTP_PORT", default: defaultHTTPPort),
+            logFormat: try env.choice("LOG_FORMAT", default: LogFormat.text),
+            logLevel: level,
+            kafka: KafkaConfiguration(bootstrapServers: brokers, clientId: instance),
+            postgres: try PostgresSettings.load(from: env)
+        )
+    }
+
+    static func validateBrokerList(_ brokers: String) throws(ConfigurationError) {
+        for entry in brokers.split(separator: ",") {
+            let parts = entry.trimmingCharacters(in: .whitespaces).split(separator: ":")
+            guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]), (1...65_535).contains(port) else {
+                throw ConfigurationError(key: "KAFKA_BROKERS", value: brokers, expected: "a comma-separated list of host:port")
+            }
+        }
+    }
+}
+
+/// PostgreSQL connection settings.
+public struct PostgresSettings: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String
+    public var database: String
+    public var maxConnections: Int
+
+    public init(host: String, port: Int, username: String, password: String, database: String, maxConnections: Int = 20) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.database = database
+        self.maxConnections = maxConnections
+    }
+
+    /// `DATABASE_URL` (postgres://user:password@host:port/database) wins over the `PG*` variables.
+    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresSettings {
+        let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 1...500)
+        if let url = env.optionalString("DATABASE_URL") {
+            guard let components = URLComponents(string: url),
+                  components.scheme == "postgres" || components.scheme == "postgresql",
+                  let host = components.host, !host.isEmpty,
+                  let user = components.user, !user.isEmpty
+            else {
+                throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "postgres://user:password@host:port/database")
+            }
+            let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+            guard !database.isEmpty else {
+                throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "a database name in the path")
+            }
+            return PostgresSettings(
+                host: host, port: components.port ?? 5432, username: user,
+                password: components.password ?? "", database: database, maxConnections: maxConnections
+            )
+        }
+        return PostgresSettings(
+            host: env.string("PGHOST", default: "127.0.0.1"),
+            port: try env.port("PGPORT", default: 55432),
+            username: env.string("PGUSER", default: "attendance"),
+            password: env.string("PGPASSWORD", default: "attendance"),
+            database: env.string("PGDATABASE", default: "attendance"),
+            maxConnections: maxConnections
+        )
+    }
+
+    /// Never print a password, not even in a configuration error.
+    static func redact(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "***"
+        return components.string ?? "<unparseable>"
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Hummingbird
+import KafkaClient
+import PostgresNIO
+
+/// One dependency the service needs to do its work. Ready means every check passes.
+public protocol ReadinessCheck: Sendable {
+    var name: String { get }
+    /// Throws when the dependency is unusable; must answer within a second or two.
+    func check() async throws
+}
+
+public struct PostgresReadinessCheck: ReadinessCheck {
+    public let name = "postgres"
+    let client: PostgresClient
+
+    public init(client: PostgresClient) { self.client = client }
+
+    public func check() async throws {
+        try await client.query("SELECT 1", logger: Logger(label: "readiness"))
+            .collect()
+            .isEmpty ? () : ()
+    }
+}
+
+/// Checks the broker connection with a metadata request through an existing client.
+public struct KafkaReadinessCheck: ReadinessCheck {
+    public let name = "kafka"
+    let metadata: @Sendable () async throws -> [String: Int32]
+
+    public init(producer: KafkaProducer) { metadata = { try await producer.metadata(timeoutMs: 2_000) } }
+    public init(consumer: KafkaConsumer) { metadata = { try await consumer.metadata(timeoutMs: 2_000) } }
+
+    public func check() async throws { _ = try await metadata() }
+}
+
+/// `/health/live` answers while the process serves HTTP; `/health/ready` only when every
+/// dependency answers, so an orchestrator routes traffic only to instances that can work.
+public struct HealthController<Context: RequestContext>: Sendable {
+    let checks: [any ReadinessCheck]
+    let service: String
+
+    public init(service: String, checks: [any ReadinessCheck]) {
+        self.service = service
+        self.checks = checks
+    }
+
+    public func addRoutes(to router: Router<Context>) {
+        router.get("/health/live") { _, _ in
+            HealthReport(status: "ok", service: service, checks: [:])
+        }
+        router.get("/health/ready") { _, _ -> Response in
+            let report = await readiness()
+            let body = try JSONEncoder.health.encode(report)
+            return Response(
+                status: report.status == "ok" ? .ok : .serviceUnavailable,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(data: body))
+            )
+        }
+    }
+
+    func readiness() async -> HealthReport {
+        let results = await withTaskGroup(of: (String, String).self) { group in
+            for check in checks {
+                group.addTask {
+                    do {
+                        try await withTimeout(.seconds(3)) { try await check.check() }
+                        return (check.name, "ok")
+                    } catch {
+                        return (check.name, "failing: \(error)")
+                    }
+                }
+            }
+            var results: [String: String] = [:]
+            for await (name, status) in group { results[name] = status }
+            return results
+        }
+        let ok = results.values.allSatisfy { $0 == "ok" }
+        return HealthReport(status: ok ? "ok" : "unavailable", service: service, checks: results)
+    }
+}
+
+public struct HealthReport: ResponseCodable, Sendable {
+    public let status: String
+    public let service: String
+    public let checks: [String: String]
+}
+
+extension JSONEncoder {
+    static let health: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+}
+
+struct TimeoutError: Error, CustomStringConvertible {
+    var description: String { "timed out" }
+}
+
+/// Runs `body`, failing with `TimeoutError` if it takes longer than `duration`.
+public func withTimeout<T: Sendable>(_ duration: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: duration)
+            throw TimeoutError()
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}

@@ -1,0 +1,210 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One ordered schema change of a service: `NNNN_description.sql`.
+public struct Migration: Sendable, Hashable {
+    public let version: Int
+    public let name: String
+    public let sql: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+
+    /// Detects an applied migration whose file was edited afterwards.
+    public var checksum: String {
+        SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+public struct MigrationError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+/// Applies a service's migrations, each once, in version order, each in its own transaction,
+/// recorded in `schema_migrations`. Replicas starting together serialize on an advisory lock, so
+/// running it from every instance at start-up is safe.
+public struct MigrationRunner: Sendable {
+    public let service: String
+    public let migrations: [Migration]
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(service: String, migrations: [Migration], client: PostgresClient, logger: Logger) {
+        self.service = service
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Loads `NNNN_name.sql` files from a directory (e.g. a target's bundled `Migrations` folder).
+    public static func load(directory: URL) throws -> [Migration] {
+        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "sql" }
+        var seen: [Int: String] = [:]
+        return try files.map { file in
+            let base = file.deletingPathExtension().lastPathComponent
+            guard let underscore = base.firstIndex(of: "_"), let version = Int(base[..<underscore]), version > 0 else {
+                throw MigrationError(description: "migration file \(file.lastPathComponent) must be named NNNN_description.sql")
+            }
+            if let other = seen[version] {
+                throw MigrationError(description: "migrations \(other) and \(file.lastPathComponent) have the same version \(version)")
+            }
+            seen[version] = file.lastPathComponent
+            return Migration(version: version, name: String(base[base.index(after: underscore)...]), sql: try String(contentsOf: file, encoding: .utf8))
+        }.sorted { $0.version < $1.version }
+    }
+
+    /// - Returns: the migrations this call applied (empty when the schema was up to date).
+    @discardableResult
+    public func run() async throws -> [Migration] {
+        try await client.query("""
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                service text NOT NULL,
+                version integer NOT NULL,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (service, version)
+            )
+            """, logger: logger)
+        var applied: [Migration] = []
+        for migration in migrations {
+            let service = self.service
+            let logger = self.logger
+            let didApply = try await Self.unwrappingTransactionError { try await client.withTransaction(logger: logger) { connection -> Bool in
+                let lockKey = "schema_migrations:\(service)"
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+                let version = migration.version
+                let rows = try await connection.query(
+                    "SELECT checksum FROM schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
+                )
+                for try await (checksum) in rows.decode(String.self) {
+                    guard checksum == migration.checksum else {
+                        throw MigrationError(description: "migration \(service) \(version)_\(migration.name) was changed after it was applied (checksum differs); add a new migration instead")
+                    }
+                    return false
+                }
+                for statement in SQLStatementSplitter.split(migration.sql) {
+                    do {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    } catch let error as PSQLError {
+                        let message = error.serverInfo?[.message] ?? "\(error)"
+                        throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
+                    }
+                }
+                let name = migration.name
+                let checksum = migration.checksum
+                try await connection.query(
+                    "INSERT INTO schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
+                    logger: logger
+                )
+                return true
+            } }
+            if didApply {
+                logger.info("migration applied", metadata: ["service": .string(service), "version": "\(migration.version)", "name": .string(migration.name)])
+                applied.append(migration)
+            }
+        }
+        return applied
+    }
+}
+
+extension MigrationRunner {
+    /// PostgresNIO wraps whatever the transaction body threw; surface our own error unchanged.
+    static func unwrappingTransactionError<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError as? MigrationError { throw inner }
+            throw error
+        }
+    }
+}
+
+/// Splits a SQL script into statements at top-level semicolons. PostgresNIO speaks the extended
+/// protocol only, which takes one statement per query. Quotes, quoted identifiers, dollar-quoted
+/// bodies (functions, DO blocks) and comments are respected.
+public enum SQLStatementSplitter {
+    public static func split(_ sql: String) -> [String] {
+        let chars = Array(sql.unicodeScalars)
+        var statements: [String] = []
+        var current = String.UnicodeScalarView()
+        var i = 0
+        func flush() {
+            let text = String(current).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !text.isEmpty, !isOnlyComments(text) { statements.append(text) }
+            current = String.UnicodeScalarView()
+        }
+        while i < chars.count {
+            let c = chars[i]
+            let next: Unicode.Scalar? = i + 1 < chars.count ? chars[i + 1] : nil
+            if c == "-" && next == "-" {
+                while i < chars.count && chars[i] != "\n" { current.append(chars[i]); i += 1 }
+                continue
+            }
+            if c == "/" && next == "*" {
+                current.append(c); current.append("*"); i += 2
+                while i < chars.count && !(chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/") { current.append(chars[i]); i += 1 }
+                if i < chars.count { current.append("*"); current.append("/"); i += 2 }
+                continue
+            }
+            if c == "'" || c == "\"" {
+                current.append(c); i += 1
+                while i < chars.count {
+                    current.append(chars[i])
+                    if chars[i] == c {
+                        if i + 1 < chars.count && chars[i + 1] == c { current.append(chars[i + 1]); i += 2; continue }
+                        i += 1
+                        break
+                    }
+                    i += 1
+                }
+                continue
+            }
+            if c == "$", let tagEnd = dollarTagEnd(chars, from: i) {
+                let tag = Array(chars[i...tagEnd])
+                for s in tag { current.append(s) }
+                i = tagEnd + 1
+                while i < chars.count {
+                    if chars[i] == "$", i + tag.count <= chars.count, Array(chars[i..<(i + tag.count)]) == tag {
+                        for s in tag { current.append(s) }
+                        i += tag.count
+                        break
+                    }
+                    current.append(chars[i]); i += 1
+                }
+                continue
+            }
+            if c == ";" {
+                flush()
+                i += 1
+                continue
+            }
+            current.append(c)
+            i += 1
+        }
+        flush()
+        return statements
+    }
+
+    /// `$tag$` or `$$` starting at `start`; returns the index of the closing `$` of the tag.
+    private static func dollarTagEnd(_ chars: [Unicode.Scalar], from start: Int) -> Int? {
+        var j = start + 1
+        while j < chars.count {
+            let s = chars[j]
+            if s == "$" { return j }
+            guard s == "_" || s.properties.isAlphabetic || (j > start + 1 && s.properties.numericType != nil) else { return nil }
+            j += 1
+        }
+        return nil
+    }
+
+    private static func isOnlyComments(_ text: String) -> Bool {
+        text.split(separator: "\n").allSatisfy { $0.trimmingCharacters(in: .whitespaces).hasPrefix("--") || $0.trimmingCharacters(in: .whitespaces).isEmpty }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import ServiceRuntime
+
+/// The real local broker and PostgreSQL, started by the project's own script
+/// (`deploy/local/stack.sh start`: installs what is missing, starting twice is harmless).
+enum LocalStack {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Runs the start script once per test process.
+    static let started: Result<Void, StackError> = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            return .failure(StackError(output: "could not run stack.sh: \(error)"))
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
+    }()
+
+    struct StackError: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
+    }
+
+    static func ensureStarted() throws {
+        try started.get()
+    }
+
+    static var brokers: String {
+        ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
+    }
+
+    static var postgres: PostgresSettings {
+        get throws { try PostgresSettings.load(from: EnvironmentReader()) }
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "integration")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static func uniqueName(_ prefix: String) -> String {
+        "\(prefix).\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    /// A PostgreSQL client running for the duration of `body`.
+    static func withPostgres<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
+        try ensureStarted()
+        let client = try postgres.makeClient(logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import ServiceRuntime
+import Testing
+
+@Suite("Service runtime on the local PostgreSQL and broker", .serialized, .timeLimit(.minutes(2)))
+struct PostgresIntegrationTests {
+    let logger = LocalStack.logger
+
+    init() throws {
+        try LocalStack.ensureStarted()
+    }
+
+    func migrations(_ table: String) -> [Migration] {
+        [
+            Migration(version: 1, name: "create", sql: "CREATE TABLE \(table) (id int PRIMARY KEY);\nCREATE INDEX ON \(table) (id);"),
+            Migration(version: 2, name: "column", sql: "-- adds a note\nALTER TABLE \(table) ADD COLUMN note text DEFAULT 'a;b';"),
+        ]
+    }
+
+    @Test func migrationsApplyOnceInOrderAndAreRecorded() async throws {
+        let service = "it_migr_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            let runner = MigrationRunner(service: service, migrations: migrations(service), client: db, logger: logger)
+            let first = try await runner.run()
+            #expect(first.map(\.version) == [1, 2])
+            let second = try await runner.run()
+            #expect(second.isEmpty)
+            let rows = try await db.query("SELECT version, name FROM schema_migrations WHERE service = \(service) ORDER BY version", logger: logger)
+            var recorded: [String] = []
+            for try await (version, name) in rows.decode((Int, String).self) { recorded.append("\(version)_\(name)") }
+            #expect(recorded == ["1_create", "2_column"])
+        }
+    }
+
+    @Test func concurrentRunnersApplyEachMigrationOnce() async throws {
+        let service = "it_conc_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<5 {
+                    group.addTask {
+                        try await MigrationRunner(service: service, migrations: self.migrations(service), client: db, logger: self.logger).run().count
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(applied == 2)
+        }
+    }
+
+    @Test func editedMigrationIsRefused() async throws {
+        let service = "it_edit_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            try await MigrationRunner(service: service, migrations: migrations(service), client: db, logger: logger).run()
+            var edited = migrations(service)
+            edited[1] = Migration(version: 2, name: "column", sql: "ALTER TABLE \(service) ADD COLUMN other text;")
+            await #expect(throws: MigrationError.self) {
+                try await MigrationRunner(service: service, migrations: edited, client: db, logger: logger).run()
+            }
+        }
+    }
+
+    @Test func brokenMigrationRollsBackAndSaysWhichOne() async throws {
+        let service = "it_broken_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            let broken = [Migration(version: 1, name: "typo", sql: "CREATE TABLE \(service) (id int);\nCREAT TABLE nope (id int);")]
+            do {
+                try await MigrationRunner(service: service, migrations: broken, client: db, logger: logger).run()
+                Issue.record("expected the migration to fail")
+            } catch let error as MigrationError {
+                #expect(error.description.contains("1_typo"))
+            }
+            // Nothing of it stays: the first statement was rolled back with the second.
+            let rows = try await db.query("SELECT count(*)::int FROM pg_tables WHERE tablename = \(service)", logger: logger)
+            for try await count in rows.decode(Int.self) { #expect(count == 0) }
+        }
+    }
+
+    @Test func readinessChecksSeeRealDependencies() async throws {
+        try await LocalStack.withPostgres { db in
+            try await PostgresReadinessCheck(client: db).check()
+        }
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: LocalStack.brokers)), logger: logger)
+        try await KafkaReadinessCheck(producer: producer).check()
+
+        // A database that isn't there makes the check fail (and so /health/ready answer 503).
+        var wrong = try LocalStack.postgres
+        wrong.port = 1
+        let client = wrong.makeClient(logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            await #expect(throws: (any Error).self) {
+                try await withTimeout(.seconds(10)) { try await PostgresReadinessCheck(client: client).check() }
+            }
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import CRdKafka
+import Logging
+import Testing
+
+@testable import KafkaClient
+
+@Suite("Kafka errors and configuration")
+struct KafkaErrorTests {
+    @Test func classifiesRetriableAndFatalCodes() {
+        #expect(KafkaError.from(code: RD_KAFKA_RESP_ERR__QUEUE_FULL).isRetriable)
+        #expect(KafkaError.from(code: RD_KAFKA_RESP_ERR__MSG_TIMED_OUT).kind == .deliveryTimeout)
+        #expect(KafkaError.from(code: RD_KAFKA_RESP_ERR__TRANSPORT).isRetriable)
+        let fatal = KafkaError.from(code: RD_KAFKA_RESP_ERR__FATAL)
+        #expect(fatal.isFatal && !fatal.isRetriable)
+        let tooLarge = KafkaError.from(code: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        #expect(!tooLarge.isFatal && !tooLarge.isRetriable)
+        #expect(tooLarge.description.contains("MSG_SIZE_TOO_LARGE"))
+    }
+
+    @Test func badPropertyIsAConfigurationErrorNamingIt() {
+        var config = KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: "127.0.0.1:1"))
+        config.client.properties["linger.ms"] = "not-a-number"
+        do {
+            _ = try KafkaProducer(configuration: config, logger: Logger(label: "t"))
+            Issue.record("expected a configuration error")
+        } catch {
+            #expect(error.kind == .configuration)
+            #expect(error.description.contains("linger.ms"))
+        }
+    }
+
+    @Test func producerDefaultsAreIdempotentWithAcksAll() {
+        let props = KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: "b:1")).properties
+        #expect(props["enable.idempotence"] == "true")
+        #expect(props["acks"] == "all")
+    }
+
+    @Test func consumerCommitsManually() {
+        let props = KafkaConsumerConfiguration(client: KafkaConfiguration(bootstrapServers: "b:1"), groupId: "g", topics: ["t"]).properties
+        #expect(props["enable.auto.commit"] == "false")
+        #expect(props["session.timeout.ms"] == "6000")
+    }
+
+    @Test func batchNextOffsetsArePerPartitionMaxPlusOne() {
+        let batch = KafkaMessageBatch(messages: [
+            KafkaMessage(topic: "t", partition: 0, offset: 5, key: nil, value: nil),
+            KafkaMessage(topic: "t", partition: 0, offset: 6, key: nil, value: nil),
+            KafkaMessage(topic: "t", partition: 1, offset: 2, key: nil, value: nil),
+        ])
+        #expect(batch.nextOffsets == [TopicPartition(topic: "t", partition: 0): 7, TopicPartition(topic: "t", partition: 1): 3])
+    }
+
+    @Test func librdkafkaIsAtLeast28() {
+        let parts = librdkafkaVersion.split(separator: ".").compactMap { Int($0) }
+        #expect(parts.count >= 2 && (parts[0] > 2 || (parts[0] == 2 && parts[1] >= 8)), "librdkafka \(librdkafkaVersion)")
+    }
+
+    @Test func stateMachinesRefuseWorkAfterShutdown() {
+        var producer = ProducerStateMachine()
+        let started = producer.start()
+        let startedTwice = producer.start()
+        #expect(started && !startedTwice)
+        producer.beginDraining()
+        #expect(!producer.acceptsWork)
+        var consumer = ConsumerStateMachine()
+        let consumerStarted = consumer.start()
+        #expect(consumerStarted)
+        consumer.stop()
+        #expect(!consumer.isPolling)
+    }
+}

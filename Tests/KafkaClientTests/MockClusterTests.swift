@@ -1,0 +1,245 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import KafkaClient
+
+/// Producer, consumer and admin against librdkafka's in-process mock cluster: real protocol,
+/// no broker process.
+@Suite("Kafka client on the mock cluster", .timeLimit(.minutes(2)))
+struct MockClusterTests {
+    let logger: Logger = {
+        var logger = Logger(label: "kafka-test")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    func makeProducer(_ cluster: KafkaMockCluster) throws -> KafkaProducer {
+        var config = KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers))
+        config.lingerMs = 1
+        return try KafkaProducer(configuration: config, logger: logger)
+    }
+
+    func makeConsumer(_ cluster: KafkaMockCluster, group: String, topic: String, listener: (any KafkaRebalanceListener)? = nil) throws -> KafkaConsumer {
+        let config = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), groupId: group, topics: [topic]
+        )
+        return try KafkaConsumer(configuration: config, rebalanceListener: listener, logger: logger)
+    }
+
+    /// Runs `body` with the services running, then shuts them down and waits for them.
+    func withRunning<T: Sendable>(_ services: [any ServiceRunnable], _ body: () async throws -> T) async throws -> T {
+        let tasks = services.map { service in Task { try await service.run() } }
+        do {
+            let result = try await body()
+            for service in services { service.stop() }
+            for task in tasks { try await task.value }
+            return result
+        } catch {
+            for service in services { service.stop() }
+            for task in tasks { _ = try? await task.value }
+            throw error
+        }
+    }
+
+    @Test func batchSendReturnsOrderedReportsAndConsumerReadsEverythingInKeyOrder() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 3)
+        let producer = try makeProducer(cluster)
+        let consumer = try makeConsumer(cluster, group: "g1", topic: "events")
+
+        let messages = (0..<1_000).map { i in
+            KafkaOutgoingMessage(topic: "events", key: "user-\(i % 7)", value: Array("\(i)".utf8))
+        }
+        try await withRunning([producer, consumer]) {
+            let reports = try await producer.sendBatch(messages)
+            #expect(reports.count == 1_000)
+            #expect(reports.allSatisfy { $0.isDelivered })
+            // Reports come back in input order; within a partition offsets increase.
+            var lastOffset: [Int32: Int64] = [:]
+            for report in reports {
+                #expect(report.offset > lastOffset[report.partition, default: -1])
+                lastOffset[report.partition] = report.offset
+            }
+
+            var seenPerKey: [String: [Int]] = [:]
+            var count = 0
+            for await batch in consumer.batches {
+                for message in batch.messages {
+                    let value = Int(String(decoding: message.value ?? [], as: UTF8.self))!
+                    seenPerKey[message.keyString!, default: []].append(value)
+                }
+                count += batch.messages.count
+                try await consumer.commit(batch)
+                if count >= 1_000 { break }
+            }
+            #expect(count == 1_000)
+            for (key, values) in seenPerKey {
+                #expect(values == values.sorted(), "per-key order for \(key)")
+            }
+        }
+    }
+
+    @Test func tombstoneAndEmptyValueStayDistinct() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("compacted", partitions: 1)
+        let producer = try makeProducer(cluster)
+        let consumer = try makeConsumer(cluster, group: "g-tomb", topic: "compacted")
+        try await withRunning([producer, consumer]) {
+            try await producer.send(KafkaOutgoingMessage(topic: "compacted", key: "site:1", value: nil))
+            try await producer.send(KafkaOutgoingMessage(topic: "compacted", key: "site:2", value: []))
+            var received: [KafkaMessage] = []
+            for await batch in consumer.batches {
+                received += batch.messages
+                if received.count >= 2 { break }
+            }
+            #expect(received[0].value == nil)
+            #expect(received[1].value == [])
+        }
+    }
+
+    @Test func rebalanceListenerSeeksToStoredOffsets() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("stored", partitions: 2)
+        let producer = try makeProducer(cluster)
+        let messages = (0..<100).map { i in KafkaOutgoingMessage(topic: "stored", key: nil, value: Array("\(i)".utf8), partition: Int32(i % 2)) }
+        let listener = RecordingListener(stored: [
+            TopicPartition(topic: "stored", partition: 0): 40,
+            TopicPartition(topic: "stored", partition: 1): 45,
+        ])
+        let consumer = try makeConsumer(cluster, group: "g-stored", topic: "stored", listener: listener)
+        try await withRunning([producer, consumer]) {
+            _ = try await producer.sendBatch(messages)
+            var first: [Int32: Int64] = [:]
+            var count = 0
+            for await batch in consumer.batches {
+                for message in batch.messages where first[message.partition] == nil {
+                    first[message.partition] = message.offset
+                }
+                count += batch.messages.count
+                // 50 per partition: 10 left on partition 0, 5 on partition 1.
+                if count >= 15 { break }
+            }
+            #expect(first[0] == 40)
+            #expect(first[1] == 45)
+            #expect(count == 15)
+            #expect(consumer.assignment == [TopicPartition(topic: "stored", partition: 0), TopicPartition(topic: "stored", partition: 1)])
+        }
+        #expect(listener.assignedPartitions.count == 2)
+        // Leaving the group at shutdown revokes through the listener.
+        #expect(listener.revokedPartitions.count == 2)
+    }
+
+    @Test func storedOffsetPastTheEndStartsFromTheBeginning() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("lost", partitions: 1)
+        let producer = try makeProducer(cluster)
+        // As after a Tansu restart: the owner stored offset 5000, the partition has 3 messages.
+        let listener = RecordingListener(stored: [TopicPartition(topic: "lost", partition: 0): 5_000])
+        let consumer = try makeConsumer(cluster, group: "g-lost", topic: "lost", listener: listener)
+        try await withRunning([producer, consumer]) {
+            _ = try await producer.sendBatch((0..<3).map { KafkaOutgoingMessage(topic: "lost", key: "k", value: [UInt8($0)]) })
+            var offsets: [Int64] = []
+            for await batch in consumer.batches {
+                offsets += batch.messages.map(\.offset)
+                if offsets.count >= 3 { break }
+            }
+            #expect(offsets == [0, 1, 2])
+        }
+    }
+
+    @Test func committedOffsetsAreReadBack() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("commits", partitions: 1)
+        let producer = try makeProducer(cluster)
+        let consumer = try makeConsumer(cluster, group: "g-commit", topic: "commits")
+        try await withRunning([producer, consumer]) {
+            _ = try await producer.sendBatch((0..<10).map { KafkaOutgoingMessage(topic: "commits", key: "k", value: [UInt8($0)]) })
+            var count = 0
+            for await batch in consumer.batches {
+                count += batch.messages.count
+                if count >= 10 {
+                    try await consumer.commit(batch)
+                    break
+                }
+            }
+            let tp = TopicPartition(topic: "commits", partition: 0)
+            let committed = try await consumer.committed([tp])
+            #expect(committed[tp] == 10)
+        }
+    }
+
+    @Test func idempotentProducerRetriesTransientBrokerErrors() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("flaky", partitions: 1)
+        // NOT_ENOUGH_REPLICAS (19) is retriable: librdkafka retries and the message lands once.
+        cluster.failNextProduceRequests(count: 3, with: 19)
+        let producer = try makeProducer(cluster)
+        let consumer = try makeConsumer(cluster, group: "g-flaky", topic: "flaky")
+        try await withRunning([producer, consumer]) {
+            let report = try await producer.send(KafkaOutgoingMessage(topic: "flaky", key: "k", value: Array("once".utf8)))
+            #expect(report.offset == 0)
+            try await producer.send(KafkaOutgoingMessage(topic: "flaky", key: "k", value: Array("twice".utf8)))
+            var values: [String] = []
+            for await batch in consumer.batches {
+                values += batch.messages.map { String(decoding: $0.value ?? [], as: UTF8.self) }
+                if values.count >= 2 { break }
+            }
+            #expect(values == ["once", "twice"])
+        }
+    }
+
+    @Test func sendAfterShutdownFailsRetriably() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("late", partitions: 1)
+        let producer = try makeProducer(cluster)
+        let runner = Task { try await producer.run() }
+        try await producer.send(KafkaOutgoingMessage(topic: "late", key: "k", value: [1]))
+        producer.beginShutdown()
+        try await runner.value
+        await #expect(throws: KafkaError.self) {
+            try await producer.send(KafkaOutgoingMessage(topic: "late", key: "k", value: [2]))
+        }
+        do {
+            try await producer.send(KafkaOutgoingMessage(topic: "late", key: "k", value: [2]))
+        } catch {
+            #expect(error.kind == .shutdown)
+            #expect(error.isRetriable)
+        }
+    }
+}
+
+/// Lets tests run and stop producers and consumers the same way.
+protocol ServiceRunnable: Sendable {
+    func run() async throws
+    func stop()
+}
+
+extension KafkaProducer: ServiceRunnable {
+    func stop() { beginShutdown() }
+}
+
+extension KafkaConsumer: ServiceRunnable {
+    func stop() { triggerShutdown() }
+}
+
+final class RecordingListener: KafkaRebalanceListener, @unchecked Sendable {
+    private let lock = NSLock()
+    private let stored: [TopicPartition: Int64]
+    private var assigned: [TopicPartition] = []
+    private var revoked: [TopicPartition] = []
+
+    init(stored: [TopicPartition: Int64]) { self.stored = stored }
+
+    var assignedPartitions: [TopicPartition] { lock.withLock { assigned } }
+    var revokedPartitions: [TopicPartition] { lock.withLock { revoked } }
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        lock.withLock { assigned += partitions }
+        return stored
+    }
+
+    func partitionsRevoked(_ partitions: [TopicPartition]) async {
+        lock.withLock { revoked += partitions }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import PresenceKit
+
+@Suite("Retry policy and outbox drain")
+struct DeliveryTests {
+    @Test("100 ms, 500 ms, 2 s, 5 s, then full-jitter exponential backoff with a cap")
+    func schedule() {
+        let policy = RetryPolicy()
+        var rng = SplitMix64(seed: 7)
+        #expect((1...4).map { policy.delay(beforeRetry: $0, using: &rng) } == [100, 500, 2_000, 5_000])
+        #expect((5...10).map { policy.ceiling(beforeRetry: $0) } == [10_000, 20_000, 40_000, 80_000, 160_000, 300_000])
+        #expect(policy.ceiling(beforeRetry: 500) == 300_000)
+        for retry in 5...40 {
+            var seen = Set<Int64>()
+            for _ in 0..<200 {
+                let d = policy.delay(beforeRetry: retry, using: &rng)
+                #expect(d >= 0 && d <= policy.ceiling(beforeRetry: retry))
+                seen.insert(d)
+            }
+            #expect(seen.count > 150) // jittered, not fixed
+        }
+        // Full jitter: the mean is about half the ceiling.
+        var sum: Int64 = 0
+        for _ in 0..<10_000 { sum += policy.delay(beforeRetry: 6, using: &rng) }
+        #expect(abs(Double(sum) / 10_000 - 10_000) < 500)
+    }
+
+    @Test("a retry that would start after the deadline is not scheduled")
+    func deadline() {
+        let policy = RetryPolicy()
+        var rng = SplitMix64(seed: 1)
+        let now = World.start
+        let deadline = now + RetryPolicy.backgroundBudgetMs
+        #expect(policy.nextAttempt(beforeRetry: 3, now: now, deadline: deadline, using: &rng) == now + 2_000)
+        #expect(policy.nextAttempt(beforeRetry: 4, now: now + 6_000, deadline: deadline, using: &rng) == nil)
+        #expect(policy.nextAttempt(beforeRetry: 4, now: now + 6_000, deadline: nil, using: &rng) == now + 11_000)
+    }
+
+    @Test("final verdicts: 201/200/409/422/400; everything else is retried")
+    func classifier() {
+        let c = DeliveryClassifier()
+        for status in [200, 201, 400, 409, 422] { #expect(c.verdict(for: .response(status: status)) == .final(status: status)) }
+        for status in [202, 500, 502, 503, 429, 401, 408] {
+            guard case .retry = c.verdict(for: .response(status: status)) else { Issue.record("\(status) must retry"); continue }
+        }
+        guard case .retry = c.verdict(for: .timeout), case .retry = c.verdict(for: .transportError("reset")) else {
+            Issue.record("timeouts and transport errors must retry"); return
+        }
+        guard case .retry(_, let after) = c.verdict(for: .response(status: 409, problemType: "https://attendance/problems/request-in-flight", retryAfterMs: 700)) else {
+            Issue.record("409 in flight is not a verdict"); return
+        }
+        #expect(after == 700)
+        #expect(c.verdict(for: .response(status: 409, problemType: "https://attendance/problems/policy-conflict")) == .final(status: 409))
+    }
+
+    @Test("drain: in append order, retries with the same payload, stops at the deadline, resumes later")
+    func drain() async throws {
+        try await withTempDir { dir in
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: dir + "/d.wal", clock: clock)
+            for i in 0..<6 { try box.append(Array("e\(i)".utf8)) }
+            let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
+            var rng = SplitMix64(seed: 3)
+            let log = Mutex<[String]>([])
+            // e0: 201; e1: 503, 202, then 200; e2: timeouts forever.
+            let report = try await drainer.drain(deadline: clock.now() + RetryPolicy.backgroundBudgetMs, random: &rng) { entry, payload in
+                let name = String(decoding: payload, as: UTF8.self)
+                let attempt = entry.attempts
+                log.withLock { $0.append("\(name)#\(attempt)") }
+                switch name {
+                case "e0": return .response(status: 201)
+                case "e1": return attempt == 1 ? .response(status: 503) : attempt == 2 ? .response(status: 202) : .response(status: 200)
+                default: return .timeout
+                }
+            }
+            // 100 + 500 ms for e1, then 100 + 500 + 2000 + 5000 ms for e2 (t = 8.2 s), a fifth try, then
+            // jittered retries while they still start before the 10 s deadline.
+            let attempts = log.withLock { $0 }
+            #expect(Array(attempts.prefix(9)) == ["e0#1", "e1#1", "e1#2", "e1#3", "e2#1", "e2#2", "e2#3", "e2#4", "e2#5"])
+            #expect(attempts.dropFirst(9).allSatisfy { $0.hasPrefix("e2#") })
+            #expect(report.delivered.map(\.status) == [201, 200])
+            guard case .deadline(_, let reason) = report.stop else { Issue.record("should stop at the deadline"); return }
+            #expect(reason == "timeout")
+            #expect(clock.now() <= World.start + RetryPolicy.backgroundBudgetMs)
+            #expect(box.entries().map { String(decoding: try! box.payload(of: $0.id), as: UTF8.self) } == ["e2", "e3", "e4", "e5"])
+            #expect(box.first()?.state == .sentAwaitingVerdict)
+            // Later, online: everything drains in order.
+            clock.advance(by: 60_000)
+            let order = Mutex<[String]>([])
+            let second = try await drainer.drain(deadline: nil, random: &rng) { _, payload in
+                order.withLock { $0.append(String(decoding: payload, as: UTF8.self)) }
+                return .response(status: 201)
+            }
+            #expect(order.withLock { $0 } == ["e2", "e3", "e4", "e5"])
+            #expect(second.stop == .empty && box.isEmpty)
+        }
+    }
+}
+
+@Suite("Remote config")
+struct RemoteConfigTests {
+    @Test("decodes every key")
+    func full() throws {
+        let json = """
+        {
+          "schema_version": 2,
+          "ranging_window_ms": 6000,
+          "geofence_radius": 250,
+          "min_steps_window": {"steps": 40, "window_ms": 90000},
+          "gatt_challenge": {"enabled": true, "timeout_ms": 2500},
+          "checkout_trigger": "geofence_exit",
+          "thresholds": {"enter_rssi": -68, "leave_rssi": -78, "max_stddev_db": 5.5, "min_readings": 4,
+                         "smoothing_window": 7, "smoothing": "kalman", "kalman_process_noise": 1, "kalman_measurement_noise": 9,
+                         "signal_loss_ms": 12000, "soft_exit_grace_ms": 120000, "exit_confirmation_ms": 5000,
+                         "heartbeat_interval_ms": 0, "motion_recent_ms": 150000, "geofence_exit_margin_m": 30},
+          "feature_flags": {"motion_gating": false, "require_geofence": true, "continuous_scan": true,
+                            "use_healthkit": true, "kill_switch": false, "new_ui": true},
+          "something_new": 1
+        }
+        """
+        let rc = try RemoteConfig.decode(json)
+        let c = rc.presence
+        #expect(rc.version == 2)
+        #expect(c.rangingWindowMs == 6_000 && c.geofenceRadiusMeters == 250)
+        #expect(c.motion.minSteps == 40 && c.motion.stepsWindowMs == 90_000 && c.motion.recentActivityMs == 150_000)
+        #expect(c.flags.gattChallenge && c.gattTimeoutMs == 2_500)
+        #expect(c.checkOutTrigger == .geofenceExit)
+        #expect(c.enterRssi == -68 && c.leaveRssi == -78 && c.maxStdDevDb == 5.5 && c.minReadings == 4)
+        #expect(c.smoothingWindow == 7 && c.smoothing == .kalman(processNoise: 1, measurementNoise: 9))
+        #expect(c.signalLossMs == 12_000 && c.softExitGraceMs == 120_000 && c.exitConfirmationMs == 5_000)
+        #expect(c.heartbeatIntervalMs == 0 && c.geofenceExitMarginMeters == 30)
+        #expect(!c.flags.motionGating && c.flags.continuousScan && c.flags.useHealthKit && c.flags.other == ["new_ui": true])
+        #expect(rc.warnings == ["unknown key something_new ignored"])
+        let short = try RemoteConfig.decode(#"{"min_steps_window": 25, "gatt_challenge": true, "thresholds": {"smoothing": "ema", "ema_alpha": 0.4}}"#)
+        #expect(short.presence.motion.minSteps == 25 && short.presence.flags.gattChallenge)
+        #expect(short.presence.smoothing == .ema(alpha: 0.4))
+        #expect(try RemoteConfig.decode("{}").presence == PresenceConfig())
+    }
+
+    @Test("validation errors name the key and say why — all of them at once")
+    func errors() {
+        func issues(_ json: String) -> [ConfigIssue] {
+            do {
+                _ = try RemoteConfig.decode(json)
+                return []
+            } catch {
+                return error.issues
+            }
+        }
+        let typeErrors = issues(#"{"ranging_window_ms": "8000", "thresholds": {"enter_rssi": -70.5, "smoothing": "fancy"}, "feature_flags": {"kill_switch": 1}, "geofence_radius": null}"#)
+        #expect(typeErrors.map(\.key).sorted() == ["feature_flags.kill_switch", "geofence_radius", "ranging_window_ms", "thresholds.enter_rssi", "thresholds.smoothing"])
+        #expect(typeErrors.contains(ConfigIssue(key: "ranging_window_ms", message: "expected an integer, got the string \"8000\"")))
+        #expect(typeErrors.contains(ConfigIssue(key: "feature_flags.kill_switch", message: "expected a boolean, got the number 1")))
+        let rangeErrors = issues(#"{"ranging_window_ms": 20000, "geofence_radius": 50, "thresholds": {"enter_rssi": -75, "leave_rssi": -70, "soft_exit_grace_ms": 5000}}"#)
+        #expect(rangeErrors.map(\.key) == ["ranging_window_ms", "geofence_radius", "thresholds.leave_rssi", "thresholds.soft_exit_grace_ms"])
+        #expect(rangeErrors[0].description == "ranging_window_ms: must be between 5000 and 10000 ms (seed 000: ranging runs 5-10 s), got 20000")
+        #expect(rangeErrors[2].message.contains("must be below thresholds.enter_rssi (-75)"))
+        #expect(rangeErrors[3].message.contains("noise gaps under 10 s must never cause a check-out"))
+        #expect(issues("[1, 2]").map(\.description) == ["(document): must be a JSON object, got an array"])
+        #expect(issues("{\"a\": ").first?.key == "(document)")
+        #expect(issues(#"{"checkout_trigger": "never"}"#).first?.message == #"must be one of "beacon_loss", "geofence_exit", got "never""#)
+        do {
+            _ = try RemoteConfig.decode(#"{"thresholds": {"min_readings": 6}}"#)
+            Issue.record("min_readings 6 > smoothing_window 5 must fail")
+        } catch {
+            #expect(error.description.hasPrefix("invalid configuration (1 problem): thresholds.min_readings: must be between 1 and 5"))
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+@testable import PresenceKit
+
+@Suite("Outbox (write-ahead log)")
+struct OutboxTests {
+    func payload(_ i: Int, size: Int = 40) -> [UInt8] {
+        var bytes = Array("event-\(i)-".utf8)
+        while bytes.count < size { bytes.append(UInt8(truncatingIfNeeded: i &+ bytes.count)) }
+        return bytes
+    }
+
+    @Test("append, reopen, states, drain order, done entries leave")
+    func roundTrip() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let clock = ManualClock(World.start)
+            do {
+                let box = try Outbox(path: path, clock: clock)
+                #expect(box.recovery.createdNewFile)
+                for i in 0..<5 {
+                    clock.advance(by: 1_000)
+                    try box.append(payload(i), kind: UInt8(i))
+                }
+                try box.markSent(1)
+                try box.markSent(2)
+                try box.markDone(2, status: 201)
+                try box.saveCheckpoint(Array("ck".utf8))
+                #expect(box.entries().map(\.id) == [1, 3, 4, 5])
+                box.close()
+                #expect(throws: OutboxError.closed) { try box.append([1]) }
+            }
+            let box = try Outbox(path: path, clock: clock)
+            #expect(!box.recovery.createdNewFile && box.recovery.truncatedBytes == 0)
+            #expect(box.recovery.recordsRead == 9)
+            let entries = box.entries()
+            #expect(entries.map(\.id) == [1, 3, 4, 5])
+            #expect(entries[0].state == .sentAwaitingVerdict)
+            #expect(entries[1].state == .pending)
+            #expect(entries[1].kind == 2 && entries[1].createdAt == World.start + 3_000)
+            #expect(try box.payload(of: 4) == payload(3))
+            #expect(box.checkpoint == Array("ck".utf8))
+            #expect(box.first()?.id == 1)
+            let next = try box.append(payload(9))
+            #expect(next.id == 6) // ids keep increasing after a reopen
+            #expect(throws: OutboxError.unknownEntry(id: 2)) { try box.markDone(2, status: 200) }
+        }
+    }
+
+    @Test("a torn last record is cut off at every byte offset; everything before it survives")
+    func tornRecordAtEveryOffset() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: path, clock: clock)
+            for i in 0..<3 { try box.append(payload(i)) }
+            let goodSize = Int(box.fileSize)
+            try box.append(payload(3, size: 120), checkpoint: Array("checkpoint-with-last".utf8))
+            let fullSize = Int(box.fileSize)
+            box.close()
+            let full = try fileBytes(path)
+            #expect(full.count == fullSize)
+            for cut in goodSize..<fullSize {
+                try writeFile(path, Array(full[0..<cut]))
+                let reopened = try Outbox(path: path, clock: clock)
+                #expect(reopened.entries().map(\.id) == [1, 2, 3], "cut at \(cut)")
+                #expect(reopened.recovery.truncatedBytes == Int64(cut - goodSize))
+                #expect(reopened.fileSize == Int64(goodSize))
+                #expect(reopened.checkpoint == nil) // the checkpoint rode on the torn record
+                reopened.close()
+                #expect(try fileBytes(path).count == goodSize, "file truncated at \(cut)")
+            }
+            // And the full file keeps all four.
+            try writeFile(path, full)
+            let all = try Outbox(path: path, clock: clock)
+            #expect(all.entries().count == 4 && all.checkpoint == Array("checkpoint-with-last".utf8))
+            // Appending after a recovery works and survives another reopen.
+            try writeFile(path, Array(full[0..<(goodSize + 7)]))
+            let again = try Outbox(path: path, clock: clock)
+            try again.append(payload(7))
+            again.close()
+            #expect(try Outbox(path: path, clock: clock).entries().map(\.id) == [1, 2, 3, 4])
+        }
+    }
+
+    @Test("a corrupt record (bad CRC) stops recovery there and keeps what precedes it")
+    func corruptRecord() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let box = try Outbox(path: path)
+            for i in 0..<4 { try box.append(payload(i)) }
+            box.close()
+            var bytes = try fileBytes(path)
+            let recordSize = (bytes.count - 8) / 4
+            bytes[8 + 2 * recordSize + 20] ^= 0xFF // inside the third record's body
+            try writeFile(path, bytes)
+            let reopened = try Outbox(path: path)
+            #expect(reopened.entries().map(\.id) == [1, 2])
+            #expect(reopened.recovery.truncatedBytes == Int64(2 * recordSize))
+            // an absurd length is treated as torn as well
+            reopened.close()
+            var b2 = try fileBytes(path)
+            b2 += [0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0, 1, 2, 3]
+            try writeFile(path, b2)
+            #expect(try Outbox(path: path).entries().count == 2)
+        }
+    }
+
+    @Test("torn header, foreign file, leftover compaction file")
+    func headerCases() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            try writeFile(path, Array("PKOU".utf8))
+            let box = try Outbox(path: path)
+            #expect(box.isEmpty && box.fileSize == 8)
+            box.close()
+            let foreign = dir + "/notes.txt"
+            try writeFile(foreign, Array("hello world, not an outbox".utf8))
+            #expect(throws: OutboxError.notAnOutbox(path: foreign)) { try Outbox(path: foreign) }
+            #expect(try fileBytes(foreign) == Array("hello world, not an outbox".utf8))
+            try writeFile(path + ".compact", [1, 2, 3])
+            let again = try Outbox(path: path)
+            #expect(again.recovery.removedStaleCompactionFile)
+            #expect(!FileManager.default.fileExists(atPath: path + ".compact"))
+        }
+    }
+
+    @Test("compaction keeps live entries, states and the checkpoint; the file stays bounded")
+    func compaction() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let box = try Outbox(path: path, options: OutboxOptions(compactionMinDeadBytes: 4_096))
+            var maxSize: Int64 = 0
+            var live: [UInt64] = []
+            for i in 0..<2_000 {
+                let e = try box.append(payload(i, size: 200))
+                live.append(e.id)
+                if live.count > 10 {
+                    let old = live.removeFirst()
+                    try box.markSent(old)
+                    try box.markDone(old, status: 201)
+                }
+                maxSize = max(maxSize, box.fileSize)
+            }
+            try box.markSent(live[3])
+            try box.saveCheckpoint([9, 9, 9])
+            #expect(box.compactionCount > 10)
+            // 10 live entries of ~250 bytes: the file never grew past live + slack, far below 2,000 × 250.
+            #expect(maxSize < 4_096 * 3)
+            try box.compact()
+            let size = box.fileSize
+            box.close()
+            let reopened = try Outbox(path: path)
+            #expect(reopened.entries().map(\.id) == live)
+            #expect(reopened.entries()[3].state == .sentAwaitingVerdict)
+            #expect(reopened.checkpoint == [9, 9, 9])
+            #expect(try reopened.payload(of: live[9]) == payload(1_999, size: 200))
+            #expect(reopened.fileSize == size)
+        }
+    }
+
+    @Test("bounded: 10,000 entries for 72 h offline fit; beyond the limit heartbeats are evicted, then append fails")
+    func capacity() throws {
+        try withTempDir { dir in
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: dir + "/big.wal", options: OutboxOptions(maxLiveEntries: 10_500), clock: clock)
+            // 10,500 events spread over 72 hours (one every ~25 s), ~600-byte payloads like real events.
+            for i in 0..<10_500 {
+                clock.advance(by: 24_686)
+                try box.append(payload(i, size: 600), kind: i % 10 == 0 ? 1 : 3, evictable: i % 10 != 0)
+            }
+            #expect(box.count == 10_500)
+            #expect(clock.now() - World.start >= 72 * 3_600_000)
+            #expect(box.fileSize < 10_500 * 700) // ~6.6 MB: bounded
+            // Full: the oldest evictable entry (id 2) makes room.
+            let extra = try box.append(payload(-1), kind: 1)
+            #expect(box.count == 10_500)
+            #expect(box.entries().first?.id == 1)
+            #expect(box.entries()[1].id == 3)
+            #expect(extra.id == 10_501)
+            box.close()
+            let small = try Outbox(path: dir + "/small.wal", options: OutboxOptions(maxLiveEntries: 3), clock: clock)
+            for i in 0..<3 { try small.append(payload(i)) }
+            #expect(throws: OutboxError.full(limit: 3)) { try small.append(payload(4)) }
+            #expect(throws: OutboxError.payloadTooLarge(size: 70_000, limit: 65_536)) {
+                try small.append([UInt8](repeating: 1, count: 70_000))
+            }
+        }
+    }
+
+    @Test("concurrent appends from many tasks are serialised, none lost")
+    func concurrentAppends() async throws {
+        try await withTempDir { dir in
+            let box = try Outbox(path: dir + "/c.wal")
+            await withTaskGroup(of: Void.self) { group in
+                for t in 0..<8 {
+                    group.addTask {
+                        for i in 0..<25 { _ = try? box.append(Array("t\(t)-\(i)".utf8)) }
+                    }
+                }
+            }
+            #expect(box.count == 200)
+            #expect(Set(box.entries().map(\.id)).count == 200)
+            box.close()
+            #expect(try Outbox(path: dir + "/c.wal").count == 200)
+        }
+    }
+
+    @Test("a post and its snapshot are stored in one record")
+    func storeEffects() throws {
+        try withTempDir { dir in
+            let path = dir + "/o.wal"
+            let box = try Outbox(path: path)
+            var d = try DeviceHarness(config: World.config { $0.flags.continuousScan = true }, outbox: box)
+            try d.arrive()
+            try d.run(seconds: 5) { _ in -62 }
+            #expect(d.checkIns.count == 1)
+            #expect(box.count == 1)
+            #expect(box.lastSnapshot()?.session?.sessionKey == d.checkIns[0].sessionKey)
+            let stored = try PresenceCoding.decodeEvent(try box.payload(of: box.first()!.id))
+            #expect(stored == d.checkIns[0])
+            #expect(box.first()?.kind == AttendanceEvent.Kind.checkIn.outboxKind)
+            #expect(box.first()?.evictable == false)
+        }
+    }
+}

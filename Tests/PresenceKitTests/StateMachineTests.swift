@@ -1,0 +1,324 @@
+import Testing
+@testable import PresenceKit
+
+@Suite("Presence state machine")
+struct StateMachineTests {
+    static let continuous = World.config { $0.flags.continuousScan = true }
+
+    @Test("enter above -70, leave at or below -75: the band in between changes nothing")
+    func hysteresis() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        #expect(d.phase == .armed && d.scanning == [.continuous])
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.count == 1 && d.phase == .present)
+        try d.run(seconds: 60) { _ in -72 }
+        #expect(d.phase == .present)
+        try d.run(seconds: 5) { _ in -80 }
+        #expect(d.phase == .softExitPending)
+        try d.run(seconds: 2) { _ in -73 } // heard above the leave threshold again: the dip was noise
+        #expect(d.phase == .present)
+        try d.run(seconds: 300) { _ in -85 }
+        #expect(d.checkOuts.count == 1 && d.phase == .armed)
+        try d.send(.motionActivity(.walking))
+        try d.run(seconds: 60) { _ in -72 } // in the band: no new session
+        #expect(d.checkIns.count == 1)
+        try d.run(seconds: 3) { _ in -66 }
+        #expect(d.checkIns.count == 2)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("3-minute debounce, then confirmation, then check-out stamped with the last moment of presence")
+    func debounce() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        let t0 = d.now
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.first?.tStart == t0 + 3_000)
+        #expect(d.checkIns.first?.timestamp == t0 + 3_000)
+        try d.run(seconds: 100) { _ in -60 }
+        try d.run(seconds: 185) { _ in -90 }
+        #expect(d.phase == .confirmingExit) // soft exit at +106 s, grace to +286 s
+        #expect(d.effects.contains(.requestRegionState))
+        #expect(d.checkOuts.isEmpty)
+        try d.run(seconds: 20) { _ in -90 }
+        let out = try #require(d.checkOuts.first)
+        #expect(out.decidedAt == t0 + 296_000)
+        #expect(out.timestamp == t0 + 105_000)
+        #expect(out.tStart == t0 + 3_000)
+        #expect(out.reason == .beaconLost)
+        #expect(out.sessionKey == d.checkIns[0].sessionKey)
+        #expect(d.notifications.map(\.kind) == [.checkedIn, .checkedOut])
+    }
+
+    @Test("debounce and thresholds are configurable")
+    func configurable() throws {
+        var d = try DeviceHarness(config: World.config {
+            $0.flags.continuousScan = true
+            $0.softExitGraceMs = 60_000
+            $0.exitConfirmationMs = 0
+        })
+        let t0 = d.now
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        try d.run(seconds: 100) { _ in -90 }
+        #expect(d.checkOuts.first?.decidedAt == t0 + 66_000) // soft exit at +6 s, 60 s grace, no confirmation
+        var strict = try DeviceHarness(config: World.config {
+            $0.flags.continuousScan = true
+            $0.enterRssi = -60
+            $0.leaveRssi = -65
+        })
+        try strict.arrive()
+        try strict.run(seconds: 10) { _ in -62 }
+        #expect(strict.checkIns.isEmpty)
+        try strict.run(seconds: 3) { _ in -58 }
+        #expect(strict.checkIns.count == 1)
+        #expect(throws: ConfigValidationError.self) {
+            try PresenceStateMachine(config: World.config { $0.leaveRssi = -60 }, directory: World.directory,
+                                     identity: DeviceIdentity(userId: "u", deviceId: "d"))
+        }
+    }
+
+    @Test("exit confirmation: inside resumes the session, outside checks out at once")
+    func confirmation() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        for _ in 0..<300 where d.phase != .confirmingExit { try d.run(seconds: 1) { _ in -90 } }
+        #expect(d.phase == .confirmingExit)
+        try d.send(.beaconRegionState(inside: true))
+        #expect(d.phase == .present && d.checkOuts.isEmpty)
+        for _ in 0..<300 where d.phase != .confirmingExit { try d.run(seconds: 1) { _ in -90 } }
+        try d.send(.beaconRegionState(inside: false))
+        #expect(d.checkOuts.count == 1 && d.checkOuts[0].reason == .regionStateOutside)
+        #expect(d.phase == .armed)
+    }
+
+    @Test("periodic fallback skips while the continuous scan runs and restarts it when it stopped")
+    func periodicFallback() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        let skipped = try d.send(.periodicWake)
+        #expect(skipped == [.log(.info, "periodic fallback skipped: continuous scan is active")])
+        try d.send(.scanningStopped(.continuous))
+        #expect(!d.machine.continuousScanActive)
+        let restarted = try d.send(.periodicWake)
+        #expect(restarted.contains(.startScanning(.continuous)) && restarted.contains(.drainOutbox))
+        #expect(d.machine.continuousScanActive)
+        var outside = try DeviceHarness()
+        #expect(try outside.send(.periodicWake) == [.log(.info, "periodic fallback skipped: outside every geofence")])
+        var ranging = try DeviceHarness()
+        try ranging.arrive()
+        let fx = try ranging.send(.periodicWake)
+        #expect(fx.contains(.startScanning(.ranging)) && ranging.phase == .candidate)
+    }
+
+    @Test("no persisted user id: attendance effects are skipped with a warning")
+    func missingUserId() throws {
+        var d = try DeviceHarness(config: Self.continuous, userId: nil)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.phase == .present && d.posts.isEmpty)
+        #expect(d.logs.contains { $0.0 == .warning && $0.1 == "check-in at S_HQ skipped: no persisted user id" })
+        try d.run(seconds: 300) { _ in -90 }
+        #expect(d.posts.isEmpty && d.phase == .armed)
+        #expect(d.logs.contains { $0.0 == .warning && $0.1.contains("check-out at S_HQ skipped") })
+        try d.send(.userIdChanged("u_9"))
+        try d.send(.motionActivity(.walking))
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.map(\.userId) == ["u_9"])
+    }
+
+    @Test("a user change closes the open session for the previous user")
+    func userChange() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        try d.send(.userIdChanged("u_other"))
+        #expect(d.checkOuts.map(\.userId) == ["u_123"])
+        #expect(d.checkOuts.first?.reason == .userChanged)
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.map(\.userId) == ["u_123", "u_other"])
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("GATT challenge: ok checks in with the handshake, failure or timeout does not")
+    func gatt() throws {
+        let config = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.gattChallenge = true
+        }
+        var ok = try DeviceHarness(config: config)
+        try ok.arrive()
+        try ok.run(seconds: 3) { _ in -60 }
+        #expect(ok.effects.contains(.performGattChallenge(World.gateA)))
+        #expect(ok.phase == .verifying && ok.checkIns.isEmpty)
+        try ok.send(.gattChallengeResult(ok: true, roundTripMs: 180))
+        #expect(ok.checkIns.first?.handshake == AttendanceEvent.Handshake(ok: true, rt: 180))
+
+        var fail = try DeviceHarness(config: config)
+        try fail.arrive()
+        try fail.run(seconds: 3) { _ in -60 }
+        try fail.send(.gattChallengeResult(ok: false, roundTripMs: 0))
+        #expect(fail.checkIns.isEmpty && fail.phase == .armed)
+        let challenges = { (d: DeviceHarness) in d.effects.filter { if case .performGattChallenge = $0 { return true }; return false }.count }
+        try fail.run(seconds: 20) { _ in -60 }
+        #expect(challenges(fail) == 1) // cooling down
+        try fail.run(seconds: 15) { _ in -60 }
+        #expect(challenges(fail) == 2)
+
+        var slow = try DeviceHarness(config: config)
+        try slow.arrive()
+        try slow.run(seconds: 3) { _ in -60 }
+        try slow.advance(ms: 3_000)
+        #expect(slow.logs.contains { $0.1.hasPrefix("GATT challenge timed out") })
+        #expect(slow.checkIns.isEmpty)
+    }
+
+    @Test("kill switch stops detection")
+    func killSwitch() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        var off = Self.continuous
+        off.flags.killSwitch = true
+        let fx = try d.agent.apply(config: off, at: d.now)
+        #expect(fx.contains(.stopScanning(.continuous)))
+        try d.run(seconds: 10) { _ in -60 }
+        #expect(d.posts.isEmpty)
+    }
+
+    @Test("motion gate: near but not moving waits; walking or steps unlock at once")
+    func motionGating() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.send(.geofenceEntered(siteId: "S_HQ"))
+        try d.run(seconds: 10) { _ in -60 }
+        #expect(d.checkIns.isEmpty)
+        #expect(d.logs.filter { $0.1.contains("motion gate is closed") }.count == 1) // rate-limited
+        let fx = try d.send(.motionActivity(.walking))
+        #expect(fx.contains { if case .postCheckIn = $0 { return true }; return false })
+        #expect(d.checkIns.first?.motion == AttendanceEvent.Motion(state: .walking, steps2min: 0))
+        var s = try DeviceHarness(config: Self.continuous)
+        try s.send(.geofenceEntered(siteId: "S_HQ"))
+        try s.run(seconds: 5) { _ in -60 }
+        try s.send(.steps(20))
+        #expect(s.checkIns.isEmpty)
+        try s.send(.steps(15))
+        #expect(s.checkIns.first?.motion.steps2min == 35)
+        var off = try DeviceHarness(config: World.config { $0.flags.continuousScan = true; $0.flags.motionGating = false })
+        try off.send(.geofenceEntered(siteId: "S_HQ"))
+        try off.run(seconds: 3) { _ in -60 }
+        #expect(off.checkIns.count == 1)
+    }
+
+    @Test("co-location: a beacon only counts inside its own site's geofence")
+    func coLocation() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.run(seconds: 5) { _ in -60 } // idle: nothing
+        #expect(d.phase == .idle && d.effects.isEmpty)
+        try d.arrive(site: "S_LAB")
+        try d.run(seconds: 5) { _ in -60 } // HQ beacon, LAB geofence
+        #expect(d.checkIns.isEmpty)
+        #expect(d.logs.contains { $0.1.contains("not inside that site's geofence") })
+        try d.run(seconds: 5, beacon: World.lab) { _ in -60 }
+        #expect(d.checkIns.map(\.siteId) == ["S_LAB"])
+        var free = try DeviceHarness(config: World.config { $0.flags.requireGeofence = false })
+        #expect(free.phase == .armed)
+        try free.send(.motionActivity(.walking))
+        try free.send(.beaconRegionEntered)
+        try free.runScanning(seconds: 4) { _ in [(World.gateA, -61)] }
+        #expect(free.checkIns.count == 1)
+        #expect(free.checkIns.first?.geofence.inside == false)
+    }
+
+    @Test("ranging mode: region enter → ranging burst → check-in → region exit → grace → confirmation → check-out")
+    func rangingFlow() throws {
+        var d = try DeviceHarness()
+        try d.arrive()
+        #expect(d.phase == .armed && !d.isScanning)
+        let fx = try d.send(.beaconRegionEntered)
+        #expect(fx.first == .drainOutbox && fx.contains(.startScanning(.ranging)))
+        #expect(d.phase == .candidate)
+        try d.runScanning(seconds: 3) { _ in [(World.gateA, -62)] }
+        #expect(d.checkIns.count == 1 && d.phase == .present && !d.isScanning)
+        let checkedInAt = d.now
+        try d.advance(ms: 1_200_000) // 20 min, no readings: still present, heartbeats every 5 min
+        #expect(d.phase == .present)
+        #expect(d.heartbeats.map(\.timestamp) == (1...4).map { checkedInAt + Int64($0) * 300_000 })
+        #expect(Set(d.heartbeats.map(\.sessionKey)) == [d.checkIns[0].sessionKey])
+        let exitAt = d.now
+        try d.send(.beaconRegionExited)
+        #expect(d.phase == .softExitPending)
+        try d.advance(ms: 180_000)
+        #expect(d.phase == .confirmingExit && d.scanning == [.ranging])
+        try d.runScanning(seconds: 12) { _ in [(World.gateA, nil)] }
+        let out = try #require(d.checkOuts.first)
+        #expect(out.timestamp == exitAt && out.reason == .beaconLost && d.phase == .armed && !d.isScanning)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("ranging window times out: no candidate, back to armed")
+    func rangingTimeout() throws {
+        var d = try DeviceHarness()
+        try d.arrive()
+        try d.send(.beaconRegionEntered)
+        try d.runScanning(seconds: 10) { _ in [(World.gateA, -74)] }
+        // Heard but not confident: the burst is extended (twice by default) before giving up.
+        #expect(d.phase == .candidate && d.logs.contains { $0.1.hasPrefix("ranging window extended (1/2)") })
+        try d.runScanning(seconds: 16) { _ in [(World.gateA, -74)] }
+        #expect(d.phase == .armed && !d.isScanning && d.checkIns.isEmpty)
+        #expect(d.logs.contains { $0.1.contains("no candidate") })
+        #expect(d.now == World.start + 26_000)
+        // Silence ends a window without extension.
+        var quiet = try DeviceHarness()
+        try quiet.arrive()
+        try quiet.send(.beaconRegionEntered)
+        try quiet.runScanning(seconds: 9) { _ in [] }
+        #expect(quiet.phase == .armed && !quiet.isScanning)
+    }
+
+    @Test("stale or early timer firings are ignored")
+    func staleTimers() throws {
+        var m = try PresenceStateMachine(directory: World.directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
+        #expect(m.handle(.timerFired(.softExitGrace), at: World.start).isEmpty)
+        _ = m.handle(.geofenceEntered(siteId: "S_HQ"), at: World.start)
+        let fx = m.handle(.beaconRegionEntered, at: World.start)
+        #expect(fx.contains(.scheduleTimer(.rangingWindow, at: World.start + 8_000)))
+        #expect(m.handle(.timerFired(.rangingWindow), at: World.start + 7_999).isEmpty)
+        #expect(m.phase == .candidate)
+        #expect(!m.handle(.timerFired(.rangingWindow), at: World.start + 8_000).isEmpty)
+        #expect(m.phase == .armed)
+    }
+
+    @Test("geofence-exit policy (seed 001): losing the beacon only notifies; leaving the geofence checks out")
+    func geofenceExitPolicy() throws {
+        var d = try DeviceHarness(config: World.config {
+            $0.flags.continuousScan = true
+            $0.checkOutTrigger = .geofenceExit
+        })
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        try d.run(seconds: 300) { _ in nil } // silence
+        #expect(d.checkOuts.isEmpty && d.phase == .armed)
+        #expect(d.notifications.map(\.kind) == [.checkedIn, .signalLost])
+        #expect(d.machine.openSession != nil)
+        try d.run(seconds: 5) { _ in -60 }
+        #expect(d.phase == .present && d.checkIns.count == 1)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.checkOuts.first?.reason == .geofenceExit)
+        #expect(d.phase == .idle && !d.isScanning)
+        #expect(d.notifications.last?.kind == .leftArea)
+    }
+
+    @Test("a beacon of another site taking over checks out of the first site, then in at the second")
+    func siteChange() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.send(.geofenceEntered(siteId: "S_HQ"))
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        try d.send(.motionActivity(.walking))
+        try d.run(seconds: 3) { _ in [(World.gateA, -60), (World.lab, -80)] }
+        try d.run(seconds: 10) { _ in [(World.gateA, -85), (World.lab, -60)] }
+        #expect(d.checkIns.map(\.siteId) == ["S_HQ", "S_LAB"])
+        #expect(d.checkOuts.map(\.reason) == [.siteChanged])
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+}

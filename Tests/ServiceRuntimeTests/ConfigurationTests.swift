@@ -1,0 +1,54 @@
+import Testing
+
+@testable import ServiceRuntime
+
+@Suite("Configuration from the environment")
+struct ConfigurationTests {
+    @Test func defaultsWhenUnset() throws {
+        let config = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader([:]))
+        #expect(config.httpPort == 8080)
+        #expect(config.kafka.bootstrapServers == "127.0.0.1:19092")
+        #expect(config.postgres == PostgresSettings(host: "127.0.0.1", port: 55432, username: "attendance", password: "attendance", database: "attendance"))
+        #expect(config.logFormat == .text)
+    }
+
+    @Test(arguments: [
+        (["HTTP_PORT": "eighty"], "HTTP_PORT"),
+        (["HTTP_PORT": "70000"], "HTTP_PORT"),
+        (["PGPORT": "-1"], "PGPORT"),
+        (["LOG_FORMAT": "xml"], "LOG_FORMAT"),
+        (["LOG_LEVEL": "loud"], "LOG_LEVEL"),
+        (["KAFKA_BROKERS": "localhost"], "KAFKA_BROKERS"),
+        (["DATABASE_URL": "mysql://u:p@h/db"], "DATABASE_URL"),
+        (["PG_MAX_CONNECTIONS": "0"], "PG_MAX_CONNECTIONS"),
+    ])
+    func badValueNamesTheKeyInOneLine(env: [String: String], key: String) {
+        do {
+            _ = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader(env))
+            Issue.record("expected a configuration error for \(env)")
+        } catch {
+            #expect(error.key == key)
+            #expect(error.description.hasPrefix("configuration error: \(key)="))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func databaseURLWinsAndItsPasswordIsNeverPrinted() throws {
+        let settings = try PostgresSettings.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/att", "PGPORT": "1"]))
+        #expect(settings == PostgresSettings(host: "db", port: 6543, username: "me", password: "s3cret", database: "att"))
+        do {
+            _ = try PostgresSettings.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/"]))
+            Issue.record("expected an error for a URL without a database")
+        } catch {
+            #expect(!error.description.contains("s3cret"))
+        }
+    }
+
+    @Test func booleansAndDurations() throws {
+        let env = EnvironmentReader(["A": "yes", "B": "off", "C": "maybe", "T": "250"])
+        #expect(try env.bool("A", default: false))
+        #expect(try !env.bool("B", default: true))
+        #expect(throws: ConfigurationError.self) { try env.bool("C", default: true) }
+        #expect(try env.milliseconds("T", default: 1) == .milliseconds(250))
+    }
+}

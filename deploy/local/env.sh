@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Environment of the native local stack (no containers).
+#
+#   source deploy/local/env.sh
+#
+# Sourced by install.sh and stack.sh, and by hand before `swift build` / `swift test`
+# so that SwiftPM finds librdkafka through pkg-config and the services find the
+# broker and the database. Every value below is only a default: anything already
+# set in the environment wins. Safe to source any number of times (paths are only
+# prepended once). Sets no shell options, so it can be sourced from an interactive shell.
+
+# Repository root, derived from this file's location (deploy/local/env.sh).
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+# Project-local prefix for installed tools and run folders (gitignored).
+LOCAL="${LOCAL:-$ROOT/.local}"
+RUN_DIR="${RUN_DIR:-$LOCAL/run}"
+export ROOT LOCAL RUN_DIR
+
+# PostgreSQL (our own cluster on loopback, see stack.sh).
+export PGHOST="${PGHOST:-127.0.0.1}"
+export PGPORT="${PGPORT:-55432}"
+export PGUSER="${PGUSER:-attendance}"
+export PGPASSWORD="${PGPASSWORD:-attendance}"
+export PGDATABASE="${PGDATABASE:-attendance}"
+# Built from the values above; user and password are used verbatim (no URL encoding),
+# so keep them URL-safe or set DATABASE_URL yourself.
+export DATABASE_URL="${DATABASE_URL:-postgres://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/$PGDATABASE}"
+
+# Kafka-compatible broker (Tansu, loopback only).
+export KAFKA_PORT="${KAFKA_PORT:-19092}"
+export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}"
+export TANSU_BIN="${TANSU_BIN:-$LOCAL/tansu/bin/tansu}"
+
+# librdkafka 2.8 built from source (bookworm's 2.0.2 cannot talk to Tansu).
+export RDKAFKA_PREFIX="${RDKAFKA_PREFIX:-$LOCAL/librdkafka}"
+
+# _local_env_prepend VAR DIR: put DIR in front of the colon-separated list in VAR,
+# unless it is already in it (keeps repeated sourcing idempotent).
+_local_env_prepend() {
+    local var="$1" dir="$2" cur
+    cur="${!var:-}"
+    case ":$cur:" in
+        *":$dir:"*) ;;
+        *) export "$var=$dir${cur:+:$cur}" ;;
+    esac
+}
+_local_env_prepend PKG_CONFIG_PATH "$RDKAFKA_PREFIX/lib/pkgconfig"
+_local_env_prepend LD_LIBRARY_PATH "$RDKAFKA_PREFIX/lib"
+# The Swift toolchain, when it is not on PATH yet.
+if ! command -v swift >/dev/null 2>&1 && [[ -d /opt/swift/usr/bin ]]; then
+    _local_env_prepend PATH /opt/swift/usr/bin
+fi
+unset -f _local_env_prepend
