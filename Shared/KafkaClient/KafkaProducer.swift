@@ -29,15 +29,12 @@ public final class KafkaProducer: Service, Sendable {
             label: "producer"
         ) { conf in
             rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
-                guard let message, let ticket = message.pointee._private else { return }
-                let delivery = Unmanaged<DeliveryTicket>.fromOpaque(ticket).takeRetainedValue()
-                let report = KafkaDeliveryReport(
-                    topic: delivery.topic,
-                    partition: message.pointee.partition,
-                    offset: message.pointee.offset,
-                    error: message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError.from(code: message.pointee.err)
+                guard let message, let opaque = message.pointee._private else { return }
+                let err = message.pointee.err
+                DeliveryBatch.complete(
+                    opaque: opaque, partition: message.pointee.partition, offset: message.pointee.offset,
+                    error: err == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError.from(code: err)
                 )
-                delivery.batch.complete(index: delivery.index, report: report)
             }
         }
         self.pollQueue = DispatchQueue(label: "kafka.producer.poll")
@@ -64,26 +61,31 @@ public final class KafkaProducer: Service, Sendable {
     public func sendBatch(_ messages: [KafkaOutgoingMessage]) async throws(KafkaError) -> [KafkaDeliveryReport] {
         guard !messages.isEmpty else { return [] }
         try checkAcceptingWork()
-        let batch = DeliveryBatch(count: messages.count)
-        for (index, message) in messages.enumerated() {
-            let topic = topicHandle(message.topic)
-            while true {
-                let ticket = Unmanaged.passRetained(DeliveryTicket(batch: batch, index: index, topic: message.topic))
-                let err = produce(message, topic: topic, opaque: ticket.toOpaque())
-                if err == RD_KAFKA_RESP_ERR_NO_ERROR { break }
-                ticket.release()
-                if err == RD_KAFKA_RESP_ERR__QUEUE_FULL {
-                    // The poll loop drains the queue as the broker acknowledges; wait for room.
+        let batch = DeliveryBatch(messages: messages)
+        var topic: (name: String, handle: TopicHandle)?
+        var index = 0
+        while index < messages.count {
+            let message = messages[index]
+            if topic?.name != message.topic { topic = (message.topic, topicHandle(message.topic)) }
+            let err = produce(message, topic: topic!.handle, opaque: batch.opaque(for: index))
+            if err == RD_KAFKA_RESP_ERR__QUEUE_FULL {
+                // The poll loop drains the queue as the broker acknowledges; wait for room. If the
+                // producer stops meanwhile, the rest fails back to the caller, who keeps it.
+                do {
                     try checkAcceptingWork()
-                    try? await Task.sleep(for: .milliseconds(1))
-                    continue
+                } catch {
+                    for rest in index..<messages.count { batch.complete(index: rest, partition: -1, offset: -1, error: error) }
+                    break
                 }
-                batch.complete(index: index, report: KafkaDeliveryReport(
-                    topic: message.topic, partition: message.partition ?? -1, offset: -1, error: KafkaError.from(code: err)
-                ))
-                break
+                try? await Task.sleep(for: .milliseconds(1))
+                continue
             }
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                batch.complete(index: index, partition: message.partition ?? -1, offset: -1, error: KafkaError.from(code: err))
+            }
+            index += 1
         }
+        // Always wait for every outstanding report: librdkafka holds pointers into the batch.
         return await batch.wait()
     }
 
@@ -187,21 +189,50 @@ struct TopicHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// Collects the delivery reports of one `sendBatch` call.
-final class DeliveryBatch: Sendable {
+/// Collects the delivery reports of one `sendBatch` call. Each message's opaque points at its slot
+/// in one buffer allocated per batch (no allocation or reference counting per message); a slot
+/// leads back to the batch and the message's index. `sendBatch` keeps the batch alive until every
+/// report arrived, so the callback's unretained reference is always valid.
+final class DeliveryBatch: @unchecked Sendable {
+    private struct Slot {
+        var batch: UnsafeRawPointer
+        var index: Int
+    }
+
     private struct State {
         var remaining: Int
         var reports: [KafkaDeliveryReport?]
         var continuation: CheckedContinuation<[KafkaDeliveryReport], Never>?
     }
 
+    private let topics: [String]
+    private let slots: UnsafeMutablePointer<Slot>
     private let state: Mutex<State>
 
-    init(count: Int) {
-        state = Mutex(State(remaining: count, reports: Array(repeating: nil, count: count), continuation: nil))
+    init(messages: [KafkaOutgoingMessage]) {
+        topics = messages.map(\.topic)
+        slots = .allocate(capacity: messages.count)
+        state = Mutex(State(remaining: messages.count, reports: Array(repeating: nil, count: messages.count), continuation: nil))
+        let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        for i in 0..<messages.count { (slots + i).initialize(to: Slot(batch: me, index: i)) }
     }
 
-    func complete(index: Int, report: KafkaDeliveryReport) {
+    deinit {
+        slots.deinitialize(count: topics.count)
+        slots.deallocate()
+    }
+
+    func opaque(for index: Int) -> UnsafeMutableRawPointer { UnsafeMutableRawPointer(slots + index) }
+
+    /// Called from librdkafka's delivery-report callback.
+    static func complete(opaque: UnsafeMutableRawPointer, partition: Int32, offset: Int64, error: KafkaError?) {
+        let slot = opaque.assumingMemoryBound(to: Slot.self).pointee
+        let batch = Unmanaged<DeliveryBatch>.fromOpaque(slot.batch).takeUnretainedValue()
+        batch.complete(index: slot.index, partition: partition, offset: offset, error: error)
+    }
+
+    func complete(index: Int, partition: Int32, offset: Int64, error: KafkaError?) {
+        let report = KafkaDeliveryReport(topic: topics[index], partition: partition, offset: offset, error: error)
         let finished: (CheckedContinuation<[KafkaDeliveryReport], Never>, [KafkaDeliveryReport])? = state.withLock { state in
             state.reports[index] = report
             state.remaining -= 1
@@ -221,19 +252,6 @@ final class DeliveryBatch: Sendable {
             }
             if let ready { continuation.resume(returning: ready) }
         }
-    }
-}
-
-/// Travels through librdkafka as the message opaque and comes back in the delivery report.
-final class DeliveryTicket {
-    let batch: DeliveryBatch
-    let index: Int
-    let topic: String
-
-    init(batch: DeliveryBatch, index: Int, topic: String) {
-        self.batch = batch
-        self.index = index
-        self.topic = topic
     }
 }
 
