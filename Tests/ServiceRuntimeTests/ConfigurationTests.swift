@@ -15,6 +15,7 @@ struct ConfigurationTests {
     @Test(arguments: [
         (["HTTP_PORT": "eighty"], "HTTP_PORT"),
         (["HTTP_PORT": "70000"], "HTTP_PORT"),
+        (["HTTP_PORT": "-1"], "HTTP_PORT"),
         (["PGPORT": "-1"], "PGPORT"),
         (["LOG_FORMAT": "xml"], "LOG_FORMAT"),
         (["LOG_LEVEL": "loud"], "LOG_LEVEL"),

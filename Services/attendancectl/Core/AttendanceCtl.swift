@@ -16,6 +16,22 @@ public struct AttendanceCtl: AsyncParsableCommand {
     )
 
     public init() {}
+
+    /// Parses the command line and runs the chosen subcommand. (Calling `main()` from a
+    /// `main.swift` picks ArgumentParser's synchronous entry point, which refuses async commands.)
+    /// Every failure ends as one `Error: ...` line and a non-zero exit code.
+    public static func runAsRoot(_ arguments: [String]? = nil) async {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options every subcommand shares.
@@ -38,9 +54,11 @@ public struct GlobalOptions: ParsableArguments {
         try PostgresSettings.load(from: EnvironmentReader())
     }
 
+    /// librdkafka reports every refused connection while it retries; the command's own error line
+    /// says what failed, so only critical library messages get through.
     var logger: Logger {
         var logger = Logger(label: "attendancectl")
-        logger.logLevel = .error
+        logger.logLevel = .critical
         return logger
     }
 }

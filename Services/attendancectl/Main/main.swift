@@ -1,3 +1,3 @@
 import AttendanceCtlCore
 
-await AttendanceCtl.main()
+await AttendanceCtl.runAsRoot()

@@ -48,7 +48,8 @@ public struct ServiceConfiguration: Sendable {
             serviceName: service,
             instanceId: instance,
             httpHost: env.string("HTTP_HOST", default: "127.0.0.1"),
-            httpPort: try env.port("HTTP_PORT", default: defaultHTTPPort),
+            // 0 picks a free port (tests, several replicas on one host behind a proxy).
+            httpPort: try env.int("HTTP_PORT", default: defaultHTTPPort, in: 0...65_535),
             logFormat: try env.choice("LOG_FORMAT", default: LogFormat.text),
             logLevel: level,
             kafka: KafkaConfiguration(bootstrapServers: brokers, clientId: instance),

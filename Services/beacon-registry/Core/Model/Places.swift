@@ -1,0 +1,161 @@
+import Foundation
+
+/// A customer: owns sites and one business namespace.
+public struct Organization: Codable, Hashable, Sendable {
+    public var id: String
+    public var name: String
+    public var createdAt: Date
+
+    public init(id: String, name: String, createdAt: Date) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+    }
+}
+
+/// A place where attendance is taken: its time zone, its geofence and its shift.
+public struct Site: Codable, Hashable, Sendable {
+    public var id: String
+    public var organizationId: String
+    public var name: String
+    /// IANA zone name, e.g. `Asia/Ho_Chi_Minh`: shift times are local to it.
+    public var timezone: String
+    public var geofence: Geofence
+    public var shift: ShiftSettings
+    public var createdAt: Date
+
+    public init(
+        id: String, organizationId: String, name: String, timezone: String, geofence: Geofence,
+        shift: ShiftSettings, createdAt: Date
+    ) {
+        self.id = id
+        self.organizationId = organizationId
+        self.name = name
+        self.timezone = timezone
+        self.geofence = geofence
+        self.shift = shift
+        self.createdAt = createdAt
+    }
+}
+
+/// A circle around the site: the co-location rule wants the phone inside it when a beacon is heard.
+public struct Geofence: Codable, Hashable, Sendable {
+    public static let radiusRange: ClosedRange<Double> = 10...5_000
+
+    public var latitude: Double
+    public var longitude: Double
+    /// Metres; 150-300 is typical.
+    public var radiusMeters: Double
+
+    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusMeters = radiusMeters
+    }
+}
+
+/// When a shift runs and how much slack check-in and check-out get (as Frappe HRMS models it).
+public struct ShiftSettings: Codable, Hashable, Sendable {
+    /// Every window and grace is bounded by one day.
+    public static let minutesRange: ClosedRange<Int> = 0...1_440
+
+    /// Local to the site. An end before the start is an overnight shift.
+    public var start: TimeOfDay
+    public var end: TimeOfDay
+    /// A check-in counts from this many minutes before `start`.
+    public var checkInBeforeStartMinutes: Int
+    /// A check-out counts until this many minutes after `end`.
+    public var checkOutAfterEndMinutes: Int
+    /// Arriving up to this many minutes after `start` is not late.
+    public var lateEntryGraceMinutes: Int
+    /// Leaving up to this many minutes before `end` is not early.
+    public var earlyExitGraceMinutes: Int
+
+    public init(
+        start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int,
+        lateEntryGraceMinutes: Int, earlyExitGraceMinutes: Int
+    ) {
+        self.start = start
+        self.end = end
+        self.checkInBeforeStartMinutes = checkInBeforeStartMinutes
+        self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
+        self.lateEntryGraceMinutes = lateEntryGraceMinutes
+        self.earlyExitGraceMinutes = earlyExitGraceMinutes
+    }
+}
+
+/// A wall-clock time, `HH:MM` (24 h), encoded as that string.
+public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+    public var hour: Int
+    public var minute: Int
+
+    /// `nil` outside 00:00...23:59.
+    public init?(hour: Int, minute: Int) {
+        guard (0...23).contains(hour), (0...59).contains(minute) else { return nil }
+        self.hour = hour
+        self.minute = minute
+    }
+
+    /// Parses `HH:MM` (also `H:MM`, and `HH:MM:SS` with zero seconds as PostgreSQL prints it).
+    public init?(_ text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 || (parts.count == 3 && parts[2] == "00"),
+              parts[0].count <= 2, parts[1].count == 2,
+              parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII),
+              let hour = Int(parts[0]), let minute = Int(parts[1])
+        else { return nil }
+        self.init(hour: hour, minute: minute)
+    }
+
+    public var minutesSinceMidnight: Int { hour * 60 + minute }
+
+    public var description: String {
+        (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
+    }
+
+    public static func < (a: TimeOfDay, b: TimeOfDay) -> Bool { a.minutesSinceMidnight < b.minutesSinceMidnight }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = TimeOfDay(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+}
+
+/// A gate / service point of a site: an entrance, a desk, a room. Its beacons carry minors
+/// allocated to it.
+public struct Gate: Codable, Hashable, Sendable {
+    public var id: String
+    public var siteId: String
+    public var name: String
+    public var createdAt: Date
+
+    public init(id: String, siteId: String, name: String, createdAt: Date) {
+        self.id = id
+        self.siteId = siteId
+        self.name = name
+        self.createdAt = createdAt
+    }
+}
+
+/// A person whose attendance is taken, and the sites they work at.
+public struct User: Codable, Hashable, Sendable {
+    public var id: String
+    public var name: String
+    public var siteIds: [String]
+    public var createdAt: Date
+
+    public init(id: String, name: String, siteIds: [String], createdAt: Date) {
+        self.id = id
+        self.name = name
+        self.siteIds = siteIds
+        self.createdAt = createdAt
+    }
+}

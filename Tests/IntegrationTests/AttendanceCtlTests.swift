@@ -1,0 +1,45 @@
+import ArgumentParser
+import AttendanceCtlCore
+import AttendanceProtocol
+import KafkaClient
+import Testing
+
+@Suite("attendancectl")
+struct AttendanceCtlTests {
+    @Test func topicsEnsureCreatesEveryPlatformTopicFromTheProtocol() async throws {
+        try LocalStack.ensureStarted()
+        var command = try AttendanceCtl.parseAsRoot(["topics", "ensure", "--brokers", LocalStack.brokers, "--json"])
+        guard var ensure = command as? any AsyncParsableCommand else { Issue.record("not async"); return }
+        try await ensure.run()
+        _ = command
+        let admin = try KafkaAdmin(configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers), logger: LocalStack.logger)
+        let topics = try await admin.topics()
+        for topic in Topic.allCases {
+            #expect(topics[topic.name] == topic.defaultPartitionCount, "\(topic.name)")
+        }
+    }
+
+    @Test(arguments: [
+        (["topics", "ensure", "--brokers", "nonsense"], "configuration error: KAFKA_BROKERS=\"nonsense\" is invalid"),
+        (["frobnicate"], "Unexpected argument 'frobnicate'"),
+        (["topics", "ensure", "--replication-factor", "many"], "many"),
+    ])
+    func badInputIsOneReadableLine(arguments: [String], expected: String) async {
+        do {
+            var command = try AttendanceCtl.parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand { try await asyncCommand.run() } else { try command.run() }
+            Issue.record("expected an error for \(arguments)")
+        } catch {
+            let message = AttendanceCtl.message(for: error)
+            #expect(message.contains(expected), "\(message)")
+            #expect(!message.contains("\n"))
+        }
+    }
+
+    @Test func unreachableBrokerIsAnErrorNotAHang() async throws {
+        var command = try AttendanceCtl.parseAsRoot(["topics", "list", "--brokers", "127.0.0.1:1"])
+        guard var list = command as? any AsyncParsableCommand else { return }
+        _ = command
+        await #expect(throws: (any Error).self) { try await list.run() }
+    }
+}

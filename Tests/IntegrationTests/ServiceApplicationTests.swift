@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import KafkaClient
+import Logging
+import PostgresNIO
+import Prometheus
+import ServiceRuntime
+import Testing
+
+/// A service's HTTP side over a real socket, ready only when its real dependencies answer.
+@Suite("Service application on the local stack")
+struct ServiceApplicationTests {
+    @Test func readyWithRealDependenciesAndServesMetricsAndOwnRoutes() async throws {
+        try LocalStack.ensureStarted()
+        var env = ProcessInfo.processInfo.environment
+        env["HTTP_PORT"] = "0"
+        let configuration = try ServiceConfiguration.load(service: "test-service", defaultHTTPPort: 0, from: EnvironmentReader(env))
+        let logger = LocalStack.logger
+        let registry = PrometheusCollectorRegistry()
+        let postgres = configuration.postgres.makeClient(logger: logger)
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
+        var app = ServiceApplication.build(
+            configuration: configuration, registry: registry,
+            readiness: [PostgresReadinessCheck(client: postgres), KafkaReadinessCheck(producer: producer)],
+            logger: logger
+        ) { router in
+            router.get("/v1/hello") { _, _ in "hello" }
+        }
+        app.addServices(postgres, producer)
+        try await app.test(.live) { client in
+            try await client.execute(uri: "/health/ready", method: .get) { response in
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+            }
+            try await client.execute(uri: "/v1/hello", method: .get) { response in
+                #expect(String(buffer: response.body) == "hello")
+            }
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+            }
+        }
+    }
+}
