@@ -95,10 +95,26 @@ let package = Package(
 
         // MARK: Services (thin executables over library targets)
 
+        // Beacon registry: places, beacons, shard allocation, devices, credentials (issue 4, core).
+        .target(
+            name: "BeaconRegistryCore",
+            dependencies: [
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Services/beacon-registry/Core",
+            resources: [.copy("Migrations")],
+            swiftSettings: sharedSwiftSettings
+        ),
+
         .target(
             name: "AttendanceCtlCore",
             dependencies: [
                 "AttendanceProtocol",
+                "BeaconRegistryCore",
                 "KafkaClient",
                 "ServiceRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -173,6 +189,19 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Tests/ServiceRuntimeTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "BeaconRegistryTests",
+            dependencies: [
+                "BeaconRegistryCore",
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/BeaconRegistryTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

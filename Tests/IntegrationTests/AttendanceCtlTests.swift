@@ -8,10 +8,9 @@ import Testing
 struct AttendanceCtlTests {
     @Test func topicsEnsureCreatesEveryPlatformTopicFromTheProtocol() async throws {
         try LocalStack.ensureStarted()
-        var command = try AttendanceCtl.parseAsRoot(["topics", "ensure", "--brokers", LocalStack.brokers, "--json"])
+        let command = try AttendanceCtl.parseAsRoot(["topics", "ensure", "--brokers", LocalStack.brokers, "--json"])
         guard var ensure = command as? any AsyncParsableCommand else { Issue.record("not async"); return }
         try await ensure.run()
-        _ = command
         let admin = try KafkaAdmin(configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers), logger: LocalStack.logger)
         let topics = try await admin.topics()
         for topic in Topic.allCases {
@@ -37,9 +36,8 @@ struct AttendanceCtlTests {
     }
 
     @Test func unreachableBrokerIsAnErrorNotAHang() async throws {
-        var command = try AttendanceCtl.parseAsRoot(["topics", "list", "--brokers", "127.0.0.1:1"])
+        let command = try AttendanceCtl.parseAsRoot(["topics", "list", "--brokers", "127.0.0.1:1"])
         guard var list = command as? any AsyncParsableCommand else { return }
-        _ = command
         await #expect(throws: (any Error).self) { try await list.run() }
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the native local stack (no containers): install what is missing, start
-# PostgreSQL and the broker, build, create the platform's topics and check the whole path with
+# PostgreSQL and the broker, build, create the platform's topics, apply the services' migrations
+# and check the whole path with
 # `attendancectl doctor` (broker, topics, an idempotent produce read back by offset, PostgreSQL).
 #
 #   deploy/local/run.sh          # then: make stop
@@ -17,6 +18,8 @@ bin="$(swift build --show-bin-path)/attendancectl"
 
 echo "==> attendancectl topics ensure"
 "$bin" topics ensure
+echo "==> attendancectl migrate"
+"$bin" migrate
 echo "==> attendancectl doctor"
 "$bin" doctor
 echo

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AttendanceProtocol
+import BeaconRegistryCore
 import Foundation
 import KafkaClient
 import Logging
@@ -12,7 +13,7 @@ public struct AttendanceCtl: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "attendancectl",
         abstract: "Operate the beacon attendance platform.",
-        subcommands: [Topics.self, Doctor.self]
+        subcommands: [Topics.self, Migrate.self, Doctor.self]
     )
 
     public init() {}
@@ -103,6 +104,37 @@ extension AttendanceCtl {
                 }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "KEY"], json: options.json)
             }
+        }
+    }
+
+    /// Applies every service's schema migrations (each service also applies its own at start-up;
+    /// this lets an operator do it ahead of a deploy).
+    public struct Migrate: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(abstract: "Apply the services' database migrations.")
+        @OptionGroup var options: GlobalOptions
+
+        public init() {}
+
+        public func run() async throws {
+            let settings = try options.postgres()
+            let logger = options.logger
+            let client = settings.makeClient(logger: logger)
+            let rows = try await withThrowingTaskGroup(of: [[String]]?.self) { group in
+                group.addTask { await client.run(); return nil }
+                group.addTask {
+                    try await CLIError.wrap("migrating \(RegistryMigrations.service) on \(settings.host):\(settings.port)/\(settings.database)") {
+                        let all = try RegistryMigrations.load()
+                        let applied = Set(try await RegistryMigrations.apply(client: client, logger: logger).map(\.version))
+                        return all.map { [RegistryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    }
+                }
+                defer { group.cancelAll() }
+                while let result = try await group.next() {
+                    if let result { return result }
+                }
+                return []
+            }
+            Output.print(rows: rows, headers: ["SERVICE", "VERSION", "NAME", "STATUS"], json: options.json)
         }
     }
 

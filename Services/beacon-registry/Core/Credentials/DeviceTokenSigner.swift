@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Crypto
 import Foundation
 import ServiceRuntime
@@ -38,21 +39,19 @@ public enum DeviceTokenError: Error, Hashable, Sendable, CustomStringConvertible
         switch self {
         case .malformed(let reason): return "device token is malformed: \(reason)"
         case .badSignature: return "device token signature does not match"
-        case .expired(let at): return "device token expired at \(Self.timestamp(at))"
+        case .expired(let at): return "device token expired at \(WireTimestamp.string(from: at))"
         case .unknownKeyId(let id): return "device token was signed with unknown key id \"\(id)\""
         case .invalidKey(let reason): return "device token key is invalid: \(reason)"
         }
-    }
-
-    private static func timestamp(_ date: Date) -> String {
-        ISO8601DateFormatter().string(from: date)
     }
 }
 
 /// One HMAC-SHA256 key with its id.
 public struct DeviceSigningKey: Sendable {
     public let id: String
-    let key: SymmetricKey
+    /// Kept as bytes (SymmetricKey is not Sendable); a key is made per use, which costs a copy.
+    private let secret: [UInt8]
+    var key: SymmetricKey { SymmetricKey(data: secret) }
 
     /// - Parameters:
     ///   - id: 1-64 characters of `[A-Za-z0-9._-]` (it travels inside tokens and is stored per device).
@@ -65,7 +64,7 @@ public struct DeviceSigningKey: Sendable {
             throw .invalidKey(reason: "key \"\(id)\" has \(secret.count) bytes; at least 32 are required")
         }
         self.id = id
-        self.key = SymmetricKey(data: secret)
+        self.secret = secret
     }
 
     /// A fresh random key (tests, first start of a development stack).

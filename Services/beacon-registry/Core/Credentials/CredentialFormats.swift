@@ -1,0 +1,80 @@
+import Foundation
+
+/// Admin API key text: `brk_<id>.<secret>`.
+///
+/// The id (16 hex digits) finds the row; the secret (32 random bytes, base64url) is checked against
+/// its stored SHA-256 in constant time. A 256-bit random secret needs no slow hash: there is nothing
+/// to guess.
+enum APIKeyFormat {
+    static let prefix = "brk_"
+
+    static func generate() -> (id: String, secret: String, presented: String) {
+        let id = Secrets.hex(Secrets.randomBytes(8))
+        let secret = Base64URL.encode(Secrets.randomBytes(32))
+        return (id, secret, "\(prefix)\(id).\(secret)")
+    }
+
+    /// The id and secret of a presented key, or `nil` when it is not shaped like one.
+    static func parse(_ presented: String) -> (id: String, secret: String)? {
+        guard presented.utf8.count == prefix.utf8.count + 16 + 1 + 43, presented.hasPrefix(prefix) else { return nil }
+        let body = presented.dropFirst(prefix.count)
+        let parts = body.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].utf8.allSatisfy(Self.isLowerHex), Base64URL.decode(parts[1]) != nil else { return nil }
+        return (String(parts[0]), String(parts[1]))
+    }
+
+    static func hash(secret: String) -> String { Secrets.sha256Hex(secret) }
+
+    private static func isLowerHex(_ c: UInt8) -> Bool { (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) }
+}
+
+/// Enrollment code text: ten Crockford base32 characters shown as `XXXXX-XXXXX` (50 random bits).
+///
+/// Short enough to type from a screen, and safe because it is one-time, expires, and is looked up by
+/// the SHA-256 of its normalized form (so a database reader cannot use a stored code).
+enum EnrollmentCodeFormat {
+    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+    static let length = 10
+
+    static func generate() -> String {
+        let chars = Secrets.randomBytes(length).map { alphabet[Int($0 & 0x1F)] }
+        return String(chars[0..<5]) + "-" + String(chars[5...])
+    }
+
+    /// Upper-cases, drops dashes and spaces, and reads I/L as 1 and O as 0 (Crockford), so what a
+    /// person types matches what was shown. `nil` when it cannot be a code.
+    static func normalize(_ text: String) -> String? {
+        var out: [Character] = []
+        for ch in text.uppercased() {
+            switch ch {
+            case "-", " ": continue
+            case "I", "L": out.append("1")
+            case "O": out.append("0")
+            default:
+                guard alphabet.contains(ch) else { return nil }
+                out.append(ch)
+            }
+        }
+        return out.count == length ? String(out) : nil
+    }
+
+    static func hash(normalized: String) -> String { Secrets.sha256Hex(normalized) }
+}
+
+/// Generated entity ids: a readable prefix and 96 random bits (`site_3f9c…`).
+enum EntityIdGenerator {
+    static func make(_ prefix: String) -> String {
+        "\(prefix)_\(Secrets.hex(Secrets.randomBytes(12)))"
+    }
+
+    /// What `registry.entity_id` accepts: 1-128 of `[A-Za-z0-9._-]`, starting alphanumeric.
+    static func isValid(_ id: String) -> Bool {
+        let bytes = Array(id.utf8)
+        guard (1...128).contains(bytes.count), isAlnum(bytes[0]) else { return false }
+        return bytes.allSatisfy { isAlnum($0) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }
+    }
+
+    private static func isAlnum(_ c: UInt8) -> Bool {
+        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39)
+    }
+}

@@ -1,0 +1,237 @@
+import AttendanceProtocol
+import Foundation
+
+// What callers send to create things. Each input validates itself, reporting every failing field at
+// once, and returns its normalized form (trimmed names, upper-case MAC, parsed UUID) for storage.
+// The database constraints enforce the same rules again; these checks exist to give field names
+// and reasons instead of a constraint name.
+
+public struct NewOrganization: Hashable, Sendable {
+    /// Chosen by the caller, or generated (`org_…`) when `nil`.
+    public var id: String?
+    public var name: String
+
+    public init(id: String? = nil, name: String) {
+        self.id = id
+        self.name = name
+    }
+
+    func validated() throws(RegistryError) -> NewOrganization {
+        var v = InputValidator()
+        let id = v.id(id, "id")
+        let name = v.name(name, "name")
+        try v.finish()
+        return NewOrganization(id: id, name: name)
+    }
+}
+
+public struct NewSite: Hashable, Sendable {
+    public var id: String?
+    public var organizationId: String
+    public var name: String
+    public var timezone: String
+    public var geofence: Geofence
+    public var shift: ShiftSettings
+
+    public init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: ShiftSettings) {
+        self.id = id
+        self.organizationId = organizationId
+        self.name = name
+        self.timezone = timezone
+        self.geofence = geofence
+        self.shift = shift
+    }
+
+    func validated() throws(RegistryError) -> NewSite {
+        var v = InputValidator()
+        var site = self
+        site.id = v.id(id, "id")
+        site.organizationId = v.id(organizationId, "organizationId") ?? organizationId
+        site.name = v.name(name, "name")
+        if TimeZone(identifier: timezone) == nil || !timezone.contains("/") && timezone != "UTC" {
+            v.fail("timezone", "must be an IANA time zone name such as Asia/Ho_Chi_Minh")
+        }
+        if !(-90...90).contains(geofence.latitude) { v.fail("geofence.latitude", "must be within -90...90") }
+        if !(-180...180).contains(geofence.longitude) { v.fail("geofence.longitude", "must be within -180...180") }
+        if !Geofence.radiusRange.contains(geofence.radiusMeters) {
+            v.fail("geofence.radiusMeters", "must be within 10...5000 metres (150-300 is typical)")
+        }
+        if shift.start == shift.end { v.fail("shift.end", "must differ from shift.start") }
+        let minutes: [(String, Int)] = [
+            ("shift.checkInBeforeStartMinutes", shift.checkInBeforeStartMinutes),
+            ("shift.checkOutAfterEndMinutes", shift.checkOutAfterEndMinutes),
+            ("shift.lateEntryGraceMinutes", shift.lateEntryGraceMinutes),
+            ("shift.earlyExitGraceMinutes", shift.earlyExitGraceMinutes),
+        ]
+        for (field, value) in minutes where !ShiftSettings.minutesRange.contains(value) {
+            v.fail(field, "must be within 0...1440 minutes")
+        }
+        try v.finish()
+        return site
+    }
+}
+
+public struct NewGate: Hashable, Sendable {
+    public var id: String?
+    public var siteId: String
+    public var name: String
+
+    public init(id: String? = nil, siteId: String, name: String) {
+        self.id = id
+        self.siteId = siteId
+        self.name = name
+    }
+
+    func validated() throws(RegistryError) -> NewGate {
+        var v = InputValidator()
+        let id = v.id(id, "id")
+        let siteId = v.id(siteId, "siteId") ?? siteId
+        let name = v.name(name, "name")
+        try v.finish()
+        return NewGate(id: id, siteId: siteId, name: name)
+    }
+}
+
+public struct NewUser: Hashable, Sendable {
+    /// Often the HR system's employee id.
+    public var id: String?
+    public var name: String
+    public var siteIds: [String]
+
+    public init(id: String? = nil, name: String, siteIds: [String] = []) {
+        self.id = id
+        self.name = name
+        self.siteIds = siteIds
+    }
+
+    func validated() throws(RegistryError) -> NewUser {
+        var v = InputValidator()
+        let id = v.id(id, "id")
+        let name = v.name(name, "name")
+        for (i, site) in siteIds.enumerated() { _ = v.id(site, "siteIds[\(i)]") }
+        try v.finish()
+        var unique: [String] = []
+        for site in siteIds where !unique.contains(site) { unique.append(site) }
+        return NewUser(id: id, name: name, siteIds: unique)
+    }
+}
+
+public struct NewBeacon: Hashable, Sendable {
+    public var id: String?
+    /// As read from the beacon or typed: dashes optional, any case.
+    public var uuid: String
+    public var major: Int
+    public var minor: Int
+    public var serial: String?
+    /// `AA:BB:CC:DD:EE:FF`, `aa-bb-…` or twelve hex digits.
+    public var mac: String?
+    public var txPower: Int?
+    public var advIntervalMs: Int?
+    public var batteryReplacedOn: CalendarDate?
+    public var gateId: String
+
+    public init(
+        id: String? = nil, uuid: String, major: Int, minor: Int, serial: String? = nil, mac: String? = nil,
+        txPower: Int? = nil, advIntervalMs: Int? = nil, batteryReplacedOn: CalendarDate? = nil, gateId: String
+    ) {
+        self.id = id
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+        self.serial = serial
+        self.mac = mac
+        self.txPower = txPower
+        self.advIntervalMs = advIntervalMs
+        self.batteryReplacedOn = batteryReplacedOn
+        self.gateId = gateId
+    }
+
+    public init(id: String? = nil, identity: BeaconIdentity, gateId: String) {
+        self.init(id: id, uuid: identity.uuid, major: identity.major, minor: identity.minor, gateId: gateId)
+    }
+
+    /// The normalized input and its parsed UUID. A banned UUID is its own error (422), reported
+    /// before field errors, so the admin learns the real reason first.
+    func validated() throws(RegistryError) -> (input: NewBeacon, uuid: UUID) {
+        if let banned = BanList.check(uuid) { throw .bannedUUID(banned) }
+        var v = InputValidator()
+        var beacon = self
+        beacon.id = v.id(id, "id")
+        beacon.gateId = v.id(gateId, "gateId") ?? gateId
+        let parsed = BeaconUUID.parse(uuid)
+        if parsed == nil { v.fail("uuid", "must be a UUID (32 hex digits, dashes optional)") }
+        if !(0...65_535).contains(major) { v.fail("major", "must be within 0...65535") }
+        if !(0...65_535).contains(minor) { v.fail("minor", "must be within 0...65535") }
+        if let serial {
+            let trimmed = serial.trimmingCharacters(in: .whitespaces)
+            if !(1...64).contains(trimmed.count) { v.fail("serial", "must be 1-64 characters") }
+            beacon.serial = trimmed
+        }
+        if let mac {
+            beacon.mac = MACAddress.normalize(mac)
+            if beacon.mac == nil { v.fail("mac", "must be six hex bytes such as AA:BB:CC:DD:EE:FF") }
+        }
+        if let txPower, !(-127...20).contains(txPower) { v.fail("txPower", "must be within -127...20 dBm") }
+        if let advIntervalMs, !(20...10_240).contains(advIntervalMs) {
+            v.fail("advIntervalMs", "must be within 20...10240 ms")
+        }
+        try v.finish()
+        return (beacon, parsed!)
+    }
+}
+
+/// Beacon UUID text: with or without dashes, any case.
+enum BeaconUUID {
+    static func parse(_ text: String) -> UUID? {
+        if let uuid = UUID(uuidString: text) { return uuid }
+        let hex = Array(text.utf8)
+        guard hex.count == 32, hex.allSatisfy(MACAddress.isHex) else { return nil }
+        let s = String(decoding: hex, as: UTF8.self)
+        let dashed = [s.prefix(8), s.dropFirst(8).prefix(4), s.dropFirst(12).prefix(4), s.dropFirst(16).prefix(4), s.dropFirst(20)]
+            .joined(separator: "-")
+        return UUID(uuidString: dashed)
+    }
+}
+
+enum MACAddress {
+    /// `AA:BB:CC:DD:EE:FF` from colon-, dash- or un-separated hex in any case.
+    static func normalize(_ text: String) -> String? {
+        let hex = Array(text.uppercased().utf8.filter { $0 != 0x3A && $0 != 0x2D })
+        guard hex.count == 12, hex.allSatisfy(isHex) else { return nil }
+        let separators = text.utf8.filter { $0 == 0x3A || $0 == 0x2D }.count
+        guard separators == 0 || separators == 5 else { return nil }
+        return stride(from: 0, to: 12, by: 2).map { String(decoding: hex[$0..<($0 + 2)], as: UTF8.self) }.joined(separator: ":")
+    }
+
+    static func isHex(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
+    }
+}
+
+/// Collects field errors; `finish` throws them all together.
+struct InputValidator {
+    private(set) var errors: [FieldError] = []
+
+    mutating func fail(_ field: String, _ reason: String) {
+        errors.append(FieldError(field: field, reason: reason))
+    }
+
+    /// The id when valid (or `nil` when absent).
+    mutating func id(_ id: String?, _ field: String) -> String? {
+        guard let id else { return nil }
+        if !EntityIdGenerator.isValid(id) { fail(field, "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit") }
+        return id
+    }
+
+    /// The trimmed name.
+    mutating func name(_ name: String, _ field: String) -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Counted in Unicode scalars, as PostgreSQL counts characters.
+        if !(1...200).contains(trimmed.unicodeScalars.count) { fail(field, "must be 1-200 characters") }
+        return trimmed
+    }
+
+    func finish() throws(RegistryError) {
+        if !errors.isEmpty { throw .invalidInput(errors) }
+    }
+}

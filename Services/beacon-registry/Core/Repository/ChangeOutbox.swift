@@ -1,0 +1,25 @@
+import AttendanceProtocol
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Appends registry changes to `registry.change_outbox`, always on the connection of the write's
+/// own transaction: the change commits or rolls back with the write, so the feed can neither miss a
+/// committed change nor announce one that never happened. A publisher later moves the rows to
+/// `registry.changes` (key `<entityType>:<entityId>`, the row id as the change's version).
+enum ChangeOutbox {
+    /// An upsert carrying `entity` as the registry serves it (the protocol's wire JSON).
+    static func upsert<Entity: Encodable>(
+        _ kind: RegistryEntityKind, id: String, entity: Entity, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let payload = try ProtocolCodec.wire.encodeToString(entity)
+        let type = kind.rawValue
+        try await connection.query(
+            """
+            INSERT INTO registry.change_outbox (entity_type, entity_id, op, payload)
+            VALUES (\(type), \(id), 'upsert', \(payload)::jsonb)
+            """,
+            logger: logger
+        )
+    }
+}

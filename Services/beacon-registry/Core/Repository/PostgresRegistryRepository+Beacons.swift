@@ -1,0 +1,125 @@
+import AttendanceProtocol
+import Foundation
+import PostgresNIO
+
+extension PostgresRegistryRepository {
+    public func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon {
+        let (input, uuid) = try input.validated()
+        let id = input.id ?? EntityIdGenerator.make("bcn")
+        let identity = BeaconIdentity(uuid: uuid, major: input.major, minor: input.minor)
+        let now = now()
+        var constraintErrors: [String: RegistryError] = [
+            "beacons_pkey": .alreadyExists(.beacon, id: id),
+            "beacons_identity_key": .duplicateBeaconIdentity(identity),
+            "beacons_gate_fkey": .notFound(.gate, id: input.gateId),
+        ]
+        if let mac = input.mac { constraintErrors["beacons_mac_key"] = .duplicateMAC(mac) }
+        return try await write("register beacon", constraintErrors: constraintErrors) { db in
+            // A minor allocated in one of our namespaces belongs to its gate: a beacon elsewhere with
+            // the same identity would make that gate's check-ins land at the wrong place.
+            if let row = try await db.firstRow(
+                """
+                SELECT gate_id::text FROM registry.minor_allocations
+                WHERE uuid = \(uuid) AND major = \(input.major) AND minor = \(input.minor)
+                """, logger: logger
+            ) {
+                let allocatedGate = try row.decode(String.self)
+                if allocatedGate != input.gateId {
+                    throw RegistryError.minorAllocatedToAnotherGate(identity, gateId: allocatedGate)
+                }
+            }
+            let battery = input.batteryReplacedOn?.description
+            let row = try await db.singleRow(
+                """
+                INSERT INTO registry.beacons AS b (
+                    id, uuid, major, minor, serial, mac, tx_power, adv_interval_ms, battery_replaced_on, status, gate_id,
+                    created_at, updated_at
+                ) VALUES (
+                    \(id), \(uuid), \(input.major), \(input.minor), \(input.serial), \(input.mac), \(input.txPower),
+                    \(input.advIntervalMs), \(battery)::date, 'active', \(input.gateId), \(now), \(now)
+                )
+                RETURNING \(unescaped: Columns.beacon)
+                """, logger: logger
+            )
+            let beacon = try Columns.beacon(row)
+            try await ChangeOutbox.upsert(.beacon, id: id, entity: beacon, on: db, logger: logger)
+            return beacon
+        }
+    }
+
+    public func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon {
+        var v = InputValidator()
+        _ = v.id(beaconId, "beaconId")
+        try v.finish()
+        let now = now()
+        return try await write("update beacon status") { db in
+            let row = try await db.firstRow(
+                """
+                UPDATE registry.beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at)
+                WHERE b.id = \(beaconId)
+                RETURNING \(unescaped: Columns.beacon)
+                """, logger: logger
+            )
+            guard let row else { throw RegistryError.notFound(.beacon, id: beaconId) }
+            let beacon = try Columns.beacon(row)
+            try await ChangeOutbox.upsert(.beacon, id: beaconId, entity: beacon, on: db, logger: logger)
+            return beacon
+        }
+    }
+
+    public func beacon(id: String) async throws(RegistryError) -> Beacon {
+        try await read("read beacon") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(id)", logger: logger
+            ) else { throw RegistryError.notFound(.beacon, id: id) }
+            return try Columns.beacon(row)
+        }
+    }
+
+    // MARK: Broadcast verification
+
+    public func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) {
+        var v = InputValidator()
+        let uuid = BeaconUUID.parse(sighting.beacon.uuid)
+        if uuid == nil { v.fail("beacon.uuid", "must be a UUID") }
+        if !(0...65_535).contains(sighting.beacon.major) { v.fail("beacon.major", "must be within 0...65535") }
+        if !(0...65_535).contains(sighting.beacon.minor) { v.fail("beacon.minor", "must be within 0...65535") }
+        if !(1...128).contains(sighting.deviceId.unicodeScalars.count) { v.fail("deviceId", "must be 1-128 characters") }
+        try v.finish()
+        let (beacon, deviceId, seenAt) = (sighting.beacon, sighting.deviceId, sighting.seenAt)
+        // Telemetry, not a registry entity: nothing goes to the change outbox.
+        try await write("record sighting") { db in
+            _ = try await db.rows(
+                """
+                INSERT INTO registry.beacon_sightings (uuid, major, minor, device_id, seen_at)
+                VALUES (\(uuid!), \(beacon.major), \(beacon.minor), \(deviceId), \(seenAt))
+                """, logger: logger
+            )
+        }
+    }
+
+    public func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification {
+        var v = InputValidator()
+        let uuid = BeaconUUID.parse(beacon.uuid)
+        if uuid == nil { v.fail("uuid", "must be a UUID") }
+        if !(1...1_440).contains(minutes) { v.fail("withinMinutes", "must be within 1...1440") }
+        try v.finish()
+        let since = now().addingTimeInterval(-Double(minutes) * 60)
+        let (major, minor) = (beacon.major, beacon.minor)
+        return try await read("verify broadcast") { db in
+            // Two index range reads on (uuid, major, minor, seen_at): the newest sighting, and the
+            // devices inside the window.
+            let row = try await db.singleRow(
+                """
+                SELECT
+                    (SELECT max(seen_at) FROM registry.beacon_sightings
+                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor)),
+                    (SELECT count(DISTINCT device_id) FROM registry.beacon_sightings
+                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at >= \(since))
+                """, logger: logger
+            )
+            let (lastSeen, devices) = try row.decode((Date?, Int).self)
+            return BroadcastVerification(verified: devices > 0, lastSeen: lastSeen, deviceCount: devices, windowMinutes: minutes)
+        }
+    }
+}

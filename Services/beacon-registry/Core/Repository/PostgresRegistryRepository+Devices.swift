@@ -1,0 +1,127 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresRegistryRepository {
+    /// Enrollment codes live between one minute and thirty days.
+    static let enrollmentValidityRange: ClosedRange<Duration> = .seconds(60) ... .seconds(30 * 86_400)
+
+    public func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode {
+        var v = InputValidator()
+        _ = v.id(userId, "userId")
+        if !Self.enrollmentValidityRange.contains(validity) { v.fail("validity", "must be between 1 minute and 30 days") }
+        try v.finish()
+        let now = now()
+        let expiresAt = now.addingTimeInterval(TimeInterval(validity.components.seconds))
+        let id = EntityIdGenerator.make("enr")
+        return try await write(
+            "create enrollment code",
+            // 50 random bits rarely collide; when they do, the retry draws a new code.
+            retryingOn: ["enrollment_codes_hash_key"],
+            constraintErrors: ["enrollment_codes_user_fkey": .notFound(.user, id: userId)]
+        ) { db in
+            let code = EnrollmentCodeFormat.generate()
+            let hash = EnrollmentCodeFormat.hash(normalized: EnrollmentCodeFormat.normalize(code)!)
+            let row = try await db.singleRow(
+                """
+                INSERT INTO registry.enrollment_codes AS e (id, user_id, code_sha256, created_at, expires_at)
+                VALUES (\(id), \(userId), \(hash), \(now), \(expiresAt))
+                RETURNING \(unescaped: Columns.enrollmentCode)
+                """, logger: logger
+            )
+            let enrollment = try Columns.enrollmentCode(row)
+            try await ChangeOutbox.upsert(.enrollmentCode, id: id, entity: enrollment, on: db, logger: logger)
+            return IssuedEnrollmentCode(enrollment: enrollment, code: code)
+        }
+    }
+
+    public func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials {
+        // A string that cannot be a code is answered like an unknown one: no hint for guessers.
+        guard let normalized = EnrollmentCodeFormat.normalize(code) else { throw .enrollmentCodeUnknown }
+        let description = try Self.validated(device)
+        let hash = EnrollmentCodeFormat.hash(normalized: normalized)
+        let now = now()
+        let deviceId = EntityIdGenerator.make("dev")
+        let (signer, lifetime) = (tokenSigner, deviceTokenLifetime)
+        return try await write("exchange enrollment code") { db in
+            // The row lock makes concurrent exchanges of one code queue: the first spends it, the
+            // others then see it used.
+            guard let codeRow = try await db.firstRow(
+                "SELECT \(unescaped: Columns.enrollmentCode) FROM registry.enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
+                logger: logger
+            ) else { throw RegistryError.enrollmentCodeUnknown }
+            let enrollment = try Columns.enrollmentCode(codeRow)
+            guard enrollment.usedAt == nil else { throw RegistryError.enrollmentCodeUsed }
+            guard now < enrollment.expiresAt else { throw RegistryError.enrollmentCodeExpired(at: enrollment.expiresAt) }
+
+            let (token, claims) = signer.sign(deviceId: deviceId, userId: enrollment.userId, issuedAt: now, lifetime: lifetime)
+            let deviceRow = try await db.singleRow(
+                """
+                INSERT INTO registry.devices AS d (
+                    id, user_id, status, app_version, model, enrolled_at, token_key_id, token_expires_at
+                ) VALUES (
+                    \(deviceId), \(enrollment.userId), 'enrolled', \(description.appVersion), \(description.model), \(now),
+                    \(claims.keyId), \(claims.expiresAt)
+                )
+                RETURNING \(unescaped: Columns.device)
+                """, logger: logger
+            )
+            let device = try Columns.device(deviceRow)
+            let usedRow = try await db.singleRow(
+                """
+                UPDATE registry.enrollment_codes AS e SET used_at = \(now), device_id = \(deviceId)
+                WHERE e.id = \(enrollment.id)
+                RETURNING \(unescaped: Columns.enrollmentCode)
+                """, logger: logger
+            )
+            try await ChangeOutbox.upsert(.device, id: deviceId, entity: device, on: db, logger: logger)
+            try await ChangeOutbox.upsert(.enrollmentCode, id: enrollment.id, entity: try Columns.enrollmentCode(usedRow), on: db, logger: logger)
+            return DeviceCredentials(device: device, token: token, claims: claims)
+        }
+    }
+
+    public func revokeDevice(id: String) async throws(RegistryError) -> Device {
+        var v = InputValidator()
+        _ = v.id(id, "id")
+        try v.finish()
+        let now = now()
+        return try await write("revoke device") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id) FOR UPDATE", logger: logger
+            ) else { throw RegistryError.notFound(.device, id: id) }
+            let current = try Columns.device(row)
+            if current.status == .revoked { return current }
+            let revoked = try Columns.device(try await db.singleRow(
+                """
+                UPDATE registry.devices AS d SET status = 'revoked', revoked_at = GREATEST(\(now), d.enrolled_at)
+                WHERE d.id = \(id)
+                RETURNING \(unescaped: Columns.device)
+                """, logger: logger
+            ))
+            // Gateways drop the device's tokens when this reaches them on registry.changes.
+            try await ChangeOutbox.upsert(.device, id: id, entity: revoked, on: db, logger: logger)
+            return revoked
+        }
+    }
+
+    public func device(id: String) async throws(RegistryError) -> Device {
+        try await read("read device") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id)", logger: logger
+            ) else { throw RegistryError.notFound(.device, id: id) }
+            return try Columns.device(row)
+        }
+    }
+
+    /// Trimmed; empty strings become absent.
+    static func validated(_ device: DeviceDescription) throws(RegistryError) -> DeviceDescription {
+        var v = InputValidator()
+        func clean(_ value: String?, _ field: String) -> String? {
+            guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+            if trimmed.unicodeScalars.count > 64 { v.fail(field, "must be at most 64 characters") }
+            return trimmed
+        }
+        let result = DeviceDescription(appVersion: clean(device.appVersion, "appVersion"), model: clean(device.model, "model"))
+        try v.finish()
+        return result
+    }
+}

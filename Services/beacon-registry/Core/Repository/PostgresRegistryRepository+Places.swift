@@ -1,0 +1,100 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresRegistryRepository {
+    public func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization {
+        let input = try input.validated()
+        let id = input.id ?? EntityIdGenerator.make("org")
+        let (name, now) = (input.name, now())
+        return try await write("create organization", constraintErrors: [
+            "organizations_pkey": .alreadyExists(.organization, id: id),
+        ]) { db in
+            let row = try await db.singleRow(
+                """
+                INSERT INTO registry.organizations AS o (id, name, created_at) VALUES (\(id), \(name), \(now))
+                RETURNING \(unescaped: Columns.organization)
+                """, logger: logger
+            )
+            let organization = try Columns.organization(row)
+            try await ChangeOutbox.upsert(.organization, id: id, entity: organization, on: db, logger: logger)
+            return organization
+        }
+    }
+
+    public func createSite(_ input: NewSite) async throws(RegistryError) -> Site {
+        let input = try input.validated()
+        let id = input.id ?? EntityIdGenerator.make("site")
+        let now = now()
+        return try await write("create site", constraintErrors: [
+            "sites_pkey": .alreadyExists(.site, id: id),
+            "sites_organization_fkey": .notFound(.organization, id: input.organizationId),
+            "sites_name_key": .duplicateName(.site, name: input.name),
+            "sites_timezone_valid": .invalid("timezone", "is not a time zone the database knows"),
+        ]) { db in
+            let (geofence, shift) = (input.geofence, input.shift)
+            let row = try await db.singleRow(
+                """
+                INSERT INTO registry.sites AS s (
+                    id, organization_id, name, timezone, geofence_latitude, geofence_longitude, geofence_radius_m,
+                    shift_start, shift_end, check_in_before_start_min, check_out_after_end_min,
+                    late_entry_grace_min, early_exit_grace_min, created_at
+                ) VALUES (
+                    \(id), \(input.organizationId), \(input.name), \(input.timezone), \(geofence.latitude),
+                    \(geofence.longitude), \(geofence.radiusMeters), \(shift.start.description)::time,
+                    \(shift.end.description)::time, \(shift.checkInBeforeStartMinutes), \(shift.checkOutAfterEndMinutes),
+                    \(shift.lateEntryGraceMinutes), \(shift.earlyExitGraceMinutes), \(now)
+                )
+                RETURNING \(unescaped: Columns.site)
+                """, logger: logger
+            )
+            let site = try Columns.site(row)
+            try await ChangeOutbox.upsert(.site, id: id, entity: site, on: db, logger: logger)
+            return site
+        }
+    }
+
+    public func createGate(_ input: NewGate) async throws(RegistryError) -> Gate {
+        let input = try input.validated()
+        let id = input.id ?? EntityIdGenerator.make("gate")
+        let now = now()
+        return try await write("create gate", constraintErrors: [
+            "gates_pkey": .alreadyExists(.gate, id: id),
+            "gates_site_fkey": .notFound(.site, id: input.siteId),
+            "gates_name_key": .duplicateName(.gate, name: input.name),
+        ]) { db in
+            let row = try await db.singleRow(
+                """
+                INSERT INTO registry.gates AS g (id, site_id, name, created_at) VALUES (\(id), \(input.siteId), \(input.name), \(now))
+                RETURNING \(unescaped: Columns.gate)
+                """, logger: logger
+            )
+            let gate = try Columns.gate(row)
+            try await ChangeOutbox.upsert(.gate, id: id, entity: gate, on: db, logger: logger)
+            return gate
+        }
+    }
+
+    public func createUser(_ input: NewUser) async throws(RegistryError) -> User {
+        let input = try input.validated()
+        let id = input.id ?? EntityIdGenerator.make("usr")
+        let now = now()
+        return try await write("create user", constraintErrors: [
+            "users_pkey": .alreadyExists(.user, id: id),
+        ]) { db in
+            // Name the missing site precisely (the foreign key error would not say which).
+            let siteIds = input.siteIds
+            let found = try await db.rows("SELECT id::text FROM registry.sites WHERE id = ANY(\(siteIds))", logger: logger)
+                .map { try $0.decode(String.self) }
+            if let missing = siteIds.first(where: { !found.contains($0) }) { throw RegistryError.notFound(.site, id: missing) }
+
+            try await db.query("INSERT INTO registry.users (id, name, created_at) VALUES (\(id), \(input.name), \(now))", logger: logger)
+            try await db.query(
+                "INSERT INTO registry.user_sites (user_id, site_id) SELECT \(id), unnest(\(siteIds)::text[])", logger: logger
+            )
+            let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM registry.users u WHERE u.id = \(id)", logger: logger)
+            let user = try Columns.user(row)
+            try await ChangeOutbox.upsert(.user, id: id, entity: user, on: db, logger: logger)
+            return user
+        }
+    }
+}

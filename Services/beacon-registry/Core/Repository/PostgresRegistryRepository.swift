@@ -1,0 +1,146 @@
+import AttendanceProtocol
+import Foundation
+import Logging
+import PostgresNIO
+
+/// `RegistryRepository` on PostgreSQL (schema `registry`, see `Migrations/`).
+///
+/// Each write is one transaction that also appends the change to `registry.change_outbox`, so a
+/// change is published if and only if it committed. Allocations serialize on a parent row
+/// (`SELECT … FOR NO KEY UPDATE` on the organization, the shard or the namespace) and the unique
+/// constraints stay the last word: a unique violation on an allocation key, a deadlock or a
+/// serialization failure is retried a few times before it surfaces as `.contention`.
+public struct PostgresRegistryRepository: RegistryRepository {
+    let client: PostgresClient
+    let logger: Logger
+    let tokenSigner: DeviceTokenSigner
+    let deviceTokenLifetime: Duration
+    /// Injected so that tests can move time (expiry, verification windows).
+    let now: @Sendable () -> Date
+
+    /// How often a write that lost a race is retried before `.contention` is thrown.
+    static let maxAttempts = 8
+
+    /// - Parameters:
+    ///   - tokenSigner: signs the credentials of enrolled devices.
+    ///   - deviceTokenLifetime: how long a device token is valid (default 90 days).
+    ///   - now: the clock every stored timestamp comes from.
+    public init(
+        client: PostgresClient, logger: Logger, tokenSigner: DeviceTokenSigner,
+        deviceTokenLifetime: Duration = .seconds(90 * 86_400), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.client = client
+        self.logger = logger
+        self.tokenSigner = tokenSigner
+        self.deviceTokenLifetime = deviceTokenLifetime
+        self.now = now
+    }
+
+    // MARK: Transactions and errors
+
+    /// Runs `body` in a transaction, retrying races, and turns every failure into a `RegistryError`.
+    ///
+    /// - Parameters:
+    ///   - retryingOn: unique constraints whose violation means "lost an allocation race": retried.
+    ///   - constraintErrors: what a violation of each named constraint means to the caller.
+    func write<T: Sendable>(
+        _ operation: String,
+        retryingOn retryable: Set<String> = [],
+        constraintErrors: [String: RegistryError] = [:],
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws(RegistryError) -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    try await body(connection)
+                }
+            } catch {
+                let cause = Self.underlying(error)
+                if let registryError = cause as? RegistryError { throw registryError }
+                if let server = DatabaseFailure(cause) {
+                    if server.isRetryable(uniqueConstraints: retryable) {
+                        guard attempt < Self.maxAttempts else {
+                            throw .contention("\(operation) lost \(attempt) races (\(server.constraint ?? server.sqlState))")
+                        }
+                        logger.debug("retrying after a lost race", metadata: ["operation": .string(operation), "attempt": "\(attempt)"])
+                        continue
+                    }
+                    if let constraint = server.constraint, let mapped = constraintErrors[constraint] { throw mapped }
+                    throw .storage("\(operation): \(server.message)")
+                }
+                throw .storage("\(operation): \(String(describing: cause))")
+            }
+        }
+    }
+
+    /// Runs a read on a pooled connection, turning failures into `RegistryError`.
+    func read<T: Sendable>(_ operation: String, _ body: (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            let cause = Self.underlying(error)
+            if let registryError = cause as? RegistryError { throw registryError }
+            if let server = DatabaseFailure(cause) { throw .storage("\(operation): \(server.message)") }
+            throw .storage("\(operation): \(String(describing: cause))")
+        }
+    }
+
+    /// PostgresNIO wraps what a transaction body threw; find the real cause.
+    static func underlying(_ error: any Error) -> any Error {
+        if let transaction = error as? PostgresTransactionError {
+            if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
+                return underlying(inner)
+            }
+        }
+        return error
+    }
+}
+
+/// The parts of a server error the repository acts on.
+struct DatabaseFailure {
+    let sqlState: String
+    let constraint: String?
+    let message: String
+
+    init?(_ error: any Error) {
+        guard let psql = error as? PSQLError, let info = psql.serverInfo, let state = info[.sqlState] else { return nil }
+        sqlState = state
+        constraint = info[.constraintName]
+        message = info[.message] ?? state
+    }
+
+    static let uniqueViolation = "23505"
+    static let serializationFailure = "40001"
+    static let deadlockDetected = "40P01"
+
+    func isRetryable(uniqueConstraints: Set<String>) -> Bool {
+        switch sqlState {
+        case Self.serializationFailure, Self.deadlockDetected: return true
+        case Self.uniqueViolation: return constraint.map(uniqueConstraints.contains) ?? false
+        default: return false
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Every row of a query (the queries here return a handful).
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+
+    func firstRow(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRow? {
+        try await rows(query, logger: logger).first
+    }
+
+    /// The one row of an `INSERT … RETURNING` or an aggregate.
+    func singleRow(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRow {
+        guard let row = try await firstRow(query, logger: logger) else { throw NoRowReturned() }
+        return row
+    }
+}
+
+struct NoRowReturned: Error, CustomStringConvertible {
+    var description: String { "the statement returned no row" }
+}

@@ -1,0 +1,110 @@
+import AttendanceProtocol
+import Foundation
+
+/// The kinds of thing the registry stores, as errors and the change feed name them.
+public enum RegistryEntityKind: String, Hashable, Sendable, Codable, CaseIterable {
+    case organization, site, gate, namespace, minor, beacon, user, device
+    case enrollmentCode = "enrollment_code"
+    case apiKey = "api_key"
+}
+
+/// Every way a registry operation fails. The REST layer maps each case to one problem+json answer
+/// (`problemDetails`); the CLI prints `description`.
+public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Input that breaks a rule, every failing field at once (400).
+    case invalidInput([FieldError])
+    /// The UUID is a vendor's factory default (422, naming the vendor).
+    case bannedUUID(BannedUUID)
+    case notFound(RegistryEntityKind, id: String)
+    /// An entity with this id exists already (409).
+    case alreadyExists(RegistryEntityKind, id: String)
+    /// Another entity of this kind already has this name in the same parent (409).
+    case duplicateName(RegistryEntityKind, name: String)
+    /// Another beacon already broadcasts this uuid/major/minor (409).
+    case duplicateBeaconIdentity(BeaconIdentity)
+    /// Another beacon already has this MAC address (409).
+    case duplicateMAC(String)
+    /// The uuid/major/minor was allocated to a different gate than the beacon is registered at (409).
+    case minorAllocatedToAnotherGate(BeaconIdentity, gateId: String)
+    /// Every major of every shard is taken (503: an operator must grow the pool).
+    case shardPoolExhausted
+    /// All 65535 minors of the namespace are taken (409).
+    case minorsExhausted(uuid: UUID, major: Int)
+    /// No enrollment code matches (401 at the enrollment endpoint).
+    case enrollmentCodeUnknown
+    /// The code enrolled a device already; codes are one-time (409).
+    case enrollmentCodeUsed
+    case enrollmentCodeExpired(at: Date)
+    /// Concurrent writers kept colliding; retrying later will work (503).
+    case contention(String)
+    /// The database failed or is unreachable (503).
+    case storage(String)
+
+    public var description: String {
+        switch self {
+        case .invalidInput(let errors):
+            return "invalid input: " + errors.map(\.description).joined(separator: "; ")
+        case .bannedUUID(let banned):
+            return "refused: \(banned.description)"
+        case .notFound(let kind, let id):
+            return "\(kind.displayName) \"\(id)\" not found"
+        case .alreadyExists(let kind, let id):
+            return "\(kind.displayName) \"\(id)\" already exists"
+        case .duplicateName(let kind, let name):
+            return "a \(kind.displayName) named \"\(name)\" already exists here"
+        case .duplicateBeaconIdentity(let identity):
+            return "a beacon with \(identity.canonicalId) is already registered"
+        case .duplicateMAC(let mac):
+            return "a beacon with MAC \(mac) is already registered"
+        case .minorAllocatedToAnotherGate(let identity, let gateId):
+            return "\(identity.canonicalId) is allocated to gate \"\(gateId)\""
+        case .shardPoolExhausted:
+            return "every major of every shard UUID is allocated"
+        case .minorsExhausted(let uuid, let major):
+            return "every minor of namespace \(uuid.uuidString):\(major) is allocated"
+        case .enrollmentCodeUnknown:
+            return "enrollment code not recognised"
+        case .enrollmentCodeUsed:
+            return "enrollment code was already used"
+        case .enrollmentCodeExpired(let at):
+            return "enrollment code expired at \(WireTimestamp.string(from: at))"
+        case .contention(let what):
+            return "too much concurrent contention: \(what); retry"
+        case .storage(let message):
+            return "registry storage failed: \(message)"
+        }
+    }
+
+    /// The problem+json answer for this error.
+    public var problemDetails: ProblemDetails {
+        switch self {
+        case .invalidInput(let errors):
+            return .validation(errors)
+        case .bannedUUID(let banned):
+            return .bannedBeaconUUID(prefix: banned.prefix, vendor: banned.vendor)
+        case .notFound:
+            return .notFound(description)
+        case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
+             .minorsExhausted, .enrollmentCodeUsed:
+            return .conflict(description)
+        case .enrollmentCodeUnknown, .enrollmentCodeExpired:
+            return .unauthorized(description)
+        case .shardPoolExhausted, .contention, .storage:
+            return .unavailable(description)
+        }
+    }
+
+    static func invalid(_ field: String, _ reason: String) -> RegistryError {
+        .invalidInput([FieldError(field: field, reason: reason)])
+    }
+}
+
+extension RegistryEntityKind {
+    var displayName: String {
+        switch self {
+        case .enrollmentCode: return "enrollment code"
+        case .apiKey: return "API key"
+        default: return rawValue
+        }
+    }
+}

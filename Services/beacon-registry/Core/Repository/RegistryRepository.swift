@@ -1,0 +1,59 @@
+import AttendanceProtocol
+import Foundation
+
+/// Everything the registry stores, behind one protocol so handlers and the CLI can be tested with a
+/// fake. Every failure is a `RegistryError`. Every write also appends its change to the change
+/// outbox in the same transaction (see `PostgresRegistryRepository`).
+public protocol RegistryRepository: Sendable {
+    // MARK: Places and people
+
+    func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization
+    func createSite(_ input: NewSite) async throws(RegistryError) -> Site
+    func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
+    func createUser(_ input: NewUser) async throws(RegistryError) -> User
+
+    // MARK: Shard allocation
+
+    /// The organization's namespace: its existing one, or a shard UUID with the lowest unused major.
+    /// Idempotent and safe to call concurrently.
+    func allocateNamespace(organizationId: String) async throws(RegistryError) -> BusinessNamespace
+    /// The lowest free minor (1...65535) of the gate's organization namespace, now allocated to the
+    /// gate. Allocates the namespace first when the organization has none. Each call allocates a new
+    /// minor (a gate may hold several beacons); concurrent calls never get the same one.
+    func allocateMinor(gateId: String) async throws(RegistryError) -> MinorAllocation
+
+    // MARK: Beacons
+
+    /// Refuses banned UUIDs (`.bannedUUID`), a uuid/major/minor or MAC already registered
+    /// (`.duplicateBeaconIdentity`, `.duplicateMAC`), and a minor allocated to another gate.
+    func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon
+    func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon
+    func beacon(id: String) async throws(RegistryError) -> Beacon
+
+    // MARK: Broadcast verification
+
+    /// Telemetry rather than a registry change: the one write that appends nothing to the outbox.
+    func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError)
+    /// Verified when at least one device heard the beacon within the last `minutes` (1...1440).
+    func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification
+
+    // MARK: Devices
+
+    /// A one-time code for the user, valid for `validity` (1 minute...30 days). The plaintext is
+    /// returned once and never stored.
+    func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode
+    /// Enrolls a device for the code's user and returns its signed credentials. The code is spent:
+    /// a second exchange fails with `.enrollmentCodeUsed`, an expired one with `.enrollmentCodeExpired`.
+    func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials
+    /// Marks the device revoked (idempotent: an already revoked device is returned unchanged).
+    func revokeDevice(id: String) async throws(RegistryError) -> Device
+    func device(id: String) async throws(RegistryError) -> Device
+
+    // MARK: Admin API keys
+
+    /// A new key; its secret is returned once and stored only as a hash.
+    func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey
+    /// The key a presented bearer secret belongs to, or `nil` when it is unknown, wrong or revoked.
+    func verifyAPIKey(_ presented: String) async throws(RegistryError) -> APIKey?
+    func revokeAPIKey(id: String) async throws(RegistryError) -> APIKey
+}

@@ -1,0 +1,115 @@
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+import Testing
+
+extension RegistryDatabaseTests {
+    @Suite("Shard allocation under concurrency")
+    struct Allocation {
+        @Test func hundredParallelMinorAllocationsForOneGateGetMinorsOneToHundred() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let allocations = try await withThrowingTaskGroup(of: MinorAllocation.self) { group in
+                    for _ in 0..<100 {
+                        group.addTask { try await repository.allocateMinor(gateId: fixture.gate.id) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(allocations.map(\.minor).sorted() == Array(1...100))
+                let namespace = try await repository.allocateNamespace(organizationId: fixture.organization.id)
+                #expect(allocations.allSatisfy { $0.uuid == namespace.uuid && $0.major == namespace.major && $0.gateId == fixture.gate.id })
+                // One outbox row per allocation, plus the namespace allocated on the way.
+                let minorRows = try await client.query(
+                    """
+                    SELECT count(*)::int FROM registry.change_outbox
+                    WHERE entity_type = 'minor' AND entity_id LIKE \(namespace.key + ":%")
+                    """, logger: RegistryTestDatabase.logger
+                )
+                for try await count in minorRows.decode(Int.self) { #expect(count == 100) }
+                #expect(try await outboxRows(client, type: "namespace", id: namespace.key).count == 1)
+            }
+        }
+
+        @Test func hundredParallelNamespaceAllocationsForHundredOrganizationsNeverCollide() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                var organizations: [Organization] = []
+                for i in 0..<100 {
+                    organizations.append(try await repository.createOrganization(NewOrganization(name: "Parallel \(i) \(UUID().uuidString.prefix(6))")))
+                }
+                let namespaces = try await withThrowingTaskGroup(of: BusinessNamespace.self) { group in
+                    for organization in organizations {
+                        group.addTask { try await repository.allocateNamespace(organizationId: organization.id) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(namespaces.count == 100)
+                #expect(Set(namespaces.map(\.key)).count == 100)
+                #expect(Set(namespaces.map(\.organizationId)) == Set(organizations.map(\.id)))
+                #expect(namespaces.allSatisfy { (1...65_535).contains($0.major) && BanList.check($0.uuid) == nil })
+                // Every namespace UUID is a shard of the pool.
+                let pool = try await client.query("SELECT uuid FROM registry.shard_pool", logger: RegistryTestDatabase.logger)
+                var shards = Set<UUID>()
+                for try await uuid in pool.decode(UUID.self) { shards.insert(uuid) }
+                #expect(namespaces.allSatisfy { shards.contains($0.uuid) })
+            }
+        }
+
+        @Test func twentyParallelAllocationsForOneOrganizationAgreeOnOneNamespace() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let organization = try await repository.createOrganization(NewOrganization(name: "Same org"))
+                let namespaces = try await withThrowingTaskGroup(of: BusinessNamespace.self) { group in
+                    for _ in 0..<20 {
+                        group.addTask { try await repository.allocateNamespace(organizationId: organization.id) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(Set(namespaces).count == 1)
+                let stored = try await client.query(
+                    "SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(organization.id)", logger: RegistryTestDatabase.logger
+                )
+                for try await count in stored.decode(Int.self) { #expect(count == 1) }
+                // Only the allocation that created it wrote a change.
+                #expect(try await outboxRows(client, type: "namespace", id: namespaces[0].key).count == 1)
+            }
+        }
+
+        @Test func theLowestFreeMinorIsReused() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                for expected in 1...3 { #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == expected) }
+                let namespace = try await repository.allocateNamespace(organizationId: fixture.organization.id)
+                // Free minor 2 behind the repository's back (no release operation exists yet).
+                try await client.query(
+                    "DELETE FROM registry.minor_allocations WHERE uuid = \(namespace.uuid) AND major = \(namespace.major) AND minor = 2",
+                    logger: RegistryTestDatabase.logger
+                )
+                #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == 2)
+                #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == 4)
+            }
+        }
+
+        @Test func gatesOfOneOrganizationShareItsNamespace() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                let otherSite = try await repository.createSite(Fixture.sampleSite(organizationId: fixture.organization.id, name: "Warehouse"))
+                let otherGate = try await repository.createGate(NewGate(siteId: otherSite.id, name: "Dock"))
+                let first = try await repository.allocateMinor(gateId: fixture.gate.id)
+                let second = try await repository.allocateMinor(gateId: otherGate.id)
+                #expect(first.uuid == second.uuid && first.major == second.major)
+                #expect(first.minor == 1 && second.minor == 2)
+                #expect(second.gateId == otherGate.id)
+            }
+        }
+
+        @Test func unknownOrganizationOrGateIsNotFound() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                await #expect(throws: RegistryError.notFound(.organization, id: "org_missing")) {
+                    try await repository.allocateNamespace(organizationId: "org_missing")
+                }
+                await #expect(throws: RegistryError.notFound(.gate, id: "gate_missing")) {
+                    try await repository.allocateMinor(gateId: "gate_missing")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+import Testing
+
+extension RegistryDatabaseTests {
+    @Suite("Device enrollment and revocation")
+    struct Enrollment {
+        @Test func codeIsExchangedOnceForCredentialsTheGatewayCanVerify() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(3_600))
+                #expect(issued.code.count == 11)
+                #expect(issued.enrollment.usedAt == nil)
+
+                // Typed the way people type it: lower case, no dash.
+                let typed = issued.code.lowercased().replacingOccurrences(of: "-", with: "")
+                let credentials = try await repository.exchangeEnrollmentCode(typed, device: DeviceDescription(appVersion: "2.4.1", model: "iPhone15,2"))
+                #expect(credentials.device.userId == fixture.user.id)
+                #expect(credentials.device.status == .enrolled)
+                #expect(credentials.device.appVersion == "2.4.1")
+                let claims = try RegistryTestDatabase.signer.verify(credentials.token, now: Date())
+                #expect(claims.deviceId == credentials.device.id)
+                #expect(claims.userId == fixture.user.id)
+                #expect(claims.keyId == credentials.device.tokenKeyId)
+                #expect(try await repository.device(id: credentials.device.id) == credentials.device)
+
+                await #expect(throws: RegistryError.enrollmentCodeUsed) {
+                    try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription())
+                }
+
+                // The binding is recorded, only a hash of the code is stored, and both changes are published.
+                let stored = try await client.query(
+                    "SELECT code_sha256, device_id, used_at IS NOT NULL FROM registry.enrollment_codes WHERE id = \(issued.enrollment.id)",
+                    logger: RegistryTestDatabase.logger
+                )
+                for try await (hash, deviceId, used) in stored.decode((String, String?, Bool).self) {
+                    #expect(hash.count == 64 && !hash.uppercased().contains(issued.code.replacingOccurrences(of: "-", with: "")))
+                    #expect(deviceId == credentials.device.id)
+                    #expect(used)
+                }
+                #expect(try await outboxRows(client, type: "device", id: credentials.device.id).count == 1)
+                #expect(try await outboxRows(client, type: "enrollment_code", id: issued.enrollment.id).count == 2)
+            }
+        }
+
+        @Test func expiredCodeIsRefused() async throws {
+            // Whole seconds, so the stored expiry (microseconds) is exactly `created + 60`.
+            let created = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+            try await RegistryTestDatabase.withRepository(now: { created }) { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let early = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(60))
+                let late = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(60))
+                func repositoryAt(_ offset: TimeInterval) -> PostgresRegistryRepository {
+                    PostgresRegistryRepository(
+                        client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer,
+                        now: { created.addingTimeInterval(offset) }
+                    )
+                }
+                _ = try await repositoryAt(59).exchangeEnrollmentCode(early.code, device: DeviceDescription())
+                await #expect(throws: RegistryError.enrollmentCodeExpired(at: late.enrollment.expiresAt)) {
+                    try await repositoryAt(60).exchangeEnrollmentCode(late.code, device: DeviceDescription())
+                }
+                #expect(RegistryError.enrollmentCodeExpired(at: created).problemDetails.status == 401)
+            }
+        }
+
+        @Test func concurrentExchangesOfOneCodeEnrollOneDevice() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                let outcomes = await withTaskGroup(of: Result<DeviceCredentials, RegistryError>.self) { group in
+                    for _ in 0..<10 {
+                        group.addTask {
+                            do throws(RegistryError) {
+                                return .success(try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription()))
+                            } catch {
+                                return .failure(error)
+                            }
+                        }
+                    }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(outcomes.filter { if case .success = $0 { true } else { false } }.count == 1)
+                #expect(outcomes.filter { $0 == .failure(.enrollmentCodeUsed) }.count == 9)
+            }
+        }
+
+        @Test func unknownMalformedOrMisdirectedCodesAreRefused() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                await #expect(throws: RegistryError.enrollmentCodeUnknown) {
+                    try await repository.exchangeEnrollmentCode("ZZZZZ-ZZZZZ", device: DeviceDescription())
+                }
+                await #expect(throws: RegistryError.enrollmentCodeUnknown) {
+                    try await repository.exchangeEnrollmentCode("'; DROP TABLE x; --", device: DeviceDescription())
+                }
+                await #expect(throws: RegistryError.notFound(.user, id: "usr_missing")) {
+                    try await repository.createEnrollmentCode(userId: "usr_missing", validity: .seconds(600))
+                }
+                await #expect(throws: RegistryError.self) {
+                    try await repository.createEnrollmentCode(userId: "usr_missing", validity: .seconds(10))
+                }
+            }
+        }
+
+        @Test func revokedDeviceIsPublishedAndRevokingAgainChangesNothing() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                let device = try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription(model: "Pixel 8")).device
+
+                let revoked = try await repository.revokeDevice(id: device.id)
+                #expect(revoked.status == .revoked)
+                #expect(revoked.revokedAt != nil)
+                #expect(try await repository.revokeDevice(id: device.id) == revoked)
+
+                let changes = try await outboxRows(client, type: "device", id: device.id)
+                #expect(changes.count == 2)
+                let published = try ProtocolCodec.wire.decode(Device.self, from: try #require(changes.last?.payload))
+                #expect(published.status == .revoked)
+                await #expect(throws: RegistryError.notFound(.device, id: "dev_missing")) { try await repository.revokeDevice(id: "dev_missing") }
+            }
+        }
+    }
+
+    @Suite("Admin API keys")
+    struct APIKeys {
+        @Test func keysAreStoredHashedAndVerifiedWithTheirRole() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                for role in APIRole.allCases {
+                    let issued = try await repository.createAPIKey(name: "ops \(role)", role: role)
+                    #expect(issued.secret.hasPrefix("brk_\(issued.key.id)."))
+                    #expect(try await repository.verifyAPIKey(issued.secret) == issued.key)
+                    #expect(try await repository.verifyAPIKey(issued.secret)?.role == role)
+
+                    let stored = try await client.query(
+                        "SELECT secret_sha256 FROM registry.api_keys WHERE id = \(issued.key.id)", logger: RegistryTestDatabase.logger
+                    )
+                    for try await hash in stored.decode(String.self) {
+                        let secretPart = String(issued.secret.split(separator: ".")[1])
+                        #expect(hash.count == 64)
+                        #expect(!hash.contains(secretPart) && !issued.secret.contains(hash))
+                    }
+                    #expect(try await outboxRows(client, type: "api_key", id: issued.key.id).first?.payload?.contains("sha256") == false)
+                }
+            }
+        }
+
+        @Test func wrongMalformedOrRevokedKeysAreRefused() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let issued = try await repository.createAPIKey(name: "installer phone", role: .installer)
+                var wrong = Array(issued.secret)
+                wrong[wrong.count - 2] = wrong[wrong.count - 2] == "A" ? "B" : "A"
+                #expect(try await repository.verifyAPIKey(String(wrong)) == nil)
+                #expect(try await repository.verifyAPIKey("") == nil)
+                #expect(try await repository.verifyAPIKey("Bearer \(issued.secret)") == nil)
+                #expect(try await repository.verifyAPIKey("brk_0000000000000000." + String(issued.secret.split(separator: ".")[1])) == nil)
+
+                let revoked = try await repository.revokeAPIKey(id: issued.key.id)
+                #expect(revoked.revokedAt != nil)
+                #expect(try await repository.verifyAPIKey(issued.secret) == nil)
+                await #expect(throws: RegistryError.notFound(.apiKey, id: "0123456789abcdef")) {
+                    try await repository.revokeAPIKey(id: "0123456789abcdef")
+                }
+            }
+        }
+    }
+}
+
+@Suite("API roles")
+struct APIRoleTests {
+    @Test func eachRoleIncludesTheOnesBelowIt() {
+        #expect(APIRole.admin.permits(.admin) && APIRole.admin.permits(.installer) && APIRole.admin.permits(.viewer))
+        #expect(!APIRole.installer.permits(.admin) && APIRole.installer.permits(.installer) && APIRole.installer.permits(.viewer))
+        #expect(!APIRole.viewer.permits(.admin) && !APIRole.viewer.permits(.installer) && APIRole.viewer.permits(.viewer))
+    }
+}

@@ -1,0 +1,114 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+import Testing
+
+extension RegistryDatabaseTests {
+    @Suite("Organizations, sites, gates and users")
+    struct Places {
+        @Test func everyCreateIsStoredAndAppendedToTheOutboxWithItsEntity() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                #expect(fixture.site.shift.start == TimeOfDay(hour: 8, minute: 30))
+                #expect(fixture.site.shift.lateEntryGraceMinutes == 10)
+                #expect(fixture.site.geofence.radiusMeters == 200)
+                #expect(fixture.user.siteIds == [fixture.site.id])
+
+                let organization = try #require(try await outboxRows(client, type: "organization", id: fixture.organization.id).first?.payload)
+                #expect(try ProtocolCodec.wire.decode(Organization.self, from: organization).name == fixture.organization.name)
+                // The wire format keeps timestamps to the millisecond; everything else round-trips exactly.
+                var expectedSite = fixture.site
+                expectedSite.createdAt = WireTimestamp.truncatedToWirePrecision(expectedSite.createdAt)
+                let site = try #require(try await outboxRows(client, type: "site", id: fixture.site.id).first?.payload)
+                #expect(try ProtocolCodec.wire.decode(Site.self, from: site) == expectedSite)
+                #expect(site.contains("\"start\": \"08:30\"") || site.contains("\"start\":\"08:30\""))
+                let gate = try #require(try await outboxRows(client, type: "gate", id: fixture.gate.id).first?.payload)
+                var expectedGate = fixture.gate
+                expectedGate.createdAt = WireTimestamp.truncatedToWirePrecision(expectedGate.createdAt)
+                #expect(try ProtocolCodec.wire.decode(Gate.self, from: gate) == expectedGate)
+                let user = try #require(try await outboxRows(client, type: "user", id: fixture.user.id).first?.payload)
+                #expect(try ProtocolCodec.wire.decode(User.self, from: user).siteIds == [fixture.site.id])
+            }
+        }
+
+        @Test func invalidSiteIsRefusedFieldByFieldAndNothingIsWritten() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let organization = try await repository.createOrganization(NewOrganization(name: "Invalid sites"))
+                var site = Fixture.sampleSite(organizationId: organization.id)
+                site.id = "site_invalid_\(UInt32.random(in: 0...UInt32.max))"
+                site.timezone = "Mars/Olympus_Mons"
+                site.geofence = Geofence(latitude: 91, longitude: 106, radiusMeters: 5)
+                site.shift.lateEntryGraceMinutes = -1
+                site.shift.end = site.shift.start
+                do {
+                    _ = try await repository.createSite(site)
+                    Issue.record("accepted")
+                } catch let error as RegistryError {
+                    guard case .invalidInput(let errors) = error else { Issue.record("\(error)"); return }
+                    #expect(Set(errors.map(\.field)) == [
+                        "timezone", "geofence.latitude", "geofence.radiusMeters", "shift.lateEntryGraceMinutes", "shift.end",
+                    ])
+                }
+                #expect(try await outboxRows(client, type: "site", id: site.id!).isEmpty)
+
+                var radiusTooLarge = Fixture.sampleSite(organizationId: organization.id)
+                radiusTooLarge.geofence.radiusMeters = 5_001
+                await #expect(throws: RegistryError.self) { try await repository.createSite(radiusTooLarge) }
+            }
+        }
+
+        @Test func missingParentsDuplicatesAndTakenIdsAreTyped() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                await #expect(throws: RegistryError.notFound(.organization, id: "org_missing")) {
+                    try await repository.createSite(Fixture.sampleSite(organizationId: "org_missing"))
+                }
+                await #expect(throws: RegistryError.notFound(.site, id: "site_missing")) {
+                    try await repository.createGate(NewGate(siteId: "site_missing", name: "Door"))
+                }
+                await #expect(throws: RegistryError.notFound(.site, id: "site_missing")) {
+                    try await repository.createUser(NewUser(name: "Someone", siteIds: [fixture.site.id, "site_missing"]))
+                }
+                await #expect(throws: RegistryError.duplicateName(.gate, name: "Main entrance")) {
+                    try await repository.createGate(NewGate(siteId: fixture.site.id, name: "  Main entrance "))
+                }
+                await #expect(throws: RegistryError.alreadyExists(.organization, id: fixture.organization.id)) {
+                    try await repository.createOrganization(NewOrganization(id: fixture.organization.id, name: "Again"))
+                }
+                let employee = "EMP-\(UInt32.random(in: 0...UInt32.max))"
+                let user = try await repository.createUser(NewUser(id: employee, name: "Trần Thị Bình", siteIds: [fixture.site.id, fixture.site.id]))
+                #expect(user.id == employee && user.siteIds == [fixture.site.id])
+                await #expect(throws: RegistryError.alreadyExists(.user, id: employee)) {
+                    try await repository.createUser(NewUser(id: employee, name: "Duplicate"))
+                }
+            }
+        }
+    }
+}
+
+@Suite("Value types")
+struct ValueTypeTests {
+    @Test func timeOfDayParsesAndPrints() {
+        #expect(TimeOfDay("08:30") == TimeOfDay(hour: 8, minute: 30))
+        #expect(TimeOfDay("8:05")?.description == "08:05")
+        #expect(TimeOfDay("23:59:00") == TimeOfDay(hour: 23, minute: 59))
+        for bad in ["24:00", "12:60", "12", "ab:cd", "12:5", "-1:00", "12:00:30"] { #expect(TimeOfDay(bad) == nil, "\(bad)") }
+    }
+
+    @Test func calendarDateRefusesImpossibleDays() {
+        #expect(CalendarDate("2024-02-29")?.description == "2024-02-29")
+        for bad in ["2025-02-29", "2025-13-01", "2025-04-31", "25-01-01", "2025-1-01", "1999-12-31"] {
+            #expect(CalendarDate(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func registryErrorsMapToProblemStatuses() {
+        #expect(RegistryError.invalidInput([FieldError(field: "name", reason: "must be 1-200 characters")]).problemDetails.status == 400)
+        #expect(RegistryError.notFound(.gate, id: "g").problemDetails.status == 404)
+        #expect(RegistryError.duplicateBeaconIdentity(BeaconIdentity(uuid: "U", major: 1, minor: 2)).problemDetails.status == 409)
+        #expect(RegistryError.enrollmentCodeUsed.problemDetails.status == 409)
+        #expect(RegistryError.storage("down").problemDetails.status == 503)
+        #expect(RegistryError.notFound(.enrollmentCode, id: "e").description == "enrollment code \"e\" not found")
+    }
+}

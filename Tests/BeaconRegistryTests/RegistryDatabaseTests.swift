@@ -1,0 +1,81 @@
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+import ServiceRuntime
+import Testing
+
+/// Every test that uses the real PostgreSQL is nested in this suite, which runs them one at a time:
+/// each opens a pool of 20 connections, and the machine and the database are shared.
+@Suite("Beacon registry on the local PostgreSQL", .serialized, .timeLimit(.minutes(3)))
+struct RegistryDatabaseTests {}
+
+extension RegistryDatabaseTests {
+    @Suite("Migrations")
+    struct Migrations {
+        @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
+            let bundled = try RegistryMigrations.load()
+            #expect(bundled.map(\.version) == [1])
+            #expect(bundled.first?.name == "registry")
+            try await RegistryTestDatabase.withClient { client in
+                // The harness applied them already; both entry points now find nothing to do.
+                #expect(try await RegistryMigrations.apply(client: client, logger: RegistryTestDatabase.logger).isEmpty)
+                let runner = MigrationRunner(service: RegistryMigrations.service, migrations: bundled, client: client, logger: RegistryTestDatabase.logger)
+                #expect(try await runner.run().isEmpty)
+                let recorded = try await client.query(
+                    "SELECT count(*)::int FROM schema_migrations WHERE service = \(RegistryMigrations.service)", logger: RegistryTestDatabase.logger
+                )
+                for try await count in recorded.decode(Int.self) { #expect(count == 1) }
+            }
+        }
+
+        @Test func shardPoolHoldsSixtyFourDistinctAllowedVersion4UUIDs() async throws {
+            try await RegistryTestDatabase.withClient { client in
+                var uuids: [UUID] = []
+                let rows = try await client.query("SELECT uuid FROM registry.shard_pool ORDER BY position", logger: RegistryTestDatabase.logger)
+                for try await uuid in rows.decode(UUID.self) { uuids.append(uuid) }
+                #expect(uuids.count == 64)
+                #expect(Set(uuids).count == 64)
+                for uuid in uuids {
+                    #expect(BanList.check(uuid) == nil, "\(uuid)")
+                    #expect(Array(uuid.uuidString)[14] == "4", "\(uuid) is not a version 4 UUID")
+                }
+            }
+        }
+
+        @Test func sqlBanListAgreesWithBanList() async throws {
+            try await RegistryTestDatabase.withClient { client in
+                let samples = BanList.entries.map { UUID(uuidString: $0.prefix + "-0000-4000-8000-000000000001")! } + [allowedUUID()]
+                for uuid in samples {
+                    let rows = try await client.query("SELECT registry.is_banned_uuid(\(uuid))", logger: RegistryTestDatabase.logger)
+                    for try await banned in rows.decode(Bool.self) { #expect(banned == (BanList.check(uuid) != nil), "\(uuid)") }
+                }
+            }
+        }
+
+        @Test func databaseItselfRefusesBannedUUIDsAndBadRanges() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let gateId = fixture.gate.id
+                let banned = UUID(uuidString: "FDA50693-A4E2-4FB1-AFCF-C6EB07647825")!
+                // Straight SQL, bypassing the repository's checks: the constraints still hold.
+                await #expect(throws: PSQLError.self) {
+                    try await client.query(
+                        "INSERT INTO registry.beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_banned', \(banned), 1, 1, \(gateId))",
+                        logger: RegistryTestDatabase.logger
+                    )
+                }
+                await #expect(throws: PSQLError.self) {
+                    try await client.query(
+                        "INSERT INTO registry.beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_range', \(allowedUUID()), 65536, 1, \(gateId))",
+                        logger: RegistryTestDatabase.logger
+                    )
+                }
+                await #expect(throws: PSQLError.self) {
+                    try await client.query(
+                        "UPDATE registry.sites SET geofence_radius_m = 5 WHERE id = \(fixture.site.id)", logger: RegistryTestDatabase.logger
+                    )
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import BeaconRegistryCore
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceRuntime
+
+/// The real local PostgreSQL (started by `deploy/local/stack.sh start`, as the integration tests
+/// do) with the registry migrations applied. The schema is shared by every run, so each test works
+/// on fresh random organizations, users and ids instead of a fresh schema.
+enum RegistryTestDatabase {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let started: Result<Void, StackError> = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            return .failure(StackError(output: "could not run stack.sh: \(error)"))
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
+    }()
+
+    struct StackError: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "registry-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static let signer: DeviceTokenSigner = {
+        let key = try! DeviceSigningKey(id: "test-2025", secret: Array(repeating: 7, count: 32))
+        return try! DeviceTokenSigner(activeKey: key)
+    }()
+
+    /// A client (pool of 20) running for the duration of `body`, after the migrations are applied.
+    static func withClient<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
+        try started.get()
+        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await RegistryMigrations.apply(client: client, logger: logger)
+            return try await body(client)
+        }
+    }
+
+    /// A repository over a fresh client; `now` is its clock.
+    static func withRepository<T: Sendable>(
+        now: @escaping @Sendable () -> Date = { Date() },
+        _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
+    ) async throws -> T {
+        try await withClient { client in
+            try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer, now: now), client)
+        }
+    }
+}
+
+/// An organization with one site, one gate and one user, all new.
+struct Fixture {
+    let organization: Organization
+    let site: Site
+    let gate: Gate
+    let user: User
+
+    static func make(_ repository: some RegistryRepository) async throws -> Fixture {
+        let organization = try await repository.createOrganization(NewOrganization(name: "Org \(UUID().uuidString.prefix(8))"))
+        let site = try await repository.createSite(sampleSite(organizationId: organization.id))
+        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
+        let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
+        return Fixture(organization: organization, site: site, gate: gate, user: user)
+    }
+
+    static func sampleSite(organizationId: String, name: String = "Head office") -> NewSite {
+        NewSite(
+            organizationId: organizationId, name: name, timezone: "Asia/Ho_Chi_Minh",
+            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+            shift: ShiftSettings(
+                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120,
+                lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+            )
+        )
+    }
+}
+
+/// A UUID that is not on the ban list (a random v4 UUID starts with a banned prefix with
+/// probability about 7 / 2^32; redraw to be exact).
+func allowedUUID() -> UUID {
+    while true {
+        let uuid = UUID()
+        if BanList.check(uuid) == nil { return uuid }
+    }
+}
+
+/// Rows of `registry.change_outbox` for one entity, oldest first: (op, payload as JSON text).
+func outboxRows(_ client: PostgresClient, type: String, id: String) async throws -> [(op: String, payload: String?)] {
+    let rows = try await client.query(
+        "SELECT op, payload::text FROM registry.change_outbox WHERE entity_type = \(type) AND entity_id = \(id) ORDER BY id",
+        logger: RegistryTestDatabase.logger
+    )
+    var result: [(String, String?)] = []
+    for try await (op, payload) in rows.decode((String, String?).self) { result.append((op, payload)) }
+    return result
+}
