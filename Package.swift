@@ -130,6 +130,22 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
+        // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
+        .target(
+            name: "SessionMergerCore",
+            dependencies: ["AttendanceProtocol"],
+            path: "Services/session-merger/Core",
+            exclude: ["README.md"],
+            swiftSettings: sharedSwiftSettings
+        ),
+        // Policy / anti-fraud rule engine (issue 5 first rules, most of issue 6), pure.
+        .target(
+            name: "PolicyServiceCore",
+            dependencies: ["AttendanceProtocol"],
+            path: "Services/policy-service/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+
         // MARK: Benchmarks (release builds; `make bench`)
 
         .executableTarget(
@@ -204,6 +220,18 @@ let package = Package(
             path: "Tests/BeaconRegistryTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "SessionMergerTests",
+            dependencies: ["SessionMergerCore", "AttendanceProtocol"],
+            path: "Tests/SessionMergerTests",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "PolicyServiceTests",
+            dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
+            path: "Tests/PolicyServiceTests",
+            swiftSettings: sharedSwiftSettings
         ),
         // Against the real local broker and PostgreSQL started by deploy/local.
         .testTarget(

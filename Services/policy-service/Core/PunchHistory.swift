@@ -1,0 +1,156 @@
+import AttendanceProtocol
+import Foundation
+import Synchronization
+
+/// An accepted punch (check-in or check-out), as the history keeps it.
+public struct PunchRecord: Hashable, Sendable {
+    public var idempotencyKey: String
+    public var userId: String
+    public var deviceId: String
+    public var siteId: String?
+    /// The gate of the event's beacon, when the event names a registered beacon.
+    public var gateId: String?
+    public var type: AttendanceEventType
+    /// Event time (the device's), not receipt time: offline events land where they happened.
+    public var time: Date
+
+    public init(
+        idempotencyKey: String, userId: String, deviceId: String, siteId: String?, gateId: String?,
+        type: AttendanceEventType, time: Date
+    ) {
+        self.idempotencyKey = idempotencyKey
+        self.userId = userId
+        self.deviceId = deviceId
+        self.siteId = siteId
+        self.gateId = gateId
+        self.type = type
+        self.time = time
+    }
+
+    /// The punch an event makes, its gate resolved through the registry.
+    public init(event: RawEventEnvelope, registry: any RegistryView) {
+        var gateId: String?
+        if let beacon = event.attendanceEvent?.beacon {
+            gateId = registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.gateId
+        }
+        self.init(
+            idempotencyKey: event.idempotencyKey, userId: event.userId, deviceId: event.deviceId,
+            siteId: event.policySiteId, gateId: gateId, type: event.payload.eventType, time: event.payload.eventTime
+        )
+    }
+
+    /// Where the rate limit counts punches: the gate, else `site:<siteId>` for punches without a
+    /// known gate (the seed 004 check-in has no beacon), else `nil` (nothing to count by).
+    public var punchPoint: String? {
+        if let gateId { return gateId }
+        if let siteId { return "site:" + siteId }
+        return nil
+    }
+}
+
+/// Per-user recent-punch history as the rules see it. Only accepted punches are in it.
+public protocol PunchHistory: Sendable {
+    /// The latest (by event time) accepted punch of the user at a punch point (`PunchRecord.punchPoint`).
+    func lastPunch(userId: String, punchPoint: String) -> PunchRecord?
+    /// The latest (by event time) accepted punch of the user anywhere.
+    func lastPunch(userId: String) -> PunchRecord?
+    /// Whether an accepted punch of the user had this idempotency key (a replay is not a new punch).
+    func hasAccepted(idempotencyKey: String, userId: String) -> Bool
+    /// The devices the user punched from within `window` seconds of `time` (either side).
+    func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String>
+}
+
+/// The in-memory `PunchHistory` the service feeds from its own decisions.
+///
+/// A reference type behind a mutex: the consumer records accepts while decisions read, and a
+/// record never copies the tables. Memory is bounded per user (`keysPerUser` idempotency keys,
+/// one record per punch point, one time per device); `prune(before:)` drops users idle since a cutoff.
+public final class PolicyHistory: PunchHistory {
+    struct UserState: Sendable {
+        var last: PunchRecord?
+        var byPoint: [String: PunchRecord] = [:]
+        /// Recent accepted keys, oldest first (a small ring: linear search is fastest at this size).
+        var keys: [String] = []
+        var deviceLastSeen: [String: Date] = [:]
+        var latestActivity: Date = .distantPast
+    }
+
+    public let keysPerUser: Int
+    private let state = Mutex<[String: UserState]>([:])
+
+    public init(keysPerUser: Int = 64) {
+        precondition(keysPerUser > 0, "keysPerUser must be positive")
+        self.keysPerUser = keysPerUser
+    }
+
+    // MARK: Recording
+
+    /// Records the punch of an accepted event. Returns `false` (and records nothing) for a
+    /// rejection or a heartbeat. Recording the same idempotency key twice is harmless.
+    @discardableResult
+    public func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
+        guard decision.outcome == .accept, event.isPunch else { return false }
+        record(PunchRecord(event: event, registry: registry))
+        return true
+    }
+
+    /// Records an accepted punch (for warming up from stored events too).
+    public func record(_ punch: PunchRecord) {
+        let keysPerUser = self.keysPerUser
+        state.withLock { users in
+            // In place through the dictionary's modify accessor: no copy of the user's tables.
+            Self.add(punch, to: &users[punch.userId, default: UserState()], keysPerUser: keysPerUser)
+        }
+    }
+
+    private static func add(_ punch: PunchRecord, to user: inout UserState, keysPerUser: Int) {
+        if !user.keys.contains(punch.idempotencyKey) {
+            if user.keys.count >= keysPerUser { user.keys.removeFirst(user.keys.count - keysPerUser + 1) }
+            user.keys.append(punch.idempotencyKey)
+        }
+        if user.last.map({ punch.time >= $0.time }) ?? true { user.last = punch }
+        if let point = punch.punchPoint, user.byPoint[point].map({ punch.time >= $0.time }) ?? true {
+            user.byPoint[point] = punch
+        }
+        if user.deviceLastSeen[punch.deviceId].map({ punch.time > $0 }) ?? true {
+            user.deviceLastSeen[punch.deviceId] = punch.time
+        }
+        user.latestActivity = max(user.latestActivity, punch.time)
+    }
+
+    /// Forgets users whose latest punch is before `cutoff`, and devices last seen before it.
+    public func prune(before cutoff: Date) {
+        state.withLock { users in
+            users = users.filter { $0.value.latestActivity >= cutoff }
+            for (id, var user) in users where user.deviceLastSeen.values.contains(where: { $0 < cutoff }) {
+                user.deviceLastSeen = user.deviceLastSeen.filter { $0.value >= cutoff }
+                users[id] = user
+            }
+        }
+    }
+
+    public var userCount: Int { state.withLock { $0.count } }
+
+    // MARK: PunchHistory
+
+    public func lastPunch(userId: String, punchPoint: String) -> PunchRecord? {
+        state.withLock { $0[userId]?.byPoint[punchPoint] }
+    }
+
+    public func lastPunch(userId: String) -> PunchRecord? {
+        state.withLock { $0[userId]?.last }
+    }
+
+    public func hasAccepted(idempotencyKey: String, userId: String) -> Bool {
+        state.withLock { $0[userId]?.keys.contains(idempotencyKey) ?? false }
+    }
+
+    public func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String> {
+        state.withLock { users in
+            guard let seen = users[userId]?.deviceLastSeen else { return [] }
+            var devices = Set<String>()
+            for (device, last) in seen where abs(last.timeIntervalSince(time)) <= window { devices.insert(device) }
+            return devices
+        }
+    }
+}

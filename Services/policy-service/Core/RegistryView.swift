@@ -1,0 +1,265 @@
+import AttendanceProtocol
+import Foundation
+
+/// What the policy knows about a registered beacon.
+public struct RegisteredBeacon: Hashable, Sendable {
+    /// A beacon's lifecycle state, with the registry's wire values. (Nested so as not to clash
+    /// with the registry module's own `BeaconStatus` where both are imported.)
+    public enum Status: String, Codable, Hashable, Sendable, CaseIterable {
+        case active
+        /// Taken out of service on purpose.
+        case retired
+        /// Missing: its sightings are suspicious until it is found.
+        case lost
+    }
+
+    /// The registry's beacon id, when known.
+    public var beaconId: String?
+    public var status: Status
+    public var gateId: String?
+    /// The beacon's site: from the beacon record, else through its gate.
+    public var siteId: String?
+
+    public init(beaconId: String? = nil, status: Status, gateId: String?, siteId: String?) {
+        self.beaconId = beaconId
+        self.status = status
+        self.gateId = gateId
+        self.siteId = siteId
+    }
+}
+
+/// A site's geofence: a circle around its centre.
+public struct SiteGeofence: Codable, Hashable, Sendable {
+    public var latitude: Double
+    public var longitude: Double
+    public var radiusMeters: Double
+
+    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusMeters = radiusMeters
+    }
+}
+
+/// A device's enrollment state (the registry's wire values).
+public enum DeviceBindingStatus: String, Codable, Hashable, Sendable, CaseIterable {
+    case enrolled
+    case revoked
+}
+
+/// Which user a device is bound to.
+public struct DeviceBinding: Hashable, Sendable {
+    public var deviceId: String
+    public var userId: String
+    public var status: DeviceBindingStatus
+
+    public init(deviceId: String, userId: String, status: DeviceBindingStatus) {
+        self.deviceId = deviceId
+        self.userId = userId
+        self.status = status
+    }
+}
+
+/// The registry as the rules see it: a read-only snapshot, filled from `registry.changes`.
+public protocol RegistryView: Sendable {
+    /// The beacon broadcasting this identity; the UUID is matched case-insensitively.
+    func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon?
+    func geofence(siteId: String) -> SiteGeofence?
+    func device(id: String) -> DeviceBinding?
+    /// The banned prefix `uuid` starts with (dashes and case ignored), or `nil`.
+    func bannedPrefix(of uuid: String) -> String?
+}
+
+/// A beacon identity as a dictionary key: the parsed UUID (so case and spelling do not matter).
+public struct BeaconKey: Hashable, Sendable {
+    public var uuid: UUID
+    public var major: Int
+    public var minor: Int
+
+    public init(uuid: UUID, major: Int, minor: Int) {
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+    }
+
+    /// `nil` when `uuid` is not a well-formed UUID.
+    public init?(uuid: String, major: Int, minor: Int) {
+        guard let parsed = UUID(uuidString: uuid) else { return nil }
+        self.init(uuid: parsed, major: major, minor: minor)
+    }
+}
+
+/// An in-memory `RegistryView`: a value the service fills from the registry change feed
+/// (`apply(_:)`) or by hand (`upsert...`), and hands to each decision.
+///
+/// A value type: a copy handed to a decision is a consistent snapshot, whatever is applied after.
+/// Keep one copy per consumer and mutate it between decisions (copy-on-write copies the tables
+/// only if a context still holds the old snapshot when the next change is applied).
+public struct RegistrySnapshot: RegistryView, Hashable {
+    /// Factory-default iBeacon UUID prefixes, the same list as the registry's `BanList`
+    /// (Services/beacon-registry/Core/BanList.swift); the feed carries no ban list, so the policy
+    /// starts from this copy. Replace it with `bannedPrefixes` if the registry's list changes.
+    public static let defaultBannedPrefixes: [String] = [
+        "E2C56DB5", "B9407F30", "FDA50693", "F7826DA6", "74278BDA", "00000000", "FFFFFFFF",
+    ]
+
+    struct StoredBeacon: Hashable, Sendable {
+        var id: String?
+        var status: RegisteredBeacon.Status
+        var gateId: String?
+        var siteId: String?
+    }
+
+    private var beacons: [BeaconKey: StoredBeacon] = [:]
+    private var beaconKeyById: [String: BeaconKey] = [:]
+    private var gateSites: [String: String] = [:]
+    private var geofences: [String: SiteGeofence] = [:]
+    private var devices: [String: DeviceBinding] = [:]
+    /// Upper-case hex digits, no dashes.
+    public private(set) var bannedPrefixes: [String]
+
+    public init(bannedPrefixes: [String] = RegistrySnapshot.defaultBannedPrefixes) {
+        self.bannedPrefixes = bannedPrefixes.map(Self.normalizedHex)
+    }
+
+    // MARK: RegistryView
+
+    public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
+        guard let key = BeaconKey(uuid: uuid, major: major, minor: minor), let stored = beacons[key] else { return nil }
+        let siteId = stored.siteId ?? stored.gateId.flatMap { gateSites[$0] }
+        return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
+    }
+
+    public func geofence(siteId: String) -> SiteGeofence? { geofences[siteId] }
+
+    public func device(id: String) -> DeviceBinding? { devices[id] }
+
+    public func bannedPrefix(of uuid: String) -> String? {
+        bannedPrefixes.first { !$0.isEmpty && Self.hex(uuid, startsWith: $0) }
+    }
+
+    /// Whether `text`, dashes skipped and ASCII letters upper-cased, starts with `prefix` (already
+    /// normalized). Allocation-free: it runs on every event.
+    static func hex(_ text: String, startsWith prefix: String) -> Bool {
+        var bytes = text.utf8.makeIterator()
+        for expected in prefix.utf8 {
+            var byte: UInt8
+            repeat {
+                guard let next = bytes.next() else { return false }
+                byte = next
+            } while byte == UInt8(ascii: "-")
+            if byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") { byte -= 32 }
+            if byte != expected { return false }
+        }
+        return true
+    }
+
+    // MARK: Changes by hand
+
+    /// Adds or replaces a beacon. With an `id`, a later upsert of the same id under a new identity
+    /// moves it (the old identity stops resolving).
+    public mutating func upsertBeacon(
+        id: String? = nil, uuid: UUID, major: Int, minor: Int, status: RegisteredBeacon.Status, gateId: String?, siteId: String? = nil
+    ) {
+        let key = BeaconKey(uuid: uuid, major: major, minor: minor)
+        if let id {
+            if let old = beaconKeyById[id], old != key { beacons[old] = nil }
+            beaconKeyById[id] = key
+        }
+        beacons[key] = StoredBeacon(id: id, status: status, gateId: gateId, siteId: siteId)
+    }
+
+    public mutating func removeBeacon(id: String) {
+        guard let key = beaconKeyById.removeValue(forKey: id) else { return }
+        beacons[key] = nil
+    }
+
+    public mutating func removeBeacon(uuid: UUID, major: Int, minor: Int) {
+        let key = BeaconKey(uuid: uuid, major: major, minor: minor)
+        if let id = beacons.removeValue(forKey: key)?.id { beaconKeyById[id] = nil }
+    }
+
+    public mutating func upsertGate(id: String, siteId: String) { gateSites[id] = siteId }
+    public mutating func removeGate(id: String) { gateSites[id] = nil }
+
+    public mutating func upsertSite(id: String, geofence: SiteGeofence?) { geofences[id] = geofence }
+    public mutating func removeSite(id: String) { geofences[id] = nil }
+
+    public mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
+    public mutating func removeDevice(id: String) { devices[id] = nil }
+
+    public mutating func setBannedPrefixes(_ prefixes: [String]) {
+        bannedPrefixes = prefixes.map(Self.normalizedHex)
+    }
+
+    // MARK: Change feed
+
+    /// Applies one record of `registry.changes`. Returns whether it concerned the policy (beacons,
+    /// gates, sites, devices); other entity types are skipped. Deletions remove the entity.
+    ///
+    /// Payloads are read leniently: only the fields the policy needs, unknown fields ignored.
+    /// beacon `{uuid, major, minor, status, gateId?, siteId?}`, gate `{siteId}`,
+    /// site `{geofence?: {latitude, longitude, radiusMeters}}`, device `{userId, status}`.
+    @discardableResult
+    public mutating func apply(_ record: RegistryRecord) throws(ProtocolDecodingError) -> Bool {
+        switch record {
+        case .delete(let key):
+            switch key.entityType {
+            case .beacon: removeBeacon(id: key.entityId)
+            case .gate: removeGate(id: key.entityId)
+            case .site: removeSite(id: key.entityId)
+            case .device: removeDevice(id: key.entityId)
+            default: return false
+            }
+            return true
+        case .upsert(let change):
+            switch change.entityType {
+            case .beacon:
+                let beacon = try change.decodePayload(as: BeaconPayload.self)
+                guard let uuid = UUID(uuidString: beacon.uuid) else {
+                    throw .invalidValue(path: "payload.uuid", reason: "\"\(beacon.uuid)\" is not a UUID")
+                }
+                upsertBeacon(
+                    id: change.entityId, uuid: uuid, major: beacon.major, minor: beacon.minor, status: beacon.status,
+                    gateId: beacon.gateId, siteId: beacon.siteId
+                )
+            case .gate:
+                upsertGate(id: change.entityId, siteId: try change.decodePayload(as: GatePayload.self).siteId)
+            case .site:
+                upsertSite(id: change.entityId, geofence: try change.decodePayload(as: SitePayload.self).geofence)
+            case .device:
+                let device = try change.decodePayload(as: DevicePayload.self)
+                upsertDevice(DeviceBinding(deviceId: change.entityId, userId: device.userId, status: device.status))
+            default:
+                return false
+            }
+            return true
+        }
+    }
+
+    private struct BeaconPayload: Decodable {
+        var uuid: String
+        var major: Int
+        var minor: Int
+        var status: RegisteredBeacon.Status
+        var gateId: String?
+        var siteId: String?
+    }
+
+    private struct GatePayload: Decodable {
+        var siteId: String
+    }
+
+    private struct SitePayload: Decodable {
+        var geofence: SiteGeofence?
+    }
+
+    private struct DevicePayload: Decodable {
+        var userId: String
+        var status: DeviceBindingStatus
+    }
+
+    static func normalizedHex(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.lazy.filter { $0 != "-" })).uppercased()
+    }
+}

@@ -1,0 +1,54 @@
+import AttendanceProtocol
+import Foundation
+
+/// `beacon_validity`: the beacon the event names is registered, active, at the event's site, and
+/// not a factory-default (banned) UUID.
+///
+/// Applies to device events (they name a beacon). The seed 004 check-in names none: it passes,
+/// unless `requireSensorData`, when it fires. Check-outs and heartbeats pass.
+///
+/// | finding | action | risk |
+/// |---|---|---|
+/// | banned UUID prefix | contact_admin | 0.9 |
+/// | malformed UUID | contact_admin | 0.9 |
+/// | not registered | walk_to_gate | 0.8 |
+/// | retired | contact_admin | 0.5 |
+/// | lost | contact_admin | 0.7 |
+/// | at another site (or its site unknown) | walk_to_gate | 0.8 |
+/// | check-in without a beacon (`requireSensorData`) | walk_to_gate | 0.5 |
+public struct BeaconValidityRule: PolicyRule {
+    public init() {}
+
+    public var id: PolicyRuleID { .beaconValidity }
+
+    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+        guard let beacon = event.attendanceEvent?.beacon else {
+            if case .checkIn = event.payload, context.settings.requireSensorData {
+                return .fire("check-in names no beacon", action: .walkToGate, risk: 0.5)
+            }
+            return .passed
+        }
+        let name = "beacon \(beacon.canonicalId)"
+        if let prefix = context.registry.bannedPrefix(of: beacon.uuid) {
+            return .fire("\(name) uses the banned factory-default UUID prefix \(prefix)", action: .contactAdmin, risk: 0.9)
+        }
+        guard beacon.parsedUUID != nil else {
+            return .fire("\(name) has a malformed UUID", action: .contactAdmin, risk: 0.9)
+        }
+        guard let registered = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor) else {
+            return .fire("\(name) is not registered", action: .walkToGate, risk: 0.8)
+        }
+        switch registered.status {
+        case .active: break
+        case .retired: return .fire("\(name) is retired", action: .contactAdmin, risk: 0.5)
+        case .lost: return .fire("\(name) is reported lost", action: .contactAdmin, risk: 0.7)
+        }
+        guard let beaconSite = registered.siteId else {
+            return .fire("\(name) is not assigned to a known site", action: .walkToGate, risk: 0.8)
+        }
+        for claimed in event.claimedSiteIds where claimed != beaconSite {
+            return .fire("\(name) belongs to site \(beaconSite), not \(claimed)", action: .walkToGate, risk: 0.8)
+        }
+        return .passed
+    }
+}

@@ -1,0 +1,200 @@
+import AttendanceProtocol
+import Foundation
+
+/// A span of presence: one session as daily attendance sees it.
+public struct AttendanceInterval: Hashable, Sendable {
+    public var sessionId: String
+    public var userId: String
+    public var siteId: String
+    public var start: Date
+    /// The check-out, else the last presence (for an open session: presence so far).
+    public var end: Date
+    /// Still open: `end` is only the latest presence, there is no "out" yet.
+    public var isOpen: Bool
+
+    public init(sessionId: String, userId: String, siteId: String, start: Date, end: Date, isOpen: Bool) {
+        self.sessionId = sessionId
+        self.userId = userId
+        self.siteId = siteId
+        self.start = start
+        self.end = max(start, end)
+        self.isOpen = isOpen
+    }
+
+    /// A derived session; a soft exit counts as ended at its check-out.
+    public init(_ session: SessionSnapshot) {
+        self.init(
+            sessionId: session.id, userId: session.userId, siteId: session.siteId, start: session.checkInAt,
+            end: session.endedAt ?? session.lastSeenAt, isOpen: session.status == .open)
+    }
+
+    /// The latest `attendance.sessions` change of a session; `nil` for a superseded one (not a session).
+    public init?(_ change: SessionChange) {
+        if change.change == .closed && change.closeReason == .superseded { return nil }
+        let open = change.change == .opened || change.change == .extended || change.change == .reopened
+        let end = open ? (change.lastSeenAt ?? change.checkInAt) : (change.checkOutAt ?? change.lastSeenAt ?? change.checkInAt)
+        self.init(sessionId: change.sessionId, userId: change.userId, siteId: change.siteId,
+                  start: change.checkInAt, end: end, isOpen: open)
+    }
+}
+
+/// One user's attendance on one local day at one site.
+public struct DailyAttendance: Codable, Hashable, Sendable {
+    public var userId: String
+    public var siteId: String
+    /// The local calendar day in the site's time zone.
+    public var date: LocalDate
+    /// Earliest presence in the day (a session from the previous evening starts the day at 00:00).
+    public var firstIn: Date
+    /// Latest end of presence in the day (a session running past midnight ends the day at 24:00);
+    /// `nil` while a session that is still open has its latest presence in this day.
+    public var lastOut: Date?
+    /// Seconds of presence inside the day: sessions are clipped to the day's local midnights, so the
+    /// sum over days equals the sessions' real length (a DST day is 23 or 25 hours long).
+    public var workedSeconds: Int
+    /// `workedSeconds / 60`, rounded down.
+    public var workedMinutes: Int
+    /// This day's shift, as instants (an overnight shift ends the next day).
+    public var shiftStart: Date
+    public var shiftEnd: Date
+    /// Whether any presence fell in the shift window (start - check-in allowance ... end + check-out allowance).
+    public var attendedShift: Bool
+    /// First presence in the shift window later than start + late-entry grace.
+    public var late: Bool
+    /// Minutes after the shift start of that first presence, when late.
+    public var lateMinutes: Int
+    /// Last presence in the shift window ending before end - early-exit grace (never while still open).
+    public var earlyExit: Bool
+    /// Minutes before the shift end of that last presence, when early.
+    public var earlyExitMinutes: Int
+    /// Sessions that contributed, in start order.
+    public var sessionIds: [String]
+}
+
+/// Daily attendance from sessions and a site's shift.
+public enum DailyAttendanceCalculator {
+    /// One row per (user, site, local day) that has presence, sorted by user, site, day.
+    ///
+    /// Sessions crossing local midnight are split between the days; worked time is real elapsed time
+    /// (Foundation's calendar in the shift's time zone gives the midnights, so DST days are right).
+    /// Late and early-exit flags follow the shift of the row's day (for an overnight shift, the shift
+    /// that *starts* that day) and look only at presence inside that shift's window.
+    public static func days(
+        for intervals: [AttendanceInterval], shift: AttendanceShift
+    ) throws(ShiftSettingsError) -> [DailyAttendance] {
+        let shift = try shift.validated()
+        let calendar = ShiftCalendar(shift: shift)
+        var groups: [String: [AttendanceInterval]] = [:]
+        for interval in intervals {
+            groups[interval.userId + "\u{1F}" + interval.siteId, default: []].append(interval)
+        }
+        var rows: [DailyAttendance] = []
+        for key in groups.keys.sorted() {
+            let group = groups[key]!.sorted { ($0.start, $0.sessionId) < ($1.start, $1.sessionId) }
+            var dates = Set<LocalDate>()
+            for interval in group {
+                var date = calendar.localDate(of: interval.start)
+                let last = calendar.localDate(of: interval.end > interval.start ? interval.end.addingTimeInterval(-0.001) : interval.start)
+                while date <= last {
+                    dates.insert(date)
+                    date = calendar.next(date)
+                }
+            }
+            for date in dates.sorted() {
+                if let row = row(for: date, group, calendar) { rows.append(row) }
+            }
+        }
+        return rows
+    }
+
+    private static func row(for date: LocalDate, _ group: [AttendanceInterval], _ calendar: ShiftCalendar) -> DailyAttendance? {
+        let dayStart = calendar.startOfDay(date)
+        let dayEnd = calendar.startOfDay(calendar.next(date))
+        let inDay = group.filter { overlaps($0, dayStart, dayEnd) }
+        guard let first = inDay.first else { return nil }
+        let shift = calendar.shift
+        var worked: TimeInterval = 0
+        var firstIn = max(first.start, dayStart)
+        var lastOut = Date.distantPast
+        var openInDay = false
+        for interval in inDay {
+            let from = max(interval.start, dayStart), to = min(interval.end, dayEnd)
+            worked += max(0, to.timeIntervalSince(from))
+            firstIn = min(firstIn, from)
+            lastOut = max(lastOut, to)
+            if interval.isOpen && interval.end < dayEnd { openInDay = true }
+        }
+
+        let shiftStart = calendar.instant(date, shift.start)
+        let shiftEnd = calendar.instant(shift.isOvernight ? calendar.next(date) : date, shift.end)
+        let windowStart = shiftStart.addingTimeInterval(-Double(shift.checkInBeforeStartMinutes) * 60)
+        let windowEnd = shiftEnd.addingTimeInterval(Double(shift.checkOutAfterEndMinutes) * 60)
+        let inWindow = group.filter { overlaps($0, windowStart, windowEnd) }
+        var late = false, lateMinutes = 0, early = false, earlyMinutes = 0
+        if !inWindow.isEmpty {
+            let arrival = inWindow.map { max($0.start, windowStart) }.min()!
+            if arrival > shiftStart.addingTimeInterval(Double(shift.lateEntryGraceMinutes) * 60) {
+                late = true
+                lateMinutes = Int((arrival.timeIntervalSince(shiftStart) / 60).rounded(.down))
+            }
+            let stillThere = inWindow.contains { $0.isOpen && $0.end < windowEnd }
+            let departure = inWindow.map { min($0.end, windowEnd) }.max()!
+            if !stillThere, departure < shiftEnd.addingTimeInterval(-Double(shift.earlyExitGraceMinutes) * 60) {
+                early = true
+                earlyMinutes = Int((shiftEnd.timeIntervalSince(departure) / 60).rounded(.down))
+            }
+        }
+        let seconds = Int(worked.rounded(.down))
+        return DailyAttendance(
+            userId: first.userId, siteId: first.siteId, date: date, firstIn: firstIn, lastOut: openInDay ? nil : lastOut,
+            workedSeconds: seconds, workedMinutes: seconds / 60, shiftStart: shiftStart, shiftEnd: shiftEnd,
+            attendedShift: !inWindow.isEmpty, late: late, lateMinutes: lateMinutes, earlyExit: early,
+            earlyExitMinutes: earlyMinutes, sessionIds: inDay.map(\.sessionId))
+    }
+
+    /// Whether the interval has presence in [from, to): a positive overlap, or an instant inside.
+    private static func overlaps(_ interval: AttendanceInterval, _ from: Date, _ to: Date) -> Bool {
+        if interval.end > interval.start { return interval.start < to && interval.end > from }
+        return interval.start >= from && interval.start < to
+    }
+}
+
+/// Foundation's Gregorian calendar in the shift's time zone.
+struct ShiftCalendar {
+    let shift: AttendanceShift
+    let calendar: Calendar
+
+    init(shift: AttendanceShift) {
+        self.shift = shift
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: shift.timezone)!
+        calendar.locale = Locale(identifier: "en_US_POSIX")
+        self.calendar = calendar
+    }
+
+    func localDate(of instant: Date) -> LocalDate {
+        let c = calendar.dateComponents([.year, .month, .day], from: instant)
+        return LocalDate(year: c.year!, month: c.month!, day: c.day!)
+    }
+
+    /// Noon exists on every day in every zone (DST changes happen at night), so days are anchored there.
+    private func noon(_ date: LocalDate) -> Date {
+        calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: 12))!
+    }
+
+    func next(_ date: LocalDate) -> LocalDate {
+        localDate(of: calendar.date(byAdding: .day, value: 1, to: noon(date))!)
+    }
+
+    /// The day's first instant (local midnight, or the first existing time when midnight is skipped).
+    func startOfDay(_ date: LocalDate) -> Date {
+        calendar.startOfDay(for: noon(date))
+    }
+
+    /// The wall-clock time on that day. Foundation resolves a time skipped by a DST change to the
+    /// instant the same distance after the change (02:30 on Berlin's spring-forward day is 03:30 CEST)
+    /// and a repeated time to its first occurrence.
+    func instant(_ date: LocalDate, _ time: LocalTimeOfDay) -> Date {
+        calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: time.hour, minute: time.minute))!
+    }
+}

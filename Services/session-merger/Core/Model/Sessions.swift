@@ -1,0 +1,156 @@
+import AttendanceProtocol
+import Foundation
+
+/// Where a session stands.
+public enum SessionStatus: String, Codable, Hashable, Sendable {
+    /// Present (a check-out younger than the noise threshold still counts as present).
+    case open
+    /// Checked out; presence within the soft-exit grace reopens it.
+    case softExit = "soft_exit"
+    /// Final unless a late event changes history.
+    case closed
+}
+
+/// A session as derived from a timeline's events.
+public struct SessionSnapshot: Codable, Hashable, Sendable {
+    /// `ses_` + the idempotency key of the session's first check-in (its anchor): deterministic, so a
+    /// replay or a different arrival order of the same events gives the same id.
+    public var id: String
+    public var userId: String
+    public var siteId: String
+    public var status: SessionStatus
+    /// The first check-in's event time.
+    public var checkInAt: Date
+    /// The latest presence (check-in or heartbeat) event time.
+    public var lastSeenAt: Date
+    /// The check-out that ended presence, when the session is in soft exit or closed by it.
+    public var checkOutAt: Date?
+    /// Why it closed, when `status == .closed`.
+    public var closeReason: SessionCloseReason?
+    /// The device session keys of its events, in order of first appearance.
+    public var sessionKeys: [String]
+    /// The idempotency keys of its events, in event-time order.
+    public var eventIds: [String]
+    /// How many soft exits were followed by presence within the grace (each one a `reopened`).
+    public var reopenCount: Int
+
+    public init(
+        id: String, userId: String, siteId: String, status: SessionStatus, checkInAt: Date, lastSeenAt: Date,
+        checkOutAt: Date?, closeReason: SessionCloseReason?, sessionKeys: [String], eventIds: [String], reopenCount: Int
+    ) {
+        self.id = id
+        self.userId = userId
+        self.siteId = siteId
+        self.status = status
+        self.checkInAt = checkInAt
+        self.lastSeenAt = lastSeenAt
+        self.checkOutAt = checkOutAt
+        self.closeReason = closeReason
+        self.sessionKeys = sessionKeys
+        self.eventIds = eventIds
+        self.reopenCount = reopenCount
+    }
+
+    /// The session id for an anchor (first check-in) idempotency key.
+    public static func id(anchorIdempotencyKey key: String) -> String { "ses_" + key }
+
+    /// When presence ended: the check-out, else the last presence; `nil` while open.
+    public var endedAt: Date? {
+        status == .open ? nil : (checkOutAt ?? lastSeenAt)
+    }
+
+    /// The device's session key the session was opened with (the anchor's), else its first one.
+    public var primarySessionKey: String? { sessionKeys.first }
+}
+
+extension SessionCloseReason {
+    /// The session no longer exists as such: a late event merged it into another session (or an
+    /// earlier check-in re-anchored it). Its events now belong to `SessionDelta.supersededBy`.
+    /// Consumers drop it; it is not a check-out.
+    public static var superseded: SessionCloseReason { .unrecognized("superseded") }
+}
+
+/// One change to one session, as the merger stores and publishes it.
+public struct SessionDelta: Codable, Hashable, Sendable {
+    public var change: SessionChangeKind
+    /// The session after the change (for a superseded session: its last state, without events).
+    public var session: SessionSnapshot
+    /// Grows by one with every change of this session id.
+    public var version: Int64
+    /// For a superseded session: the id of the session its events now belong to.
+    public var supersededBy: String?
+
+    public init(change: SessionChangeKind, session: SessionSnapshot, version: Int64, supersededBy: String? = nil) {
+        self.change = change
+        self.session = session
+        self.version = version
+        self.supersededBy = supersededBy
+    }
+
+    /// The `attendance.sessions` message for this change.
+    public func sessionChange(changedAt: Date) -> SessionChange {
+        SessionChange(
+            sessionId: session.id, userId: session.userId, siteId: session.siteId,
+            sessionKey: session.primarySessionKey, change: change, checkInAt: session.checkInAt,
+            checkOutAt: session.checkOutAt, lastSeenAt: session.lastSeenAt, closeReason: session.closeReason,
+            eventIds: session.eventIds, version: version, changedAt: changedAt)
+    }
+}
+
+/// Where an applied event ended up.
+public enum FactPlacement: Hashable, Sendable {
+    /// Part of this session.
+    case session(String)
+    /// A check-out with no session to end (none open, its grace long over, or its key belongs to an
+    /// earlier session). Recorded; a late check-in may still adopt it.
+    case orphanCheckOut
+    /// A heartbeat with no session to extend (its check-in has not arrived, or it came after the
+    /// session ended). Recorded; a late check-in may still adopt it.
+    case orphanHeartbeat
+
+    public var sessionId: String? {
+        if case .session(let id) = self { return id }
+        return nil
+    }
+}
+
+/// The result of applying one event to a timeline.
+public struct ApplyOutcome: Hashable, Sendable {
+    public enum Disposition: Hashable, Sendable {
+        /// New: recorded and placed.
+        case applied(FactPlacement)
+        /// Already seen (same idempotency key): nothing changed. `placement` is where the first copy
+        /// is now; `conflicting` when the content differs (kind, event time or session key).
+        case duplicate(placement: FactPlacement?, conflicting: Bool)
+        /// Its event time is before the timeline's horizon watermark: history there is final. The
+        /// merger records the event; no session changes.
+        case beyondHorizon(watermark: Date)
+    }
+
+    public var disposition: Disposition
+    /// Every session change the event caused, including corrections of earlier sessions.
+    public var changes: [SessionDelta]
+
+    public init(disposition: Disposition, changes: [SessionDelta]) {
+        self.disposition = disposition
+        self.changes = changes
+    }
+
+    /// The session the event is in now, if any (the verdict's `sessionId`).
+    public var sessionId: String? {
+        switch disposition {
+        case .applied(let placement): return placement.sessionId
+        case .duplicate(let placement, _): return placement?.sessionId
+        case .beyondHorizon: return nil
+        }
+    }
+
+    public var isDuplicate: Bool {
+        if case .duplicate = disposition { return true }
+        return false
+    }
+
+    public var isOrphanCheckOut: Bool {
+        disposition == .applied(.orphanCheckOut)
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+/// Every threshold of the session model, in seconds.
+///
+/// Sources: seed 000 sec. 8.3 (merge check-in candidates within 30-60 s), seed 004 acceptance criteria
+/// (a gap shorter than 10 s never produces a check-out), DESIGN.md "Sessions (merger)" (soft-exit grace,
+/// automatic close past a cutoff, events up to 72 h late).
+///
+/// A policy is plain configuration: it is not part of a timeline's persisted state. A timeline
+/// restored under a different policy re-derives its sessions with the new thresholds and reports the
+/// differences as ordinary changes on its next operation.
+public struct SessionPolicy: Codable, Hashable, Sendable {
+    /// A check-in this close to the last event of the current session (even one that has checked out)
+    /// joins it. Seed 000 sec. 8.3: 30-60 s.
+    public var mergeWindow: TimeInterval
+    /// A check-out followed by presence (check-in or heartbeat) within this time reopens the session
+    /// (`reopened`); after it the check-out stands and the session closes (`check_out`).
+    public var softExitGrace: TimeInterval
+    /// A check-out followed by presence after less than this is noise: it never becomes a soft exit
+    /// nor a close (seed 004: "soft exit never creates a false checkout for noise < 10 s").
+    public var noiseThreshold: TimeInterval
+    /// An open session without presence for longer than this closes (`presence_timeout`); presence after
+    /// a longer gap starts a new session.
+    public var idleCutoff: TimeInterval
+    /// How far back (from the merger's clock) events may still change sessions. Older history is final.
+    public var horizon: TimeInterval
+
+    public static let minute: TimeInterval = 60
+    public static let hour: TimeInterval = 3_600
+    public static let day: TimeInterval = 86_400
+
+    /// The longest offline period devices retry over (seed 000 sec. 13: no loss after 72 h offline).
+    public static let maximumOfflinePeriod: TimeInterval = 72 * hour
+
+    public static let mergeWindowRange: ClosedRange<TimeInterval> = 30...60
+    public static let noiseThresholdRange: ClosedRange<TimeInterval> = 10...60
+    public static let softExitGraceMaximum: TimeInterval = hour
+    public static let idleCutoffRange: ClosedRange<TimeInterval> = hour...(24 * hour)
+    public static let horizonMaximum: TimeInterval = 31 * day
+
+    /// 45 s merge window, 5 min soft-exit grace, 10 s noise, 12 h idle cutoff, 8 days horizon.
+    ///
+    /// The horizon covers the gateway's default event-age limit (7 days) plus the idle cutoff, so every
+    /// event the gateway accepts still lands in its session; the 72 h offline case has days of margin.
+    public static let `default` = SessionPolicy()
+
+    public init(
+        mergeWindow: TimeInterval = 45,
+        softExitGrace: TimeInterval = 5 * minute,
+        noiseThreshold: TimeInterval = 10,
+        idleCutoff: TimeInterval = 12 * hour,
+        horizon: TimeInterval = 8 * day
+    ) {
+        self.mergeWindow = mergeWindow
+        self.softExitGrace = softExitGrace
+        self.noiseThreshold = noiseThreshold
+        self.idleCutoff = idleCutoff
+        self.horizon = horizon
+    }
+
+    /// Every problem of this policy, empty when it is usable.
+    public func validationIssues() -> [SessionPolicyError.Issue] {
+        var issues: [SessionPolicyError.Issue] = []
+        func check(_ field: String, _ value: TimeInterval, _ range: ClosedRange<TimeInterval>, _ why: String) {
+            guard value.isFinite else {
+                issues.append(.init(field: field, message: "must be a finite number of seconds, got \(value)"))
+                return
+            }
+            if !range.contains(value) {
+                issues.append(.init(
+                    field: field,
+                    message: "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)) (\(why)), got \(Self.format(value))"))
+            }
+        }
+        check("mergeWindow", mergeWindow, Self.mergeWindowRange, "seed 000 sec. 8.3 merges candidates within 30-60 s")
+        check("noiseThreshold", noiseThreshold, Self.noiseThresholdRange, "seed 004: noise shorter than 10 s never checks out")
+        let graceFloor = noiseThreshold.isFinite ? max(noiseThreshold, Self.noiseThresholdRange.lowerBound) : 10
+        check("softExitGrace", softExitGrace, graceFloor...Self.softExitGraceMaximum, "at least the noise threshold, at most 1 h")
+        check("idleCutoff", idleCutoff, Self.idleCutoffRange, "an idle session closes after 1-24 h without presence")
+        if idleCutoff.isFinite && softExitGrace.isFinite && idleCutoff <= softExitGrace {
+            issues.append(.init(field: "idleCutoff", message: "must be longer than softExitGrace (\(Self.format(softExitGrace))), got \(Self.format(idleCutoff))"))
+        }
+        let horizonFloor = Self.maximumOfflinePeriod + (idleCutoff.isFinite ? idleCutoff : 0)
+        check("horizon", horizon, horizonFloor...max(horizonFloor, Self.horizonMaximum),
+              "72 h offline plus the idle cutoff must still land in its session; state is bounded by 31 days")
+        return issues
+    }
+
+    /// This policy, or every problem it has.
+    public func validated() throws(SessionPolicyError) -> SessionPolicy {
+        let issues = validationIssues()
+        guard issues.isEmpty else { throw SessionPolicyError(issues: issues) }
+        return self
+    }
+
+    static func format(_ seconds: TimeInterval) -> String {
+        guard seconds.isFinite else { return "\(seconds)" }
+        if seconds >= Self.day, seconds.truncatingRemainder(dividingBy: Self.day) == 0 { return "\(Int(seconds / Self.day)) d" }
+        if seconds >= Self.hour, seconds.truncatingRemainder(dividingBy: Self.hour) == 0 { return "\(Int(seconds / Self.hour)) h" }
+        if seconds >= Self.minute, seconds.truncatingRemainder(dividingBy: Self.minute) == 0 { return "\(Int(seconds / Self.minute)) min" }
+        if seconds == seconds.rounded() { return "\(Int(seconds)) s" }
+        return "\(seconds) s"
+    }
+}
+
+/// One problem of a configuration value, naming its field.
+public struct ConfigurationIssue: Hashable, Sendable, CustomStringConvertible {
+    public var field: String
+    public var message: String
+
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String { "\(field): \(message)" }
+}
+
+/// A session policy with unusable thresholds: every problem, each naming its field.
+public struct SessionPolicyError: Error, Hashable, Sendable, CustomStringConvertible {
+    public typealias Issue = ConfigurationIssue
+
+    public var issues: [ConfigurationIssue]
+
+    public init(issues: [ConfigurationIssue]) { self.issues = issues }
+
+    /// The fields with problems, in check order.
+    public var fields: [String] { issues.map(\.field) }
+
+    public var description: String { issues.map(\.description).joined(separator: "; ") }
+}

@@ -1,0 +1,238 @@
+import AttendanceProtocol
+import Foundation
+
+/// Everything a timeline must remember between transactions, `Codable`.
+///
+/// Two ways to persist it per (user, site):
+/// - the whole state in one row (`JSONEncoder().encode(state)`): simplest, but it carries the events
+///   (about 90 bytes each; 8 days of 5-minute heartbeats is about 75 KB);
+/// - only the `header` (a few KB: clock, watermark, the reported sessions) in a row, with the events
+///   read back from the merger's events table when the timeline is not in memory:
+///   `TimelineState(header:events:)` with this user's and site's events at or after `header.watermark`.
+///   The events are written to that table anyway, so nothing is stored twice.
+///
+/// - `facts`: the events inside the horizon, as `[idempotencyKey, kind, eventTimeMs, sessionKey?]` arrays.
+/// - `clock`, `watermark`: milliseconds since 1970.
+/// - `sessions`: what was last *reported* for each session (its version and a digest of its events),
+///   the baseline the next change is computed against. Derived sessions are not stored: they are a
+///   function of the facts and the clock.
+/// - `retired`: ids of superseded sessions with their last version, so an id that comes back keeps
+///   counting versions upward.
+///
+/// Encode it with any `JSONEncoder`; the encoding has no dates and no dictionaries, so it is the same
+/// bytes for the same state (with `.sortedKeys`).
+public struct TimelineState: Codable, Hashable, Sendable {
+    public static let formatVersion = 1
+
+    public let userId: String
+    public let siteId: String
+    var facts: [StoredFact]
+    var clock: Millis?
+    var watermark: Millis?
+    var sessions: [SessionRecord]
+    var retired: [RetiredSession]
+
+    init(userId: String, siteId: String) {
+        self.userId = userId
+        self.siteId = siteId
+        self.facts = []
+        self.clock = nil
+        self.watermark = nil
+        self.sessions = []
+        self.retired = []
+    }
+
+    /// Events held (inside the horizon).
+    public var factCount: Int { facts.count }
+
+    /// The state without its events.
+    public var header: Header {
+        Header(userId: userId, siteId: siteId, clock: clock, watermark: watermark, sessions: sessions, retired: retired)
+    }
+
+    /// A state from its header and the events the merger recorded for this (user, site): events of other
+    /// users or sites, events before the watermark (recorded as beyond the horizon) and repeated keys
+    /// are left out; order does not matter.
+    public init(header: Header, events: [AttendanceFact]) {
+        self.init(userId: header.userId, siteId: header.siteId)
+        clock = header.clock
+        watermark = header.watermark
+        sessions = header.sessions
+        retired = header.retired
+        var seen = Set<String>()
+        facts = events
+            .filter { $0.userId == userId && $0.siteId == siteId && seen.insert($0.idempotencyKey).inserted }
+            .map(StoredFact.init)
+            .filter { watermark == nil || $0.time >= watermark! }
+            .sorted(by: AttendanceFact.precedes)
+    }
+
+    /// Everything but the events: clock, watermark, the reported sessions and retired ids.
+    public struct Header: Codable, Hashable, Sendable {
+        public let userId: String
+        public let siteId: String
+        var clock: Millis?
+        var watermark: Millis?
+        var sessions: [SessionRecord]
+        var retired: [RetiredSession]
+
+        /// The oldest event time the timeline needs back (`nil`: all of this user's and site's events).
+        public var watermarkDate: Date? { watermark?.date }
+
+        enum CodingKeys: String, CodingKey {
+            case formatVersion = "v", userId, siteId, clock, watermark, sessions, retired
+        }
+
+        init(userId: String, siteId: String, clock: Millis?, watermark: Millis?, sessions: [SessionRecord], retired: [RetiredSession]) {
+            self.userId = userId
+            self.siteId = siteId
+            self.clock = clock
+            self.watermark = watermark
+            self.sessions = sessions
+            self.retired = retired
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let version = try c.decode(Int.self, forKey: .formatVersion)
+            guard version == TimelineState.formatVersion else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .formatVersion, in: c, debugDescription: "timeline header format \(version) is not \(TimelineState.formatVersion)")
+            }
+            userId = try c.decode(String.self, forKey: .userId)
+            siteId = try c.decode(String.self, forKey: .siteId)
+            clock = try c.decodeIfPresent(Int64.self, forKey: .clock)
+            watermark = try c.decodeIfPresent(Int64.self, forKey: .watermark)
+            sessions = try c.decode([SessionRecord].self, forKey: .sessions)
+            retired = try c.decode([RetiredSession].self, forKey: .retired)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(TimelineState.formatVersion, forKey: .formatVersion)
+            try c.encode(userId, forKey: .userId)
+            try c.encode(siteId, forKey: .siteId)
+            try c.encodeIfPresent(clock, forKey: .clock)
+            try c.encodeIfPresent(watermark, forKey: .watermark)
+            try c.encode(sessions, forKey: .sessions)
+            try c.encode(retired, forKey: .retired)
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case formatVersion = "v", userId, siteId, clock, watermark, facts, sessions, retired
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let version = try c.decode(Int.self, forKey: .formatVersion)
+        guard version == Self.formatVersion else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .formatVersion, in: c, debugDescription: "timeline state format \(version) is not \(Self.formatVersion)")
+        }
+        userId = try c.decode(String.self, forKey: .userId)
+        siteId = try c.decode(String.self, forKey: .siteId)
+        clock = try c.decodeIfPresent(Int64.self, forKey: .clock)
+        watermark = try c.decodeIfPresent(Int64.self, forKey: .watermark)
+        let decoded = try c.decode([StoredFact].self, forKey: .facts)
+        // Whatever wrote it, the sweep needs the canonical order and unique keys.
+        var seen = Set<String>()
+        facts = decoded.sorted(by: AttendanceFact.precedes).filter { seen.insert($0.key).inserted }
+        sessions = try c.decode([SessionRecord].self, forKey: .sessions)
+        retired = try c.decode([RetiredSession].self, forKey: .retired)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Self.formatVersion, forKey: .formatVersion)
+        try c.encode(userId, forKey: .userId)
+        try c.encode(siteId, forKey: .siteId)
+        try c.encodeIfPresent(clock, forKey: .clock)
+        try c.encodeIfPresent(watermark, forKey: .watermark)
+        try c.encode(facts, forKey: .facts)
+        try c.encode(sessions, forKey: .sessions)
+        try c.encode(retired, forKey: .retired)
+    }
+}
+
+extension StoredFact: Codable {
+    private static func code(_ kind: AttendanceFact.Kind) -> String {
+        switch kind {
+        case .checkIn: return "i"
+        case .heartbeat: return "h"
+        case .checkOut: return "o"
+        }
+    }
+
+    init(from decoder: any Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        let key = try c.decode(String.self)
+        let code = try c.decode(String.self)
+        let kind: AttendanceFact.Kind
+        switch code {
+        case "i": kind = .checkIn
+        case "h": kind = .heartbeat
+        case "o": kind = .checkOut
+        default:
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown fact kind \"\(code)\" (i, h, o)")
+        }
+        let time = try c.decode(Int64.self)
+        var sessionKey: String?
+        if !c.isAtEnd, try !c.decodeNil() { sessionKey = try c.decode(String.self) }
+        self.init(key: key, kind: kind, time: time, sessionKey: sessionKey)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.unkeyedContainer()
+        try c.encode(key)
+        try c.encode(Self.code(kind))
+        try c.encode(time)
+        if let sessionKey { try c.encode(sessionKey) }
+    }
+}
+
+/// What was last reported for a session: the baseline for the next diff.
+struct SessionRecord: Codable, Hashable, Sendable {
+    var id: String
+    var version: Int64
+    var anchorKey: String
+    var status: SessionStatus
+    var checkInAt: Millis
+    var lastSeenAt: Millis
+    var checkOutAt: Millis?
+    var closeReason: String?
+    var reopenCount: Int
+    var keys: [String]
+    var eventCount: Int
+    /// FNV-1a 64 of the event ids, hex: detects a changed membership with an unchanged count.
+    var eventDigest: String
+
+    /// Same reported content, whatever the version.
+    func sameContent(as other: SessionRecord) -> Bool {
+        var a = self, b = other
+        a.version = 0
+        b.version = 0
+        return a == b
+    }
+
+    static func digest(_ ids: [String]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for id in ids {
+            for byte in id.utf8 {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+            hash ^= 0x1f
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+/// A superseded session id and the last version it was reported with.
+struct RetiredSession: Codable, Hashable, Sendable {
+    var id: String
+    var version: Int64
+    var anchorTime: Millis
+}

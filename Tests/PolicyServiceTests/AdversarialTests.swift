@@ -1,0 +1,159 @@
+import AttendanceProtocol
+import Foundation
+import PolicyServiceCore
+import Testing
+
+/// The acceptance figures: every attack refused, every honest punch accepted.
+@Suite("Adversarial and honest fleets")
+struct AdversarialTests {
+    /// One attack: the events accepted before it (same history), then the attack itself.
+    struct Attack: CustomTestStringConvertible, Sendable {
+        var name: String
+        var before: [RawEventEnvelope] = []
+        var attack: RawEventEnvelope
+        var testDescription: String { name }
+    }
+
+    /// The first-rules set (issue 5): refused under the default policy, with no site configuration.
+    static let firstRulesAttacks: [Attack] = [
+        Attack(name: "unknown beacon", attack: event { $0.minor = 999 }),
+        Attack(name: "stranger's UUID", attack: event { $0.uuid = World.strangerUUID }),
+        Attack(name: "retired beacon", attack: event { $0.minor = 5 }),
+        Attack(name: "lost beacon", attack: event { $0.minor = 6 }),
+        Attack(name: "banned UUID", attack: event { $0.uuid = World.bannedUUID }),
+        Attack(name: "wrong site", attack: event { $0.major = 20; $0.minor = 1 }),
+        Attack(name: "unbound device", attack: event { $0.device = "d_unknown"; $0.payloadDevice = "d_unknown" }),
+        Attack(name: "revoked device", attack: event { $0.device = World.revokedDevice }),
+        Attack(name: "another user's device", attack: event { $0.device = World.otherUsersDevice }),
+        Attack(name: "punching for a colleague", attack: event { $0.payloadUser = World.otherUser }),
+        Attack(name: "punch 5 s after the previous one", before: [event { $0.key = "k_prev" }], attack: event { $0.time = World.t0 + 5 }),
+        Attack(name: "check-out 20 s after check-in", before: [event { $0.key = "k_prev" }], attack: event { $0.type = .checkout; $0.time = World.t0 + 20 }),
+        Attack(name: "flat RSSI", attack: event { $0.rssi = [-67, -67, -67, -67, -67] }),
+        Attack(name: "impossible RSSI", attack: event { $0.rssi = [-60, 3, -61, -59] }),
+    ]
+
+    /// The issue 6 set, refused with every rule enforced and a minimum app version.
+    static let fullSetAttacks: [Attack] = firstRulesAttacks + [
+        Attack(name: "no motion", attack: event { $0.motion = .init(state: .stationary, steps2min: 0) }),
+        Attack(name: "outside the geofence (device flag)", attack: event { $0.geofence = .init(inside: false) }),
+        Attack(name: "position 5 km away", attack: event { $0.location = .init(lat: 10.8219, lon: 106.7009, accuracyM: 10) }),
+        Attack(name: "beacon never heard", attack: event { $0.rssi = [0, 0, 0, 0] }),
+        Attack(name: "old app", attack: event { $0.appVersion = "1.9.0"; $0.bodyAppVersion = "1.9.0" }),
+        Attack(name: "jailbroken", attack: event { $0.attestation = .init(jailbroken: true) }),
+        Attack(name: "simulated location", attack: event { $0.attestation = .init(simulatedLocation: true) }),
+        Attack(name: "Android mock provider", attack: event { $0.attestation = .init(mockProvider: true) }),
+        Attack(name: "teleport HQ to branch in 10 min", before: [event { $0.key = "k_prev" }],
+               attack: event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600 }),
+        Attack(name: "second phone of the same user", before: [event { $0.key = "k_prev" }],
+               attack: event { $0.device = World.secondDevice; $0.time = World.t0 + 300 }),
+        Attack(name: "ping-pong between doors", before: [event { $0.key = "k_prev" }], attack: event { $0.minor = 4; $0.time = World.t0 + 15 }),
+        Attack(name: "clock an hour ahead", attack: event { $0.receivedAt = World.t0 - 3_600 }),
+        Attack(name: "a day late without an offline record", attack: event { $0.receivedAt = World.t0 + 86_400 }),
+        Attack(name: "no sensor data at all", attack: event { $0.rssi = nil; $0.motion = nil; $0.geofence = nil; $0.location = nil }),
+        Attack(name: "beaconless contract check-in", attack: contractCheckIn()),
+    ]
+
+    static let strictPolicy = enforceAll(version: 5) {
+        $0.minAppVersion = "1.12.0"
+        $0.minSecondsBetweenGates = 45
+        $0.requireSensorData = true
+    }
+
+    func refuses(_ attack: Attack, _ policy: SitePolicy) -> PolicyDecision {
+        let history = PolicyHistory()
+        for e in attack.before {
+            let accepted = decideAndRecord(e, policy: policy, history: history)
+            #expect(accepted.outcome == .accept, "setup event of \(attack.name) refused: \(accepted.reasons)")
+        }
+        return decideAndRecord(attack.attack, policy: policy, history: history)
+    }
+
+    @Test(arguments: AdversarialTests.firstRulesAttacks)
+    func firstRulesAttackIsRefusedByTheDefaultPolicy(_ attack: Attack) {
+        let decision = refuses(attack, .default)
+        #expect(decision.outcome == .reject, "\(attack.name) accepted: \(decision.ruleResults)")
+        #expect(decision.action != .noAction)
+        #expect(decision.riskScore > 0)
+    }
+
+    @Test(arguments: AdversarialTests.fullSetAttacks)
+    func attackIsRefusedWhenEveryRuleIsEnforced(_ attack: Attack) {
+        let decision = refuses(attack, Self.strictPolicy)
+        #expect(decision.outcome == .reject, "\(attack.name) accepted: \(decision.ruleResults)")
+        #expect(decision.policyVersion == 5)
+    }
+
+    @Test func refusalRatesAreOneHundredPercent() {
+        let first = Self.firstRulesAttacks.filter { refuses($0, .default).outcome == .reject }.count
+        let full = Self.fullSetAttacks.filter { refuses($0, Self.strictPolicy).outcome == .reject }.count
+        #expect(first == Self.firstRulesAttacks.count)
+        #expect(full == Self.fullSetAttacks.count)
+    }
+
+    /// 40 users over a working day at two sites: check-in at a gate, a heartbeat, lunch out and
+    /// back through the other door, check-out; natural RSSI noise, walking or counting steps; some
+    /// events sent late from the outbox; and every event redelivered once (at-least-once).
+    @Test(arguments: ["default", "strict"])
+    func honestFleetIsAcceptedEntirely(policyName: String) {
+        let policy = policyName == "strict" ? Self.strictPolicy : SitePolicy.default
+        var registry = World.registry
+        var rng = SplitMix64(seed: 42)
+        var events: [RawEventEnvelope] = []
+        for u in 0..<40 {
+            let user = "u_f\(u)", device = "d_f\(u)"
+            registry.upsertDevice(DeviceBinding(deviceId: device, userId: user, status: .enrolled))
+            let atBranch = u % 4 == 0
+            let (site, major, gates) = atBranch ? (World.branch, 20, [1, 1]) : (World.hq, 10, [3, 4])
+            let fence = atBranch ? World.branchFence : World.hqFence
+            let day = World.t0 + Double(u) * 7  // staggered arrivals
+            let plan: [(AttendanceEventType, TimeInterval, Int)] = [
+                (.checkin, 0, gates[0]), (.checkout, 4 * 3_600, gates[1]), (.checkin, 5 * 3_600, gates[1]), (.checkout, 9 * 3_600, gates[0]),
+            ]
+            for (i, (type, offset, minor)) in plan.enumerated() {
+                let late = i == 1 && u % 5 == 0  // lunch check-out sent an hour later from the outbox
+                let time = day + offset + Double(rng.next(upTo: 30))
+                events.append(event {
+                    $0.key = "k_\(user)_\(i)"; $0.user = user; $0.device = device; $0.type = type; $0.time = time
+                    $0.site = site; $0.major = major; $0.minor = minor
+                    $0.rssi = (0..<Int(rng.next(upTo: 5)) + 5).map { _ in -80 + Int(rng.next(upTo: 21)) }
+                    $0.motion = rng.next(upTo: 3) == 0 ? .init(state: .stationary, steps2min: 30 + Int(rng.next(upTo: 40))) : .init(state: .walking, steps2min: 50)
+                    $0.location = .init(lat: fence.latitude + (Double(rng.next(upTo: 21)) - 10) / 100_000, lon: fence.longitude, accuracyM: 20)
+                    if late { $0.receivedAt = time + 3_600; $0.queuedOffline = true }
+                })
+                if i == 0 { events.append(heartbeat(user: user, device: device, site: site, key: "k_\(user)_hb", at: time + 1_800)) }
+            }
+        }
+        let history = PolicyHistory()
+        var refused: [String] = []
+        for e in events + events {
+            let context = PolicyContext(registry: registry, history: history, now: e.receivedAt)
+            let decision = PolicyEngine.standard.decide(e, context: context, policy: policy)
+            history.record(decision, for: e, registry: registry)
+            if decision.outcome == .reject { refused.append("\(e.idempotencyKey): \(decision.reasons)") }
+        }
+        #expect(events.count == 40 * 5)
+        #expect(refused.isEmpty, "\(refused.count) honest events refused: \(refused.prefix(5))")
+    }
+}
+
+func heartbeat(user: String, device: String, site: String, key: String, at time: Date) -> RawEventEnvelope {
+    RawEventEnvelope(
+        requestId: "req_\(key)", idempotencyKey: key, userId: user, deviceId: device, siteId: site,
+        appVersion: "1.12.0", gatewayInstance: "gateway-0", receivedAt: time, payloadFingerprint: String(repeating: "0", count: 64),
+        payload: .heartbeat(HeartbeatRequest(sessionKey: "s_\(user)", ts: time))
+    )
+}
+
+/// A deterministic generator for test data.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func next(upTo bound: UInt64) -> UInt64 { next() % bound }
+}

@@ -1,0 +1,63 @@
+import AttendanceProtocol
+import Foundation
+import PolicyServiceCore
+import Testing
+
+/// Policy decisions per second on one core, every rule enforced, the history recorded as the
+/// service does. Not a pass/fail figure: run it in release for the number
+/// (`swift build -c release --build-tests && swift test -c release --skip-build --filter Benchmark`).
+enum PolicyEngineBenchmark {
+    struct Result {
+        var decisions: Int
+        var accepted: Int
+        var seconds: Double
+        var perSecond: Double { Double(decisions) / seconds }
+    }
+
+    static func run(users: Int = 2_000, punchesPerUser: Int = 10) -> Result {
+        var registry = World.registry
+        for u in 0..<users {
+            registry.upsertDevice(DeviceBinding(deviceId: "d_b\(u)", userId: "u_b\(u)", status: .enrolled))
+        }
+        // Built up front: the loop measures decisions, not fixture construction.
+        var events: [RawEventEnvelope] = []
+        events.reserveCapacity(users * punchesPerUser)
+        for p in 0..<punchesPerUser {
+            for u in 0..<users {
+                events.append(event {
+                    $0.key = "k_b\(u)_\(p)"; $0.user = "u_b\(u)"; $0.device = "d_b\(u)"
+                    $0.type = p % 2 == 0 ? .checkin : .checkout
+                    $0.minor = [3, 3, 4, 4, 4][p % 5]
+                    // Every fifth punch comes 5 s after the previous one: refused by the rate limit.
+                    $0.time = World.t0 + Double(p) * 600 - (p % 5 == 4 ? 595 : 0)
+                    $0.rssi = [-70 - u % 7, -66, -71, -68 - p % 3, -73]
+                })
+            }
+        }
+        let policy = enforceAll(version: 1) { $0.minAppVersion = "1.10.0"; $0.minSecondsBetweenGates = 30 }
+        let history = PolicyHistory()
+        let engine = PolicyEngine.standard
+        var accepted = 0
+        let clock = ContinuousClock()
+        let start = clock.now
+        for e in events {
+            let context = PolicyContext(registry: registry, history: history, now: e.receivedAt)
+            let decision = engine.decide(e, context: context, policy: policy)
+            if history.record(decision, for: e, registry: registry) { accepted += 1 }
+        }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return Result(decisions: events.count, accepted: accepted, seconds: seconds)
+    }
+}
+
+@Suite("Benchmark")
+struct BenchmarkTests {
+    @Test func policyDecisionsPerSecond() {
+        let result = PolicyEngineBenchmark.run()
+        print("policy decisions/s (one core, every rule enforced): \(Int(result.perSecond)) — \(result.decisions) decisions, \(result.accepted) accepted, \(String(format: "%.3f", result.seconds)) s")
+        #expect(result.decisions == 20_000)
+        // Punches 4 and 9 (5 s after 3 and 8, same gate) are refused; the rest are accepted.
+        #expect(result.accepted == 16_000)
+    }
+}

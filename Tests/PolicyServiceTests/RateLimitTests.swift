@@ -1,0 +1,158 @@
+import AttendanceProtocol
+import Foundation
+import PolicyServiceCore
+import Testing
+
+@Suite("Rate limit and history")
+struct RateLimitTests {
+    let policy = only(.rateLimit)
+
+    @Test func punchAfterTheMinimumIsAccepted() {
+        let history = PolicyHistory()
+        #expect(decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history).outcome == .accept)
+        #expect(decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 60 }, policy: policy, history: history).outcome == .accept)
+    }
+
+    @Test func punchFiveSecondsAfterThePreviousIsRefused() throws {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        let decision = decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 5 }, policy: policy, history: history)
+        #expect(decision.outcome == .reject)
+        #expect(decision.action == .retryAfter)
+        #expect(decision.retryAfterSeconds == 55)
+        #expect(decision.reasons == ["checked in 5 s ago at this gate"])
+        // A rejection is not recorded: the next punch is still measured from the first.
+        #expect(history.lastPunch(userId: World.user)?.idempotencyKey == "k1")
+    }
+
+    @Test func theMinimumIsPerSite() {
+        let history = PolicyHistory()
+        let strict = only(.rateLimit) { $0.minSecondsBetweenPunches = 120 }
+        decideAndRecord(event { $0.key = "k1" }, policy: strict, history: history)
+        #expect(decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 90 }, policy: strict, history: history).outcome == .reject)
+        #expect(decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 90 }, policy: policy, history: history).outcome == .accept)
+    }
+
+    @Test func theSameIdempotencyKeyNeverTripsTheRateLimit() {
+        let history = PolicyHistory()
+        let first = event { $0.key = "k_same" }
+        #expect(decideAndRecord(first, policy: policy, history: history).outcome == .accept)
+        // Redelivered (at-least-once), or retried by the device, any number of times.
+        for _ in 0..<3 {
+            let again = decideAndRecord(first, policy: policy, history: history)
+            #expect(again.outcome == .accept)
+            #expect(again.result(.rateLimit)?.fired == false)
+        }
+        // Even after a later punch was accepted, a replay of the first is no new punch.
+        decideAndRecord(event { $0.key = "k_later"; $0.time = World.t0 + 61 }, policy: policy, history: history)
+        #expect(decideAndRecord(event { $0.key = "k_same"; $0.time = World.t0 + 62 }, policy: policy, history: history).outcome == .accept)
+        // A new key at the same moment is a new punch.
+        #expect(decideAndRecord(event { $0.key = "k_new"; $0.time = World.t0 + 62 }, policy: policy, history: history).outcome == .reject)
+    }
+
+    @Test func checkOutRightAfterCheckInIsRefused() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k_in" }, policy: policy, history: history)
+        let out = decideAndRecord(event { $0.key = "k_out"; $0.type = .checkout; $0.time = World.t0 + 20 }, policy: policy, history: history)
+        #expect(out.outcome == .reject)
+        #expect(out.reasons == ["checked in 20 s ago at this gate"])
+        // The check-out contract (no gate, no site) is measured against the latest punch anywhere.
+        let contract = decideAndRecord(contractCheckOut(at: World.t0 + 20, reason: .regionExit), policy: policy, history: history)
+        #expect(contract.outcome == .reject)
+        #expect(contract.reasons == ["checked in 20 s ago at site S_HQ"])
+    }
+
+    @Test func softExitCheckOutIsExempt() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k_in" }, policy: policy, history: history)
+        let soft = contractCheckOut(at: World.t0 + 20, reason: .softExitExpired)
+        #expect(decideAndRecord(soft, policy: policy, history: history).outcome == .accept)
+        let noExemption = only(.rateLimit) { $0.exemptSoftExitCheckouts = false }
+        #expect(PolicyEngine.standard.decide(soft, context: World.context(history: PolicyHistory.with(event { $0.key = "k_in" })), policy: noExemption).outcome == .reject)
+    }
+
+    @Test func otherGatesAndUsersAreCountedApart() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        // Side gate 10 s later: another punch point.
+        #expect(decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history).outcome == .accept)
+        // Another user at the main gate.
+        let other = event { $0.key = "k3"; $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.time = World.t0 + 10 }
+        #expect(decideAndRecord(other, policy: policy, history: history).outcome == .accept)
+    }
+
+    @Test func pingPongBetweenGatesIsRefusedWithHysteresis() throws {
+        let hysteresis = only(.rateLimit) { $0.minSecondsBetweenGates = 45 }
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: hysteresis, history: history)
+        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: hysteresis, history: history)
+        #expect(side.outcome == .reject)
+        #expect(side.reasons == ["checked in 10 s ago at gate G_MAIN of this site"])
+        #expect(side.retryAfterSeconds == 35)
+        // A check-out at the other door is not ping-pong.
+        #expect(decideAndRecord(event { $0.key = "k3"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 10 }, policy: hysteresis, history: history).outcome == .accept)
+    }
+
+    @Test func lateOfflineEventIsJudgedByEventTime() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k_now"; $0.time = World.t0 + 3 * 3_600 }, policy: policy, history: history)
+        // Sent three hours later from the outbox, with its original time: far from the recorded punch.
+        let late = event { $0.key = "k_old"; $0.time = World.t0; $0.receivedAt = World.t0 + 3 * 3_600 + 5; $0.queuedOffline = true }
+        #expect(decideAndRecord(late, policy: policy, history: history).outcome == .accept)
+        // The latest punch stays the newest by event time.
+        #expect(history.lastPunch(userId: World.user)?.idempotencyKey == "k_now")
+        // A late event 30 s from a recorded one is still too close.
+        let close = event { $0.key = "k_close"; $0.time = World.t0 + 3 * 3_600 - 30; $0.queuedOffline = true }
+        #expect(decideAndRecord(close, policy: policy, history: history).outcome == .reject)
+    }
+
+    @Test func contractCheckInsCountPerSite() {
+        let history = PolicyHistory()
+        decideAndRecord(contractCheckIn(key: "c1"), policy: policy, history: history)
+        let again = decideAndRecord(contractCheckIn(key: "c2", at: World.t0 + 30), policy: policy, history: history)
+        #expect(again.reasons == ["checked in 30 s ago at this site"])
+    }
+
+    @Test func heartbeatsAreNotPunches() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        let beat = decideAndRecord(heartbeat(at: World.t0 + 5), policy: policy, history: history)
+        #expect(beat.outcome == .accept)
+        #expect(history.hasAccepted(idempotencyKey: "k_hb", userId: World.user) == false)
+    }
+
+    @Test func historyRecordsOnlyAccepts() {
+        let history = PolicyHistory()
+        let rejected = decideAndRecord(event { $0.key = "k_bad"; $0.device = World.revokedDevice }, policy: only(.deviceBinding), history: history)
+        #expect(rejected.outcome == .reject)
+        #expect(history.userCount == 0)
+        decideAndRecord(event { $0.key = "k_good" }, policy: only(.deviceBinding), history: history)
+        let last = history.lastPunch(userId: World.user)
+        #expect(last?.gateId == "G_MAIN")
+        #expect(last?.siteId == World.hq)
+        #expect(last?.punchPoint == "G_MAIN")
+        #expect(history.lastPunch(userId: World.user, punchPoint: "G_MAIN")?.idempotencyKey == "k_good")
+        #expect(history.devicesSeen(userId: World.user, around: World.t0, within: 60) == [World.device])
+    }
+
+    @Test func historyIsBoundedAndPrunable() {
+        let history = PolicyHistory(keysPerUser: 4)
+        for i in 0..<10 {
+            history.record(PunchRecord(event: event { $0.key = "k\(i)"; $0.time = World.t0 + Double(i) * 100 }, registry: World.registry))
+        }
+        #expect(history.hasAccepted(idempotencyKey: "k9", userId: World.user))
+        #expect(history.hasAccepted(idempotencyKey: "k6", userId: World.user))
+        #expect(!history.hasAccepted(idempotencyKey: "k5", userId: World.user))
+        history.prune(before: World.t0 + 10_000)
+        #expect(history.userCount == 0)
+    }
+}
+
+extension PolicyHistory {
+    /// A history holding the given accepted events.
+    static func with(_ events: RawEventEnvelope...) -> PolicyHistory {
+        let history = PolicyHistory()
+        for e in events { history.record(PunchRecord(event: e, registry: World.registry)) }
+        return history
+    }
+}

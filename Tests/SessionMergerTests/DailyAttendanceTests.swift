@@ -1,0 +1,197 @@
+import AttendanceProtocol
+import Foundation
+import Testing
+import SessionMergerCore
+
+func span(_ id: String, _ start: String, _ end: String, user: String = "u_1", open: Bool = false) -> AttendanceInterval {
+    AttendanceInterval(sessionId: id, userId: user, siteId: "S_HQ", start: utc(start), end: utc(end), isOpen: open)
+}
+
+func hhmm(_ text: String) -> LocalTimeOfDay { LocalTimeOfDay(text)! }
+
+@Suite("Daily attendance")
+struct DailyAttendanceTests {
+    /// Ho Chi Minh City (UTC+7, no DST): 08:00-17:00, 60 min allowances, 15 min late grace, 10 min early grace.
+    let saigon = AttendanceShift(
+        timezone: "Asia/Ho_Chi_Minh", start: hhmm("08:00"), end: hhmm("17:00"), checkInBeforeStartMinutes: 60,
+        checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+
+    @Test("on time: first in, last out, worked minutes, no flags")
+    func onTime() throws {
+        // 07:50-17:05 local.
+        let rows = try DailyAttendanceCalculator.days(for: [span("s1", "2025-09-18T00:50:00Z", "2025-09-18T10:05:00Z")], shift: saigon)
+        #expect(rows.count == 1)
+        let row = rows[0]
+        #expect(row.date == LocalDate(year: 2025, month: 9, day: 18))
+        #expect(row.firstIn == utc("2025-09-18T00:50:00Z"))
+        #expect(row.lastOut == utc("2025-09-18T10:05:00Z"))
+        #expect(row.workedMinutes == 555)
+        #expect(row.workedSeconds == 555 * 60)
+        #expect(row.shiftStart == utc("2025-09-18T01:00:00Z"))
+        #expect(row.shiftEnd == utc("2025-09-18T10:00:00Z"))
+        #expect(row.attendedShift)
+        #expect(!row.late)
+        #expect(!row.earlyExit)
+        #expect(row.sessionIds == ["s1"])
+    }
+
+    @Test("late arrival and early exit beyond the graces are flagged with minutes")
+    func lateAndEarly() throws {
+        // 08:20-16:40 local: 20 min after start (grace 15), 20 min before end (grace 10).
+        let row = try #require(DailyAttendanceCalculator.days(
+            for: [span("s1", "2025-09-18T01:20:00Z", "2025-09-18T09:40:00Z")], shift: saigon).first)
+        #expect(row.late)
+        #expect(row.lateMinutes == 20)
+        #expect(row.earlyExit)
+        #expect(row.earlyExitMinutes == 20)
+        #expect(row.workedMinutes == 500)
+    }
+
+    @Test("arrival exactly at start + grace and departure exactly at end - grace are not flagged")
+    func graceBoundaries() throws {
+        // 08:15-16:50 local.
+        let row = try #require(DailyAttendanceCalculator.days(
+            for: [span("s1", "2025-09-18T01:15:00Z", "2025-09-18T09:50:00Z")], shift: saigon).first)
+        #expect(!row.late)
+        #expect(!row.earlyExit)
+        #expect(row.lateMinutes == 0)
+    }
+
+    @Test("two sessions in a day add up; first in and last out span both")
+    func twoSessions() throws {
+        // 08:00-12:00 and 13:00-17:00 local.
+        let rows = try DailyAttendanceCalculator.days(for: [
+            span("pm", "2025-09-18T06:00:00Z", "2025-09-18T10:00:00Z"),
+            span("am", "2025-09-18T01:00:00Z", "2025-09-18T05:00:00Z"),
+        ], shift: saigon)
+        #expect(rows.count == 1)
+        #expect(rows[0].workedMinutes == 480)
+        #expect(rows[0].firstIn == utc("2025-09-18T01:00:00Z"))
+        #expect(rows[0].lastOut == utc("2025-09-18T10:00:00Z"))
+        #expect(rows[0].sessionIds == ["am", "pm"])
+        #expect(!rows[0].late && !rows[0].earlyExit)
+    }
+
+    @Test("a session crossing midnight is split between the two local days")
+    func crossingMidnight() throws {
+        // 22:00 on the 18th to 06:00 on the 19th, local.
+        let night = span("n", "2025-09-18T15:00:00Z", "2025-09-18T23:00:00Z")
+        let rows = try DailyAttendanceCalculator.days(for: [night], shift: saigon)
+        #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19"])
+        #expect(rows.map(\.workedMinutes) == [120, 360])
+        #expect(rows[0].firstIn == utc("2025-09-18T15:00:00Z"))
+        #expect(rows[0].lastOut == utc("2025-09-18T17:00:00Z")) // local midnight
+        #expect(rows[1].firstIn == utc("2025-09-18T17:00:00Z"))
+        #expect(rows[1].lastOut == utc("2025-09-18T23:00:00Z"))
+        // Nothing of it falls in either day's 07:00-18:00 shift window.
+        #expect(rows.map(\.attendedShift) == [false, false])
+        #expect(rows.allSatisfy { !$0.late && !$0.earlyExit })
+
+        // Against an overnight 22:00-06:00 shift the flags belong to the day it starts.
+        var overnight = saigon
+        overnight.start = hhmm("22:00")
+        overnight.end = hhmm("06:00")
+        let nightRows = try DailyAttendanceCalculator.days(for: [night], shift: overnight)
+        #expect(nightRows.map(\.workedMinutes) == [120, 360])
+        #expect(nightRows[0].shiftStart == utc("2025-09-18T15:00:00Z"))
+        #expect(nightRows[0].shiftEnd == utc("2025-09-18T23:00:00Z"))
+        #expect(nightRows.map(\.attendedShift) == [true, false])
+        #expect(!nightRows[0].late && !nightRows[0].earlyExit)
+    }
+
+    @Test("an open session has no last out and is never an early exit")
+    func openSession() throws {
+        let row = try #require(DailyAttendanceCalculator.days(
+            for: [span("s1", "2025-09-18T01:00:00Z", "2025-09-18T03:00:00Z", open: true)], shift: saigon).first)
+        #expect(row.lastOut == nil)
+        #expect(row.workedMinutes == 120)
+        #expect(!row.earlyExit)
+    }
+
+    @Test("Europe/Berlin, last Sunday of March: a 23-hour day, shift times in summer time")
+    func springForward() throws {
+        let berlin = AttendanceShift(
+            timezone: "Europe/Berlin", start: hhmm("08:00"), end: hhmm("17:00"), checkInBeforeStartMinutes: 60,
+            checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        let rows = try DailyAttendanceCalculator.days(for: [
+            // u1: Saturday 22:00 CET to Sunday 09:00 CEST: 2 h on Saturday, 8 h (not 9) on Sunday.
+            span("n", "2025-03-29T21:00:00Z", "2025-03-30T07:00:00Z", user: "u1"),
+            // u2: Sunday 08:20-17:00 CEST.
+            span("d", "2025-03-30T06:20:00Z", "2025-03-30T15:00:00Z", user: "u2"),
+            // u3: the whole Sunday, local midnight to local midnight: 23 h.
+            span("w", "2025-03-29T23:00:00Z", "2025-03-30T22:00:00Z", user: "u3"),
+        ], shift: berlin)
+        #expect(rows.map { "\($0.userId) \($0.date)" } == ["u1 2025-03-29", "u1 2025-03-30", "u2 2025-03-30", "u3 2025-03-30"])
+
+        let (u1Saturday, u1Sunday, u2Sunday, u3Sunday) = (rows[0], rows[1], rows[2], rows[3])
+        #expect(u1Saturday.workedMinutes == 120)
+        #expect(u1Saturday.shiftStart == utc("2025-03-29T07:00:00Z")) // 08:00 CET
+        #expect(u1Saturday.lastOut == utc("2025-03-29T23:00:00Z"))
+        #expect(!u1Saturday.attendedShift)
+        #expect(u1Sunday.workedMinutes == 480)
+        #expect(u1Sunday.firstIn == utc("2025-03-29T23:00:00Z"))
+        #expect(u1Sunday.lastOut == utc("2025-03-30T07:00:00Z"))
+        #expect(u1Sunday.shiftStart == utc("2025-03-30T06:00:00Z")) // 08:00 CEST
+        #expect(u1Sunday.shiftEnd == utc("2025-03-30T15:00:00Z"))   // 17:00 CEST
+        #expect(!u1Sunday.late)                                      // present since before the window
+        #expect(u1Sunday.earlyExit)
+        #expect(u1Sunday.earlyExitMinutes == 480)
+
+        // 08:20 CEST is 06:20Z: late by 20 min (a fixed +01:00 offset would call it 07:20, early).
+        #expect(u2Sunday.late)
+        #expect(u2Sunday.lateMinutes == 20)
+        #expect(!u2Sunday.earlyExit)
+        #expect(u2Sunday.workedMinutes == 520)
+
+        #expect(u3Sunday.workedMinutes == 23 * 60)
+    }
+
+    @Test("Europe/Berlin, last Sunday of October: a 25-hour day")
+    func fallBack() throws {
+        let berlin = AttendanceShift(timezone: "Europe/Berlin", start: hhmm("08:00"), end: hhmm("17:00"))
+        let rows = try DailyAttendanceCalculator.days(
+            for: [span("w", "2025-10-25T22:00:00Z", "2025-10-26T23:00:00Z")], shift: berlin)
+        #expect(rows.map(\.date.description) == ["2025-10-26"])
+        #expect(rows[0].workedMinutes == 25 * 60)
+        #expect(rows[0].shiftStart == utc("2025-10-26T07:00:00Z")) // 08:00 CET again
+    }
+
+    @Test("bad shift settings are refused with every field named")
+    func validation() {
+        let bad = AttendanceShift(
+            timezone: "Mars/Olympus", start: hhmm("08:00"), end: hhmm("08:00"), checkInBeforeStartMinutes: -1,
+            checkOutAfterEndMinutes: 2_000, lateEntryGraceMinutes: 0, earlyExitGraceMinutes: 0)
+        #expect(bad.validationIssues().map(\.field) == ["timezone", "end", "checkInBeforeStartMinutes", "checkOutAfterEndMinutes"])
+        #expect(throws: ShiftSettingsError.self) { try DailyAttendanceCalculator.days(for: [], shift: bad) }
+        #expect(LocalTimeOfDay("24:00") == nil)
+        #expect(LocalTimeOfDay("8:30") == LocalTimeOfDay(hour: 8, minute: 30))
+        #expect(LocalTimeOfDay("08:30:00")?.description == "08:30")
+    }
+
+    @Test("from a timeline: sessions in, daily rows out; superseded changes are not sessions")
+    func fromTimeline() throws {
+        var timeline = try newTimeline()
+        // UTC site: 07:59:40-13:00 and 14:00-17:00 (the working day).
+        try timeline.applyAll(workingDay())
+        timeline.closeIdle(now: at(0, day: 1))
+        let shift = AttendanceShift(
+            timezone: "UTC", start: hhmm("08:00"), end: hhmm("17:00"), lateEntryGraceMinutes: 5, earlyExitGraceMinutes: 5)
+        let rows = try DailyAttendanceCalculator.days(for: timeline.sessions.map(AttendanceInterval.init), shift: shift)
+        #expect(rows.count == 1)
+        #expect(rows[0].firstIn == at(7, 59, 40))
+        #expect(rows[0].lastOut == at(17))
+        #expect(rows[0].workedSeconds == 5 * 3_600 + 20 + 3 * 3_600)
+        #expect(rows[0].workedMinutes == 480)
+        #expect(!rows[0].late && !rows[0].earlyExit)
+
+        let superseded = SessionChange(
+            sessionId: "ses_x", userId: userId, siteId: siteId, change: .closed, checkInAt: at(8),
+            closeReason: .superseded, eventIds: [], version: 2, changedAt: at(9))
+        #expect(AttendanceInterval(superseded) == nil)
+        let open = SessionChange(
+            sessionId: "ses_y", userId: userId, siteId: siteId, change: .extended, checkInAt: at(8), lastSeenAt: at(9),
+            eventIds: ["y"], version: 2, changedAt: at(9))
+        #expect(AttendanceInterval(open) == AttendanceInterval(
+            sessionId: "ses_y", userId: userId, siteId: siteId, start: at(8), end: at(9), isOpen: true))
+    }
+}
