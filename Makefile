@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -29,7 +29,7 @@ install: ## Install what the local stack needs (idempotent, fast when done)
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -37,6 +37,10 @@ bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 
 bench-presence: ## PresenceKit samples/s, bytes per device state, outbox appends/s
 	$(ENV) swift build -c release --product PresenceBenchmark && "$$(swift build -c release --show-bin-path)/PresenceBenchmark"
+
+bench-registry: ## Registry lookup latency from the cache, allocations/s on PostgreSQL
+	deploy/local/stack.sh start
+	$(ENV) swift build -c release --product RegistryLookupBenchmark && "$$(swift build -c release --show-bin-path)/RegistryLookupBenchmark"
 
 compose-check: ## Validate docker-compose.yml against the Compose Specification and the code
 	deploy/compose/check.sh

@@ -23,7 +23,9 @@ let package = Package(
         .library(name: "PresenceKit", targets: ["PresenceKit"]),
         .library(name: "KafkaClient", targets: ["KafkaClient"]),
         .library(name: "ServiceRuntime", targets: ["ServiceRuntime"]),
+        .library(name: "RegistryFeed", targets: ["RegistryFeed"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
+        .executable(name: "beacon-registry", targets: ["beacon-registry"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -93,6 +95,19 @@ let package = Package(
             swiftSettings: sharedSwiftSettings
         ),
 
+        // The registry's change feed as an in-memory lookup cache, for every service that needs it.
+        .target(
+            name: "RegistryFeed",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/RegistryFeed",
+            swiftSettings: sharedSwiftSettings
+        ),
+
         // MARK: Services (thin executables over library targets)
 
         // Beacon registry: places, beacons, shard allocation, devices, credentials (issue 4, core).
@@ -100,7 +115,9 @@ let package = Package(
             name: "BeaconRegistryCore",
             dependencies: [
                 "AttendanceProtocol",
+                "KafkaClient",
                 "ServiceRuntime",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -130,6 +147,31 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
+        // Beacon registry admin REST service.
+        .target(
+            name: "BeaconRegistryService",
+            dependencies: [
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "KafkaClient",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/beacon-registry/Service",
+            resources: [.copy("Resources")],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "beacon-registry",
+            dependencies: ["BeaconRegistryService"],
+            path: "Services/beacon-registry/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
         .target(
             name: "SessionMergerCore",
@@ -155,6 +197,20 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/Benchmarks/KafkaBenchmark",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .executableTarget(
+            name: "RegistryLookupBenchmark",
+            dependencies: [
+                "RegistryFeed",
+                "BeaconRegistryCore",
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/Benchmarks/RegistryLookupBenchmark",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -218,6 +274,38 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Tests/BeaconRegistryTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "BeaconRegistryServiceTests",
+            dependencies: [
+                "BeaconRegistryService",
+                "BeaconRegistryCore",
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/BeaconRegistryServiceTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "RegistryFeedTests",
+            dependencies: [
+                "RegistryFeed",
+                "BeaconRegistryCore",
+                "AttendanceProtocol",
+                "KafkaClient",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/RegistryFeedTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

@@ -1,0 +1,106 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresRegistryRepository: RegistryListing {
+    public func organization(id: String) async throws(RegistryError) -> Organization {
+        try await read("read organization") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.organization) FROM registry.organizations o WHERE o.id = \(id)", logger: logger
+            ) else { throw RegistryError.notFound(.organization, id: id) }
+            return try Columns.organization(row)
+        }
+    }
+
+    public func site(id: String) async throws(RegistryError) -> Site {
+        try await read("read site") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.site) FROM registry.sites s WHERE s.id = \(id)", logger: logger
+            ) else { throw RegistryError.notFound(.site, id: id) }
+            return try Columns.site(row)
+        }
+    }
+
+    public func gate(id: String) async throws(RegistryError) -> Gate {
+        try await read("read gate") { db in
+            guard let row = try await db.firstRow(
+                "SELECT \(unescaped: Columns.gate) FROM registry.gates g WHERE g.id = \(id)", logger: logger
+            ) else { throw RegistryError.notFound(.gate, id: id) }
+            return try Columns.gate(row)
+        }
+    }
+
+    public func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] {
+        let limit = Self.pageLimit(limit)
+        return try await read("list organizations") { db in
+            try await db.rows(
+                """
+                SELECT \(unescaped: Columns.organization) FROM registry.organizations o
+                WHERE (\(after)::text IS NULL OR o.id::text > \(after)::text)
+                ORDER BY o.id::text LIMIT \(limit)
+                """, logger: logger
+            ).map(Columns.organization)
+        }
+    }
+
+    public func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] {
+        let limit = Self.pageLimit(limit)
+        return try await read("list sites") { db in
+            try await Self.requireExists(db, table: "registry.organizations", id: organizationId, kind: .organization, logger: logger)
+            return try await db.rows(
+                """
+                SELECT \(unescaped: Columns.site) FROM registry.sites s
+                WHERE s.organization_id = \(organizationId) AND (\(after)::text IS NULL OR s.id::text > \(after)::text)
+                ORDER BY s.id::text LIMIT \(limit)
+                """, logger: logger
+            ).map(Columns.site)
+        }
+    }
+
+    public func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] {
+        let limit = Self.pageLimit(limit)
+        return try await read("list gates") { db in
+            try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
+            return try await db.rows(
+                """
+                SELECT \(unescaped: Columns.gate) FROM registry.gates g
+                WHERE g.site_id = \(siteId) AND (\(after)::text IS NULL OR g.id::text > \(after)::text)
+                ORDER BY g.id::text LIMIT \(limit)
+                """, logger: logger
+            ).map(Columns.gate)
+        }
+    }
+
+    public func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] {
+        let limit = Self.pageLimit(limit)
+        return try await read("list beacons") { db in
+            try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
+            return try await db.rows(
+                """
+                SELECT \(unescaped: Columns.beacon) FROM registry.beacons b JOIN registry.gates g ON g.id = b.gate_id
+                WHERE g.site_id = \(siteId) AND (\(after)::text IS NULL OR b.id::text > \(after)::text)
+                ORDER BY b.id::text LIMIT \(limit)
+                """, logger: logger
+            ).map(Columns.beacon)
+        }
+    }
+
+    public func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int {
+        try await read("count API keys") { db in
+            try await db.singleRow(
+                "SELECT count(*)::int FROM registry.api_keys WHERE role = \(role.rawValue) AND revoked_at IS NULL", logger: logger
+            ).decode(Int.self)
+        }
+    }
+
+    /// Pages hold 1...1000 rows whatever the caller asks.
+    static func pageLimit(_ limit: Int) -> Int { min(max(limit, 1), 1_000) }
+
+    /// `table` is a constant of this file, never input.
+    static func requireExists(
+        _ db: PostgresConnection, table: String, id: String, kind: RegistryEntityKind, logger: Logger
+    ) async throws {
+        guard try await db.firstRow("SELECT 1 FROM \(unescaped: table) WHERE id = \(id)", logger: logger) != nil else {
+            throw RegistryError.notFound(kind, id: id)
+        }
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+
+/// The reads the admin REST service needs beyond `RegistryRepository`: single lookups and keyset
+/// pages. Every list is ordered by id; `after` is the last id of the previous page (exclusive) and
+/// `limit` the most rows returned. A list under a parent that does not exist fails with `.notFound`
+/// (an empty page would hide a typo in the id).
+public protocol RegistryListing: Sendable {
+    func organization(id: String) async throws(RegistryError) -> Organization
+    func site(id: String) async throws(RegistryError) -> Site
+    func gate(id: String) async throws(RegistryError) -> Gate
+
+    func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization]
+    func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site]
+    func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate]
+    /// The beacons of every gate of the site.
+    func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon]
+
+    /// How many unrevoked API keys have `role` (the bootstrap creates an admin key only when none does).
+    func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int
+}
+
+/// What the admin REST service runs on.
+public typealias AdminRegistryRepository = RegistryListing & RegistryRepository

@@ -1,0 +1,53 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import Prometheus
+import ServiceRuntime
+
+/// The registry's default HTTP port (`HTTP_PORT` overrides it).
+public let beaconRegistryDefaultHTTPPort = 8083
+
+/// The registry's HTTP application: health, metrics and request logs from `ServiceApplication`,
+/// then the registry routes (`addRegistryRoutes`).
+public func buildApplication(
+    configuration: ServiceConfiguration,
+    repository: any AdminRegistryRepository,
+    readiness: [any ReadinessCheck],
+    metrics: PrometheusCollectorRegistry,
+    logger: Logger
+) -> some ApplicationProtocol {
+    ServiceApplication.build(
+        configuration: configuration, registry: metrics, readiness: readiness, context: RegistryRequestContext.self,
+        logger: logger
+    ) { router in
+        addRegistryRoutes(to: router, repository: repository)
+    }
+}
+
+/// The registry routes alone on a new router (tests drive it with `app.test(.router)`).
+public func buildRouter(repository: any AdminRegistryRepository) -> Router<RegistryRequestContext> {
+    let router = Router(context: RegistryRequestContext.self)
+    addRegistryRoutes(to: router, repository: repository)
+    return router
+}
+
+/// Every registry route:
+/// - `GET /openapi.yaml` and `POST /v1/devices/enroll` without an API key;
+/// - `/v1/admin/...` behind `APIKeyAuthMiddleware`, each handler requiring its role.
+/// Every error becomes problem+json (`ProblemMiddleware`).
+public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository) {
+    router.add(middleware: ProblemMiddleware())
+    OpenAPIController().addRoutes(to: router)
+    EnrollmentController(repository: repository).addRoutes(to: router)
+    let admin = router.group("v1/admin").add(middleware: APIKeyAuthMiddleware(repository: repository))
+    OrganizationsController(repository: repository).addRoutes(to: admin)
+    SitesController(repository: repository).addRoutes(to: admin)
+    GatesController(repository: repository).addRoutes(to: admin)
+    UsersController(repository: repository).addRoutes(to: admin)
+    BeaconsController(repository: repository).addRoutes(to: admin)
+    DevicesController(repository: repository).addRoutes(to: admin)
+    APIKeysController(repository: repository).addRoutes(to: admin)
+}

@@ -1,0 +1,54 @@
+import BeaconRegistryCore
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import ServiceRuntime
+
+/// What `beacon-registry` runs: configuration (exit 78 on a bad value), logging, metrics, the
+/// PostgreSQL pool, the registry migrations, the optional admin key bootstrap, the topics, then the
+/// HTTP server and the change-feed publisher until SIGTERM/SIGINT.
+///
+/// Environment besides the shared one (`HTTP_*`, `PG*`/`DATABASE_URL`, `LOG_*`):
+/// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: device token signing keys (see `DeviceTokenSigner.load`);
+/// - `REGISTRY_BOOTSTRAP=1`: create an admin API key when none exists and print its secret once.
+public enum BeaconRegistryServer {
+    public static let serviceName = "beacon-registry"
+
+    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+        let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, from: env)
+        let signer = try DeviceTokenSigner.load(from: env)
+        let bootstrap = try env.bool("REGISTRY_BOOTSTRAP", default: false)
+        LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: serviceName)
+        let logger = Logger(label: serviceName)
+        let metrics = MetricsSetup.bootstrap()
+        let client = configuration.postgres.makeClient(logger: logger)
+        let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+        // Every write lands in registry.change_outbox in its own transaction; the publisher moves it
+        // to the compacted registry.changes topic, from which gateways, policy and the fleet rebuild.
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
+        let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+
+        let app = buildApplication(
+            configuration: configuration, repository: repository,
+            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
+            metrics: metrics, logger: logger
+        )
+        try await withThrowingDiscardingTaskGroup { group in
+            // The pool runs for the migrations and the bootstrap; the service group then owns the server.
+            group.addTask { await client.run() }
+            let applied = try await RegistryMigrations.apply(client: client, logger: logger)
+            logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
+            if bootstrap, let issued = try await BootstrapAdminKey.ensure(repository: repository) {
+                FileHandle.standardOutput.write(Data("bootstrap admin API key (shown once): \(issued.secret)\n".utf8))
+                logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
+            }
+            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            // Shutdown runs in reverse: the server stops taking requests, the publisher finishes
+            // its round, then the producer flushes.
+            try await ServiceMain.runServices([producer, publisher, app], logger: logger)
+            group.cancelAll()
+        }
+    }
+}

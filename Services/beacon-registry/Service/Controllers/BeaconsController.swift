@@ -1,0 +1,84 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+
+/// `/v1/admin/beacons` and `/v1/admin/sightings`: register and change status (installer), read,
+/// provisioning plan and broadcast verification (viewer), record a sighting (installer).
+struct BeaconsController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("beacons") { request, context in
+            try context.authorize(.installer)
+            let body = try await request.decodeJSON(RegisterBeaconBody.self)
+            let beacon = try await repository.registerBeacon(NewBeacon(
+                id: body.id, uuid: body.uuid, major: body.major, minor: body.minor, serial: body.serial, mac: body.mac,
+                txPower: body.txPower, advIntervalMs: body.advIntervalMs, batteryReplacedOn: body.batteryReplacedOn,
+                gateId: body.gateId
+            ))
+            return try Reply.json(beacon, status: .created, request: request, context: context)
+        }
+        group.get("beacons/{id}") { request, context in
+            try context.authorize(.viewer)
+            let beacon = try await repository.beacon(id: try context.pathId())
+            return try Reply.json(beacon, request: request, context: context)
+        }
+        group.patch("beacons/{id}") { request, context in
+            try context.authorize(.installer)
+            let body = try await request.decodeJSON(UpdateBeaconBody.self)
+            let beacon = try await repository.updateBeaconStatus(beaconId: try context.pathId(), status: body.status)
+            return try Reply.json(beacon, request: request, context: context)
+        }
+        group.get("beacons/{id}/provisioning-plan") { request, context in
+            try context.authorize(.viewer)
+            let beacon = try await repository.beacon(id: try context.pathId())
+            let settings = try Self.settings(for: beacon, request: request)
+            let plan = try CP28ProvisioningPlan(settings)
+            let response = ProvisioningPlanResponse(
+                beaconId: beacon.id,
+                settings: .init(
+                    deviceName: settings.deviceName, uuid: beacon.uuid.uuidString, major: settings.major, minor: settings.minor,
+                    measuredPower: settings.measuredPower, advertisingIntervalUnits: settings.advertisingIntervalUnits,
+                    txPowerIndex: settings.txPowerIndex
+                ),
+                authentication: plan.authentication, steps: plan.steps, frames: plan.steps.map(\.hex)
+            )
+            return try Reply.json(response, request: request, context: context)
+        }
+        group.get("beacons/{id}/verification") { request, context in
+            try context.authorize(.viewer)
+            let minutes = try request.queryInt("withinMinutes", default: 15, in: 1...1_440)
+            let beacon = try await repository.beacon(id: try context.pathId())
+            let result = try await repository.verifyBroadcast(beacon.identity, withinMinutes: minutes)
+            return try Reply.json(
+                VerificationResponse(
+                    beaconId: beacon.id, verified: result.verified, lastSeen: result.lastSeen, deviceCount: result.deviceCount,
+                    windowMinutes: result.windowMinutes
+                ), request: request, context: context
+            )
+        }
+        group.post("sightings") { request, context in
+            try context.authorize(.installer)
+            let body = try await request.decodeJSON(SightingBody.self)
+            try await repository.recordSighting(BeaconSighting(beacon: body.beacon, deviceId: body.deviceId, seenAt: body.seenAt ?? Date()))
+            return Response(status: .accepted)
+        }
+    }
+
+    /// The CP28 settings: query parameters `deviceName` (1-20 ASCII, default `B<minor>`),
+    /// `measuredPower` (-127...0 dBm, default the beacon's txPower when it fits, else -59),
+    /// `advertisingIntervalUnits` (1...100 x 100 ms, default from advIntervalMs, else 3) and
+    /// `txPowerIndex` (0...7, default 5).
+    static func settings(for beacon: Beacon, request: Request) throws -> CP28BeaconSettings {
+        let name = request.uri.queryParameters.get("deviceName") ?? "B\(beacon.minor)"
+        let defaultPower = beacon.txPower.flatMap { (-127...0).contains($0) ? $0 : nil } ?? -59
+        let defaultUnits = beacon.advIntervalMs.map { min(max(($0 + 50) / 100, 1), 100) } ?? 3
+        return CP28BeaconSettings(
+            deviceName: name, uuid: beacon.uuid.uuidString, major: beacon.major, minor: beacon.minor,
+            measuredPower: try request.queryInt("measuredPower", default: defaultPower, in: -127...0),
+            advertisingIntervalUnits: try request.queryInt("advertisingIntervalUnits", default: defaultUnits, in: 1...100),
+            txPowerIndex: try request.queryInt("txPowerIndex", default: 5, in: 0...7)
+        )
+    }
+}

@@ -1,0 +1,86 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+
+/// `/v1/admin/devices` (admin to revoke, viewer to read) and `/v1/admin/api-keys` (admin).
+struct DevicesController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.get("devices/{id}") { request, context in
+            try context.authorize(.viewer)
+            let device = try await repository.device(id: try context.pathId())
+            return try Reply.json(device, request: request, context: context)
+        }
+        group.post("devices/{id}/revoke") { request, context in
+            try context.authorize(.admin)
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            let device = try await repository.revokeDevice(id: try context.pathId())
+            return try Reply.json(device, request: request, context: context)
+        }
+    }
+}
+
+struct APIKeysController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("api-keys") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(CreateAPIKeyBody.self)
+            let issued = try await repository.createAPIKey(name: body.name, role: body.role)
+            return try Reply.json(IssuedAPIKeyResponse(secret: issued.secret, key: issued.key), status: .created, request: request, context: context)
+        }
+        group.post("api-keys/{id}/revoke") { request, context in
+            try context.authorize(.admin)
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            let key = try await repository.revokeAPIKey(id: try context.pathId())
+            return try Reply.json(key, request: request, context: context)
+        }
+    }
+}
+
+/// `POST /v1/devices/enroll`: no API key; the device presents the one-time code an admin issued.
+/// An unknown or expired code is a 401, a spent one a 409.
+struct EnrollmentController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to router: Router<RegistryRequestContext>) {
+        router.post("v1/devices/enroll") { request, context in
+            let body = try await request.decodeJSON(EnrollDeviceBody.self)
+            let credentials = try await repository.exchangeEnrollmentCode(
+                body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model)
+            )
+            return try Reply.json(
+                DeviceCredentialsResponse(
+                    deviceId: credentials.device.id, userId: credentials.device.userId, token: credentials.token,
+                    tokenExpiresAt: credentials.claims.expiresAt, device: credentials.device
+                ), status: .created, request: request, context: context
+            )
+        }
+    }
+}
+
+/// `GET /openapi.yaml`: the document kept in the repository (`Services/beacon-registry/openapi.yaml`,
+/// bundled as `Resources/openapi.yaml`).
+struct OpenAPIController {
+    func addRoutes(to router: Router<RegistryRequestContext>) {
+        router.get("openapi.yaml") { _, _ in
+            guard let document = OpenAPIDocument.text else { throw HTTPError(.notFound, message: "the OpenAPI document is not bundled") }
+            return Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: document))
+            )
+        }
+    }
+}
+
+public enum OpenAPIDocument {
+    public static let text: String? = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml", subdirectory: "Resources")
+            ?? Bundle.module.url(forResource: "openapi", withExtension: "yaml")
+        else { return nil }
+        return try? String(contentsOf: url, encoding: .utf8)
+    }()
+}

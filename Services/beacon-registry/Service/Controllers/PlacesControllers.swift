@@ -1,0 +1,135 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+
+/// `/v1/admin/organizations`: create (admin), list and read (viewer), allocate the namespace (admin),
+/// list the organization's sites (viewer).
+struct OrganizationsController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("organizations") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(CreateOrganizationBody.self)
+            let organization = try await repository.createOrganization(NewOrganization(id: body.id, name: body.name))
+            return try Reply.json(organization, status: .created, request: request, context: context)
+        }
+        group.get("organizations") { request, context in
+            try context.authorize(.viewer)
+            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
+                try await repository.listOrganizations(after: after, limit: limit)
+            }, id: \.id)
+            return try Reply.json(page, request: request, context: context)
+        }
+        group.get("organizations/{id}") { request, context in
+            try context.authorize(.viewer)
+            let organization = try await repository.organization(id: try context.pathId())
+            return try Reply.json(organization, request: request, context: context)
+        }
+        group.post("organizations/{id}/namespace") { request, context in
+            try context.authorize(.admin)
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            let namespace = try await repository.allocateNamespace(organizationId: try context.pathId())
+            return try Reply.json(namespace, request: request, context: context)
+        }
+        group.get("organizations/{id}/sites") { request, context in
+            try context.authorize(.viewer)
+            let organizationId = try context.pathId()
+            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
+                try await repository.listSites(organizationId: organizationId, after: after, limit: limit)
+            }, id: \.id)
+            return try Reply.json(page, request: request, context: context)
+        }
+    }
+}
+
+/// `/v1/admin/sites`: create (admin), read (viewer), list its gates and beacons (viewer).
+struct SitesController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("sites") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(CreateSiteBody.self)
+            let site = try await repository.createSite(NewSite(
+                id: body.id, organizationId: body.organizationId, name: body.name, timezone: body.timezone,
+                geofence: body.geofence, shift: body.shift
+            ))
+            return try Reply.json(site, status: .created, request: request, context: context)
+        }
+        group.get("sites/{id}") { request, context in
+            try context.authorize(.viewer)
+            let site = try await repository.site(id: try context.pathId())
+            return try Reply.json(site, request: request, context: context)
+        }
+        group.get("sites/{id}/gates") { request, context in
+            try context.authorize(.viewer)
+            let siteId = try context.pathId()
+            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
+                try await repository.listGates(siteId: siteId, after: after, limit: limit)
+            }, id: \.id)
+            return try Reply.json(page, request: request, context: context)
+        }
+        group.get("sites/{id}/beacons") { request, context in
+            try context.authorize(.viewer)
+            let siteId = try context.pathId()
+            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
+                try await repository.listBeacons(siteId: siteId, after: after, limit: limit)
+            }, id: \.id)
+            return try Reply.json(page, request: request, context: context)
+        }
+    }
+}
+
+/// `/v1/admin/gates`: create (installer), read (viewer), allocate a minor (installer).
+struct GatesController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("gates") { request, context in
+            try context.authorize(.installer)
+            let body = try await request.decodeJSON(CreateGateBody.self)
+            let gate = try await repository.createGate(NewGate(id: body.id, siteId: body.siteId, name: body.name))
+            return try Reply.json(gate, status: .created, request: request, context: context)
+        }
+        group.get("gates/{id}") { request, context in
+            try context.authorize(.viewer)
+            let gate = try await repository.gate(id: try context.pathId())
+            return try Reply.json(gate, request: request, context: context)
+        }
+        group.post("gates/{id}/minor") { request, context in
+            try context.authorize(.installer)
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            let allocation = try await repository.allocateMinor(gateId: try context.pathId())
+            return try Reply.json(allocation, status: .created, request: request, context: context)
+        }
+    }
+}
+
+/// `/v1/admin/users`: create (admin), issue an enrollment code (admin).
+struct UsersController {
+    let repository: any AdminRegistryRepository
+
+    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+        group.post("users") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(CreateUserBody.self)
+            let user = try await repository.createUser(NewUser(id: body.id, name: body.name, siteIds: body.siteIds ?? []))
+            return try Reply.json(user, status: .created, request: request, context: context)
+        }
+        group.post("users/{id}/enrollment-codes") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(CreateEnrollmentCodeBody.self, emptyAs: CreateEnrollmentCodeBody())
+            let minutes = body.validityMinutes ?? 1_440
+            guard CreateEnrollmentCodeBody.validityMinutes.contains(minutes) else {
+                throw ProblemDetails.validation([FieldError(field: "validityMinutes", reason: "must be within 1...43200 (30 days)")])
+            }
+            let issued = try await repository.createEnrollmentCode(userId: try context.pathId(), validity: .seconds(minutes * 60))
+            return try Reply.json(
+                IssuedEnrollmentCodeResponse(code: issued.code, enrollment: issued.enrollment), status: .created,
+                request: request, context: context
+            )
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+
+// Request and response bodies of the admin API (the entities themselves are the Core models).
+// Every field is checked again by the repository, which reports every failing field at once.
+
+struct CreateOrganizationBody: Decodable {
+    var id: String?
+    var name: String
+}
+
+struct CreateSiteBody: Decodable {
+    var id: String?
+    var organizationId: String
+    var name: String
+    var timezone: String
+    var geofence: Geofence
+    var shift: ShiftSettings
+}
+
+struct CreateGateBody: Decodable {
+    var id: String?
+    var siteId: String
+    var name: String
+}
+
+struct CreateUserBody: Decodable {
+    var id: String?
+    var name: String
+    var siteIds: [String]?
+}
+
+struct RegisterBeaconBody: Decodable {
+    var id: String?
+    var uuid: String
+    var major: Int
+    var minor: Int
+    var serial: String?
+    var mac: String?
+    var txPower: Int?
+    var advIntervalMs: Int?
+    var batteryReplacedOn: CalendarDate?
+    var gateId: String
+}
+
+struct UpdateBeaconBody: Decodable {
+    var status: BeaconStatus
+}
+
+struct SightingBody: Decodable {
+    var beacon: BeaconIdentity
+    var deviceId: String
+    /// Defaults to now.
+    var seenAt: Date?
+}
+
+struct CreateEnrollmentCodeBody: Decodable {
+    static let validityMinutes: ClosedRange<Int> = 1...43_200
+    /// 1...43200 (30 days); default 1440 (one day).
+    var validityMinutes: Int?
+}
+
+struct EnrollDeviceBody: Decodable {
+    var code: String
+    var appVersion: String?
+    var model: String?
+}
+
+struct CreateAPIKeyBody: Decodable {
+    var name: String
+    var role: APIRole
+}
+
+struct EmptyBody: Decodable {}
+
+struct IssuedEnrollmentCodeResponse: Encodable {
+    var code: String
+    var enrollment: EnrollmentCode
+}
+
+struct DeviceCredentialsResponse: Encodable {
+    var deviceId: String
+    var userId: String
+    var token: String
+    var tokenExpiresAt: Date
+    var device: Device
+}
+
+struct IssuedAPIKeyResponse: Encodable {
+    /// Shown once; only its hash is stored.
+    var secret: String
+    var key: APIKey
+}
+
+struct ProvisioningPlanResponse: Encodable {
+    struct Settings: Encodable {
+        var deviceName: String
+        var uuid: String
+        var major: Int
+        var minor: Int
+        var measuredPower: Int
+        var advertisingIntervalUnits: Int
+        var txPowerIndex: Int
+    }
+
+    var beaconId: String
+    var settings: Settings
+    var authentication: CP28Authentication
+    var steps: [CP28Step]
+    /// The 24 frames in order, as hex.
+    var frames: [String]
+}
+
+struct VerificationResponse: Encodable {
+    var beaconId: String
+    var verified: Bool
+    var lastSeen: Date?
+    var deviceCount: Int
+    var windowMinutes: Int
+}

@@ -1,0 +1,108 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+
+/// Limits of the admin API.
+public enum RegistryLimits {
+    /// The largest request body accepted (413 beyond).
+    public static let maxBodyBytes = 64 * 1024
+    public static let pageSizes: ClosedRange<Int> = 1...200
+    public static let defaultPageSize = 50
+}
+
+extension Request {
+    /// The JSON body as `T`, read up to `RegistryLimits.maxBodyBytes`. An empty body decodes as `{}`
+    /// when `emptyAs` is given (action endpoints whose body is optional), else it is a 400.
+    func decodeJSON<T: Decodable>(_ type: T.Type, emptyAs empty: T? = nil) async throws -> T {
+        var request = self
+        let buffer = try await request.collectBody(upTo: RegistryLimits.maxBodyBytes)
+        if buffer.readableBytes == 0 {
+            if let empty { return empty }
+            throw ProblemDetails.validation([FieldError(field: "", reason: "a JSON body is required")])
+        }
+        return try RegistryJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
+    }
+
+    /// An optional integer query parameter within `range`.
+    func queryInt(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(ProblemDetails) -> Int {
+        guard let text = uri.queryParameters.get(name) else { return defaultValue }
+        guard let value = Int(text), range.contains(value) else {
+            throw .validation([FieldError(field: name, reason: "must be an integer within \(range.lowerBound)...\(range.upperBound)")])
+        }
+        return value
+    }
+}
+
+extension RequestContext {
+    /// A path parameter the router guarantees.
+    func pathId(_ name: String = "id") throws(ProblemDetails) -> String {
+        guard let value = parameters.get(name), !value.isEmpty else {
+            throw .validation([FieldError(field: name, reason: "is required in the path")])
+        }
+        return value
+    }
+}
+
+/// `?limit=` (1...200, default 50) and `?cursor=` (opaque: the previous page's `nextCursor`).
+struct PageRequest: Sendable {
+    var after: String?
+    var limit: Int
+
+    init(_ request: Request) throws(ProblemDetails) {
+        limit = try request.queryInt("limit", default: RegistryLimits.defaultPageSize, in: RegistryLimits.pageSizes)
+        if let cursor = request.uri.queryParameters.get("cursor") {
+            guard let id = PageCursor.decode(String(cursor)) else {
+                throw .validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
+            }
+            after = id
+        }
+    }
+
+    /// Asks for one row more than the page to learn whether another page follows.
+    func page<Item: Encodable & Sendable>(
+        _ fetch: (_ after: String?, _ limit: Int) async throws(RegistryError) -> [Item], id: (Item) -> String
+    ) async throws(RegistryError) -> Page<Item> {
+        let rows = try await fetch(after, limit + 1)
+        let items = Array(rows.prefix(limit))
+        let next = rows.count > limit ? items.last.map { PageCursor.encode(id($0)) } : nil
+        return Page(items: items, nextCursor: next)
+    }
+}
+
+/// A page of a list endpoint.
+public struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
+    public var items: [Item]
+    /// Pass as `?cursor=` for the next page; absent on the last page.
+    public var nextCursor: String?
+}
+
+/// Opaque cursors: base64url of `c1:<last id>`.
+enum PageCursor {
+    static func encode(_ id: String) -> String {
+        Data("c1:\(id)".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ cursor: String) -> String? {
+        guard !cursor.isEmpty, cursor.count <= 400 else { return nil }
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
+              text.hasPrefix("c1:"), text.count > 3
+        else { return nil }
+        return String(text.dropFirst(3))
+    }
+}
+
+/// JSON responses.
+enum Reply {
+    static func json<T: Encodable>(
+        _ value: T, status: HTTPResponse.Status = .ok, request: Request, context: some RequestContext
+    ) throws -> Response {
+        var response = try context.responseEncoder.encode(value, from: request, context: context)
+        response.status = status
+        return response
+    }
+}

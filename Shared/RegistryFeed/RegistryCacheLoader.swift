@@ -1,0 +1,197 @@
+import AttendanceProtocol
+import KafkaClient
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Settings of a `RegistryCacheLoader`.
+public struct RegistryCacheLoaderConfiguration: Sendable {
+    public var kafka: KafkaConfiguration
+    /// The loader joins a group of its own, `<prefix>-<random>`, so every process reads the whole
+    /// topic and never shares partitions with another replica.
+    public var groupIdPrefix: String
+    public var topic: String
+    /// "Caught up" also needs the partition to have been quiet (no batch) this long, because the
+    /// broker's high watermark may point at the start of the last batch rather than past its end.
+    public var quietPeriod: Duration
+    /// How often catch-up is checked until it is reached.
+    public var checkInterval: Duration
+
+    public init(
+        kafka: KafkaConfiguration, groupIdPrefix: String = "registry-cache", topic: String = Topic.registryChanges.name,
+        quietPeriod: Duration = .milliseconds(250), checkInterval: Duration = .milliseconds(100)
+    ) {
+        self.kafka = kafka
+        self.groupIdPrefix = groupIdPrefix
+        self.topic = topic
+        self.quietPeriod = quietPeriod
+        self.checkInterval = checkInterval
+    }
+}
+
+/// Keeps a `RegistryCache` equal to `registry.changes`: reads the topic from its first offset (a
+/// late starter rebuilds everything, since the topic is compacted: the latest record of every key
+/// is kept) and then follows it, applying each batch as it arrives.
+///
+/// A `Service`: add it to the process's `ServiceGroup`; graceful shutdown stops reading after the
+/// current batch. Gate readiness on `waitUntilCaughtUp(timeout:)`.
+///
+/// **Caught up** means: the partitions are assigned, and for each one either it is empty or the
+/// loader applied an offset ≥ high watermark − 1, and no batch arrived for `quietPeriod`. With
+/// Kafka the high watermark is the log end, so offset high − 1 is the last record. The local broker
+/// (Tansu 0.6) reports instead the base offset of the last record batch + 1 (see
+/// `KafkaConsumer.swift`), so high − 1 is only the first record of the last batch; a fetch returns
+/// whole batches, so having read that offset and then seeing the partition go quiet means the rest
+/// of the batch was read too. Once reached it stays true: later changes are followed live.
+///
+/// Records that cannot be decoded are logged and skipped (they never stop the loader).
+public final class RegistryCacheLoader: Service, Sendable {
+    public let cache: RegistryCache
+    public let groupId: String
+    private let configuration: RegistryCacheLoaderConfiguration
+    private let consumer: KafkaConsumer
+    private let progress: ProgressTracker
+    private let logger: Logger
+
+    public init(cache: RegistryCache, configuration: RegistryCacheLoaderConfiguration, logger: Logger) throws(KafkaError) {
+        self.cache = cache
+        self.configuration = configuration
+        self.logger = logger
+        let groupId = "\(configuration.groupIdPrefix)-\(UInt64.random(in: 0...UInt64.max))"
+        self.groupId = groupId
+        let progress = ProgressTracker()
+        self.progress = progress
+        let consumerConfiguration = KafkaConsumerConfiguration(client: configuration.kafka, groupId: groupId, topics: [configuration.topic])
+        self.consumer = try KafkaConsumer(
+            configuration: consumerConfiguration, rebalanceListener: FromTheBeginning(progress: progress), logger: logger
+        )
+    }
+
+    /// True once the cache holds everything the topic held when the loader started (see the type's
+    /// documentation); stays true afterwards.
+    public var isCaughtUp: Bool { progress.caughtUp.load(ordering: .acquiring) }
+
+    /// Records decoded and handed to the cache, and records skipped because they did not decode.
+    public var recordsRead: Int { progress.state.withLock { $0.recordsRead } }
+    public var decodeFailures: Int { progress.state.withLock { $0.decodeFailures } }
+
+    /// Waits until `isCaughtUp`; `false` when `timeout` passed first (or the task was cancelled).
+    public func waitUntilCaughtUp(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !isCaughtUp {
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [consumer] in
+                do {
+                    try await consumer.run()
+                } catch {
+                    // A consumer that fails to start never ends `batches` by itself.
+                    consumer.triggerShutdown()
+                    throw error
+                }
+            }
+            group.addTask { [self] in await self.monitorCatchUp() }
+            for await batch in consumer.batches {
+                apply(batch)
+            }
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    private func apply(_ batch: KafkaMessageBatch) {
+        var records: [RegistryRecord] = []
+        records.reserveCapacity(batch.messages.count)
+        var failures = 0
+        for message in batch.messages {
+            guard let key = message.keyString else {
+                failures += 1
+                logger.warning("registry change without a key skipped", metadata: ["offset": "\(message.offset)"])
+                continue
+            }
+            do {
+                records.append(try RegistryRecord.decode(key: key, value: message.value))
+            } catch {
+                failures += 1
+                logger.warning("undecodable registry change skipped", metadata: [
+                    "key": .string(key), "offset": "\(message.offset)", "error": .string(String(describing: error)),
+                ])
+            }
+        }
+        cache.apply(records)
+        let next = batch.nextOffsets
+        progress.state.withLock { state in
+            for (tp, offset) in next { state.lastOffset[tp] = max(state.lastOffset[tp] ?? -1, offset - 1) }
+            state.lastBatchAt = .now
+            state.recordsRead += records.count
+            state.decodeFailures += failures
+        }
+    }
+
+    private func monitorCatchUp() async {
+        while !Task.isCancelled, !isCaughtUp {
+            try? await Task.sleep(for: configuration.checkInterval)
+            if await checkCaughtUp() {
+                progress.caughtUp.store(true, ordering: .releasing)
+                logger.info("registry cache caught up", metadata: [
+                    "records": "\(recordsRead)", "beacons": "\(cache.counts.beacons)", "group": .string(groupId),
+                ])
+            }
+        }
+    }
+
+    private func checkCaughtUp() async -> Bool {
+        let snapshot = progress.state.withLock { $0 }
+        guard let assignedAt = snapshot.assignedAt, !snapshot.assigned.isEmpty else { return false }
+        let quietSince = snapshot.lastBatchAt ?? assignedAt
+        guard ContinuousClock.now - quietSince >= configuration.quietPeriod else { return false }
+        for tp in snapshot.assigned {
+            guard let marks = try? await consumer.watermarks(tp) else { return false }
+            if marks.high <= marks.low { continue }
+            guard let read = snapshot.lastOffset[tp], read >= marks.high - 1 else { return false }
+        }
+        return true
+    }
+}
+
+// MARK: - Internals
+
+final class ProgressTracker: Sendable {
+    struct State: Sendable {
+        var assigned: [TopicPartition] = []
+        var assignedAt: ContinuousClock.Instant?
+        var lastOffset: [TopicPartition: Int64] = [:]
+        var lastBatchAt: ContinuousClock.Instant?
+        var recordsRead = 0
+        var decodeFailures = 0
+    }
+
+    let state = Mutex(State())
+    let caughtUp = Atomic(false)
+}
+
+/// Starts every assigned partition at offset 0 (the consumer moves it up to the low watermark when
+/// the start was deleted), whatever the group committed.
+struct FromTheBeginning: KafkaRebalanceListener {
+    let progress: ProgressTracker
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        progress.state.withLock { state in
+            state.assigned = partitions
+            state.assignedAt = .now
+        }
+        return Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(0)) })
+    }
+
+    func partitionsRevoked(_ partitions: [TopicPartition]) async {
+        progress.state.withLock { state in
+            state.assigned.removeAll { partitions.contains($0) }
+        }
+    }
+}

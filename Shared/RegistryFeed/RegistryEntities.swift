@@ -1,0 +1,276 @@
+import AttendanceProtocol
+import Foundation
+
+// What the cache keeps of each registry entity: only the fields lookups answer with. They are read
+// from the payloads the beacon registry writes to `registry.change_outbox` (its Model types encoded
+// with `ProtocolCodec.wire`: camelCase keys, upper-case dashed UUID strings, RFC 3339 timestamps,
+// absent optionals omitted). This module does not depend on the registry core, so the shapes are
+// read field by field from the JSON; fields the cache does not need are ignored.
+
+/// An iBeacon identity in its compact form: the key of the resolve lookup.
+public struct RegistryBeaconKey: Hashable, Sendable, CustomStringConvertible {
+    public var uuid: UUID
+    public var major: UInt16
+    public var minor: UInt16
+
+    public init(uuid: UUID, major: UInt16, minor: UInt16) {
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+    }
+
+    /// `nil` when major or minor is outside 0...65535.
+    public init?(uuid: UUID, major: Int, minor: Int) {
+        guard let major = UInt16(exactly: major), let minor = UInt16(exactly: minor) else { return nil }
+        self.init(uuid: uuid, major: major, minor: minor)
+    }
+
+    /// `nil` when the UUID text does not parse or major/minor are out of range.
+    public init?(_ identity: BeaconIdentity) {
+        guard let uuid = identity.parsedUUID else { return nil }
+        self.init(uuid: uuid, major: identity.major, minor: identity.minor)
+    }
+
+    public var namespace: RegistryNamespaceKey { RegistryNamespaceKey(uuid: uuid, major: major) }
+
+    public var description: String { "\(uuid.uuidString):\(major):\(minor)" }
+}
+
+/// A business namespace: a shard UUID and an organization's major.
+public struct RegistryNamespaceKey: Hashable, Sendable, CustomStringConvertible {
+    public var uuid: UUID
+    public var major: UInt16
+
+    public init(uuid: UUID, major: UInt16) {
+        self.uuid = uuid
+        self.major = major
+    }
+
+    public init?(uuid: UUID, major: Int) {
+        guard let major = UInt16(exactly: major) else { return nil }
+        self.init(uuid: uuid, major: major)
+    }
+
+    public var description: String { "\(uuid.uuidString):\(major)" }
+}
+
+/// A beacon's status as the registry publishes it (`active`, `retired`, `lost`); kept open so a
+/// newer registry's value does not make the beacon unreadable.
+public enum CachedBeaconStatus: Hashable, Sendable {
+    case active, retired, lost
+    case unrecognized(String)
+
+    init(_ raw: String) {
+        switch raw {
+        case "active": self = .active
+        case "retired": self = .retired
+        case "lost": self = .lost
+        default: self = .unrecognized(raw)
+        }
+    }
+}
+
+public struct CachedBeacon: Hashable, Sendable {
+    public var id: String
+    public var key: RegistryBeaconKey
+    /// `AA:BB:CC:DD:EE:FF`, upper case.
+    public var mac: String?
+    public var txPower: Int?
+    public var status: CachedBeaconStatus
+    public var gateId: String
+}
+
+public struct CachedGate: Hashable, Sendable {
+    public var id: String
+    public var siteId: String
+    public var name: String
+}
+
+public struct CachedGeofence: Hashable, Sendable {
+    public var latitude: Double
+    public var longitude: Double
+    public var radiusMeters: Double
+
+    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusMeters = radiusMeters
+    }
+}
+
+public struct CachedSite: Hashable, Sendable {
+    public var id: String
+    public var organizationId: String
+    public var name: String
+    /// IANA zone name.
+    public var timezone: String
+    public var geofence: CachedGeofence
+}
+
+public struct CachedOrganization: Hashable, Sendable {
+    public var id: String
+    public var name: String
+}
+
+public struct CachedNamespace: Hashable, Sendable {
+    public var key: RegistryNamespaceKey
+    public var organizationId: String
+}
+
+public struct CachedMinorAllocation: Hashable, Sendable {
+    public var key: RegistryBeaconKey
+    public var gateId: String
+}
+
+public enum CachedDeviceStatus: Hashable, Sendable {
+    case enrolled, revoked
+    case unrecognized(String)
+
+    init(_ raw: String) {
+        switch raw {
+        case "enrolled": self = .enrolled
+        case "revoked": self = .revoked
+        default: self = .unrecognized(raw)
+        }
+    }
+}
+
+public struct CachedDevice: Hashable, Sendable {
+    public var id: String
+    public var userId: String
+    public var status: CachedDeviceStatus
+    /// Only `enrolled` devices may report; anything else (revoked, unknown) is refused.
+    public var isActive: Bool { status == .enrolled }
+}
+
+public struct CachedUser: Hashable, Sendable {
+    public var id: String
+    public var name: String
+    public var siteIds: [String]
+}
+
+/// The answer to "which beacon is (uuid, major, minor)": the beacon and where it is mounted.
+/// `gate`, `site` and `organization` are `nil` when their own records have not arrived (yet).
+public struct BeaconResolution: Hashable, Sendable {
+    public var beacon: CachedBeacon
+    public var gate: CachedGate?
+    public var site: CachedSite?
+    /// The site's organization, or failing that the namespace's.
+    public var organizationId: String?
+
+    public var beaconId: String { beacon.id }
+    public var gateId: String { beacon.gateId }
+    public var siteId: String? { gate?.siteId }
+    public var status: CachedBeaconStatus { beacon.status }
+}
+
+/// The answer to "whose business is (uuid, major)".
+public struct BusinessResolution: Hashable, Sendable {
+    public var namespace: CachedNamespace
+    public var organization: CachedOrganization?
+    public var organizationId: String { namespace.organizationId }
+}
+
+/// Why a record was not applied to the cache (all harmless: the cache keeps its current state).
+public enum RegistryApplyOutcome: Hashable, Sendable {
+    case applied
+    /// A version at or below the one the cache already holds for the key (a replay or a reorder).
+    case stale
+    /// An entity type the cache does not keep (enrollment codes, API keys, newer types).
+    case ignored
+    /// The payload lacks a field the cache needs; `reason` says which.
+    case malformed(String)
+}
+
+// MARK: Payload reading
+
+enum PayloadReader {
+    static func string(_ payload: JSONValue, _ field: String) throws(PayloadError) -> String {
+        guard let value = payload[field]?.stringValue else { throw PayloadError(field: field) }
+        return value
+    }
+
+    static func optionalString(_ payload: JSONValue, _ field: String) -> String? {
+        payload[field]?.stringValue
+    }
+
+    static func int(_ payload: JSONValue, _ field: String) throws(PayloadError) -> Int {
+        guard let value = payload[field]?.int64Value, let int = Int(exactly: value) else { throw PayloadError(field: field) }
+        return int
+    }
+
+    static func optionalInt(_ payload: JSONValue, _ field: String) -> Int? {
+        payload[field]?.int64Value.flatMap { Int(exactly: $0) }
+    }
+
+    static func double(_ payload: JSONValue, _ field: String) throws(PayloadError) -> Double {
+        guard let value = payload[field]?.doubleValue else { throw PayloadError(field: field) }
+        return value
+    }
+
+    static func uuid(_ payload: JSONValue, _ field: String) throws(PayloadError) -> UUID {
+        guard let text = payload[field]?.stringValue, let uuid = UUID(uuidString: text) else { throw PayloadError(field: field) }
+        return uuid
+    }
+
+    static func beacon(_ p: JSONValue) throws(PayloadError) -> CachedBeacon {
+        guard let key = RegistryBeaconKey(uuid: try uuid(p, "uuid"), major: try int(p, "major"), minor: try int(p, "minor")) else {
+            throw PayloadError(field: "major/minor")
+        }
+        return CachedBeacon(
+            id: try string(p, "id"), key: key, mac: optionalString(p, "mac")?.uppercased(),
+            txPower: optionalInt(p, "txPower"), status: CachedBeaconStatus(try string(p, "status")),
+            gateId: try string(p, "gateId")
+        )
+    }
+
+    static func gate(_ p: JSONValue) throws(PayloadError) -> CachedGate {
+        CachedGate(id: try string(p, "id"), siteId: try string(p, "siteId"), name: optionalString(p, "name") ?? "")
+    }
+
+    static func site(_ p: JSONValue) throws(PayloadError) -> CachedSite {
+        guard let fence = p["geofence"] else { throw PayloadError(field: "geofence") }
+        let geofence: CachedGeofence
+        do throws(PayloadError) {
+            geofence = CachedGeofence(
+                latitude: try double(fence, "latitude"), longitude: try double(fence, "longitude"),
+                radiusMeters: try double(fence, "radiusMeters")
+            )
+        } catch {
+            throw PayloadError(field: "geofence." + error.field)
+        }
+        return CachedSite(
+            id: try string(p, "id"), organizationId: try string(p, "organizationId"),
+            name: optionalString(p, "name") ?? "", timezone: try string(p, "timezone"), geofence: geofence
+        )
+    }
+
+    static func organization(_ p: JSONValue) throws(PayloadError) -> CachedOrganization {
+        CachedOrganization(id: try string(p, "id"), name: optionalString(p, "name") ?? "")
+    }
+
+    static func namespace(_ p: JSONValue) throws(PayloadError) -> CachedNamespace {
+        guard let key = RegistryNamespaceKey(uuid: try uuid(p, "uuid"), major: try int(p, "major")) else { throw PayloadError(field: "major") }
+        return CachedNamespace(key: key, organizationId: try string(p, "organizationId"))
+    }
+
+    static func minor(_ p: JSONValue) throws(PayloadError) -> CachedMinorAllocation {
+        guard let key = RegistryBeaconKey(uuid: try uuid(p, "uuid"), major: try int(p, "major"), minor: try int(p, "minor")) else {
+            throw PayloadError(field: "major/minor")
+        }
+        return CachedMinorAllocation(key: key, gateId: try string(p, "gateId"))
+    }
+
+    static func device(_ p: JSONValue) throws(PayloadError) -> CachedDevice {
+        CachedDevice(id: try string(p, "id"), userId: try string(p, "userId"), status: CachedDeviceStatus(try string(p, "status")))
+    }
+
+    static func user(_ p: JSONValue) throws(PayloadError) -> CachedUser {
+        let sites = p["siteIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return CachedUser(id: try string(p, "id"), name: optionalString(p, "name") ?? "", siteIds: sites)
+    }
+}
+
+struct PayloadError: Error {
+    let field: String
+}

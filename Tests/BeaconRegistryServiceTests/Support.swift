@@ -1,0 +1,177 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import BeaconRegistryService
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceRuntime
+import Testing
+
+/// The real local PostgreSQL (started by `deploy/local/stack.sh start`) with the registry
+/// migrations applied, the registry router over it, and one fresh API key per role. The schema is
+/// shared by every run (and by the core's tests), so each test works on new random ids and checks
+/// "nothing written" with queries scoped to its own ids and names.
+enum ServiceTestDatabase {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let started: Result<Void, StackError> = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            return .failure(StackError(output: "could not run stack.sh: \(error)"))
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
+    }()
+
+    struct StackError: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "registry-service-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static let signer: DeviceTokenSigner = {
+        let key = try! DeviceSigningKey(id: "svc-test", secret: Array(repeating: 9, count: 32))
+        return try! DeviceTokenSigner(activeKey: key)
+    }()
+}
+
+/// What a test gets: the repository, the raw client for count queries, and a secret per role.
+struct Harness: Sendable {
+    let repository: PostgresRegistryRepository
+    let db: PostgresClient
+    let admin: String
+    let installer: String
+    let viewer: String
+
+    /// Runs `body` with the router under test (`app.test(.router)`).
+    static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void) async throws {
+        try ServiceTestDatabase.started.get()
+        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await RegistryMigrations.apply(client: client, logger: ServiceTestDatabase.logger)
+            let repository = PostgresRegistryRepository(client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer)
+            let harness = Harness(
+                repository: repository, db: client,
+                admin: try await repository.createAPIKey(name: "svc-test admin", role: .admin).secret,
+                installer: try await repository.createAPIKey(name: "svc-test installer", role: .installer).secret,
+                viewer: try await repository.createAPIKey(name: "svc-test viewer", role: .viewer).secret
+            )
+            let app = Application(router: buildRouter(repository: repository))
+            try await app.test(.router) { testClient in
+                try await body(harness, testClient)
+            }
+        }
+    }
+
+    /// `SELECT count(*)::int …` (the query must return one integer).
+    func count(_ query: PostgresQuery) async throws -> Int {
+        let rows = try await db.query(query, logger: ServiceTestDatabase.logger)
+        for try await n in rows.decode(Int.self) { return n }
+        return 0
+    }
+}
+
+/// A short random token to mark the ids and names a test uses.
+func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
+
+extension TestClientProtocol {
+    /// One request; `json` is sent verbatim as the body.
+    func send(_ method: HTTPRequest.Method, _ uri: String, key: String?, json: String? = nil, headers extra: HTTPFields = [:]) async throws -> TestResponse {
+        var headers = extra
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        if json != nil { headers[.contentType] = "application/json" }
+        return try await execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    /// The body as `T`, expecting `status`.
+    func decode<T: Decodable>(_ type: T.Type, status expected: HTTPResponse.Status = .ok, sourceLocation: SourceLocation = #_sourceLocation) throws -> T {
+        #expect(status == expected, "\(text)", sourceLocation: sourceLocation)
+        return try RegistryJSON.decoder().decode(T.self, from: Data(text.utf8))
+    }
+
+    /// The problem+json body, expecting `status` and the problem+json media type.
+    @discardableResult
+    func problem(_ expected: HTTPResponse.Status, sourceLocation: SourceLocation = #_sourceLocation) throws -> ProblemDetails {
+        #expect(status == expected, "\(text)", sourceLocation: sourceLocation)
+        #expect(headers[.contentType] == ProblemDetails.mediaType, sourceLocation: sourceLocation)
+        let problem = try JSONDecoder().decode(ProblemDetails.self, from: Data(text.utf8))
+        #expect(problem.status == expected.code, sourceLocation: sourceLocation)
+        return problem
+    }
+}
+
+/// Bodies of valid entities.
+enum Sample {
+    static func site(organizationId: String, name: String, id: String? = nil) -> String {
+        """
+        {\(id.map { "\"id\":\"\($0)\"," } ?? "")"organizationId":"\(organizationId)","name":"\(name)","timezone":"Asia/Ho_Chi_Minh",
+         "geofence":{"latitude":10.7769,"longitude":106.7009,"radiusMeters":200},
+         "shift":{"start":"08:30","end":"17:30","checkInBeforeStartMinutes":60,"checkOutAfterEndMinutes":120,
+                  "lateEntryGraceMinutes":10,"earlyExitGraceMinutes":5}}
+        """
+    }
+}
+
+/// An organization with one site, one gate and one user, all new (through the repository).
+struct Fixture: Sendable {
+    let organization: Organization
+    let site: Site
+    let gate: Gate
+    let user: User
+
+    static func make(_ repository: PostgresRegistryRepository) async throws -> Fixture {
+        let organization = try await repository.createOrganization(NewOrganization(name: "Org \(token())"))
+        let site = try await repository.createSite(NewSite(
+            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+            shift: ShiftSettings(
+                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+            )
+        ))
+        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
+        let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
+        return Fixture(organization: organization, site: site, gate: gate, user: user)
+    }
+}
+
+/// A UUID that is not on the ban list.
+func allowedUUID() -> UUID {
+    while true {
+        let uuid = UUID()
+        if BanList.check(uuid) == nil { return uuid }
+    }
+}
+
+/// Decoding helpers for responses whose type is not public API.
+struct PageBody<Item: Decodable>: Decodable {
+    var items: [Item]
+    var nextCursor: String?
+}
+
+struct IdOnly: Decodable {
+    var id: String
+}

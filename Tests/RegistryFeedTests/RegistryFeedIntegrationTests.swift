@@ -1,0 +1,198 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import KafkaClient
+import PostgresNIO
+import RegistryFeed
+import ServiceLifecycle
+import Testing
+
+/// Against the real PostgreSQL and broker. Serialized: the publisher takes a cluster-wide lock, and
+/// the crash-safety test needs no other publisher to move its rows meanwhile.
+@Suite("Registry change feed (PostgreSQL + broker)", .serialized)
+struct RegistryFeedIntegrationTests {
+    typealias Stack = FeedTestStack
+
+    static func unpublished(_ client: PostgresClient, type: String, id: String) async throws -> Int {
+        let rows = try await client.query(
+            "SELECT count(*) FROM registry.change_outbox WHERE entity_type = \(type) AND entity_id = \(id) AND published_at IS NULL",
+            logger: Stack.logger
+        )
+        var count = 0
+        for try await n in rows.decode(Int.self) { count = n }
+        return count
+    }
+
+    @Test("a cache loader started after everything was published rebuilds the registry from the topic")
+    func lateLoaderRebuilds() async throws {
+        try await Stack.withRepository { repository, client in
+            let fixture = try await FeedFixture.make(repository)
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                try await Stack.drainOutbox(publisher)
+            }
+            #expect(try await Self.unpublished(client, type: "beacon", id: fixture.beacon.id) == 0)
+
+            // Started late: nothing is produced while it runs; it must find everything in the topic.
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-late"),
+                logger: Stack.logger
+            )
+            #expect(!loader.isCaughtUp)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await loader.run() }
+                defer { group.cancelAll() }
+                let caughtUp = await loader.waitUntilCaughtUp(timeout: .seconds(60))
+                try #require(caughtUp)
+                #expect(loader.decodeFailures == 0)
+
+                let resolved = try #require(cache.resolve(uuid: fixture.minor.uuid, major: fixture.minor.major, minor: fixture.minor.minor))
+                #expect(resolved.beaconId == fixture.beacon.id)
+                #expect(resolved.gateId == fixture.gate.id)
+                #expect(resolved.siteId == fixture.site.id)
+                #expect(resolved.organizationId == fixture.organization.id)
+                #expect(resolved.status == .active)
+                #expect(resolved.beacon.txPower == -59)
+                #expect(resolved.site?.geofence.radiusMeters == 200)
+                #expect(resolved.site?.geofence.latitude == 10.7769)
+
+                let business = try #require(cache.business(uuid: fixture.namespace.uuid, major: fixture.namespace.major))
+                #expect(business.organizationId == fixture.organization.id)
+                #expect(business.organization?.name == fixture.organization.name)
+
+                #expect(cache.beacons(uuid: fixture.beacon.uuid).contains { $0.id == fixture.beacon.id })
+                #expect(cache.beacon(mac: try #require(fixture.beacon.mac))?.id == fixture.beacon.id)
+                #expect(cache.minorAllocation(try #require(RegistryBeaconKey(uuid: fixture.minor.uuid, major: fixture.minor.major, minor: fixture.minor.minor)))?.gateId == fixture.gate.id)
+                #expect(cache.device(id: fixture.device.id)?.status == .enrolled)
+                #expect(cache.device(id: fixture.device.id)?.userId == fixture.user.id)
+                #expect(cache.user(id: fixture.user.id)?.siteIds == [fixture.site.id])
+            }
+        }
+    }
+
+    @Test("revoking a device reaches a running cache within 5 s")
+    func revocationReachesCache() async throws {
+        try await Stack.withRepository { repository, client in
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                let cache = RegistryCache()
+                let loader = try RegistryCacheLoader(
+                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-live"),
+                    logger: Stack.logger
+                )
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await publisher.run() }
+                    group.addTask { try await loader.run() }
+                    defer { group.cancelAll() }
+                    try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+
+                    let fixture = try await FeedFixture.make(repository)
+                    try await Stack.eventually("the new device reaches the cache", timeout: .seconds(15)) {
+                        cache.device(id: fixture.device.id)?.status == .enrolled
+                    }
+                    let revoked = try await repository.revokeDevice(id: fixture.device.id)
+                    #expect(revoked.status == .revoked)
+                    let took = try await Stack.eventually("the revocation reaches the cache", timeout: .seconds(5)) {
+                        cache.device(id: fixture.device.id)?.status == .revoked
+                    }
+                    #expect(took < .seconds(5))
+                    print("revocation reached the running cache in \(took)")
+
+                    let retired = try await repository.updateBeaconStatus(beaconId: fixture.beacon.id, status: .retired)
+                    #expect(retired.status == .retired)
+                    try await Stack.eventually("the beacon status reaches the cache", timeout: .seconds(5)) {
+                        cache.beacon(id: fixture.beacon.id)?.status == .retired
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("rows stay unpublished when the broker does not acknowledge, and go out on the next run")
+    func crashSafety() async throws {
+        try await Stack.withRepository { repository, client in
+            let organization = try await repository.createOrganization(NewOrganization(name: "Dead broker \(UUID().uuidString.prefix(8))"))
+
+            let failed: Bool = try await Stack.withProducer({ configuration in
+                configuration.client = KafkaConfiguration(bootstrapServers: "127.0.0.1:1", clientId: "registry-feed-dead")
+                configuration.deliveryTimeoutMs = 1_500
+                configuration.flushTimeoutMs = 500
+            }) { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                do {
+                    let round = try await publisher.publishRound()
+                    Issue.record("a round against a dead broker returned \(round)")
+                    return false
+                } catch {
+                    // Normally `.notDelivered` (delivery timeout); any failure must leave the rows.
+                    return true
+                }
+            }
+            #expect(failed)
+            #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 1)
+
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                try await Stack.drainOutbox(publisher)
+            }
+            #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
+        }
+    }
+
+    @Test("in a ServiceGroup, producer + publisher + loader publish and follow, then shut down gracefully")
+    func serviceGroupLifecycle() async throws {
+        try await Stack.withRepository { repository, client in
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
+            let publisher = RegistryChangePublisher(
+                client: client, producer: producer,
+                configuration: RegistryChangePublisherConfiguration(pollInterval: .milliseconds(50)), logger: Stack.logger
+            )
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-group"),
+                logger: Stack.logger
+            )
+            // The producer first: graceful shutdown runs in reverse order, so the publisher stops
+            // (finishing its round) before the producer flushes and stops.
+            let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+                services: [producer, publisher, loader], gracefulShutdownSignals: [], logger: Stack.logger
+            ))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let organization = try await repository.createOrganization(NewOrganization(name: "Group \(UUID().uuidString.prefix(8))"))
+                try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+                try await Stack.eventually("the organization reaches the cache", timeout: .seconds(10)) {
+                    cache.organization(id: organization.id) != nil
+                }
+                let start = ContinuousClock.now
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+                #expect(ContinuousClock.now - start < .seconds(10))
+                #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
+            }
+        }
+    }
+
+    @Test("an outbox row becomes a RegistryChange keyed <type>:<id>, version = row id; a delete a tombstone")
+    func rowToMessage() throws {
+        let row = RegistryOutboxRow(
+            id: 42, entityType: "namespace", entityId: "FF8488AE-921E-49F4-99D4-949B0F9F6171:9", op: "upsert",
+            payload: #"{"uuid": "FF8488AE-921E-49F4-99D4-949B0F9F6171", "major": 9, "organizationId": "org_1", "allocatedAt": "2026-11-22T03:30:40.710Z"}"#,
+            createdAt: Date(timeIntervalSince1970: 1_790_000_000)
+        )
+        let message = try row.message()
+        #expect(message.topic == "registry.changes")
+        #expect(message.key == Array("namespace:FF8488AE-921E-49F4-99D4-949B0F9F6171:9".utf8))
+        let record = try RegistryRecord.decode(key: "namespace:FF8488AE-921E-49F4-99D4-949B0F9F6171:9", value: message.value)
+        guard case .upsert(let change) = record else { Issue.record("not an upsert"); return }
+        #expect(change.version == 42)
+        #expect(change.entityType.rawValue == "namespace")
+        #expect(change.payload?["organizationId"]?.stringValue == "org_1")
+
+        var delete = row
+        delete.op = "delete"
+        delete.payload = nil
+        #expect(try delete.message().value == nil)
+    }
+}

@@ -1,0 +1,150 @@
+import BeaconRegistryCore
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import ServiceRuntime
+
+/// The real local stack (started by `deploy/local/stack.sh start`, as the other integration tests
+/// do): PostgreSQL with the registry migrations, and the broker with the platform's topics.
+enum FeedTestStack {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let started: Result<Void, StackError> = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            return .failure(StackError(output: "could not run stack.sh: \(error)"))
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
+    }()
+
+    struct StackError: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "registry-feed-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static var brokers: String {
+        ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
+    }
+
+    static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: brokers, clientId: "registry-feed-tests") }
+
+    static let signer: DeviceTokenSigner = {
+        let key = try! DeviceSigningKey(id: "test-2025", secret: Array(repeating: 7, count: 32))
+        return try! DeviceTokenSigner(activeKey: key)
+    }()
+
+    /// A repository over a fresh client (migrations applied, topics created) for the duration of `body`.
+    static func withRepository<T: Sendable>(
+        _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
+    ) async throws -> T {
+        try started.get()
+        let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+        _ = try await TopicBootstrap.ensureTopics(admin)
+        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await RegistryMigrations.apply(client: client, logger: logger)
+            return try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
+        }
+    }
+
+    /// A producer running for the duration of `body`.
+    static func withProducer<T: Sendable>(
+        _ configure: (inout KafkaProducerConfiguration) -> Void = { _ in },
+        _ body: (KafkaProducer) async throws -> T
+    ) async throws -> T {
+        var configuration = KafkaProducerConfiguration(client: kafka)
+        configure(&configuration)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await producer.run() }
+            defer { group.cancelAll() }
+            return try await body(producer)
+        }
+    }
+
+    /// Runs publishing rounds until the outbox has nothing left (or `timeout`).
+    static func drainOutbox(_ publisher: RegistryChangePublisher, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let round = try await publisher.publishRound()
+            if round.published == 0, !round.lockedElsewhere { return }
+            if round.lockedElsewhere { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        throw TimeoutError(what: "draining the outbox")
+    }
+
+    /// Polls `condition` every 20 ms until it holds; returns how long it took, or throws after `timeout`.
+    @discardableResult
+    static func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws -> Duration {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < timeout {
+            if try await condition() { return ContinuousClock.now - start }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TimeoutError(what: what)
+    }
+
+    struct TimeoutError: Error, CustomStringConvertible {
+        let what: String
+        var description: String { "timed out: \(what)" }
+    }
+}
+
+/// An organization with a namespace, a site, a gate, a beacon on an allocated minor (with a MAC),
+/// and a user with an enrolled device, all new, made by the real repository.
+struct FeedFixture {
+    let organization: Organization
+    let namespace: BusinessNamespace
+    let site: Site
+    let gate: Gate
+    let minor: MinorAllocation
+    let beacon: Beacon
+    let user: User
+    let device: Device
+
+    static func make(_ repository: some RegistryRepository) async throws -> FeedFixture {
+        let organization = try await repository.createOrganization(NewOrganization(name: "Feed \(UUID().uuidString.prefix(8))"))
+        let namespace = try await repository.allocateNamespace(organizationId: organization.id)
+        let site = try await repository.createSite(NewSite(
+            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+            shift: ShiftSettings(
+                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+            )
+        ))
+        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
+        let minor = try await repository.allocateMinor(gateId: gate.id)
+        let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
+        let beacon = try await repository.registerBeacon(NewBeacon(
+            uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+            mac: mac.lowercased(), txPower: -59, advIntervalMs: 350, gateId: gate.id
+        ))
+        let user = try await repository.createUser(NewUser(name: "Trần Thị Bình", siteIds: [site.id]))
+        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
+        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.0.0", model: "Pixel 8"))
+        return FeedFixture(
+            organization: organization, namespace: namespace, site: site, gate: gate, minor: minor, beacon: beacon,
+            user: user, device: credentials.device
+        )
+    }
+}
