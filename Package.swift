@@ -267,6 +267,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryTests",
             dependencies: [
+                "LocalStackTesting",
                 "BeaconRegistryCore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
@@ -280,6 +281,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryServiceTests",
             dependencies: [
+                "LocalStackTesting",
                 "BeaconRegistryService",
                 "BeaconRegistryCore",
                 "AttendanceProtocol",
@@ -296,6 +298,7 @@ let package = Package(
         .testTarget(
             name: "RegistryFeedTests",
             dependencies: [
+                "LocalStackTesting",
                 "RegistryFeed",
                 "BeaconRegistryCore",
                 "AttendanceProtocol",
@@ -321,10 +324,23 @@ let package = Package(
             path: "Tests/PolicyServiceTests",
             swiftSettings: sharedSwiftSettings
         ),
+        // Starts the real local stack once per test process (deploy/local/stack.sh) for every
+        // test target that needs PostgreSQL or the broker.
+        .target(
+            name: "LocalStackTesting",
+            dependencies: [
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/Support/LocalStackTesting",
+            swiftSettings: sharedSwiftSettings
+        ),
         // Against the real local broker and PostgreSQL started by deploy/local.
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "LocalStackTesting",
                 "KafkaClient",
                 "ServiceRuntime",
                 "AttendanceProtocol",

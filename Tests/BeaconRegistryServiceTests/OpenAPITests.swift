@@ -1,3 +1,4 @@
+import LocalStackTesting
 import BeaconRegistryCore
 import BeaconRegistryService
 import Foundation
@@ -29,7 +30,7 @@ extension RegistryServiceTests {
         }
 
         @Test func servedDocumentIsTheRepositoryFileAndIsOpenAPI31() async throws {
-            let repositoryFile = ServiceTestDatabase.root.appendingPathComponent("Services/beacon-registry/openapi.yaml")
+            let repositoryFile = LocalStack.root.appendingPathComponent("Services/beacon-registry/openapi.yaml")
             let kept = try String(contentsOf: repositoryFile, encoding: .utf8)
             let app = Application(router: buildRouter(repository: UnusedRepository()))
             try await app.test(.router) { client in

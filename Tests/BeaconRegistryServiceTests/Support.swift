@@ -2,6 +2,7 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
 import Foundation
+import LocalStackTesting
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -15,31 +16,6 @@ import Testing
 /// shared by every run (and by the core's tests), so each test works on new random ids and checks
 /// "nothing written" with queries scoped to its own ids and names.
 enum ServiceTestDatabase {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static let started: Result<Void, StackError> = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        do {
-            try process.run()
-        } catch {
-            return .failure(StackError(output: "could not run stack.sh: \(error)"))
-        }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
-    }()
-
-    struct StackError: Error, CustomStringConvertible {
-        let output: String
-        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
-    }
-
     static let logger: Logger = {
         var logger = Logger(label: "registry-service-tests")
         logger.logLevel = .warning
@@ -62,7 +38,7 @@ struct Harness: Sendable {
 
     /// Runs `body` with the router under test (`app.test(.router)`).
     static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void) async throws {
-        try ServiceTestDatabase.started.get()
+        try LocalStack.ensureStarted()
         let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }

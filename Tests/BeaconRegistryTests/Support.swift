@@ -1,5 +1,6 @@
 import BeaconRegistryCore
 import Foundation
+import LocalStackTesting
 import Logging
 import PostgresNIO
 import ServiceRuntime
@@ -8,31 +9,6 @@ import ServiceRuntime
 /// do) with the registry migrations applied. The schema is shared by every run, so each test works
 /// on fresh random organizations, users and ids instead of a fresh schema.
 enum RegistryTestDatabase {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static let started: Result<Void, StackError> = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        do {
-            try process.run()
-        } catch {
-            return .failure(StackError(output: "could not run stack.sh: \(error)"))
-        }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
-    }()
-
-    struct StackError: Error, CustomStringConvertible {
-        let output: String
-        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
-    }
-
     static let logger: Logger = {
         var logger = Logger(label: "registry-tests")
         logger.logLevel = .warning
@@ -46,7 +22,7 @@ enum RegistryTestDatabase {
 
     /// A client (pool of 20) running for the duration of `body`, after the migrations are applied.
     static func withClient<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
-        try started.get()
+        try LocalStack.ensureStarted()
         let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }

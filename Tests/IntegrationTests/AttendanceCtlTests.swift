@@ -1,3 +1,4 @@
+import LocalStackTesting
 import ArgumentParser
 import AttendanceCtlCore
 import AttendanceProtocol

@@ -1,3 +1,4 @@
+import LocalStackTesting
 import Foundation
 import KafkaClient
 import Logging

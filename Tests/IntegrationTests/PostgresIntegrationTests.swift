@@ -1,3 +1,4 @@
+import LocalStackTesting
 import Foundation
 import KafkaClient
 import Logging
@@ -89,7 +90,7 @@ struct PostgresIntegrationTests {
         var wrong = try LocalStack.postgres
         wrong.port = 1
         let client = wrong.makeClient(logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             await #expect(throws: (any Error).self) {
                 try await withTimeout(.seconds(10)) { try await PostgresReadinessCheck(client: client).check() }

@@ -1,5 +1,6 @@
 import BeaconRegistryCore
 import Foundation
+import LocalStackTesting
 import KafkaClient
 import Logging
 import PostgresNIO
@@ -8,40 +9,13 @@ import ServiceRuntime
 /// The real local stack (started by `deploy/local/stack.sh start`, as the other integration tests
 /// do): PostgreSQL with the registry migrations, and the broker with the platform's topics.
 enum FeedTestStack {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static let started: Result<Void, StackError> = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        do {
-            try process.run()
-        } catch {
-            return .failure(StackError(output: "could not run stack.sh: \(error)"))
-        }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
-    }()
-
-    struct StackError: Error, CustomStringConvertible {
-        let output: String
-        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
-    }
-
     static let logger: Logger = {
         var logger = Logger(label: "registry-feed-tests")
         logger.logLevel = .warning
         return logger
     }()
 
-    static var brokers: String {
-        ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
-    }
+    static var brokers: String { LocalStack.brokers }
 
     static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: brokers, clientId: "registry-feed-tests") }
 
@@ -54,7 +28,7 @@ enum FeedTestStack {
     static func withRepository<T: Sendable>(
         _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
     ) async throws -> T {
-        try started.get()
+        try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
         _ = try await TopicBootstrap.ensureTopics(admin)
         let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)

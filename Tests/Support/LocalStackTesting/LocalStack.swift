@@ -6,9 +6,11 @@ import ServiceRuntime
 
 /// The real local broker and PostgreSQL, started by the project's own script
 /// (`deploy/local/stack.sh start`: installs what is missing, starting twice is harmless).
-enum LocalStack {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+/// Shared by every test target that needs them.
+public enum LocalStack {
+    /// The repository root (this file is Tests/Support/LocalStackTesting/LocalStack.swift).
+    public static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Runs the start script once per test process.
     static let started: Result<Void, StackError> = {
@@ -28,35 +30,38 @@ enum LocalStack {
         return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
     }()
 
-    struct StackError: Error, CustomStringConvertible {
-        let output: String
-        var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
+    public struct StackError: Error, CustomStringConvertible {
+        public let output: String
+        public var description: String { "deploy/local/stack.sh start failed:\n\(output)" }
     }
 
-    static func ensureStarted() throws {
+    public static func ensureStarted() throws {
         try started.get()
     }
 
-    static var brokers: String {
+    public static var brokers: String {
         ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
     }
 
-    static var postgres: PostgresSettings {
+    public static var postgres: PostgresSettings {
         get throws { try PostgresSettings.load(from: EnvironmentReader()) }
     }
 
-    static let logger: Logger = {
-        var logger = Logger(label: "integration")
+    public static let logger = logger(label: "integration")
+
+    /// A logger for tests: warnings and worse only.
+    public static func logger(label: String) -> Logger {
+        var logger = Logger(label: label)
         logger.logLevel = .warning
         return logger
-    }()
+    }
 
-    static func uniqueName(_ prefix: String) -> String {
+    public static func uniqueName(_ prefix: String) -> String {
         "\(prefix).\(UInt32.random(in: 0...UInt32.max))"
     }
 
     /// A PostgreSQL client running for the duration of `body`.
-    static func withPostgres<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
+    public static func withPostgres<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
         try ensureStarted()
         let client = try postgres.makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
