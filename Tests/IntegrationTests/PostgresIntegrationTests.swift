@@ -51,6 +51,34 @@ struct PostgresIntegrationTests {
         }
     }
 
+    @Test func runnersOfSeveralServicesStartTogetherOnANewDatabase() async throws {
+        // A brand-new database, as on a first deploy where every service starts at once.
+        let database = "it_fresh_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            try await db.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(database)"), logger: logger)
+        }
+        var settings = try LocalStack.postgres
+        settings.database = database
+        let fresh = settings.makeClient(logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await fresh.run() }
+            let applied = try await withThrowingTaskGroup(of: Int.self) { runners in
+                for service in 0..<8 {
+                    runners.addTask {
+                        try await MigrationRunner(service: "svc\(service)", migrations: self.migrations("t\(service)"), client: fresh, logger: self.logger)
+                            .run().count
+                    }
+                }
+                return try await runners.reduce(0, +)
+            }
+            #expect(applied == 16)
+            group.cancelAll()
+        }
+        try await LocalStack.withPostgres { db in
+            try await db.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(database) WITH (FORCE)"), logger: logger)
+        }
+    }
+
     @Test func editedMigrationIsRefused() async throws {
         let service = "it_edit_\(UInt32.random(in: 0...UInt32.max))"
         try await LocalStack.withPostgres { db in

@@ -62,16 +62,28 @@ public struct MigrationRunner: Sendable {
     /// - Returns: the migrations this call applied (empty when the schema was up to date).
     @discardableResult
     public func run() async throws -> [Migration] {
-        try await client.query("""
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                service text NOT NULL,
-                version integer NOT NULL,
-                name text NOT NULL,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (service, version)
-            )
-            """, logger: logger)
+        // Concurrent `CREATE TABLE IF NOT EXISTS` can still fail on a new database (a unique
+        // violation in the catalog) when replicas or services start together: serialize it.
+        let logger = self.logger
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))", logger: logger)
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        service text NOT NULL,
+                        version integer NOT NULL,
+                        name text NOT NULL,
+                        checksum text NOT NULL,
+                        applied_at timestamptz NOT NULL DEFAULT now(),
+                        PRIMARY KEY (service, version)
+                    )
+                    """, logger: logger)
+            }
+        } catch let error as PostgresTransactionError {
+            let inner = error.closureError ?? error.beginError ?? error.commitError
+            let message = (inner as? PSQLError)?.serverInfo?[.message] ?? String(reflecting: inner ?? error)
+            throw MigrationError(description: "creating schema_migrations failed: \(message)")
+        }
         var applied: [Migration] = []
         for migration in migrations {
             let service = self.service
