@@ -7,7 +7,7 @@ func span(_ id: String, _ start: String, _ end: String, user: String = "u_1", op
     AttendanceInterval(sessionId: id, userId: user, siteId: "S_HQ", start: utc(start), end: utc(end), isOpen: open)
 }
 
-func hhmm(_ text: String) -> LocalTimeOfDay { LocalTimeOfDay(text)! }
+func hhmm(_ text: String) -> TimeOfDay { TimeOfDay(text)! }
 
 @Suite("Daily attendance")
 struct DailyAttendanceTests {
@@ -163,9 +163,9 @@ struct DailyAttendanceTests {
             checkOutAfterEndMinutes: 2_000, lateEntryGraceMinutes: 0, earlyExitGraceMinutes: 0)
         #expect(bad.validationIssues().map(\.field) == ["timezone", "end", "checkInBeforeStartMinutes", "checkOutAfterEndMinutes"])
         #expect(throws: ShiftSettingsError.self) { try DailyAttendanceCalculator.days(for: [], shift: bad) }
-        #expect(LocalTimeOfDay("24:00") == nil)
-        #expect(LocalTimeOfDay("8:30") == LocalTimeOfDay(hour: 8, minute: 30))
-        #expect(LocalTimeOfDay("08:30:00")?.description == "08:30")
+        #expect(TimeOfDay("24:00") == nil)
+        #expect(TimeOfDay("8:30") == TimeOfDay(hour: 8, minute: 30))
+        #expect(TimeOfDay("08:30:00")?.description == "08:30")
     }
 
     @Test("from a timeline: sessions in, daily rows out; superseded changes are not sessions")

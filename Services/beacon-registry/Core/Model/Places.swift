@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 
 /// A customer: owns sites and one business namespace.
@@ -81,51 +82,6 @@ public struct ShiftSettings: Codable, Hashable, Sendable {
         self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
         self.lateEntryGraceMinutes = lateEntryGraceMinutes
         self.earlyExitGraceMinutes = earlyExitGraceMinutes
-    }
-}
-
-/// A wall-clock time, `HH:MM` (24 h), encoded as that string.
-public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
-    public var hour: Int
-    public var minute: Int
-
-    /// `nil` outside 00:00...23:59.
-    public init?(hour: Int, minute: Int) {
-        guard (0...23).contains(hour), (0...59).contains(minute) else { return nil }
-        self.hour = hour
-        self.minute = minute
-    }
-
-    /// Parses `HH:MM` (also `H:MM`, and `HH:MM:SS` with zero seconds as PostgreSQL prints it).
-    public init?(_ text: String) {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2 || (parts.count == 3 && parts[2] == "00"),
-              parts[0].count <= 2, parts[1].count == 2,
-              parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII),
-              let hour = Int(parts[0]), let minute = Int(parts[1])
-        else { return nil }
-        self.init(hour: hour, minute: minute)
-    }
-
-    public var minutesSinceMidnight: Int { hour * 60 + minute }
-
-    public var description: String {
-        (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
-    }
-
-    public static func < (a: TimeOfDay, b: TimeOfDay) -> Bool { a.minutesSinceMidnight < b.minutesSinceMidnight }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = TimeOfDay(text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(description)
     }
 }
 

@@ -194,7 +194,7 @@ struct ShiftCalendar {
     /// The wall-clock time on that day. Foundation resolves a time skipped by a DST change to the
     /// instant the same distance after the change (02:30 on Berlin's spring-forward day is 03:30 CEST)
     /// and a repeated time to its first occurrence.
-    func instant(_ date: LocalDate, _ time: LocalTimeOfDay) -> Date {
+    func instant(_ date: LocalDate, _ time: TimeOfDay) -> Date {
         calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: time.hour, minute: time.minute))!
     }
 }

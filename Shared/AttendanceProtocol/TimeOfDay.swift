@@ -1,0 +1,47 @@
+import Foundation
+
+/// A wall-clock time of day, `HH:MM` (24 h), encoded as that string. Local to a site's time zone:
+/// shift start and end as the registry stores them and daily attendance judges them.
+public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+    public let hour: Int
+    public let minute: Int
+
+    /// `nil` outside 00:00...23:59.
+    public init?(hour: Int, minute: Int) {
+        guard (0...23).contains(hour), (0...59).contains(minute) else { return nil }
+        self.hour = hour
+        self.minute = minute
+    }
+
+    /// Parses `HH:MM` (also `H:MM`, and `HH:MM:00` as PostgreSQL prints a `time`).
+    public init?(_ text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 || (parts.count == 3 && parts[2] == "00"),
+              (1...2).contains(parts[0].count), parts[1].count == 2,
+              parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII),
+              let hour = Int(parts[0]), let minute = Int(parts[1])
+        else { return nil }
+        self.init(hour: hour, minute: minute)
+    }
+
+    public var minutesSinceMidnight: Int { hour * 60 + minute }
+
+    public var description: String {
+        (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
+    }
+
+    public static func < (a: Self, b: Self) -> Bool { a.minutesSinceMidnight < b.minutesSinceMidnight }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+}
