@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "KafkaClient", targets: ["KafkaClient"]),
         .library(name: "ServiceRuntime", targets: ["ServiceRuntime"]),
         .library(name: "RegistryFeed", targets: ["RegistryFeed"]),
+        .library(name: "AccessControl", targets: ["AccessControl"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
     ],
@@ -108,12 +109,28 @@ let package = Package(
             swiftSettings: sharedSwiftSettings
         ),
 
+        // Who may call: admin API keys with roles and device tokens, checked the same way by every service.
+        .target(
+            name: "AccessControl",
+            dependencies: [
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Shared/AccessControl",
+            swiftSettings: sharedSwiftSettings
+        ),
+
         // MARK: Services (thin executables over library targets)
 
         // Beacon registry: places, beacons, shard allocation, devices, credentials (issue 4, core).
         .target(
             name: "BeaconRegistryCore",
             dependencies: [
+                "AccessControl",
                 "AttendanceProtocol",
                 "KafkaClient",
                 "ServiceRuntime",
@@ -151,6 +168,7 @@ let package = Package(
         .target(
             name: "BeaconRegistryService",
             dependencies: [
+                "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
                 "KafkaClient",
@@ -203,6 +221,7 @@ let package = Package(
         .executableTarget(
             name: "RegistryLookupBenchmark",
             dependencies: [
+                "AccessControl",
                 "RegistryFeed",
                 "BeaconRegistryCore",
                 "AttendanceProtocol",
@@ -267,6 +286,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryTests",
             dependencies: [
+                "AccessControl",
                 "LocalStackTesting",
                 "BeaconRegistryCore",
                 "AttendanceProtocol",
@@ -281,6 +301,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryServiceTests",
             dependencies: [
+                "AccessControl",
                 "LocalStackTesting",
                 "BeaconRegistryService",
                 "BeaconRegistryCore",
@@ -298,6 +319,7 @@ let package = Package(
         .testTarget(
             name: "RegistryFeedTests",
             dependencies: [
+                "AccessControl",
                 "LocalStackTesting",
                 "RegistryFeed",
                 "BeaconRegistryCore",

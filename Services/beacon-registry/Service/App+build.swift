@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
@@ -36,13 +37,13 @@ public func buildRouter(repository: any AdminRegistryRepository) -> Router<Regis
 
 /// Every registry route:
 /// - `GET /openapi.yaml` and `POST /v1/devices/enroll` without an API key;
-/// - `/v1/admin/...` behind `APIKeyAuthMiddleware`, each handler requiring its role.
+/// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role.
 /// Every error becomes problem+json (`ProblemMiddleware`).
 public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository) {
     router.add(middleware: ProblemMiddleware())
     OpenAPIController().addRoutes(to: router)
     EnrollmentController(repository: repository).addRoutes(to: router)
-    let admin = router.group("v1/admin").add(middleware: APIKeyAuthMiddleware(repository: repository))
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<RegistryRequestContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)
     SitesController(repository: repository).addRoutes(to: admin)
     GatesController(repository: repository).addRoutes(to: admin)

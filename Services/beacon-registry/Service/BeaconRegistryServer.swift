@@ -1,3 +1,4 @@
+import AccessControl
 import BeaconRegistryCore
 import Foundation
 import KafkaClient

@@ -1,3 +1,4 @@
+import AccessControl
 import BeaconRegistryCore
 
 /// The first admin API key of a fresh registry. Every admin route needs a key, and only an admin

@@ -1,3 +1,4 @@
+import AccessControl
 import Foundation
 import PostgresNIO
 

@@ -1,3 +1,4 @@
+import AccessControl
 import Foundation
 
 /// The reads the admin REST service needs beyond `RegistryRepository`: single lookups and keyset

@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
@@ -6,9 +7,9 @@ import Hummingbird
 /// The request context of the registry's routes: the API key the auth middleware verified (nil on
 /// the unauthenticated routes: health, metrics, the OpenAPI document, device enrollment) and the
 /// platform's JSON conventions (RFC 3339 UTC timestamps, as `WireTimestamp` writes them).
-public struct RegistryRequestContext: RequestContext {
+public struct RegistryRequestContext: AdminRequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// Set by `APIKeyAuthMiddleware` on every `/v1/admin` route.
+    /// Set by `AdminAuthMiddleware` on every `/v1/admin` route.
     public var apiKey: APIKey?
 
     public init(source: ApplicationRequestContextSource) {
@@ -18,15 +19,6 @@ public struct RegistryRequestContext: RequestContext {
 
     public var requestDecoder: JSONDecoder { RegistryJSON.decoder() }
     public var responseEncoder: JSONEncoder { RegistryJSON.encoder() }
-
-    /// Throws 401 without a verified key, 403 when its role is below `role`. The first line of
-    /// every admin handler, before the body is read.
-    public func authorize(_ role: APIRole) throws(ProblemDetails) {
-        guard let apiKey else { throw .unauthorized("send an admin API key: Authorization: Bearer <key>") }
-        guard apiKey.role.permits(role) else {
-            throw .forbidden("this operation needs the \(role.rawValue) role; API key \(apiKey.id) has \(apiKey.role.rawValue)")
-        }
-    }
 }
 
 /// The JSON coders of the registry API.

@@ -2,19 +2,19 @@ import Crypto
 import Foundation
 
 /// Random secrets, their hashes and their text forms: the few primitives credentials are made of.
-enum Secrets {
+public enum Secrets {
     /// `count` bytes from the system's cryptographically secure generator (getrandom on Linux).
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    public static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
     /// Lower-case hex of SHA-256 over the UTF-8 of `text`.
-    static func sha256Hex(_ text: String) -> String {
+    public static func sha256Hex(_ text: String) -> String {
         hex(Array(SHA256.hash(data: Array(text.utf8))))
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
@@ -27,7 +27,7 @@ enum Secrets {
 
     /// Compares in time that depends only on the lengths, so a caller probing stored hashes learns
     /// nothing from how long a mismatch took.
-    static func constantTimeEquals(_ a: some Sequence<UInt8>, _ b: some Sequence<UInt8>) -> Bool {
+    public static func constantTimeEquals(_ a: some Sequence<UInt8>, _ b: some Sequence<UInt8>) -> Bool {
         let a = Array(a), b = Array(b)
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
@@ -37,8 +37,8 @@ enum Secrets {
 }
 
 /// RFC 4648 sec. 5 base64url without padding: the alphabet of tokens that travel in headers.
-enum Base64URL {
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+public enum Base64URL {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
@@ -48,7 +48,7 @@ enum Base64URL {
     /// `nil` for anything but the canonical unpadded base64url of some bytes. Non-canonical
     /// spellings (stray low bits in the last character) are refused so that a token has exactly one
     /// text form.
-    static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         guard text.utf8.allSatisfy({ isAlphabet($0) }), text.utf8.count % 4 != 1 else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)

@@ -1,0 +1,98 @@
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// Checks a presented admin API key (`brk_<id>.<secret>`): the key when it is known and not
+/// revoked, `nil` otherwise. Every service with admin routes uses one.
+public protocol AdminKeyVerifier: Sendable {
+    func verify(presentedKey: String) async throws -> APIKey?
+}
+
+/// Verifies against the registry's `registry.api_keys` table (the registry owns the keys; other
+/// services share its database and only read). Answers are cached for `cacheLifetime` so a busy
+/// admin client costs one query per key per period; a revocation therefore takes effect within
+/// that period on services other than the registry.
+public final class PostgresAdminKeyVerifier: AdminKeyVerifier {
+    private let client: PostgresClient
+    private let logger: Logger
+    private let cacheLifetime: Duration
+    private let cache = Mutex<[String: (key: APIKey?, at: ContinuousClock.Instant)]>([:])
+
+    public init(client: PostgresClient, cacheLifetime: Duration = .seconds(5), logger: Logger) {
+        self.client = client
+        self.cacheLifetime = cacheLifetime
+        self.logger = logger
+    }
+
+    public func verify(presentedKey: String) async throws -> APIKey? {
+        guard let (id, secret) = APIKeyFormat.parse(presentedKey) else { return nil }
+        let presentedHash = APIKeyFormat.hash(secret: secret)
+        let cacheKey = presentedHash
+        let now = ContinuousClock.now
+        if let hit = cache.withLock({ $0[cacheKey] }), now - hit.at < cacheLifetime { return hit.key }
+        let rows = try await client.query(
+            "SELECT id, name, role, created_at, revoked_at, secret_sha256 FROM registry.api_keys WHERE id = \(id)",
+            logger: logger
+        )
+        var found: APIKey?
+        for try await (id, name, role, createdAt, revokedAt, storedHash) in rows.decode((String, String, String, Date, Date?, String).self) {
+            guard Secrets.constantTimeEquals(presentedHash.utf8, storedHash.utf8), revokedAt == nil,
+                  let role = APIRole(rawValue: role) else { continue }
+            found = APIKey(id: id, name: name, role: role, createdAt: createdAt, revokedAt: revokedAt)
+        }
+        cache.withLock { cache in
+            // Unknown keys are cached too (a flood of bad keys must not become a flood of queries),
+            // but the table stays bounded.
+            if cache.count > 10_000 { cache.removeAll(keepingCapacity: true) }
+            cache[cacheKey] = (found, now)
+        }
+        return found
+    }
+}
+
+/// A request context that carries the admin API key the middleware verified.
+public protocol AdminRequestContext: RequestContext {
+    var apiKey: APIKey? { get set }
+}
+
+extension AdminRequestContext {
+    /// Throws 401 without a verified key, 403 when its role is below `role`. The first line of
+    /// every admin handler, before the body is read.
+    public func authorize(_ role: APIRole) throws(ProblemDetails) {
+        guard let apiKey else { throw .unauthorized("send an admin API key: Authorization: Bearer <key>") }
+        guard apiKey.role.permits(role) else {
+            throw .forbidden("this operation needs the \(role.rawValue) role; API key \(apiKey.id) has \(apiKey.role.rawValue)")
+        }
+    }
+}
+
+/// Bearer API keys on admin routes: a missing, malformed, unknown or revoked key is a 401; a
+/// verified key is put in the context, and each handler then requires its role with `authorize`.
+public struct AdminAuthMiddleware<Context: AdminRequestContext>: RouterMiddleware {
+    let verifier: any AdminKeyVerifier
+
+    public init(verifier: any AdminKeyVerifier) {
+        self.verifier = verifier
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization] else {
+            throw ProblemDetails.unauthorized("send an admin API key: Authorization: Bearer <key>")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw ProblemDetails.unauthorized("the Authorization header must be: Bearer <key>")
+        }
+        let presented = parts[1].trimmingCharacters(in: .whitespaces)
+        guard let key = try await verifier.verify(presentedKey: presented) else {
+            throw ProblemDetails.unauthorized("the API key is unknown or revoked")
+        }
+        var context = context
+        context.apiKey = key
+        context.logger[metadataKey: "apiKey"] = .string(key.id)
+        return try await next(request, context)
+    }
+}
