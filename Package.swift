@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "AccessControl", targets: ["AccessControl"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
+        .executable(name: "policy-service", targets: ["policy-service"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -206,6 +207,30 @@ let package = Package(
             swiftSettings: sharedSwiftSettings
         ),
 
+        // Policy service: raw events → rules (registry feed, per-site book) → vetted events.
+        .target(
+            name: "PolicyService",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                "PolicyServiceCore",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/policy-service/Service",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "policy-service",
+            dependencies: ["PolicyService", "ServiceRuntime"],
+            path: "Services/policy-service/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+
         // MARK: Benchmarks (release builds; `make bench`)
 
         .executableTarget(
@@ -345,6 +370,25 @@ let package = Package(
             dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
             path: "Tests/PolicyServiceTests",
             swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "PolicyPipelineTests",
+            dependencies: [
+                "LocalStackTesting",
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "KafkaClient",
+                "PolicyService",
+                "PolicyServiceCore",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/PolicyPipelineTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.

@@ -70,25 +70,6 @@ public protocol RegistryView: Sendable {
     func bannedPrefix(of uuid: String) -> String?
 }
 
-/// A beacon identity as a dictionary key: the parsed UUID (so case and spelling do not matter).
-public struct BeaconKey: Hashable, Sendable {
-    public var uuid: UUID
-    public var major: Int
-    public var minor: Int
-
-    public init(uuid: UUID, major: Int, minor: Int) {
-        self.uuid = uuid
-        self.major = major
-        self.minor = minor
-    }
-
-    /// `nil` when `uuid` is not a well-formed UUID.
-    public init?(uuid: String, major: Int, minor: Int) {
-        guard let parsed = UUID(uuidString: uuid) else { return nil }
-        self.init(uuid: parsed, major: major, minor: minor)
-    }
-}
-
 /// An in-memory `RegistryView`: a value the service fills from the registry change feed
 /// (`apply(_:)`) or by hand (`upsert...`), and hands to each decision.
 ///
@@ -110,8 +91,8 @@ public struct RegistrySnapshot: RegistryView, Hashable {
         var siteId: String?
     }
 
-    private var beacons: [BeaconKey: StoredBeacon] = [:]
-    private var beaconKeyById: [String: BeaconKey] = [:]
+    private var beacons: [RegistryBeaconKey: StoredBeacon] = [:]
+    private var beaconKeyById: [String: RegistryBeaconKey] = [:]
     private var gateSites: [String: String] = [:]
     private var geofences: [String: SiteGeofence] = [:]
     private var devices: [String: DeviceBinding] = [:]
@@ -125,7 +106,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     // MARK: RegistryView
 
     public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
-        guard let key = BeaconKey(uuid: uuid, major: major, minor: minor), let stored = beacons[key] else { return nil }
+        guard let parsed = UUID(uuidString: uuid), let key = RegistryBeaconKey(uuid: parsed, major: major, minor: minor), let stored = beacons[key] else { return nil }
         let siteId = stored.siteId ?? stored.gateId.flatMap { gateSites[$0] }
         return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
     }
@@ -161,7 +142,8 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     public mutating func upsertBeacon(
         id: String? = nil, uuid: UUID, major: Int, minor: Int, status: RegisteredBeacon.Status, gateId: String?, siteId: String? = nil
     ) {
-        let key = BeaconKey(uuid: uuid, major: major, minor: minor)
+        // An identity outside 0...65535 cannot be broadcast, so it cannot be looked up either.
+        guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
         if let id {
             if let old = beaconKeyById[id], old != key { beacons[old] = nil }
             beaconKeyById[id] = key
@@ -175,7 +157,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     }
 
     public mutating func removeBeacon(uuid: UUID, major: Int, minor: Int) {
-        let key = BeaconKey(uuid: uuid, major: major, minor: minor)
+        guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
         if let id = beacons.removeValue(forKey: key)?.id { beaconKeyById[id] = nil }
     }
 

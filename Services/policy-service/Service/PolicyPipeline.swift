@@ -1,0 +1,168 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import Metrics
+import PolicyServiceCore
+import RegistryFeed
+import ServiceLifecycle
+import Synchronization
+
+/// Topic names and batching of the policy pipeline (tests use their own topics).
+public struct PolicyPipelineConfiguration: Sendable {
+    public var groupId = "policy-service"
+    public var rawTopic = Topic.rawEvents.name
+    public var vettedTopic = Topic.vettedEvents.name
+    public var deadLetterTopic = Topic.deadLetters.name
+    /// How long decisions wait for the registry cache to catch up before the first batch; a
+    /// decision against an empty cache would refuse every beacon as unknown.
+    public var registryCatchUpTimeout: Duration = .seconds(60)
+    /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
+    public var redeliveryBackoff: Duration = .milliseconds(500)
+
+    public init() {}
+}
+
+/// `attendance.events.raw` → rule engine → `attendance.events.vetted`.
+///
+/// At-least-once: a batch's offsets are committed only after every vetted event (and every dead
+/// letter) of the batch has its delivery report. A crash before the commit replays the batch; the
+/// merger's unique idempotency key makes the replay harmless. Decisions are made in offset order
+/// per partition and each accepted punch is recorded in the history before the next decision, so
+/// the rate-limit and dwell rules see the punches earlier in the same batch.
+public final class PolicyPipeline: Service, Sendable {
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let engine: PolicyEngine
+    private let book: Mutex<PolicyBook>
+    private let registry: RegistryCacheView
+    private let registryLoader: RegistryCacheLoader?
+    private let history: PolicyHistory
+    private let configuration: PolicyPipelineConfiguration
+    private let logger: Logger
+    private let clock: @Sendable () -> Date
+    private let processed = Atomic<Int>(0)
+
+    public init(
+        consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
+        registry: RegistryCacheView, registryLoader: RegistryCacheLoader?, history: PolicyHistory = PolicyHistory(),
+        configuration: PolicyPipelineConfiguration = PolicyPipelineConfiguration(), logger: Logger,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.consumer = consumer
+        self.producer = producer
+        self.engine = engine
+        self.book = Mutex(book)
+        self.registry = registry
+        self.registryLoader = registryLoader
+        self.history = history
+        self.configuration = configuration
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Events decided since start (for tests and the log).
+    public var processedCount: Int { processed.load(ordering: .relaxed) }
+
+    /// Replaces the policy book; the next decision uses it.
+    public func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
+
+    public func run() async throws {
+        if let registryLoader {
+            let caughtUp = await registryLoader.waitUntilCaughtUp(timeout: configuration.registryCatchUpTimeout)
+            if !caughtUp {
+                logger.warning("registry cache not caught up; deciding with what it holds", metadata: ["records": "\(registryLoader.recordsRead)"])
+            }
+        }
+        for await batch in consumer.batches.cancelOnGracefulShutdown() {
+            try await handle(batch)
+        }
+    }
+
+    func handle(_ batch: KafkaMessageBatch) async throws {
+        var outgoing: [KafkaOutgoingMessage] = []
+        outgoing.reserveCapacity(batch.messages.count)
+        let book = self.book.withLock { $0 }
+        for message in batch.messages {
+            outgoing.append(decide(message, book: book))
+        }
+        try await deliver(outgoing)
+        try await consumer.commit(batch)
+        processed.add(batch.messages.count, ordering: .relaxed)
+    }
+
+    /// The vetted event for one raw record, or its dead letter when it cannot be read.
+    func decide(_ message: KafkaMessage, book: PolicyBook) -> KafkaOutgoingMessage {
+        let now = clock()
+        let raw: RawEventEnvelope
+        do {
+            raw = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: message.value ?? [])
+        } catch {
+            Counter(label: "policy_dead_letters_total").increment()
+            logger.warning("undecodable raw event sent to the dead-letter topic", metadata: [
+                "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
+            ])
+            return deadLetter(message, error: error, now: now)
+        }
+        let policy = book.policy(for: raw, history: history)
+        let context = PolicyContext(registry: registry, history: history, now: now, settings: policy.settings)
+        let decision = engine.decide(raw, context: context, policy: policy)
+        history.record(decision, for: raw, registry: registry)
+        Counter(label: "policy_decisions_total", dimensions: [("outcome", decision.outcome.rawValue)]).increment()
+        for result in decision.ruleResults where result.fired {
+            Counter(label: "policy_rule_fired_total", dimensions: [("rule", result.ruleId.rawValue), ("mode", result.mode.rawValue)]).increment()
+        }
+        let vetted = VettedEvent(raw: raw, decision: decision)
+        do {
+            let record = try ProtocolCodec.wire.record(for: vetted)
+            return KafkaOutgoingMessage(topic: configuration.vettedTopic, key: record.key, value: record.value)
+        } catch {
+            // Only a non-finite number can fail to encode; what came in decoded, so this is a bug
+            // worth a dead letter rather than a stopped pipeline.
+            logger.error("vetted event failed to encode", metadata: ["error": .string(String(describing: error))])
+            return deadLetter(message, reason: .processingFailed, detail: String(describing: error), field: nil, now: now)
+        }
+    }
+
+    private func deadLetter(_ message: KafkaMessage, error: ProtocolDecodingError, now: Date) -> KafkaOutgoingMessage {
+        let letter = DeadLetter(
+            sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+            payload: Data(message.value ?? []), decodingError: error, consumer: configuration.groupId, failedAt: now
+        )
+        return encode(letter, message: message)
+    }
+
+    private func deadLetter(_ message: KafkaMessage, reason: DeadLetterReason, detail: String, field: String?, now: Date) -> KafkaOutgoingMessage {
+        let letter = DeadLetter(
+            sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+            payload: Data(message.value ?? []), reason: reason, detail: detail, errorField: field,
+            consumer: configuration.groupId, failedAt: now
+        )
+        return encode(letter, message: message)
+    }
+
+    private func encode(_ letter: DeadLetter, message: KafkaMessage) -> KafkaOutgoingMessage {
+        // A dead letter holds bytes and strings only: it always encodes.
+        let value = (try? ProtocolCodec.wire.encode(letter)) ?? []
+        return KafkaOutgoingMessage(topic: configuration.deadLetterTopic, key: message.key, value: value)
+    }
+
+    /// Sends until every message has a successful delivery report, sending again only what the
+    /// broker refused (the merger dedupes, so order across a retry does not matter). A producer
+    /// that can no longer take work throws, and the batch stays uncommitted for the next owner.
+    private func deliver(_ messages: [KafkaOutgoingMessage]) async throws {
+        var pending = messages
+        var attempt = 0
+        while !pending.isEmpty {
+            let reports = try await producer.sendBatch(pending)
+            let failed = zip(pending, reports).filter { !$0.1.isDelivered }
+            guard !failed.isEmpty else { return }
+            attempt += 1
+            logger.warning("vetted events not delivered; retrying", metadata: [
+                "failed": "\(failed.count)", "attempt": "\(attempt)", "error": .string(String(describing: failed[0].1.error)),
+            ])
+            pending = failed.map(\.0)
+            try await Task.sleep(for: configuration.redeliveryBackoff)
+        }
+    }
+}

@@ -1,0 +1,269 @@
+import AccessControl
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import KafkaClient
+import LocalStackTesting
+import Logging
+import PolicyService
+import PolicyServiceCore
+import PostgresNIO
+import RegistryFeed
+import ServiceRuntime
+import Testing
+
+/// The policy pipeline on the real local stack: a registry fixture published through the real
+/// change feed, raw events produced to a topic of the test's own, vetted events and dead letters
+/// read back, offsets committed only after delivery.
+@Suite("Policy pipeline", .serialized)
+struct PolicyPipelineTests {
+    @Test func decidesFromTheRegistryFeedAndCommitsAfterDelivery() async throws {
+        try await PipelineHarness.run { h in
+            let honest = h.event(key: "k_honest")
+            let unknownBeacon = h.event(key: "k_unknown", minor: 65_000)
+            let banned = h.event(key: "k_banned", uuid: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")
+            try await h.produceRaw([honest, unknownBeacon, banned])
+            try await h.produceRawBytes(Array("{not json".utf8), key: h.fixture.user.id)
+
+            let vetted = try await h.readVetted(count: 3)
+            let byKey = Dictionary(uniqueKeysWithValues: vetted.map { ($0.raw.idempotencyKey, $0) })
+            #expect(byKey["k_honest"]?.decision.outcome == .accept)
+            #expect(byKey["k_unknown"]?.decision.outcome == .reject)
+            #expect(byKey["k_unknown"]?.decision.ruleResults.contains { $0.ruleId == .beaconValidity && $0.fired } == true)
+            #expect(byKey["k_banned"]?.decision.outcome == .reject)
+            #expect(byKey["k_banned"]?.decision.reasons.joined().contains("E2C56DB5") == true)
+
+            let letters = try await h.readDeadLetters(count: 1)
+            #expect(letters.first?.reason == .decodeFailed)
+            #expect(letters.first?.consumer == h.groupId)
+
+            // Committed only after delivery: the group's committed offset reaches the end.
+            try await h.eventually("offsets committed") { try await h.committedRawOffset() == 4 }
+        }
+    }
+
+    @Test func revokedDeviceIsRefusedOnceTheFeedCarriesIt() async throws {
+        try await PipelineHarness.run { h in
+            try await h.produceRaw([h.event(key: "k_before")])
+            #expect(try await h.readVetted(count: 1).first?.decision.outcome == .accept)
+
+            _ = try await h.repository.revokeDevice(id: h.fixture.device.id)
+            try await h.publishRegistryChanges()
+            try await h.eventually("revocation in the cache") { h.cache.device(id: h.fixture.device.id)?.isActive == false }
+
+            try await h.produceRaw([h.event(key: "k_after", time: Date().addingTimeInterval(-1))])
+            let after = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_after" }
+            #expect(after?.decision.outcome == .reject)
+            #expect(after?.decision.ruleResults.contains { $0.ruleId == .deviceBinding && $0.fired } == true)
+        }
+    }
+
+    @Test func policyBookFileIsValidatedWithAClearMessage() throws {
+        let engine = PolicyEngine.standard
+        #expect(throws: ConfigurationError.self) {
+            try PolicyBookLoader.parse(Data("{\"sites\": [{\"version\": 1}]".utf8), source: "book.json", engine: engine)
+        }
+        do {
+            _ = try PolicyBookLoader.parse(Data("{\"sites\": [{\"version\": 1, \"automaticAttendance\": true, \"rules\": {}}]}".utf8), source: "book.json", engine: engine)
+            Issue.record("a site policy without siteId was accepted")
+        } catch {
+            #expect(error.description.contains("siteId"))
+        }
+        let book = try PolicyBookLoader.parse(Data("{\"globalKillSwitch\": true}".utf8), source: "book.json", engine: engine)
+        #expect(book.policy(forSite: "any").automaticAttendance == false)
+    }
+}
+
+/// One pipeline over topics of its own and the shared registry feed.
+struct PipelineHarness: Sendable {
+    let repository: PostgresRegistryRepository
+    let fixture: PipelineFixture
+    let cache: RegistryCache
+    let producer: KafkaProducer
+    let publisher: RegistryChangePublisher
+    let rawTopic: String
+    let vettedTopic: String
+    let deadLetterTopic: String
+    let groupId: String
+
+    static let logger: Logger = LocalStack.logger(label: "policy-pipeline-tests")
+    static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers, clientId: "policy-pipeline-tests") }
+
+    static func run(_ body: @escaping @Sendable (PipelineHarness) async throws -> Void) async throws {
+        try LocalStack.ensureStarted()
+        let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+        _ = try await TopicBootstrap.ensureTopics(admin)
+        let rawTopic = LocalStack.uniqueName("raw"), vettedTopic = LocalStack.uniqueName("vetted"), dlq = LocalStack.uniqueName("dlq")
+        try await admin.createTopics([
+            KafkaTopicSpec(name: rawTopic, partitions: 3), KafkaTopicSpec(name: vettedTopic, partitions: 3), KafkaTopicSpec(name: dlq, partitions: 1),
+        ])
+        let signer = try DeviceTokenSigner(activeKey: DeviceSigningKey(id: "policy-test", secret: Array(repeating: 5, count: 32)))
+        try await LocalStack.withPostgres { client in
+            try await RegistryMigrations.apply(client: client, logger: logger)
+            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+            let fixture = try await PipelineFixture.make(repository)
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+            var pipelineConfiguration = PolicyPipelineConfiguration()
+            pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
+            pipelineConfiguration.rawTopic = rawTopic
+            pipelineConfiguration.vettedTopic = vettedTopic
+            pipelineConfiguration.deadLetterTopic = dlq
+            let consumer = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]), logger: logger
+            )
+            let pipeline = PolicyPipeline(
+                consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
+                registryLoader: loader, configuration: pipelineConfiguration, logger: logger
+            )
+            let harness = PipelineHarness(
+                repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
+                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await producer.run() }
+                try await harness.publishRegistryChanges()
+                group.addTask { try await loader.run() }
+                group.addTask { try await consumer.run() }
+                group.addTask { try await pipeline.run() }
+                defer { group.cancelAll() }
+                #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+                try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
+                try await body(harness)
+            }
+        }
+    }
+
+    func publishRegistryChanges() async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let round = try await publisher.publishRound()
+            if round.published == 0, !round.lockedElsewhere { return }
+            if round.lockedElsewhere { try await Task.sleep(for: .milliseconds(100)) }
+        }
+    }
+
+    /// An honest check-in at the fixture's gate, now.
+    func event(key: String, uuid: String? = nil, minor: Int? = nil, time: Date = Date()) -> RawEventEnvelope {
+        let beacon = BeaconIdentity(uuid: uuid ?? fixture.beacon.uuid.uuidString, major: fixture.beacon.major, minor: minor ?? fixture.beacon.minor)
+        let body = AttendanceEvent(
+            id: UUID().uuidString, idempotencyKey: key, userId: fixture.user.id, deviceId: fixture.device.id,
+            timestamp: time, type: .checkin, siteId: fixture.site.id, beacon: beacon,
+            rssiSeries: [-75, -71, -68, -66, -70], txPower: -59, motion: .init(state: .walking, steps2min: 42),
+            geofence: .init(inside: true, radius: 200), handshake: nil, network: .init(online: true, latencyMs: 120),
+            app: .init(version: "1.12.0", build: 345), device: .init(model: "Pixel 8", os: "Android 15"), tEnd: nil, queuedOffline: nil,
+            location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15), attestation: .init(jailbroken: false, simulatedLocation: false)
+        )
+        return RawEventEnvelope(
+            requestId: "req_\(key)", idempotencyKey: key, userId: fixture.user.id, deviceId: fixture.device.id, siteId: fixture.site.id,
+            appVersion: "1.12.0", gatewayInstance: "gateway-test", receivedAt: time.addingTimeInterval(0.3),
+            payloadFingerprint: String(repeating: "a", count: 64), payload: .event(body)
+        )
+    }
+
+    func produceRaw(_ events: [RawEventEnvelope]) async throws {
+        let messages = try events.map { event in
+            let record = try ProtocolCodec.wire.record(for: event)
+            return KafkaOutgoingMessage(topic: rawTopic, key: record.key, value: record.value)
+        }
+        let reports = try await producer.sendBatch(messages)
+        #expect(reports.allSatisfy { $0.isDelivered })
+    }
+
+    func produceRawBytes(_ bytes: [UInt8], key: String) async throws {
+        let report = try await producer.send(KafkaOutgoingMessage(topic: rawTopic, key: key, value: bytes))
+        #expect(report.isDelivered)
+    }
+
+    func readVetted(count: Int) async throws -> [VettedEvent] {
+        try await read(topic: vettedTopic, count: count).map { try ProtocolCodec.wire.decode(VettedEvent.self, from: $0.value ?? []) }
+    }
+
+    func readDeadLetters(count: Int) async throws -> [DeadLetter] {
+        try await read(topic: deadLetterTopic, count: count).map { try ProtocolCodec.wire.decode(DeadLetter.self, from: $0.value ?? []) }
+    }
+
+    /// Reads `topic` from the beginning until `count` messages arrived (or 60 s).
+    func read(topic: String, count: Int) async throws -> [KafkaMessage] {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: Self.kafka, groupId: LocalStack.uniqueName("reader"), topics: [topic]),
+            logger: Self.logger
+        )
+        return try await withThrowingTaskGroup(of: [KafkaMessage]?.self) { group in
+            group.addTask { try await consumer.run(); return nil }
+            group.addTask {
+                var messages: [KafkaMessage] = []
+                for await batch in consumer.batches {
+                    messages += batch.messages
+                    if messages.count >= count { break }
+                }
+                return messages
+            }
+            group.addTask { try await Task.sleep(for: .seconds(60)); return nil }
+            defer { consumer.triggerShutdown(); group.cancelAll() }
+            while let result = try await group.next() {
+                if let messages = result { return messages }
+                throw TimeoutError(what: "\(count) messages on \(topic)")
+            }
+            return []
+        }
+    }
+
+    func committedRawOffset() async throws -> Int64 {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: Self.kafka, groupId: groupId, topics: [rawTopic]), logger: Self.logger
+        )
+        var total: Int64 = 0
+        let committed = try await consumer.committed((0..<3).map { TopicPartition(topic: rawTopic, partition: $0) })
+        for (_, offset) in committed where offset > 0 { total += offset }
+        return total
+    }
+
+    func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TimeoutError(what: what)
+    }
+
+    struct TimeoutError: Error, CustomStringConvertible {
+        let what: String
+        var description: String { "timed out: \(what)" }
+    }
+}
+
+/// A site with a gate and an active beacon, and a user with an enrolled device, made by the real
+/// registry repository (so they reach the policy through the real change feed).
+struct PipelineFixture: Sendable {
+    let site: Site
+    let beacon: Beacon
+    let user: User
+    let device: Device
+
+    static func make(_ repository: PostgresRegistryRepository) async throws -> PipelineFixture {
+        let organization = try await repository.createOrganization(NewOrganization(name: "Policy \(UUID().uuidString.prefix(8))"))
+        _ = try await repository.allocateNamespace(organizationId: organization.id)
+        let site = try await repository.createSite(NewSite(
+            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+            shift: ShiftSettings(
+                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+            )
+        ))
+        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
+        let minor = try await repository.allocateMinor(gateId: gate.id)
+        let beacon = try await repository.registerBeacon(NewBeacon(
+            uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+            mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
+        ))
+        let user = try await repository.createUser(NewUser(name: "Policy tester", siteIds: [site.id]))
+        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
+        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+        return PipelineFixture(site: site, beacon: beacon, user: user, device: credentials.device)
+    }
+}
