@@ -101,6 +101,7 @@ let package = Package(
         .target(
             name: "RegistryFeed",
             dependencies: [
+                "ServiceRuntime",
                 "AttendanceProtocol",
                 "KafkaClient",
                 .product(name: "Logging", package: "swift-log"),
@@ -169,6 +170,7 @@ let package = Package(
         .target(
             name: "BeaconRegistryService",
             dependencies: [
+                "RegistryFeed",
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
@@ -326,6 +328,8 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryServiceTests",
             dependencies: [
+                "RegistryFeed",
+                "KafkaClient",
                 "AccessControl",
                 "LocalStackTesting",
                 "BeaconRegistryService",

@@ -118,7 +118,8 @@ public final class RegistryCache: Sendable {
         }
     }
 
-    static func normalizeMAC(_ text: String) -> String? {
+    /// `AA:BB:CC:DD:EE:FF`, or `nil` when `text` is not six hex octets in a common spelling.
+    public static func normalizeMAC(_ text: String) -> String? {
         let hex = Array(text.uppercased().utf8.filter { $0 != 0x3A && $0 != 0x2D })
         guard hex.count == 12, hex.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x46) }) else { return nil }
         return stride(from: 0, to: 12, by: 2).map { String(decoding: hex[$0..<($0 + 2)], as: UTF8.self) }.joined(separator: ":")

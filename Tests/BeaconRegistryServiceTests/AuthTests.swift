@@ -34,6 +34,10 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.post, "/v1/admin/devices/{id}/revoke", .admin),
     (.post, "/v1/admin/api-keys", .admin),
     (.post, "/v1/admin/api-keys/{id}/revoke", .admin),
+    (.get, "/v1/admin/lookup/beacon", .viewer),
+    (.get, "/v1/admin/lookup/business", .viewer),
+    (.get, "/v1/admin/lookup/uuid/{uuid}", .viewer),
+    (.get, "/v1/admin/lookup/mac/{mac}", .viewer),
 ]
 
 extension RegistryServiceTests {
@@ -162,6 +166,8 @@ struct UnusedRepository: AdminRegistryRepository {
     func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func beacon(id: String) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) { throw .storage("unused") }
+    func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int { throw .storage("unused") }
+    func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int { throw .storage("unused") }
     func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification { throw .storage("unused") }
     func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode { throw .storage("unused") }
     func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials { throw .storage("unused") }

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import RegistryFeed
 import Prometheus
 import ServiceRuntime
 
@@ -16,6 +17,7 @@ public let beaconRegistryDefaultHTTPPort = 8083
 public func buildApplication(
     configuration: ServiceConfiguration,
     repository: any AdminRegistryRepository,
+    lookups: RegistryCache = RegistryCache(),
     readiness: [any ReadinessCheck],
     metrics: PrometheusCollectorRegistry,
     logger: Logger
@@ -24,22 +26,23 @@ public func buildApplication(
         configuration: configuration, registry: metrics, readiness: readiness, context: RegistryRequestContext.self,
         logger: logger
     ) { router in
-        addRegistryRoutes(to: router, repository: repository)
+        addRegistryRoutes(to: router, repository: repository, lookups: lookups)
     }
 }
 
 /// The registry routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(repository: any AdminRegistryRepository) -> Router<RegistryRequestContext> {
+public func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<RegistryRequestContext> {
     let router = Router(context: RegistryRequestContext.self)
-    addRegistryRoutes(to: router, repository: repository)
+    addRegistryRoutes(to: router, repository: repository, lookups: lookups)
     return router
 }
 
 /// Every registry route:
 /// - `GET /openapi.yaml` and `POST /v1/devices/enroll` without an API key;
-/// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role.
+/// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role;
+/// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
-public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository) {
+public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
     router.add(middleware: ProblemMiddleware())
     OpenAPIController().addRoutes(to: router)
     EnrollmentController(repository: repository).addRoutes(to: router)
@@ -51,4 +54,5 @@ public func addRegistryRoutes(to router: Router<RegistryRequestContext>, reposit
     BeaconsController(repository: repository).addRoutes(to: admin)
     DevicesController(repository: repository).addRoutes(to: admin)
     APIKeysController(repository: repository).addRoutes(to: admin)
+    LookupController(cache: lookups).addRoutes(to: admin)
 }

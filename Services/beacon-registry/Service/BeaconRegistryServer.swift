@@ -4,12 +4,14 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import RegistryFeed
 import ServiceLifecycle
 import ServiceRuntime
 
 /// What `beacon-registry` runs: configuration (exit 78 on a bad value), logging, metrics, the
 /// PostgreSQL pool, the registry migrations, the optional admin key bootstrap, the topics, then the
-/// HTTP server and the change-feed publisher until SIGTERM/SIGINT.
+/// HTTP server, the change-feed publisher, the lookup cache and the sightings collector until
+/// SIGTERM/SIGINT.
 ///
 /// Environment besides the shared one (`HTTP_*`, `PG*`/`DATABASE_URL`, `LOG_*`):
 /// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: device token signing keys (see `DeviceTokenSigner.load`);
@@ -30,10 +32,17 @@ public enum BeaconRegistryServer {
         // to the compacted registry.changes topic, from which gateways, policy and the fleet rebuild.
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
         let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+        // The registry reads its own feed back for the lookup routes, exactly as other services do.
+        let lookups = RegistryCache()
+        let lookupLoader = try RegistryCacheLoader(
+            cache: lookups, configuration: RegistryCacheLoaderConfiguration(kafka: configuration.kafka, groupIdPrefix: "registry-lookups"),
+            logger: logger
+        )
+        let sightings = try BeaconSightingCollector(kafka: configuration.kafka, repository: repository, logger: logger)
 
         let app = buildApplication(
-            configuration: configuration, repository: repository,
-            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
+            configuration: configuration, repository: repository, lookups: lookups,
+            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: lookupLoader)],
             metrics: metrics, logger: logger
         )
         try await withThrowingDiscardingTaskGroup { group in
@@ -46,9 +55,10 @@ public enum BeaconRegistryServer {
                 logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
             }
             try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
-            // Shutdown runs in reverse: the server stops taking requests, the publisher finishes
-            // its round, then the producer flushes.
-            try await ServiceMain.runServices([producer, publisher, app], logger: logger)
+            // Shutdown runs in reverse: the server stops taking requests, the sightings collector
+            // and the lookup cache stop reading, the publisher finishes its round, then the
+            // producer flushes.
+            try await ServiceMain.runServices([producer, publisher, lookupLoader, sightings, app], logger: logger)
             group.cancelAll()
         }
     }

@@ -45,7 +45,7 @@ public enum PolicyServer {
         )
         let app = ServiceApplication.build(
             configuration: configuration, registry: metrics,
-            readiness: [KafkaReadinessCheck(producer: producer), RegistryCaughtUpCheck(loader: loader)],
+            readiness: [KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: loader)],
             logger: logger
         )
         logger.info("policy book loaded", metadata: [
@@ -54,21 +54,5 @@ public enum PolicyServer {
         // Shutdown runs in reverse: the server stops, the pipeline finishes its batch (delivered and
         // committed), the consumer leaves the group, the producer flushes.
         try await ServiceMain.runServices([producer, loader, consumer, pipeline, app], logger: logger)
-    }
-}
-
-/// Ready once the registry feed's cache has caught up: before that every beacon looks unknown.
-public struct RegistryCaughtUpCheck: ReadinessCheck {
-    public let name = "registry_feed"
-    let loader: RegistryCacheLoader
-
-    public init(loader: RegistryCacheLoader) { self.loader = loader }
-
-    public func check() async throws {
-        guard loader.isCaughtUp else { throw NotCaughtUp() }
-    }
-
-    struct NotCaughtUp: Error, CustomStringConvertible {
-        var description: String { "the registry change feed is still being read" }
     }
 }

@@ -154,3 +154,31 @@ public enum TelemetryEventName: OpenWireEnum {
         }
     }
 }
+
+// MARK: Beacon attributes
+
+extension TelemetryEvent {
+    /// The attribute names that say which beacon an event is about (region enter/exit, ranging,
+    /// GATT): `beaconUuid`, `beaconMajor`, `beaconMinor`. The registry counts such an event as a
+    /// sighting of that beacon by the device (broadcast verification).
+    public enum BeaconAttribute {
+        public static let uuid = "beaconUuid"
+        public static let major = "beaconMajor"
+        public static let minor = "beaconMinor"
+    }
+
+    /// The beacon named by the event's attributes, when all three are present and well formed.
+    public var beacon: BeaconIdentity? {
+        guard let attributes,
+              let uuid = attributes[BeaconAttribute.uuid], UUID(uuidString: uuid) != nil,
+              let major = attributes[BeaconAttribute.major].flatMap({ Int($0) }), (0...65_535).contains(major),
+              let minor = attributes[BeaconAttribute.minor].flatMap({ Int($0) }), (0...65_535).contains(minor)
+        else { return nil }
+        return BeaconIdentity(uuid: uuid, major: major, minor: minor)
+    }
+
+    /// Attributes naming `beacon`, to merge into an event's attributes.
+    public static func attributes(for beacon: BeaconIdentity) -> [String: String] {
+        [BeaconAttribute.uuid: beacon.uuid, BeaconAttribute.major: String(beacon.major), BeaconAttribute.minor: String(beacon.minor)]
+    }
+}

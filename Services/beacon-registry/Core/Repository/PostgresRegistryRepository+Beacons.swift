@@ -98,6 +98,38 @@ extension PostgresRegistryRepository {
         }
     }
 
+    public func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int {
+        var uuids: [UUID] = [], majors: [Int] = [], minors: [Int] = [], devices: [String] = [], times: [Date] = []
+        for sighting in sightings {
+            guard let uuid = BeaconUUID.parse(sighting.beacon.uuid), (0...65_535).contains(sighting.beacon.major),
+                  (0...65_535).contains(sighting.beacon.minor), (1...128).contains(sighting.deviceId.unicodeScalars.count)
+            else { continue }
+            uuids.append(uuid)
+            majors.append(sighting.beacon.major)
+            minors.append(sighting.beacon.minor)
+            devices.append(sighting.deviceId)
+            times.append(sighting.seenAt)
+        }
+        guard !uuids.isEmpty else { return 0 }
+        let count = uuids.count
+        try await write("record sightings") { db in
+            _ = try await db.rows(
+                """
+                INSERT INTO registry.beacon_sightings (uuid, major, minor, device_id, seen_at)
+                SELECT * FROM unnest(\(uuids)::uuid[], \(majors)::int[], \(minors)::int[], \(devices)::text[], \(times)::timestamptz[])
+                """, logger: logger
+            )
+        }
+        return count
+    }
+
+    public func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
+        try await write("prune sightings") { db in
+            let rows = try await db.rows("DELETE FROM registry.beacon_sightings WHERE seen_at < \(cutoff) RETURNING 1", logger: logger)
+            return rows.count
+        }
+    }
+
     public func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification {
         var v = InputValidator()
         let uuid = BeaconUUID.parse(beacon.uuid)

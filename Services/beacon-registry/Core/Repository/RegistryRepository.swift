@@ -35,6 +35,12 @@ public protocol RegistryRepository: Sendable {
 
     /// Telemetry rather than a registry change: the one write that appends nothing to the outbox.
     func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError)
+    /// Records many sightings in one statement; malformed ones are skipped. Returns how many were stored.
+    @discardableResult
+    func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int
+    /// Deletes sightings older than `cutoff` (verification looks back at most a day). Returns how many.
+    @discardableResult
+    func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int
     /// Verified when at least one device heard the beacon within the last `minutes` (1...1440).
     func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification
 

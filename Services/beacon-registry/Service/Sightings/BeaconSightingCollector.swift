@@ -1,0 +1,118 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import KafkaClient
+import Logging
+import ServiceLifecycle
+
+/// Feeds broadcast verification from what devices report: every telemetry event naming a beacon
+/// (`TelemetryEvent.beacon`) and every raw attendance event with a beacon is a sighting of that
+/// beacon by that device.
+///
+/// Reads `device.telemetry` and `attendance.events.raw` in its own consumer group, keeps per batch
+/// only the newest sighting per (beacon, device), stores them in one statement, then commits. A
+/// crash before the commit stores a batch twice, which only repeats a sighting (verification counts
+/// distinct devices and the newest time). Undecodable records are skipped: they are the business of
+/// the consumers that own those topics (and their dead letters), not of this one. Sightings older
+/// than `retention` are pruned every `pruneInterval`.
+public final class BeaconSightingCollector: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var groupId = "beacon-registry-sightings"
+        public var telemetryTopic = Topic.deviceTelemetry.name
+        public var rawEventsTopic = Topic.rawEvents.name
+        public var retention: Duration = .seconds(2 * 86_400)
+        public var pruneInterval: Duration = .seconds(3_600)
+
+        public init() {}
+    }
+
+    private let consumer: KafkaConsumer
+    private let repository: any RegistryRepository
+    private let configuration: Configuration
+    private let logger: Logger
+
+    public init(kafka: KafkaConfiguration, repository: any RegistryRepository, configuration: Configuration = Configuration(), logger: Logger) throws(KafkaError) {
+        self.consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.telemetryTopic, configuration.rawEventsTopic]),
+            logger: logger
+        )
+        self.repository = repository
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [consumer] in
+                do {
+                    try await consumer.run()
+                } catch {
+                    consumer.triggerShutdown()
+                    throw error
+                }
+            }
+            group.addTask { [self] in await self.pruneForever() }
+            for await batch in consumer.batches.cancelOnGracefulShutdown() {
+                try await store(batch)
+            }
+            consumer.triggerShutdown()
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    private func store(_ batch: KafkaMessageBatch) async throws {
+        let sightings = Self.sightings(in: batch.messages, rawEventsTopic: configuration.rawEventsTopic)
+        // Storage errors are retried: the batch is neither committed nor dropped until it is stored.
+        var attempt = 0
+        while true {
+            do {
+                try await repository.recordSightings(sightings)
+                break
+            } catch {
+                attempt += 1
+                logger.warning("sightings not stored; retrying", metadata: ["attempt": "\(attempt)", "error": .string(String(describing: error))])
+                try await Task.sleep(for: .seconds(min(attempt, 10)))
+            }
+        }
+        try await consumer.commit(batch)
+    }
+
+    /// The newest sighting per (beacon, device) in `messages`.
+    static func sightings(in messages: [KafkaMessage], rawEventsTopic: String) -> [BeaconSighting] {
+        var newest: [String: BeaconSighting] = [:]
+        func add(_ beacon: BeaconIdentity, device: String, at time: Date) {
+            let key = "\(beacon.uuid.uppercased()):\(beacon.major):\(beacon.minor)|\(device)"
+            if newest[key].map({ $0.seenAt < time }) ?? true {
+                newest[key] = BeaconSighting(beacon: beacon, deviceId: device, seenAt: time)
+            }
+        }
+        for message in messages {
+            guard let value = message.value else { continue }
+            if message.topic == rawEventsTopic {
+                guard let raw = try? ProtocolCodec.wire.decode(RawEventEnvelope.self, from: value),
+                      case .event(let event) = raw.payload else { continue }
+                add(event.beacon, device: raw.deviceId, at: event.timestamp)
+            } else {
+                guard let telemetry = try? ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: value) else { continue }
+                for event in telemetry.events {
+                    if let beacon = event.beacon { add(beacon, device: telemetry.deviceId, at: event.at) }
+                }
+            }
+        }
+        return newest.values.sorted { $0.seenAt < $1.seenAt }
+    }
+
+    private func pruneForever() async {
+        while !Task.isCancelled {
+            do {
+                let cutoff = Date().addingTimeInterval(-Double(configuration.retention.components.seconds))
+                let pruned = try await repository.pruneSightings(before: cutoff)
+                if pruned > 0 { logger.info("old sightings pruned", metadata: ["count": "\(pruned)"]) }
+            } catch {
+                logger.warning("pruning sightings failed", metadata: ["error": .string(String(describing: error))])
+            }
+            try? await Task.sleep(for: configuration.pruneInterval)
+        }
+    }
+}
