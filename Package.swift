@@ -40,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // MARK: Shared libraries
@@ -257,6 +258,26 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Tests/Benchmarks/RegistryLookupBenchmark",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Keyed load under the no-loss contract against the running services, verified in PostgreSQL
+        // (deploy/local/crash-test.sh, the end-to-end benchmark).
+        .executableTarget(
+            name: "PipelineLoad",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "PresenceKit",
+                "ServiceRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/Benchmarks/PipelineLoad",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

@@ -51,3 +51,9 @@ if ! command -v swift >/dev/null 2>&1 && [[ -d /opt/swift/usr/bin ]]; then
     _local_env_prepend PATH /opt/swift/usr/bin
 fi
 unset -f _local_env_prepend
+
+# The services' HTTP ports on the local stack (deploy/local/services.sh; docker-compose uses the same).
+export GATEWAY_PORT="${GATEWAY_PORT:-8080}"
+export POLICY_PORT="${POLICY_PORT:-8081}"
+export MERGER_PORT="${MERGER_PORT:-8082}"
+export REGISTRY_PORT="${REGISTRY_PORT:-8083}"

@@ -1,0 +1,100 @@
+import AsyncHTTPClient
+import AttendanceProtocol
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PresenceKit
+
+/// Sends one event the way the app does under the no-loss contract: the same body and
+/// `Idempotency-Key` on every attempt, until a final verdict (201/200/409/422/400); 202, 5xx,
+/// timeouts and connection errors are retried after PresenceKit's `RetryPolicy` delays.
+struct ContractClient: Sendable {
+    let http: HTTPClient
+    let gateway: String
+    let requestTimeout: TimeAmount
+    let policy = RetryPolicy()
+    let classifier = DeliveryClassifier()
+
+    struct Outcome: Sendable {
+        let key: String
+        let status: Int
+        let attempts: Int
+        /// From the first attempt to the final verdict.
+        let latency: Duration
+        /// Statuses of the attempts that were retried (202, 5xx, 0 = no answer).
+        let retried: [Int]
+    }
+
+    func send(_ event: AttendanceProtocol.AttendanceEvent, device: LoadFleet.Device, stopRetryingAfter: ContinuousClock.Instant? = nil) async -> Outcome {
+        let body = (try? ProtocolCodec.wire.encode(event)) ?? []
+        let start = ContinuousClock.now
+        var attempt = 0
+        var retried: [Int] = []
+        var random = SystemRandomNumberGenerator()
+        while true {
+            attempt += 1
+            let result = await post(body, key: event.idempotencyKey, device: device)
+            var status = 0
+            if case .response(let code, _, _) = result { status = code }
+            let verdict = classifier.verdict(for: result)
+            if case .final = verdict {
+                return Outcome(key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried)
+            }
+            retried.append(status)
+            if let stop = stopRetryingAfter, ContinuousClock.now > stop {
+                return Outcome(key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried)
+            }
+            var delay = policy.delay(beforeRetry: attempt - 1, using: &random)
+            if case .retry(_, let notBefore?) = verdict { delay = max(delay, notBefore) }
+            try? await Task.sleep(for: .milliseconds(delay))
+        }
+    }
+
+    /// The answer as PresenceKit's classifier reads it: status, problem type, Retry-After.
+    private func post(_ body: [UInt8], key: String, device: LoadFleet.Device) async -> DeliveryResult {
+        var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Authorization", value: "Bearer \(device.token)")
+        request.headers.add(name: "X-Device-Id", value: device.deviceId)
+        request.headers.add(name: "X-App-Version", value: "1.12.0")
+        request.headers.add(name: "Idempotency-Key", value: key)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            let response = try await http.execute(request, timeout: requestTimeout)
+            let bytes = try await response.body.collect(upTo: 1 << 20)
+            var problemType: String?
+            if response.status.code >= 400, let problem = try? JSONDecoder().decode(ProblemDetails.self, from: Data(buffer: bytes)) {
+                problemType = problem.type
+            }
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }.map { $0 * 1_000 }
+            return .response(status: Int(response.status.code), problemType: problemType, retryAfterMs: retryAfter)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            return .timeout
+        } catch {
+            return .transportError(String(describing: error))
+        }
+    }
+
+    /// The seed's key: sha256(userId|deviceId|beaconId|tStart|nonce), hex.
+    static func idempotencyKey(device: LoadFleet.Device, beaconId: String, at time: Date, nonce: String) -> String {
+        let text = "\(device.userId)|\(device.deviceId)|\(beaconId)|\(Int64(time.timeIntervalSince1970 * 1_000))|\(nonce)"
+        return SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// An honest event at the fleet's beacon: a check-in first, then heartbeats (which are not
+    /// punches, so the rate-limit rule lets a steady load through).
+    static func event(fleet: LoadFleet, device: LoadFleet.Device, sequence: Int, at time: Date) -> AttendanceProtocol.AttendanceEvent {
+        let key = idempotencyKey(device: device, beaconId: fleet.beaconId, at: time, nonce: "\(sequence)")
+        return AttendanceProtocol.AttendanceEvent(
+            id: UUID().uuidString, idempotencyKey: key, userId: device.userId, deviceId: device.deviceId, timestamp: time,
+            type: sequence == 0 ? .checkin : .heartbeat, siteId: fleet.siteId, beacon: fleet.beacon,
+            rssiSeries: [-75, -71, -68, -66, -70], txPower: -59, motion: .init(state: .walking, steps2min: 42),
+            geofence: .init(inside: true, radius: 200), handshake: nil, network: .init(online: true, latencyMs: 40),
+            app: .init(version: "1.12.0", build: 345), device: .init(model: "Pixel 8", os: "Android 15"),
+            sessionKey: "load-\(device.deviceId)", tEnd: nil, queuedOffline: nil,
+            location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15), attestation: .init(jailbroken: false, simulatedLocation: false)
+        )
+    }
+}

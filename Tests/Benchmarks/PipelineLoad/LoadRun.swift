@@ -1,0 +1,129 @@
+import AsyncHTTPClient
+import AttendanceProtocol
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// A steady load of keyed events from enrolled devices, each sent under the no-loss contract, then
+/// the proof: PostgreSQL holds exactly the set of events the clients sent.
+struct LoadRun {
+    struct Options: Sendable {
+        var gateway: String
+        var devices: Int
+        var rate: Double
+        var duration: Duration
+        var drainTimeout: Duration
+        var requestTimeout: Duration
+    }
+
+    struct Report: Codable {
+        var sent = 0
+        var finalStatuses: [String: Int] = [:]
+        var retriedAttempts = 0
+        var retriedStatuses: [String: Int] = [:]
+        var unfinished = 0
+        var inDatabase = 0
+        var lost = 0
+        var unexpected = 0
+        var outcomeMismatches = 0
+        var duplicatedReceipts = 0
+        var acceptedPerSecond = 0.0
+        var latencyMs: [String: Double] = [:]
+        var wallSeconds = 0.0
+    }
+
+    let options: Options
+    let fleet: LoadFleet
+    let client: ContractClient
+    let postgres: PostgresClient
+    let logger: Logger
+
+    func run() async throws -> Report {
+        let outcomes = OutcomeLog()
+        let start = ContinuousClock.now
+        let stopSending = start + options.duration
+        let perDeviceInterval = Double(options.devices) / options.rate
+        // Every device sends its own sequence at rate/devices, each event in its own task so a
+        // retried event never holds back the next one (an app's outbox drains in order; the server
+        // does not care, and the load stays steady while a service is down).
+        await withTaskGroup(of: Void.self) { group in
+            for (index, device) in fleet.devices.enumerated() {
+                group.addTask {
+                    await withTaskGroup(of: Void.self) { sends in
+                        var sequence = 0
+                        var next = start + .seconds(perDeviceInterval * Double(index) / Double(fleet.devices.count))
+                        while next < stopSending {
+                            try? await Task.sleep(until: next)
+                            let event = ContractClient.event(fleet: fleet, device: device, sequence: sequence, at: Date())
+                            sends.addTask {
+                                let outcome = await client.send(event, device: device, stopRetryingAfter: stopSending + options.drainTimeout)
+                                outcomes.append(outcome)
+                            }
+                            sequence += 1
+                            next = next + .seconds(perDeviceInterval)
+                        }
+                    }
+                }
+            }
+        }
+        let wall = ContinuousClock.now - start
+        return try await verify(outcomes.all, wall: wall)
+    }
+
+    private func verify(_ outcomes: [ContractClient.Outcome], wall: Duration) async throws -> Report {
+        var report = Report()
+        report.sent = outcomes.count
+        report.wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        let finalSet: Set<Int> = [200, 201, 400, 409, 422]
+        var sentByKey: [String: Int] = [:]
+        for outcome in outcomes {
+            sentByKey[outcome.key] = outcome.status
+            report.finalStatuses[String(outcome.status), default: 0] += 1
+            report.retriedAttempts += outcome.retried.count
+            for status in outcome.retried { report.retriedStatuses[String(status), default: 0] += 1 }
+            if !finalSet.contains(outcome.status) { report.unfinished += 1 }
+        }
+        let latencies = outcomes.filter { finalSet.contains($0.status) }.map { $0.latency }.sorted()
+        for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)] where !latencies.isEmpty {
+            let d = latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))]
+            report.latencyMs[name] = (Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15).rounded(toPlaces: 1)
+        }
+
+        let users = fleet.devices.map(\.userId)
+        let rows = try await postgres.query(
+            "SELECT idempotency_key, outcome, server_receipt_id FROM merger.events WHERE user_id = ANY(\(users))", logger: logger
+        )
+        var stored: [String: String] = [:]
+        var receipts: Set<String> = []
+        for try await (key, outcome, receipt) in rows.decode((String, String, String).self) {
+            stored[key] = outcome
+            if !receipts.insert(receipt).inserted { report.duplicatedReceipts += 1 }
+        }
+        report.inDatabase = stored.count
+        report.lost = sentByKey.keys.filter { stored[$0] == nil }.count
+        report.unexpected = stored.keys.filter { sentByKey[$0] == nil }.count
+        for (key, status) in sentByKey {
+            guard let outcome = stored[key] else { continue }
+            if (status == 201 || status == 200) && outcome != "accepted" { report.outcomeMismatches += 1 }
+            if status == 409 && outcome != "rejected" { report.outcomeMismatches += 1 }
+        }
+        let accepted = stored.values.filter { $0 == "accepted" }.count
+        report.acceptedPerSecond = (Double(accepted) / max(report.wallSeconds, 0.001)).rounded(toPlaces: 1)
+        return report
+    }
+}
+
+/// Outcomes collected from many tasks.
+final class OutcomeLog: Sendable {
+    private let outcomes = Mutex<[ContractClient.Outcome]>([])
+    func append(_ outcome: ContractClient.Outcome) { outcomes.withLock { $0.append(outcome) } }
+    var all: [ContractClient.Outcome] { outcomes.withLock { $0 } }
+}
+
+extension Double {
+    func rounded(toPlaces places: Int) -> Double {
+        let factor = Foundation.pow(10, Double(places))
+        return (self * factor).rounded() / factor
+    }
+}

@@ -1,0 +1,71 @@
+import AccessControl
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import ServiceRuntime
+
+/// Load for the running pipeline (deploy/local/services.sh): enrolls devices through the registry,
+/// sends a steady load of keyed events under the no-loss contract, and proves that PostgreSQL holds
+/// exactly what the clients sent. `deploy/local/crash-test.sh` runs it while killing services.
+struct PipelineLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline-load",
+        abstract: "Send keyed attendance events to the gateway under the no-loss contract and verify PostgreSQL."
+    )
+
+    @Option(help: "Gateway base URL.") var gateway = "http://127.0.0.1:8080"
+    @Option(help: "Enrolled devices sending in parallel.") var devices = 50
+    @Option(help: "Events per second, all devices together.") var rate = 100.0
+    @Option(help: "Seconds of sending.") var duration = 60
+    @Option(help: "Seconds to keep retrying unfinished events after sending stops.") var drainTimeout = 180
+    @Option(help: "Per-request timeout in seconds.") var requestTimeout = 10
+    @Option(help: "Write the JSON report here too.") var report: String?
+
+    func run() async throws {
+        guard devices > 0, rate > 0, duration > 0 else { throw ValidationError("--devices, --rate and --duration must be positive") }
+        var logger = Logger(label: "pipeline-load")
+        logger.logLevel = .warning
+        let env = EnvironmentReader()
+        let signer = try DeviceTokenSigner.load(from: env)
+        let postgres = try PostgresSettings.load(from: env).makeClient(logger: logger)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await postgres.run() }
+                defer { group.cancelAll() }
+                print("enrolling \(devices) devices through the registry…")
+                let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
+                try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
+                print("sending \(rate) events/s for \(duration) s to \(gateway)…")
+                let run = LoadRun(
+                    options: .init(
+                        gateway: gateway, devices: devices, rate: rate, duration: .seconds(duration),
+                        drainTimeout: .seconds(drainTimeout), requestTimeout: .seconds(requestTimeout)
+                    ),
+                    fleet: fleet,
+                    client: ContractClient(http: http, gateway: gateway, requestTimeout: .seconds(Int64(requestTimeout))),
+                    postgres: postgres, logger: logger
+                )
+                let result = try await run.run()
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                let json = String(decoding: try encoder.encode(result), as: UTF8.self)
+                print(json)
+                if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
+                print("sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
+                    + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished)")
+                if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished > 0 {
+                    throw ExitCode(1)
+                }
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+    }
+}
+
+await PipelineLoad.main()
