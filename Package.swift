@@ -266,6 +266,8 @@ let package = Package(
         .executableTarget(
             name: "PipelineLoad",
             dependencies: [
+                "KafkaClient",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",

@@ -12,6 +12,15 @@ import ServiceRuntime
 struct PipelineLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipeline-load",
+        abstract: "Load the running pipeline under the no-loss contract.",
+        subcommands: [Verify.self, Bench.self],
+        defaultSubcommand: Verify.self
+    )
+}
+
+/// A steady keyed load, then the proof in PostgreSQL (the crash test's client).
+struct Verify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
         abstract: "Send keyed attendance events to the gateway under the no-loss contract and verify PostgreSQL."
     )
 
@@ -59,6 +68,46 @@ struct PipelineLoad: AsyncParsableCommand {
                 if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished > 0 {
                     throw ExitCode(1)
                 }
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+    }
+}
+
+/// The end-to-end benchmark with its ceilings (see PipelineBench).
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Measure the pipeline end to end beside a bare HTTP ceiling and pgbench.")
+
+    @Option(help: "Gateway base URL.") var gateway = "http://127.0.0.1:8080"
+    @Option(help: "Enrolled devices.") var devices = 64
+    @Option(help: "Concurrent clients in the closed loops.") var concurrency = 64
+    @Option(help: "Seconds per phase.") var seconds = 20
+    @Option(help: "Rows per pgbench transaction (the merger's batch size).") var mergerBatch = 500
+    @Option(help: "Vetted events for the merger-alone phase.") var mergerEvents = 20_000
+
+    func run() async throws {
+        var logger = Logger(label: "pipeline-bench")
+        logger.logLevel = .warning
+        let env = EnvironmentReader()
+        let signer = try DeviceTokenSigner.load(from: env)
+        let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
+        let postgres = try PostgresSettings.load(from: env).makeClient(logger: logger)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await postgres.run() }
+                defer { group.cancelAll() }
+                print("enrolling \(devices) devices through the registry…")
+                let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
+                try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
+                let bench = PipelineBench(
+                    options: .init(gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents, brokers: brokers),
+                    fleet: fleet, http: http, postgres: postgres, logger: logger
+                )
+                try await bench.run()
             }
         } catch {
             try? await http.shutdown()

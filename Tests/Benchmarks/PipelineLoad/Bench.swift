@@ -1,0 +1,248 @@
+import AsyncHTTPClient
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import KafkaClient
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// The end-to-end benchmark of issue 5 (release builds, everything on this machine):
+/// sustained accepted events/s through gateway → policy → merger → verdict, request latency at
+/// half that load, and the two ceilings measured in the same run: a bare Hummingbird endpoint
+/// decoding the same JSON, and pgbench inserting the same rows with the merger's batch size; plus
+/// the merger alone (vetted events produced straight to its topic) against the pgbench figure.
+struct PipelineBench {
+    struct Options: Sendable {
+        var gateway: String
+        var concurrency: Int
+        var seconds: Int
+        var mergerBatch: Int
+        var mergerEvents: Int
+        var brokers: String
+    }
+
+    let options: Options
+    let fleet: LoadFleet
+    let http: HTTPClient
+    let postgres: PostgresClient
+    let logger: Logger
+
+    func run() async throws {
+        let contract = ContractClient(http: http, gateway: options.gateway, requestTimeout: .seconds(10))
+
+        print("1/5 ceiling: bare Hummingbird endpoint decoding the event JSON (\(options.concurrency) clients, \(options.seconds) s)…")
+        let bare = try await bareEndpointCeiling()
+        print(String(format: "    %.0f requests/s", bare))
+
+        print("2/5 end to end, closed loop (\(options.concurrency) clients, \(options.seconds) s)…")
+        let saturated = await closedLoop(contract: contract, seconds: options.seconds)
+        print(String(format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", saturated.acceptedPerSecond, saturated.accepted, saturated.otherFinal, saturated.unfinished))
+
+        let halfRate = max(1, saturated.acceptedPerSecond / 2)
+        print(String(format: "3/5 end to end at half load (%.0f events/s, open loop, %d s)…", halfRate, options.seconds))
+        let half = await openLoop(contract: contract, rate: halfRate, seconds: options.seconds)
+        print(String(format: "    latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d requests)", half.p50, half.p90, half.p99, half.count))
+
+        print("4/5 ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into a copy of merger.events…")
+        let pgbench = try await pgbenchCeiling()
+        print(String(format: "    %.0f rows/s", pgbench))
+
+        print("5/5 the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
+        let merger = try await mergerAlone()
+        print(String(format: "    %.0f rows/s", merger))
+
+        print("")
+        print("== pipeline benchmark (\(fleet.devices.count) devices, release build, one machine) ==")
+        print(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000)", saturated.acceptedPerSecond))
+        print(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare))
+        print(String(format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50, half.p99))
+        print(String(format: "merger rows/s (alone) ................ %8.0f", merger))
+        print(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50)", options.mergerBatch, pgbench, merger / pgbench))
+    }
+
+    // MARK: Closed and open loops against the gateway
+
+    struct LoopResult {
+        var accepted = 0
+        var otherFinal = 0
+        var unfinished = 0
+        var acceptedPerSecond = 0.0
+    }
+
+    private func closedLoop(contract: ContractClient, seconds: Int) async -> LoopResult {
+        let counts = Counts()
+        let start = ContinuousClock.now
+        let end = start + .seconds(seconds)
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<options.concurrency {
+                let device = fleet.devices[worker % fleet.devices.count]
+                group.addTask {
+                    var sequence = 1_000_000 * (worker + 1)
+                    while ContinuousClock.now < end {
+                        let event = ContractClient.event(fleet: fleet, device: device, sequence: sequence, at: Date())
+                        sequence += 1
+                        let outcome = await contract.send(event, device: device, stopRetryingAfter: end + .seconds(30))
+                        counts.record(outcome.status)
+                    }
+                }
+            }
+        }
+        let elapsed = ContinuousClock.now - start
+        var result = LoopResult()
+        (result.accepted, result.otherFinal, result.unfinished) = counts.snapshot
+        result.acceptedPerSecond = Double(result.accepted) / elapsed.seconds
+        return result
+    }
+
+    struct Latency { var p50 = 0.0, p90 = 0.0, p99 = 0.0, count = 0 }
+
+    private func openLoop(contract: ContractClient, rate: Double, seconds: Int) async -> Latency {
+        let log = OutcomeLog()
+        let start = ContinuousClock.now
+        let total = Int(rate * Double(seconds))
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<total {
+                let at = start + .seconds(Double(index) / rate)
+                try? await Task.sleep(until: at)
+                let device = fleet.devices[index % fleet.devices.count]
+                let event = ContractClient.event(fleet: fleet, device: device, sequence: 10_000_000 + index, at: Date())
+                group.addTask { log.append(await contract.send(event, device: device, stopRetryingAfter: at + .seconds(60))) }
+            }
+        }
+        let latencies = log.all.map { $0.latency.seconds * 1_000 }.sorted()
+        guard !latencies.isEmpty else { return Latency() }
+        func q(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * p))] }
+        return Latency(p50: q(0.5), p90: q(0.9), p99: q(0.99), count: latencies.count)
+    }
+
+    // MARK: Ceiling 1: the same JSON decoded by a bare Hummingbird endpoint
+
+    private func bareEndpointCeiling() async throws -> Double {
+        let router = Router()
+        router.post("/v1/attendance/events") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 64 * 1_024)
+            let event = try ProtocolCodec.wire.decode(AttendanceEvent.self, from: body.readableBytesView)
+            return Response(status: .created, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
+        }
+        let port = Mutex<Int?>(nil)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
+        )
+        return try await withThrowingTaskGroup(of: Double?.self) { group in
+            group.addTask { try await app.runService(); return nil }
+            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+            let bareContract = ContractClient(http: http, gateway: "http://127.0.0.1:\(port.withLock { $0 }!)", requestTimeout: .seconds(10))
+            let result = await closedLoop(contract: bareContract, seconds: options.seconds)
+            group.cancelAll()
+            return result.acceptedPerSecond
+        }
+    }
+
+    // MARK: Ceiling 2: pgbench with the merger's batch size
+
+    private func pgbenchCeiling() async throws -> Double {
+        _ = try await postgres.query("CREATE SCHEMA IF NOT EXISTS bench", logger: logger)
+        _ = try await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
+        _ = try await postgres.query("CREATE TABLE bench.merger_events (LIKE merger.events INCLUDING ALL)", logger: logger)
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("merger-batch-\(UUID().uuidString).sql")
+        // One transaction of `mergerBatch` rows shaped like the merger's (text keys, timestamps, a
+        // JSON envelope of about the same size), keyed uniquely per client and transaction.
+        let envelope = String(repeating: "x", count: 900)
+        let sql = """
+            INSERT INTO bench.merger_events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
+              event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
+              reasons, action, decided_at, envelope)
+            SELECT md5(:client_id || '-' || random()::text || '-' || g), 'req', 'user', 'device', 'site', 'event', 'heartbeat', 'sk',
+              now(), now(), now(), md5(g::text), 'accepted', 201, md5(random()::text || g), 'ses', '[]'::jsonb, 'none', now(),
+              jsonb_build_object('pad', '\(envelope)')
+            FROM generate_series(1, \(options.mergerBatch)) g
+            ON CONFLICT DO NOTHING;
+            """
+        try sql.write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let pgbench = ["/usr/lib/postgresql/15/bin/pgbench", "/usr/bin/pgbench"].first { FileManager.default.isExecutableFile(atPath: $0) }
+            ?? (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")).flatMap { $0.sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pgbench" } }
+            ?? "pgbench"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pgbench)
+        process.arguments = ["-n", "-f", script.path, "-c", "2", "-j", "2", "-T", "\(options.seconds)"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        _ = try? await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
+        guard process.terminationStatus == 0,
+              let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+              let tps = Double(line.dropFirst(6).prefix { $0 != " " })
+        else { throw LoadError("pgbench failed:\n\(output)") }
+        return tps * Double(options.mergerBatch)
+    }
+
+    // MARK: The merger alone
+
+    private func mergerAlone() async throws -> Double {
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: options.brokers, clientId: "pipeline-bench")), logger: logger)
+        return try await withThrowingTaskGroup(of: Double?.self) { group in
+            group.addTask { try await producer.run(); return nil }
+            defer { group.cancelAll() }
+            let runTag = UUID().uuidString.prefix(8).lowercased()
+            var messages: [KafkaOutgoingMessage] = []
+            messages.reserveCapacity(options.mergerEvents)
+            let now = Date()
+            for index in 0..<options.mergerEvents {
+                let device = fleet.devices[index % fleet.devices.count]
+                var event = ContractClient.event(fleet: fleet, device: device, sequence: 20_000_000 + index, at: now)
+                event.idempotencyKey = "bench-\(runTag)-\(index)"
+                let raw = RawEventEnvelope(
+                    requestId: "req-\(runTag)-\(index)", idempotencyKey: event.idempotencyKey, userId: device.userId, deviceId: device.deviceId,
+                    siteId: fleet.siteId, appVersion: "1.12.0", gatewayInstance: "bench", receivedAt: now,
+                    payloadFingerprint: String(repeating: "c", count: 64), payload: .event(event)
+                )
+                let vetted = VettedEvent(raw: raw, decision: PolicyDecision(outcome: .accept, ruleResults: [], riskScore: 0, action: .noAction, policyVersion: 0, decidedAt: now))
+                let record = try ProtocolCodec.wire.record(for: vetted)
+                messages.append(KafkaOutgoingMessage(topic: Topic.vettedEvents.name, key: record.key, value: record.value))
+            }
+            // Timed from the first produce (the broker takes them far faster than PostgreSQL).
+            let start = ContinuousClock.now
+            let reports = try await producer.sendBatch(messages)
+            guard reports.allSatisfy({ $0.isDelivered }) else { throw LoadError("vetted events not delivered") }
+            let deadline = start + .seconds(300)
+            while ContinuousClock.now < deadline {
+                let rows = try await postgres.query(
+                    "SELECT count(*)::int FROM merger.events WHERE idempotency_key LIKE \("bench-\(runTag)-%")", logger: logger
+                )
+                var stored = 0
+                for try await n in rows.decode(Int.self) { stored = n }
+                if stored >= options.mergerEvents { return Double(stored) / (ContinuousClock.now - start).seconds }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            throw LoadError("the merger did not store \(options.mergerEvents) rows within 300 s")
+        }
+    }
+}
+
+/// Final statuses counted from many tasks.
+final class Counts: Sendable {
+    private let state = Mutex<(accepted: Int, otherFinal: Int, unfinished: Int)>((0, 0, 0))
+
+    func record(_ status: Int) {
+        state.withLock {
+            switch status {
+            case 201, 200: $0.accepted += 1
+            case 400, 409, 422: $0.otherFinal += 1
+            default: $0.unfinished += 1
+            }
+        }
+    }
+
+    var snapshot: (Int, Int, Int) { state.withLock { ($0.accepted, $0.otherFinal, $0.unfinished) } }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
