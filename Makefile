@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -14,11 +14,12 @@ run: ## The main job: install, start broker + PostgreSQL, build, create topics, 
 test: ## The whole test suite (installs and starts what it needs)
 	deploy/local/test.sh
 
-stop: ## Stop the local broker and PostgreSQL
+stop: ## Stop the services, the local broker and PostgreSQL
+	deploy/local/services.sh stop
 	deploy/local/stack.sh stop
 
-status: ## Show the local stack
-	deploy/local/stack.sh status
+status: ## Show the local stack and the services
+	deploy/local/stack.sh status; deploy/local/services.sh status
 
 logs: ## Tail the local stack's logs
 	deploy/local/stack.sh logs
@@ -29,7 +30,7 @@ install: ## Install what the local stack needs (idempotent, fast when done)
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence bench-registry ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry bench-pipeline ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -41,6 +42,27 @@ bench-presence: ## PresenceKit samples/s, bytes per device state, outbox appends
 bench-registry: ## Registry lookup latency from the cache, allocations/s on PostgreSQL
 	deploy/local/stack.sh start
 	$(ENV) swift build -c release --product RegistryLookupBenchmark && "$$(swift build -c release --show-bin-path)/RegistryLookupBenchmark"
+
+bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoint and pgbench (release)
+	deploy/local/stack.sh start
+	deploy/local/services.sh stop
+	$(ENV) for p in beacon-registry policy-service session-merger ingest-gateway PipelineLoad; do swift build -c release --product $$p || exit 1; done
+	BUILD_CONFIG=release deploy/local/services.sh start
+	$(ENV) DEVICE_TOKEN_KEYS="$$(cat .local/run/secrets/device-token-keys)" "$$(swift build -c release --show-bin-path)/PipelineLoad" bench
+
+crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
+	deploy/local/crash-test.sh
+
+services-start: ## Build (debug) and start every service on the local stack
+	deploy/local/stack.sh start
+	$(ENV) for p in beacon-registry policy-service session-merger ingest-gateway; do swift build --product $$p || exit 1; done
+	deploy/local/services.sh start
+
+services-stop: ## Stop every service (graceful)
+	deploy/local/services.sh stop
+
+services-status: ## One line per service
+	deploy/local/services.sh status
 
 compose-check: ## Validate docker-compose.yml against the Compose Specification and the code
 	deploy/compose/check.sh
