@@ -39,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // MARK: Shared libraries
@@ -151,7 +152,11 @@ let package = Package(
                 "BeaconRegistryCore",
                 "KafkaClient",
                 "ServiceRuntime",
+                "AccessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Services/attendancectl/Core",
             swiftSettings: sharedSwiftSettings
@@ -345,6 +350,29 @@ let package = Package(
             dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
             path: "Tests/PolicyServiceTests",
             swiftSettings: sharedSwiftSettings
+        ),
+        // attendancectl: argument parsing, tables, error lines, and the registry commands end to end
+        // against the real registry HTTP server on the local PostgreSQL.
+        .testTarget(
+            name: "AttendanceCtlTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceCtlCore",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "BeaconRegistryService",
+                "LocalStackTesting",
+                "ServiceRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Tests/AttendanceCtlTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.
