@@ -108,20 +108,28 @@ struct ArgumentParsingTests {
     }
 
     @Test(arguments: [
-        (["registry", "orgs", "create"], "Missing expected argument '--name <name>'"),
-        (["registry", "beacons", "register", "--gate", "g", "--uuid", "u", "--major", "seven", "--minor", "1"], "seven"),
-        (["registry", "beacons", "set-status", "bcn-1", "broken"], "broken"),
-        (["registry", "api-keys", "create", "--name", "ci", "--role", "root"], "root"),
+        (["registry", "orgs", "create", "--api-key", "k"], "Missing expected argument '--name <name>'"),
+        (["registry", "beacons", "register", "--gate", "g", "--uuid", "u", "--major", "seven", "--minor", "1", "--api-key", "k"], "seven"),
+        (["registry", "beacons", "set-status", "bcn-1", "broken", "--api-key", "k"], "broken"),
+        (["registry", "api-keys", "create", "--name", "ci", "--role", "root", "--api-key", "k"], "root"),
         (["registry", "beacons", "record-sighting", "--uuid", "u", "--major", "1", "--minor", "1", "--device", "d", "--seen-at", "yesterday"], "RFC 3339"),
+        (["registry", "sites", "get"], "Missing expected argument '<id>'"),
         (["registry", "frobnicate"], "frobnicate"),
     ])
     func malformedArgumentsAreOneLineAndExit64(arguments: [String], expected: String) async {
         let transport = FakeTransport(json: "{}")
-        let run = await runCLI(arguments + ["--api-key", "k"], transport: transport)
+        let run = await runCLI(arguments, transport: transport)
         #expect(run.code == 64, "\(run)")
         #expect(run.stderr.hasPrefix("Error: ") && run.stderr.contains(expected), "\(run.stderr)")
         #expect(!run.stderr.contains("\n"), "\(run.stderr)")
         #expect(transport.requests.isEmpty)
+    }
+
+    /// Negative numbers are values, not options.
+    @Test func negativePowerValues() async throws {
+        let transport = FakeTransport { _ in .failure(.unreachable(url: "x", reason: "not needed")) }
+        _ = await runCLI(["registry", "beacons", "plan", "b1", "--measured-power", "-62", "--api-key", "k"], transport: transport)
+        #expect(transport.requests.first?.query["measuredPower"] == "-62")
     }
 
     @Test func anInvalidURLIsRefusedBeforeSending() async {

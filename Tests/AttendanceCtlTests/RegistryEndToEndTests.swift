@@ -244,7 +244,7 @@ struct RegistryEndToEndTests {
             let document = await r.ctl(["service", "openapi"], key: nil)
             #expect(document.stdout.hasPrefix("openapi: 3.1.0"))
             let metrics = await r.ctl(["service", "metrics"], key: nil)
-            #expect(metrics.code == 0 && !metrics.stdout.isEmpty)
+            #expect(metrics.code == 0, "\(metrics)")
         }
     }
 
@@ -288,8 +288,10 @@ struct RegistryEndToEndTests {
     }
 
     @Test func anUnreachableRegistryIsOneLine() async {
-        // Port 1 on loopback: nothing listens there.
+        // Port 1 on loopback: nothing listens there. The refusal is reported at once, not retried.
+        let start = ContinuousClock.now
         let run = await runCLI(["registry", "orgs", "list", "--url", "http://127.0.0.1:1", "--api-key", "k"])
+        #expect(start.duration(to: .now) < .seconds(5))
         #expect(run.code == 1)
         #expect(run.stderr == "Error: cannot reach registry at http://127.0.0.1:1: connection refused", "\(run)")
         #expect(run.stdout.isEmpty)

@@ -38,11 +38,13 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
     /// `Title (HTTP status): detail; field: reason; field: reason` on one line.
     public static func line(for problem: ProblemDetails) -> String {
         var text = "\(problem.title) (HTTP \(problem.status))"
+        let fields = (problem.errors ?? []).map { "\($0.field.isEmpty ? "body" : $0.field): \($0.reason)" }
         var parts: [String] = []
-        if let detail = problem.detail?.trimmingCharacters(in: .whitespacesAndNewlines), !detail.isEmpty { parts.append(detail) }
-        for error in problem.errors ?? [] {
-            parts.append("\(error.field.isEmpty ? "body" : error.field): \(error.reason)")
+        // The registry's validation detail repeats the first failing field: say it once.
+        if let detail = problem.detail?.trimmingCharacters(in: .whitespacesAndNewlines), !detail.isEmpty, !fields.contains(detail) {
+            parts.append(detail)
         }
+        parts += fields
         for reason in problem.reasons ?? [] { parts.append(reason) }
         if let retry = problem.retryAfterSeconds { parts.append("retry after \(retry) s") }
         if !parts.isEmpty { text += ": " + parts.joined(separator: "; ") }

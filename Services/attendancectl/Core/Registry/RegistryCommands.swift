@@ -281,7 +281,7 @@ extension AttendanceCtl.Registry {
             @Option(help: "Minor, 0-65535.") var minor: Int
             @Option(help: "Vendor serial number.") var serial: String?
             @Option(help: "MAC address, AA:BB:CC:DD:EE:FF.") var mac: String?
-            @Option(name: .customLong("tx-power"), help: "Calibrated power at 1 m in dBm, -127...20.") var txPower: Int?
+            @Option(name: .customLong("tx-power"), parsing: .unconditional, help: "Calibrated power at 1 m in dBm, -127...20.") var txPower: Int?
             @Option(name: .customLong("adv-interval-ms"), help: "Advertising interval in ms, 20-10240.") var advIntervalMs: Int?
             @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: String?
             @Option(help: "Its id (default: generated).") var id: String?
@@ -351,7 +351,7 @@ extension AttendanceCtl.Registry {
             @OptionGroup var registry: RegistryOptions
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("device-name"), help: "1-20 printable ASCII characters (default B<minor>).") var deviceName: String?
-            @Option(name: .customLong("measured-power"), help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
+            @Option(name: .customLong("measured-power"), parsing: .unconditional, help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
             @Option(name: .customLong("advertising-interval-units"), help: "Advertising interval in 100 ms units, 1-100.") var advertisingIntervalUnits: Int?
             @Option(name: .customLong("tx-power-index"), help: "Radio power level 0 (weakest) to 7 (default 5).") var txPowerIndex: Int?
             @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly = false

@@ -59,14 +59,19 @@ public protocol RegistryTransport: Sendable {
     func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse
 }
 
-/// HTTP over AsyncHTTPClient's shared client, one deadline per request.
+/// HTTP over AsyncHTTPClient. A command makes one or two requests, so each request gets its own
+/// client that fails at the first refused connection (AsyncHTTPClient's default retries
+/// connecting until the deadline: an operator would wait 30 s to learn the URL is wrong).
 public struct HTTPRegistryTransport: RegistryTransport {
-    /// The longest a request may take, connecting included.
+    /// The longest connecting may take.
+    public var connectTimeout: TimeAmount
+    /// The longest a whole request may take.
     public var timeout: TimeAmount
     /// Answers larger than this are refused (a provisioning plan is about 10 KiB).
     public var maxResponseBytes: Int
 
-    public init(timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024) {
+    public init(connectTimeout: TimeAmount = .seconds(10), timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024) {
+        self.connectTimeout = connectTimeout
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
     }
@@ -81,15 +86,26 @@ public struct HTTPRegistryTransport: RegistryTransport {
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(body)
         }
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: connectTimeout, read: timeout)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        let result: Result<RegistryResponse, any Error>
         do {
-            let response = try await HTTPClient.shared.execute(http, timeout: timeout)
+            let response = try await client.execute(http, timeout: timeout)
             let buffer = try await response.body.collect(upTo: maxResponseBytes)
-            return RegistryResponse(
+            result = .success(RegistryResponse(
                 status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
                 body: Data(buffer.readableBytesView)
-            )
+            ))
         } catch {
-            throw .unreachable(url: baseURL, reason: Self.reason(error))
+            result = .failure(error)
+        }
+        try? await client.shutdown()
+        switch result {
+        case .success(let response): return response
+        case .failure(let error): throw .unreachable(url: baseURL, reason: Self.reason(error))
         }
     }
 
