@@ -38,9 +38,9 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -53,8 +53,8 @@ extension AttendanceCtl.Registry {
 
         public struct List: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -67,8 +67,8 @@ extension AttendanceCtl.Registry {
 
         public struct Get: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The organization's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -91,7 +91,6 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
-            @OptionGroup var registry: RegistryOptions
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
@@ -105,6 +104,7 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
             @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early.") var earlyGrace = 5
             @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -129,9 +129,9 @@ extension AttendanceCtl.Registry {
 
         public struct List: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -144,8 +144,8 @@ extension AttendanceCtl.Registry {
 
         public struct Get: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The site's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -168,10 +168,10 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The site's id.") var site: String
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -184,9 +184,9 @@ extension AttendanceCtl.Registry {
 
         public struct List: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -199,8 +199,8 @@ extension AttendanceCtl.Registry {
 
         public struct Get: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The gate's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -225,8 +225,8 @@ extension AttendanceCtl.Registry {
             public static let configuration = CommandConfiguration(
                 abstract: "Allocate the organization's namespace (admin; returns the existing one when there is one)."
             )
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The organization's id.") var organization: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -247,8 +247,8 @@ extension AttendanceCtl.Registry {
 
         public struct Allocate: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The gate's id.") var gate: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -274,7 +274,6 @@ extension AttendanceCtl.Registry {
             public static let configuration = CommandConfiguration(
                 abstract: "Register a beacon at a gate (installer); vendors' factory-default UUIDs are refused."
             )
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The gate's id.") var gate: String
             @Option(help: "Proximity UUID, 32 hex digits (dashes optional).") var uuid: String
             @Option(help: "Major, 0-65535.") var major: Int
@@ -285,6 +284,7 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("adv-interval-ms"), help: "Advertising interval in ms, 20-10240.") var advIntervalMs: Int?
             @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: String?
             @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -301,8 +301,8 @@ extension AttendanceCtl.Registry {
 
         public struct Get: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The beacon's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -315,9 +315,9 @@ extension AttendanceCtl.Registry {
 
         public struct List: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -330,9 +330,9 @@ extension AttendanceCtl.Registry {
 
         public struct SetStatus: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The beacon's id.") var id: String
             @Argument(help: "active, retired or lost.") var status: BeaconStatusArgument
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -348,13 +348,13 @@ extension AttendanceCtl.Registry {
             public static let configuration = CommandConfiguration(
                 abstract: "The DX-Smart CP28 write sequence for a beacon, as hex frames (viewer)."
             )
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("device-name"), help: "1-20 printable ASCII characters (default B<minor>).") var deviceName: String?
             @Option(name: .customLong("measured-power"), parsing: .unconditional, help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
             @Option(name: .customLong("advertising-interval-units"), help: "Advertising interval in 100 ms units, 1-100.") var advertisingIntervalUnits: Int?
             @Option(name: .customLong("tx-power-index"), help: "Radio power level 0 (weakest) to 7 (default 5).") var txPowerIndex: Int?
             @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly = false
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -374,9 +374,9 @@ extension AttendanceCtl.Registry {
             public static let configuration = CommandConfiguration(
                 abstract: "Whether devices reported the beacon recently (viewer)."
             )
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("within-minutes"), help: "The window, 1-1440 minutes (default 15).") var withinMinutes: Int?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -389,12 +389,12 @@ extension AttendanceCtl.Registry {
 
         public struct RecordSighting: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The beacon's proximity UUID.") var uuid: String
             @Option(help: "Major, 0-65535.") var major: Int
             @Option(help: "Minor, 0-65535.") var minor: Int
             @Option(help: "The device that heard it.") var device: String
             @Option(name: .customLong("seen-at"), help: "RFC 3339 time, e.g. 2025-09-18T08:30:00Z (default now).") var seenAt: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -427,10 +427,10 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "Their name.") var name: String
             @Option(name: .customLong("site"), help: "A site they work at (repeat for several).") var sites: [String] = []
             @Option(help: "Their id, often the HR system's employee id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -452,9 +452,9 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Issue an enrollment code for a user (admin); it is shown once.")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The user's id.") var user: String
             @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).") var validityMinutes: Int?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -475,8 +475,8 @@ extension AttendanceCtl.Registry {
 
         public struct Get: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The device's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -489,8 +489,8 @@ extension AttendanceCtl.Registry {
 
         public struct Revoke: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The device's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -505,10 +505,10 @@ extension AttendanceCtl.Registry {
             public static let configuration = CommandConfiguration(
                 abstract: "Exchange an enrollment code for device credentials, as the phone app does (no API key)."
             )
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "The one-time code, XXXXX-XXXXX.") var code: String
             @Option(name: .customLong("app-version"), help: "The app's version.") var appVersion: String?
             @Option(help: "The phone's model.") var model: String?
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -532,9 +532,9 @@ extension AttendanceCtl.Registry {
 
         public struct Create: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
-            @OptionGroup var registry: RegistryOptions
             @Option(help: "What it is for.") var name: String
             @Option(help: "viewer, installer or admin.") var role: RoleArgument
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
@@ -548,8 +548,8 @@ extension AttendanceCtl.Registry {
 
         public struct Revoke: AsyncParsableCommand {
             public static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
-            @OptionGroup var registry: RegistryOptions
             @Argument(help: "The key's id (the part between brk_ and the dot).") var id: String
+            @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
