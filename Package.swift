@@ -154,7 +154,11 @@ let package = Package(
                 "BeaconRegistryCore",
                 "KafkaClient",
                 "ServiceRuntime",
+                "AccessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Services/attendancectl/Core",
             swiftSettings: sharedSwiftSettings
@@ -414,6 +418,28 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Tests/PolicyPipelineTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // attendancectl: argument parsing, tables, error lines, and the registry commands end to end
+        // against the real registry HTTP server on the local PostgreSQL.
+        .testTarget(
+            name: "AttendanceCtlTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceCtlCore",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "BeaconRegistryService",
+                "LocalStackTesting",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Tests/AttendanceCtlTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

@@ -13,15 +13,24 @@ public struct AttendanceCtl: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "attendancectl",
         abstract: "Operate the beacon attendance platform.",
-        subcommands: [Topics.self, Migrate.self, Doctor.self]
+        subcommands: [Topics.self, Migrate.self, Doctor.self, Registry.self]
     )
 
     public init() {}
 
-    /// Parses the command line and runs the chosen subcommand. (Calling `main()` from a
-    /// `main.swift` picks ArgumentParser's synchronous entry point, which refuses async commands.)
-    /// Every failure ends as one `Error: ...` line and a non-zero exit code.
+    /// Parses the command line and runs the chosen subcommand, then exits with its code. (Calling
+    /// `main()` from a `main.swift` picks ArgumentParser's synchronous entry point, which refuses
+    /// async commands.)
     public static func runAsRoot(_ arguments: [String]? = nil) async {
+        let code = await execute(arguments ?? Array(CommandLine.arguments.dropFirst()))
+        Foundation.exit(code)
+    }
+
+    /// Runs one command line and returns its exit code without exiting. Help goes to standard
+    /// output; every failure is one `Error: ...` line on standard error (through `CLIContext.current`)
+    /// and a non-zero code: 64 for bad arguments, 1 otherwise.
+    public static func execute(_ arguments: [String]) async -> Int32 {
+        let context = CLIContext.current
         do {
             var command = try parseAsRoot(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -29,9 +38,28 @@ public struct AttendanceCtl: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+            return ExitCode.success.rawValue
         } catch {
-            exit(withError: error)
+            let code = exitCode(for: error)
+            if code == .success {
+                context.out(fullMessage(for: error))
+                return code.rawValue
+            }
+            if let line = errorLine(for: error) { context.err(line) }
+            return code.rawValue
         }
+    }
+
+    /// The one line a failure prints, `nil` for a bare exit code (the command printed its own output).
+    public static func errorLine(for error: any Error) -> String? {
+        let message = TableFormatter.singleLine(message(for: error)).trimmingCharacters(in: .whitespaces)
+        if message.isEmpty {
+            // A parse error without its own message (no subcommand given, say): the usage says it all.
+            guard exitCode(for: error) == .validationFailure else { return nil }
+            return "Error: " + TableFormatter.singleLine(fullMessage(for: error)).trimmingCharacters(in: .whitespaces)
+        }
+        let hint = exitCode(for: error) == .validationFailure ? " (see --help)" : ""
+        return "Error: \(message)\(hint)"
     }
 }
 
@@ -252,13 +280,10 @@ enum Output {
         if json {
             let objects = rows.map { row in Dictionary(uniqueKeysWithValues: zip(headers.map { $0.lowercased() }, row)) }
             let data = try! JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
-            Swift.print(String(decoding: data, as: UTF8.self))
+            CLIContext.current.out(String(decoding: data, as: UTF8.self))
             return
         }
-        let widths = headers.indices.map { column in ([headers] + rows).map { $0[column].count }.max() ?? 0 }
-        for row in [headers] + rows {
-            Swift.print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: "  "))
-        }
+        CLIContext.current.out(TableFormatter.render(headers: headers, rows: rows))
     }
 
     static func millis(since start: ContinuousClock.Instant) -> String {

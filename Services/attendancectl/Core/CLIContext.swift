@@ -1,0 +1,56 @@
+import Foundation
+import Synchronization
+
+/// Where a command writes and what it reads from its surroundings: standard output and error, the
+/// environment variables, and how registry commands reach the registry. Commands read
+/// `CLIContext.current`; tests bind their own with `CLIContext.$current.withValue(...)` to capture
+/// output, set variables or put a fake transport in place of HTTP.
+public struct CLIContext: Sendable {
+    /// Writes one line (a newline is added) to standard output.
+    public var out: @Sendable (String) -> Void
+    /// Writes one line (a newline is added) to standard error.
+    public var err: @Sendable (String) -> Void
+    public var environment: [String: String]
+    /// The transport registry commands use; `nil` is HTTP (`HTTPRegistryTransport`).
+    public var registryTransport: (any RegistryTransport)?
+
+    public init(
+        out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void,
+        environment: [String: String], registryTransport: (any RegistryTransport)? = nil
+    ) {
+        self.out = out
+        self.err = err
+        self.environment = environment
+        self.registryTransport = registryTransport
+    }
+
+    /// The process's own standard output, standard error and environment.
+    public static let standard = CLIContext(
+        out: { line in print(line) },
+        err: { line in FileHandle.standardError.write(Data((line + "\n").utf8)) },
+        environment: ProcessInfo.processInfo.environment
+    )
+
+    @TaskLocal public static var current: CLIContext = .standard
+}
+
+/// Collects what a command printed (for tests and for callers that want the text).
+public final class CapturedOutput: Sendable {
+    private let state = Mutex<(out: [String], err: [String])>(([], []))
+
+    public init() {}
+
+    /// A context writing into this capture; `environment` replaces the process's.
+    public func context(environment: [String: String] = [:], registryTransport: (any RegistryTransport)? = nil) -> CLIContext {
+        CLIContext(
+            out: { line in self.state.withLock { $0.out.append(line) } },
+            err: { line in self.state.withLock { $0.err.append(line) } },
+            environment: environment, registryTransport: registryTransport
+        )
+    }
+
+    /// Everything written to standard output, one line per write.
+    public var stdout: String { state.withLock { $0.out.joined(separator: "\n") } }
+    /// Everything written to standard error.
+    public var stderr: String { state.withLock { $0.err.joined(separator: "\n") } }
+}

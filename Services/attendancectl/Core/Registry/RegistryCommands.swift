@@ -1,0 +1,614 @@
+import AccessControl
+import ArgumentParser
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+
+// `attendancectl registry <resource> <verb>`: one thin command per operation of the registry's REST
+// API. Each parses its arguments, makes one `RegistryClient` call and prints the answer through
+// `RegistryTables` (or the registry's JSON with `--json`).
+
+extension AttendanceCtl {
+    public struct Registry: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Manage the beacon registry over its REST API.",
+            discussion: """
+            Every command takes --url (default $REGISTRY_URL or \(RegistryClient.defaultURL)), --api-key (default \
+            $ATTENDANCE_API_KEY) and --json (print the registry's JSON instead of a table).
+            """,
+            subcommands: [
+                Organizations.self, Sites.self, Gates.self, Namespaces.self, Minors.self, Beacons.self, Users.self,
+                EnrollmentCodes.self, Devices.self, APIKeys.self, Service.self,
+            ]
+        )
+
+        public init() {}
+    }
+}
+
+extension AttendanceCtl.Registry {
+    // MARK: Organizations
+
+    public struct Organizations: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Organizations (customers).", subcommands: [Create.self, List.self, Get.self], aliases: ["orgs"]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
+            @Option(help: "Its name.") var name: String
+            @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createOrganization(NewOrganizationBody(id: id, name: name))
+                }, table: RegistryTables.organization)
+            }
+        }
+
+        public struct List: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
+            @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.listOrganizations(page.query)
+                }, table: RegistryTables.organizations)
+            }
+        }
+
+        public struct Get: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
+            @Argument(help: "The organization's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.organization(id: id)
+                }, table: RegistryTables.organization)
+            }
+        }
+    }
+
+    // MARK: Sites
+
+    public struct Sites: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Sites: time zone, geofence and shift.", subcommands: [Create.self, List.self, Get.self]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
+            @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
+            @Option(help: "Its name.") var name: String
+            @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
+            @Option(help: "Geofence centre latitude, -90...90.") var latitude: Double
+            @Option(help: "Geofence centre longitude, -180...180.") var longitude: Double
+            @Option(help: "Geofence radius in metres, 10...5000.") var radius: Double = 200
+            @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: String
+            @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd: String
+            @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts.") var checkInBefore = 60
+            @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts.") var checkOutAfter = 120
+            @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
+            @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early.") var earlyGrace = 5
+            @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            var body: NewSiteBody {
+                NewSiteBody(
+                    id: id, organizationId: organization, name: name, timezone: timezone,
+                    geofence: Geofence(latitude: latitude, longitude: longitude, radiusMeters: radius),
+                    shift: .init(
+                        start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore, checkOutAfterEndMinutes: checkOutAfter,
+                        lateEntryGraceMinutes: lateGrace, earlyExitGraceMinutes: earlyGrace
+                    )
+                )
+            }
+
+            public func run() async throws {
+                let body = body
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createSite(body)
+                }, table: RegistryTables.site)
+            }
+        }
+
+        public struct List: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
+            @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
+            @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.listSites(organizationId: organization, page.query)
+                }, table: RegistryTables.sites)
+            }
+        }
+
+        public struct Get: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
+            @Argument(help: "The site's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.site(id: id)
+                }, table: RegistryTables.site)
+            }
+        }
+    }
+
+    // MARK: Gates
+
+    public struct Gates: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Gates (entrances, desks, rooms) of a site.", subcommands: [Create.self, List.self, Get.self]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
+            @Option(help: "The site's id.") var site: String
+            @Option(help: "Its name.") var name: String
+            @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createGate(NewGateBody(id: id, siteId: site, name: name))
+                }, table: RegistryTables.gate)
+            }
+        }
+
+        public struct List: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
+            @Option(help: "The site's id.") var site: String
+            @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.listGates(siteId: site, page.query)
+                }, table: RegistryTables.gates)
+            }
+        }
+
+        public struct Get: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
+            @Argument(help: "The gate's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.gate(id: id)
+                }, table: RegistryTables.gate)
+            }
+        }
+    }
+
+    // MARK: Allocation
+
+    public struct Namespaces: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "An organization's namespace: its shard UUID and major.", subcommands: [Allocate.self]
+        )
+
+        public init() {}
+
+        public struct Allocate: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "Allocate the organization's namespace (admin; returns the existing one when there is one)."
+            )
+            @Argument(help: "The organization's id.") var organization: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.allocateNamespace(organizationId: organization)
+                }, table: RegistryTables.namespace)
+            }
+        }
+    }
+
+    public struct Minors: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Minors: a gate's number inside its organization's namespace.", subcommands: [Allocate.self]
+        )
+
+        public init() {}
+
+        public struct Allocate: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
+            @Argument(help: "The gate's id.") var gate: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.allocateMinor(gateId: gate)
+                }, table: RegistryTables.minor)
+            }
+        }
+    }
+
+    // MARK: Beacons
+
+    public struct Beacons: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Beacons: register, inspect, retire, provision, verify.",
+            subcommands: [Register.self, Get.self, List.self, SetStatus.self, Plan.self, Verify.self, RecordSighting.self]
+        )
+
+        public init() {}
+
+        public struct Register: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "Register a beacon at a gate (installer); vendors' factory-default UUIDs are refused."
+            )
+            @Option(help: "The gate's id.") var gate: String
+            @Option(help: "Proximity UUID, 32 hex digits (dashes optional).") var uuid: String
+            @Option(help: "Major, 0-65535.") var major: Int
+            @Option(help: "Minor, 0-65535.") var minor: Int
+            @Option(help: "Vendor serial number.") var serial: String?
+            @Option(help: "MAC address, AA:BB:CC:DD:EE:FF.") var mac: String?
+            @Option(name: .customLong("tx-power"), parsing: .unconditional, help: "Calibrated power at 1 m in dBm, -127...20.") var txPower: Int?
+            @Option(name: .customLong("adv-interval-ms"), help: "Advertising interval in ms, 20-10240.") var advIntervalMs: Int?
+            @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: String?
+            @Option(help: "Its id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let body = NewBeaconBody(
+                    id: id, uuid: uuid, major: major, minor: minor, serial: serial, mac: mac, txPower: txPower,
+                    advIntervalMs: advIntervalMs, batteryReplacedOn: batteryReplacedOn, gateId: gate
+                )
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.registerBeacon(body)
+                }, table: RegistryTables.beacon)
+            }
+        }
+
+        public struct Get: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
+            @Argument(help: "The beacon's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.beacon(id: id)
+                }, table: RegistryTables.beacon)
+            }
+        }
+
+        public struct List: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
+            @Option(help: "The site's id.") var site: String
+            @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.listBeacons(siteId: site, page.query)
+                }, table: RegistryTables.beacons)
+            }
+        }
+
+        public struct SetStatus: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
+            @Argument(help: "The beacon's id.") var id: String
+            @Argument(help: "active, retired or lost.") var status: BeaconStatusArgument
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let status = BeaconStatus(rawValue: status.rawValue) ?? .active
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.setBeaconStatus(id: id, status: status)
+                }, table: RegistryTables.beacon)
+            }
+        }
+
+        public struct Plan: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "The DX-Smart CP28 write sequence for a beacon, as hex frames (viewer)."
+            )
+            @Argument(help: "The beacon's id.") var id: String
+            @Option(name: .customLong("device-name"), help: "1-20 printable ASCII characters (default B<minor>).") var deviceName: String?
+            @Option(name: .customLong("measured-power"), parsing: .unconditional, help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
+            @Option(name: .customLong("advertising-interval-units"), help: "Advertising interval in 100 ms units, 1-100.") var advertisingIntervalUnits: Int?
+            @Option(name: .customLong("tx-power-index"), help: "Radio power level 0 (weakest) to 7 (default 5).") var txPowerIndex: Int?
+            @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly = false
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let query = ProvisioningPlanQuery(
+                    deviceName: deviceName, measuredPower: measuredPower, advertisingIntervalUnits: advertisingIntervalUnits,
+                    txPowerIndex: txPowerIndex
+                )
+                let framesOnly = framesOnly
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.provisioningPlan(beaconId: id, query)
+                }, table: { framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0) })
+            }
+        }
+
+        public struct Verify: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "Whether devices reported the beacon recently (viewer)."
+            )
+            @Argument(help: "The beacon's id.") var id: String
+            @Option(name: .customLong("within-minutes"), help: "The window, 1-1440 minutes (default 15).") var withinMinutes: Int?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
+                }, table: RegistryTables.verification)
+            }
+        }
+
+        public struct RecordSighting: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
+            @Option(help: "The beacon's proximity UUID.") var uuid: String
+            @Option(help: "Major, 0-65535.") var major: Int
+            @Option(help: "Minor, 0-65535.") var minor: Int
+            @Option(help: "The device that heard it.") var device: String
+            @Option(name: .customLong("seen-at"), help: "RFC 3339 time, e.g. 2025-09-18T08:30:00Z (default now).") var seenAt: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func validate() throws {
+                if let seenAt, WireTimestamp.date(from: seenAt) == nil {
+                    throw ValidationError("--seen-at \"\(seenAt)\" is not an RFC 3339 time such as 2025-09-18T08:30:00Z")
+                }
+            }
+
+            public func run() async throws {
+                let body = SightingBody(
+                    beacon: BeaconIdentity(uuid: uuid, major: major, minor: minor), deviceId: device,
+                    seenAt: seenAt.flatMap(WireTimestamp.date(from:))
+                )
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.recordSighting(body)
+                }, table: { _ in "sighting recorded" })
+            }
+        }
+    }
+
+    // MARK: Users and devices
+
+    public struct Users: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "People whose attendance is taken.", subcommands: [Create.self]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
+            @Option(help: "Their name.") var name: String
+            @Option(name: .customLong("site"), help: "A site they work at (repeat for several).") var sites: [String] = []
+            @Option(help: "Their id, often the HR system's employee id (default: generated).") var id: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let body = NewUserBody(id: id, name: name, siteIds: sites.isEmpty ? nil : sites)
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createUser(body)
+                }, table: RegistryTables.user)
+            }
+        }
+    }
+
+    public struct EnrollmentCodes: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            commandName: "enrollment-codes", abstract: "One-time codes that bind a phone to a user.", subcommands: [Create.self]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Issue an enrollment code for a user (admin); it is shown once.")
+            @Option(help: "The user's id.") var user: String
+            @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).") var validityMinutes: Int?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
+                }, table: RegistryTables.enrollmentCode)
+            }
+        }
+    }
+
+    public struct Devices: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Enrolled phones.", subcommands: [Get.self, Revoke.self, Enroll.self]
+        )
+
+        public init() {}
+
+        public struct Get: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
+            @Argument(help: "The device's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.device(id: id)
+                }, table: RegistryTables.device)
+            }
+        }
+
+        public struct Revoke: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
+            @Argument(help: "The device's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.revokeDevice(id: id)
+                }, table: RegistryTables.device)
+            }
+        }
+
+        public struct Enroll: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "Exchange an enrollment code for device credentials, as the phone app does (no API key)."
+            )
+            @Option(help: "The one-time code, XXXXX-XXXXX.") var code: String
+            @Option(name: .customLong("app-version"), help: "The app's version.") var appVersion: String?
+            @Option(help: "The phone's model.") var model: String?
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let body = EnrollDeviceBody(code: code, appVersion: appVersion, model: model)
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.enrollDevice(body)
+                }, table: RegistryTables.credentials)
+            }
+        }
+    }
+
+    // MARK: API keys
+
+    public struct APIKeys: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            commandName: "api-keys", abstract: "Admin API keys.", subcommands: [Create.self, Revoke.self]
+        )
+
+        public init() {}
+
+        public struct Create: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
+            @Option(help: "What it is for.") var name: String
+            @Option(help: "viewer, installer or admin.") var role: RoleArgument
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let role = APIRole(rawValue: role.rawValue) ?? .viewer
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.createAPIKey(name: name, role: role)
+                }, table: RegistryTables.issuedAPIKey)
+            }
+        }
+
+        public struct Revoke: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
+            @Argument(help: "The key's id (the part between brk_ and the dot).") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.revokeAPIKey(id: id)
+                }, table: RegistryTables.apiKey)
+            }
+        }
+    }
+
+    // MARK: Service
+
+    public struct Service: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "The registry process: health, OpenAPI document, metrics (no API key).",
+            subcommands: [Health.self, OpenAPI.self, Metrics.self]
+        )
+
+        public init() {}
+
+        public struct Health: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Liveness and readiness; exits 1 when not ready.")
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                let (live, ready) = try await registry.client().health()
+                let out = CLIContext.current.out
+                if registry.json {
+                    out(String(decoding: ready.json, as: UTF8.self))
+                } else {
+                    out(RegistryTables.health(live: live.value, ready: ready.value))
+                }
+                if ready.value.status != "ok" { throw ExitCode(1) }
+            }
+        }
+
+        public struct OpenAPI: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(commandName: "openapi", abstract: "Print the OpenAPI document the registry serves.")
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                CLIContext.current.out(try await registry.client().openAPIDocument())
+            }
+        }
+
+        public struct Metrics: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Print the registry's Prometheus metrics.")
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                CLIContext.current.out(try await registry.client().metrics())
+            }
+        }
+    }
+}

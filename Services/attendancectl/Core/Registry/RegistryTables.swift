@@ -1,0 +1,188 @@
+import AccessControl
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+
+/// How each registry answer reads in a terminal: one entity as aligned `label: value` lines, a page
+/// as a table with a header row (and the cursor of the next page when there is one).
+public enum RegistryTables {
+    static let none = "-"
+
+    static func time(_ date: Date?) -> String { date.map(WireTimestamp.string(from:)) ?? none }
+    static func text(_ value: String?) -> String { value.flatMap { $0.isEmpty ? nil : $0 } ?? none }
+    static func number(_ value: Int?) -> String { value.map(String.init) ?? none }
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+    }
+
+    /// A page's table, `(none)` for an empty page, and how to ask for the next one.
+    static func page<Item>(_ page: RegistryPage<Item>, headers: [String], row: (Item) -> [String]) -> String {
+        var text = TableFormatter.render(headers: headers, rows: page.items.map(row))
+        if page.items.isEmpty { text += "\n(none)" }
+        if let next = page.nextCursor { text += "\n\nmore: --cursor \(next)" }
+        return text
+    }
+
+    // MARK: Places
+
+    public static func organization(_ organization: Organization) -> String {
+        TableFormatter.render(pairs: [("id", organization.id), ("name", organization.name), ("created", time(organization.createdAt))])
+    }
+
+    public static func organizations(_ page: RegistryPage<Organization>) -> String {
+        Self.page(page, headers: ["ID", "NAME", "CREATED"]) { [$0.id, $0.name, time($0.createdAt)] }
+    }
+
+    static func geofence(_ geofence: Geofence) -> String {
+        "\(number(geofence.latitude)), \(number(geofence.longitude)) within \(number(geofence.radiusMeters)) m"
+    }
+
+    static func shift(_ shift: ShiftSettings) -> String { "\(shift.start)-\(shift.end)" }
+
+    public static func site(_ site: Site) -> String {
+        TableFormatter.render(pairs: [
+            ("id", site.id), ("organization", site.organizationId), ("name", site.name), ("timezone", site.timezone),
+            ("geofence", geofence(site.geofence)),
+            ("shift", shift(site.shift)),
+            ("check-in from", "\(site.shift.checkInBeforeStartMinutes) min before start"),
+            ("check-out until", "\(site.shift.checkOutAfterEndMinutes) min after end"),
+            ("late after", "\(site.shift.lateEntryGraceMinutes) min grace"),
+            ("early before", "\(site.shift.earlyExitGraceMinutes) min grace"),
+            ("created", time(site.createdAt)),
+        ])
+    }
+
+    public static func sites(_ page: RegistryPage<Site>) -> String {
+        Self.page(page, headers: ["ID", "NAME", "TIMEZONE", "SHIFT", "GEOFENCE"]) {
+            [$0.id, $0.name, $0.timezone, shift($0.shift), geofence($0.geofence)]
+        }
+    }
+
+    public static func gate(_ gate: Gate) -> String {
+        TableFormatter.render(pairs: [("id", gate.id), ("site", gate.siteId), ("name", gate.name), ("created", time(gate.createdAt))])
+    }
+
+    public static func gates(_ page: RegistryPage<Gate>) -> String {
+        Self.page(page, headers: ["ID", "NAME", "SITE", "CREATED"]) { [$0.id, $0.name, $0.siteId, time($0.createdAt)] }
+    }
+
+    public static func user(_ user: User) -> String {
+        TableFormatter.render(pairs: [
+            ("id", user.id), ("name", user.name), ("sites", user.siteIds.isEmpty ? none : user.siteIds.joined(separator: ", ")),
+            ("created", time(user.createdAt)),
+        ])
+    }
+
+    // MARK: Allocation
+
+    public static func namespace(_ namespace: BusinessNamespace) -> String {
+        TableFormatter.render(pairs: [
+            ("organization", namespace.organizationId), ("uuid", namespace.uuid.uuidString), ("major", String(namespace.major)),
+            ("allocated", time(namespace.allocatedAt)),
+        ])
+    }
+
+    public static func minor(_ allocation: MinorAllocation) -> String {
+        TableFormatter.render(pairs: [
+            ("gate", allocation.gateId), ("uuid", allocation.uuid.uuidString), ("major", String(allocation.major)),
+            ("minor", String(allocation.minor)), ("allocated", time(allocation.allocatedAt)),
+        ])
+    }
+
+    // MARK: Beacons
+
+    public static func beacon(_ beacon: Beacon) -> String {
+        TableFormatter.render(pairs: [
+            ("id", beacon.id), ("uuid", beacon.uuid.uuidString), ("major", String(beacon.major)), ("minor", String(beacon.minor)),
+            ("status", beacon.status.rawValue), ("gate", beacon.gateId), ("serial", text(beacon.serial)), ("mac", text(beacon.mac)),
+            ("tx power", beacon.txPower.map { "\($0) dBm" } ?? none),
+            ("adv interval", beacon.advIntervalMs.map { "\($0) ms" } ?? none),
+            ("battery replaced", beacon.batteryReplacedOn?.description ?? none),
+            ("created", time(beacon.createdAt)), ("updated", time(beacon.updatedAt)),
+        ])
+    }
+
+    public static func beacons(_ page: RegistryPage<Beacon>) -> String {
+        Self.page(page, headers: ["ID", "UUID", "MAJOR", "MINOR", "STATUS", "GATE", "SERIAL"]) {
+            [$0.id, $0.uuid.uuidString, String($0.major), String($0.minor), $0.status.rawValue, $0.gateId, text($0.serial)]
+        }
+    }
+
+    /// The settings, how to authenticate, then every step with its frame in write order.
+    public static func plan(_ plan: ProvisioningPlanBody) -> String {
+        let settings = plan.settings
+        let auth = plan.authentication
+        let header = TableFormatter.render(pairs: [
+            ("beacon", plan.beaconId), ("device name", text(settings.deviceName)), ("uuid", text(settings.uuid)),
+            ("major", number(settings.major)), ("minor", number(settings.minor)),
+            ("measured power", settings.measuredPower.map { "\($0) dBm" } ?? none),
+            ("adv interval", settings.advertisingIntervalUnits.map { "\($0) x 100 ms" } ?? none),
+            ("tx power index", number(settings.txPowerIndex)),
+            ("auth service", text(auth.serviceUUID)),
+            ("auth characteristic", text(auth.characteristic) + (auth.writeWithResponse == true ? " (write with response)" : "")),
+            ("passwords to try", auth.passwords.map { $0.joined(separator: ", ") } ?? none),
+        ])
+        let steps = TableFormatter.render(
+            headers: ["STEP", "NAME", "CHAR", "FRAME"],
+            rows: plan.steps.map { [String($0.index), $0.name, text($0.characteristic), $0.hex] }
+        )
+        return header + "\n\n" + steps
+    }
+
+    public static func verification(_ verification: VerificationBody) -> String {
+        TableFormatter.render(pairs: [
+            ("beacon", verification.beaconId), ("verified", verification.verified ? "yes" : "no"),
+            ("devices", "\(verification.deviceCount) in the last \(verification.windowMinutes) min"),
+            ("last seen", time(verification.lastSeen)),
+        ])
+    }
+
+    // MARK: Devices and credentials
+
+    public static func enrollmentCode(_ issued: IssuedEnrollmentCodeBody) -> String {
+        TableFormatter.render(pairs: [
+            ("code", issued.code + "  (shown once)"), ("id", issued.enrollment.id), ("user", issued.enrollment.userId),
+            ("expires", time(issued.enrollment.expiresAt)), ("created", time(issued.enrollment.createdAt)),
+        ])
+    }
+
+    public static func credentials(_ credentials: DeviceCredentialsBody) -> String {
+        TableFormatter.render(pairs: [
+            ("device", credentials.deviceId), ("user", credentials.userId), ("status", credentials.device.status.rawValue),
+            ("token", credentials.token), ("token expires", time(credentials.tokenExpiresAt)),
+            ("model", text(credentials.device.model)), ("app version", text(credentials.device.appVersion)),
+        ])
+    }
+
+    public static func device(_ device: Device) -> String {
+        TableFormatter.render(pairs: [
+            ("id", device.id), ("user", device.userId), ("status", device.status.rawValue), ("model", text(device.model)),
+            ("app version", text(device.appVersion)), ("enrolled", time(device.enrolledAt)), ("revoked", time(device.revokedAt)),
+            ("token key", device.tokenKeyId), ("token expires", time(device.tokenExpiresAt)),
+        ])
+    }
+
+    public static func issuedAPIKey(_ issued: IssuedAPIKeyBody) -> String {
+        TableFormatter.render(pairs: [
+            ("secret", issued.secret + "  (shown once)"), ("id", issued.key.id), ("name", issued.key.name),
+            ("role", issued.key.role.rawValue), ("created", time(issued.key.createdAt)),
+        ])
+    }
+
+    public static func apiKey(_ key: APIKey) -> String {
+        TableFormatter.render(pairs: [
+            ("id", key.id), ("name", key.name), ("role", key.role.rawValue), ("created", time(key.createdAt)),
+            ("revoked", time(key.revokedAt)),
+        ])
+    }
+
+    // MARK: Service
+
+    public static func health(live: HealthBody, ready: HealthBody) -> String {
+        var rows = [["live", live.status], ["ready", ready.status]]
+        for (name, status) in (ready.checks ?? [:]).sorted(by: { $0.key < $1.key }) {
+            rows.append(["ready: \(name)", status])
+        }
+        return TableFormatter.render(headers: ["CHECK", "STATUS"], rows: rows)
+    }
+}

@@ -1,0 +1,296 @@
+import AccessControl
+import AttendanceCtlCore
+import BeaconRegistryCore
+import BeaconRegistryService
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import LocalStackTesting
+import Logging
+import PostgresNIO
+import Prometheus
+import ServiceRuntime
+import Testing
+
+/// The real registry HTTP server (`buildApplication`) on a free port over the real local
+/// PostgreSQL, with a fresh API key per role, driven through `attendancectl registry ...`.
+struct LiveRegistry: Sendable {
+    let url: String
+    let admin: String
+    let installer: String
+    let viewer: String
+
+    static let logger: Logger = {
+        var logger = Logger(label: "attendancectl-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static func run(_ body: @escaping @Sendable (LiveRegistry) async throws -> Void) async throws {
+        try LocalStack.ensureStarted()
+        var env = ProcessInfo.processInfo.environment
+        env["HTTP_PORT"] = "0"
+        env["HTTP_HOST"] = "127.0.0.1"
+        let configuration = try ServiceConfiguration.load(service: "beacon-registry", defaultHTTPPort: 0, from: EnvironmentReader(env))
+        let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "ctl-test", secret: Array(repeating: 7, count: 32)))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await postgres.run() }
+            defer { group.cancelAll() }
+            try await RegistryMigrations.apply(client: postgres, logger: logger)
+            let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
+            let admin = try await repository.createAPIKey(name: "ctl-test admin", role: .admin).secret
+            let installer = try await repository.createAPIKey(name: "ctl-test installer", role: .installer).secret
+            let viewer = try await repository.createAPIKey(name: "ctl-test viewer", role: .viewer).secret
+            let app = buildApplication(
+                configuration: configuration, repository: repository, readiness: [PostgresReadinessCheck(client: postgres)],
+                metrics: PrometheusCollectorRegistry(), logger: logger
+            )
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                try await body(LiveRegistry(url: "http://127.0.0.1:\(port)", admin: admin, installer: installer, viewer: viewer))
+            }
+        }
+    }
+
+    /// `attendancectl registry <arguments> --url <live> [--api-key key]`.
+    func ctl(_ arguments: [String], key: String?) async -> CLIRun {
+        await runCLI(["registry"] + arguments + ["--url", url] + (key.map { ["--api-key", $0] } ?? []))
+    }
+}
+
+func shortToken() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
+
+/// A MAC no other run registered (the database is shared by every run).
+func randomMAC() -> String {
+    (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
+}
+
+@Suite("attendancectl registry against the live registry", .serialized)
+struct RegistryEndToEndTests {
+    /// org → namespace → site → gate → minor → beacon → plan → user → enrollment code → enroll →
+    /// revoke, reading the tables as an operator would.
+    @Test func installingABeaconAndEnrollingAPhoneWithTables() async throws {
+        try await LiveRegistry.run { r in
+            let t = shortToken()
+            let org = await r.ctl(["organizations", "create", "--name", "Acme \(t)"], key: r.admin)
+            #expect(org.code == 0, "\(org)")
+            let orgId = try org.field("id")
+            #expect(try org.field("name") == "Acme \(t)")
+
+            let namespace = await r.ctl(["namespaces", "allocate", orgId], key: r.admin)
+            let namespaceUUID = try namespace.field("uuid")
+            let major = try namespace.field("major")
+
+            let site = await r.ctl([
+                "sites", "create", "--org", orgId, "--name", "HQ", "--timezone", "Asia/Ho_Chi_Minh", "--latitude", "10.7769",
+                "--longitude", "106.7009", "--radius", "200", "--shift-start", "08:30", "--shift-end", "17:30",
+            ], key: r.admin)
+            #expect(site.code == 0, "\(site)")
+            let siteId = try site.field("id")
+            #expect(try site.field("shift") == "08:30-17:30")
+            #expect(try site.field("geofence") == "10.7769, 106.7009 within 200 m")
+
+            let gate = await r.ctl(["gates", "create", "--site", siteId, "--name", "Main entrance"], key: r.installer)
+            #expect(gate.code == 0, "\(gate)")
+            let gateId = try gate.field("id")
+
+            let minor = await r.ctl(["minors", "allocate", gateId], key: r.installer)
+            #expect(minor.code == 0, "\(minor)")
+            #expect(try minor.field("uuid") == namespaceUUID && minor.field("major") == major)
+            let minorValue = try minor.field("minor")
+
+            let beacon = await r.ctl([
+                "beacons", "register", "--gate", gateId, "--uuid", namespaceUUID, "--major", major, "--minor", minorValue,
+                "--serial", "SN-\(t)", "--tx-power", "-59",
+            ], key: r.installer)
+            #expect(beacon.code == 0, "\(beacon)")
+            let beaconId = try beacon.field("id")
+            #expect(try beacon.field("status") == "active")
+
+            let plan = await r.ctl(["beacons", "plan", beaconId, "--device-name", "Gate1"], key: r.viewer)
+            #expect(plan.code == 0, "\(plan)")
+            #expect(try plan.field("device name") == "Gate1")
+            let frameLines = plan.stdout.split(separator: "\n").filter { $0.contains("4E 4F ") }
+            #expect(frameLines.count == 24, "\(plan.stdout)")
+            let framesOnly = await r.ctl(["beacons", "plan", beaconId, "--device-name", "Gate1", "--frames-only"], key: r.viewer)
+            #expect(framesOnly.stdout.split(separator: "\n").count == 24)
+            #expect(framesOnly.stdout.split(separator: "\n").allSatisfy { $0.hasPrefix("4E 4F ") })
+
+            let user = await r.ctl(["users", "create", "--name", "Nguyễn Văn An", "--site", siteId], key: r.admin)
+            #expect(user.code == 0, "\(user)")
+            let userId = try user.field("id")
+            #expect(try user.field("sites") == siteId)
+
+            let code = await r.ctl(["enrollment-codes", "create", "--user", userId, "--validity-minutes", "30"], key: r.admin)
+            #expect(code.code == 0, "\(code)")
+            let plaintext = try #require(try code.field("code").split(separator: " ").first.map(String.init))
+
+            let enrolled = await r.ctl(["devices", "enroll", "--code", plaintext, "--model", "Pixel 8", "--app-version", "1.2.3"], key: nil)
+            #expect(enrolled.code == 0, "\(enrolled)")
+            let deviceId = try enrolled.field("device")
+            #expect(try enrolled.field("user") == userId && enrolled.field("status") == "enrolled")
+            #expect(try enrolled.field("token").hasPrefix("v1."))
+            // The code is spent: a second exchange is a conflict, as one line.
+            let again = await r.ctl(["devices", "enroll", "--code", plaintext], key: nil)
+            #expect(again.code == 1 && again.stderr.contains("(HTTP 409)") && !again.stderr.contains("\n"), "\(again)")
+
+            let revoked = await r.ctl(["devices", "revoke", deviceId], key: r.admin)
+            #expect(revoked.code == 0, "\(revoked)")
+            #expect(try revoked.field("status") == "revoked")
+            #expect(try revoked.field("revoked") != "-")
+            let shown = await r.ctl(["devices", "get", deviceId], key: r.viewer)
+            #expect(try shown.field("status") == "revoked" && shown.field("model") == "Pixel 8")
+        }
+    }
+
+    /// The same flow with `--json`, plus every other operation: lists and paging, reads, status,
+    /// sighting and verification, API keys, service health.
+    @Test func everyOperationWithJSON() async throws {
+        try await LiveRegistry.run { r in
+            let t = shortToken()
+            let org = try await r.ctl(["orgs", "create", "--id", "org-ctl-\(t)", "--name", "Json \(t)", "--json"], key: r.admin).object()
+            #expect(org["id"] as? String == "org-ctl-\(t)" && org["createdAt"] is String)
+            #expect(try await r.ctl(["orgs", "get", "org-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Json \(t)")
+            let orgs = try await r.ctl(["orgs", "list", "--limit", "1", "--json"], key: r.viewer).object()
+            #expect((orgs["items"] as? [Any])?.count == 1)
+            let cursor = try #require(orgs["nextCursor"] as? String)
+            let second = try await r.ctl(["orgs", "list", "--limit", "1", "--cursor", cursor, "--json"], key: r.viewer).object()
+            #expect((second["items"] as? [[String: Any]])?.first?["id"] as? String != (orgs["items"] as? [[String: Any]])?.first?["id"] as? String)
+            let table = await r.ctl(["orgs", "list", "--limit", "1"], key: r.viewer)
+            #expect(table.stdout.hasPrefix("ID") && table.stdout.contains("more: --cursor "), "\(table)")
+
+            let namespace = try await r.ctl(["namespaces", "allocate", "org-ctl-\(t)", "--json"], key: r.admin).object()
+            let site = try await r.ctl([
+                "sites", "create", "--org", "org-ctl-\(t)", "--id", "site-ctl-\(t)", "--name", "Plant", "--timezone", "Europe/Berlin",
+                "--latitude", "52.52", "--longitude", "13.405", "--radius", "300", "--shift-start", "22:00", "--shift-end", "06:00",
+                "--check-in-before", "30", "--check-out-after", "90", "--late-grace", "0", "--early-grace", "0", "--json",
+            ], key: r.admin).object()
+            #expect(site["timezone"] as? String == "Europe/Berlin")
+            #expect((site["shift"] as? [String: Any])?["start"] as? String == "22:00")
+            #expect((site["geofence"] as? [String: Any])?["radiusMeters"] as? Double == 300)
+            #expect(try await r.ctl(["sites", "get", "site-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Plant")
+            let sites = try await r.ctl(["sites", "list", "--org", "org-ctl-\(t)", "--json"], key: r.viewer).object()
+            #expect((sites["items"] as? [[String: Any]])?.map { $0["id"] as? String } == ["site-ctl-\(t)"])
+
+            let gate = try await r.ctl(["gates", "create", "--site", "site-ctl-\(t)", "--id", "gate-ctl-\(t)", "--name", "Dock", "--json"], key: r.installer).object()
+            #expect(gate["siteId"] as? String == "site-ctl-\(t)")
+            #expect(try await r.ctl(["gates", "get", "gate-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Dock")
+            let gates = try await r.ctl(["gates", "list", "--site", "site-ctl-\(t)", "--json"], key: r.viewer).object()
+            #expect((gates["items"] as? [Any])?.count == 1)
+
+            let minor = try await r.ctl(["minors", "allocate", "gate-ctl-\(t)", "--json"], key: r.installer).object()
+            #expect(minor["uuid"] as? String == namespace["uuid"] as? String)
+            let uuid = try #require(minor["uuid"] as? String)
+            let major = try #require(minor["major"] as? Int)
+            let minorValue = try #require(minor["minor"] as? Int)
+
+            let beacon = try await r.ctl([
+                "beacons", "register", "--gate", "gate-ctl-\(t)", "--id", "bcn-ctl-\(t)", "--uuid", uuid, "--major", String(major),
+                "--minor", String(minorValue), "--mac", randomMAC(), "--adv-interval-ms", "500",
+                "--battery-replaced-on", "2025-09-18", "--json",
+            ], key: r.installer).object()
+            #expect(beacon["status"] as? String == "active" && beacon["batteryReplacedOn"] as? String == "2025-09-18")
+            #expect(try await r.ctl(["beacons", "get", "bcn-ctl-\(t)", "--json"], key: r.viewer).object()["gateId"] as? String == "gate-ctl-\(t)")
+            let beacons = try await r.ctl(["beacons", "list", "--site", "site-ctl-\(t)", "--json"], key: r.viewer).object()
+            #expect((beacons["items"] as? [[String: Any]])?.map { $0["id"] as? String } == ["bcn-ctl-\(t)"])
+            let listed = await r.ctl(["beacons", "list", "--site", "site-ctl-\(t)"], key: r.viewer)
+            #expect(listed.stdout.split(separator: "\n").count == 2 && listed.stdout.contains("bcn-ctl-\(t)"), "\(listed)")
+
+            let plan = try await r.ctl(["beacons", "plan", "bcn-ctl-\(t)", "--tx-power-index", "2", "--json"], key: r.viewer).object()
+            let frames = try #require(plan["frames"] as? [String])
+            #expect(frames.count == 24 && frames.allSatisfy { $0.hasPrefix("4E 4F ") })
+            #expect((plan["settings"] as? [String: Any])?["advertisingIntervalUnits"] as? Int == 5)
+
+            let before = try await r.ctl(["beacons", "verify", "bcn-ctl-\(t)", "--within-minutes", "5", "--json"], key: r.viewer).object()
+            #expect(before["verified"] as? Bool == false)
+            let sighting = await r.ctl([
+                "beacons", "record-sighting", "--uuid", uuid, "--major", String(major), "--minor", String(minorValue), "--device", "dev-\(t)",
+            ], key: r.installer)
+            #expect(sighting.code == 0 && sighting.stdout == "sighting recorded", "\(sighting)")
+            let after = await r.ctl(["beacons", "verify", "bcn-ctl-\(t)"], key: r.viewer)
+            #expect(try after.field("verified") == "yes" && after.field("devices") == "1 in the last 15 min", "\(after)")
+
+            let lost = try await r.ctl(["beacons", "set-status", "bcn-ctl-\(t)", "lost", "--json"], key: r.installer).object()
+            #expect(lost["status"] as? String == "lost")
+
+            let user = try await r.ctl(["users", "create", "--id", "emp-ctl-\(t)", "--name", "Tran Thi B", "--site", "site-ctl-\(t)", "--json"], key: r.admin).object()
+            #expect(user["siteIds"] as? [String] == ["site-ctl-\(t)"])
+            let issued = try await r.ctl(["enrollment-codes", "create", "--user", "emp-ctl-\(t)", "--json"], key: r.admin).object()
+            let code = try #require(issued["code"] as? String)
+            let credentials = try await r.ctl(["devices", "enroll", "--code", code, "--app-version", "2.0", "--json"], key: nil).object()
+            let deviceId = try #require(credentials["deviceId"] as? String)
+            #expect(credentials["userId"] as? String == "emp-ctl-\(t)" && (credentials["token"] as? String)?.hasPrefix("v1.") == true)
+            #expect(try await r.ctl(["devices", "get", deviceId, "--json"], key: r.viewer).object()["status"] as? String == "enrolled")
+            let revoked = try await r.ctl(["devices", "revoke", deviceId, "--json"], key: r.admin).object()
+            #expect(revoked["status"] as? String == "revoked" && revoked["revokedAt"] is String)
+
+            // API keys: a new viewer key works until it is revoked.
+            let key = try await r.ctl(["api-keys", "create", "--name", "ci \(t)", "--role", "viewer", "--json"], key: r.admin).object()
+            let secret = try #require(key["secret"] as? String)
+            let keyId = try #require((key["key"] as? [String: Any])?["id"] as? String)
+            #expect(await r.ctl(["orgs", "get", "org-ctl-\(t)"], key: secret).code == 0)
+            let revokedKey = await r.ctl(["api-keys", "revoke", keyId], key: r.admin)
+            #expect(try revokedKey.field("role") == "viewer" && revokedKey.field("revoked") != "-", "\(revokedKey)")
+            let refused = await r.ctl(["orgs", "get", "org-ctl-\(t)"], key: secret)
+            #expect(refused.code == 1 && refused.stderr.contains("(HTTP 401)"), "\(refused)")
+
+            let health = await r.ctl(["service", "health"], key: nil)
+            #expect(health.code == 0, "\(health)")
+            #expect(health.stdout.contains("ready") && health.stdout.contains("ok"))
+            let document = await r.ctl(["service", "openapi"], key: nil)
+            #expect(document.stdout.hasPrefix("openapi: 3.1.0"))
+            let metrics = await r.ctl(["service", "metrics"], key: nil)
+            #expect(metrics.code == 0, "\(metrics)")
+        }
+    }
+
+    @Test func errorsAreOneLineOnStderr() async throws {
+        try await LiveRegistry.run { r in
+            let t = shortToken()
+            // A key the registry does not know: 401.
+            let badKey = await r.ctl(["orgs", "list"], key: "brk_0123456789abcdef.not-a-real-secret-at-all-000000000000000")
+            #expect(badKey.code == 1)
+            #expect(badKey.stderr.hasPrefix("Error: Authentication is required (HTTP 401)"), "\(badKey)")
+            #expect(!badKey.stderr.contains("\n") && badKey.stdout.isEmpty)
+
+            // A viewer creating an organization: 403 naming the role needed.
+            let forbidden = await r.ctl(["orgs", "create", "--name", "Nope \(t)"], key: r.viewer)
+            #expect(forbidden.code == 1)
+            #expect(forbidden.stderr.hasPrefix("Error: Not allowed (HTTP 403): this operation needs the admin role"), "\(forbidden)")
+            #expect(!forbidden.stderr.contains("\n"))
+
+            // Invalid input: 400 naming every failing field.
+            let invalid = await r.ctl([
+                "sites", "create", "--org", "no-such-org-\(t)", "--name", "X", "--timezone", "Mars/Olympus", "--latitude", "10",
+                "--longitude", "106", "--radius", "1", "--shift-start", "08:30", "--shift-end", "17:30",
+            ], key: r.admin)
+            #expect(invalid.code == 1)
+            #expect(invalid.stderr.contains("(HTTP 400)") && invalid.stderr.contains("timezone: ") && invalid.stderr.contains("geofence.radiusMeters: "), "\(invalid)")
+            #expect(!invalid.stderr.contains("\n"))
+
+            // Not found.
+            let missing = await r.ctl(["beacons", "get", "no-such-beacon-\(t)"], key: r.viewer)
+            #expect(missing.code == 1 && missing.stderr.contains("(HTTP 404)") && !missing.stderr.contains("\n"), "\(missing)")
+
+            // No key at all: explained, nothing sent.
+            let noKey = await r.ctl(["orgs", "list"], key: nil)
+            #expect(noKey.code == 1 && noKey.stderr.hasPrefix("Error: no API key"), "\(noKey)")
+
+            // Malformed arguments.
+            let malformed = await r.ctl(["minors", "allocate"], key: r.installer)
+            #expect(malformed.code == 64 && malformed.stderr.hasPrefix("Error: Missing expected argument '<gate>'"), "\(malformed)")
+            #expect(!malformed.stderr.contains("\n"))
+        }
+    }
+
+    @Test func anUnreachableRegistryIsOneLine() async {
+        // Port 1 on loopback: nothing listens there. The refusal is reported at once, not retried.
+        let start = ContinuousClock.now
+        let run = await runCLI(["registry", "orgs", "list", "--url", "http://127.0.0.1:1", "--api-key", "k"])
+        #expect(start.duration(to: .now) < .seconds(5))
+        #expect(run.code == 1)
+        #expect(run.stderr == "Error: cannot reach registry at http://127.0.0.1:1: connection refused", "\(run)")
+        #expect(run.stdout.isEmpty)
+    }
+}
