@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "AccessControl", targets: ["AccessControl"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
+        .executable(name: "session-merger", targets: ["session-merger"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -198,6 +199,35 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: sharedSwiftSettings
         ),
+        // Session merger service: vetted events -> sessions in PostgreSQL (one transaction per batch),
+        // verdicts and session changes, admin REST for sessions and daily attendance (issue 5).
+        .target(
+            name: "SessionMergerService",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "KafkaClient",
+                "RegistryFeed",
+                "ServiceRuntime",
+                "SessionMergerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/session-merger/Service",
+            resources: [.copy("Migrations")],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "session-merger",
+            dependencies: ["SessionMergerService", "ServiceRuntime"],
+            path: "Services/session-merger/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Policy / anti-fraud rule engine (issue 5 first rules, most of issue 6), pure.
         .target(
             name: "PolicyServiceCore",
@@ -339,6 +369,28 @@ let package = Package(
             dependencies: ["SessionMergerCore", "AttendanceProtocol"],
             path: "Tests/SessionMergerTests",
             swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "SessionMergerServiceTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "KafkaClient",
+                "LocalStackTesting",
+                "RegistryFeed",
+                "ServiceRuntime",
+                "SessionMergerCore",
+                "SessionMergerService",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/SessionMergerServiceTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         .testTarget(
             name: "PolicyServiceTests",
