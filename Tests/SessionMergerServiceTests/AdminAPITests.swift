@@ -110,119 +110,121 @@ extension TestResponse {
     }
 }
 
-@Suite("Admin REST", .timeLimit(.minutes(3)))
-struct AdminAPITests {
-    @Test func keysAreRequiredAndRolesChecked() async throws {
-        try await AdminHarness.run { h, client in
-            let uri = "/v1/admin/sessions?siteId=\(h.siteId)"
-            try await client.get(uri, key: nil).problem(.unauthorized)
-            try await client.get(uri, key: "brk_nonsense").problem(.unauthorized)
-            try await client.get(uri, key: h.revoked).problem(.unauthorized)
-            #expect(try await client.get(uri, key: h.viewer).status == .ok)
-            // Operations data needs the admin role.
-            try await client.get("/v1/admin/pipeline", key: h.viewer).problem(.forbidden)
-            let status = try await client.get("/v1/admin/pipeline", key: h.admin).decode(PipelineStatus.self)
-            #expect(status.groupId == h.db.configuration.groupId)
-            #expect(status.offsets.map(\.nextOffset) == [4])
-        }
-    }
-
-    @Test func sessionsByUserSiteAndTimeWithPages() async throws {
-        try await AdminHarness.run { h, client in
-            let mine = try await client.get("/v1/admin/sessions?userId=\(h.lateUser)", key: h.viewer).decode(SessionPage.self)
-            #expect(mine.items.count == 1)
-            #expect(mine.items.first?.status == "closed")
-            #expect(mine.items.first?.closeReason == "check_out")
-            #expect(mine.items.first?.eventCount == 2)
-            #expect(mine.nextCursor == nil)
-
-            let first = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1", key: h.viewer).decode(SessionPage.self)
-            #expect(first.items.map(\.userId) == [h.onTimeUser])
-            let cursor = try #require(first.nextCursor)
-            let second = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1&cursor=\(cursor)", key: h.viewer).decode(SessionPage.self)
-            #expect(second.items.map(\.userId) == [h.lateUser])
-            #expect(second.nextCursor == nil)
-
-            let checkIn = try #require(second.items.first?.checkInAt)
-            let from = WireTimestamp.string(from: checkIn)
-            let window = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&from=\(from)", key: h.viewer).decode(SessionPage.self)
-            #expect(window.items.map(\.userId) == [h.lateUser])
-            let open = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&status=open", key: h.viewer).decode(SessionPage.self)
-            #expect(open.items.isEmpty)
-        }
-    }
-
-    @Test func dailyAttendanceAsJSONAndCSV() async throws {
-        try await AdminHarness.run { h, client in
-            let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"
-            let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
-            #expect(report.timezone == "Asia/Ho_Chi_Minh")
-            #expect(report.items.count == 2)
-            let late = try #require(report.items.first { $0.userId == h.lateUser })
-            #expect(late.date == h.day)
-            #expect(late.workedMinutes == 8 * 60 + 10)
-            #expect(late.late)
-            #expect(late.lateMinutes == 20)
-            #expect(late.earlyExit)
-            #expect(late.earlyExitMinutes == 30)
-            let onTime = try #require(report.items.first { $0.userId == h.onTimeUser })
-            #expect(!onTime.late)
-            #expect(!onTime.earlyExit)
-            #expect(onTime.workedMinutes == 9 * 60 + 25)
-
-            let single = try await client.get(uri + "&userId=\(h.onTimeUser)", key: h.viewer).decode(DailyAttendanceReport.self)
-            #expect(single.items.map(\.userId) == [h.onTimeUser])
-
-            for response in [try await client.get(uri + "&format=csv", key: h.viewer), try await client.get(uri, key: h.viewer, accept: "text/csv")] {
-                #expect(response.status == .ok)
-                #expect(response.headers[.contentType]?.hasPrefix("text/csv") == true)
-                #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=") == true)
-                let lines = response.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
-                #expect(lines.first == DailyAttendanceCSV.header.joined(separator: ","))
-                #expect(lines.count == 3)
-                let lateLine = try #require(lines.first { $0.hasPrefix(h.lateUser + ",") })
-                #expect(lateLine.contains(",490,true,20,true,30,true,"))
+extension SessionMergerServiceTests {
+    @Suite("Admin REST", .timeLimit(.minutes(3)))
+    struct AdminAPITests {
+        @Test func keysAreRequiredAndRolesChecked() async throws {
+            try await AdminHarness.run { h, client in
+                let uri = "/v1/admin/sessions?siteId=\(h.siteId)"
+                try await client.get(uri, key: nil).problem(.unauthorized)
+                try await client.get(uri, key: "brk_nonsense").problem(.unauthorized)
+                try await client.get(uri, key: h.revoked).problem(.unauthorized)
+                #expect(try await client.get(uri, key: h.viewer).status == .ok)
+                // Operations data needs the admin role.
+                try await client.get("/v1/admin/pipeline", key: h.viewer).problem(.forbidden)
+                let status = try await client.get("/v1/admin/pipeline", key: h.admin).decode(PipelineStatus.self)
+                #expect(status.groupId == h.db.configuration.groupId)
+                #expect(status.offsets.map(\.nextOffset) == [4])
             }
-            // Next day: nothing.
-            let next = CivilDays.date(ordinal: CivilDays.ordinal(h.day) + 1)
-            let empty = try await client.get("/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(next)&to=\(next)", key: h.viewer)
-                .decode(DailyAttendanceReport.self)
-            #expect(empty.items.isEmpty)
         }
-    }
 
-    @Test func badInputIsA400NamingTheParameter() async throws {
-        try await AdminHarness.run { h, client in
-            let s = "/v1/admin/sessions"
-            let d = "/v1/admin/attendance/daily"
-            let cases: [(String, String)] = [
-                ("\(s)", "userId"),
-                ("\(s)?siteId=\(h.siteId)&from=yesterday", "from"),
-                ("\(s)?siteId=\(h.siteId)&from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"),
-                ("\(s)?siteId=\(h.siteId)&limit=0", "limit"),
-                ("\(s)?siteId=\(h.siteId)&limit=201", "limit"),
-                ("\(s)?siteId=\(h.siteId)&limit=ten", "limit"),
-                ("\(s)?siteId=\(h.siteId)&cursor=bogus", "cursor"),
-                ("\(s)?siteId=\(h.siteId)&status=lost", "status"),
-                ("\(s)?siteId=\(h.siteId)&color=blue", "color"),
-                ("\(s)?siteId=\(h.siteId)&siteId=other", "siteId"),
-                ("\(s)?siteId=", "siteId"),
-                ("\(d)?from=2025-03-01&to=2025-03-02", "siteId"),
-                ("\(d)?siteId=\(h.siteId)&to=2025-03-02", "from"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-02-30&to=2025-03-02", "from"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=03/02/2025", "to"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-03-02&to=2025-03-01", "from"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-03", "to"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&format=xml", "format"),
-                ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&page=2", "page"),
-            ]
-            for (uri, field) in cases {
-                let fields = try await client.get(uri, key: h.viewer).problem(.badRequest)
-                #expect(fields.contains(field), "\(uri) -> \(fields)")
+        @Test func sessionsByUserSiteAndTimeWithPages() async throws {
+            try await AdminHarness.run { h, client in
+                let mine = try await client.get("/v1/admin/sessions?userId=\(h.lateUser)", key: h.viewer).decode(SessionPage.self)
+                #expect(mine.items.count == 1)
+                #expect(mine.items.first?.status == "closed")
+                #expect(mine.items.first?.closeReason == "check_out")
+                #expect(mine.items.first?.eventCount == 2)
+                #expect(mine.nextCursor == nil)
+
+                let first = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1", key: h.viewer).decode(SessionPage.self)
+                #expect(first.items.map(\.userId) == [h.onTimeUser])
+                let cursor = try #require(first.nextCursor)
+                let second = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1&cursor=\(cursor)", key: h.viewer).decode(SessionPage.self)
+                #expect(second.items.map(\.userId) == [h.lateUser])
+                #expect(second.nextCursor == nil)
+
+                let checkIn = try #require(second.items.first?.checkInAt)
+                let from = WireTimestamp.string(from: checkIn)
+                let window = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&from=\(from)", key: h.viewer).decode(SessionPage.self)
+                #expect(window.items.map(\.userId) == [h.lateUser])
+                let open = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&status=open", key: h.viewer).decode(SessionPage.self)
+                #expect(open.items.isEmpty)
             }
-            // 92 days inclusive is allowed.
-            #expect(try await client.get("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-02", key: h.viewer).status == .ok)
-            try await client.get("\(d)?siteId=nowhere-\(token())&from=2025-03-01&to=2025-03-02", key: h.viewer).problem(.notFound)
+        }
+
+        @Test func dailyAttendanceAsJSONAndCSV() async throws {
+            try await AdminHarness.run { h, client in
+                let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"
+                let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(report.timezone == "Asia/Ho_Chi_Minh")
+                #expect(report.items.count == 2)
+                let late = try #require(report.items.first { $0.userId == h.lateUser })
+                #expect(late.date == h.day)
+                #expect(late.workedMinutes == 8 * 60 + 10)
+                #expect(late.late)
+                #expect(late.lateMinutes == 20)
+                #expect(late.earlyExit)
+                #expect(late.earlyExitMinutes == 30)
+                let onTime = try #require(report.items.first { $0.userId == h.onTimeUser })
+                #expect(!onTime.late)
+                #expect(!onTime.earlyExit)
+                #expect(onTime.workedMinutes == 9 * 60 + 25)
+
+                let single = try await client.get(uri + "&userId=\(h.onTimeUser)", key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(single.items.map(\.userId) == [h.onTimeUser])
+
+                for response in [try await client.get(uri + "&format=csv", key: h.viewer), try await client.get(uri, key: h.viewer, accept: "text/csv")] {
+                    #expect(response.status == .ok)
+                    #expect(response.headers[.contentType]?.hasPrefix("text/csv") == true)
+                    #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=") == true)
+                    let lines = response.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+                    #expect(lines.first == DailyAttendanceCSV.header.joined(separator: ","))
+                    #expect(lines.count == 3)
+                    let lateLine = try #require(lines.first { $0.hasPrefix(h.lateUser + ",") })
+                    #expect(lateLine.contains(",490,true,20,true,30,true,"))
+                }
+                // Next day: nothing.
+                let next = CivilDays.date(ordinal: CivilDays.ordinal(h.day) + 1)
+                let empty = try await client.get("/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(next)&to=\(next)", key: h.viewer)
+                    .decode(DailyAttendanceReport.self)
+                #expect(empty.items.isEmpty)
+            }
+        }
+
+        @Test func badInputIsA400NamingTheParameter() async throws {
+            try await AdminHarness.run { h, client in
+                let s = "/v1/admin/sessions"
+                let d = "/v1/admin/attendance/daily"
+                let cases: [(String, String)] = [
+                    ("\(s)", "userId"),
+                    ("\(s)?siteId=\(h.siteId)&from=yesterday", "from"),
+                    ("\(s)?siteId=\(h.siteId)&from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"),
+                    ("\(s)?siteId=\(h.siteId)&limit=0", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&limit=201", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&limit=ten", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&cursor=bogus", "cursor"),
+                    ("\(s)?siteId=\(h.siteId)&status=lost", "status"),
+                    ("\(s)?siteId=\(h.siteId)&color=blue", "color"),
+                    ("\(s)?siteId=\(h.siteId)&siteId=other", "siteId"),
+                    ("\(s)?siteId=", "siteId"),
+                    ("\(d)?from=2025-03-01&to=2025-03-02", "siteId"),
+                    ("\(d)?siteId=\(h.siteId)&to=2025-03-02", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-02-30&to=2025-03-02", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=03/02/2025", "to"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-02&to=2025-03-01", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-03", "to"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&format=xml", "format"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&page=2", "page"),
+                ]
+                for (uri, field) in cases {
+                    let fields = try await client.get(uri, key: h.viewer).problem(.badRequest)
+                    #expect(fields.contains(field), "\(uri) -> \(fields)")
+                }
+                // 92 days inclusive is allowed.
+                #expect(try await client.get("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-02", key: h.viewer).status == .ok)
+                try await client.get("\(d)?siteId=nowhere-\(token())&from=2025-03-01&to=2025-03-02", key: h.viewer).problem(.notFound)
+            }
         }
     }
 }
