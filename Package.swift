@@ -218,6 +218,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/session-merger/Service",
+            exclude: ["README.md"],
             resources: [.copy("Migrations")],
             swiftSettings: sharedSwiftSettings
         ),

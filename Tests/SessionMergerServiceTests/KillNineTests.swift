@@ -27,7 +27,7 @@ extension SessionMergerServiceTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: MergerBinary.path)
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
             handle.seekToEndOfFile()
             process.standardOutput = handle
