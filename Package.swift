@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
         .executable(name: "policy-service", targets: ["policy-service"]),
+        .executable(name: "session-merger", targets: ["session-merger"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -205,6 +206,36 @@ let package = Package(
             path: "Services/session-merger/Core",
             exclude: ["README.md"],
             swiftSettings: sharedSwiftSettings
+        ),
+        // Session merger service: vetted events -> sessions in PostgreSQL (one transaction per batch),
+        // verdicts and session changes, admin REST for sessions and daily attendance (issue 5).
+        .target(
+            name: "SessionMergerService",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "KafkaClient",
+                "RegistryFeed",
+                "ServiceRuntime",
+                "SessionMergerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/session-merger/Service",
+            exclude: ["README.md"],
+            resources: [.copy("Migrations")],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "session-merger",
+            dependencies: ["SessionMergerService", "ServiceRuntime"],
+            path: "Services/session-merger/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         // Policy / anti-fraud rule engine (issue 5 first rules, most of issue 6), pure.
         .target(
@@ -395,6 +426,28 @@ let package = Package(
             dependencies: ["SessionMergerCore", "AttendanceProtocol"],
             path: "Tests/SessionMergerTests",
             swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "SessionMergerServiceTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "KafkaClient",
+                "LocalStackTesting",
+                "RegistryFeed",
+                "ServiceRuntime",
+                "SessionMergerCore",
+                "SessionMergerService",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/SessionMergerServiceTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         .testTarget(
             name: "PolicyServiceTests",

@@ -58,6 +58,32 @@ public struct CachedSite: Hashable, Sendable {
     /// IANA zone name.
     public var timezone: String
     public var geofence: CachedGeofence
+    /// The site's shift as the registry publishes it; `nil` when the payload has none (or an
+    /// unreadable one: the site stays usable for the lookups that do not need it).
+    public var shift: CachedShift? = nil
+}
+
+/// A site's shift (the registry's `ShiftSettings`): wall-clock start and end in the site's zone and
+/// the Frappe HRMS allowances and graces, in minutes.
+public struct CachedShift: Hashable, Sendable {
+    public var start: TimeOfDay
+    public var end: TimeOfDay
+    public var checkInBeforeStartMinutes: Int
+    public var checkOutAfterEndMinutes: Int
+    public var lateEntryGraceMinutes: Int
+    public var earlyExitGraceMinutes: Int
+
+    public init(
+        start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int,
+        lateEntryGraceMinutes: Int, earlyExitGraceMinutes: Int
+    ) {
+        self.start = start
+        self.end = end
+        self.checkInBeforeStartMinutes = checkInBeforeStartMinutes
+        self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
+        self.lateEntryGraceMinutes = lateEntryGraceMinutes
+        self.earlyExitGraceMinutes = earlyExitGraceMinutes
+    }
 }
 
 public struct CachedOrganization: Hashable, Sendable {
@@ -194,7 +220,21 @@ enum PayloadReader {
         }
         return CachedSite(
             id: try string(p, "id"), organizationId: try string(p, "organizationId"),
-            name: optionalString(p, "name") ?? "", timezone: try string(p, "timezone"), geofence: geofence
+            name: optionalString(p, "name") ?? "", timezone: try string(p, "timezone"), geofence: geofence,
+            shift: p["shift"].flatMap(shift)
+        )
+    }
+
+    /// The registry's `ShiftSettings` (`start`/`end` as `HH:MM`), or `nil` when a field is missing.
+    static func shift(_ p: JSONValue) -> CachedShift? {
+        guard let start = optionalString(p, "start").flatMap(TimeOfDay.init),
+              let end = optionalString(p, "end").flatMap(TimeOfDay.init),
+              let before = optionalInt(p, "checkInBeforeStartMinutes"), let after = optionalInt(p, "checkOutAfterEndMinutes"),
+              let late = optionalInt(p, "lateEntryGraceMinutes"), let early = optionalInt(p, "earlyExitGraceMinutes")
+        else { return nil }
+        return CachedShift(
+            start: start, end: end, checkInBeforeStartMinutes: before, checkOutAfterEndMinutes: after,
+            lateEntryGraceMinutes: late, earlyExitGraceMinutes: early
         )
     }
 

@@ -73,6 +73,19 @@ public struct SessionTimeline: Sendable {
         derived.sessions.first { sessionId($0) == id }.map(snapshot)
     }
 
+    /// The earliest clock at which time alone (`closeIdle(now:)`) changes the latest session: a pending
+    /// check-out passing the noise threshold (soft exit) or the grace (closed), an open session passing
+    /// the idle cutoff. `nil` when the latest session is closed or there is none. A scheduler (the
+    /// merger's idle sweep) needs to look at this timeline again only from then on.
+    public var nextTimeDrivenChange: Date? {
+        guard let last = derived.sessions.last, last.status != .closed else { return nil }
+        if let c = last.pendingCheckOut {
+            if last.status == .open { return (c + Millis(seconds: policy.noiseThreshold)).date }
+            return (c + Millis(seconds: policy.softExitGrace) + 1).date
+        }
+        return (last.lastSeenAt + Millis(seconds: policy.idleCutoff) + 1).date
+    }
+
     /// Where an event (by idempotency key) is now, `nil` when the timeline does not hold it.
     public func placement(ofIdempotencyKey key: String) -> FactPlacement? {
         factIndex[key].map(placement(at:))

@@ -1,0 +1,51 @@
+import AccessControl
+import Foundation
+import Hummingbird
+import Logging
+import Prometheus
+import ServiceRuntime
+
+/// The merger's default HTTP port (`HTTP_PORT` overrides it).
+public let sessionMergerDefaultHTTPPort = 8082
+
+/// The merger's HTTP application: health, metrics and request logs from `ServiceApplication`, then the
+/// admin routes (`addMergerRoutes`).
+public func buildApplication(
+    configuration: ServiceConfiguration,
+    sessions: any SessionQueryRepository,
+    shifts: any SiteShiftProvider,
+    keyVerifier: any AdminKeyVerifier,
+    groupId: String,
+    readiness: [any ReadinessCheck],
+    metrics: PrometheusCollectorRegistry,
+    logger: Logger
+) -> some ApplicationProtocol {
+    ServiceApplication.build(
+        configuration: configuration, registry: metrics, readiness: readiness, context: MergerRequestContext.self, logger: logger
+    ) { router in
+        addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
+    }
+}
+
+/// The admin routes alone on a new router (tests drive it with `app.test(.router)`).
+public func buildRouter(
+    sessions: any SessionQueryRepository, shifts: any SiteShiftProvider, keyVerifier: any AdminKeyVerifier,
+    groupId: String = "session-merger"
+) -> Router<MergerRequestContext> {
+    let router = Router(context: MergerRequestContext.self)
+    addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
+    return router
+}
+
+/// `/v1/admin/sessions` and `/v1/admin/attendance/daily` (viewer), `/v1/admin/pipeline` (admin), all
+/// behind `AdminAuthMiddleware`; every error becomes problem+json.
+public func addMergerRoutes(
+    to router: Router<MergerRequestContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
+    keyVerifier: any AdminKeyVerifier, groupId: String
+) {
+    router.add(middleware: MergerProblemMiddleware())
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<MergerRequestContext>(verifier: keyVerifier))
+    SessionsController(repository: sessions).addRoutes(to: admin)
+    DailyAttendanceController(repository: sessions, shifts: shifts).addRoutes(to: admin)
+    PipelineController(repository: sessions, groupId: groupId).addRoutes(to: admin)
+}

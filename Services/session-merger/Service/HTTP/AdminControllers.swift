@@ -1,0 +1,200 @@
+import AccessControl
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import NIOCore
+import SessionMergerCore
+
+/// A page of a list endpoint (the registry's shape).
+public struct SessionPage: Codable, Sendable {
+    public var items: [SessionRecordView]
+    /// Pass as `?cursor=` for the next page; absent on the last page.
+    public var nextCursor: String?
+}
+
+/// `GET /v1/admin/sessions?userId=&siteId=&from=&to=&status=&includeSuperseded=&limit=&cursor=` (viewer).
+///
+/// Sessions of a user and/or a site (at least one), whose check-in is in `[from, to)` (RFC 3339),
+/// ordered by check-in time; superseded sessions only with `includeSuperseded=true`.
+struct SessionsController {
+    static let parameters: Set<String> = ["userId", "siteId", "from", "to", "status", "includeSuperseded", "limit", "cursor"]
+
+    let repository: any SessionQueryRepository
+
+    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+        group.get("sessions") { request, context in
+            try context.authorize(.viewer)
+            let query = try QueryParameters(request, allowed: Self.parameters)
+            let userId = try query.string("userId")
+            let siteId = try query.string("siteId")
+            guard userId != nil || siteId != nil else {
+                throw ProblemDetails.validation([
+                    FieldError(field: "userId", reason: "userId or siteId is required"),
+                    FieldError(field: "siteId", reason: "userId or siteId is required"),
+                ])
+            }
+            let from = try query.timestamp("from")
+            let to = try query.timestamp("to")
+            if let from, let to, from >= to {
+                throw ProblemDetails.validation([FieldError(field: "from", reason: "must be before to")])
+            }
+            let status = try query.choice("status", ["open": SessionStatus.open, "soft_exit": .softExit, "closed": .closed])
+            let includeSuperseded = try query.choice("includeSuperseded", ["true": true, "false": false]) ?? false
+            let limit = try query.int("limit", default: MergerAdminLimits.defaultPageSize, in: MergerAdminLimits.pageSizes)
+            var cursor: SessionCursor?
+            if let text = try query.string("cursor", maxLength: 600) {
+                guard let decoded = SessionCursorCoding.decode(text) else {
+                    throw ProblemDetails.validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
+                }
+                cursor = decoded
+            }
+            let filter = SessionFilter(userId: userId, siteId: siteId, from: from, to: to, status: status, includeSuperseded: includeSuperseded)
+            let rows = try await repository.sessions(filter, after: cursor, limit: limit + 1)
+            let items = Array(rows.prefix(limit))
+            let next = rows.count > limit ? items.last.map { SessionCursorCoding.encode(SessionCursor(checkInAt: $0.checkInAt, sessionId: $0.sessionId)) } : nil
+            return try Reply.json(SessionPage(items: items, nextCursor: next), request: request, context: context)
+        }
+    }
+}
+
+/// `GET /v1/admin/pipeline` (admin): the consumer group's stored offsets, the session-change outbox
+/// backlog and the timelines waiting for the idle sweep.
+struct PipelineController {
+    let repository: any SessionQueryRepository
+    let groupId: String
+
+    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+        group.get("pipeline") { request, context in
+            try context.authorize(.admin)
+            _ = try QueryParameters(request, allowed: [])
+            let status = try await repository.pipelineStatus(groupId: groupId, now: Date())
+            return try Reply.json(status, request: request, context: context)
+        }
+    }
+}
+
+/// The daily report's JSON body.
+public struct DailyAttendanceReport: Codable, Sendable {
+    public var siteId: String
+    public var userId: String?
+    public var from: LocalDate
+    public var to: LocalDate
+    public var timezone: String
+    public var shift: AttendanceShift
+    public var items: [DailyAttendance]
+}
+
+/// `GET /v1/admin/attendance/daily?siteId=&userId=&from=YYYY-MM-DD&to=YYYY-MM-DD&format=` (viewer).
+///
+/// One row per user and local day with presence at the site: first in, last out, worked minutes,
+/// late / early-exit flags by the site's shift (from the registry feed). JSON by default; CSV with
+/// `format=csv` or `Accept: text/csv`. The range is inclusive and at most 92 days.
+struct DailyAttendanceController {
+    static let parameters: Set<String> = ["siteId", "userId", "from", "to", "format"]
+
+    let repository: any SessionQueryRepository
+    let shifts: any SiteShiftProvider
+
+    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+        group.get("attendance/daily") { request, context in
+            try context.authorize(.viewer)
+            let query = try QueryParameters(request, allowed: Self.parameters)
+            var missing: [FieldError] = []
+            let siteId = try query.string("siteId")
+            let userId = try query.string("userId")
+            let from = try query.localDate("from")
+            let to = try query.localDate("to")
+            if siteId == nil { missing.append(FieldError(field: "siteId", reason: "is required")) }
+            if from == nil { missing.append(FieldError(field: "from", reason: "is required (YYYY-MM-DD)")) }
+            if to == nil { missing.append(FieldError(field: "to", reason: "is required (YYYY-MM-DD)")) }
+            guard missing.isEmpty, let siteId, let from, let to else { throw ProblemDetails.validation(missing) }
+            guard from <= to else {
+                throw ProblemDetails.validation([FieldError(field: "from", reason: "must not be after to (\(to))")])
+            }
+            let days = CivilDays.ordinal(to) - CivilDays.ordinal(from) + 1
+            guard days <= MergerAdminLimits.maxDailyRangeDays else {
+                throw ProblemDetails.validation([FieldError(
+                    field: "to", reason: "the range is \(days) days; at most \(MergerAdminLimits.maxDailyRangeDays) days are allowed")])
+            }
+            let format = try query.choice("format", ["json": "json", "csv": "csv"])
+                ?? (request.headers[.accept].map { $0.lowercased().contains("text/csv") } == true ? "csv" : "json")
+
+            let shift: AttendanceShift
+            switch shifts.shift(siteId: siteId) {
+            case .found(let found): shift = found
+            case .unknownSite: throw ProblemDetails.notFound("no site \(siteId) in the registry")
+            case .noShift: throw ProblemDetails.notFound("site \(siteId) has no shift settings")
+            case .notReady: throw ProblemDetails.unavailable("the registry feed is still loading", retryAfterSeconds: 2)
+            }
+            guard let zone = TimeZone(identifier: shift.timezone),
+                  let start = CivilDays.startOfDay(from, in: zone),
+                  let end = CivilDays.startOfDay(CivilDays.date(ordinal: CivilDays.ordinal(to) + 1), in: zone)
+            else {
+                throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
+            }
+            let sessions = try await repository.sessionsOverlapping(siteId: siteId, userId: userId, start: start, end: end)
+            let rows: [DailyAttendance]
+            do {
+                rows = try DailyAttendanceCalculator.days(for: sessions.map(\.interval), shift: shift)
+                    .filter { $0.date >= from && $0.date <= to }
+            } catch {
+                throw ProblemDetails.unavailable("site \(siteId) has unusable shift settings: \(error)")
+            }
+            if format == "csv" {
+                return DailyAttendanceCSV.response(rows, filename: "attendance-\(siteId)-\(from)-\(to).csv")
+            }
+            let report = DailyAttendanceReport(siteId: siteId, userId: userId, from: from, to: to, timezone: shift.timezone, shift: shift, items: rows)
+            return try Reply.json(report, request: request, context: context)
+        }
+    }
+}
+
+/// The daily report as RFC 4180 CSV: a header row, CRLF line ends, fields with a comma, a quote or a
+/// line break quoted (quotes doubled), timestamps RFC 3339 UTC.
+public enum DailyAttendanceCSV {
+    public static let header = [
+        "userId", "siteId", "date", "firstIn", "lastOut", "workedMinutes", "late", "lateMinutes", "earlyExit",
+        "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds",
+    ]
+
+    public static func render(_ rows: [DailyAttendance]) -> String {
+        var lines = [header.map(field).joined(separator: ",")]
+        for row in rows {
+            let fields: [String] = [
+                row.userId, row.siteId, row.date.description, WireTimestamp.string(from: row.firstIn),
+                row.lastOut.map(WireTimestamp.string(from:)) ?? "", String(row.workedMinutes), String(row.late),
+                String(row.lateMinutes), String(row.earlyExit), String(row.earlyExitMinutes), String(row.attendedShift),
+                WireTimestamp.string(from: row.shiftStart), WireTimestamp.string(from: row.shiftEnd),
+                row.sessionIds.joined(separator: " "),
+            ]
+            lines.append(fields.map(field).joined(separator: ","))
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// One field, quoted when it must be.
+    public static func field(_ value: String) -> String {
+        guard value.contains(where: { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" }) else { return value }
+        return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    static func response(_ rows: [DailyAttendance], filename: String) -> Response {
+        let safeName = String(filename.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
+        let headers: HTTPFields = [
+            .contentType: "text/csv; charset=utf-8",
+            .contentDisposition: "attachment; filename=\"\(safeName)\"",
+        ]
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows))))
+    }
+}
+
+/// JSON responses.
+enum Reply {
+    static func json<T: Encodable>(
+        _ value: T, status: HTTPResponse.Status = .ok, request: Request, context: some RequestContext
+    ) throws -> Response {
+        var response = try context.responseEncoder.encode(value, from: request, context: context)
+        response.status = status
+        return response
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SessionMergerCore
+
+/// A session as the admin API shows it (a `merger.sessions` row).
+public struct SessionRecordView: Codable, Hashable, Sendable {
+    public var sessionId: String
+    public var userId: String
+    public var siteId: String
+    public var status: String
+    public var checkInAt: Date
+    public var lastSeenAt: Date
+    public var checkOutAt: Date?
+    public var closeReason: String?
+    public var sessionKeys: [String]
+    public var version: Int
+    public var updatedAt: Date
+    /// For a superseded session: the session its events joined.
+    public var supersededBy: String?
+    public var eventCount: Int
+
+    /// The span daily attendance counts (a soft exit counts as ended at its check-out).
+    public var interval: AttendanceInterval {
+        let open = status == SessionStatus.open.rawValue
+        return AttendanceInterval(
+            sessionId: sessionId, userId: userId, siteId: siteId, start: checkInAt,
+            end: open ? lastSeenAt : (checkOutAt ?? lastSeenAt), isOpen: open)
+    }
+}
+
+/// Which sessions to list. At least one of `userId` / `siteId`.
+public struct SessionFilter: Sendable, Hashable {
+    public var userId: String?
+    public var siteId: String?
+    /// Sessions whose check-in is at or after `from` and before `to`.
+    public var from: Date?
+    public var to: Date?
+    public var status: SessionStatus?
+    public var includeSuperseded: Bool
+
+    public init(userId: String? = nil, siteId: String? = nil, from: Date? = nil, to: Date? = nil, status: SessionStatus? = nil, includeSuperseded: Bool = false) {
+        self.userId = userId
+        self.siteId = siteId
+        self.from = from
+        self.to = to
+        self.status = status
+        self.includeSuperseded = includeSuperseded
+    }
+}
+
+/// Keyset position: the last (check-in, session id) of the previous page.
+public struct SessionCursor: Sendable, Hashable {
+    public var checkInAt: Date
+    public var sessionId: String
+
+    public init(checkInAt: Date, sessionId: String) {
+        self.checkInAt = checkInAt
+        self.sessionId = sessionId
+    }
+}
+
+/// The reads of the admin API.
+public protocol SessionQueryRepository: Sendable {
+    /// Sessions matching `filter`, ordered by (check-in, id), after `cursor`, at most `limit`.
+    func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView]
+    /// The sessions of a site (and user) that overlap `[start, end)`, superseded ones left out.
+    func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView]
+    /// Stored offsets of `groupId`, the outbox backlog and the timelines due for the idle sweep.
+    func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus
+}
+
+/// The pipeline's progress, for operators.
+public struct PipelineStatus: Codable, Hashable, Sendable {
+    public struct PartitionOffset: Codable, Hashable, Sendable {
+        public var topic: String
+        public var partition: Int
+        public var nextOffset: Int64
+        public var updatedAt: Date
+    }
+
+    public var groupId: String
+    public var offsets: [PartitionOffset]
+    /// Session changes committed but not yet acknowledged by the broker.
+    public var outboxBacklog: Int
+    /// Timelines the idle sweep has work for now.
+    public var dueTimelines: Int
+}
+
+/// `SessionQueryRepository` over `merger.sessions`.
+public struct PostgresSessionQueryRepository: SessionQueryRepository {
+    /// How far before a window's start a session overlapping it may have checked in (bounds the index scan).
+    public static let longestSession: TimeInterval = 31 * 86_400
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    public func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView] {
+        let status = filter.status?.rawValue
+        let afterTime = cursor?.checkInAt
+        let afterId = cursor?.sessionId
+        let rows = try await client.query(
+            """
+            SELECT session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
+                   session_keys::text, version, updated_at, superseded_by, event_count
+            FROM merger.sessions
+            WHERE (\(filter.userId)::text IS NULL OR user_id = \(filter.userId)::text)
+              AND (\(filter.siteId)::text IS NULL OR site_id = \(filter.siteId)::text)
+              AND (\(filter.from)::timestamptz IS NULL OR check_in_at >= \(filter.from)::timestamptz)
+              AND (\(filter.to)::timestamptz IS NULL OR check_in_at < \(filter.to)::timestamptz)
+              AND (\(status)::text IS NULL OR status = \(status)::text)
+              AND (\(filter.includeSuperseded) OR close_reason IS DISTINCT FROM 'superseded')
+              AND (\(afterTime)::timestamptz IS NULL OR (check_in_at, session_id) > (\(afterTime)::timestamptz, \(afterId)::text))
+            ORDER BY check_in_at, session_id
+            LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        return try await Self.decode(rows)
+    }
+
+    public func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView] {
+        let earliest = start.addingTimeInterval(-Self.longestSession)
+        let rows = try await client.query(
+            """
+            SELECT session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
+                   session_keys::text, version, updated_at, superseded_by, event_count
+            FROM merger.sessions
+            WHERE site_id = \(siteId)
+              AND (\(userId)::text IS NULL OR user_id = \(userId)::text)
+              AND check_in_at >= \(earliest) AND check_in_at < \(end)
+              AND COALESCE(check_out_at, last_seen_at) >= \(start)
+              AND close_reason IS DISTINCT FROM 'superseded'
+            ORDER BY user_id, check_in_at, session_id
+            """,
+            logger: logger
+        )
+        return try await Self.decode(rows)
+    }
+
+    public func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus {
+        let rows = try await client.query(
+            "SELECT topic, partition, next_offset, updated_at FROM merger.consumer_offsets WHERE group_id = \(groupId) ORDER BY topic, partition",
+            logger: logger)
+        var offsets: [PipelineStatus.PartitionOffset] = []
+        for try await (topic, partition, next, updated) in rows.decode((String, Int, Int64, Date).self) {
+            offsets.append(PipelineStatus.PartitionOffset(topic: topic, partition: partition, nextOffset: next, updatedAt: updated))
+        }
+        var backlog = 0, due = 0
+        let counts = try await client.query(
+            """
+            SELECT (SELECT count(*)::int FROM merger.session_change_outbox),
+                   (SELECT count(*)::int FROM merger.timelines WHERE next_check_at IS NOT NULL AND next_check_at <= \(now))
+            """,
+            logger: logger)
+        for try await (b, d) in counts.decode((Int, Int).self) {
+            backlog = b
+            due = d
+        }
+        return PipelineStatus(groupId: groupId, offsets: offsets, outboxBacklog: backlog, dueTimelines: due)
+    }
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [SessionRecordView] {
+        var sessions: [SessionRecordView] = []
+        for try await (id, user, site, status, checkIn, lastSeen, checkOut, reason, keys, version, updated, supersededBy, count)
+            in rows.decode((String, String, String, String, Date, Date, Date?, String?, String, Int, Date, String?, Int).self) {
+            sessions.append(SessionRecordView(
+                sessionId: id, userId: user, siteId: site, status: status, checkInAt: checkIn, lastSeenAt: lastSeen,
+                checkOutAt: checkOut, closeReason: reason,
+                sessionKeys: (try? JSONDecoder().decode([String].self, from: Data(keys.utf8))) ?? [],
+                version: version, updatedAt: updated, supersededBy: supersededBy, eventCount: count))
+        }
+        return sessions
+    }
+}

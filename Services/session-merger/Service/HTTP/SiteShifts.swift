@@ -1,0 +1,44 @@
+import Foundation
+import RegistryFeed
+import SessionMergerCore
+
+/// What the daily report needs of a site: its zone and shift.
+public enum SiteShiftLookup: Sendable, Hashable {
+    case found(AttendanceShift)
+    /// The registry has no such site.
+    case unknownSite
+    /// The site has no (readable) shift settings.
+    case noShift
+    /// The registry feed has not been read up to date yet.
+    case notReady
+}
+
+/// Where the merger learns sites' shifts.
+public protocol SiteShiftProvider: Sendable {
+    func shift(siteId: String) -> SiteShiftLookup
+}
+
+/// Shifts from the registry's change feed (`registry.changes`), as the `RegistryCacheLoader` keeps
+/// them in a `RegistryCache`.
+public struct RegistryCacheShiftProvider: SiteShiftProvider {
+    let cache: RegistryCache
+    let isReady: @Sendable () -> Bool
+
+    public init(cache: RegistryCache, isReady: @escaping @Sendable () -> Bool) {
+        self.cache = cache
+        self.isReady = isReady
+    }
+
+    public init(loader: RegistryCacheLoader) {
+        self.init(cache: loader.cache, isReady: { loader.isCaughtUp })
+    }
+
+    public func shift(siteId: String) -> SiteShiftLookup {
+        guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
+        guard let shift = site.shift else { return .noShift }
+        return .found(AttendanceShift(
+            timezone: site.timezone, start: shift.start, end: shift.end,
+            checkInBeforeStartMinutes: shift.checkInBeforeStartMinutes, checkOutAfterEndMinutes: shift.checkOutAfterEndMinutes,
+            lateEntryGraceMinutes: shift.lateEntryGraceMinutes, earlyExitGraceMinutes: shift.earlyExitGraceMinutes))
+    }
+}

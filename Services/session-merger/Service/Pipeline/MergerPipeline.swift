@@ -1,0 +1,152 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import ServiceLifecycle
+
+/// Sends dead letters to the DLQ topic and waits for their delivery reports.
+public struct KafkaDeadLetterSink: DeadLetterSink {
+    let producer: KafkaProducer
+    let topic: String
+
+    public init(producer: KafkaProducer, topic: String) {
+        self.producer = producer
+        self.topic = topic
+    }
+
+    public func send(_ letters: [DeadLetter]) async throws {
+        let messages = try letters.map { letter in
+            KafkaOutgoingMessage(topic: topic, key: letter.partitionKey.value, value: try ProtocolCodec.wire.encode(letter))
+        }
+        let reports = try await producer.sendBatch(messages)
+        if let failed = reports.first(where: { !$0.isDelivered }) {
+            throw failed.error ?? KafkaError(kind: .broker, message: "dead letter not delivered", isFatal: false, isRetriable: true)
+        }
+    }
+}
+
+/// Seeks every assigned partition to the offset stored in `merger.consumer_offsets` (the source of
+/// truth; the broker's committed offset may be absent or behind). Partitions without a stored offset
+/// start from the group's committed offset, else the earliest.
+struct StoredOffsetsListener: KafkaRebalanceListener {
+    let processor: VettedBatchProcessor
+    let logger: Logger
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        let stored = try await processor.storedOffsets(for: partitions)
+        logger.info("seeking assigned partitions to their stored offsets", metadata: [
+            "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
+        ])
+        return stored
+    }
+}
+
+/// The merger's consumer loop: reads `attendance.events.vetted` in batches, hands each batch to the
+/// `VettedBatchProcessor` (one PostgreSQL transaction, offsets included), then produces the verdicts
+/// and commits the offsets to the broker (informational).
+///
+/// A batch that fails (PostgreSQL down, say) is retried with backoff, never skipped: the next batch is
+/// not taken before this one committed. On graceful shutdown the current batch finishes; a batch that
+/// cannot be stored by then is left to the next owner of the partition (its offsets were not stored).
+public final class MergerPipeline: Service, Sendable {
+    public let consumer: KafkaConsumer
+    public let processor: VettedBatchProcessor
+    private let producer: KafkaProducer
+    private let configuration: SessionMergerConfiguration
+    private let logger: Logger
+    private let afterCommit: @Sendable (VettedBatchResult) async throws -> Void
+
+    /// - Parameter afterCommit: called after each commit, before the verdicts are produced (tests
+    ///   use it to die at that moment).
+    public init(
+        kafka: KafkaConfiguration, configuration: SessionMergerConfiguration, processor: VettedBatchProcessor,
+        producer: KafkaProducer, logger: Logger,
+        afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
+    ) throws(KafkaError) {
+        var consumerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic])
+        consumerConfiguration.maxBatchSize = configuration.maxBatchSize
+        consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
+        consumerConfiguration.autoOffsetReset = .earliest
+        self.consumer = try KafkaConsumer(
+            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(processor: processor, logger: logger),
+            logger: logger)
+        self.processor = processor
+        self.producer = producer
+        self.configuration = configuration
+        self.logger = logger
+        self.afterCommit = afterCommit
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [consumer] in
+                do {
+                    try await consumer.run()
+                } catch {
+                    consumer.triggerShutdown()
+                    throw error
+                }
+            }
+            for await batch in consumer.batches {
+                guard try await handle(batch) else {
+                    consumer.triggerShutdown()
+                    break
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Stops reading after the current batch (as graceful shutdown does).
+    public func stop() {
+        consumer.triggerShutdown()
+    }
+
+    /// - Returns: false when the batch could not be stored before shutdown (stop consuming).
+    private func handle(_ batch: KafkaMessageBatch) async throws -> Bool {
+        var backoff = Duration.milliseconds(100)
+        while true {
+            let result: VettedBatchResult
+            do {
+                result = try await processor.process(batch.messages)
+            } catch {
+                logger.error("storing a batch failed; retrying it", metadata: [
+                    "error": .string(String(describing: error)), "messages": "\(batch.messages.count)", "retryIn": .string("\(backoff)"),
+                ])
+                if Task.isCancelled || Task.isShuttingDownGracefully { return false }
+                try? await Task.sleep(for: backoff)
+                if Task.isCancelled { return false }
+                backoff = min(backoff * 2, .seconds(5))
+                continue
+            }
+            try await afterCommit(result)
+            await produceVerdicts(result.verdicts)
+            if configuration.commitOffsetsToBroker {
+                do {
+                    try await consumer.commit(result.nextOffsets)
+                } catch {
+                    logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
+                }
+            }
+            return true
+        }
+    }
+
+    /// Verdicts may be lost on a crash or a broker failure: the device retries with the same key and
+    /// gets the recorded outcome as a `duplicate` (or the replayed 409 / 422).
+    private func produceVerdicts(_ verdicts: [AttendanceVerdict]) async {
+        guard !verdicts.isEmpty else { return }
+        do {
+            let messages = try verdicts.map { verdict in
+                KafkaOutgoingMessage(topic: configuration.verdictsTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict))
+            }
+            let reports = try await producer.sendBatch(messages)
+            let failed = reports.filter { !$0.isDelivered }.count
+            if failed > 0 {
+                logger.warning("verdicts not delivered; devices will retry", metadata: ["failed": "\(failed)", "of": "\(reports.count)"])
+            }
+        } catch {
+            logger.warning("producing verdicts failed; devices will retry", metadata: ["error": .string("\(error)")])
+        }
+    }
+}

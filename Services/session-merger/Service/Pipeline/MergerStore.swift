@@ -1,0 +1,454 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import SessionMergerCore
+
+/// A transaction lost a race with another writer (the same idempotency key recorded, or the same
+/// timeline written, by a concurrent transaction). It is rolled back and retried: the retry sees the
+/// other writer's result (a duplicate, the newer timeline).
+struct MergerWriteConflict: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "write conflict: \(what)" }
+}
+
+/// An event already in `merger.events`: what a retry with the same key is answered with.
+struct RecordedEvent: Sendable, Hashable {
+    var idempotencyKey: String
+    var payloadFingerprint: String
+    var accepted: Bool
+    var serverReceiptId: String
+    var sessionId: String?
+    var reasons: [String]
+    var action: AppAction
+    var retryAfterSeconds: Int?
+    var policyVersion: Int?
+    var siteId: String?
+}
+
+/// A timeline loaded for update, and what to write back.
+struct LoadedTimeline {
+    var timeline: SessionTimeline
+    /// The stored version; 0 for a timeline that has no row yet.
+    var version: Int64
+}
+
+/// The SQL of the merger's tables, on a connection inside a transaction.
+enum MergerStore {
+    // MARK: Reading
+
+    static func recordedEvents(keys: [String], on connection: PostgresConnection, logger: Logger) async throws -> [String: RecordedEvent] {
+        guard !keys.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            """
+            SELECT idempotency_key, payload_fingerprint, outcome, server_receipt_id, session_id, reasons::text,
+                   action, retry_after_seconds, policy_version, site_id
+            FROM merger.events WHERE idempotency_key = ANY(\(keys))
+            """,
+            logger: logger
+        )
+        var found: [String: RecordedEvent] = [:]
+        for try await (key, fingerprint, outcome, receipt, sessionId, reasons, action, retryAfter, policyVersion, siteId)
+            in rows.decode((String, String, String, String, String?, String, String, Int?, Int?, String?).self) {
+            let reasonList = (try? JSONDecoder().decode([String].self, from: Data(reasons.utf8))) ?? []
+            found[key] = RecordedEvent(
+                idempotencyKey: key, payloadFingerprint: fingerprint, accepted: outcome == "accepted", serverReceiptId: receipt,
+                sessionId: sessionId, reasons: reasonList, action: AppAction(rawValue: action), retryAfterSeconds: retryAfter,
+                policyVersion: policyVersion, siteId: siteId)
+        }
+        return found
+    }
+
+    struct UserSessionKey: Hashable, Sendable {
+        var userId: String
+        var sessionKey: String
+    }
+
+    /// The site each (user, device session key) was first seen at.
+    static func sitesOfSessionKeys(_ keys: Set<UserSessionKey>, on connection: PostgresConnection, logger: Logger) async throws -> [UserSessionKey: String] {
+        guard !keys.isEmpty else { return [:] }
+        let list = Array(keys)
+        let rows = try await connection.query(
+            """
+            SELECT k.user_id, k.session_key, k.site_id FROM merger.session_keys k
+            JOIN UNNEST(\(list.map(\.userId))::text[], \(list.map(\.sessionKey))::text[]) AS q(user_id, session_key)
+              ON k.user_id = q.user_id AND k.session_key = q.session_key
+            """,
+            logger: logger
+        )
+        var found: [UserSessionKey: String] = [:]
+        for try await (user, key, site) in rows.decode((String, String, String).self) {
+            found[UserSessionKey(userId: user, sessionKey: key)] = site
+        }
+        return found
+    }
+
+    /// The sites each user has a timeline at.
+    static func timelineSites(users: [String], on connection: PostgresConnection, logger: Logger) async throws -> [String: [String]] {
+        guard !users.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            "SELECT user_id, site_id FROM merger.timelines WHERE user_id = ANY(\(users))", logger: logger)
+        var found: [String: [String]] = [:]
+        for try await (user, site) in rows.decode((String, String).self) { found[user, default: []].append(site) }
+        return found
+    }
+
+    struct TimelineKey: Hashable, Sendable, Comparable {
+        var userId: String
+        var siteId: String
+
+        static func < (a: Self, b: Self) -> Bool { (a.userId, a.siteId) < (b.userId, b.siteId) }
+    }
+
+    /// Loads and locks (`FOR UPDATE`, in key order so concurrent writers never deadlock) the stored
+    /// timelines among `keys`; keys without a row are absent from the answer.
+    static func lockTimelines(
+        _ keys: [TimelineKey], policy: SessionPolicy, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TimelineKey: LoadedTimeline] {
+        guard !keys.isEmpty else { return [:] }
+        let sorted = keys.sorted()
+        let rows = try await connection.query(
+            """
+            SELECT t.user_id, t.site_id, t.state, t.version FROM merger.timelines t
+            JOIN UNNEST(\(sorted.map(\.userId))::text[], \(sorted.map(\.siteId))::text[]) AS q(user_id, site_id)
+              ON t.user_id = q.user_id AND t.site_id = q.site_id
+            ORDER BY t.user_id, t.site_id
+            FOR UPDATE OF t
+            """,
+            logger: logger
+        )
+        var loaded: [TimelineKey: LoadedTimeline] = [:]
+        for try await (user, site, state, version) in rows.decode((String, String, String, Int64).self) {
+            loaded[TimelineKey(userId: user, siteId: site)] = try restore(state: state, version: version, policy: policy)
+        }
+        return loaded
+    }
+
+    /// Locks up to `limit` timelines whose `next_check_at` has come, skipping those another
+    /// transaction holds (the batch consumer): the idle sweep never waits for, nor blocks, a batch.
+    static func lockDueTimelines(
+        now: Date, limit: Int, policy: SessionPolicy, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TimelineKey: LoadedTimeline] {
+        let rows = try await connection.query(
+            """
+            SELECT user_id, site_id, state, version FROM merger.timelines
+            WHERE next_check_at IS NOT NULL AND next_check_at <= \(now)
+            ORDER BY user_id, site_id
+            LIMIT \(limit)
+            FOR UPDATE SKIP LOCKED
+            """,
+            logger: logger
+        )
+        var loaded: [TimelineKey: LoadedTimeline] = [:]
+        for try await (user, site, state, version) in rows.decode((String, String, String, Int64).self) {
+            loaded[TimelineKey(userId: user, siteId: site)] = try restore(state: state, version: version, policy: policy)
+        }
+        return loaded
+    }
+
+    static func restore(state: String, version: Int64, policy: SessionPolicy) throws -> LoadedTimeline {
+        let decoded = try JSONDecoder().decode(TimelineState.self, from: Data(state.utf8))
+        return LoadedTimeline(timeline: try SessionTimeline(restoring: decoded, policy: policy), version: version)
+    }
+
+    /// The stored next offsets of `partitions` for `groupId`.
+    static func storedOffsets(
+        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let topics = partitions.map(\.topic)
+        let numbers = partitions.map(\.partition)
+        let rows = try await connection.query(
+            """
+            SELECT o.topic, o.partition, o.next_offset FROM merger.consumer_offsets o
+            JOIN UNNEST(\(topics)::text[], \(numbers)::int4[]) AS q(topic, partition)
+              ON o.topic = q.topic AND o.partition = q.partition
+            WHERE o.group_id = \(groupId)
+            """,
+            logger: logger
+        )
+        var found: [TopicPartition: Int64] = [:]
+        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
+            found[TopicPartition(topic: topic, partition: partition)] = offset
+        }
+        return found
+    }
+
+    // MARK: Writing
+
+    /// One `merger.events` row, as `jsonb_to_recordset` reads it.
+    struct EventRow: Encodable {
+        var idempotency_key: String
+        var request_id: String
+        var user_id: String
+        var device_id: String
+        var site_id: String?
+        var kind: String
+        var event_type: String
+        var session_key: String?
+        var event_time: Date
+        var received_at: Date
+        var payload_fingerprint: String
+        var outcome: String
+        var http_status: Int
+        var server_receipt_id: String
+        var session_id: String?
+        var reasons: [String]
+        var action: String
+        var retry_after_seconds: Int?
+        var policy_version: Int?
+        var risk_score: Double?
+        var decided_at: Date
+        var envelope: String
+        var gateway_instance: String
+        var source_topic: String?
+        var source_partition: Int32?
+        var source_offset: Int64?
+    }
+
+    /// Inserts new events. Throws `MergerWriteConflict` when a key was recorded meanwhile by another
+    /// transaction (the retry then answers it as a duplicate).
+    static func insertEvents(_ rows: [EventRow], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !rows.isEmpty else { return }
+        let json = try MergerJSON.string(rows)
+        let result = try await connection.query(
+            """
+            INSERT INTO merger.events (
+                idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key, event_time,
+                received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
+                reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope,
+                gateway_instance, source_topic, source_partition, source_offset)
+            SELECT r.idempotency_key, r.request_id, r.user_id, r.device_id, r.site_id, r.kind, r.event_type, r.session_key,
+                   r.event_time, r.received_at, now(), r.payload_fingerprint, r.outcome, r.http_status, r.server_receipt_id,
+                   r.session_id, r.reasons, r.action, r.retry_after_seconds, r.policy_version, r.risk_score, r.decided_at,
+                   r.envelope::jsonb, r.gateway_instance, r.source_topic, r.source_partition, r.source_offset
+            FROM jsonb_to_recordset(\(json)::jsonb) AS r(
+                idempotency_key text, request_id text, user_id text, device_id text, site_id text, kind text,
+                event_type text, session_key text, event_time timestamptz, received_at timestamptz,
+                payload_fingerprint text, outcome text, http_status int, server_receipt_id text, session_id text,
+                reasons jsonb, action text, retry_after_seconds int, policy_version int, risk_score double precision,
+                decided_at timestamptz, envelope text, gateway_instance text, source_topic text, source_partition int,
+                source_offset bigint)
+            ORDER BY r.idempotency_key
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING idempotency_key
+            """,
+            logger: logger
+        )
+        var inserted = 0
+        for try await _ in result.decode(String.self) { inserted += 1 }
+        guard inserted == rows.count else {
+            throw MergerWriteConflict(what: "\(rows.count - inserted) idempotency keys were recorded by a concurrent transaction")
+        }
+    }
+
+    /// Remembers the site of each (user, device session key) first seen with one.
+    static func insertSessionKeys(_ entries: [UserSessionKey: String], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !entries.isEmpty else { return }
+        let sorted = entries.sorted { ($0.key.userId, $0.key.sessionKey) < ($1.key.userId, $1.key.sessionKey) }
+        try await connection.query(
+            """
+            INSERT INTO merger.session_keys (user_id, session_key, site_id)
+            SELECT * FROM UNNEST(\(sorted.map(\.key.userId))::text[], \(sorted.map(\.key.sessionKey))::text[], \(sorted.map(\.value))::text[])
+            ON CONFLICT (user_id, session_key) DO NOTHING
+            """,
+            logger: logger
+        )
+    }
+
+    /// Writes timelines back: updates rows at their loaded version, inserts new ones. Throws
+    /// `MergerWriteConflict` when a row changed or appeared meanwhile.
+    static func saveTimelines(_ timelines: [TimelineKey: LoadedTimeline], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !timelines.isEmpty else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var updates: (users: [String], sites: [String], states: [String], versions: [Int64], counts: [Int], hasNext: [Bool], next: [Date]) = ([], [], [], [], [], [], [])
+        var inserts = updates
+        for (key, loaded) in timelines.sorted(by: { $0.key < $1.key }) {
+            let state = String(decoding: try encoder.encode(loaded.timeline.state), as: UTF8.self)
+            let next = loaded.timeline.nextTimeDrivenChange
+            if loaded.version == 0 {
+                inserts.users.append(key.userId)
+                inserts.sites.append(key.siteId)
+                inserts.states.append(state)
+                inserts.versions.append(1)
+                inserts.counts.append(loaded.timeline.eventCount)
+                inserts.hasNext.append(next != nil)
+                inserts.next.append(next ?? Date(timeIntervalSince1970: 0))
+            } else {
+                updates.users.append(key.userId)
+                updates.sites.append(key.siteId)
+                updates.states.append(state)
+                updates.versions.append(loaded.version)
+                updates.counts.append(loaded.timeline.eventCount)
+                updates.hasNext.append(next != nil)
+                updates.next.append(next ?? Date(timeIntervalSince1970: 0))
+            }
+        }
+        if !updates.users.isEmpty {
+            let rows = try await connection.query(
+                """
+                UPDATE merger.timelines t
+                SET state = u.state, version = t.version + 1, event_count = u.event_count,
+                    next_check_at = CASE WHEN u.has_next THEN u.next_check_at END, updated_at = now()
+                FROM UNNEST(\(updates.users)::text[], \(updates.sites)::text[], \(updates.states)::text[], \(updates.versions)::int8[],
+                            \(updates.counts)::int4[], \(updates.hasNext)::bool[], \(updates.next)::timestamptz[])
+                     AS u(user_id, site_id, state, version, event_count, has_next, next_check_at)
+                WHERE t.user_id = u.user_id AND t.site_id = u.site_id AND t.version = u.version
+                RETURNING 1
+                """,
+                logger: logger
+            )
+            var updated = 0
+            for try await _ in rows.decode(Int.self) { updated += 1 }
+            guard updated == updates.users.count else { throw MergerWriteConflict(what: "a timeline changed concurrently") }
+        }
+        if !inserts.users.isEmpty {
+            let rows = try await connection.query(
+                """
+                INSERT INTO merger.timelines (user_id, site_id, state, version, event_count, next_check_at, updated_at)
+                SELECT u.user_id, u.site_id, u.state, u.version, u.event_count,
+                       CASE WHEN u.has_next THEN u.next_check_at END, now()
+                FROM UNNEST(\(inserts.users)::text[], \(inserts.sites)::text[], \(inserts.states)::text[], \(inserts.versions)::int8[],
+                            \(inserts.counts)::int4[], \(inserts.hasNext)::bool[], \(inserts.next)::timestamptz[])
+                     AS u(user_id, site_id, state, version, event_count, has_next, next_check_at)
+                ON CONFLICT (user_id, site_id) DO NOTHING
+                RETURNING 1
+                """,
+                logger: logger
+            )
+            var inserted = 0
+            for try await _ in rows.decode(Int.self) { inserted += 1 }
+            guard inserted == inserts.users.count else { throw MergerWriteConflict(what: "a timeline was created concurrently") }
+        }
+    }
+
+    struct SessionRow: Encodable {
+        var session_id: String
+        var user_id: String
+        var site_id: String
+        var status: String
+        var check_in_at: Date
+        var last_seen_at: Date
+        var check_out_at: Date?
+        var close_reason: String?
+        var session_keys: [String]
+        var version: Int64
+        var superseded_by: String?
+        var event_count: Int
+    }
+
+    /// Applies session changes: the latest version of each session id wins (versions only grow), the
+    /// changes go to the outbox in order, and the events of superseded sessions point to the survivor.
+    static func applySessionChanges(_ deltas: [SessionDelta], changedAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        guard !deltas.isEmpty else { return }
+        var latest: [String: SessionDelta] = [:]
+        for delta in deltas where (latest[delta.session.id]?.version ?? Int64.min) < delta.version {
+            latest[delta.session.id] = delta
+        }
+        let rows = latest.values.sorted { $0.session.id < $1.session.id }.map { delta in
+            SessionRow(
+                session_id: delta.session.id, user_id: delta.session.userId, site_id: delta.session.siteId,
+                status: delta.session.status.rawValue, check_in_at: delta.session.checkInAt, last_seen_at: delta.session.lastSeenAt,
+                check_out_at: delta.session.checkOutAt, close_reason: delta.session.closeReason?.rawValue,
+                session_keys: delta.session.sessionKeys, version: delta.version, superseded_by: delta.supersededBy,
+                event_count: delta.session.eventIds.count)
+        }
+        let json = try MergerJSON.string(rows)
+        try await connection.query(
+            """
+            INSERT INTO merger.sessions (
+                session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
+                session_keys, version, updated_at, superseded_by, event_count)
+            SELECT r.session_id, r.user_id, r.site_id, r.status, r.check_in_at, r.last_seen_at, r.check_out_at,
+                   r.close_reason, r.session_keys, r.version, now(), r.superseded_by, r.event_count
+            FROM jsonb_to_recordset(\(json)::jsonb) AS r(
+                session_id text, user_id text, site_id text, status text, check_in_at timestamptz,
+                last_seen_at timestamptz, check_out_at timestamptz, close_reason text, session_keys jsonb,
+                version int, superseded_by text, event_count int)
+            ORDER BY r.session_id
+            ON CONFLICT (session_id) DO UPDATE SET
+                status = EXCLUDED.status, check_in_at = EXCLUDED.check_in_at, last_seen_at = EXCLUDED.last_seen_at,
+                check_out_at = EXCLUDED.check_out_at, close_reason = EXCLUDED.close_reason,
+                session_keys = EXCLUDED.session_keys, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at,
+                superseded_by = EXCLUDED.superseded_by, event_count = EXCLUDED.event_count
+            WHERE merger.sessions.version < EXCLUDED.version
+            """,
+            logger: logger
+        )
+
+        // Events of a superseded session now belong to the survivor.
+        let remaps = deltas.compactMap { delta -> (String, String)? in
+            guard delta.session.closeReason == .superseded, let survivor = delta.supersededBy else { return nil }
+            return (delta.session.id, survivor)
+        }
+        if !remaps.isEmpty {
+            try await connection.query(
+                """
+                UPDATE merger.events e SET session_id = m.survivor
+                FROM UNNEST(\(remaps.map(\.0))::text[], \(remaps.map(\.1))::text[]) AS m(old_id, survivor)
+                WHERE e.session_id = m.old_id
+                """,
+                logger: logger
+            )
+        }
+
+        // A new session may adopt events recorded earlier without one (an orphan heartbeat or check-out
+        // whose check-in arrived late): they now belong to it. Only `opened` changes can adopt, and
+        // their event lists are short, so this stays cheap.
+        var adoptedKeys: [String] = [], adoptedBy: [String] = []
+        for delta in deltas where delta.change == .opened && delta.session.eventIds.count > 1 {
+            for key in delta.session.eventIds {
+                adoptedKeys.append(key)
+                adoptedBy.append(delta.session.id)
+            }
+        }
+        if !adoptedKeys.isEmpty {
+            try await connection.query(
+                """
+                UPDATE merger.events e SET session_id = a.session_id
+                FROM UNNEST(\(adoptedKeys)::text[], \(adoptedBy)::text[]) AS a(idempotency_key, session_id)
+                WHERE e.idempotency_key = a.idempotency_key AND e.session_id IS NULL AND e.outcome = 'accepted'
+                """,
+                logger: logger
+            )
+        }
+
+        // The outbox, in change order.
+        var sessionIds: [String] = [], userIds: [String] = [], versions: [Int64] = [], payloads: [String] = []
+        for delta in deltas {
+            let change = delta.sessionChange(changedAt: changedAt)
+            sessionIds.append(change.sessionId)
+            userIds.append(change.userId)
+            versions.append(change.version)
+            payloads.append(try ProtocolCodec.wire.encodeToString(change))
+        }
+        try await connection.query(
+            """
+            INSERT INTO merger.session_change_outbox (session_id, user_id, version, payload)
+            SELECT u.session_id, u.user_id, u.version, u.payload
+            FROM UNNEST(\(sessionIds)::text[], \(userIds)::text[], \(versions)::int8[], \(payloads)::text[])
+                 WITH ORDINALITY AS u(session_id, user_id, version, payload, n)
+            ORDER BY u.n
+            """,
+            logger: logger
+        )
+    }
+
+    /// Stores the next offsets to read.
+    static func storeOffsets(groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !offsets.isEmpty else { return }
+        let sorted = offsets.sorted { $0.key < $1.key }
+        try await connection.query(
+            """
+            INSERT INTO merger.consumer_offsets (group_id, topic, partition, next_offset, updated_at)
+            SELECT \(groupId), u.topic, u.partition, u.next_offset, now()
+            FROM UNNEST(\(sorted.map(\.key.topic))::text[], \(sorted.map(\.key.partition))::int4[], \(sorted.map(\.value))::int8[])
+                 AS u(topic, partition, next_offset)
+            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()
+            """,
+            logger: logger
+        )
+    }
+}

@@ -1,0 +1,35 @@
+import AttendanceProtocol
+import Crypto
+import Foundation
+
+/// Deterministic receipts: the same idempotency key always gets the same receipt, so a replayed
+/// batch (after a crash between commit and verdict) answers with the receipt already recorded.
+public enum ServerReceipt {
+    /// `rcpt_` + the first 32 hex digits (128 bits) of sha256(idempotency key).
+    public static func id(forIdempotencyKey key: String) -> String {
+        let digest = SHA256.hash(data: Data(key.utf8))
+        let hex = digest.map { byte in
+            let text = String(byte, radix: 16)
+            return byte < 16 ? "0" + text : text
+        }.joined()
+        return "rcpt_" + hex.prefix(32)
+    }
+}
+
+/// The JSON the merger writes into PostgreSQL parameters (`jsonb_to_recordset`): RFC 3339 UTC
+/// timestamps at millisecond precision, as `WireTimestamp` writes them.
+enum MergerJSON {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(WireTimestamp.string(from: date))
+        }
+        return encoder
+    }
+
+    static func string<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try encoder().encode(value), as: UTF8.self)
+    }
+}

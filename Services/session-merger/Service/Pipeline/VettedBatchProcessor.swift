@@ -1,0 +1,372 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import SessionMergerCore
+
+/// Where dead letters go (the DLQ topic in production, a list in tests). Sent before the batch's
+/// transaction commits, so a crash can duplicate a dead letter but never lose one.
+public protocol DeadLetterSink: Sendable {
+    func send(_ letters: [DeadLetter]) async throws
+}
+
+/// What one batch did, after its transaction committed.
+public struct VettedBatchResult: Sendable {
+    /// One verdict per decoded message, in message order (produce them after commit).
+    public var verdicts: [AttendanceVerdict]
+    /// Messages that could not be decoded (already sent to the sink).
+    public var deadLetters: [DeadLetter]
+    /// The session changes written to the outbox, in order.
+    public var sessionChanges: [SessionDelta]
+    /// The offsets stored with the batch (next offset to read per partition).
+    public var nextOffsets: [TopicPartition: Int64]
+    /// Transaction attempts (more than 1 when a write conflict forced a retry).
+    public var attempts: Int
+}
+
+/// Turns a polled batch of `attendance.events.vetted` messages into ONE PostgreSQL transaction:
+///
+/// 1. decode; undecodable messages become dead letters (sent before the transaction);
+/// 2. look the idempotency keys up in `merger.events`: a key recorded earlier, or earlier in this
+///    batch, is not applied again; it is answered `duplicate` (same fingerprint, accepted original:
+///    the original receipt and session), `rejected` (same fingerprint, rejected original: its
+///    reasons and action) or `payloadMismatch` (different fingerprint);
+/// 3. policy-rejected events and events without a site are recorded `rejected` (409) and never
+///    reach a timeline;
+/// 4. accepted events are applied to the `SessionTimeline` of their (user, site), loaded and locked
+///    in key order; then `closeIdle(now:)` and, for large timelines, `compact(now:)`;
+/// 5. write the events, the session keys, the timelines (optimistic version), the sessions, the
+///    session changes (outbox) and the offsets; commit.
+///
+/// A write conflict (a concurrent transaction recorded a key or wrote a timeline first) rolls back
+/// and retries; the retry sees the other transaction's result. Every other error is thrown with the
+/// transaction rolled back: nothing of the batch is stored and the caller retries it.
+public final class VettedBatchProcessor: Sendable {
+    private let client: PostgresClient
+    private let configuration: SessionMergerConfiguration
+    private let deadLetters: any DeadLetterSink
+    private let logger: Logger
+    private let clock: @Sendable () -> Date
+    private let userSites: @Sendable (String) -> [String]?
+
+    /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
+    ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
+    ///   the user has exactly one site.
+    public init(
+        client: PostgresClient, configuration: SessionMergerConfiguration, deadLetters: any DeadLetterSink,
+        logger: Logger, clock: @escaping @Sendable () -> Date = { Date() },
+        userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }
+    ) {
+        self.client = client
+        self.configuration = configuration
+        self.deadLetters = deadLetters
+        self.logger = logger
+        self.clock = clock
+        self.userSites = userSites
+    }
+
+    /// The consumer identity written into dead letters.
+    var consumerName: String { "session-merger/\(configuration.groupId)" }
+
+    /// The stored next offsets of `partitions` (the rebalance listener seeks there).
+    public func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        let groupId = configuration.groupId
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await MergerStore.storedOffsets(groupId: groupId, partitions: partitions, on: connection, logger: logger)
+        }
+    }
+
+    /// Processes one batch in one transaction (see the type's documentation).
+    public func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
+        var decoded: [DecodedMessage] = []
+        var letters: [DeadLetter] = []
+        let failedAt = clock()
+        for message in messages {
+            guard let value = message.value, !value.isEmpty else {
+                letters.append(DeadLetter(
+                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+                    payload: Data(), reason: .decodeFailed, detail: "the record has no value", consumer: consumerName, failedAt: failedAt))
+                continue
+            }
+            do {
+                let vetted = try ProtocolCodec.wire.decode(VettedEvent.self, from: value)
+                decoded.append(DecodedMessage(message: message, vetted: vetted))
+            } catch {
+                letters.append(DeadLetter(
+                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+                    payload: Data(value), decodingError: error, consumer: consumerName, failedAt: failedAt))
+            }
+        }
+        if !letters.isEmpty {
+            logger.warning("undecodable vetted events sent to the dead-letter topic", metadata: ["count": "\(letters.count)"])
+            try await deadLetters.send(letters)
+        }
+        let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
+
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let now = clock()
+                let decodedBatch = decoded
+                let outcome = try await unwrapTransactionError {
+                    try await client.withTransaction(logger: logger) { connection in
+                        try await self.apply(decodedBatch, nextOffsets: nextOffsets, now: now, on: connection)
+                    }
+                }
+                return VettedBatchResult(
+                    verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes,
+                    nextOffsets: nextOffsets, attempts: attempt)
+            } catch let conflict as MergerWriteConflict where attempt <= configuration.conflictRetries {
+                logger.info("batch transaction lost a race; retrying", metadata: ["reason": .string(conflict.description), "attempt": "\(attempt)"])
+            }
+        }
+    }
+
+    // MARK: - The transaction
+
+    struct DecodedMessage: Sendable {
+        var message: KafkaMessage
+        var vetted: VettedEvent
+        var raw: RawEventEnvelope { vetted.raw }
+        var key: String { vetted.raw.idempotencyKey }
+    }
+
+    /// What the transaction decided for one message.
+    enum Disposition {
+        /// Recorded before this batch.
+        case recorded(RecordedEvent)
+        /// A repeat of message `index` of this batch.
+        case repeatOf(Int)
+        /// New and rejected (by policy, or because it cannot become a fact).
+        case rejected(reasons: [String], action: AppAction, retryAfter: Int?, siteId: String?)
+        /// New and accepted.
+        case accepted(AttendanceFact)
+    }
+
+    struct TransactionOutcome: Sendable {
+        var verdicts: [AttendanceVerdict]
+        var changes: [SessionDelta]
+    }
+
+    private func apply(
+        _ batch: [DecodedMessage], nextOffsets: [TopicPartition: Int64], now: Date, on connection: PostgresConnection
+    ) async throws -> TransactionOutcome {
+        let logger = self.logger
+        let policy = configuration.policy
+        let recorded = try await MergerStore.recordedEvents(keys: Array(Set(batch.map(\.key))), on: connection, logger: logger)
+
+        // Sites of device session keys: this batch's events first, then the table.
+        var batchKeySites: [MergerStore.UserSessionKey: String] = [:]
+        var wantedKeys = Set<MergerStore.UserSessionKey>()
+        for item in batch where item.vetted.decision.outcome == .accept {
+            guard let sessionKey = item.raw.payload.sessionKey else { continue }
+            let key = MergerStore.UserSessionKey(userId: item.raw.userId, sessionKey: sessionKey)
+            if let site = Self.explicitSite(item.raw) {
+                if batchKeySites[key] == nil { batchKeySites[key] = site }
+            } else {
+                wantedKeys.insert(key)
+            }
+        }
+        wantedKeys.subtract(batchKeySites.keys)
+        let storedKeySites = try await MergerStore.sitesOfSessionKeys(wantedKeys, on: connection, logger: logger)
+        // A session key nobody has seen yet (its check-in is late): the user's only site, from the
+        // registry, else from the user's timelines.
+        var userFallback: [String: String] = [:]
+        let unresolvedUsers = Set(wantedKeys.filter { storedKeySites[$0] == nil }.map(\.userId))
+        var askTimelines: [String] = []
+        for user in unresolvedUsers {
+            if let sites = userSites(user), sites.count == 1 { userFallback[user] = sites[0] } else { askTimelines.append(user) }
+        }
+        for (user, sites) in try await MergerStore.timelineSites(users: askTimelines, on: connection, logger: logger) where sites.count == 1 {
+            userFallback[user] = sites[0]
+        }
+
+        // Decide every message (first occurrence of a key decides; repeats follow it).
+        var dispositions: [Disposition] = []
+        dispositions.reserveCapacity(batch.count)
+        var firstIndex: [String: Int] = [:]
+        for (index, item) in batch.enumerated() {
+            if let earlier = recorded[item.key] {
+                dispositions.append(.recorded(earlier))
+                continue
+            }
+            if let first = firstIndex[item.key] {
+                dispositions.append(.repeatOf(first))
+                continue
+            }
+            firstIndex[item.key] = index
+            let decision = item.vetted.decision
+            guard decision.outcome == .accept else {
+                let reasons = decision.reasons.isEmpty ? ["refused by attendance policy"] : decision.reasons
+                dispositions.append(.rejected(reasons: reasons, action: decision.action, retryAfter: decision.retryAfterSeconds, siteId: Self.explicitSite(item.raw)))
+                continue
+            }
+            let userId = item.raw.userId
+            do throws(FactMappingError) {
+                let fact = try AttendanceFact(vetted: item.vetted) { sessionKey in
+                    let key = MergerStore.UserSessionKey(userId: userId, sessionKey: sessionKey)
+                    return batchKeySites[key] ?? storedKeySites[key] ?? userFallback[userId]
+                }
+                dispositions.append(.accepted(fact))
+            } catch {
+                let reason: String
+                switch error {
+                case .unknownSite(_, let sessionKey):
+                    reason = sessionKey.map { "unknown_site: no site is known for session key \($0) (its check-in was never recorded)" }
+                        ?? "unknown_site: the event names no site"
+                case .rejectedByPolicy(_, let reasons):
+                    reason = reasons.first ?? "refused by attendance policy"
+                }
+                dispositions.append(.rejected(reasons: [reason], action: .contactAdmin, retryAfter: nil, siteId: nil))
+            }
+        }
+
+        // Timelines of the accepted facts, locked in key order.
+        var timelineKeys = Set<MergerStore.TimelineKey>()
+        for case .accepted(let fact) in dispositions {
+            timelineKeys.insert(MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId))
+        }
+        var timelines = try await MergerStore.lockTimelines(Array(timelineKeys), policy: policy, on: connection, logger: logger)
+        for key in timelineKeys where timelines[key] == nil {
+            timelines[key] = LoadedTimeline(timeline: try SessionTimeline(userId: key.userId, siteId: key.siteId, policy: policy), version: 0)
+        }
+
+        // Apply in message order.
+        var changes: [SessionDelta] = []
+        var sessionOf: [Int: String] = [:]
+        for (index, disposition) in dispositions.enumerated() {
+            guard case .accepted(let fact) = disposition else { continue }
+            let key = MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)
+            let outcome = try timelines[key]!.timeline.apply(fact)
+            changes += outcome.changes
+            if let session = outcome.sessionId { sessionOf[index] = session }
+        }
+        for key in timelineKeys.sorted() {
+            changes += timelines[key]!.timeline.closeIdle(now: now)
+            if timelines[key]!.timeline.eventCount > configuration.compactionThreshold {
+                changes += timelines[key]!.timeline.compact(now: now).changes
+            }
+        }
+
+        // Rows and verdicts.
+        var events: [MergerStore.EventRow] = []
+        var rowIndex: [String: Int] = [:]
+        var newKeySites: [MergerStore.UserSessionKey: String] = [:]
+        var verdicts: [AttendanceVerdict] = []
+        for (index, item) in batch.enumerated() {
+            let raw = item.raw
+            let decision = item.vetted.decision
+            func verdict(
+                _ outcome: VerdictOutcome, receipt: String? = nil, sessionId: String? = nil, reasons: [String] = [],
+                action: AppAction = .noAction, retryAfter: Int? = nil, policyVersion: Int? = nil, siteId: String?
+            ) -> AttendanceVerdict {
+                AttendanceVerdict(
+                    requestId: raw.requestId, idempotencyKey: raw.idempotencyKey, userId: raw.userId, deviceId: raw.deviceId,
+                    siteId: siteId ?? raw.siteId, outcome: outcome, serverReceiptId: receipt, sessionId: sessionId,
+                    reasons: reasons, action: action, retryAfterSeconds: retryAfter, policyVersion: policyVersion,
+                    eventTime: raw.payload.eventTime, decidedAt: now, gatewayInstance: raw.gatewayInstance)
+            }
+            func replay(of original: RecordedEvent) -> AttendanceVerdict {
+                if original.payloadFingerprint != raw.payloadFingerprint {
+                    return verdict(
+                        .payloadMismatch, reasons: ["the Idempotency-Key was first used with a different payload"],
+                        siteId: original.siteId)
+                }
+                if original.accepted {
+                    return verdict(
+                        .duplicate, receipt: original.serverReceiptId, sessionId: original.sessionId,
+                        action: original.action, policyVersion: original.policyVersion, siteId: original.siteId)
+                }
+                return verdict(
+                    .rejected, reasons: original.reasons, action: original.action, retryAfter: original.retryAfterSeconds,
+                    policyVersion: original.policyVersion, siteId: original.siteId)
+            }
+
+            switch dispositions[index] {
+            case .recorded(let original):
+                verdicts.append(replay(of: original))
+            case .repeatOf:
+                // The first occurrence comes earlier in the batch, so its row is already built.
+                verdicts.append(replay(of: Self.recordedEvent(from: events[rowIndex[item.key]!])))
+            case .rejected(let reasons, let action, let retryAfter, let siteId):
+                let row = try Self.eventRow(
+                    item, accepted: false, siteId: siteId, sessionId: nil, reasons: reasons, action: action,
+                    retryAfter: retryAfter)
+                rowIndex[item.key] = events.count
+                events.append(row)
+                verdicts.append(verdict(
+                    .rejected, reasons: reasons, action: action, retryAfter: retryAfter, policyVersion: decision.policyVersion,
+                    siteId: siteId))
+            case .accepted(let fact):
+                let sessionId = sessionOf[index]
+                let row = try Self.eventRow(
+                    item, accepted: true, siteId: fact.siteId, sessionId: sessionId, reasons: [], action: decision.action,
+                    retryAfter: nil)
+                rowIndex[item.key] = events.count
+                events.append(row)
+                if let sessionKey = fact.sessionKey {
+                    let key = MergerStore.UserSessionKey(userId: fact.userId, sessionKey: sessionKey)
+                    if storedKeySites[key] == nil, newKeySites[key] == nil { newKeySites[key] = fact.siteId }
+                }
+                verdicts.append(verdict(
+                    .accepted, receipt: row.server_receipt_id, sessionId: sessionId, action: decision.action,
+                    policyVersion: decision.policyVersion, siteId: fact.siteId))
+            }
+        }
+
+        try await MergerStore.insertEvents(events, on: connection, logger: logger)
+        try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
+        try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
+        try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
+        try await MergerStore.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection, logger: logger)
+        return TransactionOutcome(verdicts: verdicts, changes: changes)
+    }
+
+    /// The site the envelope or the body names (events and check-ins always do).
+    static func explicitSite(_ raw: RawEventEnvelope) -> String? {
+        if let site = raw.siteId, !site.isEmpty { return site }
+        switch raw.payload {
+        case .event(let event): return event.siteId.isEmpty ? nil : event.siteId
+        case .checkIn(let request): return request.siteId.isEmpty ? nil : request.siteId
+        case .checkOut, .heartbeat: return nil
+        }
+    }
+
+    static func eventRow(
+        _ item: DecodedMessage, accepted: Bool, siteId: String?, sessionId: String?, reasons: [String], action: AppAction,
+        retryAfter: Int?
+    ) throws -> MergerStore.EventRow {
+        let raw = item.raw
+        let decision = item.vetted.decision
+        return MergerStore.EventRow(
+            idempotency_key: raw.idempotencyKey, request_id: raw.requestId, user_id: raw.userId, device_id: raw.deviceId,
+            site_id: siteId, kind: raw.payload.kind.rawValue, event_type: raw.payload.eventType.rawValue,
+            session_key: raw.payload.sessionKey, event_time: raw.payload.eventTime, received_at: raw.receivedAt,
+            payload_fingerprint: raw.payloadFingerprint, outcome: accepted ? "accepted" : "rejected",
+            http_status: accepted ? 201 : 409, server_receipt_id: ServerReceipt.id(forIdempotencyKey: raw.idempotencyKey),
+            session_id: sessionId, reasons: reasons, action: action.rawValue, retry_after_seconds: retryAfter,
+            policy_version: decision.policyVersion, risk_score: decision.riskScore, decided_at: decision.decidedAt,
+            envelope: try ProtocolCodec.wire.encodeToString(raw), gateway_instance: raw.gatewayInstance,
+            source_topic: item.message.topic, source_partition: item.message.partition, source_offset: item.message.offset)
+    }
+
+    static func recordedEvent(from row: MergerStore.EventRow) -> RecordedEvent {
+        RecordedEvent(
+            idempotencyKey: row.idempotency_key, payloadFingerprint: row.payload_fingerprint, accepted: row.outcome == "accepted",
+            serverReceiptId: row.server_receipt_id, sessionId: row.session_id, reasons: row.reasons,
+            action: AppAction(rawValue: row.action), retryAfterSeconds: row.retry_after_seconds,
+            policyVersion: row.policy_version, siteId: row.site_id)
+    }
+}
+
+/// PostgresNIO wraps whatever the transaction body threw; surface the body's error (or the commit's).
+func unwrapTransactionError<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as PostgresTransactionError {
+        throw error.closureError ?? error.commitError ?? error.beginError ?? error
+    }
+}

@@ -1,0 +1,107 @@
+import AttendanceProtocol
+import Foundation
+import ServiceRuntime
+import SessionMergerCore
+
+/// The merger's own settings (the shared ones are `ServiceConfiguration`). Topic names default to the
+/// protocol's `Topic` names; tests point them at topics of their own.
+public struct SessionMergerConfiguration: Sendable {
+    /// The consumer group, also the key of `merger.consumer_offsets`.
+    public var groupId: String
+    public var vettedTopic: String
+    public var verdictsTopic: String
+    public var sessionsTopic: String
+    public var deadLetterTopic: String
+    public var registryTopic: String
+    /// At most this many messages per polled batch (one PostgreSQL transaction each).
+    public var maxBatchSize: Int
+    public var pollTimeoutMs: Int
+    /// How often the idle sweep closes sessions with no presence past the cutoff.
+    public var idleSweepInterval: Duration
+    /// Timelines per idle-sweep transaction.
+    public var idleSweepBatchSize: Int
+    /// How long the outbox publisher waits after a round that found nothing.
+    public var outboxPollInterval: Duration
+    /// Session changes per outbox round (one transaction, one produce batch).
+    public var outboxBatchSize: Int
+    /// The session thresholds (validated at start).
+    public var policy: SessionPolicy
+    /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
+    /// seeks to `merger.consumer_offsets` on assignment).
+    public var commitOffsetsToBroker: Bool
+    /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
+    public var compactionThreshold: Int
+    /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
+    /// timeline) is retried at once before the error goes to the pipeline (which retries with backoff).
+    public var conflictRetries: Int
+
+    public init(
+        groupId: String = "session-merger",
+        vettedTopic: String = Topic.vettedEvents.name,
+        verdictsTopic: String = Topic.verdicts.name,
+        sessionsTopic: String = Topic.sessions.name,
+        deadLetterTopic: String = Topic.deadLetters.name,
+        registryTopic: String = Topic.registryChanges.name,
+        maxBatchSize: Int = 500,
+        pollTimeoutMs: Int = 100,
+        idleSweepInterval: Duration = .seconds(60),
+        idleSweepBatchSize: Int = 200,
+        outboxPollInterval: Duration = .milliseconds(200),
+        outboxBatchSize: Int = 500,
+        policy: SessionPolicy = .default,
+        commitOffsetsToBroker: Bool = true,
+        compactionThreshold: Int = 512,
+        conflictRetries: Int = 5
+    ) {
+        self.groupId = groupId
+        self.vettedTopic = vettedTopic
+        self.verdictsTopic = verdictsTopic
+        self.sessionsTopic = sessionsTopic
+        self.deadLetterTopic = deadLetterTopic
+        self.registryTopic = registryTopic
+        self.maxBatchSize = maxBatchSize
+        self.pollTimeoutMs = pollTimeoutMs
+        self.idleSweepInterval = idleSweepInterval
+        self.idleSweepBatchSize = idleSweepBatchSize
+        self.outboxPollInterval = outboxPollInterval
+        self.outboxBatchSize = outboxBatchSize
+        self.policy = policy
+        self.commitOffsetsToBroker = commitOffsetsToBroker
+        self.compactionThreshold = compactionThreshold
+        self.conflictRetries = conflictRetries
+    }
+
+    /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
+    /// `MERGER_COMMIT_TO_BROKER` and the topic overrides `MERGER_TOPIC_VETTED`, `MERGER_TOPIC_VERDICTS`,
+    /// `MERGER_TOPIC_SESSIONS`, `MERGER_TOPIC_DLQ`, `MERGER_TOPIC_REGISTRY`; the session thresholds
+    /// `MERGER_MERGE_WINDOW_S`, `MERGER_SOFT_EXIT_GRACE_S`, `MERGER_NOISE_S`, `MERGER_IDLE_CUTOFF_S`,
+    /// `MERGER_HORIZON_S` (checked against `SessionPolicy`'s ranges).
+    public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
+        let defaults = SessionPolicy.default
+        var policy = SessionPolicy(
+            mergeWindow: try env.double("MERGER_MERGE_WINDOW_S", default: defaults.mergeWindow, in: 0...86_400),
+            softExitGrace: try env.double("MERGER_SOFT_EXIT_GRACE_S", default: defaults.softExitGrace, in: 0...86_400),
+            noiseThreshold: try env.double("MERGER_NOISE_S", default: defaults.noiseThreshold, in: 0...86_400),
+            idleCutoff: try env.double("MERGER_IDLE_CUTOFF_S", default: defaults.idleCutoff, in: 0...864_000),
+            horizon: try env.double("MERGER_HORIZON_S", default: defaults.horizon, in: 0...(40 * 86_400))
+        )
+        do {
+            policy = try policy.validated()
+        } catch {
+            throw ConfigurationError(key: "MERGER_*_S", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
+        }
+        return SessionMergerConfiguration(
+            groupId: env.string("MERGER_GROUP_ID", default: "session-merger"),
+            vettedTopic: env.string("MERGER_TOPIC_VETTED", default: Topic.vettedEvents.name),
+            verdictsTopic: env.string("MERGER_TOPIC_VERDICTS", default: Topic.verdicts.name),
+            sessionsTopic: env.string("MERGER_TOPIC_SESSIONS", default: Topic.sessions.name),
+            deadLetterTopic: env.string("MERGER_TOPIC_DLQ", default: Topic.deadLetters.name),
+            registryTopic: env.string("MERGER_TOPIC_REGISTRY", default: Topic.registryChanges.name),
+            maxBatchSize: try env.int("MERGER_MAX_BATCH", default: 500, in: 1...10_000),
+            idleSweepInterval: try env.milliseconds("MERGER_IDLE_SWEEP_MS", default: 60_000, in: 100...86_400_000),
+            outboxPollInterval: try env.milliseconds("MERGER_OUTBOX_POLL_MS", default: 200, in: 10...60_000),
+            policy: policy,
+            commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true)
+        )
+    }
+}

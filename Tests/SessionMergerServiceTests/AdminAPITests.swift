@@ -1,0 +1,230 @@
+import AccessControl
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import LocalStackTesting
+import Logging
+import NIOCore
+import PostgresNIO
+import RegistryFeed
+import ServiceRuntime
+import SessionMergerCore
+@testable import SessionMergerService
+import Testing
+
+/// The admin REST routes over the real local PostgreSQL: registry API keys, sessions written by the
+/// batch processor, the site's shift from a registry feed cache.
+struct AdminHarness: Sendable {
+    let db: MergerDB
+    let admin: String
+    let viewer: String
+    let revoked: String
+    let siteId: String
+    let lateUser: String
+    let onTimeUser: String
+    /// The local day (Asia/Ho_Chi_Minh) the fixture's attendance is on.
+    let day: LocalDate
+
+    static let zone = TimeZone(identifier: "Asia/Ho_Chi_Minh")!
+
+    static func run(_ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void) async throws {
+        try await MergerDB.run { db in
+            let logger = MergerDB.logger
+            try await RegistryMigrations.apply(client: db.client, logger: logger)
+            let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "merger-test", secret: Array(repeating: 7, count: 32)))
+            let registry = PostgresRegistryRepository(client: db.client, logger: logger, tokenSigner: signer)
+            let admin = try await registry.createAPIKey(name: "merger-test admin", role: .admin)
+            let viewer = try await registry.createAPIKey(name: "merger-test viewer", role: .viewer)
+            let revoked = try await registry.createAPIKey(name: "merger-test revoked", role: .admin)
+            _ = try await registry.revokeAPIKey(id: revoked.key.id)
+
+            // The registry's site as it publishes it on registry.changes.
+            let siteId = "site-\(token())"
+            let site = Site(
+                id: siteId, organizationId: "org-\(token())", name: "Head office", timezone: zone.identifier,
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
+                    checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5),
+                createdAt: Date())
+            let cache = RegistryCache()
+            cache.apply(.upsert(try RegistryChange.upsert(.site, id: siteId, version: 1, changedAt: Date(), entity: site)))
+
+            // Three days ago, local time: one user late and early, one on time.
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            let dayStart = calendar.startOfDay(for: Date().addingTimeInterval(-3 * 86_400))
+            let parts = calendar.dateComponents([.year, .month, .day], from: dayStart)
+            let day = LocalDate(year: parts.year!, month: parts.month!, day: parts.day!)
+            func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
+            let lateUser = "u-late-\(token())", onTimeUser = "u-ontime-\(token())"
+            try await db.process([
+                Make.checkIn(user: lateUser, site: siteId, at: at(8, 50), sessionKey: "sk-\(lateUser)", received: at(8, 50)),
+                Make.checkOut(user: lateUser, at: at(17, 0), sessionKey: "sk-\(lateUser)", received: at(17, 0)),
+                Make.checkIn(user: onTimeUser, site: siteId, at: at(8, 20), sessionKey: "sk-\(onTimeUser)", received: at(8, 20)),
+                Make.checkOut(user: onTimeUser, at: at(17, 45), sessionKey: "sk-\(onTimeUser)", received: at(17, 45)),
+            ], from: 0)
+
+            let router = buildRouter(
+                sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
+                shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
+                keyVerifier: PostgresAdminKeyVerifier(client: db.client, logger: logger),
+                groupId: db.configuration.groupId)
+            let harness = AdminHarness(
+                db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
+                lateUser: lateUser, onTimeUser: onTimeUser, day: day)
+            try await Application(router: router).test(.router) { client in
+                try await body(harness, client)
+            }
+        }
+    }
+}
+
+extension TestClientProtocol {
+    func get(_ uri: String, key: String?, accept: String? = nil) async throws -> TestResponse {
+        var headers: HTTPFields = [:]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        if let accept { headers[.accept] = accept }
+        return try await execute(uri: uri, method: .get, headers: headers, body: nil)
+    }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    func decode<T: Decodable>(_ type: T.Type, sourceLocation: SourceLocation = #_sourceLocation) throws -> T {
+        #expect(status == .ok, "\(text)", sourceLocation: sourceLocation)
+        return try MergerHTTPJSON.decoder().decode(T.self, from: Data(text.utf8))
+    }
+
+    /// The problem+json body, expecting `status`; returns the fields it names.
+    @discardableResult
+    func problem(_ expected: HTTPResponse.Status, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
+        #expect(status == expected, "\(text)", sourceLocation: sourceLocation)
+        #expect(headers[.contentType] == ProblemDetails.mediaType, sourceLocation: sourceLocation)
+        let problem = try JSONDecoder().decode(ProblemDetails.self, from: Data(text.utf8))
+        #expect(problem.status == expected.code, sourceLocation: sourceLocation)
+        return problem.errors?.map(\.field) ?? []
+    }
+}
+
+extension SessionMergerServiceTests {
+    @Suite("Admin REST", .timeLimit(.minutes(3)))
+    struct AdminAPITests {
+        @Test func keysAreRequiredAndRolesChecked() async throws {
+            try await AdminHarness.run { h, client in
+                let uri = "/v1/admin/sessions?siteId=\(h.siteId)"
+                try await client.get(uri, key: nil).problem(.unauthorized)
+                try await client.get(uri, key: "brk_nonsense").problem(.unauthorized)
+                try await client.get(uri, key: h.revoked).problem(.unauthorized)
+                #expect(try await client.get(uri, key: h.viewer).status == .ok)
+                // Operations data needs the admin role.
+                try await client.get("/v1/admin/pipeline", key: h.viewer).problem(.forbidden)
+                let status = try await client.get("/v1/admin/pipeline", key: h.admin).decode(PipelineStatus.self)
+                #expect(status.groupId == h.db.configuration.groupId)
+                #expect(status.offsets.map(\.nextOffset) == [4])
+            }
+        }
+
+        @Test func sessionsByUserSiteAndTimeWithPages() async throws {
+            try await AdminHarness.run { h, client in
+                let mine = try await client.get("/v1/admin/sessions?userId=\(h.lateUser)", key: h.viewer).decode(SessionPage.self)
+                #expect(mine.items.count == 1)
+                #expect(mine.items.first?.status == "closed")
+                #expect(mine.items.first?.closeReason == "check_out")
+                #expect(mine.items.first?.eventCount == 2)
+                #expect(mine.nextCursor == nil)
+
+                let first = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1", key: h.viewer).decode(SessionPage.self)
+                #expect(first.items.map(\.userId) == [h.onTimeUser])
+                let cursor = try #require(first.nextCursor)
+                let second = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1&cursor=\(cursor)", key: h.viewer).decode(SessionPage.self)
+                #expect(second.items.map(\.userId) == [h.lateUser])
+                #expect(second.nextCursor == nil)
+
+                let checkIn = try #require(second.items.first?.checkInAt)
+                let from = WireTimestamp.string(from: checkIn)
+                let window = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&from=\(from)", key: h.viewer).decode(SessionPage.self)
+                #expect(window.items.map(\.userId) == [h.lateUser])
+                let open = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&status=open", key: h.viewer).decode(SessionPage.self)
+                #expect(open.items.isEmpty)
+            }
+        }
+
+        @Test func dailyAttendanceAsJSONAndCSV() async throws {
+            try await AdminHarness.run { h, client in
+                let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"
+                let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(report.timezone == "Asia/Ho_Chi_Minh")
+                #expect(report.items.count == 2)
+                let late = try #require(report.items.first { $0.userId == h.lateUser })
+                #expect(late.date == h.day)
+                #expect(late.workedMinutes == 8 * 60 + 10)
+                #expect(late.late)
+                #expect(late.lateMinutes == 20)
+                #expect(late.earlyExit)
+                #expect(late.earlyExitMinutes == 30)
+                let onTime = try #require(report.items.first { $0.userId == h.onTimeUser })
+                #expect(!onTime.late)
+                #expect(!onTime.earlyExit)
+                #expect(onTime.workedMinutes == 9 * 60 + 25)
+
+                let single = try await client.get(uri + "&userId=\(h.onTimeUser)", key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(single.items.map(\.userId) == [h.onTimeUser])
+
+                for response in [try await client.get(uri + "&format=csv", key: h.viewer), try await client.get(uri, key: h.viewer, accept: "text/csv")] {
+                    #expect(response.status == .ok)
+                    #expect(response.headers[.contentType]?.hasPrefix("text/csv") == true)
+                    #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=") == true)
+                    let lines = response.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+                    #expect(lines.first == DailyAttendanceCSV.header.joined(separator: ","))
+                    #expect(lines.count == 3)
+                    let lateLine = try #require(lines.first { $0.hasPrefix(h.lateUser + ",") })
+                    #expect(lateLine.contains(",490,true,20,true,30,true,"))
+                }
+                // Next day: nothing.
+                let next = CivilDays.date(ordinal: CivilDays.ordinal(h.day) + 1)
+                let empty = try await client.get("/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(next)&to=\(next)", key: h.viewer)
+                    .decode(DailyAttendanceReport.self)
+                #expect(empty.items.isEmpty)
+            }
+        }
+
+        @Test func badInputIsA400NamingTheParameter() async throws {
+            try await AdminHarness.run { h, client in
+                let s = "/v1/admin/sessions"
+                let d = "/v1/admin/attendance/daily"
+                let cases: [(String, String)] = [
+                    ("\(s)", "userId"),
+                    ("\(s)?siteId=\(h.siteId)&from=yesterday", "from"),
+                    ("\(s)?siteId=\(h.siteId)&from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"),
+                    ("\(s)?siteId=\(h.siteId)&limit=0", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&limit=201", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&limit=ten", "limit"),
+                    ("\(s)?siteId=\(h.siteId)&cursor=bogus", "cursor"),
+                    ("\(s)?siteId=\(h.siteId)&status=lost", "status"),
+                    ("\(s)?siteId=\(h.siteId)&color=blue", "color"),
+                    ("\(s)?siteId=\(h.siteId)&siteId=other", "siteId"),
+                    ("\(s)?siteId=", "siteId"),
+                    ("\(d)?from=2025-03-01&to=2025-03-02", "siteId"),
+                    ("\(d)?siteId=\(h.siteId)&to=2025-03-02", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-02-30&to=2025-03-02", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=03/02/2025", "to"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-02&to=2025-03-01", "from"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-03", "to"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&format=xml", "format"),
+                    ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&page=2", "page"),
+                ]
+                for (uri, field) in cases {
+                    let fields = try await client.get(uri, key: h.viewer).problem(.badRequest)
+                    #expect(fields.contains(field), "\(uri) -> \(fields)")
+                }
+                // 92 days inclusive is allowed.
+                #expect(try await client.get("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-02", key: h.viewer).status == .ok)
+                try await client.get("\(d)?siteId=nowhere-\(token())&from=2025-03-01&to=2025-03-02", key: h.viewer).problem(.notFound)
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import AttendanceProtocol
+import Foundation
+import LocalStackTesting
+import PostgresNIO
+import SessionMergerCore
+@testable import SessionMergerService
+import Testing
+
+extension SessionMergerServiceTests {
+    /// Sessions as the batches build them: event time, not arrival order, decides.
+    @Suite("Session placement", .timeLimit(.minutes(3)))
+    struct SessionPlacementTests {
+        @Test func aSeventyTwoHourLateHeartbeatLandsInItsPastSession() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", now = Date()
+                let oldKey = "sk-old-\(token())", newSessionKey = "sk-new-\(token())"
+                let oldCheckIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 75), sessionKey: oldKey, received: now.minus(hours: 75))
+                let oldCheckOut = Make.checkOut(user: user, at: now.minus(hours: 70), sessionKey: oldKey, received: now.minus(hours: 70))
+                let newCheckIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 2), sessionKey: newSessionKey)
+                try await db.process([oldCheckIn, oldCheckOut], from: 0)
+                try await db.process([newCheckIn], from: 2)
+
+                // The phone was offline for 72 hours: its heartbeat from back then arrives now.
+                let late = Make.heartbeat(user: user, at: now.minus(hours: 72), sessionKey: oldKey)
+                let result = try await db.process([late], from: 3)
+                let oldSession = SessionSnapshot.id(anchorIdempotencyKey: oldCheckIn.raw.idempotencyKey)
+                #expect(result.verdicts.first?.outcome == .accepted)
+                #expect(result.verdicts.first?.sessionId == oldSession)
+                #expect(result.sessionChanges.map(\.session.id) == [oldSession])
+
+                let sessions = try await db.sessions(user: user)
+                #expect(sessions.map(\.id) == [oldSession, SessionSnapshot.id(anchorIdempotencyKey: newCheckIn.raw.idempotencyKey)])
+                #expect(sessions.map(\.status) == ["closed", "open"])
+                #expect(sessions.first?.closeReason == "check_out")
+                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(late.raw.idempotencyKey) AND session_id = \(oldSession)") == 1)
+            }
+        }
+
+        @Test func outOfOrderEventsGiveTheSameSessionsAsInOrder() async throws {
+            let site = "site-\(token())"
+            // The check-out overtakes its check-in: the registry says where the user works.
+            try await MergerDB.run(userSites: { _ in [site] }) { db in
+                let now = Date()
+                func events(user: String, site: String, keys: [String]) -> [VettedEvent] {
+                    let sk = "sk-\(user)"
+                    return [
+                        Make.checkIn(user: user, site: site, at: now.minus(hours: 3), sessionKey: sk, key: keys[0]),
+                        Make.heartbeat(user: user, at: now.minus(hours: 2.5), sessionKey: sk, key: keys[1]),
+                        Make.heartbeat(user: user, at: now.minus(hours: 2), sessionKey: sk, key: keys[2]),
+                        Make.checkOut(user: user, at: now.minus(hours: 1), sessionKey: sk, key: keys[3]),
+                    ]
+                }
+                let inOrderUser = "u-\(token())", shuffledUser = "u-\(token())"
+                let inOrder = events(user: inOrderUser, site: site, keys: (0..<4).map { "a\($0)-" + newKey() })
+                let shuffled = events(user: shuffledUser, site: site, keys: (0..<4).map { "a\($0)-" + newKey() })
+                for (i, event) in inOrder.enumerated() { try await db.process([event], from: Int64(i)) }
+                // Check-out first, then a heartbeat, then the check-in, then the other heartbeat; one per batch.
+                for (i, index) in [3, 2, 0, 1].enumerated() { try await db.process([shuffled[index]], partition: 1, from: Int64(i)) }
+
+                let a = try await db.sessions(user: inOrderUser)
+                let b = try await db.sessions(user: shuffledUser)
+                #expect(a.count == 1)
+                #expect(b.count == 1)
+                #expect(a.map(\.status) == ["closed"])
+                #expect(b.map(\.status) == ["closed"])
+                #expect(a.first?.checkInAt == b.first?.checkInAt)
+                // Every event of the shuffled user ends up pointing at the one session (orphans adopted).
+                let session = try #require(b.first?.id)
+                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(shuffledUser) AND session_id = \(session)") == 4)
+            }
+        }
+
+        @Test func presenceWithinTheGraceReopensASoftExit() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sk = "sk-\(token())", now = Date()
+                let checkIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 20), sessionKey: sk)
+                try await db.process([checkIn, Make.checkOut(user: user, at: now.minus(minutes: 2), sessionKey: sk)], from: 0)
+                let session = SessionSnapshot.id(anchorIdempotencyKey: checkIn.raw.idempotencyKey)
+                #expect(try await db.sessions(user: user).map(\.status) == ["soft_exit"])
+
+                let back = try await db.process([Make.heartbeat(user: user, at: now.minus(minutes: 1), sessionKey: sk)], from: 2)
+                #expect(back.verdicts.first?.sessionId == session)
+                #expect(back.sessionChanges.map(\.change) == [.reopened])
+                let sessions = try await db.sessions(user: user)
+                #expect(sessions.map(\.id) == [session])
+                #expect(sessions.map(\.status) == ["open"])
+                #expect(try await db.outbox(user: user).map(\.change) == [.opened, .softExit, .reopened])
+                #expect(try await db.outbox(user: user).map(\.version) == [1, 2, 3])
+            }
+        }
+
+        @Test func theIdleSweepClosesSessionsWithoutPresence() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", now = Date()
+                let checkIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 11, minutes: 30), sessionKey: "sk-\(token())")
+                try await db.process([checkIn], from: 0)
+                #expect(try await db.sessions(user: user).map(\.status) == ["open"])
+                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NOT NULL") == 1)
+
+                let sweeper = IdleSweeper(client: db.client, configuration: db.configuration, logger: MergerDB.logger)
+                // Nothing is due yet for this user.
+                try await sweeper.sweep(now: now)
+                #expect(try await db.sessions(user: user).map(\.status) == ["open"])
+                // An hour later the 12 h cutoff has passed.
+                try await sweeper.sweep(now: now.addingTimeInterval(3_600))
+                let sessions = try await db.sessions(user: user)
+                #expect(sessions.map(\.status) == ["closed"])
+                #expect(sessions.first?.closeReason == "presence_timeout")
+                #expect(try await db.outbox(user: user).map(\.change) == [.opened, .closed])
+                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NULL") == 1)
+            }
+        }
+
+        @Test func aLateEarlierCheckInSupersedesTheLaterAnchor() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sk = "sk-\(token())", now = Date()
+                let later = Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sk)
+                let earlier = Make.checkIn(user: user, site: site, at: now.minus(minutes: 50), sessionKey: sk)
+                try await db.process([later], from: 0)
+                let result = try await db.process([earlier], from: 1)
+                let survivor = SessionSnapshot.id(anchorIdempotencyKey: earlier.raw.idempotencyKey)
+                let gone = SessionSnapshot.id(anchorIdempotencyKey: later.raw.idempotencyKey)
+                #expect(result.verdicts.first?.sessionId == survivor)
+                let rows = try await db.sessions(user: user)
+                #expect(Set(rows.map(\.id)) == [survivor, gone])
+                #expect(rows.first { $0.id == gone }?.closeReason == "superseded")
+                #expect(rows.first { $0.id == survivor }?.status == "open")
+                // The first check-in's event row follows its session.
+                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import LocalStackTesting
+import Logging
+import PostgresNIO
+import ServiceRuntime
+import SessionMergerCore
+@testable import SessionMergerService
+import Synchronization
+import Testing
+
+/// A short random token to mark the ids a test uses (the database is shared with every other test).
+func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
+
+/// A random 64-hex idempotency key.
+func newKey() -> String {
+    (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
+}
+
+/// Dead letters kept in memory.
+final class CollectingDeadLetters: DeadLetterSink {
+    let letters = Mutex<[DeadLetter]>([])
+
+    func send(_ letters: [DeadLetter]) async throws {
+        self.letters.withLock { $0 += letters }
+    }
+
+    var all: [DeadLetter] { letters.withLock { $0 } }
+}
+
+/// The real local PostgreSQL with the merger migrations applied and a processor of a group of its own.
+struct MergerDB: Sendable {
+    let client: PostgresClient
+    let processor: VettedBatchProcessor
+    let deadLetters: CollectingDeadLetters
+    let configuration: SessionMergerConfiguration
+    let topic: String
+
+    static let logger = LocalStack.logger(label: "merger-tests")
+
+    static func run(
+        userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }, _ body: @escaping @Sendable (MergerDB) async throws -> Void
+    ) async throws {
+        try await LocalStack.withPostgres { client in
+            try await MergerMigrations.apply(client: client, logger: logger)
+            let configuration = SessionMergerConfiguration(groupId: LocalStack.uniqueName("merger-test"))
+            let sink = CollectingDeadLetters()
+            let db = MergerDB(
+                client: client,
+                processor: VettedBatchProcessor(
+                    client: client, configuration: configuration, deadLetters: sink, logger: logger, userSites: userSites),
+                deadLetters: sink, configuration: configuration, topic: LocalStack.uniqueName("vetted"))
+            try await body(db)
+        }
+    }
+
+    /// Processes `events` as one polled batch on partition `partition`, offsets from `offset` on.
+    @discardableResult
+    func process(_ events: [VettedEvent], partition: Int32 = 0, from offset: Int64) async throws -> VettedBatchResult {
+        let messages = try events.enumerated().map { index, event in
+            KafkaMessage(
+                topic: topic, partition: partition, offset: offset + Int64(index), key: Array(event.raw.userId.utf8),
+                value: try ProtocolCodec.wire.encode(event))
+        }
+        return try await processor.process(messages)
+    }
+
+    func count(_ query: PostgresQuery) async throws -> Int {
+        let rows = try await client.query(query, logger: Self.logger)
+        for try await n in rows.decode(Int.self) { return n }
+        return 0
+    }
+
+    struct SessionRow: Sendable, Hashable {
+        var id: String
+        var status: String
+        var closeReason: String?
+        var version: Int
+        var checkInAt: Date
+    }
+
+    func sessions(user: String) async throws -> [SessionRow] {
+        let rows = try await client.query(
+            "SELECT session_id, status, close_reason, version, check_in_at FROM merger.sessions WHERE user_id = \(user) ORDER BY check_in_at, session_id",
+            logger: Self.logger)
+        var result: [SessionRow] = []
+        for try await (id, status, reason, version, checkIn) in rows.decode((String, String, String?, Int, Date).self) {
+            result.append(SessionRow(id: id, status: status, closeReason: reason, version: version, checkInAt: checkIn))
+        }
+        return result
+    }
+
+    /// The outbox's session changes of a user, in order.
+    func outbox(user: String) async throws -> [SessionChange] {
+        let rows = try await client.query(
+            "SELECT payload FROM merger.session_change_outbox WHERE user_id = \(user) ORDER BY id", logger: Self.logger)
+        var result: [SessionChange] = []
+        for try await payload in rows.decode(String.self) {
+            result.append(try ProtocolCodec.wire.decode(SessionChange.self, from: payload))
+        }
+        return result
+    }
+
+    func storedOffset(partition: Int32 = 0) async throws -> Int64? {
+        try await processor.storedOffsets(for: [TopicPartition(topic: topic, partition: partition)])[TopicPartition(topic: topic, partition: partition)]
+    }
+}
+
+/// Vetted events as the policy service writes them.
+enum Make {
+    static let meta = DeviceMeta(model: "Pixel 8", os: "Android 15", appVersion: "2.4.0")
+
+    static func accept(at date: Date = Date()) -> PolicyDecision {
+        PolicyDecision(outcome: .accept, ruleResults: [RuleResult(ruleId: .beaconValidity, mode: .enforce, fired: false)],
+                       riskScore: 0.05, action: .noAction, policyVersion: 7, decidedAt: date)
+    }
+
+    static func reject(at date: Date = Date()) -> PolicyDecision {
+        PolicyDecision(
+            outcome: .reject,
+            ruleResults: [RuleResult(ruleId: .motionGating, mode: .enforce, fired: true, reason: "no walking detected before the punch")],
+            riskScore: 0.9, action: .walkToGate, retryAfterSeconds: 30, policyVersion: 7, decidedAt: date)
+    }
+
+    static func envelope(
+        _ payload: RawEventPayload, user: String, site: String?, key: String, received: Date, fingerprint: String? = nil,
+        gateway: String = "gw-1"
+    ) -> RawEventEnvelope {
+        RawEventEnvelope(
+            requestId: "req-\(token())", idempotencyKey: key, userId: user, deviceId: "dev-\(user)", siteId: site,
+            appVersion: "2.4.0", gatewayInstance: gateway, receivedAt: received, payloadFingerprint: fingerprint ?? "fp-\(key)",
+            payload: payload)
+    }
+
+    static func checkIn(
+        user: String, site: String, at time: Date, sessionKey: String, key: String = newKey(), received: Date = Date(),
+        decision: PolicyDecision = accept(), fingerprint: String? = nil, gateway: String = "gw-1"
+    ) -> VettedEvent {
+        let payload = RawEventPayload.checkIn(CheckInRequest(userId: user, siteId: site, ts: time, sessionKey: sessionKey, deviceMeta: meta))
+        return VettedEvent(
+            raw: envelope(payload, user: user, site: site, key: key, received: received, fingerprint: fingerprint, gateway: gateway),
+            decision: decision)
+    }
+
+    static func heartbeat(user: String, at time: Date, sessionKey: String, key: String = newKey(), received: Date = Date()) -> VettedEvent {
+        let payload = RawEventPayload.heartbeat(HeartbeatRequest(sessionKey: sessionKey, ts: time))
+        return VettedEvent(raw: envelope(payload, user: user, site: nil, key: key, received: received), decision: accept())
+    }
+
+    static func checkOut(user: String, at time: Date, sessionKey: String, key: String = newKey(), received: Date = Date()) -> VettedEvent {
+        let payload = RawEventPayload.checkOut(CheckOutRequest(sessionKey: sessionKey, ts: time, reason: .regionExit))
+        return VettedEvent(raw: envelope(payload, user: user, site: nil, key: key, received: received), decision: accept())
+    }
+
+    /// A `POST /v1/attendance/events` event (seed 000 sec. 8.1).
+    static func event(
+        _ type: AttendanceEventType, user: String, site: String, at time: Date, key: String = newKey(), received: Date = Date()
+    ) -> VettedEvent {
+        let event = AttendanceEvent(
+            id: "evt-\(token())", idempotencyKey: key, userId: user, deviceId: "dev-\(user)", timestamp: time, type: type,
+            siteId: site, beacon: BeaconIdentity(uuid: UUID(), major: 100, minor: 7))
+        return VettedEvent(raw: envelope(.event(event), user: user, site: site, key: key, received: received), decision: accept())
+    }
+}
+
+extension Date {
+    func minus(hours: Double = 0, minutes: Double = 0, seconds: Double = 0) -> Date {
+        addingTimeInterval(-(hours * 3_600 + minutes * 60 + seconds))
+    }
+}
