@@ -101,6 +101,30 @@ struct ArgumentParsingTests {
         #expect(listed.stdout == "ID  UUID  MAJOR  MINOR  STATUS  GATE  SERIAL\n(none)\n\nmore: --cursor YzE6Yg")
     }
 
+    @Test func lookupCommandsQueryTheCacheRoutes() async throws {
+        let json = #"{"beaconId":"bcn-1","uuid":"8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34","major":7,"minor":3,"status":"active","gateId":"gate-1","siteId":"site-1","organizationId":"org-1"}"#
+        let beacon = FakeTransport(json: json)
+        let found = await runCLI(["registry", "lookup", "beacon", "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34", "7", "3", "--api-key", "k"], transport: beacon)
+        #expect(found.code == 0, "\(found)")
+        #expect(beacon.requests.first?.path == "/v1/admin/lookup/beacon")
+        #expect(try found.field("site") == "site-1" && found.field("status") == "active")
+
+        let mac = FakeTransport(json: json)
+        #expect(await runCLI(["registry", "lookup", "mac", "ac-23-3f-a1-b2-c3", "--api-key", "k"], transport: mac).code == 0)
+        #expect(mac.requests.first?.path == "/v1/admin/lookup/mac/ac-23-3f-a1-b2-c3")
+
+        let byUUID = FakeTransport(json: #"{"uuid":"U","beacons":[\#(json)]}"#)
+        let listed = await runCLI(["registry", "lookup", "uuid", "U", "--api-key", "k"], transport: byUUID)
+        #expect(listed.stdout.contains("bcn-1") && listed.stdout.hasPrefix("MAJOR"), "\(listed)")
+
+        let business = FakeTransport(json: #"{"uuid":"U","major":7,"organizationId":"org-1","organizationName":"Acme"}"#)
+        let owner = await runCLI(["registry", "lookup", "business", "U", "7", "--api-key", "k"], transport: business)
+        #expect(try owner.field("name") == "Acme", "\(owner)")
+
+        let notNumber = await runCLI(["registry", "lookup", "beacon", "U", "seven", "3", "--api-key", "k"], transport: FakeTransport(json: "{}"))
+        #expect(notNumber.code == 64 && !notNumber.stderr.contains("\n"), "\(notNumber)")
+    }
+
     @Test func jsonPrintsTheRegistrysAnswerVerbatim() async {
         let transport = FakeTransport(json: SampleJSON.organization)
         let run = await runCLI(["registry", "orgs", "get", "org-1", "--api-key", "k", "--json"], transport: transport)

@@ -260,6 +260,34 @@ public struct VerificationBody: Decodable, Sendable {
     public var windowMinutes: Int
 }
 
+/// Where a beacon is: `/v1/admin/lookup/beacon` and `/lookup/mac/{mac}`.
+public struct BeaconLookupBody: Decodable, Sendable {
+    public var beaconId: String
+    public var uuid: String
+    public var major: Int
+    public var minor: Int
+    public var mac: String?
+    public var status: String
+    public var gateId: String
+    public var gateName: String?
+    public var siteId: String?
+    public var siteName: String?
+    public var timezone: String?
+    public var organizationId: String?
+}
+
+public struct BusinessLookupBody: Decodable, Sendable {
+    public var uuid: String
+    public var major: Int
+    public var organizationId: String
+    public var organizationName: String?
+}
+
+public struct BeaconsByUUIDBody: Decodable, Sendable {
+    public var uuid: String
+    public var beacons: [BeaconLookupBody]
+}
+
 /// An answer without a body (`202 Accepted`).
 public struct Accepted: Sendable {
     public var status: Int

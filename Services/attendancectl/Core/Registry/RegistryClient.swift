@@ -140,6 +140,24 @@ public struct RegistryClient: Sendable {
         return RegistryReply(value: Accepted(status: response.status), json: response.body)
     }
 
+    // MARK: Lookups (answered from the registry's in-memory feed cache)
+
+    public func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+        try await admin(.get, "/v1/admin/lookup/beacon", query: ["uuid": uuid, "major": String(major), "minor": String(minor)])
+    }
+
+    public func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupBody> {
+        try await admin(.get, "/v1/admin/lookup/business", query: ["uuid": uuid, "major": String(major)])
+    }
+
+    public func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDBody> {
+        try await admin(.get, "/v1/admin/lookup/uuid/\(Self.segment(uuid))")
+    }
+
+    public func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+        try await admin(.get, "/v1/admin/lookup/mac/\(Self.segment(mac))")
+    }
+
     // MARK: Devices
 
     public func device(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {

@@ -18,7 +18,7 @@ extension AttendanceCtl {
             """,
             subcommands: [
                 Organizations.self, Sites.self, Gates.self, Namespaces.self, Minors.self, Beacons.self, Users.self,
-                EnrollmentCodes.self, Devices.self, APIKeys.self, Service.self,
+                EnrollmentCodes.self, Devices.self, APIKeys.self, Lookup.self, Service.self,
             ]
         )
 
@@ -557,6 +557,76 @@ extension AttendanceCtl.Registry {
                 try await registry.show({ client throws(RegistryClientError) in
                     try await client.revokeAPIKey(id: id)
                 }, table: RegistryTables.apiKey)
+            }
+        }
+    }
+
+    // MARK: Lookups
+
+    public struct Lookup: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            abstract: "Who owns a beacon identity, answered from the registry's in-memory cache (viewer).",
+            subcommands: [Beacon.self, Business.self, UUIDBeacons.self, MAC.self]
+        )
+
+        public init() {}
+
+        public struct Beacon: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Resolve (uuid, major, minor) to beacon, gate, site and organization.")
+            @Argument(help: "The proximity UUID.") var uuid: String
+            @Argument(help: "Major, 0-65535.") var major: Int
+            @Argument(help: "Minor, 0-65535.") var minor: Int
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
+                }, table: RegistryTables.beaconLookup)
+            }
+        }
+
+        public struct Business: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(abstract: "Resolve a namespace (uuid, major) to its organization.")
+            @Argument(help: "The shard UUID.") var uuid: String
+            @Argument(help: "Major, 0-65535.") var major: Int
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.lookupBusiness(uuid: uuid, major: major)
+                }, table: RegistryTables.businessLookup)
+            }
+        }
+
+        public struct UUIDBeacons: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(commandName: "uuid", abstract: "Every registered beacon broadcasting a UUID.")
+            @Argument(help: "The proximity UUID.") var uuid: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.lookupBeacons(uuid: uuid)
+                }, table: RegistryTables.beaconsByUUID)
+            }
+        }
+
+        public struct MAC: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(commandName: "mac", abstract: "The beacon with a Bluetooth MAC address (any common spelling).")
+            @Argument(help: "The MAC, e.g. AC:23:3F:A1:B2:C3.") var mac: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.lookupBeacon(mac: mac)
+                }, table: RegistryTables.beaconLookup)
             }
         }
     }

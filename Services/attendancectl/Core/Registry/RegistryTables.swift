@@ -137,6 +137,31 @@ public enum RegistryTables {
         ])
     }
 
+    // MARK: Lookups
+
+    public static func beaconLookup(_ found: BeaconLookupBody) -> String {
+        TableFormatter.render(pairs: [
+            ("beacon", found.beaconId), ("identity", "\(found.uuid) major \(found.major) minor \(found.minor)"),
+            ("mac", found.mac ?? "-"), ("status", found.status), ("gate", [found.gateId, found.gateName.map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")),
+            ("site", [found.siteId, found.siteName.map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")),
+            ("time zone", found.timezone ?? "-"), ("organization", found.organizationId ?? "-"),
+        ])
+    }
+
+    public static func businessLookup(_ found: BusinessLookupBody) -> String {
+        TableFormatter.render(pairs: [
+            ("namespace", "\(found.uuid) major \(found.major)"), ("organization", found.organizationId),
+            ("name", found.organizationName ?? "-"),
+        ])
+    }
+
+    public static func beaconsByUUID(_ found: BeaconsByUUIDBody) -> String {
+        TableFormatter.render(
+            headers: ["MAJOR", "MINOR", "BEACON", "STATUS", "GATE", "SITE"],
+            rows: found.beacons.map { [String($0.major), String($0.minor), $0.beaconId, $0.status, $0.gateId, $0.siteId ?? "-"] }
+        )
+    }
+
     // MARK: Devices and credentials
 
     public static func enrollmentCode(_ issued: IssuedEnrollmentCodeBody) -> String {
