@@ -151,6 +151,7 @@ let package = Package(
         .target(
             name: "AttendanceCtlCore",
             dependencies: [
+                "SessionMergerService",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
                 "KafkaClient",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
+import SessionMergerService
 import Foundation
 import KafkaClient
 import Logging
@@ -150,11 +151,18 @@ extension AttendanceCtl {
             let rows = try await withThrowingTaskGroup(of: [[String]]?.self) { group in
                 group.addTask { await client.run(); return nil }
                 group.addTask {
-                    try await CLIError.wrap("migrating \(RegistryMigrations.service) on \(settings.host):\(settings.port)/\(settings.database)") {
+                    let target = "\(settings.host):\(settings.port)/\(settings.database)"
+                    let registry = try await CLIError.wrap("migrating \(RegistryMigrations.service) on \(target)") {
                         let all = try RegistryMigrations.load()
                         let applied = Set(try await RegistryMigrations.apply(client: client, logger: logger).map(\.version))
                         return all.map { [RegistryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
                     }
+                    let merger = try await CLIError.wrap("migrating \(MergerMigrations.service) on \(target)") {
+                        let all = try MergerMigrations.load()
+                        let applied = Set(try await MergerMigrations.apply(client: client, logger: logger).map(\.version))
+                        return all.map { [MergerMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    }
+                    return registry + merger
                 }
                 defer { group.cancelAll() }
                 while let result = try await group.next() {
