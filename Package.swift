@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "AccessControl", targets: ["AccessControl"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
+        .executable(name: "ingest-gateway", targets: ["ingest-gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -190,6 +191,43 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
+        // Ingest gateway: idempotency, per-device token bucket, key derivation (issue 5), pure.
+        .target(
+            name: "IngestGatewayCore",
+            dependencies: [
+                "AttendanceProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Services/ingest-gateway/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+        // Ingest gateway: the device API in front of attendance.events.raw / attendance.verdicts.
+        .target(
+            name: "IngestGatewayService",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "IngestGatewayCore",
+                "KafkaClient",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/ingest-gateway/Service",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "ingest-gateway",
+            dependencies: ["IngestGatewayService", "ServiceRuntime"],
+            path: "Services/ingest-gateway/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
         .target(
             name: "SessionMergerCore",
@@ -345,6 +383,27 @@ let package = Package(
             dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
             path: "Tests/PolicyServiceTests",
             swiftSettings: sharedSwiftSettings
+        ),
+        .testTarget(
+            name: "IngestGatewayTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "IngestGatewayCore",
+                "IngestGatewayService",
+                "KafkaClient",
+                "LocalStackTesting",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/IngestGatewayTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.
