@@ -74,7 +74,8 @@ struct EventFlowTests {
             try repeatWhileQueued.problem(409, .inFlight)
 
             // The verdict arrives late: the status endpoint has it, and a repeat replays it.
-            let verdict = try #require(FakePipeline.verdict(for: try #require(h.fake.envelopes.first), .accept))
+            let produced = try #require(h.fake.envelopes.first)
+            let verdict = try #require(FakePipeline.verdict(for: produced, .accept))
             #expect(h.pipeline.receive(verdict))
             let done = try await client.device(.get, url, as: device).decode(EventOutcomeResponse.self, status: 200)
             #expect(done.status == .accepted)
@@ -241,7 +242,7 @@ struct EventFlowTests {
     func contracts() async throws {
         try await RouterHarness.run { h, client in
             let device = TestDevice.make()
-            let now = Date()
+            let now = Sample.now()
             let checkIn = CheckInRequest(
                 userId: device.userId, siteId: "S_HQ", ts: now, sessionKey: "sk_\(device.deviceId)",
                 deviceMeta: DeviceMeta(model: "iPhone14,5", os: "iOS 18.0", appVersion: "1.12.0")
@@ -272,7 +273,7 @@ struct EventFlowTests {
 
             // A header wins over the derived key.
             let explicit = Sample.key()
-            let second = CheckOutRequest(sessionKey: checkIn.sessionKey, ts: now.addingTimeInterval(400), reason: .manual)
+            let second = CheckOutRequest(sessionKey: checkIn.sessionKey, ts: now.addingTimeInterval(240), reason: .manual)
             let withHeader = try await client.device(.post, APIPath.checkOut, as: device, body: Sample.json(second), key: explicit)
             #expect(withHeader.status.code == 201)
             #expect(h.fake.envelopes.last?.idempotencyKey == explicit)
@@ -293,8 +294,8 @@ struct EventFlowTests {
             let upload = TelemetryUploadRequest(
                 appVersion: "1.12.0", deviceModel: "iPhone14,5", osVersion: "iOS 18.0", siteId: "S_HQ",
                 events: [
-                    TelemetryEvent(eventId: "e1", name: .regionEnter, at: Date().addingTimeInterval(-30)),
-                    TelemetryEvent(eventId: "e2", name: .api201, at: Date().addingTimeInterval(-29), value: 180),
+                    TelemetryEvent(eventId: "e1", name: .regionEnter, at: Sample.now().addingTimeInterval(-30)),
+                    TelemetryEvent(eventId: "e2", name: .api201, at: Sample.now().addingTimeInterval(-29), value: 180),
                 ]
             )
             let response = try await client.device(.post, APIPath.telemetry, as: device, body: Sample.json(upload))
@@ -319,7 +320,7 @@ struct EventFlowTests {
     func pending() async throws {
         try await RouterHarness.run(settings: RouterHarness.settings(wait: .milliseconds(50))) { h, client in
             let device = TestDevice.make()
-            let since = Date().addingTimeInterval(-3_600)
+            let since = Sample.now().addingTimeInterval(-3_600)
             let stored = EventOutcomeResponse(
                 idempotencyKey: Sample.key(), status: .accepted, httpStatus: 201, serverReceiptId: "rcpt_1", sessionId: "ses_1",
                 eventTime: since.addingTimeInterval(60), receivedAt: since.addingTimeInterval(70), decidedAt: since.addingTimeInterval(71)
@@ -357,7 +358,7 @@ struct EventFlowTests {
             let device = TestDevice.make()
             let stored = EventOutcomeResponse(
                 idempotencyKey: Sample.key(), status: .rejected, httpStatus: 409, reasons: ["too soon"], action: .retryAfter,
-                receivedAt: Date(), decidedAt: Date()
+                receivedAt: Sample.now(), decidedAt: Sample.now()
             )
             h.repository.outcomes.withLock { $0[stored.idempotencyKey] = (device.deviceId, stored) }
             let found = try await client.device(.get, APIPath.event(idempotencyKey: stored.idempotencyKey), as: device)

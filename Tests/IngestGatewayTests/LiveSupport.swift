@@ -14,12 +14,16 @@ import ServiceRuntime
 import Synchronization
 import Testing
 
-/// The session merger's tables, exactly as its migration creates them (the gateway only reads).
+/// The session merger's tables with exactly the columns of the contract (the gateway only reads),
+/// in a schema of the tests' own: the shared database may already hold the merger's real tables
+/// (with more columns), which the tests leave alone.
 enum MergerSchema {
+    static let name = "gateway_test_merger"
+
     static func create(_ client: PostgresClient, logger: Logger) async throws {
-        try await client.query("CREATE SCHEMA IF NOT EXISTS merger", logger: logger)
+        try await client.query("CREATE SCHEMA IF NOT EXISTS gateway_test_merger", logger: logger)
         try await client.query("""
-            CREATE TABLE IF NOT EXISTS merger.events (
+            CREATE TABLE IF NOT EXISTS gateway_test_merger.events (
                 idempotency_key text PRIMARY KEY, request_id text NOT NULL, user_id text NOT NULL, device_id text NOT NULL,
                 site_id text NULL, kind text NOT NULL, event_type text NOT NULL, session_key text NULL,
                 event_time timestamptz NOT NULL, received_at timestamptz NOT NULL, recorded_at timestamptz NOT NULL,
@@ -30,7 +34,7 @@ enum MergerSchema {
             )
             """, logger: logger)
         try await client.query("""
-            CREATE TABLE IF NOT EXISTS merger.sessions (
+            CREATE TABLE IF NOT EXISTS gateway_test_merger.sessions (
                 session_id text PRIMARY KEY, user_id text NOT NULL, site_id text NOT NULL, status text NOT NULL,
                 check_in_at timestamptz NOT NULL, last_seen_at timestamptz NOT NULL, check_out_at timestamptz NULL,
                 close_reason text NULL, session_keys jsonb NOT NULL, version int NOT NULL, updated_at timestamptz NOT NULL
@@ -60,15 +64,24 @@ struct FakeMerger: Service {
                     guard let envelope = try? ProtocolCodec.wire.decode(RawEventEnvelope.self, from: message.value ?? []) else { continue }
                     if envelope.siteId == "S_SLOW" {
                         group.addTask {
-                            try await Task.sleep(for: slowDelay)
-                            try await decide(envelope)
+                            try? await Task.sleep(for: slowDelay)
+                            if !Task.isCancelled { await decideOrRecord(envelope) }
                         }
                     } else {
-                        try await decide(envelope)
+                        await decideOrRecord(envelope)
                     }
                 }
             }
             group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    func decideOrRecord(_ envelope: RawEventEnvelope) async {
+        do {
+            try await decide(envelope)
+        } catch {
+            Issue.record("the fake merger failed: \(String(reflecting: error))")
         }
     }
 
@@ -83,7 +96,7 @@ struct FakeMerger: Service {
         let envelopeJSON = try ProtocolCodec.wire.encodeToString(envelope)
         let reasonsJSON = String(decoding: try JSONEncoder().encode(reasons), as: UTF8.self)
         let inserted = try await db.query("""
-            INSERT INTO merger.events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
+            INSERT INTO gateway_test_merger.events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
                 event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
                 reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope)
             VALUES (\(envelope.idempotencyKey), \(envelope.requestId), \(envelope.userId), \(envelope.deviceId), \(envelope.siteId),
@@ -99,7 +112,7 @@ struct FakeMerger: Service {
         var finalSession = sessionId
         if inserted.isEmpty {
             let rows = try await db.query(
-                "SELECT payload_fingerprint, server_receipt_id, session_id FROM merger.events WHERE idempotency_key = \(envelope.idempotencyKey)",
+                "SELECT payload_fingerprint, server_receipt_id, session_id FROM gateway_test_merger.events WHERE idempotency_key = \(envelope.idempotencyKey)",
                 logger: logger
             )
             for try await (fingerprint, storedReceipt, storedSession) in rows.decode((String, String, String?).self) {
@@ -154,7 +167,7 @@ struct LiveHarness: Sendable {
             )
             let harness = LiveHarness(
                 topics: topics, kafka: kafka, producer: producer, db: db,
-                repository: PostgresAttendanceReadRepository(client: db, logger: logger), logger: logger
+                repository: PostgresAttendanceReadRepository(client: db, logger: logger, schema: MergerSchema.name), logger: logger
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await producer.run() }

@@ -87,7 +87,7 @@ struct LiveTests {
 
                 // Pending: this device's event and the user's open session.
                 try await live.db.query("""
-                    INSERT INTO merger.sessions (session_id, user_id, site_id, status, check_in_at, last_seen_at, session_keys, version, updated_at)
+                    INSERT INTO gateway_test_merger.sessions (session_id, user_id, site_id, status, check_in_at, last_seen_at, session_keys, version, updated_at)
                     VALUES (\("ses_\(device.userId)"), \(device.userId), 'S_SLOW', 'open', now(), now(), '["sk_live"]'::jsonb, 1, now())
                     ON CONFLICT (session_id) DO NOTHING
                     """, logger: live.logger)

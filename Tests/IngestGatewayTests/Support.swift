@@ -49,11 +49,14 @@ struct TestDevice: Sendable {
 enum Sample {
     static let beaconUUID = "FF8488AE-921E-49F4-99D4-949B0F9F6171"
 
+    /// Now, at the wire's millisecond precision (values survive a round trip unchanged).
+    static func now() -> Date { WireTimestamp.truncatedToWirePrecision(Date()) }
+
     static func key() -> String {
         IdempotencyKeys.sha256Hex(Array(UUID().uuidString.utf8))
     }
 
-    static func event(for device: TestDevice, key: String = key(), at: Date = Date(), type: AttendanceEventType = .checkin) -> AttendanceEvent {
+    static func event(for device: TestDevice, key: String = key(), at: Date = now(), type: AttendanceEventType = .checkin) -> AttendanceEvent {
         AttendanceEvent(
             id: UUID().uuidString.lowercased(), idempotencyKey: key, userId: device.userId, deviceId: device.deviceId,
             timestamp: at.addingTimeInterval(-5), type: type, siteId: "S_HQ",

@@ -73,8 +73,11 @@ public struct IdempotencyEntry: Sendable, Hashable {
                 eventTime: eventTime, receivedAt: receivedAt
             )
         }
+        // A duplicate is the event recorded by an earlier request: its status is the recording's
+        // (201), as the merger's table tells it.
+        let httpStatus = outcome.outcome == .duplicate ? VerdictOutcome.accepted.httpStatus : outcome.httpStatus
         return EventOutcomeResponse(
-            idempotencyKey: key, status: outcome.eventStatus, httpStatus: outcome.httpStatus,
+            idempotencyKey: key, status: outcome.eventStatus, httpStatus: httpStatus,
             serverReceiptId: outcome.serverReceiptId, sessionId: outcome.sessionId,
             reasons: outcome.reasons.isEmpty && outcome.outcome != .rejected ? nil : outcome.reasons,
             action: outcome.outcome == .rejected ? outcome.action : nil,

@@ -9,14 +9,14 @@ import ServiceRuntime
 ///
 /// Every gateway instance reads every partition: the consumer joins a group of its own
 /// (`ingest-gateway-verdicts-<instance>-<random>`, so replicas never share partitions) and starts
-/// at the end of each partition (`auto.offset.reset=latest`, nothing is ever committed): a verdict
-/// produced before this process started belongs to a request no one here waits for. Verdicts for
-/// other instances are skipped; undecodable ones are logged and counted, never stop the reader.
+/// at the end of each partition, nothing is ever committed: a verdict produced before this process
+/// started belongs to a request no one here waits for. Verdicts for other instances are skipped;
+/// undecodable ones are logged and counted, never stop the reader.
 ///
-/// Not ready (`readiness`) until the partitions are assigned: a request accepted earlier could miss
-/// its verdict. One that does anyway (a verdict produced between assignment and the consumer
-/// resolving the end offset) is answered 202 and its outcome is found in PostgreSQL by the status
-/// endpoint.
+/// The end is fixed when the partitions are assigned (`StartAtEnd` reads the high watermarks then),
+/// not left to `auto.offset.reset=latest`, which librdkafka resolves some time after the assignment:
+/// a verdict produced in between would be skipped. Not ready (`readiness`) until the partitions are
+/// assigned, so every request accepted afterwards has its verdict read.
 public final class VerdictListener: Service, Sendable {
     public let groupId: String
     private let consumer: KafkaConsumer
@@ -30,7 +30,10 @@ public final class VerdictListener: Service, Sendable {
         configuration.autoOffsetReset = .latest
         configuration.pollTimeoutMs = 50
         configuration.drainTimeoutMs = 2_000
-        self.consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        self.consumer = try KafkaConsumer(
+            configuration: configuration, rebalanceListener: StartAtEnd(admin: try KafkaAdmin(configuration: kafka, logger: logger)),
+            logger: logger
+        )
         self.pipeline = pipeline
         self.logger = logger
     }
@@ -86,6 +89,21 @@ public final class VerdictListener: Service, Sendable {
             }
             if pipeline.receive(verdict) { GatewayMetrics.verdictsReceived.increment() }
         }
+    }
+}
+
+/// Starts every assigned partition at its high watermark, read at assignment time. (With Tansu the
+/// reported watermark may lie inside the last record batch: a few old verdicts are read again and
+/// ignored.) When the watermarks cannot be read the consumer falls back to `latest`.
+struct StartAtEnd: KafkaRebalanceListener {
+    let admin: KafkaAdmin
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        var offsets: [TopicPartition: Int64] = [:]
+        for partition in partitions {
+            offsets[partition] = try await admin.watermarks(partition).high
+        }
+        return offsets
     }
 }
 

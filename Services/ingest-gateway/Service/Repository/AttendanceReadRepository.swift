@@ -14,14 +14,22 @@ public protocol AttendanceReadRepository: Sendable {
     func openSessions(userId: String) async throws -> [SessionSummary]
 }
 
-/// `AttendanceReadRepository` over PostgreSQL.
+/// `AttendanceReadRepository` over PostgreSQL. Reads only the columns of the contract with the
+/// merger, so columns the merger adds do not matter.
 public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     let client: PostgresClient
     let logger: Logger
+    /// The schema holding `events` and `sessions`: `merger`, or a test schema of the same shape.
+    let schema: String
 
-    public init(client: PostgresClient, logger: Logger) {
+    /// - Parameter schema: a plain SQL identifier (letters, digits, `_`); anything else falls back to `merger`.
+    public init(client: PostgresClient, logger: Logger, schema: String = "merger") {
         self.client = client
         self.logger = logger
+        let isIdentifier = !schema.isEmpty && schema.utf8.count <= 63 && schema.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+        }
+        self.schema = isIdentifier ? schema : "merger"
     }
 
     private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
@@ -30,7 +38,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
         let rows = try await client.query("""
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
                    event_time, received_at, decided_at
-            FROM merger.events WHERE idempotency_key = \(idempotencyKey) AND device_id = \(deviceId)
+            FROM \(unescaped: schema).events WHERE idempotency_key = \(idempotencyKey) AND device_id = \(deviceId)
             """, logger: logger)
         for try await row in rows.decode(EventRow.self) { return Self.response(row) }
         return nil
@@ -40,7 +48,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
         let rows = try await client.query("""
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
                    event_time, received_at, decided_at
-            FROM merger.events WHERE device_id = \(deviceId) AND received_at >= \(since)
+            FROM \(unescaped: schema).events WHERE device_id = \(deviceId) AND received_at >= \(since)
             ORDER BY received_at, idempotency_key LIMIT \(limit)
             """, logger: logger)
         var result: [EventOutcomeResponse] = []
@@ -51,7 +59,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     public func openSessions(userId: String) async throws -> [SessionSummary] {
         let rows = try await client.query("""
             SELECT session_id, site_id, status, check_in_at, last_seen_at, check_out_at, session_keys::text
-            FROM merger.sessions WHERE user_id = \(userId) AND status IN ('open', 'soft_exit')
+            FROM \(unescaped: schema).sessions WHERE user_id = \(userId) AND status IN ('open', 'soft_exit')
             ORDER BY check_in_at, session_id LIMIT 100
             """, logger: logger)
         var result: [SessionSummary] = []
