@@ -7,6 +7,8 @@ import IngestGatewayService
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
+import Prometheus
+import RegistryFeed
 import ServiceRuntime
 import Synchronization
 import Testing
@@ -140,6 +142,70 @@ struct LiveTests {
             defer { group.cancelAll() }
             #expect(await listener.waitUntilAssigned(timeout: .seconds(30)))
             try await listener.readiness.check()
+        }
+    }
+}
+
+@Suite("Gateway application over real HTTP", .serialized)
+struct LiveApplicationTests {
+    @Test("ready once the verdicts are assigned and the registry feed caught up; a revocation on registry.changes is refused within seconds")
+    func liveApplication() async throws {
+        try await LiveHarness.run { live in
+            let instance = "gw-app-\(UUID().uuidString.prefix(6))"
+            var settings = GatewaySettings()
+            settings.topics = live.topics
+            let configuration = ServiceConfiguration(
+                serviceName: IngestGatewayServer.serviceName, instanceId: instance, httpHost: "127.0.0.1", httpPort: 0,
+                logFormat: .text, logLevel: .warning, kafka: live.kafka, postgres: try LocalStack.postgres
+            )
+            let publisher = KafkaGatewayPublisher(producer: live.producer, topics: live.topics)
+            let cache = RegistryCache()
+            let pipeline = IngestPipeline(instanceId: instance, settings: settings, publisher: publisher, cache: cache, logger: live.logger)
+            let verdicts = try VerdictListener(kafka: live.kafka, topic: live.topics.verdicts, pipeline: pipeline, logger: live.logger)
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: live.kafka, topic: live.topics.registryChanges),
+                logger: live.logger
+            )
+            let dependencies = GatewayDependencies(
+                pipeline: pipeline, publisher: publisher, repository: live.repository, signer: TestKeys.signer, cache: cache
+            )
+            let app = buildApplication(
+                configuration: configuration, dependencies: dependencies,
+                readiness: [
+                    verdicts.readiness,
+                    FlagReadinessCheck(name: "registry-feed") { loader.isCaughtUp ? nil : "not caught up" },
+                ],
+                metrics: PrometheusCollectorRegistry(), logger: live.logger
+            )
+            let device = TestDevice.make()
+            try await app.test(.live) { client in
+                let early = try await client.execute(uri: "/health/ready", method: .get)
+                #expect(early.status == .serviceUnavailable)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await verdicts.run() }
+                    group.addTask { try await loader.run() }
+                    defer { group.cancelAll() }
+                    try await eventually("ready", timeout: .seconds(30)) {
+                        try await client.execute(uri: "/health/ready", method: .get).status == .ok
+                    }
+                    let created = try await client.postEvent(Sample.event(for: device), as: device)
+                    #expect(try created.decode(AcceptedResponse.self, status: 201).serverReceiptId != nil)
+
+                    // The registry revokes the device: refused within seconds, without a restart.
+                    let change = RegistryChange(
+                        entityType: .device, entityId: device.deviceId, version: 2, changedAt: Date(),
+                        payload: .object(["id": .string(device.deviceId), "userId": .string(device.userId), "status": .string("revoked")])
+                    )
+                    try await live.producer.send(KafkaOutgoingMessage(
+                        topic: live.topics.registryChanges, key: change.partitionKey.value, value: try ProtocolCodec.wire.encode(change)
+                    ))
+                    try await eventually("the revocation", timeout: .seconds(10)) {
+                        try await client.postEvent(Sample.event(for: device), as: device).status.code == 403
+                    }
+                    let metrics = try await client.execute(uri: "/metrics", method: .get)
+                    #expect(metrics.status == .ok)
+                }
+            }
         }
     }
 }
