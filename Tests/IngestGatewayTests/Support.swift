@@ -6,7 +6,6 @@ import HummingbirdTesting
 import IngestGatewayCore
 import IngestGatewayService
 import Logging
-import NIOCore
 import RegistryFeed
 import Synchronization
 import Testing
