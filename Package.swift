@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
         .executable(name: "policy-service", targets: ["policy-service"]),
         .executable(name: "session-merger", targets: ["session-merger"]),
+        .executable(name: "ingest-gateway", targets: ["ingest-gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -197,6 +198,43 @@ let package = Package(
             name: "beacon-registry",
             dependencies: ["BeaconRegistryService"],
             path: "Services/beacon-registry/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Ingest gateway: idempotency, per-device token bucket, key derivation (issue 5), pure.
+        .target(
+            name: "IngestGatewayCore",
+            dependencies: [
+                "AttendanceProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Services/ingest-gateway/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+        // Ingest gateway: the device API in front of attendance.events.raw / attendance.verdicts.
+        .target(
+            name: "IngestGatewayService",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "IngestGatewayCore",
+                "KafkaClient",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/ingest-gateway/Service",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "ingest-gateway",
+            dependencies: ["IngestGatewayService", "ServiceRuntime"],
+            path: "Services/ingest-gateway/Main",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -494,6 +532,28 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Tests/AttendanceCtlTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        .testTarget(
+            name: "IngestGatewayTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "IngestGatewayCore",
+                "IngestGatewayService",
+                "KafkaClient",
+                "LocalStackTesting",
+                "RegistryFeed",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/IngestGatewayTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

@@ -95,6 +95,8 @@ public struct ProblemType: Hashable, Sendable {
     /// A registry resource conflict (e.g. the namespace is taken), for admin endpoints.
     public static let conflict = ProblemType("conflict", "Conflicts with the current state", 409)
     public static let payloadTooLarge = ProblemType("payload-too-large", "The request body is too large", 413)
+    /// The body is not `application/json` (the device API reads nothing else).
+    public static let unsupportedMediaType = ProblemType("unsupported-media-type", "The request body must be application/json", 415)
     public static let payloadMismatch = ProblemType("payload-mismatch", "The Idempotency-Key was used with a different payload", 422)
     /// The beacon UUID is a factory default on the ban list (seed 003).
     public static let bannedBeaconUUID = ProblemType("banned-beacon-uuid", "The beacon UUID is a factory default", 422)
@@ -104,6 +106,7 @@ public struct ProblemType: Hashable, Sendable {
     public static let all: [ProblemType] = [
         .validation, .missingIdempotencyKey, .unauthorized, .forbidden, .notFound, .policyConflict, .inFlight,
         .conflict, .payloadTooLarge, .payloadMismatch, .bannedBeaconUUID, .rateLimited, .unavailable,
+        .unsupportedMediaType,
     ]
 }
 
@@ -155,6 +158,14 @@ extension ProblemDetails {
 
     public static func conflict(_ detail: String, instance: String? = nil) -> ProblemDetails {
         ProblemDetails(.conflict, detail: detail, instance: instance)
+    }
+
+    /// 415: the body is not JSON by its `Content-Type`.
+    public static func unsupportedMediaType(_ received: String?, instance: String? = nil) -> ProblemDetails {
+        ProblemDetails(
+            .unsupportedMediaType, detail: "Content-Type must be application/json, is \(received ?? "absent")", instance: instance,
+            errors: [FieldError(field: "Content-Type", reason: "must be application/json")]
+        )
     }
 
     public static func payloadTooLarge(limitBytes: Int, instance: String? = nil) -> ProblemDetails {

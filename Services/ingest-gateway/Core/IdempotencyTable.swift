@@ -1,0 +1,296 @@
+import AttendanceProtocol
+import Foundation
+import Synchronization
+
+/// The final outcome of a request as the verdict told it.
+public struct RecordedOutcome: Sendable, Hashable {
+    public var outcome: VerdictOutcome
+    public var httpStatus: Int
+    public var serverReceiptId: String?
+    public var sessionId: String?
+    public var reasons: [String]
+    public var action: AppAction
+    public var retryAfterSeconds: Int?
+    public var decidedAt: Date
+
+    public init(
+        outcome: VerdictOutcome, httpStatus: Int? = nil, serverReceiptId: String? = nil, sessionId: String? = nil,
+        reasons: [String] = [], action: AppAction = .noAction, retryAfterSeconds: Int? = nil, decidedAt: Date
+    ) {
+        self.outcome = outcome
+        self.httpStatus = httpStatus ?? outcome.httpStatus
+        self.serverReceiptId = serverReceiptId
+        self.sessionId = sessionId
+        self.reasons = reasons
+        self.action = action
+        self.retryAfterSeconds = retryAfterSeconds
+        self.decidedAt = decidedAt
+    }
+
+    public init(_ verdict: AttendanceVerdict) {
+        self.init(
+            outcome: verdict.outcome, httpStatus: verdict.httpStatus, serverReceiptId: verdict.serverReceiptId,
+            sessionId: verdict.sessionId, reasons: verdict.reasons, action: verdict.action,
+            retryAfterSeconds: verdict.retryAfterSeconds, decidedAt: verdict.decidedAt
+        )
+    }
+
+    /// The `GET /v1/attendance/events/{key}` status: a duplicate is an accepted event.
+    public var eventStatus: EventOutcomeStatus {
+        switch outcome {
+        case .accepted, .duplicate: return .accepted
+        case .rejected: return .rejected
+        case .payloadMismatch: return .payloadMismatch
+        }
+    }
+}
+
+/// A request this instance received, with its outcome once known.
+public struct IdempotencyEntry: Sendable, Hashable {
+    public let key: String
+    public let deviceId: String
+    public let fingerprint: String
+    public let requestId: String
+    public let eventTime: Date?
+    public let receivedAt: Date
+    public internal(set) var outcome: RecordedOutcome?
+
+    public init(key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, receivedAt: Date, outcome: RecordedOutcome? = nil) {
+        self.key = key
+        self.deviceId = deviceId
+        self.fingerprint = fingerprint
+        self.requestId = requestId
+        self.eventTime = eventTime
+        self.receivedAt = receivedAt
+        self.outcome = outcome
+    }
+
+    /// As the status endpoint shows it (`pending` until the verdict).
+    public var response: EventOutcomeResponse {
+        guard let outcome else {
+            return EventOutcomeResponse(
+                idempotencyKey: key, status: .pending, httpStatus: AcceptanceStatus.queued.httpStatus,
+                eventTime: eventTime, receivedAt: receivedAt
+            )
+        }
+        // A duplicate is the event recorded by an earlier request: its status is the recording's
+        // (201), as the merger's table tells it.
+        let httpStatus = outcome.outcome == .duplicate ? VerdictOutcome.accepted.httpStatus : outcome.httpStatus
+        return EventOutcomeResponse(
+            idempotencyKey: key, status: outcome.eventStatus, httpStatus: httpStatus,
+            serverReceiptId: outcome.serverReceiptId, sessionId: outcome.sessionId,
+            reasons: outcome.reasons.isEmpty && outcome.outcome != .rejected ? nil : outcome.reasons,
+            action: outcome.outcome == .rejected ? outcome.action : nil,
+            eventTime: eventTime, receivedAt: receivedAt, decidedAt: outcome.decidedAt
+        )
+    }
+}
+
+/// What `IdempotencyTable.begin` found for a key.
+public enum BeginResult: Sendable, Hashable {
+    /// New (or forgotten): the caller owns the request, produces it, then waits for the verdict.
+    case started
+    /// The first request with this key has no outcome yet (409 in flight).
+    case inFlight(IdempotencyEntry)
+    /// The same payload already has its outcome (replay it).
+    case completed(IdempotencyEntry, RecordedOutcome)
+    /// The key was used with another payload (422).
+    case mismatch(IdempotencyEntry)
+}
+
+/// Lifetimes and size of the table.
+public struct IdempotencyTableSettings: Sendable, Hashable {
+    /// How long an outcome is replayed from memory. Later repeats are produced again and the
+    /// merger answers `duplicate` from PostgreSQL, so this only saves round trips.
+    public var completedTTL: Duration
+    /// How long a request without a verdict blocks its key (409 in flight). After that a repeat is
+    /// produced again (the merger dedupes), so a lost verdict never blocks a device for good.
+    public var inFlightTTL: Duration
+    /// Entries kept at most; the oldest finished ones go first.
+    public var maxEntries: Int
+
+    public init(completedTTL: Duration = .seconds(3_600), inFlightTTL: Duration = .seconds(120), maxEntries: Int = 200_000) {
+        self.completedTTL = completedTTL
+        self.inFlightTTL = inFlightTTL
+        self.maxEntries = maxEntries
+    }
+}
+
+/// Requests of this gateway instance by idempotency key: in flight (with the handlers waiting for
+/// their verdict) or finished (with the outcome, for replays and the status endpoint).
+///
+/// One `Mutex` guards the dictionary; waiting is a continuation per waiter, resumed by `complete`,
+/// `abandon` or the waiter's own timeout/cancellation, whichever comes first.
+public final class IdempotencyTable: Sendable {
+    public let settings: IdempotencyTableSettings
+    private let state = Mutex(State())
+
+    struct Slot {
+        var entry: IdempotencyEntry
+        var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
+        /// When the outcome arrived (this process's clock).
+        var completedAt: Date?
+    }
+
+    struct State {
+        var slots: [String: Slot] = [:]
+        var nextWaiter: UInt64 = 0
+    }
+
+    public init(settings: IdempotencyTableSettings = IdempotencyTableSettings()) {
+        self.settings = settings
+    }
+
+    public var count: Int { state.withLock { $0.slots.count } }
+
+    /// Registers a request, or reports what an earlier one with the same key became.
+    public func begin(
+        key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, now: Date = Date()
+    ) -> BeginResult {
+        let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
+            var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+            if let slot = state.slots[key] {
+                if !isExpired(slot, now: now) {
+                    if slot.entry.fingerprint != fingerprint { return (.mismatch(slot.entry), []) }
+                    if let outcome = slot.entry.outcome { return (.completed(slot.entry, outcome), []) }
+                    return (.inFlight(slot.entry), [])
+                }
+                dropped = Array(slot.waiters.values)
+            }
+            if state.slots[key] == nil, state.slots.count >= settings.maxEntries {
+                dropped += purge(&state, now: now)
+            }
+            state.slots[key] = Slot(entry: IdempotencyEntry(
+                key: key, deviceId: deviceId, fingerprint: fingerprint, requestId: requestId, eventTime: eventTime, receivedAt: now
+            ))
+            return (.started, dropped)
+        }
+        for waiter in dropped { waiter.resume(returning: nil) }
+        return result
+    }
+
+    /// Forgets a request that could not be produced (the device keeps it and retries).
+    public func abandon(key: String, requestId: String) {
+        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
+            guard let slot = state.slots[key], slot.entry.requestId == requestId, slot.entry.outcome == nil else { return [] }
+            state.slots[key] = nil
+            return Array(slot.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+
+    /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
+    /// request with that key (restarted, or forgotten): nothing waits for it.
+    @discardableResult
+    public func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
+        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
+            guard var slot = state.slots[key] else { return nil }
+            if slot.completedAt == nil { slot.completedAt = now }
+            slot.entry.outcome = outcome
+            let waiters = Array(slot.waiters.values)
+            slot.waiters = [:]
+            state.slots[key] = slot
+            return waiters
+        }
+        guard let waiters else { return false }
+        for waiter in waiters { waiter.resume(returning: outcome) }
+        return true
+    }
+
+    /// Waits up to `timeout` for the outcome of `key`; `nil` on timeout, cancellation, or when the
+    /// request was abandoned.
+    public func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
+        if let outcome = state.withLock({ $0.slots[key]?.entry.outcome }) { return outcome }
+        guard timeout > .zero else { return nil }
+        return await withTaskGroup(of: RecordedOutcome?.self) { group in
+            group.addTask { await self.waitUntilCompleted(key: key) }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// The entry of `key` when it belongs to `deviceId` and is not expired.
+    public func lookup(key: String, deviceId: String, now: Date = Date()) -> IdempotencyEntry? {
+        state.withLock { state in
+            guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isExpired(slot, now: now) else { return nil }
+            return slot.entry
+        }
+    }
+
+    /// This device's live entries received at or after `since`, oldest first.
+    public func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
+        state.withLock { state in
+            state.slots.values
+                .filter { $0.entry.deviceId == deviceId && $0.entry.receivedAt >= since && !self.isExpired($0, now: now) }
+                .map(\.entry)
+        }
+        .sorted { ($0.receivedAt, $0.key) < ($1.receivedAt, $1.key) }
+    }
+
+    /// Drops expired entries (call now and then; `begin` also does when the table is full).
+    public func purgeExpired(now: Date = Date()) {
+        let dropped = state.withLock { state in purge(&state, now: now, keepUpTo: Int.max) }
+        for waiter in dropped { waiter.resume(returning: nil) }
+    }
+
+    // MARK: Internals
+
+    /// In flight: `inFlightTTL` after it was received; finished: `completedTTL` after the outcome
+    /// arrived here.
+    private func isExpired(_ slot: Slot, now: Date) -> Bool {
+        if let completedAt = slot.completedAt {
+            return now.timeIntervalSince(completedAt) > Self.seconds(settings.completedTTL)
+        }
+        return now.timeIntervalSince(slot.entry.receivedAt) > Self.seconds(settings.inFlightTTL)
+    }
+
+    /// Removes expired entries, then (beyond `keepUpTo`) the oldest finished ones.
+    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<RecordedOutcome?, Never>] {
+        let limit = keepUpTo ?? max(0, settings.maxEntries - 1)
+        var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+        for (key, slot) in state.slots where isExpired(slot, now: now) {
+            dropped += slot.waiters.values
+            state.slots[key] = nil
+        }
+        if state.slots.count > limit {
+            let finished = state.slots.values.filter { $0.entry.outcome != nil }.map(\.entry).sorted { $0.receivedAt < $1.receivedAt }
+            for entry in finished.prefix(state.slots.count - limit) { state.slots[entry.key] = nil }
+        }
+        return dropped
+    }
+
+    private func waitUntilCompleted(key: String) async -> RecordedOutcome? {
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter &+= 1
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<RecordedOutcome?, Never>) in
+                let immediate = state.withLock { state -> RecordedOutcome?? in
+                    guard var slot = state.slots[key] else { return .some(nil) }
+                    if let outcome = slot.entry.outcome { return .some(outcome) }
+                    // Checked under the lock the cancellation handler takes: either the handler
+                    // finds this waiter, or this sees the cancellation.
+                    if Task.isCancelled { return .some(nil) }
+                    slot.waiters[id] = continuation
+                    state.slots[key] = slot
+                    return .none
+                }
+                if case .some(let outcome) = immediate { continuation.resume(returning: outcome) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.slots[key]?.waiters.removeValue(forKey: id) }
+            waiter?.resume(returning: nil)
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,257 @@
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import IngestGatewayCore
+
+/// The device's attendance routes (seed 000 sec. 8.2, seed 004 contracts):
+/// - `POST /v1/attendance/events` (header `Idempotency-Key` required, equal to the body's key),
+///   `POST /v1/attendance/events/batch` (each event's own key);
+/// - `POST /v1/attendance/check-in`, `/check-out`, `/heartbeat` (key from the header, or derived
+///   from the session key, see `IdempotencyKeys`);
+/// - `GET /v1/attendance/events/{idempotencyKey}`: this device's earlier request;
+/// - `GET /v1/attendance/pending?since=`: this device's requests and the user's open sessions.
+struct AttendanceController {
+    let pipeline: IngestPipeline
+    let repository: any AttendanceReadRepository
+    let now: @Sendable () -> Date
+
+    var settings: GatewaySettings { pipeline.settings }
+
+    func addRoutes(to group: RouterGroup<GatewayRequestContext>) {
+        group.post("attendance/events", use: postEvent)
+        group.post("attendance/events/batch", use: postBatch)
+        group.get("attendance/events/:idempotencyKey", use: getEvent)
+        group.post("attendance/check-in") { request, context in
+            try await postContract(request, context, as: CheckInRequest.self) { .checkIn($0) }
+        }
+        group.post("attendance/check-out") { request, context in
+            try await postContract(request, context, as: CheckOutRequest.self) { .checkOut($0) }
+        }
+        group.post("attendance/heartbeat") { request, context in
+            try await postContract(request, context, as: HeartbeatRequest.self) { .heartbeat($0) }
+        }
+        group.get("attendance/pending", use: getPending)
+    }
+
+    // MARK: POST
+
+    @Sendable func postEvent(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        guard let rawKey = request.headers[.idempotencyKey] else { throw ProblemDetails.missingIdempotencyKey() }
+        let key = try Self.parseKey(rawKey)
+        let appVersion = try Self.appVersion(request)
+        let bytes = try await DeviceBody.read(request, maxBytes: settings.limits.maxBodyBytes)
+        let event = try DeviceBody.decode(AttendanceEvent.self, from: bytes)
+        try check(event, device: device, at: now())
+        guard event.idempotencyKey == key else {
+            throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "must equal the Idempotency-Key header")])
+        }
+        let answer = await pipeline.submit(.init(
+            idempotencyKey: key, payload: .event(event), device: device, appVersion: appVersion, requestId: context.requestId
+        ), now: now())
+        return Self.render(answer, requestId: context.requestId)
+    }
+
+    @Sendable func postBatch(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        let appVersion = try Self.appVersion(request)
+        let bytes = try await DeviceBody.read(request, maxBytes: settings.limits.maxBodyBytes)
+        let batch = try DeviceBody.decode(BatchEventsRequest.self, from: bytes)
+        if batch.events.isEmpty {
+            throw ProblemDetails.validation([FieldError(field: "events", reason: "must not be empty")])
+        }
+        if batch.events.count > settings.limits.maxBatchEvents {
+            throw ProblemDetails.validation([FieldError(
+                field: "events", reason: "must have at most \(settings.limits.maxBatchEvents) events, has \(batch.events.count)"
+            )])
+        }
+        let at = now()
+        // Each item is judged alone: an invalid one is a 400 item, the others go ahead. A key that
+        // appears twice is processed once; its repeats get the same answer (or 422 when their
+        // payload differs).
+        var results = [BatchItemResult?](repeating: nil, count: batch.events.count)
+        var firstIndex: [String: Int] = [:]
+        var toSubmit: [(Int, AttendanceEvent)] = []
+        for (index, event) in batch.events.enumerated() {
+            do throws(ProblemDetails) {
+                try check(event, device: device, at: at, prefix: "events[\(index)]")
+            } catch {
+                results[index] = BatchItemResult(idempotencyKey: event.idempotencyKey, status: error.status, body: .problem(error))
+                continue
+            }
+            if firstIndex[event.idempotencyKey] == nil {
+                firstIndex[event.idempotencyKey] = index
+                toSubmit.append((index, event))
+            }
+        }
+        let answers = await withTaskGroup(of: (Int, IngestPipeline.Answer).self) { group in
+            for (index, event) in toSubmit {
+                let submission = IngestPipeline.Submission(
+                    idempotencyKey: event.idempotencyKey, payload: .event(event), device: device, appVersion: appVersion,
+                    requestId: "\(context.requestId)-\(index)"
+                )
+                group.addTask { (index, await pipeline.submit(submission, now: at)) }
+            }
+            var answers: [Int: IngestPipeline.Answer] = [:]
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
+        for (index, event) in batch.events.enumerated() where results[index] == nil {
+            let first = firstIndex[event.idempotencyKey]!
+            var answer = answers[first]!
+            if first != index {
+                if batch.events[first] != event {
+                    answer = .problem(.payloadMismatch(instance: APIPath.event(idempotencyKey: event.idempotencyKey)), replayed: false)
+                } else if case .accepted(let body, let status, _) = answer, status == AcceptanceStatus.accepted.httpStatus {
+                    answer = .accepted(body, status: 200, replayed: true)
+                }
+            }
+            results[index] = Self.item(event.idempotencyKey, answer)
+        }
+        return Reply.json(BatchEventsResponse(results: results.map { $0! }), status: 200, requestId: context.requestId)
+    }
+
+    func postContract<T: Decodable & Validatable & Sendable>(
+        _ request: Request, _ context: GatewayRequestContext, as type: T.Type, wrap: (T) -> RawEventPayload
+    ) async throws -> Response {
+        let device = try context.requireDevice()
+        let header = try request.headers[.idempotencyKey].map(Self.parseKey)
+        let appVersion = try Self.appVersion(request)
+        let bytes = try await DeviceBody.read(request, maxBytes: settings.limits.maxBodyBytes)
+        let body = try DeviceBody.decode(T.self, from: bytes)
+        let errors = body.validate(now: now(), limits: settings.limits)
+        if !errors.isEmpty { throw ProblemDetails.validation(errors) }
+        if let checkIn = body as? CheckInRequest, checkIn.userId != device.userId {
+            throw Self.notYours("userId", "must be the user the device is bound to")
+        }
+        let payload = wrap(body)
+        let key = IdempotencyKeys.key(for: payload, userId: device.userId, header: header)!
+        let answer = await pipeline.submit(.init(
+            idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
+        ), now: now())
+        var response = Self.render(answer, requestId: context.requestId)
+        response.headers[.idempotencyKey] = key
+        return response
+    }
+
+    // MARK: GET
+
+    @Sendable func getEvent(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        guard let raw = context.parameters.get("idempotencyKey"), let key = IdempotencyKeys.parseHeader(raw) else {
+            throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "is not an idempotency key")])
+        }
+        let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
+        if let remembered, remembered.outcome != nil {
+            return Reply.json(remembered.response, status: 200, requestId: context.requestId)
+        }
+        let stored: EventOutcomeResponse?
+        do {
+            stored = try await repository.outcome(idempotencyKey: key, deviceId: device.deviceId)
+        } catch {
+            // In flight here: pending is still a true answer without the database.
+            if let remembered { return Reply.json(remembered.response, status: 200, requestId: context.requestId) }
+            context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
+            throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
+        }
+        if let stored { return Reply.json(stored, status: 200, requestId: context.requestId) }
+        if let remembered { return Reply.json(remembered.response, status: 200, requestId: context.requestId) }
+        throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
+    }
+
+    @Sendable func getPending(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        guard let text = request.uri.queryParameters.get("since") else {
+            throw ProblemDetails.validation([FieldError(field: "since", reason: "is required (an RFC 3339 timestamp)")])
+        }
+        guard let since = WireTimestamp.date(from: text) else {
+            throw ProblemDetails.validation([FieldError(field: "since", reason: "must be an RFC 3339 timestamp such as 2025-09-18T06:35:12Z")])
+        }
+        let asOf = now()
+        let limit = settings.pendingMaxEvents
+        let stored: [EventOutcomeResponse]
+        let sessions: [SessionSummary]
+        do {
+            stored = try await repository.events(deviceId: device.deviceId, since: since, limit: limit)
+            sessions = try await repository.openSessions(userId: device.userId)
+        } catch {
+            context.logger.warning("pending lookup failed", metadata: ["error": .string(String(describing: error))])
+            throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
+        }
+        // Requests still in flight here (or decided but not yet read back) join the stored ones.
+        let storedKeys = Set(stored.map(\.idempotencyKey))
+        let inMemory = pipeline.table.entries(deviceId: device.deviceId, since: since, now: asOf)
+            .filter { !storedKeys.contains($0.key) }.map(\.response)
+        var events = (stored + inMemory).sorted { ($0.receivedAt, $0.idempotencyKey) < ($1.receivedAt, $1.idempotencyKey) }
+        var next = asOf
+        if events.count > limit || stored.count == limit {
+            events = Array(events.prefix(limit))
+            // Truncated: the next page starts at the last event returned.
+            next = events.last?.receivedAt ?? asOf
+        }
+        let body = PendingResponse(deviceId: device.deviceId, since: since, asOf: next, events: events, openSessions: sessions)
+        return Reply.json(body, status: 200, requestId: context.requestId)
+    }
+
+    // MARK: Checks and rendering
+
+    /// Validation (400, every failing field) and ownership (403: the body's device and user must
+    /// be the authenticated ones).
+    func check(_ event: AttendanceEvent, device: AuthenticatedDevice, at: Date, prefix: String? = nil) throws(ProblemDetails) {
+        var errors = event.validate(now: at, limits: settings.limits)
+        if let prefix {
+            errors = errors.map { FieldError(field: $0.field.isEmpty ? prefix : "\(prefix).\($0.field)", reason: $0.reason) }
+        }
+        if !errors.isEmpty { throw .validation(errors) }
+        let path = { (field: String) in prefix.map { "\($0).\(field)" } ?? field }
+        guard event.deviceId == device.deviceId else { throw Self.notYours(path("deviceId"), "must be the authenticated device (X-Device-Id)") }
+        guard event.userId == device.userId else { throw Self.notYours(path("userId"), "must be the user the device is bound to") }
+    }
+
+    static func notYours(_ field: String, _ reason: String) -> ProblemDetails {
+        var problem = ProblemDetails.forbidden("\(field) \(reason)")
+        problem.errors = [FieldError(field: field, reason: reason)]
+        return problem
+    }
+
+    static func parseKey(_ raw: String) throws(ProblemDetails) -> String {
+        guard let key = IdempotencyKeys.parseHeader(raw) else {
+            throw .validation([FieldError(
+                field: HTTPHeader.idempotencyKey,
+                reason: "must be 1-\(IdempotencyKeys.maxHeaderLength) characters of A-Z a-z 0-9 - _ . :"
+            )])
+        }
+        return key
+    }
+
+    static func appVersion(_ request: Request) throws(ProblemDetails) -> String? {
+        guard let value = request.headers[.appVersion] else { return nil }
+        guard (1...64).contains(value.utf8.count), !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw .validation([FieldError(field: HTTPHeader.appVersion, reason: "must be 1-64 bytes without control characters")])
+        }
+        return value
+    }
+
+    static func render(_ answer: IngestPipeline.Answer, requestId: String) -> Response {
+        GatewayMetrics.answered(status: answer.status)
+        switch answer {
+        case .accepted(let body, let status, let replayed):
+            var headers: HTTPFields = [:]
+            if replayed { headers[.idempotentReplayed] = "true" }
+            if let url = body.statusUrl {
+                headers[.location] = url
+                headers[.retryAfter] = "1"
+            }
+            return Reply.json(body, status: status, headers: headers, requestId: requestId)
+        case .problem(let problem, let replayed):
+            return Reply.problem(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:], requestId: requestId)
+        }
+    }
+
+    static func item(_ key: String, _ answer: IngestPipeline.Answer) -> BatchItemResult {
+        switch answer {
+        case .accepted(let body, let status, _): return BatchItemResult(idempotencyKey: key, status: status, body: .accepted(body))
+        case .problem(let problem, _): return BatchItemResult(idempotencyKey: key, status: problem.status, body: .problem(problem))
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+
+/// `POST /v1/telemetry`: a device's telemetry batch, validated, stamped with the authenticated
+/// device and user, produced to `device.telemetry` (key: device id); 202 after the delivery report,
+/// 503 with `Retry-After` when it could not be produced (the app keeps and re-uploads it; the
+/// aggregator counts each `eventId` once).
+struct TelemetryController {
+    let pipeline: IngestPipeline
+    let publisher: any GatewayPublisher
+    let now: @Sendable () -> Date
+
+    func addRoutes(to group: RouterGroup<GatewayRequestContext>) {
+        group.post("telemetry", use: post)
+    }
+
+    @Sendable func post(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        let settings = pipeline.settings
+        let bytes = try await DeviceBody.read(request, maxBytes: settings.limits.maxBodyBytes)
+        let upload = try DeviceBody.decode(TelemetryUploadRequest.self, from: bytes)
+        let at = now()
+        let errors = upload.validate(now: at, limits: settings.limits)
+        if !errors.isEmpty { throw ProblemDetails.validation(errors) }
+        let batch = DeviceTelemetryBatch(
+            batchId: context.requestId, deviceId: device.deviceId, userId: device.userId, siteId: upload.siteId,
+            appVersion: upload.appVersion, deviceModel: upload.deviceModel, osVersion: upload.osVersion, receivedAt: at,
+            events: upload.events
+        )
+        do {
+            try await publisher.publish(batch)
+        } catch {
+            GatewayMetrics.produceFailures.increment()
+            context.logger.warning("telemetry not produced", metadata: ["error": .string(String(describing: error))])
+            throw ProblemDetails.unavailable("the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
+        }
+        return Reply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202, requestId: context.requestId)
+    }
+}

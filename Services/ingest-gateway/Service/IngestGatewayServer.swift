@@ -1,0 +1,67 @@
+import AccessControl
+import Foundation
+import IngestGatewayCore
+import KafkaClient
+import Logging
+import PostgresNIO
+import RegistryFeed
+import ServiceLifecycle
+import ServiceRuntime
+
+/// What `ingest-gateway` runs: configuration (exit 78 on a bad value), logging, metrics, the
+/// PostgreSQL pool (read-only: outcomes and sessions the merger wrote), the topics, then the
+/// producer, the registry feed, the verdict reader and the HTTP server until SIGTERM/SIGINT.
+///
+/// Environment besides the shared one (`HTTP_*`, `INSTANCE_ID`, `KAFKA_BROKERS`,
+/// `PG*`/`DATABASE_URL`, `LOG_*`):
+/// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: the device token keys (`DeviceTokenSigner.load`);
+/// - the gateway's own settings, see `GatewaySettings.load`.
+///
+/// `/health/ready` needs the broker (a metadata request), the verdict partitions assigned and the
+/// registry feed caught up. PostgreSQL is not part of it: without the database only the status and
+/// pending endpoints fail (503), events still flow.
+public enum IngestGatewayServer {
+    public static let serviceName = "ingest-gateway"
+
+    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+        let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, from: env)
+        let settings = try GatewaySettings.load(from: env)
+        let signer = try DeviceTokenSigner.load(from: env)
+        LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: serviceName)
+        var logger = Logger(label: serviceName)
+        logger[metadataKey: "instance"] = .string(configuration.instanceId)
+        let metrics = MetricsSetup.bootstrap()
+        let client = configuration.postgres.makeClient(logger: logger)
+
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
+        let publisher = KafkaGatewayPublisher(producer: producer, topics: settings.topics)
+        let cache = RegistryCache()
+        let loader = try RegistryCacheLoader(
+            cache: cache,
+            configuration: RegistryCacheLoaderConfiguration(kafka: configuration.kafka, groupIdPrefix: "ingest-gateway-registry", topic: settings.topics.registryChanges),
+            logger: logger
+        )
+        let pipeline = IngestPipeline(instanceId: configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger)
+        let verdicts = try VerdictListener(kafka: configuration.kafka, topic: settings.topics.verdicts, pipeline: pipeline, logger: logger)
+        let dependencies = GatewayDependencies(
+            pipeline: pipeline, publisher: publisher, repository: PostgresAttendanceReadRepository(client: client, logger: logger),
+            signer: signer, cache: cache
+        )
+        let readiness: [any ReadinessCheck] = [
+            KafkaReadinessCheck(producer: producer),
+            verdicts.readiness,
+            FlagReadinessCheck(name: "registry-feed") { loader.isCaughtUp ? nil : "the registry feed is not caught up yet" },
+        ]
+        let app = buildApplication(configuration: configuration, dependencies: dependencies, readiness: readiness, metrics: metrics, logger: logger)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await client.run() }
+            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            // Shutdown runs in reverse: the server stops taking requests, then the readers stop, then
+            // the producer flushes what the last requests produced.
+            try await ServiceMain.runServices(
+                [producer, loader, verdicts, IdempotencyJanitor(pipeline: pipeline), app], logger: logger
+            )
+            group.cancelAll()
+        }
+    }
+}

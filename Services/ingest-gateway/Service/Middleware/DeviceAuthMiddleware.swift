@@ -1,0 +1,71 @@
+import AccessControl
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import RegistryFeed
+
+/// Device authentication on every device route, without a database round trip:
+///
+/// 1. `Authorization: Bearer <device token>` verified with the `DeviceTokenSigner` keys: missing,
+///    malformed, forged (bad signature, unknown key) or expired → 401;
+/// 2. `X-Device-Id` must be present (400 naming the header) and equal the token's device → 403;
+/// 3. the registry feed (`RegistryCache`, fed from `registry.changes`): a device whose cached status
+///    is not `enrolled` (revoked) or that is now bound to another user → 403. A device the cache
+///    does not know yet is accepted: the token is genuine and the feed may lag.
+public struct DeviceAuthMiddleware: RouterMiddleware {
+    public typealias Context = GatewayRequestContext
+    let signer: DeviceTokenSigner
+    let cache: RegistryCache
+    let now: @Sendable () -> Date
+
+    public init(signer: DeviceTokenSigner, cache: RegistryCache, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.signer = signer
+        self.cache = cache
+        self.now = now
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let device = try authenticate(request.headers)
+        var context = context
+        context.device = device
+        context.logger[metadataKey: "deviceId"] = .string(device.deviceId)
+        return try await next(request, context)
+    }
+
+    func authenticate(_ headers: HTTPFields) throws(ProblemDetails) -> AuthenticatedDevice {
+        guard let header = headers[.authorization] else {
+            throw .unauthorized("send a device token: Authorization: Bearer <token>")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw .unauthorized("the Authorization header must be: Bearer <device token>")
+        }
+        let claims: DeviceClaims
+        do {
+            claims = try signer.verify(parts[1].trimmingCharacters(in: .whitespaces), now: now())
+        } catch {
+            throw .unauthorized(error.description)
+        }
+        guard let claimedDevice = headers[.deviceId], !claimedDevice.isEmpty else {
+            throw .validation([FieldError(field: HTTPHeader.deviceId, reason: "is required")])
+        }
+        guard claimedDevice == claims.deviceId else {
+            var problem = ProblemDetails.forbidden("X-Device-Id does not match the device the token was issued to")
+            problem.errors = [FieldError(field: HTTPHeader.deviceId, reason: "must be the token's device")]
+            throw problem
+        }
+        if let cached = cache.device(id: claims.deviceId) {
+            guard cached.isActive else {
+                var problem = ProblemDetails.forbidden("device \(claims.deviceId) is revoked; enroll it again")
+                problem.action = .contactAdmin
+                throw problem
+            }
+            guard cached.userId == claims.userId else {
+                var problem = ProblemDetails.forbidden("device \(claims.deviceId) is now bound to another user; enroll it again")
+                problem.action = .contactAdmin
+                throw problem
+            }
+        }
+        return AuthenticatedDevice(deviceId: claims.deviceId, userId: claims.userId, tokenExpiresAt: claims.expiresAt)
+    }
+}

@@ -1,0 +1,14 @@
+import Metrics
+
+/// The gateway's own metrics (Prometheus through the process's `MetricsSetup`).
+enum GatewayMetrics {
+    static let rateLimited = Counter(label: "ingest_gateway_rate_limited_total")
+    static let produceFailures = Counter(label: "ingest_gateway_produce_failures_total")
+    static let verdictsReceived = Counter(label: "ingest_gateway_verdicts_total")
+    static let verdictsUndecodable = Counter(label: "ingest_gateway_verdicts_undecodable_total")
+    static let verdictWait = Timer(label: "ingest_gateway_verdict_wait_seconds")
+
+    static func answered(status: Int) {
+        Counter(label: "ingest_gateway_answers_total", dimensions: [("status", String(status))]).increment()
+    }
+}

@@ -1,0 +1,164 @@
+import AttendanceProtocol
+import Foundation
+import IngestGatewayCore
+import Logging
+import RegistryFeed
+
+/// What happens to a validated, authenticated request: idempotency check, the raw-event envelope
+/// produced to `attendance.events.raw`, and a bounded wait for its verdict.
+///
+/// - New key: produce (503 when that fails; nothing is remembered, the device retries), then wait
+///   up to `verdictWait`: the verdict's status (201 accepted, 200 duplicate, 409 rejected, 422
+///   payload mismatch), or 202 queued with the status URL.
+/// - Same key, same payload, still in flight here: 409 in flight (retry with the same key).
+/// - Same key, same payload, finished: the outcome again with `Idempotent-Replayed: true` (an
+///   accepted event is a 200 with the original receipt).
+/// - Same key, another payload: 422.
+/// - A key this instance forgot (restart, expiry, another instance) is simply produced again; the
+///   merger answers `duplicate` (200 with the original receipt) or `payload_mismatch` (422).
+public final class IngestPipeline: Sendable {
+    public let instanceId: String
+    public let settings: GatewaySettings
+    public let table: IdempotencyTable
+    public let cache: RegistryCache
+    let publisher: any GatewayPublisher
+    let logger: Logger
+
+    public init(instanceId: String, settings: GatewaySettings, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger) {
+        self.instanceId = instanceId
+        self.settings = settings
+        self.publisher = publisher
+        self.cache = cache
+        self.logger = logger
+        self.table = IdempotencyTable(settings: settings.idempotency)
+    }
+
+    /// One request to process.
+    public struct Submission: Sendable {
+        public var idempotencyKey: String
+        public var payload: RawEventPayload
+        public var device: AuthenticatedDevice
+        public var appVersion: String?
+        public var requestId: String
+
+        public init(idempotencyKey: String, payload: RawEventPayload, device: AuthenticatedDevice, appVersion: String?, requestId: String) {
+            self.idempotencyKey = idempotencyKey
+            self.payload = payload
+            self.device = device
+            self.appVersion = appVersion
+            self.requestId = requestId
+        }
+    }
+
+    /// The answer for one request (or one batch item).
+    public enum Answer: Sendable, Hashable {
+        /// 201, 200 or 202 with its body.
+        case accepted(AcceptedResponse, status: Int, replayed: Bool)
+        case problem(ProblemDetails, replayed: Bool)
+
+        public var status: Int {
+            switch self {
+            case .accepted(_, let status, _): return status
+            case .problem(let problem, _): return problem.status
+            }
+        }
+    }
+
+    public func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
+        let key = submission.idempotencyKey
+        let fingerprint: String
+        do {
+            fingerprint = try IdempotencyKeys.fingerprint(submission.payload)
+        } catch {
+            return .problem(.validation([FieldError(field: error.path, reason: error.reason)]), replayed: false)
+        }
+        switch table.begin(
+            key: key, deviceId: submission.device.deviceId, fingerprint: fingerprint, requestId: submission.requestId,
+            eventTime: submission.payload.eventTime, now: now
+        ) {
+        case .mismatch:
+            return .problem(.payloadMismatch(instance: APIPath.event(idempotencyKey: key)), replayed: false)
+        case .inFlight:
+            return .problem(.inFlight(retryAfterSeconds: settings.retryAfterSeconds, instance: APIPath.event(idempotencyKey: key)), replayed: false)
+        case .completed(_, let outcome):
+            return Self.answer(for: outcome, key: key, replayed: true)
+        case .started:
+            break
+        }
+
+        let envelope = RawEventEnvelope(
+            requestId: submission.requestId, idempotencyKey: key, userId: submission.device.userId,
+            deviceId: submission.device.deviceId, siteId: siteId(for: submission.payload), appVersion: submission.appVersion,
+            gatewayInstance: instanceId, receivedAt: now, payloadFingerprint: fingerprint, payload: submission.payload
+        )
+        do {
+            try await publisher.publish(envelope)
+        } catch {
+            table.abandon(key: key, requestId: submission.requestId)
+            GatewayMetrics.produceFailures.increment()
+            logger.warning("raw event not produced; the device retries", metadata: [
+                "idempotencyKey": .string(key), "error": .string(String(describing: error)),
+            ])
+            return .problem(
+                .unavailable("the event could not be queued; retry with the same Idempotency-Key", retryAfterSeconds: settings.retryAfterSeconds),
+                replayed: false
+            )
+        }
+
+        let started = ContinuousClock.now
+        let outcome = await table.waitForOutcome(key: key, timeout: settings.verdictWait)
+        GatewayMetrics.verdictWait.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started))
+        guard let outcome else {
+            let url = APIPath.event(idempotencyKey: key)
+            return .accepted(AcceptedResponse(status: .queued, statusUrl: url), status: AcceptanceStatus.queued.httpStatus, replayed: false)
+        }
+        return Self.answer(for: outcome, key: key, replayed: false)
+    }
+
+    /// A verdict from `attendance.verdicts`: completes this instance's waiting request, if any.
+    /// `false` when it is another instance's, or no request with that key is held here.
+    @discardableResult
+    public func receive(_ verdict: AttendanceVerdict, now: Date = Date()) -> Bool {
+        guard verdict.gatewayInstance == instanceId else { return false }
+        return table.complete(key: verdict.idempotencyKey, outcome: RecordedOutcome(verdict), now: now)
+    }
+
+    /// The site of a request: the beacon's (through the registry feed) for an event, else the
+    /// payload's own; `nil` when neither is known (check-out and heartbeat carry no site).
+    public func siteId(for payload: RawEventPayload) -> String? {
+        switch payload {
+        case .event(let event):
+            return cache.resolve(event.beacon)?.siteId ?? event.siteId
+        case .checkIn(let request):
+            return request.siteId
+        case .checkOut, .heartbeat:
+            return nil
+        }
+    }
+
+    /// The answer for a verdict: accepted 201 (200 when replayed), duplicate 200, rejected 409 with
+    /// reasons and action, payload mismatch 422.
+    static func answer(for outcome: RecordedOutcome, key: String, replayed: Bool) -> Answer {
+        let instance = APIPath.event(idempotencyKey: key)
+        switch outcome.outcome {
+        case .accepted:
+            let body = AcceptedResponse(serverReceiptId: outcome.serverReceiptId, sessionId: outcome.sessionId, status: .accepted)
+            return .accepted(body, status: replayed ? 200 : AcceptanceStatus.accepted.httpStatus, replayed: replayed)
+        case .duplicate:
+            let body = AcceptedResponse(serverReceiptId: outcome.serverReceiptId, sessionId: outcome.sessionId, status: .duplicate)
+            return .accepted(body, status: AcceptanceStatus.duplicate.httpStatus, replayed: true)
+        case .rejected:
+            return .problem(
+                .policyConflict(reasons: outcome.reasons, action: outcome.action, retryAfterSeconds: outcome.retryAfterSeconds, instance: instance),
+                replayed: replayed
+            )
+        case .payloadMismatch:
+            return .problem(.payloadMismatch(instance: instance), replayed: replayed)
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,147 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import ServiceLifecycle
+import ServiceRuntime
+
+/// Reads `attendance.verdicts` and completes this instance's waiting requests.
+///
+/// Every gateway instance reads every partition: the consumer joins a group of its own
+/// (`ingest-gateway-verdicts-<instance>-<random>`, so replicas never share partitions) and starts
+/// at the end of each partition, nothing is ever committed: a verdict produced before this process
+/// started belongs to a request no one here waits for. Verdicts for other instances are skipped;
+/// undecodable ones are logged and counted, never stop the reader.
+///
+/// The end is fixed when the partitions are assigned (`StartAtEnd` reads the high watermarks then),
+/// not left to `auto.offset.reset=latest`, which librdkafka resolves some time after the assignment:
+/// a verdict produced in between would be skipped. Not ready (`readiness`) until the partitions are
+/// assigned, so every request accepted afterwards has its verdict read.
+public final class VerdictListener: Service, Sendable {
+    public let groupId: String
+    private let consumer: KafkaConsumer
+    private let pipeline: IngestPipeline
+    private let logger: Logger
+
+    public init(kafka: KafkaConfiguration, topic: String, pipeline: IngestPipeline, logger: Logger) throws(KafkaError) {
+        let instance = String(pipeline.instanceId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }.prefix(100))
+        groupId = "ingest-gateway-verdicts-\(instance)-\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = KafkaConsumerConfiguration(client: kafka, groupId: groupId, topics: [topic])
+        configuration.autoOffsetReset = .latest
+        configuration.pollTimeoutMs = 50
+        configuration.drainTimeoutMs = 2_000
+        self.consumer = try KafkaConsumer(
+            configuration: configuration, rebalanceListener: StartAtEnd(admin: try KafkaAdmin(configuration: kafka, logger: logger)),
+            logger: logger
+        )
+        self.pipeline = pipeline
+        self.logger = logger
+    }
+
+    /// True once the group gave this consumer its partitions.
+    public var isAssigned: Bool { !consumer.assignment.isEmpty }
+
+    public func waitUntilAssigned(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !isAssigned {
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
+    /// `verdicts`: failing until the partitions are assigned.
+    public var readiness: any ReadinessCheck {
+        FlagReadinessCheck(name: "verdicts") { [consumer] in
+            consumer.assignment.isEmpty ? "verdict partitions are not assigned yet" : nil
+        }
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [consumer] in
+                do {
+                    try await consumer.run()
+                } catch {
+                    consumer.triggerShutdown()
+                    throw error
+                }
+            }
+            for await batch in consumer.batches {
+                handle(batch)
+            }
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    func handle(_ batch: KafkaMessageBatch) {
+        for message in batch.messages {
+            let verdict: AttendanceVerdict
+            do {
+                verdict = try ProtocolCodec.wire.decode(AttendanceVerdict.self, from: message.value ?? [])
+            } catch {
+                GatewayMetrics.verdictsUndecodable.increment()
+                logger.warning("undecodable verdict skipped", metadata: [
+                    "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
+                ])
+                continue
+            }
+            if pipeline.receive(verdict) { GatewayMetrics.verdictsReceived.increment() }
+        }
+    }
+}
+
+/// Starts every assigned partition at its high watermark, read at assignment time. (With Tansu the
+/// reported watermark may lie inside the last record batch: a few old verdicts are read again and
+/// ignored.) When the watermarks cannot be read the consumer falls back to `latest`.
+struct StartAtEnd: KafkaRebalanceListener {
+    let admin: KafkaAdmin
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        var offsets: [TopicPartition: Int64] = [:]
+        for partition in partitions {
+            offsets[partition] = try await admin.watermarks(partition).high
+        }
+        return offsets
+    }
+}
+
+/// A readiness check over an in-memory condition: `problem` answers nil when ready.
+public struct FlagReadinessCheck: ReadinessCheck {
+    public let name: String
+    let problem: @Sendable () -> String?
+
+    public init(name: String, problem: @escaping @Sendable () -> String?) {
+        self.name = name
+        self.problem = problem
+    }
+
+    public func check() async throws {
+        if let problem = problem() { throw NotReady(description: problem) }
+    }
+
+    struct NotReady: Error, CustomStringConvertible {
+        let description: String
+    }
+}
+
+/// Drops expired idempotency entries now and then.
+public struct IdempotencyJanitor: Service {
+    let pipeline: IngestPipeline
+    let interval: Duration
+
+    public init(pipeline: IngestPipeline, interval: Duration = .seconds(30)) {
+        self.pipeline = pipeline
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                pipeline.table.purgeExpired()
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import AttendanceProtocol
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What the gateway reads from the session merger's tables (read-only; the merger owns and
+/// migrates `merger.events` and `merger.sessions`).
+public protocol AttendanceReadRepository: Sendable {
+    /// The recorded outcome of `idempotencyKey` when it was sent by `deviceId`.
+    func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse?
+    /// The device's recorded events received at or after `since`, oldest first, at most `limit`.
+    func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse]
+    /// The user's sessions that are open or in soft exit, oldest check-in first.
+    func openSessions(userId: String) async throws -> [SessionSummary]
+}
+
+/// `AttendanceReadRepository` over PostgreSQL. Reads only the columns of the contract with the
+/// merger, so columns the merger adds do not matter.
+public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
+    let client: PostgresClient
+    let logger: Logger
+    /// The schema holding `events` and `sessions`: `merger`, or a test schema of the same shape.
+    let schema: String
+
+    /// - Parameter schema: a plain SQL identifier (letters, digits, `_`); anything else falls back to `merger`.
+    public init(client: PostgresClient, logger: Logger, schema: String = "merger") {
+        self.client = client
+        self.logger = logger
+        let isIdentifier = !schema.isEmpty && schema.utf8.count <= 63 && schema.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+        }
+        self.schema = isIdentifier ? schema : "merger"
+    }
+
+    private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
+
+    public func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
+        let rows = try await client.query("""
+            SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
+                   event_time, received_at, decided_at
+            FROM \(unescaped: schema).events WHERE idempotency_key = \(idempotencyKey) AND device_id = \(deviceId)
+            """, logger: logger)
+        for try await row in rows.decode(EventRow.self) { return Self.response(row) }
+        return nil
+    }
+
+    public func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {
+        let rows = try await client.query("""
+            SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
+                   event_time, received_at, decided_at
+            FROM \(unescaped: schema).events WHERE device_id = \(deviceId) AND received_at >= \(since)
+            ORDER BY received_at, idempotency_key LIMIT \(limit)
+            """, logger: logger)
+        var result: [EventOutcomeResponse] = []
+        for try await row in rows.decode(EventRow.self) { result.append(Self.response(row)) }
+        return result
+    }
+
+    public func openSessions(userId: String) async throws -> [SessionSummary] {
+        let rows = try await client.query("""
+            SELECT session_id, site_id, status, check_in_at, last_seen_at, check_out_at, session_keys::text
+            FROM \(unescaped: schema).sessions WHERE user_id = \(userId) AND status IN ('open', 'soft_exit')
+            ORDER BY check_in_at, session_id LIMIT 100
+            """, logger: logger)
+        var result: [SessionSummary] = []
+        for try await (sessionId, siteId, status, checkInAt, lastSeenAt, checkOutAt, keys) in rows.decode((String, String, String, Date, Date, Date?, String).self) {
+            result.append(SessionSummary(
+                sessionId: sessionId, siteId: siteId, sessionKey: Self.strings(keys).first,
+                state: SessionState(rawValue: status) ?? .open, checkInAt: checkInAt, checkOutAt: checkOutAt, lastSeenAt: lastSeenAt
+            ))
+        }
+        return result
+    }
+
+    private static func response(_ row: EventRow) -> EventOutcomeResponse {
+        let (key, outcome, httpStatus, receipt, sessionId, reasons, action, eventTime, receivedAt, decidedAt) = row
+        let status = EventOutcomeStatus(rawValue: outcome) ?? .accepted
+        return EventOutcomeResponse(
+            idempotencyKey: key, status: status, httpStatus: Int(httpStatus), serverReceiptId: receipt, sessionId: sessionId,
+            reasons: status == .rejected ? strings(reasons) : nil,
+            action: status == .rejected ? AppAction(rawValue: action) : nil,
+            eventTime: eventTime, receivedAt: receivedAt, decidedAt: decidedAt
+        )
+    }
+
+    /// A jsonb array of strings, as text.
+    static func strings(_ json: String) -> [String] {
+        (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
+    }
+}

@@ -1,0 +1,72 @@
+import AttendanceProtocol
+import IngestGatewayCore
+import ServiceRuntime
+
+/// The Kafka topics the gateway uses; configurable so tests run on topics of their own.
+public struct GatewayTopics: Sendable, Hashable {
+    public var rawEvents: String
+    public var verdicts: String
+    public var deviceTelemetry: String
+    public var registryChanges: String
+
+    public init(
+        rawEvents: String = Topic.rawEvents.name, verdicts: String = Topic.verdicts.name,
+        deviceTelemetry: String = Topic.deviceTelemetry.name, registryChanges: String = Topic.registryChanges.name
+    ) {
+        self.rawEvents = rawEvents
+        self.verdicts = verdicts
+        self.deviceTelemetry = deviceTelemetry
+        self.registryChanges = registryChanges
+    }
+}
+
+/// What the gateway's behaviour depends on, besides the shared `ServiceConfiguration`.
+public struct GatewaySettings: Sendable {
+    /// How long a request waits for its verdict before it is answered 202 with a status URL.
+    public var verdictWait: Duration = .milliseconds(3_000)
+    /// Field limits, the accepted event-time window and the body size (413 beyond).
+    public var limits: ValidationLimits = .default
+    public var rateLimit: TokenBucketSettings = .default
+    public var idempotency = IdempotencyTableSettings()
+    public var topics = GatewayTopics()
+    /// Events per `GET /v1/attendance/pending` answer at most.
+    public var pendingMaxEvents = 200
+    /// `Retry-After` of a 503 (the produce failed) and of a 409 in flight.
+    public var retryAfterSeconds = 2
+
+    public init() {}
+
+    /// Reads (every one optional, defaults in brackets):
+    /// - `VERDICT_WAIT_MS` [3000]: the bounded wait for a verdict before 202;
+    /// - `EVENT_MAX_AGE_SECONDS` [604800 = 7 days], `EVENT_MAX_AHEAD_SECONDS` [300]: the event-time window;
+    /// - `MAX_BODY_BYTES` [65536]: larger bodies are 413;
+    /// - `RATE_LIMIT_PER_SECOND` [2], `RATE_LIMIT_BURST` [20]: the per-device token bucket;
+    /// - `IDEMPOTENCY_TTL_SECONDS` [3600], `INFLIGHT_TTL_SECONDS` [120], `IDEMPOTENCY_MAX_ENTRIES` [200000];
+    /// - `PENDING_MAX_EVENTS` [200];
+    /// - `TOPIC_RAW_EVENTS`, `TOPIC_VERDICTS`, `TOPIC_DEVICE_TELEMETRY`, `TOPIC_REGISTRY_CHANGES`
+    ///   [the `Topic` names].
+    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewaySettings {
+        var settings = GatewaySettings()
+        settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: 3_000, in: 0...60_000)
+        settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))
+        settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
+        settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
+        settings.rateLimit = TokenBucketSettings(
+            ratePerSecond: try env.double("RATE_LIMIT_PER_SECOND", default: 2, in: 0.001...1_000_000),
+            burst: try env.int("RATE_LIMIT_BURST", default: 20, in: 1...1_000_000)
+        )
+        settings.idempotency = IdempotencyTableSettings(
+            completedTTL: .seconds(try env.int("IDEMPOTENCY_TTL_SECONDS", default: 3_600, in: 0...(7 * 86_400))),
+            inFlightTTL: .seconds(try env.int("INFLIGHT_TTL_SECONDS", default: 120, in: 1...86_400)),
+            maxEntries: try env.int("IDEMPOTENCY_MAX_ENTRIES", default: 200_000, in: 100...10_000_000)
+        )
+        settings.pendingMaxEvents = try env.int("PENDING_MAX_EVENTS", default: 200, in: 1...5_000)
+        settings.topics = GatewayTopics(
+            rawEvents: env.string("TOPIC_RAW_EVENTS", default: Topic.rawEvents.name),
+            verdicts: env.string("TOPIC_VERDICTS", default: Topic.verdicts.name),
+            deviceTelemetry: env.string("TOPIC_DEVICE_TELEMETRY", default: Topic.deviceTelemetry.name),
+            registryChanges: env.string("TOPIC_REGISTRY_CHANGES", default: Topic.registryChanges.name)
+        )
+        return settings
+    }
+}

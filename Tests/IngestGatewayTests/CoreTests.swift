@@ -1,0 +1,132 @@
+import AttendanceProtocol
+import Foundation
+import IngestGatewayCore
+import Testing
+
+@Suite("Gateway core: idempotency table, token bucket, keys")
+struct CoreTests {
+    static func outcome(_ outcome: VerdictOutcome = .accepted) -> RecordedOutcome {
+        RecordedOutcome(outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses", decidedAt: Date())
+    }
+
+    @Test func beginReportsEveryState() {
+        let table = IdempotencyTable()
+        let now = Date()
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "f1", requestId: "r1", eventTime: nil, now: now) == .started)
+        guard case .inFlight = table.begin(key: "k", deviceId: "d", fingerprint: "f1", requestId: "r2", eventTime: nil, now: now) else {
+            Issue.record("expected in flight")
+            return
+        }
+        guard case .mismatch = table.begin(key: "k", deviceId: "d", fingerprint: "f2", requestId: "r3", eventTime: nil, now: now) else {
+            Issue.record("expected mismatch")
+            return
+        }
+        #expect(table.complete(key: "k", outcome: Self.outcome(), now: now))
+        guard case .completed(_, let outcome) = table.begin(key: "k", deviceId: "d", fingerprint: "f1", requestId: "r4", eventTime: nil, now: now) else {
+            Issue.record("expected completed")
+            return
+        }
+        #expect(outcome.serverReceiptId == "rcpt")
+        #expect(!table.complete(key: "unknown", outcome: Self.outcome()))
+        #expect(table.lookup(key: "k", deviceId: "d", now: now) != nil)
+        #expect(table.lookup(key: "k", deviceId: "other", now: now) == nil)
+    }
+
+    @Test func entriesExpire() {
+        let table = IdempotencyTable(settings: IdempotencyTableSettings(completedTTL: .seconds(60), inFlightTTL: .seconds(10), maxEntries: 1_000))
+        let t0 = Date()
+        #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
+        // In flight past its TTL: a repeat is produced again.
+        #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r2", eventTime: nil, now: t0 + 11) == .started)
+        table.complete(key: "a", outcome: Self.outcome(), now: t0 + 12)
+        #expect(table.lookup(key: "a", deviceId: "d", now: t0 + 70) != nil)
+        #expect(table.lookup(key: "a", deviceId: "d", now: t0 + 73) == nil)
+        table.purgeExpired(now: t0 + 73)
+        #expect(table.count == 0)
+    }
+
+    @Test func theTableStaysBounded() {
+        let table = IdempotencyTable(settings: IdempotencyTableSettings(maxEntries: 100))
+        for i in 0..<300 {
+            _ = table.begin(key: "k\(i)", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)
+            table.complete(key: "k\(i)", outcome: Self.outcome())
+        }
+        #expect(table.count <= 100)
+        #expect(table.lookup(key: "k299", deviceId: "d") != nil)
+    }
+
+    @Test func waitersGetTheOutcomeOrTimeOut() async {
+        let table = IdempotencyTable()
+        _ = table.begin(key: "k", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)
+        async let waited = table.waitForOutcome(key: "k", timeout: .seconds(5))
+        try? await Task.sleep(for: .milliseconds(50))
+        table.complete(key: "k", outcome: Self.outcome(.rejected))
+        #expect(await waited?.outcome == .rejected)
+
+        _ = table.begin(key: "slow", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)
+        let start = ContinuousClock.now
+        #expect(await table.waitForOutcome(key: "slow", timeout: .milliseconds(100)) == nil)
+        #expect(ContinuousClock.now - start < .seconds(2))
+
+        // Abandoning wakes the waiters with nothing.
+        async let abandoned = table.waitForOutcome(key: "slow", timeout: .seconds(5))
+        try? await Task.sleep(for: .milliseconds(50))
+        table.abandon(key: "slow", requestId: "r")
+        #expect(await abandoned == nil)
+        #expect(table.lookup(key: "slow", deviceId: "d") == nil)
+
+        // A cancelled waiter returns at once.
+        _ = table.begin(key: "c", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)
+        let task = Task { await table.waitForOutcome(key: "c", timeout: .seconds(30)) }
+        try? await Task.sleep(for: .milliseconds(50))
+        task.cancel()
+        #expect(await task.value == nil)
+    }
+
+    @Test func tokenBucket() {
+        let limiter = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 2, burst: 3))
+        let t0 = ContinuousClock.now
+        #expect((0..<3).map { _ in limiter.acquire("d", now: t0) } == [.allowed, .allowed, .allowed])
+        #expect(limiter.acquire("d", now: t0) == .limited(retryAfterSeconds: 1))
+        #expect(limiter.acquire("other", now: t0) == .allowed)
+        #expect(limiter.acquire("d", now: t0 + .milliseconds(500)) == .allowed)
+        #expect(limiter.acquire("d", now: t0 + .milliseconds(500)) == .limited(retryAfterSeconds: 1))
+        #expect(limiter.acquire("d", now: t0 + .seconds(10)) == .allowed)
+
+        let slow = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 0.1, burst: 1))
+        #expect(slow.acquire("d", now: t0) == .allowed)
+        #expect(slow.acquire("d", now: t0) == .limited(retryAfterSeconds: 10))
+    }
+
+    @Test func idleBucketsAreDropped() {
+        let limiter = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 10, burst: 1), maxDevices: 10)
+        let t0 = ContinuousClock.now
+        for i in 0..<10 { _ = limiter.acquire("d\(i)", now: t0) }
+        _ = limiter.acquire("late", now: t0 + .seconds(5))
+        #expect(limiter.trackedDevices == 1)
+    }
+
+    @Test func keys() throws {
+        let ts = Date(timeIntervalSince1970: 1_790_000_000)
+        let checkIn = IdempotencyKeys.derived(kind: .checkIn, userId: "u", sessionKey: "s")
+        #expect(checkIn.count == 64)
+        #expect(checkIn == IdempotencyKeys.sha256Hex(Array("v1|check_in|u|s".utf8)))
+        #expect(IdempotencyKeys.derived(kind: .checkOut, userId: "u", sessionKey: "s") != checkIn)
+        #expect(IdempotencyKeys.derived(kind: .checkIn, userId: "u2", sessionKey: "s") != checkIn)
+        #expect(IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
+            != IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts + 30))
+        #expect(IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
+            == IdempotencyKeys.sha256Hex(Array("v1|heartbeat|u|s|\(WireTimestamp.string(from: ts))".utf8)))
+
+        #expect(IdempotencyKeys.parseHeader("\"abc-1\"") == "abc-1")
+        #expect(IdempotencyKeys.parseHeader("abc def") == nil)
+        #expect(IdempotencyKeys.parseHeader("") == nil)
+        #expect(IdempotencyKeys.parseHeader(String(repeating: "a", count: 129)) == nil)
+
+        // The fingerprint ignores member order and whitespace: it hashes the canonical encoding.
+        let payload = RawEventPayload.heartbeat(HeartbeatRequest(sessionKey: "s", ts: ts))
+        let reordered = try ProtocolCodec.wire.decode(HeartbeatRequest.self, from: #"{ "ts": "\#(WireTimestamp.string(from: ts))",  "sessionKey": "s" }"#)
+        #expect(try IdempotencyKeys.fingerprint(payload) == IdempotencyKeys.fingerprint(.heartbeat(reordered)))
+        #expect(try IdempotencyKeys.fingerprint(payload) == IdempotencyKeys.sha256Hex(Array(#"{"sessionKey":"s","ts":"\#(WireTimestamp.string(from: ts))"}"#.utf8)))
+    }
+}
