@@ -4,7 +4,7 @@
 # the contract, then prove that PostgreSQL holds exactly the set of events the clients sent: zero
 # lost, zero duplicated. Exit 0 only then.
 #
-#   deploy/local/crash-test.sh              # DURATION=90 RATE=60 DEVICES=20 BUILD_CONFIG=debug
+#   deploy/local/crash-test.sh              # DURATION=90 RATE=60 DEVICES=60 BUILD_CONFIG=debug
 #
 # Starts the local stack and the services itself (stack.sh, services.sh); leaves them running.
 set -euo pipefail
@@ -15,7 +15,7 @@ cd "$ROOT"
 
 DURATION="${DURATION:-90}"
 RATE="${RATE:-60}"
-DEVICES="${DEVICES:-20}"
+DEVICES="${DEVICES:-60}"
 BUILD_CONFIG="${BUILD_CONFIG:-debug}"
 export BUILD_CONFIG
 # When each service dies, in seconds after the load starts (gateway, policy, merger).

@@ -5,7 +5,7 @@
 # a fleet of devices through the registry and send it a keyed load under the no-loss contract, then
 # prove in PostgreSQL that every event arrived exactly once.
 #
-#   deploy/local/run.sh          # LOAD_SECONDS=30 LOAD_RATE=50 LOAD_DEVICES=20; then: make stop
+#   deploy/local/run.sh          # LOAD_SECONDS=30 LOAD_RATE=50 LOAD_DEVICES=50; then: make stop
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
@@ -14,7 +14,7 @@ cd "$ROOT"
 
 LOAD_SECONDS="${LOAD_SECONDS:-30}"
 LOAD_RATE="${LOAD_RATE:-50}"
-LOAD_DEVICES="${LOAD_DEVICES:-20}"
+LOAD_DEVICES="${LOAD_DEVICES:-50}"
 
 "$here/stack.sh" start
 for product in attendancectl beacon-registry policy-service session-merger ingest-gateway PipelineLoad; do

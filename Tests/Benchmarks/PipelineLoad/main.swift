@@ -117,4 +117,15 @@ struct Bench: AsyncParsableCommand {
     }
 }
 
-await PipelineLoad.main()
+// The root only dispatches: parse, then run the chosen subcommand (ArgumentParser's async `main()`
+// refuses a root without an availability annotation on Linux).
+do {
+    var command = try PipelineLoad.parseAsRoot()
+    switch command {
+    case let verify as Verify: try await verify.run()
+    case let bench as Bench: try await bench.run()
+    default: try command.run()
+    }
+} catch {
+    PipelineLoad.exit(withError: error)
+}
