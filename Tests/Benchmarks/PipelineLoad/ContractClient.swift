@@ -45,7 +45,7 @@ struct ContractClient: Sendable {
             if let stop = stopRetryingAfter, ContinuousClock.now > stop {
                 return Outcome(key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried)
             }
-            var delay = policy.delay(beforeRetry: attempt - 1, using: &random)
+            var delay = policy.delay(beforeRetry: attempt, using: &random)
             if case .retry(_, let notBefore?) = verdict { delay = max(delay, notBefore) }
             try? await Task.sleep(for: .milliseconds(delay))
         }
