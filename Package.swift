@@ -557,6 +557,25 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
+        // Issue 5 end to end: the four services as processes (deploy/local/services.sh), run by
+        // deploy/local/test.sh after the other targets.
+        .testTarget(
+            name: "PipelineEndToEndTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "LocalStackTesting",
+                "ServiceRuntime",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/PipelineEndToEndTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.
         .target(

@@ -191,8 +191,21 @@ public final class KafkaConsumer: Service, Sendable {
         let timeout = Int32(configuration.pollTimeoutMs)
         return await withCheckedContinuation { continuation in
             pollQueue.async { [queue, logger] in
+                // rd_kafka_consume_batch_queue waits out its whole timeout unless the batch fills, which
+                // put `pollTimeoutMs` on every hop at low load. So: wait only for the first message,
+                // then take what is already fetched without waiting.
                 var buffer = [UnsafeMutablePointer<rd_kafka_message_t>?](repeating: nil, count: maxBatch)
-                let count = rd_kafka_consume_batch_queue(queue.pointer, timeout, &buffer, maxBatch)
+                var count = 0
+                if let first = rd_kafka_consume_queue(queue.pointer, timeout) {
+                    buffer[0] = first
+                    count = 1
+                    if maxBatch > 1 {
+                        let more = buffer.withUnsafeMutableBufferPointer { rest in
+                            rd_kafka_consume_batch_queue(queue.pointer, 0, rest.baseAddress! + 1, maxBatch - 1)
+                        }
+                        count += max(more, 0)
+                    }
+                }
                 var messages: [KafkaMessage] = []
                 messages.reserveCapacity(max(count, 0))
                 for i in 0..<max(count, 0) {

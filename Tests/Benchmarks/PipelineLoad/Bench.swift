@@ -154,10 +154,10 @@ struct PipelineBench {
         let sql = """
             INSERT INTO bench.merger_events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
               event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
-              reasons, action, decided_at, envelope)
+              reasons, action, decided_at, envelope, gateway_instance, source_topic, source_partition, source_offset)
             SELECT md5(:client_id || '-' || random()::text || '-' || g), 'req', 'user', 'device', 'site', 'event', 'heartbeat', 'sk',
               now(), now(), now(), md5(g::text), 'accepted', 201, md5(random()::text || g), 'ses', '[]'::jsonb, 'none', now(),
-              jsonb_build_object('pad', '\(envelope)')
+              jsonb_build_object('pad', '\(envelope)'), 'bench', 'attendance.events.vetted', 0, g
             FROM generate_series(1, \(options.mergerBatch)) g
             ON CONFLICT DO NOTHING;
             """

@@ -1,0 +1,315 @@
+import AccessControl
+import AsyncHTTPClient
+import AttendanceProtocol
+import BeaconRegistryCore
+import Crypto
+import Foundation
+import LocalStackTesting
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceRuntime
+import Testing
+
+/// Issue 5's integration tests on the real local stack with the registry, policy service, merger
+/// and gateway running as processes (`deploy/local/services.sh`, debug binaries built by
+/// `swift build --build-tests`). `deploy/local/test.sh` runs this target on its own, after the
+/// other targets, so no other test shares the merger's tables with the running services.
+@Suite("Pipeline end to end: services as processes", .serialized, .timeLimit(.minutes(10)))
+struct PipelineEndToEndTests {
+    @Test func anEventSentThreeTimesConcurrentlyIsOneRowWithOneReceipt() async throws {
+        let p = try await RunningPipeline.shared()
+        let device = try await p.enroll()
+        let event = p.event(device: device, type: .checkin, at: Date().addingTimeInterval(-30))
+        let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
+            for _ in 0..<3 { group.addTask { try await p.sendUntilFinal(event, device: device) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { [201, 200].contains($0.status) }, "\(answers)")
+        #expect(answers.filter { $0.status == 201 }.count <= 1)
+        #expect(Set(answers.compactMap(\.receipt)).count == 1, "one receipt for all three: \(answers)")
+        #expect(try await p.rows(key: event.idempotencyKey) == 1)
+        // A later repeat is replayed with the same receipt.
+        let again = try await p.sendUntilFinal(event, device: device)
+        #expect(again.status == 200 && again.replayed && again.receipt == answers.first?.receipt)
+    }
+
+    @Test func outOfOrderAnd72HourLateEventsLandInTheirSession() async throws {
+        let p = try await RunningPipeline.shared()
+        let device = try await p.enroll()
+        let t0 = Date().addingTimeInterval(-72 * 3_600)
+        // Sent newest first, as a phone back from 72 hours offline might (its outbox order is lost here on purpose).
+        let checkOut = p.event(device: device, type: .checkout, at: t0.addingTimeInterval(8 * 3_600), offline: true)
+        let heartbeat = p.event(device: device, type: .heartbeat, at: t0.addingTimeInterval(4 * 3_600), offline: true)
+        let checkIn = p.event(device: device, type: .checkin, at: t0, offline: true)
+        for event in [checkOut, heartbeat, checkIn] {
+            let answer = try await p.sendUntilFinal(event, device: device)
+            #expect([201, 200].contains(answer.status), "\(event.type): \(answer)")
+        }
+        let sessions = try await p.sessions(userId: device.userId)
+        #expect(sessions.count == 1, "\(sessions)")
+        let session = try #require(sessions.first)
+        #expect(abs(session.checkIn.timeIntervalSince(t0)) < 0.001)
+        #expect(session.checkOut.map { abs($0.timeIntervalSince(t0.addingTimeInterval(8 * 3_600))) < 0.001 } == true)
+        #expect(session.status == "closed")
+        #expect(try await p.sessionIds(keys: [checkOut, heartbeat, checkIn].map(\.idempotencyKey)) == [session.id])
+    }
+
+    @Test func presenceWithinTheGraceAfterACheckOutReopensTheSameSession() async throws {
+        let p = try await RunningPipeline.shared()
+        let device = try await p.enroll()
+        let t0 = Date().addingTimeInterval(-3_600)
+        let events = [
+            p.event(device: device, type: .checkin, at: t0),
+            p.event(device: device, type: .checkout, at: t0.addingTimeInterval(20 * 60)),
+            p.event(device: device, type: .checkin, at: t0.addingTimeInterval(22 * 60)),
+        ]
+        for event in events {
+            let answer = try await p.sendUntilFinal(event, device: device)
+            #expect(answer.status == 201, "\(event.type): \(answer)")
+        }
+        let sessions = try await p.sessions(userId: device.userId)
+        #expect(sessions.count == 1, "a check-out followed by presence within the grace is one session: \(sessions)")
+        #expect(sessions.first?.status == "open")
+        #expect(try await p.sessionIds(keys: events.map(\.idempotencyKey)).count == 1)
+    }
+
+    @Test func badInputIsRefusedWithAProblemAndNothingIsRecorded() async throws {
+        let p = try await RunningPipeline.shared()
+        let device = try await p.enroll()
+        var keys: [String] = []
+        func fresh() -> AttendanceEvent {
+            let event = p.event(device: device, type: .heartbeat, at: Date().addingTimeInterval(-5))
+            keys.append(event.idempotencyKey)
+            return event
+        }
+        let good = try ProtocolCodec.wire.encode(fresh())
+        // No token: 401. Wrong device id: 403. No key: 400.
+        #expect(try await p.post(good, device: device, key: keys[0], token: nil).status == 401)
+        #expect(try await p.post(good, device: device, key: keys[0], deviceId: "someone-else").status == 403)
+        let noKey = try await p.post(good, device: device, key: nil)
+        #expect(noKey.status == 400 && noKey.problemType?.contains("idempotency") == true, "\(noKey)")
+        // RSSI out of range: 400 naming the field.
+        var loud = fresh()
+        loud.rssiSeries = [-70, 12]
+        let rssi = try await p.post(try ProtocolCodec.wire.encode(loud), device: device, key: loud.idempotencyKey)
+        #expect(rssi.status == 400 && rssi.fields.contains { $0.hasPrefix("rssiSeries") }, "\(rssi)")
+        // A timestamp from two weeks ago: 400 naming it.
+        var old = fresh()
+        old.timestamp = Date().addingTimeInterval(-14 * 86_400)
+        let stale = try await p.post(try ProtocolCodec.wire.encode(old), device: device, key: old.idempotencyKey)
+        #expect(stale.status == 400 && stale.fields.contains("timestamp"), "\(stale)")
+        // Over 64 KiB: 413. Not JSON: 400.
+        let huge = Array(repeating: UInt8(ascii: " "), count: 70 * 1_024) + good
+        #expect(try await p.post(huge, device: device, key: keys[0]).status == 413)
+        #expect(try await p.post(Array("{\"id\": ".utf8), device: device, key: keys[0]).status == 400)
+        #expect(try await p.rows(keys: keys) == 0, "nothing refused reached PostgreSQL")
+
+        // The same key with another payload after the first was recorded: 422.
+        let first = p.event(device: device, type: .heartbeat, at: Date().addingTimeInterval(-3))
+        #expect(try await p.sendUntilFinal(first, device: device).status == 201)
+        var changed = first
+        changed.rssiSeries = [-60, -61, -62, -63]
+        let mismatch = try await p.post(try ProtocolCodec.wire.encode(changed), device: device, key: first.idempotencyKey)
+        #expect(mismatch.status == 422, "\(mismatch)")
+        #expect(try await p.rows(key: first.idempotencyKey) == 1)
+    }
+}
+
+// MARK: - Harness
+
+struct Answer: Sendable, CustomStringConvertible {
+    var status: Int
+    var receipt: String?
+    var sessionId: String?
+    var replayed: Bool
+    var problemType: String?
+    var fields: [String]
+    var description: String { "\(status) receipt=\(receipt ?? "-") type=\(problemType ?? "-") fields=\(fields)" }
+}
+
+struct EnrolledDevice: Sendable {
+    let userId: String
+    let deviceId: String
+    let token: String
+}
+
+/// The four services started once per test process, a site with a beacon, and a way to enroll devices.
+actor RunningPipeline {
+    static let logger = LocalStack.logger(label: "pipeline-e2e")
+    private static let instance = Task { try await RunningPipeline.start() }
+
+    static func shared() async throws -> RunningPipeline { try await instance.value }
+
+    let http: HTTPClient
+    let postgres: PostgresClient
+    let repository: PostgresRegistryRepository
+    let siteId: String
+    let beacon: BeaconIdentity
+    let gateway = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["GATEWAY_PORT"] ?? "8080")"
+
+    private init(http: HTTPClient, postgres: PostgresClient, repository: PostgresRegistryRepository, siteId: String, beacon: BeaconIdentity) {
+        self.http = http
+        self.postgres = postgres
+        self.repository = repository
+        self.siteId = siteId
+        self.beacon = beacon
+    }
+
+    private static func start() async throws -> RunningPipeline {
+        try LocalStack.ensureStarted()
+        try runScript("deploy/local/services.sh", "start")
+        let keys = try String(contentsOf: LocalStack.root.appendingPathComponent(".local/run/secrets/device-token-keys"), encoding: .utf8)
+        let signer = try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
+        let postgres = try LocalStack.postgres.makeClient(logger: logger)
+        // The pool lives as long as the test process.
+        Task.detached { await postgres.run() }
+        let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
+        let tag = LocalStack.uniqueName("e2e")
+        let organization = try await repository.createOrganization(NewOrganization(name: "E2E \(tag)"))
+        _ = try await repository.allocateNamespace(organizationId: organization.id)
+        let site = try await repository.createSite(NewSite(
+            organizationId: organization.id, name: "E2E site", timezone: "Asia/Ho_Chi_Minh",
+            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+            shift: ShiftSettings(
+                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+            )
+        ))
+        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
+        let minor = try await repository.allocateMinor(gateId: gate.id)
+        let beacon = try await repository.registerBeacon(NewBeacon(
+            uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "E2E-\(minor.minor)",
+            mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
+        ))
+        return RunningPipeline(
+            http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: site.id,
+            beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
+        )
+    }
+
+    static func runScript(_ path: String, _ arguments: String...) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [LocalStack.root.appendingPathComponent(path).path] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw ScriptError(output: output) }
+    }
+
+    struct ScriptError: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "services.sh failed:\n\(output)" }
+    }
+
+    /// A new user with an enrolled device, published to the gateway's and the policy's caches.
+    func enroll() async throws -> EnrolledDevice {
+        let user = try await repository.createUser(NewUser(name: "E2E user", siteIds: [siteId]))
+        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
+        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+        // The running registry publishes its outbox; wait until it did, and a little for the caches.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let rows = try await postgres.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: Self.logger)
+            var pending = 1
+            for try await n in rows.decode(Int.self) { pending = n }
+            if pending == 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .seconds(2))
+        return EnrolledDevice(userId: user.id, deviceId: credentials.device.id, token: credentials.token)
+    }
+
+    nonisolated func event(device: EnrolledDevice, type: AttendanceEventType, at time: Date, offline: Bool = false) -> AttendanceEvent {
+        AttendanceEvent(
+            id: UUID().uuidString, idempotencyKey: Self.newKey(), userId: device.userId, deviceId: device.deviceId,
+            timestamp: time, type: type, siteId: siteId, beacon: beacon, rssiSeries: [-75, -71, -68, -66, -70], txPower: -59,
+            motion: .init(state: .walking, steps2min: 42), geofence: .init(inside: true, radius: 200), handshake: nil,
+            network: .init(online: !offline, latencyMs: 40), app: .init(version: "1.12.0", build: 345),
+            device: .init(model: "Pixel 8", os: "Android 15"), sessionKey: "e2e-\(device.deviceId)", tEnd: nil,
+            queuedOffline: offline ? true : nil, location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15),
+            attestation: .init(jailbroken: false, simulatedLocation: false)
+        )
+    }
+
+    /// A key shaped like the app's: lowercase hex sha256 (here of a random UUID).
+    nonisolated static func newKey() -> String {
+        SHA256.hash(data: Array(UUID().uuidString.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// One POST; `token: nil` sends none.
+    func post(_ body: [UInt8], device: EnrolledDevice, key: String?, token: String?? = .some(nil), deviceId: String? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        let bearer: String? = switch token { case .some(.none): device.token; case .some(.some(let t)): t; case .none: nil }
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        request.headers.add(name: "X-Device-Id", value: deviceId ?? device.deviceId)
+        request.headers.add(name: "X-App-Version", value: "1.12.0")
+        if let key { request.headers.add(name: "Idempotency-Key", value: key) }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await http.execute(request, timeout: .seconds(15))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: bytes))) as? [String: Any] ?? [:]
+        let fields = (json["errors"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String }
+        return Answer(
+            status: Int(response.status.code), receipt: json["serverReceiptId"] as? String, sessionId: json["sessionId"] as? String,
+            replayed: response.headers.first(name: "Idempotent-Replayed") == "true", problemType: json["type"] as? String, fields: fields
+        )
+    }
+
+    /// Sends like the app: the same key until a final answer (202, 5xx and an in-flight 409 are retried).
+    func sendUntilFinal(_ event: AttendanceEvent, device: EnrolledDevice) async throws -> Answer {
+        let body = try ProtocolCodec.wire.encode(event)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while true {
+            let answer = try await post(body, device: device, key: event.idempotencyKey)
+            let inFlight = answer.status == 409 && answer.problemType?.contains("in-flight") == true
+            if [200, 201, 400, 409, 422].contains(answer.status) && !inFlight { return answer }
+            guard ContinuousClock.now < deadline else { return answer }
+            try await Task.sleep(for: .milliseconds(inFlight ? 200 : 500))
+        }
+    }
+
+    func rows(key: String) async throws -> Int { try await rows(keys: [key]) }
+
+    func rows(keys: [String]) async throws -> Int {
+        let rows = try await postgres.query("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
+        for try await n in rows.decode(Int.self) { return n }
+        return 0
+    }
+
+    struct StoredSession: Sendable, CustomStringConvertible {
+        var id: String
+        var status: String
+        var checkIn: Date
+        var checkOut: Date?
+        var description: String { "\(id) \(status) \(checkIn) \(checkOut.map { "\($0)" } ?? "-")" }
+    }
+
+    /// The user's sessions, superseded ones left out.
+    func sessions(userId: String) async throws -> [StoredSession] {
+        let rows = try await postgres.query(
+            """
+            SELECT session_id, status, check_in_at, check_out_at FROM merger.sessions
+            WHERE user_id = \(userId) AND coalesce(close_reason, '') <> 'superseded' ORDER BY check_in_at
+            """, logger: Self.logger
+        )
+        var sessions: [StoredSession] = []
+        for try await (id, status, checkIn, checkOut) in rows.decode((String, String, Date, Date?).self) {
+            sessions.append(StoredSession(id: id, status: status, checkIn: checkIn, checkOut: checkOut))
+        }
+        return sessions
+    }
+
+    func sessionIds(keys: [String]) async throws -> Set<String> {
+        let rows = try await postgres.query("SELECT session_id FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
+        var ids: Set<String> = []
+        for try await id in rows.decode(String?.self) { if let id { ids.insert(id) } }
+        return ids
+    }
+}
