@@ -32,34 +32,34 @@ struct PipelineBench {
     func run() async throws {
         let contract = ContractClient(http: http, gateway: options.gateway, requestTimeout: .seconds(10))
 
-        print("1/5 ceiling: bare Hummingbird endpoint decoding the event JSON (\(options.concurrency) clients, \(options.seconds) s)…")
+        say("1/5 ceiling: bare Hummingbird endpoint decoding the event JSON (\(options.concurrency) clients, \(options.seconds) s)…")
         let bare = try await bareEndpointCeiling()
-        print(String(format: "    %.0f requests/s", bare))
+        say(String(format: "    %.0f requests/s", bare))
 
-        print("2/5 end to end, closed loop (\(options.concurrency) clients, \(options.seconds) s)…")
+        say("2/5 end to end, closed loop (\(options.concurrency) clients, \(options.seconds) s)…")
         let saturated = await closedLoop(contract: contract, seconds: options.seconds)
-        print(String(format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", saturated.acceptedPerSecond, saturated.accepted, saturated.otherFinal, saturated.unfinished))
+        say(String(format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", saturated.acceptedPerSecond, saturated.accepted, saturated.otherFinal, saturated.unfinished))
 
         let halfRate = max(1, saturated.acceptedPerSecond / 2)
-        print(String(format: "3/5 end to end at half load (%.0f events/s, open loop, %d s)…", halfRate, options.seconds))
+        say(String(format: "3/5 end to end at half load (%.0f events/s, open loop, %d s)…", halfRate, options.seconds))
         let half = await openLoop(contract: contract, rate: halfRate, seconds: options.seconds)
-        print(String(format: "    latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d requests)", half.p50, half.p90, half.p99, half.count))
+        say(String(format: "    latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d requests)", half.p50, half.p90, half.p99, half.count))
 
-        print("4/5 ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into a copy of merger.events…")
+        say("4/5 ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into a copy of merger.events…")
         let pgbench = try await pgbenchCeiling()
-        print(String(format: "    %.0f rows/s", pgbench))
+        say(String(format: "    %.0f rows/s", pgbench))
 
-        print("5/5 the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
+        say("5/5 the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
         let merger = try await mergerAlone()
-        print(String(format: "    %.0f rows/s", merger))
+        say(String(format: "    %.0f rows/s", merger))
 
-        print("")
-        print("== pipeline benchmark (\(fleet.devices.count) devices, release build, one machine) ==")
-        print(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000)", saturated.acceptedPerSecond))
-        print(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare))
-        print(String(format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50, half.p99))
-        print(String(format: "merger rows/s (alone) ................ %8.0f", merger))
-        print(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50)", options.mergerBatch, pgbench, merger / pgbench))
+        say("")
+        say("== pipeline benchmark (\(fleet.devices.count) devices, release build, one machine) ==")
+        say(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000)", saturated.acceptedPerSecond))
+        say(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare))
+        say(String(format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50, half.p99))
+        say(String(format: "merger rows/s (alone) ................ %8.0f", merger))
+        say(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50)", options.mergerBatch, pgbench, merger / pgbench))
     }
 
     // MARK: Closed and open loops against the gateway
@@ -129,7 +129,7 @@ struct PipelineBench {
         let port = Mutex<Int?>(nil)
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: Logger(label: "bare-endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         return try await withThrowingTaskGroup(of: Double?.self) { group in
             group.addTask { try await app.runService(); return nil }
@@ -168,7 +168,8 @@ struct PipelineBench {
             ?? "pgbench"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pgbench)
-        process.arguments = ["-n", "-f", script.path, "-c", "2", "-j", "2", "-T", "\(options.seconds)"]
+        // A fixed number of transactions per client: a time limit (-T) did not stop pgbench when started from here.
+        process.arguments = ["-n", "-f", script.path, "-c", "2", "-j", "2", "-t", "40"]
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -197,7 +198,8 @@ struct PipelineBench {
             for index in 0..<options.mergerEvents {
                 let device = fleet.devices[index % fleet.devices.count]
                 var event = ContractClient.event(fleet: fleet, device: device, sequence: 20_000_000 + index, at: now)
-                event.idempotencyKey = "bench-\(runTag)-\(index)"
+                // The wire format wants the app's key shape (hex sha256); the request id marks the run.
+                event.idempotencyKey = ContractClient.idempotencyKey(device: device, beaconId: fleet.beaconId, at: now, nonce: "bench-\(runTag)-\(index)")
                 let raw = RawEventEnvelope(
                     requestId: "req-\(runTag)-\(index)", idempotencyKey: event.idempotencyKey, userId: device.userId, deviceId: device.deviceId,
                     siteId: fleet.siteId, appVersion: "1.12.0", gatewayInstance: "bench", receivedAt: now,
@@ -214,7 +216,7 @@ struct PipelineBench {
             let deadline = start + .seconds(300)
             while ContinuousClock.now < deadline {
                 let rows = try await postgres.query(
-                    "SELECT count(*)::int FROM merger.events WHERE idempotency_key LIKE \("bench-\(runTag)-%")", logger: logger
+                    "SELECT count(*)::int FROM merger.events WHERE request_id LIKE \("req-\(runTag)-%")", logger: logger
                 )
                 var stored = 0
                 for try await n in rows.decode(Int.self) { stored = n }
@@ -245,4 +247,9 @@ final class Counts: Sendable {
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// `print` and flush: the phases are long, and stdout to a file is block-buffered.
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
