@@ -121,7 +121,7 @@ enum FeedHarness {
     static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol, Beacon, Organization) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
         _ = try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger))
-        try await LocalStack.withPostgres { client in
+        try await LocalStack.withRegistryOutboxLock { try await LocalStack.withPostgres { client in
             try await RegistryMigrations.apply(client: client, logger: logger)
             let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
             let harness = Harness(
@@ -157,6 +157,6 @@ enum FeedHarness {
                     try await body(harness, testClient, beacon, fixture.organization)
                 }
             }
-        }
+        } }
     }
 }

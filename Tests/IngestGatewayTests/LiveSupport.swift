@@ -20,7 +20,22 @@ import Testing
 enum MergerSchema {
     static let name = "gateway_test_merger"
 
+    /// Serialized across the suites that call it at once: concurrent `CREATE ... IF NOT EXISTS` of the
+    /// same object can still fail with a unique violation in PostgreSQL on a new database.
     static func create(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withConnection { connection in
+            _ = try await connection.query("SELECT pg_advisory_lock(729100132)", logger: logger)
+            do {
+                try await createTables(connection, logger: logger)
+                _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static func createTables(_ client: PostgresConnection, logger: Logger) async throws {
         try await client.query("CREATE SCHEMA IF NOT EXISTS gateway_test_merger", logger: logger)
         try await client.query("""
             CREATE TABLE IF NOT EXISTS gateway_test_merger.events (

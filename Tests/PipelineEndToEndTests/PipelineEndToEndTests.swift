@@ -4,6 +4,9 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import LocalStackTesting
 import Logging
 import NIOCore
@@ -158,7 +161,7 @@ actor RunningPipeline {
 
     private static func start() async throws -> RunningPipeline {
         try LocalStack.ensureStarted()
-        try runScript("deploy/local/services.sh", "start")
+        try await runScript("deploy/local/services.sh", "start")
         let keys = try String(contentsOf: LocalStack.root.appendingPathComponent(".local/run/secrets/device-token-keys"), encoding: .utf8)
         let signer = try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
         let postgres = try LocalStack.postgres.makeClient(logger: logger)
@@ -188,17 +191,30 @@ actor RunningPipeline {
         )
     }
 
-    static func runScript(_ path: String, _ arguments: String...) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [LocalStack.root.appendingPathComponent(path).path] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ScriptError(output: output) }
+    /// Runs a project script to completion, its output in a file. posix_spawn and waitpid on a
+    /// thread of its own: Foundation's `Process.waitUntilExit` never returned here once the script
+    /// had left background services running.
+    static func runScript(_ path: String, _ arguments: String...) async throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString).log")
+        let command = ([LocalStack.root.appendingPathComponent(path).path] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let argv = ["/bin/bash", "-c", "\(command) >'\(log.path)' 2>&1 </dev/null"]
+        let status: Int32 = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var pid: pid_t = 0
+                var cArgs = argv.map { strdup($0) } + [nil]
+                defer { cArgs.forEach { free($0) } }
+                guard posix_spawn(&pid, "/bin/bash", nil, nil, &cArgs, environ) == 0 else {
+                    continuation.resume(returning: -1)
+                    return
+                }
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                continuation.resume(returning: status)
+            }
+        }
+        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(at: log)
+        guard status == 0 else { throw ScriptError(output: output) }
     }
 
     struct ScriptError: Error, CustomStringConvertible {

@@ -98,7 +98,7 @@ struct PipelineHarness: Sendable {
             KafkaTopicSpec(name: rawTopic, partitions: 3), KafkaTopicSpec(name: vettedTopic, partitions: 3), KafkaTopicSpec(name: dlq, partitions: 1),
         ])
         let signer = try DeviceTokenSigner(activeKey: DeviceSigningKey(id: "policy-test", secret: Array(repeating: 5, count: 32)))
-        try await LocalStack.withPostgres { client in
+        try await LocalStack.withRegistryOutboxLock { try await LocalStack.withPostgres { client in
             try await RegistryMigrations.apply(client: client, logger: logger)
             let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
             let fixture = try await PipelineFixture.make(repository)
@@ -133,7 +133,7 @@ struct PipelineHarness: Sendable {
                 try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
                 try await body(harness)
             }
-        }
+        } }
     }
 
     func publishRegistryChanges() async throws {

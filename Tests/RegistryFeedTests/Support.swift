@@ -38,7 +38,9 @@ enum FeedTestStack {
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             try await RegistryMigrations.apply(client: client, logger: logger)
-            return try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
+            return try await LocalStack.withRegistryOutboxLock {
+                try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
+            }
         }
     }
 

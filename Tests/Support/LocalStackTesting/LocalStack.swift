@@ -70,4 +70,24 @@ public enum LocalStack {
             return try await body(client)
         }
     }
+
+    /// Runs `body` while no other test publishes the registry's change outbox. A publisher round
+    /// publishes every unpublished row, so a test that checks rows stay unpublished (or one that
+    /// waits for its own rows) must not overlap with another target's publishing test; the whole
+    /// suite runs in one process. A session advisory lock on a connection of its own.
+    public static func withRegistryOutboxLock<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await withPostgres { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("SELECT pg_advisory_lock(729100131)", logger: logger)
+                do {
+                    let result = try await body()
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(729100131)", logger: logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(729100131)", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
 }
