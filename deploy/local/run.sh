@@ -46,7 +46,8 @@ cat <<INFO
 
 Everything keeps running:
   gateway   http://127.0.0.1:$GATEWAY_PORT   (device API)
-  registry  http://127.0.0.1:$REGISTRY_PORT  (admin REST; key in $RUN_DIR/secrets/admin-api-key)
+  registry  http://127.0.0.1:$REGISTRY_PORT  (admin REST; the bootstrap admin key is in $RUN_DIR/secrets/admin-api-key
+            when this database had no admin key before: REGISTRY_BOOTSTRAP only ever creates the first one)
   merger    http://127.0.0.1:$MERGER_PORT    (sessions, daily attendance, CSV)
   policy    http://127.0.0.1:$POLICY_PORT    (health, metrics)
   load report: $RUN_DIR/load-report.json    service logs: $RUN_DIR/services/
