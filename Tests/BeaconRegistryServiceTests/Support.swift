@@ -86,7 +86,7 @@ extension TestResponse {
     /// The body as `T`, expecting `status`.
     func decode<T: Decodable>(_ type: T.Type, status expected: HTTPResponse.Status = .ok, sourceLocation: SourceLocation = #_sourceLocation) throws -> T {
         #expect(status == expected, "\(text)", sourceLocation: sourceLocation)
-        return try RegistryJSON.decoder().decode(T.self, from: Data(text.utf8))
+        return try AdminJSON.decoder().decode(T.self, from: Data(text.utf8))
     }
 
     /// The problem+json body, expecting `status` and the problem+json media type.

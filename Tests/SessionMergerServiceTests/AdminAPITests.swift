@@ -96,7 +96,7 @@ extension TestResponse {
 
     func decode<T: Decodable>(_ type: T.Type, sourceLocation: SourceLocation = #_sourceLocation) throws -> T {
         #expect(status == .ok, "\(text)", sourceLocation: sourceLocation)
-        return try MergerHTTPJSON.decoder().decode(T.self, from: Data(text.utf8))
+        return try AdminJSON.decoder().decode(T.self, from: Data(text.utf8))
     }
 
     /// The problem+json body, expecting `status`; returns the fields it names.

@@ -17,33 +17,6 @@ public struct RegistryRequestContext: AdminRequestContext {
         apiKey = nil
     }
 
-    public var requestDecoder: JSONDecoder { RegistryJSON.decoder() }
-    public var responseEncoder: JSONEncoder { RegistryJSON.encoder() }
-}
-
-/// The JSON coders of the registry API.
-public enum RegistryJSON {
-    public static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(WireTimestamp.string(from: date))
-        }
-        return encoder
-    }
-
-    public static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let text = try decoder.singleValueContainer().decode(String.self)
-            guard let date = WireTimestamp.date(from: text) else {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not an RFC 3339 timestamp such as 2025-09-18T08:30:00Z"
-                ))
-            }
-            return date
-        }
-        return decoder
-    }
+    public var requestDecoder: JSONDecoder { AdminJSON.decoder() }
+    public var responseEncoder: JSONEncoder { AdminJSON.encoder() }
 }

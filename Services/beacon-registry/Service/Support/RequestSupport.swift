@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
@@ -21,7 +22,7 @@ extension Request {
             if let empty { return empty }
             throw ProblemDetails.validation([FieldError(field: "", reason: "a JSON body is required")])
         }
-        return try RegistryJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
+        return try AdminJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
     }
 
     /// An optional integer query parameter within `range`.
