@@ -61,7 +61,7 @@ public final class RegistryCacheLoader: Service, Sendable {
         self.groupId = groupId
         let progress = ProgressTracker()
         self.progress = progress
-        let consumerConfiguration = KafkaConsumerConfiguration(client: configuration.kafka, groupId: groupId, topics: [configuration.topic])
+        let consumerConfiguration = KafkaConsumerConfiguration.background(client: configuration.kafka, groupId: groupId, topics: [configuration.topic])
         self.consumer = try KafkaConsumer(
             configuration: consumerConfiguration, rebalanceListener: FromTheBeginning(progress: progress), logger: logger
         )

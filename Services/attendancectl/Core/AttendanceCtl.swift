@@ -106,15 +106,19 @@ extension AttendanceCtl {
             public static let configuration = CommandConfiguration(abstract: "Create every topic the protocol defines (existing ones are kept).")
             @OptionGroup var options: GlobalOptions
             @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
+            @Option(help: "Partitions of every partitioned topic (default: $TOPIC_PARTITIONS, else the protocol's count).")
+            var partitions: Int32?
 
             public init() {}
 
             public func run() async throws {
                 let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
+                let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+                if let partitions, partitions < 1 { throw ValidationError("--partitions must be at least 1") }
                 let created = try await CLIError.wrap("creating topics") {
-                    try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor)
+                    try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions)
                 }
-                let rows = Topic.allCases.map { [$0.name, String($0.defaultPartitionCount), $0.cleanupPolicy.rawValue, created.contains($0.name) ? "created" : "exists"] }
+                let rows = Topic.allCases.map { [$0.name, String(TopicBootstrap.partitionCount(of: $0, override: partitions)), $0.cleanupPolicy.rawValue, created.contains($0.name) ? "created" : "exists"] }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "CLEANUP", "STATUS"], json: options.json)
             }
         }

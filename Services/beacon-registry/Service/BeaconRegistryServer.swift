@@ -54,7 +54,7 @@ public enum BeaconRegistryServer {
                 FileHandle.standardOutput.write(Data("bootstrap admin API key (shown once): \(issued.secret)\n".utf8))
                 logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
             }
-            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            try await configuration.ensureTopics(logger: logger)
             // Shutdown runs in reverse: the server stops taking requests, the sightings collector
             // and the lookup cache stop reading, the publisher finishes its round, then the
             // producer flushes.

@@ -55,7 +55,7 @@ public enum IngestGatewayServer {
         let app = buildApplication(configuration: configuration, dependencies: dependencies, readiness: readiness, metrics: metrics, logger: logger)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await client.run() }
-            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            try await configuration.ensureTopics(logger: logger)
             // Shutdown runs in reverse: the server stops taking requests, then the readers stop, then
             // the producer flushes what the last requests produced.
             try await ServiceMain.runServices(

@@ -26,7 +26,7 @@ public enum PolicyServer {
         let logger = Logger(label: serviceName)
         let metrics = MetricsSetup.bootstrap()
 
-        try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+        try await configuration.ensureTopics(logger: logger)
         let pipelineConfiguration = PolicyPipelineConfiguration()
         var consumerConfiguration = KafkaConsumerConfiguration(
             client: configuration.kafka, groupId: pipelineConfiguration.groupId, topics: [pipelineConfiguration.rawTopic]

@@ -34,6 +34,8 @@ public struct SessionMergerConfiguration: Sendable {
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
     /// timeline) is retried at once before the error goes to the pipeline (which retries with backoff).
     public var conflictRetries: Int
+    /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
+    public var timelineCacheCapacity: Int
 
     public init(
         groupId: String = "session-merger",
@@ -51,7 +53,8 @@ public struct SessionMergerConfiguration: Sendable {
         policy: SessionPolicy = .default,
         commitOffsetsToBroker: Bool = true,
         compactionThreshold: Int = 512,
-        conflictRetries: Int = 5
+        conflictRetries: Int = 5,
+        timelineCacheCapacity: Int = 100_000
     ) {
         self.groupId = groupId
         self.vettedTopic = vettedTopic
@@ -69,10 +72,11 @@ public struct SessionMergerConfiguration: Sendable {
         self.commitOffsetsToBroker = commitOffsetsToBroker
         self.compactionThreshold = compactionThreshold
         self.conflictRetries = conflictRetries
+        self.timelineCacheCapacity = timelineCacheCapacity
     }
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
-    /// `MERGER_COMMIT_TO_BROKER` and the topic overrides `MERGER_TOPIC_VETTED`, `MERGER_TOPIC_VERDICTS`,
+    /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE` and the topic overrides `MERGER_TOPIC_VETTED`, `MERGER_TOPIC_VERDICTS`,
     /// `MERGER_TOPIC_SESSIONS`, `MERGER_TOPIC_DLQ`, `MERGER_TOPIC_REGISTRY`; the session thresholds
     /// `MERGER_MERGE_WINDOW_S`, `MERGER_SOFT_EXIT_GRACE_S`, `MERGER_NOISE_S`, `MERGER_IDLE_CUTOFF_S`,
     /// `MERGER_HORIZON_S` (checked against `SessionPolicy`'s ranges).
@@ -101,7 +105,8 @@ public struct SessionMergerConfiguration: Sendable {
             idleSweepInterval: try env.milliseconds("MERGER_IDLE_SWEEP_MS", default: 60_000, in: 100...86_400_000),
             outboxPollInterval: try env.milliseconds("MERGER_OUTBOX_POLL_MS", default: 200, in: 10...60_000),
             policy: policy,
-            commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true)
+            commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true),
+            timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000)
         )
     }
 }

@@ -51,7 +51,7 @@ public enum SessionMergerServer {
             group.addTask { await client.run() }
             let applied = try await MergerMigrations.apply(client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
-            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            try await configuration.ensureTopics(logger: logger)
             // Shutdown runs in reverse: the server stops taking requests, the pipeline finishes its
             // batch (and commits), the sweep and the publisher finish their round, then the producer flushes.
             try await ServiceMain.runServices([producer, registry, publisher, sweeper, pipeline, app], logger: logger)

@@ -56,6 +56,12 @@ public struct EnvironmentReader: Sendable {
         return value
     }
 
+    /// nil when unset; an error when set to anything but an integer in `range`.
+    public func optionalInt(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard raw(key) != nil else { return nil }
+        return try int(key, default: range.lowerBound, in: range)
+    }
+
     public func double(_ key: String, default defaultValue: Double, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
         guard let text = raw(key) else { return defaultValue }
         guard let value = Double(text), value.isFinite, range.contains(value) else {

@@ -19,6 +19,9 @@ public struct ServiceConfiguration: Sendable {
     public var logLevel: Logger.Level
     public var kafka: KafkaConfiguration
     public var postgres: PostgresSettings
+    /// `TOPIC_PARTITIONS`: the partition count of the partitioned topics this service creates when
+    /// they are missing (`TopicBootstrap`); nil keeps the protocol's counts.
+    public var topicPartitions: Int32?
 
     public init(
         serviceName: String, instanceId: String, httpHost: String, httpPort: Int,
@@ -34,7 +37,13 @@ public struct ServiceConfiguration: Sendable {
         self.postgres = postgres
     }
 
-    /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS` and the
+    /// Creates the platform's topics that are missing, with `topicPartitions`.
+    public func ensureTopics(logger: Logger) async throws {
+        try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
+    }
+
+    /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`,
+    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS` and the
     /// PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
     public static func load(service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> ServiceConfiguration {
         let levelText = env.string("LOG_LEVEL", default: "info").lowercased()
@@ -44,7 +53,7 @@ public struct ServiceConfiguration: Sendable {
         let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
         try validateBrokerList(brokers)
         let instance = env.string("INSTANCE_ID", default: "\(service)-\(ProcessInfo.processInfo.hostName)-\(getpid())")
-        return ServiceConfiguration(
+        var configuration = ServiceConfiguration(
             serviceName: service,
             instanceId: instance,
             httpHost: env.string("HTTP_HOST", default: "127.0.0.1"),
@@ -52,9 +61,15 @@ public struct ServiceConfiguration: Sendable {
             httpPort: try env.int("HTTP_PORT", default: defaultHTTPPort, in: 0...65_535),
             logFormat: try env.choice("LOG_FORMAT", default: LogFormat.text),
             logLevel: level,
-            kafka: KafkaConfiguration(bootstrapServers: brokers, clientId: instance),
+            kafka: KafkaConfiguration(
+                bootstrapServers: brokers, clientId: instance,
+                lingerMs: try env.optionalInt("KAFKA_LINGER_MS", in: 0...1_000),
+                fetchWaitMaxMs: try env.optionalInt("KAFKA_FETCH_WAIT_MAX_MS", in: 1...5_000)
+            ),
             postgres: try PostgresSettings.load(from: env)
         )
+        configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+        return configuration
     }
 
     static func validateBrokerList(_ brokers: String) throws(ConfigurationError) {

@@ -4,21 +4,31 @@ import Logging
 
 /// Creates the platform's topics as the protocol module defines them (names, partitions,
 /// compaction, retention). Safe to run from every service at start-up and from the admin CLI.
+///
+/// `partitions` overrides the count of every partitioned topic (those the protocol gives more than
+/// one; single-partition topics such as the registry feed stay single): a deployment sizes its
+/// topics to its consumers. On one small machine with Tansu, whose cost is per record batch, fewer
+/// partitions mean fewer, fuller batches (`TOPIC_PARTITIONS`, see docs/performance.md).
 public enum TopicBootstrap {
-    public static func specs(replicationFactor: Int32 = 1) -> [KafkaTopicSpec] {
+    public static func specs(replicationFactor: Int32 = 1, partitions: Int32? = nil) -> [KafkaTopicSpec] {
         Topic.allCases.map { topic in
             KafkaTopicSpec(
                 name: topic.name,
-                partitions: topic.defaultPartitionCount,
+                partitions: partitionCount(of: topic, override: partitions),
                 replicationFactor: replicationFactor,
                 config: topic.topicConfig
             )
         }
     }
 
+    public static func partitionCount(of topic: Topic, override: Int32?) -> Int32 {
+        guard let override, topic.defaultPartitionCount > 1 else { return topic.defaultPartitionCount }
+        return override
+    }
+
     /// - Returns: the topics this call created.
     @discardableResult
-    public static func ensureTopics(_ admin: KafkaAdmin, replicationFactor: Int32 = 1) async throws(KafkaError) -> [String] {
-        try await admin.createTopics(specs(replicationFactor: replicationFactor))
+    public static func ensureTopics(_ admin: KafkaAdmin, replicationFactor: Int32 = 1, partitions: Int32? = nil) async throws(KafkaError) -> [String] {
+        try await admin.createTopics(specs(replicationFactor: replicationFactor, partitions: partitions))
     }
 }

@@ -33,7 +33,7 @@ public final class BeaconSightingCollector: Service, Sendable {
 
     public init(kafka: KafkaConfiguration, repository: any RegistryRepository, configuration: Configuration = Configuration(), logger: Logger) throws(KafkaError) {
         self.consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.telemetryTopic, configuration.rawEventsTopic]),
+            configuration: .background(client: kafka, groupId: configuration.groupId, topics: [configuration.telemetryTopic, configuration.rawEventsTopic]),
             logger: logger
         )
         self.repository = repository

@@ -4,6 +4,7 @@ import KafkaClient
 import Logging
 import PostgresNIO
 import SessionMergerCore
+import Synchronization
 
 /// A transaction lost a race with another writer (the same idempotency key recorded, or the same
 /// timeline written, by a concurrent transaction). It is rolled back and retried: the retry sees the
@@ -32,6 +33,77 @@ struct LoadedTimeline {
     var timeline: SessionTimeline
     /// The stored version; 0 for a timeline that has no row yet.
     var version: Int64
+}
+
+/// How a timeline row's `state` is written: the timeline's header only, wrapped with a format number
+/// (`{"format":2,"header":{...}}`, sorted keys). Its events live in `merger.events` already; storing
+/// them again in the row made every batch re-encode and rewrite each touched timeline whole, a cost
+/// growing with the timeline (measured: a quarter of the merger's CPU under a heartbeat load).
+enum StoredTimeline {
+    static let format = 2
+
+    private struct Envelope: Codable {
+        var format: Int
+        var header: TimelineState.Header
+    }
+
+    static func encode(_ header: TimelineState.Header) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(Envelope(format: format, header: header)), as: UTF8.self)
+    }
+
+    /// The header of a row written in this format; nil for a row holding a whole `TimelineState`.
+    static func header(from state: String) throws -> TimelineState.Header? {
+        guard state.hasPrefix("{\"format\":") else { return nil }
+        let envelope = try JSONDecoder().decode(Envelope.self, from: Data(state.utf8))
+        guard envelope.format == format else {
+            throw StoredTimelineError(description: "timeline row format \(envelope.format) is not \(format)")
+        }
+        return envelope.header
+    }
+}
+
+struct StoredTimelineError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The timelines the merger wrote last, by the version it wrote, so that the next batch of the same
+/// users skips rebuilding them from PostgreSQL. A stored version other than the cached one (the idle
+/// sweep, another replica, a rolled-back transaction) simply misses. Bounded: when full it is emptied,
+/// a cheap policy that costs one rebuild per active timeline.
+final class TimelineCache: Sendable {
+    private struct Entry {
+        var timeline: SessionTimeline
+        var version: Int64
+    }
+
+    private let entries = Mutex<[MergerStore.TimelineKey: Entry]>([:])
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    func timeline(_ key: MergerStore.TimelineKey, version: Int64) -> SessionTimeline? {
+        entries.withLock { entries in
+            guard let entry = entries[key], entry.version == version else { return nil }
+            return entry.timeline
+        }
+    }
+
+    /// After the transaction that wrote them committed: each timeline at the version it now has.
+    func store(_ timelines: [MergerStore.TimelineKey: LoadedTimeline]) {
+        guard capacity > 0 else { return }
+        entries.withLock { entries in
+            if entries.count + timelines.count > capacity { entries.removeAll(keepingCapacity: true) }
+            for (key, loaded) in timelines {
+                entries[key] = Entry(timeline: loaded.timeline, version: loaded.version + 1)
+            }
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 }
 
 /// The SQL of the merger's tables, on a connection inside a transaction.
@@ -102,9 +174,10 @@ enum MergerStore {
     }
 
     /// Loads and locks (`FOR UPDATE`, in key order so concurrent writers never deadlock) the stored
-    /// timelines among `keys`; keys without a row are absent from the answer.
+    /// timelines among `keys`; keys without a row are absent from the answer. A timeline `cache` holds
+    /// at the stored version is taken from there; the others are rebuilt from their header and events.
     static func lockTimelines(
-        _ keys: [TimelineKey], policy: SessionPolicy, on connection: PostgresConnection, logger: Logger
+        _ keys: [TimelineKey], policy: SessionPolicy, cache: TimelineCache? = nil, on connection: PostgresConnection, logger: Logger
     ) async throws -> [TimelineKey: LoadedTimeline] {
         guard !keys.isEmpty else { return [:] }
         let sorted = keys.sorted()
@@ -118,11 +191,11 @@ enum MergerStore {
             """,
             logger: logger
         )
-        var loaded: [TimelineKey: LoadedTimeline] = [:]
+        var stored: [StoredTimelineRow] = []
         for try await (user, site, state, version) in rows.decode((String, String, String, Int64).self) {
-            loaded[TimelineKey(userId: user, siteId: site)] = try restore(state: state, version: version, policy: policy)
+            stored.append(StoredTimelineRow(key: TimelineKey(userId: user, siteId: site), state: state, version: version))
         }
-        return loaded
+        return try await restore(stored, policy: policy, cache: cache, on: connection, logger: logger)
     }
 
     /// Locks up to `limit` timelines whose `next_check_at` has come, skipping those another
@@ -140,16 +213,64 @@ enum MergerStore {
             """,
             logger: logger
         )
-        var loaded: [TimelineKey: LoadedTimeline] = [:]
+        var stored: [StoredTimelineRow] = []
         for try await (user, site, state, version) in rows.decode((String, String, String, Int64).self) {
-            loaded[TimelineKey(userId: user, siteId: site)] = try restore(state: state, version: version, policy: policy)
+            stored.append(StoredTimelineRow(key: TimelineKey(userId: user, siteId: site), state: state, version: version))
         }
-        return loaded
+        return try await restore(stored, policy: policy, cache: nil, on: connection, logger: logger)
     }
 
-    static func restore(state: String, version: Int64, policy: SessionPolicy) throws -> LoadedTimeline {
-        let decoded = try JSONDecoder().decode(TimelineState.self, from: Data(state.utf8))
-        return LoadedTimeline(timeline: try SessionTimeline(restoring: decoded, policy: policy), version: version)
+    struct StoredTimelineRow {
+        var key: TimelineKey
+        var state: String
+        var version: Int64
+    }
+
+    /// Timelines from their rows: from `cache` when it holds the stored version, else from the stored
+    /// header plus the (user, site)'s accepted events at or after its watermark, read in one query.
+    /// Rows written before headers were stored (the whole state as JSON) are decoded as they are.
+    static func restore(
+        _ rows: [StoredTimelineRow], policy: SessionPolicy, cache: TimelineCache?, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TimelineKey: LoadedTimeline] {
+        var loaded: [TimelineKey: LoadedTimeline] = [:]
+        var headers: [TimelineKey: (header: TimelineState.Header, version: Int64)] = [:]
+        for row in rows {
+            if let cached = cache?.timeline(row.key, version: row.version) {
+                loaded[row.key] = LoadedTimeline(timeline: cached, version: row.version)
+            } else if let header = try StoredTimeline.header(from: row.state) {
+                headers[row.key] = (header, row.version)
+            } else {
+                let state = try JSONDecoder().decode(TimelineState.self, from: Data(row.state.utf8))
+                loaded[row.key] = LoadedTimeline(timeline: try SessionTimeline(restoring: state, policy: policy), version: row.version)
+            }
+        }
+        guard !headers.isEmpty else { return loaded }
+        let keys = headers.keys.sorted()
+        // A timeline without a watermark holds all of its events: -infinity.
+        let since = keys.map { headers[$0]!.header.watermarkDate ?? Date.distantPast }
+        let events = try await connection.query(
+            """
+            SELECT e.idempotency_key, e.user_id, e.site_id, e.event_type, e.event_time, e.session_key, e.received_at
+            FROM UNNEST(\(keys.map(\.userId))::text[], \(keys.map(\.siteId))::text[], \(since)::timestamptz[]) AS q(user_id, site_id, since)
+            JOIN merger.events e
+              ON e.user_id = q.user_id AND e.site_id = q.site_id AND e.outcome = 'accepted' AND e.event_time >= q.since
+            """,
+            logger: logger
+        )
+        var facts: [TimelineKey: [AttendanceFact]] = [:]
+        for try await (key, user, site, type, time, sessionKey, receivedAt) in events.decode((String, String, String, String, Date, String?, Date).self) {
+            guard let eventType = AttendanceEventType(rawValue: type) else {
+                throw StoredTimelineError(description: "event \(key) has an unknown event_type \(type)")
+            }
+            facts[TimelineKey(userId: user, siteId: site), default: []].append(AttendanceFact(
+                idempotencyKey: key, userId: user, siteId: site, kind: AttendanceFact.Kind(eventType), eventTime: time,
+                sessionKey: sessionKey, receivedAt: receivedAt))
+        }
+        for (key, stored) in headers {
+            let state = TimelineState(header: stored.header, events: facts[key] ?? [])
+            loaded[key] = LoadedTimeline(timeline: try SessionTimeline(restoring: state, policy: policy), version: stored.version)
+        }
+        return loaded
     }
 
     /// The stored next offsets of `partitions` for `groupId`.
@@ -261,12 +382,10 @@ enum MergerStore {
     /// `MergerWriteConflict` when a row changed or appeared meanwhile.
     static func saveTimelines(_ timelines: [TimelineKey: LoadedTimeline], on connection: PostgresConnection, logger: Logger) async throws {
         guard !timelines.isEmpty else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         var updates: (users: [String], sites: [String], states: [String], versions: [Int64], counts: [Int], hasNext: [Bool], next: [Date]) = ([], [], [], [], [], [], [])
         var inserts = updates
         for (key, loaded) in timelines.sorted(by: { $0.key < $1.key }) {
-            let state = String(decoding: try encoder.encode(loaded.timeline.state), as: UTF8.self)
+            let state = try StoredTimeline.encode(loaded.timeline.state.header)
             let next = loaded.timeline.nextTimeDrivenChange
             if loaded.version == 0 {
                 inserts.users.append(key.userId)

@@ -49,6 +49,7 @@ public final class VettedBatchProcessor: Sendable {
     private let logger: Logger
     private let clock: @Sendable () -> Date
     private let userSites: @Sendable (String) -> [String]?
+    private let timelineCache: TimelineCache
 
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
@@ -64,7 +65,11 @@ public final class VettedBatchProcessor: Sendable {
         self.logger = logger
         self.clock = clock
         self.userSites = userSites
+        self.timelineCache = TimelineCache(capacity: configuration.timelineCacheCapacity)
     }
+
+    /// Timelines held in memory between batches.
+    public var cachedTimelines: Int { timelineCache.count }
 
     /// The consumer identity written into dead letters.
     var consumerName: String { "session-merger/\(configuration.groupId)" }
@@ -116,6 +121,7 @@ public final class VettedBatchProcessor: Sendable {
                         try await self.apply(decodedBatch, nextOffsets: nextOffsets, now: now, on: connection)
                     }
                 }
+                timelineCache.store(outcome.timelines)
                 return VettedBatchResult(
                     verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes,
                     nextOffsets: nextOffsets, attempts: attempt)
@@ -146,9 +152,11 @@ public final class VettedBatchProcessor: Sendable {
         case accepted(AttendanceFact)
     }
 
-    struct TransactionOutcome: Sendable {
+    struct TransactionOutcome {
         var verdicts: [AttendanceVerdict]
         var changes: [SessionDelta]
+        /// The timelines written, at the version they had before (for the cache).
+        var timelines: [MergerStore.TimelineKey: LoadedTimeline]
     }
 
     private func apply(
@@ -229,7 +237,8 @@ public final class VettedBatchProcessor: Sendable {
         for case .accepted(let fact) in dispositions {
             timelineKeys.insert(MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId))
         }
-        var timelines = try await MergerStore.lockTimelines(Array(timelineKeys), policy: policy, on: connection, logger: logger)
+        var timelines = try await MergerStore.lockTimelines(
+            Array(timelineKeys), policy: policy, cache: timelineCache, on: connection, logger: logger)
         for key in timelineKeys where timelines[key] == nil {
             timelines[key] = LoadedTimeline(timeline: try SessionTimeline(userId: key.userId, siteId: key.siteId, policy: policy), version: 0)
         }
@@ -322,7 +331,7 @@ public final class VettedBatchProcessor: Sendable {
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
         try await MergerStore.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection, logger: logger)
-        return TransactionOutcome(verdicts: verdicts, changes: changes)
+        return TransactionOutcome(verdicts: verdicts, changes: changes, timelines: timelines)
     }
 
     /// The site the envelope or the body names (events and check-ins always do).
