@@ -58,7 +58,21 @@ struct BrokerPipelineTests {
                 metrics: nil, logger: logger)
             let running = Task { try await first.run() }
             #expect(try await waitFor(db, metric: "slo.events", site: site, count: 40) == 40)
-            #expect(try await waitFor(db, metric: "session.opened", site: site, count: 1) == 1)
+            // The reference is taken once every partition is stored at its end (not merely once some
+            // numbers showed up: the rest of the stream may still be in flight).
+            let ends: [TopicPartition: Int64] = [
+                TopicPartition(topic: configuration.rawEventsTopic, partition: 0): 41,
+                TopicPartition(topic: configuration.verdictsTopic, partition: 0): 40,
+                TopicPartition(topic: configuration.telemetryTopic, partition: 0): 2,
+                TopicPartition(topic: configuration.sessionsTopic, partition: 0): 2,
+            ]
+            let allStored = ContinuousClock.now + .seconds(60)
+            while try await first.processor.storedOffsets(for: Array(ends.keys)) != ends, ContinuousClock.now < allStored {
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(try await first.processor.storedOffsets(for: Array(ends.keys)) == ends)
+            #expect(try await db.counter("session.opened", site: site) == 1)
+            #expect(try await db.counter("telemetry.region_enter", site: site) == 1)
             first.stop()
             try await running.value
             let reference = try await db.snapshot()

@@ -93,6 +93,7 @@ struct StatusPageBrowserTests {
                 }
                 #expect(dom.contains("data-series=\"p50\"") && dom.contains("data-series=\"p99\""))
                 #expect(dom.contains("<polyline class=\"series\""))
+                #expect(dom.contains("<title>p50 ") && dom.contains("<title>p99 "))   // the latency markers
                 #expect(dom.contains("5m 20"))   // the 5-minute burn-rate bar's label
                 #expect(dom.contains(site))
 

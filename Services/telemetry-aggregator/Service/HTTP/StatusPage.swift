@@ -143,6 +143,10 @@ struct StatusPage {
         for (index, line) in series.enumerated() where !hourlyLatency.isEmpty {
             let points = zip(hourlyLatency, values).map { "\(Self.format(hourX($0.hour))),\(Self.format(y($1[index])))" }
             svg += "<polyline class=\"series\" data-series=\"\(line.name)\" fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"/>\n"
+            // Markers too: an hour with data must show even when it is the only one (a one-point polyline draws nothing).
+            for (point, value) in zip(hourlyLatency, values) {
+                svg += "<circle cx=\"\(Self.format(hourX(point.hour)))\" cy=\"\(Self.format(y(value[index])))\" r=\"3\" fill=\"\(line.color)\"><title>\(line.name) \(Self.ms(UInt64(value[index])))</title></circle>\n"
+            }
             svg += "<text x=\"\(Self.format(Self.width - 40))\" y=\"\(Self.format(Self.top + 12 + Double(index) * 13))\" style=\"fill:\(line.color)\">\(line.name)</text>\n"
         }
         return svg + "</svg>\n"
