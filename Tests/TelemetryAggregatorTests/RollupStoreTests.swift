@@ -179,6 +179,25 @@ struct RollupStoreTests {
         }
     }
 
+    @Test("pruning deletes rollups past the retention and keeps the 30-day window")
+    func pruning() async throws {
+        try await TelemetryDB.run { db in
+            let site = "site-\(token())"
+            var log = MessageLog(configuration: db.configuration)
+            let old = fixtureNow.addingTimeInterval(-40 * 86_400)
+            let recent = fixtureNow.addingTimeInterval(-29 * 86_400)
+            try log.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow, events: [
+                Make.event("old", .gattFail, at: old), Make.event("recent", .gattFail, at: recent),
+            ]))
+            let processor = db.processor()
+            try await processor.process(log.messages)
+            #expect(try await db.counter("telemetry.gatt_fail", site: site) == 2)
+            try await processor.prune(now: fixtureNow)
+            #expect(try await db.counter("telemetry.gatt_fail", site: site) == 1)
+            #expect(try await db.counter("telemetry.gatt_fail", site: site, minute: EpochMinute.of(recent)) == 1)
+        }
+    }
+
     @Test("groupBy splits the numbers by app version")
     func groupBy() async throws {
         try await TelemetryDB.run { db in
