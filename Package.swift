@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "policy-service", targets: ["policy-service"]),
         .executable(name: "session-merger", targets: ["session-merger"]),
         .executable(name: "ingest-gateway", targets: ["ingest-gateway"]),
+        .executable(name: "telemetry-aggregator", targets: ["telemetry-aggregator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -153,6 +154,7 @@ let package = Package(
             name: "AttendanceCtlCore",
             dependencies: [
                 "SessionMergerService",
+                "TelemetryAggregatorService",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
                 "KafkaClient",
@@ -308,7 +310,48 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
+        // Telemetry aggregator (issue 7): histograms, minute rollups, SLO / error budget / burn rates, pure.
+        .target(
+            name: "TelemetryAggregatorCore",
+            dependencies: ["AttendanceProtocol"],
+            path: "Services/telemetry-aggregator/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+        // Telemetry aggregator service: the four topics → per-minute rollups in PostgreSQL (offsets in the
+        // same transaction), /v1/slo, /v1/metrics/summary, the status page, SLO gauges on /metrics.
+        .target(
+            name: "TelemetryAggregatorService",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                "ServiceRuntime",
+                "TelemetryAggregatorCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/telemetry-aggregator/Service",
+            resources: [.copy("Migrations")],
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "telemetry-aggregator",
+            dependencies: ["TelemetryAggregatorService", "ServiceRuntime"],
+            path: "Services/telemetry-aggregator/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+
         // MARK: Benchmarks (release builds; `make bench`)
+
+        .executableTarget(
+            name: "TelemetryBenchmark",
+            dependencies: ["TelemetryAggregatorCore", "AttendanceProtocol"],
+            path: "Tests/Benchmarks/TelemetryBenchmark",
+            swiftSettings: sharedSwiftSettings
+        ),
 
         .executableTarget(
             name: "KafkaBenchmark",
@@ -573,6 +616,27 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Tests/PipelineEndToEndTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Telemetry aggregator: histogram and SLO fixtures, rollups on PostgreSQL (own schema per test),
+        // the REST API and the status page in headless Chromium.
+        .testTarget(
+            name: "TelemetryAggregatorTests",
+            dependencies: [
+                "AttendanceProtocol",
+                "KafkaClient",
+                "LocalStackTesting",
+                "ServiceRuntime",
+                "TelemetryAggregatorCore",
+                "TelemetryAggregatorService",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Tests/TelemetryAggregatorTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

@@ -24,7 +24,7 @@ DOWN_FOR="${DOWN_FOR:-3}"
 
 "$here/stack.sh" start
 echo "==> swift build -c $BUILD_CONFIG (services and the load client)"
-for product in beacon-registry policy-service session-merger ingest-gateway PipelineLoad; do
+for product in beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do
     swift build -c "$BUILD_CONFIG" --product "$product"
 done
 bin="$(swift build -c "$BUILD_CONFIG" --show-bin-path)"

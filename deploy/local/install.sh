@@ -19,6 +19,9 @@
 #   MAKE_JOBS=$(nproc)
 #   KEEP_BUILD=0                  1 = keep the librdkafka build tree (~400 MB) in $SRC_DIR
 #   INSTALL_QUIET=0               1 = print the component summary only if something changed
+#
+# Optional: `install.sh chromium` installs only Debian's chromium (the telemetry status page's
+# headless browser test needs it); nothing else needs a browser, so the default run skips it.
 set -euo pipefail
 
 # shellcheck source=env.sh
@@ -395,6 +398,27 @@ PY
 }
 
 # ---------------------------------------------------------------------------
+# Optional: Debian's chromium for headless browser tests (through the system's apt sources,
+# like the packages above).
+# ---------------------------------------------------------------------------
+chromium_bin() {
+    command -v chromium || command -v chromium-browser || true
+}
+
+ensure_chromium() {
+    if [[ -n "$(chromium_bin)" ]]; then
+        return 0
+    fi
+    [[ "$(id -u)" == 0 ]] || die "chromium is missing; run this script as root: deploy/local/install.sh chromium"
+    CHANGED=1
+    log "installing Debian package: chromium"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends chromium
+    [[ -n "$(chromium_bin)" ]] || die "chromium was installed but is not on PATH"
+}
+
+# ---------------------------------------------------------------------------
 summary() {
     local pgbin pgver="" rdver tansuver wheelver swiftbin swiftver=""
     pgbin="$(pg_bin_dir)"
@@ -421,6 +445,11 @@ main() {
     # Serialise concurrent runs (e.g. two `stack.sh start` at once).
     exec 9>"$LOCAL/.install.lock"
     flock 9
+    if [[ "${1:-}" == chromium ]]; then
+        ensure_chromium
+        log "chromium: $(chromium_bin)"
+        return 0
+    fi
     install_apt_packages
     install_librdkafka
     install_tansu

@@ -17,7 +17,7 @@ LOAD_RATE="${LOAD_RATE:-50}"
 LOAD_DEVICES="${LOAD_DEVICES:-50}"
 
 "$here/stack.sh" start
-for product in attendancectl beacon-registry policy-service session-merger ingest-gateway PipelineLoad; do
+for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do
     echo "==> swift build --product $product"
     swift build --product "$product"
 done

@@ -9,7 +9,7 @@
 #   services.sh restart NAME       stop, start, wait until ready
 #   services.sh logs NAME [-f]     the service's log
 #
-# NAME is one of: beacon-registry policy-service session-merger ingest-gateway.
+# NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator.
 # Binaries come from `swift build -c $BUILD_CONFIG` (default debug; build them first).
 # Secrets made on first start (gitignored, under $RUN_DIR/secrets): the device token signing key
 # shared by the registry and the gateway, and the registry's bootstrap admin API key.
@@ -23,7 +23,7 @@ SERVICES_DIR="${SERVICES_DIR:-$RUN_DIR/services}"
 SECRETS_DIR="${SECRETS_DIR:-$RUN_DIR/secrets}"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
-ALL=(beacon-registry policy-service session-merger ingest-gateway)
+ALL=(beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator)
 
 log() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -34,6 +34,7 @@ port_of() {
         policy-service) echo "$POLICY_PORT" ;;
         session-merger) echo "$MERGER_PORT" ;;
         ingest-gateway) echo "$GATEWAY_PORT" ;;
+        telemetry-aggregator) echo "$TELEMETRY_PORT" ;;
         *) die "unknown service '$1' (one of: ${ALL[*]})" ;;
     esac
 }

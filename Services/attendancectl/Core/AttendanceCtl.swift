@@ -2,6 +2,7 @@ import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
 import SessionMergerService
+import TelemetryAggregatorService
 import Foundation
 import KafkaClient
 import Logging
@@ -166,7 +167,12 @@ extension AttendanceCtl {
                         let applied = Set(try await MergerMigrations.apply(client: client, logger: logger).map(\.version))
                         return all.map { [MergerMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
                     }
-                    return registry + merger
+                    let telemetry = try await CLIError.wrap("migrating \(TelemetryMigrations.service) on \(target)") {
+                        let all = try TelemetryMigrations.load()
+                        let applied = Set(try await TelemetryMigrations.apply(client: client, logger: logger).map(\.version))
+                        return all.map { [TelemetryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    }
+                    return registry + merger + telemetry
                 }
                 defer { group.cancelAll() }
                 while let result = try await group.next() {

@@ -1,0 +1,131 @@
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import NIOCore
+import TelemetryAggregatorCore
+
+/// `GET /v1/slo` body.
+public struct SLOResponse: Codable, Sendable {
+    public var generatedAt: String
+    public var filter: MetricsFilter
+    public var slo: SLOReport
+}
+
+/// `GET /v1/metrics/summary` body.
+public struct MetricsSummaryResponse: Codable, Sendable {
+    public var generatedAt: String
+    public var window: String
+    /// The first and last minute the window covers (RFC 3339).
+    public var from: String
+    public var to: String
+    public var filter: MetricsFilter
+    public var summary: MetricsSummary
+    /// With `groupBy`: the same numbers per value of that dimension, by value.
+    public var groupBy: String?
+    public var groups: [MetricsGroup]?
+}
+
+public struct MetricsGroup: Codable, Sendable {
+    public var value: String
+    public var summary: MetricsSummary
+}
+
+enum TelemetryJSON {
+    static func response<T: Encodable>(_ value: T) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = try encoder.encode(value)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    static func timestamp(_ date: Date) -> String { WireTimestamp.string(from: date) }
+}
+
+/// `GET /v1/slo?site=&appVersion=&deviceModel=`: the SLO over every window, the 30-day error budget
+/// and the burn-rate alerts, for the filtered events.
+struct SLOController<Context: RequestContext>: Sendable {
+    static var parameters: Set<String> { TelemetryQueryParameters.filterNames }
+
+    let repository: any TelemetryQueryRepository
+    let objective: SLOObjective
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<Context>) {
+        router.get("v1/slo") { request, _ in
+            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let filter = try query.filter()
+            let now = self.now()
+            let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
+            return try TelemetryJSON.response(SLOResponse(
+                generatedAt: TelemetryJSON.timestamp(now), filter: filter, slo: SLOReport(counts: counts, objective: objective)))
+        }
+    }
+}
+
+/// `GET /v1/metrics/summary?window=5m|1h|1d|30d&site=&appVersion=&deviceModel=&groupBy=site|appVersion|deviceModel`.
+struct MetricsSummaryController<Context: RequestContext>: Sendable {
+    static var parameters: Set<String> { TelemetryQueryParameters.filterNames.union(["window", "groupBy"]) }
+    static var windows: [String: SLOWindow] { Dictionary(uniqueKeysWithValues: SLOWindow.summaryWindows.map { ($0.rawValue, $0) }) }
+    static var dimensions: [String: DimensionName] { Dictionary(uniqueKeysWithValues: DimensionName.allCases.map { ($0.rawValue, $0) }) }
+
+    let repository: any TelemetryQueryRepository
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<Context>) {
+        router.get("v1/metrics/summary") { request, _ in
+            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let filter = try query.filter()
+            let window = try query.choice("window", Self.windows) ?? .hour1
+            let groupBy = try query.choice("groupBy", Self.dimensions)
+            let now = self.now()
+            let minutes = window.minuteRange(endingAt: now)
+            async let totalsQuery = repository.counters(filter: filter, minutes: minutes, groupBy: nil)
+            async let histogramsQuery = repository.histograms(filter: filter, minutes: minutes, groupBy: nil)
+            let totals = try await totalsQuery
+            let histograms = try await histogramsQuery
+            var groups: [MetricsGroup]?
+            if let groupBy {
+                let counters = try await repository.counters(filter: filter, minutes: minutes, groupBy: groupBy)
+                let latencies = try await repository.histograms(filter: filter, minutes: minutes, groupBy: groupBy)
+                groups = Set(counters.keys).union(latencies.keys).sorted().map { value in
+                    MetricsGroup(value: value, summary: MetricsSummary(counters: counters[value] ?? [:], histograms: latencies[value] ?? [:]))
+                }
+            }
+            return try TelemetryJSON.response(MetricsSummaryResponse(
+                generatedAt: TelemetryJSON.timestamp(now), window: window.rawValue,
+                from: TelemetryJSON.timestamp(EpochMinute.date(minutes.lowerBound)), to: TelemetryJSON.timestamp(EpochMinute.date(minutes.upperBound)),
+                filter: filter, summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
+                groupBy: groupBy?.rawValue, groups: groups))
+        }
+    }
+}
+
+/// `GET /?site=&appVersion=&deviceModel=`: the status page (HTML with server-rendered SVG charts).
+struct StatusPageController<Context: RequestContext>: Sendable {
+    static var parameters: Set<String> { TelemetryQueryParameters.filterNames }
+
+    let repository: any TelemetryQueryRepository
+    let objective: SLOObjective
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<Context>) {
+        router.get("/") { request, _ in
+            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let filter = try query.filter()
+            let now = self.now()
+            let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
+            let hourlySLI = try await repository.hourlySLI(filter: filter, hours: 24, now: now)
+            let hourlyLatency = try await repository.hourlyLatency(filter: filter, metric: LatencyMetric.triggerToVerdict, hours: 24, now: now)
+            let minutes = SLOWindow.hour1.minuteRange(endingAt: now)
+            let totals = try await repository.counters(filter: filter, minutes: minutes, groupBy: nil)
+            let histograms = try await repository.histograms(filter: filter, minutes: minutes, groupBy: nil)
+            let page = StatusPage(
+                now: now, filter: filter, report: SLOReport(counts: counts, objective: objective),
+                summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
+                hourlySLI: hourlySLI, hourlyLatency: hourlyLatency, objective: objective)
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: page.html())))
+        }
+    }
+}

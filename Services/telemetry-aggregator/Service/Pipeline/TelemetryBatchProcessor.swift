@@ -1,0 +1,210 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import TelemetryAggregatorCore
+
+/// Where dead letters go (the DLQ topic in production, a list in tests). Sent before the batch's
+/// transaction commits, so a crash can duplicate a dead letter but never lose one.
+public protocol TelemetryDeadLetterSink: Sendable {
+    func send(_ letters: [DeadLetter]) async throws
+}
+
+/// What one batch did, after its transaction committed.
+public struct TelemetryBatchResult: Sendable, Hashable {
+    /// Counted for the first time, per kind (`telemetry` counts events, not uploads).
+    public var newTelemetryEvents = 0
+    public var newRawEvents = 0
+    public var newVerdicts = 0
+    public var newSessionChanges = 0
+    /// Seen before (a replay, a re-upload, a gateway retry, a repeated verdict).
+    public var duplicates = 0
+    public var deadLetters = 0
+    /// The offsets stored with the batch (next offset to read per partition).
+    public var nextOffsets: [TopicPartition: Int64] = [:]
+    /// Transaction attempts (more than 1 when a deadlock or serialization failure forced a retry).
+    public var attempts = 0
+}
+
+/// Turns a polled batch of the four topics into ONE PostgreSQL transaction:
+///
+/// 1. decode by topic; undecodable messages become dead letters (sent before the transaction);
+/// 2. drop repeats inside the batch (first occurrence wins);
+/// 3. record the identities (device event id, idempotency key for receipts and for verdicts,
+///    session id + version); only those not recorded before are counted;
+/// 4. aggregate them (`Aggregation`, pure) and add the delta to the minute rollups;
+/// 5. store the partitions' next offsets; commit.
+///
+/// A replayed message (restart, rebalance, a broker that lost its offsets) finds its identity
+/// recorded and adds nothing: every number is a function of the set of distinct messages, whatever
+/// their batching or order.
+public final class TelemetryBatchProcessor: Sendable {
+    private let client: PostgresClient
+    private let configuration: TelemetryConfiguration
+    private let store: TelemetryStore
+    private let deadLetters: any TelemetryDeadLetterSink
+    private let logger: Logger
+    private let objective: SLOObjective
+
+    public init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any TelemetryDeadLetterSink, logger: Logger) {
+        self.client = client
+        self.configuration = configuration
+        self.store = TelemetryStore(schema: configuration.schema, logger: logger)
+        self.deadLetters = deadLetters
+        self.logger = logger
+        self.objective = SLOObjective(targetPermyriad: configuration.objective.targetPermyriad, thresholdSeconds: configuration.objective.thresholdSeconds)
+    }
+
+    var consumerName: String { "telemetry-aggregator/\(configuration.groupId)" }
+
+    public func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        let groupId = configuration.groupId
+        let store = self.store
+        return try await client.withConnection { connection in
+            try await store.storedOffsets(groupId: groupId, partitions: partitions, on: connection)
+        }
+    }
+
+    /// The decoded contents of a batch, repeats inside the batch already dropped.
+    struct Decoded: Sendable {
+        var telemetry: [DeviceTelemetryBatch] = []
+        var raw: [RawEventFacts] = []
+        var verdicts: [AttendanceVerdict] = []
+        var sessions: [SessionChange] = []
+        var repeats = 0
+    }
+
+    @discardableResult
+    public func process(_ messages: [KafkaMessage]) async throws -> TelemetryBatchResult {
+        var decoded = Decoded()
+        var letters: [DeadLetter] = []
+        var seenKeys = Set<String>(), seenVerdicts = Set<String>(), seenSessions = Set<TelemetryStore.SessionVersionID>()
+        let failedAt = Date()
+        for message in messages {
+            guard let value = message.value, !value.isEmpty else {
+                letters.append(DeadLetter(
+                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+                    payload: Data(), reason: .decodeFailed, detail: "the record has no value", consumer: consumerName, failedAt: failedAt))
+                continue
+            }
+            do {
+                switch message.topic {
+                case configuration.telemetryTopic:
+                    decoded.telemetry.append(try ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: value))
+                case configuration.rawEventsTopic:
+                    let raw = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: value)
+                    if seenKeys.insert(raw.idempotencyKey).inserted { decoded.raw.append(RawEventFacts(raw)) } else { decoded.repeats += 1 }
+                case configuration.verdictsTopic:
+                    let verdict = try ProtocolCodec.wire.decode(AttendanceVerdict.self, from: value)
+                    if seenVerdicts.insert(verdict.idempotencyKey).inserted { decoded.verdicts.append(verdict) } else { decoded.repeats += 1 }
+                case configuration.sessionsTopic:
+                    let change = try ProtocolCodec.wire.decode(SessionChange.self, from: value)
+                    if seenSessions.insert(.init(sessionId: change.sessionId, version: change.version)).inserted {
+                        decoded.sessions.append(change)
+                    } else {
+                        decoded.repeats += 1
+                    }
+                default:
+                    logger.warning("message from a topic this consumer does not read; skipped", metadata: ["topic": .string(message.topic)])
+                }
+            } catch {
+                letters.append(DeadLetter(
+                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+                    payload: Data(value), decodingError: error, consumer: consumerName, failedAt: failedAt))
+            }
+        }
+        if !letters.isEmpty {
+            logger.warning("undecodable messages sent to the dead-letter topic", metadata: ["count": "\(letters.count)"])
+            try await deadLetters.send(letters)
+        }
+        let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
+
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let batch = decoded
+                var result = try await client.withTransaction(logger: logger) { connection in
+                    try await self.apply(batch, nextOffsets: nextOffsets, on: connection)
+                }
+                result.deadLetters = letters.count
+                result.nextOffsets = nextOffsets
+                result.attempts = attempt
+                return result
+            } catch let error where attempt <= 5 && Self.isRetryable(error) {
+                logger.info("batch transaction conflicted; retrying", metadata: ["attempt": "\(attempt)", "error": .string("\(error)")])
+            }
+        }
+    }
+
+    /// Deadlocks and serialization failures: another replica touched the same rows; retry at once.
+    static func isRetryable(_ error: any Error) -> Bool {
+        var inner: any Error = error
+        if let transaction = error as? PostgresTransactionError, let closure = transaction.closureError ?? transaction.commitError {
+            inner = closure
+        }
+        guard let psql = inner as? PSQLError, let state = psql.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+
+    private func apply(_ batch: Decoded, nextOffsets: [TopicPartition: Int64], on connection: PostgresConnection) async throws -> TelemetryBatchResult {
+        var result = TelemetryBatchResult()
+        result.duplicates = batch.repeats
+        var delta = RollupDelta()
+
+        // Receipts before verdicts: a verdict in the same batch finds its raw event's attribution.
+        let freshKeys = try await store.recordRawEvents(batch.raw, on: connection)
+        for facts in batch.raw where freshKeys.contains(facts.idempotencyKey) {
+            Aggregation.addRawEvent(facts, objective: objective, into: &delta)
+        }
+        result.newRawEvents = freshKeys.count
+        result.duplicates += batch.raw.count - freshKeys.count
+
+        let attributions = try await store.recordVerdicts(batch.verdicts, on: connection)
+        for verdict in batch.verdicts {
+            guard let attribution = attributions[verdict.idempotencyKey] else { continue }
+            Aggregation.addVerdict(verdict, trigger: attribution.triggerAt, dimensions: attribution.dimensions, into: &delta)
+        }
+        result.newVerdicts = attributions.count
+        result.duplicates += batch.verdicts.count - attributions.count
+
+        var eventIds: [TelemetryStore.DeviceEventID] = []
+        var inBatch = Set<TelemetryStore.DeviceEventID>()
+        for upload in batch.telemetry {
+            for event in upload.events {
+                let id = TelemetryStore.DeviceEventID(deviceId: upload.deviceId, eventId: event.eventId)
+                if inBatch.insert(id).inserted { eventIds.append(id) }
+            }
+        }
+        var fresh = try await store.recordTelemetryEvents(eventIds, on: connection)
+        let totalEvents = batch.telemetry.reduce(0) { $0 + $1.events.count }
+        result.newTelemetryEvents = fresh.count
+        result.duplicates += totalEvents - fresh.count
+        for upload in batch.telemetry {
+            // `remove` makes a repeat of an event later in the batch count as seen.
+            Aggregation.addTelemetry(upload, isNew: { fresh.remove(.init(deviceId: upload.deviceId, eventId: $0.eventId)) != nil }, into: &delta)
+        }
+
+        let freshSessions = try await store.recordSessionChanges(
+            batch.sessions.map { .init(sessionId: $0.sessionId, version: $0.version) }, on: connection)
+        for change in batch.sessions where freshSessions.contains(.init(sessionId: change.sessionId, version: change.version)) {
+            Aggregation.addSessionChange(change, into: &delta)
+        }
+        result.newSessionChanges = freshSessions.count
+        result.duplicates += batch.sessions.count - freshSessions.count
+
+        try await store.add(delta, on: connection)
+        try await store.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection)
+        return result
+    }
+
+    /// Deletes rollups and identities past the retention (the pruning task calls it).
+    public func prune(now: Date = Date()) async throws {
+        let cutoff = now.addingTimeInterval(-Double(configuration.retentionDays) * 86_400)
+        let store = self.store
+        try await client.withConnection { connection in
+            try await store.prune(before: cutoff, on: connection)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import ServiceLifecycle
+
+/// Sends dead letters to the DLQ topic and waits for their delivery reports.
+public struct KafkaTelemetryDeadLetterSink: TelemetryDeadLetterSink {
+    let producer: KafkaProducer
+    let topic: String
+
+    public init(producer: KafkaProducer, topic: String) {
+        self.producer = producer
+        self.topic = topic
+    }
+
+    public func send(_ letters: [DeadLetter]) async throws {
+        let messages = try letters.map { letter in
+            KafkaOutgoingMessage(topic: topic, key: letter.partitionKey.value, value: try ProtocolCodec.wire.encode(letter))
+        }
+        let reports = try await producer.sendBatch(messages)
+        if let failed = reports.first(where: { !$0.isDelivered }) {
+            throw failed.error ?? KafkaError(kind: .broker, message: "dead letter not delivered", isFatal: false, isRetriable: true)
+        }
+    }
+}
+
+/// Seeks every assigned partition to the offset stored with the rollups (the source of truth).
+struct TelemetryStoredOffsetsListener: KafkaRebalanceListener {
+    let processor: TelemetryBatchProcessor
+    let logger: Logger
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        let stored = try await processor.storedOffsets(for: partitions)
+        logger.info("seeking assigned partitions to their stored offsets", metadata: ["stored": "\(stored.count)", "assigned": "\(partitions.count)"])
+        return stored
+    }
+}
+
+/// The consumer loop over the four topics: one batch, one transaction (`TelemetryBatchProcessor`),
+/// then the offsets are committed to the broker (informational). A batch that fails is retried with
+/// backoff, never skipped.
+public final class TelemetryPipeline: Service, Sendable {
+    public let consumer: KafkaConsumer
+    public let processor: TelemetryBatchProcessor
+    private let configuration: TelemetryConfiguration
+    private let metrics: TelemetryServiceMetrics?
+    private let logger: Logger
+
+    public init(
+        kafka: KafkaConfiguration, configuration: TelemetryConfiguration, processor: TelemetryBatchProcessor,
+        metrics: TelemetryServiceMetrics?, logger: Logger
+    ) throws(KafkaError) {
+        var consumerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: configuration.topics)
+        consumerConfiguration.maxBatchSize = configuration.maxBatchSize
+        consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
+        consumerConfiguration.autoOffsetReset = .earliest
+        self.consumer = try KafkaConsumer(
+            configuration: consumerConfiguration, rebalanceListener: TelemetryStoredOffsetsListener(processor: processor, logger: logger),
+            logger: logger)
+        self.processor = processor
+        self.configuration = configuration
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [consumer] in
+                do {
+                    try await consumer.run()
+                } catch {
+                    consumer.triggerShutdown()
+                    throw error
+                }
+            }
+            for await batch in consumer.batches {
+                guard await handle(batch) else {
+                    consumer.triggerShutdown()
+                    break
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    public func stop() {
+        consumer.triggerShutdown()
+    }
+
+    /// - Returns: false when the batch could not be stored before shutdown.
+    private func handle(_ batch: KafkaMessageBatch) async -> Bool {
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                let result = try await processor.process(batch.messages)
+                metrics?.record(result)
+                if configuration.commitOffsetsToBroker {
+                    do {
+                        try await consumer.commit(result.nextOffsets)
+                    } catch {
+                        logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
+                    }
+                }
+                return true
+            } catch {
+                logger.error("storing a batch failed; retrying it", metadata: [
+                    "error": .string(String(describing: error)), "messages": "\(batch.messages.count)", "retryIn": .string("\(backoff)"),
+                ])
+                if Task.isCancelled || Task.isShuttingDownGracefully { return false }
+                try? await Task.sleep(for: backoff)
+                if Task.isCancelled { return false }
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+}

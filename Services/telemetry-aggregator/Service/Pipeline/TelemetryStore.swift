@@ -1,0 +1,201 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PostgresNIO
+import TelemetryAggregatorCore
+
+/// The SQL of one batch transaction, on `<schema>` (every statement is bulk: one per table per batch,
+/// rows passed as arrays through `unnest`, never one statement per message).
+struct TelemetryStore: Sendable {
+    let schema: String
+    let logger: Logger
+
+    init(schema: String, logger: Logger) {
+        precondition(TelemetrySchema.isValidName(schema), "invalid schema name \(schema)")
+        self.schema = schema
+        self.logger = logger
+    }
+
+    struct DeviceEventID: Hashable, Sendable {
+        var deviceId: String
+        var eventId: String
+    }
+
+    struct SessionVersionID: Hashable, Sendable {
+        var sessionId: String
+        var version: Int64
+    }
+
+    /// Where the verdict of a key is attributed: the raw event's trigger and dimensions when the raw
+    /// event was seen, else what the verdict itself carries.
+    struct VerdictAttribution: Sendable {
+        var triggerAt: Date?
+        var dimensions: Dimensions
+    }
+
+    // MARK: Offsets
+
+    func storedOffsets(groupId: String, partitions: [TopicPartition], on connection: PostgresConnection) async throws -> [TopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let topics = partitions.map(\.topic)
+        let numbers = partitions.map { Int32($0.partition) }
+        let rows = try await connection.query("""
+            SELECT o.topic, o.partition, o.next_offset FROM \(unescaped: schema).consumer_offsets o
+            JOIN unnest(\(topics)::text[], \(numbers)::int4[]) AS p(topic, partition) ON p.topic = o.topic AND p.partition = o.partition
+            WHERE o.group_id = \(groupId)
+            """, logger: logger)
+        var result: [TopicPartition: Int64] = [:]
+        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
+            result[TopicPartition(topic: topic, partition: partition)] = offset
+        }
+        return result
+    }
+
+    /// The batch's next offsets replace the stored ones (not a maximum: after a broker that lost its
+    /// log the consumer re-reads a partition from its start, and the offsets must follow it back).
+    func storeOffsets(groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection) async throws {
+        guard !offsets.isEmpty else { return }
+        let sorted = offsets.sorted { $0.key < $1.key }
+        let topics = sorted.map(\.key.topic)
+        let numbers = sorted.map { Int32($0.key.partition) }
+        let next = sorted.map(\.value)
+        try await connection.query("""
+            INSERT INTO \(unescaped: schema).consumer_offsets (group_id, topic, partition, next_offset, updated_at)
+            SELECT \(groupId), t, p, o, now() FROM unnest(\(topics)::text[], \(numbers)::int4[], \(next)::int8[]) AS x(t, p, o)
+            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at
+            """, logger: logger)
+    }
+
+    // MARK: Identities
+
+    /// Records device event ids; returns those not recorded before.
+    func recordTelemetryEvents(_ ids: [DeviceEventID], on connection: PostgresConnection) async throws -> Set<DeviceEventID> {
+        guard !ids.isEmpty else { return [] }
+        let sorted = ids.sorted { ($0.deviceId, $0.eventId) < ($1.deviceId, $1.eventId) }
+        let devices = sorted.map(\.deviceId), events = sorted.map(\.eventId)
+        let rows = try await connection.query("""
+            INSERT INTO \(unescaped: schema).seen_telemetry (device_id, event_id)
+            SELECT * FROM unnest(\(devices)::text[], \(events)::text[])
+            ON CONFLICT DO NOTHING RETURNING device_id, event_id
+            """, logger: logger)
+        var fresh = Set<DeviceEventID>()
+        for try await (device, event) in rows.decode((String, String).self) {
+            fresh.insert(DeviceEventID(deviceId: device, eventId: event))
+        }
+        return fresh
+    }
+
+    /// Records first receipts; returns the keys received for the first time. A row a verdict created
+    /// earlier (no receipt yet) takes the receipt and its dimensions.
+    func recordRawEvents(_ facts: [RawEventFacts], on connection: PostgresConnection) async throws -> Set<String> {
+        guard !facts.isEmpty else { return [] }
+        let sorted = facts.sorted { $0.idempotencyKey < $1.idempotencyKey }
+        let rows = try await connection.query("""
+            INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, trigger_at, received_at, site, app_version, device_model)
+            SELECT * FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map(\.triggerAt))::timestamptz[],
+                                 \(sorted.map(\.receivedAt))::timestamptz[], \(sorted.map(\.dimensions.site))::text[],
+                                 \(sorted.map(\.dimensions.appVersion))::text[], \(sorted.map(\.dimensions.deviceModel))::text[])
+            ON CONFLICT (idempotency_key) DO UPDATE SET trigger_at = excluded.trigger_at, received_at = excluded.received_at,
+                site = excluded.site, app_version = excluded.app_version, device_model = excluded.device_model
+            WHERE e.received_at IS NULL
+            RETURNING idempotency_key
+            """, logger: logger)
+        var fresh = Set<String>()
+        for try await key in rows.decode(String.self) { fresh.insert(key) }
+        return fresh
+    }
+
+    /// Records first verdicts; returns the attribution of each key whose first verdict this is.
+    func recordVerdicts(_ verdicts: [AttendanceVerdict], on connection: PostgresConnection) async throws -> [String: VerdictAttribution] {
+        guard !verdicts.isEmpty else { return [:] }
+        let sorted = verdicts.sorted { $0.idempotencyKey < $1.idempotencyKey }
+        let unknown = Dimensions.unknown
+        let rows = try await connection.query("""
+            INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome)
+            SELECT k, s, \(unknown), \(unknown), d, o
+            FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map { Dimensions.normalize($0.siteId) })::text[],
+                        \(sorted.map(\.decidedAt))::timestamptz[], \(sorted.map(\.outcome.rawValue))::text[]) AS x(k, s, d, o)
+            ON CONFLICT (idempotency_key) DO UPDATE SET verdict_at = excluded.verdict_at, verdict_outcome = excluded.verdict_outcome
+            WHERE e.verdict_at IS NULL
+            RETURNING idempotency_key, trigger_at, site, app_version, device_model
+            """, logger: logger)
+        var result: [String: VerdictAttribution] = [:]
+        for try await (key, trigger, site, app, model) in rows.decode((String, Date?, String, String, String).self) {
+            result[key] = VerdictAttribution(triggerAt: trigger, dimensions: Dimensions(site: site, appVersion: app, deviceModel: model))
+        }
+        return result
+    }
+
+    func recordSessionChanges(_ ids: [SessionVersionID], on connection: PostgresConnection) async throws -> Set<SessionVersionID> {
+        guard !ids.isEmpty else { return [] }
+        let sorted = ids.sorted { ($0.sessionId, $0.version) < ($1.sessionId, $1.version) }
+        let rows = try await connection.query("""
+            INSERT INTO \(unescaped: schema).seen_session_changes (session_id, version)
+            SELECT * FROM unnest(\(sorted.map(\.sessionId))::text[], \(sorted.map(\.version))::int8[])
+            ON CONFLICT DO NOTHING RETURNING session_id, version
+            """, logger: logger)
+        var fresh = Set<SessionVersionID>()
+        for try await (session, version) in rows.decode((String, Int64).self) {
+            fresh.insert(SessionVersionID(sessionId: session, version: version))
+        }
+        return fresh
+    }
+
+    // MARK: Rollups
+
+    /// Adds a delta to the minute rollups. Rows go in key order so two replicas adding to the same
+    /// rows lock them in the same order (no deadlock between them).
+    func add(_ delta: RollupDelta, on connection: PostgresConnection) async throws {
+        if !delta.counters.isEmpty {
+            let rows = delta.counters.sorted { Self.less($0.key, $1.key) }
+            try await connection.query("""
+                INSERT INTO \(unescaped: schema).rollup_minute AS r (metric, minute, site, app_version, device_model, count, sum_micros)
+                SELECT * FROM unnest(\(rows.map(\.key.metric))::text[], \(rows.map { EpochMinute.date($0.key.minute) })::timestamptz[],
+                                     \(rows.map(\.key.dimensions.site))::text[], \(rows.map(\.key.dimensions.appVersion))::text[],
+                                     \(rows.map(\.key.dimensions.deviceModel))::text[], \(rows.map(\.value.count))::int8[],
+                                     \(rows.map(\.value.sumMicros))::int8[])
+                ON CONFLICT (metric, minute, site, app_version, device_model)
+                DO UPDATE SET count = r.count + excluded.count, sum_micros = r.sum_micros + excluded.sum_micros
+                """, logger: logger)
+        }
+        if !delta.histograms.isEmpty {
+            var metrics: [String] = [], minutes: [Date] = [], sites: [String] = [], apps: [String] = [], models: [String] = []
+            var buckets: [Int32] = [], counts: [Int64] = []
+            for (key, histogram) in delta.histograms.sorted(by: { Self.less($0.key, $1.key) }) {
+                for (bucket, count) in histogram.counts.sorted(by: { $0.key < $1.key }) {
+                    metrics.append(key.metric)
+                    minutes.append(EpochMinute.date(key.minute))
+                    sites.append(key.dimensions.site)
+                    apps.append(key.dimensions.appVersion)
+                    models.append(key.dimensions.deviceModel)
+                    buckets.append(Int32(bucket))
+                    counts.append(count)
+                }
+            }
+            try await connection.query("""
+                INSERT INTO \(unescaped: schema).latency_minute AS l (metric, minute, site, app_version, device_model, bucket, count)
+                SELECT * FROM unnest(\(metrics)::text[], \(minutes)::timestamptz[], \(sites)::text[], \(apps)::text[],
+                                     \(models)::text[], \(buckets)::int4[], \(counts)::int8[])
+                ON CONFLICT (metric, minute, site, app_version, device_model, bucket) DO UPDATE SET count = l.count + excluded.count
+                """, logger: logger)
+        }
+    }
+
+    static func less(_ a: RollupKey, _ b: RollupKey) -> Bool {
+        (a.metric, a.minute, a.dimensions.site, a.dimensions.appVersion, a.dimensions.deviceModel)
+            < (b.metric, b.minute, b.dimensions.site, b.dimensions.appVersion, b.dimensions.deviceModel)
+    }
+
+    // MARK: Retention
+
+    /// Deletes rollups and identities older than the cutoff. Identities older than the topics'
+    /// retention cannot be redelivered by the broker any more.
+    func prune(before cutoff: Date, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM \(unescaped: schema).rollup_minute WHERE minute < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM \(unescaped: schema).latency_minute WHERE minute < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM \(unescaped: schema).seen_telemetry WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM \(unescaped: schema).attendance_events WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM \(unescaped: schema).seen_session_changes WHERE seen_at < \(cutoff)", logger: logger)
+    }
+}

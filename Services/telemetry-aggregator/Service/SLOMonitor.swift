@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import TelemetryAggregatorCore
+
+/// The aggregator's own series on `/metrics`: what the pipeline counted and, recomputed every
+/// `sloRefreshInterval` from PostgreSQL (so every replica reports the same numbers), the SLO over all
+/// sites, its budget and the burn-rate alerts: `telemetry_slo_alert_firing{alert,severity}` is 1 while
+/// an alert fires, for Prometheus/Alertmanager to route.
+public final class TelemetryServiceMetrics: Sendable {
+    let newMessages: [String: Counter]
+    let duplicates: Counter
+    let deadLetters: Counter
+    let compliance: [SLOWindow: Gauge]
+    let burnRate: [SLOWindow: Gauge]
+    let budgetRemaining: Gauge
+    let sloTarget: Gauge
+    let alertFiring: [String: Gauge]
+    let lastEvaluation: Gauge
+
+    public init(registry: PrometheusCollectorRegistry, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
+        var newMessages: [String: Counter] = [:]
+        for kind in ["telemetry_event", "raw_event", "verdict", "session_change"] {
+            newMessages[kind] = registry.makeCounter(
+                name: "telemetry_aggregated_total", labels: [("kind", kind)], help: "Messages counted into the rollups for the first time")
+        }
+        self.newMessages = newMessages
+        duplicates = registry.makeCounter(name: "telemetry_duplicates_total", help: "Messages or events seen before, not counted again")
+        deadLetters = registry.makeCounter(name: "telemetry_dead_letters_total", help: "Undecodable messages sent to the DLQ")
+        var compliance: [SLOWindow: Gauge] = [:], burnRate: [SLOWindow: Gauge] = [:]
+        for window in SLOWindow.allCases {
+            compliance[window] = registry.makeGauge(
+                name: "telemetry_slo_compliance", labels: [("window", window.rawValue)], help: "Share of events received within the SLO threshold")
+            burnRate[window] = registry.makeGauge(
+                name: "telemetry_slo_burn_rate", labels: [("window", window.rawValue)], help: "Error rate divided by the error budget fraction")
+        }
+        self.compliance = compliance
+        self.burnRate = burnRate
+        budgetRemaining = registry.makeGauge(name: "telemetry_slo_error_budget_remaining", help: "Share of the 30-day error budget left (negative: overspent)")
+        sloTarget = registry.makeGauge(name: "telemetry_slo_target", help: "The SLO target (0.99)")
+        var alertFiring: [String: Gauge] = [:]
+        for rule in rules {
+            alertFiring[rule.name] = registry.makeGauge(
+                name: "telemetry_slo_alert_firing", labels: [("alert", rule.name), ("severity", rule.severity)],
+                help: "1 while the multi-window burn-rate alert fires")
+        }
+        self.alertFiring = alertFiring
+        lastEvaluation = registry.makeGauge(name: "telemetry_slo_last_evaluation_seconds", help: "Unix time of the last SLO evaluation")
+    }
+
+    func record(_ result: TelemetryBatchResult) {
+        newMessages["telemetry_event"]?.increment(by: Int64(result.newTelemetryEvents))
+        newMessages["raw_event"]?.increment(by: Int64(result.newRawEvents))
+        newMessages["verdict"]?.increment(by: Int64(result.newVerdicts))
+        newMessages["session_change"]?.increment(by: Int64(result.newSessionChanges))
+        duplicates.increment(by: Int64(result.duplicates))
+        deadLetters.increment(by: Int64(result.deadLetters))
+    }
+
+    public func update(_ report: SLOReport, at now: Date) {
+        sloTarget.set(report.target)
+        for window in report.windows {
+            guard let w = SLOWindow(rawValue: window.window) else { continue }
+            compliance[w]?.set(window.compliance)
+            burnRate[w]?.set(window.burnRate)
+        }
+        budgetRemaining.set(report.errorBudget.remaining)
+        for alert in report.alerts { alertFiring[alert.name]?.set(to: alert.firing ? 1.0 : 0.0) }
+        lastEvaluation.set(now.timeIntervalSince1970)
+    }
+}
+
+/// Recomputes the SLO gauges periodically, and prunes old rollups less often.
+public struct SLOMonitor: Service {
+    let repository: any TelemetryQueryRepository
+    let metrics: TelemetryServiceMetrics
+    let objective: SLOObjective
+    let interval: Duration
+    let prune: (@Sendable () async throws -> Void)?
+    let pruneInterval: Duration
+    let logger: Logger
+
+    public init(
+        repository: any TelemetryQueryRepository, metrics: TelemetryServiceMetrics, objective: SLOObjective, interval: Duration,
+        pruneInterval: Duration, prune: (@Sendable () async throws -> Void)?, logger: Logger
+    ) {
+        self.repository = repository
+        self.metrics = metrics
+        self.objective = objective
+        self.interval = interval
+        self.prune = prune
+        self.pruneInterval = pruneInterval
+        self.logger = logger
+    }
+
+    /// One evaluation (also what the HTTP handlers' numbers are made of).
+    @discardableResult
+    public func evaluate(now: Date = Date()) async throws -> SLOReport {
+        let counts = try await repository.sloCounts(filter: MetricsFilter(), windows: SLOWindow.allCases, now: now)
+        let report = SLOReport(counts: counts, objective: objective)
+        metrics.update(report, at: now)
+        return report
+    }
+
+    public func run() async throws {
+        let clock = ContinuousClock()
+        var nextPrune = clock.now
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await evaluate()
+            } catch {
+                logger.warning("SLO evaluation failed", metadata: ["error": .string("\(error)")])
+            }
+            if let prune, clock.now >= nextPrune {
+                nextPrune = clock.now.advanced(by: pruneInterval)
+                do { try await prune() } catch { logger.warning("pruning old rollups failed", metadata: ["error": .string("\(error)")]) }
+            }
+            try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import AttendanceProtocol
+import Foundation
+import ServiceRuntime
+
+/// The aggregator's own settings (the shared ones are `ServiceConfiguration`). Topic names default to
+/// the protocol's `Topic` names; tests point them, the schema and the group at their own.
+public struct TelemetryConfiguration: Sendable {
+    /// The consumer group, also the key of `<schema>.consumer_offsets`.
+    public var groupId: String
+    /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
+    public var schema: String
+    public var telemetryTopic: String
+    public var rawEventsTopic: String
+    public var verdictsTopic: String
+    public var sessionsTopic: String
+    public var deadLetterTopic: String
+    /// At most this many messages per polled batch (one PostgreSQL transaction each).
+    public var maxBatchSize: Int
+    public var pollTimeoutMs: Int
+    /// How often the SLO gauges on `/metrics` are recomputed.
+    public var sloRefreshInterval: Duration
+    /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
+    public var retentionDays: Int
+    /// How often the pruning runs.
+    public var pruneInterval: Duration
+    public var objective: TelemetrySLOSettings
+    /// Also commit offsets to the broker after the PostgreSQL commit (informational).
+    public var commitOffsetsToBroker: Bool
+
+    public init(
+        groupId: String = "telemetry-aggregator",
+        schema: String = "telemetry",
+        telemetryTopic: String = Topic.deviceTelemetry.name,
+        rawEventsTopic: String = Topic.rawEvents.name,
+        verdictsTopic: String = Topic.verdicts.name,
+        sessionsTopic: String = Topic.sessions.name,
+        deadLetterTopic: String = Topic.deadLetters.name,
+        maxBatchSize: Int = 1_000,
+        pollTimeoutMs: Int = 100,
+        sloRefreshInterval: Duration = .seconds(15),
+        retentionDays: Int = 35,
+        pruneInterval: Duration = .seconds(600),
+        objective: TelemetrySLOSettings = TelemetrySLOSettings(),
+        commitOffsetsToBroker: Bool = true
+    ) {
+        self.groupId = groupId
+        self.schema = schema
+        self.telemetryTopic = telemetryTopic
+        self.rawEventsTopic = rawEventsTopic
+        self.verdictsTopic = verdictsTopic
+        self.sessionsTopic = sessionsTopic
+        self.deadLetterTopic = deadLetterTopic
+        self.maxBatchSize = maxBatchSize
+        self.pollTimeoutMs = pollTimeoutMs
+        self.sloRefreshInterval = sloRefreshInterval
+        self.retentionDays = retentionDays
+        self.pruneInterval = pruneInterval
+        self.objective = objective
+        self.commitOffsetsToBroker = commitOffsetsToBroker
+    }
+
+    public var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
+
+    /// Reads `TELEMETRY_GROUP_ID`, `TELEMETRY_SCHEMA`, `TELEMETRY_MAX_BATCH`, `TELEMETRY_SLO_REFRESH_MS`,
+    /// `TELEMETRY_RETENTION_DAYS`, `TELEMETRY_COMMIT_TO_BROKER`, the topic overrides
+    /// `TELEMETRY_TOPIC_TELEMETRY`, `TELEMETRY_TOPIC_RAW`, `TELEMETRY_TOPIC_VERDICTS`,
+    /// `TELEMETRY_TOPIC_SESSIONS`, `TELEMETRY_TOPIC_DLQ`, and the SLO `TELEMETRY_SLO_TARGET_PERMYRIAD`
+    /// (9900 = 99 %), `TELEMETRY_SLO_THRESHOLD_S` (300).
+    public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
+        let schema = env.string("TELEMETRY_SCHEMA", default: "telemetry")
+        guard TelemetrySchema.isValidName(schema) else {
+            throw ConfigurationError(key: "TELEMETRY_SCHEMA", value: schema, expected: "a lower-case identifier [a-z_][a-z0-9_]{0,62}")
+        }
+        return TelemetryConfiguration(
+            groupId: env.string("TELEMETRY_GROUP_ID", default: "telemetry-aggregator"),
+            schema: schema,
+            telemetryTopic: env.string("TELEMETRY_TOPIC_TELEMETRY", default: Topic.deviceTelemetry.name),
+            rawEventsTopic: env.string("TELEMETRY_TOPIC_RAW", default: Topic.rawEvents.name),
+            verdictsTopic: env.string("TELEMETRY_TOPIC_VERDICTS", default: Topic.verdicts.name),
+            sessionsTopic: env.string("TELEMETRY_TOPIC_SESSIONS", default: Topic.sessions.name),
+            deadLetterTopic: env.string("TELEMETRY_TOPIC_DLQ", default: Topic.deadLetters.name),
+            maxBatchSize: try env.int("TELEMETRY_MAX_BATCH", default: 1_000, in: 1...10_000),
+            sloRefreshInterval: try env.milliseconds("TELEMETRY_SLO_REFRESH_MS", default: 15_000, in: 100...3_600_000),
+            retentionDays: try env.int("TELEMETRY_RETENTION_DAYS", default: 35, in: 31...3_650),
+            objective: TelemetrySLOSettings(
+                targetPermyriad: try env.int("TELEMETRY_SLO_TARGET_PERMYRIAD", default: 9_900, in: 1...9_999),
+                thresholdSeconds: try env.int("TELEMETRY_SLO_THRESHOLD_S", default: 300, in: 1...86_400)),
+            commitOffsetsToBroker: try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: true)
+        )
+    }
+}
+
+/// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the issue).
+public struct TelemetrySLOSettings: Sendable, Hashable {
+    public var targetPermyriad: Int
+    public var thresholdSeconds: Int
+
+    public init(targetPermyriad: Int = 9_900, thresholdSeconds: Int = 300) {
+        self.targetPermyriad = targetPermyriad
+        self.thresholdSeconds = thresholdSeconds
+    }
+}
