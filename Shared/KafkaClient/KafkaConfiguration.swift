@@ -38,8 +38,8 @@ public struct KafkaProducerConfiguration: Sendable, Hashable {
     /// Idempotent production (acks=all, bounded in-flight, sequence numbers): a retried send
     /// never duplicates or reorders within a partition.
     public var idempotent: Bool = true
-    /// How long librdkafka may batch messages before sending. Measured with Tansu (see
-    /// docs/performance.md): the broker's cost is per request and per record batch, not per message;
+    /// How long librdkafka may batch messages before sending. Measured with Tansu (see the
+    /// README's "Performance"): the broker's cost is per request and per record batch, not per message;
     /// 1,000 messages/s cost it 9 % of a core at 5 ms and 2.4 % at 20 ms, and every record batch
     /// produced is another fetch for each consumer. 10 ms keeps a hop's added latency small.
     public var lingerMs: Int = 10

@@ -15,6 +15,8 @@ cd "$ROOT"
 
 "$here/stack.sh" start
 "$ROOT/deploy/compose/check.sh" --install-only
+# Headless Chromium for the telemetry status-page test (Debian package; skipped when present).
+"$here/install.sh" chromium
 
 echo "==> swift build --build-tests"
 swift build --build-tests

@@ -8,7 +8,7 @@ import Logging
 /// `partitions` overrides the count of every partitioned topic (those the protocol gives more than
 /// one; single-partition topics such as the registry feed stay single): a deployment sizes its
 /// topics to its consumers. On one small machine with Tansu, whose cost is per record batch, fewer
-/// partitions mean fewer, fuller batches (`TOPIC_PARTITIONS`, see docs/performance.md).
+/// partitions mean fewer, fuller batches (`TOPIC_PARTITIONS`; the README's "Performance").
 public enum TopicBootstrap {
     public static func specs(replicationFactor: Int32 = 1, partitions: Int32? = nil) -> [KafkaTopicSpec] {
         Topic.allCases.map { topic in

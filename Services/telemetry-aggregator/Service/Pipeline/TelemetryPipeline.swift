@@ -51,7 +51,8 @@ public final class TelemetryPipeline: Service, Sendable {
         kafka: KafkaConfiguration, configuration: TelemetryConfiguration, processor: TelemetryBatchProcessor,
         metrics: TelemetryServiceMetrics?, logger: Logger
     ) throws(KafkaError) {
-        var consumerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: configuration.topics)
+        // Off the request path: long broker waits keep its idle fetches cheap for the broker.
+        var consumerConfiguration = KafkaConsumerConfiguration.background(client: kafka, groupId: configuration.groupId, topics: configuration.topics)
         consumerConfiguration.maxBatchSize = configuration.maxBatchSize
         consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
         consumerConfiguration.autoOffsetReset = .earliest
