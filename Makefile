@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-policy crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ install: ## Install what the local stack needs (idempotent, fast when done)
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence bench-registry bench-pipeline ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry bench-pipeline bench-policy ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -50,6 +50,9 @@ bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoin
 	# The per-device token bucket (2/s, burst 20) guards real phones; the benchmark's 64 devices send flat out.
 	BUILD_CONFIG=release RATE_LIMIT_PER_SECOND=1000000 RATE_LIMIT_BURST=1000000 deploy/local/services.sh start
 	$(ENV) DEVICE_TOKEN_KEYS="$$(cat .local/run/secrets/device-token-keys)" "$$(swift build -c release --show-bin-path)/PipelineLoad" bench
+
+bench-policy: ## Policy decisions/s on one core, every rule on (GATT included) vs every rule off
+	$(ENV) swift build -c release --product PolicyBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/PolicyBenchmark"
 
 crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
 	deploy/local/crash-test.sh

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
+import PolicyService
 import SessionMergerService
 import Foundation
 import KafkaClient
@@ -162,7 +163,12 @@ extension AttendanceCtl {
                         let applied = Set(try await MergerMigrations.apply(client: client, logger: logger).map(\.version))
                         return all.map { [MergerMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
                     }
-                    return registry + merger
+                    let policy = try await CLIError.wrap("migrating \(PolicyMigrations.service) on \(target)") {
+                        let all = PolicyMigrations.migrations()
+                        let applied = Set(try await PolicyMigrations.apply(client: client, logger: logger).map(\.version))
+                        return all.map { [PolicyMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    }
+                    return registry + merger + policy
                 }
                 defer { group.cancelAll() }
                 while let result = try await group.next() {
