@@ -166,3 +166,24 @@ struct GattChallengeTests {
         #expect(decision.riskScore > 0)
     }
 }
+
+@Suite("UUID text")
+struct UUIDTextTests {
+    /// The fast parser agrees with Foundation on what is a UUID and what it is.
+    @Test(arguments: [
+        World.companyUUID, World.companyUUID.lowercased(), "00000000-0000-0000-0000-000000000000", "ffffffff-FFFF-ffff-FFFF-ffffffffffff",
+        "", "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A3", "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A345", "8D4F2A613C7B4E19A5D06B2E9F1C7A34",
+        "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A3G", "8D4F2A61:3C7B-4E19-A5D0-6B2E9F1C7A34", "{8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34}",
+        "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7Ä4",
+    ])
+    func agreesWithFoundation(text: String) {
+        #expect(UUIDText.parse(text) == UUID(uuidString: text), "\(text)")
+    }
+
+    /// Linux Foundation's `sscanf` reads a space-padded byte (" 3" as 0x03); such text is not a
+    /// canonical UUID and is refused.
+    @Test func spacesAreNotHexDigits() {
+        #expect(UUIDText.parse(" 8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A3") == nil)
+        #expect(UUIDText.parse("8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A 3") == nil)
+    }
+}

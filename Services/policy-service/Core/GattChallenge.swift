@@ -1,6 +1,7 @@
 import AttendanceProtocol
 import Crypto
 import Foundation
+import Synchronization
 
 // The GATT challenge-response (seed 000 sec. 5.3): the gateway hands a device a short-lived nonce
 // for one beacon (`GET /v1/attendance/challenge?beacon=`), the device has the beacon sign it during
@@ -15,7 +16,8 @@ import Foundation
 // (`PolicyHistory`).
 
 /// Mints and checks challenge nonces: `<expiresAt unix seconds>.<16 random bytes hex>.<tag hex>`,
-/// the tag being the first 16 bytes of HMAC-SHA256(key, "gatt-nonce|v1|<beacon>|<device>|<exp>|<random>").
+/// the tag being the first 16 bytes of HMAC-SHA256(key, "gatt-nonce|v1|" + the beacon's 16 UUID bytes
+/// and big-endian major and minor + "|<device>|<exp>|<random>").
 public struct GattNonceCodec: Sendable {
     // Raw bytes: this swift-crypto's `SymmetricKey` is not `Sendable`.
     private let key: [UInt8]
@@ -67,8 +69,18 @@ public struct GattNonceCodec: Sendable {
     }
 
     private func mac(beacon: RegistryBeaconKey, deviceId: String, expiry: Int64, random: String) -> [UInt8] {
-        let message = "gatt-nonce|v1|\(beacon.description)|\(deviceId)|\(expiry)|\(random)"
-        return Array(HMAC<SHA256>.authenticationCode(for: Data(message.utf8), using: SymmetricKey(data: key)))
+        // Bytes, not `beacon.description`: formatting the UUID as text cost more than the HMAC.
+        var message = [UInt8]()
+        message.reserveCapacity(64 + deviceId.utf8.count + random.utf8.count)
+        message.append(contentsOf: "gatt-nonce|v1|".utf8)
+        BeaconBytes.append(beacon, to: &message)
+        message.append(UInt8(ascii: "|"))
+        message.append(contentsOf: deviceId.utf8)
+        message.append(UInt8(ascii: "|"))
+        message.append(contentsOf: String(expiry).utf8)
+        message.append(UInt8(ascii: "|"))
+        message.append(contentsOf: random.utf8)
+        return Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
@@ -86,12 +98,14 @@ public protocol BeaconKeyring: Sendable {
 }
 
 /// Per-beacon keys derived from the registry's master secret:
-/// key = HMAC-SHA256(master, "beacon-gatt-key|v1|<UUID>:<major>:<minor>"). The registry writes the
+/// key = HMAC-SHA256(master, "beacon-gatt-key|v1|" + 16 UUID bytes + big-endian major, minor). The registry writes the
 /// derived key into the beacon when it provisions it; services that verify hold the master secret
 /// (like the device-token keys shared by the registry and the gateway), so no per-beacon secret
 /// travels on the change feed.
-public struct DerivedBeaconKeyring: BeaconKeyring {
+public final class DerivedBeaconKeyring: BeaconKeyring {
     private let master: [UInt8]
+    /// Derived keys by beacon: a site has a bounded set of beacons, and deriving costs an HMAC.
+    private let derived = Mutex<[RegistryBeaconKey: [UInt8]]>([:])
 
     public init(master: [UInt8]) {
         precondition(master.count >= 16, "a beacon master key needs at least 128 bits")
@@ -109,8 +123,27 @@ public struct DerivedBeaconKeyring: BeaconKeyring {
 
     /// The key bytes, for provisioning a beacon (and for simulated beacons in tests).
     public func rawKey(for beacon: RegistryBeaconKey) -> [UInt8] {
-        let label = "beacon-gatt-key|v1|\(beacon.description)"
-        return Array(HMAC<SHA256>.authenticationCode(for: Data(label.utf8), using: SymmetricKey(data: master)))
+        if let hit = derived.withLock({ $0[beacon] }) { return hit }
+        var label = Array("beacon-gatt-key|v1|".utf8)
+        BeaconBytes.append(beacon, to: &label)
+        let key = Array(HMAC<SHA256>.authenticationCode(for: label, using: SymmetricKey(data: master)))
+        derived.withLock { table in
+            // Identities that are not beacons (a spoofer's) must not grow the table without bound.
+            if table.count >= 65_536 { table.removeAll(keepingCapacity: true) }
+            table[beacon] = key
+        }
+        return key
+    }
+}
+
+/// A beacon identity as key material: the 16 UUID bytes, then major and minor big-endian.
+enum BeaconBytes {
+    static func append(_ beacon: RegistryBeaconKey, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: beacon.uuid.uuid) { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(beacon.major >> 8))
+        bytes.append(UInt8(beacon.major & 0xFF))
+        bytes.append(UInt8(beacon.minor >> 8))
+        bytes.append(UInt8(beacon.minor & 0xFF))
     }
 }
 

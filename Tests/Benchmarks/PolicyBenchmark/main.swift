@@ -132,6 +132,12 @@ out("accepted_all_rules_enforced", "\(full.accepted)/\(events.count)")
 out("ratio_all_rules_vs_baseline", fmt(full.perSecond / baseline.perSecond, 3))
 out("target_decisions_per_s", 20_000)
 out("meets_target", full.perSecond >= 20_000)
+// Where the time goes: each rule alone, its cost over the baseline per decision.
+for id in engine.ruleIDs {
+    let alone = SitePolicy(siteId: site, version: 1, rules: [id: .enforce], settings: settings)
+    let r = measure(PolicyBook(sites: [alone]), rounds: 3)
+    out("rule_\(id.rawValue)_us_over_baseline", fmt((r.seconds - baseline.seconds) / Double(events.count) * 1e6, 2))
+}
 // Every fifth punch (5 s after the previous one at the same gate) is refused: 80 % accepted.
 if full.accepted != events.count * 4 / 5 {
     print("unexpected: \(full.accepted) accepted with every rule on, expected \(events.count * 4 / 5)")
