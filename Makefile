@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ install: ## Install what the local stack needs (idempotent, fast when done)
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -53,6 +53,9 @@ bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoin
 
 bench-telemetry: ## Telemetry events aggregated/s on one core vs a decode-only baseline (release)
 	$(ENV) swift build -c release --product TelemetryBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/TelemetryBenchmark"
+
+bench-policy: ## Policy decisions/s on one core, every rule on (GATT included) vs every rule off
+	$(ENV) swift build -c release --product PolicyBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/PolicyBenchmark"
 
 crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
 	deploy/local/crash-test.sh

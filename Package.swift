@@ -155,6 +155,7 @@ let package = Package(
             dependencies: [
                 "SessionMergerService",
                 "TelemetryAggregatorService",
+                "PolicyService",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
                 "KafkaClient",
@@ -221,6 +222,7 @@ let package = Package(
                 "AttendanceProtocol",
                 "IngestGatewayCore",
                 "KafkaClient",
+                "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -281,7 +283,10 @@ let package = Package(
         // Policy / anti-fraud rule engine (issue 5 first rules, most of issue 6), pure.
         .target(
             name: "PolicyServiceCore",
-            dependencies: ["AttendanceProtocol"],
+            dependencies: [
+                "AttendanceProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Services/policy-service/Core",
             swiftSettings: sharedSwiftSettings
         ),
@@ -290,13 +295,16 @@ let package = Package(
         .target(
             name: "PolicyService",
             dependencies: [
+                "AccessControl",
                 "AttendanceProtocol",
                 "KafkaClient",
                 "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/policy-service/Service",
@@ -399,6 +407,12 @@ let package = Package(
             path: "Tests/Benchmarks/PipelineLoad",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
+        ),
+        .executableTarget(
+            name: "PolicyBenchmark",
+            dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
+            path: "Tests/Benchmarks/PolicyBenchmark",
+            swiftSettings: sharedSwiftSettings
         ),
         .executableTarget(
             name: "PresenceBenchmark",
@@ -556,6 +570,26 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
+        // Policy administration (admin REST, versioned policies in PostgreSQL, live reload) against
+        // the local PostgreSQL, each run in a schema of its own.
+        .testTarget(
+            name: "PolicyAdminTests",
+            dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "LocalStackTesting",
+                "PolicyService",
+                "PolicyServiceCore",
+                "ServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/PolicyAdminTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // attendancectl: argument parsing, tables, error lines, and the registry commands end to end
         // against the real registry HTTP server on the local PostgreSQL.
         .testTarget(
@@ -587,6 +621,7 @@ let package = Package(
                 "IngestGatewayService",
                 "KafkaClient",
                 "LocalStackTesting",
+                "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),

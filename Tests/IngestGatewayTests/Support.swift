@@ -6,6 +6,7 @@ import HummingbirdTesting
 import IngestGatewayCore
 import IngestGatewayService
 import Logging
+import PolicyServiceCore
 import RegistryFeed
 import Synchronization
 import Testing
@@ -187,6 +188,7 @@ struct RouterHarness: Sendable {
     static func run(
         settings: GatewaySettings = settings(),
         limiter: DeviceRateLimiter? = nil,
+        challenges: GattNonceCodec? = nil,
         _ body: @Sendable (RouterHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         let fake = FakePipeline()
@@ -198,7 +200,8 @@ struct RouterHarness: Sendable {
         fake.attach(pipeline)
         let repository = FakeRepository()
         let dependencies = GatewayDependencies(
-            pipeline: pipeline, publisher: fake, repository: repository, signer: TestKeys.signer, cache: cache, limiter: limiter
+            pipeline: pipeline, publisher: fake, repository: repository, signer: TestKeys.signer, cache: cache, limiter: limiter,
+            challenges: challenges
         )
         let harness = RouterHarness(pipeline: pipeline, fake: fake, repository: repository, cache: cache)
         let app = Application(router: buildRouter(dependencies: dependencies))

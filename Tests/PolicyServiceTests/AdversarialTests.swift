@@ -90,12 +90,70 @@ struct AdversarialTests {
         #expect(full == Self.fullSetAttacks.count)
     }
 
+    /// The GATT challenge set, refused with every rule enforced including `gatt_challenge`; each is
+    /// refused by that rule itself (the events are otherwise honest). `before` events are decided
+    /// first, whatever their verdict.
+    static let gattAttacks: [Attack] = {
+        let spent = provedEvent { $0.key = "k_spent"; $0.appVersion = "1.0.0"; $0.bodyAppVersion = "1.0.0" }
+        let spentProof: AttendanceEvent.Gatt? = {
+            if case .event(let body) = spent.payload { return body.gatt }
+            return nil
+        }()
+        return [
+            Attack(name: "replayed beacon identity without the handshake", attack: event()),
+            Attack(name: "replayed identity with a made-up HMAC", attack: provedEvent(tamper: { $0.gatt!.hmac = String(repeating: "0", count: 64) })),
+            Attack(name: "expired nonce", attack: provedEvent { $0.receivedAt = $0.time + 300; $0.queuedOffline = true }),
+            Attack(name: "reused nonce", before: [spent], attack: event { $0.key = "k_reuse"; $0.time = World.t0 + 10; $0.gatt = spentProof }),
+            Attack(name: "nonce issued to another device", attack: provedEvent({ $0.device = World.secondDevice }, tamper: { $0.device = World.device })),
+            Attack(name: "forged nonce", attack: event { $0.gatt = .init(nonce: "4102444800.00000000000000000000000000000000.00000000000000000000000000000000", hmac: String(repeating: "0", count: 64)) }),
+        ]
+    }()
+
+    @Test(arguments: AdversarialTests.gattAttacks)
+    func gattAttackIsRefusedByTheChallenge(_ attack: Attack) {
+        let history = PolicyHistory()
+        for e in attack.before { Gatt.decide(e, policy: Gatt.strict(), history: history) }
+        let decision = Gatt.decide(attack.attack, policy: Gatt.strict(), history: history)
+        #expect(decision.outcome == .reject, "\(attack.name) accepted: \(decision.ruleResults)")
+        #expect(decision.result(.gattChallenge)?.fired == true, "\(attack.name): \(decision.reasons)")
+    }
+
+    /// The issue's adversarial list in one figure: every attack of every set refused under the strict
+    /// policy with GATT (replayed identity, flat RSSI, no motion, wrong device, teleport, expired and
+    /// reused nonce, old app, and the rest).
+    @Test func everyAttackIsRefusedWithGattOn() {
+        var refused = 0
+        var accepted: [String] = []
+        for attack in Self.fullSetAttacks + Self.gattAttacks {
+            let history = PolicyHistory()
+            // Honest setup events carry a proof; the spent-nonce setup is refused on purpose.
+            for e in attack.before { Gatt.decide(Self.withProof(e), policy: Gatt.strict(), history: history) }
+            let isGatt = Self.gattAttacks.contains { $0.name == attack.name }
+            let decision = Gatt.decide(isGatt ? attack.attack : Self.withProof(attack.attack), policy: Gatt.strict(), history: history)
+            if decision.outcome == .reject { refused += 1 } else { accepted.append(attack.name) }
+        }
+        #expect(accepted.isEmpty, "accepted: \(accepted)")
+        #expect(refused == Self.fullSetAttacks.count + Self.gattAttacks.count)
+    }
+
+    /// The event with a valid proof for its own beacon and device (when it names a beacon and has none yet).
+    static func withProof(_ e: RawEventEnvelope) -> RawEventEnvelope {
+        guard case .event(var body) = e.payload, body.gatt == nil, let key = RegistryBeaconKey(body.beacon) else { return e }
+        let (nonce, _) = Gatt.codec.issue(beacon: key, deviceId: e.deviceId, now: body.timestamp - 5)
+        body.gatt = .init(nonce: nonce, hmac: Gatt.keyring.proof(nonce: nonce, beacon: key))
+        var copy = e
+        copy.payload = .event(body)
+        return copy
+    }
+
     /// 40 users over a working day at two sites: check-in at a gate, a heartbeat, lunch out and
     /// back through the other door, check-out; natural RSSI noise, walking or counting steps; some
     /// events sent late from the outbox; and every event redelivered once (at-least-once).
-    @Test(arguments: ["default", "strict"])
+    @Test(arguments: ["default", "strict", "strict+gatt"])
     func honestFleetIsAcceptedEntirely(policyName: String) {
-        let policy = policyName == "strict" ? Self.strictPolicy : SitePolicy.default
+        let withGatt = policyName == "strict+gatt"
+        let policy = withGatt ? Gatt.strict() : policyName == "strict" ? Self.strictPolicy : SitePolicy.default
+        let engine = withGatt ? Gatt.engine : PolicyEngine.standard
         var registry = World.registry
         var rng = SplitMix64(seed: 42)
         var events: [RawEventEnvelope] = []
@@ -119,6 +177,7 @@ struct AdversarialTests {
                     $0.motion = rng.next(upTo: 3) == 0 ? .init(state: .stationary, steps2min: 30 + Int(rng.next(upTo: 40))) : .init(state: .walking, steps2min: 50)
                     $0.location = .init(lat: fence.latitude + (Double(rng.next(upTo: 21)) - 10) / 100_000, lon: fence.longitude, accuracyM: 20)
                     if late { $0.receivedAt = time + 3_600; $0.queuedOffline = true }
+                    if withGatt, type == .checkin { $0.gatt = Gatt.proof(for: $0) }
                 })
                 if i == 0 { events.append(heartbeat(user: user, device: device, site: site, key: "k_\(user)_hb", at: time + 1_800)) }
             }
@@ -127,7 +186,7 @@ struct AdversarialTests {
         var refused: [String] = []
         for e in events + events {
             let context = PolicyContext(registry: registry, history: history, now: e.receivedAt)
-            let decision = PolicyEngine.standard.decide(e, context: context, policy: policy)
+            let decision = engine.decide(e, context: context, policy: policy)
             history.record(decision, for: e, registry: registry)
             if decision.outcome == .reject { refused.append("\(e.idempotencyKey): \(decision.reasons)") }
         }

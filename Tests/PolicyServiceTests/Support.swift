@@ -75,6 +75,7 @@ struct EventSpec {
     var model = "iPhone14,5"
     var tEnd: Date?
     var queuedOffline: Bool?
+    var gatt: AttendanceEvent.Gatt?
 
     func envelope() -> RawEventEnvelope {
         let body = AttendanceEvent(
@@ -83,7 +84,7 @@ struct EventSpec {
             rssiSeries: rssi, txPower: -59, motion: motion, geofence: geofence, handshake: nil,
             network: .init(online: true, latencyMs: 120), app: .init(version: bodyAppVersion, build: 345),
             device: .init(model: model, os: "iOS 18.0"), tEnd: tEnd, queuedOffline: queuedOffline,
-            location: location, attestation: attestation
+            location: location, attestation: attestation, gatt: gatt
         )
         return RawEventEnvelope(
             requestId: "req_\(key)", idempotencyKey: key, userId: user, deviceId: device,

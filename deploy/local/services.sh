@@ -12,7 +12,8 @@
 # NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator.
 # Binaries come from `swift build -c $BUILD_CONFIG` (default debug; build them first).
 # Secrets made on first start (gitignored, under $RUN_DIR/secrets): the device token signing key
-# shared by the registry and the gateway, and the registry's bootstrap admin API key.
+# shared by the registry and the gateway, the GATT nonce key and beacon key master secret shared by the
+# gateway and the policy service, and the registry's bootstrap admin API key.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=env.sh
@@ -61,6 +62,20 @@ ensure_secrets() {
     fi
     DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$keys")}"
     export DEVICE_TOKEN_KEYS
+    # The GATT challenge: the gateway signs nonces with GATT_NONCE_KEY, the policy checks them and
+    # derives each beacon's key from BEACON_KEY_SECRET (the rule itself is off until a site's policy
+    # switches it on).
+    local name file
+    for name in gatt-nonce-key beacon-key-secret; do
+        file="$SECRETS_DIR/$name"
+        if [[ ! -s "$file" ]]; then
+            head -c 32 /dev/urandom | base64 -w0 >"$file"
+            chmod 600 "$file"
+        fi
+    done
+    GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
+    BEACON_KEY_SECRET="${BEACON_KEY_SECRET:-$(cat "$SECRETS_DIR/beacon-key-secret")}"
+    export GATT_NONCE_KEY BEACON_KEY_SECRET
 }
 
 wait_ready() {

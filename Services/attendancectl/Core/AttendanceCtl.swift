@@ -1,6 +1,7 @@
 import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
+import PolicyService
 import SessionMergerService
 import TelemetryAggregatorService
 import Foundation
@@ -172,7 +173,12 @@ extension AttendanceCtl {
                         let applied = Set(try await TelemetryMigrations.apply(client: client, logger: logger).map(\.version))
                         return all.map { [TelemetryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
                     }
-                    return registry + merger + telemetry
+                    let policy = try await CLIError.wrap("migrating \(PolicyMigrations.service) on \(target)") {
+                        let all = PolicyMigrations.migrations()
+                        let applied = Set(try await PolicyMigrations.apply(client: client, logger: logger).map(\.version))
+                        return all.map { [PolicyMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    }
+                    return registry + merger + telemetry + policy
                 }
                 defer { group.cancelAll() }
                 while let result = try await group.next() {

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import IngestGatewayCore
 import Logging
+import PolicyServiceCore
 import Prometheus
 import RegistryFeed
 import ServiceRuntime
@@ -19,13 +20,15 @@ public struct GatewayDependencies: Sendable {
     public var signer: DeviceTokenSigner
     public var cache: RegistryCache
     public var limiter: DeviceRateLimiter
+    /// Signs GATT challenge nonces (`GATT_NONCE_KEY`); `nil` turns the challenge endpoint off.
+    public var challenges: GattNonceCodec?
     /// The server clock (tests move it).
     public var now: @Sendable () -> Date
 
     public init(
         pipeline: IngestPipeline, publisher: any GatewayPublisher, repository: any AttendanceReadRepository,
         signer: DeviceTokenSigner, cache: RegistryCache, limiter: DeviceRateLimiter? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        challenges: GattNonceCodec? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.pipeline = pipeline
         self.publisher = publisher
@@ -33,6 +36,7 @@ public struct GatewayDependencies: Sendable {
         self.signer = signer
         self.cache = cache
         self.limiter = limiter ?? DeviceRateLimiter(settings: pipeline.settings.rateLimit)
+        self.challenges = challenges
         self.now = now
     }
 }
@@ -70,4 +74,5 @@ public func addGatewayRoutes(to router: Router<GatewayRequestContext>, dependenc
         .add(middleware: RateLimitMiddleware(limiter: d.limiter))
     AttendanceController(pipeline: d.pipeline, repository: d.repository, now: d.now).addRoutes(to: v1)
     TelemetryController(pipeline: d.pipeline, publisher: d.publisher, now: d.now).addRoutes(to: v1)
+    ChallengeController(nonces: d.challenges, cache: d.cache, now: d.now).addRoutes(to: v1)
 }

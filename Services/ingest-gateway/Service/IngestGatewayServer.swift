@@ -3,6 +3,7 @@ import Foundation
 import IngestGatewayCore
 import KafkaClient
 import Logging
+import PolicyServiceCore
 import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
@@ -15,6 +16,8 @@ import ServiceRuntime
 /// Environment besides the shared one (`HTTP_*`, `INSTANCE_ID`, `KAFKA_BROKERS`,
 /// `PG*`/`DATABASE_URL`, `LOG_*`):
 /// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: the device token keys (`DeviceTokenSigner.load`);
+/// - `GATT_NONCE_KEY` (base64, at least 16 bytes, the policy service's value) and
+///   `GATT_NONCE_TTL_SECONDS` (default 60): the GATT challenge endpoint, off without the key;
 /// - the gateway's own settings, see `GatewaySettings.load`.
 ///
 /// `/health/ready` needs the broker (a metadata request), the verdict partitions assigned and the
@@ -27,6 +30,7 @@ public enum IngestGatewayServer {
         let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, from: env)
         let settings = try GatewaySettings.load(from: env)
         let signer = try DeviceTokenSigner.load(from: env)
+        let challenges = try Self.challengeNonces(from: env)
         LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: serviceName)
         var logger = Logger(label: serviceName)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)
@@ -45,7 +49,7 @@ public enum IngestGatewayServer {
         let verdicts = try VerdictListener(kafka: configuration.kafka, topic: settings.topics.verdicts, pipeline: pipeline, logger: logger)
         let dependencies = GatewayDependencies(
             pipeline: pipeline, publisher: publisher, repository: PostgresAttendanceReadRepository(client: client, logger: logger),
-            signer: signer, cache: cache
+            signer: signer, cache: cache, challenges: challenges
         )
         let readiness: [any ReadinessCheck] = [
             KafkaReadinessCheck(producer: producer),
@@ -63,5 +67,15 @@ public enum IngestGatewayServer {
             )
             group.cancelAll()
         }
+    }
+
+    /// The GATT nonce signer, when `GATT_NONCE_KEY` is set.
+    static func challengeNonces(from env: EnvironmentReader) throws(ConfigurationError) -> GattNonceCodec? {
+        guard let text = env.optionalString("GATT_NONCE_KEY"), !text.isEmpty else { return nil }
+        guard let key = Data(base64Encoded: text), key.count >= 16 else {
+            throw ConfigurationError(key: "GATT_NONCE_KEY", value: "<redacted>", expected: "base64 of at least 16 random bytes")
+        }
+        let ttl = try env.int("GATT_NONCE_TTL_SECONDS", default: 60, in: 5...600)
+        return GattNonceCodec(key: Array(key), lifetime: TimeInterval(ttl))
     }
 }

@@ -22,7 +22,7 @@ public struct PolicyEngine: Sendable {
     public let rules: [any PolicyRule]
 
     /// Every rule this build implements, in evaluation order. (GATT challenge-response is not here:
-    /// it needs a nonce store and the beacons' keys.)
+    /// it needs the nonce key and the beacons' keys; see `withGatt(_:)`.)
     public static let standardRules: [any PolicyRule] = [
         BeaconValidityRule(),
         DeviceBindingRule(),
@@ -38,6 +38,15 @@ public struct PolicyEngine: Sendable {
     ]
 
     public static let standard = PolicyEngine()
+
+    /// The standard rules plus `gatt_challenge`, right after beacon validity so a verdict lists the
+    /// beacon's checks together (every rule runs either way; order only breaks action ties).
+    public static func withGatt(_ gatt: GattChallengeRule?) -> PolicyEngine {
+        guard let gatt else { return .standard }
+        var rules = standardRules
+        rules.insert(gatt, at: 1)
+        return PolicyEngine(rules: rules)
+    }
 
     /// - Precondition: rule ids are unique, and none is `kill_switch` (the engine's own).
     public init(rules: [any PolicyRule] = PolicyEngine.standardRules) {

@@ -58,6 +58,13 @@ public protocol PunchHistory: Sendable {
     func hasAccepted(idempotencyKey: String, userId: String) -> Bool
     /// The devices the user punched from within `window` seconds of `time` (either side).
     func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String>
+    /// The idempotency key of the event that already presented this GATT nonce, or `nil`.
+    func nonceUse(userId: String, nonce: String) -> String?
+}
+
+extension PunchHistory {
+    /// Histories that keep no nonces (older conformers) report none used.
+    public func nonceUse(userId: String, nonce: String) -> String? { nil }
 }
 
 /// The in-memory `PunchHistory` the service feeds from its own decisions.
@@ -73,6 +80,9 @@ public final class PolicyHistory: PunchHistory {
         var keys: [String] = []
         var deviceLastSeen: [String: Date] = [:]
         var latestActivity: Date = .distantPast
+        /// GATT nonces already presented, with the event that presented them, oldest first.
+        /// Bounded like `keys`: nonces live a minute, so only a flood could push one out early.
+        var nonces: [(nonce: String, key: String)] = []
     }
 
     public let keysPerUser: Int
@@ -89,6 +99,12 @@ public final class PolicyHistory: PunchHistory {
     /// rejection or a heartbeat. Recording the same idempotency key twice is harmless.
     @discardableResult
     public func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
+        // A verified nonce is spent whatever the verdict: a refused punch must not free it for reuse.
+        if let gatt = event.attendanceEvent?.gatt,
+           decision.ruleResults.contains(where: { $0.ruleId == .gattChallenge && !$0.fired })
+        {
+            recordNonce(gatt.nonce, userId: event.userId, idempotencyKey: event.idempotencyKey)
+        }
         guard decision.outcome == .accept, event.isPunch else { return false }
         record(PunchRecord(event: event, registry: registry))
         return true
@@ -118,6 +134,20 @@ public final class PolicyHistory: PunchHistory {
         user.latestActivity = max(user.latestActivity, punch.time)
     }
 
+    /// Marks a GATT nonce as presented by the event with `idempotencyKey`.
+    public func recordNonce(_ nonce: String, userId: String, idempotencyKey: String) {
+        let limit = keysPerUser
+        state.withLock { users in
+            Self.addNonce(nonce, key: idempotencyKey, to: &users[userId, default: UserState()], limit: limit)
+        }
+    }
+
+    private static func addNonce(_ nonce: String, key: String, to user: inout UserState, limit: Int) {
+        guard !user.nonces.contains(where: { $0.nonce == nonce }) else { return }
+        if user.nonces.count >= limit { user.nonces.removeFirst(user.nonces.count - limit + 1) }
+        user.nonces.append((nonce, key))
+    }
+
     /// Forgets users whose latest punch is before `cutoff`, and devices last seen before it.
     public func prune(before cutoff: Date) {
         state.withLock { users in
@@ -143,6 +173,10 @@ public final class PolicyHistory: PunchHistory {
 
     public func hasAccepted(idempotencyKey: String, userId: String) -> Bool {
         state.withLock { $0[userId]?.keys.contains(idempotencyKey) ?? false }
+    }
+
+    public func nonceUse(userId: String, nonce: String) -> String? {
+        state.withLock { $0[userId]?.nonces.first(where: { $0.nonce == nonce })?.key }
     }
 
     public func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String> {

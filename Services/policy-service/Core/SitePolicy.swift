@@ -266,9 +266,12 @@ public struct SitePolicy: Codable, Hashable, Sendable {
     public static let `default` = SitePolicy(version: 0)
 
     /// Every hosted rule set to `mode` (tests, and "enforce everything" sites).
-    public static func all(_ mode: RuleSwitch, version: Int, siteId: String? = nil, settings: PolicySettings = PolicySettings()) -> SitePolicy {
+    public static func all(
+        _ mode: RuleSwitch, version: Int, siteId: String? = nil, settings: PolicySettings = PolicySettings(),
+        hostedRules: [PolicyRuleID] = PolicyEngine.standard.ruleIDs
+    ) -> SitePolicy {
         var rules: [PolicyRuleID: RuleConfig] = [:]
-        for id in PolicyEngine.standard.ruleIDs { rules[id] = RuleConfig(mode) }
+        for id in hostedRules { rules[id] = RuleConfig(mode) }
         return SitePolicy(siteId: siteId, version: version, rules: rules, settings: settings)
     }
 

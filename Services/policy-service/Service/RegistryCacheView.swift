@@ -18,7 +18,7 @@ public struct RegistryCacheView: RegistryView {
     }
 
     public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
-        guard let parsed = UUID(uuidString: uuid), let resolution = cache.resolve(uuid: parsed, major: major, minor: minor) else {
+        guard let parsed = UUIDText.parse(uuid), let resolution = cache.resolve(uuid: parsed, major: major, minor: minor) else {
             return nil
         }
         return RegisteredBeacon(

@@ -24,9 +24,9 @@ public struct AppAttestationRule: PolicyRule {
         let settings = context.settings
         var firings: [RuleFiring] = []
 
-        if let minimumText = settings.minAppVersion, let minimum = SemanticVersion(minimumText) {
+        if let minimumText = settings.minAppVersion, let minimum = SemanticVersion.cached(minimumText) {
             for text in event.statedAppVersions {
-                guard let version = SemanticVersion(text) else {
+                guard let version = SemanticVersion.cached(text) else {
                     firings.append(RuleFiring(reason: "app version \"\(text)\" is unreadable", action: .updateApp, risk: 0.3))
                     break
                 }

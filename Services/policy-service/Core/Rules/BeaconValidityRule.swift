@@ -32,7 +32,7 @@ public struct BeaconValidityRule: PolicyRule {
         if let prefix = context.registry.bannedPrefix(of: beacon.uuid) {
             return .fire("\(name) uses the banned factory-default UUID prefix \(prefix)", action: .contactAdmin, risk: 0.9)
         }
-        guard beacon.parsedUUID != nil else {
+        guard UUIDText.parse(beacon.uuid) != nil else {
             return .fire("\(name) has a malformed UUID", action: .contactAdmin, risk: 0.9)
         }
         guard let registered = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor) else {

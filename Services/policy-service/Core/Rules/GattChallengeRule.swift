@@ -1,0 +1,64 @@
+import AttendanceProtocol
+import Crypto
+import Foundation
+
+/// `gatt_challenge`: a device check-in proves it talked to the real beacon: its `gatt` member holds
+/// a nonce the gateway issued for this beacon and device, unexpired when the gateway received the
+/// event, not presented before by another event, and HMAC(nonce, beacon key) computed by the beacon.
+///
+/// Hosted only when the service has the nonce key and the beacons' keys (`PolicyEngine.withGatt(_:)`).
+/// Applies to device check-ins; check-outs, heartbeats and the seed 004 contracts pass (the contract
+/// check-in names no beacon; `beacon_validity` with `requireSensorData` refuses those). A redelivery of
+/// the same event (same idempotency key) is not a reuse.
+///
+/// | finding | action | risk |
+/// |---|---|---|
+/// | no proof sent | walk_to_gate | 0.5 |
+/// | nonce not issued for this beacon and device (forged or borrowed) | contact_admin | 0.9 |
+/// | nonce expired | walk_to_gate | 0.3 |
+/// | nonce already used by another event | contact_admin | 0.9 |
+/// | beacon has no key | contact_admin | 0.5 |
+/// | wrong HMAC (the beacon did not sign it: replayed identity) | contact_admin | 0.95 |
+public struct GattChallengeRule: PolicyRule {
+    public let nonces: GattNonceCodec
+    public let keyring: any BeaconKeyring
+
+    public init(nonces: GattNonceCodec, keyring: any BeaconKeyring) {
+        self.nonces = nonces
+        self.keyring = keyring
+    }
+
+    public var id: PolicyRuleID { .gattChallenge }
+
+    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+        guard let body = event.attendanceEvent, body.type == .checkin else { return .passed }
+        let beacon = body.beacon
+        guard let proof = body.gatt else {
+            return .fire("no GATT challenge proof from beacon \(beacon.canonicalId)", action: .walkToGate, risk: 0.5)
+        }
+        guard let uuid = UUIDText.parse(beacon.uuid), let key = RegistryBeaconKey(uuid: uuid, major: beacon.major, minor: beacon.minor) else {
+            return .fire("beacon \(beacon.canonicalId) is not a valid identity", action: .contactAdmin, risk: 0.9)
+        }
+        switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: event.receivedAt) {
+        case .forged:
+            return .fire("GATT nonce was not issued for this beacon and device", action: .contactAdmin, risk: 0.9)
+        case .expired(let expiresAt):
+            return .fire(
+                "GATT nonce expired \(Wording.duration(event.receivedAt.timeIntervalSince(expiresAt))) before the event arrived",
+                action: .walkToGate, risk: 0.3
+            )
+        case .valid:
+            break
+        }
+        if let usedBy = context.history.nonceUse(userId: event.userId, nonce: proof.nonce), usedBy != event.idempotencyKey {
+            return .fire("GATT nonce was already used by another event", action: .contactAdmin, risk: 0.9)
+        }
+        guard let beaconKey = keyring.key(for: key) else {
+            return .fire("beacon \(beacon.canonicalId) has no GATT key", action: .contactAdmin, risk: 0.5)
+        }
+        guard GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: beaconKey) else {
+            return .fire("GATT proof does not match beacon \(beacon.canonicalId)'s key", action: .contactAdmin, risk: 0.95)
+        }
+        return .passed
+    }
+}

@@ -1,0 +1,59 @@
+import AttendanceProtocol
+import Foundation
+
+/// A site policy as an admin sends it (`PUT /v1/admin/policies/{siteId}`): everything but the
+/// version, which the store assigns. Same JSON as `SitePolicy` (`rules` omitted means the default
+/// rule set, `settings` fields omitted take their defaults, `automaticAttendance` defaults to true).
+///
+/// Unlike the lenient policy-book file, an admin request with a member this build does not know is
+/// refused (`unknownFields`): a misspelt threshold must not be silently ignored.
+public struct SitePolicyDraft: Decodable, Hashable, Sendable {
+    public var automaticAttendance: Bool
+    public var rules: [PolicyRuleID: RuleConfig]
+    public var settings: PolicySettings
+
+    public init(automaticAttendance: Bool = true, rules: [PolicyRuleID: RuleConfig] = SitePolicy.defaultRules, settings: PolicySettings = PolicySettings()) {
+        self.automaticAttendance = automaticAttendance
+        self.rules = rules
+        self.settings = settings
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case automaticAttendance, rules, settings }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        automaticAttendance = try c.decodeIfPresent(Bool.self, forKey: .automaticAttendance) ?? true
+        if let named = try c.decodeIfPresent([String: RuleConfig].self, forKey: .rules) {
+            var rules: [PolicyRuleID: RuleConfig] = [:]
+            for (id, config) in named { rules[PolicyRuleID(rawValue: id)] = config }
+            self.rules = rules
+        } else {
+            rules = SitePolicy.defaultRules
+        }
+        settings = try c.decodeIfPresent(PolicySettings.self, forKey: .settings) ?? PolicySettings()
+    }
+
+    /// The policy this draft becomes at `version` for `siteId` (`nil`: the default policy).
+    public func policy(siteId: String?, version: Int) -> SitePolicy {
+        SitePolicy(siteId: siteId, version: version, automaticAttendance: automaticAttendance, rules: rules, settings: settings)
+    }
+
+    /// The draft of an existing policy (to restore an old version as a new one).
+    public init(_ policy: SitePolicy) {
+        self.init(automaticAttendance: policy.automaticAttendance, rules: policy.rules, settings: policy.settings)
+    }
+
+    /// JSON paths of members this build does not know, at the top level and in `settings`.
+    /// `siteId` and `version` are tolerated at the top level (a GET's answer sent back as is);
+    /// they are ignored, since the path names the site and the store assigns the version.
+    public static func unknownFields(in json: Data) -> [String] {
+        guard let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] else { return [] }
+        let top = Set(CodingKeys.allCases.map(\.rawValue)).union(["siteId", "version"])
+        var unknown = object.keys.filter { !top.contains($0) }.sorted()
+        if let settings = object["settings"] as? [String: Any] {
+            let known = Set(PolicySettings.CodingKeys.allCases.map(\.rawValue))
+            unknown += settings.keys.filter { !known.contains($0) }.sorted().map { "settings.\($0)" }
+        }
+        return unknown
+    }
+}

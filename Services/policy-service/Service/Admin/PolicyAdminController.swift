@@ -1,0 +1,258 @@
+import AccessControl
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import NIOCore
+import PolicyServiceCore
+
+/// The request context of the policy service's routes: the admin API key the auth middleware
+/// verified (nil on health and metrics) and the platform's admin JSON conventions.
+public struct PolicyRequestContext: AdminRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var apiKey: APIKey?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        apiKey = nil
+    }
+
+    public var requestDecoder: JSONDecoder { AdminJSON.decoder() }
+    public var responseEncoder: JSONEncoder { AdminJSON.encoder() }
+}
+
+/// `GET /v1/admin/policies`: what this instance decides with now.
+public struct ActivePolicies: Codable, Hashable, Sendable {
+    public var globalKillSwitch: Bool
+    /// The rules this instance implements (a policy may switch on only these).
+    public var hostedRules: [PolicyRuleID]
+    public var `default`: SitePolicy
+    public var sites: [SitePolicy]
+}
+
+/// `GET /v1/admin/policies/{siteId}/versions`.
+public struct PolicyVersionList: Codable, Hashable, Sendable {
+    public var siteId: String
+    /// Newest first.
+    public var items: [StoredPolicyVersion]
+}
+
+/// `PUT /v1/admin/kill-switch` body and answer.
+public struct GlobalKillSwitchBody: Codable, Hashable, Sendable {
+    /// `true` turns automatic attendance off at every site.
+    public var enabled: Bool
+}
+
+/// Policy administration (seed 000 sec. 16: feature flags, kill switch, canary), behind
+/// `AdminAuthMiddleware`. Reads need the viewer role, changes the admin role. `{siteId}` is a site
+/// id, or `default` for the policy of sites without their own.
+///
+/// - `GET  /v1/admin/policies`: the active book of this instance.
+/// - `GET  /v1/admin/policies/{siteId}`: the policy the site runs now (its own or the default).
+/// - `PUT  /v1/admin/policies/{siteId}`: a new version from a `SitePolicyDraft`; validated against
+///   the rules this instance hosts (400 with every problem), applied here at once, everywhere
+///   within the refresh interval.
+/// - `GET  /v1/admin/policies/{siteId}/versions?limit=`: stored versions, newest first.
+/// - `POST /v1/admin/policies/{siteId}/versions/{version}/restore`: that version again, as a new one.
+/// - `PUT  /v1/admin/kill-switch`: `{"enabled": true}` turns automatic attendance off everywhere.
+public struct PolicyAdminController: Sendable {
+    public static let defaultScopeName = "default"
+    static let maxBodyBytes = 64 * 1024
+
+    let repository: any PolicyRepository
+    let refresher: PolicyBookRefresher
+    let hostedRules: [PolicyRuleID]
+
+    public init(repository: any PolicyRepository, refresher: PolicyBookRefresher, hostedRules: [PolicyRuleID]) {
+        self.repository = repository
+        self.refresher = refresher
+        self.hostedRules = hostedRules
+    }
+
+    public func addRoutes(to group: RouterGroup<PolicyRequestContext>) {
+        group.get("policies") { request, context in
+            try context.authorize(.viewer)
+            let book = refresher.current
+            let body = ActivePolicies(
+                globalKillSwitch: book.globalKillSwitch, hostedRules: hostedRules, default: book.defaultPolicy,
+                sites: book.sites.values.sorted { ($0.siteId ?? "") < ($1.siteId ?? "") }
+            )
+            return try Self.json(body, request: request, context: context)
+        }
+        group.get("policies/:siteId") { request, context in
+            try context.authorize(.viewer)
+            let siteId = try Self.scope(context)
+            let book = refresher.current
+            let policy = siteId.flatMap { book.sites[$0] } ?? book.defaultPolicy
+            return try Self.json(policy, request: request, context: context)
+        }
+        group.put("policies/:siteId") { request, context in
+            try context.authorize(.admin)
+            let siteId = try Self.scope(context)
+            let draft = try await Self.readDraft(request)
+            return try await save(draft, siteId: siteId, request: request, context: context)
+        }
+        group.get("policies/:siteId/versions") { request, context in
+            try context.authorize(.viewer)
+            let siteId = try Self.scope(context)
+            let limit = try Self.limit(request)
+            let versions = try await repository.versions(siteId: siteId, limit: limit)
+            return try Self.json(PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
+        }
+        group.post("policies/:siteId/versions/:version/restore") { request, context in
+            try context.authorize(.admin)
+            let siteId = try Self.scope(context)
+            guard let text = context.parameters.get("version"), let version = Int(text), version > 0 else {
+                throw ProblemDetails.validation([FieldError(field: "version", reason: "must be a positive integer")])
+            }
+            guard let stored = try await repository.version(siteId: siteId, version: version) else {
+                throw ProblemDetails.notFound("site \(siteId ?? Self.defaultScopeName) has no stored policy version \(version)")
+            }
+            return try await save(SitePolicyDraft(stored.policy), siteId: siteId, request: request, context: context)
+        }
+        group.put("kill-switch") { request, context in
+            try context.authorize(.admin)
+            let bytes = try await Self.readBody(request)
+            let body: GlobalKillSwitchBody
+            do {
+                body = try JSONDecoder().decode(GlobalKillSwitchBody.self, from: Data(bytes))
+            } catch {
+                throw ProblemDetails.validation([FieldError(field: "enabled", reason: "send {\"enabled\": true|false}")])
+            }
+            try await repository.setGlobalKillSwitch(body.enabled, by: context.apiKey?.id ?? "unknown")
+            let book = try await refresher.refresh()
+            return try Self.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
+        }
+    }
+
+    private func save(_ draft: SitePolicyDraft, siteId: String?, request: Request, context: PolicyRequestContext) async throws -> Response {
+        let candidate = draft.policy(siteId: siteId, version: 1)
+        let issues = candidate.validationIssues(hostedRules: hostedRules)
+        guard issues.isEmpty else {
+            throw ProblemDetails.validation(issues.map { FieldError(field: $0.field, reason: $0.message) }, detail: "the policy is not valid")
+        }
+        let current = refresher.current
+        let active = siteId.flatMap { current.sites[$0]?.version } ?? (siteId == nil ? current.defaultPolicy.version : 0)
+        let stored = try await repository.save(draft, siteId: siteId, atLeast: active, by: context.apiKey?.id ?? "unknown")
+        // This instance applies it now; the others on their next refresh.
+        try await refresher.refresh()
+        return try Self.json(stored, status: .ok, request: request, context: context)
+    }
+
+    /// `nil` for the default policy.
+    static func scope(_ context: PolicyRequestContext) throws(ProblemDetails) -> String? {
+        guard let raw = context.parameters.get("siteId") else {
+            throw .validation([FieldError(field: "siteId", reason: "is required")])
+        }
+        let siteId = raw.removingPercentEncoding ?? raw
+        if siteId == defaultScopeName { return nil }
+        guard !siteId.isEmpty, siteId.utf8.count <= 128, siteId != PostgresPolicyRepository.defaultScope,
+              !siteId.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
+        else {
+            throw .validation([FieldError(field: "siteId", reason: "must be a site id of 1...128 characters without spaces, or \"default\"")])
+        }
+        return siteId
+    }
+
+    static func limit(_ request: Request) throws(ProblemDetails) -> Int {
+        guard let text = request.uri.queryParameters.get("limit") else { return 50 }
+        guard let limit = Int(text), (1...500).contains(limit) else {
+            throw .validation([FieldError(field: "limit", reason: "must be an integer in 1...500")])
+        }
+        return limit
+    }
+
+    static func readBody(_ request: Request) async throws -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: maxBodyBytes)
+            return Array(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw ProblemDetails.payloadTooLarge(limitBytes: maxBodyBytes)
+        }
+    }
+
+    static func readDraft(_ request: Request) async throws -> SitePolicyDraft {
+        let bytes = try await readBody(request)
+        let data = Data(bytes)
+        let draft: SitePolicyDraft
+        do {
+            draft = try JSONDecoder().decode(SitePolicyDraft.self, from: data)
+        } catch let error as DecodingError {
+            throw ProblemDetails.validation([Self.fieldError(error)], detail: "the body is not a site policy")
+        } catch {
+            throw ProblemDetails.validation([FieldError(field: "", reason: "the body is not JSON")])
+        }
+        let unknown = SitePolicyDraft.unknownFields(in: data)
+        guard unknown.isEmpty else {
+            throw ProblemDetails.validation(unknown.map { FieldError(field: $0, reason: "is not a policy field") }, detail: "the body has unknown fields")
+        }
+        return draft
+    }
+
+    static func fieldError(_ error: DecodingError) -> FieldError {
+        func path(_ codingPath: [any CodingKey]) -> String { codingPath.map(\.stringValue).joined(separator: ".") }
+        switch error {
+        case .typeMismatch(let type, let c): return FieldError(field: path(c.codingPath), reason: "must be \(type): \(c.debugDescription)")
+        case .valueNotFound(_, let c): return FieldError(field: path(c.codingPath), reason: "must not be null")
+        case .keyNotFound(let key, let c): return FieldError(field: path(c.codingPath + [key]), reason: "is required")
+        case .dataCorrupted(let c): return FieldError(field: path(c.codingPath), reason: c.debugDescription)
+        @unknown default: return FieldError(field: "", reason: "is not valid")
+        }
+    }
+
+    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, request: Request, context: PolicyRequestContext) throws -> Response {
+        var response = try context.responseEncoder.encode(value, from: request, context: context)
+        response.status = status
+        return response
+    }
+}
+
+/// Turns every error into an RFC 9457 problem+json answer: `ProblemDetails` as is, Hummingbird's
+/// `HTTPError` (unknown route) with its status, anything else a 500 whose details go to the log.
+struct PolicyProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            var problem = Self.problem(for: error)
+            if problem.instance == nil { problem.instance = request.uri.path }
+            if problem.status >= 500 {
+                context.logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string(String(describing: error))])
+            }
+            return Self.response(problem)
+        }
+    }
+
+    static func problem(for error: any Error) -> ProblemDetails {
+        switch error {
+        case let problem as ProblemDetails:
+            return problem
+        case let http as HTTPError:
+            switch http.status {
+            case .notFound: return .notFound(http.body ?? "no such resource")
+            case .unauthorized: return .unauthorized(http.body ?? "authentication is required")
+            case .forbidden: return .forbidden(http.body ?? "not allowed")
+            case .badRequest: return .validation([FieldError(field: "", reason: http.body ?? "bad request")])
+            default:
+                return ProblemDetails(type: "about:blank", title: http.status.reasonPhrase, status: http.status.code, detail: http.body)
+            }
+        default:
+            return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
+        }
+    }
+
+    static func response(_ problem: ProblemDetails) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(problem)) ?? Data("{\"title\":\"error\",\"status\":\(problem.status)}".utf8)
+        var headers: HTTPFields = [.contentType: ProblemDetails.mediaType]
+        if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: HTTPResponse.Status(code: problem.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// The admin routes on a router (the service's application and the tests use the same).
+public func addPolicyAdminRoutes(to router: Router<PolicyRequestContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
+    router.add(middleware: PolicyProblemMiddleware())
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<PolicyRequestContext>(verifier: keyVerifier))
+    controller.addRoutes(to: admin)
+}

@@ -1,0 +1,159 @@
+import AttendanceProtocol
+import Foundation
+import Logging
+import PolicyServiceCore
+import PostgresNIO
+
+/// One stored version of a policy.
+public struct StoredPolicyVersion: Codable, Hashable, Sendable {
+    public var policy: SitePolicy
+    public var createdAt: Date
+    /// The admin API key id that wrote it.
+    public var createdBy: String
+
+    public init(policy: SitePolicy, createdAt: Date, createdBy: String) {
+        self.policy = policy
+        self.createdAt = createdAt
+        self.createdBy = createdBy
+    }
+}
+
+/// What the store holds for the service's book: the active (latest) version of every scope and
+/// the global kill switch, `nil` when never set.
+public struct StoredPolicies: Hashable, Sendable {
+    public var policies: [SitePolicy]
+    public var globalKillSwitch: Bool?
+
+    public init(policies: [SitePolicy] = [], globalKillSwitch: Bool? = nil) {
+        self.policies = policies
+        self.globalKillSwitch = globalKillSwitch
+    }
+}
+
+/// Versioned policy storage. Versions are per scope (a site, or the default policy) and only grow.
+public protocol PolicyRepository: Sendable {
+    /// The latest version of every scope, and the global kill switch.
+    func activePolicies() async throws -> StoredPolicies
+    /// Versions of a scope (`siteId` nil: the default policy), newest first.
+    func versions(siteId: String?, limit: Int) async throws -> [StoredPolicyVersion]
+    func version(siteId: String?, version: Int) async throws -> StoredPolicyVersion?
+    /// Stores the draft as the scope's next version: one more than the larger of the highest stored
+    /// version and `atLeast` (the version the service runs now, e.g. from the policy-book file), so
+    /// the new version always supersedes what is active.
+    func save(_ draft: SitePolicyDraft, siteId: String?, atLeast: Int, by: String) async throws -> StoredPolicyVersion
+    func setGlobalKillSwitch(_ on: Bool, by: String) async throws
+}
+
+/// `PolicyRepository` on PostgreSQL (`PolicyMigrations`).
+public struct PostgresPolicyRepository: PolicyRepository {
+    public static let defaultScope = "*"
+
+    let client: PostgresClient
+    let schema: String
+    let logger: Logger
+
+    public init(client: PostgresClient, schema: String = PolicyMigrations.defaultSchema, logger: Logger) {
+        precondition(PolicyMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+        self.client = client
+        self.schema = schema
+        self.logger = logger
+    }
+
+    static func scope(_ siteId: String?) -> String { siteId ?? defaultScope }
+
+    public func activePolicies() async throws -> StoredPolicies {
+        var result = StoredPolicies()
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT ON (scope) document::text FROM \(unescaped: schema).site_policies ORDER BY scope, version DESC
+            """,
+            logger: logger
+        )
+        for try await document in rows.decode(String.self) {
+            result.policies.append(try Self.decode(document))
+        }
+        let switches = try await client.query("SELECT global_kill_switch FROM \(unescaped: schema).global_switch", logger: logger)
+        for try await on in switches.decode(Bool.self) { result.globalKillSwitch = on }
+        return result
+    }
+
+    public func versions(siteId: String?, limit: Int) async throws -> [StoredPolicyVersion] {
+        let scope = Self.scope(siteId)
+        let rows = try await client.query(
+            """
+            SELECT document::text, created_at, created_by FROM \(unescaped: schema).site_policies
+            WHERE scope = \(scope) ORDER BY version DESC LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        var versions: [StoredPolicyVersion] = []
+        for try await (document, createdAt, createdBy) in rows.decode((String, Date, String).self) {
+            versions.append(StoredPolicyVersion(policy: try Self.decode(document), createdAt: createdAt, createdBy: createdBy))
+        }
+        return versions
+    }
+
+    public func version(siteId: String?, version: Int) async throws -> StoredPolicyVersion? {
+        let scope = Self.scope(siteId)
+        let rows = try await client.query(
+            """
+            SELECT document::text, created_at, created_by FROM \(unescaped: schema).site_policies
+            WHERE scope = \(scope) AND version = \(version)
+            """,
+            logger: logger
+        )
+        for try await (document, createdAt, createdBy) in rows.decode((String, Date, String).self) {
+            return StoredPolicyVersion(policy: try Self.decode(document), createdAt: createdAt, createdBy: createdBy)
+        }
+        return nil
+    }
+
+    public func save(_ draft: SitePolicyDraft, siteId: String?, atLeast: Int, by: String) async throws -> StoredPolicyVersion {
+        let scope = Self.scope(siteId)
+        let schema = self.schema
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            // Two admins saving the same site at once get consecutive versions, not a key conflict.
+            let lock = "policy-version:\(schema):\(scope)"
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lock)))", logger: logger)
+            var highest = 0
+            let rows = try await connection.query(
+                "SELECT coalesce(max(version), 0) FROM \(unescaped: schema).site_policies WHERE scope = \(scope)", logger: logger
+            )
+            for try await value in rows.decode(Int.self) { highest = value }
+            let policy = draft.policy(siteId: siteId, version: max(highest, atLeast) + 1)
+            let document = try Self.encode(policy)
+            let version = policy.version
+            let inserted = try await connection.query(
+                """
+                INSERT INTO \(unescaped: schema).site_policies (scope, version, document, created_by)
+                VALUES (\(scope), \(version), \(document)::jsonb, \(by)) RETURNING created_at
+                """,
+                logger: logger
+            )
+            var createdAt = Date()
+            for try await at in inserted.decode(Date.self) { createdAt = at }
+            return StoredPolicyVersion(policy: policy, createdAt: createdAt, createdBy: by)
+        }
+    }
+
+    public func setGlobalKillSwitch(_ on: Bool, by: String) async throws {
+        try await client.query(
+            """
+            INSERT INTO \(unescaped: schema).global_switch (id, global_kill_switch, updated_at, updated_by) VALUES (true, \(on), now(), \(by))
+            ON CONFLICT (id) DO UPDATE SET global_kill_switch = EXCLUDED.global_kill_switch, updated_at = now(), updated_by = EXCLUDED.updated_by
+            """,
+            logger: logger
+        )
+    }
+
+    static func encode(_ policy: SitePolicy) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(policy), as: UTF8.self)
+    }
+
+    static func decode(_ document: String) throws -> SitePolicy {
+        try JSONDecoder().decode(SitePolicy.self, from: Data(document.utf8))
+    }
+}
