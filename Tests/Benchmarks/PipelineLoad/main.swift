@@ -87,6 +87,20 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per phase.") var seconds = 20
     @Option(help: "Rows per pgbench transaction (the merger's batch size).") var mergerBatch = 500
     @Option(help: "Vetted events for the merger-alone phase.") var mergerEvents = 20_000
+    @Option(help: "Phases to run, comma-separated: bare, e2e, half, pgbench, merger.") var phases = "bare,e2e,half,pgbench,merger"
+    @Option(help: "Events/s of the half-load phase (default: half the closed loop's rate).") var halfRate: Double?
+
+    func parsedPhases() throws -> Set<PipelineBench.Phase> {
+        var set = Set<PipelineBench.Phase>()
+        for name in phases.split(separator: ",") {
+            guard let phase = PipelineBench.Phase(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("--phases: unknown phase \"\(name)\"; use bare, e2e, half, pgbench, merger")
+            }
+            set.insert(phase)
+        }
+        guard !set.isEmpty else { throw ValidationError("--phases names no phase") }
+        return set
+    }
 
     func run() async throws {
         var logger = Logger(label: "pipeline-bench")
@@ -104,7 +118,9 @@ struct Bench: AsyncParsableCommand {
                 let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
                 try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
                 let bench = PipelineBench(
-                    options: .init(gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents, brokers: brokers),
+                    options: .init(
+                        gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents,
+                        brokers: brokers, phases: try parsedPhases(), halfRate: halfRate),
                     fleet: fleet, http: http, postgres: postgres, logger: logger
                 )
                 try await bench.run()

@@ -4,6 +4,14 @@ import KafkaClient
 import Logging
 import ServiceLifecycle
 
+extension Duration {
+    /// Whole milliseconds, for logs.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
 /// Sends dead letters to the DLQ topic and waits for their delivery reports.
 public struct KafkaDeadLetterSink: DeadLetterSink {
     let producer: KafkaProducer
@@ -107,6 +115,7 @@ public final class MergerPipeline: Service, Sendable {
         var backoff = Duration.milliseconds(100)
         while true {
             let result: VettedBatchResult
+            let started = ContinuousClock.now
             do {
                 result = try await processor.process(batch.messages)
             } catch {
@@ -119,8 +128,10 @@ public final class MergerPipeline: Service, Sendable {
                 backoff = min(backoff * 2, .seconds(5))
                 continue
             }
+            let stored = ContinuousClock.now
             try await afterCommit(result)
             await produceVerdicts(result.verdicts)
+            let answered = ContinuousClock.now
             if configuration.commitOffsetsToBroker {
                 do {
                     try await consumer.commit(result.nextOffsets)
@@ -128,6 +139,10 @@ public final class MergerPipeline: Service, Sendable {
                     logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
                 }
             }
+            logger.debug("batch stored", metadata: [
+                "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
+                "verdictsMs": "\((answered - stored).milliseconds)", "commitMs": "\((ContinuousClock.now - answered).milliseconds)",
+            ])
             return true
         }
     }
