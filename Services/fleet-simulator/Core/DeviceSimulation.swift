@@ -129,6 +129,9 @@ public struct DeviceSimulation: Sendable {
         var hint = 0
         var seedCounter: UInt64 = 0
 
+        // FLEET_TRACE_PERSON=<index> prints what this person's phone hears and decides (debugging).
+        let tracing = ProcessInfo.processInfo.environment["FLEET_TRACE_PERSON"].flatMap(Int.init) == person.index
+
         func makeAgent(at t: Int64) throws -> PresenceAgent {
             seedCounter += 1
             let machine = try PresenceStateMachine(
@@ -140,6 +143,16 @@ public struct DeviceSimulation: Sendable {
         // Acts on a batch of effects: durable ones into the outbox first, then the rest.
         func apply(_ effects: [PresenceEffect], at t: Int64) throws {
             guard !effects.isEmpty else { return }
+            if tracing {
+                for e in effects {
+                    switch e {
+                    case .postCheckIn(let a), .postCheckOut(let a), .postHeartbeat(let a): print("# \(t) post \(a.type.rawValue) \(a.reason.rawValue)")
+                    case .log(_, let m): print("# \(t) log \(m)")
+                    case .persistSnapshot: break
+                    default: print("# \(t) \(e)")
+                    }
+                }
+            }
             try outbox.store(effects)
             for effect in effects {
                 switch effect {
@@ -267,6 +280,7 @@ public struct DeviceSimulation: Sendable {
                 case .motion(let activity): event = .motionActivity(activity)
                 case .gattResult: event = .gattChallengeResult(ok: true, roundTripMs: 200)
                 }
+                if tracing { print("# \(t) os \(event)") }
                 if agent == nil && relaunches { try launch(at: t) }
                 guard agent != nil else { continue }
                 try apply(agent!.handle(event, at: deviceTime(t)), at: t)
@@ -279,6 +293,7 @@ public struct DeviceSimulation: Sendable {
                 if scanning {
                     for entry in ranged {
                         let reading = BeaconReading(beacon: site.beacons[entry.beaconIndex].identity, rssi: entry.rssi)
+                        if tracing { print("\(t),rssi,\(reading.beacon.beaconId),\(reading.rssi),\(here.position.x),\(here.position.y)") }
                         try apply(agent!.handle(.beaconReading(reading), at: deviceTime(t)), at: t)
                     }
                 }

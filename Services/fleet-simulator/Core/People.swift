@@ -152,7 +152,7 @@ public struct ScheduleSettings: Sendable, Hashable, Codable {
     /// Share of people going out for lunch on a day.
     public var lunchOutProbability: Double = 0.5
     /// Seconds paused in the doorway (a door to open, a badge to show) on the way in.
-    public var doorPauseSeconds: ClosedRange<Double> = 1.5...4
+    public var doorPauseSeconds: ClosedRange<Double> = 2...5
     public var walkSpeed: ClosedRange<Double> = 1.0...1.6
     /// Seconds a gate stander stands at the gate.
     public var standSeconds: ClosedRange<Double> = 60...300
