@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "session-merger", targets: ["session-merger"]),
         .executable(name: "ingest-gateway", targets: ["ingest-gateway"]),
         .executable(name: "telemetry-aggregator", targets: ["telemetry-aggregator"]),
+        .executable(name: "fleet-simulator", targets: ["fleet-simulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -348,6 +349,37 @@ let package = Package(
             name: "telemetry-aggregator",
             dependencies: ["TelemetryAggregatorService", "ServiceRuntime"],
             path: "Services/telemetry-aggregator/Main",
+        // Fleet simulator (issue 8): world model, people, ground truth, scoring, reports, trace
+        // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
+        .target(
+            name: "FleetSimulatorCore",
+            dependencies: ["PresenceKit"],
+            path: "Services/fleet-simulator/Core",
+            swiftSettings: sharedSwiftSettings
+        ),
+        // Fleet simulator runtime: enrollment through the registry, device actors talking to the
+        // real gateway over HTTP, the server-side check in PostgreSQL, progress, report files, CLI.
+        .target(
+            name: "FleetSimulatorService",
+            dependencies: [
+                "FleetSimulatorCore",
+                "PresenceKit",
+                "AccessControl",
+                "AttendanceProtocol",
+                "BeaconRegistryCore",
+                "ServiceRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Services/fleet-simulator/Service",
+            swiftSettings: sharedSwiftSettings
+        ),
+        .executableTarget(
+            name: "fleet-simulator",
+            dependencies: ["FleetSimulatorService"],
+            path: "Services/fleet-simulator/Main",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -672,6 +704,28 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Tests/TelemetryAggregatorTests",
+        // Fleet simulator in process: world physics, schedules, ground truth, scoring, the QA
+        // matrix on virtual time, trace parsing, CLI argument errors.
+        .testTarget(
+            name: "FleetSimulatorTests",
+            dependencies: ["FleetSimulatorCore", "FleetSimulatorService", "PresenceKit"],
+            path: "Tests/FleetSimulatorTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // A small fleet against the four services as processes (services.sh under the shared
+        // services lock), asserting zero lost and zero duplicated events in merger.events.
+        .testTarget(
+            name: "FleetEndToEndTests",
+            dependencies: [
+                "FleetSimulatorCore",
+                "FleetSimulatorService",
+                "LocalStackTesting",
+                "ServiceRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/FleetEndToEndTests",
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),

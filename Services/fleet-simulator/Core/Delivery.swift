@@ -1,0 +1,178 @@
+import Foundation
+import PresenceKit
+import Synchronization
+
+/// An HTTP answer as the device's client sees it, before it decides what it means.
+public struct TransportAnswer: Sendable, Hashable {
+    public var status: Int
+    public var contentType: String?
+    public var problemType: String?
+    public var retryAfterMs: Int64?
+
+    public init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil) {
+        self.status = status
+        self.contentType = contentType
+        self.problemType = problemType
+        self.retryAfterMs = retryAfterMs
+    }
+}
+
+public enum ContractReading {
+    /// Only the gateway's own JSON answers are verdicts. A captive portal (or a proxy's error page)
+    /// answers 200 or 302 with HTML: taking that 200 as "stored" would delete the event from the
+    /// outbox and lose it, so anything that is not JSON is a transport failure and is retried.
+    public static func deliveryResult(_ answer: TransportAnswer) -> DeliveryResult {
+        let type = answer.contentType?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") || type.hasPrefix("application/problem+json") else {
+            return .transportError("not the gateway: HTTP \(answer.status) \(answer.contentType ?? "without a content type")")
+        }
+        return .response(status: answer.status, problemType: answer.problemType, retryAfterMs: answer.retryAfterMs)
+    }
+}
+
+/// What the device knows about one delivery: a final verdict for an outbox entry.
+public struct DeliveryRecord: Sendable, Hashable, Codable {
+    public var key: String
+    public var kind: String
+    public var status: Int
+    public var attempts: Int
+    /// Virtual (true) time of the final verdict.
+    public var verdictAt: Int64
+    /// Wall-clock milliseconds from the entry's first attempt in this drain to its verdict (real stack only).
+    public var wallLatencyMs: Double?
+
+    public init(key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil) {
+        self.key = key
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+        self.verdictAt = verdictAt
+        self.wallLatencyMs = wallLatencyMs
+    }
+}
+
+/// Statuses seen per attempt, final or not (the report's status-code mix).
+public struct AttemptLog: Sendable, Hashable, Codable {
+    public var statuses: [String: Int] = [:]
+
+    public init() {}
+
+    public mutating func count(_ result: DeliveryResult) {
+        switch result {
+        case .response(let status, _, _): statuses[String(status), default: 0] += 1
+        case .timeout: statuses["timeout", default: 0] += 1
+        case .transportError(let reason):
+            let label = reason.hasPrefix("not the gateway") ? "captive_portal" : (reason == "offline" ? "offline" : "transport_error")
+            statuses[label, default: 0] += 1
+        }
+    }
+
+    public mutating func merge(_ other: AttemptLog) {
+        for (k, v) in other.statuses { statuses[k, default: 0] += v }
+    }
+}
+
+/// Sends a device's outbox at a moment when the app runs. Implementations: `InProcessDelivery`
+/// (virtual time, an in-process server) and the runtime's HTTP client against the real gateway.
+public protocol DeliveryDriver: Sendable {
+    /// Drains `outbox` starting at true virtual time `now`, until it is empty or `budgetMs` ends.
+    func drain(
+        outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
+        random: inout SimulationRandom, attempts: inout AttemptLog
+    ) async throws -> [DeliveryRecord]
+}
+
+/// The server side for detection-only runs and scenario tests: dedupes by idempotency key like the
+/// gateway and the merger (first 201, a repeat 200, the same key with another payload 422).
+public final class InProcessServer: Sendable {
+    public struct Stored: Sendable, Hashable {
+        public var key: String
+        public var event: PresenceKit.AttendanceEvent
+        public var receivedAt: Int64
+        public var payloadHash: Int
+        public var copiesReceived: Int
+    }
+
+    private let stored = Mutex<[String: Stored]>([:])
+
+    public init() {}
+
+    public func receive(_ payload: [UInt8], at now: Int64) -> TransportAnswer {
+        guard let event = try? PresenceCoding.decodeEvent(payload) else {
+            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation")
+        }
+        let hash = payload.hashValue
+        return stored.withLock { table in
+            let key = event.idempotencyKey.hex
+            if var existing = table[key] {
+                existing.copiesReceived += 1
+                table[key] = existing
+                return TransportAnswer(status: existing.payloadHash == hash ? 200 : 422, contentType: "application/json")
+            }
+            table[key] = Stored(key: key, event: event, receivedAt: now, payloadHash: hash, copiesReceived: 1)
+            return TransportAnswer(status: 201, contentType: "application/json")
+        }
+    }
+
+    public var events: [Stored] { stored.withLock { Array($0.values) } }
+    public var count: Int { stored.withLock { $0.count } }
+}
+
+/// Delivery in virtual time to an `InProcessServer` through the phone's simulated network: latency,
+/// offline periods, captive portals, request timeouts (the server may have stored an event whose
+/// answer the phone never got: the retry with the same key must come back 200, not a second row).
+public struct InProcessDelivery: DeliveryDriver {
+    public let server: InProcessServer
+    /// The app's request timeout (seed 000 sec. 7: short, 2-4 s).
+    public var requestTimeoutMs: Int64 = 4_000
+
+    public init(server: InProcessServer) { self.server = server }
+
+    public func drain(
+        outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
+        random: inout SimulationRandom, attempts: inout AttemptLog
+    ) async throws -> [DeliveryRecord] {
+        let clock = ManualClock(Timestamp(millisecondsSinceEpoch: now))
+        let drainer = OutboxDrainer(outbox: outbox, clock: clock, sleep: { ms in clock.advance(by: ms) })
+        var kinds: [UInt64: (String, String)] = [:]
+        var answered: [UInt64: (at: Int64, attempts: Int)] = [:]
+        var log = AttemptLog()
+        let server = self.server
+        let timeout = requestTimeoutMs
+        let report = try await drainer.drain(deadline: budgetMs.map { Timestamp(millisecondsSinceEpoch: now + $0) }, random: &random.generator) { entry, payload in
+            let t = clock.now().millisecondsSinceEpoch
+            if kinds[entry.id] == nil, let event = try? PresenceCoding.decodeEvent(payload) {
+                kinds[entry.id] = (event.idempotencyKey.hex, event.type.rawValue)
+            }
+            let result: DeliveryResult
+            switch profile.network(at: t) {
+            case .offline:
+                clock.advance(by: 1_000)
+                result = .transportError("offline")
+            case .captivePortal:
+                clock.advance(by: 300)
+                result = ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html; charset=utf-8"))
+            case .online(let latency):
+                let answer = server.receive(payload, at: t + Int64(latency) / 2)
+                if Int64(latency) > timeout {
+                    clock.advance(by: timeout)
+                    result = .timeout
+                } else {
+                    clock.advance(by: Int64(latency))
+                    result = ContractReading.deliveryResult(answer)
+                }
+            }
+            log.count(result)
+            answered[entry.id] = (clock.now().millisecondsSinceEpoch, (answered[entry.id]?.attempts ?? 0) + 1)
+            return result
+        }
+        attempts.merge(log)
+        var records: [DeliveryRecord] = []
+        for delivered in report.delivered {
+            let (key, kind) = kinds[delivered.id] ?? ("?", "?")
+            let answer = answered[delivered.id] ?? (clock.now().millisecondsSinceEpoch, 1)
+            records.append(DeliveryRecord(key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at))
+        }
+        return records
+    }
+}

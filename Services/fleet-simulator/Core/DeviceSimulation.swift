@@ -1,0 +1,355 @@
+import Foundation
+import PresenceKit
+
+/// An attendance event a device produced (written to its outbox), with the true time it was decided.
+public struct PostedEvent: Sendable, Hashable, Codable {
+    public var key: String
+    public var kind: String
+    public var siteId: String
+    public var sessionKey: String
+    public var reason: String
+    /// The event's own time on the device's clock (session start, last presence, or emission).
+    public var timestamp: Int64
+    /// True virtual time the device decided it.
+    public var decidedAt: Int64
+
+    public init(key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64) {
+        self.key = key
+        self.kind = kind
+        self.siteId = siteId
+        self.sessionKey = sessionKey
+        self.reason = reason
+        self.timestamp = timestamp
+        self.decidedAt = decidedAt
+    }
+}
+
+/// Everything one simulated phone did.
+public struct DeviceResult: Sendable {
+    public var person: Int
+    public var userId: String
+    public var deviceId: String
+    public var posted: [PostedEvent] = []
+    public var deliveries: [DeliveryRecord] = []
+    public var attempts = AttemptLog()
+    /// Outbox entries still waiting at the end (must be 0 after the final sync).
+    public var undelivered = 0
+    public var launches = 0
+    public var outboxBytes: Int64 = 0
+
+    public init(person: Int, userId: String, deviceId: String) {
+        self.person = person
+        self.userId = userId
+        self.deviceId = deviceId
+    }
+}
+
+/// Waits for the wall clock in runs against the real stack (virtual time no faster than `--time-scale`).
+public protocol VirtualPacer: Sendable {
+    func waitUntil(virtual t: Int64) async
+}
+
+/// One phone running PresenceKit in the simulated world, on virtual time: the OS side (region and
+/// geofence monitoring with their delays, ranging callbacks at 1 Hz, motion, app termination and
+/// relaunch, reboot), the app side (a `PresenceAgent`, its outbox on disk, draining it within the
+/// background budget when the network allows), all driven by the person's itinerary.
+///
+/// Deterministic for a given seed with `InProcessDelivery`; the time steps are 1 s near a beacon and
+/// jumps to the next thing that can happen elsewhere.
+public struct DeviceSimulation: Sendable {
+    public let person: Person
+    public let world: World
+    public let profile: PhoneProfile
+    public let identity: DeviceIdentity
+    public let config: PresenceConfig
+    public let outboxPath: String
+    public let start: Int64
+    public let end: Int64
+    var random: SimulationRandom
+
+    /// The background execution the OS grants per wake (seed 000 sec. 1 and 7).
+    public static let backgroundBudgetMs: Int64 = RetryPolicy.backgroundBudgetMs
+    /// Seed 001's background fetch interval.
+    public static let periodicWakeMs: Int64 = 15 * 60_000
+    /// iOS reports a beacon region exit about 30 s after the last packet.
+    public static let regionExitDelayMs: Int64 = 30_000
+
+    public init(
+        person: Person, world: World, profile: PhoneProfile, identity: DeviceIdentity, config: PresenceConfig,
+        outboxPath: String, start: Int64, end: Int64, seed: UInt64
+    ) {
+        self.person = person
+        self.world = world
+        self.profile = profile
+        self.identity = identity
+        self.config = config
+        self.outboxPath = outboxPath
+        self.start = start
+        self.end = end
+        random = SimulationRandom(seed: seed, stream: UInt64(person.index) &+ 1)
+    }
+
+    enum AppState { case running, terminated, forceQuit, rebooting }
+
+    enum OSEvent {
+        case regionEntered, regionExited, regionState, geofenceEntered, geofenceExited, motion(MotionActivity), gattResult
+    }
+
+    struct Pending {
+        var at: Int64
+        var event: OSEvent
+    }
+
+    /// Runs the whole itinerary; `finalSync` opens the app online at the end so the outbox drains
+    /// completely (the report's lost / undelivered figures are measured after it).
+    public mutating func run(delivery: some DeliveryDriver, pacer: (any VirtualPacer)? = nil, finalSync: Bool = true) async throws -> DeviceResult {
+        var result = DeviceResult(person: person.index, userId: identity.userId ?? "", deviceId: identity.deviceId)
+        let site = world.sites[person.siteIndex]
+        // The outbox stamps entries with the phone's (skewed) clock at the current virtual time.
+        let outboxClock = ManualClock(Timestamp(millisecondsSinceEpoch: start + profile.clockSkewMs))
+        let outbox = try Outbox(path: outboxPath, clock: outboxClock)
+        defer { outbox.close() }
+        var channel = RadioChannel(site: site, radio: world.radio, phoneLossDb: profile.phoneLossDb, random: &random)
+        let skew = profile.clockSkewMs
+        func deviceTime(_ t: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: t + skew) }
+
+        var agent: PresenceAgent?
+        var appState = AppState.running
+        var rebootUntil: Int64 = 0
+        var scanning = false
+        var pending: [Pending] = []
+        var regionOS = false
+        var geofenceOS = false
+        var walkingOS = false
+        var nextStepsAt: Int64 = 0
+        var nextWake = start + Self.periodicWakeMs
+        var lifecycleIndex = 0
+        var lastNetwork = profile.network(at: start)
+        var drainWanted = false
+        var hint = 0
+        var seedCounter: UInt64 = 0
+
+        // FLEET_TRACE_PERSON=<index> prints what this person's phone hears and decides (debugging).
+        let tracing = ProcessInfo.processInfo.environment["FLEET_TRACE_PERSON"].flatMap(Int.init) == person.index
+
+        func makeAgent(at t: Int64) throws -> PresenceAgent {
+            seedCounter += 1
+            let machine = try PresenceStateMachine(
+                config: config, directory: world.directory, identity: identity,
+                seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot())
+            return PresenceAgent(machine: machine)
+        }
+
+        // Acts on a batch of effects: durable ones into the outbox first, then the rest.
+        func apply(_ effects: [PresenceEffect], at t: Int64) throws {
+            guard !effects.isEmpty else { return }
+            if tracing {
+                for e in effects {
+                    switch e {
+                    case .postCheckIn(let a), .postCheckOut(let a), .postHeartbeat(let a): print("# \(t) post \(a.type.rawValue) \(a.reason.rawValue)")
+                    case .log(_, let m): print("# \(t) log \(m)")
+                    case .persistSnapshot: break
+                    default: print("# \(t) \(e)")
+                    }
+                }
+            }
+            try outbox.store(effects)
+            for effect in effects {
+                switch effect {
+                case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
+                    result.posted.append(PostedEvent(
+                        key: e.idempotencyKey.hex, kind: e.type.rawValue, siteId: e.siteId, sessionKey: e.sessionKey,
+                        reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t))
+                    drainWanted = true
+                case .requestRegionState: pending.append(Pending(at: t + 500, event: .regionState))
+                case .performGattChallenge: pending.append(Pending(at: t + Int64(random.int(150...600)), event: .gattResult))
+                case .drainOutbox: drainWanted = true
+                default: break
+                }
+            }
+            // Both scan modes feed the same 1 Hz callbacks here.
+            scanning = (agent?.machine.continuousScanActive ?? false) || (agent?.machine.rangingActive ?? false)
+        }
+
+        func launch(at t: Int64) throws {
+            agent = try makeAgent(at: t)
+            appState = .running
+            scanning = false
+            result.launches += 1
+            try apply(agent!.handle(.appLaunched, at: deviceTime(t)), at: t)
+            if case .offline = profile.network(at: t) {
+                try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t)), at: t)
+            }
+            if walkingOS { try apply(agent!.handle(.motionActivity(.walking), at: deviceTime(t)), at: t) }
+        }
+
+        func terminate(at t: Int64, forceQuit: Bool) throws {
+            guard var a = agent else { return }
+            try apply(a.handle(.appTerminated(forceQuit: forceQuit), at: deviceTime(t)), at: t)
+            agent = nil
+            scanning = false
+        }
+
+        func drain(at t: Int64, budget: Int64?) async throws {
+            drainWanted = false
+            guard !outbox.isEmpty else { return }
+            if case .offline = profile.network(at: t) { return } // reachability: no route, no attempt
+            let records = try await delivery.drain(
+                outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &result.attempts)
+            result.deliveries.append(contentsOf: records)
+        }
+
+        try launch(at: start)
+        var t = start
+        while t < end {
+            if let pacer { await pacer.waitUntil(virtual: t) }
+            outboxClock.advance(to: deviceTime(t))
+
+            // The app process: scheduled troubles.
+            while lifecycleIndex < profile.lifecycle.count && profile.lifecycle[lifecycleIndex].at <= t {
+                let event = profile.lifecycle[lifecycleIndex].event
+                lifecycleIndex += 1
+                switch event {
+                case .terminated:
+                    if appState == .running { try terminate(at: t, forceQuit: false); appState = .terminated }
+                case .forceQuit:
+                    if appState == .running { try terminate(at: t, forceQuit: true); appState = .forceQuit }
+                case .reboot:
+                    if appState == .running { try terminate(at: t, forceQuit: false) }
+                    appState = .rebooting
+                    rebootUntil = t + 60_000
+                    regionOS = false
+                    pending.removeAll()
+                case .userOpens:
+                    if appState != .running && appState != .rebooting { try launch(at: t) }
+                }
+            }
+            if appState == .rebooting && t >= rebootUntil {
+                appState = .terminated
+                // After boot the OS evaluates the monitored geofences again and wakes the app.
+                if geofenceOS { pending.append(Pending(at: t + 5_000, event: .geofenceEntered)) }
+            }
+
+            // The world around the phone.
+            hint = person.itinerary.segmentIndex(at: t, hint: hint)
+            let here = person.itinerary.whereabouts(at: t, hint: hint)
+            var ranged: [RangedBeacon] = []
+            let audible = channel.anyBeaconAudible(from: here.position)
+            if audible || regionOS {
+                ranged = channel.listen(at: t, position: here.position, heading: here.heading, random: &random)
+                if profile.inSignalGap(at: t) {
+                    ranged = ranged.map { RangedBeacon(beaconIndex: $0.beaconIndex, rssi: 0, packetsHeard: 0) }
+                }
+            }
+            if appState != .rebooting {
+                let heardNow = ranged.contains { $0.packetsHeard > 0 }
+                if !regionOS && heardNow {
+                    regionOS = true
+                    pending.append(Pending(at: t + Int64(random.uniform(1_000...5_000)), event: .regionEntered))
+                } else if regionOS && t - channel.lastHeardAnyAt >= Self.regionExitDelayMs {
+                    regionOS = false
+                    pending.append(Pending(at: t + Int64(random.uniform(0...5_000)), event: .regionExited))
+                }
+                let distance = here.position.distance(to: Point(x: 0, y: 0))
+                if !geofenceOS && distance <= site.geofenceRadiusMeters {
+                    geofenceOS = true
+                    pending.append(Pending(at: t + Int64(random.uniform(3_000...20_000)), event: .geofenceEntered))
+                } else if geofenceOS && distance > site.geofenceRadiusMeters + 50 {
+                    geofenceOS = false
+                    pending.append(Pending(at: t + Int64(random.uniform(3_000...20_000)), event: .geofenceExited))
+                }
+                if here.walking != walkingOS {
+                    walkingOS = here.walking
+                    pending.append(Pending(at: t + Int64(random.uniform(2_000...5_000)), event: .motion(here.walking ? .walking : .stationary)))
+                    if here.walking { nextStepsAt = t + 10_000 }
+                }
+            }
+
+            // OS events that are due, in time order; a region or geofence event relaunches the app.
+            pending.sort { $0.at < $1.at }
+            while let first = pending.first, first.at <= t {
+                pending.removeFirst()
+                let event: PresenceEvent
+                var relaunches = false
+                switch first.event {
+                case .regionEntered: event = .beaconRegionEntered; relaunches = appState == .terminated
+                case .regionExited: event = .beaconRegionExited; relaunches = appState == .terminated
+                case .regionState: event = .beaconRegionState(inside: regionOS)
+                case .geofenceEntered: event = .geofenceEntered(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
+                case .geofenceExited: event = .geofenceExited(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
+                case .motion(let activity): event = .motionActivity(activity)
+                case .gattResult: event = .gattChallengeResult(ok: true, roundTripMs: 200)
+                }
+                if tracing { print("# \(t) os \(event)") }
+                if agent == nil && relaunches { try launch(at: t) }
+                guard agent != nil else { continue }
+                try apply(agent!.handle(event, at: deviceTime(t)), at: t)
+                if case .regionEntered = first.event { drainWanted = true }
+                if case .geofenceEntered = first.event { drainWanted = true }
+            }
+
+            if agent != nil {
+                try apply(agent!.advance(to: deviceTime(t)), at: t)
+                if scanning {
+                    for entry in ranged {
+                        let reading = BeaconReading(beacon: site.beacons[entry.beaconIndex].identity, rssi: entry.rssi)
+                        if tracing { print("\(t),rssi,\(reading.beacon.beaconId),\(reading.rssi),\(here.position.x),\(here.position.y)") }
+                        try apply(agent!.handle(.beaconReading(reading), at: deviceTime(t)), at: t)
+                    }
+                }
+                if walkingOS && t >= nextStepsAt {
+                    try apply(agent!.handle(.steps(18), at: deviceTime(t)), at: t)
+                    nextStepsAt = t + 10_000
+                }
+                let network = profile.network(at: t)
+                if network != lastNetwork {
+                    let online: Bool = if case .offline = network { false } else { true }
+                    let wasOnline: Bool = if case .offline = lastNetwork { false } else { true }
+                    lastNetwork = network
+                    if online != wasOnline { try apply(agent!.handle(.connectivityChanged(online: online), at: deviceTime(t)), at: t) }
+                }
+                if t >= nextWake {
+                    nextWake = t + Self.periodicWakeMs
+                    try apply(agent!.handle(.periodicWake, at: deviceTime(t)), at: t)
+                    if !outbox.isEmpty { drainWanted = true }
+                }
+                if drainWanted { try await drain(at: t, budget: Self.backgroundBudgetMs) }
+            } else {
+                lastNetwork = profile.network(at: t)
+            }
+
+            // Next step: every second near a beacon, else the next moment anything can change.
+            var next = end
+            if audible || (regionOS && t - channel.lastHeardAnyAt < 5_000) {
+                next = t + 1_000
+            } else {
+                if here.walking { next = min(next, t + 5_000) }
+                if regionOS { next = min(next, max(t + 1_000, channel.lastHeardAnyAt + Self.regionExitDelayMs)) }
+                if let b = person.itinerary.nextBoundary(after: t, hint: hint) { next = min(next, b) }
+                if let first = pending.min(by: { $0.at < $1.at }) { next = min(next, max(first.at, t + 1)) }
+                if let d = agent?.nextDeadline { next = min(next, max(d.millisecondsSinceEpoch - skew, t + 1)) }
+                if lifecycleIndex < profile.lifecycle.count { next = min(next, max(profile.lifecycle[lifecycleIndex].at, t + 1)) }
+                if let c = profile.nextNetworkChange(after: t) { next = min(next, c) }
+                if agent != nil { next = min(next, nextWake) }
+                if appState == .rebooting { next = min(next, rebootUntil) }
+            }
+            t = max(next, t + 1)
+        }
+
+        if finalSync {
+            // The end of the run: the user opens the app on a working network.
+            if agent == nil { try launch(at: end) }
+            var syncAt = max(end, profile.networkWindows.map(\.to).max() ?? end)
+            for _ in 0..<5 where !outbox.isEmpty {
+                let records = try await delivery.drain(
+                    outbox: outbox, device: identity, profile: PhoneProfile(latencyMs: min(profile.latencyMs, 250)), at: syncAt,
+                    budgetMs: nil, random: &random, attempts: &result.attempts)
+                result.deliveries.append(contentsOf: records)
+                syncAt += 60_000
+            }
+        }
+        result.undelivered = outbox.count
+        result.outboxBytes = outbox.fileSize
+        return result
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import PresenceKit
+
+/// What a fleet run simulates.
+public struct FleetOptions: Sendable, Hashable {
+    public var devices = 100
+    public var sites = 1
+    public var gatesPerSite = 2
+    /// Advertising interval of each site's main door (busy doors advertise faster; seed 000 sec. 10).
+    public var busyDoorIntervalMs = 250
+    public var gateIntervalMs = 700
+    /// Virtual time simulated, from `start + startOffsetMs`.
+    public var durationMs: Int64 = 86_400_000
+    /// Where in the first day the simulated window begins (schedules are laid out from `start`, a
+    /// midnight): a one-hour run from 07:30 sees the morning arrivals.
+    public var startOffsetMs: Int64 = 0
+    public var seed: UInt64 = 1
+    /// Virtual start (a midnight, epoch ms). Detection-only runs use a fixed date so they repeat.
+    public var start: Int64 = 1_767_571_200_000 // 2026-01-05T00:00:00Z
+    public var radio = RadioParameters()
+    public var schedule = ScheduleSettings()
+    public var phones = PhoneMix()
+    /// Shares of people who only walk past, who stand at the gate, and visitors without a device
+    /// (the rest are employees). Visitors come on top of `devices`.
+    public var walkPastShare = 0.05
+    public var gateStanderShare = 0.05
+    public var visitorShare = 0.02
+    public var heartbeatMinutes = 30.0
+
+    public init() {}
+
+    public var simulationStart: Int64 { start + startOffsetMs }
+    public var simulationEnd: Int64 { start + startOffsetMs + durationMs }
+
+    /// The PresenceKit configuration of the default world: seed 001's continuous scan inside the
+    /// geofence, and check-out on geofence exit (gate beacons, people walk into the building out of
+    /// range: README of PresenceKit), with the heartbeat every `heartbeatMinutes`.
+    public var presenceConfig: PresenceConfig {
+        var config = PresenceConfig()
+        config.flags.continuousScan = true
+        config.checkOutTrigger = .geofenceExit
+        config.heartbeatIntervalMs = Int64(heartbeatMinutes * 60_000)
+        return config
+    }
+}
+
+/// The people, phones and world of a run, generated from the options and the seed.
+public struct FleetPlan: Sendable {
+    public var options: FleetOptions
+    public var world: World
+    /// Every person; visitors have no device.
+    public var people: [Person]
+    public var profiles: [Int: PhoneProfile]
+
+    public init(options: FleetOptions) {
+        self.options = options
+        world = World.standard(sites: max(1, options.sites), gatesPerSite: options.gatesPerSite, busyDoorIntervalMs: options.busyDoorIntervalMs, gateIntervalMs: options.gateIntervalMs, radio: options.radio)
+        var random = SimulationRandom(seed: options.seed, stream: 0xF1EE7)
+        let visitors = Int((Double(options.devices) * options.visitorShare).rounded())
+        var people: [Person] = []
+        var profiles: [Int: PhoneProfile] = [:]
+        for index in 0..<(options.devices + visitors) {
+            var personRandom = SimulationRandom(seed: options.seed, stream: UInt64(index) &+ 0x1000)
+            let kind: PersonKind
+            if index >= options.devices {
+                kind = .visitor
+            } else {
+                let r = random.unit()
+                kind = r < options.walkPastShare ? .walkPast : (r < options.walkPastShare + options.gateStanderShare ? .gateStander : .employee)
+            }
+            let siteIndex = index % world.sites.count
+            let person = ScheduleGenerator.person(
+                index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.start,
+                durationMs: options.startOffsetMs + options.durationMs, settings: options.schedule, random: &personRandom)
+            people.append(person)
+            if person.hasDevice {
+                profiles[index] = options.phones.profile(start: options.simulationStart, durationMs: options.durationMs, random: &personRandom)
+            }
+        }
+        self.people = people
+        self.profiles = profiles
+    }
+
+    public var devicePeople: [Person] { people.filter(\.hasDevice) }
+}
+
+/// Runs every device of a plan in virtual time, as fast as the machine allows, against an
+/// in-process server (detection-only mode: the scale and detection-quality figures).
+public struct DetectionRun {
+    public let plan: FleetPlan
+    public let outboxDirectory: String
+    public var parallelism = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    public var config: PresenceConfig
+
+    public init(plan: FleetPlan, outboxDirectory: String) {
+        self.plan = plan
+        self.outboxDirectory = outboxDirectory
+        config = plan.options.presenceConfig
+    }
+
+    public func run(server: InProcessServer, progress: (@Sendable (Int) -> Void)? = nil) async throws -> [DeviceResult] {
+        try FileManager.default.createDirectory(atPath: outboxDirectory, withIntermediateDirectories: true)
+        let people = plan.devicePeople
+        let plan = self.plan
+        let directory = outboxDirectory
+        let config = self.config
+        return try await withThrowingTaskGroup(of: [DeviceResult].self) { group in
+            let chunk = (people.count + parallelism - 1) / max(parallelism, 1)
+            for worker in 0..<parallelism {
+                let slice = Array(people.dropFirst(worker * chunk).prefix(chunk))
+                guard !slice.isEmpty else { continue }
+                group.addTask {
+                    var results: [DeviceResult] = []
+                    for person in slice {
+                        let path = "\(directory)/device-\(person.index).wal"
+                        try? FileManager.default.removeItem(atPath: path)
+                        var simulation = DeviceSimulation(
+                            person: person, world: plan.world, profile: plan.profiles[person.index] ?? PhoneProfile(),
+                            identity: DeviceIdentity(userId: "u_sim_\(person.index)", deviceId: "d_sim_\(person.index)"),
+                            config: config, outboxPath: path, start: plan.options.simulationStart,
+                            end: plan.options.simulationEnd, seed: plan.options.seed)
+                        results.append(try await simulation.run(delivery: InProcessDelivery(server: server)))
+                        try? FileManager.default.removeItem(atPath: path)
+                        progress?(1)
+                    }
+                    return results
+                }
+            }
+            var all: [DeviceResult] = []
+            for try await part in group { all.append(contentsOf: part) }
+            return all.sorted { $0.person < $1.person }
+        }
+    }
+}
+
+/// Where simulated outboxes go when only the simulation's speed matters: tmpfs when the machine has
+/// one (the outbox code path and its fsyncs are the same; they just cost nothing there).
+public enum ScratchDirectory {
+    public static func fast(_ name: String) -> String {
+        let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        return base + "\(name)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+}

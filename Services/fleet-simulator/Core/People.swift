@@ -1,0 +1,260 @@
+import PresenceKit
+
+/// Who a simulated person is, as far as attendance goes.
+public enum PersonKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Arrives, maybe goes out for lunch and back, leaves: two or four gate passes a day.
+    case employee
+    /// Walks along the pavement past the gates a few times a day and never goes in.
+    case walkPast = "walk_past"
+    /// An employee who stands still right at the gate for minutes before going in.
+    case gateStander = "gate_stander"
+    /// Walks in and out like an employee but carries no enrolled device (nothing may be recorded).
+    case visitor
+}
+
+/// A piece of a person's day: standing at `from` (`from == to`) or walking from `from` to `to`.
+public struct Segment: Sendable, Hashable {
+    public var start: Int64
+    public var end: Int64
+    public var from: Point
+    public var to: Point
+
+    public var isWalk: Bool { from != to }
+}
+
+/// Where a person is, which way they move and whether they walk, at a virtual time.
+public struct Whereabouts: Sendable, Hashable {
+    public var position: Point
+    /// Unit vector of the walking direction; zero when standing.
+    public var heading: Point
+    public var walking: Bool
+}
+
+/// A person's whole run as back-to-back segments (virtual epoch milliseconds).
+public struct Itinerary: Sendable {
+    public private(set) var segments: [Segment]
+
+    public init(segments: [Segment]) { self.segments = segments }
+
+    public func segmentIndex(at t: Int64, hint: Int = 0) -> Int {
+        var i = min(max(hint, 0), max(segments.count - 1, 0))
+        while i > 0 && segments[i].start > t { i -= 1 }
+        while i + 1 < segments.count && segments[i].end <= t { i += 1 }
+        return i
+    }
+
+    public func whereabouts(at t: Int64, hint: Int = 0) -> Whereabouts {
+        guard !segments.isEmpty else { return Whereabouts(position: Point(x: 0, y: -1_000), heading: Point(x: 0, y: 0), walking: false) }
+        let s = segments[segmentIndex(at: t, hint: hint)]
+        guard s.isWalk, s.end > s.start else { return Whereabouts(position: s.to, heading: Point(x: 0, y: 0), walking: false) }
+        let f = min(max(Double(t - s.start) / Double(s.end - s.start), 0), 1)
+        let length = s.from.distance(to: s.to)
+        let heading = Point(x: (s.to.x - s.from.x) / length, y: (s.to.y - s.from.y) / length)
+        return Whereabouts(position: s.from.interpolated(to: s.to, fraction: f), heading: heading, walking: t < s.end)
+    }
+
+    /// The next segment boundary after `t` (nil past the last one).
+    public func nextBoundary(after t: Int64, hint: Int = 0) -> Int64? {
+        let i = segmentIndex(at: t, hint: hint)
+        return segments[i].end > t ? segments[i].end : nil
+    }
+}
+
+/// Builds an itinerary forward in time.
+public struct ItineraryBuilder {
+    public private(set) var segments: [Segment] = []
+    public private(set) var now: Int64
+    public private(set) var position: Point
+
+    public init(start: Int64, at position: Point) {
+        now = start
+        self.position = position
+    }
+
+    public mutating func stay(until t: Int64) {
+        guard t > now else { return }
+        segments.append(Segment(start: now, end: t, from: position, to: position))
+        now = t
+    }
+
+    public mutating func stay(forMs ms: Int64) { stay(until: now + ms) }
+
+    /// Walks to `target` at `speed` m/s; returns the arrival time.
+    @discardableResult
+    public mutating func walk(to target: Point, speed: Double) -> Int64 {
+        let ms = Int64((position.distance(to: target) / max(speed, 0.1) * 1000).rounded())
+        if ms > 0 { segments.append(Segment(start: now, end: now + ms, from: position, to: target)) }
+        now += ms
+        position = target
+        return now
+    }
+
+    /// How long walking to `target` from the current position takes.
+    public func walkDuration(to target: Point, from: Point? = nil, speed: Double) -> Int64 {
+        Int64(((from ?? position).distance(to: target) / max(speed, 0.1) * 1000).rounded())
+    }
+
+    public func build(until end: Int64) -> Itinerary {
+        var copy = self
+        copy.stay(until: end)
+        if copy.segments.isEmpty { copy.segments.append(Segment(start: now, end: end, from: position, to: position)) }
+        return Itinerary(segments: copy.segments)
+    }
+}
+
+/// A true gate pass: the person reached the doorway of `siteId` going in (arrival) or out (departure).
+public struct TruthEvent: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable { case arrival, departure }
+    public var person: Int
+    public var siteId: String
+    public var kind: Kind
+    public var at: Int64
+    public var gate: Int
+
+    public init(person: Int, siteId: String, kind: Kind, at: Int64, gate: Int) {
+        self.person = person
+        self.siteId = siteId
+        self.kind = kind
+        self.at = at
+        self.gate = gate
+    }
+}
+
+/// One simulated person: kind, home site, itinerary and the true gate passes.
+public struct Person: Sendable {
+    public var index: Int
+    public var kind: PersonKind
+    public var siteIndex: Int
+    public var itinerary: Itinerary
+    public var truth: [TruthEvent]
+    /// Walking speed, m/s.
+    public var speed: Double
+
+    public init(index: Int, kind: PersonKind, siteIndex: Int, itinerary: Itinerary, truth: [TruthEvent], speed: Double) {
+        self.index = index
+        self.kind = kind
+        self.siteIndex = siteIndex
+        self.itinerary = itinerary
+        self.truth = truth
+        self.speed = speed
+    }
+
+    public var hasDevice: Bool { kind != .visitor }
+}
+
+/// The daily routines of seed 000's QA matrix, randomised per person.
+public struct ScheduleSettings: Sendable, Hashable, Codable {
+    /// Mean arrival and leave times of day, ms after midnight of the virtual day.
+    public var arrivalMs: Int64 = 8 * 3_600_000
+    public var leaveMs: Int64 = 17 * 3_600_000 + 30 * 60_000
+    public var arrivalSpreadMs: Double = 25 * 60_000
+    public var leaveSpreadMs: Double = 30 * 60_000
+    /// Share of people going out for lunch on a day.
+    public var lunchOutProbability: Double = 0.5
+    /// Seconds paused in the doorway (a door to open, a badge to show) on the way in.
+    public var doorPauseSeconds: ClosedRange<Double> = 2...5
+    public var walkSpeed: ClosedRange<Double> = 1.0...1.6
+    /// Seconds a gate stander stands at the gate.
+    public var standSeconds: ClosedRange<Double> = 60...300
+    /// Walk-pasts pass at this distance from the gates (the pavement across the forecourt).
+    public var pavementDistance: ClosedRange<Double> = 8...12
+    /// How deep in the building desks are (metres behind the front wall); a receptionist sits at 1-2 m.
+    public var deskDepth: ClosedRange<Double> = 35...70
+
+    public init() {}
+}
+
+public enum ScheduleGenerator {
+    public static let dayMs: Int64 = 86_400_000
+    /// Far enough from a site's centre to be outside its geofence plus the exit margin.
+    static let awayDistance = 320.0
+
+    /// A person's itinerary and truth from `start` for `durationMs`. `start` should be a midnight.
+    public static func person(
+        index: Int, kind: PersonKind, siteIndex: Int, site: SiteLayout, start: Int64, durationMs: Int64,
+        settings: ScheduleSettings, random: inout SimulationRandom
+    ) -> Person {
+        let speed = random.uniform(settings.walkSpeed)
+        let end = start + durationMs
+        let homeX = random.uniform(-150...150)
+        let home = Point(x: homeX, y: -awayDistance - random.uniform(50...500))
+        var b = ItineraryBuilder(start: start, at: home)
+        var truth: [TruthEvent] = []
+        let days = Int((durationMs + dayMs - 1) / dayMs)
+        for day in 0..<days {
+            let midnight = start + Int64(day) * dayMs
+            switch kind {
+            case .walkPast:
+                let passes = random.int(2...4)
+                var times = (0..<passes).map { _ in midnight + Int64(random.uniform(7 * 3_600_000...19 * 3_600_000)) }
+                times.sort()
+                for t in times where t > b.now && t < end {
+                    let y = -random.uniform(settings.pavementDistance)
+                    let leftToRight = random.chance(0.5)
+                    let from = Point(x: leftToRight ? -awayDistance : awayDistance, y: y)
+                    let to = Point(x: leftToRight ? awayDistance : -awayDistance, y: y)
+                    b.walk(to: from, speed: 20) // teleport-ish far outside the geofence
+                    b.stay(until: t)
+                    b.walk(to: to, speed: speed)
+                    b.walk(to: Point(x: to.x, y: -awayDistance - 300), speed: 20)
+                }
+            case .employee, .gateStander, .visitor:
+                let gate = random.int(0...(site.gates.count - 1))
+                let door = site.gates[gate].position
+                let desk = Point(x: door.x + random.uniform(-30...30) * min(1, settings.deskDepth.lowerBound / 10), y: random.uniform(settings.deskDepth))
+                let arrival = midnight + settings.arrivalMs + Int64(random.gaussian() * settings.arrivalSpreadMs)
+                let leave = midnight + settings.leaveMs + Int64(random.gaussian() * settings.leaveSpreadMs)
+                guard arrival > b.now + 600_000, arrival < end - 600_000 else { continue }
+                // In.
+                goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: arrival,
+                     stand: kind == .gateStander ? random.uniform(settings.standSeconds) : 0, speed: speed, settings: settings, random: &random)
+                if random.chance(settings.lunchOutProbability) {
+                    let out = midnight + 12 * 3_600_000 + Int64(random.gaussian() * 20 * 60_000)
+                    let back = out + Int64(random.uniform(35 * 60_000...70 * 60_000))
+                    if out > b.now + 60_000 && back < leave - 30 * 60_000 && back < end - 600_000 {
+                        goOut(&b, &truth, person: index, site: site, gate: gate, door: door, at: out, speed: speed, random: &random)
+                        goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: back,
+                             stand: 0, speed: speed, settings: settings, random: &random)
+                    }
+                }
+                guard leave < end - 600_000 else { continue }
+                goOut(&b, &truth, person: index, site: site, gate: gate, door: door, at: leave, speed: speed, random: &random)
+                b.walk(to: home, speed: 20)
+            }
+        }
+        return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
+    }
+
+    /// From away to the doorway (reached at `at`), a pause there, then to the desk.
+    static func goIn(
+        _ b: inout ItineraryBuilder, _ truth: inout [TruthEvent], person: Int, site: SiteLayout, gate: Int, door: Point, desk: Point,
+        at: Int64, stand: Double, speed: Double, settings: ScheduleSettings, random: inout SimulationRandom
+    ) {
+        let approachStart = Point(x: door.x + random.uniform(-60...60), y: -awayDistance)
+        let inFront = Point(x: door.x + random.uniform(-0.6...0.6), y: -0.8)
+        b.walk(to: approachStart, speed: 20)
+        b.stay(until: at - b.walkDuration(to: inFront, from: approachStart, speed: speed))
+        b.walk(to: inFront, speed: speed)
+        truth.append(TruthEvent(person: person, siteId: site.id, kind: .arrival, at: b.now, gate: gate))
+        if stand > 0 {
+            b.walk(to: Point(x: door.x + random.uniform(-1.5...1.5), y: -random.uniform(0.8...2)), speed: 0.5)
+            b.stay(forMs: Int64(stand * 1000))
+        }
+        b.walk(to: Point(x: door.x, y: 0), speed: speed)
+        b.stay(forMs: Int64(random.uniform(settings.doorPauseSeconds) * 1000))
+        b.walk(to: desk, speed: speed)
+    }
+
+    /// From the desk out of the doorway (passed at about `at`) and away beyond the geofence.
+    static func goOut(
+        _ b: inout ItineraryBuilder, _ truth: inout [TruthEvent], person: Int, site: SiteLayout, gate: Int, door: Point,
+        at: Int64, speed: Double, random: inout SimulationRandom
+    ) {
+        let doorway = Point(x: door.x, y: 0)
+        b.stay(until: at - b.walkDuration(to: doorway, speed: speed))
+        b.walk(to: doorway, speed: speed)
+        truth.append(TruthEvent(person: person, siteId: site.id, kind: .departure, at: b.now, gate: gate))
+        b.stay(forMs: 1_500)
+        b.walk(to: Point(x: door.x + random.uniform(-60...60), y: -awayDistance - 10), speed: speed)
+    }
+}

@@ -1,0 +1,138 @@
+import PresenceKit
+
+/// What the network does to a request at some moment.
+public enum NetworkCondition: Sendable, Hashable, Codable {
+    /// Reachable, each request taking `latencyMs` (2G: 600-2,500 ms).
+    case online(latencyMs: Int)
+    /// No route at all.
+    case offline
+    /// A captive portal answers every request itself (200 or 302 with an HTML login page).
+    case captivePortal
+}
+
+/// A period of a network condition other than the phone's normal one.
+public struct NetworkWindow: Sendable, Hashable, Codable {
+    public var from: Int64
+    public var to: Int64
+    public var condition: NetworkCondition
+
+    public init(from: Int64, to: Int64, condition: NetworkCondition) {
+        self.from = from
+        self.to = to
+        self.condition = condition
+    }
+}
+
+/// Things that happen to the app process.
+public enum LifecycleEvent: String, Sendable, Hashable, Codable {
+    /// The OS ends the app in the background; any region or geofence event relaunches it.
+    case terminated
+    /// The user swipes the app away: iOS no longer relaunches it for beacon regions, only for
+    /// geofence / significant-change events (seed 000 sec. 1 and 12), or when the user opens it.
+    case forceQuit = "force_quit"
+    /// The phone restarts (about a minute); the first region or geofence event after it relaunches the app.
+    case reboot
+    /// The user opens the app.
+    case userOpens = "user_opens"
+}
+
+public struct ScheduledLifecycle: Sendable, Hashable, Codable {
+    public var at: Int64
+    public var event: LifecycleEvent
+
+    public init(at: Int64, event: LifecycleEvent) {
+        self.at = at
+        self.event = event
+    }
+}
+
+/// One phone's circumstances for the whole run.
+public struct PhoneProfile: Sendable, Hashable, Codable {
+    /// Normal request latency, ms.
+    public var latencyMs: Int
+    public var networkWindows: [NetworkWindow]
+    public var lifecycle: [ScheduledLifecycle]
+    /// The phone's clock minus true time, ms (its events carry its clock).
+    public var clockSkewMs: Int64
+    /// Extra radio loss of this phone (bag, pocket, case), dB.
+    public var phoneLossDb: Double
+    public var model: String
+    /// Moments the radio hears nothing at all (a crowd in between, the phone in a metal locker).
+    public var signalGaps: [NetworkWindow] = []
+
+    public init(latencyMs: Int = 80, networkWindows: [NetworkWindow] = [], lifecycle: [ScheduledLifecycle] = [], clockSkewMs: Int64 = 0, phoneLossDb: Double = 0, model: String = "iPhone14,5") {
+        self.latencyMs = latencyMs
+        self.networkWindows = networkWindows
+        self.lifecycle = lifecycle
+        self.clockSkewMs = clockSkewMs
+        self.phoneLossDb = phoneLossDb
+        self.model = model
+    }
+
+    public func inSignalGap(at t: Int64) -> Bool {
+        signalGaps.contains { t >= $0.from && t < $0.to }
+    }
+
+    public func network(at t: Int64) -> NetworkCondition {
+        for w in networkWindows where t >= w.from && t < w.to { return w.condition }
+        return .online(latencyMs: latencyMs)
+    }
+
+    /// The next moment after `t` when the network condition may change.
+    public func nextNetworkChange(after t: Int64) -> Int64? {
+        var best: Int64?
+        for w in networkWindows {
+            for edge in [w.from, w.to] where edge > t { best = min(best ?? edge, edge) }
+        }
+        return best
+    }
+}
+
+/// How often the QA matrix's phone troubles occur in a fleet run.
+public struct PhoneMix: Sendable, Hashable, Codable {
+    /// Share of phones on 2G (600-2,500 ms per request).
+    public var slowNetwork = 0.05
+    /// Share of phones with an offline period (1 h up to `maxOfflineHours`).
+    public var offline = 0.05
+    public var maxOfflineHours = 72.0
+    /// Share of phones behind a captive portal for 10-60 minutes.
+    public var captivePortal = 0.03
+    /// Shares of phones whose app is terminated by the OS / force-quit / rebooted once in the run.
+    public var terminated = 0.05
+    public var forceQuit = 0.02
+    public var reboot = 0.02
+    /// Clock skew range, seconds (most phones are within a second; a few drift).
+    public var maxClockSkewSeconds = 30.0
+
+    public init() {}
+
+    public static let quiet: PhoneMix = {
+        var m = PhoneMix()
+        m.slowNetwork = 0; m.offline = 0; m.captivePortal = 0; m.terminated = 0; m.forceQuit = 0; m.reboot = 0; m.maxClockSkewSeconds = 0
+        return m
+    }()
+
+    public func profile(start: Int64, durationMs: Int64, random: inout SimulationRandom) -> PhoneProfile {
+        var p = PhoneProfile()
+        p.latencyMs = random.chance(slowNetwork) ? random.int(600...2_500) : random.int(30...250)
+        let end = start + durationMs
+        if random.chance(offline) {
+            let length = Int64(random.uniform(1...max(1, maxOfflineHours)) * 3_600_000)
+            let from = start + Int64(random.uniform(0...max(0, Double(durationMs - length) * 0.8)))
+            p.networkWindows.append(NetworkWindow(from: from, to: min(from + length, end - 60_000), condition: .offline))
+        }
+        if random.chance(captivePortal) {
+            let from = start + Int64(random.uniform(0...Double(durationMs) * 0.8))
+            p.networkWindows.append(NetworkWindow(from: from, to: from + Int64(random.uniform(600_000...3_600_000)), condition: .captivePortal))
+        }
+        for (share, event) in [(terminated, LifecycleEvent.terminated), (forceQuit, .forceQuit), (reboot, .reboot)] where random.chance(share) {
+            p.lifecycle.append(ScheduledLifecycle(at: start + Int64(random.uniform(0...Double(durationMs) * 0.9)), event: event))
+        }
+        p.lifecycle.sort { $0.at < $1.at }
+        let skew = random.chance(0.9) ? random.uniform(-1...1) : random.uniform(-maxClockSkewSeconds...maxClockSkewSeconds)
+        p.clockSkewMs = Int64(skew * 1000)
+        p.phoneLossDb = random.uniform(0...4)
+        p.model = random.chance(0.5) ? "iPhone14,5" : "iPhone15,2"
+        return p
+    }
+}

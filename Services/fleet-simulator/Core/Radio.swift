@@ -1,0 +1,142 @@
+import Foundation
+import PresenceKit
+
+/// Seeded randomness for the simulator: PresenceKit's SplitMix64 plus the few distributions the
+/// world needs. Every device gets its own stream (seed mixed with its index), so a run is the same
+/// whatever order the devices are simulated in.
+public struct SimulationRandom: Sendable {
+    public var generator: SplitMix64
+
+    public init(seed: UInt64, stream: UInt64 = 0) {
+        var mixer = SplitMix64(seed: seed ^ (stream &* 0x9E37_79B9_7F4A_7C15))
+        generator = SplitMix64(seed: mixer.next())
+    }
+
+    /// Uniform in [0, 1).
+    public mutating func unit() -> Double {
+        Double(generator.next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    public mutating func uniform(_ range: ClosedRange<Double>) -> Double {
+        range.lowerBound + unit() * (range.upperBound - range.lowerBound)
+    }
+
+    public mutating func chance(_ probability: Double) -> Bool { unit() < probability }
+
+    /// Standard normal (Box-Muller).
+    public mutating func gaussian() -> Double {
+        let u1 = max(unit(), 1e-12), u2 = unit()
+        return (-2 * log(u1)).squareRoot() * cos(2 * .pi * u2)
+    }
+
+    public mutating func int(_ range: ClosedRange<Int>) -> Int {
+        range.lowerBound + Int(generator.next() % UInt64(range.upperBound - range.lowerBound + 1))
+    }
+}
+
+/// One ranging callback entry: what iOS reports for one beacon after a second of listening.
+public struct RangedBeacon: Sendable, Hashable {
+    public var beaconIndex: Int
+    /// Mean of the packets heard in that second, rounded; 0 when none was heard (iOS keeps a beacon
+    /// it heard recently in the list with RSSI 0).
+    public var rssi: Int
+    public var packetsHeard: Int
+
+    public init(beaconIndex: Int, rssi: Int, packetsHeard: Int) {
+        self.beaconIndex = beaconIndex
+        self.rssi = rssi
+        self.packetsHeard = packetsHeard
+    }
+}
+
+/// The radio channel between one phone and the beacons of one site: the slow shadowing state per
+/// beacon and the last time each was heard.
+public struct RadioChannel: Sendable {
+    public let site: SiteLayout
+    public let radio: RadioParameters
+    /// Extra loss of this phone (in a bag, a pocket, a case), dB.
+    public let phoneLossDb: Double
+    var shadow: [Double]
+    var lastHeardAt: [Int64]
+    /// Fractional advertising phase per beacon, so 1.43 packets a second come out as 1, 1, 2, 1, 2...
+    var phase: [Double]
+
+    /// iOS lists a beacon with RSSI 0 for a few seconds after it was last heard.
+    public static let zeroListingMs: Int64 = 5_000
+
+    public init(site: SiteLayout, radio: RadioParameters, phoneLossDb: Double, random: inout SimulationRandom) {
+        self.site = site
+        self.radio = radio
+        self.phoneLossDb = phoneLossDb
+        shadow = site.beacons.map { _ in random.gaussian() * radio.shadowingSigmaDb }
+        lastHeardAt = site.beacons.map { _ in Int64.min / 4 }
+        phase = site.beacons.map { _ in random.unit() }
+    }
+
+    /// Mean RSSI of `beacon` at `position` for a person moving along `heading` (a unit vector, or
+    /// zero when standing), without shadowing or fading: path loss, body, wall and phone losses.
+    public func meanRssi(beacon: BeaconPlacement, at position: Point, heading: Point) -> Double {
+        let flat = position.distance(to: beacon.position)
+        let h = radio.beaconHeightAbovePhoneMeters
+        var rssi = radio.meanRssi(atDistance: (flat * flat + h * h).squareRoot()) - phoneLossDb
+        if flat > 0.5 && (heading.x != 0 || heading.y != 0) {
+            // Walking away from the beacon puts the body between it and a phone carried in front.
+            let toBeacon = Point(x: (beacon.position.x - position.x) / flat, y: (beacon.position.y - position.y) / flat)
+            let cosine = heading.x * toBeacon.x + heading.y * toBeacon.y
+            if cosine < 0 { rssi += radio.bodyAttenuationDb * cosine }
+        }
+        let phoneInside = position.y > radio.wallFreeDepthMeters
+        let beaconInside = beacon.position.y > radio.wallFreeDepthMeters
+        if phoneInside != beaconInside && abs(position.x - beacon.position.x) + abs(position.y - beacon.position.y) > radio.wallFreeDepthMeters {
+            rssi -= radio.wallAttenuationDb
+        }
+        return rssi
+    }
+
+    /// Is any beacon of the site possibly audible from `position`? Lets the simulation skip the radio
+    /// work (and jump ahead in time) far from every beacon.
+    public func anyBeaconAudible(from position: Point) -> Bool {
+        let spread = 3 * (radio.shadowingSigmaDb * radio.shadowingSigmaDb + radio.fastFadingSigmaDb * radio.fastFadingSigmaDb).squareRoot()
+        return site.beacons.contains { meanRssi(beacon: $0, at: position, heading: Point(x: 0, y: 0)) + spread >= radio.sensitivityDbm }
+    }
+
+    /// One second of listening ending at `now`: the packets each beacon sent, each lost or received
+    /// with shadowing and fading; the ranging callback averages what was heard.
+    public mutating func listen(at now: Int64, position: Point, heading: Point, random: inout SimulationRandom) -> [RangedBeacon] {
+        var out: [RangedBeacon] = []
+        let rho = radio.shadowingCorrelation
+        let innovation = (1 - rho * rho).squareRoot() * radio.shadowingSigmaDb
+        let spread = 3 * (radio.shadowingSigmaDb * radio.shadowingSigmaDb + radio.fastFadingSigmaDb * radio.fastFadingSigmaDb).squareRoot()
+        for (i, beacon) in site.beacons.enumerated() {
+            if meanRssi(beacon: beacon, at: position, heading: Point(x: 0, y: 0)) + spread < radio.sensitivityDbm {
+                if now - lastHeardAt[i] < Self.zeroListingMs { out.append(RangedBeacon(beaconIndex: i, rssi: 0, packetsHeard: 0)) }
+                continue
+            }
+            shadow[i] = rho * shadow[i] + innovation * random.gaussian()
+            let mean = meanRssi(beacon: beacon, at: position, heading: heading) + shadow[i]
+            let expected = 1000.0 / Double(beacon.advertisingIntervalMs) + phase[i]
+            let packets = Int(expected)
+            phase[i] = expected - Double(packets)
+            var sum = 0.0
+            var heard = 0
+            for _ in 0..<packets {
+                if random.chance(radio.packetLoss) { continue }
+                let rssi = mean + random.gaussian() * radio.fastFadingSigmaDb
+                if rssi >= radio.sensitivityDbm {
+                    sum += rssi
+                    heard += 1
+                }
+            }
+            if heard > 0 {
+                lastHeardAt[i] = now
+                out.append(RangedBeacon(beaconIndex: i, rssi: min(-1, Int((sum / Double(heard)).rounded())), packetsHeard: heard))
+            } else if now - lastHeardAt[i] < Self.zeroListingMs {
+                out.append(RangedBeacon(beaconIndex: i, rssi: 0, packetsHeard: 0))
+            }
+        }
+        return out
+    }
+
+    /// When any beacon of the site was last heard (region monitoring's witness).
+    public var lastHeardAnyAt: Int64 { lastHeardAt.max() ?? Int64.min / 4 }
+}

@@ -1,0 +1,188 @@
+import Foundation
+
+/// The final report of a run, written as JSON and as an HTML page.
+public struct FleetReport: Sendable, Codable {
+    public struct Parameters: Sendable, Codable {
+        public var mode: String
+        public var devices: Int
+        public var visitors: Int
+        public var sites: Int
+        public var durationHours: Double
+        public var seed: UInt64
+        public var timeScale: Double?
+        public var gateway: String?
+
+        public init(mode: String, devices: Int, visitors: Int, sites: Int, durationHours: Double, seed: UInt64, timeScale: Double?, gateway: String?) {
+            self.mode = mode
+            self.devices = devices
+            self.visitors = visitors
+            self.sites = sites
+            self.durationHours = durationHours
+            self.seed = seed
+            self.timeScale = timeScale
+            self.gateway = gateway
+        }
+    }
+
+    public struct Delivery: Sendable, Codable {
+        public var eventsPosted = 0
+        public var eventsWithFinalVerdict = 0
+        public var undeliveredAtEnd = 0
+        /// Rows the server holds for this run's devices.
+        public var serverEvents = 0
+        /// Events a device wrote to its outbox that the server does not hold.
+        public var lost = 0
+        /// Server rows beyond one per idempotency key or receipt (must be 0).
+        public var duplicated = 0
+        /// Server rows no device of this run wrote.
+        public var unexpected = 0
+        /// Every attempt's status (or timeout / offline / captive_portal / transport_error).
+        public var attemptStatuses: [String: Int] = [:]
+        public var finalStatuses: [String: Int] = [:]
+        public var launches = 0
+
+        public init() {}
+    }
+
+    public struct Throughput: Sendable, Codable {
+        public var wallSeconds = 0.0
+        public var virtualSeconds = 0.0
+        public var eventsPerWallSecond = 0.0
+        public var deviceDaysPerWallSecond = 0.0
+        /// Wall time from an event's first attempt to its final verdict (real stack), ms.
+        public var wallLatencyMs = Percentiles([])
+        public var peakResidentBytes: Int64 = 0
+        public var residentBytesPerDevice = 0.0
+        public var maxOutboxFileBytes: Int64 = 0
+
+        public init() {}
+    }
+
+    public struct Target: Sendable, Codable {
+        public var name: String
+        public var target: String
+        public var actual: String
+        public var met: Bool
+    }
+
+    public struct Timeline: Sendable, Codable {
+        public struct Mark: Sendable, Codable {
+            public var kind: String
+            public var at: Int64
+        }
+
+        public var person: Int
+        public var kind: String
+        public var truth: [Mark]
+        public var detected: [Mark]
+    }
+
+    public var parameters: Parameters
+    public var score: Score
+    public var delivery: Delivery
+    public var throughput: Throughput
+    public var targets: [Target]
+    /// Detection latency histogram: count per whole second 0...30 (the last bucket holds the rest).
+    public var detectionLatencyHistogram: [Int]
+    public var timelines: [Timeline]
+    public var start: Int64
+
+    public init(
+        parameters: Parameters, plan: FleetPlan, devices: [DeviceResult], delivery: Delivery, throughput: Throughput
+    ) {
+        self.parameters = parameters
+        score = Score(people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd)
+        self.delivery = delivery
+        self.throughput = throughput
+        start = plan.options.simulationStart
+        var histogram = Array(repeating: 0, count: 31)
+        let byPerson = Dictionary(devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
+        for person in plan.people where person.hasDevice {
+            guard let device = byPerson[person.index] else { continue }
+            for arrival in person.truth where arrival.kind == .arrival {
+                if let c = device.posted.first(where: { $0.kind == "checkin" && $0.decidedAt >= arrival.at - Score.arrivalWindowBeforeMs && $0.decidedAt <= arrival.at + Score.arrivalWindowAfterMs }) {
+                    histogram[min(30, max(0, Int((c.decidedAt - arrival.at) / 1000)))] += 1
+                }
+            }
+        }
+        detectionLatencyHistogram = histogram
+        var sample: [Timeline] = []
+        var perKind: [PersonKind: Int] = [:]
+        for person in plan.people where person.hasDevice {
+            let all = ProcessInfo.processInfo.environment["FLEET_ALL_TIMELINES"] == "1"
+            guard all || perKind[person.kind, default: 0] < (person.kind == .employee ? 6 : 2), let device = byPerson[person.index] else { continue }
+            perKind[person.kind, default: 0] += 1
+            sample.append(Timeline(
+                person: person.index, kind: person.kind.rawValue,
+                truth: person.truth.map { .init(kind: $0.kind.rawValue, at: $0.at) },
+                detected: device.posted.filter { $0.kind != "heartbeat" }.map { .init(kind: $0.kind, at: $0.decidedAt) }))
+        }
+        timelines = sample
+        targets = Self.targets(score: score, delivery: delivery, throughput: throughput, parameters: parameters)
+    }
+
+    static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters) -> [Target] {
+        func pct(_ v: Double) -> String { String(format: "%.3f %%", v * 100) }
+        func sec(_ v: Double?) -> String { v.map { String(format: "%.1f s", $0) } ?? "n/a" }
+        var t: [Target] = [
+            Target(name: "check-in recall", target: ">= 99.9 %", actual: pct(score.checkInRecall), met: score.checkInRecall >= 0.999),
+            Target(name: "check-in precision", target: ">= 99.9 %", actual: pct(score.checkInPrecision), met: score.checkInPrecision >= 0.999),
+            Target(name: "false check-outs", target: "0", actual: "\(score.falseCheckOuts)", met: score.falseCheckOuts == 0),
+            Target(name: "detection latency p50", target: "< 5 s", actual: sec(score.detectionLatencySeconds.p50), met: (score.detectionLatencySeconds.p50 ?? 99) < 5),
+            Target(name: "detection latency p99", target: "< 10 s", actual: sec(score.detectionLatencySeconds.p99), met: (score.detectionLatencySeconds.p99 ?? 99) < 10),
+            Target(name: "events lost", target: "0", actual: "\(delivery.lost)", met: delivery.lost == 0),
+            Target(name: "events duplicated", target: "0", actual: "\(delivery.duplicated)", met: delivery.duplicated == 0),
+            Target(name: "SLO: events at the server within 5 min of the decision", target: ">= 99 %", actual: pct(score.sloWithin5Minutes), met: score.sloWithin5Minutes >= 0.99),
+        ]
+        if parameters.mode == "detection-only" {
+            let perDevice = throughput.residentBytesPerDevice
+            t.append(Target(name: "memory per device (resident, outbox files excluded)", target: "<= 50 KiB", actual: String(format: "%.1f KiB", perDevice / 1024), met: perDevice <= 50 * 1024))
+        }
+        return t
+    }
+
+    public var headline: String {
+        let s = score
+        func pct(_ v: Double) -> String { String(format: "%.2f%%", v * 100) }
+        func sec(_ v: Double?) -> String { v.map { String(format: "%.1fs", $0) } ?? "n/a" }
+        return """
+        devices \(parameters.devices), sites \(parameters.sites), \(String(format: "%.1f", parameters.durationHours)) h virtual in \(String(format: "%.1f", throughput.wallSeconds)) s wall (\(parameters.mode))
+        check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), check-out accuracy \(pct(s.checkOutAccuracy)), false check-outs \(s.falseCheckOuts)
+        detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99)) virtual; wall p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")
+        events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s wall; SLO 5 min \(pct(s.sloWithin5Minutes))
+        targets met: \(targets.filter(\.met).count)/\(targets.count)\(targets.filter { !$0.met }.isEmpty ? "" : " (missed: " + targets.filter { !$0.met }.map(\.name).joined(separator: ", ") + ")")
+        """
+    }
+
+    public func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+}
+
+extension FleetReport.Delivery {
+    /// Delivery figures against the in-process server.
+    public static func inProcess(devices: [DeviceResult], server: InProcessServer) -> FleetReport.Delivery {
+        var d = FleetReport.Delivery()
+        let stored = Set(server.events.map(\.key))
+        var posted = Set<String>()
+        for device in devices {
+            d.eventsPosted += device.posted.count
+            d.undeliveredAtEnd += device.undelivered
+            d.launches += device.launches
+            for record in device.deliveries {
+                d.eventsWithFinalVerdict += 1
+                d.finalStatuses[String(record.status), default: 0] += 1
+            }
+            for (k, v) in device.attempts.statuses { d.attemptStatuses[k, default: 0] += v }
+            for event in device.posted { posted.insert(event.key) }
+        }
+        d.serverEvents = stored.count
+        d.lost = posted.subtracting(stored).count
+        d.unexpected = stored.subtracting(posted).count
+        d.duplicated = 0 // the in-process server keeps one row per key by construction
+        return d
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+
+/// Percentiles of a sample (nearest rank on the sorted values).
+public struct Percentiles: Sendable, Hashable, Codable {
+    public var count: Int
+    public var p50: Double?
+    public var p90: Double?
+    public var p99: Double?
+    public var max: Double?
+
+    public init(_ values: [Double]) {
+        let sorted = values.sorted()
+        count = sorted.count
+        func q(_ p: Double) -> Double? {
+            guard !sorted.isEmpty else { return nil }
+            let rank = Int((p * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[Swift.min(Swift.max(rank, 0), sorted.count - 1)]
+        }
+        p50 = q(0.5)
+        p90 = q(0.9)
+        p99 = q(0.99)
+        max = sorted.last
+    }
+}
+
+/// Detection quality against the ground truth, and delivery figures, for a set of devices.
+public struct Score: Sendable, Hashable, Codable {
+    public var arrivals = 0
+    public var departures = 0
+    public var checkIns = 0
+    public var checkOuts = 0
+    public var heartbeats = 0
+    public var matchedArrivals = 0
+    public var falseCheckIns = 0
+    /// Check-ins beyond the first for one arrival (a second session opened for the same visit).
+    public var repeatedCheckIns = 0
+    public var matchedDepartures = 0
+    /// Matched departures whose check-out time is within `checkOutToleranceMs` of the true one.
+    public var accurateCheckOuts = 0
+    /// Check-outs while the person was really inside (no departure near them).
+    public var falseCheckOuts = 0
+    public var checkInRecall = 0.0
+    public var checkInPrecision = 0.0
+    public var checkOutRecall = 0.0
+    public var checkOutAccuracy = 0.0
+    /// Arrival at the doorway to the check-in decision, virtual seconds.
+    public var detectionLatencySeconds = Percentiles([])
+    /// Arrival at the doorway to the final 201/200 verdict, virtual seconds.
+    public var triggerToVerdictSeconds = Percentiles([])
+    /// The check-out's own time minus the true departure, seconds.
+    public var checkOutTimeErrorSeconds = Percentiles([])
+    /// Decision to final verdict for every event, virtual seconds; the SLO: 99 % within 5 minutes.
+    public var decisionToVerdictSeconds = Percentiles([])
+    public var sloWithin5Minutes = 0.0
+    public var missedArrivalsSample: [String] = []
+
+    public static let arrivalWindowBeforeMs: Int64 = 30_000
+    public static let arrivalWindowAfterMs: Int64 = 300_000
+    public static let departureWindowBeforeMs: Int64 = 60_000
+    public static let departureWindowAfterMs: Int64 = 900_000
+    public static let checkOutToleranceMs: Int64 = 180_000
+
+    public init() {}
+
+    /// Scores the true passes inside `window` (a pass in its first or last 5 minutes is left out:
+    /// the device could not have seen all of it).
+    public init(people: [Person], devices: [DeviceResult], window: Range<Int64>? = nil) {
+        self.init()
+        let counted: (TruthEvent) -> Bool = { e in
+            guard let window else { return true }
+            return e.at >= window.lowerBound + 300_000 && e.at < window.upperBound - 300_000
+        }
+        let byPerson = Dictionary(devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
+        var detection: [Double] = [], verdict: [Double] = [], checkOutError: [Double] = [], slo: [Double] = []
+        for person in people where person.hasDevice {
+            guard let device = byPerson[person.index] else { continue }
+            let verdictAt = Dictionary(device.deliveries.filter { $0.status == 201 || $0.status == 200 }.map { ($0.key, $0.verdictAt) }, uniquingKeysWith: { a, b in min(a, b) })
+            let checkIns = device.posted.filter { $0.kind == "checkin" }.sorted { $0.decidedAt < $1.decidedAt }
+            let checkOuts = device.posted.filter { $0.kind == "checkout" }.sorted { $0.decidedAt < $1.decidedAt }
+            heartbeats += device.posted.filter { $0.kind == "heartbeat" }.count
+            self.checkIns += checkIns.count
+            self.checkOuts += checkOuts.count
+            for event in device.posted {
+                if let v = verdictAt[event.key] { slo.append(Double(v - event.decidedAt) / 1000) } else { slo.append(.infinity) }
+            }
+            var usedIn = Set<Int>()
+            for arrival in person.truth where arrival.kind == .arrival {
+                let matches = checkIns.indices.filter {
+                    !usedIn.contains($0) && checkIns[$0].decidedAt >= arrival.at - Self.arrivalWindowBeforeMs
+                        && checkIns[$0].decidedAt <= arrival.at + Self.arrivalWindowAfterMs
+                }
+                guard counted(arrival) else {
+                    // At the edge of the window: neither a miss nor a false check-in.
+                    for m in matches { usedIn.insert(m) }
+                    continue
+                }
+                arrivals += 1
+                guard let first = matches.first else {
+                    if missedArrivalsSample.count < 20 { missedArrivalsSample.append("person \(person.index) (\(person.kind.rawValue)) arrival at \(arrival.at) gate \(arrival.gate)") }
+                    continue
+                }
+                matchedArrivals += 1
+                repeatedCheckIns += matches.count - 1
+                for m in matches { usedIn.insert(m) }
+                let checkIn = checkIns[first]
+                detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
+                if let v = verdictAt[checkIn.key] { verdict.append(Double(v - arrival.at) / 1000) }
+            }
+            falseCheckIns += checkIns.count - usedIn.count
+            var usedOut = Set<Int>()
+            for departure in person.truth where departure.kind == .departure {
+                guard let m = checkOuts.indices.first(where: {
+                    !usedOut.contains($0) && checkOuts[$0].decidedAt >= departure.at - Self.departureWindowBeforeMs
+                        && checkOuts[$0].decidedAt <= departure.at + Self.departureWindowAfterMs
+                }) else {
+                    if counted(departure) { departures += 1 }
+                    continue
+                }
+                usedOut.insert(m)
+                guard counted(departure) else { continue }
+                departures += 1
+                matchedDepartures += 1
+                let error = checkOuts[m].timestamp - departure.at
+                checkOutError.append(Double(error) / 1000)
+                if abs(error) <= Self.checkOutToleranceMs { accurateCheckOuts += 1 }
+            }
+            falseCheckOuts += checkOuts.count - usedOut.count
+        }
+        checkInRecall = arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals)
+        checkInPrecision = checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns)
+        checkOutRecall = departures == 0 ? 1 : Double(matchedDepartures) / Double(departures)
+        checkOutAccuracy = departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures)
+        detectionLatencySeconds = Percentiles(detection)
+        triggerToVerdictSeconds = Percentiles(verdict)
+        checkOutTimeErrorSeconds = Percentiles(checkOutError)
+        decisionToVerdictSeconds = Percentiles(slo.filter { $0.isFinite })
+        sloWithin5Minutes = slo.isEmpty ? 1 : Double(slo.filter { $0 <= 300 }.count) / Double(slo.count)
+    }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import PresenceKit
+
+/// A recorded trace: what a field engineer's phone observed, one observation a line (README.md of
+/// the fleet simulator documents the format).
+public struct Trace: Sendable {
+    public enum Observation: Sendable, Hashable {
+        case site(id: String, uuid: String, major: UInt16?)
+        case rssi(BeaconIdentity, Int)
+        case motion(MotionActivity)
+        case steps(Int)
+        case geofence(siteId: String, inside: Bool)
+        case region(inside: Bool)
+        case network(online: Bool)
+        case app(String)
+    }
+
+    public struct Line: Sendable, Hashable {
+        public var number: Int
+        public var at: Timestamp
+        public var observation: Observation
+    }
+
+    public var lines: [Line]
+
+    public static let header = "timestamp,event,target,value"
+
+    /// Parses the CSV text; the first problem stops it with the line number and the line.
+    public static func parse(_ text: String) throws(TraceError) -> Trace {
+        var lines: [Line] = []
+        var sawHeader = false
+        var number = 0
+        var previous: Timestamp?
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            number += 1
+            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if !sawHeader {
+                guard line.replacingOccurrences(of: " ", with: "").lowercased() == header else {
+                    throw TraceError(line: number, text: line, message: "expected the header \"\(header)\"")
+                }
+                sawHeader = true
+                continue
+            }
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard fields.count == 4 else {
+                throw TraceError(line: number, text: line, message: "expected 4 fields (\(header)), got \(fields.count)")
+            }
+            guard let at = parseTime(fields[0]) else {
+                throw TraceError(line: number, text: line, message: "timestamp \"\(fields[0])\" is neither epoch milliseconds nor ISO-8601 UTC like 2026-01-05T08:00:01.250Z")
+            }
+            if let previous, at < previous {
+                throw TraceError(line: number, text: line, message: "timestamp goes backwards (\(at.iso8601) after \(previous.iso8601))")
+            }
+            previous = at
+            let target = fields[2], value = fields[3]
+            let observation: Observation
+            switch fields[1].lowercased() {
+            case "site":
+                let parts = value.split(separator: ":").map(String.init)
+                guard !target.isEmpty, let uuid = parts.first, UUIDBits(uuidString: uuid) != nil, parts.count <= 2 else {
+                    throw TraceError(line: number, text: line, message: "a site line is SITE_ID then UUID or UUID:major as value")
+                }
+                var major: UInt16?
+                if parts.count == 2 {
+                    guard let m = UInt16(parts[1]) else { throw TraceError(line: number, text: line, message: "major \"\(parts[1])\" is not 0...65535") }
+                    major = m
+                }
+                observation = .site(id: target, uuid: uuid, major: major)
+            case "rssi":
+                let parts = target.split(separator: ":").map(String.init)
+                guard parts.count == 3, let bits = UUIDBits(uuidString: parts[0]), let major = UInt16(parts[1]), let minor = UInt16(parts[2]) else {
+                    throw TraceError(line: number, text: line, message: "beacon \"\(target)\" is not UUID:major:minor")
+                }
+                guard let rssi = Int(value), rssi <= 0, rssi >= -127 else {
+                    throw TraceError(line: number, text: line, message: "RSSI \"\(value)\" is not an integer dBm in -127...0 (0 = not heard)")
+                }
+                observation = .rssi(BeaconIdentity(uuid: bits, major: major, minor: minor), rssi)
+            case "motion":
+                guard let activity = MotionActivity(rawValue: value.lowercased()) else {
+                    throw TraceError(line: number, text: line, message: "motion \"\(value)\" is not one of \(MotionActivity.allCases.map(\.rawValue).joined(separator: "|"))")
+                }
+                observation = .motion(activity)
+            case "steps":
+                guard let n = Int(value), n >= 0 else { throw TraceError(line: number, text: line, message: "steps \"\(value)\" is not a count") }
+                observation = .steps(n)
+            case "geofence":
+                guard !target.isEmpty, ["enter", "exit"].contains(value.lowercased()) else {
+                    throw TraceError(line: number, text: line, message: "a geofence line is SITE_ID then enter|exit")
+                }
+                observation = .geofence(siteId: target, inside: value.lowercased() == "enter")
+            case "region":
+                switch value.lowercased() {
+                case "enter", "inside": observation = .region(inside: true)
+                case "exit", "outside": observation = .region(inside: false)
+                default: throw TraceError(line: number, text: line, message: "region \"\(value)\" is not enter|exit")
+                }
+            case "network":
+                switch value.lowercased() {
+                case "online": observation = .network(online: true)
+                case "offline": observation = .network(online: false)
+                default: throw TraceError(line: number, text: line, message: "network \"\(value)\" is not online|offline")
+                }
+            case "app":
+                guard ["launch", "terminate", "force_quit"].contains(value.lowercased()) else {
+                    throw TraceError(line: number, text: line, message: "app \"\(value)\" is not launch|terminate|force_quit")
+                }
+                observation = .app(value.lowercased())
+            default:
+                throw TraceError(line: number, text: line, message: "unknown event \"\(fields[1])\" (site, rssi, motion, steps, geofence, region, network, app)")
+            }
+            lines.append(Line(number: number, at: at, observation: observation))
+        }
+        guard sawHeader else { throw TraceError(line: number, text: "", message: "empty trace: no header \"\(header)\"") }
+        return Trace(lines: lines)
+    }
+
+    static func parseTime(_ s: String) -> Timestamp? {
+        if let ms = Int64(s) { return Timestamp(millisecondsSinceEpoch: ms) }
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = s.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
+        guard let date = iso.date(from: s) else { return nil }
+        return Timestamp(millisecondsSinceEpoch: Int64((date.timeIntervalSince1970 * 1000).rounded()))
+    }
+}
+
+public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var line: Int
+    public var text: String
+    public var message: String
+
+    public var description: String { "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" }
+}
+
+/// Feeds a trace through PresenceKit exactly as the app would receive it and collects the decisions.
+public enum TraceReplay {
+    public struct Decision: Sendable, Codable, Hashable {
+        public var type: String
+        public var timestamp: String
+        public var decidedAt: String
+        public var siteId: String
+        public var beacon: String
+        public var reason: String
+        public var sessionKey: String
+        public var rssiSeries: [Int]
+    }
+
+    public struct Output: Sendable, Codable {
+        public var observations: Int
+        public var decisions: [Decision]
+        public var finalPhase: String
+        public var notifications: [String]
+    }
+
+    public static func run(_ trace: Trace, config: PresenceConfig) throws -> Output {
+        var sites: [String: (uuid: String, major: UInt16?)] = [:]
+        var order: [String] = []
+        for line in trace.lines {
+            if case .site(let id, let uuid, let major) = line.observation {
+                if sites[id] == nil { order.append(id) }
+                sites[id] = (uuid, major)
+            }
+        }
+        guard !sites.isEmpty else { throw TraceError(line: 0, text: "", message: "the trace names no site (add a line like \"0,site,S_HQ,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10\")") }
+        let directory = SiteDirectory(sites: order.map { id in
+            Site(id: id, center: GeoPoint(latitude: 0, longitude: 0), beacons: [BeaconMatcher(sites[id]!.uuid, major: sites[id]!.major)])
+        })
+        let identity = DeviceIdentity(userId: "trace-user", deviceId: "trace-device")
+        var agent = PresenceAgent(machine: try PresenceStateMachine(config: config, directory: directory, identity: identity, seed: 1))
+        var decisions: [Decision] = []
+        var notifications: [String] = []
+        var count = 0
+        var lastSnapshot: PresenceSnapshot?
+        func collect(_ effects: [PresenceEffect], at now: Timestamp) {
+            for effect in effects {
+                switch effect {
+                case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
+                    decisions.append(Decision(
+                        type: e.type.rawValue, timestamp: e.timestamp.iso8601, decidedAt: now.iso8601, siteId: e.siteId,
+                        beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey, rssiSeries: e.rssiSeries))
+                case .persistSnapshot(let s): lastSnapshot = s
+                case .notifyUser(let n): notifications.append("\(now.iso8601) \(n.kind.rawValue): \(n.message)")
+                default: break
+                }
+            }
+        }
+        for line in trace.lines {
+            let now = line.at
+            let event: PresenceEvent?
+            switch line.observation {
+            case .site: event = nil
+            case .rssi(let beacon, let rssi): event = .beaconReading(BeaconReading(beacon: beacon, rssi: rssi))
+            case .motion(let a): event = .motionActivity(a)
+            case .steps(let n): event = .steps(n)
+            case .geofence(let id, let inside): event = inside ? .geofenceEntered(siteId: id) : .geofenceExited(siteId: id)
+            case .region(let inside): event = inside ? .beaconRegionEntered : .beaconRegionExited
+            case .network(let online): event = .connectivityChanged(online: online)
+            case .app(let what):
+                switch what {
+                case "launch":
+                    agent = PresenceAgent(machine: try PresenceStateMachine(config: config, directory: directory, identity: identity, seed: UInt64(line.number), restoring: lastSnapshot))
+                    event = .appLaunched
+                case "force_quit": event = .appTerminated(forceQuit: true)
+                default: event = .appTerminated(forceQuit: false)
+                }
+            }
+            guard let event else { continue }
+            count += 1
+            collect(agent.handle(event, at: now), at: now)
+        }
+        if let last = trace.lines.last { collect(agent.advance(to: last.at), at: last.at) }
+        return Output(observations: count, decisions: decisions, finalPhase: agent.machine.phase.rawValue, notifications: notifications)
+    }
+
+    public static func json(_ output: Output) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return String(decoding: try encoder.encode(output), as: UTF8.self)
+    }
+}

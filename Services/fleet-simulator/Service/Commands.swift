@@ -1,0 +1,256 @@
+import ArgumentParser
+import FleetSimulatorCore
+import Foundation
+import PresenceKit
+
+/// `fleet-simulator run | scenario | replay`.
+public struct FleetSimulatorCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "fleet-simulator",
+        abstract: "Simulated phones running PresenceKit in a simulated world, against the real stack or on their own.",
+        subcommands: [RunCommand.self, ScenarioCommand.self, ReplayCommand.self]
+    )
+
+    public init() {}
+
+    /// Parses and runs (the executable's whole `main`).
+    public static func main(arguments: [String]) async {
+        do {
+            var command = try parseAsRoot(arguments)
+            switch command {
+            case let run as RunCommand: try await run.run()
+            case let scenario as ScenarioCommand: try await scenario.run()
+            case let replay as ReplayCommand: try replay.run()
+            default: try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// "90s", "15m", "24h", "3d" or plain seconds, as milliseconds.
+public enum DurationText {
+    public static func milliseconds(_ text: String) -> Int64? {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        guard let unit = t.last else { return nil }
+        let factor: Double
+        var number = String(t.dropLast())
+        switch unit {
+        case "s": factor = 1_000
+        case "m": factor = 60_000
+        case "h": factor = 3_600_000
+        case "d": factor = 86_400_000
+        default:
+            factor = 1_000
+            number = t
+        }
+        guard let value = Double(number), value > 0, value.isFinite else { return nil }
+        return Int64(value * factor)
+    }
+}
+
+public struct RunCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a fleet: against the running services (default) or detection only (--detection-only).",
+        discussion: "Writes <report-dir>/fleet-report.json and .html and prints the headline figures. Against the stack, exits 1 when an event was lost, duplicated or left undelivered."
+    )
+
+    @Option(help: "Simulated phones (people with an enrolled device).") public var devices = 100
+    @Option(help: "Sites.") public var sites = 1
+    @Option(help: "Gates (one beacon each) per site.") public var gates = 2
+    @Option(help: "Virtual time to simulate: 90s, 15m, 24h, 3d.") public var duration = "24h"
+    @Option(help: "Virtual seconds per wall second against the stack.") public var timeScale = 60.0
+    @Option(help: "Seed of every random choice.") public var seed: UInt64 = 1
+    @Option(help: "Hour of the first day the run starts at (schedules: arrivals around 8:00, lunch 12:00, leaving 17:30).") public var startHour = 0.0
+    @Option(help: "Heartbeat interval while present, minutes (0 = off).") public var heartbeatMinutes = 30.0
+    @Flag(help: "Simulate detection only, against an in-process server (scale and detection figures).") public var detectionOnly = false
+    @Flag(help: "No network or app troubles on any phone.") public var quietPhones = false
+    @Option(help: "Gateway base URL.") public var gateway = "http://127.0.0.1:8080"
+    @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") public var reportDir: String?
+    @Option(help: "Directory for the devices' outbox files (default a temporary directory).") public var outboxDir: String?
+    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") public var tokenKeysFile: String?
+    @Flag(help: "No progress bar.") public var noProgress = false
+
+    public init() {}
+
+    public func validate() throws {
+        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 100000, got \(devices)") }
+        guard (1...1_000).contains(sites) else { throw ValidationError("--sites must be between 1 and 1000, got \(sites)") }
+        guard (1...16).contains(gates) else { throw ValidationError("--gates must be between 1 and 16, got \(gates)") }
+        guard let ms = DurationText.milliseconds(duration) else {
+            throw ValidationError("--duration \"\(duration)\" is not a duration like 90s, 15m, 24h or 3d")
+        }
+        if !detectionOnly && ms > 6 * 86_400_000 {
+            throw ValidationError("--duration \(duration) is longer than 6 days: the gateway refuses events older than 7 days")
+        }
+        guard timeScale > 0, timeScale.isFinite else { throw ValidationError("--time-scale must be a positive number, got \(timeScale)") }
+        guard (0..<24).contains(startHour) else { throw ValidationError("--start-hour must be in 0..<24, got \(startHour)") }
+        guard heartbeatMinutes == 0 || heartbeatMinutes >= 1 else { throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)") }
+    }
+
+    public var fleetOptions: FleetOptions {
+        var o = FleetOptions()
+        o.devices = devices
+        o.sites = sites
+        o.gatesPerSite = gates
+        o.durationMs = DurationText.milliseconds(duration) ?? 86_400_000
+        o.startOffsetMs = Int64(startHour * 3_600_000)
+        o.seed = seed
+        o.heartbeatMinutes = heartbeatMinutes
+        if quietPhones { o.phones = .quiet }
+        return o
+    }
+
+    public func run() async throws {
+        let options = fleetOptions
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let reportDirectory = reportDir ?? "reports/fleet-\(stamp)"
+        // Detection-only runs write tens of thousands of fsynced outbox records a second: on tmpfs when
+        // there is one (same code path, memory-speed fsync); against the stack, on disk.
+        let scratch = detectionOnly && FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let outboxDirectory = outboxDir ?? scratch + "fleet-outboxes-\(ProcessInfo.processInfo.processIdentifier)"
+        let report: FleetReport
+        if detectionOnly {
+            report = try await Self.detectionOnly(options: options, outboxDirectory: outboxDirectory, progress: !noProgress)
+        } else {
+            var settings = StackRun.Settings(outboxDirectory: outboxDirectory)
+            settings.gateway = gateway
+            settings.timeScale = timeScale
+            settings.tokenKeysFile = tokenKeysFile
+            settings.showProgress = !noProgress
+            report = try await StackRun(options: options, settings: settings).run()
+        }
+        try? FileManager.default.removeItem(atPath: outboxDirectory)
+        let paths = try report.write(to: reportDirectory)
+        print(report.headline)
+        print("report: \(paths.json)")
+        print("report: \(paths.html)")
+        if !detectionOnly {
+            let d = report.delivery
+            if d.lost + d.duplicated + d.undeliveredAtEnd + d.unexpected > 0 { throw ExitCode(1) }
+        }
+    }
+
+    static func detectionOnly(options: FleetOptions, outboxDirectory: String, progress showProgress: Bool) async throws -> FleetReport {
+        let plan = FleetPlan(options: options)
+        let server = InProcessServer()
+        let progress = ProgressLine(enabled: showProgress)
+        let total = plan.devicePeople.count
+        let done = DoneCounter()
+        let baseline = MemoryProbe.residentBytes()
+        let started = ContinuousClock.now
+        let devices = try await DetectionRun(plan: plan, outboxDirectory: outboxDirectory).run(server: server) { n in
+            let d = done.add(n)
+            if d % max(1, total / 200) == 0 || d == total {
+                progress.update(fraction: Double(d) / Double(max(total, 1)), label: "devices simulated \(d)/\(total)")
+            }
+        }
+        progress.finish()
+        let wall = ContinuousClock.now - started
+        var throughput = FleetReport.Throughput()
+        throughput.wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        throughput.virtualSeconds = Double(options.durationMs) / 1000
+        let delivery = FleetReport.Delivery.inProcess(devices: devices, server: server)
+        throughput.eventsPerWallSecond = Double(delivery.eventsWithFinalVerdict) / max(throughput.wallSeconds, 0.001)
+        throughput.deviceDaysPerWallSecond = Double(total) * Double(options.durationMs) / 86_400_000 / max(throughput.wallSeconds, 0.001)
+        throughput.peakResidentBytes = MemoryProbe.peakResidentBytes()
+        throughput.residentBytesPerDevice = Double(max(0, throughput.peakResidentBytes - baseline)) / Double(max(total, 1))
+        throughput.maxOutboxFileBytes = devices.map(\.outboxBytes).max() ?? 0
+        return FleetReport(
+            parameters: .init(mode: "detection-only", devices: total, visitors: plan.people.count - total, sites: plan.world.sites.count,
+                              durationHours: Double(options.durationMs) / 3_600_000, seed: options.seed, timeScale: nil, gateway: nil),
+            plan: plan, devices: devices, delivery: delivery, throughput: throughput)
+    }
+}
+
+final class DoneCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func add(_ n: Int) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += n
+        return value
+    }
+}
+
+public struct ScenarioCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "scenario",
+        abstract: "Run a scenario of the QA matrix (seed 000 sec. 13), or all of them, and check its expected outcome."
+    )
+
+    @Argument(help: "Scenario name, or \"all\" (see --list).") public var name = "all"
+    @Flag(help: "List the scenarios.") public var list = false
+    @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") public var reportDir = "reports/scenarios"
+
+    public init() {}
+
+    public func validate() throws {
+        guard list || name == "all" || Scenario.named(name) != nil else {
+            throw ValidationError("unknown scenario \"\(name)\"; one of: all, \(Scenario.all.map(\.name).joined(separator: ", "))")
+        }
+    }
+
+    public func run() async throws {
+        if list {
+            for s in Scenario.all { print("\(s.name): \(s.summary)") }
+            return
+        }
+        let chosen = name == "all" ? Scenario.all : [Scenario.named(name)!]
+        let outboxes = ScratchDirectory.fast("fleet-scenarios")
+        defer { try? FileManager.default.removeItem(atPath: outboxes) }
+        var failed = 0
+        for scenario in chosen {
+            let outcome = try await scenario.run(outboxDirectory: outboxes)
+            _ = try outcome.report.write(to: reportDir, name: scenario.name)
+            let s = outcome.report.score
+            let d = outcome.report.delivery
+            print(String(
+                format: "%@ %@: recall %.2f%% precision %.2f%% false check-outs %d latency p50 %@ p99 %@ lost %d duplicated %d (%.1f s)",
+                outcome.passed ? "PASS" : "FAIL", scenario.name, s.checkInRecall * 100, s.checkInPrecision * 100, s.falseCheckOuts,
+                s.detectionLatencySeconds.p50.map { String(format: "%.1fs", $0) } ?? "n/a",
+                s.detectionLatencySeconds.p99.map { String(format: "%.1fs", $0) } ?? "n/a", d.lost, d.duplicated, outcome.report.throughput.wallSeconds))
+            for f in outcome.failures { print("    \(f)") }
+            if !outcome.passed { failed += 1 }
+        }
+        print("reports: \(reportDir)/<scenario>.json and .html")
+        if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+public struct ReplayCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Feed a recorded trace (CSV, see README.md) through PresenceKit and print the check-ins and check-outs as JSON."
+    )
+
+    @Option(help: "The trace CSV file.") public var trace: String
+    @Option(help: "A remote-config JSON document to tune the thresholds (PresenceKit RemoteConfig keys).") public var config: String?
+
+    public init() {}
+
+    public func run() throws {
+        guard let text = try? String(contentsOfFile: trace, encoding: .utf8) else {
+            throw ValidationError("cannot read the trace file \(trace)")
+        }
+        var presence = PresenceConfig()
+        if let config {
+            guard let json = try? String(contentsOfFile: config, encoding: .utf8) else { throw ValidationError("cannot read the config file \(config)") }
+            do {
+                presence = try RemoteConfig.decode(json).presence
+            } catch {
+                throw ValidationError("config \(config): \(error)")
+            }
+        }
+        let parsed: Trace
+        do {
+            parsed = try Trace.parse(text)
+        } catch {
+            throw ValidationError("\(trace): \(error)")
+        }
+        print(try TraceReplay.json(TraceReplay.run(parsed, config: presence)))
+    }
+}

@@ -1,0 +1,161 @@
+import AsyncHTTPClient
+import AttendanceProtocol
+import FleetSimulatorCore
+import Foundation
+import NIOCore
+import PresenceKit
+import Synchronization
+
+/// Maps wall time to virtual time for a run against the real stack: virtual time runs `scale` times
+/// faster, and ends about when the run ends, so every event the devices stamp is in the recent past
+/// for the gateway (it refuses events older than 7 days or more than 5 minutes ahead).
+public final class VirtualClock: VirtualPacer, Sendable {
+    public let virtualStart: Int64
+    public let scale: Double
+    let wallStart: ContinuousClock.Instant
+
+    public init(virtualStart: Int64, scale: Double) {
+        self.virtualStart = virtualStart
+        self.scale = scale
+        wallStart = .now
+    }
+
+    public func virtualNow() -> Int64 {
+        let elapsed = ContinuousClock.now - wallStart
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        return virtualStart + Int64(ms * scale)
+    }
+
+    /// Sleeps while `t` is ahead of the virtual clock; short leads are let through so that thousands
+    /// of devices do not each sleep a few microseconds every simulated second.
+    public func waitUntil(virtual t: Int64) async {
+        let lead = Double(t - virtualNow()) / scale
+        guard lead > 20 else { return }
+        try? await Task.sleep(for: .milliseconds(Int64(lead)))
+    }
+}
+
+/// The device's HTTP client: the seed 000 sec. 8.1 payload to `POST /v1/attendance/events` with the
+/// stored `Idempotency-Key`, under the no-loss contract (PresenceKit's `OutboxDrainer`: the same
+/// key on every retry, the entry deleted only on a final verdict). The phone's network troubles are
+/// applied before the request leaves: offline (no attempt), a captive portal (an HTML 200 that must
+/// not count as a verdict), 2G latency.
+public struct GatewayDelivery: DeliveryDriver {
+    public let http: HTTPClient
+    public let gateway: String
+    public let tokens: [String: String]
+    public let clock: VirtualClock
+    public var requestTimeout: TimeAmount = .seconds(4)
+    /// Bounds the end-of-run sync (no background budget then) in wall time.
+    public var finalSyncWall: Duration = .seconds(180)
+
+    public init(http: HTTPClient, gateway: String, tokens: [String: String], clock: VirtualClock) {
+        self.http = http
+        self.gateway = gateway
+        self.tokens = tokens
+        self.clock = clock
+    }
+
+    public func drain(
+        outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
+        random: inout SimulationRandom, attempts: inout AttemptLog
+    ) async throws -> [DeliveryRecord] {
+        let wall = SystemClock()
+        let drainer = OutboxDrainer(outbox: outbox, clock: wall, sleep: { ms in try? await Task.sleep(for: .milliseconds(ms)) })
+        let budget = budgetMs ?? Int64(finalSyncWall.components.seconds * 1000)
+        let deadline = wall.now() + budget
+        var kinds: [UInt64: (key: String, kind: String, firstAttempt: ContinuousClock.Instant)] = [:]
+        var answered: [UInt64: (at: Int64, attempts: Int, wallMs: Double)] = [:]
+        var log = AttemptLog()
+        let token = tokens[device.deviceId] ?? ""
+        let report = try await drainer.drain(deadline: deadline, random: &random.generator) { entry, payload in
+            let event = try? PresenceCoding.decodeEvent(payload)
+            if kinds[entry.id] == nil {
+                kinds[entry.id] = (event?.idempotencyKey.hex ?? "?", event?.type.rawValue ?? "?", .now)
+            }
+            // The final sync happens on a working network; before it, the phone's own conditions.
+            let condition = budgetMs == nil ? NetworkCondition.online(latencyMs: 0) : profile.network(at: clock.virtualNow())
+            let result: DeliveryResult
+            switch condition {
+            case .offline:
+                result = .transportError("offline")
+            case .captivePortal:
+                result = ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html; charset=utf-8"))
+            case .online(let latency):
+                if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
+                if let event {
+                    result = await post(event, token: token, model: profile.model)
+                } else {
+                    result = .response(status: 400, problemType: "undecodable outbox entry", retryAfterMs: nil)
+                }
+            }
+            log.count(result)
+            let first = kinds[entry.id]?.firstAttempt ?? .now
+            let elapsed = ContinuousClock.now - first
+            answered[entry.id] = (clock.virtualNow(), (answered[entry.id]?.attempts ?? 0) + 1,
+                                  Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+            return result
+        }
+        attempts.merge(log)
+        return report.delivered.map { delivered in
+            let k = kinds[delivered.id]
+            let a = answered[delivered.id]
+            return DeliveryRecord(key: k?.key ?? "?", kind: k?.kind ?? "?", status: delivered.status, attempts: a?.attempts ?? 1,
+                                  verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs)
+        }
+    }
+
+    func post(_ event: PresenceKit.AttendanceEvent, token: String, model: String) async -> DeliveryResult {
+        let body: [UInt8]
+        do {
+            body = try ProtocolCodec.wire.encode(Self.wireEvent(event, model: model))
+        } catch {
+            return .response(status: 400, problemType: "unencodable: \(error)", retryAfterMs: nil)
+        }
+        var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "X-Device-Id", value: event.deviceId)
+        request.headers.add(name: "X-App-Version", value: "1.12.0")
+        request.headers.add(name: "Idempotency-Key", value: event.idempotencyKey.hex)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            let response = try await http.execute(request, timeout: requestTimeout)
+            let bytes = try await response.body.collect(upTo: 1 << 20)
+            var problemType: String?
+            if response.status.code >= 400, let problem = try? JSONDecoder().decode(ProblemDetails.self, from: Data(bytes.readableBytesView)) {
+                problemType = problem.type
+            }
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }.map { $0 * 1_000 }
+            return ContractReading.deliveryResult(TransportAnswer(
+                status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
+                problemType: problemType, retryAfterMs: retryAfter))
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            return .timeout
+        } catch {
+            return .transportError(String(describing: error))
+        }
+    }
+
+    /// PresenceKit's event as the seed 000 sec. 8.1 REST payload.
+    public static func wireEvent(_ e: PresenceKit.AttendanceEvent, model: String) -> AttendanceProtocol.AttendanceEvent {
+        let type: AttendanceEventType = switch e.type {
+        case .checkIn: .checkin
+        case .checkOut: .checkout
+        case .heartbeat: .heartbeat
+        }
+        return AttendanceProtocol.AttendanceEvent(
+            id: e.id, idempotencyKey: e.idempotencyKey.hex, userId: e.userId, deviceId: e.deviceId,
+            timestamp: Date(timeIntervalSince1970: Double(e.timestamp.millisecondsSinceEpoch) / 1000), type: type, siteId: e.siteId,
+            beacon: AttendanceProtocol.BeaconIdentity(uuid: e.beacon.uuid.uuidString, major: Int(e.beacon.major), minor: Int(e.beacon.minor)),
+            rssiSeries: e.rssiSeries.isEmpty ? nil : e.rssiSeries, txPower: -59,
+            motion: .init(state: MotionState(rawValue: e.motion.state.rawValue), steps2min: e.motion.steps2min),
+            geofence: .init(inside: e.geofence.inside, radius: e.geofence.radius),
+            handshake: e.handshake.map { .init(ok: $0.ok, rt: $0.rt) },
+            network: .init(online: e.network.online), app: .init(version: "1.12.0", build: 345),
+            device: .init(model: model, os: "iOS 18.0"), sessionKey: e.sessionKey,
+            attestation: .init(jailbroken: false, simulatedLocation: false)
+        )
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import FleetSimulatorCore
+import FleetSimulatorService
+import Foundation
+import PresenceKit
+import Testing
+
+@Suite("Trace replay and the command line")
+struct TraceAndCommandTests {
+    static let resources = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Services/fleet-simulator/Resources").standardized
+
+    @Test func theSampleTraceGivesOneCheckInAndOneCheckOut() throws {
+        let text = try String(contentsOf: Self.resources.appendingPathComponent("sample-trace.csv"), encoding: .utf8)
+        let config = try RemoteConfig.decode(String(contentsOf: Self.resources.appendingPathComponent("sample-config.json"), encoding: .utf8)).presence
+        let output = try TraceReplay.run(Trace.parse(text), config: config)
+        let kinds = output.decisions.filter { $0.type != "heartbeat" }.map(\.type)
+        #expect(kinds == ["checkin", "checkout"], "\(output.decisions)")
+        let checkIn = try #require(output.decisions.first)
+        #expect(checkIn.timestamp.hasPrefix("2026-01-05T07:59:3"), "\(checkIn)")
+        #expect(checkIn.siteId == "S_HQ" && checkIn.beacon == "f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:1")
+        let checkOut = try #require(output.decisions.last)
+        #expect(checkOut.decidedAt == "2026-01-05T17:35:10Z" && checkOut.reason == "geofence_exit")
+        // Ranging bursts only (no continuous scan in the trace's config): the last moment of presence
+        // is the OS region exit (PresenceKit README), 17:32:40.
+        #expect(checkOut.timestamp == "2026-01-05T17:32:40Z", "\(checkOut)")
+        #expect(try TraceReplay.json(output).contains("\"decisions\""))
+    }
+
+    @Test(arguments: [
+        ("timestamp,event,target,value\n1000,rssi,not-a-beacon,-60\n", 2, "beacon \"not-a-beacon\" is not UUID:major:minor"),
+        ("# note\ntimestamp,event,target,value\n\n1000,motion,,walking\n1001,rssi,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:1,12\n", 5, "RSSI \"12\""),
+        ("timestamp,event,target,value\nyesterday,steps,,3\n", 2, "timestamp \"yesterday\""),
+        ("timestamp,event,target,value\n2000,steps,,3\n1000,steps,,3\n", 3, "timestamp goes backwards"),
+        ("timestamp,event,target,value\n1000,teleport,,3\n", 2, "unknown event \"teleport\""),
+        ("timestamp,event,target,value\n1000,steps,3\n", 2, "expected 4 fields"),
+        ("time,what\n", 1, "expected the header"),
+    ])
+    func badLinesNameTheirLineNumber(text: String, line: Int, fragment: String) {
+        do {
+            _ = try Trace.parse(text)
+            Issue.record("parsed: \(text)")
+        } catch {
+            #expect(error.line == line, "\(error)")
+            #expect(error.description.hasPrefix("trace line \(line): "), "\(error)")
+            #expect(error.description.contains(fragment), "\(error)")
+        }
+    }
+
+    @Test(arguments: [
+        (["run", "--duration", "3x"], "--duration \"3x\" is not a duration like 90s, 15m, 24h or 3d"),
+        (["run", "--devices", "0"], "--devices must be between 1 and 100000, got 0"),
+        (["run", "--devices", "many"], "many"),
+        (["run", "--time-scale", "0"], "--time-scale must be a positive number, got 0.0"),
+        (["run", "--duration", "10d"], "longer than 6 days"),
+        (["scenario", "no-such-thing"], "unknown scenario \"no-such-thing\"; one of: all, default-world"),
+        (["replay"], "--trace"),
+    ])
+    func badArgumentsGiveAReadableMessage(arguments: [String], fragment: String) {
+        do {
+            _ = try FleetSimulatorCommand.parseAsRoot(arguments)
+            Issue.record("parsed \(arguments)")
+        } catch {
+            let message = FleetSimulatorCommand.message(for: error)
+            #expect(message.contains(fragment), "\(message)")
+        }
+    }
+
+    @Test func goodArgumentsBecomeFleetOptions() throws {
+        let command = try #require(try FleetSimulatorCommand.parseAsRoot(
+            ["run", "--devices", "50", "--sites", "2", "--duration", "90m", "--start-hour", "7.5", "--seed", "9", "--quiet-phones"]) as? RunCommand)
+        let o = command.fleetOptions
+        #expect(o.devices == 50 && o.sites == 2 && o.durationMs == 5_400_000 && o.startOffsetMs == 27_000_000 && o.seed == 9)
+        #expect(o.phones == .quiet)
+        #expect(DurationText.milliseconds("2d") == 172_800_000 && DurationText.milliseconds("45") == 45_000 && DurationText.milliseconds("h") == nil)
+    }
+
+    @Test func aCaptivePortalsHTMLIsNotAVerdict() {
+        #expect(ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html")) != .response(status: 200, problemType: nil, retryAfterMs: nil))
+        if case .transportError = ContractReading.deliveryResult(TransportAnswer(status: 302, contentType: nil)) {} else { Issue.record("a redirect without JSON must be retried") }
+        #expect(ContractReading.deliveryResult(TransportAnswer(status: 201, contentType: "application/json; charset=utf-8")) == .response(status: 201, problemType: nil, retryAfterMs: nil))
+    }
+}
