@@ -349,6 +349,9 @@ let package = Package(
             name: "telemetry-aggregator",
             dependencies: ["TelemetryAggregatorService", "ServiceRuntime"],
             path: "Services/telemetry-aggregator/Main",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Fleet simulator (issue 8): world model, people, ground truth, scoring, reports, trace
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
         .target(
@@ -704,6 +707,9 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Tests/TelemetryAggregatorTests",
+            swiftSettings: sharedSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings
+        ),
         // Fleet simulator in process: world physics, schedules, ground truth, scoring, the QA
         // matrix on virtual time, trace parsing, CLI argument errors.
         .testTarget(
