@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
 # the broker, builds, and runs every test target (unit, mock-cluster, integration, compose check),
-# then the pipeline's end-to-end target on its own: it starts the registry, policy, merger and
-# gateway as processes (services.sh), which must not share the merger's tables with the merger's
-# own tests, and stops them afterwards.
+# then the end-to-end targets one at a time (the pipeline's, then the fleet simulator's): they start
+# the services as processes (services.sh), which must not share the merger's tables with the
+# merger's own tests, and stop them afterwards.
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -25,8 +25,10 @@ if (($# > 0)); then
     swift test --skip-build "$@"
     exit
 fi
-echo "==> swift test (every target but the end-to-end one)"
-swift test --skip-build --skip PipelineEndToEndTests
-echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
+echo "==> swift test (every target but the end-to-end ones)"
+swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests
 trap '"$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
+echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
+echo "==> swift test --filter FleetEndToEndTests (a simulated fleet against the services)"
+swift test --skip-build --filter FleetEndToEndTests
