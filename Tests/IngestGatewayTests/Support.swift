@@ -177,7 +177,8 @@ struct RouterHarness: Sendable {
     let repository: FakeRepository
     let cache: RegistryCache
 
-    static func settings(wait: Duration = .seconds(2)) -> GatewaySettings {
+    // Generous: a fake verdict due in 500 ms must not miss the wait when the whole suite loads both cores.
+    static func settings(wait: Duration = .seconds(10)) -> GatewaySettings {
         var settings = GatewaySettings()
         settings.verdictWait = wait
         settings.rateLimit = TokenBucketSettings(ratePerSecond: 1_000, burst: 1_000)

@@ -25,8 +25,12 @@ if (($# > 0)); then
     swift test --skip-build "$@"
     exit
 fi
-echo "==> swift test (every target but the end-to-end ones)"
-swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests
+echo "==> swift test (every target but the fleet simulator's and the end-to-end ones)"
+swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
+# The simulator's scenarios keep both cores busy on the cooperative pool for a minute; beside the
+# other targets they starved the timing of the gateway's and policy's tests.
+echo "==> swift test --filter FleetSimulatorTests"
+swift test --skip-build --filter FleetSimulatorTests
 trap '"$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
 echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
