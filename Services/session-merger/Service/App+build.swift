@@ -43,7 +43,7 @@ public func addMergerRoutes(
     to router: Router<MergerRequestContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
     keyVerifier: any AdminKeyVerifier, groupId: String
 ) {
-    router.add(middleware: MergerProblemMiddleware())
+    router.add(middleware: ProblemMiddleware())
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<MergerRequestContext>(verifier: keyVerifier))
     SessionsController(repository: sessions).addRoutes(to: admin)
     DailyAttendanceController(repository: sessions, shifts: shifts).addRoutes(to: admin)

@@ -39,7 +39,7 @@ public func buildRouter(
 public func addTelemetryRoutes<Context: RequestContext>(
     to router: Router<Context>, repository: any TelemetryQueryRepository, objective: SLOObjective, now: @escaping @Sendable () -> Date
 ) {
-    router.add(middleware: TelemetryProblemMiddleware())
+    router.add(middleware: ProblemMiddleware())
     StatusPageController<Context>(repository: repository, objective: objective, now: now).addRoutes(to: router)
     SLOController<Context>(repository: repository, objective: objective, now: now).addRoutes(to: router)
     MetricsSummaryController<Context>(repository: repository, now: now).addRoutes(to: router)

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import PolicyServiceCore
+import ServiceRuntime
 
 /// The request context of the policy service's routes: the admin API key the auth middleware
 /// verified (nil on health and metrics) and the platform's admin JSON conventions.
@@ -206,53 +207,9 @@ public struct PolicyAdminController: Sendable {
     }
 }
 
-/// Turns every error into an RFC 9457 problem+json answer: `ProblemDetails` as is, Hummingbird's
-/// `HTTPError` (unknown route) with its status, anything else a 500 whose details go to the log.
-struct PolicyProblemMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch {
-            var problem = Self.problem(for: error)
-            if problem.instance == nil { problem.instance = request.uri.path }
-            if problem.status >= 500 {
-                context.logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string(String(describing: error))])
-            }
-            return Self.response(problem)
-        }
-    }
-
-    static func problem(for error: any Error) -> ProblemDetails {
-        switch error {
-        case let problem as ProblemDetails:
-            return problem
-        case let http as HTTPError:
-            switch http.status {
-            case .notFound: return .notFound(http.body ?? "no such resource")
-            case .unauthorized: return .unauthorized(http.body ?? "authentication is required")
-            case .forbidden: return .forbidden(http.body ?? "not allowed")
-            case .badRequest: return .validation([FieldError(field: "", reason: http.body ?? "bad request")])
-            default:
-                return ProblemDetails(type: "about:blank", title: http.status.reasonPhrase, status: http.status.code, detail: http.body)
-            }
-        default:
-            return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
-        }
-    }
-
-    static func response(_ problem: ProblemDetails) -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(problem)) ?? Data("{\"title\":\"error\",\"status\":\(problem.status)}".utf8)
-        var headers: HTTPFields = [.contentType: ProblemDetails.mediaType]
-        if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
-        return Response(status: HTTPResponse.Status(code: problem.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
-    }
-}
-
 /// The admin routes on a router (the service's application and the tests use the same).
 public func addPolicyAdminRoutes(to router: Router<PolicyRequestContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
-    router.add(middleware: PolicyProblemMiddleware())
+    router.add(middleware: ProblemMiddleware())
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<PolicyRequestContext>(verifier: keyVerifier))
     controller.addRoutes(to: admin)
 }
