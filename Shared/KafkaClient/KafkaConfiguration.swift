@@ -96,6 +96,8 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable {
     public var heartbeatIntervalMs: Int = 500
     /// How long shutdown waits for the owner to finish the batch it is processing.
     public var drainTimeoutMs: Int = 30_000
+    /// How often the consumer publishes its lag (`kafka_consumer_lag`); 0 turns it off.
+    public var lagReportIntervalMs: Int = 5_000
 
     public init(client: KafkaConfiguration, groupId: String, topics: [String]) {
         self.client = client

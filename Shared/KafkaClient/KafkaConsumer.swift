@@ -2,6 +2,7 @@ import AsyncAlgorithms
 import CRdKafka
 import Dispatch
 import Logging
+import Metrics
 import ServiceLifecycle
 import Synchronization
 
@@ -102,7 +103,11 @@ public final class KafkaConsumer: Service, Sendable {
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 do {
-                    try await pollLoop()
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask { await self.reportLagWhilePolling() }
+                        try await self.pollLoop()
+                        group.cancelAll()
+                    }
                 } catch {
                     failure = error
                 }
@@ -166,7 +171,44 @@ public final class KafkaConsumer: Service, Sendable {
         try await handle.blocking { [handle] () throws(KafkaError) in try handle.metadata(timeoutMs: timeoutMs) }
     }
 
+    /// Per assigned partition: the high watermark the fetcher last saw minus the position handed to
+    /// the owner. Both are librdkafka's cached values (no broker round trip). Partitions not read
+    /// since their assignment have no position yet and are left out.
+    public func currentLag() -> [TopicPartition: Int64] {
+        let partitions = assignment
+        guard !partitions.isEmpty else { return [:] }
+        let list = PartitionList.make(partitions.map { ($0, nil) })
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        guard rd_kafka_position(handle.pointer, list) == RD_KAFKA_RESP_ERR_NO_ERROR else { return [:] }
+        var lag: [TopicPartition: Int64] = [:]
+        for (tp, position, err) in PartitionList.read(list) where err == RD_KAFKA_RESP_ERR_NO_ERROR && position >= 0 {
+            var low: Int64 = -1
+            var high: Int64 = -1
+            guard rd_kafka_get_watermark_offsets(handle.pointer, tp.topic, tp.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
+                  high >= 0
+            else { continue }
+            lag[tp] = max(0, high - position)
+        }
+        return lag
+    }
+
     // MARK: - Internals
+
+    /// Publishes `kafka_consumer_lag{group,topic,partition}` every `lagReportIntervalMs`, from its own
+    /// task: the poll loop stops while the owner is busy, which is exactly when lag matters.
+    private func reportLagWhilePolling() async {
+        let interval = configuration.lagReportIntervalMs
+        guard interval > 0 else { return }
+        let group = configuration.groupId
+        while !Task.isCancelled, state.withLock({ $0.isPolling }) {
+            try? await Task.sleep(for: .milliseconds(interval))
+            if Task.isCancelled { return }
+            for (tp, lag) in currentLag() {
+                Gauge(label: "kafka_consumer_lag", dimensions: [("group", group), ("topic", tp.topic), ("partition", String(tp.partition))])
+                    .record(lag)
+            }
+        }
+    }
 
     private func subscribe() throws(KafkaError) {
         let list = PartitionList.make(configuration.topics.map { (TopicPartition(topic: $0, partition: -1), nil) })

@@ -50,4 +50,69 @@ struct ComposeFileTests {
         #expect(output.contains("env NOT_READ_ANYWHERE is read by the code"))
         #expect(output.contains("db: image pinned"))
     }
+
+    /// The observability files and the local-stack parity: a service on another port than the local
+    /// stack's, without its health check, a dashboard querying a metric nobody exports, an alert
+    /// pointing at a runbook section that does not exist, a secret file outside any mounted volume.
+    @Test func checkCatchesPortDriftUnknownMetricsAndDanglingRunbookLinks() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("compose-obs-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let prometheus = folder.appendingPathComponent("prometheus")
+        let dashboards = folder.appendingPathComponent("dashboards")
+        let provisioning = folder.appendingPathComponent("provisioning/datasources")
+        for directory in [prometheus, dashboards, provisioning] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        try """
+            scrape_configs:
+              - job_name: session-merger
+                static_configs:
+                  - targets: ["session-merger:9999"]
+            rule_files: [/etc/prometheus/alerts.yml]
+            """.write(to: prometheus.appendingPathComponent("prometheus.yml"), atomically: true, encoding: .utf8)
+        try """
+            groups:
+              - name: g
+                rules:
+                  - alert: Lag
+                    expr: sum(kafka_consumer_lag) > 10
+                    annotations: {runbook: "deploy/RUNBOOK.md#no-such-section"}
+            """.write(to: prometheus.appendingPathComponent("alerts.yml"), atomically: true, encoding: .utf8)
+        try """
+            datasources: [{name: P, uid: prometheus, type: prometheus, url: "http://prometheus:9090"}]
+            """.write(to: provisioning.appendingPathComponent("p.yml"), atomically: true, encoding: .utf8)
+        try """
+            {"uid": "d", "title": "D", "panels": [{"title": "Stored", "datasource": {"uid": "prometheus"},
+              "targets": [{"expr": "sum(rate(merger_events_stored_typo_total[1m]))"}]}]}
+            """.write(to: dashboards.appendingPathComponent("d.json"), atomically: true, encoding: .utf8)
+        let compose = folder.appendingPathComponent("docker-compose.yml")
+        try """
+            services:
+              session-merger:
+                build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+                image: beacon-attendance:dev
+                command: ["session-merger"]
+                environment:
+                  HTTP_HOST: 0.0.0.0
+                  HTTP_PORT: "9999"
+                  DEVICE_TOKEN_KEYS_FILE: /elsewhere/device-token-keys
+                ports: ["9999:9999"]
+              prometheus:
+                image: prom/prometheus:v2.55.1
+                volumes: ["\(prometheus.path):/etc/prometheus:ro"]
+              grafana:
+                image: grafana/grafana:11.3.1
+                volumes: ["\(folder.path)/provisioning:/etc/grafana/provisioning:ro", "\(dashboards.path):/var/lib/grafana/dashboards:ro"]
+            """.write(to: compose, atomically: true, encoding: .utf8)
+        let (status, output) = try runCheck(composeFile: compose.path)
+        #expect(status != 0)
+        #expect(output.contains("session-merger: HTTP_PORT 9999 is the local stack's port 8082"), "\(output)")
+        #expect(output.contains("session-merger: health check on /health/ready at 9999"), "\(output)")
+        #expect(output.contains("session-merger: waits for the secrets, topics and migrate jobs"), "\(output)")
+        #expect(output.contains("DEVICE_TOKEN_KEYS_FILE is inside a mounted volume"), "\(output)")
+        #expect(output.contains("prometheus scrapes session-merger on 8082"), "\(output)")
+        #expect(output.contains("metric merger_events_stored_typo_total is exported by the code"), "\(output)")
+        #expect(output.contains("runbook section #no-such-section exists"), "\(output)")
+        #expect(!output.contains("metric kafka_consumer_lag is exported"), "\(output)")
+    }
 }

@@ -80,6 +80,37 @@ struct MockClusterTests {
         }
     }
 
+    /// `kafka_consumer_lag` comes from `currentLag()`: the records behind while the owner is slow, none
+    /// once it has read everything.
+    @Test func lagCountsTheRecordsNotYetHandedToTheOwner() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("lagging", partitions: 1)
+        let producer = try makeProducer(cluster)
+        var config = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), groupId: "lag", topics: ["lagging"]
+        )
+        config.maxBatchSize = 100
+        let consumer = try KafkaConsumer(configuration: config, logger: logger)
+        let tp = TopicPartition(topic: "lagging", partition: 0)
+        try await withRunning([producer, consumer]) {
+            let reports = try await producer.sendBatch((0..<1_000).map { KafkaOutgoingMessage(topic: "lagging", key: "k", value: Array("\($0)".utf8)) })
+            #expect(reports.allSatisfy { $0.isDelivered })
+            var iterator = consumer.batches.makeAsyncIterator()
+            var read = try #require(await iterator.next()).messages.count
+            // The owner holds one batch; the consumer has at most one more waiting for it.
+            var behind: Int64 = -1
+            for _ in 0..<50 {
+                behind = consumer.currentLag()[tp] ?? -1
+                if behind >= 0 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(behind >= Int64(1_000 - read - 100) && behind <= Int64(1_000 - read), "lag \(behind) after reading \(read)")
+            while read < 1_000, let batch = await iterator.next() { read += batch.messages.count }
+            #expect(read == 1_000)
+            #expect(consumer.currentLag()[tp] == 0)
+        }
+    }
+
     @Test func tombstoneAndEmptyValueStayDistinct() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("compacted", partitions: 1)

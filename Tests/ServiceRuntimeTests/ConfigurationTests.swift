@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import ServiceRuntime
@@ -51,5 +52,34 @@ struct ConfigurationTests {
         #expect(try !env.bool("B", default: true))
         #expect(throws: ConfigurationError.self) { try env.bool("C", default: true) }
         #expect(try env.milliseconds("T", default: 1) == .milliseconds(250))
+    }
+
+    @Test func secretsComeFromFilesWhenTheVariableIsUnset() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("env-file-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("gatt-nonce-key")
+        try "c2VjcmV0LWZyb20tYS1maWxl\n".write(to: file, atomically: true, encoding: .utf8)
+
+        let env = EnvironmentReader(["GATT_NONCE_KEY_FILE": file.path, "LOG_LEVEL_FILE": "", "A": "set", "A_FILE": "/nonexistent",
+            // Other tools' *_FILE variables are not ours to read or to fail on.
+            "TF_CLI_CONFIG_FILE": "/nonexistent/terraformrc"])
+        #expect(env.optionalString("GATT_NONCE_KEY") == "c2VjcmV0LWZyb20tYS1maWxl")
+        // A value in the environment wins over the file (and its unreadable path is not an error).
+        #expect(env.optionalString("A") == "set")
+        try env.checkFileReferences()
+    }
+
+    @Test func anUnreadableSecretFileStopsTheServiceWithOneLine() {
+        let env = EnvironmentReader(["DEVICE_TOKEN_KEYS_FILE": "/nonexistent/device-token-keys"])
+        #expect(env.optionalString("DEVICE_TOKEN_KEYS") == nil)
+        #expect(throws: ConfigurationError.self) { try env.checkFileReferences() }
+        do {
+            _ = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: env)
+            Issue.record("an unreadable DEVICE_TOKEN_KEYS_FILE was accepted")
+        } catch {
+            #expect(error.description.contains("DEVICE_TOKEN_KEYS_FILE"))
+            #expect(error.description.contains("/nonexistent/device-token-keys"))
+        }
     }
 }

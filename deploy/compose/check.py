@@ -1,15 +1,28 @@
-"""Checks docker-compose.yml without a container engine.
+"""Checks docker-compose.yml, its Dockerfile and its Prometheus and Grafana files without a
+container engine (none runs where this is developed).
 
-1. It validates against the Compose Specification JSON schema (../shared/compose-spec.json beside
-   the repository, or $COMPOSE_SPEC).
-2. It matches the code: every image is pinned (no `latest`, no untagged image); every service
-   built from the repository runs a command that is an executable product of Package.swift; every
-   environment variable given to a project service is read somewhere in Shared/ or Services/
-   (or by deploy/local/env.sh for the local stack); every build target exists in its Dockerfile;
-   depends_on names real services; the local stack's variables (KAFKA_BROKERS, PG*) are the ones
-   the containers get.
+1. The Compose Specification JSON schema (../shared/compose-spec.json beside the repository, or
+   $COMPOSE_SPEC).
+2. Images: every image is pinned (no `latest`, no untagged image).
+3. The Dockerfile: build targets exist; the products it builds are exactly Package.swift's
+   executables; every command a service runs is one of them.
+4. Commands: a project service runs a real product, with subcommands and `--options` that the
+   product's sources declare.
+5. Environment: every variable given to a project service is read by that product's sources or
+   the shared libraries (`KEY_FILE` counts as `KEY`: `EnvironmentReader` resolves it); every
+   `KEY_FILE` points into a volume the service mounts and names a secret `attendancectl secrets
+   init` makes.
+6. The local stack: each long-running service listens on the port the native stack gives it
+   (deploy/local/env.sh, services.sh), publishes it, is health-checked on `/health/ready` there,
+   and gets the variables services.sh gives it; the secrets services.sh makes are the ones
+   `attendancectl secrets init` makes.
+7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
+   service that has a health check; every long-running service waits for the secrets, topics and
+   migrate jobs.
+8. Prometheus scrapes exactly the long-running services on their ports; Grafana has a data source
+   and dashboards; every metric a dashboard panel or an alert rule queries is exported by the code.
 
-Prints one line per finding and `compose check: N passed, M failed`.
+Prints one line per failure and `compose check: N passed, M failed`.
 """
 import json
 import os
@@ -19,99 +32,364 @@ import sys
 import jsonschema
 import yaml
 
+# Metrics the libraries export (Hummingbird's MetricsMiddleware, Prometheus itself).
+LIBRARY_METRICS = {"hb_requests", "hb_request_errors", "http_server_request_duration", "http_server_active_requests", "up"}
+PROMQL_WORDS = {"by", "without", "and", "or", "unless", "offset", "bool", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
+JOB_NAMES = {"secrets", "topics", "migrate"}
 
-def main(root: str) -> int:
+
+class Checker:
+    def __init__(self, root, compose_path, spec_path):
+        self.root = root
+        self.compose_path = compose_path
+        self.spec_path = spec_path
+        self.results = []
+
+    def check(self, name, ok, detail=""):
+        self.results.append((name, bool(ok), detail))
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def read(self, *parts):
+        with open(self.path(*parts)) as f:
+            return f.read()
+
+    # --- sources ---------------------------------------------------------------------------
+
+    def sources(self, folders):
+        chunks = []
+        for folder in folders:
+            for dirpath, _, files in os.walk(self.path(folder)):
+                for file in sorted(files):
+                    if file.endswith(".swift"):
+                        with open(os.path.join(dirpath, file)) as f:
+                            chunks.append(f.read())
+        return "\n".join(chunks)
+
+    def product_sources(self, product):
+        return self.sources([os.path.join("Services", product), "Shared"])
+
+    def known_metrics(self):
+        code = self.sources(["Services", "Shared"])
+        names = set(re.findall(r'(?:Counter|Gauge|Timer|Recorder|Meter|FloatingPointCounter)\(\s*label:\s*"([a-z_:][a-z0-9_:]*)"', code))
+        names |= set(re.findall(r'make(?:Counter|Gauge|DurationHistogram|ValueHistogram|FloatingPointCounter)\(\s*name:\s*"([a-z_:][a-z0-9_:]*)"', code))
+        return names | LIBRARY_METRICS
+
+    # --- the checks ----------------------------------------------------------------------------
+
+    def run(self):
+        try:
+            with open(self.compose_path) as f:
+                compose = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as error:
+            self.check(f"read {self.compose_path}", False, str(error))
+            return
+        if not isinstance(compose, dict):
+            self.check(f"read {self.compose_path}", False, "not a YAML mapping")
+            return
+
+        self.schema(compose)
+        package = self.read("Package.swift")
+        # The shipped executables: the package's executable products (benchmarks are targets only).
+        self.executables = set(re.findall(r'\.executable\(\s*name:\s*"([^"]+)"', package))
+        services = compose.get("services") or {}
+        self.services = services
+        local_env = self.read("deploy", "local", "env.sh")
+        services_sh = self.read("deploy", "local", "services.sh")
+        local_ports = self.local_ports(local_env, services_sh)
+        reader = self.read("Shared", "ServiceRuntime", "Configuration", "EnvironmentReader.swift")
+        backed = re.search(r"fileBackedKeys: Set<String> = \[(.*?)\]", reader, re.S)
+        self.file_backed_keys = set(re.findall(r'"(\w+)"', backed.group(1))) if backed else set()
+        secret_names = set(re.findall(r'case\s+\w+\s*=\s*"([a-z0-9-]+)"', self.read("Services", "attendancectl", "Core", "SecretsCommands.swift")))
+
+        project_images = {s.get("image") for s in services.values() if isinstance(s, dict) and "build" in s}
+        dockerfile_products = set()
+        long_running = []
+        for name, service in services.items():
+            if not isinstance(service, dict):
+                continue
+            image = service.get("image")
+            if image:
+                tag = image.rsplit(":", 1)[1] if ":" in image.split("/")[-1] else None
+                self.check(f"{name}: image pinned", tag not in (None, "latest"), image)
+            project = "build" in service or image in project_images
+            if "build" in service:
+                dockerfile_products |= self.dockerfile(name, service["build"])
+            command = service.get("command")
+            product = command[0] if isinstance(command, list) and command else None
+            for dependency, condition in self.dependencies(service):
+                self.check(f"{name}: depends_on {dependency} exists", dependency in services)
+                if condition == "service_healthy" and dependency in services:
+                    self.check(f"{name}: waits for {dependency} to be healthy, which has a health check", "healthcheck" in services[dependency])
+            if not project:
+                continue
+            self.check(f"{name}: command '{product}' is a product", product in self.executables, f"executables: {sorted(self.executables)}")
+            if product in self.executables:
+                code = self.product_sources(product)
+                self.command_arguments(name, product, command[1:], code)
+            else:
+                code = self.sources(["Services", "Shared"])
+            self.environment(name, service, code, secret_names)
+            if service.get("restart") != "no" and name not in JOB_NAMES:
+                long_running.append(name)
+                self.long_running(name, service, local_ports, services_sh)
+
+        if dockerfile_products:
+            self.check("Dockerfile builds every executable product", dockerfile_products == self.executables,
+                       f"built {sorted(dockerfile_products)}, executables {sorted(self.executables)}")
+            for name, service in services.items():
+                command = service.get("command") if isinstance(service, dict) else None
+                if isinstance(command, list) and command and command[0] in self.executables:
+                    self.check(f"{name}: the image holds '{command[0]}'", command[0] in dockerfile_products)
+
+        # The containers get the same variables as the local stack.
+        for key in ["KAFKA_BROKERS", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "DATABASE_URL"]:
+            self.check(f"local stack exports {key}", re.search(rf"export {key}=", local_env) is not None)
+        local_secrets = {"device-token-keys"} if "/device-token-keys" in services_sh else set()
+        for match in re.findall(r"for name in ([a-z0-9 -]+); do", services_sh):
+            local_secrets |= set(match.split())
+        self.check("services.sh makes the secrets `attendancectl secrets init` makes", local_secrets == secret_names,
+                   f"services.sh {sorted(local_secrets)}, attendancectl {sorted(secret_names)}")
+
+        if "prometheus" in services:
+            self.prometheus(services["prometheus"], long_running, local_ports)
+        else:
+            self.check("a prometheus service", False)
+        if "grafana" in services:
+            self.grafana(services["grafana"])
+        else:
+            self.check("a grafana service", False)
+
+    def schema(self, compose):
+        if os.path.exists(self.spec_path):
+            with open(self.spec_path) as f:
+                schema = json.load(f)
+            errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(compose), key=lambda e: list(e.path))
+            self.check("compose schema", not errors, "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
+        else:
+            self.check("compose schema", False, f"schema not found at {self.spec_path} (set COMPOSE_SPEC)")
+
+    def dockerfile(self, name, build):
+        dockerfile = os.path.join(self.root, build.get("context", "."), build.get("dockerfile", "Dockerfile"))
+        exists = os.path.exists(dockerfile)
+        self.check(f"{name}: Dockerfile exists", exists, dockerfile)
+        if not exists:
+            return set()
+        text = open(dockerfile).read()
+        if "target" in build:
+            stages = re.findall(r"(?im)^FROM\s+\S+\s+AS\s+(\S+)", text)
+            self.check(f"{name}: build target '{build['target']}' exists", build["target"] in stages, f"stages: {stages}")
+        products = set(re.findall(r"--product\s+(\S+)", text))
+        for loop in re.findall(r"for product in ([A-Za-z0-9 _-]+); do", text):
+            products |= set(loop.split())
+        products = {p for p in products if not p.startswith('"')}
+        for product in sorted(products):
+            self.check(f"Dockerfile product '{product}' is an executable", product in self.executables)
+        self.check(f"{name}: the Dockerfile builds with a static Swift standard library", "--static-swift-stdlib" in text)
+        return products
+
+    @staticmethod
+    def dependencies(service):
+        depends = service.get("depends_on") or {}
+        if isinstance(depends, list):
+            return [(d, None) for d in depends]
+        return [(d, (c or {}).get("condition")) for d, c in depends.items()]
+
+    def command_arguments(self, name, product, arguments, code):
+        declared = set(re.findall(r"@(?:Option|Flag)\b(?:(?!@(?:Option|Flag)\b).){0,400}?\bvar\s+(\w+)", code, re.S))
+        subcommands = set(re.findall(r"struct\s+(\w+)\s*:\s*(?:Async)?ParsableCommand", code))
+        subcommands |= set(re.findall(r'commandName:\s*"([\w-]+)"', code))
+        positional = True
+        for argument in arguments:
+            if argument.startswith("--"):
+                positional = False
+                flag = argument[2:].split("=", 1)[0]
+                camel = re.sub(r"-([a-z])", lambda m: m.group(1).upper(), flag)
+                self.check(f"{name}: option {argument.split('=', 1)[0]} exists in {product}", camel in declared)
+            elif positional:
+                self.check(f"{name}: subcommand '{argument}' exists in {product}",
+                           argument in subcommands or argument.capitalize() in subcommands or argument.replace("-", "").lower() in {s.lower() for s in subcommands})
+
+    def environment(self, name, service, code, secret_names):
+        environment = service.get("environment")
+        if isinstance(environment, dict):
+            items = [(k, v) for k, v in environment.items() if k != "<<"]
+        elif isinstance(environment, list):
+            items = [tuple(entry.split("=", 1)) if "=" in entry else (entry, None) for entry in environment]
+        else:
+            items = []
+        mounts = [str(v).split(":")[1] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v]
+        for key, value in items:
+            base = key[:-5] if key.endswith("_FILE") else key
+            self.check(f"{name}: env {key} is read by the code", f'"{base}"' in code)
+            if key.endswith("_FILE"):
+                self.check(f"{name}: {base} may come from a file (EnvironmentReader.fileBackedKeys)", base in self.file_backed_keys)
+                path = str(value)
+                self.check(f"{name}: {key} is inside a mounted volume", any(path.startswith(m.rstrip("/") + "/") for m in mounts), f"{path} not under {mounts}")
+                self.check(f"{name}: {key} names a secret attendancectl makes", os.path.basename(path) in secret_names, path)
+
+    def local_ports(self, local_env, services_sh):
+        defaults = dict(re.findall(r'export (\w+_PORT)="\$\{\w+:-(\d+)\}"', local_env))
+        ports = {}
+        for service, variable in re.findall(r"^\s*([a-z-]+)\) echo \"\$(\w+_PORT)\" ;;", services_sh, re.M):
+            if variable in defaults:
+                ports[service] = defaults[variable]
+        return ports
+
+    def long_running(self, name, service, local_ports, services_sh):
+        environment = service.get("environment") or {}
+        port = str(environment.get("HTTP_PORT", ""))
+        expected = local_ports.get(name)
+        self.check(f"{name}: HTTP_PORT {port or '(unset)'} is the local stack's port {expected}", expected is not None and port == expected)
+        published = [str(p) for p in (service.get("ports") or [])]
+        self.check(f"{name}: publishes {port}", f"{port}:{port}" in published, f"ports: {published}")
+        test = (service.get("healthcheck") or {}).get("test") or []
+        command = " ".join(test) if isinstance(test, list) else str(test)
+        self.check(f"{name}: health check on /health/ready at {port}", f"127.0.0.1:{port}/health/ready" in command, command)
+        self.check(f"{name}: HTTP_HOST listens beyond loopback", environment.get("HTTP_HOST") == "0.0.0.0")
+        for key in ["LOG_FORMAT"]:
+            self.check(f"{name}: gets {key} as on the local stack", key in environment and key in services_sh)
+        if name == "beacon-registry":
+            self.check(f"{name}: REGISTRY_BOOTSTRAP as on the local stack", str(environment.get("REGISTRY_BOOTSTRAP")) == "1")
+        waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
+        self.check(f"{name}: waits for the secrets, topics and migrate jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
+
+    def prometheus(self, service, long_running, local_ports):
+        mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}
+        config_dir = mounts.get("/etc/prometheus")
+        self.check("prometheus: its configuration folder is mounted", config_dir is not None)
+        if config_dir is None:
+            return
+        # Relative volume paths are relative to the project directory, the repository root.
+        folder = os.path.normpath(os.path.join(self.root, config_dir))
+        try:
+            config = yaml.safe_load(open(os.path.join(folder, "prometheus.yml")))
+        except (OSError, yaml.YAMLError) as error:
+            self.check("prometheus: prometheus.yml", False, str(error))
+            return
+        targets = {}
+        for job in config.get("scrape_configs") or []:
+            for static in job.get("static_configs") or []:
+                for target in static.get("targets") or []:
+                    host, _, port = target.partition(":")
+                    targets[host] = port
+                    self.check(f"prometheus: job '{job.get('job_name')}' is named after its service", job.get("job_name") == host)
+        for name in long_running:
+            self.check(f"prometheus scrapes {name} on {local_ports.get(name)}", targets.get(name) == local_ports.get(name), f"targets: {targets}")
+        for host in targets:
+            self.check(f"prometheus target {host} is a long-running service", host in long_running)
+        metrics = self.known_metrics()
+        for rule_file in config.get("rule_files") or []:
+            local = os.path.join(folder, os.path.relpath(rule_file, "/etc/prometheus"))
+            try:
+                rules = yaml.safe_load(open(local))
+            except (OSError, yaml.YAMLError) as error:
+                self.check(f"prometheus: rule file {rule_file}", False, str(error))
+                continue
+            for group in rules.get("groups") or []:
+                for rule in group.get("rules") or []:
+                    self.expression(f"alert {rule.get('alert')}", rule.get("expr", ""), metrics)
+                    runbook = (rule.get("annotations") or {}).get("runbook", "")
+                    self.runbook_anchor(f"alert {rule.get('alert')}", runbook)
+
+    def grafana(self, service):
+        mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}
+        provisioning = mounts.get("/etc/grafana/provisioning")
+        dashboards = mounts.get("/var/lib/grafana/dashboards")
+        self.check("grafana: provisioning is mounted", provisioning is not None)
+        self.check("grafana: dashboards are mounted", dashboards is not None)
+        if provisioning is None or dashboards is None:
+            return
+        base = self.root
+        datasources = os.path.join(base, provisioning, "datasources")
+        found = []
+        for file in sorted(os.listdir(datasources)) if os.path.isdir(datasources) else []:
+            for source in (yaml.safe_load(open(os.path.join(datasources, file))) or {}).get("datasources") or []:
+                found.append(source)
+        self.check("grafana: a Prometheus data source at http://prometheus:9090",
+                   any(s.get("type") == "prometheus" and s.get("url") == "http://prometheus:9090" for s in found))
+        uids = {s.get("uid") for s in found}
+        providers = os.path.join(base, provisioning, "dashboards")
+        paths = []
+        for file in sorted(os.listdir(providers)) if os.path.isdir(providers) else []:
+            for provider in (yaml.safe_load(open(os.path.join(providers, file))) or {}).get("providers") or []:
+                paths.append((provider.get("options") or {}).get("path"))
+        self.check("grafana: a dashboard provider reads the mounted folder", "/var/lib/grafana/dashboards" in paths, f"{paths}")
+        home = (service.get("environment") or {}).get("GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+        if home:
+            self.check("grafana: the home dashboard exists", os.path.exists(os.path.join(base, dashboards, os.path.relpath(home, "/var/lib/grafana/dashboards"))), home)
+        metrics = self.known_metrics()
+        folder = os.path.join(base, dashboards)
+        files = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(folder) else []
+        self.check("grafana: dashboards", len(files) > 0)
+        for file in files:
+            try:
+                dashboard = json.load(open(os.path.join(folder, file)))
+            except ValueError as error:
+                self.check(f"dashboard {file}: JSON", False, str(error))
+                continue
+            self.check(f"dashboard {file}: uid, title and panels", dashboard.get("uid") and dashboard.get("title") and dashboard.get("panels"))
+            for panel in dashboard.get("panels") or []:
+                source = (panel.get("datasource") or {}).get("uid")
+                self.check(f"dashboard {file} panel '{panel.get('title')}': data source '{source}' is provisioned", source in uids)
+                for target in panel.get("targets") or []:
+                    self.expression(f"dashboard {file} panel '{panel.get('title')}'", target.get("expr", ""), metrics)
+
+    def expression(self, where, expr, metrics):
+        names = promql_metric_names(expr)
+        self.check(f"{where}: queries a metric", len(names) > 0 or "vector(" in expr, expr)
+        for metric in names:
+            base = re.sub(r"_(bucket|sum|count)$", "", metric)
+            self.check(f"{where}: metric {metric} is exported by the code", metric in metrics or base in metrics)
+
+    def runbook_anchor(self, where, runbook):
+        if not runbook:
+            self.check(f"{where}: names its runbook section", False)
+            return
+        file, _, anchor = runbook.partition("#")
+        path = self.path(file)
+        self.check(f"{where}: runbook {file} exists", os.path.exists(path))
+        if os.path.exists(path) and anchor:
+            headings = [github_anchor(h) for h in re.findall(r"(?m)^#+\s+(.+?)\s*$", open(path).read())]
+            self.check(f"{where}: runbook section #{anchor} exists", anchor in headings)
+
+
+def promql_metric_names(expr):
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    names = []
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
+        token = match.group(0)
+        following = text[match.end():].lstrip()
+        preceding = text[:match.start()].rstrip()
+        if following.startswith("(") or token.lower() in PROMQL_WORDS:
+            continue
+        if re.search(r"\d$", preceding) or preceding.endswith("offset"):
+            continue
+        names.append(token)
+    return names
+
+
+def github_anchor(heading):
+    anchor = heading.strip().lower()
+    anchor = re.sub(r"[^\w\- ]", "", anchor)
+    return anchor.replace(" ", "-")
+
+
+def main(root):
     compose_path = os.environ.get("COMPOSE_FILE", os.path.join(root, "docker-compose.yml"))
     spec_path = os.environ.get("COMPOSE_SPEC", os.path.join(root, "..", "shared", "compose-spec.json"))
-    try:
-        with open(compose_path) as f:
-            compose = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as error:
-        print(f"FAIL read {compose_path}: {error}")
-        print("compose check: 0 passed, 1 failed")
-        return 1
-    if not isinstance(compose, dict):
-        print(f"FAIL {compose_path}: not a YAML mapping")
-        print("compose check: 0 passed, 1 failed")
-        return 1
-
-    results = []
-
-    def check(name, ok, detail=""):
-        results.append((name, ok, detail))
-
-    # 1. The Compose Specification.
-    if os.path.exists(spec_path):
-        with open(spec_path) as f:
-            schema = json.load(f)
-        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(compose), key=lambda e: list(e.path))
-        check("compose schema", not errors, "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
-    else:
-        check("compose schema", False, f"schema not found at {spec_path} (set COMPOSE_SPEC)")
-
-    package = open(os.path.join(root, "Package.swift")).read()
-    executables = set(re.findall(r'\.executableTarget\(\s*name:\s*"([^"]+)"', package))
-    code = read_sources(root, ["Shared", "Services"])
-    local_env = open(os.path.join(root, "deploy", "local", "env.sh")).read()
-
-    services = compose.get("services", {})
-    project_images = {s.get("image") for s in services.values() if "build" in s}
-    for name, service in services.items():
-        image = service.get("image")
-        if image:
-            tag = image.rsplit(":", 1)[1] if ":" in image.split("/")[-1] else None
-            check(f"{name}: image pinned", tag not in (None, "latest"), image)
-        project = "build" in service or image in project_images
-        if "build" in service:
-            build = service["build"]
-            dockerfile = os.path.join(root, build.get("context", "."), build.get("dockerfile", "Dockerfile"))
-            exists = os.path.exists(dockerfile)
-            check(f"{name}: Dockerfile exists", exists, dockerfile)
-            if exists and "target" in build:
-                stages = re.findall(r"(?im)^FROM\s+\S+\s+AS\s+(\S+)", open(dockerfile).read())
-                check(f"{name}: build target '{build['target']}' exists", build["target"] in stages, f"stages: {stages}")
-                products = re.findall(r"--product\s+(\S+)", open(dockerfile).read())
-                for product in products:
-                    check(f"{name}: Dockerfile builds product '{product}'", product in executables, f"executables: {sorted(executables)}")
-        if project:
-            command = service.get("command")
-            if isinstance(command, list) and command:
-                check(f"{name}: command '{command[0]}' is a product", command[0] in executables, f"executables: {sorted(executables)}")
-            for key in env_keys(service.get("environment")):
-                used = f'"{key}"' in code or re.search(rf"\b{re.escape(key)}\b", local_env) is not None
-                check(f"{name}: env {key} is read by the code", used)
-        for dependency in (service.get("depends_on") or {}):
-            check(f"{name}: depends_on {dependency} exists", dependency in services)
-
-    # The containers get the same variables as the local stack.
-    for key in ["KAFKA_BROKERS", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"]:
-        check(f"local stack exports {key}", re.search(rf"export {key}=", local_env) is not None)
-
-    failed = [r for r in results if not r[1]]
-    for name, ok, detail in results:
+    checker = Checker(root, compose_path, spec_path)
+    checker.run()
+    failed = [r for r in checker.results if not r[1]]
+    for name, ok, detail in checker.results:
         if not ok:
             print(f"FAIL {name}" + (f": {detail}" if detail else ""))
-    print(f"compose check: {len(results) - len(failed)} passed, {len(failed)} failed")
+    print(f"compose check: {len(checker.results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
-
-
-def env_keys(environment):
-    if environment is None:
-        return []
-    if isinstance(environment, dict):
-        return [k for k in environment.keys() if k != "<<"]
-    return [entry.split("=", 1)[0] for entry in environment]
-
-
-def read_sources(root, folders):
-    chunks = []
-    for folder in folders:
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
-            for file in files:
-                if file.endswith(".swift"):
-                    with open(os.path.join(dirpath, file)) as f:
-                        chunks.append(f.read())
-    return "\n".join(chunks)
 
 
 if __name__ == "__main__":

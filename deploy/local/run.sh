@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# The main job on the native local stack (no containers): install what is missing, start
-# PostgreSQL and the broker, build, create the topics, apply the migrations, check the platform
-# path with `attendancectl doctor`, start every service (registry, policy, merger, gateway), enroll
-# a fleet of devices through the registry and send it a keyed load under the no-loss contract, then
-# prove in PostgreSQL that every event arrived exactly once.
+# The main job on the native local stack (no containers), in one command: install what is missing,
+# start PostgreSQL and the broker, build, create the topics, apply the migrations, check the platform
+# path with `attendancectl doctor`, start every service, then run the fleet simulator against them
+# for about a minute: it enrolls a fleet through the registry, its phones run PresenceKit and send
+# what they detect under the no-loss contract, and it proves in PostgreSQL that every event arrived
+# exactly once. Prints the report's headline and where the HTML report and the status page are.
+# `make stop` (deploy/local/services.sh stop; stack.sh stop) stops everything.
 #
-#   deploy/local/run.sh          # LOAD_SECONDS=30 LOAD_RATE=50 LOAD_DEVICES=50; then: make stop
+#   deploy/local/run.sh     # FLEET_DEVICES=300 FLEET_SITES=2 FLEET_DURATION=1h FLEET_TIME_SCALE=60 FLEET_SEED=1
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
 cd "$ROOT"
 
-LOAD_SECONDS="${LOAD_SECONDS:-30}"
-LOAD_RATE="${LOAD_RATE:-50}"
-LOAD_DEVICES="${LOAD_DEVICES:-50}"
+FLEET_DEVICES="${FLEET_DEVICES:-300}"
+FLEET_SITES="${FLEET_SITES:-2}"
+FLEET_DURATION="${FLEET_DURATION:-1h}"
+FLEET_TIME_SCALE="${FLEET_TIME_SCALE:-60}"
+FLEET_SEED="${FLEET_SEED:-1}"
+FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
 
 "$here/stack.sh" start
-for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do
+for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator fleet-simulator; do
     echo "==> swift build --product $product"
     swift build --product "$product"
 done
@@ -32,24 +37,40 @@ echo "==> attendancectl doctor"
 
 echo "==> start the services"
 "$here/services.sh" start
-DEVICE_TOKEN_KEYS="$(cat "$RUN_DIR/secrets/device-token-keys")"
-export DEVICE_TOKEN_KEYS
 
-echo "==> load: $LOAD_RATE events/s from $LOAD_DEVICES enrolled devices for $LOAD_SECONDS s, then the proof in PostgreSQL"
-"$bin/PipelineLoad" --gateway "http://127.0.0.1:$GATEWAY_PORT" --devices "$LOAD_DEVICES" --rate "$LOAD_RATE" \
-    --duration "$LOAD_SECONDS" --report "$RUN_DIR/load-report.json"
+# The admin REST examples (README) need an admin key. The registry prints its bootstrap key only on a
+# database that had none (services.sh saves it); otherwise mint one straight in PostgreSQL.
+key_file="$RUN_DIR/secrets/admin-api-key"
+if [[ ! -s "$key_file" ]] || [[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$key_file")" \
+        "http://127.0.0.1:$REGISTRY_PORT/v1/admin/organizations")" != 200 ]]; then
+    echo "==> no working admin API key in $key_file: attendancectl api-keys mint"
+    rm -f "$key_file"
+    "$bin/attendancectl" api-keys mint --name "local operator (make run)" --secret-file "$key_file" >/dev/null
+fi
+
+echo "==> fleet-simulator: $FLEET_DEVICES phones on $FLEET_SITES sites, $FLEET_DURATION of virtual time from 7:30 at ${FLEET_TIME_SCALE}x"
+rm -rf "$FLEET_REPORT_DIR"
+fleet_status=0
+"$bin/fleet-simulator" run --gateway "http://127.0.0.1:$GATEWAY_PORT" --devices "$FLEET_DEVICES" --sites "$FLEET_SITES" \
+    --duration "$FLEET_DURATION" --start-hour 7.5 --time-scale "$FLEET_TIME_SCALE" --seed "$FLEET_SEED" \
+    --report-dir "$FLEET_REPORT_DIR" --token-keys-file "$RUN_DIR/secrets/device-token-keys" --no-progress || fleet_status=$?
 
 echo
 "$here/stack.sh" status
-"$here/services.sh" status
+"$here/services.sh" status || true
 cat <<INFO
 
 Everything keeps running:
-  gateway   http://127.0.0.1:$GATEWAY_PORT   (device API)
-  registry  http://127.0.0.1:$REGISTRY_PORT  (admin REST; the bootstrap admin key is in $RUN_DIR/secrets/admin-api-key
-            when this database had no admin key before: REGISTRY_BOOTSTRAP only ever creates the first one)
-  merger    http://127.0.0.1:$MERGER_PORT    (sessions, daily attendance, CSV)
-  policy    http://127.0.0.1:$POLICY_PORT    (health, metrics)
-  load report: $RUN_DIR/load-report.json    service logs: $RUN_DIR/services/
+  gateway    http://127.0.0.1:$GATEWAY_PORT     device API
+  policy     http://127.0.0.1:$POLICY_PORT     policy admin REST (/v1/admin/policies)
+  merger     http://127.0.0.1:$MERGER_PORT     sessions, daily attendance, CSV (/v1/admin/...)
+  registry   http://127.0.0.1:$REGISTRY_PORT     registry admin REST; admin API key: $RUN_DIR/secrets/admin-api-key
+  telemetry  http://127.0.0.1:$TELEMETRY_PORT/    the SLO status page (JSON: /v1/slo)
+  fleet report: $FLEET_REPORT_DIR/fleet-report.html (JSON: fleet-report.json beside it)
+  service logs: $RUN_DIR/services/
 Stop everything with: make stop
 INFO
+if ((fleet_status != 0)); then
+    echo "run.sh: the fleet run FAILED (exit $fleet_status): events lost, duplicated or undelivered; see the report above" >&2
+    exit "$fleet_status"
+fi

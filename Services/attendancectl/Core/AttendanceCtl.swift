@@ -16,7 +16,7 @@ public struct AttendanceCtl: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "attendancectl",
         abstract: "Operate the beacon attendance platform.",
-        subcommands: [Topics.self, Migrate.self, Doctor.self, Registry.self]
+        subcommands: [Topics.self, Migrate.self, Doctor.self, Secrets.self, APIKeys.self, Registry.self]
     )
 
     public init() {}

@@ -96,6 +96,8 @@ public struct StackRun {
         try await EnrolledFleet.waitUntilPublished(client: postgres, logger: logger)
         progress.finish()
         plan.world = fleet.world
+        // Operators look the run up afterwards (sessions, daily attendance) by these ids.
+        print("enrolled \(fleet.devices.count) devices on sites \(fleet.world.sites.map(\.id).joined(separator: ", "))")
 
         try FileManager.default.createDirectory(atPath: settings.outboxDirectory, withIntermediateDirectories: true)
         let clock = VirtualClock(virtualStart: options.simulationStart, scale: settings.timeScale)

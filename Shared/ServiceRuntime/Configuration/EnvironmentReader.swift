@@ -23,11 +23,44 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 
 /// Reads typed settings from environment variables, with defaults. Every getter names the key in
 /// its error so a bad value produces one clear line, not a stack trace.
+///
+/// Secrets can also come from files, the container convention: when a secret `KEY` is unset and
+/// `KEY_FILE` names a file, its content (trimmed) is the value. So an orchestrator mounts a secret
+/// instead of putting it in the environment, where `docker inspect` and crash dumps would show it.
+/// Only the platform's secrets are read this way (other tools' `*_FILE` variables are left alone).
 public struct EnvironmentReader: Sendable {
-    public let values: [String: String]
+    /// The settings that may come from a `KEY_FILE`.
+    public static let fileBackedKeys: Set<String> = [
+        "DEVICE_TOKEN_KEYS", "GATT_NONCE_KEY", "BEACON_KEY_SECRET", "PGPASSWORD", "DATABASE_URL",
+    ]
 
-    public init(_ values: [String: String] = ProcessInfo.processInfo.environment) {
-        self.values = values
+    public let values: [String: String]
+    /// `KEY_FILE` references that could not be read, by `KEY`.
+    private let unreadableFiles: [String: String]
+
+    public init(_ values: [String: String] = ProcessInfo.processInfo.environment, fileBackedKeys: Set<String> = EnvironmentReader.fileBackedKeys) {
+        var resolved = values
+        var unreadable: [String: String] = [:]
+        for key in fileBackedKeys {
+            let fileKey = key + "_FILE"
+            guard let path = values[fileKey]?.trimmingCharacters(in: .whitespaces) else { continue }
+            guard !path.isEmpty, (values[key] ?? "").trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            if let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) {
+                resolved[key] = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            } else {
+                unreadable[key] = "\(fileKey)=\(path) cannot be read"
+            }
+        }
+        self.values = resolved
+        self.unreadableFiles = unreadable
+    }
+
+    /// Fails on the first `KEY_FILE` that names a missing or unreadable file; services call it at
+    /// start so a broken secret mount is one clear line, not a feature silently off.
+    public func checkFileReferences() throws(ConfigurationError) {
+        if let (key, reason) = unreadableFiles.sorted(by: { $0.key < $1.key }).first {
+            throw ConfigurationError(key: key + "_FILE", value: nil, expected: "a readable file (\(reason))")
+        }
     }
 
     private func raw(_ key: String) -> String? {

@@ -46,6 +46,7 @@ public struct ServiceConfiguration: Sendable {
     /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS` and the
     /// PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
     public static func load(service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> ServiceConfiguration {
+        try env.checkFileReferences()
         let levelText = env.string("LOG_LEVEL", default: "info").lowercased()
         guard let level = Logger.Level(rawValue: levelText) else {
             throw ConfigurationError(key: "LOG_LEVEL", value: levelText, expected: "one of " + Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))

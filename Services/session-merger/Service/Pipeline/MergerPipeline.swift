@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import KafkaClient
 import Logging
+import Metrics
 import ServiceLifecycle
 
 extension Duration {
@@ -119,6 +120,7 @@ public final class MergerPipeline: Service, Sendable {
             do {
                 result = try await processor.process(batch.messages)
             } catch {
+                MergerMetrics.batchFailures.increment()
                 logger.error("storing a batch failed; retrying it", metadata: [
                     "error": .string(String(describing: error)), "messages": "\(batch.messages.count)", "retryIn": .string("\(backoff)"),
                 ])
@@ -129,6 +131,7 @@ public final class MergerPipeline: Service, Sendable {
                 continue
             }
             let stored = ContinuousClock.now
+            MergerMetrics.record(result, storeDuration: stored - started)
             try await afterCommit(result)
             await produceVerdicts(result.verdicts)
             let answered = ContinuousClock.now
@@ -163,5 +166,31 @@ public final class MergerPipeline: Service, Sendable {
         } catch {
             logger.warning("producing verdicts failed; devices will retry", metadata: ["error": .string("\(error)")])
         }
+    }
+}
+
+/// The merger's figures on `/metrics`: what the pipeline dashboards and the consumer-lag alert read.
+enum MergerMetrics {
+    static let batchFailures = Counter(label: "merger_batch_failures_total")
+    static let batchStore = Timer(label: "merger_batch_store_seconds")
+    static let sessionChanges = Counter(label: "merger_session_changes_total")
+    static let deadLetters = Counter(label: "merger_dead_letters_total")
+
+    static func record(_ result: VettedBatchResult, storeDuration: Duration) {
+        batchStore.recordNanoseconds(storeDuration.nanoseconds)
+        var byOutcome: [VerdictOutcome: Int] = [:]
+        for verdict in result.verdicts { byOutcome[verdict.outcome, default: 0] += 1 }
+        for (outcome, count) in byOutcome {
+            Counter(label: "merger_events_total", dimensions: [("outcome", outcome.rawValue)]).increment(by: count)
+        }
+        if !result.sessionChanges.isEmpty { sessionChanges.increment(by: result.sessionChanges.count) }
+        if !result.deadLetters.isEmpty { deadLetters.increment(by: result.deadLetters.count) }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

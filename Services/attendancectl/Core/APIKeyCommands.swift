@@ -1,0 +1,73 @@
+import AccessControl
+import ArgumentParser
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+
+extension AttendanceCtl {
+    /// Break-glass key minting, straight in the registry's PostgreSQL. `attendancectl registry
+    /// api-keys create` is the normal way, but it needs an admin key already; this is for when none is
+    /// at hand (a database the bootstrap key was never saved for, a lost key), for whoever holds the
+    /// database credentials.
+    public struct APIKeys: AsyncParsableCommand {
+        public static let configuration = CommandConfiguration(
+            commandName: "api-keys",
+            abstract: "Admin API keys straight in the registry's database (break-glass; prefer 'registry api-keys').",
+            subcommands: [Mint.self]
+        )
+
+        public init() {}
+
+        public struct Mint: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                abstract: "Create an API key in PostgreSQL and print its secret once."
+            )
+            @OptionGroup var options: GlobalOptions
+            @Option(help: "A name that says whose key it is.") var name: String
+            @Option(help: "admin, installer or viewer.") var role: String = APIRole.admin.rawValue
+            @Option(help: "Also write the secret to this file (mode 600).") var secretFile: String?
+
+            public init() {}
+
+            public func validate() throws {
+                guard APIRole(rawValue: role) != nil else {
+                    throw ValidationError("--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(role)\"")
+                }
+                guard !name.trimmingCharacters(in: .whitespaces).isEmpty, name.count <= 200 else {
+                    throw ValidationError("--name must be 1 to 200 characters")
+                }
+            }
+
+            public func run() async throws {
+                let settings = try options.postgres()
+                let logger = options.logger
+                let client = settings.makeClient(logger: logger)
+                let keyRole = APIRole(rawValue: role) ?? .admin
+                let keyName = name
+                // Device tokens are not signed here; the repository only needs a signer to exist.
+                let signer = try DeviceTokenSigner(activeKey: .random(id: "unused"))
+                let issued = try await withThrowingTaskGroup(of: IssuedAPIKey?.self) { group in
+                    group.addTask { await client.run(); return nil }
+                    group.addTask {
+                        try await CLIError.wrap("creating the key in \(settings.host):\(settings.port)/\(settings.database)") {
+                            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+                            return try await repository.createAPIKey(name: keyName, role: keyRole)
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    while let result = try await group.next() {
+                        if let result { return result }
+                    }
+                    throw CLIError("no answer from PostgreSQL")
+                }
+                if let secretFile {
+                    guard FileManager.default.createFile(
+                        atPath: secretFile, contents: Data((issued.secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+                    else { throw CLIError("the key \(issued.key.id) was created but \(secretFile) cannot be written; revoke it") }
+                }
+                Output.print(rows: [[issued.key.id, issued.key.name, issued.key.role.rawValue, issued.secret]],
+                             headers: ["ID", "NAME", "ROLE", "SECRET"], json: options.json)
+            }
+        }
+    }
+}

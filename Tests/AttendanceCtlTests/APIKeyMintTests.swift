@@ -1,0 +1,48 @@
+import AccessControl
+import AttendanceCtlCore
+import BeaconRegistryCore
+import Foundation
+import LocalStackTesting
+import PostgresNIO
+import ServiceRuntime
+import Testing
+
+/// `attendancectl api-keys mint`: a key made straight in the registry's PostgreSQL works as a bearer
+/// key, and its secret lands in the file asked for.
+@Suite("API key minting (break-glass)")
+struct APIKeyMintTests {
+    @Test func aMintedKeyVerifiesWithItsRoleAndIsWrittenToTheSecretFile() async throws {
+        try LocalStack.ensureStarted()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("minted-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        // The schema the key goes into (the registry applies it at start; a fresh database may not have it yet).
+        let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: LiveRegistry.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await postgres.run() }
+            defer { group.cancelAll() }
+            try await RegistryMigrations.apply(client: postgres, logger: LiveRegistry.logger)
+
+            let run = await runCLI(["api-keys", "mint", "--name", "ctl-test mint", "--role", "installer", "--secret-file", file, "--json"])
+            #expect(run.code == 0, "\(run)")
+            let rows = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: String]])
+            let secret = try #require(rows.first?["secret"])
+            #expect(rows.first?["role"] == "installer" && rows.first?["name"] == "ctl-test mint")
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == secret + "\n")
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+
+            let signer = try DeviceTokenSigner(activeKey: .random(id: "unused"))
+            let repository = PostgresRegistryRepository(client: postgres, logger: LiveRegistry.logger, tokenSigner: signer)
+            let verified = try await repository.verifyAPIKey(secret)
+            #expect(verified?.role == .installer && verified?.name == "ctl-test mint")
+            _ = try await repository.revokeAPIKey(id: try #require(verified?.id))
+        }
+    }
+
+    @Test func aBadRoleOrAnEmptyNameIsOneErrorLine() async {
+        let role = await runCLI(["api-keys", "mint", "--name", "x", "--role", "root"])
+        #expect(role.code == 64 && role.stderr.contains("--role must be one of viewer, installer, admin"), "\(role)")
+        let name = await runCLI(["api-keys", "mint", "--name", "  "])
+        #expect(name.code == 64 && name.stderr.contains("--name must be 1 to 200 characters"), "\(name)")
+    }
+}
