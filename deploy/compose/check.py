@@ -27,7 +27,9 @@ Prints one line per failure and `compose check: N passed, M failed`.
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import yaml
@@ -268,6 +270,7 @@ class Checker:
         except (OSError, yaml.YAMLError) as error:
             self.check("prometheus: prometheus.yml", False, str(error))
             return
+        self.promtool_config(folder, config)
         targets = {}
         for job in config.get("scrape_configs") or []:
             for static in job.get("static_configs") or []:
@@ -323,6 +326,7 @@ class Checker:
         folder = os.path.join(base, dashboards)
         files = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(folder) else []
         self.check("grafana: dashboards", len(files) > 0)
+        queries = []
         for file in files:
             try:
                 dashboard = json.load(open(os.path.join(folder, file)))
@@ -335,6 +339,54 @@ class Checker:
                 self.check(f"dashboard {file} panel '{panel.get('title')}': data source '{source}' is provisioned", source in uids)
                 for target in panel.get("targets") or []:
                     self.expression(f"dashboard {file} panel '{panel.get('title')}'", target.get("expr", ""), metrics)
+                    queries.append((f"{file} panel '{panel.get('title')}' {target.get('refId')}", target.get("expr", "")))
+        self.promtool_queries(queries)
+
+    # --- promtool: Prometheus's own parser ------------------------------------------------------
+
+    def promtool(self):
+        path = os.environ.get("PROMTOOL") or self.path(".local", "promtool", "bin", "promtool")
+        if not os.access(path, os.X_OK):
+            self.check("promtool available", False, f"{path} (deploy/local/install.sh promtool)")
+            return None
+        return path
+
+    def run_promtool(self, name, arguments):
+        promtool = self.promtool()
+        if promtool is None:
+            return
+        result = subprocess.run([promtool] + arguments, capture_output=True, text=True)
+        output = (result.stdout + result.stderr).strip().replace("\n", " | ")
+        self.check(name, result.returncode == 0, output[:800])
+
+    def promtool_config(self, folder, config):
+        # The configuration names its rule files by their path inside the container; check a copy
+        # that names the repository's files instead (promtool checks the rules it references too).
+        local = dict(config)
+        local["rule_files"] = [os.path.join(folder, os.path.relpath(r, "/etc/prometheus")) for r in config.get("rule_files") or []]
+        with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+            yaml.safe_dump(local, f)
+            copy = f.name
+        try:
+            self.run_promtool("promtool check config (and its rule files)", ["check", "config", copy])
+        finally:
+            os.unlink(copy)
+
+    def promtool_queries(self, queries):
+        # Every dashboard query as a recording rule: `promtool check rules` parses each with
+        # Prometheus's PromQL parser.
+        if not queries:
+            return
+        rules = {"groups": [{"name": "dashboards", "rules": [
+            {"record": f"dashboard:query_{i}", "expr": expr} for i, (_, expr) in enumerate(queries)
+        ]}]}
+        with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+            yaml.safe_dump(rules, f)
+            path = f.name
+        try:
+            self.run_promtool(f"promtool parses the {len(queries)} dashboard queries", ["check", "rules", path])
+        finally:
+            os.unlink(path)
 
     def expression(self, where, expr, metrics):
         names = promql_metric_names(expr)

@@ -13,5 +13,9 @@ if ! "$venv/bin/python" -c 'import jsonschema, yaml' >/dev/null 2>&1; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check jsonschema pyyaml
 fi
+# promtool checks the Prometheus configuration, the alert rules and the dashboards' queries.
+if [[ -z "${PROMTOOL:-}" && ! -x "$root/.local/promtool/bin/promtool" ]]; then
+    "$root/deploy/local/install.sh" promtool
+fi
 [[ "${1:-}" == "--install-only" ]] && exit 0
 exec "$venv/bin/python" "$here/check.py" "$root"

@@ -22,6 +22,7 @@
 #
 # Optional: `install.sh chromium` installs only Debian's chromium (the telemetry status page's
 # headless browser test needs it); nothing else needs a browser, so the default run skips it.
+# `install.sh promtool` extracts Prometheus's promtool into .local/promtool (the compose check).
 set -euo pipefail
 
 # shellcheck source=env.sh
@@ -419,6 +420,34 @@ ensure_chromium() {
 }
 
 # ---------------------------------------------------------------------------
+# Optional: promtool, Prometheus's checker, for the compose check (deploy/compose/check.sh): it
+# validates the Prometheus configuration, the alert rules and every dashboard query. Taken from
+# Debian's prometheus package (the system's apt sources) without installing the package: only the
+# one binary is extracted, so no Prometheus server is set up on the machine.
+# ---------------------------------------------------------------------------
+PROMTOOL_BIN="${PROMTOOL_BIN:-$LOCAL/promtool/bin/promtool}"
+
+ensure_promtool() {
+    if [[ -x "$PROMTOOL_BIN" ]] && "$PROMTOOL_BIN" --version >/dev/null 2>&1; then
+        return 0
+    fi
+    CHANGED=1
+    local work
+    work="$(mktemp -d)"
+    log "fetching Debian package prometheus (for promtool only)"
+    if ! (cd "$work" && apt-get download -q prometheus >/dev/null 2>&1); then
+        [[ "$(id -u)" == 0 ]] || die "cannot download the prometheus package; run as root: deploy/local/install.sh promtool"
+        apt-get update -q >/dev/null
+        (cd "$work" && apt-get download -q prometheus) || die "apt-get download prometheus failed"
+    fi
+    dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
+    mkdir -p "$(dirname "$PROMTOOL_BIN")"
+    install -m 755 "$work/root/usr/bin/promtool" "$PROMTOOL_BIN"
+    rm -rf "$work"
+    log "$("$PROMTOOL_BIN" --version 2>&1 | head -n 1) at $PROMTOOL_BIN"
+}
+
+# ---------------------------------------------------------------------------
 summary() {
     local pgbin pgver="" rdver tansuver wheelver swiftbin swiftver=""
     pgbin="$(pg_bin_dir)"
@@ -448,6 +477,10 @@ main() {
     if [[ "${1:-}" == chromium ]]; then
         ensure_chromium
         log "chromium: $(chromium_bin)"
+        return 0
+    fi
+    if [[ "${1:-}" == promtool ]]; then
+        ensure_promtool
         return 0
     fi
     install_apt_packages
