@@ -639,6 +639,7 @@ let package = Package(
                 "BeaconRegistryService",
                 "LocalStackTesting",
                 "ServiceRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
