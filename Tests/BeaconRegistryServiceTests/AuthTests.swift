@@ -28,6 +28,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.get, "/v1/admin/beacons/{id}", .viewer),
     (.patch, "/v1/admin/beacons/{id}", .installer),
     (.get, "/v1/admin/beacons/{id}/provisioning-plan", .viewer),
+    (.post, "/v1/admin/beacons/{id}/gatt-key/rotate", .admin),
     (.get, "/v1/admin/beacons/{id}/verification", .viewer),
     (.post, "/v1/admin/sightings", .installer),
     (.get, "/v1/admin/devices/{id}", .viewer),

@@ -92,8 +92,10 @@ extension RegistryDatabaseTests {
                 }
             }
             try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: "bcn_any")
+                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id)
                     Issue.record("a registry without a sealing key rotated a key")
                 } catch {
                     #expect(error as? RegistryError == .beaconKeysNotConfigured)

@@ -14,13 +14,15 @@ extension PostgresRegistryRepository {
         var v = InputValidator()
         _ = v.id(beaconId, "beaconId")
         try v.finish()
-        guard let sealer = beaconKeySealer else { throw .beaconKeysNotConfigured }
+        let sealer = beaconKeySealer
         let now = now()
         return try await write("rotate beacon key") { db in
             // The beacon row lock serializes rotations (and a concurrent status change) of one beacon.
             guard let row = try await db.firstRow(
                 "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(beaconId) FOR UPDATE", logger: logger
             ) else { throw RegistryError.notFound(.beacon, id: beaconId) }
+            // After the lookup: an unknown beacon is a 404 whatever the configuration.
+            guard let sealer else { throw RegistryError.beaconKeysNotConfigured }
             let beacon = try Columns.beacon(row)
             let current = try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
             let version = (current?.version ?? 0) + 1
