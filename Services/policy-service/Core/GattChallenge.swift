@@ -156,6 +156,11 @@ public enum GattProof {
         Hex.encode(Array(HMAC<SHA256>.authenticationCode(for: Data(nonce.utf8), using: beaconKey)))
     }
 
+    /// The same from the key's bytes (what the provisioning plan hands the installer).
+    public static func hmac(nonce: String, rawKey: [UInt8]) -> String {
+        hmac(nonce: nonce, beaconKey: SymmetricKey(data: rawKey))
+    }
+
     public static func isValid(hmac presented: String, nonce: String, beaconKey: SymmetricKey) -> Bool {
         guard let bytes = Hex.decode(Substring(presented)), bytes.count == SHA256.byteCount else { return false }
         return HMAC<SHA256>.isValidAuthenticationCode(bytes, authenticating: Data(nonce.utf8), using: beaconKey)
