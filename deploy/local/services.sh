@@ -77,8 +77,10 @@ ensure_secrets() {
         fi
     done
     GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
+    export GATT_NONCE_KEY
+    # Not exported: start_one hands it to the registry and the policy service only.
     BEACON_KEY_SEAL_KEY="${BEACON_KEY_SEAL_KEY:-$(cat "$SECRETS_DIR/beacon-key-seal-key")}"
-    export GATT_NONCE_KEY BEACON_KEY_SEAL_KEY
+    export -n BEACON_KEY_SEAL_KEY
 }
 
 wait_ready() {
@@ -110,6 +112,9 @@ start_one() {
     mkdir -p "$SERVICES_DIR"
     local extra=()
     [[ "$name" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1)
+    case "$name" in
+        beacon-registry | policy-service) extra+=(BEACON_KEY_SEAL_KEY="$BEACON_KEY_SEAL_KEY") ;;
+    esac
     # setsid: the service outlives this script, and a kill9 hits only it.
     env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="${name}-local" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
         setsid "$bin" >>"$(log_file "$name")" 2>&1 </dev/null &

@@ -24,6 +24,11 @@ public struct PolicyPipelineConfiguration: Sendable {
     public var nonceStoreBackoff: Duration = .milliseconds(500)
     /// How often expired spent nonces are pruned.
     public var noncePruneInterval: TimeInterval = 60
+    /// How long a spent nonce is kept after its expiry. An event is judged expired by its
+    /// gateway receipt time, not by when it is decided, so a replay received in time but decided
+    /// late (a backlog after an outage, a lagging partition on another instance) must still find
+    /// the nonce spent: keep rows far longer than any backlog.
+    public var spentNonceRetention: TimeInterval = 86_400
 
     public init() {}
 }
@@ -146,8 +151,7 @@ public final class PolicyPipeline: Service, Sendable {
         }
         guard due else { return }
         do {
-            // A minute of slack for clock differences between gateways and this instance.
-            try await nonceLedger.store.prune(expiredBefore: now.addingTimeInterval(-60))
+            try await nonceLedger.store.prune(expiredBefore: now.addingTimeInterval(-configuration.spentNonceRetention))
         } catch {
             logger.warning("pruning spent GATT nonces failed", metadata: ["error": .string(String(describing: error))])
         }

@@ -10,7 +10,7 @@ public struct NonceClaim: Hashable, Sendable {
     public var nonce: String
     public var idempotencyKey: String
     public var userId: String
-    /// The nonce's own expiry: after it the nonce is refused as expired, so its row can go.
+    /// The nonce's own expiry; the row is pruned a retention period after it.
     public var expiresAt: Date
 
     public init(nonce: String, idempotencyKey: String, userId: String, expiresAt: Date) {
