@@ -52,6 +52,8 @@ let package = Package(
         // Every topic name, partition key, message, REST DTO and codec, versioned.
         .target(
             name: "AttendanceProtocol",
+            // Crypto: the beacon GATT keys travel sealed (ChaCha20-Poly1305) on the registry feed.
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             path: "Shared/AttendanceProtocol",
             swiftSettings: sharedSwiftSettings
         ),
@@ -304,6 +306,7 @@ let package = Package(
                 "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

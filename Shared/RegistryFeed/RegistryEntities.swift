@@ -31,6 +31,9 @@ public struct CachedBeacon: Hashable, Sendable {
     public var txPower: Int?
     public var status: CachedBeaconStatus
     public var gateId: String
+    /// The beacon's GATT challenge key, sealed by the registry for the policy service (which alone
+    /// holds the key to open it); `nil` when the registry published none. Other readers keep it opaque.
+    public var gattKey: SealedBeaconKey? = nil
 }
 
 public struct CachedGate: Hashable, Sendable {
@@ -199,8 +202,14 @@ enum PayloadReader {
         return CachedBeacon(
             id: try string(p, "id"), key: key, mac: optionalString(p, "mac")?.uppercased(),
             txPower: optionalInt(p, "txPower"), status: CachedBeaconStatus(try string(p, "status")),
-            gateId: try string(p, "gateId")
+            gateId: try string(p, "gateId"), gattKey: sealedKey(p["gattKey"])
         )
+    }
+
+    /// `{version, sealed}`; anything else is no key (the beacon stays usable, its GATT proofs fail).
+    static func sealedKey(_ p: JSONValue?) -> SealedBeaconKey? {
+        guard let p, let version = optionalInt(p, "version"), version >= 1, let sealed = optionalString(p, "sealed") else { return nil }
+        return SealedBeaconKey(version: version, sealed: sealed)
     }
 
     static func gate(_ p: JSONValue) throws(PayloadError) -> CachedGate {

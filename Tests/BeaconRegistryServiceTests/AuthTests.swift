@@ -28,6 +28,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.get, "/v1/admin/beacons/{id}", .viewer),
     (.patch, "/v1/admin/beacons/{id}", .installer),
     (.get, "/v1/admin/beacons/{id}/provisioning-plan", .viewer),
+    (.post, "/v1/admin/beacons/{id}/gatt-key/rotate", .admin),
     (.get, "/v1/admin/beacons/{id}/verification", .viewer),
     (.post, "/v1/admin/sightings", .installer),
     (.get, "/v1/admin/devices/{id}", .viewer),
@@ -165,6 +166,8 @@ struct UnusedRepository: AdminRegistryRepository {
     func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func beacon(id: String) async throws(RegistryError) -> Beacon { throw .storage("unused") }
+    func rotateBeaconKey(beaconId: String) async throws(RegistryError) -> BeaconKeyRotation { throw .storage("unused") }
+    func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey? { throw .storage("unused") }
     func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) { throw .storage("unused") }
     func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int { throw .storage("unused") }
     func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int { throw .storage("unused") }

@@ -38,14 +38,18 @@ struct Harness: Sendable {
     let viewer: String
 
     /// Runs `body` with the router under test (`app.test(.router)`).
-    static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void) async throws {
+    static func run(
+        beaconKeySealer: BeaconKeySealer? = nil, _ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void
+    ) async throws {
         try LocalStack.ensureStarted()
         let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             try await RegistryMigrations.apply(client: client, logger: ServiceTestDatabase.logger)
-            let repository = PostgresRegistryRepository(client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer)
+            let repository = PostgresRegistryRepository(
+                client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer, beaconKeySealer: beaconKeySealer
+            )
             let harness = Harness(
                 repository: repository, db: client,
                 admin: try await repository.createAPIKey(name: "svc-test admin", role: .admin).secret,

@@ -46,7 +46,10 @@ struct AdversarialTests {
                attack: event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600 }),
         Attack(name: "second phone of the same user", before: [event { $0.key = "k_prev" }],
                attack: event { $0.device = World.secondDevice; $0.time = World.t0 + 300 }),
-        Attack(name: "ping-pong between doors", before: [event { $0.key = "k_prev" }], attack: event { $0.minor = 4; $0.time = World.t0 + 15 }),
+        // Ping-pong between doors folds into one presence (accepted); punching again at the door
+        // just used is a repeat and stays refused.
+        Attack(name: "repeat at the same door after a door change", before: [event { $0.key = "k_prev" }, event { $0.key = "k_side"; $0.minor = 4; $0.time = World.t0 + 15 }],
+               attack: event { $0.minor = 4; $0.time = World.t0 + 20 }),
         Attack(name: "clock an hour ahead", attack: event { $0.receivedAt = World.t0 - 3_600 }),
         Attack(name: "a day late without an offline record", attack: event { $0.receivedAt = World.t0 + 86_400 }),
         Attack(name: "no sensor data at all", attack: event { $0.rssi = nil; $0.motion = nil; $0.geofence = nil; $0.location = nil }),

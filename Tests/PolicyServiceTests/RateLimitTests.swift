@@ -81,16 +81,72 @@ struct RateLimitTests {
         #expect(decideAndRecord(other, policy: policy, history: history).outcome == .accept)
     }
 
-    @Test func pingPongBetweenGatesIsRefusedWithHysteresis() throws {
-        let hysteresis = only(.rateLimit) { $0.minSecondsBetweenGates = 45 }
+    @Test func pingPongBetweenDoorsFoldsIntoOnePresenceByDefault() throws {
+        // The default window (45 s, the merger's merge window) is on without any setting.
+        #expect(PolicySettings().minSecondsBetweenGates == 45)
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: hysteresis, history: history)
-        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: hysteresis, history: history)
-        #expect(side.outcome == .reject)
-        #expect(side.reasons == ["checked in 10 s ago at gate G_MAIN of this site"])
-        #expect(side.retryAfterSeconds == 35)
-        // A check-out at the other door is not ping-pong.
-        #expect(decideAndRecord(event { $0.key = "k3"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 10 }, policy: hysteresis, history: history).outcome == .accept)
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history)
+        // Accepted, so the merger keeps one session; the verdict names the rule and why.
+        #expect(side.outcome == .accept)
+        #expect(side.action == .noAction)
+        #expect(side.retryAfterSeconds == nil)
+        #expect(side.riskScore == 0)
+        let result = try #require(side.result(.rateLimit))
+        #expect(result.fired)
+        #expect(result.mode == .enforce)
+        #expect(side.reasons == ["hysteresis: checked in 10 s ago at gate G_MAIN of this site; folded into the same presence"])
+        // Back through the first door 10 s later: still the same presence, although that door saw
+        // a punch 20 s ago (the last door used is the other one).
+        let back = decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 20 }, policy: policy, history: history)
+        #expect(back.outcome == .accept)
+        #expect(back.reasons == ["hysteresis: checked in 10 s ago at gate G_SIDE of this site; folded into the same presence"])
+        // A check-out at the other door is not ping-pong: it is measured at its own door.
+        let out = decideAndRecord(event { $0.key = "k4"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 90 }, policy: policy, history: history)
+        #expect(out.outcome == .accept)
+        #expect(out.result(.rateLimit)?.fired == false)
+    }
+
+    @Test func rapidRepeatAtOneDoorIsRefusedEvenAfterAFold() throws {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        #expect(decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history).outcome == .accept)
+        // The same door again 5 s later, with no other door in between: a repeat, not ping-pong.
+        let repeatPunch = decideAndRecord(event { $0.key = "k3"; $0.minor = 4; $0.time = World.t0 + 15 }, policy: policy, history: history)
+        #expect(repeatPunch.outcome == .reject)
+        #expect(repeatPunch.action == .retryAfter)
+        #expect(repeatPunch.retryAfterSeconds == 55)
+        #expect(repeatPunch.reasons == ["checked in 5 s ago at this gate"])
+    }
+
+    @Test func doorChangeOutsideTheWindowIsAnOrdinaryPunch() {
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        let later = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 50 }, policy: policy, history: history)
+        #expect(later.outcome == .accept)
+        #expect(later.result(.rateLimit)?.fired == false)
+    }
+
+    @Test func hysteresisOffCountsEachDoorApart() {
+        let perDoor = only(.rateLimit) { $0.minSecondsBetweenGates = 0 }
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: perDoor, history: history)
+        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: perDoor, history: history)
+        #expect(side.outcome == .accept)
+        #expect(side.result(.rateLimit)?.fired == false)
+        let back = decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 20 }, policy: perDoor, history: history)
+        #expect(back.outcome == .reject)
+        #expect(back.reasons == ["checked in 20 s ago at this gate"])
+    }
+
+    @Test func foldIsRecordedButNeverRefusesInMonitorMode() {
+        let monitored = only(.rateLimit, .monitor)
+        let history = PolicyHistory()
+        decideAndRecord(event { $0.key = "k1" }, policy: monitored, history: history)
+        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: monitored, history: history)
+        #expect(side.outcome == .accept)
+        #expect(side.result(.rateLimit)?.fired == true)
+        #expect(side.result(.rateLimit)?.mode == .monitor)
     }
 
     @Test func lateOfflineEventIsJudgedByEventTime() {

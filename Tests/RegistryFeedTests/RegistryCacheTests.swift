@@ -186,4 +186,25 @@ struct RegistryCacheTests {
         cache.apply(try RegistryRecord.decode(key: "beacon:bcn_1", value: nil))
         #expect(cache.beacon(id: "bcn_1") == nil)
     }
+
+    @Test("a beacon's sealed GATT key is kept as published; a malformed one is no key, the beacon still applies")
+    func sealedGattKey() throws {
+        let cache = RegistryCache()
+        func record(version: Int64, gattKey: JSONValue?) throws -> RegistryRecord {
+            guard case .object(var members) = try JSONValue(encoding: Records.beacon()) else { throw PayloadShape() }
+            members["gattKey"] = gattKey
+            return Records.upsert("beacon", "bcn_1", version: version, JSONValue.object(members))
+        }
+        let sealed = SealedBeaconKey(version: 2, sealed: "bm90LWEtcmVhbC1ib3gtYnV0LW9wYXF1ZS1oZXJl")
+        #expect(cache.apply(try record(version: 1, gattKey: try JSONValue(encoding: sealed))) == .applied)
+        #expect(cache.beacon(id: "bcn_1")?.gattKey == sealed)
+        #expect(cache.apply(try record(version: 2, gattKey: .object(["version": .string("two")]))) == .applied)
+        #expect(cache.beacon(id: "bcn_1") != nil)
+        #expect(cache.beacon(id: "bcn_1")?.gattKey == nil)
+        // A registry without keys publishes none.
+        #expect(cache.apply(Records.upsert("beacon", "bcn_1", version: 3, Records.beacon())) == .applied)
+        #expect(cache.beacon(id: "bcn_1")?.gattKey == nil)
+    }
+
+    struct PayloadShape: Error {}
 }

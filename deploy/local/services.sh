@@ -12,8 +12,9 @@
 # NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator.
 # Binaries come from `swift build -c $BUILD_CONFIG` (default debug; build them first).
 # Secrets made on first start (gitignored, under $RUN_DIR/secrets): the device token signing key
-# shared by the registry and the gateway, the GATT nonce key and beacon key master secret shared by the
-# gateway and the policy service, and the registry's bootstrap admin API key.
+# shared by the registry and the gateway, the GATT nonce key shared by the gateway and the policy
+# service, the beacon key sealing key shared by the registry and the policy service, and the
+# registry's bootstrap admin API key.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=env.sh
@@ -62,11 +63,13 @@ ensure_secrets() {
     fi
     DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$keys")}"
     export DEVICE_TOKEN_KEYS
-    # The GATT challenge: the gateway signs nonces with GATT_NONCE_KEY, the policy checks them and
-    # derives each beacon's key from BEACON_KEY_SECRET (the rule itself is off until a site's policy
-    # switches it on).
+    # The GATT challenge: the gateway signs nonces with GATT_NONCE_KEY (the policy checks them);
+    # the registry creates a random key per beacon and stores and publishes it sealed with
+    # BEACON_KEY_SEAL_KEY (32 bytes), which only the registry and the policy hold. The rule itself
+    # is off until a site's policy switches it on. (The former beacon-key-secret file is no longer
+    # read: beacon keys are not derived from a master secret any more.)
     local name file
-    for name in gatt-nonce-key beacon-key-secret; do
+    for name in gatt-nonce-key beacon-key-seal-key; do
         file="$SECRETS_DIR/$name"
         if [[ ! -s "$file" ]]; then
             head -c 32 /dev/urandom | base64 -w0 >"$file"
@@ -74,8 +77,10 @@ ensure_secrets() {
         fi
     done
     GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
-    BEACON_KEY_SECRET="${BEACON_KEY_SECRET:-$(cat "$SECRETS_DIR/beacon-key-secret")}"
-    export GATT_NONCE_KEY BEACON_KEY_SECRET
+    export GATT_NONCE_KEY
+    # Not exported: start_one hands it to the registry and the policy service only.
+    BEACON_KEY_SEAL_KEY="${BEACON_KEY_SEAL_KEY:-$(cat "$SECRETS_DIR/beacon-key-seal-key")}"
+    export -n BEACON_KEY_SEAL_KEY
 }
 
 wait_ready() {
@@ -107,6 +112,9 @@ start_one() {
     mkdir -p "$SERVICES_DIR"
     local extra=()
     [[ "$name" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1)
+    case "$name" in
+        beacon-registry | policy-service) extra+=(BEACON_KEY_SEAL_KEY="$BEACON_KEY_SEAL_KEY") ;;
+    esac
     # setsid: the service outlives this script, and a kill9 hits only it.
     env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="${name}-local" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
         setsid "$bin" >>"$(log_file "$name")" 2>&1 </dev/null &

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import KafkaClient
@@ -15,7 +16,10 @@ import ServiceRuntime
 ///
 /// Environment besides the shared one (`HTTP_*`, `PG*`/`DATABASE_URL`, `LOG_*`):
 /// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: device token signing keys (see `DeviceTokenSigner.load`);
-/// - `REGISTRY_BOOTSTRAP=1`: create an admin API key when none exists and print its secret once.
+/// - `REGISTRY_BOOTSTRAP=1`: create an admin API key when none exists and print its secret once;
+/// - `BEACON_KEY_SEAL_KEY`: base64 of 32 random bytes, shared with the policy service only. With it
+///   the registry creates each beacon's GATT key, stores and publishes it sealed, backfills beacons
+///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
 public enum BeaconRegistryServer {
     public static let serviceName = "beacon-registry"
 
@@ -23,11 +27,12 @@ public enum BeaconRegistryServer {
         let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, from: env)
         let signer = try DeviceTokenSigner.load(from: env)
         let bootstrap = try env.bool("REGISTRY_BOOTSTRAP", default: false)
+        let beaconKeySealer = try loadBeaconKeySealer(from: env)
         LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: serviceName)
         let logger = Logger(label: serviceName)
         let metrics = MetricsSetup.bootstrap()
         let client = configuration.postgres.makeClient(logger: logger)
-        let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+        let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer, beaconKeySealer: beaconKeySealer)
         // Every write lands in registry.change_outbox in its own transaction; the publisher moves it
         // to the compacted registry.changes topic, from which gateways, policy and the fleet rebuild.
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
@@ -50,6 +55,12 @@ public enum BeaconRegistryServer {
             group.addTask { await client.run() }
             let applied = try await RegistryMigrations.apply(client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
+            if beaconKeySealer != nil {
+                let created = try await repository.backfillBeaconKeys()
+                if created > 0 { logger.notice("GATT keys created for beacons that had none", metadata: ["count": "\(created)"]) }
+            } else {
+                logger.warning("BEACON_KEY_SEAL_KEY is not set: beacons get no GATT key and the policy cannot run gatt_challenge")
+            }
             if bootstrap, let issued = try await BootstrapAdminKey.ensure(repository: repository) {
                 FileHandle.standardOutput.write(Data("bootstrap admin API key (shown once): \(issued.secret)\n".utf8))
                 logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
@@ -61,5 +72,14 @@ public enum BeaconRegistryServer {
             try await ServiceMain.runServices([producer, publisher, lookupLoader, sightings, app], logger: logger)
             group.cancelAll()
         }
+    }
+
+    /// `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, or unset. The value is never echoed.
+    static func loadBeaconKeySealer(from env: EnvironmentReader) throws(ConfigurationError) -> BeaconKeySealer? {
+        guard let text = env.optionalString("BEACON_KEY_SEAL_KEY"), !text.isEmpty else { return nil }
+        guard let bytes = Data(base64Encoded: text), let sealer = BeaconKeySealer(sealingKey: Array(bytes)) else {
+            throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: "<redacted>", expected: "base64 of 32 random bytes")
+        }
+        return sealer
     }
 }

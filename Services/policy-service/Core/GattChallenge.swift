@@ -11,9 +11,10 @@ import Synchronization
 //
 // Nonces are stateless: the gateway signs (beacon, device, expiry, random) with a key it shares
 // with the policy service, so the policy can check any instance's nonce without a shared store.
-// Binding the nonce to the device means a nonce is only ever presented on its owner's partition
-// (raw events are keyed by user), so the policy instance that decides it also remembers its use
-// (`PolicyHistory`).
+// Spent nonces are remembered durably and shared by every policy instance (the service's
+// `GattNonceLedger` claims each batch's nonces in PostgreSQL and loads the holders into
+// `PolicyHistory`, which this rule reads), so neither a restart nor a second instance accepts a
+// replayed nonce.
 
 /// Mints and checks challenge nonces: `<expiresAt unix seconds>.<16 random bytes hex>.<tag hex>`,
 /// the tag being the first 16 bytes of HMAC-SHA256(key, "gatt-nonce|v1|" + the beacon's 16 UUID bytes
@@ -97,11 +98,13 @@ public protocol BeaconKeyring: Sendable {
     func key(for beacon: RegistryBeaconKey) -> SymmetricKey?
 }
 
-/// Per-beacon keys derived from the registry's master secret:
-/// key = HMAC-SHA256(master, "beacon-gatt-key|v1|" + 16 UUID bytes + big-endian major, minor). The registry writes the
-/// derived key into the beacon when it provisions it; services that verify hold the master secret
-/// (like the device-token keys shared by the registry and the gateway), so no per-beacon secret
-/// travels on the change feed.
+/// Deterministic per-beacon keys derived from one secret:
+/// key = HMAC-SHA256(master, "beacon-gatt-key|v1|" + 16 UUID bytes + big-endian major, minor).
+///
+/// For tests, the benchmark and simulated beacons only: no service configuration builds it. The
+/// policy service verifies with the random per-beacon keys the registry creates and publishes
+/// sealed on `registry.changes` (`RegistryFeedBeaconKeyring` in the service target); the former
+/// `BEACON_KEY_SECRET` master secret is not read any more.
 public final class DerivedBeaconKeyring: BeaconKeyring {
     private let master: [UInt8]
     /// Derived keys by beacon: a site has a bounded set of beacons, and deriving costs an HMAC.
@@ -151,6 +154,11 @@ enum BeaconBytes {
 public enum GattProof {
     public static func hmac(nonce: String, beaconKey: SymmetricKey) -> String {
         Hex.encode(Array(HMAC<SHA256>.authenticationCode(for: Data(nonce.utf8), using: beaconKey)))
+    }
+
+    /// The same from the key's bytes (what the provisioning plan hands the installer).
+    public static func hmac(nonce: String, rawKey: [UInt8]) -> String {
+        hmac(nonce: nonce, beaconKey: SymmetricKey(data: rawKey))
     }
 
     public static func isValid(hmac presented: String, nonce: String, beaconKey: SymmetricKey) -> Bool {

@@ -9,8 +9,9 @@ import Foundation
 ///   heartbeats included.
 /// - Every hosted rule whose mode for this user is not off runs, in the engine's order (the order
 ///   of `ruleResults`); unhosted rules named by the policy are ignored (validation reports them).
-/// - Outcome: reject when at least one `enforce` rule fired; `monitor` rules are recorded but
-///   never reject.
+/// - Outcome: reject when at least one `enforce` rule fired with a refusing finding; `monitor`
+///   rules, and findings that do not refuse (`RuleOutcome.note`, the hysteresis fold), are
+///   recorded but never reject.
 /// - Action: on reject, the most relevant action among the enforce firings (`ActionPrecedence`);
 ///   `retryAfterSeconds` is the largest among `retry_after` firings and set only when the action
 ///   is `retry_after`. On accept the action is `none`, even when monitor rules fired.
@@ -83,7 +84,7 @@ public struct PolicyEngine: Sendable {
             case .fired(let firing):
                 results.append(RuleResult(ruleId: rule.id, mode: mode, fired: true, reason: firing.reason))
                 risk.add(firing.risk)
-                guard mode == .enforce else { continue }
+                guard mode == .enforce, firing.refuses else { continue }
                 if action.map({ ActionPrecedence.rank(firing.action) < ActionPrecedence.rank($0) }) ?? true {
                     action = firing.action
                 }

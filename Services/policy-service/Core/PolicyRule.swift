@@ -25,12 +25,17 @@ public struct RuleFiring: Hashable, Sendable {
     public var risk: Double
     /// For `action == .retryAfter`: how long until a new punch would pass.
     public var retryAfterSeconds: Int?
+    /// Whether an enforced firing refuses the event. `false` for a finding that changes how the
+    /// event is read but is no reason to refuse it (the hysteresis fold of `rate_limit`): the
+    /// verdict lists the rule as fired with its reason, and the event is accepted.
+    public var refuses: Bool
 
-    public init(reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil) {
+    public init(reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil, refuses: Bool = true) {
         self.reason = reason
         self.action = action
         self.risk = risk
         self.retryAfterSeconds = retryAfterSeconds
+        self.refuses = refuses
     }
 }
 
@@ -44,6 +49,11 @@ public enum RuleOutcome: Hashable, Sendable {
         _ reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil
     ) -> RuleOutcome {
         .fired(RuleFiring(reason: reason, action: action, risk: risk, retryAfterSeconds: retryAfterSeconds))
+    }
+
+    /// A finding recorded on the verdict that never refuses, even when the rule is enforced.
+    public static func note(_ reason: String) -> RuleOutcome {
+        .fired(RuleFiring(reason: reason, action: .noAction, risk: 0, refuses: false))
     }
 
     public var didFire: Bool {

@@ -94,9 +94,11 @@ public struct PolicySettings: Codable, Hashable, Sendable {
     // Rate limit and dwell
     /// Minimum seconds between two punches of a user at the same gate (`rate_limit`).
     public var minSecondsBetweenPunches: Int = 60
-    /// Hysteresis against ping-pong between doors: minimum seconds between two punches of the same
-    /// type by a user at different gates of the same site. 0 turns it off (`rate_limit`).
-    public var minSecondsBetweenGates: Int = 0
+    /// Hysteresis against ping-pong between doors: a punch of the same type by a user at another
+    /// gate of the same site within this many seconds of the previous one is the same presence: it
+    /// is accepted (so the merger folds it into the open session, whose merge window defaults to
+    /// 45 s too) and `rate_limit` records that it folded it. 0 turns it off (`rate_limit`).
+    public var minSecondsBetweenGates: Int = 45
     /// A check-out with reason `soft_exit_expired` already waited the device's soft-exit grace,
     /// so it is a real exit: exempt from the minimum interval after a check-in (`rate_limit`).
     public var exemptSoftExitCheckouts: Bool = true

@@ -1,5 +1,7 @@
+import AttendanceProtocol
 import Foundation
 import PolicyServiceCore
+import RegistryFeed
 import ServiceRuntime
 
 /// The GATT challenge's secrets from the environment. Both or neither: without them the service
@@ -7,22 +9,35 @@ import ServiceRuntime
 ///
 /// - `GATT_NONCE_KEY`: base64 of at least 16 bytes, the same value as the gateway's (it signs the
 ///   nonces, the policy checks them);
-/// - `BEACON_KEY_SECRET`: base64 of at least 16 bytes, the registry's master secret from which
-///   each beacon's key is derived (`DerivedBeaconKeyring`).
+/// - `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, the same value as the registry's: it opens
+///   the per-beacon keys the registry creates and publishes sealed on `registry.changes`
+///   (`RegistryFeedBeaconKeyring`).
+///
+/// The former `BEACON_KEY_SECRET` (keys derived from one master secret) is no longer read: every
+/// beacon's key is random and owned by the registry.
 public enum GattConfiguration {
-    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GattChallengeRule? {
+    public static func load(from env: EnvironmentReader, registry cache: RegistryCache) throws(ConfigurationError) -> GattChallengeRule? {
         let nonce = try secret("GATT_NONCE_KEY", env)
-        let master = try secret("BEACON_KEY_SECRET", env)
-        switch (nonce, master) {
+        let sealer = try beaconKeySealer(env)
+        switch (nonce, sealer) {
         case (nil, nil):
             return nil
-        case (let nonce?, let master?):
-            return GattChallengeRule(nonces: GattNonceCodec(key: nonce), keyring: DerivedBeaconKeyring(master: master))
+        case (let nonce?, let sealer?):
+            return GattChallengeRule(nonces: GattNonceCodec(key: nonce), keyring: RegistryFeedBeaconKeyring(cache: cache, sealer: sealer))
         case (nil, _):
-            throw ConfigurationError(key: "GATT_NONCE_KEY", value: nil, expected: "set together with BEACON_KEY_SECRET (base64, at least 16 bytes)")
+            throw ConfigurationError(key: "GATT_NONCE_KEY", value: nil, expected: "set together with BEACON_KEY_SEAL_KEY (base64, at least 16 bytes)")
         case (_, nil):
-            throw ConfigurationError(key: "BEACON_KEY_SECRET", value: nil, expected: "set together with GATT_NONCE_KEY (base64, at least 16 bytes)")
+            throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: nil, expected: "set together with GATT_NONCE_KEY (base64 of 32 bytes, the registry's value)")
         }
+    }
+
+    /// `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, or unset. The value is never echoed.
+    public static func beaconKeySealer(_ env: EnvironmentReader) throws(ConfigurationError) -> BeaconKeySealer? {
+        guard let text = env.optionalString("BEACON_KEY_SEAL_KEY"), !text.isEmpty else { return nil }
+        guard let bytes = Data(base64Encoded: text), let sealer = BeaconKeySealer(sealingKey: Array(bytes)) else {
+            throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: "<redacted>", expected: "base64 of 32 random bytes")
+        }
+        return sealer
     }
 
     /// Base64 of at least 16 bytes; the value is never echoed.

@@ -19,6 +19,16 @@ public struct PolicyPipelineConfiguration: Sendable {
     public var registryCatchUpTimeout: Duration = .seconds(60)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     public var redeliveryBackoff: Duration = .milliseconds(500)
+    /// Between attempts to claim a batch's GATT nonces when the spent-nonce store fails: the batch
+    /// waits rather than being decided without the durable reuse check.
+    public var nonceStoreBackoff: Duration = .milliseconds(500)
+    /// How often expired spent nonces are pruned.
+    public var noncePruneInterval: TimeInterval = 60
+    /// How long a spent nonce is kept after its expiry. An event is judged expired by its
+    /// gateway receipt time, not by when it is decided, so a replay received in time but decided
+    /// late (a backlog after an outage, a lagging partition on another instance) must still find
+    /// the nonce spent: keep rows far longer than any backlog.
+    public var spentNonceRetention: TimeInterval = 86_400
 
     public init() {}
 }
@@ -38,6 +48,9 @@ public final class PolicyPipeline: Service, Sendable {
     private let registry: RegistryCacheView
     private let registryLoader: RegistryCacheLoader?
     private let history: PolicyHistory
+    /// The durable, shared spent-nonce check (`nil` when `gatt_challenge` is not hosted).
+    private let nonceLedger: GattNonceLedger?
+    private let lastNoncePrune = Mutex<Date>(.distantPast)
     private let configuration: PolicyPipelineConfiguration
     private let logger: Logger
     private let clock: @Sendable () -> Date
@@ -46,6 +59,7 @@ public final class PolicyPipeline: Service, Sendable {
     public init(
         consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
         registry: RegistryCacheView, registryLoader: RegistryCacheLoader?, history: PolicyHistory = PolicyHistory(),
+        nonceLedger: GattNonceLedger? = nil,
         configuration: PolicyPipelineConfiguration = PolicyPipelineConfiguration(), logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -56,6 +70,7 @@ public final class PolicyPipeline: Service, Sendable {
         self.registry = registry
         self.registryLoader = registryLoader
         self.history = history
+        self.nonceLedger = nonceLedger
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -83,27 +98,83 @@ public final class PolicyPipeline: Service, Sendable {
         var outgoing: [KafkaOutgoingMessage] = []
         outgoing.reserveCapacity(batch.messages.count)
         let book = self.book.withLock { $0 }
-        for message in batch.messages {
-            outgoing.append(decide(message, book: book))
+        // Decoded once, up front: the spent-nonce claim needs the whole batch before any decision.
+        let decoded = batch.messages.map(Self.decode)
+        if let nonceLedger {
+            try await claimNonces(decoded.compactMap { try? $0.get() }, ledger: nonceLedger)
+        }
+        for (message, event) in zip(batch.messages, decoded) {
+            switch event {
+            case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
+            case .failure(let error): outgoing.append(undecodable(message, error: error))
+            }
         }
         try await deliver(outgoing)
         try await consumer.commit(batch)
         processed.add(batch.messages.count, ordering: .relaxed)
+        if nonceLedger != nil { await pruneNoncesIfDue() }
+    }
+
+    static func decode(_ message: KafkaMessage) -> Result<RawEventEnvelope, ProtocolDecodingError> {
+        do throws(ProtocolDecodingError) {
+            return .success(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: message.value ?? []))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Claims the batch's nonces, retrying until the store answers (fail closed: a batch is never
+    /// decided without the durable reuse check). Returns early only on shutdown, by throwing.
+    private func claimNonces(_ events: [RawEventEnvelope], ledger: GattNonceLedger) async throws {
+        var attempt = 0
+        while true {
+            do {
+                try await ledger.prepare(events, history: history)
+                return
+            } catch {
+                attempt += 1
+                logger.error("claiming GATT nonces failed; the batch waits", metadata: [
+                    "attempt": "\(attempt)", "error": .string(String(describing: error)),
+                ])
+                try await Task.sleep(for: configuration.nonceStoreBackoff)
+            }
+        }
+    }
+
+    private func pruneNoncesIfDue() async {
+        guard let nonceLedger else { return }
+        let now = clock()
+        let due = lastNoncePrune.withLock { last in
+            guard now.timeIntervalSince(last) >= configuration.noncePruneInterval else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        do {
+            try await nonceLedger.store.prune(expiredBefore: now.addingTimeInterval(-configuration.spentNonceRetention))
+        } catch {
+            logger.warning("pruning spent GATT nonces failed", metadata: ["error": .string(String(describing: error))])
+        }
     }
 
     /// The vetted event for one raw record, or its dead letter when it cannot be read.
     func decide(_ message: KafkaMessage, book: PolicyBook) -> KafkaOutgoingMessage {
-        let now = clock()
-        let raw: RawEventEnvelope
-        do {
-            raw = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: message.value ?? [])
-        } catch {
-            Counter(label: "policy_dead_letters_total").increment()
-            logger.warning("undecodable raw event sent to the dead-letter topic", metadata: [
-                "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
-            ])
-            return deadLetter(message, error: error, now: now)
+        switch Self.decode(message) {
+        case .success(let raw): return decide(raw, message: message, book: book)
+        case .failure(let error): return undecodable(message, error: error)
         }
+    }
+
+    private func undecodable(_ message: KafkaMessage, error: ProtocolDecodingError) -> KafkaOutgoingMessage {
+        Counter(label: "policy_dead_letters_total").increment()
+        logger.warning("undecodable raw event sent to the dead-letter topic", metadata: [
+            "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
+        ])
+        return deadLetter(message, error: error, now: clock())
+    }
+
+    func decide(_ raw: RawEventEnvelope, message: KafkaMessage, book: PolicyBook) -> KafkaOutgoingMessage {
+        let now = clock()
         let policy = book.policy(for: raw, history: history)
         let context = PolicyContext(registry: registry, history: history, now: now, settings: policy.settings)
         let decision = engine.decide(raw, context: context, policy: policy)

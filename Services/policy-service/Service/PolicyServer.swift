@@ -21,13 +21,17 @@ public let policyServiceDefaultHTTPPort = 8081
 /// - `POLICY_MAX_BATCH`: records per poll (default 500);
 /// - `POLICY_REFRESH_MS`: how often the stored policies are re-read (default 2000);
 /// - `POLICY_DB_SCHEMA`: the PostgreSQL schema of the stored policies (default `policy`);
-/// - `GATT_NONCE_KEY`, `BEACON_KEY_SECRET`: host `gatt_challenge` (see `GattConfiguration`).
+/// - `GATT_NONCE_KEY`, `BEACON_KEY_SEAL_KEY`: host `gatt_challenge` (see `GattConfiguration`); spent
+///   nonces are then kept in `<POLICY_DB_SCHEMA>.spent_gatt_nonces`, shared by every instance.
 public enum PolicyServer {
     public static let serviceName = "policy-service"
 
     public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, from: env)
-        let engine = PolicyEngine.withGatt(try GattConfiguration.load(from: env))
+        // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
+        let cache = RegistryCache()
+        let gatt = try GattConfiguration.load(from: env, registry: cache)
+        let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
         let maxBatch = try env.int("POLICY_MAX_BATCH", default: 500, in: 1...10_000)
         let refreshInterval = try env.milliseconds("POLICY_REFRESH_MS", default: 2_000, in: 100...600_000)
@@ -47,14 +51,15 @@ public enum PolicyServer {
         consumerConfiguration.maxBatchSize = maxBatch
         let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
-        let cache = RegistryCache()
         let loader = try RegistryCacheLoader(
             cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: configuration.kafka, groupIdPrefix: "policy-registry-cache"),
             logger: logger
         )
         let pipeline = PolicyPipeline(
             consumer: consumer, producer: producer, engine: engine, book: book,
-            registry: RegistryCacheView(cache: cache), registryLoader: loader, configuration: pipelineConfiguration, logger: logger
+            registry: RegistryCacheView(cache: cache), registryLoader: loader,
+            nonceLedger: gatt.map { GattNonceLedger(store: PostgresSpentNonceStore(client: client, schema: schema, logger: logger), nonces: $0.nonces) },
+            configuration: pipelineConfiguration, logger: logger
         )
         let repository = PostgresPolicyRepository(client: client, schema: schema, logger: logger)
         let refresher = PolicyBookRefresher(

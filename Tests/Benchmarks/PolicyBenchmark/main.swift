@@ -6,6 +6,8 @@
 // policy, build the context, decide, record the accepted punch (and the spent nonce) in the
 // history. Baseline, measured in the same run on the same events: the same loop with every rule
 // off, i.e. the engine's and the history's fixed cost. Output: one `key=value` per line.
+// Not in the loop: the durable spent-nonce claim (`GattNonceLedger`), one PostgreSQL statement per
+// polled batch rather than per decision (PolicyAdminTests/SpentNonceTests prints its cost).
 
 #if canImport(Glibc)
 import Glibc
@@ -49,7 +51,21 @@ for u in 0..<users { registry.upsertDevice(DeviceBinding(deviceId: "d_\(u)", use
 let world = registry
 
 let codec = GattNonceCodec(key: Array("benchmark-nonce-key-of-32-bytes!".utf8), lifetime: 60)
-let keyring = DerivedBeaconKeyring(master: Array("benchmark-beacon-master-32-bytes".utf8))
+// The production key path: each beacon's random key sealed as the registry publishes it, looked
+// up per check and opened once (`SealedBeaconKeyring`, as `RegistryFeedBeaconKeyring` does over
+// the feed cache).
+let sealer = BeaconKeySealer(sealingKey: Array("benchmark-registry-seal-key-32-b".utf8))!
+let beaconKeys: [RegistryBeaconKey: (id: String, raw: [UInt8], sealed: SealedBeaconKey)] = {
+    var table: [RegistryBeaconKey: (id: String, raw: [UInt8], sealed: SealedBeaconKey)] = [:]
+    for (id, minor) in [("B_3", 3), ("B_4", 4)] {
+        let raw = BeaconKeySealer.generateBeaconKey()
+        table[RegistryBeaconKey(uuid: companyUUID, major: 10, minor: minor)!] = (id, raw, try! sealer.seal(raw, beaconId: id, version: 1))
+    }
+    return table
+}()
+let keyring = SealedBeaconKeyring(sealer: sealer) { identity in
+    beaconKeys[identity].map { ($0.id, $0.sealed) }
+}
 let engine = PolicyEngine.withGatt(GattChallengeRule(nonces: codec, keyring: keyring))
 
 var settings = PolicySettings()
@@ -83,7 +99,7 @@ for p in 0..<punchesPerUser {
             app: .init(version: "1.12.0", build: 345), device: .init(model: "iPhone14,5", os: "iOS 18.0"),
             location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15),
             attestation: .init(jailbroken: false, simulatedLocation: false),
-            gatt: .init(nonce: nonce, hmac: keyring.proof(nonce: nonce, beacon: key))
+            gatt: .init(nonce: nonce, hmac: GattProof.hmac(nonce: nonce, rawKey: beaconKeys[key]!.raw))
         )
         events.append(RawEventEnvelope(
             requestId: "r_\(u)_\(p)", idempotencyKey: idempotencyKey, userId: "u_\(u)", deviceId: "d_\(u)", siteId: site,

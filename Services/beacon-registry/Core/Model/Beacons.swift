@@ -169,3 +169,29 @@ public struct BroadcastVerification: Codable, Hashable, Sendable {
         self.windowMinutes = windowMinutes
     }
 }
+
+/// A beacon's GATT challenge key in plain text: what the installer writes into the beacon. Only
+/// the provisioning plan (installer role) ever shows it.
+public struct BeaconGattKey: Hashable, Sendable {
+    public var version: Int
+    public var key: [UInt8]
+
+    public init(version: Int, key: [UInt8]) {
+        self.version = version
+        self.key = key
+    }
+}
+
+/// What a key rotation did (never the key itself: the installer reads it from the provisioning plan).
+public struct BeaconKeyRotation: Codable, Hashable, Sendable {
+    public var beaconId: String
+    /// The new key's version; the previous one stops verifying once the policy reads the change.
+    public var version: Int
+    public var rotatedAt: Date
+
+    public init(beaconId: String, version: Int, rotatedAt: Date) {
+        self.beaconId = beaconId
+        self.version = version
+        self.rotatedAt = rotatedAt
+    }
+}

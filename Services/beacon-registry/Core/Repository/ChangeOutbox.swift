@@ -22,4 +22,15 @@ enum ChangeOutbox {
             logger: logger
         )
     }
+
+    /// A beacon upsert: the beacon as the registry serves it plus `gattKey`, its GATT key sealed for
+    /// the policy service (`SealedBeaconKey`), when it has one. The REST answers never carry it.
+    static func upsertBeacon(_ beacon: Beacon, gattKey: SealedBeaconKey?, on connection: PostgresConnection, logger: Logger) async throws {
+        var payload = try JSONValue(encoding: beacon)
+        if let gattKey, case .object(var members) = payload {
+            members["gattKey"] = try JSONValue(encoding: gattKey)
+            payload = .object(members)
+        }
+        try await upsert(.beacon, id: beacon.id, entity: payload, on: connection, logger: logger)
+    }
 }

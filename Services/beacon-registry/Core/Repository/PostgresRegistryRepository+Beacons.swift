@@ -42,7 +42,10 @@ extension PostgresRegistryRepository {
                 """, logger: logger
             )
             let beacon = try Columns.beacon(row)
-            try await ChangeOutbox.upsert(.beacon, id: id, entity: beacon, on: db, logger: logger)
+            // The beacon's GATT key is born with it, in the same transaction: no beacon is ever
+            // published without the key the installer will write into it.
+            let gattKey = try await createBeaconKey(beaconId: id, on: db)
+            try await ChangeOutbox.upsertBeacon(beacon, gattKey: gattKey, on: db, logger: logger)
             return beacon
         }
     }
@@ -62,7 +65,9 @@ extension PostgresRegistryRepository {
             )
             guard let row else { throw RegistryError.notFound(.beacon, id: beaconId) }
             let beacon = try Columns.beacon(row)
-            try await ChangeOutbox.upsert(.beacon, id: beaconId, entity: beacon, on: db, logger: logger)
+            // The feed is compacted to the latest record per beacon: it must carry the key again.
+            let gattKey = try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
+            try await ChangeOutbox.upsertBeacon(beacon, gattKey: gattKey, on: db, logger: logger)
             return beacon
         }
     }

@@ -18,6 +18,9 @@ public struct PostgresRegistryRepository: RegistryRepository {
     let deviceTokenLifetime: Duration
     /// Injected so that tests can move time (expiry, verification windows).
     let now: @Sendable () -> Date
+    /// Seals the beacons' GATT keys at rest and on the feed; `nil` (no `BEACON_KEY_SEAL_KEY`): beacons
+    /// get no key and key rotation answers 503.
+    let beaconKeySealer: BeaconKeySealer?
 
     /// How often a write that lost a race is retried before `.contention` is thrown.
     static let maxAttempts = 8
@@ -26,10 +29,13 @@ public struct PostgresRegistryRepository: RegistryRepository {
     ///   - tokenSigner: signs the credentials of enrolled devices.
     ///   - deviceTokenLifetime: how long a device token is valid (default 90 days).
     ///   - now: the clock every stored timestamp comes from.
+    ///   - beaconKeySealer: seals beacon GATT keys (see `PostgresRegistryRepository+BeaconKeys`).
     public init(
         client: PostgresClient, logger: Logger, tokenSigner: DeviceTokenSigner,
-        deviceTokenLifetime: Duration = .seconds(90 * 86_400), now: @escaping @Sendable () -> Date = { Date() }
+        deviceTokenLifetime: Duration = .seconds(90 * 86_400), now: @escaping @Sendable () -> Date = { Date() },
+        beaconKeySealer: BeaconKeySealer? = nil
     ) {
+        self.beaconKeySealer = beaconKeySealer
         self.client = client
         self.logger = logger
         self.tokenSigner = tokenSigner

@@ -39,6 +39,8 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case contention(String)
     /// The database failed or is unreachable (503).
     case storage(String)
+    /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
+    case beaconKeysNotConfigured
 
     public var description: String {
         switch self {
@@ -72,6 +74,8 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "too much concurrent contention: \(what); retry"
         case .storage(let message):
             return "registry storage failed: \(message)"
+        case .beaconKeysNotConfigured:
+            return "beacon GATT keys are not configured on this registry (set BEACON_KEY_SEAL_KEY)"
         }
     }
 
@@ -89,7 +93,7 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)
-        case .shardPoolExhausted, .contention, .storage:
+        case .shardPoolExhausted, .contention, .storage, .beaconKeysNotConfigured:
             return .unavailable(description)
         }
     }

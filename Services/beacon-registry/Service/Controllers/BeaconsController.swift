@@ -35,6 +35,19 @@ struct BeaconsController {
             let beacon = try await repository.beacon(id: try context.pathId())
             let settings = try Self.settings(for: beacon, request: request)
             let plan = try CP28ProvisioningPlan(settings)
+            // The GATT key is a secret: the installer who writes it into the beacon sees it, a
+            // viewer gets the plan without it. (The CP28 frame set has no key command; the app
+            // writes `gattKey.hex` through the vendor's key characteristic after the frames.)
+            var gattKey: ProvisioningPlanResponse.GattKey?
+            if context.apiKey?.role.permits(.installer) == true {
+                do {
+                    if let key = try await repository.beaconGattKey(beaconId: beacon.id) {
+                        gattKey = .init(version: key.version, hex: Self.hex(key.key))
+                    }
+                } catch RegistryError.beaconKeysNotConfigured {
+                    // A registry without keys still serves the frames.
+                }
+            }
             let response = ProvisioningPlanResponse(
                 beaconId: beacon.id,
                 settings: .init(
@@ -42,9 +55,16 @@ struct BeaconsController {
                     measuredPower: settings.measuredPower, advertisingIntervalUnits: settings.advertisingIntervalUnits,
                     txPowerIndex: settings.txPowerIndex
                 ),
-                authentication: plan.authentication, steps: plan.steps, frames: plan.steps.map(\.hex)
+                authentication: plan.authentication, steps: plan.steps, frames: plan.steps.map(\.hex), gattKey: gattKey
             )
             return try Reply.json(response, request: request, context: context)
+        }
+        group.post("beacons/{id}/gatt-key/rotate") { request, context in
+            // Admin only: a rotation invalidates the key written in the physical beacon until an
+            // installer writes the new one (from the provisioning plan).
+            try context.authorize(.admin)
+            let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId())
+            return try Reply.json(rotation, request: request, context: context)
         }
         group.get("beacons/{id}/verification") { request, context in
             try context.authorize(.viewer)
@@ -64,6 +84,11 @@ struct BeaconsController {
             try await repository.recordSighting(BeaconSighting(beacon: body.beacon, deviceId: body.deviceId, seenAt: body.seenAt ?? Date()))
             return Response(status: .accepted)
         }
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
     }
 
     /// The CP28 settings: query parameters `deviceName` (1-20 ASCII, default `B<minor>`),

@@ -111,6 +111,16 @@ struct ProvisioningPlanResponse: Encodable {
     var steps: [CP28Step]
     /// The 24 frames in order, as hex.
     var frames: [String]
+
+    /// The beacon's GATT challenge key to write into it: installer role and above only, and only
+    /// when the registry holds keys (`BEACON_KEY_SEAL_KEY`).
+    struct GattKey: Encodable {
+        var version: Int
+        /// 32 bytes, lowercase hex.
+        var hex: String
+    }
+
+    var gattKey: GattKey?
 }
 
 struct VerificationResponse: Encodable {

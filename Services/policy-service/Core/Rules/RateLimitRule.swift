@@ -11,14 +11,20 @@ import Foundation
 /// - Soft exit: a check-out contract with reason `soft_exit_expired` has already waited the
 ///   device's soft-exit grace without presence, so it is a real exit; with
 ///   `exemptSoftExitCheckouts` (default on) it is exempt when the earlier punch is a check-in.
-/// - Hysteresis (`minSecondsBetweenGates` > 0): a punch of the same type at another gate of the
-///   same site within that time fires too (ping-pong between two doors is one presence).
+/// - Hysteresis (`minSecondsBetweenGates`, default 45 s, 0 off): a punch of the same type at
+///   another gate of the same site within that time of the user's latest punch is ping-pong
+///   between two doors: one presence, not a new punch. It is accepted, not refused (the merger
+///   folds it into the open session), and the rule fires as a note (`RuleOutcome.note`: no
+///   refusal, risk 0, action none) so the verdict says why. This is checked before the per-gate
+///   interval, so A → B → A inside the window folds too; a repeat at the same door with no other
+///   door in between is not ping-pong and stays refused by the interval.
 /// - Replays never fire: an idempotency key the history has accepted is not a new punch, and a
 ///   history record with the event's own key is never compared with it.
 /// - Times are event times, compared as absolute differences, so late (offline) events are judged
 ///   against the neighbour recorded so far, not against the receipt time.
 ///
-/// Fires with `retry_after` (the seconds until the interval ends), risk 0.1. Heartbeats pass.
+/// The interval fires with `retry_after` (the seconds until the interval ends), risk 0.1.
+/// Heartbeats pass.
 public struct RateLimitRule: PolicyRule {
     public init() {}
 
@@ -30,6 +36,21 @@ public struct RateLimitRule: PolicyRule {
         guard !history.hasAccepted(idempotencyKey: event.idempotencyKey, userId: event.userId) else { return .passed }
         let settings = context.settings
         let punch = PunchRecord(event: event, registry: context.registry)
+
+        let gateWindow = TimeInterval(settings.minSecondsBetweenGates)
+        if gateWindow > 0, let siteId = punch.siteId, let gateId = punch.gateId,
+           let previous = history.lastPunch(userId: event.userId),
+           previous.idempotencyKey != punch.idempotencyKey, previous.siteId == siteId,
+           let previousGate = previous.gateId, previousGate != gateId, previous.type == punch.type
+        {
+            let gap = abs(punch.time.timeIntervalSince(previous.time))
+            if gap < gateWindow {
+                return .note(
+                    "hysteresis: \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago at gate \(previousGate) of this site; "
+                        + "folded into the same presence"
+                )
+            }
+        }
 
         let minimum = TimeInterval(settings.minSecondsBetweenPunches)
         if minimum > 0 {
@@ -53,21 +74,6 @@ public struct RateLimitRule: PolicyRule {
             }
         }
 
-        let gateWindow = TimeInterval(settings.minSecondsBetweenGates)
-        if gateWindow > 0, let siteId = punch.siteId, let point = punch.punchPoint,
-           let previous = history.lastPunch(userId: event.userId),
-           previous.idempotencyKey != punch.idempotencyKey, previous.siteId == siteId,
-           previous.punchPoint != point, previous.type == punch.type
-        {
-            let gap = abs(punch.time.timeIntervalSince(previous.time))
-            if gap < gateWindow {
-                let gate = previous.gateId.map { "gate \($0)" } ?? "another gate"
-                return .fire(
-                    "\(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago at \(gate) of this site",
-                    action: .retryAfter, risk: 0.1, retryAfterSeconds: Self.secondsLeft(gateWindow, gap)
-                )
-            }
-        }
         return .passed
     }
 

@@ -1,0 +1,85 @@
+import AccessControl
+import AttendanceProtocol
+import BeaconRegistryCore
+import BeaconRegistryService
+import Foundation
+import HummingbirdTesting
+import Testing
+
+/// The GATT key routes: rotation (admin, problem+json on bad input) and the key in the installer's
+/// provisioning plan.
+@Suite("Beacon GATT key routes", .serialized, .timeLimit(.minutes(3)))
+struct BeaconKeyRouteTests {
+    static let sealer = BeaconKeySealer(sealingKey: Array(repeating: 0x33, count: 32))!
+
+    struct Plan: Decodable {
+        struct GattKey: Decodable {
+            var version: Int
+            var hex: String
+        }
+
+        var frames: [String]
+        var gattKey: GattKey?
+    }
+
+    static func registerBeacon(_ h: Harness) async throws -> Beacon {
+        let fixture = try await Fixture.make(h.repository)
+        let minor = try await h.repository.allocateMinor(gateId: fixture.gate.id)
+        return try await h.repository.registerBeacon(NewBeacon(identity: minor.identity, gateId: fixture.gate.id))
+    }
+
+    @Test func installerSeesTheKeyInThePlanAndAViewerDoesNot() async throws {
+        try await Harness.run(beaconKeySealer: Self.sealer) { h, client in
+            let beacon = try await Self.registerBeacon(h)
+            let key = try #require(try await h.repository.beaconGattKey(beaconId: beacon.id))
+            let hex = key.key.map { String(format: "%02x", $0) }.joined()
+
+            let installerPlan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
+            #expect(installerPlan.frames.count == 24)
+            #expect(installerPlan.gattKey?.version == 1)
+            #expect(installerPlan.gattKey?.hex == hex)
+
+            let viewerPlan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.viewer)
+            #expect(viewerPlan.status == .ok)
+            #expect(!viewerPlan.text.contains(hex))
+            #expect(try viewerPlan.decode(Plan.self).gattKey == nil)
+        }
+    }
+
+    @Test func adminRotatesAndThePlanShowsTheNewKey() async throws {
+        try await Harness.run(beaconKeySealer: Self.sealer) { h, client in
+            let beacon = try await Self.registerBeacon(h)
+            let before = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
+
+            let rotated = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.admin)
+            let rotation = try rotated.decode(BeaconKeyRotation.self)
+            #expect(rotation.beaconId == beacon.id && rotation.version == 2)
+            // The answer never carries the key.
+            #expect(!rotated.text.contains("hex"))
+
+            let after = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
+            #expect(after.gattKey?.version == 2)
+            #expect(after.gattKey?.hex != before.gattKey?.hex)
+        }
+    }
+
+    @Test func badRotationsAreProblems() async throws {
+        try await Harness.run(beaconKeySealer: Self.sealer) { h, client in
+            let beacon = try await Self.registerBeacon(h)
+            try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: nil).problem(.unauthorized)
+            try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.installer).problem(.forbidden)
+            try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.viewer).problem(.forbidden)
+            try await client.send(.post, "/v1/admin/beacons/bcn_missing_\(token())/gatt-key/rotate", key: h.admin).problem(.notFound)
+            try await client.send(.post, "/v1/admin/beacons/bad%20id!/gatt-key/rotate", key: h.admin).problem(.badRequest)
+            // Nothing was rotated by the refused calls.
+            #expect(try await h.repository.beaconGattKey(beaconId: beacon.id)?.version == 1)
+        }
+        // A registry without BEACON_KEY_SEAL_KEY: rotation is unavailable, the plan still works without a key.
+        try await Harness.run { h, client in
+            let beacon = try await Self.registerBeacon(h)
+            try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.admin).problem(.serviceUnavailable)
+            let plan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
+            #expect(plan.frames.count == 24 && plan.gattKey == nil)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import PostgresNIO
+import Testing
+
+extension RegistryDatabaseTests {
+    /// The registry owns the beacons' GATT keys (issue 6): created with the beacon, stored and
+    /// published sealed, shown in plain text only through `beaconGattKey`, rotated on demand.
+    @Suite("Beacon GATT keys")
+    struct BeaconKeys {
+        static let sealer = BeaconKeySealer(sealingKey: Array(repeating: 0x5A, count: 32))!
+
+        static func withKeyedRepository<T: Sendable>(_ body: (PostgresRegistryRepository, PostgresClient) async throws -> T) async throws -> T {
+            try await RegistryTestDatabase.withClient { client in
+                let repository = PostgresRegistryRepository(
+                    client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer, beaconKeySealer: sealer
+                )
+                return try await body(repository, client)
+            }
+        }
+
+        /// The sealed key of the latest beacon record in the outbox.
+        static func publishedKey(_ client: PostgresClient, beaconId: String) async throws -> SealedBeaconKey? {
+            let rows = try await outboxRows(client, type: "beacon", id: beaconId)
+            let payload = try ProtocolCodec.wire.decode(JSONValue.self, from: try #require(rows.last?.payload))
+            return try payload["gattKey"].map { try $0.decode(as: SealedBeaconKey.self) }
+        }
+
+        @Test func aRegisteredBeaconGetsARandomKeyPublishedSealedAndShownToTheInstaller() async throws {
+            try await Self.withKeyedRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let first = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: fixture.gate.id))
+                let second = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
+                let key = try #require(try await repository.beaconGattKey(beaconId: first.id))
+                #expect(key.version == 1)
+                #expect(key.key.count == 32)
+                #expect(try await repository.beaconGattKey(beaconId: second.id)?.key != key.key)
+
+                // On the feed: sealed, opening only for this beacon, to the same key.
+                let published = try #require(try await Self.publishedKey(client, beaconId: first.id))
+                #expect(published.version == 1)
+                #expect(!published.sealed.contains(Data(key.key).base64EncodedString()))
+                #expect(Self.sealer.open(published, beaconId: first.id) == key.key)
+                #expect(Self.sealer.open(published, beaconId: second.id) == nil)
+                #expect(BeaconKeySealer(sealingKey: Array(repeating: 1, count: 32))!.open(published, beaconId: first.id) == nil)
+                // At rest: the same box, never the key.
+                let stored = try await client.query(
+                    "SELECT sealed_key FROM registry.beacon_keys WHERE beacon_id = \(first.id)", logger: RegistryTestDatabase.logger
+                ).collect()
+                #expect(try stored.first?.decode(String.self) == published.sealed)
+
+                // A status change publishes the beacon again, key included (the feed keeps the last record).
+                _ = try await repository.updateBeaconStatus(beaconId: first.id, status: .lost)
+                #expect(try await Self.publishedKey(client, beaconId: first.id) == published)
+            }
+        }
+
+        @Test func rotationCreatesANewVersionAndPublishesIt() async throws {
+            try await Self.withKeyedRepository { repository, client in
+                let fixture = try await Fixture.make(repository)
+                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
+                let before = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
+                let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id)
+                #expect(rotation.beaconId == beacon.id)
+                #expect(rotation.version == 2)
+                let after = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
+                #expect(after.version == 2)
+                #expect(after.key != before.key)
+                let published = try #require(try await Self.publishedKey(client, beaconId: beacon.id))
+                #expect(published.version == 2)
+                #expect(Self.sealer.open(published, beaconId: beacon.id) == after.key)
+                #expect(try await repository.rotateBeaconKey(beaconId: beacon.id).version == 3)
+            }
+        }
+
+        @Test func badRotationsAreTypedErrors() async throws {
+            try await Self.withKeyedRepository { repository, _ in
+                let missing = "bcn_missing_\(UInt32.random(in: 0...UInt32.max))"
+                do {
+                    _ = try await repository.rotateBeaconKey(beaconId: missing)
+                    Issue.record("an unknown beacon was rotated")
+                } catch {
+                    #expect(error as? RegistryError == .notFound(.beacon, id: missing))
+                }
+                do {
+                    _ = try await repository.rotateBeaconKey(beaconId: "bad id!")
+                    Issue.record("a malformed id was accepted")
+                } catch {
+                    guard case .invalidInput(let errors)? = error as? RegistryError else { Issue.record("\(error)"); return }
+                    #expect(errors.map(\.field) == ["beaconId"])
+                }
+            }
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
+                do {
+                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id)
+                    Issue.record("a registry without a sealing key rotated a key")
+                } catch {
+                    #expect(error as? RegistryError == .beaconKeysNotConfigured)
+                    #expect(RegistryError.beaconKeysNotConfigured.problemDetails.status == 503)
+                }
+            }
+        }
+
+        @Test func beaconsWithoutAKeyAreBackfilled() async throws {
+            // Registered while the registry had no sealing key (as before this feature).
+            let (beaconId, _) = try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await Fixture.make(repository)
+                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id))
+                return (beacon.id, fixture.gate.id)
+            }
+            try await Self.withKeyedRepository { repository, client in
+                #expect(try await repository.beaconGattKey(beaconId: beaconId) == nil)
+                #expect(try await Self.publishedKey(client, beaconId: beaconId) == nil)
+                #expect(try await repository.backfillBeaconKeys(beaconIds: [beaconId]) == 1)
+                let key = try #require(try await repository.beaconGattKey(beaconId: beaconId))
+                #expect(key.version == 1)
+                let published = try #require(try await Self.publishedKey(client, beaconId: beaconId))
+                #expect(Self.sealer.open(published, beaconId: beaconId) == key.key)
+                // Idempotent.
+                #expect(try await repository.backfillBeaconKeys(beaconIds: [beaconId]) == 0)
+            }
+        }
+    }
+}
