@@ -103,6 +103,7 @@ class Checker:
         reader = self.read("Shared", "ServiceRuntime", "Configuration", "EnvironmentReader.swift")
         backed = re.search(r"fileBackedKeys: Set<String> = \[(.*?)\]", reader, re.S)
         self.file_backed_keys = set(re.findall(r'"(\w+)"', backed.group(1))) if backed else set()
+        self.secret_variables = set(re.findall(r'return "([A-Z][A-Z0-9_]+)"', self.read("Services", "attendancectl", "Core", "SecretsCommands.swift")))
         secret_names = set(re.findall(r'case\s+\w+\s*=\s*"([a-z0-9-]+)"', self.read("Services", "attendancectl", "Core", "SecretsCommands.swift")))
 
         project_images = {s.get("image") for s in services.values() if isinstance(s, dict) and "build" in s}
@@ -136,6 +137,7 @@ class Checker:
             if service.get("restart") != "no" and name not in JOB_NAMES:
                 long_running.append(name)
                 self.long_running(name, service, local_ports, services_sh)
+                self.secrets_given(name, product, service, services_sh)
 
         if dockerfile_products:
             self.check("Dockerfile builds every executable product", dockerfile_products == self.executables,
@@ -256,6 +258,19 @@ class Checker:
             self.check(f"{name}: REGISTRY_BOOTSTRAP as on the local stack", str(environment.get("REGISTRY_BOOTSTRAP")) == "1")
         waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
         self.check(f"{name}: waits for the secrets, topics and migrate jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
+
+    def secrets_given(self, name, product, service, services_sh):
+        # A secret the service's own code reads must reach it (a missing GATT key silently turns the
+        # challenge off), and what services.sh hands only to some services, compose hands to them too.
+        environment = service.get("environment") or {}
+        given = {k[:-5] if k.endswith("_FILE") else k for k in environment}
+        own_code = self.sources([os.path.join("Services", product)])
+        for variable in sorted(self.secret_variables):
+            if variable in own_code:
+                self.check(f"{name}: gets the secret {variable} its code reads", variable in given)
+        for services, variable in re.findall(r"^\s*([a-z| -]+)\) extra\+=\((\w+)=", services_sh, re.M):
+            if name in [s.strip() for s in services.split("|")]:
+                self.check(f"{name}: gets {variable} as services.sh gives it", variable in given)
 
     def prometheus(self, service, long_running, local_ports):
         mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}

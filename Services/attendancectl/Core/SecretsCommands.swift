@@ -9,15 +9,16 @@ public enum PlatformSecret: String, CaseIterable, Sendable {
     case deviceTokenKeys = "device-token-keys"
     /// Signs the gateway's GATT challenge nonces; the policy service checks them.
     case gattNonceKey = "gatt-nonce-key"
-    /// The master secret each beacon's GATT key derives from.
-    case beaconKeySecret = "beacon-key-secret"
+    /// Seals each beacon's GATT key in the registry's database and on the registry feed; only the
+    /// registry and the policy service hold it.
+    case beaconKeySealKey = "beacon-key-seal-key"
 
     /// The environment variable the services read (or `<it>_FILE` for the file's path).
     public var environmentKey: String {
         switch self {
         case .deviceTokenKeys: return "DEVICE_TOKEN_KEYS"
         case .gattNonceKey: return "GATT_NONCE_KEY"
-        case .beaconKeySecret: return "BEACON_KEY_SECRET"
+        case .beaconKeySealKey: return "BEACON_KEY_SEAL_KEY"
         }
     }
 
@@ -28,7 +29,7 @@ public enum PlatformSecret: String, CaseIterable, Sendable {
         let secret = Data(bytes).base64EncodedString()
         switch self {
         case .deviceTokenKeys: return "k1:\(secret)"
-        case .gattNonceKey, .beaconKeySecret: return secret
+        case .gattNonceKey, .beaconKeySealKey: return secret
         }
     }
 }

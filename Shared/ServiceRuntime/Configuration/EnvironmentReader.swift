@@ -31,7 +31,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 public struct EnvironmentReader: Sendable {
     /// The settings that may come from a `KEY_FILE`.
     public static let fileBackedKeys: Set<String> = [
-        "DEVICE_TOKEN_KEYS", "GATT_NONCE_KEY", "BEACON_KEY_SECRET", "PGPASSWORD", "DATABASE_URL",
+        "DEVICE_TOKEN_KEYS", "GATT_NONCE_KEY", "BEACON_KEY_SEAL_KEY", "PGPASSWORD", "DATABASE_URL",
     ]
 
     public let values: [String: String]
