@@ -91,6 +91,12 @@ struct ArgumentParsingTests {
         #expect(status.requests.first?.method == .patch && status.requests.first?.path == "/v1/admin/beacons/bcn-1")
         #expect(try status.onlyBody()["status"] as? String == "lost")
 
+        let rotation = FakeTransport(json: #"{"beaconId":"bcn-1","version":3,"rotatedAt":"2026-11-22T10:00:00.000Z"}"#)
+        let rotated = await runCLI(["registry", "beacons", "rotate-key", "bcn-1", "--api-key", "k"], transport: rotation)
+        #expect(rotated.code == 0, "\(rotated)")
+        #expect(rotation.requests.first?.method == .post && rotation.requests.first?.path == "/v1/admin/beacons/bcn-1/gatt-key/rotate")
+        #expect(try rotated.field("key version") == "3")
+
         let plan = FakeTransport { _ in .failure(.unreachable(url: "x", reason: "not needed")) }
         _ = await runCLI(["registry", "beacons", "plan", "bcn 1", "--tx-power-index", "2", "--device-name", "Lobby 1", "--api-key", "k"], transport: plan)
         #expect(plan.requests.first?.target == "/v1/admin/beacons/bcn%201/provisioning-plan?deviceName=Lobby%201&txPowerIndex=2")

@@ -124,6 +124,12 @@ public struct RegistryClient: Sendable {
         try await admin(.patch, "/v1/admin/beacons/\(Self.segment(id))", body: BeaconStatusBody(status: status))
     }
 
+    /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
+    /// provisioning plan; the policy verifies with it as soon as it reads the change.
+    public func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
+        try await admin(.post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate")
+    }
+
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.
     public func provisioningPlan(beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanBody> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/provisioning-plan", query: options.query)

@@ -265,7 +265,7 @@ extension AttendanceCtl.Registry {
     public struct Beacons: AsyncParsableCommand {
         public static let configuration = CommandConfiguration(
             abstract: "Beacons: register, inspect, retire, provision, verify.",
-            subcommands: [Register.self, Get.self, List.self, SetStatus.self, Plan.self, Verify.self, RecordSighting.self]
+            subcommands: [Register.self, Get.self, List.self, SetStatus.self, RotateKey.self, Plan.self, Verify.self, RecordSighting.self]
         )
 
         public init() {}
@@ -341,6 +341,23 @@ extension AttendanceCtl.Registry {
                 try await registry.show({ client throws(RegistryClientError) in
                     try await client.setBeaconStatus(id: id, status: status)
                 }, table: RegistryTables.beacon)
+            }
+        }
+
+        public struct RotateKey: AsyncParsableCommand {
+            public static let configuration = CommandConfiguration(
+                commandName: "rotate-key",
+                abstract: "Give a beacon a new GATT challenge key (admin); write it into the beacon from its plan."
+            )
+            @Argument(help: "The beacon's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            public init() {}
+
+            public func run() async throws {
+                try await registry.show({ client throws(RegistryClientError) in
+                    try await client.rotateBeaconKey(id: id)
+                }, table: RegistryTables.keyRotation)
             }
         }
 

@@ -137,6 +137,13 @@ public enum RegistryTables {
         ])
     }
 
+    public static func keyRotation(_ rotation: BeaconKeyRotation) -> String {
+        TableFormatter.render(pairs: [
+            ("beacon", rotation.beaconId), ("key version", String(rotation.version)), ("rotated", time(rotation.rotatedAt)),
+            ("next", "write the new key from: attendancectl registry beacons plan \(rotation.beaconId)"),
+        ])
+    }
+
     // MARK: Lookups
 
     public static func beaconLookup(_ found: BeaconLookupBody) -> String {
