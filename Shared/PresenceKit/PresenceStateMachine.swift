@@ -29,7 +29,9 @@
 // `CheckOutTrigger.beaconLoss` (the default). README.md repeats this table.
 //
 // Thresholds: a session starts when the nearest beacon's last `minReadings` readings have a median
-// above `enterRssi` (-70) and a standard deviation below `maxStdDevDb`; present turns into a soft exit
+// above `enterRssi` (-70) and a standard deviation below `maxStdDevDb`, or when a median above
+// `dwellEnterRssi` (-80) is followed within `dwellWindowMs` by the device coming to rest (dwell
+// confirmation, see `confirmDwell`); present turns into a soft exit
 // when the smoothed RSSI of every beacon of the site is at or below `leaveRssi` (-75), when the site is
 // silent for `signalLossMs` while scanning continuously, or on a region exit; a soft exit resumes as
 // soon as the site is heard above `leaveRssi` again (see `tryRecover` for why not `enterRssi`).
@@ -166,6 +168,11 @@ public struct PresenceStateMachine: Sendable {
     var exitReason = AttendanceReason.beaconLost
     /// Ranging windows added to the current burst (see `PresenceConfig.rangingExtensions`).
     var rangingExtensionsUsed = 0
+    /// Weak evidence waiting for the device to come to rest (`PresenceConfig.dwellEnterRssi`): the
+    /// beacon, when it was first and last seen at that level. Not persisted: a relaunch starts over.
+    var dwellCandidate: BeaconCandidate?
+    var dwellSince = Timestamp.distantPast
+    var dwellLastAt = Timestamp.distantPast
     var rng: SplitMix64
 
     /// - Parameters:
@@ -294,7 +301,9 @@ public struct PresenceStateMachine: Sendable {
             return onLocation(point, at: now)
         case .motionActivity(let activity):
             motion.record(activity: activity, at: now)
-            return motionMayUnlock(at: now)
+            var fx = motionMayUnlock(at: now)
+            if activity == .stationary { confirmDwell(at: now, &fx) }
+            return fx
         case .steps(let count):
             motion.record(steps: count, at: now)
             return motionMayUnlock(at: now)
@@ -412,7 +421,17 @@ public struct PresenceStateMachine: Sendable {
         var fx: [PresenceEffect] = []
         if let candidate {
             confirm(candidate, at: now, &fx)
-        } else if config.flags.requireGeofence, let other = RangingWindow.evaluate(tracker, rule: rule, at: now),
+            return fx
+        }
+        if config.dwellWindowMs > 0 {
+            let inside = insideSites
+            let requireGeofence = config.flags.requireGeofence
+            if let weak = RangingWindow.evaluate(
+                tracker, rule: config.dwellRule, at: now, eligible: { !requireGeofence || inside.contains($0) }) {
+                noteDwellEvidence(weak, at: now)
+            }
+        }
+        if config.flags.requireGeofence, let other = RangingWindow.evaluate(tracker, rule: rule, at: now),
                   other.siteIndex >= 0 {
             gatedLog("beacon \(other.beacon) of \(directory[other.siteIndex].id) is near but the device is not inside that site's geofence (co-location)", at: now, &fx)
         }
@@ -449,7 +468,31 @@ public struct PresenceStateMachine: Sendable {
 
     // MARK: Check-in / check-out
 
-    mutating func confirm(_ candidate: BeaconCandidate, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+    /// Weak evidence at a gate: remembered (the first moment becomes the check-in's time) until the
+    /// device comes to rest or `dwellWindowMs` passes without it.
+    mutating func noteDwellEvidence(_ weak: BeaconCandidate, at now: Timestamp) {
+        if dwellCandidate?.siteIndex != weak.siteIndex || now - dwellLastAt > config.dwellWindowMs {
+            dwellSince = now
+        }
+        dwellCandidate = weak
+        dwellLastAt = now
+    }
+
+    /// The device came to rest: weak evidence of the last `dwellWindowMs` at a site whose geofence the
+    /// device is (still) inside becomes a check-in, stamped with the moment the evidence began.
+    mutating func confirmDwell(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        guard let weak = dwellCandidate else { return }
+        guard phase == .armed || phase == .candidate, now - dwellLastAt <= config.dwellWindowMs,
+              !config.flags.requireGeofence || insideSites.contains(weak.siteIndex) else {
+            if now - dwellLastAt > config.dwellWindowMs { dwellCandidate = nil }
+            return
+        }
+        dwellCandidate = nil
+        fx.append(.log(.info, "weak evidence of \(weak.beacon) confirmed by the device coming to rest (dwell)"))
+        confirm(weak, at: now, since: dwellSince, &fx)
+    }
+
+    mutating func confirm(_ candidate: BeaconCandidate, at now: Timestamp, since: Timestamp? = nil, _ fx: inout [PresenceEffect]) {
         guard candidate.siteIndex >= 0 else { return }
         if session != nil && sessionSiteIndex == candidate.siteIndex {
             // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
@@ -477,15 +520,22 @@ public struct PresenceStateMachine: Sendable {
             schedule(.gattTimeout, at: now + config.gattTimeoutMs, &fx)
             return
         }
-        checkIn(candidate, handshake: nil, at: now, &fx)
+        checkIn(candidate, handshake: nil, at: now, since: since, &fx)
     }
 
-    mutating func checkIn(_ candidate: BeaconCandidate, handshake: AttendanceEvent.Handshake?, at now: Timestamp, _ fx: inout [PresenceEffect]) {
+    /// - Parameter since: when the evidence began, if earlier than `now` (dwell confirmation): the
+    ///   session's start and the check-in's timestamp; `decidedAt` stays `now`.
+    mutating func checkIn(
+        _ candidate: BeaconCandidate, handshake: AttendanceEvent.Handshake?, at now: Timestamp, since: Timestamp? = nil,
+        _ fx: inout [PresenceEffect]
+    ) {
         let siteId = directory[candidate.siteIndex].id
         let key = UUIDBits.random(using: &rng).uuidString
         let user = identity.userId
+        let tStart = min(since ?? now, now)
+        dwellCandidate = nil
         session = OpenSession(
-            siteId: siteId, beacon: candidate.beacon, tStart: now, key: key, userId: user, checkInPosted: user != nil)
+            siteId: siteId, beacon: candidate.beacon, tStart: tStart, key: key, userId: user, checkInPosted: user != nil)
         sessionSiteIndex = candidate.siteIndex
         phase = .present
         lastPresentAt = now
@@ -496,7 +546,7 @@ public struct PresenceStateMachine: Sendable {
         cancel(.exitConfirmation, &fx)
         stopRanging(&fx)
         if let user {
-            let event = makeEvent(.checkIn, reason: .rangingConfirmed, timestamp: now, userId: user, handshake: handshake, at: now)
+            let event = makeEvent(.checkIn, reason: .rangingConfirmed, timestamp: tStart, userId: user, handshake: handshake, at: now)
             fx.append(.postCheckIn(event))
         } else {
             fx.append(.log(.warning, "check-in at \(siteId) skipped: no persisted user id"))
@@ -788,6 +838,7 @@ public struct PresenceStateMachine: Sendable {
             checkOut(reason: .geofenceExit, at: now, &fx)
             phase = restingPhase
         }
+        if dwellCandidate?.siteIndex == index { dwellCandidate = nil }
         if let pending = pendingCandidate, pending.siteIndex == index, config.flags.requireGeofence {
             pendingCandidate = nil
             cancel(.gattTimeout, &fx)

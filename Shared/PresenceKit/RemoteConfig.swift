@@ -13,7 +13,8 @@ import Foundation
 ///       "gatt_challenge": false,                   // or {"enabled": true, "timeout_ms": 3000}
 ///       "checkout_trigger": "beacon_loss",         // or "geofence_exit"
 ///       "thresholds": {
-///         "enter_rssi": -70, "leave_rssi": -75, "max_stddev_db": 6, "min_readings": 3,
+///         "enter_rssi": -70, "leave_rssi": -75, "max_stddev_db": 12, "min_readings": 3,
+///         "dwell_enter_rssi": -80, "dwell_window_ms": 120000,   // 0 turns dwell confirmation off
 ///         "smoothing_window": 5, "smoothing": "median",   // "ema" (+ "ema_alpha") or "kalman"
 ///         "ema_alpha": 0.3, "kalman_process_noise": 0.5, "kalman_measurement_noise": 16,
 ///         "ranging_extensions": 2, "signal_loss_ms": 10000, "soft_exit_grace_ms": 180000, "exit_confirmation_ms": 10000,
@@ -139,6 +140,8 @@ public struct RemoteConfig: Sendable, Hashable {
                 case "leave_rssi": if let x = int(v, path) { config.leaveRssi = x }
                 case "max_stddev_db": if let x = number(v, path) { config.maxStdDevDb = Float(x) }
                 case "min_readings": if let x = int(v, path) { config.minReadings = x }
+                case "dwell_enter_rssi": if let x = int(v, path) { config.dwellEnterRssi = x }
+                case "dwell_window_ms": if let x = int(v, path) { config.dwellWindowMs = Int64(x) }
                 case "smoothing_window": if let x = int(v, path) { config.smoothingWindow = x }
                 case "smoothing": smoothingName = string(v, path)
                 case "ema_alpha": if let x = number(v, path) { alpha = Float(x) }

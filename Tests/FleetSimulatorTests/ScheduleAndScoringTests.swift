@@ -60,8 +60,8 @@ struct ScheduleAndScoringTests {
         #expect(later.position.distance(to: site.gates[arrival.gate].position) < 3 && !later.walking)
     }
 
-    static func posted(_ kind: String, at: Int64, timestamp: Int64? = nil) -> PostedEvent {
-        PostedEvent(key: "\(kind)-\(at)", kind: kind, siteId: "S_1", sessionKey: "s", reason: "r", timestamp: timestamp ?? at, decidedAt: at)
+    static func posted(_ kind: String, at: Int64, timestamp: Int64? = nil, session: String = "s") -> PostedEvent {
+        PostedEvent(key: "\(kind)-\(at)", kind: kind, siteId: "S_1", sessionKey: session, reason: "r", timestamp: timestamp ?? at, decidedAt: at)
     }
 
     @Test func scoringAgainstHandMadeTruth() {
@@ -76,7 +76,8 @@ struct ScheduleAndScoringTests {
             Self.posted("checkin", at: 1_004_000),                       // 4 s after the first arrival
             Self.posted("checkout", at: 3_000_000),                      // while inside: a false check-out
             Self.posted("checkout", at: 5_200_000, timestamp: 5_010_000), // the real departure, stamped 10 s late
-            Self.posted("checkin", at: 7_000_000),                       // nobody arrived: a false check-in
+            Self.posted("checkin", at: 7_000_000, session: "walk-past"), // nobody arrived: a false check-in
+            Self.posted("checkout", at: 7_200_000, session: "walk-past"), // closes that false session
         ]                                                                // the second arrival is missed
         device.deliveries = [DeliveryRecord(key: "checkin-1004000", kind: "checkin", status: 201, attempts: 1, verdictAt: 1_006_000)]
         let score = Score(people: [person], devices: [device])
@@ -84,7 +85,8 @@ struct ScheduleAndScoringTests {
         #expect(score.checkInRecall == 0.5)
         #expect(score.falseCheckIns == 1 && score.checkInPrecision == 0.5)
         #expect(score.departures == 1 && score.matchedDepartures == 1 && score.accurateCheckOuts == 1)
-        #expect(score.falseCheckOuts == 1)
+        #expect(score.falseCheckOuts == 1, "only the check-out that cut the real session short")
+        #expect(score.checkOutsOfFalseSessions == 1)
         #expect(score.detectionLatencySeconds.p50 == 4)
         #expect(score.triggerToVerdictSeconds.p50 == 6)
         #expect(score.checkOutTimeErrorSeconds.p50 == 10)

@@ -112,6 +112,7 @@ struct RemoteConfigTests {
           "gatt_challenge": {"enabled": true, "timeout_ms": 2500},
           "checkout_trigger": "geofence_exit",
           "thresholds": {"enter_rssi": -68, "leave_rssi": -78, "max_stddev_db": 5.5, "min_readings": 4,
+                         "dwell_enter_rssi": -79, "dwell_window_ms": 90000,
                          "smoothing_window": 7, "smoothing": "kalman", "kalman_process_noise": 1, "kalman_measurement_noise": 9,
                          "signal_loss_ms": 12000, "soft_exit_grace_ms": 120000, "exit_confirmation_ms": 5000,
                          "heartbeat_interval_ms": 0, "motion_recent_ms": 150000, "geofence_exit_margin_m": 30},
@@ -128,6 +129,7 @@ struct RemoteConfigTests {
         #expect(c.flags.gattChallenge && c.gattTimeoutMs == 2_500)
         #expect(c.checkOutTrigger == .geofenceExit)
         #expect(c.enterRssi == -68 && c.leaveRssi == -78 && c.maxStdDevDb == 5.5 && c.minReadings == 4)
+        #expect(c.dwellEnterRssi == -79 && c.dwellWindowMs == 90_000)
         #expect(c.smoothingWindow == 7 && c.smoothing == .kalman(processNoise: 1, measurementNoise: 9))
         #expect(c.signalLossMs == 12_000 && c.softExitGraceMs == 120_000 && c.exitConfirmationMs == 5_000)
         #expect(c.heartbeatIntervalMs == 0 && c.geofenceExitMarginMeters == 30)

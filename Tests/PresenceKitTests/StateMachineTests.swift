@@ -28,6 +28,63 @@ struct StateMachineTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
+    @Test("weak evidence at the gate checks in only when the device then comes to rest, stamped at the gate")
+    func dwellConfirmation() throws {
+        // A weak phone in a shadow right at the door: the median stays between -80 and -70.
+        var arrived = try DeviceHarness(config: Self.continuous)
+        try arrived.arrive()
+        let atGate = arrived.now + 1_000
+        try arrived.run(seconds: 6) { _ in -74 }
+        #expect(arrived.checkIns.isEmpty && arrived.phase == .armed)
+        try arrived.run(seconds: 30) { _ in nil } // walks in to the desk, out of range
+        try arrived.send(.motionActivity(.stationary))
+        let checkIn = try #require(arrived.checkIns.first)
+        #expect(arrived.checkIns.count == 1 && arrived.phase == .present)
+        #expect(checkIn.tStart == atGate + 2_000 && checkIn.timestamp == checkIn.tStart) // the third reading
+        #expect(checkIn.decidedAt == arrived.now)
+
+        // A passer-by heard at the same level keeps walking: no check-in, and a stop after the dwell
+        // window is not a stop at the gate.
+        var passerBy = try DeviceHarness(config: Self.continuous)
+        try passerBy.arrive()
+        try passerBy.run(seconds: 6) { _ in -74 }
+        try passerBy.run(seconds: 121) { _ in nil }
+        try passerBy.send(.motionActivity(.stationary))
+        #expect(passerBy.checkIns.isEmpty && passerBy.phase == .armed)
+
+        // Leaving the geofence drops the evidence; below the dwell level there is none; 0 disables it.
+        var left = try DeviceHarness(config: Self.continuous)
+        try left.arrive()
+        try left.run(seconds: 6) { _ in -74 }
+        try left.send(.geofenceExited(siteId: "S_HQ"))
+        try left.run(seconds: 11) { _ in nil } // readings of the beacon go stale too
+        try left.send(.geofenceEntered(siteId: "S_HQ"))
+        try left.send(.motionActivity(.stationary))
+        #expect(left.checkIns.isEmpty)
+        var far = try DeviceHarness(config: Self.continuous)
+        try far.arrive()
+        try far.run(seconds: 6) { _ in -82 }
+        try far.send(.motionActivity(.stationary))
+        #expect(far.checkIns.isEmpty)
+        var off = try DeviceHarness(config: World.config { $0.flags.continuousScan = true; $0.dwellWindowMs = 0 })
+        try off.arrive()
+        try off.run(seconds: 6) { _ in -74 }
+        try off.send(.motionActivity(.stationary))
+        #expect(off.checkIns.isEmpty)
+        #expect(throws: ConfigValidationError.self) {
+            try PresenceStateMachine(config: World.config { $0.dwellEnterRssi = -65 }, directory: World.directory,
+                                     identity: DeviceIdentity(userId: "u", deviceId: "d"))
+        }
+    }
+
+    @Test("a phone walking into the bubble (readings rising 5-6 dB a second) checks in without waiting")
+    func approachIsConfident() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { s in [-76, -68, -61][s] } // std-dev 7.5 dB: seed 000's 6 dB bound refused it
+        #expect(d.checkIns.count == 1)
+    }
+
     @Test("3-minute debounce, then confirmation, then check-out stamped with the last moment of presence")
     func debounce() throws {
         var d = try DeviceHarness(config: Self.continuous)

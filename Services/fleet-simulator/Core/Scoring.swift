@@ -37,8 +37,13 @@ public struct Score: Sendable, Hashable, Codable {
     public var matchedDepartures = 0
     /// Matched departures whose check-out time is within `checkOutToleranceMs` of the true one.
     public var accurateCheckOuts = 0
-    /// Check-outs while the person was really inside (no departure near them).
+    /// Check-outs while the person was really inside (no departure near them) that end a session
+    /// opened by a matched check-in: a real session cut short.
     public var falseCheckOuts = 0
+    /// Check-outs that close a session whose check-in was itself false (a walk-past counted as an
+    /// arrival, closed when the person leaves the geofence). Not counted again as false check-outs: the
+    /// error is the check-in, already in `falseCheckIns`.
+    public var checkOutsOfFalseSessions = 0
     public var checkInRecall = 0.0
     public var checkInPrecision = 0.0
     public var checkOutRecall = 0.0
@@ -124,7 +129,10 @@ public struct Score: Sendable, Hashable, Codable {
                 checkOutError.append(Double(error) / 1000)
                 if abs(error) <= Self.checkOutToleranceMs { accurateCheckOuts += 1 }
             }
-            falseCheckOuts += checkOuts.count - usedOut.count
+            let falseSessions = Set(checkIns.indices.filter { !usedIn.contains($0) }.map { checkIns[$0].sessionKey })
+            for i in checkOuts.indices where !usedOut.contains(i) {
+                if falseSessions.contains(checkOuts[i].sessionKey) { checkOutsOfFalseSessions += 1 } else { falseCheckOuts += 1 }
+            }
         }
         checkInRecall = arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals)
         checkInPrecision = checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns)
