@@ -1,8 +1,8 @@
 """Checks docker-compose.yml, its Dockerfile and its Prometheus and Grafana files without a
 container engine (none runs where this is developed).
 
-1. The Compose Specification JSON schema (../shared/compose-spec.json beside the repository, or
-   $COMPOSE_SPEC).
+1. The Compose Specification JSON schema ($COMPOSE_SPEC, else shared/compose-spec.json in the
+   repository's parent or an ancestor folder, else the workspace's /work/shared).
 2. Images: every image is pinned (no `latest`, no untagged image).
 3. The Dockerfile: build targets exist; the products it builds are exactly Package.swift's
    executables; every command a service runs is one of them.
@@ -446,9 +446,27 @@ def github_anchor(heading):
     return anchor.replace(" ", "-")
 
 
+def find_compose_spec(root):
+    """The Compose Specification schema ships in the workspace's `shared/` folder beside the
+    repository; a clone elsewhere (CI) finds it in an ancestor's `shared/` or the workspace's."""
+    here = os.path.abspath(root)
+    while True:
+        candidate = os.path.join(here, "shared", "compose-spec.json")
+        if os.path.exists(candidate):
+            return candidate
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for candidate in [os.path.join(os.path.dirname(os.path.abspath(root)), "shared", "compose-spec.json"), "/work/shared/compose-spec.json"]:
+        if os.path.exists(candidate):
+            return candidate
+    return os.path.join(root, "..", "shared", "compose-spec.json")
+
+
 def main(root):
     compose_path = os.environ.get("COMPOSE_FILE", os.path.join(root, "docker-compose.yml"))
-    spec_path = os.environ.get("COMPOSE_SPEC", os.path.join(root, "..", "shared", "compose-spec.json"))
+    spec_path = os.environ.get("COMPOSE_SPEC") or find_compose_spec(root)
     checker = Checker(root, compose_path, spec_path)
     checker.run()
     failed = [r for r in checker.results if not r[1]]
