@@ -43,7 +43,7 @@ public func buildRouter(repository: any AdminRegistryRepository, lookups: Regist
 /// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
 public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
-    router.add(middleware: ProblemMiddleware())
+    router.add(middleware: ProblemMiddleware(.registry))
     OpenAPIController().addRoutes(to: router)
     EnrollmentController(repository: repository).addRoutes(to: router)
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<RegistryRequestContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))

@@ -1,33 +1,37 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 
-/// Turns every error into an RFC 9457 problem+json answer: `ProblemDetails`
-/// as is, Hummingbird's `HTTPError` (unknown route) with its status, anything else a 500 whose details
-/// go to the log, not to the client.
-public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
-    public init() {}
+/// Maps any error a handler throws to an RFC 9457 problem: `ProblemDetails` as is, then the
+/// service's own errors (`translate`), the protocol module's decoding errors and Foundation's
+/// `DecodingError` as a 400 naming the field, a body over the limit as 413, Hummingbird's `HTTPError`
+/// with its status. Only an unexpected error is a 500; its details go to the log, not the client.
+public struct ProblemMapper: Sendable {
+    /// The body limit named in a 413 (nil: the 413 does not name one).
+    public var maxBodyBytes: Int?
+    /// A service's own error types (registry errors, say); nil leaves the error to the common cases.
+    public var translate: @Sendable (any Error) -> ProblemDetails?
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch {
-            var problem = Self.problem(for: error)
-            if problem.instance == nil { problem.instance = request.uri.path }
-            if problem.status >= 500 {
-                context.logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string(String(describing: error))])
-            }
-            return Self.response(problem)
-        }
+    public init(maxBodyBytes: Int? = nil, translate: @escaping @Sendable (any Error) -> ProblemDetails? = { _ in nil }) {
+        self.maxBodyBytes = maxBodyBytes
+        self.translate = translate
     }
 
-    public static func problem(for error: any Error) -> ProblemDetails {
+    public func problem(for error: any Error) -> ProblemDetails {
+        if let problem = error as? ProblemDetails { return problem }
+        if let translated = translate(error) { return translated }
         switch error {
-        case let problem as ProblemDetails:
-            return problem
+        case let decoding as ProtocolDecodingError:
+            return .decodingFailed(decoding)
+        case let decoding as DecodingError:
+            return .validation([FieldError(decoding: decoding)])
+        case is NIOTooManyBytesError:
+            return tooLarge
         case let http as HTTPError:
             switch http.status {
+            case .contentTooLarge: return tooLarge
             case .notFound: return .notFound(http.body ?? "no such resource")
             case .unauthorized: return .unauthorized(http.body ?? "authentication is required")
             case .forbidden: return .forbidden(http.body ?? "not allowed")
@@ -40,6 +44,13 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
+    private var tooLarge: ProblemDetails {
+        if let maxBodyBytes { return .payloadTooLarge(limitBytes: maxBodyBytes) }
+        return ProblemDetails(type: "about:blank", title: "Content Too Large", status: 413, detail: "the body is too large")
+    }
+
+    /// The problem+json response, with `WWW-Authenticate` on a 401 and `Retry-After` when the problem
+    /// carries one.
     public static func response(_ problem: ProblemDetails) -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -48,5 +59,77 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
         if let retry = problem.retryAfterSeconds { headers[.retryAfter] = String(retry) }
         return Response(status: HTTPResponse.Status(code: problem.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// Every error a route throws becomes problem+json (`ProblemMapper`), with the request path as its
+/// `instance`; a 5xx is logged.
+public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    public let mapper: ProblemMapper
+
+    public init(_ mapper: ProblemMapper = ProblemMapper()) {
+        self.mapper = mapper
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
+        }
+    }
+}
+
+extension ProblemMapper {
+    /// The problem for `error` with the request path as `instance`, a 5xx logged with its cause.
+    public func loggedProblem(for error: any Error, request: Request, logger: Logger) -> ProblemDetails {
+        var problem = problem(for: error)
+        if problem.instance == nil { problem.instance = request.uri.path }
+        if problem.status >= 500 {
+            logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string(String(describing: error))])
+        }
+        return problem
+    }
+}
+
+extension FieldError {
+    /// The field a JSON body failed on, as a dotted path (`shift.start`, `items[2].rssi`), and why.
+    public init(decoding error: DecodingError) {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+                .reduce(into: "") { result, part in
+                    result += part.hasPrefix("[") || result.isEmpty ? part : ".\(part)"
+                }
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            self.init(field: path(context.codingPath + [key]), reason: "is required")
+        case .valueNotFound(_, let context):
+            self.init(field: path(context.codingPath), reason: "is required (null given)")
+        case .typeMismatch(let type, let context):
+            self.init(field: path(context.codingPath), reason: "must be \(Self.jsonName(type))")
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty {
+                self.init(field: "", reason: "the body is not valid JSON")
+            } else {
+                self.init(field: path(context.codingPath), reason: context.debugDescription)
+            }
+        @unknown default:
+            self.init(field: "", reason: "the body does not decode")
+        }
+    }
+
+    static func jsonName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Int.Type, is Int64.Type, is Int32.Type: return "an integer"
+        case is Double.Type, is Float.Type: return "a number"
+        case is Bool.Type: return "a boolean"
+        default:
+            let name = String(describing: type)
+            if name.hasPrefix("Array") { return "an array" }
+            if name.hasPrefix("Dictionary") { return "an object" }
+            return "a valid \(name)"
+        }
     }
 }

@@ -178,7 +178,7 @@ public struct PolicyAdminController: Sendable {
         do {
             draft = try JSONDecoder().decode(SitePolicyDraft.self, from: data)
         } catch let error as DecodingError {
-            throw ProblemDetails.validation([Self.fieldError(error)], detail: "the body is not a site policy")
+            throw ProblemDetails.validation([FieldError(decoding: error)], detail: "the body is not a site policy")
         } catch {
             throw ProblemDetails.validation([FieldError(field: "", reason: "the body is not JSON")])
         }
@@ -187,17 +187,6 @@ public struct PolicyAdminController: Sendable {
             throw ProblemDetails.validation(unknown.map { FieldError(field: $0, reason: "is not a policy field") }, detail: "the body has unknown fields")
         }
         return draft
-    }
-
-    static func fieldError(_ error: DecodingError) -> FieldError {
-        func path(_ codingPath: [any CodingKey]) -> String { codingPath.map(\.stringValue).joined(separator: ".") }
-        switch error {
-        case .typeMismatch(let type, let c): return FieldError(field: path(c.codingPath), reason: "must be \(type): \(c.debugDescription)")
-        case .valueNotFound(_, let c): return FieldError(field: path(c.codingPath), reason: "must not be null")
-        case .keyNotFound(let key, let c): return FieldError(field: path(c.codingPath + [key]), reason: "is required")
-        case .dataCorrupted(let c): return FieldError(field: path(c.codingPath), reason: c.debugDescription)
-        @unknown default: return FieldError(field: "", reason: "is not valid")
-        }
     }
 
     static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, request: Request, context: PolicyRequestContext) throws -> Response {
