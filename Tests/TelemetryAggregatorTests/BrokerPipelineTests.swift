@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import KafkaClient
 import LocalStackTesting
+import ServiceRuntime
 import TelemetryAggregatorCore
 @testable import TelemetryAggregatorService
 import Testing
@@ -51,7 +52,7 @@ struct BrokerPipelineTests {
             }
             try await produce(log.messages, producer: producer)
 
-            let sink = KafkaTelemetryDeadLetterSink(producer: producer, topic: configuration.deadLetterTopic)
+            let sink = KafkaDeadLetterSink(producer: producer, topic: configuration.deadLetterTopic)
             let first = try TelemetryPipeline(
                 kafka: kafka(), configuration: configuration,
                 processor: TelemetryBatchProcessor(client: db.client, configuration: configuration, deadLetters: sink, logger: logger),

@@ -16,7 +16,7 @@ func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
 /// A fixed "now" for the fixtures: 2026-11-20T10:30:30Z.
 let fixtureNow = Date(timeIntervalSince1970: 1_795_170_630)
 
-final class CollectingDeadLetters: TelemetryDeadLetterSink {
+final class CollectingDeadLetters: DeadLetterSink {
     let letters = Mutex<[DeadLetter]>([])
     func send(_ letters: [DeadLetter]) async throws { self.letters.withLock { $0 += letters } }
     var all: [DeadLetter] { letters.withLock { $0 } }

@@ -25,7 +25,7 @@ public enum TelemetryAggregatorServer {
         let serviceMetrics = TelemetryServiceMetrics(registry: registry)
         let processor = TelemetryBatchProcessor(
             client: client, configuration: telemetry,
-            deadLetters: KafkaTelemetryDeadLetterSink(producer: producer, topic: telemetry.deadLetterTopic), logger: logger)
+            deadLetters: KafkaDeadLetterSink(producer: producer, topic: telemetry.deadLetterTopic), logger: logger)
         let pipeline = try TelemetryPipeline(
             kafka: configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger)
         let repository = PostgresTelemetryQueryRepository(client: client, schema: telemetry.schema, logger: logger)

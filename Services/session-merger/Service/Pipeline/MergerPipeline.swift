@@ -4,49 +4,13 @@ import KafkaClient
 import Logging
 import Metrics
 import ServiceLifecycle
+import ServiceRuntime
 
 extension Duration {
     /// Whole milliseconds, for logs.
     var milliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-}
-
-/// Sends dead letters to the DLQ topic and waits for their delivery reports.
-public struct KafkaDeadLetterSink: DeadLetterSink {
-    let producer: KafkaProducer
-    let topic: String
-
-    public init(producer: KafkaProducer, topic: String) {
-        self.producer = producer
-        self.topic = topic
-    }
-
-    public func send(_ letters: [DeadLetter]) async throws {
-        let messages = try letters.map { letter in
-            KafkaOutgoingMessage(topic: topic, key: letter.partitionKey.value, value: try ProtocolCodec.wire.encode(letter))
-        }
-        let reports = try await producer.sendBatch(messages)
-        if let failed = reports.first(where: { !$0.isDelivered }) {
-            throw failed.error ?? KafkaError(kind: .broker, message: "dead letter not delivered", isFatal: false, isRetriable: true)
-        }
-    }
-}
-
-/// Seeks every assigned partition to the offset stored in `merger.consumer_offsets` (the source of
-/// truth; the broker's committed offset may be absent or behind). Partitions without a stored offset
-/// start from the group's committed offset, else the earliest.
-struct StoredOffsetsListener: KafkaRebalanceListener {
-    let processor: VettedBatchProcessor
-    let logger: Logger
-
-    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let stored = try await processor.storedOffsets(for: partitions)
-        logger.info("seeking assigned partitions to their stored offsets", metadata: [
-            "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
-        ])
-        return stored
     }
 }
 
@@ -77,7 +41,7 @@ public final class MergerPipeline: Service, Sendable {
         consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
         consumerConfiguration.autoOffsetReset = .earliest
         self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(processor: processor, logger: logger),
+            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
             logger: logger)
         self.processor = processor
         self.producer = producer

@@ -3,13 +3,8 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import SessionMergerCore
-
-/// Where dead letters go (the DLQ topic in production, a list in tests). Sent before the batch's
-/// transaction commits, so a crash can duplicate a dead letter but never lose one.
-public protocol DeadLetterSink: Sendable {
-    func send(_ letters: [DeadLetter]) async throws
-}
 
 /// What one batch did, after its transaction committed.
 public struct VettedBatchResult: Sendable {

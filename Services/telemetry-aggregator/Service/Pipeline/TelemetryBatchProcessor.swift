@@ -3,13 +3,8 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import TelemetryAggregatorCore
-
-/// Where dead letters go (the DLQ topic in production, a list in tests). Sent before the batch's
-/// transaction commits, so a crash can duplicate a dead letter but never lose one.
-public protocol TelemetryDeadLetterSink: Sendable {
-    func send(_ letters: [DeadLetter]) async throws
-}
 
 /// What one batch did, after its transaction committed.
 public struct TelemetryBatchResult: Sendable, Hashable {
@@ -43,11 +38,11 @@ public final class TelemetryBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: TelemetryConfiguration
     private let store: TelemetryStore
-    private let deadLetters: any TelemetryDeadLetterSink
+    private let deadLetters: any DeadLetterSink
     private let logger: Logger
     private let objective: SLOObjective
 
-    public init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any TelemetryDeadLetterSink, logger: Logger) {
+    public init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any DeadLetterSink, logger: Logger) {
         self.client = client
         self.configuration = configuration
         self.store = TelemetryStore(schema: configuration.schema, logger: logger)

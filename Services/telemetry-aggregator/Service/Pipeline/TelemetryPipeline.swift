@@ -3,39 +3,7 @@ import Foundation
 import KafkaClient
 import Logging
 import ServiceLifecycle
-
-/// Sends dead letters to the DLQ topic and waits for their delivery reports.
-public struct KafkaTelemetryDeadLetterSink: TelemetryDeadLetterSink {
-    let producer: KafkaProducer
-    let topic: String
-
-    public init(producer: KafkaProducer, topic: String) {
-        self.producer = producer
-        self.topic = topic
-    }
-
-    public func send(_ letters: [DeadLetter]) async throws {
-        let messages = try letters.map { letter in
-            KafkaOutgoingMessage(topic: topic, key: letter.partitionKey.value, value: try ProtocolCodec.wire.encode(letter))
-        }
-        let reports = try await producer.sendBatch(messages)
-        if let failed = reports.first(where: { !$0.isDelivered }) {
-            throw failed.error ?? KafkaError(kind: .broker, message: "dead letter not delivered", isFatal: false, isRetriable: true)
-        }
-    }
-}
-
-/// Seeks every assigned partition to the offset stored with the rollups (the source of truth).
-struct TelemetryStoredOffsetsListener: KafkaRebalanceListener {
-    let processor: TelemetryBatchProcessor
-    let logger: Logger
-
-    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let stored = try await processor.storedOffsets(for: partitions)
-        logger.info("seeking assigned partitions to their stored offsets", metadata: ["stored": "\(stored.count)", "assigned": "\(partitions.count)"])
-        return stored
-    }
-}
+import ServiceRuntime
 
 /// The consumer loop over the four topics: one batch, one transaction (`TelemetryBatchProcessor`),
 /// then the offsets are committed to the broker (informational). A batch that fails is retried with
@@ -57,7 +25,7 @@ public final class TelemetryPipeline: Service, Sendable {
         consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
         consumerConfiguration.autoOffsetReset = .earliest
         self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration, rebalanceListener: TelemetryStoredOffsetsListener(processor: processor, logger: logger),
+            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
             logger: logger)
         self.processor = processor
         self.configuration = configuration
