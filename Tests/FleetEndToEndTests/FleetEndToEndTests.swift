@@ -21,7 +21,7 @@ struct FleetEndToEndTests {
         try LocalStack.ensureStarted()
         let lock = try ServicesLock.acquire()
         defer { lock.release() }
-        try await Script.run("deploy/local/services.sh", "start")
+        try await LocalStack.runScript("deploy/local/services.sh", "start")
         do {
             var options = FleetOptions()
             options.devices = 50
@@ -45,10 +45,10 @@ struct FleetEndToEndTests {
             #expect(d.serverEvents == d.eventsPosted, "\(report.headline)")
             #expect(report.score.matchedArrivals > 0, "\(report.headline)")
         } catch {
-            try? await Script.run("deploy/local/services.sh", "stop")
+            try? await LocalStack.runScript("deploy/local/services.sh", "stop")
             throw error
         }
-        try await Script.run("deploy/local/services.sh", "stop")
+        try await LocalStack.runScript("deploy/local/services.sh", "stop")
     }
 }
 
@@ -59,7 +59,8 @@ struct ServicesLock {
     static func acquire(timeout: Duration = .seconds(3_600)) throws -> ServicesLock {
         if ProcessInfo.processInfo.environment["SERVICES_LOCK_HELD"] == "1" { return ServicesLock(fd: -1) }
         let path = LocalStack.root.appendingPathComponent(".local/run/services.lock").path
-        let fd = open(path, O_RDWR | O_CREAT, 0o644)
+        // Close-on-exec: the services started while the lock is held must not inherit (and keep) it.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ScriptFailure(output: "cannot open \(path): errno \(errno)") }
         let deadline = ContinuousClock.now + timeout
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -79,34 +80,3 @@ struct ServicesLock {
     }
 }
 
-struct ScriptFailure: Error, CustomStringConvertible {
-    let output: String
-    var description: String { output }
-}
-
-enum Script {
-    /// Runs a project script to completion (posix_spawn + waitpid on a thread of its own, as the
-    /// pipeline's end-to-end tests do: Foundation's Process did not return once services ran).
-    static func run(_ path: String, _ arguments: String...) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-e2e-\(UUID().uuidString).log")
-        let command = ([LocalStack.root.appendingPathComponent(path).path] + arguments).map { "'\($0)'" }.joined(separator: " ")
-        let argv = ["/bin/bash", "-c", "\(command) >'\(log.path)' 2>&1 </dev/null"]
-        let status: Int32 = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var pid: pid_t = 0
-                var cArgs = argv.map { strdup($0) } + [nil]
-                defer { cArgs.forEach { free($0) } }
-                guard posix_spawn(&pid, "/bin/bash", nil, nil, &cArgs, environ) == 0 else {
-                    continuation.resume(returning: -1)
-                    return
-                }
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                continuation.resume(returning: status)
-            }
-        }
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        try? FileManager.default.removeItem(at: log)
-        guard status == 0 else { throw ScriptFailure(output: "\(path) \(arguments.joined(separator: " ")) failed:\n\(output)") }
-    }
-}

@@ -161,7 +161,7 @@ actor RunningPipeline {
 
     private static func start() async throws -> RunningPipeline {
         try LocalStack.ensureStarted()
-        try await runScript("deploy/local/services.sh", "start")
+        try await LocalStack.runScript("deploy/local/services.sh", "start")
         let keys = try String(contentsOf: LocalStack.root.appendingPathComponent(".local/run/secrets/device-token-keys"), encoding: .utf8)
         let signer = try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
         let postgres = try LocalStack.postgres.makeClient(logger: logger)
@@ -189,37 +189,6 @@ actor RunningPipeline {
             http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: site.id,
             beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
         )
-    }
-
-    /// Runs a project script to completion, its output in a file. posix_spawn and waitpid on a
-    /// thread of its own: Foundation's `Process.waitUntilExit` never returned here once the script
-    /// had left background services running.
-    static func runScript(_ path: String, _ arguments: String...) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString).log")
-        let command = ([LocalStack.root.appendingPathComponent(path).path] + arguments).map { "'\($0)'" }.joined(separator: " ")
-        let argv = ["/bin/bash", "-c", "\(command) >'\(log.path)' 2>&1 </dev/null"]
-        let status: Int32 = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var pid: pid_t = 0
-                var cArgs = argv.map { strdup($0) } + [nil]
-                defer { cArgs.forEach { free($0) } }
-                guard posix_spawn(&pid, "/bin/bash", nil, nil, &cArgs, environ) == 0 else {
-                    continuation.resume(returning: -1)
-                    return
-                }
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                continuation.resume(returning: status)
-            }
-        }
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        try? FileManager.default.removeItem(at: log)
-        guard status == 0 else { throw ScriptError(output: output) }
-    }
-
-    struct ScriptError: Error, CustomStringConvertible {
-        let output: String
-        var description: String { "services.sh failed:\n\(output)" }
     }
 
     /// A new user with an enrolled device, published to the gateway's and the policy's caches.
