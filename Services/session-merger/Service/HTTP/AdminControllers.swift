@@ -3,6 +3,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import NIOCore
+import ServiceRuntime
 import SessionMergerCore
 
 /// A page of a list endpoint (the registry's shape).
@@ -24,7 +25,7 @@ struct SessionsController {
     func addRoutes(to group: RouterGroup<MergerRequestContext>) {
         group.get("sessions") { request, context in
             try context.authorize(.viewer)
-            let query = try QueryParameters(request, allowed: Self.parameters)
+            let query = try StrictQuery(request, allowed: Self.parameters)
             let userId = try query.string("userId")
             let siteId = try query.string("siteId")
             guard userId != nil || siteId != nil else {
@@ -66,7 +67,7 @@ struct PipelineController {
     func addRoutes(to group: RouterGroup<MergerRequestContext>) {
         group.get("pipeline") { request, context in
             try context.authorize(.admin)
-            _ = try QueryParameters(request, allowed: [])
+            _ = try StrictQuery(request, allowed: [])
             let status = try await repository.pipelineStatus(groupId: groupId, now: Date())
             return try Reply.json(status, request: request, context: context)
         }
@@ -98,7 +99,7 @@ struct DailyAttendanceController {
     func addRoutes(to group: RouterGroup<MergerRequestContext>) {
         group.get("attendance/daily") { request, context in
             try context.authorize(.viewer)
-            let query = try QueryParameters(request, allowed: Self.parameters)
+            let query = try StrictQuery(request, allowed: Self.parameters)
             var missing: [FieldError] = []
             let siteId = try query.string("siteId")
             let userId = try query.string("userId")

@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import NIOCore
+import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// `GET /v1/slo` body.
@@ -44,7 +45,7 @@ enum TelemetryJSON {
 /// `GET /v1/slo?site=&appVersion=&deviceModel=`: the SLO over every window, the 30-day error budget
 /// and the burn-rate alerts, for the filtered events.
 struct SLOController<Context: RequestContext>: Sendable {
-    static var parameters: Set<String> { TelemetryQueryParameters.filterNames }
+    static var parameters: Set<String> { StrictQuery.telemetryFilterNames }
 
     let repository: any TelemetryQueryRepository
     let objective: SLOObjective
@@ -52,7 +53,7 @@ struct SLOController<Context: RequestContext>: Sendable {
 
     func addRoutes(to router: Router<Context>) {
         router.get("v1/slo") { request, _ in
-            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let query = try StrictQuery(request, allowed: Self.parameters)
             let filter = try query.filter()
             let now = self.now()
             let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
@@ -64,7 +65,7 @@ struct SLOController<Context: RequestContext>: Sendable {
 
 /// `GET /v1/metrics/summary?window=5m|1h|1d|30d&site=&appVersion=&deviceModel=&groupBy=site|appVersion|deviceModel`.
 struct MetricsSummaryController<Context: RequestContext>: Sendable {
-    static var parameters: Set<String> { TelemetryQueryParameters.filterNames.union(["window", "groupBy"]) }
+    static var parameters: Set<String> { StrictQuery.telemetryFilterNames.union(["window", "groupBy"]) }
     static var windows: [String: SLOWindow] { Dictionary(uniqueKeysWithValues: SLOWindow.summaryWindows.map { ($0.rawValue, $0) }) }
     static var dimensions: [String: DimensionName] { Dictionary(uniqueKeysWithValues: DimensionName.allCases.map { ($0.rawValue, $0) }) }
 
@@ -73,7 +74,7 @@ struct MetricsSummaryController<Context: RequestContext>: Sendable {
 
     func addRoutes(to router: Router<Context>) {
         router.get("v1/metrics/summary") { request, _ in
-            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let query = try StrictQuery(request, allowed: Self.parameters)
             let filter = try query.filter()
             let window = try query.choice("window", Self.windows) ?? .hour1
             let groupBy = try query.choice("groupBy", Self.dimensions)
@@ -102,7 +103,7 @@ struct MetricsSummaryController<Context: RequestContext>: Sendable {
 
 /// `GET /?site=&appVersion=&deviceModel=`: the status page (HTML with server-rendered SVG charts).
 struct StatusPageController<Context: RequestContext>: Sendable {
-    static var parameters: Set<String> { TelemetryQueryParameters.filterNames }
+    static var parameters: Set<String> { StrictQuery.telemetryFilterNames }
 
     let repository: any TelemetryQueryRepository
     let objective: SLOObjective
@@ -110,7 +111,7 @@ struct StatusPageController<Context: RequestContext>: Sendable {
 
     func addRoutes(to router: Router<Context>) {
         router.get("/") { request, _ in
-            let query = try TelemetryQueryParameters(request, allowed: Self.parameters)
+            let query = try StrictQuery(request, allowed: Self.parameters)
             let filter = try query.filter()
             let now = self.now()
             let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
