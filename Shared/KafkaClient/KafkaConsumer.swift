@@ -537,3 +537,35 @@ func blockingAwait(_ body: @escaping @Sendable () async -> Void) {
         return true
     }
 }
+
+extension KafkaConsumer {
+    /// Runs the consumer and hands each batch to `body`, one at a time, until the batches end
+    /// (shutdown) or `body` returns false; then stops the consumer and waits for it to leave the
+    /// group. `alongside` (a pruning or monitoring loop, say) runs beside the batches and is cancelled
+    /// when they end. A consumer that fails to start ends the batches and rethrows its error.
+    public func consume(
+        alongside: (@Sendable () async -> Void)? = nil,
+        _ body: (KafkaMessageBatch) async throws -> Bool
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await self.run()
+                } catch {
+                    // A consumer that fails to start never ends `batches` by itself.
+                    self.triggerShutdown()
+                    throw error
+                }
+            }
+            try await withThrowingTaskGroup(of: Void.self) { side in
+                if let alongside { side.addTask { await alongside() } }
+                for await batch in batches {
+                    guard try await body(batch) else { break }
+                }
+                side.cancelAll()
+            }
+            triggerShutdown()
+            try await group.waitForAll()
+        }
+    }
+}

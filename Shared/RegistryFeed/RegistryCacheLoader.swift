@@ -86,22 +86,9 @@ public final class RegistryCacheLoader: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [consumer] in
-                do {
-                    try await consumer.run()
-                } catch {
-                    // A consumer that fails to start never ends `batches` by itself.
-                    consumer.triggerShutdown()
-                    throw error
-                }
-            }
-            group.addTask { [self] in await self.monitorCatchUp() }
-            for await batch in consumer.batches {
-                apply(batch)
-            }
-            group.cancelAll()
-            try await group.waitForAll()
+        try await consumer.consume(alongside: { [self] in await self.monitorCatchUp() }) { batch in
+            apply(batch)
+            return true
         }
     }
 

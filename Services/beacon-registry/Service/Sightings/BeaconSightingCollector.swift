@@ -42,22 +42,9 @@ public final class BeaconSightingCollector: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [consumer] in
-                do {
-                    try await consumer.run()
-                } catch {
-                    consumer.triggerShutdown()
-                    throw error
-                }
-            }
-            group.addTask { [self] in await self.pruneForever() }
-            for await batch in consumer.batches.cancelOnGracefulShutdown() {
-                try await store(batch)
-            }
-            consumer.triggerShutdown()
-            group.cancelAll()
-            try await group.waitForAll()
+        try await consumer.consume(alongside: { [self] in await self.pruneForever() }) { batch in
+            try await store(batch)
+            return true
         }
     }
 

@@ -58,20 +58,9 @@ public final class VerdictListener: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [consumer] in
-                do {
-                    try await consumer.run()
-                } catch {
-                    consumer.triggerShutdown()
-                    throw error
-                }
-            }
-            for await batch in consumer.batches {
-                handle(batch)
-            }
-            group.cancelAll()
-            try await group.waitForAll()
+        try await consumer.consume { batch in
+            handle(batch)
+            return true
         }
     }
 

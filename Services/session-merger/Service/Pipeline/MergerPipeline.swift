@@ -51,23 +51,7 @@ public final class MergerPipeline: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [consumer] in
-                do {
-                    try await consumer.run()
-                } catch {
-                    consumer.triggerShutdown()
-                    throw error
-                }
-            }
-            for await batch in consumer.batches {
-                guard try await handle(batch) else {
-                    consumer.triggerShutdown()
-                    break
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await consumer.consume { batch in try await handle(batch) }
     }
 
     /// Stops reading after the current batch (as graceful shutdown does).

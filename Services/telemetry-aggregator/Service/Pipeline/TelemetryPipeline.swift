@@ -34,23 +34,7 @@ public final class TelemetryPipeline: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [consumer] in
-                do {
-                    try await consumer.run()
-                } catch {
-                    consumer.triggerShutdown()
-                    throw error
-                }
-            }
-            for await batch in consumer.batches {
-                guard await handle(batch) else {
-                    consumer.triggerShutdown()
-                    break
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await consumer.consume { batch in await handle(batch) }
     }
 
     public func stop() {
