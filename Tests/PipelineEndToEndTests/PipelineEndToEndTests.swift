@@ -197,14 +197,7 @@ actor RunningPipeline {
         let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
         let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
         // The running registry publishes its outbox; wait until it did, and a little for the caches.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            let rows = try await postgres.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: Self.logger)
-            var pending = 1
-            for try await n in rows.decode(Int.self) { pending = n }
-            if pending == 0 { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        _ = try await RegistryChangePublisher.waitUntilPublished(client: postgres, logger: Self.logger, timeout: .seconds(60), interval: .milliseconds(100))
         try await Task.sleep(for: .seconds(2))
         return EnrolledDevice(userId: user.id, deviceId: credentials.device.id, token: credentials.token)
     }

@@ -74,18 +74,10 @@ public struct EnrolledFleet: Sendable {
 
     /// Waits until the registry service has published every change, then a little for the caches.
     public static func waitUntilPublished(client: PostgresClient, logger: Logger, timeout: Duration = .seconds(120)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let rows = try await client.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: logger)
-            var pending = 0
-            for try await n in rows.decode(Int.self) { pending = n }
-            if pending == 0 {
-                try await Task.sleep(for: .seconds(3))
-                return
-            }
-            try await Task.sleep(for: .milliseconds(200))
+        guard try await RegistryChangePublisher.waitUntilPublished(client: client, logger: logger, timeout: timeout) else {
+            throw FleetError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
         }
-        throw FleetError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
+        try await Task.sleep(for: .seconds(3))
     }
 
     /// The device-token signing keys: `DEVICE_TOKEN_KEYS`, else the local stack's secrets file.

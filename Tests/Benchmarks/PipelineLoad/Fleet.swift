@@ -56,18 +56,10 @@ struct LoadFleet: Sendable {
     /// Waits until the registry service has published every change (its outbox is empty), then a
     /// little longer for the gateway's and the policy's caches to apply them.
     static func waitUntilPublished(client: PostgresClient, logger: Logger, timeout: Duration = .seconds(120)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let rows = try await client.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: logger)
-            var pending = 0
-            for try await n in rows.decode(Int.self) { pending = n }
-            if pending == 0 {
-                try await Task.sleep(for: .seconds(3))
-                return
-            }
-            try await Task.sleep(for: .milliseconds(200))
+        guard try await RegistryChangePublisher.waitUntilPublished(client: client, logger: logger, timeout: timeout) else {
+            throw LoadError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
         }
-        throw LoadError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
+        try await Task.sleep(for: .seconds(3))
     }
 }
 

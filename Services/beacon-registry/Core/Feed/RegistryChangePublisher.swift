@@ -120,6 +120,24 @@ public final class RegistryChangePublisher: Service, Sendable {
     private let configuration: RegistryChangePublisherConfiguration
     private let logger: Logger
 
+    /// Waits until a running publisher has emptied the outbox (every row stamped `published_at`),
+    /// checking every `interval`. Tools that write registry rows and then need the feed's readers to
+    /// know them (the fleet simulator, load generators, end-to-end tests) call it.
+    /// - Returns: false when rows were still unpublished after `timeout`.
+    public static func waitUntilPublished(
+        client: PostgresClient, logger: Logger, timeout: Duration, interval: Duration = .milliseconds(200)
+    ) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let rows = try await client.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: logger)
+            var pending = 1
+            for try await n in rows.decode(Int.self) { pending = n }
+            if pending == 0 { return true }
+            try await Task.sleep(for: interval)
+        }
+        return false
+    }
+
     public init(
         client: PostgresClient, producer: KafkaProducer, configuration: RegistryChangePublisherConfiguration = .init(),
         logger: Logger
