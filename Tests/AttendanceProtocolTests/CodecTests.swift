@@ -148,3 +148,60 @@ struct CodecTests {
         #expect(try ProtocolCodec.wire.decode(AttendanceEvent.self, from: data) == Sample.extendedEvent)
     }
 }
+
+@Suite("Codec: a member's source bytes")
+struct MemberSourceTests {
+    @Test func theRawEnvelopeOfAVettedEventComesBackAsItArrived() throws {
+        let vetted = VettedEvent(raw: Sample.raw(.event(Sample.seedEvent)), decision: Sample.decision)
+        let bytes = try ProtocolCodec.wire.encode(vetted)
+        let (decoded, source) = try ProtocolCodec.wire.decode(VettedEvent.self, from: bytes, keepingSourceOf: "raw")
+        #expect(decoded == vetted)
+        let raw = try #require(source)
+        #expect(Array(raw) == (try ProtocolCodec.wire.encode(vetted.raw)))
+        #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: Array(raw)) == vetted.raw)
+    }
+
+    @Test func onlyTheTopLevelMemberCountsAndStringsDoNotConfuseTheScan() throws {
+        struct Doc: Decodable { var inner: [String: String]; var raw: [String: String] }
+        let text = #" { "inner" : {"raw":"not this}"} , "raw" :  {"a":"}\"{","b":"x"}  } "#
+        let (doc, source) = try ProtocolCodec.wire.decode(Doc.self, from: Array(text.utf8), keepingSourceOf: "raw")
+        #expect(doc.raw == ["a": "}\"{", "b": "x"])
+        #expect(source.map { String(decoding: $0, as: UTF8.self) } == #"{"a":"}\"{","b":"x"}"#)
+    }
+
+    @Test func anAbsentMemberHasNoSourceAndMalformedInputStillFails() throws {
+        let (value, source) = try ProtocolCodec.wire.decode([String: Int].self, from: Array(#"{"a":1}"#.utf8), keepingSourceOf: "raw")
+        #expect(value == ["a": 1])
+        #expect(source == nil)
+        #expect(throws: ProtocolDecodingError.self) {
+            try ProtocolCodec.wire.decode([String: Int].self, from: Array(#"{"raw":1,}"#.utf8), keepingSourceOf: "raw")
+        }
+    }
+}
+
+@Suite("Codec: optional members")
+struct OptionalMemberTests {
+    struct Doc: Decodable, Equatable {
+        var s: String?; var i: Int?; var d: Double?; var b: Bool?; var n: Int64?; var date: Date?; var list: [String]?
+    }
+
+    @Test func absentAndNullAreNilAndPresentValuesDecode() throws {
+        #expect(try ProtocolCodec.wire.decode(Doc.self, from: "{}") == Doc())
+        #expect(try ProtocolCodec.wire.decode(Doc.self, from: #"{"s":null,"i":null,"d":null,"b":null,"n":null,"date":null,"list":null}"#) == Doc())
+        let full = try ProtocolCodec.wire.decode(
+            Doc.self, from: #"{"s":"x","i":3,"d":1.5,"b":true,"n":-7,"date":"2025-09-18T06:35:12Z","list":["a"]}"#)
+        #expect(full == Doc(s: "x", i: 3, d: 1.5, b: true, n: -7, date: WireTimestamp.date(from: "2025-09-18T06:35:12Z"), list: ["a"]))
+    }
+
+    @Test func aPresentValueOfTheWrongTypeIsStillAnErrorNamingTheField() {
+        #expect(throws: ProtocolDecodingError.self) { try ProtocolCodec.wire.decode(Doc.self, from: #"{"i":"3"}"#) }
+        #expect(throws: ProtocolDecodingError.self) { try ProtocolCodec.wire.decode(Doc.self, from: #"{"i":1.5}"#) }
+        #expect(throws: ProtocolDecodingError.self) { try ProtocolCodec.wire.decode(Doc.self, from: #"{"date":"yesterday"}"#) }
+        do {
+            _ = try ProtocolCodec.wire.decode(Doc.self, from: #"{"list":[1]}"#)
+            Issue.record("decoded a list of numbers as strings")
+        } catch {
+            #expect(error.path == "list[0]")
+        }
+    }
+}

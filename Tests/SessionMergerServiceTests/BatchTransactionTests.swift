@@ -165,5 +165,61 @@ extension SessionMergerServiceTests {
                 #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND site_id = \(site) AND session_id = \(session)") == 3)
             }
         }
+
+        /// Every column as the batch decided it, NULLs included (the rows travel as one typed array per
+        /// column, nullable ones with a placeholder and a null bit), and the envelope exactly as the
+        /// policy service sent it.
+        @Test func eachColumnOfAnAcceptedAndARejectedRowIsStoredAsDecided() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())", now = Date()
+                let checkIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 20), sessionKey: sessionKey)
+                let orphan = Make.heartbeat(user: user, at: now.minus(minutes: 5), sessionKey: "sk-never-\(token())")
+                let result = try await db.process([checkIn, orphan], from: 7)
+                #expect(result.verdicts.map(\.outcome) == [.accepted, .rejected])
+                // What the merger received: times at the wire's millisecond precision.
+                func onTheWire(_ event: VettedEvent) throws -> RawEventEnvelope {
+                    try ProtocolCodec.wire.decode(VettedEvent.self, from: ProtocolCodec.wire.encode(event)).raw
+                }
+
+                struct Row: Equatable {
+                    var site: String?, sessionKey: String?, sessionId: String?, retryAfter: Int?, policyVersion: Int?, risk: Double?
+                    var topic: String?, partition: Int?, offset: Int64?, eventTime: Date, envelope: String
+                }
+                func row(_ key: String) async throws -> Row {
+                    let rows = try await db.client.query("""
+                        SELECT site_id, session_key, session_id, retry_after_seconds, policy_version, risk_score, source_topic,
+                               source_partition, source_offset, event_time, envelope::text
+                        FROM merger.events WHERE idempotency_key = \(key)
+                        """, logger: MergerDB.logger)
+                    for try await (site, sessionKey, sessionId, retry, version, risk, topic, partition, offset, time, envelope)
+                        in rows.decode((String?, String?, String?, Int?, Int?, Double?, String?, Int?, Int64?, Date, String).self) {
+                        return Row(site: site, sessionKey: sessionKey, sessionId: sessionId, retryAfter: retry, policyVersion: version,
+                                   risk: risk, topic: topic, partition: partition, offset: offset, eventTime: time, envelope: envelope)
+                    }
+                    throw MergerWriteConflict(what: "no row for \(key)")
+                }
+
+                let accepted = try await row(checkIn.raw.idempotencyKey)
+                #expect(accepted.site == site)
+                #expect(accepted.sessionKey == sessionKey)
+                #expect(accepted.sessionId == SessionSnapshot.id(anchorIdempotencyKey: checkIn.raw.idempotencyKey))
+                #expect(accepted.retryAfter == nil)
+                #expect(accepted.policyVersion == 7)
+                #expect(accepted.risk == 0.05)
+                #expect(accepted.topic == db.topic && accepted.partition == 0 && accepted.offset == 7)
+                #expect(accepted.eventTime == (try onTheWire(checkIn)).payload.eventTime)
+                #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: accepted.envelope) == (try onTheWire(checkIn)))
+                #expect(accepted.envelope == (try ProtocolCodec.wire.encodeToString(checkIn.raw)))
+
+                let rejected = try await row(orphan.raw.idempotencyKey)
+                #expect(rejected.site == nil)
+                #expect(rejected.sessionKey == orphan.raw.payload.sessionKey)
+                #expect(rejected.sessionId == nil)
+                #expect(rejected.retryAfter == nil)
+                #expect(rejected.policyVersion == 7)
+                #expect(rejected.offset == 8)
+                #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: rejected.envelope) == (try onTheWire(orphan)))
+            }
+        }
     }
 }

@@ -64,6 +64,28 @@ public struct ProtocolCodec: Sendable {
         }
     }
 
+    /// Decodes `bytes`, and also returns the source bytes of one member of the top-level object
+    /// (nil when absent): a consumer can store or forward a nested message exactly as it arrived
+    /// instead of encoding it again. Strict JSON (the wire format) whatever `allowsJSON5` says.
+    public func decode<T: Decodable>(
+        _ type: T.Type = T.self, from bytes: [UInt8], keepingSourceOf member: String
+    ) throws(ProtocolDecodingError) -> (value: T, memberSource: ArraySlice<UInt8>?) {
+        typealias Parsed = Result<(node: JSONNode, memberRange: Range<Int>?), JSONParser.SyntaxError>
+        let parsed: Parsed = bytes.withUnsafeBufferPointer { buffer in
+            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
+        }
+        let node: JSONNode, range: Range<Int>?
+        switch parsed {
+        case .success(let result): (node, range) = result
+        case .failure(let error): throw .malformedJSON(reason: error.reason)
+        }
+        do {
+            return (try TreeDecoder.decode(type, from: node), range.map { bytes[$0] })
+        } catch {
+            throw CodingPath.decodingError(from: error)
+        }
+    }
+
     public func decode<T: Decodable>(_ type: T.Type = T.self, from text: String) throws(ProtocolDecodingError) -> T {
         try decode(type, from: Array(text.utf8))
     }

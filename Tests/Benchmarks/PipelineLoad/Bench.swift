@@ -239,6 +239,7 @@ struct PipelineBench {
             let start = ContinuousClock.now
             let reports = try await producer.sendBatch(messages)
             guard reports.allSatisfy({ $0.isDelivered }) else { throw LoadError("vetted events not delivered") }
+            say(String(format: "    produced in %.2f s", (ContinuousClock.now - start).seconds))
             // Done when the merger's stored offsets (written in the same transaction as the rows) pass
             // every produced offset: a cheap primary-key read, where counting the rows each time
             // would scan merger.events and compete with the merger for PostgreSQL.

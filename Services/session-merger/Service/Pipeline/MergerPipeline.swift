@@ -51,7 +51,9 @@ public final class MergerPipeline: Service, Sendable {
     }
 
     public func run() async throws {
-        try await consumer.consume { batch in try await handle(batch) }
+        var verdictsInFlight: Task<Void, Never>?
+        try await consumer.consume { batch in try await handle(batch, verdictsInFlight: &verdictsInFlight) }
+        await verdictsInFlight?.value
     }
 
     /// Stops reading after the current batch (as graceful shutdown does).
@@ -59,8 +61,11 @@ public final class MergerPipeline: Service, Sendable {
         consumer.triggerShutdown()
     }
 
+    /// - Parameter verdictsInFlight: the previous batch's verdicts, still being produced. A batch's
+    ///   verdicts are produced while the next batch is stored (waiting for their delivery reports
+    ///   took a tenth of each batch's time); one batch's at a time, so they stay in batch order.
     /// - Returns: false when the batch could not be stored before shutdown (stop consuming).
-    private func handle(_ batch: KafkaMessageBatch) async throws -> Bool {
+    private func handle(_ batch: KafkaMessageBatch, verdictsInFlight: inout Task<Void, Never>?) async throws -> Bool {
         var backoff = Duration.milliseconds(100)
         while true {
             let result: VettedBatchResult
@@ -81,7 +86,9 @@ public final class MergerPipeline: Service, Sendable {
             let stored = ContinuousClock.now
             MergerMetrics.record(result, storeDuration: stored - started)
             try await afterCommit(result)
-            await produceVerdicts(result.verdicts)
+            await verdictsInFlight?.value
+            let verdicts = result.verdicts
+            verdictsInFlight = Task { await self.produceVerdicts(verdicts) }
             let answered = ContinuousClock.now
             if configuration.commitOffsetsToBroker {
                 do {
@@ -92,7 +99,7 @@ public final class MergerPipeline: Service, Sendable {
             }
             logger.debug("batch stored", metadata: [
                 "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
-                "verdictsMs": "\((answered - stored).milliseconds)", "commitMs": "\((ContinuousClock.now - answered).milliseconds)",
+                "verdictsWaitMs": "\((answered - stored).milliseconds)", "commitMs": "\((ContinuousClock.now - answered).milliseconds)",
             ])
             return true
         }

@@ -298,8 +298,8 @@ enum MergerStore {
 
     // MARK: Writing
 
-    /// One `merger.events` row, as `jsonb_to_recordset` reads it.
-    struct EventRow: Encodable {
+    /// One `merger.events` row.
+    struct EventRow {
         var idempotency_key: String
         var request_id: String
         var user_id: String
@@ -321,6 +321,7 @@ enum MergerStore {
         var policy_version: Int?
         var risk_score: Double?
         var decided_at: Date
+        /// The raw event envelope's wire JSON, as the policy service sent it.
         var envelope: String
         var gateway_instance: String
         var source_topic: String?
@@ -328,39 +329,114 @@ enum MergerStore {
         var source_offset: Int64?
     }
 
+    /// `merger.events` rows as one typed array per column: PostgresNIO binds arrays in the binary
+    /// format, so PostgreSQL unnests them without parsing a JSON document of the whole batch (which,
+    /// with the Swift side encoding it, cost more than the insert itself). Arrays cannot hold NULL
+    /// here, so nullable columns carry a placeholder and a bit in `nulls`.
+    private struct EventColumns {
+        static let siteNull: Int32 = 1, sessionKeyNull: Int32 = 2, sessionIdNull: Int32 = 4, retryAfterNull: Int32 = 8
+        static let policyVersionNull: Int32 = 16, riskScoreNull: Int32 = 32, sourceNull: Int32 = 64
+
+        var keys: [String] = [], requestIds: [String] = [], users: [String] = [], devices: [String] = []
+        var sites: [String] = [], kinds: [String] = [], eventTypes: [String] = [], sessionKeys: [String] = []
+        var eventTimes: [Date] = [], receivedAts: [Date] = [], fingerprints: [String] = [], outcomes: [String] = []
+        var httpStatuses: [Int32] = [], receipts: [String] = [], sessionIds: [String] = [], reasons: [String] = []
+        var actions: [String] = [], retryAfters: [Int32] = [], policyVersions: [Int32] = [], riskScores: [Double] = []
+        var decidedAts: [Date] = [], envelopes: [String] = [], gateways: [String] = [], sourceTopics: [String] = []
+        var sourcePartitions: [Int32] = [], sourceOffsets: [Int64] = [], nulls: [Int32] = []
+
+        init(_ rows: [EventRow]) throws {
+            for row in rows {
+                var nulls: Int32 = 0
+                func text(_ value: String?, _ bit: Int32) -> String {
+                    if value == nil { nulls |= bit }
+                    return value ?? ""
+                }
+                keys.append(row.idempotency_key)
+                requestIds.append(row.request_id)
+                users.append(row.user_id)
+                devices.append(row.device_id)
+                sites.append(text(row.site_id, Self.siteNull))
+                kinds.append(row.kind)
+                eventTypes.append(row.event_type)
+                sessionKeys.append(text(row.session_key, Self.sessionKeyNull))
+                eventTimes.append(row.event_time)
+                receivedAts.append(row.received_at)
+                fingerprints.append(row.payload_fingerprint)
+                outcomes.append(row.outcome)
+                httpStatuses.append(Int32(row.http_status))
+                receipts.append(row.server_receipt_id)
+                sessionIds.append(text(row.session_id, Self.sessionIdNull))
+                reasons.append(row.reasons.isEmpty ? "[]" : try MergerJSON.string(row.reasons))
+                actions.append(row.action)
+                if row.retry_after_seconds == nil { nulls |= Self.retryAfterNull }
+                retryAfters.append(Int32(clamping: row.retry_after_seconds ?? 0))
+                if row.policy_version == nil { nulls |= Self.policyVersionNull }
+                policyVersions.append(Int32(clamping: row.policy_version ?? 0))
+                if row.risk_score == nil { nulls |= Self.riskScoreNull }
+                riskScores.append(row.risk_score ?? 0)
+                decidedAts.append(row.decided_at)
+                envelopes.append(row.envelope)
+                gateways.append(row.gateway_instance)
+                if row.source_topic == nil || row.source_partition == nil || row.source_offset == nil { nulls |= Self.sourceNull }
+                sourceTopics.append(row.source_topic ?? "")
+                sourcePartitions.append(row.source_partition ?? 0)
+                sourceOffsets.append(row.source_offset ?? 0)
+                self.nulls.append(nulls)
+            }
+        }
+    }
+
     /// Inserts new events. Throws `MergerWriteConflict` when a key was recorded meanwhile by another
     /// transaction (the retry then answers it as a duplicate).
     static func insertEvents(_ rows: [EventRow], on connection: PostgresConnection, logger: Logger) async throws {
         guard !rows.isEmpty else { return }
-        let json = try MergerJSON.string(rows)
+        let c = try EventColumns(rows)
         let result = try await connection.query(
             """
-            INSERT INTO merger.events (
-                idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key, event_time,
-                received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
-                reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope,
-                gateway_instance, source_topic, source_partition, source_offset)
-            SELECT r.idempotency_key, r.request_id, r.user_id, r.device_id, r.site_id, r.kind, r.event_type, r.session_key,
-                   r.event_time, r.received_at, now(), r.payload_fingerprint, r.outcome, r.http_status, r.server_receipt_id,
-                   r.session_id, r.reasons, r.action, r.retry_after_seconds, r.policy_version, r.risk_score, r.decided_at,
-                   r.envelope::jsonb, r.gateway_instance, r.source_topic, r.source_partition, r.source_offset
-            FROM jsonb_to_recordset(\(json)::jsonb) AS r(
-                idempotency_key text, request_id text, user_id text, device_id text, site_id text, kind text,
-                event_type text, session_key text, event_time timestamptz, received_at timestamptz,
-                payload_fingerprint text, outcome text, http_status int, server_receipt_id text, session_id text,
-                reasons jsonb, action text, retry_after_seconds int, policy_version int, risk_score double precision,
-                decided_at timestamptz, envelope text, gateway_instance text, source_topic text, source_partition int,
-                source_offset bigint)
-            ORDER BY r.idempotency_key
-            ON CONFLICT (idempotency_key) DO NOTHING
-            RETURNING idempotency_key
+            WITH inserted AS (
+                INSERT INTO merger.events (
+                    idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key, event_time,
+                    received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
+                    reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope,
+                    gateway_instance, source_topic, source_partition, source_offset)
+                SELECT r.idempotency_key, r.request_id, r.user_id, r.device_id,
+                       CASE WHEN r.nulls & \(EventColumns.siteNull) = 0 THEN r.site_id END, r.kind, r.event_type,
+                       CASE WHEN r.nulls & \(EventColumns.sessionKeyNull) = 0 THEN r.session_key END,
+                       r.event_time, r.received_at, now(), r.payload_fingerprint, r.outcome, r.http_status, r.server_receipt_id,
+                       CASE WHEN r.nulls & \(EventColumns.sessionIdNull) = 0 THEN r.session_id END, r.reasons::jsonb, r.action,
+                       CASE WHEN r.nulls & \(EventColumns.retryAfterNull) = 0 THEN r.retry_after_seconds END,
+                       CASE WHEN r.nulls & \(EventColumns.policyVersionNull) = 0 THEN r.policy_version END,
+                       CASE WHEN r.nulls & \(EventColumns.riskScoreNull) = 0 THEN r.risk_score END,
+                       r.decided_at, r.envelope::json, r.gateway_instance,
+                       CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_topic END,
+                       CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_partition END,
+                       CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_offset END
+                FROM UNNEST(
+                    \(c.keys)::text[], \(c.requestIds)::text[], \(c.users)::text[], \(c.devices)::text[], \(c.sites)::text[],
+                    \(c.kinds)::text[], \(c.eventTypes)::text[], \(c.sessionKeys)::text[], \(c.eventTimes)::timestamptz[],
+                    \(c.receivedAts)::timestamptz[], \(c.fingerprints)::text[], \(c.outcomes)::text[], \(c.httpStatuses)::int4[],
+                    \(c.receipts)::text[], \(c.sessionIds)::text[], \(c.reasons)::text[], \(c.actions)::text[],
+                    \(c.retryAfters)::int4[], \(c.policyVersions)::int4[], \(c.riskScores)::float8[], \(c.decidedAts)::timestamptz[],
+                    \(c.envelopes)::text[], \(c.gateways)::text[], \(c.sourceTopics)::text[], \(c.sourcePartitions)::int4[],
+                    \(c.sourceOffsets)::int8[], \(c.nulls)::int4[]
+                ) AS r(
+                    idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key, event_time,
+                    received_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id, reasons, action,
+                    retry_after_seconds, policy_version, risk_score, decided_at, envelope, gateway_instance, source_topic,
+                    source_partition, source_offset, nulls)
+                ORDER BY r.idempotency_key
+                ON CONFLICT (idempotency_key) DO NOTHING
+                RETURNING 1
+            )
+            SELECT count(*)::int8 FROM inserted
             """,
             logger: logger
         )
-        var inserted = 0
-        for try await _ in result.decode(String.self) { inserted += 1 }
+        var inserted: Int64 = 0
+        for try await count in result.decode(Int64.self) { inserted = count }
         guard inserted == rows.count else {
-            throw MergerWriteConflict(what: "\(rows.count - inserted) idempotency keys were recorded by a concurrent transaction")
+            throw MergerWriteConflict(what: "\(rows.count - Int(inserted)) idempotency keys were recorded by a concurrent transaction")
         }
     }
 
