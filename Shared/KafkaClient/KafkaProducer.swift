@@ -59,9 +59,18 @@ public final class KafkaProducer: Service, Sendable {
     /// Individual failures are in the reports; the call throws only when the producer cannot take
     /// work at all (shut down, or a fatal idempotence error).
     public func sendBatch(_ messages: [KafkaOutgoingMessage]) async throws(KafkaError) -> [KafkaDeliveryReport] {
-        guard !messages.isEmpty else { return [] }
+        try await enqueue(messages).reports()
+    }
+
+    /// `sendBatch` in two steps: hands every message to librdkafka, in order, and returns without
+    /// waiting for the broker. Messages enqueued after this returns follow these in each partition
+    /// (the producer is idempotent), so a consumer can decide its next batch while this one is
+    /// acknowledged. The reports arrive whether or not anyone awaits them.
+    public func enqueue(_ messages: [KafkaOutgoingMessage]) async throws(KafkaError) -> KafkaPendingDelivery {
+        guard !messages.isEmpty else { return KafkaPendingDelivery(batch: nil) }
         try checkAcceptingWork()
         let batch = DeliveryBatch(messages: messages)
+        batch.keepAliveUntilComplete()
         var topic: (name: String, handle: TopicHandle)?
         var index = 0
         while index < messages.count {
@@ -85,8 +94,7 @@ public final class KafkaProducer: Service, Sendable {
             }
             index += 1
         }
-        // Always wait for every outstanding report: librdkafka holds pointers into the batch.
-        return await batch.wait()
+        return KafkaPendingDelivery(batch: batch)
     }
 
     public func run() async throws {
@@ -189,9 +197,20 @@ struct TopicHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// Collects the delivery reports of one `sendBatch` call. Each message's opaque points at its slot
+/// Messages enqueued and not yet acknowledged (`KafkaProducer.enqueue`).
+public struct KafkaPendingDelivery: Sendable {
+    fileprivate let batch: DeliveryBatch?
+
+    /// Every message's delivery report, in the order they were enqueued.
+    public func reports() async -> [KafkaDeliveryReport] {
+        guard let batch else { return [] }
+        return await batch.wait()
+    }
+}
+
+/// Collects the delivery reports of one `enqueue` call. Each message's opaque points at its slot
 /// in one buffer allocated per batch (no allocation or reference counting per message); a slot
-/// leads back to the batch and the message's index. `sendBatch` keeps the batch alive until every
+/// leads back to the batch and the message's index. The batch keeps itself alive until every
 /// report arrived, so the callback's unretained reference is always valid.
 final class DeliveryBatch: @unchecked Sendable {
     private struct Slot {
@@ -203,6 +222,8 @@ final class DeliveryBatch: @unchecked Sendable {
         var remaining: Int
         var reports: [KafkaDeliveryReport?]
         var continuation: CheckedContinuation<[KafkaDeliveryReport], Never>?
+        /// librdkafka holds pointers into the batch: it keeps itself alive until the last report.
+        var keepAlive: DeliveryBatch?
     }
 
     private let topics: [String]
@@ -224,6 +245,10 @@ final class DeliveryBatch: @unchecked Sendable {
 
     func opaque(for index: Int) -> UnsafeMutableRawPointer { UnsafeMutableRawPointer(slots + index) }
 
+    func keepAliveUntilComplete() {
+        state.withLock { if $0.remaining > 0 { $0.keepAlive = self } }
+    }
+
     /// Called from librdkafka's delivery-report callback.
     static func complete(opaque: UnsafeMutableRawPointer, partition: Int32, offset: Int64, error: KafkaError?) {
         let slot = opaque.assumingMemoryBound(to: Slot.self).pointee
@@ -233,14 +258,19 @@ final class DeliveryBatch: @unchecked Sendable {
 
     func complete(index: Int, partition: Int32, offset: Int64, error: KafkaError?) {
         let report = KafkaDeliveryReport(topic: topics[index], partition: partition, offset: offset, error: error)
+        var released: DeliveryBatch?
         let finished: (CheckedContinuation<[KafkaDeliveryReport], Never>, [KafkaDeliveryReport])? = state.withLock { state in
             state.reports[index] = report
             state.remaining -= 1
-            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            guard state.remaining == 0 else { return nil }
+            released = state.keepAlive
+            state.keepAlive = nil
+            guard let continuation = state.continuation else { return nil }
             state.continuation = nil
             return (continuation, state.reports.map { $0! })
         }
         if let (continuation, reports) = finished { continuation.resume(returning: reports) }
+        _ = released  // released here, outside the lock
     }
 
     func wait() async -> [KafkaDeliveryReport] {

@@ -339,11 +339,17 @@ enum MergerStore {
 
         var keys: [String] = [], requestIds: [String] = [], users: [String] = [], devices: [String] = []
         var sites: [String] = [], kinds: [String] = [], eventTypes: [String] = [], sessionKeys: [String] = []
-        var eventTimes: [Date] = [], receivedAts: [Date] = [], fingerprints: [String] = [], outcomes: [String] = []
+        var eventTimes: [Int64] = [], receivedAts: [Int64] = [], fingerprints: [String] = [], outcomes: [String] = []
         var httpStatuses: [Int32] = [], receipts: [String] = [], sessionIds: [String] = [], reasons: [String] = []
         var actions: [String] = [], retryAfters: [Int32] = [], policyVersions: [Int32] = [], riskScores: [Double] = []
-        var decidedAts: [Date] = [], envelopes: [String] = [], gateways: [String] = [], sourceTopics: [String] = []
+        var decidedAts: [Int64] = [], envelopes: [String] = [], gateways: [String] = [], sourceTopics: [String] = []
         var sourcePartitions: [Int32] = [], sourceOffsets: [Int64] = [], nulls: [Int32] = []
+
+        /// Times travel as whole microseconds since 1970, rounded to the wire's millisecond: the values
+        /// the envelope carries, stored exactly. (A `Date` bound as timestamptz is truncated to the
+        /// microsecond, so `…08.123` could be stored as `…08.122999` and differ from the same time
+        /// decoded from the wire, where timelines compare them.)
+        static func microseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1_000).rounded()) * 1_000 }
 
         init(_ rows: [EventRow]) throws {
             for row in rows {
@@ -360,8 +366,8 @@ enum MergerStore {
                 kinds.append(row.kind)
                 eventTypes.append(row.event_type)
                 sessionKeys.append(text(row.session_key, Self.sessionKeyNull))
-                eventTimes.append(row.event_time)
-                receivedAts.append(row.received_at)
+                eventTimes.append(Self.microseconds(row.event_time))
+                receivedAts.append(Self.microseconds(row.received_at))
                 fingerprints.append(row.payload_fingerprint)
                 outcomes.append(row.outcome)
                 httpStatuses.append(Int32(row.http_status))
@@ -375,7 +381,7 @@ enum MergerStore {
                 policyVersions.append(Int32(clamping: row.policy_version ?? 0))
                 if row.risk_score == nil { nulls |= Self.riskScoreNull }
                 riskScores.append(row.risk_score ?? 0)
-                decidedAts.append(row.decided_at)
+                decidedAts.append(Self.microseconds(row.decided_at))
                 envelopes.append(row.envelope)
                 gateways.append(row.gateway_instance)
                 if row.source_topic == nil || row.source_partition == nil || row.source_offset == nil { nulls |= Self.sourceNull }
@@ -403,21 +409,22 @@ enum MergerStore {
                 SELECT r.idempotency_key, r.request_id, r.user_id, r.device_id,
                        CASE WHEN r.nulls & \(EventColumns.siteNull) = 0 THEN r.site_id END, r.kind, r.event_type,
                        CASE WHEN r.nulls & \(EventColumns.sessionKeyNull) = 0 THEN r.session_key END,
-                       r.event_time, r.received_at, now(), r.payload_fingerprint, r.outcome, r.http_status, r.server_receipt_id,
+                       'epoch'::timestamptz + r.event_time * interval '1 microsecond',
+                       'epoch'::timestamptz + r.received_at * interval '1 microsecond', now(), r.payload_fingerprint, r.outcome, r.http_status, r.server_receipt_id,
                        CASE WHEN r.nulls & \(EventColumns.sessionIdNull) = 0 THEN r.session_id END, r.reasons::jsonb, r.action,
                        CASE WHEN r.nulls & \(EventColumns.retryAfterNull) = 0 THEN r.retry_after_seconds END,
                        CASE WHEN r.nulls & \(EventColumns.policyVersionNull) = 0 THEN r.policy_version END,
                        CASE WHEN r.nulls & \(EventColumns.riskScoreNull) = 0 THEN r.risk_score END,
-                       r.decided_at, r.envelope::json, r.gateway_instance,
+                       'epoch'::timestamptz + r.decided_at * interval '1 microsecond', r.envelope::json, r.gateway_instance,
                        CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_topic END,
                        CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_partition END,
                        CASE WHEN r.nulls & \(EventColumns.sourceNull) = 0 THEN r.source_offset END
                 FROM UNNEST(
                     \(c.keys)::text[], \(c.requestIds)::text[], \(c.users)::text[], \(c.devices)::text[], \(c.sites)::text[],
-                    \(c.kinds)::text[], \(c.eventTypes)::text[], \(c.sessionKeys)::text[], \(c.eventTimes)::timestamptz[],
-                    \(c.receivedAts)::timestamptz[], \(c.fingerprints)::text[], \(c.outcomes)::text[], \(c.httpStatuses)::int4[],
+                    \(c.kinds)::text[], \(c.eventTypes)::text[], \(c.sessionKeys)::text[], \(c.eventTimes)::int8[],
+                    \(c.receivedAts)::int8[], \(c.fingerprints)::text[], \(c.outcomes)::text[], \(c.httpStatuses)::int4[],
                     \(c.receipts)::text[], \(c.sessionIds)::text[], \(c.reasons)::text[], \(c.actions)::text[],
-                    \(c.retryAfters)::int4[], \(c.policyVersions)::int4[], \(c.riskScores)::float8[], \(c.decidedAts)::timestamptz[],
+                    \(c.retryAfters)::int4[], \(c.policyVersions)::int4[], \(c.riskScores)::float8[], \(c.decidedAts)::int8[],
                     \(c.envelopes)::text[], \(c.gateways)::text[], \(c.sourceTopics)::text[], \(c.sourcePartitions)::int4[],
                     \(c.sourceOffsets)::int8[], \(c.nulls)::int4[]
                 ) AS r(
