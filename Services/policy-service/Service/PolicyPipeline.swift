@@ -6,6 +6,7 @@ import Metrics
 import PolicyServiceCore
 import RegistryFeed
 import ServiceLifecycle
+import ServiceRuntime
 import Synchronization
 
 /// Topic names and batching of the policy pipeline (tests use their own topics).
@@ -216,11 +217,7 @@ public final class PolicyPipeline: Service, Sendable {
     }
 
     private func deadLetter(_ message: KafkaMessage, error: ProtocolDecodingError, now: Date) -> KafkaOutgoingMessage {
-        let letter = DeadLetter(
-            sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
-            payload: Data(message.value ?? []), decodingError: error, consumer: configuration.groupId, failedAt: now
-        )
-        return encode(letter, message: message)
+        encode(DeadLetter(undecodable: message, error: error, consumer: configuration.groupId, failedAt: now), message: message)
     }
 
     private func deadLetter(_ message: KafkaMessage, reason: DeadLetterReason, detail: String, field: String?, now: Date) -> KafkaOutgoingMessage {

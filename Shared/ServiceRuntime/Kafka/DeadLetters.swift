@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import Foundation
 import KafkaClient
 import Logging
 
@@ -49,5 +50,21 @@ public struct StoredOffsetsListener: KafkaRebalanceListener {
             "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
         ])
         return stored
+    }
+}
+
+extension DeadLetter {
+    /// The dead letter for a polled record that has no value: nothing to decode.
+    public init(emptyRecord message: KafkaMessage, consumer: String, failedAt: Date) {
+        self.init(
+            sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+            payload: Data(), reason: .decodeFailed, detail: "the record has no value", consumer: consumer, failedAt: failedAt)
+    }
+
+    /// The dead letter for a polled record whose value did not decode.
+    public init(undecodable message: KafkaMessage, error: ProtocolDecodingError, consumer: String, failedAt: Date) {
+        self.init(
+            sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
+            payload: Data(message.value ?? []), decodingError: error, consumer: consumer, failedAt: failedAt)
     }
 }

@@ -118,18 +118,14 @@ public final class VettedBatchProcessor: Sendable {
             decoded.reserveCapacity(slice.count)
             for message in slice {
                 guard let value = message.value, !value.isEmpty else {
-                    letters.append(DeadLetter(
-                        sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
-                        payload: Data(), reason: .decodeFailed, detail: "the record has no value", consumer: consumer, failedAt: failedAt))
+                    letters.append(DeadLetter(emptyRecord: message, consumer: consumer, failedAt: failedAt))
                     continue
                 }
                 do {
                     let (vetted, rawSource) = try ProtocolCodec.wire.decode(VettedEvent.self, from: value, keepingSourceOf: "raw")
                     decoded.append(DecodedMessage(message: message, vetted: vetted, rawSource: rawSource))
                 } catch {
-                    letters.append(DeadLetter(
-                        sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
-                        payload: Data(value), decodingError: error, consumer: consumer, failedAt: failedAt))
+                    letters.append(DeadLetter(undecodable: message, error: error, consumer: consumer, failedAt: failedAt))
                 }
             }
             return (decoded, letters)

@@ -78,9 +78,7 @@ public final class TelemetryBatchProcessor: Sendable {
         let failedAt = Date()
         for message in messages {
             guard let value = message.value, !value.isEmpty else {
-                letters.append(DeadLetter(
-                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
-                    payload: Data(), reason: .decodeFailed, detail: "the record has no value", consumer: consumerName, failedAt: failedAt))
+                letters.append(DeadLetter(emptyRecord: message, consumer: consumerName, failedAt: failedAt))
                 continue
             }
             do {
@@ -104,9 +102,7 @@ public final class TelemetryBatchProcessor: Sendable {
                     logger.warning("message from a topic this consumer does not read; skipped", metadata: ["topic": .string(message.topic)])
                 }
             } catch {
-                letters.append(DeadLetter(
-                    sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
-                    payload: Data(value), decodingError: error, consumer: consumerName, failedAt: failedAt))
+                letters.append(DeadLetter(undecodable: message, error: error, consumer: consumerName, failedAt: failedAt))
             }
         }
         if !letters.isEmpty {
