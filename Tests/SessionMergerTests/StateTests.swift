@@ -58,6 +58,72 @@ struct StateTests {
         #expect(timeline.sessions.map(\.id) == [sid("c")])
     }
 
+    @Test("events sharing one instant, in any order: each is placed, and a retry of any is a duplicate")
+    func eventsAtOneInstant() throws {
+        // Ties in event time order by kind, then key; the position of a held key is found by binary
+        // search over that order, so inserting mid-timeline must not disturb the others.
+        var rng = SplitMix64(seed: 42)
+        var events = [checkIn("in", at(9))] + (0..<200).map { heartbeat(String(format: "h%03d", $0), at(10)) }
+        events.shuffle(using: &rng)
+        var timeline = try newTimeline()
+        for event in events {
+            let outcome = try timeline.apply(event)
+            guard case .applied = outcome.disposition else {
+                Issue.record("\(event.idempotencyKey): \(outcome.disposition)")
+                continue
+            }
+        }
+        #expect(timeline.eventCount == 201)
+        #expect(timeline.sessions.map(\.id) == [sid("in")])
+        for event in events.shuffled(using: &rng) {
+            #expect(timeline.placement(ofIdempotencyKey: event.idempotencyKey) == .session(sid("in")))
+            let retry = try timeline.apply(event)
+            #expect(retry.disposition == .duplicate(placement: .session(sid("in")), conflicting: false))
+            #expect(retry.changes.isEmpty)
+        }
+        let moved = try timeline.apply(heartbeat("h007", at(11)))
+        #expect(moved.disposition == .duplicate(placement: .session(sid("in")), conflicting: true))
+    }
+
+    @Test("orphan heartbeats in any order, then their late check-in: the same sessions as in time order")
+    func orphansThenLateCheckIn() throws {
+        var rng = SplitMix64(seed: 7)
+        let heartbeats = (0..<60).map { heartbeat(String(format: "h%02d", $0), at(9, $0)) }
+        var timeline = try newTimeline()
+        for event in heartbeats.shuffled(using: &rng) {
+            #expect(try timeline.apply(event).disposition == .applied(.orphanHeartbeat))
+        }
+        #expect(timeline.sessions.isEmpty)
+        let late = try timeline.apply(checkIn("in", at(8, 55)))
+        #expect(late.changes.kinds == [.opened])
+        #expect(late.changes.first?.session.eventIds.count == 61)
+
+        var inOrder = try newTimeline()
+        try inOrder.applyAll([checkIn("in", at(8, 55))] + heartbeats)
+        #expect(timeline.sessions == inOrder.sessions)
+        for event in heartbeats { #expect(timeline.placement(ofIdempotencyKey: event.idempotencyKey) == .session(sid("in"))) }
+    }
+
+    @Test("compaction with nothing to forget moves only the watermark, and older events are then beyond it")
+    func compactionWithNothingToDrop() throws {
+        var timeline = try newTimeline()
+        try timeline.applyAll([checkIn("a", at(8, day: 8)), heartbeat("b", at(9, day: 8))])
+        let sessionsBefore = timeline.sessions
+        let result = timeline.compact(now: at(12, day: 9))
+        #expect(result.droppedEvents == 0)
+        #expect(result.droppedSessionIds.isEmpty)
+        #expect(result.watermark == at(12, day: 1))
+        #expect(result.changes.isEmpty)
+        #expect(timeline.watermark == at(12, day: 1))
+        #expect(timeline.eventCount == 2)
+        #expect(timeline.sessions == sessionsBefore)
+        let old = try timeline.apply(checkIn("old", at(8), received: at(13, day: 9)))
+        #expect(old.disposition == .beyondHorizon(watermark: at(12, day: 1)))
+        // The timeline goes on as before.
+        let next = try timeline.apply(heartbeat("c", at(10, day: 8)))
+        #expect(next.disposition == .applied(.session(sid("a"))))
+    }
+
     @Test("state round-trips through JSON: same state, same sessions, same future")
     func codableRoundTrip() throws {
         var timeline = try newTimeline()

@@ -103,13 +103,20 @@ enum SessionDerivation {
         var earlierKeys: [String: Millis] = [:]
         var start = 0
 
-        if let previous, changedFrom > 0, let resume = resumePoint(previous, changedFrom) {
-            sessions = Array(previous.sessions[..<resume])
-            for session in sessions {
-                for key in session.keys { earlierKeys[key] = session.lastActivity }
+        if let previous, changedFrom > 0 {
+            if let resume = resumePoint(previous, changedFrom) {
+                sessions = Array(previous.sessions[..<resume])
+                for session in sessions {
+                    for key in session.keys { earlierKeys[key] = session.lastActivity }
+                }
+                start = previous.sessions[resume].anchor
+            } else {
+                // No session began before the change: everything before it is an orphan, and the sweep
+                // reaches `changedFrom` with no session, exactly the state it starts in. (Without this,
+                // a timeline of orphan heartbeats re-swept all of them on every event.)
+                start = changedFrom
             }
-            start = previous.sessions[resume].anchor
-            for i in 0..<start { placement[i] = previous.placement[i] }
+            placement.replaceSubrange(0..<start, with: previous.placement[..<start])
         }
 
         func open(_ index: Int) {

@@ -28,7 +28,9 @@ public struct SessionTimeline: Sendable {
     /// The persistable state (`Codable`).
     public private(set) var state: TimelineState
     private var derived: SessionDerivation.Result
-    private var factIndex: [String: Int]
+    /// Each held fact by idempotency key. Its index in `state.facts` is found by binary search: an
+    /// index map would need renumbering after every insertion before the end (a late event), O(n) each.
+    private var factsByKey: [String: StoredFact]
     /// `state.sessions` lists exactly the records of `derived` (true after every publish), so a diff
     /// may skip the sessions a resumed derivation kept.
     private var baselineInSync = false
@@ -44,7 +46,7 @@ public struct SessionTimeline: Sendable {
         self.policy = try policy.validated()
         self.state = state
         self.derived = SessionDerivation.Result(sessions: [], placement: [])
-        self.factIndex = [:]
+        self.factsByKey = [:]
         rederive()
         rebuildIndex()
     }
@@ -88,7 +90,7 @@ public struct SessionTimeline: Sendable {
 
     /// Where an event (by idempotency key) is now, `nil` when the timeline does not hold it.
     public func placement(ofIdempotencyKey key: String) -> FactPlacement? {
-        factIndex[key].map(placement(at:))
+        factsByKey[key].map { placement(at: insertionIndex(of: $0)) }
     }
 
     // MARK: Changing
@@ -104,9 +106,9 @@ public struct SessionTimeline: Sendable {
             throw .foreignEvent(idempotencyKey: fact.idempotencyKey, userId: fact.userId, siteId: fact.siteId,
                                 timelineUserId: userId, timelineSiteId: siteId)
         }
-        if let index = factIndex[fact.idempotencyKey] {
-            let conflicting = !state.facts[index].sameContent(as: fact)
-            return ApplyOutcome(disposition: .duplicate(placement: placement(at: index), conflicting: conflicting), changes: [])
+        if let held = factsByKey[fact.idempotencyKey] {
+            let conflicting = !held.sameContent(as: fact)
+            return ApplyOutcome(disposition: .duplicate(placement: placement(at: insertionIndex(of: held)), conflicting: conflicting), changes: [])
         }
         let stored = StoredFact(fact)
         if let watermark = state.watermark, stored.time < watermark {
@@ -114,11 +116,11 @@ public struct SessionTimeline: Sendable {
         }
         let position = insertionIndex(of: stored)
         state.facts.insert(stored, at: position)
-        for i in position..<state.facts.count { factIndex[state.facts[i].key] = i }
+        factsByKey[stored.key] = stored
         state.clock = max(state.clock ?? Millis.min, Millis(fact.receivedAt))
         let kept = rederive(changedFrom: position)
         let changes = publish(keeping: kept)
-        return ApplyOutcome(disposition: .applied(placement(ofIdempotencyKey: fact.idempotencyKey)!), changes: changes)
+        return ApplyOutcome(disposition: .applied(placement(at: position)), changes: changes)
     }
 
     /// Advances the clock to `now` and returns what time alone changed: open sessions idle past the
@@ -176,6 +178,14 @@ public struct SessionTimeline: Sendable {
             watermark = min(watermark, sessions[dropped].checkInAt)
         }
         watermark = max(watermark, state.watermark ?? Millis.min)
+        // Nothing to forget (the usual case: a busy timeline whose events are all inside the horizon)
+        // and the reported sessions are current: only the watermark moves. The merger compacts every
+        // large timeline it writes, so this skips a full re-derivation per timeline and batch.
+        if dropped == 0, baselineInSync, (state.facts.first?.time ?? Millis.max) >= watermark,
+           !state.retired.contains(where: { $0.anchorTime < watermark }) {
+            state.watermark = watermark
+            return Compaction(droppedEvents: 0, droppedSessionIds: [], watermark: watermark.date, changes: [])
+        }
         let droppedIds = sessions[..<dropped].map(sessionId)
         let before = state.facts.count
         state.facts.removeAll { $0.time < watermark }
@@ -217,10 +227,10 @@ public struct SessionTimeline: Sendable {
     }
 
     private mutating func rebuildIndex() {
-        var index: [String: Int] = [:]
+        var index: [String: StoredFact] = [:]
         index.reserveCapacity(state.facts.count)
-        for (i, fact) in state.facts.enumerated() { index[fact.key] = i }
-        factIndex = index
+        for fact in state.facts { index[fact.key] = fact }
+        factsByKey = index
     }
 
     private func placement(at index: Int) -> FactPlacement {
