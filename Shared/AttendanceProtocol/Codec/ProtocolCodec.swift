@@ -56,12 +56,7 @@ public struct ProtocolCodec: Sendable {
     // MARK: Decoding
 
     public func decode<T: Decodable>(_ type: T.Type = T.self, from bytes: some DataProtocol) throws(ProtocolDecodingError) -> T {
-        let node = allowsJSON5 ? try parseJSON5(bytes) : try parse(bytes)
-        do {
-            return try TreeDecoder.decode(type, from: node)
-        } catch {
-            throw CodingPath.decodingError(from: error)
-        }
+        try decodeTree(type, from: allowsJSON5 ? try parseJSON5(bytes) : try parse(bytes).node)
     }
 
     /// Decodes `bytes`, and also returns the source bytes of one member of the top-level object
@@ -70,20 +65,8 @@ public struct ProtocolCodec: Sendable {
     public func decode<T: Decodable>(
         _ type: T.Type = T.self, from bytes: [UInt8], keepingSourceOf member: String
     ) throws(ProtocolDecodingError) -> (value: T, memberSource: ArraySlice<UInt8>?) {
-        typealias Parsed = Result<(node: JSONNode, memberRange: Range<Int>?), JSONParser.SyntaxError>
-        let parsed: Parsed = bytes.withUnsafeBufferPointer { buffer in
-            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
-        }
-        let node: JSONNode, range: Range<Int>?
-        switch parsed {
-        case .success(let result): (node, range) = result
-        case .failure(let error): throw .malformedJSON(reason: error.reason)
-        }
-        do {
-            return (try TreeDecoder.decode(type, from: node), range.map { bytes[$0] })
-        } catch {
-            throw CodingPath.decodingError(from: error)
-        }
+        let (node, range) = try parse(bytes, capturing: member)
+        return (try decodeTree(type, from: node), range.map { bytes[$0] })
     }
 
     public func decode<T: Decodable>(_ type: T.Type = T.self, from text: String) throws(ProtocolDecodingError) -> T {
@@ -100,16 +83,28 @@ public struct ProtocolCodec: Sendable {
         }
     }
 
-    private func parse(_ bytes: some DataProtocol) throws(ProtocolDecodingError) -> JSONNode {
-        typealias Parsed = Result<JSONNode, JSONParser.SyntaxError>
+    /// Strict JSON; with `member`, also where the top-level object's member of that name lies, as
+    /// offsets from the first byte.
+    private func parse(
+        _ bytes: some DataProtocol, capturing member: String? = nil
+    ) throws(ProtocolDecodingError) -> (node: JSONNode, memberRange: Range<Int>?) {
+        typealias Parsed = Result<(node: JSONNode, memberRange: Range<Int>?), JSONParser.SyntaxError>
         let parsed: Parsed = bytes.withContiguousStorageIfAvailable { buffer in
-            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer) }
+            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
         } ?? Array(bytes).withUnsafeBufferPointer { buffer in
-            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer) }
+            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
         }
         switch parsed {
-        case .success(let node): return node
+        case .success(let result): return result
         case .failure(let error): throw .malformedJSON(reason: error.reason)
+        }
+    }
+
+    private func decodeTree<T: Decodable>(_ type: T.Type, from node: JSONNode) throws(ProtocolDecodingError) -> T {
+        do {
+            return try TreeDecoder.decode(type, from: node)
+        } catch {
+            throw CodingPath.decodingError(from: error)
         }
     }
 

@@ -1,7 +1,6 @@
 import AccessControl
 import AsyncHTTPClient
 import AttendanceProtocol
-import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1

@@ -46,14 +46,14 @@ public struct DeviceAuthMiddleware: RouterMiddleware {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw .unauthorized("the Authorization header must be: Bearer <device token>")
         }
-        let token = Self.trimmingSpacesAndTabs(parts[1])
+        let token = String(Self.trimmingSpacesAndTabs(parts[1]))
         let at = now()
         let claims: DeviceClaims
         if let verified = verifiedTokens.claims(for: token, now: at) {
             claims = verified
         } else {
             do {
-                claims = try signer.verify(String(token), now: at)
+                claims = try signer.verify(token, now: at)
             } catch {
                 throw .unauthorized(error.description)
             }

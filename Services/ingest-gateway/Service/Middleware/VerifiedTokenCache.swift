@@ -18,24 +18,23 @@ final class VerifiedTokenCache: Sendable {
     }
 
     /// The claims of `token` if it verified before and has not expired at `now`.
-    func claims(for token: Substring, now: Date) -> DeviceClaims? {
+    func claims(for token: String, now: Date) -> DeviceClaims? {
         guard capacity > 0 else { return nil }
-        let key = String(token)
         return entries.withLock { entries in
-            guard let claims = entries[key] else { return nil }
+            guard let claims = entries[token] else { return nil }
             guard now < claims.expiresAt else {
-                entries[key] = nil
+                entries[token] = nil
                 return nil
             }
             return claims
         }
     }
 
-    func store(_ claims: DeviceClaims, for token: Substring) {
+    func store(_ claims: DeviceClaims, for token: String) {
         guard capacity > 0 else { return }
         entries.withLock { entries in
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[String(token)] = claims
+            entries[token] = claims
         }
     }
 
