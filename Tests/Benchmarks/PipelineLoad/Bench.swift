@@ -39,7 +39,8 @@ struct PipelineBench {
     func run() async throws {
         let contract = ContractClient(http: http, gateway: options.gateway, requestTimeout: .seconds(10))
         let phases = options.phases
-        var bare: Double?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: Double?
+        var bare: Double?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: MergerAlone?
+        var saturatedCPU: StackCPU.Usage?
 
         if phases.contains(.bare) {
             say("ceiling: bare Hummingbird endpoint decoding the event JSON (\(options.concurrency) clients, \(options.seconds) s)…")
@@ -48,9 +49,11 @@ struct PipelineBench {
         }
         if phases.contains(.e2e) {
             say("end to end, closed loop (\(options.concurrency) clients, \(options.seconds) s)…")
-            let result = await closedLoop(contract: contract, seconds: options.seconds)
+            let (result, cpu) = await StackCPU.measure { await closedLoop(contract: contract, seconds: options.seconds) }
             saturated = result
+            saturatedCPU = cpu
             say(String(format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", result.acceptedPerSecond, result.accepted, result.otherFinal, result.unfinished))
+            say(String(format: "    cores busy %.0f %% of %d; CPU per accepted event: ", cpu.busyShare * 100, cpu.cores) + cpu.perUnit(result.accepted, scale: 1e3, unit: "ms"))
         }
         if phases.contains(.half) {
             let rate = options.halfRate ?? max(1, (saturated?.acceptedPerSecond ?? 200) / 2)
@@ -63,12 +66,12 @@ struct PipelineBench {
         if phases.contains(.pgbench) {
             say("ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into merger.events, then into an empty copy…")
             pgbench = try await pgbenchCeiling()
-            say(String(format: "    %.0f rows/s into merger.events, %.0f rows/s into an empty copy", pgbench!.sameTable, pgbench!.emptyCopy))
         }
         if phases.contains(.merger) {
             say("the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
             merger = try await mergerAlone()
-            say(String(format: "    %.0f rows/s", merger!))
+            say(String(format: "    %.0f rows/s; cores busy %.0f %% of %d; CPU per row: ", merger!.rowsPerSecond, merger!.cpu.busyShare * 100, merger!.cpu.cores)
+                + merger!.cpu.perUnit(merger!.rows, scale: 1e6, unit: "µs"))
         }
 
         say("")
@@ -76,15 +79,28 @@ struct PipelineBench {
         if let saturated {
             say(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000)", saturated.acceptedPerSecond))
             if let bare { say(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare)) }
+            if let cpu = saturatedCPU, saturated.accepted > 0 {
+                // What 2,000/s would leave each event: every core's second shared by 2,000 events.
+                say(String(format: "  CPU per accepted event ............. %8.2f ms   (2,000/s on %d cores allows %.2f ms; the broker alone takes %.2f ms)",
+                           cpu.total(perUnit: saturated.accepted) * 1e3, cpu.cores, Double(cpu.cores) / 2_000 * 1e3,
+                           (cpu.seconds[.broker] ?? 0) / Double(saturated.accepted) * 1e3))
+            }
         }
         if let half, let halfRate {
             say(String(format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50, half.p99))
         }
         if let merger {
-            say(String(format: "merger rows/s (alone) ................ %8.0f", merger))
+            say(String(format: "merger rows/s (alone) ................ %8.0f", merger.rowsPerSecond))
             if let pgbench {
-                say(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50; into merger.events)", options.mergerBatch, pgbench.sameTable, merger / pgbench.sameTable))
-                say(String(format: "  vs pgbench into an empty copy ...... %8.0f rows/s   ratio %.2f", pgbench.emptyCopy, merger / pgbench.emptyCopy))
+                let same = pgbench.sameTable, single = pgbench.singleClient, empty = pgbench.emptyCopy
+                say(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50; into merger.events, 2 clients)", options.mergerBatch, same.rowsPerSecond, merger.rowsPerSecond / same.rowsPerSecond))
+                say(String(format: "  vs pgbench, one client ............. %8.0f rows/s   ratio %.2f   (one transaction at a time, as the merger on one partition)", single.rowsPerSecond, merger.rowsPerSecond / single.rowsPerSecond))
+                say(String(format: "  vs pgbench into an empty copy ...... %8.0f rows/s   ratio %.2f", empty.rowsPerSecond, merger.rowsPerSecond / empty.rowsPerSecond))
+                // Half of pgbench's rate on these cores leaves each row this much CPU, for everything.
+                let allowed = Double(merger.cpu.cores) / (0.5 * same.rowsPerSecond) * 1e6
+                say(String(format: "  CPU per row ........................ %8.0f µs   (half of pgbench on %d cores allows %.0f µs; pgbench's PostgreSQL takes %.0f µs, the merger's %.0f µs)",
+                           merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed,
+                           same.postgresMicrosecondsPerRow, (merger.cpu.seconds[.postgres] ?? 0) / Double(merger.rows) * 1e6))
             }
         }
     }
@@ -173,15 +189,32 @@ struct PipelineBench {
     /// pgbench rows/s into `merger.events` itself (the table the merger writes, at its size and with
     /// its indexes; the rows are deleted afterwards) and into an empty copy of it.
     struct PgbenchCeiling {
-        var sameTable: Double
-        var emptyCopy: Double
+        var sameTable: PgbenchRun
+        /// One client: one transaction at a time, as the merger reading one partition.
+        var singleClient: PgbenchRun
+        var emptyCopy: PgbenchRun
+    }
+
+    struct PgbenchRun {
+        var rowsPerSecond: Double
+        var rows: Int
+        var cpu: StackCPU.Usage
+
+        var postgresMicrosecondsPerRow: Double { (cpu.seconds[.postgres] ?? 0) / Double(max(rows, 1)) * 1e6 }
+
+        func report(_ label: String) {
+            say("    \(label): " + String(format: "%.0f rows/s; cores busy %.0f %%; PostgreSQL %.0f µs of CPU per row", rowsPerSecond, cpu.busyShare * 100, postgresMicrosecondsPerRow))
+        }
     }
 
     private func pgbenchCeiling() async throws -> PgbenchCeiling {
         // Keys under a prefix of this run: in the database's C collation they form one range of the
         // primary key, so the rows are found and removed without scanning the table.
         let tag = "pgbench-\(UUID().uuidString.prefix(8).lowercased())-"
-        let sameTable = try await pgbench(into: "merger.events", keyPrefix: tag)
+        let sameTable = try await pgbench(into: "merger.events", keyPrefix: tag, clients: 2)
+        sameTable.report("into merger.events, 2 clients")
+        let singleClient = try await pgbench(into: "merger.events", keyPrefix: tag, clients: 1)
+        singleClient.report("into merger.events, 1 client")
         let deleted = try await postgres.query(
             "WITH d AS (DELETE FROM merger.events WHERE idempotency_key >= \(tag) AND idempotency_key < \(tag.dropLast() + ".") RETURNING 1) SELECT count(*)::int FROM d",
             logger: logger)
@@ -190,12 +223,13 @@ struct PipelineBench {
         _ = try await postgres.query("CREATE SCHEMA IF NOT EXISTS bench", logger: logger)
         _ = try await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
         _ = try await postgres.query("CREATE TABLE bench.merger_events (LIKE merger.events INCLUDING ALL)", logger: logger)
-        let emptyCopy = try await pgbench(into: "bench.merger_events", keyPrefix: tag)
+        let emptyCopy = try await pgbench(into: "bench.merger_events", keyPrefix: tag, clients: 2)
+        emptyCopy.report("into an empty copy, 2 clients")
         _ = try? await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
-        return PgbenchCeiling(sameTable: sameTable, emptyCopy: emptyCopy)
+        return PgbenchCeiling(sameTable: sameTable, singleClient: singleClient, emptyCopy: emptyCopy)
     }
 
-    private func pgbench(into table: String, keyPrefix: String) async throws -> Double {
+    private func pgbench(into table: String, keyPrefix: String, clients: Int) async throws -> PgbenchRun {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("merger-batch-\(UUID().uuidString).sql")
         // One transaction of `mergerBatch` rows shaped like the merger's (text keys, timestamps, a
         // JSON envelope of the stored envelopes' average size, ~1,280 bytes), keyed uniquely per
@@ -219,25 +253,35 @@ struct PipelineBench {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pgbench)
         // A fixed number of transactions per client: a time limit (-T) did not stop pgbench when started from here.
-        process.arguments = ["-n", "-f", script.path, "-c", "2", "-j", "2", "-t", "40"]
+        // 80 transactions in all, whatever the number of clients.
+        process.arguments = ["-n", "-f", script.path, "-c", "\(clients)", "-j", "\(clients)", "-t", "\(80 / clients)"]
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        let start = StackCPU.snapshot()
         try process.run()
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        let cpu = StackCPU.usage(from: start, to: StackCPU.snapshot())
         guard process.terminationStatus == 0,
               let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
               let tps = Double(line.dropFirst(6).prefix { $0 != " " })
         else { throw LoadError("pgbench failed:\n\(output)") }
-        return tps * Double(options.mergerBatch)
+        return PgbenchRun(rowsPerSecond: tps * Double(options.mergerBatch), rows: 80 / clients * clients * options.mergerBatch, cpu: cpu)
     }
 
     // MARK: The merger alone
 
-    private func mergerAlone() async throws -> Double {
+    struct MergerAlone {
+        var rowsPerSecond: Double
+        var rows: Int
+        /// From the first produce until every row was stored.
+        var cpu: StackCPU.Usage
+    }
+
+    private func mergerAlone() async throws -> MergerAlone {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: options.brokers, clientId: "pipeline-bench")), logger: logger)
-        return try await withThrowingTaskGroup(of: Double?.self) { group in
+        return try await withThrowingTaskGroup(of: MergerAlone?.self) { group in
             group.addTask { try await producer.run(); return nil }
             defer { group.cancelAll() }
             let runTag = UUID().uuidString.prefix(8).lowercased()
@@ -263,6 +307,7 @@ struct PipelineBench {
             }
             // Timed from the first produce (the broker takes them far faster than PostgreSQL).
             let start = ContinuousClock.now
+            let cpuAtStart = StackCPU.snapshot()
             let reports = try await producer.sendBatch(messages)
             guard reports.allSatisfy({ $0.isDelivered }) else { throw LoadError("vetted events not delivered") }
             say(String(format: "    produced in %.2f s", (ContinuousClock.now - start).seconds))
@@ -284,13 +329,14 @@ struct PipelineBench {
                 for try await (partition, next) in rows.decode((Int32, Int64).self) where next > (last[partition] ?? Int64.max) { caughtUp += 1 }
                 if caughtUp == partitions.count {
                     let elapsed = (ContinuousClock.now - start).seconds
+                    let cpu = StackCPU.usage(from: cpuAtStart, to: StackCPU.snapshot())
                     let counted = try await postgres.query(
                         "SELECT count(*)::int FROM merger.events WHERE request_id LIKE \("req-\(runTag)-%")", logger: logger
                     )
                     var stored = 0
                     for try await n in counted.decode(Int.self) { stored = n }
                     guard stored == options.mergerEvents else { throw LoadError("the merger stored \(stored) of \(options.mergerEvents) rows") }
-                    return Double(stored) / elapsed
+                    return MergerAlone(rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu)
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -1,0 +1,127 @@
+import Foundation
+
+/// Where the machine's CPU went during a benchmark phase, per part of the stack, from `/proc`
+/// (Linux). A gap to a ceiling on two shared cores is a CPU budget question: printing each part's
+/// CPU per event or row beside the figures shows which part would have to shrink, and by how much.
+struct StackCPU {
+    /// The parts of the stack, told apart by process name (the kernel keeps 15 characters).
+    enum Part: String, CaseIterable, Comparable {
+        case broker, gateway, policy, merger, postgres, telemetry, registry, loadGenerator
+
+        var label: String {
+            switch self {
+            case .broker: "broker"
+            case .gateway: "gateway"
+            case .policy: "policy"
+            case .merger: "merger"
+            case .postgres: "PostgreSQL"
+            case .telemetry: "telemetry"
+            case .registry: "registry"
+            case .loadGenerator: "load generator"
+            }
+        }
+
+        init?(processName name: String) {
+            switch name {
+            case "tansu": self = .broker
+            case "ingest-gateway": self = .gateway
+            case "policy-service": self = .policy
+            case "session-merger": self = .merger
+            case "postgres": self = .postgres
+            case "telemetry-aggre": self = .telemetry
+            case "beacon-registry": self = .registry
+            case "PipelineLoad": self = .loadGenerator
+            default: return nil
+            }
+        }
+
+        static func < (a: Self, b: Self) -> Bool {
+            allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+        }
+    }
+
+    /// CPU seconds so far, per part and for the whole machine.
+    struct Snapshot {
+        var seconds: [Part: Double]
+        var machineBusy: Double
+        var machineTotal: Double
+    }
+
+    /// CPU used between two snapshots.
+    struct Usage {
+        var seconds: [Part: Double]
+        /// Everything else that ran (the kernel's own work, other processes).
+        var otherSeconds: Double
+        /// The share of all cores that was busy, 0...1.
+        var busyShare: Double
+        var cores: Int
+
+        /// "broker 0.67 ms, gateway 0.50 ms, …" per `units` (events or rows), largest first.
+        func perUnit(_ units: Int, scale: Double, unit: String, parts: [Part]? = nil) -> String {
+            guard units > 0 else { return "no \(unit)" }
+            let shown = (parts ?? Part.allCases).filter { (seconds[$0] ?? 0) > 0 }
+            var items = shown.map { ($0.label, seconds[$0] ?? 0) }
+            if parts == nil, otherSeconds > 0 { items.append(("other", otherSeconds)) }
+            let digits = scale >= 1e6 ? "%.0f" : "%.2f"
+            return items.sorted { $0.1 > $1.1 }
+                .map { "\($0.0) \(String(format: digits, $0.1 / Double(units) * scale)) \(unit)" }
+                .joined(separator: ", ")
+        }
+
+        /// All parts and the rest, per unit.
+        func total(perUnit units: Int) -> Double {
+            units > 0 ? (seconds.values.reduce(0, +) + otherSeconds) / Double(units) : 0
+        }
+    }
+
+    static var isAvailable: Bool { FileManager.default.fileExists(atPath: "/proc/stat") }
+
+    static func snapshot() -> Snapshot {
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var seconds: [Part: Double] = [:]
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries where entry.first?.isNumber == true {
+            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                  let part = Part(processName: String(stat[stat.index(after: open)..<close]))
+            else { continue }
+            // After ") ": state is field 3; utime, stime, cutime, cstime are fields 14-17. The
+            // children's times matter for PostgreSQL (a backend that exited, pgbench's included, is
+            // added to the postmaster's) and for pgbench itself (added to the load generator's).
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard fields.count > 14 else { continue }
+            let used = fields[11...14].compactMap { Double($0) }.reduce(0, +)
+            seconds[part, default: 0] += used / ticks
+        }
+        var busy = 0.0, total = 0.0
+        if let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+           let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") {
+            let values = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
+            total = values.reduce(0, +) / ticks
+            // idle and iowait
+            busy = total - (values.count > 4 ? (values[3] + values[4]) / ticks : 0)
+        }
+        return Snapshot(seconds: seconds, machineBusy: busy, machineTotal: total)
+    }
+
+    static func usage(from start: Snapshot, to end: Snapshot) -> Usage {
+        var seconds: [Part: Double] = [:]
+        for part in Part.allCases {
+            // A process that was gone by the end took its own time with it (its parent's
+            // children's time holds it only if it exited after the start): never negative.
+            seconds[part] = max(0, (end.seconds[part] ?? 0) - (start.seconds[part] ?? 0))
+        }
+        let busy = end.machineBusy - start.machineBusy
+        let total = end.machineTotal - start.machineTotal
+        return Usage(
+            seconds: seconds, otherSeconds: max(0, busy - seconds.values.reduce(0, +)),
+            busyShare: total > 0 ? busy / total : 0, cores: ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    /// Runs `body` and tells what it cost.
+    static func measure<T>(_ body: () async throws -> T) async rethrows -> (T, Usage) {
+        let start = snapshot()
+        let value = try await body()
+        return (value, usage(from: start, to: snapshot()))
+    }
+}
