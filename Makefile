@@ -52,7 +52,7 @@ bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoin
 	# from an empty broker so that runs compare; BENCH_KEEP_BROKER=1 keeps it. Services are stopped and
 	# their offsets live in PostgreSQL, so nothing consumed is lost; the restart drops unread messages.
 	@if [ "$${BENCH_KEEP_BROKER:-0}" != 1 ]; then deploy/local/stack.sh restart-broker; fi
-	# The per-device token bucket (2/s, burst 20) guards real phones; the benchmark's 64 devices send flat out.
+	# The per-device token bucket (2/s, burst 20) guards real phones; the benchmark's 256 devices send flat out.
 	BUILD_CONFIG=release TOPIC_PARTITIONS=$${TOPIC_PARTITIONS:-1} RATE_LIMIT_PER_SECOND=1000000 RATE_LIMIT_BURST=1000000 deploy/local/services.sh start
 	$(ENV) DEVICE_TOKEN_KEYS="$$(cat .local/run/secrets/device-token-keys)" "$$(swift build -c release --show-bin-path)/PipelineLoad" bench
 

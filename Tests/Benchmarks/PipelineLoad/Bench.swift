@@ -77,7 +77,9 @@ struct PipelineBench {
         say("")
         say("== pipeline benchmark (\(fleet.devices.count) devices, release build, one machine) ==")
         if let saturated {
-            say(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000)", saturated.acceptedPerSecond))
+            let busy = (saturatedCPU?.busyShare ?? 0) * 100
+            say(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000; %d clients, cores busy %.0f %%",
+                       saturated.acceptedPerSecond, options.concurrency, busy) + (busy < 90 ? ", NOT saturated: raise --concurrency)" : ")"))
             if let bare { say(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare)) }
             if let cpu = saturatedCPU, saturated.accepted > 0 {
                 // What 2,000/s would leave each event: every core's second shared by 2,000 events.
@@ -98,9 +100,10 @@ struct PipelineBench {
                 say(String(format: "  vs pgbench into an empty copy ...... %8.0f rows/s   ratio %.2f", empty.rowsPerSecond, merger.rowsPerSecond / empty.rowsPerSecond))
                 // Half of pgbench's rate on these cores leaves each row this much CPU, for everything.
                 let allowed = Double(merger.cpu.cores) / (0.5 * same.rowsPerSecond) * 1e6
-                say(String(format: "  CPU per row ........................ %8.0f µs   (half of pgbench on %d cores allows %.0f µs; pgbench's PostgreSQL takes %.0f µs, the merger's %.0f µs)",
-                           merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed,
-                           same.postgresMicrosecondsPerRow, (merger.cpu.seconds[.postgres] ?? 0) / Double(merger.rows) * 1e6))
+                say(String(format: "  CPU per row, whole machine ......... %8.0f µs   (half of pgbench's rate on %d cores allows %.0f µs)",
+                           merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed))
+                say(String(format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)",
+                           (merger.cpu.seconds[.postgres] ?? 0) / Double(merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
             }
         }
     }

@@ -141,11 +141,16 @@ enum MergerStore {
     static func sitesOfSessionKeys(_ keys: Set<UserSessionKey>, on connection: PostgresConnection, logger: Logger) async throws -> [UserSessionKey: String] {
         guard !keys.isEmpty else { return [:] }
         let list = Array(keys)
+        // A primary-key probe per key rather than a join the planner may hash (see `lockTimelines`).
         let rows = try await connection.query(
             """
-            SELECT k.user_id, k.session_key, k.site_id FROM merger.session_keys k
-            JOIN UNNEST(\(list.map(\.userId))::text[], \(list.map(\.sessionKey))::text[]) AS q(user_id, session_key)
-              ON k.user_id = q.user_id AND k.session_key = q.session_key
+            SELECT k.user_id, k.session_key, k.site_id
+            FROM UNNEST(\(list.map(\.userId))::text[], \(list.map(\.sessionKey))::text[]) AS q(user_id, session_key)
+            CROSS JOIN LATERAL (
+                SELECT user_id, session_key, site_id FROM merger.session_keys
+                WHERE user_id = q.user_id AND session_key = q.session_key
+                LIMIT 1
+            ) k
             """,
             logger: logger
         )
@@ -176,6 +181,11 @@ enum MergerStore {
     /// Loads and locks (`FOR UPDATE`, in key order so concurrent writers never deadlock) the stored
     /// timelines among `keys`; keys without a row are absent from the answer. A timeline `cache` holds
     /// at the stored version is taken from there; the others are rebuilt from their header and events.
+    ///
+    /// One primary-key probe per key (a lateral subquery, which a locking clause keeps from being
+    /// flattened), in the keys' order. A join with the keys let the planner hash the whole table
+    /// once a batch named a few hundred timelines: a scan of every timeline per batch, 11 ms at
+    /// 13,000 timelines against 1.5 ms for the probes, and growing with the table.
     static func lockTimelines(
         _ keys: [TimelineKey], policy: SessionPolicy, cache: TimelineCache? = nil, on connection: PostgresConnection, logger: Logger
     ) async throws -> [TimelineKey: LoadedTimeline] {
@@ -183,11 +193,14 @@ enum MergerStore {
         let sorted = keys.sorted()
         let rows = try await connection.query(
             """
-            SELECT t.user_id, t.site_id, t.state, t.version FROM merger.timelines t
-            JOIN UNNEST(\(sorted.map(\.userId))::text[], \(sorted.map(\.siteId))::text[]) AS q(user_id, site_id)
-              ON t.user_id = q.user_id AND t.site_id = q.site_id
-            ORDER BY t.user_id, t.site_id
-            FOR UPDATE OF t
+            SELECT t.user_id, t.site_id, t.state, t.version
+            FROM UNNEST(\(sorted.map(\.userId))::text[], \(sorted.map(\.siteId))::text[]) WITH ORDINALITY AS q(user_id, site_id, n)
+            CROSS JOIN LATERAL (
+                SELECT user_id, site_id, state, version FROM merger.timelines
+                WHERE user_id = q.user_id AND site_id = q.site_id
+                FOR UPDATE
+            ) t
+            ORDER BY q.n
             """,
             logger: logger
         )
@@ -489,6 +502,10 @@ enum MergerStore {
             }
         }
         if !updates.users.isEmpty {
+            // Each row found through its primary key at its loaded version (a `LIMIT 1` lateral is not
+            // flattened into a join), then updated by its row id: joined on the key columns, the planner
+            // hashed the whole table (see `lockTimelines`). The rows are locked by this transaction, so
+            // their ids hold; a row at another version is not found, and the count below tells.
             let rows = try await connection.query(
                 """
                 UPDATE merger.timelines t
@@ -497,7 +514,12 @@ enum MergerStore {
                 FROM UNNEST(\(updates.users)::text[], \(updates.sites)::text[], \(updates.states)::text[], \(updates.versions)::int8[],
                             \(updates.counts)::int4[], \(updates.hasNext)::bool[], \(updates.next)::timestamptz[])
                      AS u(user_id, site_id, state, version, event_count, has_next, next_check_at)
-                WHERE t.user_id = u.user_id AND t.site_id = u.site_id AND t.version = u.version
+                CROSS JOIN LATERAL (
+                    SELECT ctid AS row_id FROM merger.timelines
+                    WHERE user_id = u.user_id AND site_id = u.site_id AND version = u.version
+                    LIMIT 1
+                ) found
+                WHERE t.ctid = found.row_id
                 RETURNING 1
                 """,
                 logger: logger
