@@ -55,15 +55,18 @@ struct MergerDB: Sendable {
         }
     }
 
-    /// Processes `events` as one polled batch on partition `partition`, offsets from `offset` on.
+    /// Processes `events` as one polled batch on partition `partition`, offsets from `offset` on, by
+    /// this database's processor or `processor` (another replica).
     @discardableResult
-    func process(_ events: [VettedEvent], partition: Int32 = 0, from offset: Int64) async throws -> VettedBatchResult {
+    func process(
+        _ events: [VettedEvent], partition: Int32 = 0, from offset: Int64, with processor: VettedBatchProcessor? = nil
+    ) async throws -> VettedBatchResult {
         let messages = try events.enumerated().map { index, event in
             KafkaMessage(
                 topic: topic, partition: partition, offset: offset + Int64(index), key: Array(event.raw.userId.utf8),
                 value: try ProtocolCodec.wire.encode(event))
         }
-        return try await processor.process(messages)
+        return try await (processor ?? self.processor).process(messages)
     }
 
     func count(_ query: PostgresQuery) async throws -> Int {

@@ -1,0 +1,93 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import LocalStackTesting
+import PostgresNIO
+import SessionMergerCore
+@testable import SessionMergerService
+import Testing
+
+extension SessionMergerServiceTests {
+    /// How timelines are locked and written back (`MergerStore`), against the real local PostgreSQL:
+    /// each row is found by its primary key, and a row written since it was loaded is a conflict.
+    @Suite("Timeline rows", .timeLimit(.minutes(3)))
+    struct TimelineStoreTests {
+        @Test func lockingFindsEachStoredTimelineByItsKeyAndSkipsUnknownKeys() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", other = "u-\(token())", siteA = "site-a-\(token())", siteB = "site-b-\(token())"
+                let now = Date()
+                try await db.process([
+                    Make.checkIn(user: user, site: siteA, at: now.minus(minutes: 30), sessionKey: "sk-\(token())"),
+                    Make.checkIn(user: user, site: siteB, at: now.minus(minutes: 20), sessionKey: "sk-\(token())"),
+                ], from: 0)
+                let a = MergerStore.TimelineKey(userId: user, siteId: siteA)
+                let b = MergerStore.TimelineKey(userId: user, siteId: siteB)
+                let unknown = [MergerStore.TimelineKey(userId: user, siteId: "site-none-\(token())"), MergerStore.TimelineKey(userId: other, siteId: siteA)]
+
+                let loaded = try await db.client.withTransaction(logger: MergerDB.logger) { connection in
+                    try await MergerStore.lockTimelines([b] + unknown + [a], policy: db.configuration.policy, on: connection, logger: MergerDB.logger)
+                }
+                #expect(Set(loaded.keys) == [a, b])
+                #expect(loaded[a]?.version == 1 && loaded[b]?.version == 1)
+                #expect(loaded[a]?.timeline.siteId == siteA && loaded[b]?.timeline.siteId == siteB)
+                #expect(loaded[a]?.timeline.eventCount == 1 && loaded[b]?.timeline.eventCount == 1)
+            }
+        }
+
+        @Test func aTimelineSavedAtAVersionItNoLongerHasIsAWriteConflict() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())"
+                try await db.process([Make.checkIn(user: user, site: site, at: Date().minus(minutes: 10), sessionKey: "sk-\(token())")], from: 0)
+                let key = MergerStore.TimelineKey(userId: user, siteId: site)
+                let policy = db.configuration.policy
+                func storedVersion() async throws -> Int {
+                    try await db.count("SELECT version::int FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site)")
+                }
+
+                // Saved at the version it was loaded at: written, one version on.
+                try await db.client.withTransaction(logger: MergerDB.logger) { connection in
+                    let loaded = try await MergerStore.lockTimelines([key], policy: policy, on: connection, logger: MergerDB.logger)
+                    try await MergerStore.saveTimelines(loaded, on: connection, logger: MergerDB.logger)
+                }
+                #expect(try await storedVersion() == 2)
+
+                // Saved as if loaded before that write: refused, and nothing changes.
+                await #expect(throws: MergerWriteConflict.self) {
+                    try await unwrapTransactionError {
+                        try await db.client.withTransaction(logger: MergerDB.logger) { connection in
+                            var loaded = try await MergerStore.lockTimelines([key], policy: policy, on: connection, logger: MergerDB.logger)
+                            loaded[key]?.version = 1
+                            try await MergerStore.saveTimelines(loaded, on: connection, logger: MergerDB.logger)
+                        }
+                    }
+                }
+                #expect(try await storedVersion() == 2)
+            }
+        }
+
+        /// Two replicas (each its own processor and timeline cache) apply events of one new timeline at
+        /// once: whichever inserts the row second loses the race, retries on the row the first wrote,
+        /// and both events are in the timeline.
+        @Test func twoReplicasCreatingOneTimelineAtOnceBothLand() async throws {
+            try await MergerDB.run { db in
+                let replica = VettedBatchProcessor(
+                    client: db.client, configuration: db.configuration, deadLetters: db.deadLetters, logger: MergerDB.logger)
+                let now = Date()
+                for round in 0..<5 {
+                    let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())"
+                    let checkIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sessionKey)
+                    let presence = Make.event(.heartbeat, user: user, site: site, at: now.minus(minutes: 29))
+                    async let first = db.process([checkIn], from: Int64(round * 2))
+                    async let second = db.process([presence], from: Int64(round * 2 + 1), with: replica)
+                    let (one, two) = try await (first, second)
+                    #expect(one.verdicts.map(\.outcome) == [.accepted])
+                    #expect(two.verdicts.map(\.outcome) == [.accepted])
+                    #expect(try await db.count(
+                        "SELECT event_count FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 2") == 2)
+                    #expect(try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted'") == 2)
+                }
+            }
+        }
+    }
+}
