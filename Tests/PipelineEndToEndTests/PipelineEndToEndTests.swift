@@ -117,6 +117,35 @@ struct PipelineEndToEndTests {
         #expect(mismatch.status == 422, "\(mismatch)")
         #expect(try await p.rows(key: first.idempotencyKey) == 1)
     }
+
+    /// The local stack's broker keeps everything in memory: a restart forgets every topic, group
+    /// and producer id. The services must outlive it (librdkafka 2.8 crashed every one of them in
+    /// its metadata cache until deploy/local/patches), and once they are restarted, as the RUNBOOK
+    /// says, a device enrolled before is still known: the registry refills its feed topic from the
+    /// outbox, which every reader rebuilds its registry cache from.
+    @Test func aDeviceEnrolledBeforeABrokerRestartIsStillAcceptedAfterIt() async throws {
+        let p = try await RunningPipeline.shared()
+        let device = try await p.enroll()
+        let before = p.event(device: device, type: .checkin, at: Date().addingTimeInterval(-120))
+        let first = try await p.sendUntilFinal(before, device: device)
+        #expect([201, 200].contains(first.status), "\(first)")
+
+        let running = try RunningPipeline.servicePids()
+        #expect(running.count == 5, "\(running)")
+        try await LocalStack.runScript("deploy/local/stack.sh", "restart-broker")
+        // The services reconnect, find their topics gone and update their metadata: where they crashed.
+        try await Task.sleep(for: .seconds(15))
+        for (name, pid) in running.sorted(by: { $0.key < $1.key }) {
+            #expect(kill(pid, 0) == 0, "\(name) (pid \(pid)) did not outlive the broker restart")
+        }
+
+        try await LocalStack.runScript("deploy/local/services.sh", "stop")
+        try await LocalStack.runScript("deploy/local/services.sh", "start")
+        let after = p.event(device: device, type: .heartbeat, at: Date().addingTimeInterval(-60))
+        let second = try await p.sendUntilFinal(after, device: device)
+        #expect([201, 200].contains(second.status), "the device enrolled before the restart: \(second)")
+        #expect(try await p.rows(keys: [before.idempotencyKey, after.idempotencyKey]) == 2)
+    }
 }
 
 // MARK: - Harness
@@ -189,6 +218,19 @@ actor RunningPipeline {
             http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: site.id,
             beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
         )
+    }
+
+    /// The pids of the running services, from `deploy/local/services.sh`'s pid files.
+    nonisolated static func servicePids() throws -> [String: pid_t] {
+        let directory = LocalStack.root.appendingPathComponent(".local/run/services")
+        var pids: [String: pid_t] = [:]
+        for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) where file.hasSuffix(".pid") {
+            let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            if let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), kill(pid, 0) == 0 {
+                pids[String(file.dropLast(4))] = pid
+            }
+        }
+        return pids
     }
 
     /// A new user with an enrolled device, published to the gateway's and the policy's caches.

@@ -66,6 +66,10 @@ public enum BeaconRegistryServer {
                 logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
             }
             try await configuration.ensureTopics(logger: logger)
+            // A feed topic the broker lost (Tansu forgets its topics on restart) is refilled from
+            // the outbox before anything reads it (see RegistryFeedRepair).
+            try await RegistryFeedRepair.repairIfLost(
+                admin: KafkaAdmin(configuration: configuration.kafka, logger: logger), client: client, logger: logger)
             // Shutdown runs in reverse: the server stops taking requests, the sightings collector
             // and the lookup cache stop reading, the publisher finishes its round, then the
             // producer flushes.

@@ -41,7 +41,7 @@ public enum TelemetryAggregatorServer {
             group.addTask { await client.run() }
             let applied = try await TelemetryMigrations.apply(schema: telemetry.schema, client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
-            try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: configuration.kafka, logger: logger))
+            try await configuration.ensureTopics(logger: logger)
             try await ServiceMain.runServices([producer, monitor, pipeline, app], logger: logger)
             group.cancelAll()
         }

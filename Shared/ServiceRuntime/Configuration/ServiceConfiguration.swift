@@ -38,7 +38,9 @@ public struct ServiceConfiguration: Sendable {
     }
 
     /// Creates the platform's topics that are missing, with `topicPartitions`.
-    public func ensureTopics(logger: Logger) async throws {
+    /// - Returns: the topics created.
+    @discardableResult
+    public func ensureTopics(logger: Logger) async throws -> [String] {
         try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
     }
 
