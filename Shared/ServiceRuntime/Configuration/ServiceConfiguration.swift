@@ -38,9 +38,7 @@ public struct ServiceConfiguration: Sendable {
     }
 
     /// Creates the platform's topics that are missing, with `topicPartitions`.
-    /// - Returns: the topics created.
-    @discardableResult
-    public func ensureTopics(logger: Logger) async throws -> [String] {
+    public func ensureTopics(logger: Logger) async throws {
         try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
     }
 

@@ -85,7 +85,7 @@ struct PipelineBench {
                 // What 2,000/s would leave each event: every core's second shared by 2,000 events.
                 say(String(format: "  CPU per accepted event ............. %8.2f ms   (2,000/s on %d cores allows %.2f ms; the broker alone takes %.2f ms)",
                            cpu.total(perUnit: saturated.accepted) * 1e3, cpu.cores, Double(cpu.cores) / 2_000 * 1e3,
-                           (cpu.seconds[.broker] ?? 0) / Double(saturated.accepted) * 1e3))
+                           cpu.seconds(of: .broker, perUnit: saturated.accepted) * 1e3))
             }
         }
         if let half, let halfRate {
@@ -103,7 +103,7 @@ struct PipelineBench {
                 say(String(format: "  CPU per row, whole machine ......... %8.0f µs   (half of pgbench's rate on %d cores allows %.0f µs)",
                            merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed))
                 say(String(format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)",
-                           (merger.cpu.seconds[.postgres] ?? 0) / Double(merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
+                           merger.cpu.seconds(of: .postgres, perUnit: merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
             }
         }
     }
@@ -203,7 +203,7 @@ struct PipelineBench {
         var rows: Int
         var cpu: StackCPU.Usage
 
-        var postgresMicrosecondsPerRow: Double { (cpu.seconds[.postgres] ?? 0) / Double(max(rows, 1)) * 1e6 }
+        var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
 
         func report(_ label: String) {
             say("    \(label): " + String(format: "%.0f rows/s; cores busy %.0f %%; PostgreSQL %.0f µs of CPU per row", rowsPerSecond, cpu.busyShare * 100, postgresMicrosecondsPerRow))
@@ -256,8 +256,9 @@ struct PipelineBench {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pgbench)
         // A fixed number of transactions per client: a time limit (-T) did not stop pgbench when started from here.
-        // 80 transactions in all, whatever the number of clients.
-        process.arguments = ["-n", "-f", script.path, "-c", "\(clients)", "-j", "\(clients)", "-t", "\(80 / clients)"]
+        // About 80 transactions in all, whatever the number of clients.
+        let perClient = 80 / clients
+        process.arguments = ["-n", "-f", script.path, "-c", "\(clients)", "-j", "\(clients)", "-t", "\(perClient)"]
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -270,7 +271,7 @@ struct PipelineBench {
               let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
               let tps = Double(line.dropFirst(6).prefix { $0 != " " })
         else { throw LoadError("pgbench failed:\n\(output)") }
-        return PgbenchRun(rowsPerSecond: tps * Double(options.mergerBatch), rows: 80 / clients * clients * options.mergerBatch, cpu: cpu)
+        return PgbenchRun(rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu)
     }
 
     // MARK: The merger alone

@@ -5,7 +5,7 @@ import Foundation
 /// CPU per event or row beside the figures shows which part would have to shrink, and by how much.
 struct StackCPU {
     /// The parts of the stack, told apart by process name (the kernel keeps 15 characters).
-    enum Part: String, CaseIterable, Comparable {
+    enum Part: String, CaseIterable {
         case broker, gateway, policy, merger, postgres, telemetry, registry, loadGenerator
 
         var label: String {
@@ -34,10 +34,6 @@ struct StackCPU {
             default: return nil
             }
         }
-
-        static func < (a: Self, b: Self) -> Bool {
-            allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
-        }
     }
 
     /// CPU seconds so far, per part and for the whole machine.
@@ -57,15 +53,19 @@ struct StackCPU {
         var cores: Int
 
         /// "broker 0.67 ms, gateway 0.50 ms, …" per `units` (events or rows), largest first.
-        func perUnit(_ units: Int, scale: Double, unit: String, parts: [Part]? = nil) -> String {
+        func perUnit(_ units: Int, scale: Double, unit: String) -> String {
             guard units > 0 else { return "no \(unit)" }
-            let shown = (parts ?? Part.allCases).filter { (seconds[$0] ?? 0) > 0 }
-            var items = shown.map { ($0.label, seconds[$0] ?? 0) }
-            if parts == nil, otherSeconds > 0 { items.append(("other", otherSeconds)) }
+            var items = Part.allCases.filter { (seconds[$0] ?? 0) > 0 }.map { ($0.label, seconds[$0] ?? 0) }
+            if otherSeconds > 0 { items.append(("other", otherSeconds)) }
             let digits = scale >= 1e6 ? "%.0f" : "%.2f"
             return items.sorted { $0.1 > $1.1 }
                 .map { "\($0.0) \(String(format: digits, $0.1 / Double(units) * scale)) \(unit)" }
                 .joined(separator: ", ")
+        }
+
+        /// One part's CPU seconds per unit.
+        func seconds(of part: Part, perUnit units: Int) -> Double {
+            units > 0 ? (seconds[part] ?? 0) / Double(units) : 0
         }
 
         /// All parts and the rest, per unit.
@@ -73,8 +73,6 @@ struct StackCPU {
             units > 0 ? (seconds.values.reduce(0, +) + otherSeconds) / Double(units) : 0
         }
     }
-
-    static var isAvailable: Bool { FileManager.default.fileExists(atPath: "/proc/stat") }
 
     static func snapshot() -> Snapshot {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))

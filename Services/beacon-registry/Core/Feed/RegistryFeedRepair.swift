@@ -21,21 +21,20 @@ public enum RegistryFeedRepair {
         highWatermark == 0 && outboxHasPublishedRows
     }
 
-    /// Checks the feed and, when it is lost, queues it again.
+    /// Checks the feed and, when it is lost, queues it again. Runs once, at the registry's start.
     /// - Returns: the outbox rows queued again (0 when the feed is intact).
     @discardableResult
     public static func repairIfLost(
         admin: KafkaAdmin, client: PostgresClient, topic: String = Topic.registryChanges.name, logger: Logger
     ) async throws -> Int {
         let marks = try await admin.watermarks(TopicPartition(topic: topic, partition: 0))
-        guard marks.high == 0 else { return 0 }
         let published = try await client.query(
             "SELECT EXISTS (SELECT 1 FROM registry.change_outbox WHERE published_at IS NOT NULL)", logger: logger)
         var hasPublished = false
         for try await exists in published.decode(Bool.self) { hasPublished = exists }
         guard isLost(highWatermark: marks.high, outboxHasPublishedRows: hasPublished) else { return 0 }
         let queued = try await requeueLatest(client: client, logger: logger)
-        // 0: a previous round queued them and the publisher has not produced the first yet.
+        // 0: an earlier start queued them and stopped before the publisher produced the first.
         guard queued > 0 else { return 0 }
         logger.warning("the registry feed topic was empty although changes had been published; the latest change of every entity is queued again", metadata: [
             "topic": .string(topic), "rows": "\(queued)",
