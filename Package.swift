@@ -725,8 +725,8 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
-        // A small fleet against the four services as processes (services.sh under the shared
-        // services lock), asserting zero lost and zero duplicated events in merger.events.
+        // make run's demo against the services as processes (services.sh under the shared services
+        // lock): nothing lost or duplicated, every printed target met, the status page in agreement.
         .testTarget(
             name: "FleetEndToEndTests",
             dependencies: [
@@ -734,6 +734,7 @@ let package = Package(
                 "FleetSimulatorService",
                 "LocalStackTesting",
                 "ServiceRuntime",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],

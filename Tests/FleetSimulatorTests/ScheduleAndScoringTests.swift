@@ -92,6 +92,77 @@ struct ScheduleAndScoringTests {
         #expect(score.checkOutTimeErrorSeconds.p50 == 10)
     }
 
+    @Test func inARushEveryoneArrivesWithinTheRunAndNobodyLeaves() throws {
+        let site = World.standard(sites: 1).sites[0]
+        let rush = RushSettings()
+        let start: Int64 = 1_800_000_000_123   // any moment, not a midnight
+        let duration: Int64 = 90_000
+        let window = rush.arrivalWindow(durationMs: duration)
+        for index in 0..<60 {
+            var random = SimulationRandom(seed: 5, stream: UInt64(index))
+            let kind: PersonKind = [.employee, .gateStander, .visitor, .walkPast][index % 4]
+            let p = ScheduleGenerator.rushPerson(
+                index: index, kind: kind, siteIndex: 0, site: site, start: start, durationMs: duration,
+                settings: ScheduleSettings(), rush: rush, random: &random)
+            // From the run's start; a walk under way at its end may go on past it.
+            #expect(p.itinerary.segments.first?.start == start && (p.itinerary.segments.last?.end ?? 0) >= start + duration)
+            for (a, b) in zip(p.itinerary.segments, p.itinerary.segments.dropFirst()) { #expect(a.end == b.start && a.to == b.from) }
+            if kind == .walkPast {
+                #expect(p.truth.isEmpty)
+                // Passes a door (within a metre along the pavement) inside the arrival window.
+                let passes = stride(from: start, to: start + duration, by: 250).filter { t in
+                    site.gates.contains { abs(p.itinerary.whereabouts(at: t).position.x - $0.position.x) < 1 }
+                }
+                #expect(passes.contains { window.contains($0 - start) }, "passes a door at \(passes.map { $0 - start })")
+            } else {
+                #expect(p.truth.map(\.kind) == [.arrival])
+                let arrival = try #require(p.truth.first)
+                #expect(window.contains(arrival.at - start))
+                #expect(p.itinerary.whereabouts(at: arrival.at).position.distance(to: site.gates[arrival.gate].position) < 1.5)
+                // Employees and visitors are at rest at a desk inside the building when the run ends (gate
+                // standers may still stand at the gate).
+                let end = p.itinerary.whereabouts(at: start + duration)
+                if kind != .gateStander {
+                    #expect(!end.walking && end.position.y >= rush.deskDepth.lowerBound && end.position.y <= rush.deskDepth.upperBound)
+                }
+            }
+        }
+    }
+
+    @Test func theSLOIsTheServersFirstReceiptAgainstTheEventsOwnTime() {
+        let person = Person(index: 0, kind: .employee, siteIndex: 0, itinerary: Itinerary(segments: []), truth: [], speed: 1.2)
+        var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
+        // Checked in at 1,000 s, but confirmed (decided) at 1,100 s; a heartbeat queued offline for 6 minutes.
+        device.posted = [Self.posted("checkin", at: 1_100_000, timestamp: 1_000_000), Self.posted("heartbeat", at: 2_000_000)]
+        device.deliveries = [
+            DeliveryRecord(key: "checkin-1100000", kind: "checkin", status: 201, attempts: 1, verdictAt: 1_101_000, reachedServerAt: 1_100_500),
+            DeliveryRecord(key: "heartbeat-2000000", kind: "heartbeat", status: 201, attempts: 3, verdictAt: 2_360_000, reachedServerAt: 2_359_000),
+        ]
+        let score = Score(people: [person], devices: [device])
+        #expect(score.sloEvents == 2 && score.sloGoodEvents == 1 && score.sloWithin5Minutes == 0.5)
+        #expect(score.decisionToVerdictSeconds.p50 == 1 && score.decisionToVerdictSeconds.max == 360)
+    }
+
+    @Test func theReportHasASiteTableAndSaysWhatEachStatusBarMeans() throws {
+        var options = FleetOptions()
+        options.devices = 20
+        options.sites = 2
+        options.scheduleKind = .morningRush
+        options.durationMs = 90_000
+        let plan = FleetPlan(options: options)
+        var delivery = FleetReport.Delivery()
+        delivery.attemptStatuses = ["201": 10, "offline": 2, "captive_portal": 1, "timeout": 1]
+        var report = FleetReport(parameters: .init(mode: "real-stack", plan: plan), plan: plan, devices: [], delivery: delivery, throughput: .init())
+        #expect(report.sites.map(\.siteId) == plan.world.sites.map(\.id))
+        report.compare(withServer: .init(source: "test", good: 0, total: 0), bySite: [plan.world.sites[0].id: (good: 0, total: 0)])
+        #expect(report.targets.last?.name == "SLO as the status page reports it (test)" && report.targets.last?.met == true)
+        let html = HTMLReport.render(report)
+        #expect(html.contains("<table id=\"site-table\">") && html.contains(plan.world.sites[1].id))
+        #expect(html.contains("no network on the phone: no request left it"))
+        #expect(html.contains("a Wi-Fi login page answered instead of the gateway"))
+        #expect(report.headline.contains("90 s in real time") && report.headline.contains("no departures in the run"))
+    }
+
     @Test func percentilesAreNearestRank() {
         let p = Percentiles((1...100).map(Double.init))
         #expect(p.p50 == 50 && p.p90 == 90 && p.p99 == 99 && p.max == 100 && p.count == 100)

@@ -51,8 +51,12 @@ struct TraceAndCommandTests {
         (["run", "--duration", "3x"], "--duration \"3x\" is not a duration like 90s, 15m, 24h or 3d"),
         (["run", "--devices", "0"], "--devices must be between 1 and 100000, got 0"),
         (["run", "--devices", "many"], "many"),
-        (["run", "--time-scale", "0"], "--time-scale must be a positive number, got 0.0"),
         (["run", "--duration", "10d"], "longer than 6 days"),
+        (["run", "--duration", "30s"], "--duration 30s is too short for a rush: at least 75s"),
+        (["run", "--start-hour", "7.5"], "--start-hour is for detection-only runs over working days"),
+        (["run", "--offline-time", "40s-10s"], "--offline-time \"40s-10s\" is not a range of durations like 10s-40s or 6m-7m"),
+        (["run", "--offline-share", "1.5"], "--offline-share must be between 0 and 1, got 1.5"),
+        (["run", "--schedule", "weekly"], "weekly"),
         (["scenario", "no-such-thing"], "unknown scenario \"no-such-thing\"; one of: all, default-world"),
         (["replay"], "--trace"),
     ])
@@ -68,11 +72,24 @@ struct TraceAndCommandTests {
 
     @Test func goodArgumentsBecomeFleetOptions() throws {
         let command = try #require(try FleetSimulatorCommand.parseAsRoot(
-            ["run", "--devices", "50", "--sites", "2", "--duration", "90m", "--start-hour", "7.5", "--seed", "9", "--quiet-phones"]) as? RunCommand)
+            ["run", "--detection-only", "--devices", "50", "--sites", "2", "--duration", "90m", "--start-hour", "7.5", "--seed", "9", "--quiet-phones"])
+            as? RunCommand)
         let o = command.fleetOptions
         #expect(o.devices == 50 && o.sites == 2 && o.durationMs == 5_400_000 && o.startOffsetMs == 27_000_000 && o.seed == 9)
-        #expect(o.phones == .quiet)
+        #expect(o.scheduleKind == .workingDays && o.phones == .quiet)
         #expect(DurationText.milliseconds("2d") == 172_800_000 && DurationText.milliseconds("45") == 45_000 && DurationText.milliseconds("h") == nil)
+        #expect(DurationText.range("10s-40s") == 10_000...40_000 && DurationText.range("30s") == 30_000...30_000)
+        #expect(DurationText.range("6m-") == nil && DurationText.range("1e300s") == nil)
+    }
+
+    @Test func theDefaultRunIsTheDemoARealTimeMorningRush() throws {
+        let o = try #require(try FleetSimulatorCommand.parseAsRoot(["run"]) as? RunCommand).fleetOptions
+        #expect(o.devices == 300 && o.sites == 2 && o.durationMs == 90_000 && o.scheduleKind == .morningRush && o.phones == .rush)
+        let burning = try #require(try FleetSimulatorCommand.parseAsRoot(
+            ["run", "--duration", "8m", "--offline-share", "0.3", "--offline-time", "6m-7m"]) as? RunCommand).fleetOptions
+        #expect(burning.phones.offline == 0.3 && burning.phones.offlineSeconds == 360...420)
+        let days = try #require(try FleetSimulatorCommand.parseAsRoot(["run", "--detection-only"]) as? RunCommand).fleetOptions
+        #expect(days.scheduleKind == .workingDays && days.durationMs == 86_400_000 && days.phones == PhoneMix())
     }
 
     @Test func aCaptivePortalsHTMLIsNotAVerdict() {

@@ -60,7 +60,7 @@ enum Chromium {
 
 @Suite("Status page in headless Chromium", .serialized)
 struct StatusPageBrowserTests {
-    @Test("the live server's / shows the SLO, the budget, the firing alerts and the SVG charts")
+    @Test("the live server's / shows the data span, the SLO, the budget in words, the firing alerts, the charts and the site")
     func statusPageInChromium() async throws {
         guard let chromium = Chromium.path else {
             Issue.record("chromium is not installed: run `deploy/local/install.sh chromium` (as root) to install Debian's chromium for this test")
@@ -85,7 +85,13 @@ struct StatusPageBrowserTests {
                 #expect(dom.contains("<title>Beacon attendance: telemetry and SLO</title>"))
                 #expect(dom.contains("99.0 % of events reach the server within 5 minutes of the trigger, offline cases included"))
                 #expect(dom.contains("30-day compliance: <strong>80.00 %</strong>"))
-                #expect(dom.contains("Error budget remaining (30 days): <strong class=\"bad\">-1900.00 %</strong>"))
+                // 20 bad of 100 events, 1 allowed: the budget in words, never a negative percentage.
+                #expect(dom.contains("<strong class=\"bad\">exhausted: 20 bad events against 1 allowed, 20× the budget</strong>"))
+                #expect(try PageReader.negativePercentage(in: dom) == nil)
+                #expect(dom.contains(">exhausted: 20× the budget</text>"))   // the budget bar's label
+                // The time the data covers: the triggers of the seeded check-ins, 10:27:11 to 10:30:29.
+                #expect(dom.contains("Data from <strong>2026-11-20 10:27 UTC</strong> to <strong>2026-11-20 10:30 UTC</strong> "
+                    + "(30-day window; 100 events at 1 site)"))
                 #expect(dom.contains("fast-burn (page) FIRING"))
                 #expect(dom.contains("slow-burn (ticket) FIRING"))
                 for chart in ["chart-budget", "chart-burn-rate", "chart-compliance", "chart-latency"] {
@@ -94,8 +100,12 @@ struct StatusPageBrowserTests {
                 #expect(dom.contains("data-series=\"p50\"") && dom.contains("data-series=\"p99\""))
                 #expect(dom.contains("<polyline class=\"series\""))
                 #expect(dom.contains("<title>p50 ") && dom.contains("<title>p99 "))   // the latency markers
-                #expect(dom.contains("5m 20"))   // the 5-minute burn-rate bar's label
-                #expect(dom.contains(site))
+                #expect(dom.contains(">20×</text>") && dom.contains(">5m</text>"))   // a burn-rate bar's value and window
+                #expect(dom.contains(">now</text>") && dom.contains(">−24 h</text>"))   // the time axis
+                // The site's row over the 30 days: events, good, compliance, budget, bad events.
+                #expect(dom.contains("<tr data-site=\"\(site)\"><td>\(site)</td><td>100</td><td>80</td><td class=\"bad\">80.00 %</td>"
+                    + "<td class=\"bad\">exhausted (20×)</td><td>20</td>"))
+                #expect(dom.contains("<td>2026-11-20 10:30</td></tr>"))   // its last event
 
                 // And the screenshot path renders without errors (the SVG is drawn, not only parsed).
                 let shot = "\(NSTemporaryDirectory())telemetry-status-\(token()).png"

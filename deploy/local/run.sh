@@ -2,23 +2,31 @@
 # The main job on the native local stack (no containers), in one command: install what is missing,
 # start PostgreSQL and the broker, build, create the topics, apply the migrations, check the platform
 # path with `attendancectl doctor`, start every service, then run the fleet simulator against them
-# for about a minute: it enrolls a fleet through the registry, its phones run PresenceKit and send
-# what they detect under the no-loss contract, and it proves in PostgreSQL that every event arrived
-# exactly once. Prints the report's headline and where the HTML report and the status page are.
+# in real time for a minute and a half: it enrolls a fleet through the registry, its phones run
+# PresenceKit through a morning rush (everyone arrives within the run), send what they detect under
+# the no-loss contract and upload their telemetry, and it proves in PostgreSQL that every event
+# arrived exactly once and that the status page's SLO is the run's. Prints the report's headline and
+# where the HTML report and the status page are.
 # `make stop` (deploy/local/services.sh stop; stack.sh stop) stops everything.
 #
-#   deploy/local/run.sh     # FLEET_DEVICES=300 FLEET_SITES=2 FLEET_DURATION=1h FLEET_TIME_SCALE=60 FLEET_SEED=1
+#   deploy/local/run.sh     # the simulator's defaults: 300 phones, 2 sites, 90s, seed 1
+#   FLEET_DEVICES=1000 FLEET_SITES=4 FLEET_DURATION=3m FLEET_SEED=7 deploy/local/run.sh
+#   # an SLO burning (phones offline longer than the 5-minute objective), for a look at the alerts:
+#   FLEET_DURATION=8m FLEET_OFFLINE_SHARE=0.3 FLEET_OFFLINE_TIME=6m-7m deploy/local/run.sh
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
 cd "$ROOT"
 
-FLEET_DEVICES="${FLEET_DEVICES:-300}"
-FLEET_SITES="${FLEET_SITES:-2}"
-FLEET_DURATION="${FLEET_DURATION:-1h}"
-FLEET_TIME_SCALE="${FLEET_TIME_SCALE:-60}"
-FLEET_SEED="${FLEET_SEED:-1}"
+# The fleet's shape: the simulator's own defaults unless one of these is set.
+fleet_options=()
+[[ -z "${FLEET_DEVICES:-}" ]] || fleet_options+=(--devices "$FLEET_DEVICES")
+[[ -z "${FLEET_SITES:-}" ]] || fleet_options+=(--sites "$FLEET_SITES")
+[[ -z "${FLEET_DURATION:-}" ]] || fleet_options+=(--duration "$FLEET_DURATION")
+[[ -z "${FLEET_SEED:-}" ]] || fleet_options+=(--seed "$FLEET_SEED")
+[[ -z "${FLEET_OFFLINE_SHARE:-}" ]] || fleet_options+=(--offline-share "$FLEET_OFFLINE_SHARE")
+[[ -z "${FLEET_OFFLINE_TIME:-}" ]] || fleet_options+=(--offline-time "$FLEET_OFFLINE_TIME")
 FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
 
 "$here/stack.sh" start
@@ -48,11 +56,11 @@ if [[ ! -s "$key_file" ]] || [[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Au
     "$bin/attendancectl" api-keys mint --name "local operator (make run)" --secret-file "$key_file" >/dev/null
 fi
 
-echo "==> fleet-simulator: $FLEET_DEVICES phones on $FLEET_SITES sites, $FLEET_DURATION of virtual time from 7:30 at ${FLEET_TIME_SCALE}x"
+echo "==> fleet-simulator run ${fleet_options[*]}: a morning rush in real time"
 rm -rf "$FLEET_REPORT_DIR"
 fleet_status=0
-"$bin/fleet-simulator" run --gateway "http://127.0.0.1:$GATEWAY_PORT" --devices "$FLEET_DEVICES" --sites "$FLEET_SITES" \
-    --duration "$FLEET_DURATION" --start-hour 7.5 --time-scale "$FLEET_TIME_SCALE" --seed "$FLEET_SEED" \
+"$bin/fleet-simulator" run --gateway "http://127.0.0.1:$GATEWAY_PORT" --telemetry "http://127.0.0.1:$TELEMETRY_PORT" \
+    "${fleet_options[@]}" \
     --report-dir "$FLEET_REPORT_DIR" --token-keys-file "$RUN_DIR/secrets/device-token-keys" --no-progress || fleet_status=$?
 
 echo

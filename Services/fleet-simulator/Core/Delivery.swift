@@ -40,14 +40,18 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     public var verdictAt: Int64
     /// Wall-clock milliseconds from the entry's first attempt in this drain to its verdict (real stack only).
     public var wallLatencyMs: Double?
+    /// Virtual (true) time the event first reached the server: the first attempt the server answered
+    /// (any status), the moment the telemetry aggregator's SLO counts as the receipt.
+    public var reachedServerAt: Int64
 
-    public init(key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil) {
+    public init(key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil, reachedServerAt: Int64? = nil) {
         self.key = key
         self.kind = kind
         self.status = status
         self.attempts = attempts
         self.verdictAt = verdictAt
         self.wallLatencyMs = wallLatencyMs
+        self.reachedServerAt = reachedServerAt ?? verdictAt
     }
 }
 
@@ -80,6 +84,13 @@ public protocol DeliveryDriver: Sendable {
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
         random: inout SimulationRandom, attempts: inout AttemptLog
     ) async throws -> [DeliveryRecord]
+
+    /// Uploads the app's pending telemetry at true virtual time `now` through the phone's network
+    /// (`finalSync`: the end-of-run sync, on a working network); returns how many of `records`, from
+    /// the first, the server took (0: keep them all for the next upload).
+    func uploadTelemetry(
+        _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
+    ) async -> Int
 }
 
 /// The server side for detection-only runs and scenario tests: dedupes by idempotency key like the
@@ -94,6 +105,7 @@ public final class InProcessServer: Sendable {
     }
 
     private let stored = Mutex<[String: Stored]>([:])
+    private let telemetryIds = Mutex<Set<String>>([])
 
     public init() {}
 
@@ -113,6 +125,16 @@ public final class InProcessServer: Sendable {
             return TransportAnswer(status: 201, contentType: "application/json")
         }
     }
+
+    /// Takes a telemetry upload (each record counted once by its id, as the aggregator does).
+    public func receiveTelemetry(_ records: [TelemetryRecord], deviceId: String) {
+        telemetryIds.withLock { ids in
+            for record in records { ids.insert(deviceId + "/" + record.eventId) }
+        }
+    }
+
+    /// Distinct telemetry records received.
+    public var telemetryCount: Int { telemetryIds.withLock { $0.count } }
 
     public var events: [Stored] { stored.withLock { Array($0.values) } }
     public var count: Int { stored.withLock { $0.count } }
@@ -136,6 +158,7 @@ public struct InProcessDelivery: DeliveryDriver {
         let drainer = OutboxDrainer(outbox: outbox, clock: clock, sleep: { ms in clock.advance(by: ms) })
         var kinds: [UInt64: (String, String)] = [:]
         var answered: [UInt64: (at: Int64, attempts: Int)] = [:]
+        var reached: [UInt64: Int64] = [:]
         var log = AttemptLog()
         let server = self.server
         let timeout = requestTimeoutMs
@@ -154,6 +177,7 @@ public struct InProcessDelivery: DeliveryDriver {
                 result = ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html; charset=utf-8"))
             case .online(let latency):
                 let answer = server.receive(payload, at: t + Int64(latency) / 2)
+                if reached[entry.id] == nil { reached[entry.id] = t + Int64(latency) / 2 }
                 if Int64(latency) > timeout {
                     clock.advance(by: timeout)
                     result = .timeout
@@ -171,8 +195,24 @@ public struct InProcessDelivery: DeliveryDriver {
         for delivered in report.delivered {
             let (key, kind) = kinds[delivered.id] ?? ("?", "?")
             let answer = answered[delivered.id] ?? (clock.now().millisecondsSinceEpoch, 1)
-            records.append(DeliveryRecord(key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at))
+            records.append(DeliveryRecord(
+                key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at, reachedServerAt: reached[delivered.id]))
         }
         return records
+    }
+
+    public func uploadTelemetry(
+        _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
+    ) async -> Int {
+        let reachable: Bool = if finalSync {
+            true
+        } else if case .online(let latency) = profile.network(at: now) {
+            Int64(latency) <= requestTimeoutMs
+        } else {
+            false
+        }
+        guard reachable else { return 0 }
+        server.receiveTelemetry(records, deviceId: device.deviceId)
+        return records.count
     }
 }

@@ -36,6 +36,9 @@ public struct DeviceResult: Sendable {
     public var undelivered = 0
     public var launches = 0
     public var outboxBytes: Int64 = 0
+    /// Telemetry records the server took, and those still pending at the end.
+    public var telemetryUploaded = 0
+    public var telemetryPending = 0
 
     public init(person: Int, userId: String, deviceId: String) {
         self.person = person
@@ -128,6 +131,13 @@ public struct DeviceSimulation: Sendable {
         var drainWanted = false
         var hint = 0
         var seedCounter: UInt64 = 0
+        // The app's telemetry (uploaded after each drain) and the battery it reports.
+        var telemetry = TelemetryRecorder(installId: (UInt64(person.index) &* 0x9E37_79B9_7F4A_7C15) ^ start.magnitude)
+        var scanningMs: Int64 = 0
+        func batteryLevel(at t: Int64) -> Double {
+            let hours = Double(t - start) / 3_600_000, scanHours = Double(scanningMs) / 3_600_000
+            return profile.batteryStartLevel - (profile.idleDrainPercentPerHour * hours + profile.scanDrainPercentPerHour * scanHours) / 100
+        }
 
         // FLEET_TRACE_PERSON=<index> prints what this person's phone hears and decides (debugging).
         let tracing = ProcessInfo.processInfo.environment["FLEET_TRACE_PERSON"].flatMap(Int.init) == person.index
@@ -154,12 +164,14 @@ public struct DeviceSimulation: Sendable {
                 }
             }
             try outbox.store(effects)
+            telemetry.observe(effects, at: deviceTime(t))
             for effect in effects {
                 switch effect {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
                     result.posted.append(PostedEvent(
                         key: e.idempotencyKey.hex, kind: e.type.rawValue, siteId: e.siteId, sessionKey: e.sessionKey,
                         reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t))
+                    if case .offline = profile.network(at: t) { telemetry.recordOfflineEnqueue(backlog: outbox.count, at: deviceTime(t)) }
                     drainWanted = true
                 case .requestRegionState: pending.append(Pending(at: t + 500, event: .regionState))
                 case .performGattChallenge: pending.append(Pending(at: t + Int64(random.int(150...600)), event: .gattResult))
@@ -176,6 +188,7 @@ public struct DeviceSimulation: Sendable {
             appState = .running
             scanning = false
             result.launches += 1
+            telemetry.recordBattery(level: batteryLevel(at: t), at: deviceTime(t))
             try apply(agent!.handle(.appLaunched, at: deviceTime(t)), at: t)
             if case .offline = profile.network(at: t) {
                 try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t)), at: t)
@@ -190,13 +203,40 @@ public struct DeviceSimulation: Sendable {
             scanning = false
         }
 
+        // Every attempt's outcome as the app's telemetry (`api_201`, `api_timeout`, ...).
+        func recordAttempts(_ log: AttemptLog, at t: Int64) {
+            for (label, n) in log.statuses.sorted(by: { $0.key < $1.key }) {
+                let outcome: DeliveryResult? = if let status = Int(label) { .response(status: status) } else if label == "timeout" { .timeout } else { nil }
+                guard let outcome else { continue }
+                for _ in 0..<n { telemetry.recordAttempt(outcome, at: deviceTime(t)) }
+            }
+        }
+
         func drain(at t: Int64, budget: Int64?) async throws {
             drainWanted = false
-            guard !outbox.isEmpty else { return }
             if case .offline = profile.network(at: t) { return } // reachability: no route, no attempt
-            let records = try await delivery.drain(
-                outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &result.attempts)
-            result.deliveries.append(contentsOf: records)
+            let sending = !outbox.isEmpty
+            if sending {
+                var log = AttemptLog()
+                let records = try await delivery.drain(
+                    outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &log)
+                result.attempts.merge(log)
+                result.deliveries.append(contentsOf: records)
+                recordAttempts(log, at: t)
+                if !records.isEmpty { telemetry.recordOutboxSent(backlog: outbox.count, at: deviceTime(t)) }
+                if budget != nil && !outbox.isEmpty { telemetry.recordBackgroundTimeout(at: deviceTime(t)) }
+            }
+            // Telemetry rides along with attendance sends (one radio wake-up), or goes alone once it piles up.
+            if sending || telemetry.pending.count >= 100 { try await uploadTelemetry(at: t, finalSync: budget == nil) }
+        }
+
+        func uploadTelemetry(at t: Int64, finalSync: Bool) async throws {
+            guard !telemetry.pending.isEmpty else { return }
+            telemetry.recordBattery(level: batteryLevel(at: t), at: deviceTime(t))
+            let taken = await delivery.uploadTelemetry(
+                telemetry.pending, device: identity, siteId: site.id, profile: profile, at: t, finalSync: finalSync)
+            telemetry.acknowledge(taken)
+            result.telemetryUploaded += taken
         }
 
         try launch(at: start)
@@ -253,7 +293,10 @@ public struct DeviceSimulation: Sendable {
                 let distance = here.position.distance(to: Point(x: 0, y: 0))
                 if !geofenceOS && distance <= site.geofenceRadiusMeters {
                     geofenceOS = true
-                    pending.append(Pending(at: t + Int64(random.uniform(3_000...20_000)), event: .geofenceEntered))
+                    // A crossing is reported 3-20 s late; a phone already inside when the run starts gets the
+                    // OS's answer to the app's state request at launch, within a second.
+                    let delay = t == start ? random.uniform(0...1_000) : random.uniform(3_000...20_000)
+                    pending.append(Pending(at: t + Int64(delay), event: .geofenceEntered))
                 } else if geofenceOS && distance > site.geofenceRadiusMeters + 50 {
                     geofenceOS = false
                     pending.append(Pending(at: t + Int64(random.uniform(3_000...20_000)), event: .geofenceExited))
@@ -283,6 +326,7 @@ public struct DeviceSimulation: Sendable {
                 if tracing { print("# \(t) os \(event)") }
                 if agent == nil && relaunches { try launch(at: t) }
                 guard agent != nil else { continue }
+                telemetry.observe(event, at: deviceTime(t))
                 try apply(agent!.handle(event, at: deviceTime(t)), at: t)
                 if case .regionEntered = first.event { drainWanted = true }
                 if case .geofenceEntered = first.event { drainWanted = true }
@@ -333,7 +377,9 @@ public struct DeviceSimulation: Sendable {
                 if agent != nil { next = min(next, nextWake) }
                 if appState == .rebooting { next = min(next, rebootUntil) }
             }
-            t = max(next, t + 1)
+            let stepEnd = max(next, t + 1)
+            if scanning { scanningMs += stepEnd - t }
+            t = stepEnd
         }
 
         if finalSync {
@@ -341,14 +387,19 @@ public struct DeviceSimulation: Sendable {
             if agent == nil { try launch(at: end) }
             var syncAt = max(end, profile.networkWindows.map(\.to).max() ?? end)
             for _ in 0..<5 where !outbox.isEmpty {
+                var log = AttemptLog()
                 let records = try await delivery.drain(
                     outbox: outbox, device: identity, profile: PhoneProfile(latencyMs: min(profile.latencyMs, 250)), at: syncAt,
-                    budgetMs: nil, random: &random, attempts: &result.attempts)
+                    budgetMs: nil, random: &random, attempts: &log)
+                result.attempts.merge(log)
                 result.deliveries.append(contentsOf: records)
+                recordAttempts(log, at: syncAt)
                 syncAt += 60_000
             }
+            try await uploadTelemetry(at: syncAt, finalSync: true)
         }
         result.undelivered = outbox.count
+        result.telemetryPending = telemetry.pending.count
         result.outboxBytes = outbox.fileSize
         return result
     }

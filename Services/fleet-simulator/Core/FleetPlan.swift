@@ -18,7 +18,11 @@ public struct FleetOptions: Sendable, Hashable {
     /// Virtual start (a midnight, epoch ms). Detection-only runs use a fixed date so they repeat.
     public var start: Int64 = 1_767_571_200_000 // 2026-01-05T00:00:00Z
     public var radio = RadioParameters()
+    /// Working days from a midnight, or a morning rush compressed into the run (runs against the
+    /// stack: real time).
+    public var scheduleKind = ScheduleKind.workingDays
     public var schedule = ScheduleSettings()
+    public var rush = RushSettings()
     public var phones = PhoneMix()
     /// Shares of people who only walk past, who stand at the gate, and visitors without a device
     /// (the rest are employees). Visitors come on top of `devices`.
@@ -31,6 +35,24 @@ public struct FleetOptions: Sendable, Hashable {
 
     public var simulationStart: Int64 { start + startOffsetMs }
     public var simulationEnd: Int64 { start + startOffsetMs + durationMs }
+
+    /// Puts the run's start at `nowMs` (epoch ms) for a real-time run: a rush starts right there;
+    /// working days keep their midnight (`start`: today's, UTC) and begin at the current time of day.
+    public mutating func setRealTimeStart(nowMs: Int64) {
+        switch scheduleKind {
+        case .morningRush:
+            start = nowMs
+            startOffsetMs = 0
+        case .workingDays:
+            start = nowMs - nowMs % ScheduleGenerator.dayMs
+            startOffsetMs = nowMs - start
+        }
+    }
+
+    /// How much of each end of the run the score leaves out: a working day's run starts and ends at
+    /// arbitrary moments, so a gate pass in its first or last 5 minutes may be half seen; a rush is
+    /// laid out so that every phone sees its whole approach and has the rush's tail to decide.
+    public var scoringEdgeMs: Int64 { scheduleKind == .morningRush ? 0 : 300_000 }
 
     /// The PresenceKit configuration of the default world: seed 001's continuous scan inside the
     /// geofence, and check-out on geofence exit (gate beacons, people walk into the building out of
@@ -69,9 +91,16 @@ public struct FleetPlan: Sendable {
                 kind = r < options.walkPastShare ? .walkPast : (r < options.walkPastShare + options.gateStanderShare ? .gateStander : .employee)
             }
             let siteIndex = index % world.sites.count
-            let person = ScheduleGenerator.person(
-                index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.start,
-                durationMs: options.startOffsetMs + options.durationMs, settings: options.schedule, random: &personRandom)
+            let person = switch options.scheduleKind {
+            case .workingDays:
+                ScheduleGenerator.person(
+                    index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.start,
+                    durationMs: options.startOffsetMs + options.durationMs, settings: options.schedule, random: &personRandom)
+            case .morningRush:
+                ScheduleGenerator.rushPerson(
+                    index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.simulationStart,
+                    durationMs: options.durationMs, settings: options.schedule, rush: options.rush, random: &personRandom)
+            }
             people.append(person)
             if person.hasDevice {
                 profiles[index] = options.phones.profile(start: options.simulationStart, durationMs: options.durationMs, random: &personRandom)

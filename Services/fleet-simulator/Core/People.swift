@@ -164,6 +164,41 @@ public struct ScheduleSettings: Sendable, Hashable, Codable {
     public init() {}
 }
 
+/// How the people's time is laid out in a run.
+public enum ScheduleKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Whole working days from a midnight: arrivals around 08:00, lunch, leaving around 17:30
+    /// (`ScheduleSettings`). For detection-only runs, where virtual time runs as fast as the machine.
+    case workingDays = "days"
+    /// A morning rush compressed into the run itself (`RushSettings`): every person with a reason to
+    /// come arrives within the run, so a run against the stack can be real time (the phones' clocks
+    /// and the servers' are the same) and still be short.
+    case morningRush = "rush"
+}
+
+/// The world of a morning rush: people already on their way when the run starts, an open-plan
+/// office right behind the doors, short stands at the gate and short network troubles.
+public struct RushSettings: Sendable, Hashable, Codable {
+    /// Nobody reaches a door before this much of the run has passed (the phones see the approach).
+    public var leadMs: Int64 = 15_000
+    /// The run goes on this long after the last arrival: time for a check-in confirmed at the desk
+    /// and for its delivery.
+    public var tailMs: Int64 = 50_000
+    /// Desks this deep behind the front wall (metres).
+    public var deskDepth: ClosedRange<Double> = 5...25
+    /// Seconds a gate stander stands at the gate.
+    public var standSeconds: ClosedRange<Double> = 15...45
+
+    public init() {}
+
+    /// The shortest run a rush fits in.
+    public var minimumDurationMs: Int64 { leadMs + tailMs + 10_000 }
+
+    /// When arrivals happen, relative to the run's start.
+    public func arrivalWindow(durationMs: Int64) -> ClosedRange<Int64> {
+        leadMs...max(leadMs, durationMs - tailMs)
+    }
+}
+
 public enum ScheduleGenerator {
     public static let dayMs: Int64 = 86_400_000
     /// Far enough from a site's centre to be outside its geofence plus the exit margin.
@@ -223,6 +258,54 @@ public enum ScheduleGenerator {
             }
         }
         return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
+    }
+
+    /// A person of a morning rush starting at `start` (any moment, not a midnight): employees, gate
+    /// standers and visitors reach their door once within `rush.arrivalWindow`, walking the last part
+    /// of their way in the run (they start where they are on their approach at `start`); walk-pasts
+    /// pass the doors once within the same window. Nobody leaves.
+    public static func rushPerson(
+        index: Int, kind: PersonKind, siteIndex: Int, site: SiteLayout, start: Int64, durationMs: Int64,
+        settings: ScheduleSettings, rush: RushSettings, random: inout SimulationRandom
+    ) -> Person {
+        let speed = random.uniform(settings.walkSpeed)
+        let end = start + durationMs
+        let window = rush.arrivalWindow(durationMs: durationMs)
+        let at = start + Int64(random.uniform(Double(window.lowerBound)...Double(window.upperBound)))
+        var truth: [TruthEvent] = []
+        switch kind {
+        case .walkPast:
+            let y = -random.uniform(settings.pavementDistance)
+            let leftToRight = random.chance(0.5)
+            let door = site.gates[random.int(0...(site.gates.count - 1))].position
+            // Where on the pavement the person is at `start`, so that they pass the door at `at`.
+            let travelled = min(speed * Double(at - start) / 1000, awayDistance)
+            let from = Point(x: door.x + (leftToRight ? -travelled : travelled), y: y)
+            var b = ItineraryBuilder(start: start, at: from)
+            b.walk(to: Point(x: leftToRight ? awayDistance : -awayDistance, y: y), speed: speed)
+            return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
+        case .employee, .gateStander, .visitor:
+            let gate = random.int(0...(site.gates.count - 1))
+            let door = site.gates[gate].position
+            let desk = Point(x: door.x + random.uniform(-8...8), y: random.uniform(rush.deskDepth))
+            let approachStart = Point(x: door.x + random.uniform(-60...60), y: -awayDistance)
+            let inFront = Point(x: door.x + random.uniform(-0.6...0.6), y: -0.8)
+            // Start on the straight approach, as far from the door as the time until `at` allows.
+            let full = approachStart.distance(to: inFront)
+            let travelled = min(speed * Double(at - start) / 1000, full)
+            var b = ItineraryBuilder(start: start, at: inFront.interpolated(to: approachStart, fraction: travelled / max(full, 0.001)))
+            b.stay(until: at - b.walkDuration(to: inFront, speed: speed))
+            b.walk(to: inFront, speed: speed)
+            truth.append(TruthEvent(person: index, siteId: site.id, kind: .arrival, at: b.now, gate: gate))
+            if kind == .gateStander {
+                b.walk(to: Point(x: door.x + random.uniform(-1.5...1.5), y: -random.uniform(0.8...2)), speed: 0.5)
+                b.stay(forMs: Int64(random.uniform(rush.standSeconds) * 1000))
+            }
+            b.walk(to: Point(x: door.x, y: 0), speed: speed)
+            b.stay(forMs: Int64(random.uniform(settings.doorPauseSeconds) * 1000))
+            b.walk(to: desk, speed: speed)
+            return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
+        }
     }
 
     /// From away to the doorway (reached at `at`), a pause there, then to the desk.

@@ -59,6 +59,11 @@ public struct PhoneProfile: Sendable, Hashable, Codable {
     public var model: String
     /// Moments the radio hears nothing at all (a crowd in between, the phone in a metal locker).
     public var signalGaps: [NetworkWindow] = []
+    /// The battery: level at the start (0...1), drain per hour while idle and extra drain per hour
+    /// while scanning (percentage points).
+    public var batteryStartLevel = 0.8
+    public var idleDrainPercentPerHour = 1.0
+    public var scanDrainPercentPerHour = 3.0
 
     public init(latencyMs: Int = 80, networkWindows: [NetworkWindow] = [], lifecycle: [ScheduledLifecycle] = [], clockSkewMs: Int64 = 0, phoneLossDb: Double = 0, model: String = "iPhone14,5") {
         self.latencyMs = latencyMs
@@ -92,11 +97,12 @@ public struct PhoneProfile: Sendable, Hashable, Codable {
 public struct PhoneMix: Sendable, Hashable, Codable {
     /// Share of phones on 2G (600-2,500 ms per request).
     public var slowNetwork = 0.05
-    /// Share of phones with an offline period (1 h up to `maxOfflineHours`).
+    /// Share of phones with an offline period, and how long it lasts (seconds).
     public var offline = 0.05
-    public var maxOfflineHours = 72.0
-    /// Share of phones behind a captive portal for 10-60 minutes.
+    public var offlineSeconds: ClosedRange<Double> = 3_600...(72 * 3_600)
+    /// Share of phones behind a captive portal, and for how long (seconds).
     public var captivePortal = 0.03
+    public var captivePortalSeconds: ClosedRange<Double> = 600...3_600
     /// Shares of phones whose app is terminated by the OS / force-quit / rebooted once in the run.
     public var terminated = 0.05
     public var forceQuit = 0.02
@@ -105,6 +111,23 @@ public struct PhoneMix: Sendable, Hashable, Codable {
     public var maxClockSkewSeconds = 30.0
 
     public init() {}
+
+    /// The troubles of a morning rush (`ScheduleKind.morningRush`), scaled to a run of minutes: a few
+    /// phones offline for 10-40 s (a lift, a basement car park), captive portals for 10-30 s, slow
+    /// networks and clock skew as over days. No app termination, force-quit or reboot: their shares are
+    /// per day, and one falling in the minute of a phone's approach would be a miss by construction (a
+    /// terminated app is relaunched only by the next region or geofence event); the working-days world
+    /// keeps them at their daily rate.
+    public static let rush: PhoneMix = {
+        var m = PhoneMix()
+        m.offline = 0.03
+        m.offlineSeconds = 10...40
+        m.captivePortalSeconds = 10...30
+        m.terminated = 0
+        m.forceQuit = 0
+        m.reboot = 0
+        return m
+    }()
 
     public static let quiet: PhoneMix = {
         var m = PhoneMix()
@@ -116,14 +139,17 @@ public struct PhoneMix: Sendable, Hashable, Codable {
         var p = PhoneProfile()
         p.latencyMs = random.chance(slowNetwork) ? random.int(600...2_500) : random.int(30...250)
         let end = start + durationMs
+        // Troubles end before the run does, leaving the phone time to catch up.
+        let lastEnd = end - min(60_000, durationMs / 10)
         if random.chance(offline) {
-            let length = Int64(random.uniform(1...max(1, maxOfflineHours)) * 3_600_000)
+            let length = Int64(random.uniform(offlineSeconds) * 1000)
             let from = start + Int64(random.uniform(0...max(0, Double(durationMs - length) * 0.8)))
-            p.networkWindows.append(NetworkWindow(from: from, to: min(from + length, end - 60_000), condition: .offline))
+            if lastEnd > from { p.networkWindows.append(NetworkWindow(from: from, to: min(from + length, lastEnd), condition: .offline)) }
         }
         if random.chance(captivePortal) {
             let from = start + Int64(random.uniform(0...Double(durationMs) * 0.8))
-            p.networkWindows.append(NetworkWindow(from: from, to: from + Int64(random.uniform(600_000...3_600_000)), condition: .captivePortal))
+            let to = min(from + Int64(random.uniform(captivePortalSeconds) * 1000), lastEnd)
+            if to > from { p.networkWindows.append(NetworkWindow(from: from, to: to, condition: .captivePortal)) }
         }
         for (share, event) in [(terminated, LifecycleEvent.terminated), (forceQuit, .forceQuit), (reboot, .reboot)] where random.chance(share) {
             p.lifecycle.append(ScheduledLifecycle(at: start + Int64(random.uniform(0...Double(durationMs) * 0.9)), event: event))
@@ -133,6 +159,9 @@ public struct PhoneMix: Sendable, Hashable, Codable {
         p.clockSkewMs = Int64(skew * 1000)
         p.phoneLossDb = random.uniform(0...4)
         p.model = random.chance(0.5) ? "iPhone14,5" : "iPhone15,2"
+        p.batteryStartLevel = random.uniform(0.3...1)
+        p.idleDrainPercentPerHour = random.uniform(0.5...1.5)
+        p.scanDrainPercentPerHour = random.uniform(2...4)
         return p
     }
 }

@@ -9,18 +9,53 @@ public struct FleetReport: Sendable, Codable {
         public var sites: Int
         public var durationHours: Double
         public var seed: UInt64
-        public var timeScale: Double?
+        /// `days` (working days) or `rush` (a morning rush compressed into the run).
+        public var schedule: String
         public var gateway: String?
 
-        public init(mode: String, devices: Int, visitors: Int, sites: Int, durationHours: Double, seed: UInt64, timeScale: Double?, gateway: String?) {
+        /// `mode`: `detection-only` (virtual time, as fast as the machine goes, in-process server) or
+        /// `real-stack` (real time against the services at `gateway`).
+        public init(mode: String, plan: FleetPlan, gateway: String? = nil) {
             self.mode = mode
-            self.devices = devices
-            self.visitors = visitors
-            self.sites = sites
-            self.durationHours = durationHours
-            self.seed = seed
-            self.timeScale = timeScale
+            devices = plan.devicePeople.count
+            visitors = plan.people.count - devices
+            sites = plan.world.sites.count
+            durationHours = Double(plan.options.durationMs) / 3_600_000
+            seed = plan.options.seed
+            schedule = plan.options.scheduleKind.rawValue
             self.gateway = gateway
+        }
+    }
+
+    /// Detection and delivery figures of one site.
+    public struct SiteRow: Sendable, Codable {
+        public var siteId: String
+        public var devices: Int
+        public var arrivals: Int
+        public var matchedArrivals: Int
+        public var checkIns: Int
+        public var falseCheckIns: Int
+        public var eventsPosted: Int
+        public var eventsAtServer: Int
+        public var sloGood: Int
+        public var sloEvents: Int
+        /// The telemetry aggregator's count for the site (`/v1/slo`), when the run asked it.
+        public var serverSLOGood: Int64?
+        public var serverSLOEvents: Int64?
+    }
+
+    /// The SLO as the telemetry aggregator reports it for this run's sites (`GET /v1/slo?site=`, the
+    /// 30-day window: the sites are new, so it holds exactly this run's events).
+    public struct ServerSLO: Sendable, Codable {
+        public var source: String
+        public var good: Int64
+        public var total: Int64
+        public var compliance: Double { total == 0 ? 1 : Double(good) / Double(total) }
+
+        public init(source: String, good: Int64, total: Int64) {
+            self.source = source
+            self.good = good
+            self.total = total
         }
     }
 
@@ -40,6 +75,11 @@ public struct FleetReport: Sendable, Codable {
         public var attemptStatuses: [String: Int] = [:]
         public var finalStatuses: [String: Int] = [:]
         public var launches = 0
+        /// Events of each site the server holds (by the site the device named).
+        public var serverEventsBySite: [String: Int] = [:]
+        /// Telemetry records the devices uploaded, and those still on the phones at the end.
+        public var telemetryUploaded = 0
+        public var telemetryPending = 0
 
         public init() {}
     }
@@ -86,12 +126,15 @@ public struct FleetReport: Sendable, Codable {
     public var detectionLatencyHistogram: [Int]
     public var timelines: [Timeline]
     public var start: Int64
+    public var sites: [SiteRow]
+    public var serverSLO: ServerSLO?
 
     public init(
         parameters: Parameters, plan: FleetPlan, devices: [DeviceResult], delivery: Delivery, throughput: Throughput
     ) {
         self.parameters = parameters
-        score = Score(people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd)
+        let window = plan.options.simulationStart..<plan.options.simulationEnd
+        score = Score(people: plan.people, devices: devices, window: window, edgeMs: plan.options.scoringEdgeMs)
         self.delivery = delivery
         self.throughput = throughput
         start = plan.options.simulationStart
@@ -118,10 +161,36 @@ public struct FleetReport: Sendable, Codable {
                 detected: device.posted.filter { $0.kind != "heartbeat" }.map { .init(kind: $0.kind, at: $0.decidedAt) }))
         }
         timelines = sample
-        targets = Self.targets(score: score, delivery: delivery, throughput: throughput, parameters: parameters)
+        sites = plan.world.sites.indices.map { index in
+            let siteId = plan.world.sites[index].id
+            let people = plan.people.filter { $0.siteIndex == index }
+            let indices = Set(people.map(\.index))
+            let own = devices.filter { indices.contains($0.person) }
+            let s = Score(people: people, devices: own, window: window, edgeMs: plan.options.scoringEdgeMs)
+            return SiteRow(
+                siteId: siteId, devices: own.count, arrivals: s.arrivals, matchedArrivals: s.matchedArrivals, checkIns: s.checkIns,
+                falseCheckIns: s.falseCheckIns, eventsPosted: own.reduce(0) { $0 + $1.posted.count },
+                eventsAtServer: delivery.serverEventsBySite[siteId] ?? 0, sloGood: s.sloGoodEvents, sloEvents: s.sloEvents)
+        }
+        targets = Self.targets(score: score, delivery: delivery, throughput: throughput, parameters: parameters, serverSLO: nil)
     }
 
-    static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters) -> [Target] {
+    /// Adds the telemetry aggregator's view of the SLO (per site and in all), and the target that it
+    /// agrees with the run's own.
+    public mutating func compare(withServer server: ServerSLO, bySite: [String: (good: Int64, total: Int64)]) {
+        serverSLO = server
+        for index in sites.indices {
+            guard let counts = bySite[sites[index].siteId] else { continue }
+            sites[index].serverSLOGood = counts.good
+            sites[index].serverSLOEvents = counts.total
+        }
+        targets = Self.targets(score: score, delivery: delivery, throughput: throughput, parameters: parameters, serverSLO: server)
+    }
+
+    /// How far apart the run's SLO and the server's may be (percentage points, as a fraction).
+    public static let sloAgreement = 0.005
+
+    static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters, serverSLO: ServerSLO?) -> [Target] {
         func pct(_ v: Double) -> String { String(format: "%.3f %%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1f s", $0) } ?? "n/a" }
         var t: [Target] = [
@@ -132,8 +201,15 @@ public struct FleetReport: Sendable, Codable {
             Target(name: "detection latency p99", target: "< 10 s", actual: sec(score.detectionLatencySeconds.p99), met: (score.detectionLatencySeconds.p99 ?? 99) < 10),
             Target(name: "events lost", target: "0", actual: "\(delivery.lost)", met: delivery.lost == 0),
             Target(name: "events duplicated", target: "0", actual: "\(delivery.duplicated)", met: delivery.duplicated == 0),
-            Target(name: "SLO: events at the server within 5 min of the decision", target: ">= 99 %", actual: pct(score.sloWithin5Minutes), met: score.sloWithin5Minutes >= 0.99),
+            Target(name: "SLO: events at the server within 5 min of their time", target: ">= 99 %", actual: pct(score.sloWithin5Minutes), met: score.sloWithin5Minutes >= 0.99),
         ]
+        if let serverSLO {
+            let gap = abs(serverSLO.compliance - score.sloWithin5Minutes)
+            t.append(Target(
+                name: "SLO as the status page reports it (\(serverSLO.source))", target: "within 0.5 points, every event counted",
+                actual: "\(pct(serverSLO.compliance)) (\(serverSLO.good) of \(serverSLO.total) events)",
+                met: gap < sloAgreement && serverSLO.total == Int64(score.sloEvents)))
+        }
         if parameters.mode == "detection-only" {
             let perDevice = throughput.residentBytesPerDevice
             t.append(Target(name: "memory per device (resident, outbox files excluded)", target: "<= 50 KiB", actual: String(format: "%.1f KiB", perDevice / 1024), met: perDevice <= 50 * 1024))
@@ -145,12 +221,26 @@ public struct FleetReport: Sendable, Codable {
         let s = score
         func pct(_ v: Double) -> String { String(format: "%.2f%%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1fs", $0) } ?? "n/a" }
+        let realTime = parameters.mode == "real-stack"
+        let span = realTime
+            ? String(format: "%.0f s in real time (phones and servers on the same clock)", parameters.durationHours * 3_600)
+            : String(format: "%.1f h virtual in %.1f s wall", parameters.durationHours, throughput.wallSeconds)
+        let checkOuts = s.departures == 0
+            ? "no departures in the run"
+            : "check-out accuracy \(pct(s.checkOutAccuracy)) (\(s.accurateCheckOuts)/\(s.departures))"
+        let clock = realTime ? "" : " virtual"
+        let wall = realTime
+            ? "; request to verdict p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")"
+            : ""
+        let server = serverSLO.map { "; status page (\($0.source)) \(pct($0.compliance)) of \($0.total)" } ?? ""
+        let missed = targets.filter { !$0.met }
         return """
-        devices \(parameters.devices), sites \(parameters.sites), \(String(format: "%.1f", parameters.durationHours)) h virtual in \(String(format: "%.1f", throughput.wallSeconds)) s wall (\(parameters.mode))
-        check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), check-out accuracy \(pct(s.checkOutAccuracy)), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
-        detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99)) virtual; wall p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")
-        events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s wall; SLO 5 min \(pct(s.sloWithin5Minutes))
-        targets met: \(targets.filter(\.met).count)/\(targets.count)\(targets.filter { !$0.met }.isEmpty ? "" : " (missed: " + targets.filter { !$0.met }.map(\.name).joined(separator: ", ") + ")")
+        devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
+        check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
+        detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
+        events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
+        SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)
+        targets met: \(targets.filter(\.met).count)/\(targets.count)\(missed.isEmpty ? "" : " (missed: " + missed.map(\.name).joined(separator: ", ") + ")")
         """
     }
 
@@ -177,7 +267,12 @@ extension FleetReport.Delivery {
                 d.finalStatuses[String(record.status), default: 0] += 1
             }
             for (k, v) in device.attempts.statuses { d.attemptStatuses[k, default: 0] += v }
-            for event in device.posted { posted.insert(event.key) }
+            for event in device.posted {
+                posted.insert(event.key)
+                if stored.contains(event.key) { d.serverEventsBySite[event.siteId, default: 0] += 1 }
+            }
+            d.telemetryUploaded += device.telemetryUploaded
+            d.telemetryPending += device.telemetryPending
         }
         d.serverEvents = stored.count
         d.lost = posted.subtracting(stored).count

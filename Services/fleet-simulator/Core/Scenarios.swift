@@ -33,8 +33,7 @@ public struct Scenario: Sendable {
         throughput.wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
         throughput.virtualSeconds = Double(options.durationMs) / 1000
         let report = FleetReport(
-            parameters: .init(mode: "detection-only", devices: plan.devicePeople.count, visitors: plan.people.count - plan.devicePeople.count,
-                              sites: options.sites, durationHours: Double(options.durationMs) / 3_600_000, seed: options.seed, timeScale: nil, gateway: nil),
+            parameters: .init(mode: "detection-only", plan: plan),
             plan: plan, devices: devices, delivery: .inProcess(devices: devices, server: server), throughput: throughput)
         return Outcome(scenario: name, report: report, failures: expect(report))
     }

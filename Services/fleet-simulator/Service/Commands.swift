@@ -45,29 +45,50 @@ public enum DurationText {
             factor = 1_000
             number = t
         }
-        guard let value = Double(number), value > 0, value.isFinite else { return nil }
+        guard let value = Double(number), value > 0, value.isFinite, value * factor < 1e15 else { return nil }
         return Int64(value * factor)
+    }
+
+    /// "10s-40s", "6m-7m" or one duration ("30s": exactly that long), as milliseconds, low first.
+    public static func range(_ text: String) -> ClosedRange<Int64>? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+        guard (1...2).contains(parts.count), let low = milliseconds(parts[0]), let high = milliseconds(parts.last ?? ""), low <= high else { return nil }
+        return low...high
     }
 }
 
 public struct RunCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run a fleet: against the running services (default) or detection only (--detection-only).",
-        discussion: "Writes <report-dir>/fleet-report.json and .html and prints the headline figures. Against the stack, exits 1 when an event was lost, duplicated or left undelivered."
+        abstract: "Run a fleet: against the running services in real time (default) or detection only (--detection-only).",
+        discussion: """
+            Against the stack a run is real time: phones stamp events when they decide, on the same clock as the servers, so \
+            every latency and the SLO mean what they say. The world is compressed instead of the clock: the default schedule \
+            is a morning rush, every person arriving within the run. Detection-only runs simulate virtual time as fast as the \
+            machine goes (working days by default). Writes <report-dir>/fleet-report.json and .html and prints the headline \
+            figures. Against the stack, exits 1 when an event was lost, duplicated or left undelivered.
+            """
     )
 
-    @Option(help: "Simulated phones (people with an enrolled device).") public var devices = 100
-    @Option(help: "Sites.") public var sites = 1
+    // The defaults are `make run`'s demo: 300 phones on 2 sites, a 90-second morning rush in real time.
+    @Option(help: "Simulated phones (people with an enrolled device).") public var devices = 300
+    @Option(help: "Sites.") public var sites = 2
     @Option(help: "Gates (one beacon each) per site.") public var gates = 2
-    @Option(help: "Virtual time to simulate: 90s, 15m, 24h, 3d.") public var duration = "24h"
-    @Option(help: "Virtual seconds per wall second against the stack.") public var timeScale = 60.0
+    @Option(help: "How long: 90s, 15m, 24h, 3d (default: 90s against the stack, 24h detection only).") public var duration: String?
+    @Option(help: "rush (everyone arrives within the run; default against the stack) or days (working days; default detection only).")
+    public var schedule: ScheduleKind?
     @Option(help: "Seed of every random choice.") public var seed: UInt64 = 1
-    @Option(help: "Hour of the first day the run starts at (schedules: arrivals around 8:00, lunch 12:00, leaving 17:30).") public var startHour = 0.0
+    @Option(help: "Detection only, working days: hour of the first day the run starts at (arrivals around 8:00, lunch 12:00, leaving 17:30).")
+    public var startHour = 0.0
     @Option(help: "Heartbeat interval while present, minutes (0 = off).") public var heartbeatMinutes = 30.0
+    @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") public var offlineShare: Double?
+    @Option(help: "How long a phone stays offline, a range like 10s-40s or 6m-7m (default: 10s-40s in a rush, 1h-72h over days).")
+    public var offlineTime: String?
     @Flag(help: "Simulate detection only, against an in-process server (scale and detection figures).") public var detectionOnly = false
     @Flag(help: "No network or app troubles on any phone.") public var quietPhones = false
     @Option(help: "Gateway base URL.") public var gateway = "http://127.0.0.1:8080"
+    @Option(help: "Telemetry aggregator base URL, whose /v1/slo the report compares with (\"none\": do not ask).")
+    public var telemetry = "http://127.0.0.1:8084"
     @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") public var reportDir: String?
     @Option(help: "Directory for the devices' outbox files (default a temporary directory).") public var outboxDir: String?
     @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") public var tokenKeysFile: String?
@@ -79,15 +100,25 @@ public struct RunCommand: AsyncParsableCommand {
         guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 100000, got \(devices)") }
         guard (1...1_000).contains(sites) else { throw ValidationError("--sites must be between 1 and 1000, got \(sites)") }
         guard (1...16).contains(gates) else { throw ValidationError("--gates must be between 1 and 16, got \(gates)") }
-        guard let ms = DurationText.milliseconds(duration) else {
+        if let duration, DurationText.milliseconds(duration) == nil {
             throw ValidationError("--duration \"\(duration)\" is not a duration like 90s, 15m, 24h or 3d")
         }
-        if !detectionOnly && ms > 6 * 86_400_000 {
-            throw ValidationError("--duration \(duration) is longer than 6 days: the gateway refuses events older than 7 days")
+        let options = fleetOptions
+        if !detectionOnly && options.durationMs > 6 * 86_400_000 {
+            throw ValidationError("--duration \(duration ?? "") is longer than 6 days: the gateway refuses events older than 7 days")
         }
-        guard timeScale > 0, timeScale.isFinite else { throw ValidationError("--time-scale must be a positive number, got \(timeScale)") }
+        if options.scheduleKind == .morningRush && options.durationMs < options.rush.minimumDurationMs {
+            throw ValidationError("--duration \(duration ?? "") is too short for a rush: at least \(options.rush.minimumDurationMs / 1000)s (arrivals start \(options.rush.leadMs / 1000)s in, the run goes on \(options.rush.tailMs / 1000)s after the last)")
+        }
         guard (0..<24).contains(startHour) else { throw ValidationError("--start-hour must be in 0..<24, got \(startHour)") }
+        if startHour != 0 && (!detectionOnly || options.scheduleKind == .morningRush) {
+            throw ValidationError("--start-hour is for detection-only runs over working days: against the stack a run starts now, in real time")
+        }
         guard heartbeatMinutes == 0 || heartbeatMinutes >= 1 else { throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)") }
+        if let offlineShare, !(0...1).contains(offlineShare) { throw ValidationError("--offline-share must be between 0 and 1, got \(offlineShare)") }
+        if let offlineTime, DurationText.range(offlineTime) == nil {
+            throw ValidationError("--offline-time \"\(offlineTime)\" is not a range of durations like 10s-40s or 6m-7m")
+        }
     }
 
     public var fleetOptions: FleetOptions {
@@ -95,10 +126,14 @@ public struct RunCommand: AsyncParsableCommand {
         o.devices = devices
         o.sites = sites
         o.gatesPerSite = gates
-        o.durationMs = DurationText.milliseconds(duration) ?? 86_400_000
+        o.scheduleKind = schedule ?? (detectionOnly ? .workingDays : .morningRush)
+        o.durationMs = duration.flatMap(DurationText.milliseconds) ?? (detectionOnly ? 86_400_000 : 90_000)
         o.startOffsetMs = Int64(startHour * 3_600_000)
         o.seed = seed
         o.heartbeatMinutes = heartbeatMinutes
+        if o.scheduleKind == .morningRush { o.phones = .rush }
+        if let offlineShare { o.phones.offline = offlineShare }
+        if let range = offlineTime.flatMap(DurationText.range) { o.phones.offlineSeconds = Double(range.lowerBound) / 1000...Double(range.upperBound) / 1000 }
         if quietPhones { o.phones = .quiet }
         return o
     }
@@ -117,7 +152,7 @@ public struct RunCommand: AsyncParsableCommand {
         } else {
             var settings = StackRun.Settings(outboxDirectory: outboxDirectory)
             settings.gateway = gateway
-            settings.timeScale = timeScale
+            settings.telemetry = telemetry == "none" ? nil : telemetry
             settings.tokenKeysFile = tokenKeysFile
             settings.showProgress = !noProgress
             report = try await StackRun(options: options, settings: settings).run()
@@ -158,10 +193,7 @@ public struct RunCommand: AsyncParsableCommand {
         throughput.peakResidentBytes = MemoryProbe.peakResidentBytes()
         throughput.residentBytesPerDevice = Double(max(0, throughput.peakResidentBytes - baseline)) / Double(max(total, 1))
         throughput.maxOutboxFileBytes = devices.map(\.outboxBytes).max() ?? 0
-        return FleetReport(
-            parameters: .init(mode: "detection-only", devices: total, visitors: plan.people.count - total, sites: plan.world.sites.count,
-                              durationHours: Double(options.durationMs) / 3_600_000, seed: options.seed, timeScale: nil, gateway: nil),
-            plan: plan, devices: devices, delivery: delivery, throughput: throughput)
+        return FleetReport(parameters: .init(mode: "detection-only", plan: plan), plan: plan, devices: devices, delivery: delivery, throughput: throughput)
     }
 }
 
@@ -175,6 +207,8 @@ final class DoneCounter: @unchecked Sendable {
         return value
     }
 }
+
+extension ScheduleKind: ExpressibleByArgument {}
 
 public struct ScenarioCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(

@@ -6,9 +6,8 @@ import NIOCore
 import PresenceKit
 import Synchronization
 
-/// Maps wall time to virtual time for a run against the real stack: virtual time runs `scale` times
-/// faster, and ends about when the run ends, so every event the devices stamp is in the recent past
-/// for the gateway (it refuses events older than 7 days or more than 5 minutes ahead).
+/// Maps wall time to the simulation's time: `scale` virtual seconds per wall second from
+/// `virtualStart`. Runs against the stack use scale 1 from the current time (real time).
 public final class VirtualClock: VirtualPacer, Sendable {
     public let virtualStart: Int64
     public let scale: Double
@@ -66,6 +65,7 @@ public struct GatewayDelivery: DeliveryDriver {
         let deadline = wall.now() + budget
         var kinds: [UInt64: (key: String, kind: String, firstAttempt: ContinuousClock.Instant)] = [:]
         var answered: [UInt64: (at: Int64, attempts: Int, wallMs: Double)] = [:]
+        var reached: [UInt64: Int64] = [:]
         var log = AttemptLog()
         let token = tokens[device.deviceId] ?? ""
         let report = try await drainer.drain(deadline: deadline, random: &random.generator) { entry, payload in
@@ -90,6 +90,7 @@ public struct GatewayDelivery: DeliveryDriver {
                 }
             }
             log.count(result)
+            if case .response = result, reached[entry.id] == nil { reached[entry.id] = clock.virtualNow() }
             let first = kinds[entry.id]?.firstAttempt ?? .now
             let elapsed = ContinuousClock.now - first
             answered[entry.id] = (clock.virtualNow(), (answered[entry.id]?.attempts ?? 0) + 1,
@@ -101,8 +102,46 @@ public struct GatewayDelivery: DeliveryDriver {
             let k = kinds[delivered.id]
             let a = answered[delivered.id]
             return DeliveryRecord(key: k?.key ?? "?", kind: k?.kind ?? "?", status: delivered.status, attempts: a?.attempts ?? 1,
-                                  verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs)
+                                  verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs, reachedServerAt: reached[delivered.id])
         }
+    }
+
+    /// `POST /v1/telemetry` in chunks the gateway takes (at most 500 records), through the phone's
+    /// network like the attendance events; stops at the first chunk not answered 202.
+    public func uploadTelemetry(
+        _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
+    ) async -> Int {
+        if !finalSync {
+            switch profile.network(at: clock.virtualNow()) {
+            case .offline, .captivePortal: return 0
+            case .online(let latency): if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
+            }
+        }
+        var taken = 0
+        while taken < records.count {
+            let chunk = records[taken..<min(records.count, taken + 500)]
+            let upload = TelemetryUploadRequest(
+                appVersion: Self.appVersion, deviceModel: profile.model, osVersion: Self.osVersion, siteId: siteId,
+                events: chunk.map { record in
+                    TelemetryEvent(
+                        eventId: record.eventId, name: TelemetryEventName(rawValue: record.name),
+                        at: Date(timeIntervalSince1970: Double(record.at.millisecondsSinceEpoch) / 1000),
+                        value: record.value, attributes: record.attributes)
+                })
+            guard let body = try? ProtocolCodec.wire.encode(upload) else { return taken }
+            var request = HTTPClientRequest(url: gateway + "/v1/telemetry")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Authorization", value: "Bearer \(tokens[device.deviceId] ?? "")")
+            request.headers.add(name: "X-Device-Id", value: device.deviceId)
+            request.headers.add(name: "X-App-Version", value: Self.appVersion)
+            request.body = .bytes(ByteBuffer(bytes: body))
+            guard let response = try? await http.execute(request, timeout: requestTimeout) else { return taken }
+            _ = try? await response.body.collect(upTo: 1 << 20)
+            guard response.status.code == 202 else { return taken }
+            taken += chunk.count
+        }
+        return taken
     }
 
     func post(_ event: PresenceKit.AttendanceEvent, token: String, model: String) async -> DeliveryResult {
@@ -117,7 +156,7 @@ public struct GatewayDelivery: DeliveryDriver {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "X-Device-Id", value: event.deviceId)
-        request.headers.add(name: "X-App-Version", value: "1.12.0")
+        request.headers.add(name: "X-App-Version", value: Self.appVersion)
         request.headers.add(name: "Idempotency-Key", value: event.idempotencyKey.hex)
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
@@ -138,7 +177,11 @@ public struct GatewayDelivery: DeliveryDriver {
         }
     }
 
-    /// PresenceKit's event as the seed 000 sec. 8.1 REST payload.
+    /// The app the simulated phones run.
+    public static let appVersion = "1.12.0"
+    static let osVersion = "iOS 18.0"
+
+    /// PresenceKit's event as the device API's REST payload (an event stored while offline says so).
     public static func wireEvent(_ e: PresenceKit.AttendanceEvent, model: String) -> AttendanceProtocol.AttendanceEvent {
         let type: AttendanceEventType = switch e.type {
         case .checkIn: .checkin
@@ -153,8 +196,8 @@ public struct GatewayDelivery: DeliveryDriver {
             motion: .init(state: MotionState(rawValue: e.motion.state.rawValue), steps2min: e.motion.steps2min),
             geofence: .init(inside: e.geofence.inside, radius: e.geofence.radius),
             handshake: e.handshake.map { .init(ok: $0.ok, rt: $0.rt) },
-            network: .init(online: e.network.online), app: .init(version: "1.12.0", build: 345),
-            device: .init(model: model, os: "iOS 18.0"), sessionKey: e.sessionKey,
+            network: .init(online: e.network.online), app: .init(version: appVersion, build: 345),
+            device: .init(model: model, os: osVersion), sessionKey: e.sessionKey, queuedOffline: e.network.online ? nil : true,
             attestation: .init(jailbroken: false, simulatedLocation: false)
         )
     }

@@ -29,14 +29,19 @@ final class RunCounters: Sendable {
     let devicesDone = Atomic<Int>(0)
 }
 
-/// A fleet run against the real services (deploy/local/services.sh): enrollment through the
-/// registry, every phone an actor talking HTTP to the gateway with virtual time paced against the
-/// wall clock, then the proof in PostgreSQL: every event a phone wrote to its outbox is in
-/// `merger.events` exactly once.
+/// A fleet run against the real services (deploy/local/services.sh) in real time: enrollment
+/// through the registry, every phone an actor talking HTTP to the gateway (attendance events and its
+/// telemetry) on the wall clock, so every timestamp a phone sends is when it decided and every
+/// latency the servers measure is what the pipeline took; then the proof in PostgreSQL (every event
+/// a phone wrote to its outbox is in `merger.events` exactly once) and the telemetry aggregator's
+/// SLO for the run's sites beside the run's own.
 public struct StackRun {
     public struct Settings: Sendable {
         public var gateway = "http://127.0.0.1:8080"
-        public var timeScale = 60.0
+        /// The telemetry aggregator whose `/v1/slo` the report compares with (nil: not asked).
+        public var telemetry: String? = "http://127.0.0.1:8084"
+        /// How long to wait for the aggregator to have counted every event of the run.
+        public var telemetryWait: Duration = .seconds(60)
         public var outboxDirectory: String
         public var tokenKeysFile: String?
         public var showProgress = true
@@ -82,11 +87,7 @@ public struct StackRun {
 
     private func runFleet(postgres: PostgresClient, http: HTTPClient, signer: DeviceTokenSigner) async throws -> FleetReport {
         let progress = ProgressLine(enabled: settings.showProgress)
-        // Virtual time ends about when the run does: the gateway sees every event in its recent past.
         var options = self.options
-        let wallRunMs = Double(options.durationMs) / settings.timeScale
-        let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-        options.start = nowMs - options.durationMs - options.startOffsetMs + Int64(wallRunMs) - 5_000
         var plan = FleetPlan(options: options)
 
         progress.message("enrolling \(plan.devicePeople.count) devices on \(plan.world.sites.count) site(s) through the registry…")
@@ -95,12 +96,16 @@ public struct StackRun {
         }
         try await EnrolledFleet.waitUntilPublished(client: postgres, logger: logger)
         progress.finish()
+        // Real time: the simulation starts now. A rush starts wherever the clock is; working days are
+        // laid out from today's midnight (UTC) and the run starts at the current time of day.
+        options.setRealTimeStart(nowMs: Int64(Date().timeIntervalSince1970 * 1000))
+        plan = FleetPlan(options: options)
         plan.world = fleet.world
         // Operators look the run up afterwards (sessions, daily attendance) by these ids.
         print("enrolled \(fleet.devices.count) devices on sites \(fleet.world.sites.map(\.id).joined(separator: ", "))")
 
         try FileManager.default.createDirectory(atPath: settings.outboxDirectory, withIntermediateDirectories: true)
-        let clock = VirtualClock(virtualStart: options.simulationStart, scale: settings.timeScale)
+        let clock = VirtualClock(virtualStart: options.simulationStart, scale: 1)
         var delivery = GatewayDelivery(
             http: http, gateway: settings.gateway, tokens: Dictionary(fleet.devices.map { ($0.deviceId, $0.token) }, uniquingKeysWith: { a, _ in a }),
             clock: clock)
@@ -127,7 +132,7 @@ public struct StackRun {
                 let v = clock.virtualNow()
                 let fraction = min(1, Double(v - virtualStart) / Double(max(virtualLength, 1)))
                 let done = counters.devicesDone.load(ordering: .relaxed)
-                progress.update(fraction: fraction, label: "virtual \(Timestamp(millisecondsSinceEpoch: v).iso8601)  devices finished \(done)/\(total)")
+                progress.update(fraction: fraction, label: "\(Timestamp(millisecondsSinceEpoch: v).iso8601)  devices finished \(done)/\(total)")
                 try? await Task.sleep(for: .milliseconds(500))
             }
         }
@@ -150,6 +155,7 @@ public struct StackRun {
 
         progress.message("checking merger.events in PostgreSQL…")
         let delivery2 = try await ServerCheck.verify(devices: results, postgres: postgres, logger: logger)
+        let expectedEvents = results.reduce(0) { $0 + $1.posted.count }
         var throughput = FleetReport.Throughput()
         throughput.wallSeconds = wallSeconds
         throughput.virtualSeconds = Double(options.durationMs) / 1000
@@ -160,11 +166,70 @@ public struct StackRun {
         throughput.peakResidentBytes = MemoryProbe.peakResidentBytes()
         throughput.residentBytesPerDevice = Double(throughput.peakResidentBytes) / Double(max(total, 1))
         throughput.maxOutboxFileBytes = results.map(\.outboxBytes).max() ?? 0
-        return FleetReport(
-            parameters: .init(mode: "real-stack", devices: total, visitors: plan.people.count - plan.devicePeople.count, sites: plan.world.sites.count,
-                              durationHours: Double(options.durationMs) / 3_600_000, seed: options.seed, timeScale: settings.timeScale, gateway: settings.gateway),
+        var report = FleetReport(
+            parameters: .init(mode: "real-stack", plan: plan, gateway: settings.gateway),
             plan: plan, devices: results, delivery: delivery2, throughput: throughput)
+        if let telemetry = settings.telemetry {
+            progress.message("asking the telemetry aggregator for the run's SLO…")
+            let server = TelemetrySLOReader(http: http, baseURL: telemetry)
+            do {
+                let bySite = try await server.waitForCounts(
+                    sites: plan.world.sites.map(\.id), expectedTotal: Int64(expectedEvents), timeout: settings.telemetryWait)
+                let good = bySite.values.reduce(0) { $0 + $1.good }, all = bySite.values.reduce(0) { $0 + $1.total }
+                report.compare(withServer: .init(source: "\(telemetry)/v1/slo, 30d", good: good, total: all), bySite: bySite)
+            } catch {
+                print("warning: the telemetry aggregator did not answer (\(error)); the report has no status-page SLO to compare with")
+            }
+        }
+        return report
     }
+}
+
+/// Reads the telemetry aggregator's SLO counts for sites (`GET /v1/slo?site=`, the 30-day window).
+struct TelemetrySLOReader {
+    let http: HTTPClient
+    let baseURL: String
+
+    private struct Body: Decodable {
+        struct SLO: Decodable {
+            struct Window: Decodable {
+                var window: String
+                var good: Int64
+                var total: Int64
+            }
+            var windows: [Window]
+        }
+        var slo: SLO
+    }
+
+    func counts(site: String) async throws -> (good: Int64, total: Int64) {
+        var components = URLComponents(string: baseURL + "/v1/slo")
+        components?.queryItems = [URLQueryItem(name: "site", value: site)]
+        guard let url = components?.string else { throw TelemetrySLOError("cannot build the /v1/slo address from \(baseURL)") }
+        let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { throw TelemetrySLOError("GET \(url): HTTP \(response.status.code)") }
+        let body = try JSONDecoder().decode(Body.self, from: Data(bytes.readableBytesView))
+        guard let window = body.slo.windows.first(where: { $0.window == "30d" }) else { throw TelemetrySLOError("GET \(url): no 30d window") }
+        return (window.good, window.total)
+    }
+
+    /// Polls until the sites' events add up to `expectedTotal` (the aggregator consumes them
+    /// asynchronously) or `timeout` passes; returns the last counts either way.
+    func waitForCounts(sites: [String], expectedTotal: Int64, timeout: Duration) async throws -> [String: (good: Int64, total: Int64)] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var bySite: [String: (good: Int64, total: Int64)] = [:]
+            for site in sites { bySite[site] = try await counts(site: site) }
+            if bySite.values.reduce(0, { $0 + $1.total }) >= expectedTotal || ContinuousClock.now >= deadline { return bySite }
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+}
+
+struct TelemetrySLOError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// The server's side of the no-loss figures.
@@ -193,6 +258,11 @@ public enum ServerCheck {
             receipts[receipt, default: 0] += 1
         }
         d.serverEvents = keys.values.reduce(0, +)
+        for device in devices {
+            d.telemetryUploaded += device.telemetryUploaded
+            d.telemetryPending += device.telemetryPending
+            for event in device.posted where keys[event.key] != nil { d.serverEventsBySite[event.siteId, default: 0] += 1 }
+        }
         d.lost = posted.filter { keys[$0] == nil }.count
         d.unexpected = keys.keys.filter { !posted.contains($0) }.count
         d.duplicated = keys.values.map { $0 - 1 }.reduce(0, +) + receipts.values.map { $0 - 1 }.reduce(0, +)

@@ -40,6 +40,55 @@ public struct HourlyLatency: Sendable, Hashable {
     public var histogram: LogHistogram
 }
 
+/// One site's attendance events over a minute range (minutes since 1970).
+public struct SiteSLI: Sendable, Hashable {
+    public var site: String
+    public var count: SLICount
+    /// The first and the last minute holding an attendance event of this site.
+    public var firstMinute: Int64
+    public var lastMinute: Int64
+
+    public init(site: String, count: SLICount, firstMinute: Int64, lastMinute: Int64) {
+        self.site = site
+        self.count = count
+        self.firstMinute = firstMinute
+        self.lastMinute = lastMinute
+    }
+}
+
+/// The span of minutes holding attendance events and their good / total, over every site of a filter.
+public struct DataCoverage: Sendable, Hashable {
+    public var firstMinute: Int64
+    public var lastMinute: Int64
+    public var count: SLICount
+
+    public init(firstMinute: Int64, lastMinute: Int64, count: SLICount) {
+        self.firstMinute = firstMinute
+        self.lastMinute = lastMinute
+        self.count = count
+    }
+}
+
+/// Attendance events per site over a minute range: at most `limit` sites (those with the most events),
+/// sorted by site id, and the number and totals of every site with an event.
+public struct SiteSLIBreakdown: Sendable, Hashable {
+    /// By site id; only sites with at least one event.
+    public var sites: [SiteSLI]
+    /// Sites with at least one event, those left out by the limit included.
+    public var siteCount: Int
+    /// Over every site; `nil` when the range holds no attendance event.
+    public var coverage: DataCoverage?
+
+    public init(sites: [SiteSLI], siteCount: Int, coverage: DataCoverage?) {
+        self.sites = sites
+        self.siteCount = siteCount
+        self.coverage = coverage
+    }
+
+    /// Sites with events that `sites` leaves out.
+    public var omittedSiteCount: Int { max(0, siteCount - sites.count) }
+}
+
 /// Reads the minute rollups (`/v1/slo`, `/v1/metrics/summary`, the status page, the SLO gauges).
 public protocol TelemetryQueryRepository: Sendable {
     /// Counter totals over `minutes`, per value of `groupBy` (one group "" when nil).
@@ -52,6 +101,13 @@ public protocol TelemetryQueryRepository: Sendable {
     func hourlySLI(filter: MetricsFilter, hours: Int, now: Date) async throws -> [HourlySLI]
     /// A latency metric per hour over the last `hours` hours.
     func hourlyLatency(filter: MetricsFilter, metric: String, hours: Int, now: Date) async throws -> [HourlyLatency]
+    /// Good / total ('slo.good' / 'slo.events') per site over `minutes`: the `limit` sites with the most events
+    /// (ties by site id; `limit` below 1 counts as 1), returned by site id, with the count, totals and span of every site.
+    func siteSLI(filter: MetricsFilter, minutes: ClosedRange<Int64>, limit: Int) async throws -> SiteSLIBreakdown
+    /// A latency metric merged over `minutes` for each of `sites` (a site without samples is absent).
+    func siteLatency(
+        filter: MetricsFilter, metric: String, minutes: ClosedRange<Int64>, sites: [String]
+    ) async throws -> [String: LogHistogram]
 }
 
 public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
@@ -178,5 +234,72 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
             byHour[hour, default: LogHistogram()].record(bucket: Int(bucket), count: count)
         }
         return byHour.sorted { $0.key < $1.key }.map { HourlyLatency(hour: $0.key, histogram: $0.value) }
+    }
+
+    public func siteSLI(filter: MetricsFilter, minutes: ClosedRange<Int64>, limit: Int) async throws -> SiteSLIBreakdown {
+        var binds = PostgresBindings()
+        let whereSQL = conditions(filter, minutes: minutes, binds: &binds)
+        // At least one row, as the totals over every site are read from the rows returned.
+        binds.append(Int64(max(1, limit)))
+        let limitBind = "$\(binds.count)"
+        // One pass: per site, then the totals over every site (window functions) before the limit cuts rows.
+        let sql = """
+            WITH per_site AS (
+                SELECT site,
+                       coalesce(sum(count) FILTER (WHERE metric = 'slo.good'), 0)::int8 AS good,
+                       coalesce(sum(count) FILTER (WHERE metric = 'slo.events'), 0)::int8 AS total,
+                       min(minute) FILTER (WHERE metric = 'slo.events' AND count > 0) AS first_minute,
+                       max(minute) FILTER (WHERE metric = 'slo.events' AND count > 0) AS last_minute
+                FROM \(schema).rollup_minute
+                WHERE metric IN ('slo.good', 'slo.events') AND \(whereSQL)
+                GROUP BY site
+            ), with_events AS (
+                SELECT * FROM per_site WHERE total > 0 AND first_minute IS NOT NULL
+            ), ranked AS (
+                SELECT site, good, total,
+                       floor(extract(epoch FROM first_minute) / 60)::int8 AS first_minute,
+                       floor(extract(epoch FROM last_minute) / 60)::int8 AS last_minute,
+                       (count(*) OVER ())::int8 AS site_count,
+                       (sum(good) OVER ())::int8 AS all_good,
+                       (sum(total) OVER ())::int8 AS all_total,
+                       floor(extract(epoch FROM min(first_minute) OVER ()) / 60)::int8 AS all_first,
+                       floor(extract(epoch FROM max(last_minute) OVER ()) / 60)::int8 AS all_last
+                FROM with_events
+            )
+            SELECT site, good, total, first_minute, last_minute, site_count, all_good, all_total, all_first, all_last
+            FROM (SELECT * FROM ranked ORDER BY total DESC, site LIMIT \(limitBind)) AS top ORDER BY site
+            """
+        let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+        var sites: [SiteSLI] = []
+        var siteCount = 0
+        var coverage: DataCoverage?
+        let columns = (String, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self
+        for try await (site, good, total, first, last, sitesWithEvents, allGood, allTotal, allFirst, allLast) in rows.decode(columns) {
+            sites.append(SiteSLI(site: site, count: SLICount(good: good, total: total), firstMinute: first, lastMinute: last))
+            siteCount = Int(sitesWithEvents)
+            coverage = DataCoverage(firstMinute: allFirst, lastMinute: allLast, count: SLICount(good: allGood, total: allTotal))
+        }
+        return SiteSLIBreakdown(sites: sites, siteCount: siteCount, coverage: coverage)
+    }
+
+    public func siteLatency(
+        filter: MetricsFilter, metric: String, minutes: ClosedRange<Int64>, sites: [String]
+    ) async throws -> [String: LogHistogram] {
+        guard !sites.isEmpty else { return [:] }
+        var binds = PostgresBindings()
+        binds.append(metric)
+        binds.append(sites)
+        let sql = """
+            SELECT site, bucket, sum(count)::int8 FROM \(schema).latency_minute
+            WHERE metric = $1 AND site = ANY($2) AND \(conditions(filter, minutes: minutes, binds: &binds))
+            GROUP BY 1, 2
+            """
+        let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+        var result: [String: LogHistogram] = [:]
+        for try await (site, bucket, count) in rows.decode((String, Int32, Int64).self) {
+            guard LogHistogram.isValidBucket(Int(bucket)) else { continue }
+            result[site, default: LogHistogram()].record(bucket: Int(bucket), count: count)
+        }
+        return result
     }
 }

@@ -101,7 +101,9 @@ struct MetricsSummaryController<Context: RequestContext>: Sendable {
     }
 }
 
-/// `GET /?site=&appVersion=&deviceModel=`: the status page (HTML with server-rendered SVG charts).
+/// `GET /?site=&appVersion=&deviceModel=`: the status page (HTML with server-rendered SVG charts): the
+/// SLO windows, the last 24 hours per hour, the last hour's summary, and per site the 30-day budget
+/// window (the `StatusPage.siteLimit` sites with the most events, their trigger-to-verdict latency).
 struct StatusPageController<Context: RequestContext>: Sendable {
     static var parameters: Set<String> { StrictQuery.telemetryFilterNames }
 
@@ -114,16 +116,27 @@ struct StatusPageController<Context: RequestContext>: Sendable {
             let query = try StrictQuery(request, allowed: Self.parameters)
             let filter = try query.filter()
             let now = self.now()
-            let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
-            let hourlySLI = try await repository.hourlySLI(filter: filter, hours: 24, now: now)
-            let hourlyLatency = try await repository.hourlyLatency(filter: filter, metric: LatencyMetric.triggerToVerdict, hours: 24, now: now)
-            let minutes = SLOWindow.hour1.minuteRange(endingAt: now)
-            let totals = try await repository.counters(filter: filter, minutes: minutes, groupBy: nil)
-            let histograms = try await repository.histograms(filter: filter, minutes: minutes, groupBy: nil)
+            let repository = self.repository
+            let lastHour = SLOWindow.hour1.minuteRange(endingAt: now)
+            let budgetWindow = SLOWindow.days30.minuteRange(endingAt: now)
+            async let countsQuery = repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
+            async let hourlySLIQuery = repository.hourlySLI(filter: filter, hours: 24, now: now)
+            async let hourlyLatencyQuery = repository.hourlyLatency(
+                filter: filter, metric: LatencyMetric.triggerToVerdict, hours: 24, now: now)
+            async let totalsQuery = repository.counters(filter: filter, minutes: lastHour, groupBy: nil)
+            async let histogramsQuery = repository.histograms(filter: filter, minutes: lastHour, groupBy: nil)
+            let sites = try await repository.siteSLI(filter: filter, minutes: budgetWindow, limit: StatusPage.siteLimit)
+            let siteLatency = try await repository.siteLatency(
+                filter: filter, metric: LatencyMetric.triggerToVerdict, minutes: budgetWindow, sites: sites.sites.map(\.site))
+            let counts = try await countsQuery
+            let hourlySLI = try await hourlySLIQuery
+            let hourlyLatency = try await hourlyLatencyQuery
+            let totals = try await totalsQuery
+            let histograms = try await histogramsQuery
             let page = StatusPage(
                 now: now, filter: filter, report: SLOReport(counts: counts, objective: objective),
                 summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
-                hourlySLI: hourlySLI, hourlyLatency: hourlyLatency, objective: objective)
+                hourlySLI: hourlySLI, hourlyLatency: hourlyLatency, objective: objective, sites: sites, siteLatency: siteLatency)
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: page.html())))

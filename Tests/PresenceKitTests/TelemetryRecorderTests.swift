@@ -1,0 +1,57 @@
+import Testing
+@testable import PresenceKit
+
+@Suite("The app's telemetry")
+struct TelemetryRecorderTests {
+    static func at(_ seconds: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: 1_767_571_200_000 + seconds * 1_000) }
+
+    static func checkIn() -> AttendanceEvent {
+        AttendanceEvent(
+            id: "e", type: .checkIn, idempotencyKey: IdempotencyKey(hex: String(repeating: "a", count: 64)),
+            nonce: "n", userId: "u", deviceId: "d", siteId: "S", beacon: BeaconIdentity("F7826DA6-4FA2-4E98-8024-BC5B71E0893E", major: 1, minor: 2),
+            timestamp: at(0), tStart: at(0), decidedAt: at(0), sessionKey: "s", rssiSeries: [], reason: .rangingConfirmed,
+            motion: .init(state: .walking, steps2min: 10), geofence: .init(inside: true, radius: 200), handshake: nil, network: .init(online: true))
+    }
+
+    @Test func aSearchRunsFromTheScanStartToTheCheckInAndMonitoringAfterItIsNotRanging() throws {
+        var recorder = TelemetryRecorder(installId: 0xABC)
+        recorder.observe([.startScanning(.continuous)], at: Self.at(0))
+        recorder.observe(.beaconRegionEntered, at: Self.at(3))
+        recorder.observe(.motionActivity(.walking), at: Self.at(4))
+        recorder.observe([.postCheckIn(Self.checkIn()), .persistSnapshot(PresenceSnapshot(session: nil, insideSiteIds: [], savedAt: Self.at(12)))], at: Self.at(12))
+        recorder.observe([.stopScanning(.continuous)], at: Self.at(600))   // leaving: no second ranging_stop
+        #expect(recorder.pending.map(\.name) == ["ranging_start", "region_enter", "motion_query", "ranging_stop"])
+        let stop = try #require(recorder.pending.last)
+        #expect(stop.value == 12_000 && stop.attributes == ["mode": "continuous"])
+        #expect(recorder.pending.map(\.eventId) == ["abc-1", "abc-2", "abc-3", "abc-4"])
+    }
+
+    @Test func aScanStoppedWithoutACheckInEndsTheSearchAndACheckOutStartsAnother() throws {
+        var recorder = TelemetryRecorder(installId: 1)
+        recorder.observe([.startScanning(.ranging)], at: Self.at(0))
+        recorder.observe([.stopScanning(.ranging)], at: Self.at(8))
+        recorder.observe([.startScanning(.continuous)], at: Self.at(20))
+        recorder.observe([.postCheckIn(Self.checkIn())], at: Self.at(25))
+        recorder.observe([.postCheckOut(Self.checkIn())], at: Self.at(300))
+        let names = recorder.pending.map(\.name)
+        #expect(names == ["ranging_start", "ranging_stop", "ranging_start", "ranging_stop", "ranging_start"])
+        #expect(recorder.pending.compactMap(\.value) == [8_000, 5_000])
+    }
+
+    @Test func attemptsOutboxBatteryAndTheBound() throws {
+        var recorder = TelemetryRecorder(installId: 2, capacity: 5)
+        for result in [DeliveryResult.response(status: 201), .response(status: 503), .timeout, .transportError("offline"), .response(status: 409)] {
+            recorder.recordAttempt(result, at: Self.at(1))
+        }
+        #expect(recorder.pending.map(\.name) == ["api_201", "api_5xx", "api_timeout", "api_409"])
+        recorder.recordBattery(level: 1.4, at: Self.at(2))
+        recorder.recordOutboxSent(backlog: 3, at: Self.at(3))
+        #expect(recorder.pending.count == 5 && recorder.dropped == 1)
+        #expect(recorder.pending.first?.name == "api_5xx")
+        #expect(recorder.pending.first { $0.name == "battery" }?.value == 1)
+        recorder.acknowledge(2)
+        #expect(recorder.pending.map(\.name) == ["api_409", "battery", "outbox_sent"])
+        recorder.acknowledge(99)
+        #expect(recorder.pending.isEmpty)
+    }
+}
