@@ -47,7 +47,7 @@ public struct DeviceResult: Sendable {
     }
 }
 
-/// Waits for the wall clock in runs against the real stack (virtual time no faster than `--time-scale`).
+/// Waits for the wall clock in runs against the real stack (the simulation's time never ahead of it).
 public protocol VirtualPacer: Sendable {
     func waitUntil(virtual t: Int64) async
 }

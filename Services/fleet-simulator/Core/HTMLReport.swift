@@ -80,7 +80,7 @@ public enum HTMLReport {
         let width = 640.0, height = 180.0, left = 40.0, bottom = 20.0
         let maxCount = Double(max(counts.max() ?? 1, 1))
         let barWidth = (width - left) / Double(max(counts.count, 1))
-        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height + bottom))\" role=\"img\">\n"
+        var svg = "<svg width=\"\(Int(width) + 30)\" height=\"\(Int(height + bottom))\" role=\"img\">\n"
         for (i, c) in counts.enumerated() {
             let h = (height - 10) * Double(c) / maxCount
             let x = left + Double(i) * barWidth

@@ -50,7 +50,8 @@ public struct Score: Sendable, Hashable, Codable {
     public var checkOutAccuracy = 0.0
     /// Arrival at the doorway to the check-in decision, virtual seconds.
     public var detectionLatencySeconds = Percentiles([])
-    /// Arrival at the doorway to the final 201/200 verdict, virtual seconds.
+    /// The event's own time (as the phone stamped it) to its accepting verdict (201/200), seconds: the
+    /// quantity the telemetry aggregator's trigger-to-verdict latency measures, for every event.
     public var triggerToVerdictSeconds = Percentiles([])
     /// The check-out's own time minus the true departure, seconds.
     public var checkOutTimeErrorSeconds = Percentiles([])
@@ -91,7 +92,10 @@ public struct Score: Sendable, Hashable, Codable {
             self.checkIns += checkIns.count
             self.checkOuts += checkOuts.count
             for event in device.posted {
-                if let v = verdictAt[event.key] { decisionToVerdict.append(Double(v - event.decidedAt) / 1000) }
+                if let v = verdictAt[event.key] {
+                    decisionToVerdict.append(Double(v - event.decidedAt) / 1000)
+                    verdict.append(Double(v - event.timestamp) / 1000)
+                }
                 // The server's definition: its first receipt minus the event's own time, as the phone stamped it.
                 if let r = reachedAt[event.key] { slo.append(Double(max(0, r - event.timestamp)) / 1000) } else { slo.append(.infinity) }
             }
@@ -116,7 +120,6 @@ public struct Score: Sendable, Hashable, Codable {
                 for m in matches { usedIn.insert(m) }
                 let checkIn = checkIns[first]
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
-                if let v = verdictAt[checkIn.key] { verdict.append(Double(v - arrival.at) / 1000) }
             }
             falseCheckIns += checkIns.count - usedIn.count
             var usedOut = Set<Int>()
