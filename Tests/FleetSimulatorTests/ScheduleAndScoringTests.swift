@@ -129,6 +129,17 @@ struct ScheduleAndScoringTests {
         }
     }
 
+    @Test func aRealTimeRunStartsNow() {
+        let now: Int64 = Self.midnight + 9 * 3_600_000 + 1_234
+        var rush = FleetOptions()
+        rush.scheduleKind = .morningRush
+        rush.setRealTimeStart(nowMs: now)
+        #expect(rush.simulationStart == now && rush.scoringEdgeMs == 0)
+        var days = FleetOptions()
+        days.setRealTimeStart(nowMs: now)
+        #expect(days.start == Self.midnight && days.simulationStart == now && days.scoringEdgeMs == 300_000)
+    }
+
     @Test func theSLOIsTheServersFirstReceiptAgainstTheEventsOwnTime() {
         let person = Person(index: 0, kind: .employee, siteIndex: 0, itinerary: Itinerary(segments: []), truth: [], speed: 1.2)
         var device = DeviceResult(person: 0, userId: "u", deviceId: "d")

@@ -86,8 +86,8 @@ struct TraceAndCommandTests {
         let o = try #require(try FleetSimulatorCommand.parseAsRoot(["run"]) as? RunCommand).fleetOptions
         #expect(o.devices == 300 && o.sites == 2 && o.durationMs == 90_000 && o.scheduleKind == .morningRush && o.phones == .rush)
         let burning = try #require(try FleetSimulatorCommand.parseAsRoot(
-            ["run", "--duration", "8m", "--offline-share", "0.3", "--offline-time", "6m-7m"]) as? RunCommand).fleetOptions
-        #expect(burning.phones.offline == 0.3 && burning.phones.offlineSeconds == 360...420)
+            ["run", "--duration", "10m", "--offline-share", "0.5", "--offline-time", "9m"]) as? RunCommand).fleetOptions
+        #expect(burning.phones.offline == 0.5 && burning.phones.offlineSeconds == 540...540)
         let days = try #require(try FleetSimulatorCommand.parseAsRoot(["run", "--detection-only"]) as? RunCommand).fleetOptions
         #expect(days.scheduleKind == .workingDays && days.durationMs == 86_400_000 && days.phones == PhoneMix())
     }

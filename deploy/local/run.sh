@@ -12,7 +12,7 @@
 #   deploy/local/run.sh     # the simulator's defaults: 300 phones, 2 sites, 90s, seed 1
 #   FLEET_DEVICES=1000 FLEET_SITES=4 FLEET_DURATION=3m FLEET_SEED=7 deploy/local/run.sh
 #   # an SLO burning (phones offline longer than the 5-minute objective), for a look at the alerts:
-#   FLEET_DURATION=8m FLEET_OFFLINE_SHARE=0.3 FLEET_OFFLINE_TIME=6m-7m deploy/local/run.sh
+#   FLEET_DURATION=10m FLEET_OFFLINE_SHARE=0.5 FLEET_OFFLINE_TIME=9m deploy/local/run.sh
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
