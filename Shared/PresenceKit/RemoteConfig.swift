@@ -24,15 +24,18 @@ import Foundation
 ///                         "use_healthkit": false, "kill_switch": false}
 ///     }
 ///
-/// Every key is optional: absent keys keep the base configuration's value. Unknown keys are not errors
-/// (an older app must accept a newer config); they are listed in `warnings`. Type and range errors are
-/// collected — all of them, each naming its key — into a `ConfigValidationError`.
+/// Every key is optional: absent keys keep the base configuration's value. An unknown key is an error
+/// naming it (a misspelled `max_stdev_db` must not run silently with the default), as are type and
+/// range errors: all of them are collected, each naming its key, into a `ConfigValidationError`, and
+/// nothing of a refused document applies (`PresenceStateMachine.apply(config:at:)` keeps the last good
+/// configuration). The one open set is `feature_flags`: a flag this version does not know is kept in
+/// `FeatureFlags.other` for the app, so a server can switch on a newer app's feature without breaking
+/// older ones. A key a newer server sends to an older app is refused: version the config
+/// (`schema_version`) and serve each app version a document it knows.
 public struct RemoteConfig: Sendable, Hashable {
     public var presence: PresenceConfig
     /// `schema_version` / `version` if present.
     public var version: Int?
-    /// Keys that were ignored.
-    public var warnings: [String]
 
     public static func decode(_ json: String, base: PresenceConfig = PresenceConfig()) throws(ConfigValidationError) -> RemoteConfig {
         try decode(Array(json.utf8), base: base)
@@ -53,14 +56,17 @@ public struct RemoteConfig: Sendable, Hashable {
         if !parser.issues.isEmpty { throw ConfigValidationError(issues: parser.issues) }
         let issues = parser.config.validationIssues()
         if !issues.isEmpty { throw ConfigValidationError(issues: issues) }
-        return RemoteConfig(presence: parser.config, version: parser.version, warnings: parser.warnings)
+        return RemoteConfig(presence: parser.config, version: parser.version)
     }
 
     struct Parser {
         var config: PresenceConfig
         var version: Int?
         var issues: [ConfigIssue] = []
-        var warnings: [String] = []
+
+        mutating func unknown(_ path: String) {
+            issues.append(ConfigIssue(key: path, message: "is not a remote-config key of this app"))
+        }
 
         mutating func parse(_ top: [String: JSONValue]) {
             for key in top.keys.sorted() {
@@ -89,7 +95,7 @@ public struct RemoteConfig: Sendable, Hashable {
                 case "feature_flags":
                     if let o = object(value, key) { parseFlags(o) }
                 default:
-                    warnings.append("unknown key \(key) ignored")
+                    unknown(key)
                 }
             }
         }
@@ -102,7 +108,7 @@ public struct RemoteConfig: Sendable, Hashable {
                     switch k {
                     case "steps", "min_steps": if let v = int(o[k]!, path) { config.motion.minSteps = v }
                     case "window_ms": if let v = int(o[k]!, path) { config.motion.stepsWindowMs = Int64(v) }
-                    default: warnings.append("unknown key \(path) ignored")
+                    default: unknown(path)
                     }
                 }
             } else if let v = int(value, key, expected: "an integer (steps) or an object {\"steps\", \"window_ms\"}") {
@@ -119,7 +125,7 @@ public struct RemoteConfig: Sendable, Hashable {
                     case "enabled": if let v = bool(o[k]!, path) { config.flags.gattChallenge = v }
                     case "timeout_ms": if let v = int(o[k]!, path) { config.gattTimeoutMs = Int64(v) }
                     case "retry_cooldown_ms": if let v = int(o[k]!, path) { config.gattRetryCooldownMs = Int64(v) }
-                    default: warnings.append("unknown key \(path) ignored")
+                    default: unknown(path)
                     }
                 }
             } else if let v = bool(value, key, expected: "a boolean or an object {\"enabled\", \"timeout_ms\"}") {
@@ -154,7 +160,7 @@ public struct RemoteConfig: Sendable, Hashable {
                 case "heartbeat_interval_ms": if let x = int(v, path) { config.heartbeatIntervalMs = Int64(x) }
                 case "motion_recent_ms": if let x = int(v, path) { config.motion.recentActivityMs = Int64(x) }
                 case "geofence_exit_margin_m": if let x = number(v, path) { config.geofenceExitMarginMeters = x }
-                default: warnings.append("unknown key \(path) ignored")
+                default: unknown(path)
                 }
             }
             switch smoothingName {

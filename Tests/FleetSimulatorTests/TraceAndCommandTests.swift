@@ -82,6 +82,22 @@ struct TraceAndCommandTests {
         #expect(DurationText.range("6m-") == nil && DurationText.range("1e300s") == nil)
     }
 
+    @Test func aReplayConfigWithAMisspelledKeyIsRefusedByName() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("replay-config-\(UUID().uuidString).json")
+        try #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}}"#.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let replay = try #require(try FleetSimulatorCommand.parseAsRoot(
+            ["replay", "--trace", Self.resources.appendingPathComponent("sample-trace.csv").path, "--config", config.path]) as? ReplayCommand)
+        do {
+            try replay.run()
+            Issue.record("replayed with a misspelled config")
+        } catch {
+            let message = FleetSimulatorCommand.message(for: error)
+            #expect(message.contains("checkout_triger: is not a remote-config key of this app"), "\(message)")
+            #expect(message.contains("thresholds.max_stdev_db: is not a remote-config key of this app"), "\(message)")
+        }
+    }
+
     @Test func theDefaultRunIsTheDemoARealTimeMorningRush() throws {
         let o = try #require(try FleetSimulatorCommand.parseAsRoot(["run"]) as? RunCommand).fleetOptions
         #expect(o.devices == 300 && o.sites == 2 && o.durationMs == 90_000 && o.scheduleKind == .morningRush && o.phones == .rush)

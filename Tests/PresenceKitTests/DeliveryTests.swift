@@ -117,8 +117,7 @@ struct RemoteConfigTests {
                          "signal_loss_ms": 12000, "soft_exit_grace_ms": 120000, "exit_confirmation_ms": 5000,
                          "heartbeat_interval_ms": 0, "motion_recent_ms": 150000, "geofence_exit_margin_m": 30},
           "feature_flags": {"motion_gating": false, "require_geofence": true, "continuous_scan": true,
-                            "use_healthkit": true, "kill_switch": false, "new_ui": true},
-          "something_new": 1
+                            "use_healthkit": true, "kill_switch": false, "new_ui": true}
         }
         """
         let rc = try RemoteConfig.decode(json)
@@ -134,7 +133,6 @@ struct RemoteConfigTests {
         #expect(c.signalLossMs == 12_000 && c.softExitGraceMs == 120_000 && c.exitConfirmationMs == 5_000)
         #expect(c.heartbeatIntervalMs == 0 && c.geofenceExitMarginMeters == 30)
         #expect(!c.flags.motionGating && c.flags.continuousScan && c.flags.useHealthKit && c.flags.other == ["new_ui": true])
-        #expect(rc.warnings == ["unknown key something_new ignored"])
         let short = try RemoteConfig.decode(#"{"min_steps_window": 25, "gatt_challenge": true, "thresholds": {"smoothing": "ema", "ema_alpha": 0.4}}"#)
         #expect(short.presence.motion.minSteps == 25 && short.presence.flags.gattChallenge)
         #expect(short.presence.smoothing == .ema(alpha: 0.4))
@@ -163,11 +161,28 @@ struct RemoteConfigTests {
         #expect(issues("[1, 2]").map(\.description) == ["(document): must be a JSON object, got an array"])
         #expect(issues("{\"a\": ").first?.key == "(document)")
         #expect(issues(#"{"checkout_trigger": "never"}"#).first?.message == #"must be one of "beacon_loss", "geofence_exit", got "never""#)
+        // Misspelled or unknown keys are refused by name, at every level, all at once (flags are an open set).
+        let unknown = issues(#"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}, "gatt_challenge": {"enabeld": true}, "min_steps_window": {"stepz": 3}, "feature_flags": {"new_ui": true}}"#)
+        #expect(unknown.map(\.key).sorted() == ["checkout_triger", "gatt_challenge.enabeld", "min_steps_window.stepz", "thresholds.max_stdev_db"])
+        #expect(unknown.allSatisfy { $0.message == "is not a remote-config key of this app" })
         do {
             _ = try RemoteConfig.decode(#"{"thresholds": {"min_readings": 6}}"#)
             Issue.record("min_readings 6 > smoothing_window 5 must fail")
         } catch {
             #expect(error.description.hasPrefix("invalid configuration (1 problem): thresholds.min_readings: must be between 1 and 5"))
         }
+    }
+
+    @Test("a refused configuration leaves the device on its last good one")
+    func refusedConfigKeepsTheLastGoodOne() throws {
+        let directory = SiteDirectory(sites: [])
+        var machine = try PresenceStateMachine(config: PresenceConfig(), directory: directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
+        var good = PresenceConfig()
+        good.enterRssi = -68
+        _ = try machine.apply(config: good, at: Timestamp.seconds(1_000))
+        var bad = good
+        bad.leaveRssi = -60   // above the enter threshold
+        #expect(throws: ConfigValidationError.self) { _ = try machine.apply(config: bad, at: Timestamp.seconds(1_001)) }
+        #expect(machine.config == good)
     }
 }
