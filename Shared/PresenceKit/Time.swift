@@ -59,9 +59,18 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     /// ISO-8601 UTC with whole seconds, e.g. `2025-09-18T06:35:12Z` (the `timestamp` format of seed 000
     /// sec. 8.1). Milliseconds are truncated toward the past. Computed without Foundation so it is
     /// deterministic and allocation-light.
-    public var iso8601: String {
+    public var iso8601: String { iso8601(withMilliseconds: false) }
+
+    /// ISO-8601 UTC with milliseconds, e.g. `2025-09-18T06:35:12.345Z`.
+    public var iso8601Milliseconds: String { iso8601(withMilliseconds: true) }
+
+    func iso8601(withMilliseconds: Bool) -> String {
         var seconds = millisecondsSinceEpoch / 1000
-        if millisecondsSinceEpoch % 1000 < 0 { seconds -= 1 }
+        var milliseconds = millisecondsSinceEpoch % 1000
+        if milliseconds < 0 {
+            seconds -= 1
+            milliseconds += 1000
+        }
         var days = seconds / 86_400
         var secondOfDay = seconds % 86_400
         if secondOfDay < 0 { secondOfDay += 86_400; days -= 1 }
@@ -71,7 +80,8 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
             return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
         }
         return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):"
-            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))Z"
+            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+            + (withMilliseconds ? ".\(pad(milliseconds, 3))Z" : "Z")
     }
 
     public var description: String { "\(iso8601)(\(millisecondsSinceEpoch)ms)" }

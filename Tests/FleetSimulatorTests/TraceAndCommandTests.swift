@@ -20,11 +20,56 @@ struct TraceAndCommandTests {
         #expect(checkIn.timestamp.hasPrefix("2026-01-05T07:59:3"), "\(checkIn)")
         #expect(checkIn.siteId == "S_HQ" && checkIn.beacon == "f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:1")
         let checkOut = try #require(output.decisions.last)
-        #expect(checkOut.decidedAt == "2026-01-05T17:35:10Z" && checkOut.reason == "geofence_exit")
+        #expect(checkOut.decidedAt == "2026-01-05T17:35:10.000Z" && checkOut.reason == "geofence_exit")
         // Ranging bursts only (no continuous scan in the trace's config): the last moment of presence
         // is the OS region exit (PresenceKit README), 17:32:40.
-        #expect(checkOut.timestamp == "2026-01-05T17:32:40Z", "\(checkOut)")
+        #expect(checkOut.timestamp == "2026-01-05T17:32:40.000Z", "\(checkOut)")
+        // The readings after the ranging burst ended reach no phone's library.
+        #expect(output.readingsWhileNotScanning == 10 && output.endedAt == "2026-01-05T17:50:00.000Z")
         #expect(try TraceReplay.json(output).contains("\"decisions\""))
+    }
+
+    static let uuid = "f7826da6-4fa2-4e98-8024-bc5b71e0893e"
+
+    /// A walk-in: geofence, walking, optionally the OS region event, then `readings` strong readings a second apart.
+    static func walkIn(region: Bool, readings: Int = 8) -> String {
+        var lines = ["timestamp,event,target,value", "1000,site,S_1,\(uuid):10", "1000,geofence,S_1,enter", "2000,motion,,walking", "2500,steps,,40"]
+        if region { lines.append("2900,region,,enter") }
+        for i in 0..<readings { lines.append("\(3_000 + i * 1_000),rssi,\(uuid):10:1,-60") }
+        return lines.joined(separator: "\n")
+    }
+
+    @Test func readingsReachTheLibraryOnlyWhileItScansUnlessAskedToFeedThemAll() throws {
+        let silent = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: PresenceConfig())
+        #expect(silent.decisions.isEmpty && silent.readingsWhileNotScanning == 8)
+        let fedAll = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: PresenceConfig(), options: .init(feedAllReadings: true))
+        #expect(fedAll.observations == silent.observations + 8)
+        let ranging = try TraceReplay.run(Trace.parse(Self.walkIn(region: true)), config: PresenceConfig())
+        #expect(ranging.decisions.first?.type == "checkin")
+    }
+
+    @Test func timersFireAtTheirDueTimeAlsoAfterTheLastLine() throws {
+        // Checked in, then the trace ends: the beacon-loss check-out is decided after the grace, past the last line.
+        let trace = try Trace.parse(Self.walkIn(region: true))
+        let lastLine = Timestamp(millisecondsSinceEpoch: 10_000)
+        var config = PresenceConfig()
+        config.flags.continuousScan = true   // the scan watches the beacon after the check-in: silence starts the grace
+        let out = try TraceReplay.run(trace, config: config)
+        let checkOut = try #require(out.decisions.first { $0.type == "checkout" }, "\(out.decisions)")
+        #expect(checkOut.decidedAt > lastLine.iso8601Milliseconds && checkOut.decidedAt.hasSuffix("Z") && checkOut.decidedAt.contains("."))
+        let cut = try TraceReplay.run(trace, config: config, options: .init(end: lastLine))
+        #expect(cut.decisions.map(\.type) == ["checkin"] && cut.endedAt == lastLine.iso8601Milliseconds)
+        #expect(throws: TraceError.self) { try TraceReplay.run(trace, config: PresenceConfig(), options: .init(end: Timestamp(millisecondsSinceEpoch: 5_000))) }
+    }
+
+    @Test func aReadingOfABeaconNoSiteClaimsIsAnErrorNamingItsLine() throws {
+        let trace = try Trace.parse(Self.walkIn(region: true) + "\n11000,rssi,a1b2c3d4-0000-4000-8000-000000000001:1:1,-60")
+        do {
+            _ = try TraceReplay.run(trace, config: PresenceConfig())
+            Issue.record("replayed a reading of an unknown beacon")
+        } catch let error as TraceError {
+            #expect(error.line == 15 && error.description.contains("belongs to no site"), "\(error)")
+        }
     }
 
     @Test(arguments: [

@@ -115,7 +115,7 @@ public struct Trace: Sendable {
         return Trace(lines: lines)
     }
 
-    static func parseTime(_ s: String) -> Timestamp? {
+    public static func parseTime(_ s: String) -> Timestamp? {
         if let ms = Int64(s) { return Timestamp(millisecondsSinceEpoch: ms) }
         let iso = ISO8601DateFormatter()
         iso.formatOptions = s.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
@@ -132,8 +132,30 @@ public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" }
 }
 
-/// Feeds a trace through PresenceKit exactly as the app would receive it and collects the decisions.
+/// Feeds a trace through PresenceKit as a phone would and collects the decisions:
+/// - a reading reaches the library only while it scans (a ranging burst or the continuous scan), as
+///   the OS delivers ranging callbacks only then; `Options.feedAllReadings` feeds every reading, for
+///   analysis;
+/// - a timer fires at its own due time, between lines and after the last one, up to `Options.end`
+///   (default: the last line plus `defaultTail`), and a decision carries the moment it was made, to the
+///   millisecond;
+/// - a reading of a beacon that no `site` line claims is an error naming its line.
 public enum TraceReplay {
+    /// How long after the last line timers still run when no end is given: the soft-exit grace
+    /// (3 minutes by default) and the exit confirmation that follows it fit.
+    public static let defaultTailMs: Int64 = 600_000
+
+    public struct Options: Sendable {
+        public var feedAllReadings = false
+        /// When the replay ends (timers due up to then fire); nil: the last line plus `defaultTailMs`.
+        public var end: Timestamp?
+
+        public init(feedAllReadings: Bool = false, end: Timestamp? = nil) {
+            self.feedAllReadings = feedAllReadings
+            self.end = end
+        }
+    }
+
     public struct Decision: Sendable, Codable, Hashable {
         public var type: String
         public var timestamp: String
@@ -147,12 +169,15 @@ public enum TraceReplay {
 
     public struct Output: Sendable, Codable {
         public var observations: Int
+        /// Readings that came while the library was not scanning (not fed, unless `feedAllReadings`).
+        public var readingsWhileNotScanning: Int
+        public var endedAt: String
         public var decisions: [Decision]
         public var finalPhase: String
         public var notifications: [String]
     }
 
-    public static func run(_ trace: Trace, config: PresenceConfig) throws -> Output {
+    public static func run(_ trace: Trace, config: PresenceConfig, options: Options = Options()) throws -> Output {
         var sites: [String: (uuid: String, major: UInt16?)] = [:]
         var order: [String] = []
         for line in trace.lines {
@@ -165,31 +190,54 @@ public enum TraceReplay {
         let directory = SiteDirectory(sites: order.map { id in
             Site(id: id, center: GeoPoint(latitude: 0, longitude: 0), beacons: [BeaconMatcher(sites[id]!.uuid, major: sites[id]!.major)])
         })
+        for line in trace.lines {
+            if case .rssi(let beacon, _) = line.observation, directory.siteIndex(for: beacon) == nil {
+                throw TraceError(line: line.number, text: "", message: "beacon \(beacon.beaconId) belongs to no site: add a site line for its UUID or UUID:major")
+            }
+        }
+        let lastAt = trace.lines.last?.at ?? Timestamp.zero
+        let end = options.end ?? lastAt + defaultTailMs
+        guard end >= lastAt else {
+            throw TraceError(line: 0, text: "", message: "the end \(end.iso8601Milliseconds) is before the trace's last line (\(lastAt.iso8601Milliseconds))")
+        }
         let identity = DeviceIdentity(userId: "trace-user", deviceId: "trace-device")
         var agent = PresenceAgent(machine: try PresenceStateMachine(config: config, directory: directory, identity: identity, seed: 1))
         var decisions: [Decision] = []
         var notifications: [String] = []
         var count = 0
+        var notScanning = 0
         var lastSnapshot: PresenceSnapshot?
         func collect(_ effects: [PresenceEffect], at now: Timestamp) {
             for effect in effects {
                 switch effect {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
                     decisions.append(Decision(
-                        type: e.type.rawValue, timestamp: e.timestamp.iso8601, decidedAt: now.iso8601, siteId: e.siteId,
-                        beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey, rssiSeries: e.rssiSeries))
+                        type: e.type.rawValue, timestamp: e.timestamp.iso8601Milliseconds, decidedAt: e.decidedAt.iso8601Milliseconds,
+                        siteId: e.siteId, beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey, rssiSeries: e.rssiSeries))
                 case .persistSnapshot(let s): lastSnapshot = s
-                case .notifyUser(let n): notifications.append("\(now.iso8601) \(n.kind.rawValue): \(n.message)")
+                case .notifyUser(let n): notifications.append("\(now.iso8601Milliseconds) \(n.kind.rawValue): \(n.message)")
                 default: break
                 }
             }
         }
+        /// Fires every timer due up to `t`, each at its own deadline.
+        func runTimers(until t: Timestamp) {
+            // Bounded: a timer that keeps rescheduling itself at the same moment must not hang the replay.
+            for _ in 0..<100_000 {
+                guard let due = agent.nextDeadline, due <= t else { return }
+                collect(agent.advance(to: due), at: due)
+            }
+        }
         for line in trace.lines {
             let now = line.at
+            runTimers(until: now)
             let event: PresenceEvent?
             switch line.observation {
             case .site: event = nil
-            case .rssi(let beacon, let rssi): event = .beaconReading(BeaconReading(beacon: beacon, rssi: rssi))
+            case .rssi(let beacon, let rssi):
+                let scanning = agent.machine.rangingActive || agent.machine.continuousScanActive
+                if !scanning { notScanning += 1 }
+                event = scanning || options.feedAllReadings ? .beaconReading(BeaconReading(beacon: beacon, rssi: rssi)) : nil
             case .motion(let a): event = .motionActivity(a)
             case .steps(let n): event = .steps(n)
             case .geofence(let id, let inside): event = inside ? .geofenceEntered(siteId: id) : .geofenceExited(siteId: id)
@@ -208,8 +256,10 @@ public enum TraceReplay {
             count += 1
             collect(agent.handle(event, at: now), at: now)
         }
-        if let last = trace.lines.last { collect(agent.advance(to: last.at), at: last.at) }
-        return Output(observations: count, decisions: decisions, finalPhase: agent.machine.phase.rawValue, notifications: notifications)
+        runTimers(until: end)
+        return Output(
+            observations: count, readingsWhileNotScanning: notScanning, endedAt: end.iso8601Milliseconds, decisions: decisions,
+            finalPhase: agent.machine.phase.rawValue, notifications: notifications)
     }
 
     public static func json(_ output: Output) throws -> String {

@@ -262,9 +262,20 @@ public struct ReplayCommand: ParsableCommand {
     )
 
     @Option(help: "The trace CSV file.") public var trace: String
-    @Option(help: "A remote-config JSON document to tune the thresholds (PresenceKit RemoteConfig keys).") public var config: String?
+    @Option(help: "A remote-config JSON document to tune the thresholds (PresenceKit RemoteConfig keys; an unknown key is an error).")
+    public var config: String?
+    @Option(help: "When the replay ends, epoch ms or ISO-8601 UTC: timers due until then fire (default: 10 minutes after the last line).")
+    public var end: String?
+    @Flag(help: "Feed every reading to the library, also while it is not scanning (a phone delivers readings only while it scans).")
+    public var feedAllReadings = false
 
     public init() {}
+
+    public func validate() throws {
+        if let end, Trace.parseTime(end) == nil {
+            throw ValidationError("--end \"\(end)\" is not epoch milliseconds or ISO-8601 UTC like 2026-01-05T18:00:00Z")
+        }
+    }
 
     public func run() throws {
         guard let text = try? String(contentsOfFile: trace, encoding: .utf8) else {
@@ -285,6 +296,13 @@ public struct ReplayCommand: ParsableCommand {
         } catch {
             throw ValidationError("\(trace): \(error)")
         }
-        print(try TraceReplay.json(TraceReplay.run(parsed, config: presence)))
+        let options = TraceReplay.Options(feedAllReadings: feedAllReadings, end: end.flatMap(Trace.parseTime))
+        let output: TraceReplay.Output
+        do {
+            output = try TraceReplay.run(parsed, config: presence, options: options)
+        } catch let error as TraceError {
+            throw ValidationError("\(trace): \(error)")
+        }
+        print(try TraceReplay.json(output))
     }
 }
