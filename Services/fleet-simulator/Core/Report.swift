@@ -253,31 +253,35 @@ public struct FleetReport: Sendable, Codable {
 }
 
 extension FleetReport.Delivery {
-    /// Delivery figures against the in-process server.
-    public static func inProcess(devices: [DeviceResult], server: InProcessServer) -> FleetReport.Delivery {
-        var d = FleetReport.Delivery()
-        let stored = Set(server.events.map(\.key))
+    /// The delivery figures from what the devices did and what the server holds: `serverKeys` counts
+    /// the server's rows per idempotency key, `duplicateReceipts` the rows beyond one per receipt id.
+    public init(devices: [DeviceResult], serverKeys: [String: Int], duplicateReceipts: Int = 0) {
+        self.init()
         var posted = Set<String>()
         for device in devices {
-            d.eventsPosted += device.posted.count
-            d.undeliveredAtEnd += device.undelivered
-            d.launches += device.launches
+            eventsPosted += device.posted.count
+            undeliveredAtEnd += device.undelivered
+            launches += device.launches
+            telemetryUploaded += device.telemetryUploaded
+            telemetryPending += device.telemetryPending
             for record in device.deliveries {
-                d.eventsWithFinalVerdict += 1
-                d.finalStatuses[String(record.status), default: 0] += 1
+                eventsWithFinalVerdict += 1
+                finalStatuses[String(record.status), default: 0] += 1
             }
-            for (k, v) in device.attempts.statuses { d.attemptStatuses[k, default: 0] += v }
+            for (k, v) in device.attempts.statuses { attemptStatuses[k, default: 0] += v }
             for event in device.posted {
                 posted.insert(event.key)
-                if stored.contains(event.key) { d.serverEventsBySite[event.siteId, default: 0] += 1 }
+                if serverKeys[event.key] != nil { serverEventsBySite[event.siteId, default: 0] += 1 }
             }
-            d.telemetryUploaded += device.telemetryUploaded
-            d.telemetryPending += device.telemetryPending
         }
-        d.serverEvents = stored.count
-        d.lost = posted.subtracting(stored).count
-        d.unexpected = stored.subtracting(posted).count
-        d.duplicated = 0 // the in-process server keeps one row per key by construction
-        return d
+        serverEvents = serverKeys.values.reduce(0, +)
+        lost = posted.filter { serverKeys[$0] == nil }.count
+        unexpected = serverKeys.keys.filter { !posted.contains($0) }.count
+        duplicated = serverKeys.values.map { $0 - 1 }.reduce(0, +) + duplicateReceipts
+    }
+
+    /// Delivery figures against the in-process server (one row per key by construction).
+    public static func inProcess(devices: [DeviceResult], server: InProcessServer) -> FleetReport.Delivery {
+        FleetReport.Delivery(devices: devices, serverKeys: Dictionary(server.events.map { ($0.key, 1) }, uniquingKeysWith: +))
     }
 }

@@ -155,7 +155,6 @@ public struct StackRun {
 
         progress.message("checking merger.events in PostgreSQL…")
         let delivery2 = try await ServerCheck.verify(devices: results, postgres: postgres, logger: logger)
-        let expectedEvents = results.reduce(0) { $0 + $1.posted.count }
         var throughput = FleetReport.Throughput()
         throughput.wallSeconds = wallSeconds
         throughput.virtualSeconds = Double(options.durationMs) / 1000
@@ -174,7 +173,7 @@ public struct StackRun {
             let server = TelemetrySLOReader(http: http, baseURL: telemetry)
             do {
                 let bySite = try await server.waitForCounts(
-                    sites: plan.world.sites.map(\.id), expectedTotal: Int64(expectedEvents), timeout: settings.telemetryWait)
+                    sites: plan.world.sites.map(\.id), expectedTotal: Int64(delivery2.eventsPosted), timeout: settings.telemetryWait)
                 let good = bySite.values.reduce(0) { $0 + $1.good }, all = bySite.values.reduce(0) { $0 + $1.total }
                 report.compare(withServer: .init(source: "\(telemetry)/v1/slo, 30d", good: good, total: all), bySite: bySite)
             } catch {
@@ -235,19 +234,6 @@ struct TelemetrySLOError: Error, CustomStringConvertible {
 /// The server's side of the no-loss figures.
 public enum ServerCheck {
     public static func verify(devices: [DeviceResult], postgres: PostgresClient, logger: Logger) async throws -> FleetReport.Delivery {
-        var d = FleetReport.Delivery()
-        var posted = Set<String>()
-        for device in devices {
-            d.eventsPosted += device.posted.count
-            d.undeliveredAtEnd += device.undelivered
-            d.launches += device.launches
-            for event in device.posted { posted.insert(event.key) }
-            for record in device.deliveries {
-                d.eventsWithFinalVerdict += 1
-                d.finalStatuses[String(record.status), default: 0] += 1
-            }
-            for (k, v) in device.attempts.statuses { d.attemptStatuses[k, default: 0] += v }
-        }
         let users = devices.map(\.userId)
         let rows = try await postgres.query(
             "SELECT idempotency_key, server_receipt_id FROM merger.events WHERE user_id = ANY(\(users))", logger: logger)
@@ -257,16 +243,7 @@ public enum ServerCheck {
             keys[key, default: 0] += 1
             receipts[receipt, default: 0] += 1
         }
-        d.serverEvents = keys.values.reduce(0, +)
-        for device in devices {
-            d.telemetryUploaded += device.telemetryUploaded
-            d.telemetryPending += device.telemetryPending
-            for event in device.posted where keys[event.key] != nil { d.serverEventsBySite[event.siteId, default: 0] += 1 }
-        }
-        d.lost = posted.filter { keys[$0] == nil }.count
-        d.unexpected = keys.keys.filter { !posted.contains($0) }.count
-        d.duplicated = keys.values.map { $0 - 1 }.reduce(0, +) + receipts.values.map { $0 - 1 }.reduce(0, +)
-        return d
+        return FleetReport.Delivery(devices: devices, serverKeys: keys, duplicateReceipts: receipts.values.map { $0 - 1 }.reduce(0, +))
     }
 }
 
