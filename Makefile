@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ install: ## Install what the local stack needs (idempotent, fast when done)
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -55,6 +55,13 @@ bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoin
 	# The per-device token bucket (2/s, burst 20) guards real phones; the benchmark's 256 devices send flat out.
 	BUILD_CONFIG=release TOPIC_PARTITIONS=$${TOPIC_PARTITIONS:-1} RATE_LIMIT_PER_SECOND=1000000 RATE_LIMIT_BURST=1000000 deploy/local/services.sh start
 	$(ENV) DEVICE_TOKEN_KEYS="$$(cat .local/run/secrets/device-token-keys)" "$$(swift build -c release --show-bin-path)/PipelineLoad" bench
+
+bench-detection: ## PresenceKit's defaults across 200 seeded radio worlds vs the previous defaults, same worlds (release)
+	$(ENV) swift build -c release --product fleet-simulator
+	"$$(swift build -c release --show-bin-path)/fleet-simulator" sweep --worlds $${SWEEP_WORLDS:-200} --people 60 --no-progress --report-dir reports/sweep || true
+	@echo "--- the same worlds with the previous defaults (ranging bursts, beacon-loss check-out, -70 / -80 dBm) ---"
+	"$$(swift build -c release --show-bin-path)/fleet-simulator" sweep --worlds $${SWEEP_WORLDS:-200} --people 60 --no-progress \
+		--config Services/fleet-simulator/Resources/previous-defaults.json --report-dir reports/sweep-previous-defaults || true
 
 bench-telemetry: ## Telemetry events aggregated/s on one core vs a decode-only baseline (release)
 	$(ENV) swift build -c release --product TelemetryBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/TelemetryBenchmark"

@@ -17,8 +17,9 @@ public struct FeatureFlags: Sendable, Hashable {
     /// Co-location: only check in for a beacon whose site's geofence the device is inside
     /// (seed 000 sec. 5.1). When off, a beacon region event arms the device by itself.
     public var requireGeofence: Bool
-    /// Continuous RSSI scanning while inside a geofence (seed 001), instead of short ranging bursts
-    /// triggered by region events (seed 000).
+    /// Continuous RSSI scanning while inside a site's geofence, instead of short ranging bursts triggered
+    /// by region events. On by default: bursts start late (the OS reports the region 1-5 s after the
+    /// first packet) and end early, and the detection sweep misses arrivals with them that scanning sees.
     public var continuousScan: Bool
     /// GATT challenge-response with the beacon before a check-in (seed 000, optional).
     public var gattChallenge: Bool
@@ -30,7 +31,7 @@ public struct FeatureFlags: Sendable, Hashable {
     public var other: [String: Bool]
 
     public init(
-        motionGating: Bool = true, requireGeofence: Bool = true, continuousScan: Bool = false,
+        motionGating: Bool = true, requireGeofence: Bool = true, continuousScan: Bool = true,
         gattChallenge: Bool = false, useHealthKit: Bool = false, killSwitch: Bool = false,
         other: [String: Bool] = [:]
     ) {
@@ -47,8 +48,12 @@ public struct FeatureFlags: Sendable, Hashable {
 /// Every threshold and timing of the detection logic. Defaults follow the seeds; the remote config
 /// (`RemoteConfig`) overrides them. Durations are milliseconds.
 public struct PresenceConfig: Sendable, Hashable {
-    /// Enter when the smoothed RSSI is above this (seed 001: > -70 dBm).
-    public var enterRssi: Int = -70
+    /// Strong evidence: the median of the last `minReadings` readings above this. -65 dBm, not the
+    /// -70 dBm first written down for one radio world: across the detection sweep (path-loss exponents
+    /// 1.6-3.5, phones 6 dB hot to 8 dB cold) -70 is reached 30-80 s before the door in open spaces and
+    /// by people walking past, while -65 is still reached at the door in dense buildings; a cold phone
+    /// that stays under it is caught by dwell confirmation (`dwellEnterRssi`). Figures in the README.
+    public var enterRssi: Int = -65
     /// Leave when the smoothed RSSI is at or below this (seed 001: <= -75 dBm). The gap between the two
     /// is the hysteresis band: inside it nothing changes, so a signal hovering at the edge cannot
     /// ping-pong between states.
@@ -69,7 +74,7 @@ public struct PresenceConfig: Sendable, Hashable {
     /// only when the device then comes to rest (motion reports stationary) within `dwellWindowMs` while
     /// still inside the site's geofence: someone who arrived stops at the door or sits down at a desk,
     /// someone walking past keeps walking. Must be at or below `enterRssi`.
-    public var dwellEnterRssi: Int = -80
+    public var dwellEnterRssi: Int = -85
     /// How long weak evidence waits for the device to come to rest. 0 turns dwell confirmation off.
     public var dwellWindowMs: Int64 = 120_000
     /// Longest ranging burst (`ranging_window_ms`, seed: 5-10 s).
@@ -94,7 +99,9 @@ public struct PresenceConfig: Sendable, Hashable {
     public var gattTimeoutMs: Int64 = 3_000
     /// After a failed GATT challenge, wait this long before challenging again.
     public var gattRetryCooldownMs: Int64 = 30_000
-    public var checkOutTrigger: CheckOutTrigger = .beaconLoss
+    /// Gate beacons: people walk out of their range into the building right after checking in, so the
+    /// default ends a session when the device leaves the site's geofence (see `CheckOutTrigger`).
+    public var checkOutTrigger: CheckOutTrigger = .geofenceExit
     public var motion = MotionGateConfig()
     /// Arming radius for sites without their own (`geofence_radius`, seed: 150-300 m).
     public var geofenceRadiusMeters: Double = 200

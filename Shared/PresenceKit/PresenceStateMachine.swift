@@ -161,11 +161,17 @@ public struct PresenceStateMachine: Sendable {
     var lastPresentAt = Timestamp.distantPast
     /// Last valid reading of any beacon of the session's site.
     var lastSiteHeardAt = Timestamp.distantPast
+    /// Last reading of any beacon of the session's site at any strength, in any phase: someone leaving
+    /// walks past the gate on the way out, and even a weak reading there dates the departure better than
+    /// the last strong one (which may be the arrival, for a desk out of range).
+    var lastSiteReadingAt = Timestamp.distantPast
     var timers = TimerDeadlines()
     var pendingCandidate: BeaconCandidate?
     var gattCooldownUntil = Timestamp.distantPast
     var lastGateLogAt = Timestamp.distantPast
     var exitReason = AttendanceReason.beaconLost
+    /// When the current soft exit began (see `isRestingSinceLoss`).
+    var softExitSince = Timestamp.distantPast
     /// Ranging windows added to the current burst (see `PresenceConfig.rangingExtensions`).
     var rangingExtensionsUsed = 0
     /// Weak evidence waiting for the device to come to rest (`PresenceConfig.dwellEnterRssi`): the
@@ -376,6 +382,7 @@ public struct PresenceStateMachine: Sendable {
         guard let slotIndex = tracker.record(reading, at: now, resolveSite: { directory.siteIndex(for: $0) }) else {
             return []
         }
+        if session != nil && tracker.slot(slotIndex).siteIndex == sessionSiteIndex { lastSiteReadingAt = now }
         switch phase {
         case .idle, .verifying:
             return []
@@ -540,6 +547,7 @@ public struct PresenceStateMachine: Sendable {
         phase = .present
         lastPresentAt = now
         lastSiteHeardAt = now
+        lastSiteReadingAt = now
         pendingCandidate = nil
         cancel(.gattTimeout, &fx)
         cancel(.softExitGrace, &fx)
@@ -562,7 +570,10 @@ public struct PresenceStateMachine: Sendable {
     mutating func checkOut(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         guard let s = session else { return }
         if s.checkInPosted, let user = s.userId {
-            let event = makeEvent(.checkOut, reason: reason, timestamp: max(lastPresentAt, s.tStart), userId: user, handshake: nil, at: now)
+            // Leaving the geofence, the last reading of the site (however weak: the walk out past the
+            // gate) dates the departure; otherwise the last moment of presence does.
+            let lastSeen = reason == .geofenceExit ? min(max(lastPresentAt, lastSiteReadingAt), now) : lastPresentAt
+            let event = makeEvent(.checkOut, reason: reason, timestamp: max(lastSeen, s.tStart), userId: user, handshake: nil, at: now)
             fx.append(.postCheckOut(event))
         } else {
             fx.append(.log(.warning, "check-out at \(s.siteId) skipped: its check-in was never posted (no persisted user id)"))
@@ -606,6 +617,7 @@ public struct PresenceStateMachine: Sendable {
     mutating func enterSoftExit(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         phase = .softExitPending
         exitReason = reason
+        softExitSince = now
         cancel(.signalWatchdog, &fx)
         schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
         fx.append(.log(.info, "soft exit at \(session?.siteId ?? "?"): grace until \((now + config.softExitGraceMs).iso8601)"))
@@ -629,6 +641,17 @@ public struct PresenceStateMachine: Sendable {
         }
     }
 
+    /// The motion coprocessor has reported the device at rest, with no walking or running since the
+    /// signal was lost, and the device is inside the session site's geofence (when co-location is on).
+    /// Walking that began the loss within `dwellWindowMs` of the check-in is the walk from the gate to
+    /// a seat, not a departure.
+    var isRestingSinceLoss: Bool {
+        guard motion.lastActivity == .stationary,
+              !config.flags.requireGeofence || insideSites.contains(sessionSiteIndex) else { return false }
+        let walkToSeat = session.map { softExitSince - $0.tStart <= max(config.dwellWindowMs, 120_000) } ?? false
+        return motion.lastActiveAt < softExitSince || walkToSeat
+    }
+
     /// The grace and the confirmation ran out without the beacon coming back.
     mutating func finalizeExit(reason: AttendanceReason, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         stopRanging(&fx)
@@ -636,6 +659,16 @@ public struct PresenceStateMachine: Sendable {
         cancel(.exitConfirmation, &fx)
         switch config.checkOutTrigger {
         case .beaconLoss:
+            if isRestingSinceLoss {
+                // Weak signal alone never checks out someone at rest inside the geofence: a desk in a
+                // radio shadow is still a desk. The loss is looked at again after another grace; walking
+                // (or leaving the geofence) ends the session as usual.
+                phase = .softExitPending
+                softExitSince = now
+                schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
+                fx.append(.log(.info, "signal lost at \(session?.siteId ?? "?") but the device has been at rest inside the geofence since: no check-out"))
+                return
+            }
             checkOut(reason: reason, at: now, &fx)
         case .geofenceExit:
             // Seed 001: the debounce ending only tells the user; the exit is posted on geofence exit.

@@ -25,7 +25,7 @@ struct TraceAndCommandTests {
         // is the OS region exit (PresenceKit README), 17:32:40.
         #expect(checkOut.timestamp == "2026-01-05T17:32:40.000Z", "\(checkOut)")
         // The readings after the ranging burst ended reach no phone's library.
-        #expect(output.readingsWhileNotScanning == 10 && output.endedAt == "2026-01-05T17:50:00.000Z")
+        #expect(output.readingsWhileNotScanning == 9 && output.endedAt == "2026-01-05T17:50:00.000Z")
         #expect(try TraceReplay.json(output).contains("\"decisions\""))
     }
 
@@ -39,12 +39,19 @@ struct TraceAndCommandTests {
         return lines.joined(separator: "\n")
     }
 
+    /// Ranging bursts on region events instead of the default continuous scan.
+    static var bursts: PresenceConfig {
+        var c = PresenceConfig()
+        c.flags.continuousScan = false
+        return c
+    }
+
     @Test func readingsReachTheLibraryOnlyWhileItScansUnlessAskedToFeedThemAll() throws {
-        let silent = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: PresenceConfig())
+        let silent = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: Self.bursts)
         #expect(silent.decisions.isEmpty && silent.readingsWhileNotScanning == 8)
-        let fedAll = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: PresenceConfig(), options: .init(feedAllReadings: true))
+        let fedAll = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: Self.bursts, options: .init(feedAllReadings: true))
         #expect(fedAll.observations == silent.observations + 8)
-        let ranging = try TraceReplay.run(Trace.parse(Self.walkIn(region: true)), config: PresenceConfig())
+        let ranging = try TraceReplay.run(Trace.parse(Self.walkIn(region: true)), config: Self.bursts)
         #expect(ranging.decisions.first?.type == "checkin")
     }
 
@@ -53,7 +60,7 @@ struct TraceAndCommandTests {
         let trace = try Trace.parse(Self.walkIn(region: true))
         let lastLine = Timestamp(millisecondsSinceEpoch: 10_000)
         var config = PresenceConfig()
-        config.flags.continuousScan = true   // the scan watches the beacon after the check-in: silence starts the grace
+        config.checkOutTrigger = .beaconLoss   // the continuous scan sees the silence after the check-in: it starts the grace
         let out = try TraceReplay.run(trace, config: config)
         let checkOut = try #require(out.decisions.first { $0.type == "checkout" }, "\(out.decisions)")
         #expect(checkOut.decidedAt > lastLine.iso8601Milliseconds && checkOut.decidedAt.hasSuffix("Z") && checkOut.decidedAt.contains("."))

@@ -10,12 +10,14 @@ struct WorldTests {
         var r = RadioParameters()
         r.pathLossExponent = exponent
         r.shadowingSigmaDb = 0
-        r.fastFadingSigmaDb = 0
+        r.fading = .gaussian(sigmaDb: 0)
         r.packetLoss = 0
         r.bodyAttenuationDb = 0
         r.beaconHeightAbovePhoneMeters = 0
         return r
     }
+
+    static func standing(_ p: Point) -> Whereabouts { Whereabouts(position: p, heading: Point(x: 0, y: 0), walking: false) }
 
     @Test func logDistancePathLossMatchesHandComputedValues() {
         let r = Self.quietRadio()
@@ -34,7 +36,7 @@ struct WorldTests {
         var channel = RadioChannel(site: world.sites[0], radio: world.radio, phoneLossDb: 0, random: &random)
         var packets = 0
         for second in 1...700 {
-            let ranged = channel.listen(at: Int64(second) * 1000, position: Point(x: 0, y: -4), heading: Point(x: 0, y: 0), random: &random)
+            let ranged = channel.listen(at: Int64(second) * 1000, here: Self.standing(Point(x: 0, y: -4)), random: &random)
             #expect(ranged.count == 1)
             // No noise: every callback is the mean at 4 m: -59 - 25 * log10(4) = -74.05 -> -74.
             if let r = ranged.first, r.packetsHeard > 0 { #expect(r.rssi == -74) }
@@ -48,11 +50,11 @@ struct WorldTests {
         let world = World.standard(sites: 1, gatesPerSite: 1, radio: Self.quietRadio())
         var random = SimulationRandom(seed: 1)
         var channel = RadioChannel(site: world.sites[0], radio: world.radio, phoneLossDb: 0, random: &random)
-        let heard = channel.listen(at: 1_000, position: Point(x: 0, y: -2), heading: Point(x: 0, y: 0), random: &random)
+        let heard = channel.listen(at: 1_000, here: Self.standing(Point(x: 0, y: -2)), random: &random)
         #expect((heard.first?.packetsHeard ?? 0) > 0)
         let far = Point(x: 0, y: -2_000)
-        #expect(channel.listen(at: 2_000, position: far, heading: Point(x: 0, y: 0), random: &random) == [RangedBeacon(beaconIndex: 0, rssi: 0, packetsHeard: 0)])
-        #expect(channel.listen(at: 10_000, position: far, heading: Point(x: 0, y: 0), random: &random).isEmpty)
+        #expect(channel.listen(at: 2_000, here: Self.standing(far), random: &random) == [RangedBeacon(beaconIndex: 0, rssi: 0, packetsHeard: 0)])
+        #expect(channel.listen(at: 10_000, here: Self.standing(far), random: &random).isEmpty)
     }
 
     @Test func bodyAndWallAttenuation() {
@@ -63,12 +65,12 @@ struct WorldTests {
         var random = SimulationRandom(seed: 1)
         let channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
         let beacon = world.sites[0].beacons[0]
-        let facing = channel.meanRssi(beacon: beacon, at: Point(x: 0, y: -5), heading: Point(x: 0, y: 1))
-        let away = channel.meanRssi(beacon: beacon, at: Point(x: 0, y: -5), heading: Point(x: 0, y: -1))
+        let facing = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: 1), walking: true))
+        let away = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: -1), walking: true))
         #expect(abs(facing - (-59 - 25 * log10(5.0))) < 1e-9)
         #expect(abs((facing - away) - 6) < 1e-9)
         // 10 m inside the building, the beacon at the door: the wall costs 20 dB.
-        let inside = channel.meanRssi(beacon: beacon, at: Point(x: 0, y: 10), heading: Point(x: 0, y: 0))
+        let inside = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: 10), heading: Point(x: 0, y: 0), walking: true))
         #expect(abs(inside - (-59 - 25 - 20)) < 1e-9)
     }
 
@@ -82,7 +84,7 @@ struct WorldTests {
         let channel = RadioChannel(site: site, radio: world.radio, phoneLossDb: 0, random: &random)
         // At gate 2 the neighbouring gate's beacon (12 m away) is still audible.
         #expect(channel.anyBeaconAudible(from: Point(x: 12, y: -1)))
-        #expect(channel.meanRssi(beacon: site.beacons[0], at: Point(x: 12, y: -1), heading: Point(x: 0, y: 0)) < -80)
+        #expect(channel.meanRssi(beacon: site.beacons[0], at: Whereabouts(position: Point(x: 12, y: -1), heading: Point(x: 0, y: 0), walking: true)) < -80)
         #expect(!channel.anyBeaconAudible(from: Point(x: 0, y: -400)))
         #expect(world.directory.siteIndex(for: site.beacons[2].identity) == 0)
     }

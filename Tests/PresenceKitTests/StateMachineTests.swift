@@ -335,7 +335,7 @@ struct StateMachineTests {
 
     @Test("stale or early timer firings are ignored")
     func staleTimers() throws {
-        var m = try PresenceStateMachine(directory: World.directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
+        var m = try PresenceStateMachine(config: World.config(), directory: World.directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
         #expect(m.handle(.timerFired(.softExitGrace), at: World.start).isEmpty)
         _ = m.handle(.geofenceEntered(siteId: "S_HQ"), at: World.start)
         let fx = m.handle(.beaconRegionEntered, at: World.start)

@@ -23,8 +23,16 @@ enum World {
 
     static let start = Timestamp.seconds(1_758_177_312) // 2025-09-18T06:35:12Z
 
+    /// The configuration the mechanism tests are written against: ranging bursts on region events,
+    /// check-out on beacon loss, enter above -70 dBm, dwell evidence above -80 dBm. Each mechanism is
+    /// tested on its own here; the shipped defaults (continuous scan, geofence-exit check-out, -65 / -85)
+    /// have their own tests in DefaultsTests.swift.
     static func config(_ change: (inout PresenceConfig) -> Void = { _ in }) -> PresenceConfig {
         var c = PresenceConfig()
+        c.flags.continuousScan = false
+        c.checkOutTrigger = .beaconLoss
+        c.enterRssi = -70
+        c.dwellEnterRssi = -80
         change(&c)
         return c
     }

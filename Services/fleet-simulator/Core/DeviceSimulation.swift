@@ -12,8 +12,10 @@ public struct PostedEvent: Sendable, Hashable, Codable {
     public var timestamp: Int64
     /// True virtual time the device decided it.
     public var decidedAt: Int64
+    /// The gate whose beacon the event names (nil: a beacon of no simulated gate).
+    public var gate: Int?
 
-    public init(key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64) {
+    public init(key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64, gate: Int? = nil) {
         self.key = key
         self.kind = kind
         self.siteId = siteId
@@ -21,6 +23,7 @@ public struct PostedEvent: Sendable, Hashable, Codable {
         self.reason = reason
         self.timestamp = timestamp
         self.decidedAt = decidedAt
+        self.gate = gate
     }
 }
 
@@ -74,6 +77,8 @@ public struct DeviceSimulation: Sendable {
     public static let backgroundBudgetMs: Int64 = RetryPolicy.backgroundBudgetMs
     /// Seed 001's background fetch interval.
     public static let periodicWakeMs: Int64 = 15 * 60_000
+    /// Rest shorter than this is not reported by the motion coprocessor.
+    public static let stillnessNoticedMs: Int64 = 4_000
     /// iOS reports a beacon region exit about 30 s after the last packet.
     public static let regionExitDelayMs: Int64 = 30_000
 
@@ -124,6 +129,7 @@ public struct DeviceSimulation: Sendable {
         var regionOS = false
         var geofenceOS = false
         var walkingOS = false
+        var activityOS = MotionActivity.stationary
         var nextStepsAt: Int64 = 0
         var nextWake = start + Self.periodicWakeMs
         var lifecycleIndex = 0
@@ -170,7 +176,8 @@ public struct DeviceSimulation: Sendable {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
                     result.posted.append(PostedEvent(
                         key: e.idempotencyKey.hex, kind: e.type.rawValue, siteId: e.siteId, sessionKey: e.sessionKey,
-                        reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t))
+                        reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t,
+                        gate: site.beacons.first { $0.identity == e.beacon }?.gateIndex))
                     if case .offline = profile.network(at: t) { telemetry.recordOfflineEnqueue(backlog: outbox.count, at: deviceTime(t)) }
                     drainWanted = true
                 case .requestRegionState: pending.append(Pending(at: t + 500, event: .regionState))
@@ -193,7 +200,7 @@ public struct DeviceSimulation: Sendable {
             if case .offline = profile.network(at: t) {
                 try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t)), at: t)
             }
-            if walkingOS { try apply(agent!.handle(.motionActivity(.walking), at: deviceTime(t)), at: t) }
+            if walkingOS { try apply(agent!.handle(.motionActivity(activityOS), at: deviceTime(t)), at: t) }
         }
 
         func terminate(at t: Int64, forceQuit: Bool) throws {
@@ -276,7 +283,7 @@ public struct DeviceSimulation: Sendable {
             var ranged: [RangedBeacon] = []
             let audible = channel.anyBeaconAudible(from: here.position)
             if audible || regionOS {
-                ranged = channel.listen(at: t, position: here.position, heading: here.heading, random: &random)
+                ranged = channel.listen(at: t, here: here, random: &random)
                 if profile.inSignalGap(at: t) {
                     ranged = ranged.map { RangedBeacon(beaconIndex: $0.beaconIndex, rssi: 0, packetsHeard: 0) }
                 }
@@ -301,9 +308,14 @@ public struct DeviceSimulation: Sendable {
                     geofenceOS = false
                     pending.append(Pending(at: t + Int64(random.uniform(3_000...20_000)), event: .geofenceExited))
                 }
-                if here.walking != walkingOS {
+                // The motion coprocessor reports rest only after a few seconds of it: a shorter pause (a
+                // door held open) goes unreported.
+                let segment = person.itinerary.segments[hint]
+                let briefPause = !here.walking && walkingOS && segment.end - t < Self.stillnessNoticedMs
+                if !briefPause && (here.walking != walkingOS || (here.walking && here.activity != activityOS)) {
                     walkingOS = here.walking
-                    pending.append(Pending(at: t + Int64(random.uniform(2_000...5_000)), event: .motion(here.walking ? .walking : .stationary)))
+                    activityOS = here.activity
+                    pending.append(Pending(at: t + Int64(random.uniform(2_000...5_000)), event: .motion(here.activity)))
                     if here.walking { nextStepsAt = t + 10_000 }
                 }
             }
@@ -342,7 +354,8 @@ public struct DeviceSimulation: Sendable {
                     }
                 }
                 if walkingOS && t >= nextStepsAt {
-                    try apply(agent!.handle(.steps(18), at: deviceTime(t)), at: t)
+                    // The pedometer counts walking and running, not pedalling.
+                    if activityOS != .cycling { try apply(agent!.handle(.steps(activityOS == .running ? 28 : 18), at: deviceTime(t)), at: t) }
                     nextStepsAt = t + 10_000
                 }
                 let network = profile.network(at: t)

@@ -29,7 +29,18 @@ public struct FleetOptions: Sendable, Hashable {
     public var walkPastShare = 0.05
     public var gateStanderShare = 0.05
     public var visitorShare = 0.02
-    public var heartbeatMinutes = 30.0
+    /// Shares of runners, cyclists and pavement stoppers passing by, and of employees who take breaks
+    /// in the doorway (a sweep's people; none in the default world).
+    public var runnerShare = 0.0
+    public var cyclistShare = 0.0
+    public var pavementStopperShare = 0.0
+    public var doorwayLoitererShare = 0.0
+    /// Gates this far apart in a site's front wall, metres.
+    public var gateSpacingMeters = 12.0
+    /// What the phones' PresenceKit runs with before `heartbeatMinutes`.
+    public var detection = PresenceConfig()
+    /// Heartbeat interval while present, minutes (nil: the library's default).
+    public var heartbeatMinutes: Double?
 
     public init() {}
 
@@ -54,14 +65,11 @@ public struct FleetOptions: Sendable, Hashable {
     /// laid out so that every phone sees its whole approach and has the rush's tail to decide.
     public var scoringEdgeMs: Int64 { scheduleKind == .morningRush ? 0 : 300_000 }
 
-    /// The PresenceKit configuration of the default world: seed 001's continuous scan inside the
-    /// geofence, and check-out on geofence exit (gate beacons, people walk into the building out of
-    /// range: README of PresenceKit), with the heartbeat every `heartbeatMinutes`.
+    /// The PresenceKit configuration of a run: `detection` (the library's defaults unless a config file
+    /// says otherwise), with the heartbeat every `heartbeatMinutes` when set.
     public var presenceConfig: PresenceConfig {
-        var config = PresenceConfig()
-        config.flags.continuousScan = true
-        config.checkOutTrigger = .geofenceExit
-        config.heartbeatIntervalMs = Int64(heartbeatMinutes * 60_000)
+        var config = detection
+        if let heartbeatMinutes { config.heartbeatIntervalMs = Int64(heartbeatMinutes * 60_000) }
         return config
     }
 }
@@ -74,9 +82,13 @@ public struct FleetPlan: Sendable {
     public var people: [Person]
     public var profiles: [Int: PhoneProfile]
 
-    public init(options: FleetOptions) {
+    /// `world`: the sites to use instead of `World.standard` from the options (a sweep's own world).
+    public init(options: FleetOptions, world: World? = nil) {
         self.options = options
-        world = World.standard(sites: max(1, options.sites), gatesPerSite: options.gatesPerSite, busyDoorIntervalMs: options.busyDoorIntervalMs, gateIntervalMs: options.gateIntervalMs, radio: options.radio)
+        let world = world ?? World.standard(
+            sites: max(1, options.sites), gatesPerSite: options.gatesPerSite, busyDoorIntervalMs: options.busyDoorIntervalMs,
+            gateIntervalMs: options.gateIntervalMs, gateSpacingMeters: options.gateSpacingMeters, radio: options.radio)
+        self.world = world
         var random = SimulationRandom(seed: options.seed, stream: 0xF1EE7)
         let visitors = Int((Double(options.devices) * options.visitorShare).rounded())
         var people: [Person] = []
@@ -88,7 +100,13 @@ public struct FleetPlan: Sendable {
                 kind = .visitor
             } else {
                 let r = random.unit()
-                kind = r < options.walkPastShare ? .walkPast : (r < options.walkPastShare + options.gateStanderShare ? .gateStander : .employee)
+                let shares: [(PersonKind, Double)] = [
+                    (.walkPast, options.walkPastShare), (.gateStander, options.gateStanderShare), (.runner, options.runnerShare),
+                    (.cyclist, options.cyclistShare), (.pavementStopper, options.pavementStopperShare),
+                    (.doorwayLoiterer, options.doorwayLoitererShare),
+                ]
+                var cumulative = 0.0
+                kind = shares.first { cumulative += $0.1; return r < cumulative }?.0 ?? .employee
             }
             let siteIndex = index % world.sites.count
             let person = switch options.scheduleKind {

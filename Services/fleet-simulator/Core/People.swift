@@ -10,24 +10,63 @@ public enum PersonKind: String, Sendable, Hashable, Codable, CaseIterable {
     case gateStander = "gate_stander"
     /// Walks in and out like an employee but carries no enrolled device (nothing may be recorded).
     case visitor
+    /// Runs past the gates on the pavement (2.5-4 m/s) and never goes in.
+    case runner
+    /// Cycles past the gates (4-7 m/s) and never goes in.
+    case cyclist
+    /// Walks along the pavement, stops just outside a door for a while (a phone call, waiting for
+    /// someone), walks on, and never goes in.
+    case pavementStopper = "pavement_stopper"
+    /// An employee who also steps out into the doorway for a break (and comes back in): in the
+    /// building all day as far as attendance goes.
+    case doorwayLoiterer = "doorway_loiterer"
+
+    /// People who never go in: every check-in of theirs is false.
+    public var passesBy: Bool { self == .walkPast || self == .runner || self == .cyclist || self == .pavementStopper }
 }
 
-/// A piece of a person's day: standing at `from` (`from == to`) or walking from `from` to `to`.
+/// A piece of a person's day: standing at `from` (`from == to`) or moving from `from` to `to`.
 public struct Segment: Sendable, Hashable {
     public var start: Int64
     public var end: Int64
     public var from: Point
     public var to: Point
+    /// Which way the person faces while standing (the direction of their last move; zero: unknown).
+    public var facing = Point(x: 0, y: 0)
+    /// Extra loss of this spot, dB (a desk behind a pillar or a metal cabinet).
+    public var extraLossDb = 0.0
+    /// What the motion coprocessor reports while moving.
+    public var activity = MotionActivity.walking
+
+    public init(start: Int64, end: Int64, from: Point, to: Point) {
+        self.start = start
+        self.end = end
+        self.from = from
+        self.to = to
+    }
 
     public var isWalk: Bool { from != to }
 }
 
-/// Where a person is, which way they move and whether they walk, at a virtual time.
+/// Where a person is, which way they move or face, and whether they move, at a virtual time.
 public struct Whereabouts: Sendable, Hashable {
     public var position: Point
     /// Unit vector of the walking direction; zero when standing.
     public var heading: Point
     public var walking: Bool
+    /// Which way the body faces: the heading while moving, the last heading while standing.
+    public var facing: Point
+    public var extraLossDb: Double
+    public var activity: MotionActivity
+
+    public init(position: Point, heading: Point, walking: Bool, facing: Point? = nil, extraLossDb: Double = 0, activity: MotionActivity? = nil) {
+        self.position = position
+        self.heading = heading
+        self.walking = walking
+        self.facing = facing ?? heading
+        self.extraLossDb = extraLossDb
+        self.activity = activity ?? (walking ? .walking : .stationary)
+    }
 }
 
 /// A person's whole run as back-to-back segments (virtual epoch milliseconds).
@@ -46,11 +85,16 @@ public struct Itinerary: Sendable {
     public func whereabouts(at t: Int64, hint: Int = 0) -> Whereabouts {
         guard !segments.isEmpty else { return Whereabouts(position: Point(x: 0, y: -1_000), heading: Point(x: 0, y: 0), walking: false) }
         let s = segments[segmentIndex(at: t, hint: hint)]
-        guard s.isWalk, s.end > s.start else { return Whereabouts(position: s.to, heading: Point(x: 0, y: 0), walking: false) }
+        guard s.isWalk, s.end > s.start else {
+            return Whereabouts(position: s.to, heading: Point(x: 0, y: 0), walking: false, facing: s.facing, extraLossDb: s.extraLossDb)
+        }
         let f = min(max(Double(t - s.start) / Double(s.end - s.start), 0), 1)
         let length = s.from.distance(to: s.to)
         let heading = Point(x: (s.to.x - s.from.x) / length, y: (s.to.y - s.from.y) / length)
-        return Whereabouts(position: s.from.interpolated(to: s.to, fraction: f), heading: heading, walking: t < s.end)
+        let moving = t < s.end
+        return Whereabouts(
+            position: s.from.interpolated(to: s.to, fraction: f), heading: heading, walking: moving, facing: heading,
+            extraLossDb: s.extraLossDb, activity: moving ? s.activity : .stationary)
     }
 
     /// The next segment boundary after `t` (nil past the last one).
@@ -65,25 +109,38 @@ public struct ItineraryBuilder {
     public private(set) var segments: [Segment] = []
     public private(set) var now: Int64
     public private(set) var position: Point
+    /// Direction of the last move: where the person faces while standing.
+    public private(set) var facing = Point(x: 0, y: 0)
 
     public init(start: Int64, at position: Point) {
         now = start
         self.position = position
     }
 
-    public mutating func stay(until t: Int64) {
+    /// Stands where the person is until `t`; `extraLossDb` is the spot's own loss (a shadowed desk).
+    public mutating func stay(until t: Int64, extraLossDb: Double = 0) {
         guard t > now else { return }
-        segments.append(Segment(start: now, end: t, from: position, to: position))
+        var segment = Segment(start: now, end: t, from: position, to: position)
+        segment.facing = facing
+        segment.extraLossDb = extraLossDb
+        segments.append(segment)
         now = t
     }
 
-    public mutating func stay(forMs ms: Int64) { stay(until: now + ms) }
+    public mutating func stay(forMs ms: Int64, extraLossDb: Double = 0) { stay(until: now + ms, extraLossDb: extraLossDb) }
 
-    /// Walks to `target` at `speed` m/s; returns the arrival time.
+    /// Moves to `target` at `speed` m/s (walking unless `activity` says running or cycling); returns
+    /// the arrival time.
     @discardableResult
-    public mutating func walk(to target: Point, speed: Double) -> Int64 {
+    public mutating func walk(to target: Point, speed: Double, activity: MotionActivity = .walking) -> Int64 {
         let ms = Int64((position.distance(to: target) / max(speed, 0.1) * 1000).rounded())
-        if ms > 0 { segments.append(Segment(start: now, end: now + ms, from: position, to: target)) }
+        if ms > 0 {
+            var segment = Segment(start: now, end: now + ms, from: position, to: target)
+            segment.activity = activity
+            segments.append(segment)
+            let length = position.distance(to: target)
+            facing = Point(x: (target.x - position.x) / length, y: (target.y - position.y) / length)
+        }
         now += ms
         position = target
         return now
@@ -160,6 +217,21 @@ public struct ScheduleSettings: Sendable, Hashable, Codable {
     public var pavementDistance: ClosedRange<Double> = 8...12
     /// How deep in the building desks are (metres behind the front wall); a receptionist sits at 1-2 m.
     public var deskDepth: ClosedRange<Double> = 35...70
+    /// How far to either side of the door desks are, at most (metres).
+    public var deskSideways: Double = 30
+    /// Share of desks in a radio shadow (behind a pillar, a metal cabinet, a lift shaft), and its loss.
+    public var shadowedDeskShare = 0.0
+    public var shadowedDeskLossDb: ClosedRange<Double> = 8...20
+    /// Speeds of people passing by on foot, running and cycling, m/s.
+    public var passerSpeed: ClosedRange<Double> = 1.0...1.6
+    public var runnerSpeed: ClosedRange<Double> = 2.5...4
+    public var cyclistSpeed: ClosedRange<Double> = 4...7
+    /// Pavement stoppers stop this far in front of a door (metres), for this long (seconds).
+    public var stopDistance: ClosedRange<Double> = 1...4
+    public var stopSeconds: ClosedRange<Double> = 20...300
+    /// Doorway loiterers step out into the doorway this many times a day, for this long (seconds).
+    public var doorwayBreaks: ClosedRange<Int> = 1...3
+    public var doorwayBreakSeconds: ClosedRange<Double> = 120...600
 
     public init() {}
 }
@@ -219,40 +291,61 @@ public enum ScheduleGenerator {
         for day in 0..<days {
             let midnight = start + Int64(day) * dayMs
             switch kind {
-            case .walkPast:
+            case .walkPast, .runner, .cyclist, .pavementStopper:
                 let passes = random.int(2...4)
                 var times = (0..<passes).map { _ in midnight + Int64(random.uniform(7 * 3_600_000...19 * 3_600_000)) }
                 times.sort()
+                let (pace, activity) = passing(kind, settings: settings, random: &random)
                 for t in times where t > b.now && t < end {
-                    let y = -random.uniform(settings.pavementDistance)
+                    let y = -random.uniform(kind == .pavementStopper ? settings.stopDistance : settings.pavementDistance)
                     let leftToRight = random.chance(0.5)
                     let from = Point(x: leftToRight ? -awayDistance : awayDistance, y: y)
                     let to = Point(x: leftToRight ? awayDistance : -awayDistance, y: y)
                     b.walk(to: from, speed: 20) // teleport-ish far outside the geofence
                     b.stay(until: t)
-                    b.walk(to: to, speed: speed)
+                    if kind == .pavementStopper {
+                        let door = site.gates[random.int(0...(site.gates.count - 1))].position
+                        b.walk(to: Point(x: door.x + random.uniform(-1.5...1.5), y: y), speed: pace)
+                        b.stay(forMs: Int64(random.uniform(settings.stopSeconds) * 1000))
+                    }
+                    b.walk(to: to, speed: pace, activity: activity)
                     b.walk(to: Point(x: to.x, y: -awayDistance - 300), speed: 20)
                 }
-            case .employee, .gateStander, .visitor:
+            case .employee, .gateStander, .visitor, .doorwayLoiterer:
                 let gate = random.int(0...(site.gates.count - 1))
                 let door = site.gates[gate].position
-                let desk = Point(x: door.x + random.uniform(-30...30) * min(1, settings.deskDepth.lowerBound / 10), y: random.uniform(settings.deskDepth))
+                let deskY = random.uniform(settings.deskDepth)
+                let desk = Point(x: door.x + random.uniform(-1...1) * min(settings.deskSideways, deskY), y: deskY)
+                let deskLoss = random.chance(settings.shadowedDeskShare) ? random.uniform(settings.shadowedDeskLossDb) : 0
                 let arrival = midnight + settings.arrivalMs + Int64(random.gaussian() * settings.arrivalSpreadMs)
                 let leave = midnight + settings.leaveMs + Int64(random.gaussian() * settings.leaveSpreadMs)
                 guard arrival > b.now + 600_000, arrival < end - 600_000 else { continue }
                 // In.
                 goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: arrival,
                      stand: kind == .gateStander ? random.uniform(settings.standSeconds) : 0, speed: speed, settings: settings, random: &random)
+                if kind == .doorwayLoiterer {
+                    let breaks = random.int(settings.doorwayBreaks)
+                    var times = (0..<breaks).map { _ in midnight + Int64(random.uniform(9.5 * 3_600_000...16.5 * 3_600_000)) }
+                    times.sort()
+                    for t in times where t > b.now + 60_000 && t < leave - 20 * 60_000 && t < end - 600_000 {
+                        b.stay(until: t, extraLossDb: deskLoss)
+                        b.walk(to: Point(x: door.x + random.uniform(-1.5...1.5), y: -random.uniform(0.3...2)), speed: speed)
+                        b.stay(forMs: Int64(random.uniform(settings.doorwayBreakSeconds) * 1000))
+                        b.walk(to: desk, speed: speed)
+                    }
+                }
                 if random.chance(settings.lunchOutProbability) {
                     let out = midnight + 12 * 3_600_000 + Int64(random.gaussian() * 20 * 60_000)
                     let back = out + Int64(random.uniform(35 * 60_000...70 * 60_000))
                     if out > b.now + 60_000 && back < leave - 30 * 60_000 && back < end - 600_000 {
+                        b.stay(until: out - b.walkDuration(to: Point(x: door.x, y: 0), speed: speed), extraLossDb: deskLoss)
                         goOut(&b, &truth, person: index, site: site, gate: gate, door: door, at: out, speed: speed, random: &random)
                         goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: back,
                              stand: 0, speed: speed, settings: settings, random: &random)
                     }
                 }
                 guard leave < end - 600_000 else { continue }
+                b.stay(until: leave - b.walkDuration(to: Point(x: door.x, y: 0), speed: speed), extraLossDb: deskLoss)
                 goOut(&b, &truth, person: index, site: site, gate: gate, door: door, at: leave, speed: speed, random: &random)
                 b.walk(to: home, speed: 20)
             }
@@ -274,17 +367,22 @@ public enum ScheduleGenerator {
         let at = start + Int64(random.uniform(Double(window.lowerBound)...Double(window.upperBound)))
         var truth: [TruthEvent] = []
         switch kind {
-        case .walkPast:
-            let y = -random.uniform(settings.pavementDistance)
+        case .walkPast, .runner, .cyclist, .pavementStopper:
+            let (pace, activity) = passing(kind, settings: settings, random: &random)
+            let y = -random.uniform(kind == .pavementStopper ? settings.stopDistance : settings.pavementDistance)
             let leftToRight = random.chance(0.5)
             let door = site.gates[random.int(0...(site.gates.count - 1))].position
             // Where on the pavement the person is at `start`, so that they pass the door at `at`.
-            let travelled = min(speed * Double(at - start) / 1000, awayDistance)
+            let travelled = min(pace * Double(at - start) / 1000, awayDistance)
             let from = Point(x: door.x + (leftToRight ? -travelled : travelled), y: y)
             var b = ItineraryBuilder(start: start, at: from)
-            b.walk(to: Point(x: leftToRight ? awayDistance : -awayDistance, y: y), speed: speed)
+            if kind == .pavementStopper {
+                b.walk(to: Point(x: door.x, y: y), speed: pace)
+                b.stay(forMs: Int64(random.uniform(rush.standSeconds) * 1000))
+            }
+            b.walk(to: Point(x: leftToRight ? awayDistance : -awayDistance, y: y), speed: pace, activity: activity)
             return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
-        case .employee, .gateStander, .visitor:
+        case .employee, .gateStander, .visitor, .doorwayLoiterer:
             let gate = random.int(0...(site.gates.count - 1))
             let door = site.gates[gate].position
             let desk = Point(x: door.x + random.uniform(-8...8), y: random.uniform(rush.deskDepth))
@@ -305,6 +403,15 @@ public enum ScheduleGenerator {
             b.stay(forMs: Int64(random.uniform(settings.doorPauseSeconds) * 1000))
             b.walk(to: desk, speed: speed)
             return Person(index: index, kind: kind, siteIndex: siteIndex, itinerary: b.build(until: end), truth: truth, speed: speed)
+        }
+    }
+
+    /// The pace and the motion activity of someone passing by.
+    static func passing(_ kind: PersonKind, settings: ScheduleSettings, random: inout SimulationRandom) -> (Double, MotionActivity) {
+        switch kind {
+        case .runner: (random.uniform(settings.runnerSpeed), .running)
+        case .cyclist: (random.uniform(settings.cyclistSpeed), .cycling)
+        default: (random.uniform(settings.passerSpeed), .walking)
         }
     }
 

@@ -109,6 +109,8 @@ public struct PhoneMix: Sendable, Hashable, Codable {
     public var reboot = 0.02
     /// Clock skew range, seconds (most phones are within a second; a few drift).
     public var maxClockSkewSeconds = 30.0
+    /// Each phone's extra radio loss, dB (a case, a bag, a pocket; negative: a phone that reads hot).
+    public var phoneLossDb: ClosedRange<Double> = 0...4
 
     public init() {}
 
@@ -157,7 +159,7 @@ public struct PhoneMix: Sendable, Hashable, Codable {
         p.lifecycle.sort { $0.at < $1.at }
         let skew = random.chance(0.9) ? random.uniform(-1...1) : random.uniform(-maxClockSkewSeconds...maxClockSkewSeconds)
         p.clockSkewMs = Int64(skew * 1000)
-        p.phoneLossDb = random.uniform(0...4)
+        p.phoneLossDb = random.uniform(phoneLossDb)
         p.model = random.chance(0.5) ? "iPhone14,5" : "iPhone15,2"
         p.batteryStartLevel = random.uniform(0.3...1)
         p.idleDrainPercentPerHour = random.uniform(0.5...1.5)

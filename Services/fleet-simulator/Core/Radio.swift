@@ -49,23 +49,28 @@ public struct RangedBeacon: Sendable, Hashable {
     }
 }
 
-/// The radio channel between one phone and the beacons of one site: the slow shadowing state per
-/// beacon and the last time each was heard.
+/// The radio channel between one phone and the beacons of one site: the shadowing state per beacon
+/// (spatially correlated: it changes as the phone moves, not while it stands still) and the last time
+/// each beacon was heard.
 public struct RadioChannel: Sendable {
     public let site: SiteLayout
     public let radio: RadioParameters
-    /// Extra loss of this phone (in a bag, a pocket, a case), dB.
+    /// Extra loss of this phone (in a bag, a pocket, a case), dB; negative for a phone that reads hot.
     public let phoneLossDb: Double
     var shadow: [Double]
     var lastHeardAt: [Int64]
     /// Fractional advertising phase per beacon, so 1.43 packets a second come out as 1, 1, 2, 1, 2...
     var phase: [Double]
+    /// Where the shadow was last drawn.
+    var shadowAt: Point?
 
     /// iOS lists a beacon with RSSI 0 for a few seconds after it was last heard.
     public static let zeroListingMs: Int64 = 5_000
 
+    /// `radio` is the world's; a site with its own (`SiteLayout.radio`) uses that instead.
     public init(site: SiteLayout, radio: RadioParameters, phoneLossDb: Double, random: inout SimulationRandom) {
         self.site = site
+        let radio = site.radio ?? radio
         self.radio = radio
         self.phoneLossDb = phoneLossDb
         shadow = site.beacons.map { _ in random.gaussian() * radio.shadowingSigmaDb }
@@ -73,16 +78,18 @@ public struct RadioChannel: Sendable {
         phase = site.beacons.map { _ in random.unit() }
     }
 
-    /// Mean RSSI of `beacon` at `position` for a person moving along `heading` (a unit vector, or
-    /// zero when standing), without shadowing or fading: path loss, body, wall and phone losses.
-    public func meanRssi(beacon: BeaconPlacement, at position: Point, heading: Point) -> Double {
+    /// Mean RSSI of `beacon` for a person at `here` (position, facing, the spot's own extra loss),
+    /// without shadowing or fading: path loss, the beacon's calibration error, body, wall and phone losses.
+    public func meanRssi(beacon: BeaconPlacement, at here: Whereabouts) -> Double {
+        let position = here.position
         let flat = position.distance(to: beacon.position)
         let h = radio.beaconHeightAbovePhoneMeters
-        var rssi = radio.meanRssi(atDistance: (flat * flat + h * h).squareRoot()) - phoneLossDb
-        if flat > 0.5 && (heading.x != 0 || heading.y != 0) {
-            // Walking away from the beacon puts the body between it and a phone carried in front.
+        var rssi = radio.meanRssi(atDistance: (flat * flat + h * h).squareRoot()) + beacon.txErrorDb - phoneLossDb - here.extraLossDb
+        let facing = here.facing
+        if flat > 0.5 && (facing.x != 0 || facing.y != 0) {
+            // Facing away from the beacon puts the body between it and a phone carried in front.
             let toBeacon = Point(x: (beacon.position.x - position.x) / flat, y: (beacon.position.y - position.y) / flat)
-            let cosine = heading.x * toBeacon.x + heading.y * toBeacon.y
+            let cosine = facing.x * toBeacon.x + facing.y * toBeacon.y
             if cosine < 0 { rssi += radio.bodyAttenuationDb * cosine }
         }
         let phoneInside = position.y > radio.wallFreeDepthMeters
@@ -93,27 +100,37 @@ public struct RadioChannel: Sendable {
         return rssi
     }
 
-    /// Is any beacon of the site possibly audible from `position`? Lets the simulation skip the radio
-    /// work (and jump ahead in time) far from every beacon.
+    /// The loudest a beacon can be at `position` (facing it, no extra loss): lets the simulation skip
+    /// the radio work (and jump ahead in time) far from every beacon.
+    func loudestMean(beacon: BeaconPlacement, at position: Point) -> Double {
+        meanRssi(beacon: beacon, at: Whereabouts(position: position, heading: Point(x: 0, y: 0), walking: false))
+    }
+
+    /// Is any beacon of the site possibly audible from `position`?
     public func anyBeaconAudible(from position: Point) -> Bool {
-        let spread = 3 * (radio.shadowingSigmaDb * radio.shadowingSigmaDb + radio.fastFadingSigmaDb * radio.fastFadingSigmaDb).squareRoot()
-        return site.beacons.contains { meanRssi(beacon: $0, at: position, heading: Point(x: 0, y: 0)) + spread >= radio.sensitivityDbm }
+        let spread = radio.upperSpreadDb
+        return site.beacons.contains {
+            position.distance(to: $0.position) <= radio.maxRangeMeters && loudestMean(beacon: $0, at: position) + spread >= radio.sensitivityDbm
+        }
     }
 
     /// One second of listening ending at `now`: the packets each beacon sent, each lost or received
     /// with shadowing and fading; the ranging callback averages what was heard.
-    public mutating func listen(at now: Int64, position: Point, heading: Point, random: inout SimulationRandom) -> [RangedBeacon] {
+    public mutating func listen(at now: Int64, here: Whereabouts, random: inout SimulationRandom) -> [RangedBeacon] {
         var out: [RangedBeacon] = []
-        let rho = radio.shadowingCorrelation
+        let moved = shadowAt.map { here.position.distance(to: $0) } ?? .infinity
+        let rho = moved.isInfinite ? 0 : exp(-moved / max(radio.shadowingDecorrelationMeters, 0.01))
         let innovation = (1 - rho * rho).squareRoot() * radio.shadowingSigmaDb
-        let spread = 3 * (radio.shadowingSigmaDb * radio.shadowingSigmaDb + radio.fastFadingSigmaDb * radio.fastFadingSigmaDb).squareRoot()
+        shadowAt = here.position
+        let spread = radio.upperSpreadDb
         for (i, beacon) in site.beacons.enumerated() {
-            if meanRssi(beacon: beacon, at: position, heading: Point(x: 0, y: 0)) + spread < radio.sensitivityDbm {
+            if here.position.distance(to: beacon.position) > radio.maxRangeMeters
+                || loudestMean(beacon: beacon, at: here.position) + spread < radio.sensitivityDbm {
                 if now - lastHeardAt[i] < Self.zeroListingMs { out.append(RangedBeacon(beaconIndex: i, rssi: 0, packetsHeard: 0)) }
                 continue
             }
-            shadow[i] = rho * shadow[i] + innovation * random.gaussian()
-            let mean = meanRssi(beacon: beacon, at: position, heading: heading) + shadow[i]
+            if moved > 0 { shadow[i] = rho * shadow[i] + innovation * random.gaussian() }
+            let mean = meanRssi(beacon: beacon, at: here) + shadow[i]
             let expected = 1000.0 / Double(beacon.advertisingIntervalMs) + phase[i]
             let packets = Int(expected)
             phase[i] = expected - Double(packets)
@@ -121,7 +138,7 @@ public struct RadioChannel: Sendable {
             var heard = 0
             for _ in 0..<packets {
                 if random.chance(radio.packetLoss) { continue }
-                let rssi = mean + random.gaussian() * radio.fastFadingSigmaDb
+                let rssi = mean + radio.fading.draw(&random)
                 if rssi >= radio.sensitivityDbm {
                     sum += rssi
                     heard += 1

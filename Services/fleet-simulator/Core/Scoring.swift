@@ -44,12 +44,20 @@ public struct Score: Sendable, Hashable, Codable {
     /// arrival, closed when the person leaves the geofence). Not counted again as false check-outs: the
     /// error is the check-in, already in `falseCheckIns`.
     public var checkOutsOfFalseSessions = 0
+    /// Matched check-ins naming the gate the person really came through.
+    public var rightGateCheckIns = 0
+    /// False check-ins by who made them (`walk_past`, `runner`, `pavement_stopper`, `employee`, ...).
+    public var falseCheckInsByKind: [String: Int] = [:]
     public var checkInRecall = 0.0
     public var checkInPrecision = 0.0
     public var checkOutRecall = 0.0
     public var checkOutAccuracy = 0.0
+    /// Share of matched check-ins that name the right gate.
+    public var rightGateShare = 0.0
     /// Arrival at the doorway to the check-in decision, virtual seconds.
     public var detectionLatencySeconds = Percentiles([])
+    /// Every value behind `detectionLatencySeconds`, so that scores can be pooled (not in the JSON).
+    public var detectionLatencies: [Double] = []
     /// The event's own time (as the phone stamped it) to its accepting verdict (201/200), seconds: the
     /// quantity the telemetry aggregator's trigger-to-verdict latency measures, for every event.
     public var triggerToVerdictSeconds = Percentiles([])
@@ -63,6 +71,16 @@ public struct Score: Sendable, Hashable, Codable {
     public var sloEvents = 0
     public var sloGoodEvents = 0
     public var missedArrivalsSample: [String] = []
+    /// Up to 20 false check-ins: who, when, and the person's true passes around it.
+    public var falseCheckInsSample: [String] = []
+
+    enum CodingKeys: String, CodingKey {
+        case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
+        case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, rightGateCheckIns
+        case falseCheckInsByKind, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, rightGateShare
+        case detectionLatencySeconds, triggerToVerdictSeconds, checkOutTimeErrorSeconds, decisionToVerdictSeconds
+        case sloWithin5Minutes, sloEvents, sloGoodEvents, missedArrivalsSample, falseCheckInsSample
+    }
 
     public static let arrivalWindowBeforeMs: Int64 = 30_000
     public static let arrivalWindowAfterMs: Int64 = 300_000
@@ -112,7 +130,10 @@ public struct Score: Sendable, Hashable, Codable {
                 }
                 arrivals += 1
                 guard let first = matches.first else {
-                    if missedArrivalsSample.count < 20 { missedArrivalsSample.append("person \(person.index) (\(person.kind.rawValue)) arrival at \(arrival.at) gate \(arrival.gate)") }
+                    if missedArrivalsSample.count < 20 {
+                        let near = checkIns.filter { abs($0.decidedAt - arrival.at) < 3_600_000 }.map { "\(($0.decidedAt - arrival.at) / 1000)s" }
+                        missedArrivalsSample.append("person \(person.index) (\(person.kind.rawValue)) arrival at \(arrival.at) gate \(arrival.gate); check-ins within 1 h: \(near)")
+                    }
                     continue
                 }
                 matchedArrivals += 1
@@ -120,8 +141,16 @@ public struct Score: Sendable, Hashable, Codable {
                 for m in matches { usedIn.insert(m) }
                 let checkIn = checkIns[first]
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
+                if checkIn.gate == arrival.gate { rightGateCheckIns += 1 }
             }
-            falseCheckIns += checkIns.count - usedIn.count
+            let falseHere = checkIns.count - usedIn.count
+            falseCheckIns += falseHere
+            if falseHere > 0 { falseCheckInsByKind[person.kind.rawValue, default: 0] += falseHere }
+            for i in checkIns.indices where !usedIn.contains(i) && falseCheckInsSample.count < 20 {
+                let c = checkIns[i]
+                let near = person.truth.filter { abs($0.at - c.decidedAt) < 3_600_000 }.map { "\($0.kind.rawValue) \(($0.at - c.decidedAt) / 1000)s gate \($0.gate)" }
+                falseCheckInsSample.append("person \(person.index) (\(person.kind.rawValue)) check-in at \(c.decidedAt) gate \(c.gate.map(String.init) ?? "?"); true passes within 1 h: \(near)")
+            }
             var usedOut = Set<Int>()
             for departure in person.truth where departure.kind == .departure {
                 guard let m = checkOuts.indices.first(where: {
@@ -148,7 +177,9 @@ public struct Score: Sendable, Hashable, Codable {
         checkInPrecision = checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns)
         checkOutRecall = departures == 0 ? 1 : Double(matchedDepartures) / Double(departures)
         checkOutAccuracy = departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures)
+        rightGateShare = matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals)
         detectionLatencySeconds = Percentiles(detection)
+        detectionLatencies = detection
         triggerToVerdictSeconds = Percentiles(verdict)
         checkOutTimeErrorSeconds = Percentiles(checkOutError)
         decisionToVerdictSeconds = Percentiles(decisionToVerdict)

@@ -23,20 +23,57 @@ public struct Point: Sendable, Hashable, Codable {
     }
 }
 
-/// How beacon signals travel on a site. Defaults are the middle of the ranges the issue gives
-/// (seed 000 sec. 10 for the beacons).
+/// Fast fading of each advertisement: what multipath does to one packet on top of the slow shadowing.
+public enum FastFading: Sendable, Hashable, Codable {
+    /// Log-normal spread of `sigmaDb` around the mean (a calm, line-of-sight room).
+    case gaussian(sigmaDb: Double)
+    /// A line-of-sight path plus scattered ones: `kFactorDb` is the direct path's power over the
+    /// scattered power (0 dB is much like Rayleigh, 10 dB is calm).
+    case rician(kFactorDb: Double)
+    /// No direct path: the deepest fades (1 % of packets more than 20 dB down).
+    case rayleigh
+
+    /// A packet's power relative to the mean, dB.
+    public func draw(_ random: inout SimulationRandom) -> Double {
+        switch self {
+        case .gaussian(let sigma):
+            return random.gaussian() * sigma
+        case .rician(let kDb):
+            let k = pow(10, kDb / 10)
+            let direct = (k / (k + 1)).squareRoot()
+            let scatter = (1 / (2 * (k + 1))).squareRoot()
+            let i = direct + scatter * random.gaussian(), q = scatter * random.gaussian()
+            return 10 * log10(max(i * i + q * q, 1e-6))
+        case .rayleigh:
+            let scatter = 0.5.squareRoot()
+            let i = scatter * random.gaussian(), q = scatter * random.gaussian()
+            return 10 * log10(max(i * i + q * q, 1e-6))
+        }
+    }
+
+    /// How far above the mean a packet can plausibly read (about the 99.9th percentile), dB.
+    public var upperSpreadDb: Double {
+        switch self {
+        case .gaussian(let sigma): return 3 * sigma
+        case .rician, .rayleigh: return 8.5
+        }
+    }
+}
+
+/// How beacon signals travel on a site. Defaults are the middle of the usual indoor ranges; a sweep
+/// (`SweepWorld`) draws each of them per site from wide ranges instead.
 public struct RadioParameters: Sendable, Hashable, Codable {
     /// Calibrated RSSI at 1 m, dBm.
     public var txPowerAt1m: Double = -59
-    /// Log-distance path-loss exponent (2 free space, 2-3.5 indoors).
+    /// Log-distance path-loss exponent (2 free space, 1.6-2 in corridors, 2-3.5 indoors).
     public var pathLossExponent: Double = 2.5
-    /// Log-normal shadowing, dB (4-8 indoors). Slow: it changes as the person moves, so it is an
-    /// AR(1) process per beacon with `shadowingCorrelation` from one second to the next.
+    /// Log-normal shadowing, dB (4-8 indoors). Spatially correlated: as the phone moves `d` metres the
+    /// shadow keeps `exp(-d / shadowingDecorrelationMeters)` of itself; standing still it is constant.
     public var shadowingSigmaDb: Double = 5
-    public var shadowingCorrelation: Double = 0.7
-    /// Fast fading per packet, dB.
-    public var fastFadingSigmaDb: Double = 2
-    /// The body between the phone and the beacon when the person walks away from it, dB.
+    public var shadowingDecorrelationMeters: Double = 3.5
+    /// Fast fading per packet.
+    public var fading = FastFading.gaussian(sigmaDb: 2)
+    /// The body between the phone and the beacon when the person faces away from it, dB (6-12).
     public var bodyAttenuationDb: Double = 6
     /// The building's front wall for a phone inside and a beacon at the door, or the other way round,
     /// beyond `wallFreeDepthMeters` from the door (the doorway itself is open).
@@ -46,6 +83,9 @@ public struct RadioParameters: Sendable, Hashable, Codable {
     public var packetLoss: Double = 0.1
     /// Weakest packet a phone receives, dBm.
     public var sensitivityDbm: Double = -100
+    /// Beyond this distance no packet is heard whatever the shadowing and fading (a 0 dBm beacon
+    /// through a building's clutter); also what keeps the simulation from listening all day.
+    public var maxRangeMeters: Double = 120
     /// Height difference between a beacon over a door (2-2.5 m) and a phone in a hand or pocket.
     public var beaconHeightAbovePhoneMeters: Double = 1.1
 
@@ -57,10 +97,15 @@ public struct RadioParameters: Sendable, Hashable, Codable {
         return txPowerAt1m - 10 * pathLossExponent * log10(d)
     }
 
-    /// Distance beyond which a packet is essentially never heard (mean 3 sigma below sensitivity).
+    /// How far above its mean a packet can plausibly read (shadowing and fading), dB.
+    public var upperSpreadDb: Double {
+        (9 * shadowingSigmaDb * shadowingSigmaDb + fading.upperSpreadDb * fading.upperSpreadDb).squareRoot()
+    }
+
+    /// Distance beyond which a packet is essentially never heard.
     public var audibleRangeMeters: Double {
-        let margin = sensitivityDbm - 3 * (shadowingSigmaDb + fastFadingSigmaDb) - txPowerAt1m
-        return pow(10, -margin / (10 * pathLossExponent))
+        let margin = sensitivityDbm - upperSpreadDb - txPowerAt1m
+        return min(maxRangeMeters, pow(10, -margin / (10 * pathLossExponent)))
     }
 }
 
@@ -68,15 +113,19 @@ public struct RadioParameters: Sendable, Hashable, Codable {
 public struct BeaconPlacement: Sendable, Hashable {
     public var identity: BeaconIdentity
     public var position: Point
-    /// Advertising interval, ms: 650-800 normally, 200-300 at busy doors (seed 000 sec. 10).
+    /// Advertising interval, ms: 650-800 normally, 200-300 at busy doors, 100-1,000 in a sweep.
     public var advertisingIntervalMs: Int
     public var gateIndex: Int
+    /// What this beacon really transmits minus its calibrated 1 m power, dB (installers' error, a weak
+    /// battery, a beacon behind a sign): the phone sees every reading shifted by it.
+    public var txErrorDb: Double
 
-    public init(identity: BeaconIdentity, position: Point, advertisingIntervalMs: Int, gateIndex: Int) {
+    public init(identity: BeaconIdentity, position: Point, advertisingIntervalMs: Int, gateIndex: Int, txErrorDb: Double = 0) {
         self.identity = identity
         self.position = position
         self.advertisingIntervalMs = advertisingIntervalMs
         self.gateIndex = gateIndex
+        self.txErrorDb = txErrorDb
     }
 }
 
@@ -94,16 +143,19 @@ public struct SiteLayout: Sendable, Hashable {
     public var geofenceRadiusMeters: Double
     public var gates: [Gate]
     public var beacons: [BeaconPlacement]
-    /// Beacons' shared proximity UUID and this site's major (seed 000: UUID per company, major = site).
+    /// Beacons' shared proximity UUID and this site's major (one UUID per company, major = site).
     public var major: UInt16
+    /// This site's own radio, when it differs from the world's (a sweep draws one per site).
+    public var radio: RadioParameters?
 
-    public init(id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16) {
+    public init(id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16, radio: RadioParameters? = nil) {
         self.id = id
         self.center = center
         self.geofenceRadiusMeters = geofenceRadiusMeters
         self.gates = gates
         self.beacons = beacons
         self.major = major
+        self.radio = radio
     }
 
     /// Is `point` inside the building (past the front wall, beyond the open doorway)?
@@ -131,10 +183,11 @@ public struct World: Sendable {
     public static let companyUUID = "f7826da6-4fa2-4e98-8024-bc5b71e0893e"
 
     /// `count` sites far apart (a geofence never overlaps another site's), each with `gatesPerSite`
-    /// gates 12 m apart in the front wall, so neighbouring gates' beacons overlap. The first gate of a
-    /// site is the busy main door. Beacons hang over the doors.
+    /// gates `gateSpacingMeters` apart in the front wall, so neighbouring gates' beacons overlap. The
+    /// first gate of a site is the busy main door. Beacons hang over the doors.
     public static func standard(
-        sites count: Int, gatesPerSite: Int = 2, busyDoorIntervalMs: Int = 250, gateIntervalMs: Int = 700, radio: RadioParameters = RadioParameters()
+        sites count: Int, gatesPerSite: Int = 2, busyDoorIntervalMs: Int = 250, gateIntervalMs: Int = 700,
+        gateSpacingMeters: Double = 12, radio: RadioParameters = RadioParameters()
     ) -> World {
         var sites: [SiteLayout] = []
         for s in 0..<count {
@@ -143,7 +196,7 @@ public struct World: Sendable {
             var gates: [Gate] = []
             var beacons: [BeaconPlacement] = []
             for g in 0..<max(1, gatesPerSite) {
-                let position = Point(x: Double(g) * 12, y: 0)
+                let position = Point(x: Double(g) * gateSpacingMeters, y: 0)
                 gates.append(Gate(name: g == 0 ? "Main entrance" : "Gate \(g + 1)", position: position, busy: g == 0))
                 beacons.append(BeaconPlacement(
                     identity: BeaconIdentity(companyUUID, major: major, minor: UInt16(g + 1)),

@@ -3,12 +3,12 @@ import FleetSimulatorCore
 import Foundation
 import PresenceKit
 
-/// `fleet-simulator run | scenario | replay`.
+/// `fleet-simulator run | scenario | sweep | replay`.
 public struct FleetSimulatorCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "fleet-simulator",
         abstract: "Simulated phones running PresenceKit in a simulated world, against the real stack or on their own.",
-        subcommands: [RunCommand.self, ScenarioCommand.self, ReplayCommand.self]
+        subcommands: [RunCommand.self, ScenarioCommand.self, SweepCommand.self, ReplayCommand.self]
     )
 
     public init() {}
@@ -20,6 +20,7 @@ public struct FleetSimulatorCommand: AsyncParsableCommand {
             switch command {
             case let run as RunCommand: try await run.run()
             case let scenario as ScenarioCommand: try await scenario.run()
+            case let sweep as SweepCommand: try await sweep.run()
             case let replay as ReplayCommand: try replay.run()
             default: try command.run()
             }
@@ -80,7 +81,9 @@ public struct RunCommand: AsyncParsableCommand {
     @Option(help: "Seed of every random choice.") public var seed: UInt64 = 1
     @Option(help: "Detection only, working days: hour of the first day the run starts at (arrivals around 8:00, lunch 12:00, leaving 17:30).")
     public var startHour = 0.0
-    @Option(help: "Heartbeat interval while present, minutes (0 = off).") public var heartbeatMinutes = 30.0
+    @Option(help: "Heartbeat interval while present, minutes (0 = off; default: PresenceKit's).") public var heartbeatMinutes: Double?
+    @Option(help: "A remote-config JSON document for every phone's PresenceKit (default: the library's defaults; an unknown key is an error).")
+    public var config: String?
     @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") public var offlineShare: Double?
     @Option(help: "How long a phone stays offline, a range like 10s-40s or 6m-7m (default: 10s-40s in a rush, 1h-72h over days).")
     public var offlineTime: String?
@@ -114,7 +117,9 @@ public struct RunCommand: AsyncParsableCommand {
         if startHour != 0 && (!detectionOnly || options.scheduleKind == .morningRush) {
             throw ValidationError("--start-hour is for detection-only runs over working days: against the stack a run starts now, in real time")
         }
-        guard heartbeatMinutes == 0 || heartbeatMinutes >= 1 else { throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)") }
+        if let heartbeatMinutes, !(heartbeatMinutes == 0 || heartbeatMinutes >= 1) {
+            throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)")
+        }
         if let offlineShare, !(0...1).contains(offlineShare) { throw ValidationError("--offline-share must be between 0 and 1, got \(offlineShare)") }
         if let offlineTime, DurationText.range(offlineTime) == nil {
             throw ValidationError("--offline-time \"\(offlineTime)\" is not a range of durations like 10s-40s or 6m-7m")
@@ -139,7 +144,8 @@ public struct RunCommand: AsyncParsableCommand {
     }
 
     public func run() async throws {
-        let options = fleetOptions
+        var options = fleetOptions
+        options.detection = try ConfigFile.load(config)
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
         let reportDirectory = reportDir ?? "reports/fleet-\(stamp)"
         // Detection-only runs write tens of thousands of fsynced outbox records a second: on tmpfs when
@@ -281,15 +287,7 @@ public struct ReplayCommand: ParsableCommand {
         guard let text = try? String(contentsOfFile: trace, encoding: .utf8) else {
             throw ValidationError("cannot read the trace file \(trace)")
         }
-        var presence = PresenceConfig()
-        if let config {
-            guard let json = try? String(contentsOfFile: config, encoding: .utf8) else { throw ValidationError("cannot read the config file \(config)") }
-            do {
-                presence = try RemoteConfig.decode(json).presence
-            } catch {
-                throw ValidationError("config \(config): \(error)")
-            }
-        }
+        let presence = try ConfigFile.load(config)
         let parsed: Trace
         do {
             parsed = try Trace.parse(text)
@@ -304,5 +302,64 @@ public struct ReplayCommand: ParsableCommand {
             throw ValidationError("\(trace): \(error)")
         }
         print(try TraceReplay.json(output))
+    }
+}
+
+/// A PresenceKit remote-config document given with `--config` (the library defaults without one).
+enum ConfigFile {
+    static func load(_ path: String?) throws -> PresenceConfig {
+        guard let path else { return PresenceConfig() }
+        guard let json = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read the config file \(path)") }
+        do {
+            return try RemoteConfig.decode(json).presence
+        } catch {
+            throw ValidationError("config \(path): \(error)")
+        }
+    }
+}
+
+public struct SweepCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "sweep",
+        abstract: "Run PresenceKit through many seeded worlds drawn from wide radio and people ranges, and report each figure per world class.",
+        discussion: """
+            Each world is one site on one working day: path-loss exponent 1.6-3.5, beacon calibration errors up to +-4 dB, phones \
+            reading 6 dB hot to 8 dB cold, spatially correlated shadowing, Rician or Rayleigh fading, body blocking, 100-1,000 ms \
+            advertising, 5-15 % packet loss, gates 4-12 m apart, desks 2-70 m from the gate (some in a shadow), walk-pasts 1-10 m \
+            from a door, runners, cyclists, pavement stoppers, doorway breaks, lunch trips. Writes <report-dir>/sweep.json and \
+            .html. Exits 1 when a target is missed.
+            """
+    )
+
+    @Option(help: "Seeded worlds to run (classes take turns).") public var worlds = 200
+    @Option(help: "People per world (employees, gate standers, people passing by).") public var people = 60
+    @Option(help: "Seed of the sweep.") public var seed: UInt64 = 1
+    @Option(help: "A remote-config JSON document to sweep instead of the library defaults (an unknown key is an error).")
+    public var config: String?
+    @Option(help: "Directory for sweep.json and sweep.html.") public var reportDir = "reports/sweep"
+    @Flag(help: "No progress bar.") public var noProgress = false
+
+    public init() {}
+
+    public func validate() throws {
+        guard (1...100_000).contains(worlds) else { throw ValidationError("--worlds must be between 1 and 100000, got \(worlds)") }
+        guard (1...10_000).contains(people) else { throw ValidationError("--people must be between 1 and 10000, got \(people)") }
+    }
+
+    public func run() async throws {
+        var sweep = DetectionSweep(worlds: worlds, people: people, seed: seed)
+        sweep.config = try ConfigFile.load(config)
+        if let config { sweep.configurationName = config }
+        let progress = ProgressLine(enabled: !noProgress)
+        let total = worlds
+        let report = try await sweep.run(outboxDirectory: ScratchDirectory.fast("fleet-sweep")) { done in
+            progress.update(fraction: Double(done) / Double(total), label: "worlds \(done)/\(total)")
+        }
+        progress.finish()
+        let paths = try report.write(to: reportDir)
+        print(report.text)
+        print("report: \(paths.json)")
+        print("report: \(paths.html)")
+        if !report.allTargetsMet { throw ExitCode(1) }
     }
 }

@@ -1,0 +1,466 @@
+import Foundation
+import PresenceKit
+
+/// A family of worlds a sweep draws from. Every world draws every radio and people parameter from the
+/// sweep's full ranges (`SweepRanges`); its class narrows the one it is named after.
+public enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Corridors and halls where signals carry: path-loss exponent 1.6-2.2.
+    case openSpace = "open-space"
+    /// An ordinary office: exponent 2.2-2.8.
+    case office
+    /// Concrete, metal, people: exponent 2.8-3.5.
+    case denseBuilding = "dense-building"
+    /// Three or four gates 4-6 m apart, every one heard from the next.
+    case tightGates = "tight-gates"
+    /// Half of the people only pass by, 1-4 m from the doors: walking, running, cycling, stopping.
+    case busyPavement = "busy-pavement"
+}
+
+/// The ranges a sweep draws its worlds from.
+public struct SweepRanges: Sendable, Hashable, Codable {
+    public var pathLossExponent: ClosedRange<Double> = 1.6...3.5
+    /// Each beacon transmits up to this much above or below its calibrated 1 m power, dB.
+    public var beaconTxErrorDb: Double = 4
+    /// Each phone's extra loss, dB: -6 (reads 6 dB hot) ... 8 (reads 8 dB cold).
+    public var phoneLossDb: ClosedRange<Double> = -6...8
+    public var shadowingSigmaDb: ClosedRange<Double> = 4...8
+    public var shadowingDecorrelationMeters: ClosedRange<Double> = 1...5
+    /// Rician K-factor when the site has a direct path; a third of the sites are Rayleigh.
+    public var ricianKFactorDb: ClosedRange<Double> = 0...10
+    public var rayleighShare = 1.0 / 3
+    public var bodyAttenuationDb: ClosedRange<Double> = 6...12
+    public var advertisingIntervalMs: ClosedRange<Int> = 100...1_000
+    public var packetLoss: ClosedRange<Double> = 0.05...0.15
+    public var gateSpacingMeters: ClosedRange<Double> = 4...12
+    public var gates: ClosedRange<Int> = 1...3
+    public var deskDepth: ClosedRange<Double> = 2...70
+    public var shadowedDeskShare = 0.15
+    public var pavementDistance: ClosedRange<Double> = 1...10
+    public var passerSpeed: ClosedRange<Double> = 0.8...2
+    public var walkSpeed: ClosedRange<Double> = 0.7...2
+
+    public init() {}
+}
+
+/// One world of a sweep: what was drawn, and how to build its plan.
+public struct SweepWorld: Sendable, Encodable {
+    public var index: Int
+    public var worldClass: WorldClass
+    public var seed: UInt64
+    public var pathLossExponent: Double
+    public var shadowingSigmaDb: Double
+    public var shadowingDecorrelationMeters: Double
+    public var fading: String
+    public var bodyAttenuationDb: Double
+    public var packetLoss: Double
+    public var gates: Int
+    public var gateSpacingMeters: Double
+    public var advertisingIntervalsMs: [Int]
+    public var beaconTxErrorsDb: [Double]
+    var radio: RadioParameters
+
+    /// World `index` of a sweep seeded `seed`: its class is the index's turn in `WorldClass.allCases`.
+    public init(index: Int, seed: UInt64, ranges: SweepRanges) {
+        self.index = index
+        worldClass = WorldClass.allCases[index % WorldClass.allCases.count]
+        self.seed = seed &+ UInt64(index) &* 0x9E37_79B9
+        var random = SimulationRandom(seed: self.seed, stream: 0x5EE9)
+        var radio = RadioParameters()
+        var exponent = ranges.pathLossExponent
+        switch worldClass {
+        case .openSpace: exponent = max(exponent.lowerBound, 1.6)...min(exponent.upperBound, 2.2)
+        case .office: exponent = max(exponent.lowerBound, 2.2)...min(exponent.upperBound, 2.8)
+        case .denseBuilding: exponent = max(exponent.lowerBound, 2.8)...min(exponent.upperBound, 3.5)
+        case .tightGates, .busyPavement: break
+        }
+        radio.pathLossExponent = random.uniform(exponent)
+        radio.shadowingSigmaDb = random.uniform(ranges.shadowingSigmaDb)
+        radio.shadowingDecorrelationMeters = random.uniform(ranges.shadowingDecorrelationMeters)
+        if random.chance(ranges.rayleighShare) {
+            radio.fading = .rayleigh
+            fading = "Rayleigh"
+        } else {
+            let k = random.uniform(ranges.ricianKFactorDb)
+            radio.fading = .rician(kFactorDb: k)
+            fading = String(format: "Rician K=%.1f dB", k)
+        }
+        radio.bodyAttenuationDb = random.uniform(ranges.bodyAttenuationDb)
+        radio.packetLoss = random.uniform(ranges.packetLoss)
+        self.radio = radio
+        pathLossExponent = radio.pathLossExponent
+        shadowingSigmaDb = radio.shadowingSigmaDb
+        shadowingDecorrelationMeters = radio.shadowingDecorrelationMeters
+        bodyAttenuationDb = radio.bodyAttenuationDb
+        packetLoss = radio.packetLoss
+        if worldClass == .tightGates {
+            gates = random.int(3...4)
+            gateSpacingMeters = random.uniform(4...6)
+        } else {
+            gates = random.int(ranges.gates)
+            gateSpacingMeters = random.uniform(ranges.gateSpacingMeters)
+        }
+        advertisingIntervalsMs = (0..<gates).map { _ in random.int(ranges.advertisingIntervalMs) }
+        beaconTxErrorsDb = (0..<gates).map { _ in random.uniform(-ranges.beaconTxErrorDb...ranges.beaconTxErrorDb) }
+    }
+
+    /// One site with this world's gates and radio, and `people` people of a working day.
+    public func plan(people: Int, ranges: SweepRanges) -> FleetPlan {
+        var o = FleetOptions()
+        o.devices = people
+        o.sites = 1
+        o.gatesPerSite = gates
+        o.gateSpacingMeters = gateSpacingMeters
+        o.durationMs = ScheduleGenerator.dayMs
+        o.seed = seed
+        o.radio = radio
+        o.phones = .quiet
+        o.phones.phoneLossDb = ranges.phoneLossDb
+        o.schedule.deskDepth = ranges.deskDepth
+        o.schedule.shadowedDeskShare = ranges.shadowedDeskShare
+        o.schedule.pavementDistance = worldClass == .busyPavement ? ranges.pavementDistance.lowerBound...min(4, ranges.pavementDistance.upperBound) : ranges.pavementDistance
+        o.schedule.passerSpeed = ranges.passerSpeed
+        o.schedule.walkSpeed = ranges.walkSpeed
+        o.visitorShare = 0
+        let passing = worldClass == .busyPavement ? 0.5 : 0.2
+        o.walkPastShare = passing * 0.5
+        o.runnerShare = passing * 0.15
+        o.cyclistShare = passing * 0.15
+        o.pavementStopperShare = passing * 0.2
+        o.gateStanderShare = 0.08
+        o.doorwayLoitererShare = 0.08
+        var world = World.standard(
+            sites: 1, gatesPerSite: gates, gateSpacingMeters: gateSpacingMeters, radio: radio)
+        for b in world.sites[0].beacons.indices {
+            world.sites[0].beacons[b].advertisingIntervalMs = advertisingIntervalsMs[b]
+            world.sites[0].beacons[b].txErrorDb = beaconTxErrorsDb[b]
+        }
+        return FleetPlan(options: o, world: World(sites: world.sites, radio: radio))
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case index, worldClass, seed, pathLossExponent, shadowingSigmaDb, shadowingDecorrelationMeters, fading
+        case bodyAttenuationDb, packetLoss, gates, gateSpacingMeters, advertisingIntervalsMs, beaconTxErrorsDb
+    }
+}
+
+/// Detection figures of a set of worlds, pooled: counts add up, latencies are one sample.
+public struct SweepFigures: Sendable, Encodable {
+    public var worlds = 0
+    public var arrivals = 0
+    public var matchedArrivals = 0
+    public var checkIns = 0
+    public var falseCheckIns = 0
+    public var repeatedCheckIns = 0
+    public var falseCheckInsByKind: [String: Int] = [:]
+    public var falseCheckOuts = 0
+    public var departures = 0
+    public var accurateCheckOuts = 0
+    public var rightGateCheckIns = 0
+    public var detectionLatencySeconds = Percentiles([])
+    /// A few missed arrivals and false check-ins, to look into.
+    public var missedSample: [String] = []
+    public var falseSample: [String] = []
+    var latencies: [Double] = []
+
+    public init() {}
+
+    public var recall: Double { arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals) }
+    public var precision: Double { checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns) }
+    public var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
+    public var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
+
+    mutating func add(_ s: Score) {
+        worlds += 1
+        arrivals += s.arrivals
+        matchedArrivals += s.matchedArrivals
+        checkIns += s.checkIns
+        falseCheckIns += s.falseCheckIns
+        repeatedCheckIns += s.repeatedCheckIns
+        for (k, v) in s.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
+        falseCheckOuts += s.falseCheckOuts
+        departures += s.departures
+        accurateCheckOuts += s.accurateCheckOuts
+        rightGateCheckIns += s.rightGateCheckIns
+        missedSample += s.missedArrivalsSample.prefix(5)
+        falseSample += s.falseCheckInsSample.prefix(5)
+        latencies += s.detectionLatencies
+        detectionLatencySeconds = Percentiles(latencies)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case worlds, arrivals, matchedArrivals, checkIns, falseCheckIns, repeatedCheckIns, falseCheckInsByKind, falseCheckOuts
+        case departures, accurateCheckOuts, rightGateCheckIns, detectionLatencySeconds, recall, precision, checkOutAccuracy, rightGateShare
+        case missedSample, falseSample
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(worlds, forKey: .worlds)
+        try c.encode(arrivals, forKey: .arrivals)
+        try c.encode(matchedArrivals, forKey: .matchedArrivals)
+        try c.encode(checkIns, forKey: .checkIns)
+        try c.encode(falseCheckIns, forKey: .falseCheckIns)
+        try c.encode(repeatedCheckIns, forKey: .repeatedCheckIns)
+        try c.encode(falseCheckInsByKind, forKey: .falseCheckInsByKind)
+        try c.encode(falseCheckOuts, forKey: .falseCheckOuts)
+        try c.encode(departures, forKey: .departures)
+        try c.encode(accurateCheckOuts, forKey: .accurateCheckOuts)
+        try c.encode(rightGateCheckIns, forKey: .rightGateCheckIns)
+        try c.encode(detectionLatencySeconds, forKey: .detectionLatencySeconds)
+        try c.encode(recall, forKey: .recall)
+        try c.encode(precision, forKey: .precision)
+        try c.encode(checkOutAccuracy, forKey: .checkOutAccuracy)
+        try c.encode(rightGateShare, forKey: .rightGateShare)
+        try c.encode(missedSample, forKey: .missedSample)
+        try c.encode(falseSample, forKey: .falseSample)
+    }
+}
+
+/// The outcome of a sweep: each world's figures, each class pooled with its worst world, the whole
+/// sweep pooled, and the targets checked.
+public struct SweepReport: Sendable, Encodable {
+    public struct WorldRow: Sendable, Encodable {
+        public var world: SweepWorld
+        public var figures: SweepFigures
+    }
+
+    public struct ClassRow: Sendable, Encodable {
+        public var worldClass: WorldClass
+        public var figures: SweepFigures
+        /// Index of the world with the worst of each figure (`recall`, `precision`, `falseCheckOuts`,
+        /// `checkOutAccuracy`, `rightGate`, `latencyP99`).
+        public var worst: [String: Int]
+    }
+
+    public struct Target: Sendable, Encodable {
+        public var name: String
+        public var met: Bool
+        public var detail: String
+    }
+
+    public var worlds: [WorldRow]
+    public var classes: [ClassRow]
+    public var total: SweepFigures
+    public var targets: [Target]
+    public var peoplePerWorld: Int
+    public var seed: UInt64
+    public var wallSeconds: Double
+    /// The PresenceKit configuration swept: `library defaults` or the file given.
+    public var configuration: String
+
+    public var allTargetsMet: Bool { targets.allSatisfy(\.met) }
+
+    public init(worlds: [WorldRow], peoplePerWorld: Int, seed: UInt64, wallSeconds: Double, configuration: String) {
+        self.worlds = worlds
+        self.peoplePerWorld = peoplePerWorld
+        self.seed = seed
+        self.wallSeconds = wallSeconds
+        self.configuration = configuration
+        var total = SweepFigures()
+        var classes: [ClassRow] = []
+        for c in WorldClass.allCases {
+            let rows = worlds.filter { $0.world.worldClass == c }
+            guard !rows.isEmpty else { continue }
+            var pooled = SweepFigures()
+            for r in rows { pooled.merge(r.figures) }
+            func worst(_ key: (SweepFigures) -> Double) -> Int { rows.min { key($0.figures) < key($1.figures) }!.world.index }
+            classes.append(ClassRow(worldClass: c, figures: pooled, worst: [
+                "recall": worst(\.recall), "precision": worst(\.precision),
+                "falseCheckOuts": worst { -Double($0.falseCheckOuts) }, "checkOutAccuracy": worst(\.checkOutAccuracy),
+                "rightGate": worst(\.rightGateShare), "latencyP99": worst { -($0.detectionLatencySeconds.p99 ?? .infinity) },
+            ]))
+            total.merge(pooled)
+        }
+        self.classes = classes
+        self.total = total
+        targets = Self.check(classes: classes, total: total)
+    }
+
+    /// The detection targets (the product's specification: PresenceKit's README).
+    static func check(classes: [ClassRow], total: SweepFigures) -> [Target] {
+        func pct(_ v: Double) -> String { String(format: "%.2f %%", v * 100) }
+        var t: [Target] = []
+        let weakestRecall = classes.min { $0.figures.recall < $1.figures.recall }
+        let weakestPrecision = classes.min { $0.figures.precision < $1.figures.precision }
+        t.append(Target(name: "check-in recall >= 99.5 % in every world class", met: (weakestRecall?.figures.recall ?? 0) >= 0.995,
+                        detail: "weakest: \(weakestRecall?.worldClass.rawValue ?? "-") \(pct(weakestRecall?.figures.recall ?? 0))"))
+        t.append(Target(name: "check-in precision >= 99.5 % in every world class", met: (weakestPrecision?.figures.precision ?? 0) >= 0.995,
+                        detail: "weakest: \(weakestPrecision?.worldClass.rawValue ?? "-") \(pct(weakestPrecision?.figures.precision ?? 0))"))
+        t.append(Target(name: "check-in recall >= 99.9 % over the sweep", met: total.arrivals > 0 && total.recall >= 0.999,
+                        detail: "\(pct(total.recall)) (\(total.matchedArrivals)/\(total.arrivals))"))
+        t.append(Target(name: "check-in precision >= 99.9 % over the sweep", met: total.checkIns > 0 && total.precision >= 0.999,
+                        detail: "\(pct(total.precision)) (\(total.falseCheckIns) false, \(total.repeatedCheckIns) repeated of \(total.checkIns))"))
+        t.append(Target(name: "0 check-outs of a person truly inside", met: total.falseCheckOuts == 0, detail: "\(total.falseCheckOuts)"))
+        t.append(Target(name: "check-out time within 3 min of the departure for >= 99 % of stays", met: total.departures > 0 && total.checkOutAccuracy >= 0.99,
+                        detail: "\(pct(total.checkOutAccuracy)) (\(total.accurateCheckOuts)/\(total.departures))"))
+        t.append(Target(name: "the right gate for >= 99 % of check-ins", met: total.matchedArrivals > 0 && total.rightGateShare >= 0.99,
+                        detail: "\(pct(total.rightGateShare)) (\(total.rightGateCheckIns)/\(total.matchedArrivals))"))
+        let p = total.detectionLatencySeconds
+        t.append(Target(name: "detection latency p50 < 5 s and p99 < 15 s", met: (p.p50 ?? .infinity) < 5 && (p.p99 ?? .infinity) < 15,
+                        detail: "p50 \(p.p50.map { String(format: "%.1f s", $0) } ?? "none"), p99 \(p.p99.map { String(format: "%.1f s", $0) } ?? "none")"))
+        return t
+    }
+
+    /// The report as the terminal shows it.
+    public var text: String {
+        func pct(_ v: Double) -> String { String(format: "%6.2f%%", v * 100) }
+        func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
+        var lines: [String] = []
+        lines.append("sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), \(String(format: "%.1f", wallSeconds)) s wall")
+        lines.append("class            worlds arrivals  recall precision false(by kind)                    out-false checkout-3min right-gate  p50    p99")
+        func row(_ name: String, _ f: SweepFigures) -> String {
+            let kinds = f.falseCheckInsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %6d %8d", f.worlds, f.arrivals)
+                + " \(pct(f.recall))   \(pct(f.precision)) " + (kinds.isEmpty ? "0" : kinds).padding(toLength: 33, withPad: " ", startingAt: 0)
+                + String(format: " %9d", f.falseCheckOuts) + "      \(pct(f.checkOutAccuracy))    \(pct(f.rightGateShare)) \(sec(f.detectionLatencySeconds.p50)) \(sec(f.detectionLatencySeconds.p99))"
+        }
+        for c in classes { lines.append(row(c.worldClass.rawValue, c.figures)) }
+        lines.append(row("all", total))
+        lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
+        for c in classes {
+            let parts = ["recall", "precision", "falseCheckOuts", "checkOutAccuracy", "rightGate", "latencyP99"].compactMap { key -> String? in
+                guard let i = c.worst[key], let w = worlds.first(where: { $0.world.index == i }) else { return nil }
+                let f = w.figures
+                let value = switch key {
+                case "recall": pct(f.recall)
+                case "precision": pct(f.precision)
+                case "falseCheckOuts": "\(f.falseCheckOuts)"
+                case "checkOutAccuracy": pct(f.checkOutAccuracy)
+                case "rightGate": pct(f.rightGateShare)
+                default: sec(f.detectionLatencySeconds.p99)
+                }
+                return "#\(i) \(value.trimmingCharacters(in: .whitespaces))"
+            }
+            lines.append("  \(c.worldClass.rawValue): " + parts.joined(separator: " / "))
+        }
+        let met = targets.filter(\.met).count
+        lines.append("targets met: \(met)/\(targets.count)")
+        for t in targets { lines.append("  [\(t.met ? "met" : "MISSED")] \(t.name): \(t.detail)") }
+        return lines.joined(separator: "\n")
+    }
+
+    public func write(to directory: String, name: String = "sweep") throws -> (json: String, html: String) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let json = directory + "/\(name).json", html = directory + "/\(name).html"
+        try encoder.encode(self).write(to: URL(fileURLWithPath: json))
+        try Data(SweepHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
+        return (json, html)
+    }
+}
+
+extension SweepFigures {
+    mutating func merge(_ other: SweepFigures) {
+        worlds += other.worlds
+        arrivals += other.arrivals
+        matchedArrivals += other.matchedArrivals
+        checkIns += other.checkIns
+        falseCheckIns += other.falseCheckIns
+        repeatedCheckIns += other.repeatedCheckIns
+        for (k, v) in other.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
+        falseCheckOuts += other.falseCheckOuts
+        departures += other.departures
+        accurateCheckOuts += other.accurateCheckOuts
+        rightGateCheckIns += other.rightGateCheckIns
+        latencies += other.latencies
+        detectionLatencySeconds = Percentiles(latencies)
+    }
+}
+
+/// Runs a sweep: `worlds` seeded worlds, each a working day of `people` people on one site, every
+/// phone running PresenceKit with `config`, scored against the truth.
+public struct DetectionSweep: Sendable {
+    public var worlds: Int
+    public var people: Int
+    public var seed: UInt64
+    public var ranges = SweepRanges()
+    public var config = PresenceConfig()
+    public var configurationName = "library defaults"
+
+    public init(worlds: Int, people: Int, seed: UInt64) {
+        self.worlds = worlds
+        self.people = people
+        self.seed = seed
+    }
+
+    public func run(outboxDirectory: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> SweepReport {
+        let started = ContinuousClock.now
+        var rows: [SweepReport.WorldRow] = []
+        for i in 0..<worlds {
+            let world = SweepWorld(index: i, seed: seed, ranges: ranges)
+            let plan = world.plan(people: people, ranges: ranges)
+            var runner = DetectionRun(plan: plan, outboxDirectory: outboxDirectory + "/world-\(i)")
+            runner.config = config
+            let devices = try await runner.run(server: InProcessServer())
+            let score = Score(people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0)
+            var figures = SweepFigures()
+            figures.add(score)
+            rows.append(SweepReport.WorldRow(world: world, figures: figures))
+            progress?(i + 1)
+        }
+        try? FileManager.default.removeItem(atPath: outboxDirectory)
+        let wall = ContinuousClock.now - started
+        return SweepReport(
+            worlds: rows, peoplePerWorld: people, seed: seed,
+            wallSeconds: Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18, configuration: configurationName)
+    }
+}
+
+/// The sweep as one self-contained HTML page (the fleet report's style).
+enum SweepHTML {
+    static func render(_ report: SweepReport) -> String {
+        let e = HTMLReport.escape
+        func pct(_ v: Double) -> String { String(format: "%.2f %%", v * 100) }
+        func sec(_ v: Double?) -> String { v.map { String(format: "%.1f s", $0) } ?? "none" }
+        func kinds(_ f: SweepFigures) -> String {
+            let k = f.falseCheckInsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return k.isEmpty ? "0" : k
+        }
+        func cells(_ f: SweepFigures) -> String {
+            "<td>\(f.arrivals)</td><td>\(pct(f.recall))</td><td>\(pct(f.precision))</td><td>\(e(kinds(f)))</td><td>\(f.falseCheckOuts)</td>"
+                + "<td>\(pct(f.checkOutAccuracy))</td><td>\(pct(f.rightGateShare))</td><td>\(sec(f.detectionLatencySeconds.p50))</td><td>\(sec(f.detectionLatencySeconds.p99))</td>"
+        }
+        let head = "<th>arrivals</th><th>check-in recall</th><th>check-in precision</th><th>false check-ins by who</th><th>check-outs while inside</th>"
+            + "<th>check-out within 3 min</th><th>right gate</th><th>latency p50</th><th>latency p99</th>"
+        var html = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>Detection sweep</title>
+            <style>
+            body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+            table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
+            .met{color:#176b1f}.missed{color:#b00020;font-weight:bold}pre{background:#f6f6f6;padding:1em;white-space:pre-wrap}
+            </style></head><body>
+            <h1>Detection sweep</h1>
+            <p>\(report.worlds.count) seeded worlds of one working day, \(report.peoplePerWorld) people each, seed \(report.seed), \
+            configuration: \(e(report.configuration)). Each world draws its radio (path loss, shadowing, fading, body blocking, packet loss, \
+            advertising intervals, beacon calibration errors), its gates and its people (desk depth, shadowed desks, phones reading hot or \
+            cold, walk-pasts, runners, cyclists, pavement stoppers, doorway breaks, lunch trips) from wide ranges.</p>
+            <h2>Targets</h2>
+            <table><tr><th>target</th><th>actual</th><th></th></tr>
+
+            """
+        for t in report.targets {
+            html += "<tr><td>\(e(t.name))</td><td>\(e(t.detail))</td><td class=\"\(t.met ? "met" : "missed")\">\(t.met ? "met" : "missed")</td></tr>\n"
+        }
+        html += "</table>\n<h2>Per world class</h2>\n<table><tr><th>class</th><th>worlds</th>\(head)<th>worst worlds</th></tr>\n"
+        for c in report.classes {
+            let worst = c.worst.sorted { $0.key < $1.key }.map { "\($0.key) #\($0.value)" }.joined(separator: ", ")
+            html += "<tr><td>\(e(c.worldClass.rawValue))</td><td>\(c.figures.worlds)</td>\(cells(c.figures))<td>\(e(worst))</td></tr>\n"
+        }
+        html += "<tr><th>all</th><td>\(report.total.worlds)</td>\(cells(report.total))<td></td></tr>\n</table>\n"
+        html += "<h2>Every world</h2>\n<table><tr><th>#</th><th>class</th><th>path-loss exponent</th><th>shadowing</th><th>fading</th>"
+            + "<th>body</th><th>packet loss</th><th>gates</th><th>advertising</th><th>beacon error</th>\(head)</tr>\n"
+        for w in report.worlds {
+            let x = w.world
+            html += "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
+                + String(format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.pathLossExponent, x.shadowingSigmaDb, x.shadowingDecorrelationMeters)
+                + "<td>\(e(x.fading))</td>" + String(format: "<td>%.1f dB</td><td>%.0f %%</td>", x.bodyAttenuationDb, x.packetLoss * 100)
+                + String(format: "<td>%d, %.1f m apart</td>", x.gates, x.gateSpacingMeters)
+                + "<td>\(x.advertisingIntervalsMs.map { "\($0) ms" }.joined(separator: ", "))</td>"
+                + "<td>\(x.beaconTxErrorsDb.map { String(format: "%+.1f dB", $0) }.joined(separator: ", "))</td>\(cells(w.figures))</tr>\n"
+        }
+        html += "</table>\n</body></html>\n"
+        return html
+    }
+}

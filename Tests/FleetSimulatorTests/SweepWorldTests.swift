@@ -1,0 +1,100 @@
+import FleetSimulatorCore
+import Foundation
+import PresenceKit
+import Testing
+
+@Suite("Sweep worlds: radio and people drawn from wide ranges")
+struct SweepWorldTests {
+    @Test func shadowingIsConstantWhileStandingAndChangesWhenMoving() {
+        var radio = RadioParameters()
+        radio.fading = .gaussian(sigmaDb: 0)
+        radio.packetLoss = 0
+        radio.shadowingSigmaDb = 8
+        radio.shadowingDecorrelationMeters = 1
+        let world = World.standard(sites: 1, gatesPerSite: 1, busyDoorIntervalMs: 1_000, radio: radio)
+        var random = SimulationRandom(seed: 11)
+        var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
+        let spot = Whereabouts(position: Point(x: 0, y: -6), heading: Point(x: 0, y: 0), walking: false)
+        let still = (1...30).compactMap { channel.listen(at: Int64($0) * 1_000, here: spot, random: &random).first?.rssi }
+        #expect(still.count == 30)
+        #expect(Set(still).count == 1, "standing still, the shadow must not change: \(still)")
+        var moving: [Int] = []
+        for step in 1...30 {
+            let here = Whereabouts(position: Point(x: Double(step % 2) * 5, y: -6), heading: Point(x: 1, y: 0), walking: true)
+            if let r = channel.listen(at: Int64(30 + step) * 1_000, here: here, random: &random).first?.rssi { moving.append(r) }
+        }
+        #expect(Set(moving).count > 5, "moving 5 m at a time with 1 m decorrelation, the shadow must change: \(moving)")
+    }
+
+    @Test func rayleighFadingHasDeepFadesAndRicianIsCalmer() {
+        var random = SimulationRandom(seed: 3)
+        let rayleigh = (0..<20_000).map { _ in FastFading.rayleigh.draw(&random) }
+        let rician = (0..<20_000).map { _ in FastFading.rician(kFactorDb: 10).draw(&random) }
+        let deepRayleigh = Double(rayleigh.filter { $0 < -20 }.count) / Double(rayleigh.count)
+        let deepRician = Double(rician.filter { $0 < -20 }.count) / Double(rician.count)
+        // Rayleigh: P(power < 1 % of the mean) = 1 - exp(-0.01), about 1 %.
+        #expect(deepRayleigh > 0.005 && deepRayleigh < 0.02, "\(deepRayleigh)")
+        #expect(deepRician < deepRayleigh / 10)
+        // Both keep the mean power: the average linear gain is 1.
+        let meanGain = rayleigh.map { pow(10, $0 / 10) }.reduce(0, +) / Double(rayleigh.count)
+        #expect(abs(meanGain - 1) < 0.05)
+    }
+
+    @Test func aBeaconsCalibrationErrorAndAHotPhoneShiftEveryReading() {
+        var radio = WorldTests.quietRadio()
+        radio.fading = .gaussian(sigmaDb: 0)
+        var world = World.standard(sites: 1, gatesPerSite: 1, radio: radio)
+        world.sites[0].beacons[0].txErrorDb = 3
+        var random = SimulationRandom(seed: 1)
+        let cold = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
+        let hot = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: -6, random: &random)
+        let here = WorldTests.standing(Point(x: 0, y: -4))
+        let base = -59 - 25 * log10(4.0)
+        #expect(abs(cold.meanRssi(beacon: world.sites[0].beacons[0], at: here) - (base + 3)) < 1e-9)
+        #expect(abs(hot.meanRssi(beacon: world.sites[0].beacons[0], at: here) - (base + 9)) < 1e-9)
+    }
+
+    @Test func sweepWorldsTakeTurnsByClassAndStayInTheirRanges() {
+        let ranges = SweepRanges()
+        let worlds = (0..<25).map { SweepWorld(index: $0, seed: 9, ranges: ranges) }
+        #expect(worlds.map(\.worldClass) == (0..<25).map { WorldClass.allCases[$0 % WorldClass.allCases.count] })
+        for w in worlds {
+            #expect(ranges.pathLossExponent.contains(w.pathLossExponent))
+            #expect(w.advertisingIntervalsMs.allSatisfy { ranges.advertisingIntervalMs.contains($0) })
+            #expect(w.beaconTxErrorsDb.allSatisfy { abs($0) <= ranges.beaconTxErrorDb })
+            #expect(ranges.packetLoss.contains(w.packetLoss))
+            switch w.worldClass {
+            case .openSpace: #expect(w.pathLossExponent <= 2.2)
+            case .denseBuilding: #expect(w.pathLossExponent >= 2.8)
+            case .tightGates: #expect(w.gates >= 3 && w.gateSpacingMeters <= 6)
+            default: break
+            }
+        }
+        // The same index and seed draw the same world.
+        #expect(SweepWorld(index: 4, seed: 9, ranges: ranges).pathLossExponent == worlds[4].pathLossExponent)
+    }
+
+    @Test func peoplePassingByNeverArriveAndRunnersAndCyclistsSaySo() {
+        let ranges = SweepRanges()
+        let plan = SweepWorld(index: 4, seed: 2, ranges: ranges).plan(people: 200, ranges: ranges)
+        let kinds = Set(plan.people.map(\.kind))
+        #expect(kinds.isSuperset(of: [.employee, .walkPast, .runner, .cyclist, .pavementStopper, .doorwayLoiterer, .gateStander]))
+        for person in plan.people where person.kind.passesBy {
+            #expect(person.truth.isEmpty)
+        }
+        let runner = plan.people.first { $0.kind == .runner }!
+        #expect(runner.itinerary.segments.contains { $0.activity == .running })
+        let cyclist = plan.people.first { $0.kind == .cyclist }!
+        #expect(cyclist.itinerary.segments.contains { $0.activity == .cycling })
+        // A pavement stopper stands still within a few metres of a door, outside.
+        let stopper = plan.people.first { $0.kind == .pavementStopper }!
+        let doors = plan.world.sites[0].gates.map(\.position)
+        #expect(stopper.itinerary.segments.contains { s in
+            !s.isWalk && s.end - s.start >= 20_000 && s.from.y < 0 && doors.contains { $0.distance(to: s.from) < 6 }
+        })
+        // Doorway loiterers arrive and leave like employees: their breaks are not gate passes.
+        for person in plan.people where person.kind == .doorwayLoiterer {
+            #expect(person.truth.filter { $0.kind == .arrival }.count == person.truth.filter { $0.kind == .departure }.count)
+        }
+    }
+}
