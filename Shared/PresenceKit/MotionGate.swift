@@ -117,6 +117,12 @@ public struct MotionGate: Sendable, Hashable {
         return total
     }
 
+    /// Running, cycling or in a vehicle right now: someone going past a door, not through it (a runner
+    /// slows to a walk at the door, a cyclist gets off the bike).
+    public var isPassingBy: Bool {
+        lastActivity == .running || lastActivity == .cycling || lastActivity == .automotive
+    }
+
     /// Walking/running within `recentActivityMs`, or at least `minSteps` steps in the window.
     public func isSatisfied(at now: Timestamp) -> Bool {
         if now - lastActiveAt <= config.recentActivityMs && lastActiveAt != .distantPast { return true }

@@ -516,6 +516,10 @@ public struct PresenceStateMachine: Sendable {
             gatedLog("beacon \(candidate.beacon) of \(siteId) is near but the motion gate is closed (no walking recently, \(motion.steps(at: now)) steps)", at: now, &fx)
             return
         }
+        if config.flags.motionGating && motion.isPassingBy {
+            gatedLog("beacon \(candidate.beacon) of \(siteId) is near but the device is \(motion.lastActivity.rawValue): passing by, not arriving", at: now, &fx)
+            return
+        }
         if session != nil {
             checkOut(reason: .siteChanged, at: now, &fx)
         }

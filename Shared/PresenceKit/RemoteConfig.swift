@@ -11,16 +11,16 @@ import Foundation
 ///       "geofence_radius": 200,                    // meters, 150...300
 ///       "min_steps_window": {"steps": 30, "window_ms": 120000},   // or just 30 (steps, 2-minute window)
 ///       "gatt_challenge": false,                   // or {"enabled": true, "timeout_ms": 3000}
-///       "checkout_trigger": "beacon_loss",         // or "geofence_exit"
+///       "checkout_trigger": "geofence_exit",       // or "beacon_loss"
 ///       "thresholds": {
-///         "enter_rssi": -70, "leave_rssi": -75, "max_stddev_db": 12, "min_readings": 3,
-///         "dwell_enter_rssi": -80, "dwell_window_ms": 120000,   // 0 turns dwell confirmation off
+///         "enter_rssi": -65, "leave_rssi": -75, "max_stddev_db": 12, "min_readings": 3,
+///         "dwell_enter_rssi": -85, "dwell_window_ms": 120000,   // 0 turns dwell confirmation off
 ///         "smoothing_window": 5, "smoothing": "median",   // "ema" (+ "ema_alpha") or "kalman"
 ///         "ema_alpha": 0.3, "kalman_process_noise": 0.5, "kalman_measurement_noise": 16,
 ///         "ranging_extensions": 2, "signal_loss_ms": 10000, "soft_exit_grace_ms": 180000, "exit_confirmation_ms": 10000,
 ///         "heartbeat_interval_ms": 300000, "motion_recent_ms": 180000, "geofence_exit_margin_m": 50
 ///       },
-///       "feature_flags": {"motion_gating": true, "require_geofence": true, "continuous_scan": false,
+///       "feature_flags": {"motion_gating": true, "require_geofence": true, "continuous_scan": true,
 ///                         "use_healthkit": false, "kill_switch": false}
 ///     }
 ///

@@ -87,3 +87,20 @@ struct DefaultsTests {
         }
     }
 }
+
+@Suite("Passing by")
+struct PassingByTests {
+    @Test("a runner or a cyclist passing right by the door does not check in; slowing to a walk at the door does")
+    func runnersAndCyclists() throws {
+        for activity in [MotionActivity.running, .cycling] {
+            var d = try DeviceHarness(config: PresenceConfig())
+            try d.send(.geofenceEntered(siteId: "S_HQ"))
+            try d.send(.motionActivity(activity))
+            try d.run(seconds: 6) { _ in -58 }
+            #expect(d.checkIns.isEmpty, "\(activity)")
+            try d.send(.motionActivity(.walking))
+            try d.run(seconds: 2) { _ in -58 }
+            #expect(d.checkIns.count == 1, "\(activity)")
+        }
+    }
+}

@@ -29,6 +29,8 @@ public struct SweepRanges: Sendable, Hashable, Codable {
     public var ricianKFactorDb: ClosedRange<Double> = 0...10
     public var rayleighShare = 1.0 / 3
     public var bodyAttenuationDb: ClosedRange<Double> = 6...12
+    /// The front wall between a phone inside and the gate beacon: a glass front to concrete, dB.
+    public var wallAttenuationDb: ClosedRange<Double> = 3...20
     public var advertisingIntervalMs: ClosedRange<Int> = 100...1_000
     public var packetLoss: ClosedRange<Double> = 0.05...0.15
     public var gateSpacingMeters: ClosedRange<Double> = 4...12
@@ -52,6 +54,7 @@ public struct SweepWorld: Sendable, Encodable {
     public var shadowingDecorrelationMeters: Double
     public var fading: String
     public var bodyAttenuationDb: Double
+    public var wallAttenuationDb: Double
     public var packetLoss: Double
     public var gates: Int
     public var gateSpacingMeters: Double
@@ -86,7 +89,9 @@ public struct SweepWorld: Sendable, Encodable {
         }
         radio.bodyAttenuationDb = random.uniform(ranges.bodyAttenuationDb)
         radio.packetLoss = random.uniform(ranges.packetLoss)
+        radio.wallAttenuationDb = random.uniform(ranges.wallAttenuationDb)
         self.radio = radio
+        wallAttenuationDb = radio.wallAttenuationDb
         pathLossExponent = radio.pathLossExponent
         shadowingSigmaDb = radio.shadowingSigmaDb
         shadowingDecorrelationMeters = radio.shadowingDecorrelationMeters
@@ -139,7 +144,7 @@ public struct SweepWorld: Sendable, Encodable {
 
     enum CodingKeys: String, CodingKey {
         case index, worldClass, seed, pathLossExponent, shadowingSigmaDb, shadowingDecorrelationMeters, fading
-        case bodyAttenuationDb, packetLoss, gates, gateSpacingMeters, advertisingIntervalsMs, beaconTxErrorsDb
+        case bodyAttenuationDb, wallAttenuationDb, packetLoss, gates, gateSpacingMeters, advertisingIntervalsMs, beaconTxErrorsDb
     }
 }
 
@@ -307,15 +312,19 @@ public struct SweepReport: Sendable, Encodable {
         func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
         var lines: [String] = []
         lines.append("sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), \(String(format: "%.1f", wallSeconds)) s wall")
-        lines.append("class            worlds arrivals  recall precision false(by kind)                    out-false checkout-3min right-gate  p50    p99")
+        lines.append("class            worlds arrivals  recall precision  false  out-false checkout-3min right-gate    p50    p99")
         func row(_ name: String, _ f: SweepFigures) -> String {
-            let kinds = f.falseCheckInsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            return name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %6d %8d", f.worlds, f.arrivals)
-                + " \(pct(f.recall))   \(pct(f.precision)) " + (kinds.isEmpty ? "0" : kinds).padding(toLength: 33, withPad: " ", startingAt: 0)
-                + String(format: " %9d", f.falseCheckOuts) + "      \(pct(f.checkOutAccuracy))    \(pct(f.rightGateShare)) \(sec(f.detectionLatencySeconds.p50)) \(sec(f.detectionLatencySeconds.p99))"
+            name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %6d %8d", f.worlds, f.arrivals)
+                + " \(pct(f.recall))   \(pct(f.precision))" + String(format: " %6d %10d", f.falseCheckIns, f.falseCheckOuts)
+                + "      \(pct(f.checkOutAccuracy))    \(pct(f.rightGateShare)) \(sec(f.detectionLatencySeconds.p50)) \(sec(f.detectionLatencySeconds.p99))"
         }
         for c in classes { lines.append(row(c.worldClass.rawValue, c.figures)) }
         lines.append(row("all", total))
+        lines.append("false check-ins by who made them:")
+        for (name, f) in classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", total)] {
+            let kinds = f.falseCheckInsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            lines.append("  \(name): \(kinds.isEmpty ? "none" : kinds)")
+        }
         lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
         for c in classes {
             let parts = ["recall", "precision", "falseCheckOuts", "checkOutAccuracy", "rightGate", "latencyP99"].compactMap { key -> String? in
@@ -450,12 +459,12 @@ enum SweepHTML {
         }
         html += "<tr><th>all</th><td>\(report.total.worlds)</td>\(cells(report.total))<td></td></tr>\n</table>\n"
         html += "<h2>Every world</h2>\n<table><tr><th>#</th><th>class</th><th>path-loss exponent</th><th>shadowing</th><th>fading</th>"
-            + "<th>body</th><th>packet loss</th><th>gates</th><th>advertising</th><th>beacon error</th>\(head)</tr>\n"
+            + "<th>body</th><th>wall</th><th>packet loss</th><th>gates</th><th>advertising</th><th>beacon error</th>\(head)</tr>\n"
         for w in report.worlds {
             let x = w.world
             html += "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
                 + String(format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.pathLossExponent, x.shadowingSigmaDb, x.shadowingDecorrelationMeters)
-                + "<td>\(e(x.fading))</td>" + String(format: "<td>%.1f dB</td><td>%.0f %%</td>", x.bodyAttenuationDb, x.packetLoss * 100)
+                + "<td>\(e(x.fading))</td>" + String(format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.bodyAttenuationDb, x.wallAttenuationDb, x.packetLoss * 100)
                 + String(format: "<td>%d, %.1f m apart</td>", x.gates, x.gateSpacingMeters)
                 + "<td>\(x.advertisingIntervalsMs.map { "\($0) ms" }.joined(separator: ", "))</td>"
                 + "<td>\(x.beaconTxErrorsDb.map { String(format: "%+.1f dB", $0) }.joined(separator: ", "))</td>\(cells(w.figures))</tr>\n"
