@@ -36,6 +36,9 @@ extension RegistryServiceTests {
                 let byMAC = try await client.send(.get, "/v1/admin/lookup/mac/\(beacon.mac!.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer)
                     .decode(Lookup.self)
                 #expect(byMAC.beaconId == beacon.id)
+                // Path parameters are percent-decoded: the MAC as the document writes it, colons encoded.
+                let encoded = beacon.mac!.replacingOccurrences(of: ":", with: "%3A")
+                #expect(try await client.send(.get, "/v1/admin/lookup/mac/\(encoded)", key: h.viewer).decode(Lookup.self).beaconId == beacon.id)
 
                 // Unknown: 404. Malformed: 400 naming the parameter. No key: 401.
                 try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&major=\(beacon.major)&minor=65535", key: h.viewer).problem(.notFound)

@@ -22,6 +22,12 @@ extension RegistryServiceTests {
             enum Key: Sendable { case admin, none }
         }
 
+        /// An opaque page cursor carrying `text` (base64url without padding).
+        static func cursor(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+
         static func cases(t: String, f: Fixture, beaconId: String) -> [Case] {
             let org = f.organization.id, site = f.site.id, gate = f.gate.id, user = f.user.id
             let missing = "missing-\(t)"
@@ -142,6 +148,16 @@ extension RegistryServiceTests {
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"superuser"}"#, status: .badRequest, field: "role"),
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"","role":"viewer"}"#, status: .badRequest, field: "name"),
                 Case(method: .post, path: "/v1/admin/api-keys/\(missing)/revoke", status: .notFound),
+                // control characters, refused at the edge with the field named (a NUL used to reach
+                // PostgreSQL and come back as a 503 with the database's message)
+                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"x\u0000"}"#, status: .badRequest, field: "name"),
+                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"line\nbreak"}"#, status: .badRequest, field: "name"),
+                Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-n-\#(t)","name":"U","siteIds":["\#(site)\u0000"]}"#, status: .badRequest, field: "siteIds[0]"),
+                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-n-\#(t)","siteId":"\#(site)","name":"G\u001f"}"#, status: .badRequest, field: "name"),
+                Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k\u007f","role":"viewer"}"#, status: .badRequest, field: "name"),
+                Case(method: .get, path: "/v1/admin/organizations?cursor=\(Self.cursor("c1:a\u{0}b"))", status: .badRequest, field: "cursor"),
+                Case(method: .get, path: "/v1/admin/organizations/a%00b", status: .badRequest, field: "path"),
+                Case(method: .get, path: "/v1/admin/organizations?limit=1%00", status: .badRequest, field: "limit"),
                 // unknown routes
                 Case(method: .get, path: "/v1/admin/nothing-here", status: .notFound),
             ]

@@ -155,6 +155,16 @@ struct BadInputTests {
             let json = Sample.json(event).replacingOccurrences(of: #""major":10"#, with: #""major":"ten""#)
             let typed = try await client.device(.post, APIPath.events, as: device, body: json, key: key).problem(400, .validation)
             #expect(typed.errors?.first?.field == "beacon.major")
+            // Control characters anywhere in the body's strings are refused at the edge, naming the field.
+            for (from, to, field) in [
+                (#""type":"checkin""#, #""type":"check\u0000in""#, "type"),
+                (#""major":10"#, #""major":10,"note":"a\nb""#, "beacon.note"),
+            ] {
+                let hostile = Sample.json(event).replacingOccurrences(of: from, with: to)
+                #expect(hostile != Sample.json(event))
+                let problem = try await client.device(.post, APIPath.events, as: device, body: hostile, key: key).problem(400, .validation)
+                #expect(problem.errors?.first?.field == field, "\(problem.errors ?? [])")
+            }
             let badType = Sample.json(event).replacingOccurrences(of: #""type":"checkin""#, with: #""type":"teleport""#)
             #expect(try await client.device(.post, APIPath.events, as: device, body: badType, key: key).problem(400, .validation).errors?.first?.field == "type")
 

@@ -279,6 +279,9 @@ struct PolicyAdminTests {
                 (#"{"settings": {"minAppVersion": "one"}}"#, "settings.minAppVersion"),
                 (#"{"automaticAttendance": "yes"}"#, "automaticAttendance"),
                 (#"{"killswitch": true}"#, "killswitch"),
+                // Control characters are refused at the edge (a NUL used to reach PostgreSQL: 500).
+                (#"{"settings": {"allowedModelPrefixes": ["iPhone\u0000"]}}"#, "settings.allowedModelPrefixes[0]"),
+                (#"{"settings": {"deniedModelPrefixes": ["a\tb"]}}"#, "settings.deniedModelPrefixes[0]"),
             ]
             for (body, field) in cases {
                 let response = try await client.send(.put, "/v1/admin/policies/\(site)", json: body)
@@ -307,6 +310,11 @@ struct PolicyAdminTests {
             #expect(try await client.send(.post, "/v1/admin/policies/\(site)/versions/abc/restore").status == .badRequest)
             #expect(try await client.send(.get, "/v1/admin/policies/\(site)/versions?limit=0", key: StaticKeys.viewer).status == .badRequest)
             #expect(try await client.send(.get, "/v1/admin/policies/bad%20site", key: StaticKeys.viewer).status == .badRequest)
+            // An ill-formed site id is a 400, decoded or not (it used to answer 200 with the default policy).
+            for path in ["..%2F..%2Fetc%2Fpasswd", "..", "a%2Fb", "a%00b", "-site"] {
+                let response = try await client.send(.get, "/v1/admin/policies/\(path)", key: StaticKeys.viewer)
+                #expect(response.status == .badRequest, "\(path): \(response.text)")
+            }
             #expect(try await client.send(.put, "/v1/admin/kill-switch", json: #"{"on": 1}"#).status == .badRequest)
             let huge = "{\"settings\": {\"deniedModelPrefixes\": [\"" + String(repeating: "x", count: 70_000) + "\"]}}"
             #expect(try await client.send(.put, "/v1/admin/policies/\(site)", json: huge).status == .contentTooLarge)

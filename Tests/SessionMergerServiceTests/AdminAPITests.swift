@@ -192,6 +192,12 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// An opaque cursor carrying `text`, as the API encodes one (base64url without padding).
+        static func cursor(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+
         @Test func badInputIsA400NamingTheParameter() async throws {
             try await AdminHarness.run { h, client in
                 let s = "/v1/admin/sessions"
@@ -216,6 +222,16 @@ extension SessionMergerServiceTests {
                     ("\(d)?siteId=\(h.siteId)&from=2025-01-01&to=2025-04-03", "to"),
                     ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&format=xml", "format"),
                     ("\(d)?siteId=\(h.siteId)&from=2025-03-01&to=2025-03-02&page=2", "page"),
+                    // Hostile input: a cursor whose time no timestamp holds (it used to end the process),
+                    // one before 1970, one whose session id carries a NUL; NUL in any parameter.
+                    ("\(s)?siteId=x&cursor=czE6OTIyMzM3MjAzNjg1NDc3NTgwNzp4", "cursor"),
+                    ("\(s)?siteId=x&cursor=\(Self.cursor("s1:-210866803200001:x"))", "cursor"),
+                    ("\(s)?siteId=x&cursor=\(Self.cursor("s1:1000:a\u{0}b"))", "cursor"),
+                    ("\(s)?userId=a%00b", "userId"),
+                    ("\(s)?siteId=a%00b", "siteId"),
+                    ("\(s)?siteId=a%1Fb", "siteId"),
+                    ("\(d)?siteId=a%00b&from=2025-03-01&to=2025-03-02", "siteId"),
+                    ("\(s)%00?siteId=x", "path"),
                 ]
                 for (uri, field) in cases {
                     let fields = try await client.get(uri, key: h.viewer).problem(.badRequest)

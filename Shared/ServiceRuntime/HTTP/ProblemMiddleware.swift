@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import PostgresNIO
 
 /// Maps any error a handler throws to an RFC 9457 problem: `ProblemDetails` as is, then the
 /// service's own errors (`translate`), the protocol module's decoding errors and Foundation's
@@ -29,6 +30,11 @@ public struct ProblemMapper: Sendable {
             return .validation([FieldError(decoding: decoding)])
         case is NIOTooManyBytesError:
             return tooLarge
+        case let psql as PSQLError where StorageRefusal(psql) != nil:
+            return StorageRefusal(psql)!.problem
+        case let transaction as PostgresTransactionError:
+            if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError { return problem(for: inner) }
+            return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
         case let http as HTTPError:
             switch http.status {
             case .contentTooLarge: return tooLarge
@@ -63,7 +69,8 @@ public struct ProblemMapper: Sendable {
 }
 
 /// Every error a route throws becomes problem+json (`ProblemMapper`), with the request path as its
-/// `instance`; a 5xx is logged.
+/// `instance`; a 5xx is logged. Control characters in the request are refused first (`RequestTextGuard`);
+/// every answer carries the hardening headers (`ResponseHardening`).
 public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     public let mapper: ProblemMapper
 
@@ -72,11 +79,16 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var request = request
+        var response: Response
         do {
-            return try await next(request, context)
+            try await RequestTextGuard.check(&request, maxBodyBytes: mapper.maxBodyBytes ?? RequestTextGuard.defaultMaxBodyBytes)
+            response = try await next(request, context)
         } catch {
-            return ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
+            response = ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
         }
+        ResponseHardening.apply(to: &response)
+        return response
     }
 }
 
@@ -131,5 +143,35 @@ extension FieldError {
             if name.hasPrefix("Dictionary") { return "an object" }
             return "a valid \(name)"
         }
+    }
+}
+
+/// A value the database refused for what it is, not for being unavailable: a data exception (SQLSTATE
+/// class 22: malformed, out of range, too long) is the client's 400; an integrity violation (class 23)
+/// is a 409. The answer never carries the database's words; the log has them.
+public struct StorageRefusal: Sendable {
+    public let sqlState: String
+
+    public init?(_ error: PSQLError) {
+        guard let state = error.serverInfo?[.sqlState], state.hasPrefix("22") || state.hasPrefix("23") else { return nil }
+        sqlState = state
+    }
+
+    public var isDataException: Bool { sqlState.hasPrefix("22") }
+
+    public var problem: ProblemDetails {
+        isDataException
+            ? .validation([FieldError(field: "", reason: "a value cannot be stored: it is malformed, out of range or too long")])
+            : .conflict("the request conflicts with data already stored")
+    }
+}
+
+/// Headers on every answer of every service: `X-Content-Type-Options: nosniff` (a client never guesses
+/// another type than the one declared) and `Cache-Control: no-store` (API keys, enrollment codes, device
+/// tokens and GATT keys travel in answers, and nothing this product serves is meant to be cached).
+public enum ResponseHardening {
+    public static func apply(to response: inout Response) {
+        response.headers[.xContentTypeOptions] = "nosniff"
+        if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
     }
 }

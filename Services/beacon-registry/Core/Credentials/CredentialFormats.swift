@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import Foundation
 
 /// Enrollment code text: ten Crockford base32 characters shown as `XXXXX-XXXXX` (50 random bits).
@@ -40,14 +41,6 @@ enum EntityIdGenerator {
         "\(prefix)_\(Secrets.hex(Secrets.randomBytes(12)))"
     }
 
-    /// What `registry.entity_id` accepts: 1-128 of `[A-Za-z0-9._-]`, starting alphanumeric.
-    static func isValid(_ id: String) -> Bool {
-        let bytes = Array(id.utf8)
-        guard (1...128).contains(bytes.count), isAlnum(bytes[0]) else { return false }
-        return bytes.allSatisfy { isAlnum($0) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }
-    }
-
-    private static func isAlnum(_ c: UInt8) -> Bool {
-        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39)
-    }
+    /// What `registry.entity_id` accepts (`EntityId`).
+    static func isValid(_ id: String) -> Bool { EntityId.isValid(id) }
 }

@@ -219,7 +219,7 @@ struct InputValidator {
     /// The id when valid (or `nil` when absent).
     mutating func id(_ id: String?, _ field: String) -> String? {
         guard let id else { return nil }
-        if !EntityIdGenerator.isValid(id) { fail(field, "must be 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit") }
+        if !EntityIdGenerator.isValid(id) { fail(field, EntityId.rule) }
         return id
     }
 

@@ -75,6 +75,7 @@ public struct PostgresRegistryRepository: RegistryRepository {
                         continue
                     }
                     if let constraint = server.constraint, let mapped = constraintErrors[constraint] { throw mapped }
+                    if let refused = server.refusal(operation) { throw refused }
                     throw .storage("\(operation): \(server.message)")
                 }
                 throw .storage("\(operation): \(String(describing: cause))")
@@ -89,7 +90,7 @@ public struct PostgresRegistryRepository: RegistryRepository {
         } catch {
             let cause = Self.underlying(error)
             if let registryError = cause as? RegistryError { throw registryError }
-            if let server = DatabaseFailure(cause) { throw .storage("\(operation): \(server.message)") }
+            if let server = DatabaseFailure(cause) { throw server.refusal(operation) ?? .storage("\(operation): \(server.message)") }
             throw .storage("\(operation): \(String(describing: cause))")
         }
     }
@@ -121,6 +122,13 @@ struct DatabaseFailure {
     static let uniqueViolation = "23505"
     static let serializationFailure = "40001"
     static let deadlockDetected = "40P01"
+
+    /// A value refused for what it is (class 22) or a conflict with stored data (class 23), not a failure.
+    func refusal(_ operation: String) -> RegistryError? {
+        if sqlState.hasPrefix("22") { return .refusedByStorage(operation: operation, dataException: true) }
+        if sqlState.hasPrefix("23") { return .refusedByStorage(operation: operation, dataException: false) }
+        return nil
+    }
 
     func isRetryable(uniqueConstraints: Set<String>) -> Bool {
         switch sqlState {

@@ -37,8 +37,11 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case enrollmentCodeExpired(at: Date)
     /// Concurrent writers kept colliding; retrying later will work (503).
     case contention(String)
-    /// The database failed or is unreachable (503).
+    /// The database failed or is unreachable (503). The message goes to the log, not to the client.
     case storage(String)
+    /// The database refused a value for what it is (SQLSTATE class 22: 400) or as a conflict with stored
+    /// data (class 23: 409); the operation is named, the database's words are not.
+    case refusedByStorage(operation: String, dataException: Bool)
     /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
     case beaconKeysNotConfigured
 
@@ -76,6 +79,10 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "registry storage failed: \(message)"
         case .beaconKeysNotConfigured:
             return "beacon GATT keys are not configured on this registry (set BEACON_KEY_SEAL_KEY)"
+        case .refusedByStorage(let operation, let dataException):
+            return dataException
+                ? "\(operation): a value cannot be stored: it is malformed, out of range or too long"
+                : "\(operation): the request conflicts with data already stored"
         }
     }
 
@@ -93,7 +100,11 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)
-        case .shardPoolExhausted, .contention, .storage, .beaconKeysNotConfigured:
+        case .refusedByStorage(_, let dataException):
+            return dataException ? .validation([FieldError(field: "", reason: description)]) : .conflict(description)
+        case .storage:
+            return .unavailable("the registry's storage is unavailable; retry later")
+        case .shardPoolExhausted, .contention, .beaconKeysNotConfigured:
             return .unavailable(description)
         }
     }

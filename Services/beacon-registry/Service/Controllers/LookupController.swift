@@ -3,6 +3,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import RegistryFeed
+import ServiceRuntime
 
 /// `/v1/admin/lookup/...` (viewer): who owns a beacon identity, answered from the in-memory
 /// `RegistryCache` the registry keeps from its own change feed (the same cache the gateway and the
@@ -36,7 +37,7 @@ struct LookupController {
         }
         lookup.get("uuid/{uuid}") { request, context in
             try context.authorize(.viewer)
-            let uuid = try Self.uuid(context.parameters.get("uuid"), field: "uuid")
+            let uuid = try Self.uuid(context.pathParameter("uuid"), field: "uuid")
             let beacons = cache.beacons(uuid: uuid).sorted { ($0.key.major, $0.key.minor) < ($1.key.major, $1.key.minor) }
             return try Reply.json(
                 BeaconsByUUID(uuid: uuid.uuidString, beacons: beacons.compactMap { cache.resolve($0.key).map(BeaconLookup.init) }),
@@ -45,7 +46,7 @@ struct LookupController {
         }
         lookup.get("mac/{mac}") { request, context in
             try context.authorize(.viewer)
-            let mac = context.parameters.get("mac") ?? ""
+            let mac = context.pathParameter("mac") ?? ""
             guard let normalized = RegistryCache.normalizeMAC(mac) else {
                 throw ProblemDetails.validation([FieldError(field: "mac", reason: "must be six hex octets, e.g. AC:23:3F:A1:B2:C3 or ac-23-3f-a1-b2-c3")])
             }

@@ -3,6 +3,7 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// Limits of the admin API.
 public enum RegistryLimits {
@@ -38,7 +39,7 @@ extension Request {
 extension RequestContext {
     /// A path parameter the router guarantees.
     func pathId(_ name: String = "id") throws(ProblemDetails) -> String {
-        guard let value = parameters.get(name), !value.isEmpty else {
+        guard let value = pathParameter(name), !value.isEmpty else {
             throw .validation([FieldError(field: name, reason: "is required in the path")])
         }
         return value
@@ -91,7 +92,7 @@ enum PageCursor {
         var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
-              text.hasPrefix("c1:"), text.count > 3
+              text.hasPrefix("c1:"), text.count > 3, !RequestTextGuard.containsControlCharacter(text)
         else { return nil }
         return String(text.dropFirst(3))
     }

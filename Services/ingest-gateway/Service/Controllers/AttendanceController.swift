@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import IngestGatewayCore
+import ServiceRuntime
 
 /// The device's attendance routes (seed 000 sec. 8.2, seed 004 contracts):
 /// - `POST /v1/attendance/events` (header `Idempotency-Key` required, equal to the body's key),
@@ -138,7 +139,7 @@ struct AttendanceController {
 
     @Sendable func getEvent(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let device = try context.requireDevice()
-        guard let raw = context.parameters.get("idempotencyKey"), let key = IdempotencyKeys.parseHeader(raw) else {
+        guard let raw = context.pathParameter("idempotencyKey"), let key = IdempotencyKeys.parseHeader(raw) else {
             throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "is not an idempotency key")])
         }
         let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())

@@ -6,7 +6,8 @@ import ServiceRuntime
 
 /// Every error becomes problem+json through the common `ProblemMapper` (the protocol's decoding
 /// errors as a 400 naming the field, 413 naming the gateway's body limit), and every answer, error or
-/// not, carries `X-Request-Id`.
+/// not, carries `X-Request-Id` and the hardening headers (`ResponseHardening`). Control characters in the
+/// request are refused first (`RequestTextGuard`).
 public struct GatewayProblemMiddleware: RouterMiddleware {
     public typealias Context = GatewayRequestContext
     let mapper: ProblemMapper
@@ -16,12 +17,16 @@ public struct GatewayProblemMiddleware: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var request = request
+        var response: Response
         do {
-            var response = try await next(request, context)
+            try await RequestTextGuard.check(&request, maxBodyBytes: mapper.maxBodyBytes ?? RequestTextGuard.defaultMaxBodyBytes)
+            response = try await next(request, context)
             if response.headers[.requestId] == nil { response.headers[.requestId] = context.requestId }
-            return response
         } catch {
-            return Reply.problem(mapper.loggedProblem(for: error, request: request, logger: context.logger), requestId: context.requestId)
+            response = Reply.problem(mapper.loggedProblem(for: error, request: request, logger: context.logger), requestId: context.requestId)
         }
+        ResponseHardening.apply(to: &response)
+        return response
     }
 }

@@ -102,7 +102,7 @@ public struct PolicyAdminController: Sendable {
         group.post("policies/:siteId/versions/:version/restore") { request, context in
             try context.authorize(.admin)
             let siteId = try Self.scope(context)
-            guard let text = context.parameters.get("version"), let version = Int(text), version > 0 else {
+            guard let text = context.pathParameter("version"), let version = Int(text), version > 0 else {
                 throw ProblemDetails.validation([FieldError(field: "version", reason: "must be a positive integer")])
             }
             guard let stored = try await repository.version(siteId: siteId, version: version) else {
@@ -141,15 +141,12 @@ public struct PolicyAdminController: Sendable {
 
     /// `nil` for the default policy.
     static func scope(_ context: PolicyRequestContext) throws(ProblemDetails) -> String? {
-        guard let raw = context.parameters.get("siteId") else {
+        guard let siteId = context.pathParameter("siteId") else {
             throw .validation([FieldError(field: "siteId", reason: "is required")])
         }
-        let siteId = raw.removingPercentEncoding ?? raw
         if siteId == defaultScopeName { return nil }
-        guard !siteId.isEmpty, siteId.utf8.count <= 128, siteId != PostgresPolicyRepository.defaultScope,
-              !siteId.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
-        else {
-            throw .validation([FieldError(field: "siteId", reason: "must be a site id of 1...128 characters without spaces, or \"default\"")])
+        guard EntityId.isValid(siteId), siteId != PostgresPolicyRepository.defaultScope else {
+            throw .validation([FieldError(field: "siteId", reason: "\(EntityId.rule), or \"default\"")])
         }
         return siteId
     }
@@ -198,7 +195,7 @@ public struct PolicyAdminController: Sendable {
 
 /// The admin routes on a router (the service's application and the tests use the same).
 public func addPolicyAdminRoutes(to router: Router<PolicyRequestContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
-    router.add(middleware: ProblemMiddleware())
+    router.add(middleware: ProblemMiddleware(ProblemMapper(maxBodyBytes: PolicyAdminController.maxBodyBytes)))
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<PolicyRequestContext>(verifier: keyVerifier))
     controller.addRoutes(to: admin)
 }
