@@ -97,10 +97,13 @@ let boundDevice: RegistrySnapshot = {
     return registry
 }()
 
+/// The decision on `e`, its user assigned to its site (tenancy is not what these tests are about).
 func decide(_ e: RawEventEnvelope, book: PolicyBook) -> PolicyDecision {
     let history = PolicyHistory()
     let policy = book.policy(for: e, history: history)
-    return PolicyEngine.standard.decide(e, context: PolicyContext(registry: boundDevice, history: history, now: Date()), policy: policy)
+    var registry = boundDevice
+    if let site = e.siteId { registry.upsertUser(id: e.userId, siteIds: [site]) }
+    return PolicyEngine.standard.decide(e, context: PolicyContext(registry: registry, history: history, now: Date()), policy: policy)
 }
 
 extension TestClientProtocol {

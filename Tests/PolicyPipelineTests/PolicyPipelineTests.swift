@@ -58,6 +58,41 @@ struct PolicyPipelineTests {
         }
     }
 
+    @Test func anotherOrganizationsUserIsRefusedAtThisSite() async throws {
+        try await PipelineHarness.run { h in
+            // A user of another organization, assigned to that organization's site, enrolled.
+            let other = try await h.repository.createOrganization(NewOrganization(name: "Tenant \(UUID().uuidString.prefix(8))"))
+            let otherSite = try await h.repository.createSite(NewSite(
+                organizationId: other.id, name: "Elsewhere", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
+            let stranger = try await h.repository.createUser(NewUser(name: "Stranger", siteIds: [otherSite.id]))
+            let code = try await h.repository.createEnrollmentCode(userId: stranger.id, validity: .seconds(600))
+            let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
+            try await h.publishRegistryChanges()
+            try await h.eventually("the stranger in the cache") { h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil }
+
+            // This organization's site and beacon, the stranger's genuine device.
+            var event = h.event(key: "k_stranger")
+            event.userId = stranger.id
+            event.deviceId = device.id
+            if case .event(var body) = event.payload {
+                body.userId = stranger.id
+                body.deviceId = device.id
+                event.payload = .event(body)
+            }
+            try await h.produceRaw([event, h.event(key: "k_member")])
+            let vetted = Dictionary(uniqueKeysWithValues: try await h.readVetted(count: 2).map { ($0.raw.idempotencyKey, $0.decision) })
+            #expect(vetted["k_stranger"]?.outcome == .reject)
+            #expect(vetted["k_stranger"]?.ruleResults.contains { $0.ruleId == .siteAssignment && $0.fired } == true)
+            #expect(vetted["k_member"]?.outcome == .accept)
+        }
+    }
+
     @Test func policyBookFileIsValidatedWithAClearMessage() throws {
         let engine = PolicyEngine.standard
         #expect(throws: ConfigurationError.self) {

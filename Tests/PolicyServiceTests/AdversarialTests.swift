@@ -163,6 +163,7 @@ struct AdversarialTests {
         for u in 0..<40 {
             let user = "u_f\(u)", device = "d_f\(u)"
             registry.upsertDevice(DeviceBinding(deviceId: device, userId: user, status: .enrolled))
+            registry.upsertUser(id: user, siteIds: [World.hq, World.branch])
             let atBranch = u % 4 == 0
             let (site, major, gates) = atBranch ? (World.branch, 20, [1, 1]) : (World.hq, 10, [3, 4])
             let fence = atBranch ? World.branchFence : World.hqFence

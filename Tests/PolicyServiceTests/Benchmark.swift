@@ -18,6 +18,7 @@ enum PolicyEngineBenchmark {
         var registry = World.registry
         for u in 0..<users {
             registry.upsertDevice(DeviceBinding(deviceId: "d_b\(u)", userId: "u_b\(u)", status: .enrolled))
+            registry.upsertUser(id: "u_b\(u)", siteIds: [World.hq, World.branch])
         }
         // Built up front: the loop measures decisions, not fixture construction.
         var events: [RawEventEnvelope] = []

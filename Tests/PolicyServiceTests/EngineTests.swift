@@ -225,6 +225,9 @@ struct RuleModeTests {
     static let cases: [Case] = [
         Case(rule: .beaconValidity, tripping: event { $0.minor = 5 }),
         Case(rule: .deviceBinding, tripping: event { $0.device = World.revokedDevice }),
+        Case(rule: .siteAssignment, tripping: event {
+            $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+        }),
         Case(rule: .multiDevice, before: [event { $0.key = "k0" }], tripping: event { $0.device = World.secondDevice; $0.time = World.t0 + 90 }),
         Case(rule: .rateLimit, before: [event { $0.key = "k0" }], tripping: event { $0.time = World.t0 + 5 }),
         Case(rule: .dwell, tripping: event { $0.rssi = [-70] }),

@@ -89,6 +89,66 @@ struct DeviceBindingTests {
     }
 }
 
+/// Tenancy: every combination of user, site and beacon.
+@Suite("Site assignment")
+struct SiteAssignmentTests {
+    let rule = SiteAssignmentRule()
+
+    @Test func aSiteTheUserIsAssignedToPasses() {
+        #expect(rule.run(event()) == .passed)
+        #expect(rule.run(event { $0.site = World.branch; $0.major = 20; $0.minor = 1 }) == .passed)
+        #expect(rule.run(contractCheckIn()) == .passed)
+        #expect(rule.run(heartbeat(at: World.t0)) == .passed)
+        // A check-out naming no site belongs to a session the check-in opened.
+        #expect(rule.run(contractCheckOut(user: World.otherUser, device: World.otherUsersDevice, at: World.t0, reason: .geofenceExit)) == .passed)
+    }
+
+    @Test func anUnassignedSiteOfTheSameOrganizationFires() throws {
+        let firing = try #require(rule.run(event {
+            $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+        }).firing)
+        #expect(firing.reason == "user \(World.otherUser) is not assigned to site \(World.branch)")
+        #expect(firing.action == .contactAdmin && firing.risk == 0.9)
+        #expect(rule.run(contractCheckIn(user: World.otherUser, device: World.otherUsersDevice, site: World.branch)).didFire)
+    }
+
+    @Test func anotherOrganizationsSiteAndBeaconFire() throws {
+        let firing = try #require(rule.run(event { $0.site = World.otherOrgSite; $0.major = 30; $0.minor = 1 }).firing)
+        #expect(firing.reason.contains("not assigned to site \(World.otherOrgSite)"))
+    }
+
+    @Test func aBeaconOfOneSiteWithAnothersSiteIdFires() throws {
+        // The user's own site named, another organization's beacon heard: the beacon's site counts too.
+        let firing = try #require(rule.run(event { $0.site = World.hq; $0.major = 30; $0.minor = 1 }).firing)
+        #expect(firing.reason.contains("not assigned to site \(World.otherOrgSite)"))
+        // An assigned site's beacon under another assigned site's id is beacon_validity's to refuse, not this rule's.
+        #expect(rule.run(event { $0.site = World.hq; $0.major = 20; $0.minor = 1 }) == .passed)
+        #expect(BeaconValidityRule().run(event { $0.site = World.hq; $0.major = 20; $0.minor = 1 }).didFire)
+    }
+
+    @Test func aUserTheRegistryHasNotPublishedFires() throws {
+        let firing = try #require(rule.run(event { $0.user = "u_new"; $0.payloadUser = "u_new" }).firing)
+        #expect(firing.reason == "user u_new is not known to the registry" && firing.risk == 0.7)
+    }
+
+    @Test func assignmentChangesArriveThroughTheFeed() throws {
+        var registry = World.registry
+        let atBranch = event { $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1 }
+        func outcome() -> RuleOutcome { rule.evaluate(atBranch, context: PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0)) }
+        #expect(outcome().didFire)
+        try registry.apply(.upsert(RegistryChange(entityType: .user, entityId: World.otherUser, version: 2, changedAt: World.t0, payload: [
+            "name": "Other", "siteIds": [.string(World.hq), .string(World.branch)],
+        ])))
+        #expect(outcome() == .passed)
+        try registry.apply(.upsert(RegistryChange(entityType: .user, entityId: World.otherUser, version: 3, changedAt: World.t0, payload: [
+            "name": "Other", "siteIds": [.string(World.hq)],
+        ])))
+        #expect(outcome().didFire)
+        try registry.apply(.delete(RegistryKey(entityType: .user, entityId: World.otherUser)))
+        #expect(outcome().firing?.reason.contains("not known") == true)
+    }
+}
+
 @Suite("Multi-device")
 struct MultiDeviceTests {
     let rule = MultiDeviceRule()

@@ -10,6 +10,8 @@ enum World {
 
     static let hq = "S_HQ"
     static let branch = "S_BR"
+    /// A site of another organization.
+    static let otherOrgSite = "S_OTHER_ORG"
     /// Ho Chi Minh City and Hanoi.
     static let hqFence = SiteGeofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200)
     static let branchFence = SiteGeofence(latitude: 21.0285, longitude: 105.8542, radiusMeters: 200)
@@ -39,6 +41,13 @@ enum World {
         r.upsertDevice(DeviceBinding(deviceId: secondDevice, userId: user, status: .enrolled))
         r.upsertDevice(DeviceBinding(deviceId: revokedDevice, userId: user, status: .revoked))
         r.upsertDevice(DeviceBinding(deviceId: otherUsersDevice, userId: otherUser, status: .enrolled))
+        // Another organization's site with its own gate and beacon (major 30).
+        r.upsertSite(id: otherOrgSite, geofence: hqFence)
+        r.upsertGate(id: "G_OO", siteId: otherOrgSite)
+        r.upsertBeacon(id: "B_OO", uuid: uuid, major: 30, minor: 1, status: .active, gateId: "G_OO")
+        // `user` works at both sites of the organization, `otherUser` at HQ only.
+        r.upsertUser(id: user, siteIds: [hq, branch])
+        r.upsertUser(id: otherUser, siteIds: [hq])
         return r
     }()
 

@@ -27,6 +27,7 @@ public struct PolicyEngine: Sendable {
     public static let standardRules: [any PolicyRule] = [
         BeaconValidityRule(),
         DeviceBindingRule(),
+        SiteAssignmentRule(),
         MultiDeviceRule(),
         RateLimitRule(),
         DwellRule(),

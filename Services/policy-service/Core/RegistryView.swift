@@ -66,6 +66,8 @@ public protocol RegistryView: Sendable {
     func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon?
     func geofence(siteId: String) -> SiteGeofence?
     func device(id: String) -> DeviceBinding?
+    /// The sites the user is assigned to (nil: a user the registry has not published).
+    func assignedSiteIds(userId: String) -> [String]?
     /// The banned prefix `uuid` starts with (dashes and case ignored), or `nil`.
     func bannedPrefix(of uuid: String) -> String?
 }
@@ -96,6 +98,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     private var gateSites: [String: String] = [:]
     private var geofences: [String: SiteGeofence] = [:]
     private var devices: [String: DeviceBinding] = [:]
+    private var userSites: [String: [String]] = [:]
     /// Upper-case hex digits, no dashes.
     public private(set) var bannedPrefixes: [String]
 
@@ -114,6 +117,8 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     public func geofence(siteId: String) -> SiteGeofence? { geofences[siteId] }
 
     public func device(id: String) -> DeviceBinding? { devices[id] }
+
+    public func assignedSiteIds(userId: String) -> [String]? { userSites[userId] }
 
     public func bannedPrefix(of uuid: String) -> String? {
         bannedPrefixes.first { !$0.isEmpty && Self.hex(uuid, startsWith: $0) }
@@ -170,6 +175,9 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     public mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
     public mutating func removeDevice(id: String) { devices[id] = nil }
 
+    public mutating func upsertUser(id: String, siteIds: [String]) { userSites[id] = siteIds }
+    public mutating func removeUser(id: String) { userSites[id] = nil }
+
     public mutating func setBannedPrefixes(_ prefixes: [String]) {
         bannedPrefixes = prefixes.map(Self.normalizedHex)
     }
@@ -177,11 +185,11 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     // MARK: Change feed
 
     /// Applies one record of `registry.changes`. Returns whether it concerned the policy (beacons,
-    /// gates, sites, devices); other entity types are skipped. Deletions remove the entity.
+    /// gates, sites, devices, users); other entity types are skipped. Deletions remove the entity.
     ///
     /// Payloads are read leniently: only the fields the policy needs, unknown fields ignored.
     /// beacon `{uuid, major, minor, status, gateId?, siteId?}`, gate `{siteId}`,
-    /// site `{geofence?: {latitude, longitude, radiusMeters}}`, device `{userId, status}`.
+    /// site `{geofence?: {latitude, longitude, radiusMeters}}`, device `{userId, status}`, user `{siteIds}`.
     @discardableResult
     public mutating func apply(_ record: RegistryRecord) throws(ProtocolDecodingError) -> Bool {
         switch record {
@@ -191,6 +199,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
             case .gate: removeGate(id: key.entityId)
             case .site: removeSite(id: key.entityId)
             case .device: removeDevice(id: key.entityId)
+            case .user: removeUser(id: key.entityId)
             default: return false
             }
             return true
@@ -212,6 +221,8 @@ public struct RegistrySnapshot: RegistryView, Hashable {
             case .device:
                 let device = try change.decodePayload(as: DevicePayload.self)
                 upsertDevice(DeviceBinding(deviceId: change.entityId, userId: device.userId, status: device.status))
+            case .user:
+                upsertUser(id: change.entityId, siteIds: try change.decodePayload(as: UserPayload.self).siteIds ?? [])
             default:
                 return false
             }
@@ -234,6 +245,10 @@ public struct RegistrySnapshot: RegistryView, Hashable {
 
     private struct SitePayload: Decodable {
         var geofence: SiteGeofence?
+    }
+
+    private struct UserPayload: Decodable {
+        var siteIds: [String]?
     }
 
     private struct DevicePayload: Decodable {

@@ -253,6 +253,7 @@ public struct SitePolicy: Codable, Hashable, Sendable {
     public static let defaultRules: [PolicyRuleID: RuleConfig] = [
         .beaconValidity: .enforce,
         .deviceBinding: .enforce,
+        .siteAssignment: .enforce,
         .rateLimit: .enforce,
         .coLocation: .enforce,
         .appAttestation: .enforce,

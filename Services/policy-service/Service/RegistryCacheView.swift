@@ -36,6 +36,8 @@ public struct RegistryCacheView: RegistryView {
         return DeviceBinding(deviceId: device.id, userId: device.userId, status: device.isActive ? .enrolled : .revoked)
     }
 
+    public func assignedSiteIds(userId: String) -> [String]? { cache.user(id: userId)?.siteIds }
+
     public func bannedPrefix(of uuid: String) -> String? { banList.bannedPrefix(of: uuid) }
 
     /// A status this build does not know is treated as not active: a beacon in an unknown state

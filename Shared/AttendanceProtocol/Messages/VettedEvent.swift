@@ -128,11 +128,13 @@ public struct RuleResult: Codable, Hashable, Sendable {
 public enum PolicyRuleID: OpenWireEnum {
     case beaconValidity, deviceBinding, rateLimit, dwell, coLocation, motionGating, gattChallenge
     case appAttestation, rssiPlausibility, impossibleTravel, clockSkew, multiDevice, killSwitch
+    case siteAssignment
     case unrecognized(String)
 
     public static let knownValues: [PolicyRuleID] = [
         .beaconValidity, .deviceBinding, .rateLimit, .dwell, .coLocation, .motionGating, .gattChallenge,
         .appAttestation, .rssiPlausibility, .impossibleTravel, .clockSkew, .multiDevice, .killSwitch,
+        .siteAssignment,
     ]
 
     public init(rawValue: String) { self = Self.value(for: rawValue) }
@@ -152,6 +154,7 @@ public enum PolicyRuleID: OpenWireEnum {
         case .clockSkew: return "clock_skew"
         case .multiDevice: return "multi_device"
         case .killSwitch: return "kill_switch"
+        case .siteAssignment: return "site_assignment"
         case .unrecognized(let raw): return raw
         }
     }

@@ -47,7 +47,10 @@ registry.upsertGate(id: "G_MAIN", siteId: site)
 registry.upsertGate(id: "G_SIDE", siteId: site)
 registry.upsertBeacon(id: "B_3", uuid: companyUUID, major: 10, minor: 3, status: .active, gateId: "G_MAIN")
 registry.upsertBeacon(id: "B_4", uuid: companyUUID, major: 10, minor: 4, status: .active, gateId: "G_SIDE")
-for u in 0..<users { registry.upsertDevice(DeviceBinding(deviceId: "d_\(u)", userId: "u_\(u)", status: .enrolled)) }
+for u in 0..<users {
+    registry.upsertDevice(DeviceBinding(deviceId: "d_\(u)", userId: "u_\(u)", status: .enrolled))
+    registry.upsertUser(id: "u_\(u)", siteIds: ["S_HQ"])
+}
 let world = registry
 
 let codec = GattNonceCodec(key: Array("benchmark-nonce-key-of-32-bytes!".utf8), lifetime: 60)

@@ -1,0 +1,37 @@
+import AttendanceProtocol
+import Foundation
+
+/// `site_assignment`: tenancy. A user's attendance counts only at the sites the registry assigns the
+/// user to (which are sites of the user's organization): every site the event names, or the site of
+/// the beacon it names, must be one of them.
+///
+/// Applies to every payload kind that names a site or a beacon; a check-out or heartbeat that names
+/// neither passes (its session was opened by a check-in this rule passed). Assignment changes arrive
+/// through `registry.changes` like every other registry fact.
+///
+/// | finding | action | risk |
+/// |---|---|---|
+/// | the user is not one the registry has published | contact_admin | 0.7 |
+/// | a named site (or the beacon's site) is not one of the user's | contact_admin | 0.9 |
+public struct SiteAssignmentRule: PolicyRule {
+    public init() {}
+
+    public var id: PolicyRuleID { .siteAssignment }
+
+    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+        var sites = event.claimedSiteIds
+        if let beacon = event.attendanceEvent?.beacon,
+           let beaconSite = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.siteId,
+           !sites.contains(beaconSite) {
+            sites.append(beaconSite)
+        }
+        guard !sites.isEmpty else { return .passed }
+        guard let assigned = context.registry.assignedSiteIds(userId: event.userId) else {
+            return .fire("user \(event.userId) is not known to the registry", action: .contactAdmin, risk: 0.7)
+        }
+        for site in sites where !assigned.contains(site) {
+            return .fire("user \(event.userId) is not assigned to site \(site)", action: .contactAdmin, risk: 0.9)
+        }
+        return .passed
+    }
+}
