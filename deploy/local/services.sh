@@ -111,7 +111,8 @@ start_one() {
     [[ -x "$bin" ]] || die "$bin is not built (swift build -c $BUILD_CONFIG --product $name)"
     mkdir -p "$SERVICES_DIR"
     local extra=()
-    [[ "$name" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1)
+    # The first admin API key goes to its secrets file (mode 0600), never to the log.
+    [[ "$name" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1 REGISTRY_BOOTSTRAP_KEY_PATH="$SECRETS_DIR/admin-api-key")
     case "$name" in
         beacon-registry | policy-service) extra+=(BEACON_KEY_SEAL_KEY="$BEACON_KEY_SEAL_KEY") ;;
     esac
@@ -120,14 +121,8 @@ start_one() {
         setsid "$bin" >>"$(log_file "$name")" 2>&1 </dev/null &
     echo $! >"$(pid_file "$name")"
     wait_ready "$name"
-    if [[ "$name" == beacon-registry ]]; then
-        local key
-        key="$(grep -o 'bootstrap admin API key (shown once): [^ ]*' "$(log_file "$name")" | tail -n1 | awk '{print $NF}')" || true
-        if [[ -n "$key" && ! -s "$SECRETS_DIR/admin-api-key" ]]; then
-            printf '%s\n' "$key" >"$SECRETS_DIR/admin-api-key"
-            chmod 600 "$SECRETS_DIR/admin-api-key"
-            log "bootstrap admin API key saved to $SECRETS_DIR/admin-api-key"
-        fi
+    if [[ "$name" == beacon-registry && -s "$SECRETS_DIR/admin-api-key" ]]; then
+        log "admin API key: $SECRETS_DIR/admin-api-key"
     fi
 }
 

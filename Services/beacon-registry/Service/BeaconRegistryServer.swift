@@ -16,7 +16,8 @@ import ServiceRuntime
 ///
 /// Environment besides the shared one (`HTTP_*`, `PG*`/`DATABASE_URL`, `LOG_*`):
 /// - `DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`: device token signing keys (see `DeviceTokenSigner.load`);
-/// - `REGISTRY_BOOTSTRAP=1`: create an admin API key when none exists and print its secret once;
+/// - `REGISTRY_BOOTSTRAP=1`: create an admin API key when none exists and write its secret once to
+///   `REGISTRY_BOOTSTRAP_KEY_PATH` (required with it; mode 0600; the log names only the key's id);
 /// - `BEACON_KEY_SEAL_KEY`: base64 of 32 random bytes, shared with the policy service only. With it
 ///   the registry creates each beacon's GATT key, stores and publishes it sealed, backfills beacons
 ///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
@@ -27,6 +28,10 @@ public enum BeaconRegistryServer {
         let configuration = try ServiceConfiguration.load(service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, from: env)
         let signer = try DeviceTokenSigner.load(from: env)
         let bootstrap = try env.bool("REGISTRY_BOOTSTRAP", default: false)
+        let bootstrapKeyFile = bootstrap
+            ? BootstrapKeyFile(path: try env.requiredString(
+                "REGISTRY_BOOTSTRAP_KEY_PATH", expected: "with REGISTRY_BOOTSTRAP=1, the file the first admin API key is written to (never the log)"))
+            : nil
         let beaconKeySealer = try loadBeaconKeySealer(from: env)
         LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: serviceName)
         let logger = Logger(label: serviceName)
@@ -61,9 +66,14 @@ public enum BeaconRegistryServer {
             } else {
                 logger.warning("BEACON_KEY_SEAL_KEY is not set: beacons get no GATT key and the policy cannot run gatt_challenge")
             }
-            if bootstrap, let issued = try await BootstrapAdminKey.ensure(repository: repository) {
-                FileHandle.standardOutput.write(Data("bootstrap admin API key (shown once): \(issued.secret)\n".utf8))
-                logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id)])
+            if let bootstrapKeyFile {
+                try bootstrapKeyFile.checkWritable()
+                if let issued = try await BootstrapAdminKey.ensure(repository: repository) {
+                    try bootstrapKeyFile.write(issued.secret)
+                    logger.notice("bootstrap admin API key created", metadata: [
+                        "apiKey": .string(issued.key.id), "writtenTo": .string(bootstrapKeyFile.path),
+                    ])
+                }
             }
             try await configuration.ensureTopics(logger: logger)
             // A feed topic the broker lost (Tansu forgets its topics on restart) is refilled from

@@ -1,13 +1,52 @@
 import AccessControl
 import BeaconRegistryCore
+import Foundation
 
 /// The first admin API key of a fresh registry. Every admin route needs a key, and only an admin
 /// can create keys, so the first one comes from here: the executable calls `ensure` at start when
-/// `REGISTRY_BOOTSTRAP=1` and prints the secret once to stdout. When an unrevoked admin key exists
-/// already it creates nothing (run it on every start safely).
+/// `REGISTRY_BOOTSTRAP=1` and writes the secret once to `REGISTRY_BOOTSTRAP_KEY_PATH`
+/// (`BootstrapKeyFile`), never to the log. When an unrevoked admin key exists already it creates
+/// nothing (run it on every start safely).
 public enum BootstrapAdminKey {
     public static func ensure(repository: any AdminRegistryRepository, name: String = "bootstrap admin") async throws(RegistryError) -> IssuedAPIKey? {
         guard try await repository.activeAPIKeyCount(role: .admin) == 0 else { return nil }
         return try await repository.createAPIKey(name: name, role: .admin)
+    }
+}
+
+/// Where the bootstrap admin key's secret goes: a file only its owner may read (mode 0600), written
+/// whole or not at all (a temporary file renamed over it).
+public struct BootstrapKeyFile: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    public struct Unwritable: Error, CustomStringConvertible {
+        public let path: String
+        public var description: String {
+            "REGISTRY_BOOTSTRAP_KEY_PATH \(path): its directory cannot be created or written, so the first admin key would be lost; no key was created"
+        }
+    }
+
+    /// Checked before a key is created: a key nobody can read would lock every admin out.
+    public func checkWritable() throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: directory.isEmpty ? "." : directory, withIntermediateDirectories: true)
+        } catch {
+            throw Unwritable(path: path)
+        }
+        guard FileManager.default.isWritableFile(atPath: directory.isEmpty ? "." : directory) else { throw Unwritable(path: path) }
+    }
+
+    public func write(_ secret: String) throws {
+        let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
+        guard FileManager.default.createFile(
+            atPath: temporary, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]
+        ) else { throw Unwritable(path: path) }
+        guard rename(temporary, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw Unwritable(path: path)
+        }
     }
 }
