@@ -59,19 +59,19 @@ struct SweepWorldTests {
         let worlds = (0..<25).map { SweepWorld(index: $0, seed: 9, ranges: ranges) }
         #expect(worlds.map(\.worldClass) == (0..<25).map { WorldClass.allCases[$0 % WorldClass.allCases.count] })
         for w in worlds {
-            #expect(ranges.pathLossExponent.contains(w.pathLossExponent))
+            #expect(ranges.pathLossExponent.contains(w.radio.pathLossExponent))
             #expect(w.advertisingIntervalsMs.allSatisfy { ranges.advertisingIntervalMs.contains($0) })
             #expect(w.beaconTxErrorsDb.allSatisfy { abs($0) <= ranges.beaconTxErrorDb })
-            #expect(ranges.packetLoss.contains(w.packetLoss))
+            #expect(ranges.packetLoss.contains(w.radio.packetLoss))
             switch w.worldClass {
-            case .openSpace: #expect(w.pathLossExponent <= 2.2)
-            case .denseBuilding: #expect(w.pathLossExponent >= 2.8)
+            case .openSpace: #expect(w.radio.pathLossExponent <= 2.2)
+            case .denseBuilding: #expect(w.radio.pathLossExponent >= 2.8)
             case .tightGates: #expect(w.gates >= 3 && w.gateSpacingMeters <= 6)
             default: break
             }
         }
         // The same index and seed draw the same world.
-        #expect(SweepWorld(index: 4, seed: 9, ranges: ranges).pathLossExponent == worlds[4].pathLossExponent)
+        #expect(SweepWorld(index: 4, seed: 9, ranges: ranges).radio.pathLossExponent == worlds[4].radio.pathLossExponent)
     }
 
     @Test func peoplePassingByNeverArriveAndRunnersAndCyclistsSaySo() {

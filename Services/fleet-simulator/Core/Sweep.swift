@@ -49,18 +49,12 @@ public struct SweepWorld: Sendable, Encodable {
     public var index: Int
     public var worldClass: WorldClass
     public var seed: UInt64
-    public var pathLossExponent: Double
-    public var shadowingSigmaDb: Double
-    public var shadowingDecorrelationMeters: Double
-    public var fading: String
-    public var bodyAttenuationDb: Double
-    public var wallAttenuationDb: Double
-    public var packetLoss: Double
+    /// The site's radio: path loss, shadowing, fading, body, wall, packet loss.
+    public var radio: RadioParameters
     public var gates: Int
     public var gateSpacingMeters: Double
     public var advertisingIntervalsMs: [Int]
     public var beaconTxErrorsDb: [Double]
-    var radio: RadioParameters
 
     /// World `index` of a sweep seeded `seed`: its class is the index's turn in `WorldClass.allCases`.
     public init(index: Int, seed: UInt64, ranges: SweepRanges) {
@@ -81,22 +75,13 @@ public struct SweepWorld: Sendable, Encodable {
         radio.shadowingDecorrelationMeters = random.uniform(ranges.shadowingDecorrelationMeters)
         if random.chance(ranges.rayleighShare) {
             radio.fading = .rayleigh
-            fading = "Rayleigh"
         } else {
-            let k = random.uniform(ranges.ricianKFactorDb)
-            radio.fading = .rician(kFactorDb: k)
-            fading = String(format: "Rician K=%.1f dB", k)
+            radio.fading = .rician(kFactorDb: random.uniform(ranges.ricianKFactorDb))
         }
         radio.bodyAttenuationDb = random.uniform(ranges.bodyAttenuationDb)
         radio.packetLoss = random.uniform(ranges.packetLoss)
         radio.wallAttenuationDb = random.uniform(ranges.wallAttenuationDb)
         self.radio = radio
-        wallAttenuationDb = radio.wallAttenuationDb
-        pathLossExponent = radio.pathLossExponent
-        shadowingSigmaDb = radio.shadowingSigmaDb
-        shadowingDecorrelationMeters = radio.shadowingDecorrelationMeters
-        bodyAttenuationDb = radio.bodyAttenuationDb
-        packetLoss = radio.packetLoss
         if worldClass == .tightGates {
             gates = random.int(3...4)
             gateSpacingMeters = random.uniform(4...6)
@@ -141,11 +126,6 @@ public struct SweepWorld: Sendable, Encodable {
         }
         return FleetPlan(options: o, world: World(sites: world.sites, radio: radio))
     }
-
-    enum CodingKeys: String, CodingKey {
-        case index, worldClass, seed, pathLossExponent, shadowingSigmaDb, shadowingDecorrelationMeters, fading
-        case bodyAttenuationDb, wallAttenuationDb, packetLoss, gates, gateSpacingMeters, advertisingIntervalsMs, beaconTxErrorsDb
-    }
 }
 
 /// Detection figures of a set of worlds, pooled: counts add up, latencies are one sample.
@@ -174,22 +154,23 @@ public struct SweepFigures: Sendable, Encodable {
     public var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
     public var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
 
-    mutating func add(_ s: Score) {
-        worlds += 1
-        arrivals += s.arrivals
-        matchedArrivals += s.matchedArrivals
-        checkIns += s.checkIns
-        falseCheckIns += s.falseCheckIns
-        repeatedCheckIns += s.repeatedCheckIns
-        for (k, v) in s.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
-        falseCheckOuts += s.falseCheckOuts
-        departures += s.departures
-        accurateCheckOuts += s.accurateCheckOuts
-        rightGateCheckIns += s.rightGateCheckIns
-        missedSample += s.missedArrivalsSample.prefix(5)
-        falseSample += s.falseCheckInsSample.prefix(5)
-        latencies += s.detectionLatencies
-        detectionLatencySeconds = Percentiles(latencies)
+    /// One world's figures.
+    init(_ s: Score) {
+        worlds = 1
+        arrivals = s.arrivals
+        matchedArrivals = s.matchedArrivals
+        checkIns = s.checkIns
+        falseCheckIns = s.falseCheckIns
+        repeatedCheckIns = s.repeatedCheckIns
+        falseCheckInsByKind = s.falseCheckInsByKind
+        falseCheckOuts = s.falseCheckOuts
+        departures = s.departures
+        accurateCheckOuts = s.accurateCheckOuts
+        rightGateCheckIns = s.rightGateCheckIns
+        missedSample = Array(s.missedArrivalsSample.prefix(5))
+        falseSample = Array(s.falseCheckInsSample.prefix(5))
+        latencies = s.detectionLatencies
+        detectionLatencySeconds = s.detectionLatencySeconds
     }
 
     enum CodingKeys: String, CodingKey {
@@ -372,6 +353,8 @@ extension SweepFigures {
         departures += other.departures
         accurateCheckOuts += other.accurateCheckOuts
         rightGateCheckIns += other.rightGateCheckIns
+        missedSample = Array((missedSample + other.missedSample).prefix(20))
+        falseSample = Array((falseSample + other.falseSample).prefix(20))
         latencies += other.latencies
         detectionLatencySeconds = Percentiles(latencies)
     }
@@ -403,9 +386,7 @@ public struct DetectionSweep: Sendable {
             runner.config = config
             let devices = try await runner.run(server: InProcessServer())
             let score = Score(people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0)
-            var figures = SweepFigures()
-            figures.add(score)
-            rows.append(SweepReport.WorldRow(world: world, figures: figures))
+            rows.append(SweepReport.WorldRow(world: world, figures: SweepFigures(score)))
             progress?(i + 1)
         }
         try? FileManager.default.removeItem(atPath: outboxDirectory)
@@ -463,8 +444,8 @@ enum SweepHTML {
         for w in report.worlds {
             let x = w.world
             html += "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
-                + String(format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.pathLossExponent, x.shadowingSigmaDb, x.shadowingDecorrelationMeters)
-                + "<td>\(e(x.fading))</td>" + String(format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.bodyAttenuationDb, x.wallAttenuationDb, x.packetLoss * 100)
+                + String(format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.radio.pathLossExponent, x.radio.shadowingSigmaDb, x.radio.shadowingDecorrelationMeters)
+                + "<td>\(e(x.radio.fading.description))</td>" + String(format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.radio.bodyAttenuationDb, x.radio.wallAttenuationDb, x.radio.packetLoss * 100)
                 + String(format: "<td>%d, %.1f m apart</td>", x.gates, x.gateSpacingMeters)
                 + "<td>\(x.advertisingIntervalsMs.map { "\($0) ms" }.joined(separator: ", "))</td>"
                 + "<td>\(x.beaconTxErrorsDb.map { String(format: "%+.1f dB", $0) }.joined(separator: ", "))</td>\(cells(w.figures))</tr>\n"

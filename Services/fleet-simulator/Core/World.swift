@@ -51,6 +51,15 @@ public enum FastFading: Sendable, Hashable, Codable {
         }
     }
 
+    /// In words, for reports: "Rayleigh", "Rician K=4.2 dB", "log-normal 2.0 dB".
+    public var description: String {
+        switch self {
+        case .gaussian(let sigma): String(format: "log-normal %.1f dB", sigma)
+        case .rician(let k): String(format: "Rician K=%.1f dB", k)
+        case .rayleigh: "Rayleigh"
+        }
+    }
+
     /// How far above the mean a packet can plausibly read (about the 99.9th percentile), dB.
     public var upperSpreadDb: Double {
         switch self {

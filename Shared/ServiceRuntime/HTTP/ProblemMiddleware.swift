@@ -23,6 +23,7 @@ public struct ProblemMapper: Sendable {
     public func problem(for error: any Error) -> ProblemDetails {
         if let problem = error as? ProblemDetails { return problem }
         if let translated = translate(error) { return translated }
+        if let refusal = StorageRefusal(error) { return refusal.problem }
         switch error {
         case let decoding as ProtocolDecodingError:
             return .decodingFailed(decoding)
@@ -30,8 +31,6 @@ public struct ProblemMapper: Sendable {
             return .validation([FieldError(decoding: decoding)])
         case is NIOTooManyBytesError:
             return tooLarge
-        case let psql as PSQLError where StorageRefusal(psql) != nil:
-            return StorageRefusal(psql)!.problem
         case let transaction as PostgresTransactionError:
             if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError { return problem(for: inner) }
             return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
@@ -149,20 +148,36 @@ extension FieldError {
 /// A value the database refused for what it is, not for being unavailable: a data exception (SQLSTATE
 /// class 22: malformed, out of range, too long) is the client's 400; an integrity violation (class 23)
 /// is a 409. The answer never carries the database's words; the log has them.
-public struct StorageRefusal: Sendable {
+public struct StorageRefusal: Sendable, Hashable {
     public let sqlState: String
 
-    public init?(_ error: PSQLError) {
-        guard let state = error.serverInfo?[.sqlState], state.hasPrefix("22") || state.hasPrefix("23") else { return nil }
-        sqlState = state
+    /// nil for any other SQLSTATE.
+    public init?(sqlState: String) {
+        guard sqlState.hasPrefix("22") || sqlState.hasPrefix("23") else { return nil }
+        self.sqlState = sqlState
+    }
+
+    /// The refusal behind `error`, looking inside a failed transaction; nil when it is none.
+    public init?(_ error: any Error) {
+        if let transaction = error as? PostgresTransactionError,
+           let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
+            self.init(inner)
+        } else if let state = (error as? PSQLError)?.serverInfo?[.sqlState] {
+            self.init(sqlState: state)
+        } else {
+            return nil
+        }
     }
 
     public var isDataException: Bool { sqlState.hasPrefix("22") }
 
+    /// What the client is told.
+    public var reason: String {
+        isDataException ? "a value cannot be stored: it is malformed, out of range or too long" : "the request conflicts with data already stored"
+    }
+
     public var problem: ProblemDetails {
-        isDataException
-            ? .validation([FieldError(field: "", reason: "a value cannot be stored: it is malformed, out of range or too long")])
-            : .conflict("the request conflicts with data already stored")
+        isDataException ? .validation([FieldError(field: "", reason: reason)]) : .conflict(reason)
     }
 }
 

@@ -3,6 +3,7 @@ import AttendanceProtocol
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceRuntime
 
 /// `RegistryRepository` on PostgreSQL (schema `registry`, see `Migrations/`).
 ///
@@ -123,11 +124,9 @@ struct DatabaseFailure {
     static let serializationFailure = "40001"
     static let deadlockDetected = "40P01"
 
-    /// A value refused for what it is (class 22) or a conflict with stored data (class 23), not a failure.
+    /// A value refused for what it is, or a conflict with stored data (`StorageRefusal`), not a failure.
     func refusal(_ operation: String) -> RegistryError? {
-        if sqlState.hasPrefix("22") { return .refusedByStorage(operation: operation, dataException: true) }
-        if sqlState.hasPrefix("23") { return .refusedByStorage(operation: operation, dataException: false) }
-        return nil
+        StorageRefusal(sqlState: sqlState).map { .refusedByStorage(operation: operation, $0) }
     }
 
     func isRetryable(uniqueConstraints: Set<String>) -> Bool {

@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import Foundation
+import ServiceRuntime
 
 /// The kinds of thing the registry stores, as errors and the change feed name them.
 public enum RegistryEntityKind: String, Hashable, Sendable, Codable, CaseIterable {
@@ -41,7 +42,7 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case storage(String)
     /// The database refused a value for what it is (SQLSTATE class 22: 400) or as a conflict with stored
     /// data (class 23: 409); the operation is named, the database's words are not.
-    case refusedByStorage(operation: String, dataException: Bool)
+    case refusedByStorage(operation: String, StorageRefusal)
     /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
     case beaconKeysNotConfigured
 
@@ -79,10 +80,8 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "registry storage failed: \(message)"
         case .beaconKeysNotConfigured:
             return "beacon GATT keys are not configured on this registry (set BEACON_KEY_SEAL_KEY)"
-        case .refusedByStorage(let operation, let dataException):
-            return dataException
-                ? "\(operation): a value cannot be stored: it is malformed, out of range or too long"
-                : "\(operation): the request conflicts with data already stored"
+        case .refusedByStorage(let operation, let refusal):
+            return "\(operation): \(refusal.reason)"
         }
     }
 
@@ -100,8 +99,8 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)
-        case .refusedByStorage(_, let dataException):
-            return dataException ? .validation([FieldError(field: "", reason: description)]) : .conflict(description)
+        case .refusedByStorage(_, let refusal):
+            return refusal.isDataException ? .validation([FieldError(field: "", reason: description)]) : .conflict(description)
         case .storage:
             return .unavailable("the registry's storage is unavailable; retry later")
         case .shardPoolExhausted, .contention, .beaconKeysNotConfigured:
