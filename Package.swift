@@ -237,6 +237,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/ingest-gateway/Service",
+            resources: [.copy("Resources")],
             swiftSettings: sharedSwiftSettings
         ),
         .executableTarget(
@@ -275,7 +276,7 @@ let package = Package(
             ],
             path: "Services/session-merger/Service",
             exclude: ["README.md"],
-            resources: [.copy("Migrations")],
+            resources: [.copy("Migrations"), .copy("Resources")],
             swiftSettings: sharedSwiftSettings
         ),
         .executableTarget(
@@ -314,6 +315,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/policy-service/Service",
+            resources: [.copy("Resources")],
             swiftSettings: sharedSwiftSettings
         ),
         .executableTarget(
@@ -347,7 +349,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/telemetry-aggregator/Service",
-            resources: [.copy("Migrations")],
+            resources: [.copy("Migrations"), .copy("Resources")],
             swiftSettings: sharedSwiftSettings
         ),
         .executableTarget(
@@ -494,6 +496,7 @@ let package = Package(
             name: "ServiceRuntimeTests",
             dependencies: [
                 "ServiceRuntime",
+                "AccessControl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -28,3 +28,41 @@ public enum AdminJSON {
         return decoder
     }
 }
+
+extension AdminJSON {
+    /// A request body as `T`, refusing what `T` does not read: a key `T` has no field for (at any
+    /// depth) is a 400 naming it, so a misspelled field is never silently ignored. A key given as
+    /// `null` counts as absent. Which keys `T` reads is what it writes back: `T` is encoded again and
+    /// the two key trees compared.
+    public static func decodeBody<T: Codable>(_ type: T.Type, from data: Data) throws -> T {
+        let value = try decoder().decode(T.self, from: data)
+        let given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        let read = try JSONSerialization.jsonObject(with: encoder().encode(value), options: [.fragmentsAllowed])
+        var unknown: [String] = []
+        collectUnknownKeys(given: given, read: read, path: "", into: &unknown)
+        guard unknown.isEmpty else {
+            throw ProblemDetails.validation(unknown.prefix(10).map { FieldError(field: $0, reason: "is not a field of this request") })
+        }
+        return value
+    }
+
+    static func collectUnknownKeys(given: Any, read: Any, path: String, into unknown: inout [String]) {
+        if let given = given as? [String: Any] {
+            let read = read as? [String: Any] ?? [:]
+            for key in given.keys.sorted() {
+                let value = given[key]!
+                if value is NSNull { continue }
+                let field = path.isEmpty ? key : "\(path).\(key)"
+                guard let readValue = read[key] else {
+                    unknown.append(field)
+                    continue
+                }
+                collectUnknownKeys(given: value, read: readValue, path: field, into: &unknown)
+            }
+        } else if let given = given as? [Any], let read = read as? [Any], given.count == read.count {
+            for (index, (element, readElement)) in zip(given, read).enumerated() {
+                collectUnknownKeys(given: element, read: readElement, path: "\(path)[\(index)]", into: &unknown)
+            }
+        }
+    }
+}

@@ -18,7 +18,7 @@ public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringCo
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2 || (parts.count == 3 && parts[2] == "00"),
               (1...2).contains(parts[0].count), parts[1].count == 2,
-              parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII),
+              parts[0].allSatisfy(\.isWholeNumberDigit), parts[1].allSatisfy(\.isWholeNumberDigit),
               let hour = Int(parts[0]), let minute = Int(parts[1])
         else { return nil }
         self.init(hour: hour, minute: minute)
@@ -44,4 +44,9 @@ public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringCo
         var c = encoder.singleValueContainer()
         try c.encode(description)
     }
+}
+
+extension Character {
+    /// An ASCII digit 0-9 (not a sign, not another script's digit).
+    fileprivate var isWholeNumberDigit: Bool { isASCII && isNumber }
 }

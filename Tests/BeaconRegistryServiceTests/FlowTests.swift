@@ -29,6 +29,11 @@ extension RegistryServiceTests {
                     .decode(Site.self, status: .created)
                 #expect(site.shift.start == TimeOfDay(hour: 8, minute: 30))
                 #expect(try await client.send(.get, "/v1/admin/sites/\(site.id)", key: h.viewer).decode(Site.self) == site)
+                // A shift ending when it starts runs round the clock (24 hours); it is not refused.
+                let roundTheClock = Sample.site(organizationId: organization.id, name: "Plant")
+                    .replacingOccurrences(of: #""end":"17:30""#, with: #""end":"08:30""#)
+                let plant = try await client.send(.post, "/v1/admin/sites", key: h.admin, json: roundTheClock).decode(Site.self, status: .created)
+                #expect(plant.shift.start == plant.shift.end)
 
                 let gate = try await client.send(.post, "/v1/admin/gates", key: h.installer, json: #"{"siteId":"\#(site.id)","name":"Lobby"}"#)
                     .decode(Gate.self, status: .created)

@@ -33,6 +33,11 @@ extension RegistryServiceTests {
                 #expect(business.organizationId == organization.id && business.organizationName == organization.name)
                 let byUUID = try await client.send(.get, "/v1/admin/lookup/uuid/\(uuid)", key: h.viewer).decode(ByUUID.self)
                 #expect(byUUID.beacons.contains { $0.beaconId == beacon.id })
+                // The lookups read a UUID as registration does: dashes optional, any case.
+                let undashed = uuid.replacingOccurrences(of: "-", with: "").lowercased()
+                #expect(try await client.send(.get, "/v1/admin/lookup/uuid/\(undashed)", key: h.viewer).decode(ByUUID.self).beacons.contains { $0.beaconId == beacon.id })
+                #expect(try await client.send(.get, "/v1/admin/lookup/business?uuid=\(undashed)&major=\(beacon.major)", key: h.viewer)
+                    .decode(Business.self).organizationId == organization.id)
                 let byMAC = try await client.send(.get, "/v1/admin/lookup/mac/\(beacon.mac!.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer)
                     .decode(Lookup.self)
                 #expect(byMAC.beaconId == beacon.id)

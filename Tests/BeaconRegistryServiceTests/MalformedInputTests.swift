@@ -147,6 +147,21 @@ extension RegistryServiceTests {
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)"}"#, status: .badRequest, field: "role"),
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"superuser"}"#, status: .badRequest, field: "role"),
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"","role":"viewer"}"#, status: .badRequest, field: "name"),
+                // a field the request does not have is refused by name, at any depth (never ignored)
+                Case(method: .post, path: "/v1/admin/organizations", body: #"{"name":"Org \#(t)","nmae":"typo"}"#, status: .badRequest, field: "nmae"),
+                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = ["latitude": 10.7, "longitude": 106.7, "radiusMeters": 200, "radius": 5] },
+                     status: .badRequest, field: "geofence.radius"),
+                Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"viewer","expires":"never"}"#, status: .badRequest, field: "expires"),
+                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1,"rssi":-60},"deviceId":"dev-\#(t)"}"#,
+                     status: .badRequest, field: "beacon.rssi"),
+                Case(method: .post, path: "/v1/devices/enroll", body: #"{"code":"ABCDE-FGHJK","platform":"ios"}"#, status: .badRequest, field: "platform", key: .none),
+                // a MAC's separators sit between octets; a time of day and a date are digits
+                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["mac"] = "AABB:CC:DD:EE:F:F" }, status: .badRequest, field: "mac"),
+                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "+202-01-01" }, status: .badRequest, field: "batteryReplacedOn"),
+                Case(method: .post, path: "/v1/admin/sites", body: siteBody {
+                    $0["shift"] = ["start": "+8:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
+                                   "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5]
+                }, status: .badRequest, field: "shift.start"),
                 Case(method: .post, path: "/v1/admin/api-keys/\(missing)/revoke", status: .notFound),
                 // control characters, refused at the edge with the field named (a NUL used to reach
                 // PostgreSQL and come back as a 503 with the database's message)

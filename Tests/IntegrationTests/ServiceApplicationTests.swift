@@ -24,7 +24,7 @@ struct ServiceApplicationTests {
         var app = ServiceApplication.build(
             configuration: configuration, registry: registry,
             readiness: [PostgresReadinessCheck(client: postgres), KafkaReadinessCheck(producer: producer)],
-            logger: logger
+            logger: logger, openAPI: OpenAPIDocument(text: "openapi: 3.1.0\n")
         ) { router in
             router.get("/v1/hello") { _, _ in "hello" }
         }

@@ -89,3 +89,72 @@ struct JSONLogHandlerTests {
         #expect((object["ts"] as? String)?.hasSuffix("Z") == true)
     }
 }
+
+@Suite("Routes every service shares: the OpenAPI document, 405 for a method a path lacks")
+struct SharedRoutesTests {
+    func app() throws -> some ApplicationProtocol {
+        let configuration = try ServiceConfiguration.load(service: "test-service", defaultHTTPPort: 0, from: EnvironmentReader([:]))
+        return ServiceApplication.build(
+            configuration: configuration, registry: PrometheusCollectorRegistry(), readiness: [], logger: Logger(label: "test"),
+            openAPI: OpenAPIDocument(text: "openapi: 3.1.0\npaths:\n  /v1/things/{id}:\n    get:\n    put:\n")
+        ) { router in
+            router.get("/v1/things/:id") { _, _ in "a thing" }
+            router.put("/v1/things/:id") { _, _ in "put" }
+            router.get("/v1/files/**") { _, _ in "a file" }
+        }
+    }
+
+    @Test func theDocumentIsServedAsYAML() async throws {
+        try await app().test(.router) { client in
+            try await client.execute(uri: "/openapi.yaml", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("application/yaml") == true)
+                #expect(String(buffer: response.body).hasPrefix("openapi: 3.1.0"))
+                #expect(response.headers[.xContentTypeOptions] == "nosniff")
+            }
+        }
+    }
+
+    @Test func aMethodThePathLacksIs405WithAllow() async throws {
+        try await app().test(.router) { client in
+            for method: HTTPRequest.Method in [.delete, .post, .patch, .trace, .options] {
+                try await client.execute(uri: "/v1/things/42", method: method) { response in
+                    #expect(response.status == .methodNotAllowed, "\(method)")
+                    #expect(response.headers[.allow] == "GET, PUT")
+                    #expect(response.headers[.contentType] == "application/problem+json")
+                    #expect(String(buffer: response.body).contains("method-not-allowed"))
+                }
+            }
+            try await client.execute(uri: "/health/live", method: .post) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "GET")
+            }
+            try await client.execute(uri: "/v1/files/a/b/c", method: .delete) { response in
+                #expect(response.status == .methodNotAllowed)
+            }
+        }
+    }
+
+    @Test func aPathNoRouteServesStays404AndRoutedMethodsAnswer() async throws {
+        try await app().test(.router) { client in
+            try await client.execute(uri: "/v1/things/42/more", method: .delete) { response in
+                #expect(response.status == .notFound)
+            }
+            try await client.execute(uri: "/v1/nothing", method: .get) { response in
+                #expect(response.status == .notFound)
+            }
+            try await client.execute(uri: "/v1/things/42", method: .put) { response in
+                #expect(response.status == .ok)
+            }
+        }
+    }
+
+    @Test func documentOperationsUseTheRoutersSpelling() {
+        let document = OpenAPIDocument(text: "openapi: 3.1.0\npaths:\n  /a/{id}/b:\n    get:\n      summary: x\n    post:\ncomponents:\n  /x:\n    get:\n")
+        #expect(document.operations == ["GET /a/{id}/b", "POST /a/{id}/b"])
+        let router = Router()
+        router.get("/a/:id/b") { _, _ in "" }
+        router.post("/a/{id}/b") { _, _ in "" }
+        #expect(OpenAPIDocument.operations(of: router) == document.operations.union(ServiceApplication.sharedOperations))
+    }
+}

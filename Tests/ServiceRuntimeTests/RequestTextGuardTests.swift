@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import Foundation
 import Hummingbird
@@ -74,6 +75,35 @@ struct RequestTextGuardTests {
             // Over the limit: 413, not read further.
             let big = try await client.execute(uri: "/echo", method: .post, body: ByteBuffer(string: String(repeating: "x", count: 2_000)))
             #expect(big.status == .contentTooLarge)
+        }
+    }
+}
+
+@Suite("Admin request bodies: a field the request does not have is refused")
+struct AdminBodyTests {
+    struct Body: Codable, Equatable {
+        struct Inner: Codable, Equatable { var a: Int }
+        var name: String
+        var note: String?
+        var inner: Inner?
+        var list: [Inner]?
+    }
+
+    func decode(_ json: String) throws -> Body { try AdminJSON.decodeBody(Body.self, from: Data(json.utf8)) }
+
+    @Test func knownFieldsAndNullsDecode() throws {
+        #expect(try decode(#"{"name":"x","note":null,"inner":{"a":1},"list":[{"a":2}]}"#) == Body(name: "x", note: nil, inner: .init(a: 1), list: [.init(a: 2)]))
+    }
+
+    @Test func unknownFieldsAreNamedAtAnyDepth() throws {
+        for (json, field) in [
+            (#"{"name":"x","nmae":"y"}"#, "nmae"),
+            (#"{"name":"x","inner":{"a":1,"b":2}}"#, "inner.b"),
+            (#"{"name":"x","list":[{"a":1},{"a":2,"c":3}]}"#, "list[1].c"),
+        ] {
+            #expect(performing: { try decode(json) }, throws: { error in
+                (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.first?.field == field
+            })
         }
     }
 }

@@ -24,7 +24,7 @@ public func buildApplication(
 ) -> some ApplicationProtocol {
     ServiceApplication.build(
         configuration: configuration, registry: metrics, readiness: readiness, context: RegistryRequestContext.self,
-        logger: logger
+        logger: logger, openAPI: .registry
     ) { router in
         addRegistryRoutes(to: router, repository: repository, lookups: lookups)
     }
@@ -38,13 +38,12 @@ public func buildRouter(repository: any AdminRegistryRepository, lookups: Regist
 }
 
 /// Every registry route:
-/// - `GET /openapi.yaml` and `POST /v1/devices/enroll` without an API key;
+/// - `POST /v1/devices/enroll` without an API key;
 /// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role;
 /// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
 public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
     router.add(middleware: ProblemMiddleware(.registry))
-    OpenAPIController().addRoutes(to: router)
     EnrollmentController(repository: repository).addRoutes(to: router)
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<RegistryRequestContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)

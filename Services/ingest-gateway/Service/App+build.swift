@@ -52,7 +52,8 @@ public func buildApplication(
     logger: Logger
 ) -> some ApplicationProtocol {
     ServiceApplication.build(
-        configuration: configuration, registry: metrics, readiness: readiness, context: GatewayRequestContext.self, logger: logger
+        configuration: configuration, registry: metrics, readiness: readiness, context: GatewayRequestContext.self, logger: logger,
+        openAPI: .gateway
     ) { router in
         addGatewayRoutes(to: router, dependencies: dependencies)
     }

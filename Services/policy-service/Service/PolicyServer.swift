@@ -68,7 +68,7 @@ public enum PolicyServer {
         let app = ServiceApplication.build(
             configuration: configuration, registry: metrics,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: loader)],
-            context: PolicyRequestContext.self, logger: logger
+            context: PolicyRequestContext.self, logger: logger, openAPI: .policy
         ) { router in
             addPolicyAdminRoutes(
                 to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: engine.ruleIDs),

@@ -21,7 +21,8 @@ public func buildApplication(
     logger: Logger
 ) -> some ApplicationProtocol {
     ServiceApplication.build(
-        configuration: configuration, registry: metrics, readiness: readiness, context: MergerRequestContext.self, logger: logger
+        configuration: configuration, registry: metrics, readiness: readiness, context: MergerRequestContext.self, logger: logger,
+        openAPI: .merger
     ) { router in
         addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
     }

@@ -190,3 +190,12 @@ public enum ResponseHardening {
         if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
     }
 }
+
+/// `ResponseHardening` on every answer, the shared routes' (health, metrics, the document) included.
+struct ResponseHardeningMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        ResponseHardening.apply(to: &response)
+        return response
+    }
+}

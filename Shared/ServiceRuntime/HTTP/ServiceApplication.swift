@@ -2,23 +2,33 @@ import Hummingbird
 import Logging
 import Prometheus
 
-/// The HTTP side every service shares: health, metrics, request metrics and request logs, around
-/// the service's own routes. Services call this from their `buildApplication`.
+/// The HTTP side every service shares: health, metrics, its OpenAPI document at `/openapi.yaml`,
+/// request metrics and request logs, and 405 with `Allow` for a method a path is not served with,
+/// around the service's own routes. Services call this from their `buildApplication`.
 public enum ServiceApplication {
+    /// The operations every service has besides its own routes (its document lists them too).
+    public static let sharedOperations: Set<String> = ["GET /health/live", "GET /health/ready", "GET /metrics", "GET /openapi.yaml"]
+
     public static func build<Context: RequestContext>(
         configuration: ServiceConfiguration,
         registry: PrometheusCollectorRegistry,
         readiness: [any ReadinessCheck],
         context: Context.Type,
         logger: Logger,
+        openAPI: OpenAPIDocument?,
         routes: (Router<Context>) -> Void = { _ in }
     ) -> Application<RouterResponder<Context>> {
         let router = Router(context: Context.self)
+        let routeTable = RouteMethodTable()
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
+        router.add(middleware: ResponseHardeningMiddleware())
+        router.add(middleware: MethodNotAllowedMiddleware(table: routeTable))
         HealthController<Context>(service: configuration.serviceName, checks: readiness).addRoutes(to: router)
         MetricsController<Context>(registry: registry).addRoutes(to: router)
+        openAPI?.addRoute(to: router)
         routes(router)
+        routeTable.record(router)
         return Application(
             router: router,
             configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: configuration.serviceName),
@@ -32,8 +42,12 @@ public enum ServiceApplication {
         registry: PrometheusCollectorRegistry,
         readiness: [any ReadinessCheck],
         logger: Logger,
+        openAPI: OpenAPIDocument?,
         routes: (Router<BasicRequestContext>) -> Void = { _ in }
     ) -> Application<RouterResponder<BasicRequestContext>> {
-        build(configuration: configuration, registry: registry, readiness: readiness, context: BasicRequestContext.self, logger: logger, routes: routes)
+        build(
+            configuration: configuration, registry: registry, readiness: readiness, context: BasicRequestContext.self, logger: logger,
+            openAPI: openAPI, routes: routes
+        )
     }
 }

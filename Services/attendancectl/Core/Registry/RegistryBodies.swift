@@ -4,7 +4,7 @@ import BeaconRegistryCore
 import Foundation
 
 // The registry API's request bodies and the answers that are not Core entities, as
-// `Services/beacon-registry/openapi.yaml` describes them. Optional fields left `nil` are not sent,
+// `Services/beacon-registry/Service/Resources/openapi.yaml` describes them. Optional fields left `nil` are not sent,
 // so the registry applies its defaults; the registry validates every field and names the failing
 // ones in its problem answer.
 

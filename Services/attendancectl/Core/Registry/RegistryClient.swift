@@ -14,7 +14,7 @@ public struct RegistryReply<Value: Sendable>: Sendable {
     }
 }
 
-/// A client of the beacon registry's REST API (`Services/beacon-registry/openapi.yaml`): one method
+/// A client of the beacon registry's REST API (`Services/beacon-registry/Service/Resources/openapi.yaml`): one method
 /// per operation, bodies and answers as the document describes them. Every failure is a
 /// `RegistryClientError`; admin operations without an API key fail before any request is sent.
 public struct RegistryClient: Sendable {

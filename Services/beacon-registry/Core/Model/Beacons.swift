@@ -111,7 +111,7 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
     public init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-              parts.allSatisfy({ $0.allSatisfy(\.isASCII) }),
+              parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
               let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
         else { return nil }
         self.init(year: y, month: m, day: d)

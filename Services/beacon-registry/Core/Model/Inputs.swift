@@ -56,7 +56,6 @@ public struct NewSite: Hashable, Sendable {
         if !Geofence.radiusRange.contains(geofence.radiusMeters) {
             v.fail("geofence.radiusMeters", "must be within 10...5000 metres (150-300 is typical)")
         }
-        if shift.start == shift.end { v.fail("shift.end", "must differ from shift.start") }
         let minutes: [(String, Int)] = [
             ("shift.checkInBeforeStartMinutes", shift.checkInBeforeStartMinutes),
             ("shift.checkOutAfterEndMinutes", shift.checkOutAfterEndMinutes),
@@ -181,8 +180,8 @@ public struct NewBeacon: Hashable, Sendable {
 }
 
 /// Beacon UUID text: with or without dashes, any case.
-enum BeaconUUID {
-    static func parse(_ text: String) -> UUID? {
+public enum BeaconUUID {
+    public static func parse(_ text: String) -> UUID? {
         if let uuid = UUID(uuidString: text) { return uuid }
         let hex = Array(text.utf8)
         guard hex.count == 32, hex.allSatisfy(MACAddress.isHex) else { return nil }
@@ -194,12 +193,17 @@ enum BeaconUUID {
 }
 
 enum MACAddress {
-    /// `AA:BB:CC:DD:EE:FF` from colon-, dash- or un-separated hex in any case.
+    /// `AA:BB:CC:DD:EE:FF` from six octets separated by colons or dashes, or twelve hex digits, any case.
     static func normalize(_ text: String) -> String? {
+        let bytes = Array(text.utf8)
+        if bytes.count == 17 {
+            let separated = stride(from: 2, to: 17, by: 3).allSatisfy { bytes[$0] == 0x3A || bytes[$0] == 0x2D }
+            guard separated else { return nil }
+        } else if bytes.count != 12 {
+            return nil
+        }
         let hex = Array(text.uppercased().utf8.filter { $0 != 0x3A && $0 != 0x2D })
         guard hex.count == 12, hex.allSatisfy(isHex) else { return nil }
-        let separators = text.utf8.filter { $0 == 0x3A || $0 == 0x2D }.count
-        guard separators == 0 || separators == 5 else { return nil }
         return stride(from: 0, to: 12, by: 2).map { String(decoding: hex[$0..<($0 + 2)], as: UTF8.self) }.joined(separator: ":")
     }
 

@@ -60,7 +60,8 @@ public struct ShiftSettings: Codable, Hashable, Sendable {
     /// Every window and grace is bounded by one day.
     public static let minutesRange: ClosedRange<Int> = 0...1_440
 
-    /// Local to the site. An end before the start is an overnight shift.
+    /// Local to the site. An end before the start is an overnight shift; an end equal to the start a
+    /// 24-hour one (round the clock).
     public var start: TimeOfDay
     public var end: TimeOfDay
     /// A check-in counts from this many minutes before `start`.

@@ -62,26 +62,3 @@ struct EnrollmentController {
         }
     }
 }
-
-/// `GET /openapi.yaml`: the document kept in the repository (`Services/beacon-registry/openapi.yaml`,
-/// bundled as `Resources/openapi.yaml`).
-struct OpenAPIController {
-    func addRoutes(to router: Router<RegistryRequestContext>) {
-        router.get("openapi.yaml") { _, _ in
-            guard let document = OpenAPIDocument.text else { throw HTTPError(.notFound, message: "the OpenAPI document is not bundled") }
-            return Response(
-                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: document))
-            )
-        }
-    }
-}
-
-public enum OpenAPIDocument {
-    public static let text: String? = {
-        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml", subdirectory: "Resources")
-            ?? Bundle.module.url(forResource: "openapi", withExtension: "yaml")
-        else { return nil }
-        return try? String(contentsOf: url, encoding: .utf8)
-    }()
-}

@@ -1,5 +1,6 @@
 import AccessControl
 import AttendanceProtocol
+import BeaconRegistryCore
 import Foundation
 import Hummingbird
 import RegistryFeed
@@ -59,8 +60,8 @@ struct LookupController {
 
     static func uuid(_ text: String?, field: String) throws(ProblemDetails) -> UUID {
         guard let text else { throw .validation([FieldError(field: field, reason: "is required")]) }
-        guard let uuid = UUID(uuidString: text) else {
-            throw .validation([FieldError(field: field, reason: "must be a UUID such as 8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34")])
+        guard let uuid = BeaconUUID.parse(text) else {
+            throw .validation([FieldError(field: field, reason: "must be a UUID such as 8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34 (dashes optional)")])
         }
         return uuid
     }

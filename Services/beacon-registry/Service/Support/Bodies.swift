@@ -6,12 +6,12 @@ import Foundation
 // Request and response bodies of the admin API (the entities themselves are the Core models).
 // Every field is checked again by the repository, which reports every failing field at once.
 
-struct CreateOrganizationBody: Decodable {
+struct CreateOrganizationBody: Codable {
     var id: String?
     var name: String
 }
 
-struct CreateSiteBody: Decodable {
+struct CreateSiteBody: Codable {
     var id: String?
     var organizationId: String
     var name: String
@@ -20,19 +20,19 @@ struct CreateSiteBody: Decodable {
     var shift: ShiftSettings
 }
 
-struct CreateGateBody: Decodable {
+struct CreateGateBody: Codable {
     var id: String?
     var siteId: String
     var name: String
 }
 
-struct CreateUserBody: Decodable {
+struct CreateUserBody: Codable {
     var id: String?
     var name: String
     var siteIds: [String]?
 }
 
-struct RegisterBeaconBody: Decodable {
+struct RegisterBeaconBody: Codable {
     var id: String?
     var uuid: String
     var major: Int
@@ -45,35 +45,35 @@ struct RegisterBeaconBody: Decodable {
     var gateId: String
 }
 
-struct UpdateBeaconBody: Decodable {
+struct UpdateBeaconBody: Codable {
     var status: BeaconStatus
 }
 
-struct SightingBody: Decodable {
+struct SightingBody: Codable {
     var beacon: BeaconIdentity
     var deviceId: String
     /// Defaults to now.
     var seenAt: Date?
 }
 
-struct CreateEnrollmentCodeBody: Decodable {
+struct CreateEnrollmentCodeBody: Codable {
     static let validityMinutes: ClosedRange<Int> = 1...43_200
     /// 1...43200 (30 days); default 1440 (one day).
     var validityMinutes: Int?
 }
 
-struct EnrollDeviceBody: Decodable {
+struct EnrollDeviceBody: Codable {
     var code: String
     var appVersion: String?
     var model: String?
 }
 
-struct CreateAPIKeyBody: Decodable {
+struct CreateAPIKeyBody: Codable {
     var name: String
     var role: APIRole
 }
 
-struct EmptyBody: Decodable {}
+struct EmptyBody: Codable {}
 
 struct IssuedEnrollmentCodeResponse: Encodable {
     var code: String

@@ -14,16 +14,17 @@ public enum RegistryLimits {
 }
 
 extension Request {
-    /// The JSON body as `T`, read up to `RegistryLimits.maxBodyBytes`. An empty body decodes as `{}`
-    /// when `emptyAs` is given (action endpoints whose body is optional), else it is a 400.
-    func decodeJSON<T: Decodable>(_ type: T.Type, emptyAs empty: T? = nil) async throws -> T {
+    /// The JSON body as `T`, read up to `RegistryLimits.maxBodyBytes`; a field `T` does not have is a
+    /// 400 (`AdminJSON.decodeBody`). An empty body decodes as `{}` when `emptyAs` is given (action
+    /// endpoints whose body is optional), else it is a 400.
+    func decodeJSON<T: Codable>(_ type: T.Type, emptyAs empty: T? = nil) async throws -> T {
         var request = self
         let buffer = try await request.collectBody(upTo: RegistryLimits.maxBodyBytes)
         if buffer.readableBytes == 0 {
             if let empty { return empty }
             throw ProblemDetails.validation([FieldError(field: "", reason: "a JSON body is required")])
         }
-        return try AdminJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
+        return try AdminJSON.decodeBody(T.self, from: Data(buffer.readableBytesView))
     }
 
     /// An optional integer query parameter within `range`.

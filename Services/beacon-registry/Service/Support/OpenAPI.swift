@@ -1,0 +1,7 @@
+import Foundation
+import ServiceRuntime
+
+extension OpenAPIDocument {
+    /// The registry's document, `Service/Resources/openapi.yaml`.
+    public static let registry = OpenAPIDocument(bundle: .module)
+}

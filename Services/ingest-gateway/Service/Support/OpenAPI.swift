@@ -1,0 +1,7 @@
+import Foundation
+import ServiceRuntime
+
+extension OpenAPIDocument {
+    /// The ingest gateway's document, `Service/Resources/openapi.yaml`.
+    public static let gateway = OpenAPIDocument(bundle: .module)
+}

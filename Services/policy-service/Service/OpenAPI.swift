@@ -1,0 +1,7 @@
+import Foundation
+import ServiceRuntime
+
+extension OpenAPIDocument {
+    /// The policy service's document, `Service/Resources/openapi.yaml`.
+    public static let policy = OpenAPIDocument(bundle: .module)
+}

@@ -1,0 +1,7 @@
+import Foundation
+import ServiceRuntime
+
+extension OpenAPIDocument {
+    /// The session merger's document, `Service/Resources/openapi.yaml`.
+    public static let merger = OpenAPIDocument(bundle: .module)
+}

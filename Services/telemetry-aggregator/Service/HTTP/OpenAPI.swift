@@ -1,0 +1,7 @@
+import Foundation
+import ServiceRuntime
+
+extension OpenAPIDocument {
+    /// The telemetry aggregator's document, `Service/Resources/openapi.yaml`.
+    public static let telemetry = OpenAPIDocument(bundle: .module)
+}

@@ -1,0 +1,131 @@
+import AttendanceProtocol
+import Foundation
+import Hummingbird
+import HTTPTypes
+import NIOCore
+import Synchronization
+
+/// A service's OpenAPI document: the `openapi.yaml` kept beside its code (`Service/Resources/`),
+/// served at `GET /openapi.yaml` by `ServiceApplication` and checked against the router by the
+/// service's tests and against the running service by schemathesis (`make test`).
+public struct OpenAPIDocument: Sendable {
+    public let text: String
+
+    public init(text: String) {
+        self.text = text
+    }
+
+    /// The `Resources/openapi.yaml` of a service target's bundle (`OpenAPIDocument(bundle: .module)`);
+    /// nil when the target bundles none.
+    public init?(bundle: Bundle) {
+        guard let url = bundle.url(forResource: "openapi", withExtension: "yaml", subdirectory: "Resources")
+            ?? bundle.url(forResource: "openapi", withExtension: "yaml"),
+            let text = try? String(contentsOf: url, encoding: .utf8)
+        else { return nil }
+        self.text = text
+    }
+
+    /// Every `METHOD /path` the document declares. The document keeps paths at two spaces of
+    /// indentation and methods at four.
+    public var operations: Set<String> {
+        var operations = Set<String>()
+        var inPaths = false
+        var currentPath: String?
+        let methods: Set<String> = ["get", "post", "put", "patch", "delete", "head", "options"]
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line == "paths:" {
+                inPaths = true
+                continue
+            }
+            guard inPaths else { continue }
+            if !line.hasPrefix(" ") && !line.isEmpty { break }
+            if line.hasPrefix("  /") && line.hasSuffix(":") {
+                currentPath = String(line.dropFirst(2).dropLast())
+            } else if line.hasPrefix("    ") && !line.hasPrefix("     ") && line.hasSuffix(":"),
+                let path = currentPath, methods.contains(String(line.dropFirst(4).dropLast()))
+            {
+                operations.insert("\(line.dropFirst(4).dropLast().uppercased()) \(path)")
+            }
+        }
+        return operations
+    }
+
+    /// Every `METHOD /path` a service answers with these routes (and `ServiceApplication`'s own),
+    /// spelled as a document spells them (`:id` becomes `{id}`).
+    public static func operations<Context>(of router: Router<Context>) -> Set<String> {
+        let routed = router.routes.map { route in
+            let path = route.path.components.map { element in
+                let text = element.description
+                return text.hasPrefix(":") ? "{\(text.dropFirst())}" : text
+            }
+            return "\(route.method) /\(path.joined(separator: "/"))"
+        }
+        return Set(routed).union(ServiceApplication.sharedOperations)
+    }
+
+    /// `GET /openapi.yaml`, as `application/yaml`.
+    func addRoute<Context: RequestContext>(to router: Router<Context>) {
+        let body = ByteBuffer(string: text)
+        router.get("/openapi.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"], body: ResponseBody(byteBuffer: body))
+        }
+    }
+}
+
+/// The routes of a built router, for answering a method a path does not have with 405 and `Allow`
+/// (a path no route serves stays 404). Filled once the service's routes are added.
+final class RouteMethodTable: Sendable {
+    private let routes = Mutex<[(path: RouterPath, methods: [HTTPRequest.Method])]>([])
+
+    func record<Context>(_ router: Router<Context>) {
+        let grouped = Dictionary(grouping: router.routes, by: { $0.path.description })
+        routes.withLock { routes in
+            routes = grouped.values.compactMap { descriptions in
+                descriptions.first.map { (path: $0.path, methods: descriptions.map(\.method)) }
+            }
+        }
+    }
+
+    /// The methods the path is served with; empty when no route serves it.
+    func methods(for path: String) -> [HTTPRequest.Method] {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        return routes.withLock { routes in
+            routes.filter { Self.matches($0.path, segments) }.flatMap(\.methods)
+        }
+    }
+
+    private static func matches(_ route: RouterPath, _ segments: [Substring]) -> Bool {
+        var index = 0
+        for element in route.components {
+            if element.description == "**" { return true }
+            guard index < segments.count, element ~= segments[index] else { return false }
+            index += 1
+        }
+        return index == segments.count
+    }
+}
+
+/// 405 Method Not Allowed, with `Allow`, for a request whose path is routed only for other methods.
+struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
+    let table: RouteMethodTable
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let methods = table.methods(for: request.uri.path)
+        guard !methods.isEmpty, !methods.contains(request.method) else {
+            return try await next(request, context)
+        }
+        var problem = ProblemDetails(
+            type: "urn:problem:attendance:method-not-allowed", title: "Method not allowed", status: 405,
+            detail: "\(request.method) is not served here; allowed: \(methods.map(\.rawValue).sorted().joined(separator: ", "))"
+        )
+        problem.instance = request.uri.path
+        var response = ProblemMapper.response(problem)
+        response.headers[.allow] = methods.map(\.rawValue).sorted().joined(separator: ", ")
+        return response
+    }
+}
+
+extension HTTPField.Name {
+    /// `Allow`: the methods a 405's path is served with.
+    public static var allow: Self { Self("Allow")! }
+}

@@ -1,0 +1,178 @@
+"""Schemathesis against every service's OpenAPI document, on the running local services.
+
+Prepares what the documents cannot say by themselves (an admin API key, an enrolled device and its
+token, a real page cursor per paged list, an organization, site, gate and beacon that exist), writes
+one schemathesis configuration per service into a scratch directory, runs `schemathesis run` with
+every check (`--checks all`: server errors, status codes, content types, headers, response schemas,
+negative-data rejection, positive-data acceptance, undeclared methods, ...) and all phases (examples,
+coverage, fuzzing, stateful), and fails when any service has a finding.
+
+    python api-conformance.py ROOT [SERVICE ...]
+
+Environment: the ports of deploy/local/env.sh, RUN_DIR (secrets), API_CHECK_MAX_EXAMPLES (default 25),
+API_CHECK_SEED (default 1: a run is repeatable), API_CHECK_REPORT_DIR (default RUN_DIR/api-conformance).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+SERVICES = {
+    "beacon-registry": ("REGISTRY_PORT", "8083"),
+    "ingest-gateway": ("GATEWAY_PORT", "8080"),
+    "session-merger": ("MERGER_PORT", "8082"),
+    "policy-service": ("POLICY_PORT", "8081"),
+    "telemetry-aggregator": ("TELEMETRY_PORT", "8084"),
+}
+
+
+def base_url(service: str) -> str:
+    variable, default = SERVICES[service]
+    return f"http://127.0.0.1:{os.environ.get(variable, default)}"
+
+
+def call(method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None) -> tuple[int, object]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        text = error.read()
+        try:
+            return error.code, json.loads(text)
+        except ValueError:
+            return error.code, text.decode(errors="replace")
+
+
+def must(expected: set[int], answer: tuple[int, object], what: str) -> object:
+    status, body = answer
+    if status not in expected:
+        raise SystemExit(f"api-conformance: preparing {what} failed: {status} {body}")
+    return body
+
+
+class Fixture:
+    """An organization with a site, a gate, a beacon, a user assigned to the site and an enrolled
+    device, made through the registry's own API; two of each listed thing, so every list has a
+    second page and a real cursor."""
+
+    def __init__(self, admin_key: str) -> None:
+        self.admin = {"Authorization": f"Bearer {admin_key}"}
+        registry = base_url("beacon-registry")
+        tag = uuid.uuid4().hex[:10]
+        orgs = [must({201}, call("POST", f"{registry}/v1/admin/organizations", {"name": f"API check {tag} {i}"}, self.admin), "an organization") for i in range(2)]
+        self.organization_id = orgs[0]["id"]
+        site = {
+            "organizationId": self.organization_id, "timezone": "Asia/Ho_Chi_Minh",
+            "geofence": {"latitude": 10.77, "longitude": 106.70, "radiusMeters": 150},
+            "shift": {"start": "08:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 120,
+                      "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5},
+        }
+        sites = [must({201}, call("POST", f"{registry}/v1/admin/sites", {**site, "name": f"Site {i}"}, self.admin), "a site") for i in range(2)]
+        self.site_id = sites[0]["id"]
+        must({200}, call("POST", f"{registry}/v1/admin/organizations/{self.organization_id}/namespace", None, self.admin), "a namespace")
+        gates = [must({201}, call("POST", f"{registry}/v1/admin/gates", {"siteId": self.site_id, "name": f"Gate {i}"}, self.admin), "a gate") for i in range(2)]
+        self.gate_id = gates[0]["id"]
+        beacons = []
+        for gate in gates:
+            minor = must({201}, call("POST", f"{registry}/v1/admin/gates/{gate['id']}/minor", None, self.admin), "a minor")
+            beacons.append(must({201}, call("POST", f"{registry}/v1/admin/beacons", {
+                "uuid": minor["uuid"], "major": minor["major"], "minor": minor["minor"], "gateId": gate["id"],
+            }, self.admin), "a beacon"))
+        self.beacon = beacons[0]
+        user = must({201}, call("POST", f"{registry}/v1/admin/users", {"name": f"API check {tag}", "siteIds": [self.site_id]}, self.admin), "a user")
+        self.user_id = user["id"]
+        code = must({201}, call("POST", f"{registry}/v1/admin/users/{self.user_id}/enrollment-codes", {}, self.admin), "an enrollment code")
+        enrolled = must({201}, call("POST", f"{registry}/v1/devices/enroll", {"code": code["code"], "appVersion": "1.0.0", "model": "iPhone15,2"}), "a device")
+        self.device_id = enrolled["deviceId"]
+        self.device_token = enrolled["token"]
+        self.cursors = {
+            "organizations": must({200}, call("GET", f"{registry}/v1/admin/organizations?limit=1", None, self.admin), "a cursor")["nextCursor"],
+            "sites": must({200}, call("GET", f"{registry}/v1/admin/organizations/{self.organization_id}/sites?limit=1", None, self.admin), "a cursor")["nextCursor"],
+            "gates": must({200}, call("GET", f"{registry}/v1/admin/sites/{self.site_id}/gates?limit=1", None, self.admin), "a cursor")["nextCursor"],
+            "beacons": must({200}, call("GET", f"{registry}/v1/admin/sites/{self.site_id}/beacons?limit=1", None, self.admin), "a cursor")["nextCursor"],
+        }
+
+
+def toml_string(value: str) -> str:
+    return json.dumps(value)
+
+
+def configuration(service: str, fixture: Fixture) -> str:
+    """The schemathesis configuration of one service: its credentials and the real values of the
+    parameters a document can only describe as opaque."""
+    lines: list[str] = []
+    if service == "ingest-gateway":
+        lines.append(f"headers = {{ Authorization = {toml_string('Bearer ' + fixture.device_token)}, X-Device-Id = {toml_string(fixture.device_id)} }}")
+    else:
+        lines.append(f"headers = {{ Authorization = {toml_string(fixture.admin['Authorization'])} }}")
+    if service == "beacon-registry":
+        for name, path in (
+            ("organizations", "/v1/admin/organizations"), ("sites", "/v1/admin/organizations/{id}/sites"),
+            ("gates", "/v1/admin/sites/{id}/gates"), ("beacons", "/v1/admin/sites/{id}/beacons"),
+        ):
+            lines += ["", "[[operations]]", f"include-path = {toml_string(path)}", "include-method = \"GET\"",
+                      f"parameters = {{ \"query.cursor\" = {toml_string(fixture.cursors[name])} }}"]
+    return "\n".join(lines) + "\n"
+
+
+def run(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
+    document = root / "Services" / service / "Service" / "Resources" / "openapi.yaml"
+    config = scratch / f"{service}.toml"
+    config.write_text(configuration(service, fixture))
+    report = scratch / f"{service}.junit.xml"
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"), "--config-file", str(config), "run", str(document),
+        "--url", base_url(service), "--checks", "all",
+        "--max-examples", os.environ.get("API_CHECK_MAX_EXAMPLES", "25"),
+        "--seed", os.environ.get("API_CHECK_SEED", "1"),
+        "--workers", "1", "--request-timeout", "5", "--max-response-time", "1",
+        "--generation-database", "none",
+        "--report", "junit", "--report-junit-path", str(report),
+    ]
+    print(f"==> schemathesis {service} ({base_url(service)})", flush=True)
+    started = time.monotonic()
+    completed = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
+    output = completed.stdout + completed.stderr
+    (scratch / f"{service}.log").write_text(output)
+    summary = output[output.rfind("=== SUMMARY ==="):] if "=== SUMMARY ===" in output else output[-4000:]
+    if completed.returncode != 0:
+        failures = output[output.find("=== FAILURES ==="):output.find("=== WARNINGS ===")] if "=== FAILURES ===" in output else ""
+        print(failures[:20000])
+    print(summary.strip())
+    print(f"    {service}: {'no findings' if completed.returncode == 0 else 'FINDINGS'} in {time.monotonic() - started:.0f} s (log: {scratch / (service + '.log')})", flush=True)
+    return completed.returncode == 0
+
+
+def main() -> int:
+    root = Path(sys.argv[1]).resolve()
+    services = sys.argv[2:] or list(SERVICES)
+    unknown = [s for s in services if s not in SERVICES]
+    if unknown:
+        print(f"api-conformance: unknown service {unknown[0]!r} (one of: {', '.join(SERVICES)})", file=sys.stderr)
+        return 2
+    run_dir = Path(os.environ.get("RUN_DIR", root / ".local" / "run"))
+    admin_key = (run_dir / "secrets" / "admin-api-key").read_text().strip()
+    scratch = Path(os.environ.get("API_CHECK_REPORT_DIR", run_dir / "api-conformance"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    fixture = Fixture(admin_key)
+    results = {service: run(root, service, fixture, scratch) for service in services}
+    print("==> API conformance: " + ", ".join(f"{s} {'ok' if ok else 'FAILED'}" for s, ok in results.items()))
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every service's OpenAPI document checked by schemathesis against the running service: starts the
+# local stack and the services (debug builds unless BUILD_CONFIG says otherwise) when they are not
+# running, then runs api-conformance.py (every check, every phase; any finding fails).
+#
+#   deploy/local/api-conformance.sh [SERVICE ...]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+# shellcheck source=deploy/local/env.sh
+source "$here/env.sh"
+"$here/python-env.sh"
+"$here/stack.sh" start >/dev/null
+"$here/services.sh" start >/dev/null
+exec "$ROOT/.local/venv/bin/python" "$here/api-conformance.py" "$ROOT" "$@"
