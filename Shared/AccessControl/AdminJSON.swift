@@ -33,11 +33,31 @@ extension AdminJSON {
     /// A request body as `T`, refusing what `T` does not read: a key `T` has no field for (at any
     /// depth) is a 400 naming it, so a misspelled field is never silently ignored. A key given as
     /// `null` counts as absent. Which keys `T` reads is what it writes back: `T` is encoded again and
-    /// the two key trees compared.
-    public static func decodeBody<T: Codable>(_ type: T.Type, from data: Data) throws -> T {
-        let value = try decoder().decode(T.self, from: data)
-        let given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        let read = try JSONSerialization.jsonObject(with: encoder().encode(value), options: [.fragmentsAllowed])
+    /// the two key trees compared. `tolerating` names top-level keys accepted and ignored.
+    ///
+    /// A number a field cannot hold (a fraction or an integer beyond 64 bits where an integer is
+    /// read) is a 400 naming the field, although the decoder itself names none.
+    public static func decodeBody<T: Codable>(_ type: T.Type, from data: Data, tolerating: Set<String> = []) throws -> T {
+        let value: T
+        do {
+            value = try decoder().decode(T.self, from: data)
+        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            guard let parsed = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
+                throw ProblemDetails.validation([FieldError(field: "", reason: "the body is not valid JSON")])
+            }
+            var fields: [String] = []
+            collectNonIntegers(parsed, path: "", into: &fields)
+            guard !fields.isEmpty else { throw DecodingError.dataCorrupted(context) }
+            throw ProblemDetails.validation(fields.prefix(10).map { FieldError(field: $0, reason: "must be a whole number within range") })
+        }
+        var given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        if var object = given as? [String: Any] {
+            for key in tolerating { object[key] = nil }
+            given = object
+        }
+        let longForm = encoder()
+        longForm.userInfo[.longForm] = true
+        let read = try JSONSerialization.jsonObject(with: longForm.encode(value), options: [.fragmentsAllowed])
         var unknown: [String] = []
         collectUnknownKeys(given: given, read: read, path: "", into: &unknown)
         guard unknown.isEmpty else {
@@ -46,9 +66,24 @@ extension AdminJSON {
         return value
     }
 
+    /// Paths of numbers that are not whole or do not fit 64 bits.
+    static func collectNonIntegers(_ value: Any, path: String, into fields: inout [String]) {
+        if let object = value as? [String: Any] {
+            for key in object.keys.sorted() {
+                collectNonIntegers(object[key]!, path: path.isEmpty ? key : "\(path).\(key)", into: &fields)
+            }
+        } else if let array = value as? [Any] {
+            for (index, element) in array.enumerated() { collectNonIntegers(element, path: "\(path)[\(index)]", into: &fields) }
+        } else if let number = value as? NSNumber {
+            let double = number.doubleValue
+            if double.rounded() != double || Swift.abs(double) >= 9.2e18 { fields.append(path) }
+        }
+    }
+
     static func collectUnknownKeys(given: Any, read: Any, path: String, into unknown: inout [String]) {
-        if let given = given as? [String: Any] {
-            let read = read as? [String: Any] ?? [:]
+        // `T` writes its long form (`CodingUserInfoKey.longForm`); a value sent in a short spelling
+        // (a string where an object could be) has no members to compare.
+        if let given = given as? [String: Any], let read = read as? [String: Any] {
             for key in given.keys.sorted() {
                 let value = given[key]!
                 if value is NSNull { continue }

@@ -107,3 +107,18 @@ struct AdminBodyTests {
         }
     }
 }
+
+extension AdminBodyTests {
+    @Test func aNumberAnIntegerFieldCannotHoldIsNamed() throws {
+        for (json, field) in [(#"{"name":"x","inner":{"a":5.5}}"#, "inner.a"), (#"{"name":"x","list":[{"a":99999999999999999999}]}"#, "list[0].a")] {
+            #expect(performing: { try decode(json) }, throws: { error in
+                (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.map(\.field) == [field]
+            })
+        }
+    }
+
+    @Test func toleratedTopLevelMembersAreIgnored() throws {
+        let body = try AdminJSON.decodeBody(Body.self, from: Data(#"{"name":"x","version":3}"#.utf8), tolerating: ["version"])
+        #expect(body.name == "x")
+    }
+}

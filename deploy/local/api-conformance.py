@@ -15,6 +15,7 @@ API_CHECK_SEED (default 1: a run is repeatable), API_CHECK_REPORT_DIR (default R
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -99,6 +100,14 @@ class Fixture:
         enrolled = must({201}, call("POST", f"{registry}/v1/devices/enroll", {"code": code["code"], "appVersion": "1.0.0", "model": "iPhone15,2"}), "a device")
         self.device_id = enrolled["deviceId"]
         self.device_token = enrolled["token"]
+        # The merger answers daily attendance from its registry feed (503 while that loads): wait
+        # until it knows the new site, so that a 503 in the run is a finding.
+        merger = base_url("session-merger")
+        deadline = time.monotonic() + 90
+        while call("GET", f"{merger}/v1/admin/attendance/daily?siteId={self.site_id}&from=2025-09-01&to=2025-09-01", None, self.admin)[0] != 200:
+            if time.monotonic() > deadline:
+                raise SystemExit("api-conformance: the merger's registry feed did not catch up within 90 s")
+            time.sleep(0.5)
         self.cursors = {
             "organizations": must({200}, call("GET", f"{registry}/v1/admin/organizations?limit=1", None, self.admin), "a cursor")["nextCursor"],
             "sites": must({200}, call("GET", f"{registry}/v1/admin/organizations/{self.organization_id}/sites?limit=1", None, self.admin), "a cursor")["nextCursor"],
@@ -126,6 +135,17 @@ def configuration(service: str, fixture: Fixture) -> str:
         ):
             lines += ["", "[[operations]]", f"include-path = {toml_string(path)}", "include-method = \"GET\"",
                       f"parameters = {{ \"query.cursor\" = {toml_string(fixture.cursors[name])} }}"]
+    if service == "session-merger":
+        # Rules a schema cannot state are held by fixed values: a session query names a user or a
+        # site, `from` is before `to`, a daily range is at most 92 days, and a cursor is one the API
+        # made. A session cursor is a position (check-in time and session id), so one built the way
+        # the merger builds it is a real one.
+        cursor = base64.urlsafe_b64encode(f"s1:{int(time.time() * 1000)}:ses_api_check".encode()).decode().rstrip("=")
+        lines += ["", "[[operations]]", 'include-path = "/v1/admin/sessions"',
+                  f'parameters = {{ "query.siteId" = {toml_string(fixture.site_id)}, "query.from" = "2020-01-01T00:00:00Z", '
+                  f'"query.to" = "2100-01-01T00:00:00Z", "query.cursor" = {toml_string(cursor)} }}']
+        lines += ["", "[[operations]]", 'include-path = "/v1/admin/attendance/daily"',
+                  'parameters = { "query.from" = "2025-09-01", "query.to" = "2025-09-30" }']
     return "\n".join(lines) + "\n"
 
 

@@ -78,7 +78,7 @@ public struct RuleConfig: Codable, Hashable, Sendable {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        if canaryPercent == 100 {
+        if canaryPercent == 100 && !encoder.wantsLongForm {
             var single = encoder.singleValueContainer()
             try single.encode(mode)
         } else {

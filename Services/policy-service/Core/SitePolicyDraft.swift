@@ -6,8 +6,13 @@ import Foundation
 /// rule set, `settings` fields omitted take their defaults, `automaticAttendance` defaults to true).
 ///
 /// Unlike the lenient policy-book file, an admin request with a member this build does not know is
-/// refused (`unknownFields`): a misspelt threshold must not be silently ignored.
-public struct SitePolicyDraft: Decodable, Hashable, Sendable {
+/// refused (the admin API decodes it with `AdminJSON.decodeBody`, which compares what is sent with
+/// what this type writes back): a misspelt threshold must not be silently ignored.
+public struct SitePolicyDraft: Codable, Hashable, Sendable {
+    /// Members of a `GET` answer that a draft sent back as is may carry; ignored (the path names the
+    /// site and the store assigns the version).
+    public static let toleratedMembers: Set<String> = ["siteId", "version"]
+
     public var automaticAttendance: Bool
     public var rules: [PolicyRuleID: RuleConfig]
     public var settings: PolicySettings
@@ -43,17 +48,10 @@ public struct SitePolicyDraft: Decodable, Hashable, Sendable {
         self.init(automaticAttendance: policy.automaticAttendance, rules: policy.rules, settings: policy.settings)
     }
 
-    /// JSON paths of members this build does not know, at the top level and in `settings`.
-    /// `siteId` and `version` are tolerated at the top level (a GET's answer sent back as is);
-    /// they are ignored, since the path names the site and the store assigns the version.
-    public static func unknownFields(in json: Data) -> [String] {
-        guard let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] else { return [] }
-        let top = Set(CodingKeys.allCases.map(\.rawValue)).union(["siteId", "version"])
-        var unknown = object.keys.filter { !top.contains($0) }.sorted()
-        if let settings = object["settings"] as? [String: Any] {
-            let known = Set(PolicySettings.CodingKeys.allCases.map(\.rawValue))
-            unknown += settings.keys.filter { !known.contains($0) }.sorted().map { "settings.\($0)" }
-        }
-        return unknown
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(automaticAttendance, forKey: .automaticAttendance)
+        try c.encode(Dictionary(uniqueKeysWithValues: rules.map { ($0.key.rawValue, $0.value) }), forKey: .rules)
+        try c.encode(settings, forKey: .settings)
     }
 }

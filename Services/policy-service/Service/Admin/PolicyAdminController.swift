@@ -113,12 +113,7 @@ public struct PolicyAdminController: Sendable {
         group.put("kill-switch") { request, context in
             try context.authorize(.admin)
             let bytes = try await Self.readBody(request)
-            let body: GlobalKillSwitchBody
-            do {
-                body = try JSONDecoder().decode(GlobalKillSwitchBody.self, from: Data(bytes))
-            } catch {
-                throw ProblemDetails.validation([FieldError(field: "enabled", reason: "send {\"enabled\": true|false}")])
-            }
+            let body = try AdminJSON.decodeBody(GlobalKillSwitchBody.self, from: Data(bytes))
             try await repository.setGlobalKillSwitch(body.enabled, by: context.apiKey?.id ?? "unknown")
             let book = try await refresher.refresh()
             return try Self.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
@@ -170,20 +165,7 @@ public struct PolicyAdminController: Sendable {
 
     static func readDraft(_ request: Request) async throws -> SitePolicyDraft {
         let bytes = try await readBody(request)
-        let data = Data(bytes)
-        let draft: SitePolicyDraft
-        do {
-            draft = try JSONDecoder().decode(SitePolicyDraft.self, from: data)
-        } catch let error as DecodingError {
-            throw ProblemDetails.validation([FieldError(decoding: error)], detail: "the body is not a site policy")
-        } catch {
-            throw ProblemDetails.validation([FieldError(field: "", reason: "the body is not JSON")])
-        }
-        let unknown = SitePolicyDraft.unknownFields(in: data)
-        guard unknown.isEmpty else {
-            throw ProblemDetails.validation(unknown.map { FieldError(field: $0, reason: "is not a policy field") }, detail: "the body has unknown fields")
-        }
-        return draft
+        return try AdminJSON.decodeBody(SitePolicyDraft.self, from: Data(bytes), tolerating: SitePolicyDraft.toleratedMembers)
     }
 
     static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, request: Request, context: PolicyRequestContext) throws -> Response {
