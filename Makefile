@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection api-check crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ bench-telemetry: ## Telemetry events aggregated/s on one core vs a decode-only b
 
 bench-policy: ## Policy decisions/s on one core, every rule on (GATT included) vs every rule off
 	$(ENV) swift build -c release --product PolicyBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/PolicyBenchmark"
+
+api-check: ## Schemathesis (every check) against every service's OpenAPI document on the running services
+	deploy/local/api-conformance.sh
 
 crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
 	deploy/local/crash-test.sh

@@ -3,7 +3,8 @@
 # the broker, builds, and runs every test target (unit, mock-cluster, integration, compose check),
 # then the end-to-end targets one at a time (the pipeline's, then the fleet simulator's): they start
 # the services as processes (services.sh), which must not share the merger's tables with the
-# merger's own tests, and stop them afterwards.
+# merger's own tests, and stop them afterwards. Last, schemathesis checks every service's OpenAPI
+# document against the running service (api-conformance.sh).
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -39,3 +40,5 @@ echo "==> swift test --filter FleetEndToEndTests (make run's demo against the se
 swift test --skip-build --filter FleetEndToEndTests
 echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
+echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
+"$here/api-conformance.sh"

@@ -1,0 +1,32 @@
+import AccessControl
+import Foundation
+import Hummingbird
+import LocalStackTesting
+import PolicyService
+import PolicyServiceCore
+import ServiceRuntime
+import Testing
+
+/// The document kept beside the code (`Service/Resources/openapi.yaml`) lists exactly the routes
+/// the policy service serves; schemathesis checks it against the running service in `make test`.
+@Suite("Policy OpenAPI document")
+struct PolicyOpenAPITests {
+    @Test func everyRouteIsDocumentedAndNothingElse() async throws {
+        let document = try #require(OpenAPIDocument.policy)
+        #expect(document.text.hasPrefix("openapi: 3.1"))
+        try await LocalStack.withPostgres { client in
+            let repository = PostgresPolicyRepository(client: client, schema: "policy_openapi_unused", logger: LocalStack.logger)
+            let refresher = PolicyBookRefresher(
+                base: PolicyBook(), repository: repository, hostedRules: PolicyEngine.standard.ruleIDs, interval: .seconds(60), logger: LocalStack.logger
+            ) { _ in }
+            let router = Router(context: PolicyRequestContext.self)
+            addPolicyAdminRoutes(
+                to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: PolicyEngine.standard.ruleIDs),
+                keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
+            )
+            let routed = OpenAPIDocument.operations(of: router)
+            #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
+            #expect(document.operations.subtracting(routed).isEmpty, "not routed: \(document.operations.subtracting(routed).sorted())")
+        }
+    }
+}

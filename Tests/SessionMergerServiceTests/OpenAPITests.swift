@@ -1,0 +1,29 @@
+import AccessControl
+import Foundation
+import LocalStackTesting
+import RegistryFeed
+import ServiceRuntime
+import SessionMergerService
+import Testing
+
+extension SessionMergerServiceTests {
+    /// The document kept beside the code (`Service/Resources/openapi.yaml`) lists exactly the routes
+    /// the merger serves; schemathesis checks it against the running service in `make test`.
+    @Suite("OpenAPI document")
+    struct OpenAPITests {
+        @Test func everyRouteIsDocumentedAndNothingElse() async throws {
+            let document = try #require(OpenAPIDocument.merger)
+            #expect(document.text.hasPrefix("openapi: 3.1"))
+            try await LocalStack.withPostgres { client in
+                let router = buildRouter(
+                    sessions: PostgresSessionQueryRepository(client: client, logger: LocalStack.logger),
+                    shifts: RegistryCacheShiftProvider(cache: RegistryCache(), isReady: { true }),
+                    keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
+                )
+                let routed = OpenAPIDocument.operations(of: router)
+                #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
+                #expect(document.operations.subtracting(routed).isEmpty, "not routed: \(document.operations.subtracting(routed).sorted())")
+            }
+        }
+    }
+}
