@@ -31,9 +31,10 @@ public enum AdminJSON {
 
 extension AdminJSON {
     /// A request body as `T`, refusing what `T` does not read: a key `T` has no field for (at any
-    /// depth) is a 400 naming it, so a misspelled field is never silently ignored. A key given as
-    /// `null` counts as absent. Which keys `T` reads is what it writes back: `T` is encoded again and
-    /// the two key trees compared. `tolerating` names top-level keys accepted and ignored.
+    /// depth) is a 400 naming it, so a misspelled field is never silently ignored, `null` or not.
+    /// Which keys `T` reads is what it writes back (`T` is encoded again, in its long form, and the
+    /// two key trees compared) and its stored properties (an optional `null` is not written back).
+    /// `tolerating` names top-level keys accepted and ignored.
     ///
     /// A number a field cannot hold (a fraction or an integer beyond 64 bits where an integer is
     /// read) is a 400 naming the field, although the decoder itself names none.
@@ -59,7 +60,7 @@ extension AdminJSON {
         longForm.userInfo[.longForm] = true
         let read = try JSONSerialization.jsonObject(with: longForm.encode(value), options: [.fragmentsAllowed])
         var unknown: [String] = []
-        collectUnknownKeys(given: given, read: read, path: "", into: &unknown)
+        collectUnknownKeys(given: given, read: read, value: value, path: "", into: &unknown)
         guard unknown.isEmpty else {
             throw ProblemDetails.validation(unknown.prefix(10).map { FieldError(field: $0, reason: "is not a field of this request") })
         }
@@ -80,23 +81,48 @@ extension AdminJSON {
         }
     }
 
-    static func collectUnknownKeys(given: Any, read: Any, path: String, into unknown: inout [String]) {
+    /// The members `value` has: what it wrote back, and its stored properties (an optional left `nil`
+    /// is not written but is still a member, so a `null` sent for it is not unknown).
+    static func members(read: [String: Any], value: Any?) -> Set<String> {
+        var names = Set(read.keys)
+        if let value {
+            for child in Mirror(reflecting: value).children {
+                if let label = child.label { names.insert(label.hasPrefix("_") ? String(label.dropFirst()) : label) }
+            }
+        }
+        return names
+    }
+
+    /// The stored property `name` of `value`, unwrapped from its optional.
+    static func member(_ name: String, of value: Any?) -> Any? {
+        guard let value, let child = Mirror(reflecting: value).children.first(where: { $0.label == name || $0.label == "_\(name)" }) else {
+            return nil
+        }
+        let mirror = Mirror(reflecting: child.value)
+        if mirror.displayStyle == .optional { return mirror.children.first?.value }
+        return child.value
+    }
+
+    static func collectUnknownKeys(given: Any, read: Any, value: Any?, path: String, into unknown: inout [String]) {
         // `T` writes its long form (`CodingUserInfoKey.longForm`); a value sent in a short spelling
         // (a string where an object could be) has no members to compare.
         if let given = given as? [String: Any], let read = read as? [String: Any] {
+            let known = members(read: read, value: value)
             for key in given.keys.sorted() {
-                let value = given[key]!
-                if value is NSNull { continue }
                 let field = path.isEmpty ? key : "\(path).\(key)"
-                guard let readValue = read[key] else {
+                guard known.contains(key) else {
                     unknown.append(field)
                     continue
                 }
-                collectUnknownKeys(given: value, read: readValue, path: field, into: &unknown)
+                guard let readValue = read[key] else { continue }
+                collectUnknownKeys(given: given[key]!, read: readValue, value: member(key, of: value), path: field, into: &unknown)
             }
         } else if let given = given as? [Any], let read = read as? [Any], given.count == read.count {
+            let elements = (value.map { Mirror(reflecting: $0) }?.displayStyle == .collection) ? Mirror(reflecting: value!).children.map(\.value) : []
             for (index, (element, readElement)) in zip(given, read).enumerated() {
-                collectUnknownKeys(given: element, read: readElement, path: "\(path)[\(index)]", into: &unknown)
+                collectUnknownKeys(
+                    given: element, read: readElement, value: index < elements.count ? elements[index] : nil, path: "\(path)[\(index)]", into: &unknown
+                )
             }
         }
     }

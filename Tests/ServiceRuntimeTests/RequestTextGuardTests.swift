@@ -98,6 +98,8 @@ struct AdminBodyTests {
     @Test func unknownFieldsAreNamedAtAnyDepth() throws {
         for (json, field) in [
             (#"{"name":"x","nmae":"y"}"#, "nmae"),
+            (#"{"name":"x","nmae":null}"#, "nmae"),
+            (#"{"name":"x","inner":{"a":1,"b":null}}"#, "inner.b"),
             (#"{"name":"x","inner":{"a":1,"b":2}}"#, "inner.b"),
             (#"{"name":"x","list":[{"a":1},{"a":2,"c":3}]}"#, "list[1].c"),
         ] {

@@ -189,7 +189,23 @@ def main() -> int:
     scratch = Path(os.environ.get("API_CHECK_REPORT_DIR", run_dir / "api-conformance"))
     scratch.mkdir(parents=True, exist_ok=True)
     fixture = Fixture(admin_key)
-    results = {service: run(root, service, fixture, scratch) for service in services}
+    results = {}
+    for service in services:
+        if service == "policy-service":
+            # The run switches the global kill switch; it is left as it was found.
+            policies = base_url("policy-service") + "/v1/admin/policies"
+            switched = must({200}, call("GET", policies, None, fixture.admin), "the policy book")["globalKillSwitch"]
+            default_versions = must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy")
+            try:
+                results[service] = run(root, service, fixture, scratch)
+            finally:
+                must({200}, call("PUT", base_url("policy-service") + "/v1/admin/kill-switch", {"enabled": switched}, fixture.admin), "the kill switch")
+            if must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy") != default_versions:
+                print("api-conformance: the run wrote a new version of the default policy (restore one with "
+                      "POST /v1/admin/policies/default/versions/{version}/restore)", file=sys.stderr)
+                results[service] = False
+        else:
+            results[service] = run(root, service, fixture, scratch)
     print("==> API conformance: " + ", ".join(f"{s} {'ok' if ok else 'FAILED'}" for s, ok in results.items()))
     return 0 if all(results.values()) else 1
 
