@@ -69,8 +69,9 @@ bench-telemetry: ## Telemetry events aggregated/s on one core vs a decode-only b
 bench-policy: ## Policy decisions/s on one core, every rule on (GATT included) vs every rule off
 	$(ENV) swift build -c release --product PolicyBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/PolicyBenchmark"
 
-api-check: ## Schemathesis (every check) against every service's OpenAPI document on the running services
+api-check: ## Schemathesis (every check) against every service's OpenAPI document, and docs/device-api.md run, on the running services
 	deploy/local/api-conformance.sh
+	deploy/local/device-api-walkthrough.sh
 
 crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
 	deploy/local/crash-test.sh

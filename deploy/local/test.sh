@@ -42,3 +42,5 @@ echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
 echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
 "$here/api-conformance.sh"
+echo "==> docs/device-api.md, command by command, against the services"
+"$here/device-api-walkthrough.sh"
