@@ -185,6 +185,17 @@ struct RouterHarness: Sendable {
         return settings
     }
 
+    /// The gateway's routes over fakes.
+    static func router(settings: GatewaySettings = settings()) -> Router<GatewayRequestContext> {
+        let fake = FakePipeline()
+        let cache = RegistryCache()
+        let pipeline = IngestPipeline(instanceId: "gw-routes", settings: settings, publisher: fake, cache: cache, logger: Logger(label: "gateway-tests"))
+        fake.attach(pipeline)
+        return buildRouter(dependencies: GatewayDependencies(
+            pipeline: pipeline, publisher: fake, repository: FakeRepository(), signer: TestKeys.signer, cache: cache, limiter: nil, challenges: nil
+        ))
+    }
+
     /// The gateway router over fakes (`app.test(.router)`).
     static func run(
         settings: GatewaySettings = settings(),

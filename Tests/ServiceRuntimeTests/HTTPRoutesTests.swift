@@ -101,6 +101,8 @@ struct SharedRoutesTests {
             router.get("/v1/things/:id") { _, _ in "a thing" }
             router.put("/v1/things/:id") { _, _ in "put" }
             router.get("/v1/files/**") { _, _ in "a file" }
+            router.get("/v1/events/:key") { _, _ in "an event" }
+            router.post("/v1/events/batch") { _, _ in "a batch" }
         }
     }
 
@@ -131,6 +133,14 @@ struct SharedRoutesTests {
             }
             try await client.execute(uri: "/v1/files/a/b/c", method: .delete) { response in
                 #expect(response.status == .methodNotAllowed)
+            }
+            // The literal route wins, as in the router: GET on /events/batch is not the :key route.
+            try await client.execute(uri: "/v1/events/batch", method: .get) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "POST")
+            }
+            try await client.execute(uri: "/v1/events/k1", method: .post) { response in
+                #expect(response.headers[.allow] == "GET")
             }
         }
     }

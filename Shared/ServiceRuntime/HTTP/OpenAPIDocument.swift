@@ -86,22 +86,29 @@ final class RouteMethodTable: Sendable {
         }
     }
 
-    /// The methods the path is served with; empty when no route serves it.
+    /// The methods the path is served with; empty when no route serves it. As in the router, the
+    /// most literal route wins (`/events/batch` over `/events/:key`), segment by segment.
     func methods(for path: String) -> [HTTPRequest.Method] {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         return routes.withLock { routes in
-            routes.filter { Self.matches($0.path, segments) }.flatMap(\.methods)
+            let scored = routes.compactMap { route in Self.specificity(route.path, segments).map { (route, $0) } }
+            guard let best = scored.map(\.1).max(by: { $0.lexicographicallyPrecedes($1) }) else { return [] }
+            return scored.filter { $0.1 == best }.flatMap(\.0.methods)
         }
     }
 
-    private static func matches(_ route: RouterPath, _ segments: [Substring]) -> Bool {
+    /// Per segment, 1 for a literal match and 0 for a capture or wildcard; nil when the route does
+    /// not match the path.
+    private static func specificity(_ route: RouterPath, _ segments: [Substring]) -> [Int]? {
         var index = 0
+        var score: [Int] = []
         for element in route.components {
-            if element.description == "**" { return true }
-            guard index < segments.count, element ~= segments[index] else { return false }
+            if element.description == "**" { return score }
+            guard index < segments.count, element ~= segments[index] else { return nil }
+            score.append(element == segments[index] ? 1 : 0)
             index += 1
         }
-        return index == segments.count
+        return index == segments.count ? score : nil
     }
 }
 

@@ -1,0 +1,18 @@
+import Hummingbird
+import IngestGatewayService
+import ServiceRuntime
+import Testing
+
+/// The device API's document kept beside the code (`Service/Resources/openapi.yaml`) lists exactly
+/// the routes the gateway serves; schemathesis checks it against the running gateway in `make test`.
+@Suite("Gateway OpenAPI document")
+struct GatewayOpenAPITests {
+    @Test func everyRouteIsDocumentedAndNothingElse() throws {
+        let document = try #require(OpenAPIDocument.gateway)
+        #expect(document.text.hasPrefix("openapi: 3.1"))
+        let routed = OpenAPIDocument.operations(of: RouterHarness.router())
+        #expect(routed.count >= 12)
+        #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
+        #expect(document.operations.subtracting(routed).isEmpty, "not routed: \(document.operations.subtracting(routed).sorted())")
+    }
+}
