@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import Foundation
 import KafkaClient
 import Logging
 import ServiceLifecycle
@@ -83,6 +84,33 @@ public final class RegistryCacheLoader: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         return true
+    }
+
+    /// Waits until the cache holds every change the feed held at `instant` or later: once `instant`
+    /// has passed, the partitions' high watermarks are read and the loader must have applied up to
+    /// them. `false` when `timeout` passed first (or the feed could not be asked). A decision that
+    /// depends on something the view may not hold yet (a device enrolled a moment ago) waits on this
+    /// instead of refusing from a stale view.
+    public func waitUntilCurrent(asOf instant: Date, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        let early = instant.timeIntervalSinceNow
+        if early > 0 {
+            guard ContinuousClock.now + .milliseconds(Int64(early * 1000)) < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(Int64(early * 1000)))
+        }
+        guard await waitUntilCaughtUp(timeout: deadline - ContinuousClock.now) else { return false }
+        let assigned = progress.state.withLock { $0.assigned }
+        var targets: [TopicPartition: Int64] = [:]
+        for tp in assigned {
+            guard let marks = try? await consumer.watermarks(tp) else { return false }
+            if marks.high > marks.low { targets[tp] = marks.high - 1 }
+        }
+        while true {
+            let read = progress.state.withLock { $0.lastOffset }
+            if targets.allSatisfy({ (read[$0.key] ?? -1) >= $0.value }) { return true }
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     public func run() async throws {

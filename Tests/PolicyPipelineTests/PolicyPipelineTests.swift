@@ -58,6 +58,43 @@ struct PolicyPipelineTests {
         }
     }
 
+    /// A phone enrolled at the door and walked in: its check-in reaches the policy before the
+    /// registry has published the device. No final refusal from that stale view: the batch waits
+    /// for the feed as of the event's receipt, and the check-in is accepted.
+    @Test func aCheckInRightAfterEnrollmentIsAcceptedNotRefusedFromAStaleView() async throws {
+        try await PipelineHarness.run { h in
+            let user = try await h.repository.createUser(NewUser(name: "Newcomer", siteIds: [h.fixture.site.id]))
+            let code = try await h.repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
+            let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
+            #expect(h.cache.device(id: device.id) == nil)
+            var event = h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3))
+            event.userId = user.id
+            event.deviceId = device.id
+            if case .event(var body) = event.payload {
+                body.userId = user.id
+                body.deviceId = device.id
+                event.payload = .event(body)
+            }
+            try await h.produceRaw([event])
+            // The registry's relay publishes the new user and device a moment later.
+            try await Task.sleep(for: .milliseconds(400))
+            try await h.publishRegistryChanges()
+            let decision = try await h.readVetted(count: 1).first?.decision
+            #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
+            // And a device nobody enrolled is still refused once the view is current.
+            var forged = h.event(key: "k_forged")
+            forged.deviceId = "dev_never_enrolled"
+            if case .event(var body) = forged.payload {
+                body.deviceId = "dev_never_enrolled"
+                forged.payload = .event(body)
+            }
+            try await h.produceRaw([forged])
+            let refused = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_forged" }?.decision
+            #expect(refused?.outcome == .reject)
+            #expect(refused?.ruleResults.contains { $0.ruleId == .deviceBinding && $0.fired } == true)
+        }
+    }
+
     @Test func anotherOrganizationsUserIsRefusedAtThisSite() async throws {
         try await PipelineHarness.run { h in
             // A user of another organization, assigned to that organization's site, enrolled.

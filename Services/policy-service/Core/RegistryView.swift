@@ -260,3 +260,23 @@ public struct RegistrySnapshot: RegistryView, Hashable {
         String(String.UnicodeScalarView(text.unicodeScalars.lazy.filter { $0 != "-" })).uppercased()
     }
 }
+
+extension RegistryView {
+    /// Whether the view lacks something `event` names that a newer view could hold: its device, its
+    /// user, its beacon, or the user's assignment to a site it names. The rules refuse on each of
+    /// these, and a refusal is final; so before deciding such an event the pipeline makes sure the
+    /// view is current as of the event (a phone enrolled at the door and walked in names a device the
+    /// feed delivers a moment later).
+    public func mayBeBehind(_ event: RawEventEnvelope) -> Bool {
+        if device(id: event.deviceId) == nil { return true }
+        guard let assigned = assignedSiteIds(userId: event.userId) else { return true }
+        if event.claimedSiteIds.contains(where: { !assigned.contains($0) }) { return true }
+        if let beacon = event.attendanceEvent?.beacon {
+            guard let registered = self.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor) else {
+                return bannedPrefix(of: beacon.uuid) == nil
+            }
+            if let site = registered.siteId, !assigned.contains(site) { return true }
+        }
+        return false
+    }
+}

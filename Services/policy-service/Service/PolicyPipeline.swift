@@ -18,6 +18,12 @@ public struct PolicyPipelineConfiguration: Sendable {
     /// How long decisions wait for the registry cache to catch up before the first batch; a
     /// decision against an empty cache would refuse every beacon as unknown.
     public var registryCatchUpTimeout: Duration = .seconds(60)
+    /// How long after a gateway received an event the registry may take to publish a change the
+    /// event depends on (its outbox relay). A batch with an event naming something the registry
+    /// view lacks is decided once the view holds the feed as of the newest such receipt plus this.
+    public var registryPublishMargin: Duration = .seconds(1)
+    /// The longest a batch waits for that; then it is decided with what the view holds (a warning).
+    public var registryLagWait: Duration = .seconds(10)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     public var redeliveryBackoff: Duration = .milliseconds(500)
     /// Between attempts to claim a batch's GATT nonces when the spent-nonce store fails: the batch
@@ -127,6 +133,7 @@ public final class PolicyPipeline: Service, Sendable {
         if let nonceLedger {
             try await claimNonces(decoded.compactMap { try? $0.get() }, ledger: nonceLedger)
         }
+        await waitForRegistryIfBehind(decoded.compactMap { try? $0.get() })
         for (message, event) in zip(batch.messages, decoded) {
             switch event {
             case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
@@ -134,6 +141,25 @@ public final class PolicyPipeline: Service, Sendable {
             }
         }
         return outgoing
+    }
+
+    /// No final refusal from a stale view: when an event names a device, user, beacon or assignment
+    /// the registry view lacks, the batch waits until the view holds the feed as of that event's
+    /// receipt (plus the registry's publish margin), bounded by `registryLagWait`.
+    private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async {
+        guard let registryLoader else { return }
+        let behind = events.filter { registry.mayBeBehind($0) }
+        guard let newest = behind.map(\.receivedAt).max() else { return }
+        let margin = configuration.registryPublishMargin
+        let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
+        let started = ContinuousClock.now
+        let current = await registryLoader.waitUntilCurrent(asOf: asOf, timeout: configuration.registryLagWait)
+        Counter(label: "policy_registry_waits_total", dimensions: [("current", current ? "yes" : "no")]).increment()
+        if !current {
+            logger.warning("the registry view did not catch up in time; deciding with what it holds", metadata: [
+                "events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)",
+            ])
+        }
     }
 
     static func decode(_ message: KafkaMessage) -> Result<RawEventEnvelope, ProtocolDecodingError> {
