@@ -76,8 +76,8 @@ struct PolicyPipelineTests {
                 event.payload = .event(body)
             }
             try await h.produceRaw([event])
-            // The registry's relay publishes the new user and device a moment later.
-            try await Task.sleep(for: .milliseconds(400))
+            // The registry's relay (polling every 200 ms) publishes the new user and device a moment later.
+            try await Task.sleep(for: .milliseconds(200))
             try await h.publishRegistryChanges()
             let decision = try await h.readVetted(count: 1).first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")

@@ -19,9 +19,10 @@ public struct PolicyPipelineConfiguration: Sendable {
     /// decision against an empty cache would refuse every beacon as unknown.
     public var registryCatchUpTimeout: Duration = .seconds(60)
     /// How long after a gateway received an event the registry may take to publish a change the
-    /// event depends on (its outbox relay). A batch with an event naming something the registry
-    /// view lacks is decided once the view holds the feed as of the newest such receipt plus this.
-    public var registryPublishMargin: Duration = .seconds(1)
+    /// event depends on (its outbox relay polls every 200 ms). A batch with an event naming
+    /// something the registry view lacks is decided once the view holds the feed as of the newest
+    /// such receipt plus this; such a request then takes about half a second.
+    public var registryPublishMargin: Duration = .milliseconds(400)
     /// The longest a batch waits for that; then it is decided with what the view holds (a warning).
     public var registryLagWait: Duration = .seconds(10)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
