@@ -14,4 +14,5 @@ source "$here/env.sh"
 # exhaust: one device sends every request, and a 429 in place of the answer under test is no test.
 RATE_LIMIT_PER_SECOND="${RATE_LIMIT_PER_SECOND:-100000}" RATE_LIMIT_BURST="${RATE_LIMIT_BURST:-100000}" \
     "$here/services.sh" start >/dev/null
+"$here/admin-key.sh" "API conformance run"
 exec "$ROOT/.local/venv/bin/python" "$here/api-conformance.py" "$ROOT" "$@"

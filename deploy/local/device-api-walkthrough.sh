@@ -9,6 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
 cd "$ROOT"
+"$here/admin-key.sh" "device API walkthrough"
 script="$(mktemp)"
 output="$(mktemp)"
 trap 'rm -f "$script" "$output"' EXIT

@@ -46,15 +46,8 @@ echo "==> attendancectl doctor"
 echo "==> start the services"
 "$here/services.sh" start
 
-# The admin REST examples (README) need an admin key. The registry prints its bootstrap key only on a
-# database that had none (services.sh saves it); otherwise mint one straight in PostgreSQL.
-key_file="$RUN_DIR/secrets/admin-api-key"
-if [[ ! -s "$key_file" ]] || [[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$key_file")" \
-        "http://127.0.0.1:$REGISTRY_PORT/v1/admin/organizations")" != 200 ]]; then
-    echo "==> no working admin API key in $key_file: attendancectl api-keys mint"
-    rm -f "$key_file"
-    "$bin/attendancectl" api-keys mint --name "local operator (make run)" --secret-file "$key_file" >/dev/null
-fi
+# The admin REST examples (README) need an admin key.
+"$here/admin-key.sh" "local operator (make run)"
 
 echo "==> fleet-simulator run ${fleet_options[*]}: a morning rush in real time"
 rm -rf "$FLEET_REPORT_DIR"
