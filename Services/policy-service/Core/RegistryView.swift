@@ -262,21 +262,13 @@ public struct RegistrySnapshot: RegistryView, Hashable {
 }
 
 extension RegistryView {
-    /// Whether the view lacks something `event` names that a newer view could hold: its device, its
-    /// user, its beacon, or the user's assignment to a site it names. The rules refuse on each of
-    /// these, and a refusal is final; so before deciding such an event the pipeline makes sure the
-    /// view is current as of the event (a phone enrolled at the door and walked in names a device the
-    /// feed delivers a moment later).
+    /// Whether the view lacks the device or the user of `event`. The gateway let the event in on a
+    /// device token the registry signed at enrollment, so a device or user the view does not hold is
+    /// one the feed has not delivered yet (a phone enrolled at the door and walked in), never a
+    /// stranger: `device_binding` and `site_assignment` would refuse it, and a refusal is final, so
+    /// the pipeline first makes sure the view is current as of the event. An unknown beacon or site
+    /// proves nothing (anyone can name one), and waiting on each would let anyone slow the pipeline.
     public func mayBeBehind(_ event: RawEventEnvelope) -> Bool {
-        if device(id: event.deviceId) == nil { return true }
-        guard let assigned = assignedSiteIds(userId: event.userId) else { return true }
-        if event.claimedSiteIds.contains(where: { !assigned.contains($0) }) { return true }
-        if let beacon = event.attendanceEvent?.beacon {
-            guard let registered = self.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor) else {
-                return bannedPrefix(of: beacon.uuid) == nil
-            }
-            if let site = registered.siteId, !assigned.contains(site) { return true }
-        }
-        return false
+        device(id: event.deviceId) == nil || assignedSiteIds(userId: event.userId) == nil
     }
 }
