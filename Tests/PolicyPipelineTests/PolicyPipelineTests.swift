@@ -67,28 +67,14 @@ struct PolicyPipelineTests {
             let code = try await h.repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
             let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
             #expect(h.cache.device(id: device.id) == nil)
-            var event = h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3))
-            event.userId = user.id
-            event.deviceId = device.id
-            if case .event(var body) = event.payload {
-                body.userId = user.id
-                body.deviceId = device.id
-                event.payload = .event(body)
-            }
-            try await h.produceRaw([event])
+            try await h.produceRaw([h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3), user: user.id, device: device.id)])
             // The registry's relay (polling every 200 ms) publishes the new user and device a moment later.
             try await Task.sleep(for: .milliseconds(200))
             try await h.publishRegistryChanges()
             let decision = try await h.readVetted(count: 1).first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
             // And a device nobody enrolled is still refused once the view is current.
-            var forged = h.event(key: "k_forged")
-            forged.deviceId = "dev_never_enrolled"
-            if case .event(var body) = forged.payload {
-                body.deviceId = "dev_never_enrolled"
-                forged.payload = .event(body)
-            }
-            try await h.produceRaw([forged])
+            try await h.produceRaw([h.event(key: "k_forged", device: "dev_never_enrolled")])
             let refused = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_forged" }?.decision
             #expect(refused?.outcome == .reject)
             #expect(refused?.ruleResults.contains { $0.ruleId == .deviceBinding && $0.fired } == true)
@@ -114,15 +100,7 @@ struct PolicyPipelineTests {
             try await h.eventually("the stranger in the cache") { h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil }
 
             // This organization's site and beacon, the stranger's genuine device.
-            var event = h.event(key: "k_stranger")
-            event.userId = stranger.id
-            event.deviceId = device.id
-            if case .event(var body) = event.payload {
-                body.userId = stranger.id
-                body.deviceId = device.id
-                event.payload = .event(body)
-            }
-            try await h.produceRaw([event, h.event(key: "k_member")])
+            try await h.produceRaw([h.event(key: "k_stranger", user: stranger.id, device: device.id), h.event(key: "k_member")])
             let vetted = Dictionary(uniqueKeysWithValues: try await h.readVetted(count: 2).map { ($0.raw.idempotencyKey, $0.decision) })
             #expect(vetted["k_stranger"]?.outcome == .reject)
             #expect(vetted["k_stranger"]?.ruleResults.contains { $0.ruleId == .siteAssignment && $0.fired } == true)
@@ -217,11 +195,14 @@ struct PipelineHarness: Sendable {
         }
     }
 
-    /// An honest check-in at the fixture's gate, now.
-    func event(key: String, uuid: String? = nil, minor: Int? = nil, time: Date = Date()) -> RawEventEnvelope {
+    /// An honest check-in at the fixture's gate, now (by the fixture's user and device unless others are named).
+    func event(
+        key: String, uuid: String? = nil, minor: Int? = nil, time: Date = Date(), user: String? = nil, device: String? = nil
+    ) -> RawEventEnvelope {
+        let user = user ?? fixture.user.id, device = device ?? fixture.device.id
         let beacon = BeaconIdentity(uuid: uuid ?? fixture.beacon.uuid.uuidString, major: fixture.beacon.major, minor: minor ?? fixture.beacon.minor)
         let body = AttendanceEvent(
-            id: UUID().uuidString, idempotencyKey: key, userId: fixture.user.id, deviceId: fixture.device.id,
+            id: UUID().uuidString, idempotencyKey: key, userId: user, deviceId: device,
             timestamp: time, type: .checkin, siteId: fixture.site.id, beacon: beacon,
             rssiSeries: [-75, -71, -68, -66, -70], txPower: -59, motion: .init(state: .walking, steps2min: 42),
             geofence: .init(inside: true, radius: 200), handshake: nil, network: .init(online: true, latencyMs: 120),
@@ -229,7 +210,7 @@ struct PipelineHarness: Sendable {
             location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15), attestation: .init(jailbroken: false, simulatedLocation: false)
         )
         return RawEventEnvelope(
-            requestId: "req_\(key)", idempotencyKey: key, userId: fixture.user.id, deviceId: fixture.device.id, siteId: fixture.site.id,
+            requestId: "req_\(key)", idempotencyKey: key, userId: user, deviceId: device, siteId: fixture.site.id,
             appVersion: "1.12.0", gatewayInstance: "gateway-test", receivedAt: time.addingTimeInterval(0.3),
             payloadFingerprint: String(repeating: "a", count: 64), payload: .event(body)
         )

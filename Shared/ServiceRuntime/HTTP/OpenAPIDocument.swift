@@ -113,14 +113,25 @@ final class RouteMethodTable: Sendable {
 }
 
 /// 405 Method Not Allowed, with `Allow`, for a request whose path is routed only for other methods.
+/// Only a 404 (answered or thrown) is looked at again, so a routed request pays nothing.
 struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     let table: RouteMethodTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let methods = table.methods(for: request.uri.path)
-        guard !methods.isEmpty, !methods.contains(request.method) else {
-            return try await next(request, context)
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            if let refusal = methodNotAllowed(request) { return refusal }
+            throw error
         }
+        guard response.status == .notFound, let refusal = methodNotAllowed(request) else { return response }
+        return refusal
+    }
+
+    private func methodNotAllowed(_ request: Request) -> Response? {
+        let methods = table.methods(for: request.uri.path)
+        guard !methods.isEmpty, !methods.contains(request.method) else { return nil }
         var problem = ProblemDetails(
             type: "urn:problem:attendance:method-not-allowed", title: "Method not allowed", status: 405,
             detail: "\(request.method) is not served here; allowed: \(methods.map(\.rawValue).sorted().joined(separator: ", "))"
