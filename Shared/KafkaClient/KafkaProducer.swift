@@ -115,6 +115,10 @@ public final class KafkaProducer: Service, Sendable {
         state.withLock { $0.beginDraining() }
     }
 
+    /// The fatal error librdkafka reported (an idempotent producer the broker fenced), if any: the
+    /// producer takes no more work, and the process should be replaced by a new one.
+    public var fatalError: KafkaError? { handle.fatalError }
+
     /// Topic names and partition counts, as a readiness probe of the broker connection.
     public func metadata(timeoutMs: Int32 = 2_000) async throws(KafkaError) -> [String: Int32] {
         try await handle.blocking { [handle] () throws(KafkaError) in try handle.metadata(timeoutMs: timeoutMs) }

@@ -3,13 +3,19 @@
 # stack.sh), with pid files and logs under $RUN_DIR/services.
 #
 #   services.sh start [NAME...]    start (default: all, in dependency order) and wait until ready
-#   services.sh stop [NAME...]     SIGTERM (graceful), SIGKILL after $STOP_TIMEOUT s
-#   services.sh status             one line per service; exit 0 when all run, 3 otherwise
-#   services.sh kill9 NAME         SIGKILL, as a crash would (no graceful shutdown)
+#   services.sh stop [NAME...]     SIGTERM (graceful), SIGKILL after $STOP_TIMEOUT s (default: every instance)
+#   services.sh status             one line per instance; exit 0 when all run, 3 otherwise
+#   services.sh kill9 NAME         SIGKILL, as a crash would (no graceful shutdown); the supervisor restarts it
 #   services.sh restart NAME       stop, start, wait until ready
+#   services.sh wait-ready [NAME...]  wait until each (default: every instance) answers /health/ready
 #   services.sh logs NAME [-f]     the service's log
 #
-# NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator.
+# NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator,
+# optionally with @N for a further instance (N = 2..9): `policy-service@2` listens on the service's
+# port + 100 * (N - 1), with INSTANCE_ID `policy-service-local-2`, in the same consumer groups.
+#
+# Each instance runs under deploy/local/supervise.sh, which starts it again whenever it ends without
+# being stopped: after a crash, a kill -9, or its own exit (75) when the broker lost its state.
 # Binaries come from `swift build -c $BUILD_CONFIG` (default debug; build them first).
 # Secrets made on first start (gitignored, under $RUN_DIR/secrets): the device token signing key
 # shared by the registry and the gateway, the GATT nonce key shared by the gateway and the policy
@@ -26,11 +32,36 @@ SECRETS_DIR="${SECRETS_DIR:-$RUN_DIR/secrets}"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
 ALL=(beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator)
+SUPERVISE="$HERE/supervise.sh"
 
 log() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# service_of NAME[@N] -> NAME; instance_of NAME[@N] -> N (1 without @).
+service_of() { echo "${1%@*}"; }
+instance_of() {
+    if [[ "$1" == *@* ]]; then
+        local n="${1##*@}"
+        [[ "$n" =~ ^[2-9]$ ]] || die "'$1': an instance number is 2..9"
+        echo "$n"
+    else
+        echo 1
+    fi
+}
+
 port_of() {
+    local base n
+    base="$(base_port_of "$(service_of "$1")")"
+    n="$(instance_of "$1")"
+    echo $((base + 100 * (n - 1)))
+}
+
+instance_id_of() {
+    local n; n="$(instance_of "$1")"
+    if ((n == 1)); then echo "$(service_of "$1")-local"; else echo "$(service_of "$1")-local-$n"; fi
+}
+
+base_port_of() {
     case "$1" in
         beacon-registry) echo "$REGISTRY_PORT" ;;
         policy-service) echo "$POLICY_PORT" ;;
@@ -43,7 +74,29 @@ port_of() {
 
 bin_dir() { (cd "$ROOT" && swift build -c "$BUILD_CONFIG" --show-bin-path); }
 pid_file() { echo "$SERVICES_DIR/$1.pid"; }
+supervisor_file() { echo "$SERVICES_DIR/$1.supervisor.pid"; }
 log_file() { echo "$SERVICES_DIR/$1.log"; }
+
+supervisor_pid() {
+    local f; f="$(supervisor_file "$1")"
+    [[ -f "$f" ]] || return 1
+    local pid; pid="$(cat "$f")"
+    kill -0 "$pid" 2>/dev/null || return 1
+    echo "$pid"
+}
+
+# Every instance that has a supervisor file, the base instances first.
+known_instances() {
+    local f n names=()
+    for n in "${ALL[@]}"; do names+=("$n"); done
+    shopt -s nullglob
+    for f in "$SERVICES_DIR"/*@*.supervisor.pid; do
+        n="$(basename "$f" .supervisor.pid)"
+        names+=("$n")
+    done
+    shopt -u nullglob
+    echo "${names[@]}"
+}
 
 running_pid() {
     local f; f="$(pid_file "$1")"
@@ -87,9 +140,9 @@ wait_ready() {
     local name="$1" port; port="$(port_of "$1")"
     local deadline=$((SECONDS + READY_TIMEOUT))
     while ((SECONDS < deadline)); do
-        if ! running_pid "$name" >/dev/null; then
+        if ! supervisor_pid "$name" >/dev/null; then
             tail -n 30 "$(log_file "$name")" >&2 || true
-            die "$name exited during start (log: $(log_file "$name"))"
+            die "$name is not running (log: $(log_file "$name"))"
         fi
         if curl -fsS -o /dev/null "http://127.0.0.1:$port/health/ready" 2>/dev/null; then
             log "$name ready on :$port (pid $(running_pid "$name"))"
@@ -102,24 +155,28 @@ wait_ready() {
 }
 
 start_one() {
-    local name="$1" port; port="$(port_of "$1")"
-    if running_pid "$name" >/dev/null; then
-        log "$name already running (pid $(running_pid "$name"))"
+    local name="$1" port service
+    port="$(port_of "$1")"
+    service="$(service_of "$1")"
+    if supervisor_pid "$name" >/dev/null; then
+        log "$name already supervised (pid $(running_pid "$name" || echo restarting))"
+        wait_ready "$name"
         return 0
     fi
-    local bin; bin="$(bin_dir)/$name"
-    [[ -x "$bin" ]] || die "$bin is not built (swift build -c $BUILD_CONFIG --product $name)"
+    local bin; bin="$(bin_dir)/$service"
+    [[ -x "$bin" ]] || die "$bin is not built (swift build -c $BUILD_CONFIG --product $service)"
     mkdir -p "$SERVICES_DIR"
     local extra=()
     # The first admin API key goes to its secrets file (mode 0600), never to the log.
-    [[ "$name" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1 REGISTRY_BOOTSTRAP_KEY_PATH="$SECRETS_DIR/admin-api-key")
-    case "$name" in
+    [[ "$service" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1 REGISTRY_BOOTSTRAP_KEY_PATH="$SECRETS_DIR/admin-api-key")
+    case "$service" in
         beacon-registry | policy-service) extra+=(BEACON_KEY_SEAL_KEY="$BEACON_KEY_SEAL_KEY") ;;
     esac
-    # setsid: the service outlives this script, and a kill9 hits only it.
-    env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="${name}-local" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
-        setsid "$bin" >>"$(log_file "$name")" 2>&1 </dev/null &
-    echo $! >"$(pid_file "$name")"
+    # setsid: the supervisor and its service outlive this script; a kill9 hits only the service.
+    rm -f "$(pid_file "$name")"
+    env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="$(instance_id_of "$name")" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
+        setsid "$SUPERVISE" "$name" "$(pid_file "$name")" "$(log_file "$name")" -- "$bin" </dev/null >/dev/null 2>&1 &
+    echo $! >"$(supervisor_file "$name")"
     wait_ready "$name"
     if [[ "$name" == beacon-registry && -s "$SECRETS_DIR/admin-api-key" ]]; then
         log "admin API key: $SECRETS_DIR/admin-api-key"
@@ -127,16 +184,28 @@ start_one() {
 }
 
 stop_one() {
-    local name="$1" pid
-    pid="$(running_pid "$name")" || { rm -f "$(pid_file "$name")"; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "$name did not stop in ${STOP_TIMEOUT}s; SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
+    local name="$1" pid supervisor
+    supervisor="$(supervisor_pid "$name")" || supervisor=""
+    pid="$(running_pid "$name")" || pid=""
+    if [[ -z "$supervisor" && -z "$pid" ]]; then
+        rm -f "$(pid_file "$name")" "$(supervisor_file "$name")"
+        return 0
     fi
-    rm -f "$(pid_file "$name")"
+    # The supervisor forwards SIGTERM to the service and waits for it; without one, signal the service.
+    if [[ -n "$supervisor" ]]; then kill -TERM "$supervisor" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while { [[ -n "$supervisor" ]] && kill -0 "$supervisor" 2>/dev/null; } || { [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; }; do
+        ((SECONDS < deadline)) || break
+        sleep 0.2
+    done
+    local p
+    for p in $supervisor $pid; do
+        if kill -0 "$p" 2>/dev/null; then
+            log "$name did not stop in ${STOP_TIMEOUT}s; SIGKILL"
+            kill -KILL "$p" 2>/dev/null || true
+        fi
+    done
+    rm -f "$(pid_file "$name")" "$(supervisor_file "$name")"
     log "$name stopped"
 }
 
@@ -150,7 +219,7 @@ case "$cmd" in
         for n in $(names_or_all "$@"); do start_one "$n"; done
         ;;
     stop)
-        names=($(names_or_all "$@"))
+        if (($# == 0)); then names=($(known_instances)); else names=("$@"); fi
         for ((i = ${#names[@]} - 1; i >= 0; i--)); do stop_one "${names[i]}"; done
         ;;
     restart)
@@ -165,16 +234,22 @@ case "$cmd" in
         pid="$(running_pid "$1")" || die "$1 is not running"
         kill -KILL "$pid"
         while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-        rm -f "$(pid_file "$1")"
-        log "$1 killed with SIGKILL (pid $pid)"
+        log "$1 killed with SIGKILL (pid $pid)$(supervisor_pid "$1" >/dev/null && echo '; its supervisor starts it again')"
+        ;;
+    wait-ready)
+        if (($# == 0)); then names=($(known_instances)); else names=("$@"); fi
+        for n in "${names[@]}"; do wait_ready "$n"; done
         ;;
     status)
         rc=0
-        for n in "${ALL[@]}"; do
+        for n in $(known_instances); do
             if pid="$(running_pid "$n")"; then
-                printf '%-16s running  pid %-7s :%s\n' "$n" "$pid" "$(port_of "$n")"
+                printf '%-22s running  pid %-7s :%s\n' "$n" "$pid" "$(port_of "$n")"
+            elif supervisor_pid "$n" >/dev/null; then
+                printf '%-22s restarting (supervisor pid %s)\n' "$n" "$(supervisor_pid "$n")"
+                rc=3
             else
-                printf '%-16s stopped\n' "$n"
+                printf '%-22s stopped\n' "$n"
                 rc=3
             fi
         done
@@ -186,6 +261,6 @@ case "$cmd" in
         if [[ "${2:-}" == "-f" ]]; then tail -n 50 -f "$(log_file "$1")"; else tail -n 50 "$(log_file "$1")"; fi
         ;;
     *)
-        die "usage: services.sh start|stop|status|kill9|restart|logs [NAME...]"
+        die "usage: services.sh start|stop|status|kill9|restart|wait-ready|logs [NAME...]"
         ;;
 esac

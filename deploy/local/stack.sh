@@ -8,6 +8,8 @@
 #   stack.sh logs [postgres|broker] [-f]   last $LOG_LINES lines of the log(s); -f follows
 #   stack.sh restart-broker   stop and start the broker only. Tansu keeps everything in
 #                             memory: topics and committed offsets are gone afterwards.
+#   stack.sh kill9-postgres   SIGKILL PostgreSQL's postmaster, as a crash would (`start` brings it
+#                             back through crash recovery)
 #   stack.sh reset            stop, then delete the run folders (database included)
 #
 # Settings (environment, with defaults): see env.sh for PG* / KAFKA_* / paths, plus
@@ -377,14 +379,14 @@ cmd_reset() {
 }
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 main() {
     local action="${1:-}"
     [[ $# -gt 0 ]] && shift
     case "$action" in
-        start | stop | restart-broker | reset)
+        start | stop | restart-broker | kill9-postgres | reset)
             # One stack.sh at a time (parallel test runs may all call `start`). Daemons
             # are started with this descriptor closed (close_extra_fds).
             mkdir -p "$RUN_DIR"
@@ -408,6 +410,14 @@ main() {
         restart-broker)
             stop_broker
             start_broker
+            ;;
+        kill9-postgres)
+            pg_dir
+            local pid
+            pid="$(pg_pid)" || die "PostgreSQL is not running"
+            kill -KILL "$pid"
+            while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+            log "PostgreSQL's postmaster killed with SIGKILL (pid $pid)"
             ;;
         reset) cmd_reset ;;
         -h | --help | help) usage ;;

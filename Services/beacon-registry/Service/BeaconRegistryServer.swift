@@ -50,6 +50,8 @@ public enum BeaconRegistryServer {
         )
         let sightings = try BeaconSightingCollector(kafka: configuration.kafka, repository: repository, logger: logger)
 
+        let watch = try configuration.brokerStateWatch(
+            producer: producer, topics: [Topic.deviceTelemetry.name, Topic.rawEvents.name], logger: logger)
         let app = buildApplication(
             configuration: configuration, repository: repository, lookups: lookups,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: lookupLoader)],
@@ -83,7 +85,7 @@ public enum BeaconRegistryServer {
             // Shutdown runs in reverse: the server stops taking requests, the sightings collector
             // and the lookup cache stop reading, the publisher finishes its round, then the
             // producer flushes.
-            try await ServiceMain.runServices([producer, publisher, lookupLoader, sightings, app], logger: logger)
+            try await ServiceMain.runServices([producer, watch, publisher, lookupLoader, sightings, app], logger: logger)
             group.cancelAll()
         }
     }

@@ -47,6 +47,9 @@ public enum IngestGatewayServer {
         )
         let pipeline = IngestPipeline(instanceId: configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger)
         let verdicts = try VerdictListener(kafka: configuration.kafka, topic: settings.topics.verdicts, pipeline: pipeline, logger: logger)
+        let watch = try configuration.brokerStateWatch(
+            producer: producer, topics: [settings.topics.rawEvents, settings.topics.verdicts, settings.topics.deviceTelemetry],
+            feed: settings.topics.registryChanges, logger: logger)
         let dependencies = GatewayDependencies(
             pipeline: pipeline, publisher: publisher, repository: PostgresAttendanceReadRepository(client: client, logger: logger),
             signer: signer, cache: cache, challenges: challenges
@@ -63,7 +66,7 @@ public enum IngestGatewayServer {
             // Shutdown runs in reverse: the server stops taking requests, then the readers stop, then
             // the producer flushes what the last requests produced.
             try await ServiceMain.runServices(
-                [producer, loader, verdicts, IdempotencyJanitor(pipeline: pipeline), app], logger: logger
+                [producer, watch, loader, verdicts, IdempotencyJanitor(pipeline: pipeline), app], logger: logger
             )
             group.cancelAll()
         }

@@ -61,6 +61,8 @@ public enum PolicyServer {
             nonceLedger: gatt.map { GattNonceLedger(store: PostgresSpentNonceStore(client: client, schema: schema, logger: logger), nonces: $0.nonces) },
             configuration: pipelineConfiguration, logger: logger
         )
+        let watch = try configuration.brokerStateWatch(
+            producer: producer, topics: [pipelineConfiguration.rawTopic, pipelineConfiguration.vettedTopic], logger: logger)
         let repository = PostgresPolicyRepository(client: client, schema: schema, logger: logger)
         let refresher = PolicyBookRefresher(
             base: book, repository: repository, hostedRules: engine.ruleIDs, interval: refreshInterval, logger: logger
@@ -88,7 +90,7 @@ public enum PolicyServer {
             try await configuration.ensureTopics(logger: logger)
             // Shutdown runs in reverse: the server stops, the refresher stops, the pipeline finishes
             // its batch (delivered and committed), the consumer leaves the group, the producer flushes.
-            try await ServiceMain.runServices([producer, loader, consumer, pipeline, refresher, app], logger: logger)
+            try await ServiceMain.runServices([producer, watch, loader, consumer, pipeline, refresher, app], logger: logger)
             group.cancelAll()
         }
     }

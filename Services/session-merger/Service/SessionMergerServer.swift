@@ -38,6 +38,8 @@ public enum SessionMergerServer {
             configuration: RegistryCacheLoaderConfiguration(kafka: configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.registryTopic),
             logger: logger)
 
+        let watch = try configuration.brokerStateWatch(
+            producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic, logger: logger)
         let app = buildApplication(
             configuration: configuration,
             sessions: PostgresSessionQueryRepository(client: client, logger: logger),
@@ -54,7 +56,7 @@ public enum SessionMergerServer {
             try await configuration.ensureTopics(logger: logger)
             // Shutdown runs in reverse: the server stops taking requests, the pipeline finishes its
             // batch (and commits), the sweep and the publisher finish their round, then the producer flushes.
-            try await ServiceMain.runServices([producer, registry, publisher, sweeper, pipeline, app], logger: logger)
+            try await ServiceMain.runServices([producer, watch, registry, publisher, sweeper, pipeline, app], logger: logger)
             group.cancelAll()
         }
     }

@@ -32,6 +32,7 @@ public enum TelemetryAggregatorServer {
         let monitor = SLOMonitor(
             repository: repository, metrics: serviceMetrics, objective: objective, interval: telemetry.sloRefreshInterval,
             pruneInterval: telemetry.pruneInterval, prune: { try await processor.prune() }, logger: logger)
+        let watch = try configuration.brokerStateWatch(producer: producer, topics: telemetry.topics, logger: logger)
         let app = buildApplication(
             configuration: configuration, repository: repository, objective: objective,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
@@ -42,7 +43,7 @@ public enum TelemetryAggregatorServer {
             let applied = try await TelemetryMigrations.apply(schema: telemetry.schema, client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
             try await configuration.ensureTopics(logger: logger)
-            try await ServiceMain.runServices([producer, monitor, pipeline, app], logger: logger)
+            try await ServiceMain.runServices([producer, watch, monitor, pipeline, app], logger: logger)
             group.cancelAll()
         }
     }

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import KafkaClient
 import Logging
@@ -22,6 +23,9 @@ public struct ServiceConfiguration: Sendable {
     /// `TOPIC_PARTITIONS`: the partition count of the partitioned topics this service creates when
     /// they are missing (`TopicBootstrap`); nil keeps the protocol's counts.
     public var topicPartitions: Int32?
+    /// `BROKER_WATCH_INTERVAL_MS` (default 1000, 0 = off): how often `BrokerStateWatch` checks that
+    /// the broker still holds this service's topics and producer.
+    public var brokerWatchInterval: Duration? = .seconds(1)
 
     public init(
         serviceName: String, instanceId: String, httpHost: String, httpPort: Int,
@@ -42,8 +46,21 @@ public struct ServiceConfiguration: Sendable {
         try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
     }
 
+    /// The crash-only watch of the broker's state (see `BrokerStateWatch`): `topics` are the ones this
+    /// service reads or writes; the registry feed (`feed`), a log that only grows, is every service's
+    /// canary, whether it reads the feed or not.
+    public func brokerStateWatch(
+        producer: KafkaProducer, topics: [String], feed: String = Topic.registryChanges.name, logger: Logger
+    ) throws(KafkaError) -> BrokerStateWatch {
+        BrokerStateWatch(
+            source: KafkaBrokerStateSource(admin: try KafkaAdmin(configuration: kafka, logger: logger)),
+            watchedTopics: Set(topics + [feed]), canaries: [feed],
+            producer: producer, interval: brokerWatchInterval, logger: logger
+        )
+    }
+
     /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`,
-    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS` and the
+    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS`, `BROKER_WATCH_INTERVAL_MS` and the
     /// PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
     public static func load(service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> ServiceConfiguration {
         try env.checkFileReferences()
@@ -70,6 +87,8 @@ public struct ServiceConfiguration: Sendable {
             postgres: try PostgresSettings.load(from: env)
         )
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+        let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: 1_000, in: 0...600_000)
+        configuration.brokerWatchInterval = watch == .zero ? nil : watch
         return configuration
     }
 

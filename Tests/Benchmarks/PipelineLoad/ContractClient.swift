@@ -9,12 +9,26 @@ import PresenceKit
 /// Sends one event the way the app does under the no-loss contract: the same body and
 /// `Idempotency-Key` on every attempt, until a final verdict (201/200/409/422/400); 202, 5xx,
 /// timeouts and connection errors are retried after PresenceKit's `RetryPolicy` delays.
+///
+/// With several gateways, each device has a home gateway and asks it first; after no answer or a 5xx
+/// the next attempt goes to the next gateway, as a load balancer that took the dead one out would.
 struct ContractClient: Sendable {
     let http: HTTPClient
-    let gateway: String
+    let gateways: [String]
     let requestTimeout: TimeAmount
     let policy = RetryPolicy()
     let classifier = DeliveryClassifier()
+
+    init(http: HTTPClient, gateway: String, requestTimeout: TimeAmount) {
+        self.init(http: http, gateways: [gateway], requestTimeout: requestTimeout)
+    }
+
+    init(http: HTTPClient, gateways: [String], requestTimeout: TimeAmount) {
+        precondition(!gateways.isEmpty, "at least one gateway")
+        self.http = http
+        self.gateways = gateways
+        self.requestTimeout = requestTimeout
+    }
 
     struct Outcome: Sendable {
         let key: String
@@ -24,27 +38,35 @@ struct ContractClient: Sendable {
         let latency: Duration
         /// Statuses of the attempts that were retried (202, 5xx, 0 = no answer).
         let retried: [Int]
+        /// The gateway the device asked first, and the one that gave the last answer (indexes into `gateways`).
+        var home = 0
+        var answeredBy = 0
     }
 
-    func send(_ event: AttendanceProtocol.AttendanceEvent, device: LoadFleet.Device, stopRetryingAfter: ContinuousClock.Instant? = nil) async -> Outcome {
+    func send(
+        _ event: AttendanceProtocol.AttendanceEvent, device: LoadFleet.Device, home: Int = 0, stopRetryingAfter: ContinuousClock.Instant? = nil
+    ) async -> Outcome {
         let body = (try? ProtocolCodec.wire.encode(event)) ?? []
         let start = ContinuousClock.now
         var attempt = 0
         var retried: [Int] = []
         var random = SystemRandomNumberGenerator()
+        var target = home % gateways.count
         while true {
             attempt += 1
-            let result = await post(body, key: event.idempotencyKey, device: device)
+            let result = await post(body, key: event.idempotencyKey, device: device, gateway: gateways[target])
             var status = 0
             if case .response(let code, _, _) = result { status = code }
             let verdict = classifier.verdict(for: result)
-            if case .final = verdict {
-                return Outcome(key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried)
+            func outcome() -> Outcome {
+                Outcome(
+                    key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried,
+                    home: home % gateways.count, answeredBy: target)
             }
+            if case .final = verdict { return outcome() }
             retried.append(status)
-            if let stop = stopRetryingAfter, ContinuousClock.now > stop {
-                return Outcome(key: event.idempotencyKey, status: status, attempts: attempt, latency: ContinuousClock.now - start, retried: retried)
-            }
+            if let stop = stopRetryingAfter, ContinuousClock.now > stop { return outcome() }
+            if status == 0 || status >= 500 { target = (target + 1) % gateways.count }
             var delay = policy.delay(beforeRetry: attempt, using: &random)
             if case .retry(_, let notBefore?) = verdict { delay = max(delay, notBefore) }
             try? await Task.sleep(for: .milliseconds(delay))
@@ -52,7 +74,7 @@ struct ContractClient: Sendable {
     }
 
     /// The answer as PresenceKit's classifier reads it: status, problem type, Retry-After.
-    private func post(_ body: [UInt8], key: String, device: LoadFleet.Device) async -> DeliveryResult {
+    private func post(_ body: [UInt8], key: String, device: LoadFleet.Device, gateway: String) async -> DeliveryResult {
         var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

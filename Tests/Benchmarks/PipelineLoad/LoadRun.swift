@@ -6,10 +6,11 @@ import PostgresNIO
 import Synchronization
 
 /// A steady load of keyed events from enrolled devices, each sent under the no-loss contract, then
-/// the proof: PostgreSQL holds exactly the set of events the clients sent.
+/// the proof: PostgreSQL holds exactly the set of events the clients sent, and each device's
+/// accepted events make one session.
 struct LoadRun {
     struct Options: Sendable {
-        var gateway: String
+        var gateways: [String]
         var devices: Int
         var rate: Double
         var duration: Duration
@@ -31,6 +32,19 @@ struct LoadRun {
         var acceptedPerSecond = 0.0
         var latencyMs: [String: Double] = [:]
         var wallSeconds = 0.0
+        /// Per gateway: its devices' events, the final answers it gave, and how many of its own
+        /// devices' events it answered 201 on the first attempt (its verdict came back to it).
+        var gateways: [String: GatewayFigures] = [:]
+        /// Users whose accepted events are not all in one live session (or who have several).
+        var sessionMismatches = 0
+        var usersChecked = 0
+    }
+
+    struct GatewayFigures: Codable {
+        var devicesHomed = 0
+        var eventsAsked = 0
+        var finalAnswers = 0
+        var acceptedOnFirstAttempt = 0
     }
 
     let options: Options
@@ -57,7 +71,8 @@ struct LoadRun {
                             try? await Task.sleep(until: next)
                             let event = ContractClient.event(fleet: fleet, device: device, sequence: sequence, at: Date())
                             sends.addTask {
-                                let outcome = await client.send(event, device: device, stopRetryingAfter: stopSending + options.drainTimeout)
+                                let outcome = await client.send(
+                                    event, device: device, home: index, stopRetryingAfter: stopSending + options.drainTimeout)
                                 outcomes.append(outcome)
                             }
                             sequence += 1
@@ -110,7 +125,44 @@ struct LoadRun {
         }
         let accepted = stored.values.filter { $0 == "accepted" }.count
         report.acceptedPerSecond = (Double(accepted) / max(report.wallSeconds, 0.001)).rounded(toPlaces: 1)
+
+        for (index, gateway) in options.gateways.enumerated() {
+            var figures = GatewayFigures()
+            figures.devicesHomed = fleet.devices.indices.filter { $0 % options.gateways.count == index }.count
+            for outcome in outcomes {
+                if outcome.home == index { figures.eventsAsked += 1 }
+                if outcome.answeredBy == index { figures.finalAnswers += 1 }
+                if outcome.home == index && outcome.attempts == 1 && outcome.status == 201 { figures.acceptedOnFirstAttempt += 1 }
+            }
+            report.gateways[gateway] = figures
+        }
+        try await checkSessions(users: users, into: &report)
         return report
+    }
+
+    /// Every device sends one check-in and then heartbeats with one session key: each user must have
+    /// exactly one live session, holding every accepted event of that user.
+    private func checkSessions(users: [String], into report: inout Report) async throws {
+        var acceptedByUser: [String: Int] = [:]
+        let accepted = try await postgres.query(
+            "SELECT user_id, count(*)::int FROM merger.events WHERE user_id = ANY(\(users)) AND outcome = 'accepted' GROUP BY user_id",
+            logger: logger)
+        for try await (user, count) in accepted.decode((String, Int).self) { acceptedByUser[user] = count }
+        var sessionsByUser: [String: [Int]] = [:]
+        let sessions = try await postgres.query(
+            "SELECT user_id, event_count FROM merger.sessions WHERE user_id = ANY(\(users)) AND superseded_by IS NULL", logger: logger)
+        for try await (user, count) in sessions.decode((String, Int).self) { sessionsByUser[user, default: []].append(count) }
+        for user in users {
+            let expected = acceptedByUser[user] ?? 0
+            report.usersChecked += 1
+            let live = sessionsByUser[user] ?? []
+            if expected == 0 ? !live.isEmpty : live != [expected] {
+                report.sessionMismatches += 1
+                logger.warning("sessions differ from the accepted events", metadata: [
+                    "user": .string(user), "accepted": "\(expected)", "sessionEventCounts": .string("\(live)"),
+                ])
+            }
+        }
     }
 }
 

@@ -24,7 +24,8 @@ struct Verify: AsyncParsableCommand {
         abstract: "Send keyed attendance events to the gateway under the no-loss contract and verify PostgreSQL."
     )
 
-    @Option(help: "Gateway base URL.") var gateway = "http://127.0.0.1:8080"
+    @Option(help: "Gateway base URL; a comma-separated list spreads the devices over several gateways (each device has a home gateway and fails over to the next).")
+    var gateway = "http://127.0.0.1:8080"
     @Option(help: "Enrolled devices sending in parallel.") var devices = 50
     @Option(help: "Events per second, all devices together.") var rate = 100.0
     @Option(help: "Seconds of sending.") var duration = 60
@@ -47,14 +48,16 @@ struct Verify: AsyncParsableCommand {
                 print("enrolling \(devices) devices through the registry…")
                 let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
                 try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
-                print("sending \(rate) events/s for \(duration) s to \(gateway)…")
+                let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
+                print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
                 let run = LoadRun(
                     options: .init(
-                        gateway: gateway, devices: devices, rate: rate, duration: .seconds(duration),
+                        gateways: gateways, devices: devices, rate: rate, duration: .seconds(duration),
                         drainTimeout: .seconds(drainTimeout), requestTimeout: .seconds(requestTimeout)
                     ),
                     fleet: fleet,
-                    client: ContractClient(http: http, gateway: gateway, requestTimeout: .seconds(Int64(requestTimeout))),
+                    client: ContractClient(http: http, gateways: gateways, requestTimeout: .seconds(Int64(requestTimeout))),
                     postgres: postgres, logger: logger
                 )
                 let result = try await run.run()
@@ -64,8 +67,15 @@ struct Verify: AsyncParsableCommand {
                 print(json)
                 if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
                 print("sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
-                    + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished)")
-                if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished > 0 {
+                    + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
+                    + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
+                for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
+                    print("gateway \(name): \(figures.devicesHomed) devices, \(figures.eventsAsked) events asked first, "
+                        + "\(figures.acceptedOnFirstAttempt) accepted on the first attempt, \(figures.finalAnswers) final answers given")
+                }
+                let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
+                if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
+                    + result.sessionMismatches + silentGateways > 0 {
                     throw ExitCode(1)
                 }
             }
