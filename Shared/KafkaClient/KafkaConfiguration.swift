@@ -29,6 +29,11 @@ public struct KafkaConfiguration: Sendable, Hashable {
             // Tansu and small clusters: learn about new topics and leaders quickly.
             "topic.metadata.refresh.interval.ms": "10000",
             "socket.keepalive.enable": "true",
+            // Topics are created by their owners with their partitions and settings (the platform's by
+            // `TopicBootstrap`); a producer's metadata request must never create one with the broker's
+            // defaults (after a local broker restart it did: attendance.events.raw came back with 4
+            // partitions instead of 6).
+            "allow.auto.create.topics": "false",
         ]
     }
 }

@@ -63,6 +63,9 @@ services start "${instances[@]}"
 DEVICE_TOKEN_KEYS="$(cat "$RUN_DIR/secrets/device-token-keys")"
 export DEVICE_TOKEN_KEYS
 
+# Only what the services log from here on is this run's (the logs keep earlier runs).
+declare -A log_start=()
+for name in "${instances[@]}"; do log_start[$name]="$(stat -c %s "$RUN_DIR/services/$name.log" 2>/dev/null || echo 0)"; done
 report="$RUN_DIR/crash-test-report.json"
 heal_report="$RUN_DIR/crash-test-heal.txt"
 : >"$heal_report"
@@ -149,8 +152,11 @@ wait "$load_pid"
 rc=$?
 set -e
 trap - EXIT
-echo "==> broker-state exits logged by the services:"
-grep -h "broker state lost" "$RUN_DIR"/services/*.log 2>/dev/null | tail -n 20 | cut -c1-240 || true
+echo "==> this run's exits, as the services and their supervisors logged them:"
+for name in "${instances[@]}"; do
+    tail -c +"$((log_start[$name] + 1))" "$RUN_DIR/services/$name.log" |
+        grep -E "broker state lost|exited with status" | sed -E 's/^.*"msg":"([^"]*)".*$/\1/' | cut -c1-200 | sed "s/^/    $name: /"
+done
 echo "==> heal times ($heal_report):"
 cat "$heal_report"
 echo "==> report: $report"
