@@ -68,8 +68,8 @@ struct PolicyPipelineTests {
             let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
             #expect(h.cache.device(id: device.id) == nil)
             try await h.produceRaw([h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3), user: user.id, device: device.id)])
-            // The registry's relay (polling every 200 ms) publishes the new user and device a moment later.
-            try await Task.sleep(for: .milliseconds(200))
+            // The registry's publisher, woken by the commit, puts the new user and device on the feed a moment later.
+            try await Task.sleep(for: .milliseconds(50))
             try await h.publishRegistryChanges()
             let decision = try await h.readVetted(count: 1).first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
@@ -78,6 +78,37 @@ struct PolicyPipelineTests {
             let refused = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_forged" }?.decision
             #expect(refused?.outcome == .reject)
             #expect(refused?.ruleResults.contains { $0.ruleId == .deviceBinding && $0.fired } == true)
+        }
+    }
+
+    /// A beacon registered (or found again) a moment before the first check-in naming it: the view
+    /// lacks it, so the batch waits for the feed as of the event and the check-in is accepted. A
+    /// beacon nobody registered is still refused once the view is current, and so is one reported lost.
+    @Test func aCheckInAtABeaconRegisteredAMomentAgoIsAcceptedAndAMadeUpOneRefused() async throws {
+        try await PipelineHarness.run { h in
+            let gate = try await h.repository.createGate(NewGate(siteId: h.fixture.site.id, name: "Side door"))
+            let minor = try await h.repository.allocateMinor(gateId: gate.id)
+            let beacon = try await h.repository.registerBeacon(NewBeacon(
+                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
+            ))
+            try await h.produceRaw([h.event(key: "k_new_beacon", minor: beacon.minor, time: Date().addingTimeInterval(-0.3))])
+            try await Task.sleep(for: .milliseconds(50))
+            try await h.publishRegistryChanges()
+            let decision = try await h.readVetted(count: 1).first?.decision
+            #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
+
+            _ = try await h.repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
+            try await h.publishRegistryChanges()
+            try await h.eventually("the lost beacon in the cache") {
+                h.cache.beacon(id: beacon.id)?.status == .lost
+            }
+            try await h.produceRaw([h.event(key: "k_made_up", minor: 65_000), h.event(key: "k_lost", minor: beacon.minor)])
+            let vetted = Dictionary(uniqueKeysWithValues: try await h.readVetted(count: 3).map { ($0.raw.idempotencyKey, $0.decision) })
+            for key in ["k_made_up", "k_lost"] {
+                #expect(vetted[key]?.outcome == .reject, "\(key)")
+                #expect(vetted[key]?.ruleResults.contains { $0.ruleId == .beaconValidity && $0.fired } == true, "\(key)")
+            }
         }
     }
 

@@ -140,6 +140,33 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
+    @Test("a commit wakes the publisher: with a 30 s poll, a new row is on the feed within 3 s")
+    func aCommitWakesThePublisher() async throws {
+        try await Stack.withRepository { repository, client in
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
+            let publisher = RegistryChangePublisher(
+                client: client, producer: producer,
+                configuration: RegistryChangePublisherConfiguration(pollInterval: .seconds(30)), logger: Stack.logger
+            )
+            let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+                services: [producer, publisher], gracefulShutdownSignals: [], logger: Stack.logger
+            ))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                // Its first rounds empty the outbox and it starts listening.
+                try await Task.sleep(for: .seconds(1))
+                let organization = try await repository.createOrganization(NewOrganization(name: "Wake \(UUID().uuidString.prefix(8))"))
+                let committed = ContinuousClock.now
+                _ = try await Stack.eventually("the organization is published", timeout: .seconds(3)) {
+                    (try? await Self.unpublished(client, type: "organization", id: organization.id)) == 0
+                }
+                #expect(ContinuousClock.now - committed < .seconds(3))
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+        }
+    }
+
     @Test("in a ServiceGroup, producer + publisher + loader publish and follow, then shut down gracefully")
     func serviceGroupLifecycle() async throws {
         try await Stack.withRepository { repository, client in

@@ -78,10 +78,18 @@ struct BrokerStateLedgerTests {
 final class ScriptedBroker: BrokerStateSource, Sendable {
     struct Unreachable: Error {}
     let state = Mutex<(topics: [String: Int32]?, feedEnd: Int64)>((nil, 0))
+    private let looks = Mutex(0)
 
     func topics() async throws -> [String: Int32] {
+        looks.withLock { $0 += 1 }
         guard let topics = state.withLock({ $0.topics }) else { throw Unreachable() }
         return topics
+    }
+
+    /// Returns once the watch has asked `count` more times (however slow the machine is).
+    func waitForLooks(_ count: Int) async throws {
+        let target = looks.withLock { $0 } + count
+        while looks.withLock({ $0 }) < target { try await Task.sleep(for: .milliseconds(5)) }
     }
 
     func highWatermark(of partition: TopicPartition) async throws -> Int64 {
@@ -114,10 +122,10 @@ struct BrokerStateWatchTests {
         let watch = watch(broker, lost: lost)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await watch.run() }
-            try await Task.sleep(for: .milliseconds(100))
+            try await broker.waitForLooks(2)
             // Down for a while: no answer is no loss.
             broker.state.withLock { $0.topics = nil }
-            try await Task.sleep(for: .milliseconds(200))
+            try await broker.waitForLooks(5)
             #expect(lost.all.isEmpty)
             // Back, empty: everything it held is gone.
             broker.state.withLock { $0 = ([:], 0) }

@@ -77,13 +77,14 @@ pid_file() { echo "$SERVICES_DIR/$1.pid"; }
 supervisor_file() { echo "$SERVICES_DIR/$1.supervisor.pid"; }
 log_file() { echo "$SERVICES_DIR/$1.log"; }
 
-supervisor_pid() {
-    local f; f="$(supervisor_file "$1")"
-    [[ -f "$f" ]] || return 1
-    local pid; pid="$(cat "$f")"
+# live_pid FILE: the pid in FILE when that process is alive, else failure.
+live_pid() {
+    [[ -f "$1" ]] || return 1
+    local pid; pid="$(cat "$1")"
     kill -0 "$pid" 2>/dev/null || return 1
     echo "$pid"
 }
+supervisor_pid() { live_pid "$(supervisor_file "$1")"; }
 
 # Every instance that has a supervisor file, the base instances first.
 known_instances() {
@@ -98,13 +99,7 @@ known_instances() {
     echo "${names[@]}"
 }
 
-running_pid() {
-    local f; f="$(pid_file "$1")"
-    [[ -f "$f" ]] || return 1
-    local pid; pid="$(cat "$f")"
-    kill -0 "$pid" 2>/dev/null || return 1
-    echo "$pid"
-}
+running_pid() { live_pid "$(pid_file "$1")"; }
 
 ensure_secrets() {
     mkdir -p "$SECRETS_DIR"

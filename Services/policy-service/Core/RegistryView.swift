@@ -262,13 +262,23 @@ public struct RegistrySnapshot: RegistryView, Hashable {
 }
 
 extension RegistryView {
-    /// Whether the view lacks the device or the user of `event`. The gateway let the event in on a
-    /// device token the registry signed at enrollment, so a device or user the view does not hold is
-    /// one the feed has not delivered yet (a phone enrolled at the door and walked in), never a
-    /// stranger: `device_binding` and `site_assignment` would refuse it, and a refusal is final, so
-    /// the pipeline first makes sure the view is current as of the event. An unknown beacon or site
-    /// proves nothing (anyone can name one), and waiting on each would let anyone slow the pipeline.
+    /// Whether the view may be older than what `event` relies on: it lacks the event's device or
+    /// user, a well-formed beacon the event names as active at a known site, or the assignment of
+    /// the user to a site the event names (or to the beacon's site). Each of these may be a registry change published a moment
+    /// ago (a phone enrolled at the door, a beacon just registered or found again, a user just created), and
+    /// `device_binding`, `beacon_validity` and `site_assignment` would refuse the event for good, so
+    /// the pipeline first makes sure the view is current as of the event's receipt. A made-up beacon
+    /// or site costs its batch that wait once (the registry publishes a change within milliseconds of
+    /// its commit) and is then refused.
     public func mayBeBehind(_ event: RawEventEnvelope) -> Bool {
-        device(id: event.deviceId) == nil || assignedSiteIds(userId: event.userId) == nil
+        guard device(id: event.deviceId) != nil, let assigned = assignedSiteIds(userId: event.userId) else { return true }
+        var sites = event.claimedSiteIds
+        if let named = event.attendanceEvent?.beacon, bannedPrefix(of: named.uuid) == nil, UUIDText.parse(named.uuid) != nil {
+            guard let registered = beacon(uuid: named.uuid, major: named.major, minor: named.minor), registered.status == .active
+            else { return true }
+            guard let site = registered.siteId else { return true }
+            sites.append(site)
+        }
+        return sites.contains { !assigned.contains($0) }
     }
 }

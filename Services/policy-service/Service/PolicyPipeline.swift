@@ -19,10 +19,11 @@ public struct PolicyPipelineConfiguration: Sendable {
     /// decision against an empty cache would refuse every beacon as unknown.
     public var registryCatchUpTimeout: Duration = .seconds(60)
     /// How long after a gateway received an event the registry may take to publish a change the
-    /// event depends on (its outbox relay polls every 200 ms). A batch with an event whose device or
-    /// user the registry view lacks is decided once the view holds the feed as of the newest such
-    /// receipt plus this; such a request then takes about half a second.
-    public var registryPublishMargin: Duration = .milliseconds(400)
+    /// event depends on (its publisher is woken at each commit and publishes within milliseconds;
+    /// this leaves room for a loaded machine). A batch with an event that relies on something the
+    /// registry view lacks (`RegistryView.mayBeBehind`) is decided once the view holds the feed as of
+    /// the newest such receipt plus this.
+    public var registryPublishMargin: Duration = .milliseconds(150)
     /// The longest a batch waits for that; then it is decided with what the view holds (a warning).
     public var registryLagWait: Duration = .seconds(10)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
@@ -144,9 +145,9 @@ public final class PolicyPipeline: Service, Sendable {
         return outgoing
     }
 
-    /// No final refusal from a stale view: when an event's device or user is one the registry view
-    /// lacks, the batch waits until the view holds the feed as of that event's receipt (plus the
-    /// registry's publish margin), bounded by `registryLagWait`.
+    /// No final refusal from a stale view: when an event relies on something the registry view lacks
+    /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
+    /// as of that event's receipt (plus the registry's publish margin), bounded by `registryLagWait`.
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }

@@ -4,6 +4,7 @@ import KafkaClient
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Settings of a `RegistryChangePublisher`.
 public struct RegistryChangePublisherConfiguration: Sendable {
@@ -105,8 +106,11 @@ public struct RegistryPublishRound: Hashable, Sendable {
 /// rolls back and the rows are produced again next round: delivery is at-least-once, and consumers
 /// skip what they have by (key, version) — the version is the outbox row id.
 ///
-/// A round that published something is followed at once by the next; an empty round waits
-/// `pollInterval`; a failed one backs off up to `maxBackoff`.
+/// A round that published something is followed at once by the next; an empty round waits until a
+/// transaction adds rows (the outbox's insert trigger notifies `registry_change_outbox`, which the
+/// publisher listens to on a connection of its own) or `pollInterval` passes, whichever is first; a
+/// failed one backs off up to `maxBackoff`. So a change is on the feed a few milliseconds after its
+/// commit, and the poll only covers a notification lost with its connection.
 ///
 /// A `Service`. The `KafkaProducer` must be running (it is a `Service` too): put it *before* the
 /// publisher in the `ServiceGroup`, so that on graceful shutdown the publisher stops first. Graceful
@@ -148,23 +152,52 @@ public final class RegistryChangePublisher: Service, Sendable {
         self.logger = logger
     }
 
+    /// The channel the outbox's insert trigger notifies at each commit that added rows.
+    public static let notificationChannel = "registry_change_outbox"
+
     public func run() async throws {
+        let wakeUp = WakeUp()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.listen(wakeUp: wakeUp) }
+            await publishUntilShutdown(wakeUp: wakeUp)
+            group.cancelAll()
+        }
+    }
+
+    private func publishUntilShutdown(wakeUp: WakeUp) async {
         var backoff = configuration.pollInterval
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            let wait: Duration
             do {
                 let round = try await publishRound()
                 backoff = configuration.pollInterval
                 if round.published > 0 { continue }
-                wait = configuration.pollInterval
+                _ = try? await cancelWhenGracefulShutdown { () async throws in await wakeUp.wait(upTo: self.configuration.pollInterval) }
             } catch {
                 logger.error("publishing registry changes failed; retrying", metadata: [
                     "error": .string(String(describing: error)), "retryIn": .string("\(backoff)"),
                 ])
-                wait = backoff
+                let wait = backoff
                 backoff = min(backoff * 2, configuration.maxBackoff)
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
+        }
+    }
+
+    /// Wakes the publisher at each notification; listens again (after a second) when its connection fails.
+    private func listen(wakeUp: WakeUp) async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.notificationChannel) { notifications in
+                        wakeUp.signal()  // rows may have come while nobody listened
+                        for try await _ in notifications { wakeUp.signal() }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("listening for registry changes failed; polling meanwhile", metadata: ["error": .string("\(error)")])
+            }
+            try? await Task.sleep(for: .seconds(1))
         }
     }
 
@@ -218,6 +251,23 @@ public final class RegistryChangePublisher: Service, Sendable {
             }
         } catch let error as PostgresTransactionError {
             throw error.closureError ?? error.commitError ?? error.beginError ?? error
+        }
+    }
+}
+
+/// A flag the listener raises and the publisher waits on (checked every few milliseconds, which costs
+/// nothing next to a round).
+final class WakeUp: Sendable {
+    private let raised = Mutex(false)
+
+    func signal() { raised.withLock { $0 = true } }
+
+    /// Returns when the flag is raised (and lowers it) or after `limit`.
+    func wait(upTo limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            if raised.withLock({ let was = $0; $0 = false; return was }) { return }
+            try? await Task.sleep(for: .milliseconds(5))
         }
     }
 }
