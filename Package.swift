@@ -136,7 +136,7 @@ let package = Package(
 
         // MARK: Services (thin executables over library targets)
 
-        // Beacon registry: places, beacons, shard allocation, devices, credentials (issue 4, core).
+        // Beacon registry: places, beacons, shard allocation, devices, credentials (core).
         .target(
             name: "BeaconRegistryCore",
             dependencies: [
@@ -208,7 +208,7 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
-        // Ingest gateway: idempotency, per-device token bucket, key derivation (issue 5), pure.
+        // Ingest gateway: idempotency, per-device token bucket, key derivation, pure.
         .target(
             name: "IngestGatewayCore",
             dependencies: [
@@ -256,7 +256,7 @@ let package = Package(
             swiftSettings: sharedSwiftSettings
         ),
         // Session merger service: vetted events -> sessions in PostgreSQL (one transaction per batch),
-        // verdicts and session changes, admin REST for sessions and daily attendance (issue 5).
+        // verdicts and session changes, admin REST for sessions and daily attendance.
         .target(
             name: "SessionMergerService",
             dependencies: [
@@ -286,7 +286,7 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
-        // Policy / anti-fraud rule engine (issue 5 first rules, most of issue 6), pure.
+        // Policy / anti-fraud rule engine, pure.
         .target(
             name: "PolicyServiceCore",
             dependencies: [
@@ -326,7 +326,7 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        // Telemetry aggregator (issue 7): histograms, minute rollups, SLO / error budget / burn rates, pure.
+        // Telemetry aggregator: histograms, minute rollups, SLO / error budget / burn rates, pure.
         .target(
             name: "TelemetryAggregatorCore",
             dependencies: ["AttendanceProtocol"],
@@ -359,7 +359,7 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
-        // Fleet simulator (issue 8): world model, people, ground truth, scoring, reports, trace
+        // Fleet simulator: world model, people, ground truth, scoring, reports, trace
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
         .target(
             name: "FleetSimulatorCore",
@@ -679,7 +679,7 @@ let package = Package(
             swiftSettings: sharedSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings
         ),
-        // Issue 5 end to end: the four services as processes (deploy/local/services.sh), run by
+        // The pipeline end to end: the four services as processes (deploy/local/services.sh), run by
         // deploy/local/test.sh after the other targets.
         .testTarget(
             name: "PipelineEndToEndTests",

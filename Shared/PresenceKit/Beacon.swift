@@ -1,5 +1,5 @@
-/// An iBeacon identity: proximity UUID, major, minor (seed 000: UUID per company, major = site,
-/// minor = gate; seed 003: UUID + major is a business namespace, minor a service point).
+/// An iBeacon identity: proximity UUID, major, minor (UUID per company, major = site, minor = gate; in
+/// the registry's model, UUID + major is a business namespace, minor a service point).
 ///
 /// The UUID is kept as two integers rather than a Foundation `UUID` so that comparing identities on the
 /// hot path is two integer compares and the struct is 24 bytes.
@@ -28,7 +28,7 @@ public struct BeaconIdentity: Hashable, Sendable, Codable, CustomStringConvertib
 
     private enum CodingKeys: String, CodingKey { case uuid, major, minor }
 
-    /// Encodes as seed 000 sec. 8.1 writes it: `{"uuid": "...", "major": 10, "minor": 3}`.
+    /// Encodes as the device payload writes it: `{"uuid": "...", "major": 10, "minor": 3}`.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(uuid.uuidString, forKey: .uuid)

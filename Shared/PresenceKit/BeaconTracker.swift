@@ -177,10 +177,10 @@ public struct BeaconTracker: Sendable {
     }
 }
 
-/// The rule of seed 000 sec. 14.2 that ends a ranging window early: at least `minReadings` readings,
-/// standard deviation below `maxStdDevDb` and median above the enter threshold. The defaults here are
-/// the seed's, for a standalone `RangingWindow`; the state machine takes its rules from `PresenceConfig`
-/// (`confidenceRule`, 12 dB spread bound, and `dwellRule`).
+/// The rule that ends a ranging window early: at least `minReadings` readings, standard deviation below
+/// `maxStdDevDb` and median above the enter threshold. The defaults here are the first specified ones
+/// (3 readings, 6 dB, -70 dBm), for a standalone `RangingWindow`; the state machine takes its rules from
+/// `PresenceConfig` (`confidenceRule`, 12 dB spread bound, and `dwellRule`).
 public struct ConfidenceRule: Sendable, Hashable {
     public var minReadings: Int
     public var maxStdDevDb: Float

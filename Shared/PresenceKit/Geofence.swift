@@ -48,7 +48,7 @@ public enum Haversine {
     }
 }
 
-/// A circular geofence around a site (seed 000: 150-300 m around the entrance; used for arming and for
+/// A circular geofence around a site (150-300 m around the entrance; used for arming and for
 /// the co-location rule "beacon seen AND inside the geofence").
 public struct Geofence: Sendable, Hashable, Codable {
     public var center: GeoPoint
@@ -66,7 +66,7 @@ public struct Geofence: Sendable, Hashable, Codable {
 }
 
 /// Matches beacons to a site: a UUID, optionally narrowed by major, optionally by minor
-/// (seed 000: major = site; seed 003: UUID + major = business namespace, minor = service point).
+/// (major = site; or, in the registry's model, UUID + major = business namespace, minor = service point).
 public struct BeaconMatcher: Sendable, Hashable {
     public var uuid: UUIDBits
     public var major: UInt16?

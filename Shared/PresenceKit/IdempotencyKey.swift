@@ -1,7 +1,7 @@
 import Crypto
 
-/// The `Idempotency-Key` every attendance request carries (seed 000 sec. 6.1; DESIGN.md "no-loss
-/// contract"): lowercase hex SHA-256 of
+/// The `Idempotency-Key` every attendance request carries
+/// (docs/SPECIFICATION.md, "2. The device outbox and delivery"): lowercase hex SHA-256 of
 ///
 ///     userId|deviceId|beaconId|tStart|nonce
 ///

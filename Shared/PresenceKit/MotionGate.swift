@@ -3,9 +3,9 @@ public enum MotionActivity: String, Sendable, Hashable, Codable, CaseIterable {
     case unknown, stationary, walking, running, cycling, automotive
 }
 
-/// Settings of the motion gate (seed 000 sec. 5.2: walking/running recently, or >= 30 steps in 2 min).
+/// Settings of the motion gate (walking/running recently, or >= 30 steps in 2 min).
 public struct MotionGateConfig: Sendable, Hashable {
-    /// Walking or running within this long counts as "recently" (seed: 2-3 minutes).
+    /// Walking or running within this long counts as "recently" (2-3 minutes).
     public var recentActivityMs: Int64
     /// Steps needed within `stepsWindowMs` (`min_steps_window`).
     public var minSteps: Int

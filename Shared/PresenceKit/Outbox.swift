@@ -8,7 +8,7 @@ import Darwin
 import Synchronization
 
 /// Delivery state of an outbox entry. A third state, *done*, is recorded in the file but a done entry
-/// is no longer live: it leaves the outbox (seed 000 sec. 18: Outbox → Posted → Synced).
+/// is no longer live: it leaves the outbox (Outbox → Posted → Synced).
 public enum OutboxEntryState: UInt8, Sendable, Hashable, Codable {
     /// Stored, not sent yet (or sent and the outcome lost: a relaunch resends it with the same key).
     case pending = 0
@@ -87,8 +87,8 @@ public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The device's write-ahead outbox (seed 000 sec. 6): every attendance event is stored here, durably,
-/// before it is sent, and leaves only on a final verdict.
+/// The device's write-ahead outbox (docs/SPECIFICATION.md, "2. The device outbox and delivery"): every
+/// attendance event is stored here, durably, before it is sent, and leaves only on a final verdict.
 ///
 /// **File format.** An 8-byte magic `PKOUTBX1`, then records:
 ///

@@ -1,10 +1,10 @@
 /// What ends an attendance session on the device.
 public enum CheckOutTrigger: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Seed 004: the beacon is lost (signal at or below the leave threshold, silence, or region exit),
+    /// The beacon is lost (signal at or below the leave threshold, silence, or region exit),
     /// the soft-exit grace runs out and the loss is confirmed → check-out. For beacons that cover the
     /// place itself (a lab, a classroom).
     case beaconLoss = "beacon_loss"
-    /// Seed 001: losing the beacon only tells the user the device disconnected; the check-out is posted
+    /// Losing the beacon only tells the user the device disconnected; the check-out is posted
     /// when the user leaves the site's geofence. For beacons at an entrance gate, where the user walks
     /// out of beacon range into the building right after checking in.
     case geofenceExit = "geofence_exit"
@@ -12,20 +12,20 @@ public enum CheckOutTrigger: String, Sendable, Hashable, Codable, CaseIterable {
 
 /// Feature switches (remote config `feature_flags`, plus `gatt_challenge`).
 public struct FeatureFlags: Sendable, Hashable {
-    /// Require walking/running recently or enough steps before a check-in (seed 000 sec. 5.2).
+    /// Require walking/running recently or enough steps before a check-in (>= 30 steps in 2 min).
     public var motionGating: Bool
-    /// Co-location: only check in for a beacon whose site's geofence the device is inside
-    /// (seed 000 sec. 5.1). When off, a beacon region event arms the device by itself.
+    /// Co-location: only check in for a beacon whose site's geofence the device is inside. When off, a
+    /// beacon region event arms the device by itself.
     public var requireGeofence: Bool
     /// Continuous RSSI scanning while inside a site's geofence, instead of short ranging bursts triggered
     /// by region events. On by default: bursts start late (the OS reports the region 1-5 s after the
     /// first packet) and end early, and the detection sweep misses arrivals with them that scanning sees.
     public var continuousScan: Bool
-    /// GATT challenge-response with the beacon before a check-in (seed 000, optional).
+    /// GATT challenge-response with the beacon before a check-in (optional).
     public var gattChallenge: Bool
     /// Carried for the app (HealthKit steps as a motion source); the library does not use it.
     public var useHealthKit: Bool
-    /// Stop detection entirely: no scanning, no attendance effects (seed 000 sec. 16).
+    /// Stop detection entirely: no scanning, no attendance effects (the remote kill switch).
     public var killSwitch: Bool
     /// Flags this version does not know, kept so an app can read them.
     public var other: [String: Bool]
@@ -45,8 +45,9 @@ public struct FeatureFlags: Sendable, Hashable {
     }
 }
 
-/// Every threshold and timing of the detection logic. Defaults follow the seeds; the remote config
-/// (`RemoteConfig`) overrides them. Durations are milliseconds.
+/// Every threshold and timing of the detection logic. Defaults follow the specification
+/// (docs/SPECIFICATION.md, "1. Detection on the device"); the remote config (`RemoteConfig`) overrides
+/// them. Durations are milliseconds.
 public struct PresenceConfig: Sendable, Hashable {
     /// Strong evidence: the median of the last `minReadings` readings above this. -65 dBm, not the
     /// -70 dBm first written down for one radio world: across the detection sweep (path-loss exponents
@@ -54,21 +55,21 @@ public struct PresenceConfig: Sendable, Hashable {
     /// by people walking past, while -65 is still reached at the door in dense buildings; a cold phone
     /// that stays under it is caught by dwell confirmation (`dwellEnterRssi`). Figures in the README.
     public var enterRssi: Int = -65
-    /// Leave when the smoothed RSSI is at or below this (seed 001: <= -75 dBm). The gap between the two
+    /// Leave when the smoothed RSSI is at or below this (-75 dBm). The gap between the two
     /// is the hysteresis band: inside it nothing changes, so a signal hovering at the edge cannot
     /// ping-pong between states.
     public var leaveRssi: Int = -75
     /// Samples per beacon in the sliding window, 1...16.
     public var smoothingWindow: Int = 5
     public var smoothing: SmoothingMode = .median
-    /// Ranging confidence (seed 000 sec. 14.2): readings needed, and the standard deviation bound.
-    /// The seed's 6 dB bound was written for a phone held still during a ranging burst; at walking pace
+    /// Ranging confidence: readings needed, and the standard deviation bound. The 6 dB bound first
+    /// specified was written for a phone held still during a ranging burst; at walking pace
     /// the last three readings rise 4-6 dB a second as the phone approaches the beacon, so 6 dB turned
     /// away a quarter of the arrivals the fleet simulator missed. 12 dB still rejects a lone spike
     /// between two weak readings (the median already does), and admits an approach.
     public var minReadings: Int = 3
     public var maxStdDevDb: Float = 12
-    /// Dwell confirmation (seed 000 sec. 12: "hysteresis + dwell"). Readings whose median stays between
+    /// Dwell confirmation ("hysteresis + dwell"). Readings whose median stays between
     /// this and `enterRssi` are weak evidence: a phone in a bag or in a deep shadow right at the gate
     /// looks like this, and so does a passer-by 8-12 m away in a lucky moment. Such evidence checks in
     /// only when the device then comes to rest (motion reports stationary) within `dwellWindowMs` while
@@ -77,24 +78,24 @@ public struct PresenceConfig: Sendable, Hashable {
     public var dwellEnterRssi: Int = -85
     /// How long weak evidence waits for the device to come to rest. 0 turns dwell confirmation off.
     public var dwellWindowMs: Int64 = 120_000
-    /// Longest ranging burst (`ranging_window_ms`, seed: 5-10 s).
+    /// Longest ranging burst (`ranging_window_ms`, 5-10 s).
     public var rangingWindowMs: Int64 = 8_000
     /// When a ranging window ends without a candidate while the beacon region is still inside and a
     /// beacon is heard (above `leaveRssi - 15` dBm: someone still approaching), ranging continues for up
     /// to this many more windows. iOS reports the region when the first packet is heard, often 10-40 m
     /// out; a slow walker needs more than one 8 s window to reach the gate. The app holds a background
-    /// task meanwhile (seed 000 sec. 7: `beginBackgroundTask`).
+    /// task meanwhile (`beginBackgroundTask`).
     public var rangingExtensions: Int = 2
     /// A beacon not heard for this long is lost; while continuously scanning, losing every beacon of the
     /// session's site starts the soft exit.
     public var signalLossMs: Int64 = 10_000
-    /// Soft-exit grace, the seed 001 "3-minute debounce". Must be at least 10 s: noise gaps shorter than
-    /// 10 s never cause a check-out (seed 004 acceptance criteria).
+    /// Soft-exit grace, the "3-minute debounce". Must be at least 10 s: noise gaps shorter than 10 s
+    /// never cause a check-out.
     public var softExitGraceMs: Int64 = 180_000
     /// After the grace, how long to wait for the confirmation (a region-state answer or a reading)
-    /// before checking out (seed 004 "confirm by requestState"). 0 skips confirmation.
+    /// before checking out ("confirm by requestState"). 0 skips confirmation.
     public var exitConfirmationMs: Int64 = 10_000
-    /// Heartbeat period while present (seed 004 heartbeat contract). 0 disables heartbeats.
+    /// Heartbeat period while present (the heartbeat contract). 0 disables heartbeats.
     public var heartbeatIntervalMs: Int64 = 300_000
     public var gattTimeoutMs: Int64 = 3_000
     /// After a failed GATT challenge, wait this long before challenging again.
@@ -103,7 +104,7 @@ public struct PresenceConfig: Sendable, Hashable {
     /// default ends a session when the device leaves the site's geofence (see `CheckOutTrigger`).
     public var checkOutTrigger: CheckOutTrigger = .geofenceExit
     public var motion = MotionGateConfig()
-    /// Arming radius for sites without their own (`geofence_radius`, seed: 150-300 m).
+    /// Arming radius for sites without their own (`geofence_radius`, 150-300 m).
     public var geofenceRadiusMeters: Double = 200
     /// A location fix counts as leaving a geofence only beyond radius + margin, so GPS jitter at the
     /// boundary does not flap between inside and outside.
@@ -136,8 +137,8 @@ public struct PresenceConfig: Sendable, Hashable {
                     message: "must be between \(range.lowerBound) and \(range.upperBound)\(unit)\(why), got \(value)"))
             }
         }
-        check("ranging_window_ms", rangingWindowMs, 5_000...10_000, " ms", " (seed 000: ranging runs 5-10 s)")
-        check("geofence_radius", geofenceRadiusMeters, 150...300, " m", " (seed 000: 150-300 m around the gate)")
+        check("ranging_window_ms", rangingWindowMs, 5_000...10_000, " ms", " (ranging runs 5-10 s)")
+        check("geofence_radius", geofenceRadiusMeters, 150...300, " m", " (150-300 m around the gate)")
         check("thresholds.enter_rssi", enterRssi, -100...(-30), " dBm")
         check("thresholds.leave_rssi", leaveRssi, -110...(-30), " dBm")
         if leaveRssi >= enterRssi {

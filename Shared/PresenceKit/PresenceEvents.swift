@@ -4,13 +4,14 @@ public enum PresenceEvent: Sendable, Hashable {
     /// One RSSI sample of one beacon (a ranging callback entry or a continuous-scan result).
     /// RSSI 0 / 127 is missing data.
     case beaconReading(BeaconReading)
-    /// The OS reports entering / leaving the company's beacon region (iBeacon region monitoring,
-    /// seed 000 sec. 3.1); it may relaunch a terminated app to deliver this.
+    /// The OS reports entering / leaving the company's beacon region (iBeacon region monitoring); it may
+    /// relaunch a terminated app to deliver this.
     case beaconRegionEntered
     case beaconRegionExited
     /// Answer to `PresenceEffect.requestRegionState` (iOS `requestState(for:)`).
     case beaconRegionState(inside: Bool)
-    /// The OS reports crossing a site's geofence (arming, seed 000 sec. 3.2; seed 001 geofence task).
+    /// The OS reports crossing a site's geofence (arming; the geofence task of continuous
+    /// scanning).
     case geofenceEntered(siteId: String)
     case geofenceExited(siteId: String)
     /// A location fix (significant change, visit, or GPS): evaluated against every site's geofence by
@@ -23,7 +24,7 @@ public enum PresenceEvent: Sendable, Hashable {
     case gattChallengeResult(ok: Bool, roundTripMs: Int)
     /// Network reachability changed; coming online triggers an outbox drain.
     case connectivityChanged(online: Bool)
-    /// The periodic background task fired (seed 001: every 15 min; it is a fallback and skips while the
+    /// The periodic background task fired (every 15 min; it is a fallback and skips while the
     /// continuous scan runs).
     case periodicWake
     /// The OS stopped one of our scans (for example the app was fully suspended).
@@ -42,40 +43,40 @@ public enum PresenceEvent: Sendable, Hashable {
 /// Outputs of the `PresenceStateMachine`: what the host should do. Data, never I/O.
 public enum PresenceEffect: Sendable, Hashable {
     /// Write to the outbox (together with the `persistSnapshot` that follows in the same batch), then
-    /// send: `POST /v1/attendance/events` (seed 000 sec. 8.1) or the seed 004 contracts.
+    /// send: `POST /v1/attendance/events` or the session contracts (check-in, check-out, heartbeat).
     case postCheckIn(AttendanceEvent)
     case postCheckOut(AttendanceEvent)
     case postHeartbeat(AttendanceEvent)
     /// Durable state to survive a crash or force-quit; store it as the outbox checkpoint (atomically
     /// with a post in the same batch, see `Outbox.store(_:)`).
     case persistSnapshot(PresenceSnapshot)
-    /// Show a local notification (seed 001 connect / disconnect / left-area notifications).
+    /// Show a local notification (connect / disconnect / left-area notifications).
     case notifyUser(UserNotification)
     case startScanning(ScanMode)
     case stopScanning(ScanMode)
     /// Deliver `.timerFired(id)` at `at` (replaces any earlier schedule of `id`).
     case scheduleTimer(TimerID, at: Timestamp)
     case cancelTimer(TimerID)
-    /// Ask the OS whether the device is inside the beacon region (exit confirmation, seed 004).
+    /// Ask the OS whether the device is inside the beacon region (exit confirmation).
     case requestRegionState
     /// Run the GATT challenge-response with this beacon and report `.gattChallengeResult`.
     case performGattChallenge(BeaconIdentity)
-    /// Drain the outbox now if the network allows (seed 000 sec. 6.3: on launch and on every trigger).
+    /// Drain the outbox now if the network allows (on launch and on every trigger).
     case drainOutbox
     case log(LogLevel, String)
 }
 
 public enum ScanMode: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Continuous RSSI scanning inside the geofence (seed 001).
+    /// Continuous RSSI scanning inside the geofence.
     case continuous
-    /// A short ranging burst of at most `rangingWindowMs` (seed 000).
+    /// A short ranging burst of at most `rangingWindowMs`, started by a region or geofence event.
     case ranging
 }
 
 public enum TimerID: String, Sendable, Hashable, Codable, CaseIterable {
     /// End of a ranging burst.
     case rangingWindow
-    /// End of the soft-exit grace (seed 001's 3-minute debounce).
+    /// End of the soft-exit grace (the 3-minute debounce).
     case softExitGrace
     /// End of the wait for exit confirmation.
     case exitConfirmation
@@ -124,9 +125,10 @@ public enum AttendanceReason: String, Sendable, Hashable, Codable, CaseIterable 
     case stillPresent = "still_present"
 }
 
-/// One attendance event as the device stores and sends it. Field names follow seed 000 sec. 8.1 where
-/// it has them, plus the seed 004 `sessionKey` / `reason`. Times are epoch milliseconds (the host maps
-/// them to ISO-8601 with `Timestamp.iso8601` for the REST payload).
+/// One attendance event as the device stores and sends it. Field names follow the device payload of
+/// `POST /v1/attendance/events` where it has them, plus the session contracts' `sessionKey` / `reason`.
+/// Times are epoch milliseconds (the host maps them to ISO-8601 with `Timestamp.iso8601` for the REST
+/// payload).
 public struct AttendanceEvent: Sendable, Hashable, Codable {
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
         case checkIn = "checkin"
@@ -171,7 +173,7 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     public var tStart: Timestamp
     /// When the device decided (a check-out is decided after the grace; `timestamp` is earlier).
     public var decidedAt: Timestamp
-    /// Groups the check-in, heartbeats and check-out of one session (seed 004 contracts).
+    /// Groups the check-in, heartbeats and check-out of one session (the session contracts).
     public var sessionKey: String
     public var rssiSeries: [Int]
     public var reason: AttendanceReason

@@ -1,10 +1,11 @@
-// PresenceStateMachine: one model for the three seeds.
+// PresenceStateMachine: one model for three vocabularies.
 //
-// The seeds describe the same walk-in / walk-out problem with three vocabularies. PresenceKit keeps two
-// things apart that the seeds mix: the *detection phase* of the device (this machine) and the *delivery
+// The same walk-in / walk-out problem is described with three vocabularies: a no-loss flow built on
+// region monitoring, a beacon-loss state machine and a continuous-scan app. PresenceKit keeps two
+// things apart that they mix: the *detection phase* of the device (this machine) and the *delivery
 // state* of each attendance event it produces (the outbox). Mapping:
 //
-// | PresenceKit phase  | seed 000 sec. 18 (no-loss)          | seed 004 PresenceStateMachine     | seed 001 app state                  |
+// | PresenceKit phase  | no-loss flow (region monitoring)    | beacon-loss state machine         | continuous-scan app state           |
 // |--------------------|-------------------------------------|-----------------------------------|-------------------------------------|
 // | idle               | Idle                                | (before ENTER) / after EXIT       | OUTSIDE                             |
 // | armed              | Armed (geofence / SLC)              | (after EXIT, still in geofence)   | INSIDE_AREA                         |
@@ -16,21 +17,22 @@
 // | check-out effect → | —                                   | EXIT                              | INSIDE_AREA (+ exit API on geofence |
 // |   armed / idle     |                                     |                                   |   exit → OUTSIDE)                   |
 //
-// | Outbox entry state   | seed 000 sec. 18                                     |
+// | Outbox entry state   | no-loss flow                                         |
 // |----------------------|------------------------------------------------------|
 // | pending              | Confirmed → WAL write; Outbox (network fail)         |
 // | sentAwaitingVerdict  | Posted (request sent, no final verdict yet)          |
 // | done (entry removed) | Synced (201/200, or final 409/422/400)               |
 //
-// Seed 000's Candidate → Idle on "timeout/hysteresis fail" is candidate → armed/idle when the ranging
-// window times out. Seed 001's periodic fallback is `.periodicWake`, skipped while continuous scanning
-// runs. Seed 001 posts the exit on geofence exit and only *notifies* when the 3-minute debounce ends:
-// that is `CheckOutTrigger.geofenceExit`; seed 004 checks out after grace + confirmation: that is
-// `CheckOutTrigger.beaconLoss` (the default). README.md repeats this table.
+// The no-loss flow's Candidate → Idle on "timeout/hysteresis fail" is candidate → armed/idle when the
+// ranging window times out. The continuous-scan app's periodic fallback is `.periodicWake`, skipped while
+// continuous scanning runs. That app posts the exit on geofence exit and only *notifies* when the
+// 3-minute debounce ends: that is `CheckOutTrigger.geofenceExit`; the beacon-loss state machine checks
+// out after grace + confirmation: that is `CheckOutTrigger.beaconLoss`. The default is `.geofenceExit`
+// (chosen on the detection sweep). README.md repeats this table.
 //
 // Thresholds: a session starts when the nearest beacon's last `minReadings` readings have a median
-// above `enterRssi` (-70) and a standard deviation below `maxStdDevDb`, or when a median above
-// `dwellEnterRssi` (-80) is followed within `dwellWindowMs` by the device coming to rest (dwell
+// above `enterRssi` (-65) and a standard deviation below `maxStdDevDb`, or when a median above
+// `dwellEnterRssi` (-85) is followed within `dwellWindowMs` by the device coming to rest (dwell
 // confirmation, see `confirmDwell`); present turns into a soft exit
 // when the smoothed RSSI of every beacon of the site is at or below `leaveRssi` (-75), when the site is
 // silent for `signalLossMs` while scanning continuously, or on a region exit; a soft exit resumes as
@@ -42,7 +44,7 @@ public enum PresencePhase: String, Sendable, Hashable, Codable, CaseIterable {
 }
 
 /// Who the device belongs to. `userId` is the *persisted* user id: without it attendance effects are
-/// skipped with a warning (seed 001).
+/// skipped with a warning.
 public struct DeviceIdentity: Sendable, Hashable {
     public var userId: String?
     public var deviceId: String
@@ -144,7 +146,7 @@ public struct PresenceStateMachine: Sendable {
     public private(set) var identity: DeviceIdentity
     public private(set) var phase: PresencePhase
     public private(set) var beaconRegionInside = false
-    /// True while our continuous scan runs (seed 001 `isContinuousScanActive`).
+    /// True while our continuous scan runs (the app's `isContinuousScanActive`).
     public private(set) var continuousScanActive = false
     /// True while a ranging burst runs.
     public private(set) var rangingActive = false
@@ -449,10 +451,10 @@ public struct PresenceStateMachine: Sendable {
     /// of its last `minReadings` readings) resumes the session; a confident beacon of another site takes
     /// over.
     ///
-    /// Why the leave threshold and not the enter threshold (seed 001 returns to PRESENT above -70): the
-    /// soft exit posts nothing, so resuming it cannot ping-pong check-ins — the hysteresis band still
-    /// guards *new* sessions. Requiring -70 would turn a 3-second dip of a user sitting at -72 dBm into
-    /// a check-out three minutes later, breaking "noise under 10 s never causes a check-out".
+    /// Why the leave threshold and not the enter threshold (the continuous-scan app returns to PRESENT
+    /// above -70): the soft exit posts nothing, so resuming it cannot ping-pong check-ins — the hysteresis
+    /// band still guards *new* sessions. Requiring -70 would turn a 3-second dip of a user sitting at
+    /// -72 dBm into a check-out three minutes later, breaking "noise under 10 s never causes a check-out".
     mutating func tryRecover(at now: Timestamp) -> [PresenceEffect] {
         var fx: [PresenceEffect] = []
         if sessionSiteIndex >= 0,
@@ -675,7 +677,7 @@ public struct PresenceStateMachine: Sendable {
             }
             checkOut(reason: reason, at: now, &fx)
         case .geofenceExit:
-            // Seed 001: the debounce ending only tells the user; the exit is posted on geofence exit.
+            // The debounce ending only tells the user; the exit is posted on geofence exit.
             cancel(.signalWatchdog, &fx)
             let site = session?.siteId ?? "?"
             fx.append(.notifyUser(UserNotification(kind: .signalLost, message: "Disconnected from the beacon at \(site)")))
@@ -882,7 +884,7 @@ public struct PresenceStateMachine: Sendable {
             phase = restingPhase
         }
         if insideSites.isEmpty && config.flags.requireGeofence {
-            // Seed 001 geofence exit: stop the continuous scan, clear the debounce timer, OUTSIDE.
+            // Geofence exit: stop the continuous scan, clear the debounce timer, OUTSIDE.
             if session != nil { checkOut(reason: .geofenceExit, at: now, &fx) }
             stopAllScans(&fx)
             for id in TimerID.allCases { cancel(id, &fx) }
@@ -946,7 +948,7 @@ public struct PresenceStateMachine: Sendable {
 
     mutating func onPeriodicWake(at now: Timestamp) -> [PresenceEffect] {
         if continuousScanActive {
-            // Seed 001: the periodic task is a fallback; it skips while the continuous scan runs.
+            // The periodic task is a fallback; it skips while the continuous scan runs.
             return [.log(.info, "periodic fallback skipped: continuous scan is active")]
         }
         if phase == .idle {
@@ -954,7 +956,7 @@ public struct PresenceStateMachine: Sendable {
         }
         var fx: [PresenceEffect] = [.drainOutbox]
         if config.flags.continuousScan {
-            // Seed 001: the continuous scan stopped (e.g. full suspension); restart it.
+            // The continuous scan stopped (e.g. full suspension); restart it.
             startContinuous(&fx)
             fx.append(.log(.info, "periodic fallback restarted the continuous scan"))
             if phase == .present { schedule(.signalWatchdog, at: now + config.signalLossMs, &fx) }

@@ -1,4 +1,5 @@
-/// Settings of a ranging window (seed 000 sec. 7 and 14.2). All thresholds are configurable.
+/// Settings of a ranging window (docs/SPECIFICATION.md, "1. Detection on the device"). All thresholds are
+/// configurable.
 public struct RangingConfig: Sendable, Hashable {
     /// How long ranging may run before giving up (`ranging_window_ms`, 5-10 s).
     public var windowMs: Int64
@@ -38,11 +39,11 @@ public enum RangingOutcome: Sendable, Hashable {
     case collecting
     /// Finished early: the nearest beacon passed the confidence rule.
     case candidate(BeaconCandidate)
-    /// The window ran out without a confident nearest beacon: no candidate (seed 000 sec. 14.2).
+    /// The window ran out without a confident nearest beacon: no candidate.
     case timedOut
 }
 
-/// A short ranging burst (the seed's `RangingWindow` / `ShortRanger`): readings at about 1 Hz for up to
+/// A short ranging burst (a `RangingWindow`, also called `ShortRanger`): readings at about 1 Hz for up to
 /// `windowMs`; finishes early once the nearest beacon (by smoothed RSSI) has at least `minReadings`
 /// readings whose most recent `minReadings` have a standard deviation below `maxStdDevDb` and a median
 /// above `enterRssi`; returns no candidate on timeout.

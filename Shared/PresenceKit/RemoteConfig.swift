@@ -4,7 +4,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The remote configuration (seed 000 sec. 9.3 and 16), decoded from JSON and validated.
+/// The remote configuration (docs/SPECIFICATION.md, "1. Detection on the device"), decoded from JSON and
+/// validated.
 ///
 ///     {
 ///       "ranging_window_ms": 8000,                 // 5000...10000

@@ -1,9 +1,9 @@
-/// When to retry a request that got no final verdict (seed 000 sec. 6.2; DESIGN.md no-loss contract):
-/// 100 ms, 500 ms, 2 s, 5 s, then exponential backoff with **full jitter** (a uniform delay between 0
-/// and min(cap, base · 2^k)) so that a fleet coming back online after an outage does not retry in
-/// lockstep. Every retry is bounded by a deadline: in the background the app has about 10 s
-/// (`backgroundBudgetMs`); a retry that would start after the deadline is not attempted now — the entry
-/// stays in the outbox for the next drain.
+/// When to retry a request that got no final verdict (docs/SPECIFICATION.md,
+/// "2. The device outbox and delivery"): 100 ms, 500 ms, 2 s, 5 s, then exponential backoff with **full
+/// jitter** (a uniform delay between 0 and min(cap, base · 2^k)) so that a fleet coming back online after
+/// an outage does not retry in lockstep. Every retry is bounded by a deadline: in the background the app
+/// has about 10 s (`backgroundBudgetMs`); a retry that would start after the deadline is not attempted
+/// now — the entry stays in the outbox for the next drain.
 public struct RetryPolicy: Sendable, Hashable {
     /// Fixed delays of the first retries, milliseconds.
     public var initialDelaysMs: [Int64]
@@ -66,7 +66,7 @@ public enum DeliveryVerdict: Sendable, Hashable {
     case retry(reason: String, notBeforeMs: Int64?)
 }
 
-/// Which outcomes are final. Default (DESIGN.md): 201, 200, 409, 422, 400. Everything else — 202
+/// Which outcomes are final. Default (the no-loss contract): 201, 200, 409, 422, 400. Everything else — 202
 /// (queued, no verdict yet), 5xx, 429, 401, timeouts, transport errors — keeps the entry. A 409 whose
 /// problem type says the same key is still *in flight* is not a verdict either.
 public struct DeliveryClassifier: Sendable, Hashable {

@@ -2,7 +2,7 @@
 /// available; the mode only chooses the single "smoothed RSSI" used for nearest-beacon choice and for
 /// the enter/leave hysteresis.
 public enum SmoothingMode: Sendable, Hashable {
-    /// Median of the sliding window (seed 000 sec. 7): robust to single outliers and dropouts.
+    /// Median of the sliding window: robust to single outliers and dropouts.
     case median
     /// Exponential moving average, `s = alpha * x + (1 - alpha) * s`, 0 < alpha <= 1.
     case ema(alpha: Float)

@@ -56,8 +56,8 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         try container.encode(millisecondsSinceEpoch)
     }
 
-    /// ISO-8601 UTC with whole seconds, e.g. `2025-09-18T06:35:12Z` (the `timestamp` format of seed 000
-    /// sec. 8.1). Milliseconds are truncated toward the past. Computed without Foundation so it is
+    /// ISO-8601 UTC with whole seconds, e.g. `2025-09-18T06:35:12Z` (the `timestamp` format of the device
+    /// payload). Milliseconds are truncated toward the past. Computed without Foundation so it is
     /// deterministic and allocation-light.
     public var iso8601: String { iso8601(withMilliseconds: false) }
 

@@ -3,24 +3,17 @@ import Testing
 
 @testable import AttendanceProtocol
 
-/// Seed 000 section 8.1: the device payload, as written in the seed.
-@Suite("Seed 000 sec. 8.1 payload")
+/// The device payload, as the specification writes its example (docs/SPECIFICATION.md, "3. Device API").
+@Suite("Specified device payload")
 struct SeedPayloadTests {
     static let json5 = ProtocolCodec(allowsJSON5: true)
 
-    @Test("the verbatim fixture is the seed's block byte for byte")
+    @Test("the verbatim fixture is the specified example block byte for byte")
     func verbatimFixtureIsTheSeedBlock() throws {
         let fixture = try Golden.text("seed-000-8.1-verbatim.json")
         #expect(fixture.hasPrefix("{\n  \"id\": \"uuid-v4\",                         // local event id\n"))
         #expect(fixture.contains("\"type\": \"checkin|checkout\","))
         #expect(fixture.hasSuffix("\"device\": {\"model\": \"iPhone14,5\", \"os\": \"iOS 18.0\"}\n}\n"))
-        // When the seed is on disk (the repository's shared folder), compare with it directly.
-        let seedURL = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared/seeds/000_c88594ad1958d32f.txt")
-        if let seed = try? String(contentsOf: seedURL, encoding: .utf8) {
-            #expect(seed.contains("### 8.1 Data model (app)\n```json\n" + fixture + "```\n"))
-        }
     }
 
     @Test("with JSON5 allowed, the only complaint about the verbatim block is the placeholder type")
@@ -35,7 +28,7 @@ struct SeedPayloadTests {
         #expect(reason.contains("checkin|checkout"))
         #expect(reason.contains("checkin, checkout, heartbeat"))
 
-        // With the placeholder resolved, the seed's block decodes and every seed field is read.
+        // With the placeholder resolved, the example block decodes and every specified field is read.
         let resolved = String(decoding: verbatim, as: UTF8.self).replacingOccurrences(of: "\"checkin|checkout\"", with: "\"checkin\"")
         let event = try Self.json5.decode(AttendanceEvent.self, from: resolved)
         #expect(event.id == "uuid-v4")
@@ -55,12 +48,12 @@ struct SeedPayloadTests {
         #expect(event.app == .init(version: "1.12.0", build: 345))
         #expect(event.device == .init(model: "iPhone14,5", os: "iOS 18.0"))
 
-        // And the placeholders the seed leaves are exactly what validation reports.
+        // And the placeholders the example leaves are exactly what validation reports.
         let problems = Set(event.validate(now: event.timestamp).map(\.field))
         #expect(problems == ["idempotencyKey", "beacon.uuid"])
     }
 
-    @Test("the seed's field names are exactly the ones the type declares, in the same order")
+    @Test("the specified field names are exactly the ones the type declares, in the same order")
     func seedFieldNamesAreUnderstood() throws {
         let verbatim = try Golden.bytes("seed-000-8.1-verbatim.json")
         let object = try #require(try Self.json5.decode(JSONValue.self, from: verbatim).objectValue)
@@ -73,7 +66,7 @@ struct SeedPayloadTests {
         #expect(Set(try #require(object["app"]?.objectValue).keys) == ["version", "build"])
         #expect(Set(try #require(object["device"]?.objectValue).keys) == ["model", "os"])
 
-        // Order: the seed's keys appear in the verbatim text in the order the encoder writes them.
+        // Order: the specified keys appear in the verbatim text in the order the encoder writes them.
         let text = String(decoding: verbatim, as: UTF8.self)
         let positions = AttendanceEvent.CodingKeys.seedFields.map { text.range(of: "\"\($0.rawValue)\":")!.lowerBound }
         #expect(positions == positions.sorted())
@@ -90,7 +83,7 @@ struct SeedPayloadTests {
         #expect(reason.contains("line 2"))
     }
 
-    @Test("the concrete seed payload decodes and re-encodes byte for byte")
+    @Test("the concrete example payload decodes and re-encodes byte for byte")
     func strictSeedPayloadRoundTripsByteForByte() throws {
         let fixture = try Golden.bytes("seed-000-8.1.json")
         let event = try ProtocolCodec.wire.decode(AttendanceEvent.self, from: fixture)
@@ -100,7 +93,7 @@ struct SeedPayloadTests {
         #expect(event.validate(now: event.timestamp).isEmpty)
     }
 
-    @Test("compact encoding keeps the seed's field order")
+    @Test("compact encoding keeps the specified field order")
     func compactEncodingKeepsSeedOrder() throws {
         let compact = try ProtocolCodec.wire.encodeToString(Sample.seedEvent)
         #expect(compact.hasPrefix(#"{"id":"6f1c2b9e-4d3a-4e8b-9c5d-2a7e1f0b3c4d","idempotencyKey":""#))
@@ -110,7 +103,7 @@ struct SeedPayloadTests {
         #expect(try ProtocolCodec.wire.encodeToString(Sample.seedEvent) == compact)
     }
 
-    @Test("optional seed members may be omitted; required ones may not")
+    @Test("optional specified members may be omitted; required ones may not")
     func optionalAndRequiredMembers() throws {
         let fixture = try Golden.bytes("seed-000-8.1.json")
         let minimal = try edited(fixture) { object in
@@ -127,7 +120,7 @@ struct SeedPayloadTests {
         }
     }
 
-    @Test("the extensions round-trip and the seed payload stays valid without them")
+    @Test("the extensions round-trip and the specified payload stays valid without them")
     func extensionsRoundTrip() throws {
         try expectGolden(Sample.extendedEvent, "attendance-event-extended.json")
     }

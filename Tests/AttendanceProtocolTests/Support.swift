@@ -6,7 +6,8 @@ import Testing
 /// Golden JSON fixtures in `Golden/`, copied into the test bundle.
 ///
 /// To regenerate after an intentional wire change: `UPDATE_GOLDEN=1 swift test`, review the diff,
-/// run again. The seed fixtures are written by hand and never regenerated.
+/// run again. The `seed-000-8.1*.json` fixtures (the specified example payload) are written by hand
+/// and never regenerated.
 enum Golden {
     static func bytes(_ name: String) throws -> [UInt8] {
         let url = try #require(
@@ -86,7 +87,7 @@ enum Sample {
     static let idempotencyKey = "fc3544f5ffdbf8e7878500171150720e20ff5021d0999795129b72fab41f2f59"
     static let beaconUUID = "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34"
 
-    /// The strict form of the seed's example (Golden/seed-000-8.1.json).
+    /// The strict form of the specified example payload (Golden/seed-000-8.1.json).
     static let seedEvent = AttendanceEvent(
         id: "6f1c2b9e-4d3a-4e8b-9c5d-2a7e1f0b3c4d",
         idempotencyKey: idempotencyKey,

@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Topics and partition keys")
 struct TopicTests {
-    @Test("exactly the seven topics of DESIGN.md, each name once")
+    @Test("exactly the seven topics of the no-loss contract, each name once")
     func topicNames() {
         let names = Topic.allCases.map(\.name)
         #expect(names.count == Set(names).count)

@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 
 extension RegistryDatabaseTests {
-    /// The registry owns the beacons' GATT keys (issue 6): created with the beacon, stored and
+    /// The registry owns the beacons' GATT keys: created with the beacon, stored and
     /// published sealed, shown in plain text only through `beaconGattKey`, rotated on demand.
     @Suite("Beacon GATT keys")
     struct BeaconKeys {

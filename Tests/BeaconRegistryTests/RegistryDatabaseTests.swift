@@ -14,8 +14,8 @@ extension RegistryDatabaseTests {
     struct Migrations {
         @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
             let bundled = try RegistryMigrations.load()
-            #expect(bundled.map(\.version) == [1, 2, 3])
-            #expect(bundled.map(\.name) == ["registry", "beacon_keys", "round_the_clock_shifts"])
+            #expect(bundled.map(\.version) == [1, 2, 3, 4])
+            #expect(bundled.map(\.name) == ["registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify"])
             try await RegistryTestDatabase.withClient { client in
                 // The harness applied them already; both entry points now find nothing to do.
                 #expect(try await RegistryMigrations.apply(client: client, logger: RegistryTestDatabase.logger).isEmpty)

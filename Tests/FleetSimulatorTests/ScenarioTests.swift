@@ -3,7 +3,7 @@ import Foundation
 import PresenceKit
 import Testing
 
-/// Every row of the QA matrix (seed 000 sec. 13) on virtual time, PresenceKit inside each phone with
+/// Every row of the QA matrix (`Scenario.all`) on virtual time, PresenceKit inside each phone with
 /// its outbox on disk, against the in-process server; each scenario states its expected outcome.
 @Suite("QA matrix scenarios", .serialized)
 struct ScenarioTests {

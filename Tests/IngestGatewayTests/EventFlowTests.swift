@@ -238,7 +238,7 @@ struct EventFlowTests {
         }
     }
 
-    @Test("seed 004 contracts: keys derived from the session key, check-in site, replays, heartbeats by ts")
+    @Test("session contracts: keys derived from the session key, check-in site, replays, heartbeats by ts")
     func contracts() async throws {
         try await RouterHarness.run { h, client in
             let device = TestDevice.make()

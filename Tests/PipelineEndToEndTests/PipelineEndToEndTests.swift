@@ -14,7 +14,7 @@ import PostgresNIO
 import ServiceRuntime
 import Testing
 
-/// Issue 5's integration tests on the real local stack with the registry, policy service, merger
+/// The pipeline's integration tests on the real local stack with the registry, policy service, merger
 /// and gateway running as processes (`deploy/local/services.sh`, debug binaries built by
 /// `swift build --build-tests`). `deploy/local/test.sh` runs this target on its own, after the
 /// other targets, so no other test shares the merger's tables with the running services.

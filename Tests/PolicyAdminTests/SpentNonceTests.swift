@@ -6,7 +6,7 @@ import PolicyServiceCore
 import PostgresNIO
 import Testing
 
-/// The GATT nonce's "already used" check is durable and shared (issue 6): spent nonces live in
+/// The GATT nonce's "already used" check is durable and shared: spent nonces live in
 /// the policy schema's `spent_gatt_nonces`, so a replay is refused after a restart and by another
 /// instance, and a redelivery of the same event is not a reuse.
 @Suite("Spent GATT nonces in PostgreSQL", .serialized, .timeLimit(.minutes(2)))

@@ -11,7 +11,7 @@ import RegistryFeed
 import ServiceRuntime
 import Testing
 
-/// `gatt_challenge` verifies with the key the registry keeps (issue 6): the key arrives sealed in
+/// `gatt_challenge` verifies with the key the registry keeps: the key arrives sealed in
 /// the beacon's record on `registry.changes`, only `BEACON_KEY_SEAL_KEY` opens it, and a rotated
 /// key applies as soon as its record is read.
 @Suite("GATT keys from the registry feed", .serialized, .timeLimit(.minutes(2)))

@@ -14,7 +14,7 @@ struct AdversarialTests {
         var testDescription: String { name }
     }
 
-    /// The first-rules set (issue 5): refused under the default policy, with no site configuration.
+    /// The first-rules set: refused under the default policy, with no site configuration.
     static let firstRulesAttacks: [Attack] = [
         Attack(name: "unknown beacon", attack: event { $0.minor = 999 }),
         Attack(name: "stranger's UUID", attack: event { $0.uuid = World.strangerUUID }),
@@ -32,7 +32,7 @@ struct AdversarialTests {
         Attack(name: "impossible RSSI", attack: event { $0.rssi = [-60, 3, -61, -59] }),
     ]
 
-    /// The issue 6 set, refused with every rule enforced and a minimum app version.
+    /// The full set, refused with every rule enforced and a minimum app version.
     static let fullSetAttacks: [Attack] = firstRulesAttacks + [
         Attack(name: "no motion", attack: event { $0.motion = .init(state: .stationary, steps2min: 0) }),
         Attack(name: "outside the geofence (device flag)", attack: event { $0.geofence = .init(inside: false) }),
@@ -121,7 +121,7 @@ struct AdversarialTests {
         #expect(decision.result(.gattChallenge)?.fired == true, "\(attack.name): \(decision.reasons)")
     }
 
-    /// The issue's adversarial list in one figure: every attack of every set refused under the strict
+    /// The adversarial list in one figure: every attack of every set refused under the strict
     /// policy with GATT (replayed identity, flat RSSI, no motion, wrong device, teleport, expired and
     /// reused nonce, old app, and the rest).
     @Test func everyAttackIsRefusedWithGattOn() {

@@ -155,7 +155,7 @@ struct RemoteConfigTests {
         #expect(typeErrors.contains(ConfigIssue(key: "feature_flags.kill_switch", message: "expected a boolean, got the number 1")))
         let rangeErrors = issues(#"{"ranging_window_ms": 20000, "geofence_radius": 50, "thresholds": {"enter_rssi": -75, "leave_rssi": -70, "soft_exit_grace_ms": 5000}}"#)
         #expect(rangeErrors.map(\.key) == ["ranging_window_ms", "geofence_radius", "thresholds.leave_rssi", "thresholds.soft_exit_grace_ms"])
-        #expect(rangeErrors[0].description == "ranging_window_ms: must be between 5000 and 10000 ms (seed 000: ranging runs 5-10 s), got 20000")
+        #expect(rangeErrors[0].description == "ranging_window_ms: must be between 5000 and 10000 ms (ranging runs 5-10 s), got 20000")
         #expect(rangeErrors[2].message.contains("must be below thresholds.enter_rssi (-75)"))
         #expect(rangeErrors[3].message.contains("noise gaps under 10 s must never cause a check-out"))
         #expect(issues("[1, 2]").map(\.description) == ["(document): must be a JSON object, got an array"])

@@ -3,12 +3,12 @@ import Synchronization
 import Testing
 @testable import PresenceKit
 
-// The QA matrix of seed 000 sec. 13, for every row the library can express, on virtual time.
+// The QA matrix, for every row the library can express, on virtual time.
 
 enum ScanStyle: CaseIterable, CustomStringConvertible {
-    /// Seed 001: continuous RSSI scanning inside the geofence.
+    /// Continuous RSSI scanning inside the geofence.
     case continuous
-    /// Seed 000: iOS region monitoring + short ranging bursts.
+    /// iOS region monitoring + short ranging bursts.
     case ranging
 
     var description: String { self == .continuous ? "continuous" : "ranging" }
@@ -97,7 +97,7 @@ func simulate(
     return d
 }
 
-@Suite("QA matrix (seed 000 sec. 13)")
+@Suite("QA matrix")
 struct ScenarioTests {
     @Test("slow walk through the gate: one check-in near the gate, none while inside the building",
           arguments: ScanStyle.allCases)
@@ -120,9 +120,9 @@ struct ScenarioTests {
     @Test("fast walk through the gate (2 m/s), busy-door profile: still one check-in", arguments: ScanStyle.allCases)
     func fastWalk(style: ScanStyle) throws {
         // At 2 m/s a phone is inside the 3 m bubble for 2-3 one-second readings, and the building's walls
-        // cut the signal right after the gate: the default "3 readings" rule (seed 000 sec. 14.2) catches
-        // only ~72 % of such passes in this model (~98 % with 2 readings, measured over 200 seeds). Busy doors use the seed 000 sec. 8.3 profile instead:
-        // 2 near readings, and 200-300 ms advertising (sec. 10) for a steadier 1 Hz average.
+        // cut the signal right after the gate: the default "3 readings" rule catches only ~72 % of such
+        // passes in this model (~98 % with 2 readings, measured over 200 seeds). Busy doors use the busy-door
+        // profile instead: 2 near readings, and 200-300 ms advertising for a steadier 1 Hz average.
         let walk = GateWalk(speed: 2.0, lateral: 0.8, sigma: 2.0, dropout: 0.02)
         var busyDoor = config(style, .geofenceExit)
         busyDoor.minReadings = 2

@@ -81,7 +81,7 @@ struct StateMachineTests {
     func approachIsConfident() throws {
         var d = try DeviceHarness(config: Self.continuous)
         try d.arrive()
-        try d.run(seconds: 3) { s in [-76, -68, -61][s] } // std-dev 7.5 dB: seed 000's 6 dB bound refused it
+        try d.run(seconds: 3) { s in [-76, -68, -61][s] } // std-dev 7.5 dB: the first specified 6 dB bound refused it
         #expect(d.checkIns.count == 1)
     }
 
@@ -346,7 +346,7 @@ struct StateMachineTests {
         #expect(m.phase == .armed)
     }
 
-    @Test("geofence-exit policy (seed 001): losing the beacon only notifies; leaving the geofence checks out")
+    @Test("geofence-exit policy: losing the beacon only notifies; leaving the geofence checks out")
     func geofenceExitPolicy() throws {
         var d = try DeviceHarness(config: World.config {
             $0.flags.continuousScan = true

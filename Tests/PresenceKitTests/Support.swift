@@ -55,7 +55,7 @@ struct Noise {
     mutating func chance(_ p: Double) -> Bool { uniform() < p }
 }
 
-/// Log-distance path loss: -59 dBm at 1 m, exponent 2.2 — the simulator's model (issue 8).
+/// Log-distance path loss: -59 dBm at 1 m, exponent 2.2 — the simulator's model.
 enum PathLoss {
     static func rssi(distance: Double, txPower: Double = -59, exponent: Double = 2.2) -> Double {
         txPower - 10 * exponent * log10(max(distance, 0.3))

@@ -156,7 +156,7 @@ enum Make {
         return VettedEvent(raw: envelope(payload, user: user, site: nil, key: key, received: received), decision: accept())
     }
 
-    /// A `POST /v1/attendance/events` event (seed 000 sec. 8.1).
+    /// A `POST /v1/attendance/events` event (the device payload).
     static func event(
         _ type: AttendanceEventType, user: String, site: String, at time: Date, key: String = newKey(), received: Date = Date()
     ) -> VettedEvent {

@@ -156,12 +156,32 @@ struct DailyAttendanceTests {
         #expect(rows[0].shiftStart == utc("2025-10-26T07:00:00Z")) // 08:00 CET again
     }
 
+    /// The registry accepts a shift whose end equals its start as 24 hours; the daily report must
+    /// read it so too, not refuse the site's settings.
+    @Test("a round-the-clock shift (end equal to start) is 24 hours long")
+    func roundTheClock() throws {
+        let allDay = AttendanceShift(
+            timezone: "Asia/Ho_Chi_Minh", start: hhmm("06:00"), end: hhmm("06:00"), checkInBeforeStartMinutes: 60,
+            checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        #expect(allDay.validationIssues().isEmpty)
+        #expect(allDay.nominalMinutes == 1_440)
+        // 06:05 to 18:00 local: on time, but out long before the next day's 06:00.
+        let rows = try DailyAttendanceCalculator.days(for: [span("s1", "2025-09-17T23:05:00Z", "2025-09-18T11:00:00Z")], shift: allDay)
+        let row = try #require(rows.first)
+        #expect(rows.count == 1)
+        #expect(row.shiftStart == utc("2025-09-17T23:00:00Z"))
+        #expect(row.shiftEnd == utc("2025-09-18T23:00:00Z"))
+        #expect(row.attendedShift)
+        #expect(!row.late)
+        #expect(row.earlyExit)
+    }
+
     @Test("bad shift settings are refused with every field named")
     func validation() {
         let bad = AttendanceShift(
             timezone: "Mars/Olympus", start: hhmm("08:00"), end: hhmm("08:00"), checkInBeforeStartMinutes: -1,
             checkOutAfterEndMinutes: 2_000, lateEntryGraceMinutes: 0, earlyExitGraceMinutes: 0)
-        #expect(bad.validationIssues().map(\.field) == ["timezone", "end", "checkInBeforeStartMinutes", "checkOutAfterEndMinutes"])
+        #expect(bad.validationIssues().map(\.field) == ["timezone", "checkInBeforeStartMinutes", "checkOutAfterEndMinutes"])
         #expect(throws: ShiftSettingsError.self) { try DailyAttendanceCalculator.days(for: [], shift: bad) }
         #expect(TimeOfDay("24:00") == nil)
         #expect(TimeOfDay("8:30") == TimeOfDay(hour: 8, minute: 30))

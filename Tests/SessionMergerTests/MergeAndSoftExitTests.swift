@@ -168,7 +168,7 @@ struct SoftExitTests {
     }
 }
 
-@Suite("Noise shorter than 10 s (seed 004 acceptance criterion)")
+@Suite("Noise shorter than 10 s never checks out")
 struct NoiseTests {
     @Test("a check-out followed by presence within 10 s never becomes a check-out")
     func noiseNeverChecksOut() throws {

@@ -226,7 +226,7 @@ struct MappingTests {
         #expect(fact.gateId == "F7826DA6-4FA2-4E98-8024-BC5B71E0893E:10:3")
     }
 
-    @Test("a seed 004 check-out without a site resolves it through its session key")
+    @Test("a check-out contract without a site resolves it through its session key")
     func checkOutResolvesSite() throws {
         let payload = RawEventPayload.checkOut(CheckOutRequest(sessionKey: "K9", ts: at(17), reason: .regionExit))
         let vetted = VettedEvent(raw: envelope(payload, siteId: nil), decision: decision)

@@ -15,7 +15,7 @@ public struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
     public var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
 }
 
-/// Factory-default iBeacon UUID prefixes (seed 003).
+/// Factory-default iBeacon UUID prefixes.
 ///
 /// A beacon still broadcasting one of these was never configured: every unconfigured beacon of the
 /// same vendor (thousands of strangers' beacons) shares it, so attendance keyed on it could be

@@ -145,7 +145,7 @@ public final class InProcessServer: Sendable {
 /// answer the phone never got: the retry with the same key must come back 200, not a second row).
 public struct InProcessDelivery: DeliveryDriver {
     public let server: InProcessServer
-    /// The app's request timeout (seed 000 sec. 7: short, 2-4 s).
+    /// The app's request timeout (short, 2-4 s).
     public var requestTimeoutMs: Int64 = 4_000
 
     public init(server: InProcessServer) { self.server = server }

@@ -73,9 +73,9 @@ public struct DeviceSimulation: Sendable {
     public let end: Int64
     var random: SimulationRandom
 
-    /// The background execution the OS grants per wake (seed 000 sec. 1 and 7).
+    /// The background execution the OS grants per wake (about 10 s).
     public static let backgroundBudgetMs: Int64 = RetryPolicy.backgroundBudgetMs
-    /// Seed 001's background fetch interval.
+    /// The continuous-scan app's background fetch interval (15 min).
     public static let periodicWakeMs: Int64 = 15 * 60_000
     /// Rest shorter than this is not reported by the motion coprocessor.
     public static let stillnessNoticedMs: Int64 = 4_000

@@ -6,7 +6,7 @@ public struct FleetOptions: Sendable, Hashable {
     public var devices = 100
     public var sites = 1
     public var gatesPerSite = 2
-    /// Advertising interval of each site's main door (busy doors advertise faster; seed 000 sec. 10).
+    /// Advertising interval of each site's main door (busy doors advertise faster).
     public var busyDoorIntervalMs = 250
     public var gateIntervalMs = 700
     /// Virtual time simulated, from `start + startOffsetMs`.

@@ -199,7 +199,7 @@ public struct Person: Sendable {
     public var hasDevice: Bool { kind != .visitor }
 }
 
-/// The daily routines of seed 000's QA matrix, randomised per person.
+/// The daily routines of the QA matrix, randomised per person.
 public struct ScheduleSettings: Sendable, Hashable, Codable {
     /// Mean arrival and leave times of day, ms after midnight of the virtual day.
     public var arrivalMs: Int64 = 8 * 3_600_000

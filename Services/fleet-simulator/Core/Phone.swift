@@ -28,7 +28,7 @@ public enum LifecycleEvent: String, Sendable, Hashable, Codable {
     /// The OS ends the app in the background; any region or geofence event relaunches it.
     case terminated
     /// The user swipes the app away: iOS no longer relaunches it for beacon regions, only for
-    /// geofence / significant-change events (seed 000 sec. 1 and 12), or when the user opens it.
+    /// geofence / significant-change events, or when the user opens it.
     case forceQuit = "force_quit"
     /// The phone restarts (about a minute); the first region or geofence event after it relaunches the app.
     case reboot

@@ -1,7 +1,7 @@
 import Foundation
 import PresenceKit
 
-/// One row of seed 000 sec. 13's QA matrix: a world, people and phones, and the outcome expected.
+/// One row of the QA matrix (`Scenario.all`): a world, people and phones, and the outcome expected.
 public struct Scenario: Sendable {
     public var name: String
     public var summary: String
@@ -39,7 +39,7 @@ public struct Scenario: Sendable {
     }
 }
 
-/// Checks shared by the scenarios: the targets. Check-in recall and precision at least
+/// Checks shared by the scenarios: the detection targets. Check-in recall and precision at least
 /// 99.9 %, which needs about a thousand arrivals or more to mean anything (0.1 % of 400 arrivals is not
 /// even one): the default world runs 2,000 phones and the 700 ms and fast-walk rows 700; the other rows
 /// are smaller and must then be perfect.
@@ -122,7 +122,7 @@ extension Scenario {
         return Scenario(name: name, summary: summary, options: o, phone: phone, config: config, expect: expect)
     }
 
-    /// The QA matrix of seed 000 sec. 13 with the targets.
+    /// The QA matrix, each row with the detection targets it must meet.
     public static let all: [Scenario] = [
         make("default-world", "the default world and phone mix: employees, walk-pasts, gate standers, visitors, network and app troubles",
              devices: 2_000, options: { o in o.phones = PhoneMix(); o.walkPastShare = 0.05; o.gateStanderShare = 0.05; o.visitorShare = 0.02 },

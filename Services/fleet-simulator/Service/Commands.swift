@@ -219,7 +219,7 @@ extension ScheduleKind: ExpressibleByArgument {}
 public struct ScenarioCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "scenario",
-        abstract: "Run a scenario of the QA matrix (seed 000 sec. 13), or all of them, and check its expected outcome."
+        abstract: "Run a scenario of the QA matrix, or all of them, and check its expected outcome."
     )
 
     @Argument(help: "Scenario name, or \"all\" (see --list).") public var name = "all"

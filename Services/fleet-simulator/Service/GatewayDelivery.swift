@@ -34,7 +34,7 @@ public final class VirtualClock: VirtualPacer, Sendable {
     }
 }
 
-/// The device's HTTP client: the seed 000 sec. 8.1 payload to `POST /v1/attendance/events` with the
+/// The device's HTTP client: the device payload to `POST /v1/attendance/events` with the
 /// stored `Idempotency-Key`, under the no-loss contract (PresenceKit's `OutboxDrainer`: the same
 /// key on every retry, the entry deleted only on a final verdict). The phone's network troubles are
 /// applied before the request leaves: offline (no attempt), a captive portal (an HTML 200 that must

@@ -2,12 +2,13 @@ import AttendanceProtocol
 import Crypto
 import Foundation
 
-/// The gateway's idempotency rules (IETF `Idempotency-Key` draft, seed 000 sec. 6 and 8.2).
+/// The gateway's idempotency rules (IETF `Idempotency-Key` draft;
+/// docs/SPECIFICATION.md, "3. Device API").
 ///
 /// - `POST /v1/attendance/events` and the batch form carry the device's key
-///   (sha256(userId|deviceId|beaconId|tStart|nonce), seed 000 sec. 6.1): the header for a single
+///   (sha256(userId|deviceId|beaconId|tStart|nonce)): the header for a single
 ///   event (required; it must equal the body's `idempotencyKey`), the body's field per batch item.
-/// - The seed 004 contracts are idempotent by `sessionKey`. A request without the header gets the
+/// - The session contracts are idempotent by `sessionKey`. A request without the header gets the
 ///   key derived by `derived(kind:userId:sessionKey:ts:)`:
 ///   `sha256hex("v1|<kind>|<userId>|<sessionKey>")` for check-in and check-out, and
 ///   `sha256hex("v1|heartbeat|<userId>|<sessionKey>|<ts as RFC 3339 ms>")` for heartbeats (one
@@ -22,7 +23,7 @@ public enum IdempotencyKeys {
     /// The longest header value accepted (a sha256 hex key is 64).
     public static let maxHeaderLength = 128
 
-    /// The key for a seed 004 contract sent without an `Idempotency-Key` header.
+    /// The key for a session contract sent without an `Idempotency-Key` header.
     public static func derived(kind: RawEventKind, userId: String, sessionKey: String, ts: Date? = nil) -> String {
         var material = "v1|\(kind.rawValue)|\(userId)|\(sessionKey)"
         if kind == .heartbeat, let ts { material += "|\(WireTimestamp.string(from: ts))" }

@@ -4,7 +4,7 @@ import Foundation
 // What the rules read from a raw event, whichever endpoint produced it.
 
 extension RawEventEnvelope {
-    /// The rich device event (`POST /v1/attendance/events`), or `nil` for the seed 004 contracts.
+    /// The rich device event (`POST /v1/attendance/events`), or `nil` for the session contracts.
     public var attendanceEvent: AttendanceEvent? {
         if case .event(let event) = payload { return event }
         return nil

@@ -3,11 +3,11 @@ import Crypto
 import Foundation
 import Synchronization
 
-// The GATT challenge-response (seed 000 sec. 5.3): the gateway hands a device a short-lived nonce
-// for one beacon (`GET /v1/attendance/challenge?beacon=`), the device has the beacon sign it during
-// the GATT handshake, and the event carries `gatt: {nonce, hmac}` with hmac = HMAC-SHA256(key: the
-// beacon's key, message: the nonce's UTF-8 bytes), lowercase hex. A replayed iBeacon identity cannot
-// produce that HMAC: the key never leaves the beacon and the registry.
+// The GATT challenge-response (docs/SPECIFICATION.md, "6. Anti-fraud rules"): the gateway hands a device
+// a short-lived nonce for one beacon (`GET /v1/attendance/challenge?beacon=`), the device has the beacon
+// sign it during the GATT handshake, and the event carries `gatt: {nonce, hmac}` with hmac =
+// HMAC-SHA256(key: the beacon's key, message: the nonce's UTF-8 bytes), lowercase hex. A replayed iBeacon
+// identity cannot produce that HMAC: the key never leaves the beacon and the registry.
 //
 // Nonces are stateless: the gateway signs (beacon, device, expiry, random) with a key it shares
 // with the policy service, so the policy can check any instance's nonce without a shared store.

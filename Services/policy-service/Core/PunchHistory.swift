@@ -40,7 +40,7 @@ public struct PunchRecord: Hashable, Sendable {
     }
 
     /// Where the rate limit counts punches: the gate, else `site:<siteId>` for punches without a
-    /// known gate (the seed 004 check-in has no beacon), else `nil` (nothing to count by).
+    /// known gate (the check-in contract has no beacon), else `nil` (nothing to count by).
     public var punchPoint: String? {
         if let gateId { return gateId }
         if let siteId { return "site:" + siteId }

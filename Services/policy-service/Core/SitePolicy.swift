@@ -437,7 +437,7 @@ extension SitePolicy {
 public struct PolicyBook: Hashable, Sendable {
     public var defaultPolicy: SitePolicy
     public private(set) var sites: [String: SitePolicy]
-    /// Turns automatic attendance off everywhere (seed 000 sec. 16, widespread incident).
+    /// Turns automatic attendance off everywhere (for a widespread incident).
     public var globalKillSwitch: Bool
 
     public init(defaultPolicy: SitePolicy = .default, sites: [SitePolicy] = [], globalKillSwitch: Bool = false) {

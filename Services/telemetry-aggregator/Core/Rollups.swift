@@ -1,6 +1,7 @@
 import Foundation
 
-/// The three dimensions every number is broken down by (seed 000 sec. 11, "Dashboards").
+/// The three dimensions every number is broken down by
+/// (docs/SPECIFICATION.md, "8. Telemetry and the SLO").
 ///
 /// A value the message does not carry is `unknown`, a value of its own, so totals over all values
 /// still add up and a filter can ask for the unattributed part. Values are trimmed and cut to

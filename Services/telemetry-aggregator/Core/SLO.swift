@@ -1,8 +1,9 @@
 import Foundation
 
 /// "99 % of events reach the server within 5 minutes of the trigger, offline cases included"
-/// (seed 000 sec. 11). The target is kept in permyriad so every comparison is integer arithmetic:
-/// a burn rate exactly at an alert threshold fires, one event fewer does not, with no rounding.
+/// (docs/SPECIFICATION.md, "8. Telemetry and the SLO"). The target is kept in permyriad so every
+/// comparison is integer arithmetic: a burn rate exactly at an alert threshold fires, one event fewer
+/// does not, with no rounding.
 public struct SLOObjective: Hashable, Sendable, Codable {
     /// 9900 = 99 %.
     public var targetPermyriad: Int
@@ -126,7 +127,7 @@ public enum SLOWindow: String, CaseIterable, Hashable, Sendable, Codable {
         }
     }
 
-    /// The windows `/v1/metrics/summary` accepts (issue 7: 5 minutes, 1 hour, 1 day, 30 days).
+    /// The windows `/v1/metrics/summary` accepts: 5 minutes, 1 hour, 1 day, 30 days.
     public static let summaryWindows: [SLOWindow] = [.minutes5, .hour1, .day1, .days30]
 
     /// The minutes `[first, last]` a window ending at `now` covers: the current (partial) minute and

@@ -90,7 +90,8 @@ public struct TelemetryConfiguration: Sendable {
     }
 }
 
-/// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the issue).
+/// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the
+/// specification: docs/SPECIFICATION.md, "8. Telemetry and the SLO").
 public struct TelemetrySLOSettings: Sendable, Hashable {
     public var targetPermyriad: Int
     public var thresholdSeconds: Int

@@ -21,7 +21,7 @@ extension KeyedDecodingContainer {
     /// Reads the version field first and refuses versions newer than `supported`.
     ///
     /// Kafka messages must carry it (`required`); REST bodies may omit it, since their version is the
-    /// URL's (`/v1`) and the seed's device payload has none, and then the current version is assumed.
+    /// URL's (`/v1`) and the specified device payload has none, and then the current version is assumed.
     func decodeSchemaVersion(forKey key: Key, supported: Int, required: Bool) throws -> Int {
         let found: Int
         if required {

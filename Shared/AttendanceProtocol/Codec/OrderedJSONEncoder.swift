@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Why not `JSONEncoder`: on Linux it writes keys in hash order, which changes from one process to
 /// the next. The protocol wants stable bytes (golden files, fingerprints, diffable logs) and the
-/// device payload in the seed's field order, which is the order `encode(to:)` writes them.
+/// device payload in its specified field order, which is the order `encode(to:)` writes them.
 final class OrderedJSONEncoder: Encoder {
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }

@@ -2,7 +2,7 @@ import Foundation
 
 /// Encodes and decodes every type of this module: the one place that fixes the wire format.
 ///
-/// - Output is UTF-8 JSON with members in the order each type encodes them (the seed's order
+/// - Output is UTF-8 JSON with members in the order each type encodes them (the specified order
 ///   for the device payload), in one of three layouts: `.compact` for Kafka and HTTP, `.pretty`
 ///   for golden files and logs, `.canonical` (sorted members, no whitespace) for fingerprints.
 /// - Timestamps are RFC 3339 UTC at millisecond precision (see `WireTimestamp`).

@@ -4,7 +4,7 @@ import Foundation
 /// at millisecond precision.
 ///
 /// - Encoding writes whole seconds when the millisecond part is zero (`2025-09-18T06:35:12Z`, the
-///   seed's form) and exactly three fractional digits otherwise (`2025-09-18T06:35:12.345Z`).
+///   specified form) and exactly three fractional digits otherwise (`2025-09-18T06:35:12.345Z`).
 /// - Decoding accepts `Z` or a numeric offset (`+07:00`), and any number of fractional digits;
 ///   the value is rounded to the millisecond so that decode → encode → decode is stable.
 ///

@@ -1,4 +1,4 @@
-/// What the app should do after a refusal: shown to the user and logged (seed 000 sec. 8.2, 409).
+/// What the app should do after a refusal: shown to the user and logged (with a 409).
 ///
 /// Open: a newer server may send an action an older app does not know; the app keeps the raw value
 /// and falls back to showing the reasons. `none` is spelled `.noAction` in Swift so that it never

@@ -116,7 +116,8 @@ public enum VerdictOutcome: String, ClosedWireEnum {
     /// The key was recorded with a different payload: 422.
     case payloadMismatch = "payload_mismatch"
 
-    /// The HTTP status the gateway answers with (DESIGN.md, the no-loss contract).
+    /// The HTTP status the gateway answers with
+    /// (docs/SPECIFICATION.md, "4. Topics and the no-loss contract").
     public var httpStatus: Int {
         switch self {
         case .accepted: return 201

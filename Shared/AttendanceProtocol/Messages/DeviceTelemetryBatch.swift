@@ -69,7 +69,7 @@ public struct DeviceTelemetryBatch: TopicMessage {
     }
 }
 
-/// One device-side occurrence (seed 000 sec. 11).
+/// One device-side occurrence (docs/SPECIFICATION.md, "8. Telemetry and the SLO").
 public struct TelemetryEvent: Codable, Hashable, Sendable {
     /// Unique per device event: the aggregator's deduplication key.
     public var eventId: String
@@ -110,12 +110,12 @@ public struct TelemetryEvent: Codable, Hashable, Sendable {
     }
 }
 
-/// Device telemetry event names: seed 000 sec. 11 plus the outcomes the no-loss contract adds.
+/// Device telemetry event names: the specified list plus the outcomes the no-loss contract adds.
 /// Open: a newer app's event is kept and counted under its own name, never refused.
 public enum TelemetryEventName: OpenWireEnum {
     case regionEnter, regionExit, rangingStart, rangingStop, motionQuery, gattOk, gattFail
     case api201, api200, api409, bgTimeout, offlineEnqueue, outboxSent, battery
-    /// Outcomes beyond the seed's list: queued, refused input, payload mismatch, throttled,
+    /// Outcomes beyond the specified list: queued, refused input, payload mismatch, throttled,
     /// server error, no answer.
     case api202, api400, api422, api429, api5xx, apiTimeout
     case unrecognized(String)

@@ -11,7 +11,7 @@ public struct RawEventEnvelope: TopicMessage {
 
     /// The gateway's id for the HTTP request (also the `X-Request-Id` response header).
     public var requestId: String
-    /// The `Idempotency-Key` of the request; for the seed 004 contracts, derived from `sessionKey`.
+    /// The `Idempotency-Key` of the request; for the session contracts, derived from `sessionKey`.
     public var idempotencyKey: String
     /// The user the authenticated device is bound to. The partition key.
     public var userId: String
@@ -96,13 +96,13 @@ public struct RawEventEnvelope: TopicMessage {
 
 /// Which request produced a raw event; the wire field `kind` says how to read `payload`.
 public enum RawEventKind: String, ClosedWireEnum {
-    /// `POST /v1/attendance/events` (seed 000 sec. 8.1).
+    /// `POST /v1/attendance/events` (the device payload).
     case event
-    /// `POST /v1/attendance/check-in` (seed 004).
+    /// `POST /v1/attendance/check-in` (a session contract).
     case checkIn = "check_in"
-    /// `POST /v1/attendance/check-out` (seed 004).
+    /// `POST /v1/attendance/check-out` (a session contract).
     case checkOut = "check_out"
-    /// `POST /v1/attendance/heartbeat` (seed 004).
+    /// `POST /v1/attendance/heartbeat` (a session contract).
     case heartbeat
 }
 

@@ -11,7 +11,7 @@ public struct SessionChange: TopicMessage {
     public var sessionId: String
     public var userId: String
     public var siteId: String
-    /// The device's session key (seed 004), when the session was opened through the contracts.
+    /// The device's session key, when the session was opened through the contracts.
     public var sessionKey: String?
     public var change: SessionChangeKind
     public var checkInAt: Date
@@ -85,7 +85,7 @@ public struct SessionChange: TopicMessage {
     }
 }
 
-/// What happened to the session (DESIGN.md, Sessions; seed 004 SOFT_EXIT_PENDING).
+/// What happened to the session (docs/SPECIFICATION.md, "5. Sessions and daily attendance").
 public enum SessionChangeKind: String, ClosedWireEnum {
     case opened
     /// New presence (a check-in candidate in the merge window, a heartbeat).

@@ -124,7 +124,8 @@ public struct RuleResult: Codable, Hashable, Sendable {
     }
 }
 
-/// The anti-fraud rules (seed 000 sec. 5, DESIGN.md). Open: a new rule needs no schema change.
+/// The anti-fraud rules (docs/SPECIFICATION.md, "6. Anti-fraud rules"). Open: a new rule needs no
+/// schema change.
 public enum PolicyRuleID: OpenWireEnum {
     case beaconValidity, deviceBinding, rateLimit, dwell, coLocation, motionGating, gattChallenge
     case appAttestation, rssiPlausibility, impossibleTravel, clockSkew, multiDevice, killSwitch

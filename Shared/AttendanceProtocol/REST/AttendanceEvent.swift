@@ -1,12 +1,12 @@
 import Foundation
 
-/// The device's attendance event: the body of `POST /v1/attendance/events`, exactly the data
-/// model of seed 000 section 8.1, plus optional fields later features need.
+/// The device's attendance event: the body of `POST /v1/attendance/events`, exactly the data model of the
+/// device payload (docs/SPECIFICATION.md, "3. Device API"), plus optional fields later features need.
 ///
 /// Required: `id`, `idempotencyKey`, `userId`, `deviceId`, `timestamp`, `type`, `siteId`, `beacon`.
 /// Everything else is optional because a real device may not have it (no motion co-processor, no
-/// handshake, offline). Fields are encoded in the seed's order, seed fields first, so the seed's
-/// example round-trips byte for byte.
+/// handshake, offline). Fields are encoded in the specified order, specified fields first, so
+/// the specified example (`Golden/seed-000-8.1-verbatim.json` in the tests) round-trips byte for byte.
 ///
 /// Decoding checks shape only (types, required fields, enum values); ranges, formats and the
 /// time window are checked by `validate(now:limits:)`, which reports every problem at once.
@@ -14,7 +14,7 @@ public struct AttendanceEvent: SchemaVersioned, Codable, Hashable, Sendable {
     /// REST payloads take their version from the URL (`/v1`); a body may state it in `schemaVersion`.
     public static let schemaVersion = 1
 
-    // MARK: Seed 000 sec. 8.1
+    // MARK: The specified device payload
 
     /// The device's local event id (a UUID in practice).
     public var id: String
@@ -38,9 +38,9 @@ public struct AttendanceEvent: SchemaVersioned, Codable, Hashable, Sendable {
     public var app: App?
     public var device: Device?
 
-    // MARK: Extensions (all optional; the seed payload stays valid)
+    // MARK: Extensions (all optional; the specified payload stays valid)
 
-    /// The device's session key (seed 004 contracts), when the event belongs to a known session.
+    /// The device's session key (the session contracts), when the event belongs to a known session.
     public var sessionKey: String?
     /// End of the ranging / presence window that produced the event.
     public var tEnd: Date?
@@ -85,14 +85,14 @@ public struct AttendanceEvent: SchemaVersioned, Codable, Hashable, Sendable {
         self.gatt = gatt
     }
 
-    /// The seed's field names, in the seed's order, then the extensions.
+    /// The specified field names, in the specified order, then the extensions.
     public enum CodingKeys: String, CodingKey, CaseIterable {
         case id, idempotencyKey, userId, deviceId, timestamp, type, siteId, beacon, rssiSeries, txPower
         case motion, geofence, handshake, network, app, device
         case sessionKey, tEnd, queuedOffline, firstAttemptAt, location, attestation, gatt
         case schemaVersion
 
-        /// The 16 field names of the seed's example, in its order.
+        /// The 16 field names of the specified example, in its order.
         public static let seedFields: [CodingKeys] = [
             .id, .idempotencyKey, .userId, .deviceId, .timestamp, .type, .siteId, .beacon, .rssiSeries,
             .txPower, .motion, .geofence, .handshake, .network, .app, .device,

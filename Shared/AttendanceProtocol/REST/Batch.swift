@@ -1,6 +1,6 @@
-/// `POST /v1/attendance/events/batch`: many events in one request, for the short background
-/// window (seed 000 sec. 6.2). Each event carries its own `idempotencyKey`; there is no
-/// `Idempotency-Key` header for the batch as a whole.
+/// `POST /v1/attendance/events/batch`: many events in one request, for the short background window
+/// (docs/SPECIFICATION.md, "2. The device outbox and delivery"). Each event carries its own
+/// `idempotencyKey`; there is no `Idempotency-Key` header for the batch as a whole.
 public struct BatchEventsRequest: SchemaVersioned, Codable, Hashable, Sendable {
     public static let schemaVersion = 1
 

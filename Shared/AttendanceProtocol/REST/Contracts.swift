@@ -1,7 +1,7 @@
 import Foundation
 
-// The minimal session contracts of seed 004: check-in, check-out, heartbeat, all idempotent by
-// `sessionKey`. Field names are the seed's.
+// The minimal session contracts: check-in, check-out, heartbeat, all idempotent by `sessionKey`
+// (docs/SPECIFICATION.md, "3. Device API"). Field names are the specified ones.
 
 /// `POST /v1/attendance/check-in { userId, siteId, ts, sessionKey, deviceMeta }`.
 public struct CheckInRequest: SchemaVersioned, Codable, Hashable, Sendable {
@@ -100,7 +100,7 @@ public struct CheckOutRequest: SchemaVersioned, Codable, Hashable, Sendable {
 public enum CheckOutReason: OpenWireEnum {
     /// The beacon region was exited and the soft-exit grace passed without presence.
     case regionExit
-    /// SOFT_EXIT_PENDING expired (seed 004).
+    /// SOFT_EXIT_PENDING expired: the soft-exit grace passed without presence.
     case softExitExpired
     /// The device left the site's geofence.
     case geofenceExit

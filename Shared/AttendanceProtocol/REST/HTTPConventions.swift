@@ -1,4 +1,4 @@
-/// Header names of the device API (seed 000 sec. 8.2, IETF idempotency-key draft).
+/// Header names of the device API (docs/SPECIFICATION.md, "3. Device API"; IETF idempotency-key draft).
 public enum HTTPHeader {
     public static let idempotencyKey = "Idempotency-Key"
     public static let deviceId = "X-Device-Id"

@@ -98,7 +98,8 @@ public struct ProblemType: Hashable, Sendable {
     /// The body is not `application/json` (the device API reads nothing else).
     public static let unsupportedMediaType = ProblemType("unsupported-media-type", "The request body must be application/json", 415)
     public static let payloadMismatch = ProblemType("payload-mismatch", "The Idempotency-Key was used with a different payload", 422)
-    /// The beacon UUID is a factory default on the ban list (seed 003).
+    /// The beacon UUID is a factory default on the ban list
+    /// (docs/SPECIFICATION.md, "7. Registry, provisioning and enrollment").
     public static let bannedBeaconUUID = ProblemType("banned-beacon-uuid", "The beacon UUID is a factory default", 422)
     public static let rateLimited = ProblemType("rate-limited", "Too many requests", 429)
     public static let unavailable = ProblemType("unavailable", "The service is temporarily unavailable", 503)

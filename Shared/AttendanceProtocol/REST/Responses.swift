@@ -1,7 +1,7 @@
 import Foundation
 
 /// The body of 201 (accepted), 200 (replay or duplicate: the original receipt) and 202 (durably
-/// queued, no verdict yet: poll `statusUrl`) for an event or a seed 004 contract.
+/// queued, no verdict yet: poll `statusUrl`) for an event or a session contract.
 public struct AcceptedResponse: SchemaVersioned, Codable, Hashable, Sendable {
     public static let schemaVersion = 1
 
@@ -136,7 +136,7 @@ public enum EventOutcomeStatus: String, ClosedWireEnum {
 }
 
 /// `GET /v1/attendance/pending?since=`: what the server holds for this device since a time
-/// (seed 000 sec. 8.2), so the app can reconcile its outbox and show its sessions.
+/// (docs/SPECIFICATION.md, "3. Device API"), so the app can reconcile its outbox and show its sessions.
 public struct PendingResponse: SchemaVersioned, Codable, Hashable, Sendable {
     public static let schemaVersion = 1
 

@@ -8,7 +8,7 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 
-/// The end-to-end benchmark of issue 5 (release builds, everything on this machine):
+/// The end-to-end benchmark of the pipeline (release builds, everything on this machine):
 /// sustained accepted events/s through gateway → policy → merger → verdict, request latency at
 /// half that load, and the two ceilings measured in the same run: a bare Hummingbird endpoint
 /// decoding the same JSON, and pgbench inserting the same rows with the merger's batch size; plus

@@ -99,7 +99,7 @@ struct ContractClient: Sendable {
         }
     }
 
-    /// The seed's key: sha256(userId|deviceId|beaconId|tStart|nonce), hex.
+    /// The device's key: sha256(userId|deviceId|beaconId|tStart|nonce), hex.
     static func idempotencyKey(device: LoadFleet.Device, beaconId: String, at time: Date, nonce: String) -> String {
         let text = "\(device.userId)|\(device.deviceId)|\(beaconId)|\(Int64(time.timeIntervalSince1970 * 1_000))|\(nonce)"
         // Foundation's String(format:) per byte was a seventh of the load generator's CPU, taken from

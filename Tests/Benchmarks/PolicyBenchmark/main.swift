@@ -1,4 +1,4 @@
-// PolicyBenchmark: policy decisions per second for one instance on one core (issue 6 target: at
+// PolicyBenchmark: policy decisions per second for one instance on one core (target: at
 // least 20,000/s with every rule on, GATT challenge included).
 //
 // Run in release, pinned to one core: `make bench-policy` (`taskset -c 0`). Single-threaded. The

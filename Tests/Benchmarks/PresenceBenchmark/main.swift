@@ -1,7 +1,7 @@
 // PresenceBenchmark: throughput and memory of the PresenceKit hot path, and outbox durability cost.
 //
 // Run in release: `swift run -c release PresenceBenchmark`. Single-threaded, ~10 s. Output is one
-// `key=value` per line (greppable), grouped by section, with the targets of issue 3:
+// `key=value` per line (greppable), grouped by section, with the targets:
 //   >= 1,000,000 RSSI samples/s through smoothing + state machine on one core,
 //   <= 2 KiB per tracked device state (outbox excluded).
 

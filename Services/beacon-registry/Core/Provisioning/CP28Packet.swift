@@ -1,6 +1,6 @@
 import Foundation
 
-/// The DX-Smart CP28 GATT service (seed 003).
+/// The DX-Smart CP28 GATT service (docs/SPECIFICATION.md, "7. Registry, provisioning and enrollment").
 public enum CP28GATT {
     public static let serviceUUID = "0000FFE0-0000-1000-8000-00805F9B34FB"
 }

@@ -110,7 +110,7 @@ public struct CP28Authentication: Hashable, Sendable, Codable {
     )
 }
 
-/// The DX-Smart CP28 write sequence of seed 003 for one beacon: frame 1 as device info, frame 2 as
+/// The DX-Smart CP28 write sequence for one beacon: frame 1 as device info, frame 2 as
 /// the iBeacon, trigger off, frames 3-6 disabled, save: 24 packets to FFE2, in this order.
 ///
 /// Frames 3-6 are disabled explicitly so that only the two configured frames broadcast, whatever

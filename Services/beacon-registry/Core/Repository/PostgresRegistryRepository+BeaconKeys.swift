@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-// Beacon GATT keys (issue 6, GATT challenge-response): the registry owns them. A random 32-byte
+// Beacon GATT keys (for the GATT challenge-response): the registry owns them. A random 32-byte
 // key is created with the beacon, stored sealed in `registry.beacon_keys`, shown in plain text
 // only in the installer's provisioning plan, and published sealed in the beacon's record on
 // `registry.changes`, where only the policy service (which holds the same `BEACON_KEY_SEAL_KEY`)

@@ -4,7 +4,7 @@ import Hummingbird
 import IngestGatewayCore
 import ServiceRuntime
 
-/// The device's attendance routes (seed 000 sec. 8.2, seed 004 contracts):
+/// The device's attendance routes (docs/SPECIFICATION.md, "3. Device API"):
 /// - `POST /v1/attendance/events` (header `Idempotency-Key` required, equal to the body's key),
 ///   `POST /v1/attendance/events/batch` (each event's own key);
 /// - `POST /v1/attendance/check-in`, `/check-out`, `/heartbeat` (key from the header, or derived

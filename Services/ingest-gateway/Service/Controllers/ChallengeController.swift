@@ -5,7 +5,7 @@ import PolicyServiceCore
 import RegistryFeed
 
 /// `GET /v1/attendance/challenge?beacon=UUID:major:minor`: a short-lived nonce for the GATT
-/// challenge-response with that beacon (seed 000 sec. 5.3). The nonce is bound to the beacon and the
+/// challenge-response with that beacon. The nonce is bound to the beacon and the
 /// authenticated device and signed with the key the policy service checks it with, so the gateway
 /// keeps no state and any gateway instance may hand it out.
 ///

@@ -4,7 +4,7 @@ import Foundation
 /// `beacon_validity`: the beacon the event names is registered, active, at the event's site, and
 /// not a factory-default (banned) UUID.
 ///
-/// Applies to device events (they name a beacon). The seed 004 check-in names none: it passes,
+/// Applies to device events (they name a beacon). The check-in contract names none: it passes,
 /// unless `requireSensorData`, when it fires. Check-outs and heartbeats pass.
 ///
 /// | finding | action | risk |

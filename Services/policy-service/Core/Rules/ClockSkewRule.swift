@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Fires when the event time is more than `maxClockSkewSeconds` after the receipt (a clock ahead),
 /// or more than that before it without an offline record (`queuedOffline` or `firstAttemptAt`)
-/// on a device event. The seed 004 contracts cannot state that they were queued offline, so for
+/// on a device event. The session contracts cannot state that they were queued offline, so for
 /// them only the "ahead" check applies. Fires with `contact_admin`, risk 0.3.
 public struct ClockSkewRule: PolicyRule {
     public init() {}

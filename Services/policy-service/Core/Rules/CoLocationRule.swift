@@ -13,7 +13,7 @@ import Foundation
 ///   (`walk_to_gate`, 0.3).
 ///
 /// Applies to device check-ins and heartbeats. Check-outs pass: leaving the geofence is what a
-/// check-out is. The seed 004 contracts carry no position and pass.
+/// check-out is. The session contracts carry no position and pass.
 public struct CoLocationRule: PolicyRule {
     public init() {}
 

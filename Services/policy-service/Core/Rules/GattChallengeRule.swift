@@ -7,7 +7,7 @@ import Foundation
 /// event, not presented before by another event, and HMAC(nonce, beacon key) computed by the beacon.
 ///
 /// Hosted only when the service has the nonce key and the beacons' keys (`PolicyEngine.withGatt(_:)`).
-/// Applies to device check-ins; check-outs, heartbeats and the seed 004 contracts pass (the contract
+/// Applies to device check-ins; check-outs, heartbeats and the session contracts pass (the contract
 /// check-in names no beacon; `beacon_validity` with `requireSensorData` refuses those). A redelivery of
 /// the same event (same idempotency key) is not a reuse.
 ///

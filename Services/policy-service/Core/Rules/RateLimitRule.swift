@@ -6,7 +6,7 @@ import Foundation
 /// - A punch (check-in or check-out) less than `minSecondsBetweenPunches` from the user's latest
 ///   accepted punch at the same punch point fires, whatever the two punches' types: a check-out
 ///   right after a check-in is refused too. The punch point is the beacon's gate; a punch without a
-///   known gate (the seed 004 check-in) counts at `site:<siteId>`, and one without a site either
+///   known gate (the check-in contract) counts at `site:<siteId>`, and one without a site either
 ///   (a check-out contract) is compared with the user's latest punch anywhere.
 /// - Soft exit: a check-out contract with reason `soft_exit_expired` has already waited the
 ///   device's soft-exit grace without presence, so it is a real exit; with

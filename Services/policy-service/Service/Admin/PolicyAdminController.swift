@@ -43,7 +43,7 @@ public struct GlobalKillSwitchBody: Codable, Hashable, Sendable {
     public var enabled: Bool
 }
 
-/// Policy administration (seed 000 sec. 16: feature flags, kill switch, canary), behind
+/// Policy administration (feature flags, kill switch, canary), behind
 /// `AdminAuthMiddleware`. Reads need the viewer role, changes the admin role. `{siteId}` is a site
 /// id, or `default` for the policy of sites without their own.
 ///

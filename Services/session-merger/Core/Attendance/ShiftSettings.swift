@@ -4,8 +4,9 @@ import Foundation
 /// A site's shift as daily attendance judges it (Frappe HRMS "Shift Type" fields). Same fields as the
 /// registry's `ShiftSettings`, plus the site's time zone.
 ///
-/// - The shift runs from `start` to `end` every local day; an `end` at or before `start` is an
-///   overnight shift ending the next day.
+/// - The shift runs from `start` to `end` every local day; an `end` before `start` is an overnight
+///   shift ending the next day, and an `end` equal to `start` a round-the-clock shift of 24 hours (as
+///   the registry accepts it).
 /// - Presence counts for the shift from `checkInBeforeStartMinutes` before the start until
 ///   `checkOutAfterEndMinutes` after the end (the *shift window*).
 /// - Late: the first presence in the window is later than `start + lateEntryGraceMinutes`.
@@ -54,9 +55,6 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
         if TimeZone(identifier: timezone) == nil {
             issues.append(.init(field: "timezone", message: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
         }
-        if start == end {
-            issues.append(.init(field: "end", message: "must differ from start (\(start))"))
-        }
         let minutes: [(String, Int)] = [
             ("checkInBeforeStartMinutes", checkInBeforeStartMinutes), ("checkOutAfterEndMinutes", checkOutAfterEndMinutes),
             ("lateEntryGraceMinutes", lateEntryGraceMinutes), ("earlyExitGraceMinutes", earlyExitGraceMinutes),
@@ -65,7 +63,7 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
             issues.append(.init(field: field, message: "must be between 0 and 1440 minutes, got \(value)"))
         }
         if lateEntryGraceMinutes + earlyExitGraceMinutes > nominalMinutes && Self.minutesRange.contains(lateEntryGraceMinutes)
-            && Self.minutesRange.contains(earlyExitGraceMinutes) && start != end {
+            && Self.minutesRange.contains(earlyExitGraceMinutes) {
             issues.append(.init(
                 field: "earlyExitGraceMinutes",
                 message: "late-entry plus early-exit grace (\(lateEntryGraceMinutes + earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"))

@@ -40,7 +40,7 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
     public var kind: Kind
     /// When it happened on the device, at the protocol's millisecond precision. Sessions are built by it.
     public var eventTime: Date
-    /// The device's session key (seed 004 contracts), when it sent one.
+    /// The device's session key (the session contracts), when it sent one.
     public var sessionKey: String?
     /// The beacon (`UUID:major:minor`) or gate the event was taken at, when known.
     public var gateId: String?
@@ -65,7 +65,7 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
     ///
     /// - The user is the authenticated one (`raw.userId`), never the body's.
     /// - The site is the gateway's (`raw.siteId`), else the body's (events and check-ins carry one),
-    ///   else `siteForSessionKey(sessionKey)`: check-outs and heartbeats (seed 004) carry only a session
+    ///   else `siteForSessionKey(sessionKey)`: check-out and heartbeat contracts carry only a session
     ///   key, so the merger resolves the site from the session that key opened.
     /// - The event time is the device's (`timestamp` / `ts`), not the receipt time.
     ///

@@ -2,22 +2,22 @@ import Foundation
 
 /// Every threshold of the session model, in seconds.
 ///
-/// Sources: seed 000 sec. 8.3 (merge check-in candidates within 30-60 s), seed 004 acceptance criteria
-/// (a gap shorter than 10 s never produces a check-out), DESIGN.md "Sessions (merger)" (soft-exit grace,
-/// automatic close past a cutoff, events up to 72 h late).
+/// The contract (docs/SPECIFICATION.md, "5. Sessions and daily attendance"): merge check-in candidates
+/// within 30-60 s; a gap shorter than 10 s never produces a check-out; a soft-exit grace, an automatic
+/// close past a cutoff, events up to 72 h late.
 ///
 /// A policy is plain configuration: it is not part of a timeline's persisted state. A timeline
 /// restored under a different policy re-derives its sessions with the new thresholds and reports the
 /// differences as ordinary changes on its next operation.
 public struct SessionPolicy: Codable, Hashable, Sendable {
     /// A check-in this close to the last event of the current session (even one that has checked out)
-    /// joins it. Seed 000 sec. 8.3: 30-60 s.
+    /// joins it. Allowed: 30-60 s.
     public var mergeWindow: TimeInterval
     /// A check-out followed by presence (check-in or heartbeat) within this time reopens the session
     /// (`reopened`); after it the check-out stands and the session closes (`check_out`).
     public var softExitGrace: TimeInterval
     /// A check-out followed by presence after less than this is noise: it never becomes a soft exit
-    /// nor a close (seed 004: "soft exit never creates a false checkout for noise < 10 s").
+    /// nor a close ("soft exit never creates a false checkout for noise < 10 s").
     public var noiseThreshold: TimeInterval
     /// An open session without presence for longer than this closes (`presence_timeout`); presence after
     /// a longer gap starts a new session.
@@ -29,7 +29,7 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
     public static let hour: TimeInterval = 3_600
     public static let day: TimeInterval = 86_400
 
-    /// The longest offline period devices retry over (seed 000 sec. 13: no loss after 72 h offline).
+    /// The longest offline period devices retry over (no loss after 72 h offline).
     public static let maximumOfflinePeriod: TimeInterval = 72 * hour
 
     public static let mergeWindowRange: ClosedRange<TimeInterval> = 30...60
@@ -72,8 +72,8 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
                     message: "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)) (\(why)), got \(Self.format(value))"))
             }
         }
-        check("mergeWindow", mergeWindow, Self.mergeWindowRange, "seed 000 sec. 8.3 merges candidates within 30-60 s")
-        check("noiseThreshold", noiseThreshold, Self.noiseThresholdRange, "seed 004: noise shorter than 10 s never checks out")
+        check("mergeWindow", mergeWindow, Self.mergeWindowRange, "check-in candidates merge within 30-60 s")
+        check("noiseThreshold", noiseThreshold, Self.noiseThresholdRange, "noise shorter than 10 s never checks out")
         let graceFloor = noiseThreshold.isFinite ? max(noiseThreshold, Self.noiseThresholdRange.lowerBound) : 10
         check("softExitGrace", softExitGrace, graceFloor...Self.softExitGraceMaximum, "at least the noise threshold, at most 1 h")
         check("idleCutoff", idleCutoff, Self.idleCutoffRange, "an idle session closes after 1-24 h without presence")

@@ -16,7 +16,7 @@ import Foundation
 ///
 /// *Key link*: the event carries a `sessionKey` that `s` already has and is within the idle cutoff of
 /// `s`'s last event: the device says it is the same session, so the soft-exit grace and merge window do
-/// not split it (seed 004: events of one session share a key). Keys never split sessions: different
+/// not split it (events of one session share a key). Keys never split sessions: different
 /// keys in the merge window or while a session is open are one session (two devices, an app restart).
 /// *Stale key*: a check-out whose key belongs only to an earlier session (a later one has started
 /// since), within the idle cutoff of that session's last event, does not end the current session.
