@@ -46,7 +46,7 @@ bench-registry: ## Registry lookup latency from the cache, allocations/s on Post
 bench-pipeline: ## End to end events/s and latency vs a bare Hummingbird endpoint and pgbench (release)
 	deploy/local/stack.sh start
 	deploy/local/services.sh stop
-	$(ENV) for p in beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do swift build -c release --product $$p || exit 1; done
+	$(ENV) for p in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do swift build -c release --product $$p || exit 1; done
 	# Tansu's memory storage lists every stored record batch of a partition on each fetch, so the broker
 	# slows as it fills (measured: 0.7 ms of broker CPU per event when empty, 1.8 ms after 40,000). Start
 	# from an empty broker so that runs compare; BENCH_KEEP_BROKER=1 keeps it. Services are stopped and
@@ -78,7 +78,7 @@ crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero l
 
 services-start: ## Build (debug) and start every service on the local stack
 	deploy/local/stack.sh start
-	$(ENV) for p in beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator; do swift build --product $$p || exit 1; done
+	$(ENV) for p in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator; do swift build --product $$p || exit 1; done
 	deploy/local/services.sh start
 
 services-stop: ## Stop every service (graceful)

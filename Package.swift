@@ -54,8 +54,7 @@ let package = Package(
             name: "AttendanceProtocol",
             // Crypto: the beacon GATT keys travel sealed (ChaCha20-Poly1305) on the registry feed.
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
-            path: "Shared/AttendanceProtocol",
-            swiftSettings: sharedSwiftSettings
+            path: "Shared/AttendanceProtocol"
         ),
         // The device-side detection library a phone app (and the fleet simulator) ships.
         .target(
@@ -64,8 +63,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Shared/PresenceKit",
-            exclude: ["README.md"],
-            swiftSettings: sharedSwiftSettings
+            exclude: ["README.md"]
         ),
         .systemLibrary(
             name: "CRdKafka",
@@ -83,9 +81,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Shared/KafkaClient",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Shared/KafkaClient"
         ),
         // Config, logging, metrics, health, Postgres + migrations, lifecycle.
         .target(
@@ -101,8 +97,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Shared/ServiceRuntime",
-            swiftSettings: sharedSwiftSettings
+            path: "Shared/ServiceRuntime"
         ),
 
         // The registry's change feed as an in-memory lookup cache, for every service that needs it.
@@ -115,8 +110,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Shared/RegistryFeed",
-            swiftSettings: sharedSwiftSettings
+            path: "Shared/RegistryFeed"
         ),
 
         // Who may call: admin API keys with roles and device tokens, checked the same way by every service.
@@ -130,8 +124,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Shared/AccessControl",
-            swiftSettings: sharedSwiftSettings
+            path: "Shared/AccessControl"
         ),
 
         // MARK: Services (thin executables over library targets)
@@ -150,8 +143,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Services/beacon-registry/Core",
-            resources: [.copy("Migrations")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Migrations")]
         ),
 
         .target(
@@ -170,15 +162,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Services/attendancectl/Core",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/attendancectl/Core"
         ),
         .executableTarget(
             name: "attendancectl",
             dependencies: ["AttendanceCtlCore"],
-            path: "Services/attendancectl/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/attendancectl/Main"
         ),
 
         // Beacon registry admin REST service.
@@ -198,15 +187,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/beacon-registry/Service",
-            resources: [.copy("Resources")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Resources")]
         ),
         .executableTarget(
             name: "beacon-registry",
             dependencies: ["BeaconRegistryService"],
-            path: "Services/beacon-registry/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/beacon-registry/Main"
         ),
         // Ingest gateway: idempotency, per-device token bucket, key derivation, pure.
         .target(
@@ -215,8 +201,7 @@ let package = Package(
                 "AttendanceProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Services/ingest-gateway/Core",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/ingest-gateway/Core"
         ),
         // Ingest gateway: the device API in front of attendance.events.raw / attendance.verdicts.
         .target(
@@ -237,23 +222,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/ingest-gateway/Service",
-            resources: [.copy("Resources")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Resources")]
         ),
         .executableTarget(
             name: "ingest-gateway",
             dependencies: ["IngestGatewayService", "ServiceRuntime"],
-            path: "Services/ingest-gateway/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/ingest-gateway/Main"
         ),
         // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
         .target(
             name: "SessionMergerCore",
             dependencies: ["AttendanceProtocol"],
             path: "Services/session-merger/Core",
-            exclude: ["README.md"],
-            swiftSettings: sharedSwiftSettings
+            exclude: ["README.md"]
         ),
         // Session merger service: vetted events -> sessions in PostgreSQL (one transaction per batch),
         // verdicts and session changes, admin REST for sessions and daily attendance.
@@ -276,15 +257,12 @@ let package = Package(
             ],
             path: "Services/session-merger/Service",
             exclude: ["README.md"],
-            resources: [.copy("Migrations"), .copy("Resources")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Migrations"), .copy("Resources")]
         ),
         .executableTarget(
             name: "session-merger",
             dependencies: ["SessionMergerService", "ServiceRuntime"],
-            path: "Services/session-merger/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/session-merger/Main"
         ),
         // Policy / anti-fraud rule engine, pure.
         .target(
@@ -293,8 +271,7 @@ let package = Package(
                 "AttendanceProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Services/policy-service/Core",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/policy-service/Core"
         ),
 
         // Policy service: raw events → rules (registry feed, per-site book) → vetted events.
@@ -315,23 +292,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/policy-service/Service",
-            resources: [.copy("Resources")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Resources")]
         ),
         .executableTarget(
             name: "policy-service",
             dependencies: ["PolicyService", "ServiceRuntime"],
-            path: "Services/policy-service/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/policy-service/Main"
         ),
 
         // Telemetry aggregator: histograms, minute rollups, SLO / error budget / burn rates, pure.
         .target(
             name: "TelemetryAggregatorCore",
             dependencies: ["AttendanceProtocol"],
-            path: "Services/telemetry-aggregator/Core",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/telemetry-aggregator/Core"
         ),
         // Telemetry aggregator service: the four topics → per-minute rollups in PostgreSQL (offsets in the
         // same transaction), /v1/slo, /v1/metrics/summary, the status page, SLO gauges on /metrics.
@@ -349,23 +322,19 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/telemetry-aggregator/Service",
-            resources: [.copy("Migrations"), .copy("Resources")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Migrations"), .copy("Resources")]
         ),
         .executableTarget(
             name: "telemetry-aggregator",
             dependencies: ["TelemetryAggregatorService", "ServiceRuntime"],
-            path: "Services/telemetry-aggregator/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/telemetry-aggregator/Main"
         ),
         // Fleet simulator: world model, people, ground truth, scoring, reports, trace
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
         .target(
             name: "FleetSimulatorCore",
             dependencies: ["PresenceKit"],
-            path: "Services/fleet-simulator/Core",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/fleet-simulator/Core"
         ),
         // Fleet simulator runtime: enrollment through the registry, device actors talking to the
         // real gateway over HTTP, the server-side check in PostgreSQL, progress, report files, CLI.
@@ -383,15 +352,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Services/fleet-simulator/Service",
-            swiftSettings: sharedSwiftSettings
+            path: "Services/fleet-simulator/Service"
         ),
         .executableTarget(
             name: "fleet-simulator",
             dependencies: ["FleetSimulatorService"],
-            path: "Services/fleet-simulator/Main",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Services/fleet-simulator/Main"
         ),
 
         // MARK: Benchmarks (release builds; `make bench`)
@@ -399,8 +365,7 @@ let package = Package(
         .executableTarget(
             name: "TelemetryBenchmark",
             dependencies: ["TelemetryAggregatorCore", "AttendanceProtocol"],
-            path: "Tests/Benchmarks/TelemetryBenchmark",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/Benchmarks/TelemetryBenchmark"
         ),
 
         .executableTarget(
@@ -409,9 +374,7 @@ let package = Package(
                 "KafkaClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Tests/Benchmarks/KafkaBenchmark",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/Benchmarks/KafkaBenchmark"
         ),
         .executableTarget(
             name: "RegistryLookupBenchmark",
@@ -424,9 +387,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/Benchmarks/RegistryLookupBenchmark",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/Benchmarks/RegistryLookupBenchmark"
         ),
         // Keyed load under the no-loss contract against the running services, verified in PostgreSQL
         // (deploy/local/crash-test.sh, the end-to-end benchmark).
@@ -446,21 +407,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/Benchmarks/PipelineLoad",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/Benchmarks/PipelineLoad"
         ),
         .executableTarget(
             name: "PolicyBenchmark",
             dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
-            path: "Tests/Benchmarks/PolicyBenchmark",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/Benchmarks/PolicyBenchmark"
         ),
         .executableTarget(
             name: "PresenceBenchmark",
             dependencies: ["PresenceKit"],
-            path: "Tests/Benchmarks/PresenceBenchmark",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/Benchmarks/PresenceBenchmark"
         ),
 
         // MARK: Tests
@@ -469,8 +426,7 @@ let package = Package(
             name: "AttendanceProtocolTests",
             dependencies: ["AttendanceProtocol"],
             path: "Tests/AttendanceProtocolTests",
-            resources: [.copy("Golden")],
-            swiftSettings: sharedSwiftSettings
+            resources: [.copy("Golden")]
         ),
         .testTarget(
             name: "PresenceKitTests",
@@ -478,8 +434,7 @@ let package = Package(
                 "PresenceKit",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
-            path: "Tests/PresenceKitTests",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/PresenceKitTests"
         ),
         .testTarget(
             name: "KafkaClientTests",
@@ -488,9 +443,7 @@ let package = Package(
                 "CRdKafka",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tests/KafkaClientTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/KafkaClientTests"
         ),
         .testTarget(
             name: "ServiceRuntimeTests",
@@ -503,9 +456,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            path: "Tests/ServiceRuntimeTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/ServiceRuntimeTests"
         ),
         .testTarget(
             name: "BeaconRegistryTests",
@@ -518,9 +469,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/BeaconRegistryTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/BeaconRegistryTests"
         ),
         .testTarget(
             name: "BeaconRegistryServiceTests",
@@ -538,9 +487,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/BeaconRegistryServiceTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/BeaconRegistryServiceTests"
         ),
         .testTarget(
             name: "RegistryFeedTests",
@@ -556,15 +503,12 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Tests/RegistryFeedTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/RegistryFeedTests"
         ),
         .testTarget(
             name: "SessionMergerTests",
             dependencies: ["SessionMergerCore", "AttendanceProtocol"],
-            path: "Tests/SessionMergerTests",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/SessionMergerTests"
         ),
         .testTarget(
             name: "SessionMergerServiceTests",
@@ -584,15 +528,12 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Tests/SessionMergerServiceTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/SessionMergerServiceTests"
         ),
         .testTarget(
             name: "PolicyServiceTests",
             dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
-            path: "Tests/PolicyServiceTests",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/PolicyServiceTests"
         ),
         .testTarget(
             name: "PolicyPipelineTests",
@@ -609,9 +550,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/PolicyPipelineTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/PolicyPipelineTests"
         ),
         // Policy administration (admin REST, versioned policies in PostgreSQL, live reload) against
         // the local PostgreSQL, each run in a schema of its own.
@@ -629,9 +568,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/PolicyAdminTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/PolicyAdminTests"
         ),
         // attendancectl: argument parsing, tables, error lines, and the registry commands end to end
         // against the real registry HTTP server on the local PostgreSQL.
@@ -652,9 +589,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            path: "Tests/AttendanceCtlTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/AttendanceCtlTests"
         ),
         .testTarget(
             name: "IngestGatewayTests",
@@ -675,9 +610,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Tests/IngestGatewayTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/IngestGatewayTests"
         ),
         // The pipeline end to end: the four services as processes (deploy/local/services.sh), run by
         // deploy/local/test.sh after the other targets.
@@ -694,9 +627,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/PipelineEndToEndTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/PipelineEndToEndTests"
         ),
         // Telemetry aggregator: histogram and SLO fixtures, rollups on PostgreSQL (own schema per test),
         // the REST API and the status page in headless Chromium.
@@ -715,18 +646,14 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            path: "Tests/TelemetryAggregatorTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/TelemetryAggregatorTests"
         ),
         // Fleet simulator in process: world physics, schedules, ground truth, scoring, the QA
         // matrix on virtual time, trace parsing, CLI argument errors.
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: ["FleetSimulatorCore", "FleetSimulatorService", "PresenceKit"],
-            path: "Tests/FleetSimulatorTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/FleetSimulatorTests"
         ),
         // make run's demo against the services as processes (services.sh under the shared services
         // lock): nothing lost or duplicated, every printed target met, the status page in agreement.
@@ -741,9 +668,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/FleetEndToEndTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/FleetEndToEndTests"
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.
@@ -754,8 +679,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Tests/Support/LocalStackTesting",
-            swiftSettings: sharedSwiftSettings
+            path: "Tests/Support/LocalStackTesting"
         ),
         // Against the real local broker and PostgreSQL started by deploy/local.
         .testTarget(
@@ -774,9 +698,16 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Tests/IntegrationTests",
-            swiftSettings: sharedSwiftSettings,
-            linkerSettings: rdkafkaLinkerSettings
+            path: "Tests/IntegrationTests"
         ),
     ]
 )
+
+// The shared settings, applied to every target in one place: the Swift settings everywhere, and the
+// librdkafka rpath wherever a binary is linked (and on the Kafka client itself).
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
+    if target.type == .executable || target.type == .test || target.name == "KafkaClient" {
+        target.linkerSettings = (target.linkerSettings ?? []) + rdkafkaLinkerSettings
+    }
+}

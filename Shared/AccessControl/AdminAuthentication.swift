@@ -58,6 +58,22 @@ public protocol AdminRequestContext: RequestContext {
     var apiKey: APIKey? { get set }
 }
 
+/// The request context of every service's admin routes: the API key `AdminAuthMiddleware` verified
+/// (nil on the unauthenticated routes: health, metrics, the OpenAPI document, device enrollment) and
+/// the platform's admin JSON conventions (RFC 3339 UTC timestamps, unknown members refused).
+public struct AdminContext: AdminRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var apiKey: APIKey?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        apiKey = nil
+    }
+
+    public var requestDecoder: JSONDecoder { AdminJSON.decoder() }
+    public var responseEncoder: JSONEncoder { AdminJSON.encoder() }
+}
+
 extension AdminRequestContext {
     /// Throws 401 without a verified key, 403 when its role is below `role`. The first line of
     /// every admin handler, before the body is read.

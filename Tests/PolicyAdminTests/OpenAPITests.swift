@@ -19,7 +19,7 @@ struct PolicyOpenAPITests {
             let refresher = PolicyBookRefresher(
                 base: PolicyBook(), repository: repository, hostedRules: PolicyEngine.standard.ruleIDs, interval: .seconds(60), logger: LocalStack.logger
             ) { _ in }
-            let router = Router(context: PolicyRequestContext.self)
+            let router = Router(context: AdminContext.self)
             addPolicyAdminRoutes(
                 to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: PolicyEngine.standard.ruleIDs),
                 keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)

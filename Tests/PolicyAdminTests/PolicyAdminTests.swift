@@ -54,7 +54,7 @@ struct PolicyAdminHarness: Sendable {
                     base: base, repository: repository, hostedRules: hostedRules, interval: .milliseconds(200), logger: logger
                 ) { book in box.books.withLock { $0.append(book) } }
                 let harness = PolicyAdminHarness(client: client, schema: schema, repository: repository, refresher: refresher, applied: box)
-                let router = Router(context: PolicyRequestContext.self)
+                let router = Router(context: AdminContext.self)
                 addPolicyAdminRoutes(
                     to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: hostedRules),
                     keyVerifier: StaticKeys()

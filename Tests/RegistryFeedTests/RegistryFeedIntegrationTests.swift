@@ -146,7 +146,7 @@ struct RegistryFeedIntegrationTests {
             let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
             let publisher = RegistryChangePublisher(
                 client: client, producer: producer,
-                configuration: RegistryChangePublisherConfiguration(pollInterval: .seconds(30)), logger: Stack.logger
+                pollInterval: .seconds(30), logger: Stack.logger
             )
             let group = ServiceGroup(configuration: ServiceGroupConfiguration(
                 services: [producer, publisher], gracefulShutdownSignals: [], logger: Stack.logger
@@ -173,7 +173,7 @@ struct RegistryFeedIntegrationTests {
             let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
             let publisher = RegistryChangePublisher(
                 client: client, producer: producer,
-                configuration: RegistryChangePublisherConfiguration(pollInterval: .milliseconds(50)), logger: Stack.logger
+                pollInterval: .milliseconds(50), logger: Stack.logger
             )
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(

@@ -128,7 +128,9 @@ extension SessionMergerServiceTests {
                     var seen = Set<Int64>()
                     let firstSeen = versions.filter { seen.insert($0).inserted }
                     #expect(firstSeen == firstSeen.sorted(), "\(user): \(versions)")
-                    #expect(Set(versions) == Set(1...(finalVersion[user] ?? 0)), "\(user): \(versions)")
+                    let final = try #require(finalVersion[user], "\(user) has no session in PostgreSQL")
+                    try #require(final >= 1, "\(user): version \(final)")
+                    #expect(Set(versions) == Set(1...final), "\(user): \(versions)")
                     #expect(mine.last?.change == .closed)
                 }
                 producer.beginShutdown()

@@ -142,11 +142,12 @@ extension SessionMergerServiceTests {
 
                 // Session changes: the outbox drains to the sessions topic, ending closed for every user.
                 let publisher = SessionChangePublisher(client: client, producer: producer, configuration: config, logger: logger)
-                while try await publisher.publishRound() > 0 {}
+                while try await publisher.publishRound().published > 0 {}
                 #expect(try await db.count("SELECT count(*)::int FROM merger.session_change_outbox WHERE user_id = ANY(\(users))") == 0)
                 let changes = try await readAll(SessionChange.self, topic: topics.sessions, expecting: users.count * 2)
                 for user in users {
                     let mine = changes.filter { $0.userId == user }
+                    try #require(!mine.isEmpty, "no session change read for \(user)")
                     #expect(mine.first?.change == .opened)
                     #expect(mine.last?.change == .closed)
                     #expect(mine.map(\.version) == Array(1...Int64(mine.count)))

@@ -45,7 +45,7 @@ now_ms() { date +%s%3N; }
 
 "$here/stack.sh" start
 echo "==> swift build -c $BUILD_CONFIG (services and the load client)"
-for product in beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do
+for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator PipelineLoad; do
     swift build -c "$BUILD_CONFIG" --product "$product"
 done
 bin="$(swift build -c "$BUILD_CONFIG" --show-bin-path)"

@@ -101,31 +101,18 @@ known_instances() {
 
 running_pid() { live_pid "$(pid_file "$1")"; }
 
+# The shared secrets (one file each, made once by `attendancectl secrets init`, kept afterwards), read
+# into the variables the services take. The GATT challenge: the gateway signs nonces with
+# GATT_NONCE_KEY (the policy checks them); the registry creates a random key per beacon and stores and
+# publishes it sealed with BEACON_KEY_SEAL_KEY, which only the registry and the policy hold. The rule
+# itself is off until a site's policy switches it on.
 ensure_secrets() {
-    mkdir -p "$SECRETS_DIR"
-    chmod 700 "$SECRETS_DIR"
-    local keys="$SECRETS_DIR/device-token-keys"
-    if [[ ! -s "$keys" ]]; then
-        printf 'local-1:%s\n' "$(head -c 32 /dev/urandom | base64 -w0)" >"$keys"
-        chmod 600 "$keys"
-    fi
-    DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$keys")}"
-    export DEVICE_TOKEN_KEYS
-    # The GATT challenge: the gateway signs nonces with GATT_NONCE_KEY (the policy checks them);
-    # the registry creates a random key per beacon and stores and publishes it sealed with
-    # BEACON_KEY_SEAL_KEY (32 bytes), which only the registry and the policy hold. The rule itself
-    # is off until a site's policy switches it on. (The former beacon-key-secret file is no longer
-    # read: beacon keys are not derived from a master secret any more.)
-    local name file
-    for name in gatt-nonce-key beacon-key-seal-key; do
-        file="$SECRETS_DIR/$name"
-        if [[ ! -s "$file" ]]; then
-            head -c 32 /dev/urandom | base64 -w0 >"$file"
-            chmod 600 "$file"
-        fi
-    done
+    local ctl; ctl="$(bin_dir)/attendancectl"
+    [[ -x "$ctl" ]] || die "$ctl is not built (swift build -c $BUILD_CONFIG --product attendancectl)"
+    "$ctl" secrets init --dir "$SECRETS_DIR" >/dev/null
+    DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$SECRETS_DIR/device-token-keys")}"
     GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
-    export GATT_NONCE_KEY
+    export DEVICE_TOKEN_KEYS GATT_NONCE_KEY
     # Not exported: start_one hands it to the registry and the policy service only.
     BEACON_KEY_SEAL_KEY="${BEACON_KEY_SEAL_KEY:-$(cat "$SECRETS_DIR/beacon-key-seal-key")}"
     export -n BEACON_KEY_SEAL_KEY

@@ -3,7 +3,7 @@ import Foundation
 
 /// The platform's shared secrets, one file each, as the services read them through `KEY_FILE`
 /// (`EnvironmentReader`). `docker-compose.yml` runs `attendancectl secrets init` once into a volume
-/// the services mount read-only; `deploy/local/services.sh` makes the same files for the native stack.
+/// the services mount read-only; `deploy/local/services.sh` runs it for the native stack.
 public enum PlatformSecret: String, CaseIterable, Sendable {
     /// Device token signing keys, shared by the registry (signs) and the gateway (verifies).
     case deviceTokenKeys = "device-token-keys"

@@ -23,7 +23,7 @@ public func buildApplication(
     logger: Logger
 ) -> some ApplicationProtocol {
     ServiceApplication.build(
-        configuration: configuration, registry: metrics, readiness: readiness, context: RegistryRequestContext.self,
+        configuration: configuration, registry: metrics, readiness: readiness, context: AdminContext.self,
         logger: logger, openAPI: .registry
     ) { router in
         addRegistryRoutes(to: router, repository: repository, lookups: lookups)
@@ -31,8 +31,8 @@ public func buildApplication(
 }
 
 /// The registry routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<RegistryRequestContext> {
-    let router = Router(context: RegistryRequestContext.self)
+public func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<AdminContext> {
+    let router = Router(context: AdminContext.self)
     addRegistryRoutes(to: router, repository: repository, lookups: lookups)
     return router
 }
@@ -42,10 +42,10 @@ public func buildRouter(repository: any AdminRegistryRepository, lookups: Regist
 /// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role;
 /// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
-public func addRegistryRoutes(to router: Router<RegistryRequestContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
+public func addRegistryRoutes(to router: Router<AdminContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
     router.add(middleware: ProblemMiddleware(.registry))
     EnrollmentController(repository: repository).addRoutes(to: router)
-    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<RegistryRequestContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)
     SitesController(repository: repository).addRoutes(to: admin)
     GatesController(repository: repository).addRoutes(to: admin)

@@ -21,7 +21,7 @@ public func buildApplication(
     logger: Logger
 ) -> some ApplicationProtocol {
     ServiceApplication.build(
-        configuration: configuration, registry: metrics, readiness: readiness, context: MergerRequestContext.self, logger: logger,
+        configuration: configuration, registry: metrics, readiness: readiness, context: AdminContext.self, logger: logger,
         openAPI: .merger
     ) { router in
         addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
@@ -32,8 +32,8 @@ public func buildApplication(
 public func buildRouter(
     sessions: any SessionQueryRepository, shifts: any SiteShiftProvider, keyVerifier: any AdminKeyVerifier,
     groupId: String = "session-merger"
-) -> Router<MergerRequestContext> {
-    let router = Router(context: MergerRequestContext.self)
+) -> Router<AdminContext> {
+    let router = Router(context: AdminContext.self)
     addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
     return router
 }
@@ -41,11 +41,11 @@ public func buildRouter(
 /// `/v1/admin/sessions` and `/v1/admin/attendance/daily` (viewer), `/v1/admin/pipeline` (admin), all
 /// behind `AdminAuthMiddleware`; every error becomes problem+json.
 public func addMergerRoutes(
-    to router: Router<MergerRequestContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
+    to router: Router<AdminContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
     keyVerifier: any AdminKeyVerifier, groupId: String
 ) {
     router.add(middleware: ProblemMiddleware())
-    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<MergerRequestContext>(verifier: keyVerifier))
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     SessionsController(repository: sessions).addRoutes(to: admin)
     DailyAttendanceController(repository: sessions, shifts: shifts).addRoutes(to: admin)
     PipelineController(repository: sessions, groupId: groupId).addRoutes(to: admin)

@@ -32,7 +32,7 @@ public struct ProblemMapper: Sendable {
         case is NIOTooManyBytesError:
             return tooLarge
         case let transaction as PostgresTransactionError:
-            if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError { return problem(for: inner) }
+            if let inner = transaction.cause { return problem(for: inner) }
             return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
         case let http as HTTPError:
             switch http.status {
@@ -160,7 +160,7 @@ public struct StorageRefusal: Sendable, Hashable {
     /// The refusal behind `error`, looking inside a failed transaction; nil when it is none.
     public init?(_ error: any Error) {
         if let transaction = error as? PostgresTransactionError,
-           let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
+           let inner = transaction.cause {
             self.init(inner)
         } else if let state = (error as? PSQLError)?.serverInfo?[.sqlState] {
             self.init(sqlState: state)

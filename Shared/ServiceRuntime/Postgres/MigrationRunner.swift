@@ -80,7 +80,7 @@ public struct MigrationRunner: Sendable {
                     """, logger: logger)
             }
         } catch let error as PostgresTransactionError {
-            let inner = error.closureError ?? error.beginError ?? error.commitError
+            let inner = error.cause
             let message = (inner as? PSQLError)?.serverInfo?[.message] ?? String(reflecting: inner ?? error)
             throw MigrationError(description: "creating schema_migrations failed: \(message)")
         }

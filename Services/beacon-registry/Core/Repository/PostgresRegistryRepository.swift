@@ -99,7 +99,7 @@ public struct PostgresRegistryRepository: RegistryRepository {
     /// PostgresNIO wraps what a transaction body threw; find the real cause.
     static func underlying(_ error: any Error) -> any Error {
         if let transaction = error as? PostgresTransactionError {
-            if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
+            if let inner = transaction.cause {
                 return underlying(inner)
             }
         }

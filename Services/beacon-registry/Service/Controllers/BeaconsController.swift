@@ -1,14 +1,16 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// `/v1/admin/beacons` and `/v1/admin/sightings`: register and change status (installer), read,
 /// provisioning plan and broadcast verification (viewer), record a sighting (installer).
 struct BeaconsController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("beacons") { request, context in
             try context.authorize(.installer)
             let body = try await request.decodeJSON(RegisterBeaconBody.self)
@@ -42,7 +44,7 @@ struct BeaconsController {
             if context.apiKey?.role.permits(.installer) == true {
                 do {
                     if let key = try await repository.beaconGattKey(beaconId: beacon.id) {
-                        gattKey = .init(version: key.version, hex: Self.hex(key.key))
+                        gattKey = .init(version: key.version, hex: Secrets.hex(key.key))
                     }
                 } catch RegistryError.beaconKeysNotConfigured {
                     // A registry without keys still serves the frames.
@@ -84,11 +86,6 @@ struct BeaconsController {
             try await repository.recordSighting(BeaconSighting(beacon: body.beacon, deviceId: body.deviceId, seenAt: body.seenAt ?? Date()))
             return Response(status: .accepted)
         }
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
     }
 
     /// The CP28 settings: query parameters `deviceName` (1-20 ASCII, default `B<minor>`),

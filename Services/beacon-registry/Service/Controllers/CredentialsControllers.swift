@@ -3,12 +3,13 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// `/v1/admin/devices` (admin to revoke, viewer to read) and `/v1/admin/api-keys` (admin).
 struct DevicesController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("devices/{id}") { request, context in
             try context.authorize(.viewer)
             let device = try await repository.device(id: try context.pathId())
@@ -26,7 +27,7 @@ struct DevicesController {
 struct APIKeysController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("api-keys") { request, context in
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateAPIKeyBody.self)
@@ -47,7 +48,7 @@ struct APIKeysController {
 struct EnrollmentController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to router: Router<RegistryRequestContext>) {
+    func addRoutes(to router: Router<AdminContext>) {
         router.post("v1/devices/enroll") { request, context in
             let body = try await request.decodeJSON(EnrollDeviceBody.self)
             let credentials = try await repository.exchangeEnrollmentCode(

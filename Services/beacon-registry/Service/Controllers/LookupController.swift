@@ -13,7 +13,7 @@ import ServiceRuntime
 struct LookupController {
     let cache: RegistryCache
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         let lookup = group.group("lookup")
         lookup.get("beacon") { request, context in
             try context.authorize(.viewer)

@@ -1,14 +1,16 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// `/v1/admin/organizations`: create (admin), list and read (viewer), allocate the namespace (admin),
 /// list the organization's sites (viewer).
 struct OrganizationsController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("organizations") { request, context in
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateOrganizationBody.self)
@@ -48,7 +50,7 @@ struct OrganizationsController {
 struct SitesController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("sites") { request, context in
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateSiteBody.self)
@@ -86,7 +88,7 @@ struct SitesController {
 struct GatesController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("gates") { request, context in
             try context.authorize(.installer)
             let body = try await request.decodeJSON(CreateGateBody.self)
@@ -111,7 +113,7 @@ struct GatesController {
 struct UsersController {
     let repository: any AdminRegistryRepository
 
-    func addRoutes(to group: RouterGroup<RegistryRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("users") { request, context in
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateUserBody.self)

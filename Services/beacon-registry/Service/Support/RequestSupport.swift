@@ -98,14 +98,3 @@ enum PageCursor {
         return String(text.dropFirst(3))
     }
 }
-
-/// JSON responses.
-enum Reply {
-    static func json<T: Encodable>(
-        _ value: T, status: HTTPResponse.Status = .ok, request: Request, context: some RequestContext
-    ) throws -> Response {
-        var response = try context.responseEncoder.encode(value, from: request, context: context)
-        response.status = status
-        return response
-    }
-}

@@ -109,7 +109,7 @@ struct AttendanceController {
             }
             results[index] = Self.item(event.idempotencyKey, answer)
         }
-        return Reply.json(BatchEventsResponse(results: results.map { $0! }), status: 200, requestId: context.requestId)
+        return GatewayReply.json(BatchEventsResponse(results: results.map { $0! }), status: 200, requestId: context.requestId)
     }
 
     func postContract<T: Decodable & Validatable & Sendable>(
@@ -144,19 +144,19 @@ struct AttendanceController {
         }
         let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
         if let remembered, remembered.outcome != nil {
-            return Reply.json(remembered.response, status: 200, requestId: context.requestId)
+            return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId)
         }
         let stored: EventOutcomeResponse?
         do {
             stored = try await repository.outcome(idempotencyKey: key, deviceId: device.deviceId)
         } catch {
             // In flight here: pending is still a true answer without the database.
-            if let remembered { return Reply.json(remembered.response, status: 200, requestId: context.requestId) }
+            if let remembered { return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId) }
             context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        if let stored { return Reply.json(stored, status: 200, requestId: context.requestId) }
-        if let remembered { return Reply.json(remembered.response, status: 200, requestId: context.requestId) }
+        if let stored { return GatewayReply.json(stored, status: 200, requestId: context.requestId) }
+        if let remembered { return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId) }
         throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
     }
 
@@ -191,7 +191,7 @@ struct AttendanceController {
             next = events.last?.receivedAt ?? asOf
         }
         let body = PendingResponse(deviceId: device.deviceId, since: since, asOf: next, events: events, openSessions: sessions)
-        return Reply.json(body, status: 200, requestId: context.requestId)
+        return GatewayReply.json(body, status: 200, requestId: context.requestId)
     }
 
     // MARK: Checks and rendering
@@ -243,9 +243,9 @@ struct AttendanceController {
                 headers[.location] = url
                 headers[.retryAfter] = "1"
             }
-            return Reply.json(body, status: status, headers: headers, requestId: requestId)
+            return GatewayReply.json(body, status: status, headers: headers, requestId: requestId)
         case .problem(let problem, let replayed):
-            return Reply.problem(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:], requestId: requestId)
+            return GatewayReply.problem(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:], requestId: requestId)
         }
     }
 

@@ -1,6 +1,7 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import ServiceRuntime
 import PolicyServiceCore
 import RegistryFeed
 
@@ -27,7 +28,7 @@ struct ChallengeController {
                 throw ProblemDetails.notFound("beacon \(beacon.description) is not registered")
             }
             let (nonce, expiresAt) = nonces.issue(beacon: beacon, deviceId: device.deviceId, now: now())
-            return Reply.json(
+            return GatewayReply.json(
                 ChallengeResponse(beaconId: beacon.description, nonce: nonce, expiresAt: expiresAt), status: 200,
                 headers: [.cacheControl: "no-store"], requestId: context.requestId
             )

@@ -1,6 +1,7 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// `POST /v1/telemetry`: a device's telemetry batch, validated, stamped with the authenticated
 /// device and user, produced to `device.telemetry` (key: device id); 202 after the delivery report,
@@ -35,6 +36,6 @@ struct TelemetryController {
             context.logger.warning("telemetry not produced", metadata: ["error": .string(String(describing: error))])
             throw ProblemDetails.unavailable("the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        return Reply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202, requestId: context.requestId)
+        return GatewayReply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202, requestId: context.requestId)
     }
 }

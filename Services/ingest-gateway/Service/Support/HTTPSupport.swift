@@ -53,7 +53,7 @@ enum DeviceBody {
 }
 
 /// JSON answers in the protocol's wire format.
-enum Reply {
+enum GatewayReply {
     static func json<T: Encodable>(_ value: T, status: Int, headers extra: HTTPFields = [:], requestId: String? = nil) -> Response {
         let bytes = (try? ProtocolCodec.wire.encode(value)) ?? Array("{}".utf8)
         var headers = extra

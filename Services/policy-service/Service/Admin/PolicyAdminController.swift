@@ -6,21 +6,6 @@ import NIOCore
 import PolicyServiceCore
 import ServiceRuntime
 
-/// The request context of the policy service's routes: the admin API key the auth middleware
-/// verified (nil on health and metrics) and the platform's admin JSON conventions.
-public struct PolicyRequestContext: AdminRequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public var apiKey: APIKey?
-
-    public init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        apiKey = nil
-    }
-
-    public var requestDecoder: JSONDecoder { AdminJSON.decoder() }
-    public var responseEncoder: JSONEncoder { AdminJSON.encoder() }
-}
-
 /// `GET /v1/admin/policies`: what this instance decides with now.
 public struct ActivePolicies: Codable, Hashable, Sendable {
     public var globalKillSwitch: Bool
@@ -69,7 +54,7 @@ public struct PolicyAdminController: Sendable {
         self.hostedRules = hostedRules
     }
 
-    public func addRoutes(to group: RouterGroup<PolicyRequestContext>) {
+    public func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("policies") { request, context in
             try context.authorize(.viewer)
             let book = refresher.current
@@ -77,14 +62,14 @@ public struct PolicyAdminController: Sendable {
                 globalKillSwitch: book.globalKillSwitch, hostedRules: hostedRules, default: book.defaultPolicy,
                 sites: book.sites.values.sorted { ($0.siteId ?? "") < ($1.siteId ?? "") }
             )
-            return try Self.json(body, request: request, context: context)
+            return try Reply.json(body, request: request, context: context)
         }
         group.get("policies/:siteId") { request, context in
             try context.authorize(.viewer)
             let siteId = try Self.scope(context)
             let book = refresher.current
             let policy = siteId.flatMap { book.sites[$0] } ?? book.defaultPolicy
-            return try Self.json(policy, request: request, context: context)
+            return try Reply.json(policy, request: request, context: context)
         }
         group.put("policies/:siteId") { request, context in
             try context.authorize(.admin)
@@ -97,7 +82,7 @@ public struct PolicyAdminController: Sendable {
             let siteId = try Self.scope(context)
             let limit = try Self.limit(request)
             let versions = try await repository.versions(siteId: siteId, limit: limit)
-            return try Self.json(PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
+            return try Reply.json(PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
         }
         group.post("policies/:siteId/versions/:version/restore") { request, context in
             try context.authorize(.admin)
@@ -116,11 +101,11 @@ public struct PolicyAdminController: Sendable {
             let body = try AdminJSON.decodeBody(GlobalKillSwitchBody.self, from: Data(bytes))
             try await repository.setGlobalKillSwitch(body.enabled, by: context.apiKey?.id ?? "unknown")
             let book = try await refresher.refresh()
-            return try Self.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
+            return try Reply.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
         }
     }
 
-    private func save(_ draft: SitePolicyDraft, siteId: String?, request: Request, context: PolicyRequestContext) async throws -> Response {
+    private func save(_ draft: SitePolicyDraft, siteId: String?, request: Request, context: AdminContext) async throws -> Response {
         let candidate = draft.policy(siteId: siteId, version: 1)
         let issues = candidate.validationIssues(hostedRules: hostedRules)
         guard issues.isEmpty else {
@@ -131,11 +116,11 @@ public struct PolicyAdminController: Sendable {
         let stored = try await repository.save(draft, siteId: siteId, atLeast: active, by: context.apiKey?.id ?? "unknown")
         // This instance applies it now; the others on their next refresh.
         try await refresher.refresh()
-        return try Self.json(stored, status: .ok, request: request, context: context)
+        return try Reply.json(stored, status: .ok, request: request, context: context)
     }
 
     /// `nil` for the default policy.
-    static func scope(_ context: PolicyRequestContext) throws(ProblemDetails) -> String? {
+    static func scope(_ context: AdminContext) throws(ProblemDetails) -> String? {
         guard let siteId = context.pathParameter("siteId") else {
             throw .validation([FieldError(field: "siteId", reason: "is required")])
         }
@@ -167,17 +152,11 @@ public struct PolicyAdminController: Sendable {
         let bytes = try await readBody(request)
         return try AdminJSON.decodeBody(SitePolicyDraft.self, from: Data(bytes), tolerating: SitePolicyDraft.toleratedMembers)
     }
-
-    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, request: Request, context: PolicyRequestContext) throws -> Response {
-        var response = try context.responseEncoder.encode(value, from: request, context: context)
-        response.status = status
-        return response
-    }
 }
 
 /// The admin routes on a router (the service's application and the tests use the same).
-public func addPolicyAdminRoutes(to router: Router<PolicyRequestContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
+public func addPolicyAdminRoutes(to router: Router<AdminContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
     router.add(middleware: ProblemMiddleware(ProblemMapper(maxBodyBytes: PolicyAdminController.maxBodyBytes)))
-    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<PolicyRequestContext>(verifier: keyVerifier))
+    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     controller.addRoutes(to: admin)
 }

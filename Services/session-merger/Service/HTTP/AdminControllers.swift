@@ -22,7 +22,7 @@ struct SessionsController {
 
     let repository: any SessionQueryRepository
 
-    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("sessions") { request, context in
             try context.authorize(.viewer)
             let query = try StrictQuery(request, allowed: Self.parameters)
@@ -64,7 +64,7 @@ struct PipelineController {
     let repository: any SessionQueryRepository
     let groupId: String
 
-    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("pipeline") { request, context in
             try context.authorize(.admin)
             _ = try StrictQuery(request, allowed: [])
@@ -96,7 +96,7 @@ struct DailyAttendanceController {
     let repository: any SessionQueryRepository
     let shifts: any SiteShiftProvider
 
-    func addRoutes(to group: RouterGroup<MergerRequestContext>) {
+    func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("attendance/daily") { request, context in
             try context.authorize(.viewer)
             let query = try StrictQuery(request, allowed: Self.parameters)
@@ -186,16 +186,5 @@ public enum DailyAttendanceCSV {
             .contentDisposition: "attachment; filename=\"\(safeName)\"",
         ]
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows))))
-    }
-}
-
-/// JSON responses.
-enum Reply {
-    static func json<T: Encodable>(
-        _ value: T, status: HTTPResponse.Status = .ok, request: Request, context: some RequestContext
-    ) throws -> Response {
-        var response = try context.responseEncoder.encode(value, from: request, context: context)
-        response.status = status
-        return response
     }
 }

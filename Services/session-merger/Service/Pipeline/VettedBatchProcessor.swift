@@ -393,6 +393,6 @@ func unwrapTransactionError<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as PostgresTransactionError {
-        throw error.closureError ?? error.commitError ?? error.beginError ?? error
+        throw error.cause ?? error
     }
 }

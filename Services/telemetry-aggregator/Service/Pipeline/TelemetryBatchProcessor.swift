@@ -131,10 +131,7 @@ public final class TelemetryBatchProcessor: Sendable {
 
     /// Deadlocks and serialization failures: another replica touched the same rows; retry at once.
     static func isRetryable(_ error: any Error) -> Bool {
-        var inner: any Error = error
-        if let transaction = error as? PostgresTransactionError, let closure = transaction.closureError ?? transaction.commitError {
-            inner = closure
-        }
+        let inner = (error as? PostgresTransactionError)?.cause ?? error
         guard let psql = inner as? PSQLError, let state = psql.serverInfo?[.sqlState] else { return false }
         return state == "40P01" || state == "40001"
     }

@@ -1,0 +1,145 @@
+import KafkaClient
+import Logging
+import PostgresNIO
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// What every service starts from, made the same way for each: its shared configuration (read first,
+/// so a bad value ends the process with one line and exit 78 before anything starts), logging, the
+/// Prometheus registry, and a PostgreSQL pool.
+///
+/// `run` then starts the pool as the first service of the process's `ServiceGroup`, prepares (the
+/// platform's topics, then the service's migrations and bootstraps) and only then starts the
+/// service's own parts, until SIGTERM/SIGINT. Shutdown runs in reverse: the parts last in the list stop first
+/// (put the HTTP server last, the producer first), the pool closes after all of them.
+public struct ServiceKit: Sendable {
+    public let configuration: ServiceConfiguration
+    public let logger: Logger
+    public let metrics: PrometheusCollectorRegistry
+    public let postgres: PostgresClient
+
+    /// - Parameter settings: the service's own settings, read before logging starts (a bad value is a
+    ///   configuration error, like a bad shared one).
+    public static func start<Settings>(
+        service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
+        settings: (EnvironmentReader) throws -> Settings
+    ) throws -> (kit: ServiceKit, settings: Settings) {
+        let configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
+        let settings = try settings(env)
+        LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: service)
+        var logger = Logger(label: service)
+        logger[metadataKey: "instance"] = .string(configuration.instanceId)
+        let kit = ServiceKit(
+            configuration: configuration, logger: logger, metrics: MetricsSetup.bootstrap(),
+            postgres: configuration.postgres.makeClient(logger: logger)
+        )
+        return (kit, settings)
+    }
+
+    /// A producer on the service's broker (idempotent, acks=all).
+    public func makeProducer() throws(KafkaError) -> KafkaProducer {
+        try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
+    }
+
+    /// The crash-only watch of the broker's state for `producer` and the topics the service uses.
+    public func brokerStateWatch(producer: KafkaProducer, topics: [String], feed: String? = nil) throws(KafkaError) -> BrokerStateWatch {
+        if let feed {
+            return try configuration.brokerStateWatch(producer: producer, topics: topics, feed: feed, logger: logger)
+        }
+        return try configuration.brokerStateWatch(producer: producer, topics: topics, logger: logger)
+    }
+
+    /// Runs the pool, the topic setup, `prepare` (with the pool running), then `services` until
+    /// SIGTERM/SIGINT. A failure anywhere ends the process (`ServiceMain.run` prints it).
+    public func run(_ services: [any Service], prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }) async throws {
+        let configuration = configuration, logger = logger, postgres = postgres
+        let preparation = Preparation {
+            try await configuration.ensureTopics(logger: logger)
+            try await prepare(postgres)
+        }
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: postgres), .init(service: preparation, successTerminationBehavior: .ignore)]
+                + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            cancellationSignals: [],
+            logger: logger
+        ))
+        try await group.run()
+    }
+}
+
+/// Runs the preparation once (in the process's group, after the pool started) and lets the services
+/// waiting on it go.
+final class Preparation: Service, Sendable {
+    private struct State {
+        var finished = false
+        var succeeded = false
+        var nextWaiter = 0
+        var waiting: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let work: @Sendable () async throws -> Void
+    private let state = Mutex(State())
+
+    init(_ work: @escaping @Sendable () async throws -> Void) {
+        self.work = work
+    }
+
+    func run() async throws {
+        var succeeded = false
+        defer { finish(succeeded: succeeded) }
+        do {
+            try await cancelWhenGracefulShutdown { try await self.work() }
+        } catch where Task.isShuttingDownGracefully {
+            return  // asked to stop while preparing: nothing starts, and that is no failure
+        }
+        succeeded = !Task.isCancelled && !Task.isShuttingDownGracefully
+    }
+
+    private func finish(succeeded: Bool) {
+        let waiting = state.withLock { state in
+            state.finished = true
+            state.succeeded = succeeded
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Waits until the preparation ended (or this task is cancelled); true when it succeeded.
+    func succeeded() async -> Bool {
+        let id = state.withLock { state -> Int? in
+            guard !state.finished else { return nil }
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        if let id {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let resumeNow = state.withLock { state in
+                        if state.finished || Task.isCancelled { return true }
+                        state.waiting[id] = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onCancel: {
+                state.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+            }
+        }
+        return state.withLock { $0.finished && $0.succeeded }
+    }
+}
+
+/// A service that starts only after the preparation succeeded; its graceful shutdown is the group's.
+struct AfterPreparation: Service {
+    let service: any Service
+    let preparation: Preparation
+
+    func run() async throws {
+        let ready = (try? await cancelWhenGracefulShutdown { await preparation.succeeded() }) ?? false
+        guard ready, !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
+        try await service.run()
+    }
+}

@@ -1,0 +1,78 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@testable import ServiceRuntime
+
+/// Records what happened, in order.
+final class Journal: Sendable {
+    private let entries = Mutex<[String]>([])
+    func add(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var all: [String] { entries.withLock { $0 } }
+}
+
+/// A service that notes its start and its graceful shutdown.
+struct NotingService: Service {
+    let name: String
+    let journal: Journal
+
+    func run() async throws {
+        journal.add("\(name) started")
+        try? await gracefulShutdown()
+        journal.add("\(name) stopped")
+    }
+}
+
+@Suite("Service kit: nothing starts before the preparation, and shutdown never waits on it", .timeLimit(.minutes(1)))
+struct ServiceKitTests {
+    func group(_ preparation: Preparation, _ services: [any Service]) -> ServiceGroup {
+        ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: preparation, successTerminationBehavior: .ignore)]
+                + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
+            logger: Logger(label: "test")))
+    }
+
+    @Test func servicesStartAfterThePreparationAndStopInReverseOrder() async throws {
+        let journal = Journal()
+        let preparation = Preparation {
+            try await Task.sleep(for: .milliseconds(200))
+            journal.add("prepared")
+        }
+        let group = group(preparation, [NotingService(name: "a", journal: journal), NotingService(name: "b", journal: journal)])
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            while journal.all.count < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let entries = journal.all
+        #expect(entries.first == "prepared", "\(entries)")
+        #expect(Set(entries.dropFirst().prefix(2)) == ["a started", "b started"], "\(entries)")
+        #expect(Array(entries.suffix(2)) == ["b stopped", "a stopped"], "\(entries)")
+    }
+
+    @Test func aShutdownDuringAPreparationThatNeverEndsStopsEverything() async throws {
+        let journal = Journal()
+        let preparation = Preparation { try await Task.sleep(for: .seconds(3_600)) }
+        let group = group(preparation, [NotingService(name: "a", journal: journal)])
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(100))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(journal.all.isEmpty, "a service started although the preparation never finished: \(journal.all)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test func aFailedPreparationStartsNothingAndFailsTheGroup() async throws {
+        struct Broken: Error {}
+        let journal = Journal()
+        let preparation = Preparation { throw Broken() }
+        let group = group(preparation, [NotingService(name: "a", journal: journal)])
+        await #expect(throws: (any Error).self) { try await group.run() }
+        #expect(journal.all.isEmpty, "\(journal.all)")
+    }
+}
