@@ -37,6 +37,16 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         self.isRetriable = isRetriable
     }
 
+    /// The broker no longer knows this client's group membership or producer id: after a broker
+    /// that lost its state (or a fenced producer), the process must start afresh.
+    public var meansBrokerStateLost: Bool {
+        let lost: Set<rd_kafka_resp_err_t> = [
+            RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID, RD_KAFKA_RESP_ERR__FENCED,
+            RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+        ]
+        return lost.contains(rd_kafka_resp_err_t(rawValue: code))
+    }
+
     public var description: String {
         let cls = isFatal ? "fatal" : (isRetriable ? "retriable" : "permanent")
         return codeName.isEmpty ? "kafka \(cls) error: \(message)" : "kafka \(cls) error \(codeName): \(message)"

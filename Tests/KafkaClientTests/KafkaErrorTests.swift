@@ -17,6 +17,17 @@ struct KafkaErrorTests {
         #expect(tooLarge.description.contains("MSG_SIZE_TOO_LARGE"))
     }
 
+    /// A group member or producer id the broker forgot ends the process (exit 75) like the broker
+    /// state watch; a transport error or a timeout does not.
+    @Test func aForgottenMemberOrProducerMeansTheBrokerLostItsState() {
+        for code in [RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID, RD_KAFKA_RESP_ERR__FENCED] {
+            #expect(KafkaError.from(code: code).meansBrokerStateLost, "\(KafkaError.from(code: code))")
+        }
+        for code in [RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART] {
+            #expect(!KafkaError.from(code: code).meansBrokerStateLost, "\(KafkaError.from(code: code))")
+        }
+    }
+
     @Test func badPropertyIsAConfigurationErrorNamingIt() {
         var config = KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: "127.0.0.1:1"))
         config.client.properties["linger.ms"] = "not-a-number"

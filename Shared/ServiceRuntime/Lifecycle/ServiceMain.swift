@@ -1,7 +1,9 @@
 import Foundation
+import KafkaClient
 
 /// The start of every executable: turns a configuration error into one readable line and exit code
-/// 78 (EX_CONFIG), and any other failure into one line and exit code 1. The services themselves run
+/// 78 (EX_CONFIG), a client the broker no longer knows (its group member or producer id) into one
+/// line and exit code 75 like `BrokerStateWatch`, and any other failure into one line and exit code 1. The services themselves run
 /// in `ServiceKit.run`.
 public enum ServiceMain {
     public static func run(_ body: () async throws -> Void) async {
@@ -9,6 +11,8 @@ public enum ServiceMain {
             try await body()
         } catch let error as ConfigurationError {
             exitWithMessage(error.description, code: 78)
+        } catch let error as KafkaError where error.meansBrokerStateLost {
+            exitWithMessage("broker state lost: \(error); exiting so that the supervisor starts this service afresh", code: BrokerStateWatch.exitCode)
         } catch {
             exitWithMessage("fatal: \(error)", code: 1)
         }
