@@ -73,7 +73,7 @@ api-check: ## Schemathesis (every check) against every service's OpenAPI documen
 	deploy/local/api-conformance.sh
 	deploy/local/device-api-walkthrough.sh
 
-crash-test: ## kill -9 gateway, policy and merger under keyed load; prove zero lost, zero duplicated
+crash-test: ## Scaled out (2 policy, 2 merger, 2 gateways) under keyed load: kill -9 each service and PostgreSQL, restart the broker; prove 0 lost, 0 duplicated, sessions right; print heal times
 	deploy/local/crash-test.sh
 
 services-start: ## Build (debug) and start every service on the local stack
