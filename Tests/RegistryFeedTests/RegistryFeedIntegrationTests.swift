@@ -143,11 +143,7 @@ struct RegistryFeedIntegrationTests {
     @Test("a commit wakes the publisher: with a 30 s poll, a new row is on the feed within 3 s")
     func aCommitWakesThePublisher() async throws {
         try await Stack.withRepository { repository, client in
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
-            let publisher = RegistryChangePublisher(
-                client: client, producer: producer,
-                pollInterval: .seconds(30), logger: Stack.logger
-            )
+            let (producer, publisher) = try Stack.publisher(client: client, pollInterval: .seconds(30))
             let group = ServiceGroup(configuration: ServiceGroupConfiguration(
                 services: [producer, publisher], gracefulShutdownSignals: [], logger: Stack.logger
             ))
@@ -170,11 +166,7 @@ struct RegistryFeedIntegrationTests {
     @Test("in a ServiceGroup, producer + publisher + loader publish and follow, then shut down gracefully")
     func serviceGroupLifecycle() async throws {
         try await Stack.withRepository { repository, client in
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Stack.kafka), logger: Stack.logger)
-            let publisher = RegistryChangePublisher(
-                client: client, producer: producer,
-                pollInterval: .milliseconds(50), logger: Stack.logger
-            )
+            let (producer, publisher) = try Stack.publisher(client: client, pollInterval: .milliseconds(50))
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(
                 cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-group"),

@@ -26,6 +26,12 @@ enum FeedTestStack {
         return try! DeviceTokenSigner(activeKey: key)
     }()
 
+    /// A producer on the local broker and the registry's relay on `client`, polling every `pollInterval`.
+    static func publisher(client: PostgresClient, pollInterval: Duration = .milliseconds(200)) throws -> (KafkaProducer, RegistryChangePublisher) {
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+        return (producer, RegistryChangePublisher(client: client, producer: producer, pollInterval: pollInterval, logger: logger))
+    }
+
     /// A repository over a fresh client (migrations applied, topics created) for the duration of `body`.
     static func withRepository<T: Sendable>(
         _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
