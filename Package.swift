@@ -211,7 +211,6 @@ let package = Package(
                 "AttendanceProtocol",
                 "IngestGatewayCore",
                 "KafkaClient",
-                "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),

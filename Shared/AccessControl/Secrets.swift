@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Crypto
 import Foundation
 
@@ -14,16 +15,8 @@ public enum Secrets {
         hex(Array(SHA256.hash(data: Array(text.utf8))))
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    /// Lower-case hex (`Hex.encode`).
+    public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
     /// Compares in time that depends only on the lengths, so a caller probing stored hashes learns
     /// nothing from how long a mismatch took.

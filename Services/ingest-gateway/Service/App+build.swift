@@ -4,7 +4,6 @@ import Foundation
 import Hummingbird
 import IngestGatewayCore
 import Logging
-import PolicyServiceCore
 import Prometheus
 import RegistryFeed
 import ServiceRuntime

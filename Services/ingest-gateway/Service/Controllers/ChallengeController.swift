@@ -2,7 +2,6 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import ServiceRuntime
-import PolicyServiceCore
 import RegistryFeed
 
 /// `GET /v1/attendance/challenge?beacon=UUID:major:minor`: a short-lived nonce for the GATT

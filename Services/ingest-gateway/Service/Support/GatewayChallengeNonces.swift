@@ -1,5 +1,5 @@
 import Foundation
-import PolicyServiceCore
+import AttendanceProtocol
 import ServiceRuntime
 
 extension GatewaySettings {
