@@ -1,4 +1,3 @@
-import AttendanceProtocol
 import Foundation
 import KafkaClient
 import Logging
@@ -44,19 +43,6 @@ public struct ServiceConfiguration: Sendable {
     /// Creates the platform's topics that are missing, with `topicPartitions`.
     public func ensureTopics(logger: Logger) async throws {
         try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
-    }
-
-    /// The crash-only watch of the broker's state (see `BrokerStateWatch`): `topics` are the ones this
-    /// service reads or writes; the registry feed (`feed`), a log that only grows, is every service's
-    /// canary, whether it reads the feed or not.
-    public func brokerStateWatch(
-        producer: KafkaProducer, topics: [String], feed: String = Topic.registryChanges.name, logger: Logger
-    ) throws(KafkaError) -> BrokerStateWatch {
-        BrokerStateWatch(
-            source: KafkaBrokerStateSource(admin: try KafkaAdmin(configuration: kafka, logger: logger)),
-            watchedTopics: Set(topics + [feed]), canaries: [feed],
-            producer: producer, interval: brokerWatchInterval, logger: logger
-        )
     }
 
     /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`,

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import KafkaClient
 import Logging
 import PostgresNIO
@@ -42,12 +43,16 @@ public struct ServiceKit: Sendable {
         try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
     }
 
-    /// The crash-only watch of the broker's state for `producer` and the topics the service uses.
-    public func brokerStateWatch(producer: KafkaProducer, topics: [String], feed: String? = nil) throws(KafkaError) -> BrokerStateWatch {
-        if let feed {
-            return try configuration.brokerStateWatch(producer: producer, topics: topics, feed: feed, logger: logger)
-        }
-        return try configuration.brokerStateWatch(producer: producer, topics: topics, logger: logger)
+    /// The crash-only watch of the broker's state (`BrokerStateWatch`) for `producer`: `topics` are the
+    /// ones this service reads or writes; the registry feed (`feed`), a log that only grows, is every
+    /// service's canary, whether it reads the feed or not.
+    public func brokerStateWatch(
+        producer: KafkaProducer, topics: [String], feed: String = Topic.registryChanges.name
+    ) throws(KafkaError) -> BrokerStateWatch {
+        BrokerStateWatch(
+            source: KafkaBrokerStateSource(admin: try KafkaAdmin(configuration: configuration.kafka, logger: logger)),
+            watchedTopics: Set(topics + [feed]), canaries: [feed],
+            producer: producer, interval: configuration.brokerWatchInterval, logger: logger)
     }
 
     /// Runs the pool, the topic setup, `prepare` (with the pool running), then `services` until

@@ -64,13 +64,12 @@ public enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConvert
 /// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
 public struct RegistryChangeOutbox: OutboxTable {
-    /// `pg_advisory_xact_lock` key: "regfeed1" as ASCII.
-    public static let lockKey: Int64 = 0x7265_6766_6565_6431
     /// The channel the outbox's insert trigger notifies at each commit that added rows.
     public static let notificationChannel = "registry_change_outbox"
 
     public let topic: String
-    public var lockKey: Int64 { Self.lockKey }
+    /// `pg_advisory_xact_lock` key: "regfeed1" as ASCII.
+    public var lockKey: Int64 { 0x7265_6766_6565_6431 }
     public var name: String { "registry changes" }
 
     public init(topic: String = Topic.registryChanges.name) {

@@ -8,11 +8,9 @@ import ServiceRuntime
 /// (or the idle sweep's) transaction writes the rows, the relay deletes them once delivered.
 /// `SessionChange.version` lets consumers drop what they already have.
 public struct SessionChangeOutbox: OutboxTable {
-    /// `pg_advisory_xact_lock` key: "mrgsess1" as ASCII.
-    public static let lockKey: Int64 = 0x6D72_6773_6573_7331
-
     public let topic: String
-    public var lockKey: Int64 { Self.lockKey }
+    /// `pg_advisory_xact_lock` key: "mrgsess1" as ASCII.
+    public var lockKey: Int64 { 0x6D72_6773_6573_7331 }
     public var name: String { "session changes" }
 
     public func pending(limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
