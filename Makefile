@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection api-check crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install format build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection api-check crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -14,9 +14,11 @@ run: ## The main job: install, start broker + PostgreSQL, build, create topics, 
 test: ## The whole test suite (installs and starts what it needs)
 	deploy/local/test.sh
 
-stop: ## Stop the services, the local broker and PostgreSQL
+stop: ## Stop the services, the local broker and PostgreSQL (and the test suite's own stack, if it runs)
 	deploy/local/services.sh stop
 	deploy/local/stack.sh stop
+	ATTENDANCE_STACK=test deploy/local/services.sh stop
+	ATTENDANCE_STACK=test deploy/local/stack.sh stop
 
 status: ## Show the local stack and the services
 	deploy/local/stack.sh status; deploy/local/services.sh status
@@ -26,6 +28,9 @@ logs: ## Tail the local stack's logs
 
 install: ## Install what the local stack needs (idempotent, fast when done)
 	deploy/local/install.sh
+
+format: ## Apply the code style (.swift-format) to every Swift file; make test checks it
+	$(ENV) swift format format --in-place --recursive --parallel Services Shared Tests Package.swift
 
 build: ## Debug build of everything
 	$(ENV) swift build

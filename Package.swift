@@ -4,7 +4,7 @@ import PackageDescription
 // One place for the Swift settings every target shares: Swift 6 language mode (strict concurrency
 // checking is on by default there) and the upcoming features we rely on.
 let sharedSwiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 // librdkafka is built by deploy/local/install.sh into .local/librdkafka (Debian bookworm's 2.0.2
@@ -12,7 +12,7 @@ let sharedSwiftSettings: [SwiftSetting] = [
 // the scripts); the rpath lets binaries and the test runner load it without LD_LIBRARY_PATH.
 let librdkafkaLib = Context.packageDirectory + "/.local/librdkafka/lib"
 let rdkafkaLinkerSettings: [LinkerSetting] = [
-    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", librdkafkaLib]),
+    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", librdkafkaLib])
 ]
 
 let package = Package(
@@ -60,7 +60,7 @@ let package = Package(
         .target(
             name: "PresenceKit",
             dependencies: [
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Crypto", package: "swift-crypto")
             ],
             path: "Shared/PresenceKit",
             exclude: ["README.md"]
@@ -291,7 +291,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/policy-service/Service",
-            resources: [.copy("Resources")]
+            resources: [.copy("Migrations"), .copy("Resources")]
         ),
         .executableTarget(
             name: "policy-service",
@@ -448,6 +448,7 @@ let package = Package(
             name: "ServiceRuntimeTests",
             dependencies: [
                 "ServiceRuntime",
+                "AttendanceProtocol",
                 "AccessControl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -580,7 +581,10 @@ let package = Package(
                 "BeaconRegistryCore",
                 "BeaconRegistryService",
                 "LocalStackTesting",
+                "PolicyService",
                 "ServiceRuntime",
+                "SessionMergerService",
+                "TelemetryAggregatorService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -704,8 +708,15 @@ let package = Package(
 
 // The shared settings, applied to every target in one place: the Swift settings everywhere, and the
 // librdkafka rpath wherever a binary is linked (and on the Kafka client itself).
+// The simulation and detection code is numeric and runs for minutes in the simulator's tests and
+// the demo; unoptimized it was the longest part of `make test`. Those two pure targets are optimized
+// in debug builds too (docs/DECISIONS.md, "Optimized simulation in debug builds").
+let optimizedInDebug: Set<String> = ["PresenceKit", "FleetSimulatorCore"]
 for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + sharedSwiftSettings
+    if optimizedInDebug.contains(target.name) {
+        target.swiftSettings! += [.unsafeFlags(["-O"], .when(configuration: .debug))]
+    }
     if target.type == .executable || target.type == .test || target.name == "KafkaClient" {
         target.linkerSettings = (target.linkerSettings ?? []) + rdkafkaLinkerSettings
     }

@@ -38,9 +38,11 @@ public final class PostgresAdminKeyVerifier: AdminKeyVerifier {
             logger: logger
         )
         var found: APIKey?
-        for try await (id, name, role, createdAt, revokedAt, storedHash) in rows.decode((String, String, String, Date, Date?, String).self) {
+        for try await (id, name, role, createdAt, revokedAt, storedHash) in rows.decode((String, String, String, Date, Date?, String).self)
+        {
             guard Secrets.constantTimeEquals(presentedHash.utf8, storedHash.utf8), revokedAt == nil,
-                  let role = APIRole(rawValue: role) else { continue }
+                let role = APIRole(rawValue: role)
+            else { continue }
             found = APIKey(id: id, name: name, role: role, createdAt: createdAt, revokedAt: revokedAt)
         }
         cache.withLock { cache in

@@ -19,9 +19,11 @@ public enum AdminJSON {
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
             guard let date = WireTimestamp.date(from: text) else {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not an RFC 3339 timestamp such as 2025-09-18T08:30:00Z"
-                ))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: "\"\(text)\" is not an RFC 3339 timestamp such as 2025-09-18T08:30:00Z"
+                    ))
             }
             return date
         }
@@ -118,10 +120,12 @@ extension AdminJSON {
                 collectUnknownKeys(given: given[key]!, read: readValue, value: member(key, of: value), path: field, into: &unknown)
             }
         } else if let given = given as? [Any], let read = read as? [Any], given.count == read.count {
-            let elements = (value.map { Mirror(reflecting: $0) }?.displayStyle == .collection) ? Mirror(reflecting: value!).children.map(\.value) : []
+            let elements =
+                (value.map { Mirror(reflecting: $0) }?.displayStyle == .collection) ? Mirror(reflecting: value!).children.map(\.value) : []
             for (index, (element, readElement)) in zip(given, read).enumerated() {
                 collectUnknownKeys(
-                    given: element, read: readElement, value: index < elements.count ? elements[index] : nil, path: "\(path)[\(index)]", into: &unknown
+                    given: element, read: readElement, value: index < elements.count ? elements[index] : nil, path: "\(path)[\(index)]",
+                    into: &unknown
                 )
             }
         }

@@ -162,9 +162,10 @@ public struct DeviceTokenSigner: Sendable {
     }
 
     static func isValidKeyId(_ id: String) -> Bool {
-        (1...64).contains(id.utf8.count) && id.utf8.allSatisfy { c in
-            (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2E || c == 0x5F || c == 0x2D
-        }
+        (1...64).contains(id.utf8.count)
+            && id.utf8.allSatisfy { c in
+                (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2E || c == 0x5F || c == 0x2D
+            }
     }
 }
 
@@ -203,7 +204,7 @@ extension DeviceTokenSigner {
         for entry in list.split(separator: ",") {
             let parts = entry.trimmingCharacters(in: .whitespaces).split(separator: ":", maxSplits: 1)
             guard parts.count == 2, let secret = Data(base64Encoded: String(parts[1])),
-                  let key = try? DeviceSigningKey(id: String(parts[0]), secret: Array(secret))
+                let key = try? DeviceSigningKey(id: String(parts[0]), secret: Array(secret))
             else {
                 throw ConfigurationError(key: "DEVICE_TOKEN_KEYS", value: "<redacted>", expected: expected)
             }

@@ -32,7 +32,10 @@ public struct GattNonceCodec: Sendable {
         var generator = SystemRandomNumberGenerator()
         let random = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let expiry = Int64((now.timeIntervalSince1970 + lifetime).rounded(.up))
-        return (nonce(beacon: beacon, deviceId: deviceId, expiry: expiry, random: Hex.encode(random)), Date(timeIntervalSince1970: TimeInterval(expiry)))
+        return (
+            nonce(beacon: beacon, deviceId: deviceId, expiry: expiry, random: Hex.encode(random)),
+            Date(timeIntervalSince1970: TimeInterval(expiry))
+        )
     }
 
     /// Builds a nonce from its parts (tests build expired ones this way).
@@ -51,7 +54,7 @@ public struct GattNonceCodec: Sendable {
     public func check(_ nonce: String, beacon: RegistryBeaconKey, deviceId: String, at time: Date) -> Check {
         let parts = nonce.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let expiry = Int64(parts[0]), parts[1].utf8.count == 32,
-              let presented = Hex.decode(parts[2]), presented.count == 16
+            let presented = Hex.decode(parts[2]), presented.count == 16
         else { return .forged }
         let random = String(parts[1])
         let expected = mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random)

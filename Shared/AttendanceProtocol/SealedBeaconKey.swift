@@ -56,11 +56,11 @@ public struct BeaconKeySealer: Sendable {
     /// The beacon key, or `nil` when the box is not one this key sealed for this beacon and version.
     public func open(_ sealed: SealedBeaconKey, beaconId: String) -> [UInt8]? {
         guard let combined = Data(base64Encoded: sealed.sealed),
-              let box = try? ChaChaPoly.SealedBox(combined: combined),
-              let key = try? ChaChaPoly.open(
-                  box, using: SymmetricKey(data: sealingKey), authenticating: Self.associatedData(beaconId: beaconId, version: sealed.version)
-              ),
-              key.count == Self.beaconKeyByteCount
+            let box = try? ChaChaPoly.SealedBox(combined: combined),
+            let key = try? ChaChaPoly.open(
+                box, using: SymmetricKey(data: sealingKey), authenticating: Self.associatedData(beaconId: beaconId, version: sealed.version)
+            ),
+            key.count == Self.beaconKeyByteCount
         else { return nil }
         return Array(key)
     }

@@ -17,9 +17,9 @@ public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringCo
     public init?(_ text: String) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2 || (parts.count == 3 && parts[2] == "00"),
-              (1...2).contains(parts[0].count), parts[1].count == 2,
-              parts[0].allSatisfy(\.isWholeNumberDigit), parts[1].allSatisfy(\.isWholeNumberDigit),
-              let hour = Int(parts[0]), let minute = Int(parts[1])
+            (1...2).contains(parts[0].count), parts[1].count == 2,
+            parts[0].allSatisfy(\.isWholeNumberDigit), parts[1].allSatisfy(\.isWholeNumberDigit),
+            let hour = Int(parts[0]), let minute = Int(parts[1])
         else { return nil }
         self.init(hour: hour, minute: minute)
     }
@@ -35,7 +35,8 @@ public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringCo
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
         }
         self = value
     }

@@ -8,7 +8,8 @@ public final class KafkaAdmin: Sendable {
     public init(configuration: KafkaConfiguration, logger: Logger) throws(KafkaError) {
         var properties = configuration.baseProperties
         properties.merge(configuration.properties) { _, override in override }
-        handle = try RdKafkaHandle(kind: RD_KAFKA_PRODUCER, properties: properties, callbacks: RdKafkaCallbacks(logger: logger), label: "admin")
+        handle = try RdKafkaHandle(
+            kind: RD_KAFKA_PRODUCER, properties: properties, callbacks: RdKafkaCallbacks(logger: logger), label: "admin")
     }
 
     /// Creates the topics that don't exist; existing topics are left as they are.
@@ -27,7 +28,9 @@ public final class KafkaAdmin: Sendable {
                 newTopics.append(topic)
                 for (key, value) in spec.config.sorted(by: { $0.key < $1.key }) {
                     let err = rd_kafka_NewTopic_set_config(topic, key, value)
-                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.from(code: err, message: "topic \(spec.name) \(key)=\(value)") }
+                    guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                        throw KafkaError.from(code: err, message: "topic \(spec.name) \(key)=\(value)")
+                    }
                 }
             }
             let resultQueue = rd_kafka_queue_new(handle.pointer)
@@ -40,7 +43,8 @@ public final class KafkaAdmin: Sendable {
                 rd_kafka_CreateTopics(handle.pointer, buffer.baseAddress, buffer.count, options, resultQueue)
             }
             guard let event = rd_kafka_queue_poll(resultQueue, timeoutMs + 1_000) else {
-                throw KafkaError(kind: .deliveryTimeout, message: "CreateTopics got no answer in \(timeoutMs) ms", isFatal: false, isRetriable: true)
+                throw KafkaError(
+                    kind: .deliveryTimeout, message: "CreateTopics got no answer in \(timeoutMs) ms", isFatal: false, isRetriable: true)
             }
             defer { rd_kafka_event_destroy(event) }
             let eventError = rd_kafka_event_error(event)

@@ -10,12 +10,16 @@ public struct KafkaConfiguration: Sendable, Hashable {
     /// broker's cost per request, which differs between Tansu on a laptop and a Kafka cluster.
     public var lingerMs: Int?
     public var fetchWaitMaxMs: Int?
+    /// What the broker does differently from Apache Kafka (`KAFKA_BROKER_QUIRKS`); none by default.
+    public var brokerQuirks: BrokerQuirks
 
     public init(
-        bootstrapServers: String, clientId: String = "beacon-attendance", properties: [String: String] = [:],
+        bootstrapServers: String, brokerQuirks: BrokerQuirks = [], clientId: String = "beacon-attendance",
+        properties: [String: String] = [:],
         lingerMs: Int? = nil, fetchWaitMaxMs: Int? = nil
     ) {
         self.bootstrapServers = bootstrapServers
+        self.brokerQuirks = brokerQuirks
         self.clientId = clientId
         self.properties = properties
         self.lingerMs = lingerMs
@@ -26,7 +30,7 @@ public struct KafkaConfiguration: Sendable, Hashable {
         [
             "bootstrap.servers": bootstrapServers,
             "client.id": clientId,
-            // Tansu and small clusters: learn about new topics and leaders quickly.
+            // Small clusters and the local broker: learn about new topics and leaders quickly.
             "topic.metadata.refresh.interval.ms": "10000",
             "socket.keepalive.enable": "true",
             // Topics are created by their owners with their partitions and settings (the platform's by

@@ -68,7 +68,8 @@ public final class KafkaConsumer: Service, Sendable {
         let assigned = AssignmentTracker()
         let rebalance = RebalanceCoordinator(
             listener: rebalanceListener, assigned: assigned, logger: logger,
-            probeProperties: configuration.client.baseProperties.merging(configuration.client.properties) { _, override in override }
+            probeProperties: configuration.client.baseProperties.merging(configuration.client.properties) { _, override in override },
+            quirks: configuration.client.brokerQuirks
         )
         self.configuration = configuration
         self.logger = logger
@@ -76,9 +77,11 @@ public final class KafkaConsumer: Service, Sendable {
         self.handle = try RdKafkaHandle(
             kind: RD_KAFKA_CONSUMER,
             properties: configuration.properties,
-            callbacks: RdKafkaCallbacks(logger: logger, rebalance: { handle, err, partitions in
-                rebalance.handle(handle, err, partitions)
-            }),
+            callbacks: RdKafkaCallbacks(
+                logger: logger,
+                rebalance: { handle, err, partitions in
+                    rebalance.handle(handle, err, partitions)
+                }),
             label: "consumer"
         )
         // Route the main queue (errors, logs) to the consumer queue so one poll serves everything.
@@ -185,7 +188,7 @@ public final class KafkaConsumer: Service, Sendable {
             var low: Int64 = -1
             var high: Int64 = -1
             guard rd_kafka_get_watermark_offsets(handle.pointer, tp.topic, tp.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR,
-                  high >= 0
+                high >= 0
             else { continue }
             lag[tp] = max(0, high - position)
         }
@@ -204,8 +207,10 @@ public final class KafkaConsumer: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(interval))
             if Task.isCancelled { return }
             for (tp, lag) in currentLag() {
-                Gauge(label: "kafka_consumer_lag", dimensions: [("group", group), ("topic", tp.topic), ("partition", String(tp.partition))])
-                    .record(lag)
+                Gauge(
+                    label: "kafka_consumer_lag", dimensions: [("group", group), ("topic", tp.topic), ("partition", String(tp.partition))]
+                )
+                .record(lag)
             }
         }
     }
@@ -260,14 +265,15 @@ public final class KafkaConsumer: Service, Sendable {
                     }
                     var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
                     let timestamp = rd_kafka_message_timestamp(raw, &timestampType)
-                    messages.append(KafkaMessage(
-                        topic: String(cString: rd_kafka_topic_name(m.rkt)),
-                        partition: m.partition,
-                        offset: m.offset,
-                        key: m.key.map { [UInt8](copying: UnsafeRawPointer($0), count: m.key_len) },
-                        value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) },
-                        timestampMs: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
-                    ))
+                    messages.append(
+                        KafkaMessage(
+                            topic: String(cString: rd_kafka_topic_name(m.rkt)),
+                            partition: m.partition,
+                            offset: m.offset,
+                            key: m.key.map { [UInt8](copying: UnsafeRawPointer($0), count: m.key_len) },
+                            value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) },
+                            timestampMs: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
+                        ))
                 }
                 continuation.resume(returning: KafkaMessageBatch(messages: messages))
             }
@@ -412,8 +418,13 @@ final class RebalanceCoordinator: Sendable {
     private let assigned: AssignmentTracker
     private let logger: Logger
     private let probeProperties: [String: String]
+    private let quirks: BrokerQuirks
 
-    init(listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, logger: Logger, probeProperties: [String: String]) {
+    init(
+        listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, logger: Logger, probeProperties: [String: String],
+        quirks: BrokerQuirks
+    ) {
+        self.quirks = quirks
         self.listener = listener
         self.probeProperties = probeProperties
         self.assigned = assigned
@@ -459,15 +470,17 @@ final class RebalanceCoordinator: Sendable {
     }
 
     /// Writes the owner's stored offsets into the assignment. A stored offset past the end of the
-    /// partition means the broker lost data (Tansu's memory storage after a restart, or a topic
-    /// deleted and re-created): Tansu then answers fetches there with nothing at all (no
-    /// OFFSET_OUT_OF_RANGE), so everything produced next would be skipped silently. Start from the
+    /// partition means the broker lost data (a memory-backed broker after a restart, or a topic
+    /// deleted and re-created): a broker may then answer fetches there with nothing at all (no
+    /// OFFSET_OUT_OF_RANGE; the local stack's does), so everything produced next would be skipped silently. Start from the
     /// beginning instead and rely on the owner's idempotency to ignore what it already has.
     ///
-    /// Tansu 0.6 reports the high watermark as the base offset of the last record batch + 1, not the
-    /// end of the log, so a stored offset above it is checked against the real end by reading the
-    /// last batch before it is declared lost.
-    private func applyStoredOffsets(_ rk: OpaquePointer, _ tps: [TopicPartition], _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
+    /// On a broker whose high watermark is the base of the last record batch
+    /// (`BrokerQuirks.highWatermarkIsLastBatchBase`), a stored offset above it is checked against the
+    /// real end by reading the last batch before it is declared lost.
+    private func applyStoredOffsets(
+        _ rk: OpaquePointer, _ tps: [TopicPartition], _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
         guard let listener, !tps.isEmpty else { return }
         let stored: [TopicPartition: Int64]
         do {
@@ -483,11 +496,14 @@ final class RebalanceCoordinator: Sendable {
             var low: Int64 = 0
             var high: Int64 = 0
             let err = rd_kafka_query_watermark_offsets(rk, tp.topic, tp.partition, &low, &high, 5_000)
-            if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset > high, high > 0,
-               let end = LogEndProbe.trueEnd(of: tp, lastBatchBase: high - 1, properties: probeProperties, logger: logger),
-               offset <= end {
-                // Tansu's under-reported watermark: the stored offset is inside the last batch.
-                logger.debug("stored offset is within the log", metadata: ["partition": .string(tp.description), "stored": "\(offset)", "end": "\(end)"])
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset > high, high > 0, quirks.contains(.highWatermarkIsLastBatchBase),
+                let end = LogEndProbe.trueEnd(of: tp, lastBatchBase: high - 1, properties: probeProperties, logger: logger),
+                offset <= end
+            {
+                // An under-reported watermark: the stored offset is inside the last batch.
+                logger.debug(
+                    "stored offset is within the log",
+                    metadata: ["partition": .string(tp.description), "stored": "\(offset)", "end": "\(end)"])
             } else if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset > high {
                 logger.warning(
                     "stored offset is past the end of the partition; the broker lost data. Reading from the beginning",
@@ -495,25 +511,13 @@ final class RebalanceCoordinator: Sendable {
                 )
                 offset = low
             } else if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset < low {
-                logger.warning("stored offset was deleted by retention; reading from the earliest kept",
-                               metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
+                logger.warning(
+                    "stored offset was deleted by retention; reading from the earliest kept",
+                    metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
                 offset = low
             }
             partitions.pointee.elems[i].offset = offset
         }
-    }
-}
-
-/// Finds where a partition's log really ends by reading its last record batch. Used only when a
-/// stored offset is above the reported high watermark.
-enum LogEndProbe {
-    static func trueEnd(of tp: TopicPartition, lastBatchBase: Int64, properties: [String: String], logger: Logger) -> Int64? {
-        var props = properties
-        props["group.id"] = "log-end-probe"
-        let messages = try? KafkaPartitionReader.readBlocking(
-            tp, from: lastBatchBase, maxMessages: 1_000_000, timeoutMs: 5_000, quietMs: 100, properties: props, logger: logger
-        )
-        return messages?.last.map { $0.offset + 1 }
     }
 }
 

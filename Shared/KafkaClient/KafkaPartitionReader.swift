@@ -24,14 +24,19 @@ public struct KafkaPartitionReader: Sendable {
 
     /// Up to `maxMessages` messages from `offset` on. Stops when the partition stays quiet for
     /// `quietMs` after the first message, or at `timeoutMs`.
-    public func read(_ tp: TopicPartition, from offset: Int64, maxMessages: Int = 1, timeoutMs: Int = 5_000, quietMs: Int = 100) async throws(KafkaError) -> [KafkaMessage] {
+    public func read(
+        _ tp: TopicPartition, from offset: Int64, maxMessages: Int = 1, timeoutMs: Int = 5_000, quietMs: Int = 100
+    ) async throws(KafkaError) -> [KafkaMessage] {
         let properties = self.properties
         let logger = self.logger
         let result: Result<[KafkaMessage], KafkaError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(KafkaError) in
-                    try Self.readBlocking(tp, from: offset, maxMessages: maxMessages, timeoutMs: timeoutMs, quietMs: quietMs, properties: properties, logger: logger)
-                })
+                continuation.resume(
+                    returning: Result { () throws(KafkaError) in
+                        try Self.readBlocking(
+                            tp, from: offset, maxMessages: maxMessages, timeoutMs: timeoutMs, quietMs: quietMs, properties: properties,
+                            logger: logger)
+                    })
             }
         }
         return try result.get()
@@ -41,7 +46,8 @@ public struct KafkaPartitionReader: Sendable {
         _ tp: TopicPartition, from offset: Int64, maxMessages: Int, timeoutMs: Int, quietMs: Int,
         properties: [String: String], logger: Logger
     ) throws(KafkaError) -> [KafkaMessage] {
-        let handle = try RdKafkaHandle(kind: RD_KAFKA_CONSUMER, properties: properties, callbacks: RdKafkaCallbacks(logger: logger), label: "reader")
+        let handle = try RdKafkaHandle(
+            kind: RD_KAFKA_CONSUMER, properties: properties, callbacks: RdKafkaCallbacks(logger: logger), label: "reader")
         defer { rd_kafka_consumer_close(handle.pointer) }
         let list = PartitionList.make([(tp, offset)])
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -57,11 +63,12 @@ public struct KafkaPartitionReader: Sendable {
             defer { rd_kafka_message_destroy(raw) }
             let m = raw.pointee
             guard m.err == RD_KAFKA_RESP_ERR_NO_ERROR else { continue }
-            messages.append(KafkaMessage(
-                topic: tp.topic, partition: m.partition, offset: m.offset,
-                key: m.key.map { [UInt8](copying: UnsafeRawPointer($0), count: m.key_len) },
-                value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) }
-            ))
+            messages.append(
+                KafkaMessage(
+                    topic: tp.topic, partition: m.partition, offset: m.offset,
+                    key: m.key.map { [UInt8](copying: UnsafeRawPointer($0), count: m.key_len) },
+                    value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) }
+                ))
         }
         return messages
     }

@@ -136,7 +136,8 @@ public final class KafkaProducer: Service, Sendable {
         let flags = Int32(RD_KAFKA_MSG_F_COPY)
         let result: Int32 = withOptionalBytes(message.key) { key, keyLength in
             withOptionalBytes(message.value) { value, valueLength in
-                rd_kafka_produce(topic.pointer, partition, flags, UnsafeMutableRawPointer(mutating: value), valueLength, key, keyLength, opaque)
+                rd_kafka_produce(
+                    topic.pointer, partition, flags, UnsafeMutableRawPointer(mutating: value), valueLength, key, keyLength, opaque)
             }
         }
         return result == 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_last_error()
@@ -274,7 +275,7 @@ final class DeliveryBatch: @unchecked Sendable {
             return (continuation, state.reports.map { $0! })
         }
         if let (continuation, reports) = finished { continuation.resume(returning: reports) }
-        _ = released  // released here, outside the lock
+        _ = released // released here, outside the lock
     }
 
     func wait() async -> [KafkaDeliveryReport] {

@@ -7,9 +7,10 @@ import Synchronization
 /// librdkafka's own threads (log, error) or on the thread that polls (rebalance), so everything
 /// here is Sendable.
 final class RdKafkaCallbacks: Sendable {
-    typealias RebalanceHandler = @Sendable (
-        _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-    ) -> Void
+    typealias RebalanceHandler =
+        @Sendable (
+            _ handle: OpaquePointer, _ event: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+        ) -> Void
 
     let logger: Logger
     let rebalance: RebalanceHandler?

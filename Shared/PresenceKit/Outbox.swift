@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Delivery state of an outbox entry. A third state, *done*, is recorded in the file but a done entry
 /// is no longer live: it leaves the outbox (Outbox → Posted → Synced).
@@ -200,7 +201,9 @@ public final class Outbox: Sendable {
 
     // MARK: Recovery
 
-    private static func recover(_ bytes: [UInt8], into st: inout State, report: inout OutboxRecoveryReport, path: String) throws(OutboxError) {
+    private static func recover(
+        _ bytes: [UInt8], into st: inout State, report: inout OutboxRecoveryReport, path: String
+    ) throws(OutboxError) {
         let size = Int64(bytes.count)
         if bytes.count < magic.count {
             // A crash while creating the file: only a prefix of the magic made it.
@@ -245,7 +248,8 @@ public final class Outbox: Sendable {
         switch type {
         case typeAppend:
             guard let id = r.u64(), let created = r.i64(), let kind = r.u8(), let flags = r.u8(),
-                  let payloadLength = r.u32() else { return nil }
+                let payloadLength = r.u32()
+            else { return nil }
             let payloadOffset = Int64(r.position)
             guard r.skip(Int(payloadLength)), let hasCheckpoint = r.u8() else { return nil }
             if hasCheckpoint == 1 {
@@ -299,7 +303,9 @@ public final class Outbox: Sendable {
         return w.bytes
     }
 
-    static func appendRecord(id: UInt64, createdAt: Timestamp, kind: UInt8, evictable: Bool, payload: [UInt8], checkpoint: [UInt8]?) -> [UInt8] {
+    static func appendRecord(
+        id: UInt64, createdAt: Timestamp, kind: UInt8, evictable: Bool, payload: [UInt8], checkpoint: [UInt8]?
+    ) -> [UInt8] {
         var w = ByteWriter(capacity: payload.count + (checkpoint?.count ?? 0) + 40)
         w.u8(typeAppend)
         w.u64(id)
@@ -360,7 +366,9 @@ public final class Outbox: Sendable {
     /// `checkpoint`, when given, is stored in the same record: the event and the state that goes with it
     /// are recovered together or not at all.
     @discardableResult
-    public func append(_ payload: [UInt8], kind: UInt8 = 0, evictable: Bool = false, checkpoint: [UInt8]? = nil) throws(OutboxError) -> OutboxEntry {
+    public func append(
+        _ payload: [UInt8], kind: UInt8 = 0, evictable: Bool = false, checkpoint: [UInt8]? = nil
+    ) throws(OutboxError) -> OutboxEntry {
         guard payload.count <= options.maxPayloadBytes else {
             throw .payloadTooLarge(size: payload.count, limit: options.maxPayloadBytes)
         }
@@ -370,7 +378,8 @@ public final class Outbox: Sendable {
                 try evictOldest(&st, at: now)
             }
             let id = st.nextId
-            let record = Outbox.appendRecord(id: id, createdAt: now, kind: kind, evictable: evictable, payload: payload, checkpoint: checkpoint)
+            let record = Outbox.appendRecord(
+                id: id, createdAt: now, kind: kind, evictable: evictable, payload: payload, checkpoint: checkpoint)
             let recordStart = st.fileSize
             try write(record, &st, sync: true)
             st.nextId += 1

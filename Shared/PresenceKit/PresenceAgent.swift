@@ -51,7 +51,11 @@ public struct PresenceAgent: Sendable {
     }
 
     static func hostEffects(_ effects: [PresenceEffect]) -> [PresenceEffect] {
-        guard effects.contains(where: { if case .scheduleTimer = $0 { return true }; if case .cancelTimer = $0 { return true }; return false }) else {
+        guard
+            effects.contains(where: {
+                if case .scheduleTimer = $0 { return true }; if case .cancelTimer = $0 { return true }; return false
+            })
+        else {
             return effects
         }
         return effects.filter {

@@ -132,9 +132,10 @@ public struct PresenceConfig: Sendable, Hashable {
         var issues: [ConfigIssue] = []
         func check<T: Comparable>(_ key: String, _ value: T, _ range: ClosedRange<T>, _ unit: String, _ why: String = "") {
             if !range.contains(value) {
-                issues.append(ConfigIssue(
-                    key: key,
-                    message: "must be between \(range.lowerBound) and \(range.upperBound)\(unit)\(why), got \(value)"))
+                issues.append(
+                    ConfigIssue(
+                        key: key,
+                        message: "must be between \(range.lowerBound) and \(range.upperBound)\(unit)\(why), got \(value)"))
             }
         }
         check("ranging_window_ms", rangingWindowMs, 5_000...10_000, " ms", " (ranging runs 5-10 s)")
@@ -142,16 +143,19 @@ public struct PresenceConfig: Sendable, Hashable {
         check("thresholds.enter_rssi", enterRssi, -100...(-30), " dBm")
         check("thresholds.leave_rssi", leaveRssi, -110...(-30), " dBm")
         if leaveRssi >= enterRssi {
-            issues.append(ConfigIssue(
-                key: "thresholds.leave_rssi",
-                message: "must be below thresholds.enter_rssi (\(enterRssi)) so enter and leave have hysteresis, got \(leaveRssi)"))
+            issues.append(
+                ConfigIssue(
+                    key: "thresholds.leave_rssi",
+                    message: "must be below thresholds.enter_rssi (\(enterRssi)) so enter and leave have hysteresis, got \(leaveRssi)"))
         }
         check("thresholds.max_stddev_db", maxStdDevDb, 0.5...30, " dB")
         check("thresholds.dwell_enter_rssi", dwellEnterRssi, -100...(-30), " dBm")
         if dwellEnterRssi > enterRssi {
-            issues.append(ConfigIssue(
-                key: "thresholds.dwell_enter_rssi",
-                message: "must be at or below thresholds.enter_rssi (\(enterRssi)): it is the weaker of the two, got \(dwellEnterRssi)"))
+            issues.append(
+                ConfigIssue(
+                    key: "thresholds.dwell_enter_rssi",
+                    message: "must be at or below thresholds.enter_rssi (\(enterRssi)): it is the weaker of the two, got \(dwellEnterRssi)")
+            )
         }
         if dwellWindowMs != 0 {
             check("thresholds.dwell_window_ms", dwellWindowMs, 10_000...600_000, " ms", " or 0 to disable")
@@ -161,9 +165,10 @@ public struct PresenceConfig: Sendable, Hashable {
             check("thresholds.min_readings", minReadings, 1...smoothingWindow, "", " (at most thresholds.smoothing_window)")
         }
         if Int64(minReadings) * 1_000 > rangingWindowMs {
-            issues.append(ConfigIssue(
-                key: "thresholds.min_readings",
-                message: "\(minReadings) readings at 1 Hz do not fit in ranging_window_ms (\(rangingWindowMs))"))
+            issues.append(
+                ConfigIssue(
+                    key: "thresholds.min_readings",
+                    message: "\(minReadings) readings at 1 Hz do not fit in ranging_window_ms (\(rangingWindowMs))"))
         }
         switch smoothing {
         case .median: break
@@ -181,17 +186,21 @@ public struct PresenceConfig: Sendable, Hashable {
         }
         check("thresholds.ranging_extensions", rangingExtensions, 0...5, " windows")
         check("thresholds.signal_loss_ms", signalLossMs, 2_000...120_000, " ms")
-        check("thresholds.soft_exit_grace_ms", softExitGraceMs, 10_000...3_600_000, " ms",
-              " (noise gaps under 10 s must never cause a check-out)")
+        check(
+            "thresholds.soft_exit_grace_ms", softExitGraceMs, 10_000...3_600_000, " ms",
+            " (noise gaps under 10 s must never cause a check-out)")
         check("thresholds.exit_confirmation_ms", exitConfirmationMs, 0...60_000, " ms")
         // After a gap the signal must be heard for up to `minReadings` readings (1 Hz) before the soft
         // exit ends; the grace plus confirmation must cover that too, or a 9.9 s gap could still end in
         // a check-out.
         let needed = 10_000 + Int64(minReadings) * 1_000
         if softExitGraceMs >= 10_000 && softExitGraceMs + exitConfirmationMs < needed {
-            issues.append(ConfigIssue(
-                key: "thresholds.exit_confirmation_ms",
-                message: "soft_exit_grace_ms + exit_confirmation_ms must be at least \(needed) ms (10 s of noise plus \(minReadings) readings at 1 Hz to see the signal back), got \(softExitGraceMs + exitConfirmationMs)"))
+            issues.append(
+                ConfigIssue(
+                    key: "thresholds.exit_confirmation_ms",
+                    message:
+                        "soft_exit_grace_ms + exit_confirmation_ms must be at least \(needed) ms (10 s of noise plus \(minReadings) readings at 1 Hz to see the signal back), got \(softExitGraceMs + exitConfirmationMs)"
+                ))
         }
         if heartbeatIntervalMs != 0 {
             check("thresholds.heartbeat_interval_ms", heartbeatIntervalMs, 60_000...86_400_000, " ms", " or 0 to disable")

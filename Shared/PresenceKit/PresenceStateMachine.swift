@@ -67,7 +67,15 @@ struct InsideSites: Sendable, Hashable {
 
     mutating func insert(_ i: Int32) {
         guard !contains(i) else { return }
-        if a < 0 { a = i } else if b < 0 { b = i } else if c < 0 { c = i } else if d < 0 { d = i } else {
+        if a < 0 {
+            a = i
+        } else if b < 0 {
+            b = i
+        } else if c < 0 {
+            c = i
+        } else if d < 0 {
+            d = i
+        } else {
             // More than four overlapping geofences: forget the oldest entry.
             a = b; b = c; c = d; d = i
         }
@@ -436,13 +444,17 @@ public struct PresenceStateMachine: Sendable {
             let inside = insideSites
             let requireGeofence = config.flags.requireGeofence
             if let weak = RangingWindow.evaluate(
-                tracker, rule: config.dwellRule, at: now, eligible: { !requireGeofence || inside.contains($0) }) {
+                tracker, rule: config.dwellRule, at: now, eligible: { !requireGeofence || inside.contains($0) })
+            {
                 noteDwellEvidence(weak, at: now)
             }
         }
         if config.flags.requireGeofence, let other = RangingWindow.evaluate(tracker, rule: rule, at: now),
-                  other.siteIndex >= 0 {
-            gatedLog("beacon \(other.beacon) of \(directory[other.siteIndex].id) is near but the device is not inside that site's geofence (co-location)", at: now, &fx)
+            other.siteIndex >= 0
+        {
+            gatedLog(
+                "beacon \(other.beacon) of \(directory[other.siteIndex].id) is near but the device is not inside that site's geofence (co-location)",
+                at: now, &fx)
         }
         return fx
     }
@@ -458,8 +470,9 @@ public struct PresenceStateMachine: Sendable {
     mutating func tryRecover(at now: Timestamp) -> [PresenceEffect] {
         var fx: [PresenceEffect] = []
         if sessionSiteIndex >= 0,
-           let best = tracker.bestRecoveryEvidence(site: sessionSiteIndex, recent: config.minReadings, at: now),
-           best > Float(config.leaveRssi) {
+            let best = tracker.bestRecoveryEvidence(site: sessionSiteIndex, recent: config.minReadings, at: now),
+            best > Float(config.leaveRssi)
+        {
             lastSiteHeardAt = now
             resumePresence(at: now, &fx)
             return fx
@@ -469,7 +482,8 @@ public struct PresenceStateMachine: Sendable {
         let current = sessionSiteIndex
         if let candidate = RangingWindow.evaluate(
             tracker, rule: config.confidenceRule, at: now,
-            eligible: { $0 != current && (!requireGeofence || inside.contains($0)) }) {
+            eligible: { $0 != current && (!requireGeofence || inside.contains($0)) })
+        {
             confirm(candidate, at: now, &fx)
         }
         return fx
@@ -492,7 +506,8 @@ public struct PresenceStateMachine: Sendable {
     mutating func confirmDwell(at now: Timestamp, _ fx: inout [PresenceEffect]) {
         guard let weak = dwellCandidate else { return }
         guard phase == .armed || phase == .candidate, now - dwellLastAt <= config.dwellWindowMs,
-              !config.flags.requireGeofence || insideSites.contains(weak.siteIndex) else {
+            !config.flags.requireGeofence || insideSites.contains(weak.siteIndex)
+        else {
             if now - dwellLastAt > config.dwellWindowMs { dwellCandidate = nil }
             return
         }
@@ -515,11 +530,15 @@ public struct PresenceStateMachine: Sendable {
             return // tryConfirm only offers eligible candidates; a guard for other callers
         }
         if config.flags.motionGating && !motion.isSatisfied(at: now) {
-            gatedLog("beacon \(candidate.beacon) of \(siteId) is near but the motion gate is closed (no walking recently, \(motion.steps(at: now)) steps)", at: now, &fx)
+            gatedLog(
+                "beacon \(candidate.beacon) of \(siteId) is near but the motion gate is closed (no walking recently, \(motion.steps(at: now)) steps)",
+                at: now, &fx)
             return
         }
         if config.flags.motionGating && motion.isPassingBy {
-            gatedLog("beacon \(candidate.beacon) of \(siteId) is near but the device is \(motion.lastActivity.rawValue): passing by, not arriving", at: now, &fx)
+            gatedLog(
+                "beacon \(candidate.beacon) of \(siteId) is near but the device is \(motion.lastActivity.rawValue): passing by, not arriving",
+                at: now, &fx)
             return
         }
         if session != nil {
@@ -605,7 +624,8 @@ public struct PresenceStateMachine: Sendable {
         let key = IdempotencyKey.make(
             userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: keyTime, nonce: nonce)
         let series = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
-        let radius = sessionSiteIndex >= 0
+        let radius =
+            sessionSiteIndex >= 0
             ? (directory[sessionSiteIndex].radiusMeters ?? config.geofenceRadiusMeters) : config.geofenceRadiusMeters
         return AttendanceEvent(
             id: eventId, type: kind, idempotencyKey: key, nonce: nonce, userId: userId,
@@ -653,7 +673,8 @@ public struct PresenceStateMachine: Sendable {
     /// a seat, not a departure.
     var isRestingSinceLoss: Bool {
         guard motion.lastActivity == .stationary,
-              !config.flags.requireGeofence || insideSites.contains(sessionSiteIndex) else { return false }
+            !config.flags.requireGeofence || insideSites.contains(sessionSiteIndex)
+        else { return false }
         let walkToSeat = session.map { softExitSince - $0.tStart <= max(config.dwellWindowMs, 120_000) } ?? false
         return motion.lastActiveAt < softExitSince || walkToSeat
     }
@@ -672,7 +693,10 @@ public struct PresenceStateMachine: Sendable {
                 phase = .softExitPending
                 softExitSince = now
                 schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
-                fx.append(.log(.info, "signal lost at \(session?.siteId ?? "?") but the device has been at rest inside the geofence since: no check-out"))
+                fx.append(
+                    .log(
+                        .info,
+                        "signal lost at \(session?.siteId ?? "?") but the device has been at rest inside the geofence since: no check-out"))
                 return
             }
             checkOut(reason: reason, at: now, &fx)
@@ -695,11 +719,15 @@ public struct PresenceStateMachine: Sendable {
         case .rangingWindow:
             if phase == .candidate && rangingActive && rangingExtensionsUsed < config.rangingExtensions
                 && beaconRegionInside, let nearest = tracker.nearest(at: now),
-                tracker.slot(nearest).smoothed > Float(config.leaveRssi - 15) {
+                tracker.slot(nearest).smoothed > Float(config.leaveRssi - 15)
+            {
                 // Someone still approaching the gate: keep ranging one more window.
                 rangingExtensionsUsed += 1
                 schedule(.rangingWindow, at: now + config.rangingWindowMs, &fx)
-                fx.append(.log(.debug, "ranging window extended (\(rangingExtensionsUsed)/\(config.rangingExtensions)): beacon heard, no candidate yet"))
+                fx.append(
+                    .log(
+                        .debug,
+                        "ranging window extended (\(rangingExtensionsUsed)/\(config.rangingExtensions)): beacon heard, no candidate yet"))
                 break
             }
             if rangingActive {
@@ -826,7 +854,8 @@ public struct PresenceStateMachine: Sendable {
         if continuousScanActive {
             // Our own scan is the better witness: ignore the OS while it still hears the site.
             if now - lastSiteHeardAt < config.signalLossMs,
-               let best = tracker.bestSmoothed(site: sessionSiteIndex, at: now), best > Float(config.leaveRssi) {
+                let best = tracker.bestSmoothed(site: sessionSiteIndex, at: now), best > Float(config.leaveRssi)
+            {
                 return []
             }
         } else {

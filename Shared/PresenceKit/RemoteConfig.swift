@@ -88,7 +88,10 @@ public struct RemoteConfig: Sendable, Hashable {
                         if let t = CheckOutTrigger(rawValue: s) {
                             config.checkOutTrigger = t
                         } else {
-                            issue(key, "must be one of \(CheckOutTrigger.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(s)\"")
+                            issue(
+                                key,
+                                "must be one of \(CheckOutTrigger.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(s)\""
+                            )
                         }
                     }
                 case "thresholds":
@@ -170,9 +173,10 @@ public struct RemoteConfig: Sendable, Hashable {
                 switch config.smoothing {
                 case .median: break
                 case .ema: if o["ema_alpha"] != nil { config.smoothing = .ema(alpha: alpha) }
-                case .kalman: if o["kalman_process_noise"] != nil || o["kalman_measurement_noise"] != nil {
-                    config.smoothing = .kalman(processNoise: q, measurementNoise: r)
-                }
+                case .kalman:
+                    if o["kalman_process_noise"] != nil || o["kalman_measurement_noise"] != nil {
+                        config.smoothing = .kalman(processNoise: q, measurementNoise: r)
+                    }
                 }
             case "median"?: config.smoothing = .median
             case "ema"?: config.smoothing = .ema(alpha: alpha)

@@ -80,7 +80,8 @@ public struct DeliveryClassifier: Sendable, Hashable {
         switch result {
         case let .response(status, problemType, retryAfter):
             if status == 409, let type = problemType?.lowercased(),
-               type.contains("in-flight") || type.contains("in_flight") || type.contains("inflight") {
+                type.contains("in-flight") || type.contains("in_flight") || type.contains("inflight")
+            {
                 return .retry(reason: "409 in flight", notBeforeMs: retryAfter)
             }
             if finalStatuses.contains(status) { return .final(status: status) }

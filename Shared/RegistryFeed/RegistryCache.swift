@@ -263,7 +263,8 @@ extension RegistryCache {
                     return
                 }
                 do throws(PayloadError) {
-                    self = .upsert(versionKey: key.description, version: change.version, id: key.entityId, entity: try Self.entity(type, payload))
+                    self = .upsert(
+                        versionKey: key.description, version: change.version, id: key.entityId, entity: try Self.entity(type, payload))
                 } catch {
                     self = .malformed(error.field)
                 }

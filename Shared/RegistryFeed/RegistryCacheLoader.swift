@@ -62,7 +62,8 @@ public final class RegistryCacheLoader: Service, Sendable {
         self.groupId = groupId
         let progress = ProgressTracker()
         self.progress = progress
-        let consumerConfiguration = KafkaConsumerConfiguration.background(client: configuration.kafka, groupId: groupId, topics: [configuration.topic])
+        let consumerConfiguration = KafkaConsumerConfiguration.background(
+            client: configuration.kafka, groupId: groupId, topics: [configuration.topic])
         self.consumer = try KafkaConsumer(
             configuration: consumerConfiguration, rebalanceListener: FromTheBeginning(progress: progress), logger: logger
         )
@@ -134,9 +135,11 @@ public final class RegistryCacheLoader: Service, Sendable {
                 records.append(try RegistryRecord.decode(key: key, value: message.value))
             } catch {
                 failures += 1
-                logger.warning("undecodable registry change skipped", metadata: [
-                    "key": .string(key), "offset": "\(message.offset)", "error": .string(String(describing: error)),
-                ])
+                logger.warning(
+                    "undecodable registry change skipped",
+                    metadata: [
+                        "key": .string(key), "offset": "\(message.offset)", "error": .string(String(describing: error)),
+                    ])
             }
         }
         cache.apply(records)
@@ -154,9 +157,11 @@ public final class RegistryCacheLoader: Service, Sendable {
             try? await Task.sleep(for: configuration.checkInterval)
             if await checkCaughtUp() {
                 progress.caughtUp.store(true, ordering: .releasing)
-                logger.info("registry cache caught up", metadata: [
-                    "records": "\(recordsRead)", "beacons": "\(cache.counts.beacons)", "group": .string(groupId),
-                ])
+                logger.info(
+                    "registry cache caught up",
+                    metadata: [
+                        "records": "\(recordsRead)", "beacons": "\(cache.counts.beacons)", "group": .string(groupId),
+                    ])
             }
         }
     }

@@ -237,9 +237,9 @@ enum PayloadReader {
     /// The registry's `ShiftSettings` (`start`/`end` as `HH:MM`), or `nil` when a field is missing.
     static func shift(_ p: JSONValue) -> CachedShift? {
         guard let start = optionalString(p, "start").flatMap(TimeOfDay.init),
-              let end = optionalString(p, "end").flatMap(TimeOfDay.init),
-              let before = optionalInt(p, "checkInBeforeStartMinutes"), let after = optionalInt(p, "checkOutAfterEndMinutes"),
-              let late = optionalInt(p, "lateEntryGraceMinutes"), let early = optionalInt(p, "earlyExitGraceMinutes")
+            let end = optionalString(p, "end").flatMap(TimeOfDay.init),
+            let before = optionalInt(p, "checkInBeforeStartMinutes"), let after = optionalInt(p, "checkOutAfterEndMinutes"),
+            let late = optionalInt(p, "lateEntryGraceMinutes"), let early = optionalInt(p, "earlyExitGraceMinutes")
         else { return nil }
         return CachedShift(
             start: start, end: end, checkInBeforeStartMinutes: before, checkOutAfterEndMinutes: after,
@@ -252,7 +252,9 @@ enum PayloadReader {
     }
 
     static func namespace(_ p: JSONValue) throws(PayloadError) -> CachedNamespace {
-        guard let key = RegistryNamespaceKey(uuid: try uuid(p, "uuid"), major: try int(p, "major")) else { throw PayloadError(field: "major") }
+        guard let key = RegistryNamespaceKey(uuid: try uuid(p, "uuid"), major: try int(p, "major")) else {
+            throw PayloadError(field: "major")
+        }
         return CachedNamespace(key: key, organizationId: try string(p, "organizationId"))
     }
 

@@ -20,7 +20,7 @@ struct APIKeyMintTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await postgres.run() }
             defer { group.cancelAll() }
-            try await RegistryMigrations.apply(client: postgres, logger: LiveRegistry.logger)
+            try await ServiceMigrations.registry.apply(client: postgres, logger: LiveRegistry.logger)
 
             let run = await runCLI(["api-keys", "mint", "--name", "ctl-test mint", "--role", "installer", "--secret-file", file, "--json"])
             #expect(run.code == 0, "\(run)")

@@ -7,11 +7,12 @@ import Testing
 struct ArgumentParsingTests {
     @Test func siteCreateSendsTimezoneGeofenceAndShift() async throws {
         let transport = FakeTransport(status: 201, json: SampleJSON.site)
-        let run = await runCLI([
-            "registry", "sites", "create", "--org", "org-1", "--name", "HQ", "--timezone", "Asia/Ho_Chi_Minh",
-            "--latitude", "10.7769", "--longitude", "106.7009", "--radius", "250", "--shift-start", "08:30", "--shift-end", "17:30",
-            "--late-grace", "15", "--api-key", "brk_k.s",
-        ], transport: transport)
+        let run = await runCLI(
+            [
+                "registry", "sites", "create", "--org", "org-1", "--name", "HQ", "--timezone", "Asia/Ho_Chi_Minh",
+                "--latitude", "10.7769", "--longitude", "106.7009", "--radius", "250", "--shift-start", "08:30", "--shift-end", "17:30",
+                "--late-grace", "15", "--api-key", "brk_k.s",
+            ], transport: transport)
         #expect(run.code == 0, "\(run)")
         let request = try #require(transport.requests.first)
         #expect(request.method == .post && request.path == "/v1/admin/sites" && request.apiKey == "brk_k.s")
@@ -62,10 +63,12 @@ struct ArgumentParsingTests {
     }
 
     @Test func enrollingADeviceNeedsNoAPIKey() async throws {
-        let transport = FakeTransport(status: 201, json: """
-        {"device":{"enrolledAt":"2025-09-18T08:30:00.000Z","id":"dev-1","model":"Pixel 8","status":"enrolled","tokenExpiresAt":"2026-09-18T08:30:00.000Z",\
-        "tokenKeyId":"k1","userId":"u-1"},"deviceId":"dev-1","token":"v1.abc.def","tokenExpiresAt":"2026-09-18T08:30:00.000Z","userId":"u-1"}
-        """)
+        let transport = FakeTransport(
+            status: 201,
+            json: """
+                {"device":{"enrolledAt":"2025-09-18T08:30:00.000Z","id":"dev-1","model":"Pixel 8","status":"enrolled","tokenExpiresAt":"2026-09-18T08:30:00.000Z",\
+                "tokenKeyId":"k1","userId":"u-1"},"deviceId":"dev-1","token":"v1.abc.def","tokenExpiresAt":"2026-09-18T08:30:00.000Z","userId":"u-1"}
+                """)
         let run = await runCLI(["registry", "devices", "enroll", "--code", "ABCDE-FGHJK", "--model", "Pixel 8"], transport: transport)
         #expect(run.code == 0, "\(run)")
         let request = try #require(transport.requests.first)
@@ -76,10 +79,11 @@ struct ArgumentParsingTests {
 
     @Test func beaconOptionsAndQueries() async throws {
         let register = FakeTransport(status: 201, json: SampleJSON.beacon)
-        let run = await runCLI([
-            "registry", "beacons", "register", "--gate", "gate-1", "--uuid", "e2c56db5dffb48d2b060d0f5a71096e0", "--major", "7",
-            "--minor", "3", "--tx-power", "-59", "--battery-replaced-on", "2025-09-18", "--api-key", "k",
-        ], transport: register)
+        let run = await runCLI(
+            [
+                "registry", "beacons", "register", "--gate", "gate-1", "--uuid", "e2c56db5dffb48d2b060d0f5a71096e0", "--major", "7",
+                "--minor", "3", "--tx-power", "-59", "--battery-replaced-on", "2025-09-18", "--api-key", "k",
+            ], transport: register)
         #expect(run.code == 0, "\(run)")
         let body = try register.onlyBody()
         #expect(body["gateId"] as? String == "gate-1" && body["major"] as? Int == 7 && body["minor"] as? Int == 3)
@@ -98,19 +102,24 @@ struct ArgumentParsingTests {
         #expect(try rotated.field("key version") == "3")
 
         let plan = FakeTransport { _ in .failure(.unreachable(url: "x", reason: "not needed")) }
-        _ = await runCLI(["registry", "beacons", "plan", "bcn 1", "--tx-power-index", "2", "--device-name", "Lobby 1", "--api-key", "k"], transport: plan)
+        _ = await runCLI(
+            ["registry", "beacons", "plan", "bcn 1", "--tx-power-index", "2", "--device-name", "Lobby 1", "--api-key", "k"], transport: plan
+        )
         #expect(plan.requests.first?.target == "/v1/admin/beacons/bcn%201/provisioning-plan?deviceName=Lobby%201&txPowerIndex=2")
 
         let list = FakeTransport(json: #"{"items":[],"nextCursor":"YzE6Yg"}"#)
-        let listed = await runCLI(["registry", "beacons", "list", "--site", "site-1", "--limit", "2", "--cursor", "YzE6YQ", "--api-key", "k"], transport: list)
+        let listed = await runCLI(
+            ["registry", "beacons", "list", "--site", "site-1", "--limit", "2", "--cursor", "YzE6YQ", "--api-key", "k"], transport: list)
         #expect(list.requests.first?.target == "/v1/admin/sites/site-1/beacons?cursor=YzE6YQ&limit=2")
         #expect(listed.stdout == "ID  UUID  MAJOR  MINOR  STATUS  GATE  SERIAL\n(none)\n\nmore: --cursor YzE6Yg")
     }
 
     @Test func lookupCommandsQueryTheCacheRoutes() async throws {
-        let json = #"{"beaconId":"bcn-1","uuid":"8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34","major":7,"minor":3,"status":"active","gateId":"gate-1","siteId":"site-1","organizationId":"org-1"}"#
+        let json =
+            #"{"beaconId":"bcn-1","uuid":"8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34","major":7,"minor":3,"status":"active","gateId":"gate-1","siteId":"site-1","organizationId":"org-1"}"#
         let beacon = FakeTransport(json: json)
-        let found = await runCLI(["registry", "lookup", "beacon", "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34", "7", "3", "--api-key", "k"], transport: beacon)
+        let found = await runCLI(
+            ["registry", "lookup", "beacon", "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34", "7", "3", "--api-key", "k"], transport: beacon)
         #expect(found.code == 0, "\(found)")
         #expect(beacon.requests.first?.path == "/v1/admin/lookup/beacon")
         #expect(try found.field("site") == "site-1" && found.field("status") == "active")
@@ -127,7 +136,8 @@ struct ArgumentParsingTests {
         let owner = await runCLI(["registry", "lookup", "business", "U", "7", "--api-key", "k"], transport: business)
         #expect(try owner.field("name") == "Acme", "\(owner)")
 
-        let notNumber = await runCLI(["registry", "lookup", "beacon", "U", "seven", "3", "--api-key", "k"], transport: FakeTransport(json: "{}"))
+        let notNumber = await runCLI(
+            ["registry", "lookup", "beacon", "U", "seven", "3", "--api-key", "k"], transport: FakeTransport(json: "{}"))
         #expect(notNumber.code == 64 && !notNumber.stderr.contains("\n"), "\(notNumber)")
     }
 
@@ -142,7 +152,12 @@ struct ArgumentParsingTests {
         (["registry", "beacons", "register", "--gate", "g", "--uuid", "u", "--major", "seven", "--minor", "1", "--api-key", "k"], "seven"),
         (["registry", "beacons", "set-status", "bcn-1", "broken", "--api-key", "k"], "broken"),
         (["registry", "api-keys", "create", "--name", "ci", "--role", "root", "--api-key", "k"], "root"),
-        (["registry", "beacons", "record-sighting", "--uuid", "u", "--major", "1", "--minor", "1", "--device", "d", "--seen-at", "yesterday"], "RFC 3339"),
+        (
+            [
+                "registry", "beacons", "record-sighting", "--uuid", "u", "--major", "1", "--minor", "1", "--device", "d", "--seen-at",
+                "yesterday",
+            ], "RFC 3339"
+        ),
         (["registry", "sites", "get"], "Missing expected argument '<id>'"),
         (["registry", "frobnicate"], "frobnicate"),
     ])

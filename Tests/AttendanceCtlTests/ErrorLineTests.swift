@@ -11,8 +11,9 @@ struct ErrorLineTests {
             FieldError(field: "timezone", reason: "must be an IANA time zone name such as Asia/Ho_Chi_Minh"),
         ])
         let line = RegistryClientError.problem(problem).description
-        #expect(line == "The request is not valid (HTTP 400): geofence.radiusMeters: must be within 10...5000 metres (150-300 is typical); "
-            + "timezone: must be an IANA time zone name such as Asia/Ho_Chi_Minh")
+        #expect(
+            line == "The request is not valid (HTTP 400): geofence.radiusMeters: must be within 10...5000 metres (150-300 is typical); "
+                + "timezone: must be an IANA time zone name such as Asia/Ho_Chi_Minh")
     }
 
     @Test func titleAndDetail() {
@@ -32,22 +33,26 @@ struct ErrorLineTests {
     }
 
     @Test func retryAfterIsShown() {
-        let problem = ProblemDetails(type: "about:blank", title: "Service Unavailable", status: 503, detail: "contention", retryAfterSeconds: 2)
+        let problem = ProblemDetails(
+            type: "about:blank", title: "Service Unavailable", status: 503, detail: "contention", retryAfterSeconds: 2)
         #expect(RegistryClientError.problem(problem).description == "Service Unavailable (HTTP 503): contention; retry after 2 s")
     }
 
     @Test func otherFailures() {
-        #expect(RegistryClientError.unreachable(url: "http://127.0.0.1:1", reason: "connection refused").description
-            == "cannot reach registry at http://127.0.0.1:1: connection refused")
+        #expect(
+            RegistryClientError.unreachable(url: "http://127.0.0.1:1", reason: "connection refused").description
+                == "cannot reach registry at http://127.0.0.1:1: connection refused")
         #expect(RegistryClientError.missingAPIKey.description.hasPrefix("no API key: pass --api-key KEY or set ATTENDANCE_API_KEY"))
-        #expect(RegistryClientError.unexpectedStatus(502, body: "<html>\n<b>Bad gateway</b>\n</html>").description
-            == "registry answered HTTP 502: <html> <b>Bad gateway</b> </html>")
+        #expect(
+            RegistryClientError.unexpectedStatus(502, body: "<html>\n<b>Bad gateway</b>\n</html>").description
+                == "registry answered HTTP 502: <html> <b>Bad gateway</b> </html>")
         #expect(RegistryClientError.invalidURL("localhost:8083").description.contains("\"localhost:8083\""))
     }
 
     /// A problem body with fields this client does not know, or missing optional ones, still reads.
     @Test func problemBodiesAreReadLeniently() async throws {
-        let body = #"{"type":"urn:problem:attendance:validation","title":"The request is not valid","status":400,"#
+        let body =
+            #"{"type":"urn:problem:attendance:validation","title":"The request is not valid","status":400,"#
             + #""errors":[{"field":"name","reason":"is required"}],"action":{"kind":"something-new"},"extra":[1,2]}"#
         let transport = FakeTransport(status: 400, contentType: "application/problem+json", json: body)
         let run = await runCLI(["registry", "organizations", "create", "--name", "X", "--api-key", "k"], transport: transport)
@@ -67,12 +72,16 @@ struct ErrorLineTests {
         let transport = FakeTransport(json: #"{"id":"org-1"}"#)
         let run = await runCLI(["registry", "orgs", "get", "org-1", "--api-key", "k"], transport: transport)
         #expect(run.code == 1)
-        #expect(run.stderr == "Error: unexpected answer from the registry: /v1/admin/organizations/org-1 did not return the documented JSON (name is missing)")
+        #expect(
+            run.stderr
+                == "Error: unexpected answer from the registry: /v1/admin/organizations/org-1 did not return the documented JSON (name is missing)"
+        )
     }
 
     @Test func transportFailuresAreOneLine() async {
         let transport = FakeTransport { _ in .failure(.unreachable(url: "http://registry.invalid:8083", reason: "connection timed out")) }
-        let run = await runCLI(["registry", "orgs", "list", "--api-key", "k", "--url", "http://registry.invalid:8083"], transport: transport)
+        let run = await runCLI(
+            ["registry", "orgs", "list", "--api-key", "k", "--url", "http://registry.invalid:8083"], transport: transport)
         #expect(run.code == 1)
         #expect(run.stderr == "Error: cannot reach registry at http://registry.invalid:8083: connection timed out")
     }

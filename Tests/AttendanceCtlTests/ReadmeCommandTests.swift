@@ -67,7 +67,9 @@ struct ReadmeCommandTests {
             do {
                 _ = try AttendanceCtl.parseAsRoot(arguments)
             } catch {
-                Issue.record("README line does not parse: attendancectl \(arguments.joined(separator: " ")): \(AttendanceCtl.fullMessage(for: error))")
+                Issue.record(
+                    "README line does not parse: attendancectl \(arguments.joined(separator: " ")): \(AttendanceCtl.fullMessage(for: error))"
+                )
             }
             checked += 1
         }
@@ -87,8 +89,9 @@ struct ReadmeCommandTests {
                 _ = try AttendanceCtl.parseAsRoot(arguments + ["--help"])
             } catch {
                 let message = AttendanceCtl.fullMessage(for: error)
-                #expect(AttendanceCtl.exitCode(for: error) == .success || message.contains("Missing value for"),
-                        "README names `attendancectl \(captured)`, which does not parse: \(message)")
+                #expect(
+                    AttendanceCtl.exitCode(for: error) == .success || message.contains("Missing value for"),
+                    "README names `attendancectl \(captured)`, which does not parse: \(message)")
             }
             checked += 1
         }
@@ -102,7 +105,9 @@ struct ReadmeCommandTests {
         for word in arguments.prefix(while: { !$0.hasPrefix("-") }) {
             let subcommands = command.configuration.subcommands
             guard !subcommands.isEmpty else { return true }
-            guard let next = subcommands.first(where: { $0._commandName == word || $0.configuration.aliases.contains(word) }) else { return false }
+            guard let next = subcommands.first(where: { $0._commandName == word || $0.configuration.aliases.contains(word) }) else {
+                return false
+            }
             command = next
         }
         return true
@@ -110,17 +115,20 @@ struct ReadmeCommandTests {
 
     @Test func everyMakeTargetExistsAndEveryLinkedFileIsThere() throws {
         let makefile = try String(contentsOf: LocalStack.root.appendingPathComponent("Makefile"), encoding: .utf8)
-        let targets = Set(makefile.split(separator: "\n").compactMap { line -> String? in
-            guard let colon = line.firstIndex(of: ":"), !line.hasPrefix("\t"), !line.hasPrefix(".") else { return nil }
-            return String(line[..<colon])
-        })
+        let targets = Set(
+            makefile.split(separator: "\n").compactMap { line -> String? in
+                guard let colon = line.firstIndex(of: ":"), !line.hasPrefix("\t"), !line.hasPrefix(".") else { return nil }
+                return String(line[..<colon])
+            })
         for match in Self.readme.matches(of: try Regex("`make ([a-z-]+)")) {
             let target = String(match.output[1].substring ?? "")
             #expect(targets.contains(target), "README names `make \(target)`, which the Makefile does not have")
         }
         for match in Self.readme.matches(of: try Regex("\\]\\(([^)#: ]+)(#[^)]*)?\\)")) {
             let path = String(match.output[1].substring ?? "")
-            #expect(FileManager.default.fileExists(atPath: LocalStack.root.appendingPathComponent(path).path), "README links to \(path), which does not exist")
+            #expect(
+                FileManager.default.fileExists(atPath: LocalStack.root.appendingPathComponent(path).path),
+                "README links to \(path), which does not exist")
         }
     }
 }

@@ -37,7 +37,7 @@ struct LiveRegistry: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await postgres.run() }
             defer { group.cancelAll() }
-            try await RegistryMigrations.apply(client: postgres, logger: logger)
+            try await ServiceMigrations.registry.apply(client: postgres, logger: logger)
             let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
             let admin = try await repository.createAPIKey(name: "ctl-test admin", role: .admin).secret
             let installer = try await repository.createAPIKey(name: "ctl-test installer", role: .installer).secret
@@ -82,10 +82,11 @@ struct RegistryEndToEndTests {
             let namespaceUUID = try namespace.field("uuid")
             let major = try namespace.field("major")
 
-            let site = await r.ctl([
-                "sites", "create", "--org", orgId, "--name", "HQ", "--timezone", "Asia/Ho_Chi_Minh", "--latitude", "10.7769",
-                "--longitude", "106.7009", "--radius", "200", "--shift-start", "08:30", "--shift-end", "17:30",
-            ], key: r.admin)
+            let site = await r.ctl(
+                [
+                    "sites", "create", "--org", orgId, "--name", "HQ", "--timezone", "Asia/Ho_Chi_Minh", "--latitude", "10.7769",
+                    "--longitude", "106.7009", "--radius", "200", "--shift-start", "08:30", "--shift-end", "17:30",
+                ], key: r.admin)
             #expect(site.code == 0, "\(site)")
             let siteId = try site.field("id")
             #expect(try site.field("shift") == "08:30-17:30")
@@ -100,10 +101,11 @@ struct RegistryEndToEndTests {
             #expect(try minor.field("uuid") == namespaceUUID && minor.field("major") == major)
             let minorValue = try minor.field("minor")
 
-            let beacon = await r.ctl([
-                "beacons", "register", "--gate", gateId, "--uuid", namespaceUUID, "--major", major, "--minor", minorValue,
-                "--serial", "SN-\(t)", "--tx-power", "-59",
-            ], key: r.installer)
+            let beacon = await r.ctl(
+                [
+                    "beacons", "register", "--gate", gateId, "--uuid", namespaceUUID, "--major", major, "--minor", minorValue,
+                    "--serial", "SN-\(t)", "--tx-power", "-59",
+                ], key: r.installer)
             #expect(beacon.code == 0, "\(beacon)")
             let beaconId = try beacon.field("id")
             #expect(try beacon.field("status") == "active")
@@ -126,7 +128,8 @@ struct RegistryEndToEndTests {
             #expect(code.code == 0, "\(code)")
             let plaintext = try #require(try code.field("code").split(separator: " ").first.map(String.init))
 
-            let enrolled = await r.ctl(["devices", "enroll", "--code", plaintext, "--model", "Pixel 8", "--app-version", "1.2.3"], key: nil)
+            let enrolled = await r.ctl(
+                ["devices", "enroll", "--code", plaintext, "--model", "Pixel 8", "--app-version", "1.2.3"], key: nil)
             #expect(enrolled.code == 0, "\(enrolled)")
             let deviceId = try enrolled.field("device")
             #expect(try enrolled.field("user") == userId && enrolled.field("status") == "enrolled")
@@ -156,16 +159,20 @@ struct RegistryEndToEndTests {
             #expect((orgs["items"] as? [Any])?.count == 1)
             let cursor = try #require(orgs["nextCursor"] as? String)
             let second = try await r.ctl(["orgs", "list", "--limit", "1", "--cursor", cursor, "--json"], key: r.viewer).object()
-            #expect((second["items"] as? [[String: Any]])?.first?["id"] as? String != (orgs["items"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(
+                (second["items"] as? [[String: Any]])?.first?["id"] as? String != (orgs["items"] as? [[String: Any]])?.first?["id"]
+                    as? String)
             let table = await r.ctl(["orgs", "list", "--limit", "1"], key: r.viewer)
             #expect(table.stdout.hasPrefix("ID") && table.stdout.contains("more: --cursor "), "\(table)")
 
             let namespace = try await r.ctl(["namespaces", "allocate", "org-ctl-\(t)", "--json"], key: r.admin).object()
-            let site = try await r.ctl([
-                "sites", "create", "--org", "org-ctl-\(t)", "--id", "site-ctl-\(t)", "--name", "Plant", "--timezone", "Europe/Berlin",
-                "--latitude", "52.52", "--longitude", "13.405", "--radius", "300", "--shift-start", "22:00", "--shift-end", "06:00",
-                "--check-in-before", "30", "--check-out-after", "90", "--late-grace", "0", "--early-grace", "0", "--json",
-            ], key: r.admin).object()
+            let site = try await r.ctl(
+                [
+                    "sites", "create", "--org", "org-ctl-\(t)", "--id", "site-ctl-\(t)", "--name", "Plant", "--timezone", "Europe/Berlin",
+                    "--latitude", "52.52", "--longitude", "13.405", "--radius", "300", "--shift-start", "22:00", "--shift-end", "06:00",
+                    "--check-in-before", "30", "--check-out-after", "90", "--late-grace", "0", "--early-grace", "0", "--json",
+                ], key: r.admin
+            ).object()
             #expect(site["timezone"] as? String == "Europe/Berlin")
             #expect((site["shift"] as? [String: Any])?["start"] as? String == "22:00")
             #expect((site["geofence"] as? [String: Any])?["radiusMeters"] as? Double == 300)
@@ -173,7 +180,9 @@ struct RegistryEndToEndTests {
             let sites = try await r.ctl(["sites", "list", "--org", "org-ctl-\(t)", "--json"], key: r.viewer).object()
             #expect((sites["items"] as? [[String: Any]])?.map { $0["id"] as? String } == ["site-ctl-\(t)"])
 
-            let gate = try await r.ctl(["gates", "create", "--site", "site-ctl-\(t)", "--id", "gate-ctl-\(t)", "--name", "Dock", "--json"], key: r.installer).object()
+            let gate = try await r.ctl(
+                ["gates", "create", "--site", "site-ctl-\(t)", "--id", "gate-ctl-\(t)", "--name", "Dock", "--json"], key: r.installer
+            ).object()
             #expect(gate["siteId"] as? String == "site-ctl-\(t)")
             #expect(try await r.ctl(["gates", "get", "gate-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Dock")
             let gates = try await r.ctl(["gates", "list", "--site", "site-ctl-\(t)", "--json"], key: r.viewer).object()
@@ -185,13 +194,17 @@ struct RegistryEndToEndTests {
             let major = try #require(minor["major"] as? Int)
             let minorValue = try #require(minor["minor"] as? Int)
 
-            let beacon = try await r.ctl([
-                "beacons", "register", "--gate", "gate-ctl-\(t)", "--id", "bcn-ctl-\(t)", "--uuid", uuid, "--major", String(major),
-                "--minor", String(minorValue), "--mac", randomMAC(), "--adv-interval-ms", "500",
-                "--battery-replaced-on", "2025-09-18", "--json",
-            ], key: r.installer).object()
+            let beacon = try await r.ctl(
+                [
+                    "beacons", "register", "--gate", "gate-ctl-\(t)", "--id", "bcn-ctl-\(t)", "--uuid", uuid, "--major", String(major),
+                    "--minor", String(minorValue), "--mac", randomMAC(), "--adv-interval-ms", "500",
+                    "--battery-replaced-on", "2025-09-18", "--json",
+                ], key: r.installer
+            ).object()
             #expect(beacon["status"] as? String == "active" && beacon["batteryReplacedOn"] as? String == "2025-09-18")
-            #expect(try await r.ctl(["beacons", "get", "bcn-ctl-\(t)", "--json"], key: r.viewer).object()["gateId"] as? String == "gate-ctl-\(t)")
+            #expect(
+                try await r.ctl(["beacons", "get", "bcn-ctl-\(t)", "--json"], key: r.viewer).object()["gateId"] as? String
+                    == "gate-ctl-\(t)")
             let beacons = try await r.ctl(["beacons", "list", "--site", "site-ctl-\(t)", "--json"], key: r.viewer).object()
             #expect((beacons["items"] as? [[String: Any]])?.map { $0["id"] as? String } == ["bcn-ctl-\(t)"])
             let listed = await r.ctl(["beacons", "list", "--site", "site-ctl-\(t)"], key: r.viewer)
@@ -204,9 +217,11 @@ struct RegistryEndToEndTests {
 
             let before = try await r.ctl(["beacons", "verify", "bcn-ctl-\(t)", "--within-minutes", "5", "--json"], key: r.viewer).object()
             #expect(before["verified"] as? Bool == false)
-            let sighting = await r.ctl([
-                "beacons", "record-sighting", "--uuid", uuid, "--major", String(major), "--minor", String(minorValue), "--device", "dev-\(t)",
-            ], key: r.installer)
+            let sighting = await r.ctl(
+                [
+                    "beacons", "record-sighting", "--uuid", uuid, "--major", String(major), "--minor", String(minorValue), "--device",
+                    "dev-\(t)",
+                ], key: r.installer)
             #expect(sighting.code == 0 && sighting.stdout == "sighting recorded", "\(sighting)")
             let after = await r.ctl(["beacons", "verify", "bcn-ctl-\(t)"], key: r.viewer)
             #expect(try after.field("verified") == "yes" && after.field("devices") == "1 in the last 15 min", "\(after)")
@@ -214,7 +229,9 @@ struct RegistryEndToEndTests {
             let lost = try await r.ctl(["beacons", "set-status", "bcn-ctl-\(t)", "lost", "--json"], key: r.installer).object()
             #expect(lost["status"] as? String == "lost")
 
-            let user = try await r.ctl(["users", "create", "--id", "emp-ctl-\(t)", "--name", "Tran Thi B", "--site", "site-ctl-\(t)", "--json"], key: r.admin).object()
+            let user = try await r.ctl(
+                ["users", "create", "--id", "emp-ctl-\(t)", "--name", "Tran Thi B", "--site", "site-ctl-\(t)", "--json"], key: r.admin
+            ).object()
             #expect(user["siteIds"] as? [String] == ["site-ctl-\(t)"])
             let issued = try await r.ctl(["enrollment-codes", "create", "--user", "emp-ctl-\(t)", "--json"], key: r.admin).object()
             let code = try #require(issued["code"] as? String)
@@ -261,12 +278,15 @@ struct RegistryEndToEndTests {
             #expect(!forbidden.stderr.contains("\n"))
 
             // Invalid input: 400 naming every failing field.
-            let invalid = await r.ctl([
-                "sites", "create", "--org", "no-such-org-\(t)", "--name", "X", "--timezone", "Mars/Olympus", "--latitude", "10",
-                "--longitude", "106", "--radius", "1", "--shift-start", "08:30", "--shift-end", "17:30",
-            ], key: r.admin)
+            let invalid = await r.ctl(
+                [
+                    "sites", "create", "--org", "no-such-org-\(t)", "--name", "X", "--timezone", "Mars/Olympus", "--latitude", "10",
+                    "--longitude", "106", "--radius", "1", "--shift-start", "08:30", "--shift-end", "17:30",
+                ], key: r.admin)
             #expect(invalid.code == 1)
-            #expect(invalid.stderr.contains("(HTTP 400)") && invalid.stderr.contains("timezone: ") && invalid.stderr.contains("geofence.radiusMeters: "), "\(invalid)")
+            #expect(
+                invalid.stderr.contains("(HTTP 400)") && invalid.stderr.contains("timezone: ")
+                    && invalid.stderr.contains("geofence.radiusMeters: "), "\(invalid)")
             #expect(!invalid.stderr.contains("\n"))
 
             // Not found.

@@ -25,7 +25,8 @@ struct SecretsCommandTests {
             values[secret] = try String(contentsOfFile: path, encoding: .utf8)
         }
         // The services read them through KEY_FILE, and the values are usable.
-        let env = EnvironmentReader(Dictionary(uniqueKeysWithValues: PlatformSecret.allCases.map { ($0.environmentKey + "_FILE", dir + "/" + $0.rawValue) }))
+        let env = EnvironmentReader(
+            Dictionary(uniqueKeysWithValues: PlatformSecret.allCases.map { ($0.environmentKey + "_FILE", dir + "/" + $0.rawValue) }))
         try env.checkFileReferences()
         let gatt = try #require(env.optionalString("GATT_NONCE_KEY"))
         #expect(Data(base64Encoded: gatt)?.count == 32)

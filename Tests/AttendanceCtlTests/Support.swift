@@ -21,7 +21,8 @@ struct CLIRun: Sendable, CustomStringConvertible {
     /// The value on the `label:` line of a key/value table.
     func field(_ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let prefix = label + ":"
-        let line = try #require(stdout.split(separator: "\n").first { $0.hasPrefix(prefix) }, "no \(label) in\n\(stdout)", sourceLocation: sourceLocation)
+        let line = try #require(
+            stdout.split(separator: "\n").first { $0.hasPrefix(prefix) }, "no \(label) in\n\(stdout)", sourceLocation: sourceLocation)
         return line.dropFirst(prefix.count).trimmingCharacters(in: .whitespaces)
     }
 }
@@ -70,12 +71,12 @@ final class FakeTransport: RegistryTransport {
 enum SampleJSON {
     static let organization = #"{"createdAt":"2025-09-18T08:30:00.000Z","id":"org-1","name":"Acme"}"#
     static let site = """
-    {"createdAt":"2025-09-18T08:30:00.000Z","geofence":{"latitude":10.7769,"longitude":106.7009,"radiusMeters":200},"id":"site-1",\
-    "name":"HQ","organizationId":"org-1","shift":{"checkInBeforeStartMinutes":60,"checkOutAfterEndMinutes":120,"earlyExitGraceMinutes":5,\
-    "end":"17:30","lateEntryGraceMinutes":10,"start":"08:30"},"timezone":"Asia/Ho_Chi_Minh"}
-    """
+        {"createdAt":"2025-09-18T08:30:00.000Z","geofence":{"latitude":10.7769,"longitude":106.7009,"radiusMeters":200},"id":"site-1",\
+        "name":"HQ","organizationId":"org-1","shift":{"checkInBeforeStartMinutes":60,"checkOutAfterEndMinutes":120,"earlyExitGraceMinutes":5,\
+        "end":"17:30","lateEntryGraceMinutes":10,"start":"08:30"},"timezone":"Asia/Ho_Chi_Minh"}
+        """
     static let beacon = """
-    {"createdAt":"2025-09-18T08:30:00.000Z","gateId":"gate-1","id":"bcn-1","major":7,"minor":3,"status":"lost",\
-    "updatedAt":"2025-09-18T08:31:00.000Z","uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"}
-    """
+        {"createdAt":"2025-09-18T08:30:00.000Z","gateId":"gate-1","id":"bcn-1","major":7,"minor":3,"status":"lost",\
+        "updatedAt":"2025-09-18T08:31:00.000Z","uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"}
+        """
 }

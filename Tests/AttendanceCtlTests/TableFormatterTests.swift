@@ -4,12 +4,14 @@ import Testing
 @Suite("TableFormatter")
 struct TableFormatterTests {
     @Test func columnsAreAsWideAsTheirWidestCellTwoSpacesApart() {
-        let text = TableFormatter.render(headers: ["ID", "NAME", "STATUS"], rows: [["b-1", "Main entrance", "active"], ["beacon-22", "Lobby", "lost"]])
-        #expect(text == """
-        ID         NAME           STATUS
-        b-1        Main entrance  active
-        beacon-22  Lobby          lost
-        """)
+        let text = TableFormatter.render(
+            headers: ["ID", "NAME", "STATUS"], rows: [["b-1", "Main entrance", "active"], ["beacon-22", "Lobby", "lost"]])
+        #expect(
+            text == """
+                ID         NAME           STATUS
+                b-1        Main entrance  active
+                beacon-22  Lobby          lost
+                """)
     }
 
     @Test func noLineEndsInSpacesAndShortRowsArePadded() {
@@ -32,11 +34,12 @@ struct TableFormatterTests {
 
     @Test func pairsAlignTheirValues() {
         let text = TableFormatter.render(pairs: [("id", "org-1"), ("created", "2025-09-18T08:30:00.000Z"), ("name", "")])
-        #expect(text == """
-        id:       org-1
-        created:  2025-09-18T08:30:00.000Z
-        name:
-        """)
+        #expect(
+            text == """
+                id:       org-1
+                created:  2025-09-18T08:30:00.000Z
+                name:
+                """)
     }
 
     @Test func emptyInputs() {

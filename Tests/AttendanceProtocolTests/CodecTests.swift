@@ -21,7 +21,10 @@ struct WireTimestampTests {
     }
 
     @Test func roundTripIsStable() {
-        for text in ["1970-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z", "2000-02-29T12:00:00.001Z", "2024-02-29T23:59:59Z", "2099-12-31T23:59:59.999Z"] {
+        for text in [
+            "1970-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z", "2000-02-29T12:00:00.001Z", "2024-02-29T23:59:59Z",
+            "2099-12-31T23:59:59.999Z",
+        ] {
             let date = try! #require(WireTimestamp.date(from: text))
             #expect(WireTimestamp.string(from: date) == text)
         }
@@ -37,8 +40,10 @@ struct WireTimestampTests {
     }
 
     @Test func invalidTimestamps() {
-        for text in ["", "2025-09-18", "2025-09-18T06:35Z", "2025-13-01T00:00:00Z", "2025-02-29T00:00:00Z",
-                     "2025-09-18T06:35:60Z", "2025-09-18T06:35:12.Z", "2025-09-18T06:35:12+7:00", "2025-09-18T06:35:12Zjunk"] {
+        for text in [
+            "", "2025-09-18", "2025-09-18T06:35Z", "2025-13-01T00:00:00Z", "2025-02-29T00:00:00Z",
+            "2025-09-18T06:35:60Z", "2025-09-18T06:35:12.Z", "2025-09-18T06:35:12+7:00", "2025-09-18T06:35:12Zjunk",
+        ] {
             #expect(WireTimestamp.date(from: text) == nil, "\(text)")
         }
     }
@@ -106,21 +111,24 @@ struct CodecTests {
 
     @Test func prettyLayout() throws {
         struct Doc: Encodable { var empty: [Int] = []; var nested: [[Int]] = [[1], []]; var object: [String: Int] = [:] }
-        #expect(try ProtocolCodec.pretty.encodeToString(Doc()) == """
-        {
-          "empty": [],
-          "nested": [
-            [1],
-            []
-          ],
-          "object": {}
-        }
+        #expect(
+            try ProtocolCodec.pretty.encodeToString(Doc()) == """
+                {
+                  "empty": [],
+                  "nested": [
+                    [1],
+                    []
+                  ],
+                  "object": {}
+                }
 
-        """)
+                """)
     }
 
     @Test func jsonValueRoundTrip() throws {
-        let value: JSONValue = ["name": "HQ", "major": 10, "ratio": 0.25, "big": .integer(9_007_199_254_740_993), "tags": ["a", nil, true], "geo": ["r": 200]]
+        let value: JSONValue = [
+            "name": "HQ", "major": 10, "ratio": 0.25, "big": .integer(9_007_199_254_740_993), "tags": ["a", nil, true], "geo": ["r": 200],
+        ]
         let encoded = try ProtocolCodec.wire.encodeToString(value)
         #expect(encoded == #"{"big":9007199254740993,"geo":{"r":200},"major":10,"name":"HQ","ratio":0.25,"tags":["a",null,true]}"#)
         #expect(try ProtocolCodec.wire.decode(JSONValue.self, from: encoded) == value)
@@ -187,7 +195,9 @@ struct OptionalMemberTests {
 
     @Test func absentAndNullAreNilAndPresentValuesDecode() throws {
         #expect(try ProtocolCodec.wire.decode(Doc.self, from: "{}") == Doc())
-        #expect(try ProtocolCodec.wire.decode(Doc.self, from: #"{"s":null,"i":null,"d":null,"b":null,"n":null,"date":null,"list":null}"#) == Doc())
+        #expect(
+            try ProtocolCodec.wire.decode(Doc.self, from: #"{"s":null,"i":null,"d":null,"b":null,"n":null,"date":null,"list":null}"#)
+                == Doc())
         let full = try ProtocolCodec.wire.decode(
             Doc.self, from: #"{"s":"x","i":3,"d":1.5,"b":true,"n":-7,"date":"2025-09-18T06:35:12Z","list":["a"]}"#)
         #expect(full == Doc(s: "x", i: 3, d: 1.5, b: true, n: -7, date: WireTimestamp.date(from: "2025-09-18T06:35:12Z"), list: ["a"]))

@@ -88,10 +88,18 @@ struct DecodingErrorTests {
         #expect(reason.contains("line"))
 
         #expect(decodingError(AttendanceEvent.self, "") == .malformedJSON(reason: "empty input"))
-        #expect(decodingError(AttendanceEvent.self, #"{"id": "a",}"#) == .malformedJSON(reason: "expected a quoted member name at line 1, column 12"))
-        #expect(decodingError(AttendanceEvent.self, #"{"id": 01}"#) == .malformedJSON(reason: "leading zeros are not allowed in numbers at line 1, column 8"))
-        #expect(decodingError(AttendanceEvent.self, "{} {}") == .malformedJSON(reason: "unexpected data after the end of the document at line 1, column 4"))
-        #expect(decodingError(AttendanceEvent.self, "{\"id\": \"a\nb\"}") == .malformedJSON(reason: "unescaped control character in string at line 1, column 10"))
+        #expect(
+            decodingError(AttendanceEvent.self, #"{"id": "a",}"#)
+                == .malformedJSON(reason: "expected a quoted member name at line 1, column 12"))
+        #expect(
+            decodingError(AttendanceEvent.self, #"{"id": 01}"#)
+                == .malformedJSON(reason: "leading zeros are not allowed in numbers at line 1, column 8"))
+        #expect(
+            decodingError(AttendanceEvent.self, "{} {}")
+                == .malformedJSON(reason: "unexpected data after the end of the document at line 1, column 4"))
+        #expect(
+            decodingError(AttendanceEvent.self, "{\"id\": \"a\nb\"}")
+                == .malformedJSON(reason: "unescaped control character in string at line 1, column 10"))
     }
 
     @Test func duplicateMembersAreRefused() throws {
@@ -176,7 +184,8 @@ struct DecodingErrorTests {
     }
 
     @Test func decodingErrorBecomesAProblem() throws {
-        let problem = ProblemDetails.decodingFailed(.wrongType(path: "rssiSeries[2]", expected: "integer"), instance: "/v1/attendance/events")
+        let problem = ProblemDetails.decodingFailed(
+            .wrongType(path: "rssiSeries[2]", expected: "integer"), instance: "/v1/attendance/events")
         #expect(problem.status == 400)
         #expect(problem.type == "urn:problem:attendance:validation")
         #expect(problem.errors == [FieldError(field: "rssiSeries[2]", reason: "expected integer")])

@@ -77,8 +77,9 @@ struct GoldenMessageTests {
             batchId: "req_01J8ZR0C7M", deviceId: "d_7f3a", userId: "u_1024", siteId: "S_HQ", appVersion: "1.12.0",
             deviceModel: "iPhone14,5", osVersion: "iOS 18.0", receivedAt: ts("2025-09-18T06:40:00.120Z"),
             events: [
-                TelemetryEvent(eventId: "d_7f3a-000118", name: .regionEnter, at: ts("2025-09-18T06:35:04.200Z"),
-                               attributes: ["region": "company.uuid", "trigger": "beacon"]),
+                TelemetryEvent(
+                    eventId: "d_7f3a-000118", name: .regionEnter, at: ts("2025-09-18T06:35:04.200Z"),
+                    attributes: ["region": "company.uuid", "trigger": "beacon"]),
                 TelemetryEvent(eventId: "d_7f3a-000119", name: .rangingStop, at: ts("2025-09-18T06:35:11.900Z"), value: 6200),
                 TelemetryEvent(eventId: "d_7f3a-000120", name: .api201, at: ts("2025-09-18T06:35:12.650Z"), value: 219),
                 TelemetryEvent(eventId: "d_7f3a-000121", name: .battery, at: ts("2025-09-18T06:36:00Z"), value: 0.82),
@@ -190,7 +191,7 @@ struct GoldenRESTTests {
                 SessionSummary(
                     sessionId: "ses_01J8ZQ6WA2", siteId: "S_HQ", sessionKey: "sk_u1024_S_HQ_20250918", state: .open,
                     checkInAt: ts("2025-09-18T06:35:12Z"), lastSeenAt: ts("2025-09-18T09:00:00.250Z")
-                ),
+                )
             ]
         )
         try expectGolden(pending, "pending-response.json")
@@ -208,8 +209,9 @@ struct GoldenRESTTests {
         let upload = TelemetryUploadRequest(
             appVersion: "1.12.0", deviceModel: "iPhone14,5", osVersion: "iOS 18.0", siteId: "S_HQ",
             events: [
-                TelemetryEvent(eventId: "d_7f3a-000123", name: .offlineEnqueue, at: ts("2025-09-18T07:10:00Z"),
-                               attributes: ["idempotencyKey": Sample.idempotencyKey]),
+                TelemetryEvent(
+                    eventId: "d_7f3a-000123", name: .offlineEnqueue, at: ts("2025-09-18T07:10:00Z"),
+                    attributes: ["idempotencyKey": Sample.idempotencyKey]),
                 TelemetryEvent(eventId: "d_7f3a-000124", name: .outboxSent, at: ts("2025-09-18T07:42:13.300Z"), value: 1),
             ]
         )

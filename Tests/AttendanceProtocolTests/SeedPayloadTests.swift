@@ -97,7 +97,10 @@ struct SeedPayloadTests {
     func compactEncodingKeepsSeedOrder() throws {
         let compact = try ProtocolCodec.wire.encodeToString(Sample.seedEvent)
         #expect(compact.hasPrefix(#"{"id":"6f1c2b9e-4d3a-4e8b-9c5d-2a7e1f0b3c4d","idempotencyKey":""#))
-        #expect(compact.contains(#""beacon":{"uuid":"8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34","major":10,"minor":3},"rssiSeries":[-75,-71,-68,-66],"txPower":-59,"#))
+        #expect(
+            compact.contains(
+                #""beacon":{"uuid":"8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34","major":10,"minor":3},"rssiSeries":[-75,-71,-68,-66],"txPower":-59,"#
+            ))
         #expect(compact.hasSuffix(#""device":{"model":"iPhone14,5","os":"iOS 18.0"}}"#))
         // Encoding is deterministic within and across processes (no hash-ordered keys).
         #expect(try ProtocolCodec.wire.encodeToString(Sample.seedEvent) == compact)

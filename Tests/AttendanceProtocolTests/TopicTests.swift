@@ -9,10 +9,11 @@ struct TopicTests {
     func topicNames() {
         let names = Topic.allCases.map(\.name)
         #expect(names.count == Set(names).count)
-        #expect(Set(names) == [
-            "attendance.events.raw", "attendance.events.vetted", "attendance.verdicts", "attendance.sessions",
-            "device.telemetry", "registry.changes", "attendance.dlq",
-        ])
+        #expect(
+            Set(names) == [
+                "attendance.events.raw", "attendance.events.vetted", "attendance.verdicts", "attendance.sessions",
+                "device.telemetry", "registry.changes", "attendance.dlq",
+            ])
     }
 
     @Test("registry.changes is compacted with one partition; the others delete")
@@ -42,7 +43,8 @@ struct TopicTests {
         let vetted = VettedEvent(raw: raw, decision: Sample.decision)
         #expect(vetted.partitionKey.topic == .vettedEvents)
         #expect(vetted.partitionKey.value == "u_1024")
-        let batch = DeviceTelemetryBatch(batchId: "b", deviceId: "d_7f3a", appVersion: "1", deviceModel: "m", receivedAt: Date(timeIntervalSince1970: 0), events: [])
+        let batch = DeviceTelemetryBatch(
+            batchId: "b", deviceId: "d_7f3a", appVersion: "1", deviceModel: "m", receivedAt: Date(timeIntervalSince1970: 0), events: [])
         #expect(batch.partitionKey == .deviceTelemetry(deviceId: "d_7f3a"))
         #expect(PartitionKey.rawEvent(userId: "u") != PartitionKey.session(userId: "u"))
 
@@ -64,9 +66,12 @@ struct TopicTests {
 
         let tombstone = RegistryKey(entityType: .beacon, entityId: "B_0003").tombstone
         #expect(tombstone == TopicRecord(topic: .registryChanges, key: "beacon:B_0003", value: nil))
-        #expect(try RegistryRecord.decode(key: tombstone.key, value: tombstone.value) == .delete(RegistryKey(entityType: .beacon, entityId: "B_0003")))
+        #expect(
+            try RegistryRecord.decode(key: tombstone.key, value: tombstone.value)
+                == .delete(RegistryKey(entityType: .beacon, entityId: "B_0003")))
 
-        let upsert = RegistryChange(entityType: .site, entityId: "S_HQ", version: 3, changedAt: ts("2025-09-01T00:00:00Z"), payload: ["name": "HQ"])
+        let upsert = RegistryChange(
+            entityType: .site, entityId: "S_HQ", version: 3, changedAt: ts("2025-09-01T00:00:00Z"), payload: ["name": "HQ"])
         let record = try ProtocolCodec.wire.record(for: upsert)
         #expect(record.key == "site:S_HQ")
         #expect(try RegistryRecord.decode(key: record.key, value: record.value) == .upsert(upsert))
@@ -82,7 +87,9 @@ struct TopicTests {
     @Test("the payload of a registry change decodes with its path")
     func registryPayloadErrors() throws {
         struct Site: Decodable { var name: String; var radius: Int }
-        let change = RegistryChange(entityType: .site, entityId: "S_HQ", version: 1, changedAt: Date(timeIntervalSince1970: 0), payload: ["name": "HQ", "radius": "wide"])
+        let change = RegistryChange(
+            entityType: .site, entityId: "S_HQ", version: 1, changedAt: Date(timeIntervalSince1970: 0),
+            payload: ["name": "HQ", "radius": "wide"])
         #expect(throws: ProtocolDecodingError.wrongType(path: "payload.radius", expected: "integer")) {
             try change.decodePayload(as: Site.self)
         }
@@ -94,10 +101,15 @@ struct TopicTests {
         #expect(AppAction(rawValue: "none") == .noAction)
         #expect(AppAction(rawValue: "reboot_phone") == .unrecognized("reboot_phone"))
         #expect(try ProtocolCodec.wire.encodeToString([AppAction.unrecognized("reboot_phone")]) == #"["reboot_phone"]"#)
-        #expect(try ProtocolCodec.wire.decode([TelemetryEventName].self, from: #"["api_201","wifi_scan"]"#) == [.api201, .unrecognized("wifi_scan")])
+        #expect(
+            try ProtocolCodec.wire.decode([TelemetryEventName].self, from: #"["api_201","wifi_scan"]"#) == [
+                .api201, .unrecognized("wifi_scan"),
+            ])
         #expect(!TelemetryEventName.unrecognized("wifi_scan").isKnown)
-        for name in ["region_enter", "region_exit", "ranging_start", "ranging_stop", "motion_query", "gatt_ok", "gatt_fail",
-                     "api_201", "api_200", "api_409", "bg_timeout", "offline_enqueue", "outbox_sent", "battery"] {
+        for name in [
+            "region_enter", "region_exit", "ranging_start", "ranging_stop", "motion_query", "gatt_ok", "gatt_fail",
+            "api_201", "api_200", "api_409", "bg_timeout", "offline_enqueue", "outbox_sent", "battery",
+        ] {
             #expect(TelemetryEventName(rawValue: name).isKnown, "\(name)")
         }
         for action in ["none", "enable_bluetooth", "walk_to_gate", "update_app", "contact_admin", "retry_after", "manual_checkin"] {
@@ -113,7 +125,8 @@ struct ProblemCatalogueTests {
         let uris = ProblemType.all.map(\.uri)
         #expect(Set(uris).count == uris.count)
         #expect(uris.allSatisfy { $0.hasPrefix("urn:problem:attendance:") })
-        let statuses = Dictionary(uniqueKeysWithValues: ProblemType.all.map { ($0.uri.replacingOccurrences(of: "urn:problem:attendance:", with: ""), $0.status) })
+        let statuses = Dictionary(
+            uniqueKeysWithValues: ProblemType.all.map { ($0.uri.replacingOccurrences(of: "urn:problem:attendance:", with: ""), $0.status) })
         #expect(statuses["validation"] == 400)
         #expect(statuses["missing-idempotency-key"] == 400)
         #expect(statuses["unauthorized"] == 401)

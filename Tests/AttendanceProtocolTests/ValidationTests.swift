@@ -70,15 +70,27 @@ struct ValidationTests {
     }
 
     @Test func majorAndMinor() {
-        #expect(fields(with { $0.beacon.major = 0; $0.beacon.minor = 65535 }) == [])
-        #expect(fields(with { $0.beacon.major = 65535; $0.beacon.minor = 0 }) == [])
+        #expect(
+            fields(
+                with {
+                    $0.beacon.major = 0; $0.beacon.minor = 65535
+                }) == [])
+        #expect(
+            fields(
+                with {
+                    $0.beacon.major = 65535; $0.beacon.minor = 0
+                }) == [])
         #expect(fields(with { $0.beacon.major = -1 }) == ["beacon.major"])
         #expect(fields(with { $0.beacon.minor = 65536 }) == ["beacon.minor"])
     }
 
     @Test func identifierLengths() {
         let max = String(repeating: "u", count: 128)
-        #expect(fields(with { $0.userId = max; $0.deviceId = max; $0.siteId = max; $0.id = max }) == [])
+        #expect(
+            fields(
+                with {
+                    $0.userId = max; $0.deviceId = max; $0.siteId = max; $0.id = max
+                }) == [])
         #expect(fields(with { $0.userId = max + "u" }) == ["userId"])
         #expect(fields(with { $0.deviceId = "" }) == ["deviceId"])
         #expect(fields(with { $0.siteId = "S HQ" }) == ["siteId"])
@@ -174,7 +186,10 @@ struct ValidationTests {
         var bad = Sample.seedEvent
         bad.beacon.minor = 65536
         let batch = BatchEventsRequest(events: [Sample.seedEvent, bad])
-        #expect(batch.validate(now: now, limits: limits) == [FieldError(field: "events[1].beacon.minor", reason: "must be within 0...65535, is 65536")])
+        #expect(
+            batch.validate(now: now, limits: limits) == [
+                FieldError(field: "events[1].beacon.minor", reason: "must be within 0...65535, is 65536")
+            ])
         #expect(BatchEventsRequest(events: []).validate(now: now, limits: limits).map(\.field) == ["events"])
         let full = BatchEventsRequest(events: Array(repeating: Sample.seedEvent, count: 100))
         #expect(full.validate(now: now, limits: limits) == [])
@@ -184,7 +199,9 @@ struct ValidationTests {
 
     @Test func telemetryUpload() {
         let event = TelemetryEvent(eventId: "d_7f3a-1", name: .battery, at: now, value: 0.5)
-        #expect(TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: [event]).validate(now: now, limits: limits) == [])
+        #expect(
+            TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: [event]).validate(now: now, limits: limits)
+                == [])
         var late = event
         late.at = now.addingTimeInterval(301)
         let request = TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: [event, late])

@@ -88,7 +88,9 @@ extension RegistryServiceTests {
                     for (role, secret) in keys {
                         let response = try await client.send(route.method, path, key: secret, json: body)
                         if role.permits(route.role) {
-                            #expect(response.status != .unauthorized && response.status != .forbidden, "\(role) \(route.method) \(path): \(response.text)")
+                            #expect(
+                                response.status != .unauthorized && response.status != .forbidden,
+                                "\(role) \(route.method) \(path): \(response.text)")
                             #expect(response.status.code < 500, "\(route.method) \(path): \(response.text)")
                         } else {
                             let problem = try response.problem(.forbidden)
@@ -104,19 +106,24 @@ extension RegistryServiceTests {
             try await Harness.run { h, client in
                 let t = token()
                 // viewer: reads yes, writes no.
-                try await client.send(.post, "/v1/admin/organizations", key: h.viewer, json: #"{"name":"viewer \#(t)"}"#).problem(.forbidden)
+                try await client.send(.post, "/v1/admin/organizations", key: h.viewer, json: #"{"name":"viewer \#(t)"}"#).problem(
+                    .forbidden)
                 #expect(try await client.send(.get, "/v1/admin/organizations?limit=1", key: h.viewer).status == .ok)
                 // installer: no organizations, API keys or users.
-                try await client.send(.post, "/v1/admin/organizations", key: h.installer, json: #"{"name":"installer \#(t)"}"#).problem(.forbidden)
-                try await client.send(.post, "/v1/admin/api-keys", key: h.installer, json: #"{"name":"x","role":"admin"}"#).problem(.forbidden)
+                try await client.send(.post, "/v1/admin/organizations", key: h.installer, json: #"{"name":"installer \#(t)"}"#).problem(
+                    .forbidden)
+                try await client.send(.post, "/v1/admin/api-keys", key: h.installer, json: #"{"name":"x","role":"admin"}"#).problem(
+                    .forbidden)
                 try await client.send(.post, "/v1/admin/users", key: h.installer, json: #"{"name":"installer \#(t)"}"#).problem(.forbidden)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.organizations WHERE name LIKE \("%" + t)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.users WHERE name LIKE \("%" + t)") == 0)
                 // admin: yes; installer: gates yes.
                 let organization = try await client.send(.post, "/v1/admin/organizations", key: h.admin, json: #"{"name":"admin \#(t)"}"#)
                     .decode(Organization.self, status: .created)
-                let site = try await client.send(.post, "/v1/admin/sites", key: h.admin, json: Sample.site(organizationId: organization.id, name: "S \(t)"))
-                    .decode(Site.self, status: .created)
+                let site = try await client.send(
+                    .post, "/v1/admin/sites", key: h.admin, json: Sample.site(organizationId: organization.id, name: "S \(t)")
+                )
+                .decode(Site.self, status: .created)
                 let gate = try await client.send(.post, "/v1/admin/gates", key: h.installer, json: #"{"siteId":"\#(site.id)","name":"G"}"#)
                     .decode(Gate.self, status: .created)
                 #expect(gate.siteId == site.id)
@@ -126,8 +133,10 @@ extension RegistryServiceTests {
         @Test func apiKeysAreCreatedOnceAndRevoked() async throws {
             try await Harness.run { h, client in
                 struct Issued: Decodable { var secret: String; var key: APIKey }
-                let issued = try await client.send(.post, "/v1/admin/api-keys", key: h.admin, json: #"{"name":"ci viewer","role":"viewer"}"#)
-                    .decode(Issued.self, status: .created)
+                let issued = try await client.send(
+                    .post, "/v1/admin/api-keys", key: h.admin, json: #"{"name":"ci viewer","role":"viewer"}"#
+                )
+                .decode(Issued.self, status: .created)
                 #expect(issued.key.role == .viewer)
                 #expect(try await client.send(.get, "/v1/admin/organizations?limit=1", key: issued.secret).status == .ok)
                 try await client.send(.post, "/v1/admin/gates", key: issued.secret, json: "{}").problem(.forbidden)
@@ -171,9 +180,15 @@ struct UnusedRepository: AdminRegistryRepository {
     func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) { throw .storage("unused") }
     func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int { throw .storage("unused") }
     func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int { throw .storage("unused") }
-    func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification { throw .storage("unused") }
-    func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode { throw .storage("unused") }
-    func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials { throw .storage("unused") }
+    func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification {
+        throw .storage("unused")
+    }
+    func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode {
+        throw .storage("unused")
+    }
+    func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials {
+        throw .storage("unused")
+    }
     func revokeDevice(id: String) async throws(RegistryError) -> Device { throw .storage("unused") }
     func device(id: String) async throws(RegistryError) -> Device { throw .storage("unused") }
     func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey { throw .storage("unused") }

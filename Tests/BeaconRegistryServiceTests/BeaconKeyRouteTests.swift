@@ -34,7 +34,8 @@ struct BeaconKeyRouteTests {
             let key = try #require(try await h.repository.beaconGattKey(beaconId: beacon.id))
             let hex = key.key.map { String(format: "%02x", $0) }.joined()
 
-            let installerPlan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
+            let installerPlan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(
+                Plan.self)
             #expect(installerPlan.frames.count == 24)
             #expect(installerPlan.gattKey?.version == 1)
             #expect(installerPlan.gattKey?.hex == hex)

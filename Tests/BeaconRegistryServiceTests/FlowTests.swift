@@ -13,10 +13,14 @@ extension RegistryServiceTests {
         @Test func installingABeaconEndToEnd() async throws {
             try await Harness.run { h, client in
                 let t = token()
-                let organization = try await client.send(.post, "/v1/admin/organizations", key: h.admin, json: #"{"id":"org-\#(t)","name":"Org \#(t)"}"#)
-                    .decode(Organization.self, status: .created)
+                let organization = try await client.send(
+                    .post, "/v1/admin/organizations", key: h.admin, json: #"{"id":"org-\#(t)","name":"Org \#(t)"}"#
+                )
+                .decode(Organization.self, status: .created)
                 #expect(organization.id == "org-\(t)")
-                #expect(try await client.send(.get, "/v1/admin/organizations/\(organization.id)", key: h.viewer).decode(Organization.self) == organization)
+                #expect(
+                    try await client.send(.get, "/v1/admin/organizations/\(organization.id)", key: h.viewer).decode(Organization.self)
+                        == organization)
 
                 let namespace = try await client.send(.post, "/v1/admin/organizations/\(organization.id)/namespace", key: h.admin)
                     .decode(BusinessNamespace.self)
@@ -25,18 +29,23 @@ extension RegistryServiceTests {
                     .decode(BusinessNamespace.self)
                 #expect(again.uuid == namespace.uuid && again.major == namespace.major)
 
-                let site = try await client.send(.post, "/v1/admin/sites", key: h.admin, json: Sample.site(organizationId: organization.id, name: "HQ"))
-                    .decode(Site.self, status: .created)
+                let site = try await client.send(
+                    .post, "/v1/admin/sites", key: h.admin, json: Sample.site(organizationId: organization.id, name: "HQ")
+                )
+                .decode(Site.self, status: .created)
                 #expect(site.shift.start == TimeOfDay(hour: 8, minute: 30))
                 #expect(try await client.send(.get, "/v1/admin/sites/\(site.id)", key: h.viewer).decode(Site.self) == site)
                 // A shift ending when it starts runs round the clock (24 hours); it is not refused.
                 let roundTheClock = Sample.site(organizationId: organization.id, name: "Plant")
                     .replacingOccurrences(of: #""end":"17:30""#, with: #""end":"08:30""#)
-                let plant = try await client.send(.post, "/v1/admin/sites", key: h.admin, json: roundTheClock).decode(Site.self, status: .created)
+                let plant = try await client.send(.post, "/v1/admin/sites", key: h.admin, json: roundTheClock).decode(
+                    Site.self, status: .created)
                 #expect(plant.shift.start == plant.shift.end)
 
-                let gate = try await client.send(.post, "/v1/admin/gates", key: h.installer, json: #"{"siteId":"\#(site.id)","name":"Lobby"}"#)
-                    .decode(Gate.self, status: .created)
+                let gate = try await client.send(
+                    .post, "/v1/admin/gates", key: h.installer, json: #"{"siteId":"\#(site.id)","name":"Lobby"}"#
+                )
+                .decode(Gate.self, status: .created)
                 #expect(try await client.send(.get, "/v1/admin/gates/\(gate.id)", key: h.viewer).decode(Gate.self) == gate)
                 let minor = try await client.send(.post, "/v1/admin/gates/\(gate.id)/minor", key: h.installer)
                     .decode(MinorAllocation.self, status: .created)
@@ -45,9 +54,9 @@ extension RegistryServiceTests {
                 let beacon = try await client.send(
                     .post, "/v1/admin/beacons", key: h.installer,
                     json: """
-                    {"uuid":"\(minor.uuid.uuidString.lowercased())","major":\(minor.major),"minor":\(minor.minor),"gateId":"\(gate.id)",
-                     "mac":"aa-bb-cc-\(t.prefix(2))-ee-ff","txPower":-59,"advIntervalMs":300,"serial":"SN-\(t)","batteryReplacedOn":"2025-09-18"}
-                    """
+                        {"uuid":"\(minor.uuid.uuidString.lowercased())","major":\(minor.major),"minor":\(minor.minor),"gateId":"\(gate.id)",
+                         "mac":"aa-bb-cc-\(t.prefix(2))-ee-ff","txPower":-59,"advIntervalMs":300,"serial":"SN-\(t)","batteryReplacedOn":"2025-09-18"}
+                        """
                 ).decode(Beacon.self, status: .created)
                 #expect(beacon.status == .active && beacon.batteryReplacedOn == CalendarDate("2025-09-18"))
                 #expect(try await client.send(.get, "/v1/admin/beacons/\(beacon.id)", key: h.viewer).decode(Beacon.self) == beacon)
@@ -62,23 +71,28 @@ extension RegistryServiceTests {
                 #expect(lost.status == .lost)
 
                 struct Plan: Decodable {
-                    struct Settings: Decodable { var deviceName: String; var measuredPower: Int; var advertisingIntervalUnits: Int; var txPowerIndex: Int }
+                    struct Settings: Decodable {
+                        var deviceName: String; var measuredPower: Int; var advertisingIntervalUnits: Int; var txPowerIndex: Int
+                    }
                     var beaconId: String
                     var settings: Settings
                     var frames: [String]
                     var steps: [CP28Step]
                 }
-                let plan = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan?txPowerIndex=2&deviceName=Lobby1", key: h.viewer)
-                    .decode(Plan.self)
+                let plan = try await client.send(
+                    .get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan?txPowerIndex=2&deviceName=Lobby1", key: h.viewer
+                )
+                .decode(Plan.self)
                 #expect(plan.frames.count == 24)
                 #expect(plan.frames.allSatisfy { $0.hasPrefix("4E 4F ") })
                 #expect(plan.settings.deviceName == "Lobby1" && plan.settings.txPowerIndex == 2)
                 #expect(plan.settings.measuredPower == -59 && plan.settings.advertisingIntervalUnits == 3)
                 // The same frames as the core builds for these settings.
-                let expected = try CP28ProvisioningPlan(CP28BeaconSettings(
-                    deviceName: "Lobby1", uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, measuredPower: -59,
-                    advertisingIntervalUnits: 3, txPowerIndex: 2
-                ))
+                let expected = try CP28ProvisioningPlan(
+                    CP28BeaconSettings(
+                        deviceName: "Lobby1", uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, measuredPower: -59,
+                        advertisingIntervalUnits: 3, txPowerIndex: 2
+                    ))
                 #expect(plan.frames == expected.steps.map(\.hex))
 
                 struct Verification: Decodable { var verified: Bool; var deviceCount: Int; var windowMinutes: Int; var lastSeen: Date? }
@@ -88,11 +102,13 @@ extension RegistryServiceTests {
                 for device in ["dev-a-\(t)", "dev-b-\(t)"] {
                     let response = try await client.send(
                         .post, "/v1/admin/sightings", key: h.installer,
-                        json: #"{"beacon":{"uuid":"\#(minor.uuid.uuidString)","major":\#(minor.major),"minor":\#(minor.minor)},"deviceId":"\#(device)"}"#
+                        json:
+                            #"{"beacon":{"uuid":"\#(minor.uuid.uuidString)","major":\#(minor.major),"minor":\#(minor.minor)},"deviceId":"\#(device)"}"#
                     )
                     #expect(response.status == .accepted, "\(response.text)")
                 }
-                let after = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/verification", key: h.viewer).decode(Verification.self)
+                let after = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/verification", key: h.viewer).decode(
+                    Verification.self)
                 #expect(after.verified && after.deviceCount == 2 && after.windowMinutes == 15 && after.lastSeen != nil)
 
                 let page = try await client.send(.get, "/v1/admin/sites/\(site.id)/beacons", key: h.viewer).decode(PageBody<Beacon>.self)
@@ -103,20 +119,25 @@ extension RegistryServiceTests {
         @Test func enrollmentCodeIsExchangedOnceThenRevoked() async throws {
             try await Harness.run { h, client in
                 let f = try await Fixture.make(h.repository)
-                let user = try await client.send(.post, "/v1/admin/users", key: h.admin, json: #"{"name":"Trần Thị Bình","siteIds":["\#(f.site.id)"]}"#)
-                    .decode(User.self, status: .created)
+                let user = try await client.send(
+                    .post, "/v1/admin/users", key: h.admin, json: #"{"name":"Trần Thị Bình","siteIds":["\#(f.site.id)"]}"#
+                )
+                .decode(User.self, status: .created)
                 #expect(user.siteIds == [f.site.id])
 
                 struct Issued: Decodable { var code: String; var enrollment: EnrollmentCode }
-                let issued = try await client.send(.post, "/v1/admin/users/\(user.id)/enrollment-codes", key: h.admin, json: #"{"validityMinutes":30}"#)
-                    .decode(Issued.self, status: .created)
+                let issued = try await client.send(
+                    .post, "/v1/admin/users/\(user.id)/enrollment-codes", key: h.admin, json: #"{"validityMinutes":30}"#
+                )
+                .decode(Issued.self, status: .created)
                 #expect(issued.enrollment.userId == user.id)
                 #expect(abs(issued.enrollment.expiresAt.timeIntervalSince(issued.enrollment.createdAt) - 1_800) < 1)
 
                 struct Credentials: Decodable { var deviceId: String; var userId: String; var token: String; var device: Device }
                 let enroll = #"{"code":"\#(issued.code)","appVersion":"1.4.0","model":"Pixel 8"}"#
                 // No API key needed (the code is the credential).
-                let credentials = try await client.send(.post, "/v1/devices/enroll", key: nil, json: enroll).decode(Credentials.self, status: .created)
+                let credentials = try await client.send(.post, "/v1/devices/enroll", key: nil, json: enroll).decode(
+                    Credentials.self, status: .created)
                 #expect(credentials.userId == user.id && credentials.device.model == "Pixel 8" && credentials.device.status == .enrolled)
                 let claims = try ServiceTestDatabase.signer.verify(credentials.token, now: Date())
                 #expect(claims.deviceId == credentials.deviceId && claims.userId == user.id)
@@ -127,9 +148,12 @@ extension RegistryServiceTests {
                 try reuse.problem(reuse.status)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.devices WHERE user_id = \(user.id)") == 1)
 
-                #expect(try await client.send(.get, "/v1/admin/devices/\(credentials.deviceId)", key: h.viewer).decode(Device.self).status == .enrolled)
+                #expect(
+                    try await client.send(.get, "/v1/admin/devices/\(credentials.deviceId)", key: h.viewer).decode(Device.self).status
+                        == .enrolled)
                 try await client.send(.post, "/v1/admin/devices/\(credentials.deviceId)/revoke", key: h.installer).problem(.forbidden)
-                let revoked = try await client.send(.post, "/v1/admin/devices/\(credentials.deviceId)/revoke", key: h.admin).decode(Device.self)
+                let revoked = try await client.send(.post, "/v1/admin/devices/\(credentials.deviceId)/revoke", key: h.admin).decode(
+                    Device.self)
                 #expect(revoked.status == .revoked && revoked.revokedAt != nil)
             }
         }
@@ -159,8 +183,10 @@ extension RegistryServiceTests {
                 var previous: String?
                 var orgCursor: String?
                 for _ in 1...3 {
-                    let page = try await client.send(.get, "/v1/admin/organizations?limit=1" + (orgCursor.map { "&cursor=\($0)" } ?? ""), key: h.viewer)
-                        .decode(PageBody<Organization>.self)
+                    let page = try await client.send(
+                        .get, "/v1/admin/organizations?limit=1" + (orgCursor.map { "&cursor=\($0)" } ?? ""), key: h.viewer
+                    )
+                    .decode(PageBody<Organization>.self)
                     #expect(page.items.count == 1)
                     if let previous, let id = page.items.first?.id { #expect(id != previous) }
                     previous = page.items.first?.id

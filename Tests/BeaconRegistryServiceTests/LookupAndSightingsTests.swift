@@ -20,12 +20,16 @@ extension RegistryServiceTests {
     struct LookupAndSightingsTests {
         @Test func lookupsAnswerFromTheFeedCache() async throws {
             try await FeedHarness.run { h, client, beacon, organization in
-                struct Lookup: Decodable { var beaconId: String; var gateId: String; var siteId: String?; var organizationId: String?; var status: String }
+                struct Lookup: Decodable {
+                    var beaconId: String; var gateId: String; var siteId: String?; var organizationId: String?; var status: String
+                }
                 struct Business: Decodable { var organizationId: String; var organizationName: String? }
                 struct ByUUID: Decodable { var beacons: [Lookup] }
                 let uuid = beacon.uuid.uuidString
-                let found = try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid.lowercased())&major=\(beacon.major)&minor=\(beacon.minor)", key: h.viewer)
-                    .decode(Lookup.self)
+                let found = try await client.send(
+                    .get, "/v1/admin/lookup/beacon?uuid=\(uuid.lowercased())&major=\(beacon.major)&minor=\(beacon.minor)", key: h.viewer
+                )
+                .decode(Lookup.self)
                 #expect(found.beaconId == beacon.id && found.gateId == beacon.gateId && found.organizationId == organization.id)
                 #expect(found.status == "active")
                 let business = try await client.send(.get, "/v1/admin/lookup/business?uuid=\(uuid)&major=\(beacon.major)", key: h.viewer)
@@ -35,22 +39,39 @@ extension RegistryServiceTests {
                 #expect(byUUID.beacons.contains { $0.beaconId == beacon.id })
                 // The lookups read a UUID as registration does: dashes optional, any case.
                 let undashed = uuid.replacingOccurrences(of: "-", with: "").lowercased()
-                #expect(try await client.send(.get, "/v1/admin/lookup/uuid/\(undashed)", key: h.viewer).decode(ByUUID.self).beacons.contains { $0.beaconId == beacon.id })
-                #expect(try await client.send(.get, "/v1/admin/lookup/business?uuid=\(undashed)&major=\(beacon.major)", key: h.viewer)
-                    .decode(Business.self).organizationId == organization.id)
-                let byMAC = try await client.send(.get, "/v1/admin/lookup/mac/\(beacon.mac!.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer)
-                    .decode(Lookup.self)
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/uuid/\(undashed)", key: h.viewer).decode(ByUUID.self).beacons.contains {
+                        $0.beaconId == beacon.id
+                    })
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/business?uuid=\(undashed)&major=\(beacon.major)", key: h.viewer)
+                        .decode(Business.self).organizationId == organization.id)
+                let byMAC = try await client.send(
+                    .get, "/v1/admin/lookup/mac/\(beacon.mac!.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer
+                )
+                .decode(Lookup.self)
                 #expect(byMAC.beaconId == beacon.id)
                 // Path parameters are percent-decoded: the MAC as the document writes it, colons encoded.
                 let encoded = beacon.mac!.replacingOccurrences(of: ":", with: "%3A")
-                #expect(try await client.send(.get, "/v1/admin/lookup/mac/\(encoded)", key: h.viewer).decode(Lookup.self).beaconId == beacon.id)
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/mac/\(encoded)", key: h.viewer).decode(Lookup.self).beaconId == beacon.id)
 
                 // Unknown: 404. Malformed: 400 naming the parameter. No key: 401.
-                try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&major=\(beacon.major)&minor=65535", key: h.viewer).problem(.notFound)
-                #expect(try await client.send(.get, "/v1/admin/lookup/beacon?uuid=nope&major=1&minor=1", key: h.viewer).problem(.badRequest).errors?.first?.field == "uuid")
-                #expect(try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&minor=1", key: h.viewer).problem(.badRequest).errors?.first?.field == "major")
-                #expect(try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&major=70000&minor=1", key: h.viewer).problem(.badRequest).errors?.first?.field == "major")
-                #expect(try await client.send(.get, "/v1/admin/lookup/mac/zz:zz", key: h.viewer).problem(.badRequest).errors?.first?.field == "mac")
+                try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&major=\(beacon.major)&minor=65535", key: h.viewer)
+                    .problem(.notFound)
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/beacon?uuid=nope&major=1&minor=1", key: h.viewer).problem(.badRequest)
+                        .errors?.first?.field == "uuid")
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&minor=1", key: h.viewer).problem(.badRequest).errors?
+                        .first?.field == "major")
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/beacon?uuid=\(uuid)&major=70000&minor=1", key: h.viewer).problem(
+                        .badRequest
+                    ).errors?.first?.field == "major")
+                #expect(
+                    try await client.send(.get, "/v1/admin/lookup/mac/zz:zz", key: h.viewer).problem(.badRequest).errors?.first?.field
+                        == "mac")
                 try await client.send(.get, "/v1/admin/lookup/uuid/\(uuid)", key: nil).problem(.unauthorized)
             }
         }
@@ -58,40 +79,53 @@ extension RegistryServiceTests {
         @Test func sightingsFromTelemetryAndRawEventsVerifyABeacon() async throws {
             try await FeedHarness.run { h, client, beacon, _ in
                 struct Verification: Decodable { var verified: Bool; var deviceCount: Int; var lastSeen: Date? }
-                let before = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/verification", key: h.viewer).decode(Verification.self)
+                let before = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/verification", key: h.viewer).decode(
+                    Verification.self)
                 #expect(!before.verified && before.deviceCount == 0)
 
                 let telemetryTopic = LocalStack.uniqueName("telemetry"), rawTopic = LocalStack.uniqueName("raw")
                 let admin = try KafkaAdmin(configuration: FeedHarness.kafka, logger: FeedHarness.logger)
-                _ = try await admin.createTopics([KafkaTopicSpec(name: telemetryTopic, partitions: 2), KafkaTopicSpec(name: rawTopic, partitions: 2)])
+                _ = try await admin.createTopics([
+                    KafkaTopicSpec(name: telemetryTopic, partitions: 2), KafkaTopicSpec(name: rawTopic, partitions: 2),
+                ])
                 let identity = BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
                 let now = Date()
                 let telemetry = DeviceTelemetryBatch(
                     batchId: "b_\(token())", deviceId: "dev-a-\(token())", appVersion: "1.12.0", deviceModel: "Pixel 8", receivedAt: now,
                     events: [
-                        TelemetryEvent(eventId: "e1", name: .regionEnter, at: now.addingTimeInterval(-30), attributes: TelemetryEvent.attributes(for: identity)),
+                        TelemetryEvent(
+                            eventId: "e1", name: .regionEnter, at: now.addingTimeInterval(-30),
+                            attributes: TelemetryEvent.attributes(for: identity)),
                         TelemetryEvent(eventId: "e2", name: .battery, at: now, value: 0.8),
                         // Malformed beacon attributes are not a sighting.
-                        TelemetryEvent(eventId: "e3", name: .rangingStart, at: now, attributes: ["beaconUuid": "nope", "beaconMajor": "1", "beaconMinor": "2"]),
+                        TelemetryEvent(
+                            eventId: "e3", name: .rangingStart, at: now,
+                            attributes: ["beaconUuid": "nope", "beaconMajor": "1", "beaconMinor": "2"]),
                     ]
                 )
                 let rawDevice = "dev-b-\(token())"
                 let raw = RawEventEnvelope(
                     requestId: "r1", idempotencyKey: "k_\(token())", userId: "u1", deviceId: rawDevice, siteId: nil, appVersion: "1.12.0",
                     gatewayInstance: "gw", receivedAt: now, payloadFingerprint: String(repeating: "b", count: 64),
-                    payload: .event(AttendanceEvent(
-                        id: UUID().uuidString, idempotencyKey: "k", userId: "u1", deviceId: rawDevice, timestamp: now.addingTimeInterval(-5),
-                        type: .checkin, siteId: "s", beacon: identity, rssiSeries: [-70], txPower: -59, motion: nil, geofence: nil, handshake: nil,
-                        network: .init(online: true, latencyMs: 50), app: .init(version: "1.12.0", build: 1), device: .init(model: "Pixel 8", os: "Android 15"),
-                        tEnd: nil, queuedOffline: nil, location: nil, attestation: nil
-                    ))
+                    payload: .event(
+                        AttendanceEvent(
+                            id: UUID().uuidString, idempotencyKey: "k", userId: "u1", deviceId: rawDevice,
+                            timestamp: now.addingTimeInterval(-5),
+                            type: .checkin, siteId: "s", beacon: identity, rssiSeries: [-70], txPower: -59, motion: nil, geofence: nil,
+                            handshake: nil,
+                            network: .init(online: true, latencyMs: 50), app: .init(version: "1.12.0", build: 1),
+                            device: .init(model: "Pixel 8", os: "Android 15"),
+                            tEnd: nil, queuedOffline: nil, location: nil, attestation: nil
+                        ))
                 )
-                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: FeedHarness.kafka), logger: FeedHarness.logger)
+                let producer = try KafkaProducer(
+                    configuration: KafkaProducerConfiguration(client: FeedHarness.kafka), logger: FeedHarness.logger)
                 var configuration = BeaconSightingCollector.Configuration()
                 configuration.groupId = LocalStack.uniqueName("sightings")
                 configuration.telemetryTopic = telemetryTopic
                 configuration.rawEventsTopic = rawTopic
-                let collector = try BeaconSightingCollector(kafka: FeedHarness.kafka, repository: h.repository, configuration: configuration, logger: FeedHarness.logger)
+                let collector = try BeaconSightingCollector(
+                    kafka: FeedHarness.kafka, repository: h.repository, configuration: configuration, logger: FeedHarness.logger)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await producer.run() }
                     group.addTask { try await collector.run() }
@@ -106,8 +140,10 @@ extension RegistryServiceTests {
                     let deadline = ContinuousClock.now + .seconds(60)
                     var verification = before
                     while ContinuousClock.now < deadline {
-                        verification = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/verification?withinMinutes=5", key: h.viewer)
-                            .decode(Verification.self)
+                        verification = try await client.send(
+                            .get, "/v1/admin/beacons/\(beacon.id)/verification?withinMinutes=5", key: h.viewer
+                        )
+                        .decode(Verification.self)
                         if verification.deviceCount >= 2 { break }
                         try await Task.sleep(for: .milliseconds(200))
                     }
@@ -124,47 +160,53 @@ extension RegistryServiceTests {
 /// lookups from.
 enum FeedHarness {
     static let logger = LocalStack.logger(label: "registry-lookup-tests")
-    static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers, clientId: "registry-lookup-tests") }
+    static var kafka: KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "registry-lookup-tests")
+    }
 
     static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol, Beacon, Organization) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
         _ = try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger))
-        try await LocalStack.withRegistryOutboxLock { try await LocalStack.withPostgres { client in
-            try await RegistryMigrations.apply(client: client, logger: logger)
-            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
-            let harness = Harness(
-                repository: repository, db: client,
-                admin: try await repository.createAPIKey(name: "lookup admin", role: .admin).secret,
-                installer: try await repository.createAPIKey(name: "lookup installer", role: .installer).secret,
-                viewer: try await repository.createAPIKey(name: "lookup viewer", role: .viewer).secret
-            )
-            let fixture = try await Fixture.make(repository)
-            _ = try await repository.allocateNamespace(organizationId: fixture.organization.id)
-            let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
-            let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
-            let beacon = try await repository.registerBeacon(NewBeacon(
-                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-                mac: mac, txPower: -59, advIntervalMs: 350, gateId: fixture.gate.id
-            ))
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
-            let cache = RegistryCache()
-            let loader = try RegistryCacheLoader(cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await producer.run() }
-                group.addTask { try await loader.run() }
-                defer { group.cancelAll() }
-                let deadline = ContinuousClock.now + .seconds(60)
-                while ContinuousClock.now < deadline, cache.beacon(id: beacon.id) == nil {
-                    _ = try await publisher.publishRound()
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                #expect(cache.beacon(id: beacon.id) != nil, "the beacon reached the cache through the feed")
-                let app = Application(router: buildRouter(repository: repository, lookups: cache))
-                try await app.test(.router) { testClient in
-                    try await body(harness, testClient, beacon, fixture.organization)
+        try await LocalStack.withRegistryOutboxLock {
+            try await LocalStack.withPostgres { client in
+                try await ServiceMigrations.registry.apply(client: client, logger: logger)
+                let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
+                let harness = Harness(
+                    repository: repository, db: client,
+                    admin: try await repository.createAPIKey(name: "lookup admin", role: .admin).secret,
+                    installer: try await repository.createAPIKey(name: "lookup installer", role: .installer).secret,
+                    viewer: try await repository.createAPIKey(name: "lookup viewer", role: .viewer).secret
+                )
+                let fixture = try await Fixture.make(repository)
+                _ = try await repository.allocateNamespace(organizationId: fixture.organization.id)
+                let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
+                let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(
+                        uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                        mac: mac, txPower: -59, advIntervalMs: 350, gateId: fixture.gate.id
+                    ))
+                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+                let cache = RegistryCache()
+                let loader = try RegistryCacheLoader(
+                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await producer.run() }
+                    group.addTask { try await loader.run() }
+                    defer { group.cancelAll() }
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while ContinuousClock.now < deadline, cache.beacon(id: beacon.id) == nil {
+                        _ = try await publisher.publishRound()
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                    #expect(cache.beacon(id: beacon.id) != nil, "the beacon reached the cache through the feed")
+                    let app = Application(router: buildRouter(repository: repository, lookups: cache))
+                    try await app.test(.router) { testClient in
+                        try await body(harness, testClient, beacon, fixture.organization)
+                    }
                 }
             }
-        } }
+        }
     }
 }

@@ -36,8 +36,10 @@ extension RegistryServiceTests {
                 var body: [String: Any] = [
                     "id": "site-\(t)", "organizationId": org, "name": "Site \(t)", "timezone": "Asia/Ho_Chi_Minh",
                     "geofence": ["latitude": 10.7, "longitude": 106.7, "radiusMeters": 200],
-                    "shift": ["start": "08:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
-                              "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5],
+                    "shift": [
+                        "start": "08:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
+                        "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
+                    ],
                 ]
                 change(&body)
                 return String(decoding: try! JSONSerialization.data(withJSONObject: body), as: UTF8.self)
@@ -53,9 +55,15 @@ extension RegistryServiceTests {
                 Case(method: .post, path: "/v1/admin/organizations", body: nil, status: .badRequest, field: ""),
                 Case(method: .post, path: "/v1/admin/organizations", body: "[1,2]", status: .badRequest),
                 Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-\#(t)"}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-\#(t)","name":5}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-\#(t)","name":"   "}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org \#(t)!","name":"Org \#(t)"}"#, status: .badRequest, field: "id"),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-\#(t)","name":5}"#, status: .badRequest,
+                    field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-\#(t)","name":"   "}"#, status: .badRequest,
+                    field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"id":"org \#(t)!","name":"Org \#(t)"}"#, status: .badRequest,
+                    field: "id"),
                 Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"\#(org)","name":"Org \#(t)"}"#, status: .conflict),
                 Case(method: .get, path: "/v1/admin/organizations?limit=0", status: .badRequest, field: "limit"),
                 Case(method: .get, path: "/v1/admin/organizations?cursor=not*a*cursor", status: .badRequest, field: "cursor"),
@@ -66,20 +74,35 @@ extension RegistryServiceTests {
                 Case(method: .get, path: "/v1/admin/organizations/\(org)/sites?limit=201", status: .badRequest, field: "limit"),
                 // sites
                 Case(method: .post, path: "/v1/admin/sites", body: "{", status: .badRequest, field: ""),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = nil }, status: .badRequest, field: "geofence"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = ["latitude": 10.7, "longitude": 106.7, "radiusMeters": "big"] },
-                     status: .badRequest, field: "geofence.radiusMeters"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = ["latitude": 91, "longitude": 106.7, "radiusMeters": 5] },
-                     status: .badRequest, field: "geofence.latitude"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["timezone"] = "Mars/Olympus" }, status: .badRequest, field: "timezone"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody {
-                    $0["shift"] = ["start": "25:00", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
-                                   "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5]
-                }, status: .badRequest, field: "shift.start"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody {
-                    $0["shift"] = ["start": "08:00", "end": "17:30", "checkInBeforeStartMinutes": 2000, "checkOutAfterEndMinutes": 60,
-                                   "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5]
-                }, status: .badRequest, field: "shift.checkInBeforeStartMinutes"),
+                Case(
+                    method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = nil }, status: .badRequest, field: "geofence"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody { $0["geofence"] = ["latitude": 10.7, "longitude": 106.7, "radiusMeters": "big"] },
+                    status: .badRequest, field: "geofence.radiusMeters"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody { $0["geofence"] = ["latitude": 91, "longitude": 106.7, "radiusMeters": 5] },
+                    status: .badRequest, field: "geofence.latitude"),
+                Case(
+                    method: .post, path: "/v1/admin/sites", body: siteBody { $0["timezone"] = "Mars/Olympus" }, status: .badRequest,
+                    field: "timezone"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody {
+                        $0["shift"] = [
+                            "start": "25:00", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
+                            "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
+                        ]
+                    }, status: .badRequest, field: "shift.start"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody {
+                        $0["shift"] = [
+                            "start": "08:00", "end": "17:30", "checkInBeforeStartMinutes": 2000, "checkOutAfterEndMinutes": 60,
+                            "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
+                        ]
+                    }, status: .badRequest, field: "shift.checkInBeforeStartMinutes"),
                 Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["organizationId"] = missing }, status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)", status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)/gates", status: .notFound),
@@ -88,56 +111,101 @@ extension RegistryServiceTests {
                 Case(method: .get, path: "/v1/admin/sites/\(site)/beacons?cursor=Zm9v", status: .badRequest, field: "cursor"),
                 // gates
                 Case(method: .post, path: "/v1/admin/gates", body: "nope", status: .badRequest, field: ""),
-                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","name":"G"}"#, status: .badRequest, field: "siteId"),
-                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(site)","name":["G"]}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(site)","name":""}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(missing)","name":"G"}"#, status: .notFound),
+                Case(
+                    method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","name":"G"}"#, status: .badRequest, field: "siteId"),
+                Case(
+                    method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(site)","name":["G"]}"#,
+                    status: .badRequest, field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(site)","name":""}"#,
+                    status: .badRequest, field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-\#(t)","siteId":"\#(missing)","name":"G"}"#,
+                    status: .notFound),
                 Case(method: .get, path: "/v1/admin/gates/\(missing)", status: .notFound),
                 Case(method: .post, path: "/v1/admin/gates/\(missing)/minor", status: .notFound),
                 Case(method: .post, path: "/v1/admin/gates/\(gate)/minor", body: "[", status: .badRequest, field: ""),
                 // users and enrollment codes
                 Case(method: .post, path: "/v1/admin/users", body: "{", status: .badRequest, field: ""),
                 Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)"}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":"\#(site)"}"#, status: .badRequest, field: "siteIds"),
-                Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":[7]}"#, status: .badRequest, field: "siteIds[0]"),
-                Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":["\#(missing)"]}"#, status: .notFound),
+                Case(
+                    method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":"\#(site)"}"#,
+                    status: .badRequest, field: "siteIds"),
+                Case(
+                    method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":[7]}"#, status: .badRequest,
+                    field: "siteIds[0]"),
+                Case(
+                    method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":["\#(missing)"]}"#,
+                    status: .notFound),
                 Case(method: .post, path: "/v1/admin/users/\(missing)/enrollment-codes", status: .notFound),
-                Case(method: .post, path: "/v1/admin/users/\(user)/enrollment-codes", body: #"{"validityMinutes":0}"#, status: .badRequest, field: "validityMinutes"),
-                Case(method: .post, path: "/v1/admin/users/\(user)/enrollment-codes", body: #"{"validityMinutes":"1h"}"#, status: .badRequest, field: "validityMinutes"),
+                Case(
+                    method: .post, path: "/v1/admin/users/\(user)/enrollment-codes", body: #"{"validityMinutes":0}"#, status: .badRequest,
+                    field: "validityMinutes"),
+                Case(
+                    method: .post, path: "/v1/admin/users/\(user)/enrollment-codes", body: #"{"validityMinutes":"1h"}"#,
+                    status: .badRequest, field: "validityMinutes"),
                 // beacons
                 Case(method: .post, path: "/v1/admin/beacons", body: "{", status: .badRequest, field: ""),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["gateId"] = nil }, status: .badRequest, field: "gateId"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["gateId"] = nil }, status: .badRequest, field: "gateId"),
                 Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["major"] = "1" }, status: .badRequest, field: "major"),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["major"] = 70_000 }, status: .badRequest, field: "major"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["major"] = 70_000 }, status: .badRequest, field: "major"
+                ),
                 Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["minor"] = -1 }, status: .badRequest, field: "minor"),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["uuid"] = "not-a-uuid" }, status: .badRequest, field: "uuid"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["uuid"] = "not-a-uuid" }, status: .badRequest,
+                    field: "uuid"),
                 Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["mac"] = "AA:BB" }, status: .badRequest, field: "mac"),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["txPower"] = 99 }, status: .badRequest, field: "txPower"),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "2025-13-01" }, status: .badRequest, field: "batteryReplacedOn"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["txPower"] = 99 }, status: .badRequest, field: "txPower"
+                ),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "2025-13-01" },
+                    status: .badRequest, field: "batteryReplacedOn"),
                 Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["gateId"] = missing }, status: .notFound),
                 Case(method: .get, path: "/v1/admin/beacons/\(missing)", status: .notFound),
-                Case(method: .patch, path: "/v1/admin/beacons/\(beaconId)", body: #"{"status":"broken"}"#, status: .badRequest, field: "status"),
+                Case(
+                    method: .patch, path: "/v1/admin/beacons/\(beaconId)", body: #"{"status":"broken"}"#, status: .badRequest,
+                    field: "status"),
                 Case(method: .patch, path: "/v1/admin/beacons/\(beaconId)", body: "{}", status: .badRequest, field: "status"),
                 Case(method: .patch, path: "/v1/admin/beacons/\(beaconId)", body: nil, status: .badRequest, field: ""),
                 Case(method: .patch, path: "/v1/admin/beacons/\(missing)", body: #"{"status":"lost"}"#, status: .notFound),
                 Case(method: .get, path: "/v1/admin/beacons/\(missing)/provisioning-plan", status: .notFound),
-                Case(method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?txPowerIndex=9", status: .badRequest, field: "txPowerIndex"),
-                Case(method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?deviceName=ThisNameIsFarTooLongForACP28", status: .badRequest),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?txPowerIndex=9", status: .badRequest,
+                    field: "txPowerIndex"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?deviceName=ThisNameIsFarTooLongForACP28",
+                    status: .badRequest),
                 Case(method: .get, path: "/v1/admin/beacons/\(missing)/verification", status: .notFound),
-                Case(method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=0", status: .badRequest, field: "withinMinutes"),
-                Case(method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=1441", status: .badRequest, field: "withinMinutes"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=0", status: .badRequest,
+                    field: "withinMinutes"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=1441", status: .badRequest,
+                    field: "withinMinutes"),
                 // sightings
                 Case(method: .post, path: "/v1/admin/sightings", body: "{", status: .badRequest, field: ""),
-                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1}}"#, status: .badRequest, field: "deviceId"),
-                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":70000,"minor":1},"deviceId":"dev-\#(t)"}"#,
-                     status: .badRequest, field: "beacon.major"),
-                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"zz","major":1,"minor":1},"deviceId":"dev-\#(t)"}"#,
-                     status: .badRequest, field: "beacon.uuid"),
-                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1},"deviceId":"dev-\#(t)","seenAt":"yesterday"}"#,
-                     status: .badRequest, field: "seenAt"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1}}"#,
+                    status: .badRequest, field: "deviceId"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"\#(uuid)","major":70000,"minor":1},"deviceId":"dev-\#(t)"}"#,
+                    status: .badRequest, field: "beacon.major"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"zz","major":1,"minor":1},"deviceId":"dev-\#(t)"}"#,
+                    status: .badRequest, field: "beacon.uuid"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1},"deviceId":"dev-\#(t)","seenAt":"yesterday"}"#,
+                    status: .badRequest, field: "seenAt"),
                 // devices
                 Case(method: .post, path: "/v1/devices/enroll", body: "{", status: .badRequest, field: "", key: .none),
-                Case(method: .post, path: "/v1/devices/enroll", body: #"{"model":"Pixel"}"#, status: .badRequest, field: "code", key: .none),
+                Case(
+                    method: .post, path: "/v1/devices/enroll", body: #"{"model":"Pixel"}"#, status: .badRequest, field: "code", key: .none),
                 Case(method: .post, path: "/v1/devices/enroll", body: #"{"code":12345}"#, status: .badRequest, field: "code", key: .none),
                 Case(method: .post, path: "/v1/devices/enroll", body: #"{"code":"ABCD-EFGH-JKLM"}"#, status: .unauthorized, key: .none),
                 Case(method: .get, path: "/v1/admin/devices/\(missing)", status: .notFound),
@@ -145,32 +213,63 @@ extension RegistryServiceTests {
                 // API keys
                 Case(method: .post, path: "/v1/admin/api-keys", body: "{", status: .badRequest, field: ""),
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)"}"#, status: .badRequest, field: "role"),
-                Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"superuser"}"#, status: .badRequest, field: "role"),
+                Case(
+                    method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"superuser"}"#, status: .badRequest,
+                    field: "role"),
                 Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"","role":"viewer"}"#, status: .badRequest, field: "name"),
                 // a field the request does not have is refused by name, at any depth (never ignored)
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"name":"Org \#(t)","nmae":"typo"}"#, status: .badRequest, field: "nmae"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["geofence"] = ["latitude": 10.7, "longitude": 106.7, "radiusMeters": 200, "radius": 5] },
-                     status: .badRequest, field: "geofence.radius"),
-                Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"viewer","expires":"never"}"#, status: .badRequest, field: "expires"),
-                Case(method: .post, path: "/v1/admin/sightings", body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1,"rssi":-60},"deviceId":"dev-\#(t)"}"#,
-                     status: .badRequest, field: "beacon.rssi"),
-                Case(method: .post, path: "/v1/devices/enroll", body: #"{"code":"ABCDE-FGHJK","platform":"ios"}"#, status: .badRequest, field: "platform", key: .none),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"name":"Org \#(t)","nmae":"typo"}"#, status: .badRequest,
+                    field: "nmae"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody { $0["geofence"] = ["latitude": 10.7, "longitude": 106.7, "radiusMeters": 200, "radius": 5] },
+                    status: .badRequest, field: "geofence.radius"),
+                Case(
+                    method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k-\#(t)","role":"viewer","expires":"never"}"#,
+                    status: .badRequest, field: "expires"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1,"rssi":-60},"deviceId":"dev-\#(t)"}"#,
+                    status: .badRequest, field: "beacon.rssi"),
+                Case(
+                    method: .post, path: "/v1/devices/enroll", body: #"{"code":"ABCDE-FGHJK","platform":"ios"}"#, status: .badRequest,
+                    field: "platform", key: .none),
                 // a MAC's separators sit between octets; a time of day and a date are digits
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["mac"] = "AABB:CC:DD:EE:F:F" }, status: .badRequest, field: "mac"),
-                Case(method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "+202-01-01" }, status: .badRequest, field: "batteryReplacedOn"),
-                Case(method: .post, path: "/v1/admin/sites", body: siteBody {
-                    $0["shift"] = ["start": "+8:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
-                                   "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5]
-                }, status: .badRequest, field: "shift.start"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["mac"] = "AABB:CC:DD:EE:F:F" }, status: .badRequest,
+                    field: "mac"),
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "+202-01-01" },
+                    status: .badRequest, field: "batteryReplacedOn"),
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody {
+                        $0["shift"] = [
+                            "start": "+8:30", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
+                            "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
+                        ]
+                    }, status: .badRequest, field: "shift.start"),
                 Case(method: .post, path: "/v1/admin/api-keys/\(missing)/revoke", status: .notFound),
                 // control characters, refused at the edge with the field named (a NUL used to reach
                 // PostgreSQL and come back as a 503 with the database's message)
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"x\u0000"}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"line\nbreak"}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/users", body: #"{"id":"usr-n-\#(t)","name":"U","siteIds":["\#(site)\u0000"]}"#, status: .badRequest, field: "siteIds[0]"),
-                Case(method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-n-\#(t)","siteId":"\#(site)","name":"G\u001f"}"#, status: .badRequest, field: "name"),
-                Case(method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k\u007f","role":"viewer"}"#, status: .badRequest, field: "name"),
-                Case(method: .get, path: "/v1/admin/organizations?cursor=\(Self.cursor("c1:a\u{0}b"))", status: .badRequest, field: "cursor"),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"x\u0000"}"#, status: .badRequest,
+                    field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/organizations", body: #"{"id":"org-n-\#(t)","name":"line\nbreak"}"#,
+                    status: .badRequest, field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/users", body: #"{"id":"usr-n-\#(t)","name":"U","siteIds":["\#(site)\u0000"]}"#,
+                    status: .badRequest, field: "siteIds[0]"),
+                Case(
+                    method: .post, path: "/v1/admin/gates", body: #"{"id":"gate-n-\#(t)","siteId":"\#(site)","name":"G\u001f"}"#,
+                    status: .badRequest, field: "name"),
+                Case(
+                    method: .post, path: "/v1/admin/api-keys", body: #"{"name":"k\u007f","role":"viewer"}"#, status: .badRequest,
+                    field: "name"),
+                Case(
+                    method: .get, path: "/v1/admin/organizations?cursor=\(Self.cursor("c1:a\u{0}b"))", status: .badRequest, field: "cursor"),
                 Case(method: .get, path: "/v1/admin/organizations/a%00b", status: .badRequest, field: "path"),
                 Case(method: .get, path: "/v1/admin/organizations?limit=1%00", status: .badRequest, field: "limit"),
                 // unknown routes
@@ -182,7 +281,8 @@ extension RegistryServiceTests {
             try await Harness.run { h, client in
                 let t = token()
                 let f = try await Fixture.make(h.repository)
-                let beacon = try await h.repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 2, gateId: f.gate.id))
+                let beacon = try await h.repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 2, gateId: f.gate.id))
                 let cases = Self.cases(t: t, f: f, beaconId: beacon.id)
                 // Every endpoint has at least one case.
                 let covered = Set(cases.map { "\($0.method) " + $0.path.split(separator: "?")[0] })
@@ -204,14 +304,17 @@ extension RegistryServiceTests {
                 }
                 // Nothing written: no entity with this test's ids or names, nothing under the fixture.
                 let like = "%\(t)%"
-                #expect(try await h.count("SELECT count(*)::int FROM registry.organizations WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
+                #expect(
+                    try await h.count("SELECT count(*)::int FROM registry.organizations WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.sites WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.gates WHERE id LIKE \(like) OR site_id = \(f.site.id)") == 1)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.users WHERE id LIKE \(like)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.beacons WHERE id LIKE \(like) OR gate_id = \(f.gate.id)") == 1)
+                #expect(
+                    try await h.count("SELECT count(*)::int FROM registry.beacons WHERE id LIKE \(like) OR gate_id = \(f.gate.id)") == 1)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.beacon_sightings WHERE device_id LIKE \(like)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.api_keys WHERE name LIKE \(like)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(f.organization.id)") == 0)
+                #expect(
+                    try await h.count("SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(f.organization.id)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.minor_allocations WHERE gate_id = \(f.gate.id)") == 0)
                 #expect(try await h.count("SELECT count(*)::int FROM registry.enrollment_codes WHERE user_id = \(f.user.id)") == 0)
                 let unchanged = try await h.repository.beacon(id: beacon.id)
@@ -236,7 +339,8 @@ extension RegistryServiceTests {
                 for entry in BanList.entries {
                     let uuid = entry.prefix + "-A4E2-4FB1-AFCF-C6EB07647825"
                     let response = try await client.send(
-                        .post, "/v1/admin/beacons", key: h.installer, json: #"{"uuid":"\#(uuid)","major":1,"minor":1,"gateId":"\#(f.gate.id)"}"#
+                        .post, "/v1/admin/beacons", key: h.installer,
+                        json: #"{"uuid":"\#(uuid)","major":1,"minor":1,"gateId":"\#(f.gate.id)"}"#
                     )
                     let problem = try response.problem(.unprocessableContent)
                     #expect(problem.problemType == .bannedBeaconUUID)

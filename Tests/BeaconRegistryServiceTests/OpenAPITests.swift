@@ -11,7 +11,8 @@ extension RegistryServiceTests {
         @Test func theBundledDocumentIsTheRepositoryFileAndIsOpenAPI31() throws {
             let document = try #require(OpenAPIDocument.registry)
             let kept = try String(
-                contentsOf: LocalStack.root.appendingPathComponent("Services/beacon-registry/Service/Resources/openapi.yaml"), encoding: .utf8
+                contentsOf: LocalStack.root.appendingPathComponent("Services/beacon-registry/Service/Resources/openapi.yaml"),
+                encoding: .utf8
             )
             #expect(document.text == kept)
             #expect(document.text.hasPrefix("openapi: 3.1"))

@@ -3,9 +3,9 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
 import Foundation
-import LocalStackTesting
 import Hummingbird
 import HummingbirdTesting
+import LocalStackTesting
 import Logging
 import NIOCore
 import PostgresNIO
@@ -46,9 +46,10 @@ struct Harness: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await RegistryMigrations.apply(client: client, logger: ServiceTestDatabase.logger)
+            try await ServiceMigrations.registry.apply(client: client, logger: ServiceTestDatabase.logger)
             let repository = PostgresRegistryRepository(
-                client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer, beaconKeySealer: beaconKeySealer
+                client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer,
+                beaconKeySealer: beaconKeySealer
             )
             let harness = Harness(
                 repository: repository, db: client,
@@ -76,7 +77,9 @@ func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
 
 extension TestClientProtocol {
     /// One request; `json` is sent verbatim as the body.
-    func send(_ method: HTTPRequest.Method, _ uri: String, key: String?, json: String? = nil, headers extra: HTTPFields = [:]) async throws -> TestResponse {
+    func send(
+        _ method: HTTPRequest.Method, _ uri: String, key: String?, json: String? = nil, headers extra: HTTPFields = [:]
+    ) async throws -> TestResponse {
         var headers = extra
         if let key { headers[.authorization] = "Bearer \(key)" }
         if json != nil { headers[.contentType] = "application/json" }
@@ -88,7 +91,9 @@ extension TestResponse {
     var text: String { String(buffer: body) }
 
     /// The body as `T`, expecting `status`.
-    func decode<T: Decodable>(_ type: T.Type, status expected: HTTPResponse.Status = .ok, sourceLocation: SourceLocation = #_sourceLocation) throws -> T {
+    func decode<T: Decodable>(
+        _ type: T.Type, status expected: HTTPResponse.Status = .ok, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> T {
         #expect(status == expected, "\(text)", sourceLocation: sourceLocation)
         return try AdminJSON.decoder().decode(T.self, from: Data(text.utf8))
     }
@@ -125,14 +130,15 @@ struct Fixture: Sendable {
 
     static func make(_ repository: PostgresRegistryRepository) async throws -> Fixture {
         let organization = try await repository.createOrganization(NewOrganization(name: "Org \(token())"))
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
         return Fixture(organization: organization, site: site, gate: gate, user: user)

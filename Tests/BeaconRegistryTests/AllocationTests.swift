@@ -34,7 +34,8 @@ extension RegistryDatabaseTests {
             try await RegistryTestDatabase.withRepository { repository, client in
                 var organizations: [Organization] = []
                 for i in 0..<100 {
-                    organizations.append(try await repository.createOrganization(NewOrganization(name: "Parallel \(i) \(UUID().uuidString.prefix(6))")))
+                    organizations.append(
+                        try await repository.createOrganization(NewOrganization(name: "Parallel \(i) \(UUID().uuidString.prefix(6))")))
                 }
                 let namespaces = try await withThrowingTaskGroup(of: BusinessNamespace.self) { group in
                     for organization in organizations {
@@ -65,7 +66,8 @@ extension RegistryDatabaseTests {
                 }
                 #expect(Set(namespaces).count == 1)
                 let stored = try await client.query(
-                    "SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(organization.id)", logger: RegistryTestDatabase.logger
+                    "SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(organization.id)",
+                    logger: RegistryTestDatabase.logger
                 )
                 for try await count in stored.decode(Int.self) { #expect(count == 1) }
                 // Only the allocation that created it wrote a change.
@@ -91,7 +93,8 @@ extension RegistryDatabaseTests {
         @Test func gatesOfOneOrganizationShareItsNamespace() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 let fixture = try await Fixture.make(repository)
-                let otherSite = try await repository.createSite(Fixture.sampleSite(organizationId: fixture.organization.id, name: "Warehouse"))
+                let otherSite = try await repository.createSite(
+                    Fixture.sampleSite(organizationId: fixture.organization.id, name: "Warehouse"))
                 let otherGate = try await repository.createGate(NewGate(siteId: otherSite.id, name: "Dock"))
                 let first = try await repository.allocateMinor(gateId: fixture.gate.id)
                 let second = try await repository.allocateMinor(gateId: otherGate.id)

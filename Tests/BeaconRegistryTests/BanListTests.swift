@@ -18,8 +18,10 @@ struct BanListTests {
         #expect(BanList.entries.count == Self.expected.count)
         for (prefix, vendor) in Self.expected {
             let dashed = "\(prefix)-1234-4ABC-8DEF-0123456789AB"
-            for spelling in [dashed, dashed.lowercased(), dashed.replacingOccurrences(of: "-", with: ""),
-                             dashed.lowercased().replacingOccurrences(of: "-", with: "")] {
+            for spelling in [
+                dashed, dashed.lowercased(), dashed.replacingOccurrences(of: "-", with: ""),
+                dashed.lowercased().replacingOccurrences(of: "-", with: ""),
+            ] {
                 #expect(BanList.check(spelling) == BannedUUID(prefix: prefix, vendor: vendor), "\(spelling)")
             }
             #expect(BanList.check(UUID(uuidString: dashed)!)?.vendor == vendor)
@@ -35,6 +37,7 @@ struct BanListTests {
     }
 
     @Test func descriptionNamesPrefixAndVendor() {
-        #expect(BanList.check("B9407F30-F5F8-466E-AFF9-25556B57FE6D")?.description == "UUID prefix B9407F30 is the Estimote factory default")
+        #expect(
+            BanList.check("B9407F30-F5F8-466E-AFF9-25556B57FE6D")?.description == "UUID prefix B9407F30 is the Estimote factory default")
     }
 }

@@ -18,13 +18,13 @@ struct Base64URLTests {
     }
 
     @Test(arguments: [
-        "a",        // a length of 4k+1 cannot be base64
-        "ab=",      // padding is not part of the alphabet
-        "a+/b",     // standard base64's alphabet
-        "ab c",     // whitespace
-        "AB",       // stray low bits: "AA" is the one spelling of [0x00]
-        "AAB",      // the same for two bytes
-        "é",        // non-ASCII
+        "a", // a length of 4k+1 cannot be base64
+        "ab=", // padding is not part of the alphabet
+        "a+/b", // standard base64's alphabet
+        "ab c", // whitespace
+        "AB", // stray low bits: "AA" is the one spelling of [0x00]
+        "AAB", // the same for two bytes
+        "é", // non-ASCII
     ])
     func refusesWhatIsNotTheCanonicalSpelling(_ text: String) {
         #expect(Base64URL.decode(text) == nil)

@@ -11,7 +11,9 @@ extension RegistryDatabaseTests {
     struct BeaconKeys {
         static let sealer = BeaconKeySealer(sealingKey: Array(repeating: 0x5A, count: 32))!
 
-        static func withKeyedRepository<T: Sendable>(_ body: (PostgresRegistryRepository, PostgresClient) async throws -> T) async throws -> T {
+        static func withKeyedRepository<T: Sendable>(
+            _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
+        ) async throws -> T {
             try await RegistryTestDatabase.withClient { client in
                 let repository = PostgresRegistryRepository(
                     client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer, beaconKeySealer: sealer
@@ -30,8 +32,10 @@ extension RegistryDatabaseTests {
         @Test func aRegisteredBeaconGetsARandomKeyPublishedSealedAndShownToTheInstaller() async throws {
             try await Self.withKeyedRepository { repository, client in
                 let fixture = try await Fixture.make(repository)
-                let first = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: fixture.gate.id))
-                let second = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
+                let first = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: fixture.gate.id))
+                let second = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
                 let key = try #require(try await repository.beaconGattKey(beaconId: first.id))
                 #expect(key.version == 1)
                 #expect(key.key.count == 32)
@@ -59,7 +63,8 @@ extension RegistryDatabaseTests {
         @Test func rotationCreatesANewVersionAndPublishesIt() async throws {
             try await Self.withKeyedRepository { repository, client in
                 let fixture = try await Fixture.make(repository)
-                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
                 let before = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
                 let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id)
                 #expect(rotation.beaconId == beacon.id)
@@ -93,7 +98,8 @@ extension RegistryDatabaseTests {
             }
             try await RegistryTestDatabase.withRepository { repository, _ in
                 let fixture = try await Fixture.make(repository)
-                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
                 do {
                     _ = try await repository.rotateBeaconKey(beaconId: beacon.id)
                     Issue.record("a registry without a sealing key rotated a key")
@@ -108,7 +114,8 @@ extension RegistryDatabaseTests {
             // Registered while the registry had no sealing key (as before this feature).
             let (beaconId, _) = try await RegistryTestDatabase.withRepository { repository, _ in
                 let fixture = try await Fixture.make(repository)
-                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id))
                 return (beacon.id, fixture.gate.id)
             }
             try await Self.withKeyedRepository { repository, client in

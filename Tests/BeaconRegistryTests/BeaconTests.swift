@@ -12,11 +12,12 @@ extension RegistryDatabaseTests {
                 let fixture = try await Fixture.make(repository)
                 let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
                 let mac = Self.randomMAC()
-                let beacon = try await repository.registerBeacon(NewBeacon(
-                    uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: " CP28-0001 ",
-                    mac: mac.lowercased().replacingOccurrences(of: ":", with: "-"), txPower: -59, advIntervalMs: 1_000,
-                    batteryReplacedOn: CalendarDate("2025-09-18"), gateId: fixture.gate.id
-                ))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(
+                        uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: " CP28-0001 ",
+                        mac: mac.lowercased().replacingOccurrences(of: ":", with: "-"), txPower: -59, advIntervalMs: 1_000,
+                        batteryReplacedOn: CalendarDate("2025-09-18"), gateId: fixture.gate.id
+                    ))
                 #expect(beacon.uuid == minor.uuid)
                 #expect(beacon.mac == mac)
                 #expect(beacon.serial == "CP28-0001")
@@ -50,7 +51,8 @@ extension RegistryDatabaseTests {
                         #expect(problem.detail?.contains(entry.vendor) == true)
                     }
                 }
-                let good = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 7, minor: 7, gateId: fixture.gate.id))
+                let good = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 7, minor: 7, gateId: fixture.gate.id))
                 #expect(good.status == .active)
                 // Only the accepted beacon reached the outbox.
                 let rows = try await client.query(
@@ -69,19 +71,23 @@ extension RegistryDatabaseTests {
                 let fixture = try await Fixture.make(repository)
                 let uuid = allowedUUID()
                 let mac = Self.randomMAC()
-                let first = try await repository.registerBeacon(NewBeacon(uuid: uuid.uuidString, major: 10, minor: 3, mac: mac, gateId: fixture.gate.id))
+                let first = try await repository.registerBeacon(
+                    NewBeacon(uuid: uuid.uuidString, major: 10, minor: 3, mac: mac, gateId: fixture.gate.id))
 
                 await #expect(throws: RegistryError.duplicateBeaconIdentity(first.identity)) {
-                    try await repository.registerBeacon(NewBeacon(id: "bcn_dup_identity_\(first.id)", uuid: uuid.uuidString, major: 10, minor: 3, gateId: fixture.gate.id))
+                    try await repository.registerBeacon(
+                        NewBeacon(id: "bcn_dup_identity_\(first.id)", uuid: uuid.uuidString, major: 10, minor: 3, gateId: fixture.gate.id))
                 }
                 await #expect(throws: RegistryError.duplicateMAC(mac)) {
-                    try await repository.registerBeacon(NewBeacon(
-                        id: "bcn_dup_mac_\(first.id)", uuid: uuid.uuidString, major: 10, minor: 4,
-                        mac: mac.lowercased().replacingOccurrences(of: ":", with: ""), gateId: fixture.gate.id
-                    ))
+                    try await repository.registerBeacon(
+                        NewBeacon(
+                            id: "bcn_dup_mac_\(first.id)", uuid: uuid.uuidString, major: 10, minor: 4,
+                            mac: mac.lowercased().replacingOccurrences(of: ":", with: ""), gateId: fixture.gate.id
+                        ))
                 }
                 await #expect(throws: RegistryError.alreadyExists(.beacon, id: first.id)) {
-                    try await repository.registerBeacon(NewBeacon(id: first.id, uuid: uuid.uuidString, major: 10, minor: 5, gateId: fixture.gate.id))
+                    try await repository.registerBeacon(
+                        NewBeacon(id: first.id, uuid: uuid.uuidString, major: 10, minor: 5, gateId: fixture.gate.id))
                 }
                 for refused in ["bcn_dup_identity_\(first.id)", "bcn_dup_mac_\(first.id)"] {
                     await #expect(throws: RegistryError.notFound(.beacon, id: refused)) { try await repository.beacon(id: refused) }
@@ -99,17 +105,20 @@ extension RegistryDatabaseTests {
                 await #expect(throws: RegistryError.minorAllocatedToAnotherGate(minor.identity, gateId: fixture.gate.id)) {
                     try await repository.registerBeacon(NewBeacon(identity: minor.identity, gateId: otherGate.id))
                 }
-                #expect(try await repository.registerBeacon(NewBeacon(identity: minor.identity, gateId: fixture.gate.id)).gateId == fixture.gate.id)
+                #expect(
+                    try await repository.registerBeacon(NewBeacon(identity: minor.identity, gateId: fixture.gate.id)).gateId
+                        == fixture.gate.id)
             }
         }
 
         @Test func invalidInputNamesEveryField() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 do {
-                    _ = try await repository.registerBeacon(NewBeacon(
-                        id: "bad id", uuid: "not-a-uuid", major: 70_000, minor: -1, mac: "00:11:22", txPower: 40,
-                        advIntervalMs: 5, gateId: "gate"
-                    ))
+                    _ = try await repository.registerBeacon(
+                        NewBeacon(
+                            id: "bad id", uuid: "not-a-uuid", major: 70_000, minor: -1, mac: "00:11:22", txPower: 40,
+                            advIntervalMs: 5, gateId: "gate"
+                        ))
                     Issue.record("accepted")
                 } catch let error as RegistryError {
                     guard case .invalidInput(let errors) = error else { Issue.record("\(error)"); return }
@@ -117,7 +126,8 @@ extension RegistryDatabaseTests {
                     #expect(error.problemDetails.status == 400)
                 }
                 await #expect(throws: RegistryError.notFound(.gate, id: "gate_missing")) {
-                    try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: "gate_missing"))
+                    try await repository.registerBeacon(
+                        NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: "gate_missing"))
                 }
             }
         }
@@ -125,7 +135,8 @@ extension RegistryDatabaseTests {
         @Test func statusChangesArePublished() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
                 let fixture = try await Fixture.make(repository)
-                let beacon = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
                 let lost = try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
                 #expect(lost.status == .lost)
                 #expect(try await repository.beacon(id: beacon.id).status == .lost)
@@ -147,12 +158,14 @@ extension RegistryDatabaseTests {
 
                 let sightings: [(String, TimeInterval)] = [("dev_a", -30 * 60), ("dev_b", -180), ("dev_c", -120), ("dev_b", -50)]
                 for (device, offset) in sightings {
-                    try await repository.recordSighting(BeaconSighting(beacon: beacon, deviceId: device, seenAt: now.addingTimeInterval(offset)))
+                    try await repository.recordSighting(
+                        BeaconSighting(beacon: beacon, deviceId: device, seenAt: now.addingTimeInterval(offset)))
                 }
                 // Another beacon's sightings do not count.
-                try await repository.recordSighting(BeaconSighting(
-                    beacon: BeaconIdentity(uuid: beacon.uuid, major: 42, minor: 8), deviceId: "dev_z", seenAt: now
-                ))
+                try await repository.recordSighting(
+                    BeaconSighting(
+                        beacon: BeaconIdentity(uuid: beacon.uuid, major: 42, minor: 8), deviceId: "dev_z", seenAt: now
+                    ))
 
                 let fiveMinutes = try await repository.verifyBroadcast(beacon, withinMinutes: 5)
                 #expect(fiveMinutes.verified)
@@ -167,7 +180,9 @@ extension RegistryDatabaseTests {
                     tokenSigner: RegistryTestDatabase.signer, now: { now.addingTimeInterval(3_600) }
                 )
                 let stale = try await later.verifyBroadcast(beacon, withinMinutes: 5)
-                #expect(stale == BroadcastVerification(verified: false, lastSeen: now.addingTimeInterval(-50), deviceCount: 0, windowMinutes: 5))
+                #expect(
+                    stale == BroadcastVerification(verified: false, lastSeen: now.addingTimeInterval(-50), deviceCount: 0, windowMinutes: 5)
+                )
 
                 await #expect(throws: RegistryError.self) { try await repository.verifyBroadcast(beacon, withinMinutes: 0) }
             }

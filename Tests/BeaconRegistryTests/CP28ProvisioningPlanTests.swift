@@ -53,10 +53,11 @@ struct CP28ProvisioningPlanTests {
 
     @Test func commandsFollowTheSeedOrder() throws {
         let plan = try CP28ProvisioningPlan(Self.settings)
-        #expect(plan.steps.map(\.command) == [
-            0x71, 0x11, 0x61, 0x77, 0x78, 0x79, 0x12, 0x62, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0xA0,
-            0x13, 0xFF, 0x14, 0xFF, 0x15, 0xFF, 0x16, 0xFF, 0x60,
-        ])
+        #expect(
+            plan.steps.map(\.command) == [
+                0x71, 0x11, 0x61, 0x77, 0x78, 0x79, 0x12, 0x62, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0xA0,
+                0x13, 0xFF, 0x14, 0xFF, 0x15, 0xFF, 0x16, 0xFF, 0x60,
+            ])
     }
 
     @Test func checksumIsXorOfCommandLengthAndData() {
@@ -84,7 +85,7 @@ struct CP28ProvisioningPlanTests {
         )
         let steps = try CP28ProvisioningPlan(settings).steps
         #expect(steps[0].bytes.count == 4 + 20 + 1)
-        #expect(steps[3].hex == "4E 4F 77 01 81 F7")   // -127 = 0x81; 77 ⊕ 01 ⊕ 81 = F7
+        #expect(steps[3].hex == "4E 4F 77 01 81 F7") // -127 = 0x81; 77 ⊕ 01 ⊕ 81 = F7
         #expect(steps[9].hex == "4E 4F 75 02 FF FF 77") // 75 ⊕ 02 ⊕ FF ⊕ FF = 77
         #expect(steps[10].hex == "4E 4F 76 02 00 00 74")
         #expect(steps[4].hex == "4E 4F 78 01 01 78")
@@ -112,8 +113,10 @@ struct CP28ProvisioningPlanTests {
         (with { $0.deviceName = "Cổng 1" }, .deviceNameNotASCII),
         (with { $0.deviceName = "tab\there" }, .deviceNameNotASCII),
         (with { $0.uuid = "not-a-uuid" }, .invalidUUID("not-a-uuid")),
-        (with { $0.uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" },
-         .bannedUUID(BannedUUID(prefix: "E2C56DB5", vendor: "Apple AirLocate sample"))),
+        (
+            with { $0.uuid = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" },
+            .bannedUUID(BannedUUID(prefix: "E2C56DB5", vendor: "Apple AirLocate sample"))
+        ),
         (with { $0.major = 65_536 }, .majorOutOfRange(65_536)),
         (with { $0.minor = -1 }, .minorOutOfRange(-1)),
         (with { $0.measuredPower = 1 }, .measuredPowerOutOfRange(1)),

@@ -12,10 +12,14 @@ struct DeviceTokenSignerTests {
 
     @Test func signedTokenVerifiesToItsClaims() throws {
         let signer = try DeviceTokenSigner(activeKey: keyA)
-        let (token, claims) = signer.sign(deviceId: "dev_1", userId: "EMP-042", issuedAt: issued.addingTimeInterval(0.7), lifetime: .seconds(3600))
+        let (token, claims) = signer.sign(
+            deviceId: "dev_1", userId: "EMP-042", issuedAt: issued.addingTimeInterval(0.7), lifetime: .seconds(3600))
         #expect(token.hasPrefix("v1."))
         #expect(token.split(separator: ".").count == 3)
-        #expect(claims == DeviceClaims(deviceId: "dev_1", userId: "EMP-042", issuedAt: issued, expiresAt: issued.addingTimeInterval(3600), keyId: "k2025a"))
+        #expect(
+            claims
+                == DeviceClaims(
+                    deviceId: "dev_1", userId: "EMP-042", issuedAt: issued, expiresAt: issued.addingTimeInterval(3600), keyId: "k2025a"))
         #expect(try signer.verify(token, now: issued.addingTimeInterval(10)) == claims)
         // Deterministic: the same claims give the same token.
         #expect(signer.sign(claims) == token)
@@ -27,7 +31,8 @@ struct DeviceTokenSignerTests {
         let parts = token.split(separator: ".").map(String.init)
 
         // Another user's id in an otherwise genuine token.
-        let forgedClaims = DeviceClaims(deviceId: "dev_1", userId: "EMP-999", issuedAt: issued, expiresAt: issued.addingTimeInterval(3600), keyId: "k2025a")
+        let forgedClaims = DeviceClaims(
+            deviceId: "dev_1", userId: "EMP-999", issuedAt: issued, expiresAt: issued.addingTimeInterval(3600), keyId: "k2025a")
         let forgedPayload = signer.sign(forgedClaims).split(separator: ".")[1]
         #expect(throws: DeviceTokenError.badSignature) {
             try signer.verify("\(parts[0]).\(forgedPayload).\(parts[2])", now: issued)

@@ -17,7 +17,8 @@ extension RegistryDatabaseTests {
 
                 // Typed the way people type it: lower case, no dash.
                 let typed = issued.code.lowercased().replacingOccurrences(of: "-", with: "")
-                let credentials = try await repository.exchangeEnrollmentCode(typed, device: DeviceDescription(appVersion: "2.4.1", model: "iPhone15,2"))
+                let credentials = try await repository.exchangeEnrollmentCode(
+                    typed, device: DeviceDescription(appVersion: "2.4.1", model: "iPhone15,2"))
                 #expect(credentials.device.userId == fixture.user.id)
                 #expect(credentials.device.status == .enrolled)
                 #expect(credentials.device.appVersion == "2.4.1")
@@ -120,7 +121,9 @@ extension RegistryDatabaseTests {
                 #expect(changes.count == 2)
                 let published = try ProtocolCodec.wire.decode(Device.self, from: try #require(changes.last?.payload))
                 #expect(published.status == .revoked)
-                await #expect(throws: RegistryError.notFound(.device, id: "dev_missing")) { try await repository.revokeDevice(id: "dev_missing") }
+                await #expect(throws: RegistryError.notFound(.device, id: "dev_missing")) {
+                    try await repository.revokeDevice(id: "dev_missing")
+                }
             }
         }
     }

@@ -15,7 +15,8 @@ extension RegistryDatabaseTests {
                 #expect(fixture.site.geofence.radiusMeters == 200)
                 #expect(fixture.user.siteIds == [fixture.site.id])
 
-                let organization = try #require(try await outboxRows(client, type: "organization", id: fixture.organization.id).first?.payload)
+                let organization = try #require(
+                    try await outboxRows(client, type: "organization", id: fixture.organization.id).first?.payload)
                 #expect(try ProtocolCodec.wire.decode(Organization.self, from: organization).name == fixture.organization.name)
                 // The wire format keeps timestamps to the millisecond; everything else round-trips exactly.
                 var expectedSite = fixture.site
@@ -45,9 +46,10 @@ extension RegistryDatabaseTests {
                     Issue.record("accepted")
                 } catch let error as RegistryError {
                     guard case .invalidInput(let errors) = error else { Issue.record("\(error)"); return }
-                    #expect(Set(errors.map(\.field)) == [
-                        "timezone", "geofence.latitude", "geofence.radiusMeters", "shift.lateEntryGraceMinutes",
-                    ])
+                    #expect(
+                        Set(errors.map(\.field)) == [
+                            "timezone", "geofence.latitude", "geofence.radiusMeters", "shift.lateEntryGraceMinutes",
+                        ])
                 }
                 #expect(try await outboxRows(client, type: "site", id: site.id!).isEmpty)
 
@@ -76,7 +78,8 @@ extension RegistryDatabaseTests {
                     try await repository.createOrganization(NewOrganization(id: fixture.organization.id, name: "Again"))
                 }
                 let employee = "EMP-\(UInt32.random(in: 0...UInt32.max))"
-                let user = try await repository.createUser(NewUser(id: employee, name: "Trần Thị Bình", siteIds: [fixture.site.id, fixture.site.id]))
+                let user = try await repository.createUser(
+                    NewUser(id: employee, name: "Trần Thị Bình", siteIds: [fixture.site.id, fixture.site.id]))
                 #expect(user.id == employee && user.siteIds == [fixture.site.id])
                 await #expect(throws: RegistryError.alreadyExists(.user, id: employee)) {
                     try await repository.createUser(NewUser(id: employee, name: "Duplicate"))

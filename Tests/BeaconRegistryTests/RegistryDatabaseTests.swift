@@ -13,16 +13,18 @@ extension RegistryDatabaseTests {
     @Suite("Migrations")
     struct Migrations {
         @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
-            let bundled = try RegistryMigrations.load()
+            let bundled = try ServiceMigrations.registry.load()
             #expect(bundled.map(\.version) == [1, 2, 3, 4])
             #expect(bundled.map(\.name) == ["registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify"])
             try await RegistryTestDatabase.withClient { client in
                 // The harness applied them already; both entry points now find nothing to do.
-                #expect(try await RegistryMigrations.apply(client: client, logger: RegistryTestDatabase.logger).isEmpty)
-                let runner = MigrationRunner(service: RegistryMigrations.service, migrations: bundled, client: client, logger: RegistryTestDatabase.logger)
+                #expect(try await ServiceMigrations.registry.apply(client: client, logger: RegistryTestDatabase.logger).isEmpty)
+                let runner = MigrationRunner(
+                    service: ServiceMigrations.registry.service, migrations: bundled, client: client, logger: RegistryTestDatabase.logger)
                 #expect(try await runner.run().isEmpty)
                 let recorded = try await client.query(
-                    "SELECT count(*)::int FROM schema_migrations WHERE service = \(RegistryMigrations.service)", logger: RegistryTestDatabase.logger
+                    "SELECT count(*)::int FROM schema_migrations WHERE service = \(ServiceMigrations.registry.service)",
+                    logger: RegistryTestDatabase.logger
                 )
                 for try await count in recorded.decode(Int.self) { #expect(count == bundled.count) }
             }
@@ -31,7 +33,8 @@ extension RegistryDatabaseTests {
         @Test func shardPoolHoldsSixtyFourDistinctAllowedVersion4UUIDs() async throws {
             try await RegistryTestDatabase.withClient { client in
                 var uuids: [UUID] = []
-                let rows = try await client.query("SELECT uuid FROM registry.shard_pool ORDER BY position", logger: RegistryTestDatabase.logger)
+                let rows = try await client.query(
+                    "SELECT uuid FROM registry.shard_pool ORDER BY position", logger: RegistryTestDatabase.logger)
                 for try await uuid in rows.decode(UUID.self) { uuids.append(uuid) }
                 #expect(uuids.count == 64)
                 #expect(Set(uuids).count == 64)

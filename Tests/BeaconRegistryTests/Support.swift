@@ -29,7 +29,7 @@ enum RegistryTestDatabase {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await RegistryMigrations.apply(client: client, logger: logger)
+            try await ServiceMigrations.registry.apply(client: client, logger: logger)
             return try await body(client)
         }
     }

@@ -2,11 +2,12 @@ import AsyncHTTPClient
 import FleetSimulatorCore
 import FleetSimulatorService
 import Foundation
+import LocalStackTesting
+import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import LocalStackTesting
-import Testing
 
 /// `make run`'s demo against the five services as processes (deploy/local/services.sh): the fleet
 /// simulator's default run (300 phones on 2 sites, a 90-second morning rush in real time), then the
@@ -14,7 +15,7 @@ import Testing
 /// the run's sites equal to the run's own, and every row of the status page with data.
 ///
 /// The services share consumer groups and tables with everyone else's runs on the shared stack, so
-/// the test holds the shared services lock (`.local/run/services.lock`, the file `flock(1)` takes)
+/// the test holds the shared services lock (`$RUN_DIR/services.lock`, the file `flock(1)` takes)
 /// from starting the services until they are stopped. A caller that already holds it (a script
 /// wrapping `swift test` in `flock`) sets `SERVICES_LOCK_HELD=1`.
 @Suite("Fleet end to end: services as processes", .serialized, .timeLimit(.minutes(30)))
@@ -26,13 +27,13 @@ struct FleetEndToEndTests {
         try await LocalStack.runScript("deploy/local/services.sh", "start")
         do {
             let environment = ProcessInfo.processInfo.environment
-            let command = try RunCommand.parse([])   // the demo: the simulator's defaults, as `make run` uses them
+            let command = try RunCommand.parse([]) // the demo: the simulator's defaults, as `make run` uses them
             var settings = StackRun.Settings(outboxDirectory: NSTemporaryDirectory() + "fleet-e2e-\(getpid())")
             settings.showProgress = false
             settings.gateway = "http://127.0.0.1:\(environment["GATEWAY_PORT"] ?? "8080")"
             let telemetry = "http://127.0.0.1:\(environment["TELEMETRY_PORT"] ?? "8084")"
             settings.telemetry = telemetry
-            settings.tokenKeysFile = LocalStack.root.appendingPathComponent(".local/run/secrets/device-token-keys").path
+            settings.tokenKeysFile = LocalStack.runDirectory.appendingPathComponent("secrets/device-token-keys").path
             let report = try await StackRun(options: command.fleetOptions, settings: settings).run()
             try? FileManager.default.removeItem(atPath: settings.outboxDirectory)
             _ = try? report.write(to: LocalStack.root.appendingPathComponent("reports/fleet-e2e").path)
@@ -45,8 +46,11 @@ struct FleetEndToEndTests {
             // and the status page's SLO within half a point of the run's with every event counted. The
             // latency p99 target (15 s) is not reached yet (PresenceKit README): held to its floor instead.
             #expect(report.targets.filter { !$0.met && $0.name != "detection latency p99" }.map(\.name) == [], "\(report.headline)")
-            #expect((report.score.detectionLatencySeconds.p99 ?? .infinity) < FleetReport.detectionLatencyP99FloorSeconds, "\(report.headline)")
-            #expect(report.score.arrivals > 200 && report.score.checkInRecall >= 0.999 && report.score.checkInPrecision >= 0.999 && report.score.falseCheckOuts == 0, "\(report.headline)")
+            #expect(
+                (report.score.detectionLatencySeconds.p99 ?? .infinity) < FleetReport.detectionLatencyP99FloorSeconds, "\(report.headline)")
+            #expect(
+                report.score.arrivals > 200 && report.score.checkInRecall >= 0.999 && report.score.checkInPrecision >= 0.999
+                    && report.score.falseCheckOuts == 0, "\(report.headline)")
             let server = try #require(report.serverSLO, "the report has no status-page SLO: \(report.headline)")
             #expect(abs(server.compliance - report.score.sloWithin5Minutes) < FleetReport.sloAgreement)
             #expect(server.total == Int64(d.eventsPosted))
@@ -110,7 +114,7 @@ struct ServicesLock {
 
     static func acquire(timeout: Duration = .seconds(3_600)) throws -> ServicesLock {
         if ProcessInfo.processInfo.environment["SERVICES_LOCK_HELD"] == "1" { return ServicesLock(fd: -1) }
-        let path = LocalStack.root.appendingPathComponent(".local/run/services.lock").path
+        let path = LocalStack.runDirectory.appendingPathComponent("services.lock").path
         // Close-on-exec: the services started while the lock is held must not inherit (and keep) it.
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ScriptFailure(output: "cannot open \(path): errno \(errno)") }
@@ -131,4 +135,3 @@ struct ServicesLock {
         close(fd)
     }
 }
-

@@ -46,14 +46,20 @@ struct ScheduleAndScoringTests {
     @Test func walkPastsHaveNoTruthAndGateStandersStandAtTheGate() {
         let site = World.standard(sites: 1).sites[0]
         var random = SimulationRandom(seed: 5)
-        let walker = ScheduleGenerator.person(index: 0, kind: .walkPast, siteIndex: 0, site: site, start: Self.midnight, durationMs: Self.day, settings: ScheduleSettings(), random: &random)
+        let walker = ScheduleGenerator.person(
+            index: 0, kind: .walkPast, siteIndex: 0, site: site, start: Self.midnight, durationMs: Self.day, settings: ScheduleSettings(),
+            random: &random)
         #expect(walker.truth.isEmpty)
         // Their closest approach to a gate is the pavement, 8-12 m away.
         let closest = walker.itinerary.segments.filter(\.isWalk).map { s in
-            stride(from: 0.0, through: 1.0, by: 0.001).map { s.from.interpolated(to: s.to, fraction: $0).distance(to: site.gates[0].position) }.min()!
+            stride(from: 0.0, through: 1.0, by: 0.001).map {
+                s.from.interpolated(to: s.to, fraction: $0).distance(to: site.gates[0].position)
+            }.min()!
         }.min()!
         #expect(closest >= 7.9 && closest <= 12.1)
-        let stander = ScheduleGenerator.person(index: 1, kind: .gateStander, siteIndex: 0, site: site, start: Self.midnight, durationMs: Self.day, settings: ScheduleSettings(), random: &random)
+        let stander = ScheduleGenerator.person(
+            index: 1, kind: .gateStander, siteIndex: 0, site: site, start: Self.midnight, durationMs: Self.day,
+            settings: ScheduleSettings(), random: &random)
         let arrival = stander.truth[0]
         // A minute after the arrival they still stand within 3 m of the gate.
         let later = stander.itinerary.whereabouts(at: arrival.at + 60_000)
@@ -61,7 +67,8 @@ struct ScheduleAndScoringTests {
     }
 
     static func posted(_ kind: String, at: Int64, timestamp: Int64? = nil, session: String = "s") -> PostedEvent {
-        PostedEvent(key: "\(kind)-\(at)", kind: kind, siteId: "S_1", sessionKey: session, reason: "r", timestamp: timestamp ?? at, decidedAt: at)
+        PostedEvent(
+            key: "\(kind)-\(at)", kind: kind, siteId: "S_1", sessionKey: session, reason: "r", timestamp: timestamp ?? at, decidedAt: at)
     }
 
     @Test func scoringAgainstHandMadeTruth() {
@@ -73,12 +80,12 @@ struct ScheduleAndScoringTests {
         let person = Person(index: 0, kind: .employee, siteIndex: 0, itinerary: Itinerary(segments: []), truth: truth, speed: 1.2)
         var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
         device.posted = [
-            Self.posted("checkin", at: 1_004_000),                       // 4 s after the first arrival
-            Self.posted("checkout", at: 3_000_000),                      // while inside: a false check-out
+            Self.posted("checkin", at: 1_004_000), // 4 s after the first arrival
+            Self.posted("checkout", at: 3_000_000), // while inside: a false check-out
             Self.posted("checkout", at: 5_200_000, timestamp: 5_010_000), // the real departure, stamped 10 s late
             Self.posted("checkin", at: 7_000_000, session: "walk-past"), // nobody arrived: a false check-in
             Self.posted("checkout", at: 7_200_000, session: "walk-past"), // closes that false session
-        ]                                                                // the second arrival is missed
+        ] // the second arrival is missed
         device.deliveries = [DeliveryRecord(key: "checkin-1004000", kind: "checkin", status: 201, attempts: 1, verdictAt: 1_006_000)]
         let score = Score(people: [person], devices: [device])
         #expect(score.arrivals == 2 && score.matchedArrivals == 1)
@@ -88,14 +95,14 @@ struct ScheduleAndScoringTests {
         #expect(score.falseCheckOuts == 1, "only the check-out that cut the real session short")
         #expect(score.checkOutsOfFalseSessions == 1)
         #expect(score.detectionLatencySeconds.p50 == 4)
-        #expect(score.triggerToVerdictSeconds.p50 == 2)   // the check-in's own time to its verdict
+        #expect(score.triggerToVerdictSeconds.p50 == 2) // the check-in's own time to its verdict
         #expect(score.checkOutTimeErrorSeconds.p50 == 10)
     }
 
     @Test func inARushEveryoneArrivesWithinTheRunAndNobodyLeaves() throws {
         let site = World.standard(sites: 1).sites[0]
         let rush = RushSettings()
-        let start: Int64 = 1_800_000_000_123   // any moment, not a midnight
+        let start: Int64 = 1_800_000_000_123 // any moment, not a midnight
         let duration: Int64 = 90_000
         let window = rush.arrivalWindow(durationMs: duration)
         for index in 0..<60 {
@@ -146,8 +153,10 @@ struct ScheduleAndScoringTests {
         // Checked in at 1,000 s, but confirmed (decided) at 1,100 s; a heartbeat queued offline for 6 minutes.
         device.posted = [Self.posted("checkin", at: 1_100_000, timestamp: 1_000_000), Self.posted("heartbeat", at: 2_000_000)]
         device.deliveries = [
-            DeliveryRecord(key: "checkin-1100000", kind: "checkin", status: 201, attempts: 1, verdictAt: 1_101_000, reachedServerAt: 1_100_500),
-            DeliveryRecord(key: "heartbeat-2000000", kind: "heartbeat", status: 201, attempts: 3, verdictAt: 2_360_000, reachedServerAt: 2_359_000),
+            DeliveryRecord(
+                key: "checkin-1100000", kind: "checkin", status: 201, attempts: 1, verdictAt: 1_101_000, reachedServerAt: 1_100_500),
+            DeliveryRecord(
+                key: "heartbeat-2000000", kind: "heartbeat", status: 201, attempts: 3, verdictAt: 2_360_000, reachedServerAt: 2_359_000),
         ]
         let score = Score(people: [person], devices: [device])
         #expect(score.sloEvents == 2 && score.sloGoodEvents == 1 && score.sloWithin5Minutes == 0.5)
@@ -163,7 +172,8 @@ struct ScheduleAndScoringTests {
         let plan = FleetPlan(options: options)
         var delivery = FleetReport.Delivery()
         delivery.attemptStatuses = ["201": 10, "offline": 2, "captive_portal": 1, "timeout": 1]
-        var report = FleetReport(parameters: .init(mode: "real-stack", plan: plan), plan: plan, devices: [], delivery: delivery, throughput: .init())
+        var report = FleetReport(
+            parameters: .init(mode: "real-stack", plan: plan), plan: plan, devices: [], delivery: delivery, throughput: .init())
         #expect(report.sites.map(\.siteId) == plan.world.sites.map(\.id))
         report.compare(withServer: .init(source: "test", good: 0, total: 0), bySite: [plan.world.sites[0].id: (good: 0, total: 0)])
         #expect(report.targets.last?.name == "SLO as the status page reports it (test)" && report.targets.last?.met == true)

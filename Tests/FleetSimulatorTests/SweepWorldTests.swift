@@ -89,9 +89,10 @@ struct SweepWorldTests {
         // A pavement stopper stands still within a few metres of a door, outside.
         let stopper = plan.people.first { $0.kind == .pavementStopper }!
         let doors = plan.world.sites[0].gates.map(\.position)
-        #expect(stopper.itinerary.segments.contains { s in
-            !s.isWalk && s.end - s.start >= 20_000 && s.from.y < 0 && doors.contains { $0.distance(to: s.from) < 6 }
-        })
+        #expect(
+            stopper.itinerary.segments.contains { s in
+                !s.isWalk && s.end - s.start >= 20_000 && s.from.y < 0 && doors.contains { $0.distance(to: s.from) < 6 }
+            })
         // Doorway loiterers arrive and leave like employees: their breaks are not gate passes.
         for person in plan.people where person.kind == .doorwayLoiterer {
             #expect(person.truth.filter { $0.kind == .arrival }.count == person.truth.filter { $0.kind == .departure }.count)

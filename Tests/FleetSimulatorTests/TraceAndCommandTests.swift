@@ -12,7 +12,9 @@ struct TraceAndCommandTests {
 
     @Test func theSampleTraceGivesOneCheckInAndOneCheckOut() throws {
         let text = try String(contentsOf: Self.resources.appendingPathComponent("sample-trace.csv"), encoding: .utf8)
-        let config = try RemoteConfig.decode(String(contentsOf: Self.resources.appendingPathComponent("sample-config.json"), encoding: .utf8)).presence
+        let config = try RemoteConfig.decode(
+            String(contentsOf: Self.resources.appendingPathComponent("sample-config.json"), encoding: .utf8)
+        ).presence
         let output = try TraceReplay.run(Trace.parse(text), config: config)
         let kinds = output.decisions.filter { $0.type != "heartbeat" }.map(\.type)
         #expect(kinds == ["checkin", "checkout"], "\(output.decisions)")
@@ -33,7 +35,9 @@ struct TraceAndCommandTests {
 
     /// A walk-in: geofence, walking, optionally the OS region event, then `readings` strong readings a second apart.
     static func walkIn(region: Bool, readings: Int = 8) -> String {
-        var lines = ["timestamp,event,target,value", "1000,site,S_1,\(uuid):10", "1000,geofence,S_1,enter", "2000,motion,,walking", "2500,steps,,40"]
+        var lines = [
+            "timestamp,event,target,value", "1000,site,S_1,\(uuid):10", "1000,geofence,S_1,enter", "2000,motion,,walking", "2500,steps,,40",
+        ]
         if region { lines.append("2900,region,,enter") }
         for i in 0..<readings { lines.append("\(3_000 + i * 1_000),rssi,\(uuid):10:1,-60") }
         return lines.joined(separator: "\n")
@@ -49,7 +53,8 @@ struct TraceAndCommandTests {
     @Test func readingsReachTheLibraryOnlyWhileItScansUnlessAskedToFeedThemAll() throws {
         let silent = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: Self.bursts)
         #expect(silent.decisions.isEmpty && silent.readingsWhileNotScanning == 8)
-        let fedAll = try TraceReplay.run(Trace.parse(Self.walkIn(region: false)), config: Self.bursts, options: .init(feedAllReadings: true))
+        let fedAll = try TraceReplay.run(
+            Trace.parse(Self.walkIn(region: false)), config: Self.bursts, options: .init(feedAllReadings: true))
         #expect(fedAll.observations == silent.observations + 8)
         let ranging = try TraceReplay.run(Trace.parse(Self.walkIn(region: true)), config: Self.bursts)
         #expect(ranging.decisions.first?.type == "checkin")
@@ -60,13 +65,15 @@ struct TraceAndCommandTests {
         let trace = try Trace.parse(Self.walkIn(region: true))
         let lastLine = Timestamp(millisecondsSinceEpoch: 10_000)
         var config = PresenceConfig()
-        config.checkOutTrigger = .beaconLoss   // the continuous scan sees the silence after the check-in: it starts the grace
+        config.checkOutTrigger = .beaconLoss // the continuous scan sees the silence after the check-in: it starts the grace
         let out = try TraceReplay.run(trace, config: config)
         let checkOut = try #require(out.decisions.first { $0.type == "checkout" }, "\(out.decisions)")
         #expect(checkOut.decidedAt > lastLine.iso8601Milliseconds && checkOut.decidedAt.hasSuffix("Z") && checkOut.decidedAt.contains("."))
         let cut = try TraceReplay.run(trace, config: config, options: .init(end: lastLine))
         #expect(cut.decisions.map(\.type) == ["checkin"] && cut.endedAt == lastLine.iso8601Milliseconds)
-        #expect(throws: TraceError.self) { try TraceReplay.run(trace, config: PresenceConfig(), options: .init(end: Timestamp(millisecondsSinceEpoch: 5_000))) }
+        #expect(throws: TraceError.self) {
+            try TraceReplay.run(trace, config: PresenceConfig(), options: .init(end: Timestamp(millisecondsSinceEpoch: 5_000)))
+        }
     }
 
     @Test func aReadingOfABeaconNoSiteClaimsIsAnErrorNamingItsLine() throws {
@@ -81,7 +88,10 @@ struct TraceAndCommandTests {
 
     @Test(arguments: [
         ("timestamp,event,target,value\n1000,rssi,not-a-beacon,-60\n", 2, "beacon \"not-a-beacon\" is not UUID:major:minor"),
-        ("# note\ntimestamp,event,target,value\n\n1000,motion,,walking\n1001,rssi,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:1,12\n", 5, "RSSI \"12\""),
+        (
+            "# note\ntimestamp,event,target,value\n\n1000,motion,,walking\n1001,rssi,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:1,12\n", 5,
+            "RSSI \"12\""
+        ),
         ("timestamp,event,target,value\nyesterday,steps,,3\n", 2, "timestamp \"yesterday\""),
         ("timestamp,event,target,value\n2000,steps,,3\n1000,steps,,3\n", 3, "timestamp goes backwards"),
         ("timestamp,event,target,value\n1000,teleport,,3\n", 2, "unknown event \"teleport\""),
@@ -123,13 +133,19 @@ struct TraceAndCommandTests {
     }
 
     @Test func goodArgumentsBecomeFleetOptions() throws {
-        let command = try #require(try FleetSimulatorCommand.parseAsRoot(
-            ["run", "--detection-only", "--devices", "50", "--sites", "2", "--duration", "90m", "--start-hour", "7.5", "--seed", "9", "--quiet-phones"])
-            as? RunCommand)
+        let command = try #require(
+            try FleetSimulatorCommand.parseAsRoot(
+                [
+                    "run", "--detection-only", "--devices", "50", "--sites", "2", "--duration", "90m", "--start-hour", "7.5", "--seed", "9",
+                    "--quiet-phones",
+                ])
+                as? RunCommand)
         let o = command.fleetOptions
         #expect(o.devices == 50 && o.sites == 2 && o.durationMs == 5_400_000 && o.startOffsetMs == 27_000_000 && o.seed == 9)
         #expect(o.scheduleKind == .workingDays && o.phones == .quiet)
-        #expect(DurationText.milliseconds("2d") == 172_800_000 && DurationText.milliseconds("45") == 45_000 && DurationText.milliseconds("h") == nil)
+        #expect(
+            DurationText.milliseconds("2d") == 172_800_000 && DurationText.milliseconds("45") == 45_000
+                && DurationText.milliseconds("h") == nil)
         #expect(DurationText.range("10s-40s") == 10_000...40_000 && DurationText.range("30s") == 30_000...30_000)
         #expect(DurationText.range("6m-") == nil && DurationText.range("1e300s") == nil)
     }
@@ -138,8 +154,10 @@ struct TraceAndCommandTests {
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("replay-config-\(UUID().uuidString).json")
         try #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}}"#.write(to: config, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: config) }
-        let replay = try #require(try FleetSimulatorCommand.parseAsRoot(
-            ["replay", "--trace", Self.resources.appendingPathComponent("sample-trace.csv").path, "--config", config.path]) as? ReplayCommand)
+        let replay = try #require(
+            try FleetSimulatorCommand.parseAsRoot(
+                ["replay", "--trace", Self.resources.appendingPathComponent("sample-trace.csv").path, "--config", config.path])
+                as? ReplayCommand)
         do {
             try replay.run()
             Issue.record("replayed with a misspelled config")
@@ -153,16 +171,25 @@ struct TraceAndCommandTests {
     @Test func theDefaultRunIsTheDemoARealTimeMorningRush() throws {
         let o = try #require(try FleetSimulatorCommand.parseAsRoot(["run"]) as? RunCommand).fleetOptions
         #expect(o.devices == 300 && o.sites == 2 && o.durationMs == 90_000 && o.scheduleKind == .morningRush && o.phones == .rush)
-        let burning = try #require(try FleetSimulatorCommand.parseAsRoot(
-            ["run", "--duration", "10m", "--offline-share", "0.5", "--offline-time", "9m"]) as? RunCommand).fleetOptions
+        let burning = try #require(
+            try FleetSimulatorCommand.parseAsRoot(
+                ["run", "--duration", "10m", "--offline-share", "0.5", "--offline-time", "9m"]) as? RunCommand
+        ).fleetOptions
         #expect(burning.phones.offline == 0.5 && burning.phones.offlineSeconds == 540...540)
         let days = try #require(try FleetSimulatorCommand.parseAsRoot(["run", "--detection-only"]) as? RunCommand).fleetOptions
         #expect(days.scheduleKind == .workingDays && days.durationMs == 86_400_000 && days.phones == PhoneMix())
     }
 
     @Test func aCaptivePortalsHTMLIsNotAVerdict() {
-        #expect(ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html")) != .response(status: 200, problemType: nil, retryAfterMs: nil))
-        if case .transportError = ContractReading.deliveryResult(TransportAnswer(status: 302, contentType: nil)) {} else { Issue.record("a redirect without JSON must be retried") }
-        #expect(ContractReading.deliveryResult(TransportAnswer(status: 201, contentType: "application/json; charset=utf-8")) == .response(status: 201, problemType: nil, retryAfterMs: nil))
+        #expect(
+            ContractReading.deliveryResult(TransportAnswer(status: 200, contentType: "text/html"))
+                != .response(status: 200, problemType: nil, retryAfterMs: nil))
+        if case .transportError = ContractReading.deliveryResult(TransportAnswer(status: 302, contentType: nil)) {
+        } else {
+            Issue.record("a redirect without JSON must be retried")
+        }
+        #expect(
+            ContractReading.deliveryResult(TransportAnswer(status: 201, contentType: "application/json; charset=utf-8"))
+                == .response(status: 201, problemType: nil, retryAfterMs: nil))
     }
 }

@@ -53,7 +53,9 @@ struct WorldTests {
         let heard = channel.listen(at: 1_000, here: Self.standing(Point(x: 0, y: -2)), random: &random)
         #expect((heard.first?.packetsHeard ?? 0) > 0)
         let far = Point(x: 0, y: -2_000)
-        #expect(channel.listen(at: 2_000, here: Self.standing(far), random: &random) == [RangedBeacon(beaconIndex: 0, rssi: 0, packetsHeard: 0)])
+        #expect(
+            channel.listen(at: 2_000, here: Self.standing(far), random: &random) == [RangedBeacon(beaconIndex: 0, rssi: 0, packetsHeard: 0)]
+        )
         #expect(channel.listen(at: 10_000, here: Self.standing(far), random: &random).isEmpty)
     }
 
@@ -65,12 +67,15 @@ struct WorldTests {
         var random = SimulationRandom(seed: 1)
         let channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
         let beacon = world.sites[0].beacons[0]
-        let facing = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: 1), walking: true))
-        let away = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: -1), walking: true))
+        let facing = channel.meanRssi(
+            beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: 1), walking: true))
+        let away = channel.meanRssi(
+            beacon: beacon, at: Whereabouts(position: Point(x: 0, y: -5), heading: Point(x: 0, y: -1), walking: true))
         #expect(abs(facing - (-59 - 25 * log10(5.0))) < 1e-9)
         #expect(abs((facing - away) - 6) < 1e-9)
         // 10 m inside the building, the beacon at the door: the wall costs 20 dB.
-        let inside = channel.meanRssi(beacon: beacon, at: Whereabouts(position: Point(x: 0, y: 10), heading: Point(x: 0, y: 0), walking: true))
+        let inside = channel.meanRssi(
+            beacon: beacon, at: Whereabouts(position: Point(x: 0, y: 10), heading: Point(x: 0, y: 0), walking: true))
         #expect(abs(inside - (-59 - 25 - 20)) < 1e-9)
     }
 
@@ -84,7 +89,9 @@ struct WorldTests {
         let channel = RadioChannel(site: site, radio: world.radio, phoneLossDb: 0, random: &random)
         // At gate 2 the neighbouring gate's beacon (12 m away) is still audible.
         #expect(channel.anyBeaconAudible(from: Point(x: 12, y: -1)))
-        #expect(channel.meanRssi(beacon: site.beacons[0], at: Whereabouts(position: Point(x: 12, y: -1), heading: Point(x: 0, y: 0), walking: true)) < -80)
+        #expect(
+            channel.meanRssi(
+                beacon: site.beacons[0], at: Whereabouts(position: Point(x: 12, y: -1), heading: Point(x: 0, y: 0), walking: true)) < -80)
         #expect(!channel.anyBeaconAudible(from: Point(x: 0, y: -400)))
         #expect(world.directory.siteIndex(for: site.beacons[2].identity) == 0)
     }

@@ -22,31 +22,43 @@ struct BadInputTests {
             try none.problem(401, .unauthorized)
             #expect(none.headers[.wwwAuthenticate] == "Bearer")
 
-            for token in ["garbage", "v1.e30.AAAA", TestKeys.token(device: device.deviceId, user: device.userId, signer: TestKeys.foreignSigner)] {
-                try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: token).problem(401, .unauthorized)
+            for token in [
+                "garbage", "v1.e30.AAAA", TestKeys.token(device: device.deviceId, user: device.userId, signer: TestKeys.foreignSigner),
+            ] {
+                try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: token).problem(
+                    401, .unauthorized)
             }
             // Tampered: another device's claims with this token's signature.
             let genuine = device.token.split(separator: ".")
             let other = TestKeys.token(device: "dev_other", user: device.userId).split(separator: ".")
             let tampered = "\(genuine[0]).\(other[1]).\(genuine[2])"
-            try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: tampered).problem(401, .unauthorized)
+            try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: tampered).problem(
+                401, .unauthorized)
 
-            let expired = TestKeys.token(device: device.deviceId, user: device.userId, issuedAt: Date().addingTimeInterval(-7_200), lifetime: .seconds(3_600))
-            let expiredProblem = try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: expired)
-                .problem(401, .unauthorized)
+            let expired = TestKeys.token(
+                device: device.deviceId, user: device.userId, issuedAt: Date().addingTimeInterval(-7_200), lifetime: .seconds(3_600))
+            let expiredProblem = try await client.device(
+                .post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: expired
+            )
+            .problem(401, .unauthorized)
             #expect(expiredProblem.detail?.contains("expired") == true)
 
-            let basic = try await client.device(.post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: nil, extra: [:])
+            let basic = try await client.device(
+                .post, APIPath.events, as: device, body: body, key: event.idempotencyKey, token: nil, extra: [:])
             #expect(basic.status.code == 201) // sanity: the genuine token works
 
-            let wrong = try await client.device(.post, APIPath.events, as: device, body: Sample.json(Sample.event(for: device)), key: Sample.key(), deviceIdHeader: "dev_someone_else")
+            let wrong = try await client.device(
+                .post, APIPath.events, as: device, body: Sample.json(Sample.event(for: device)), key: Sample.key(),
+                deviceIdHeader: "dev_someone_else")
             let problem = try wrong.problem(403, .forbidden)
             #expect(problem.errors?.first?.field == HTTPHeader.deviceId)
 
-            let missing = try await client.execute(uri: APIPath.events, method: .post, headers: [
-                .authorization: "Bearer \(device.token)", .contentType: MediaType.json,
-                HTTPFieldName(HTTPHeader.idempotencyKey)!: event.idempotencyKey,
-            ], body: .init(string: body))
+            let missing = try await client.execute(
+                uri: APIPath.events, method: .post,
+                headers: [
+                    .authorization: "Bearer \(device.token)", .contentType: MediaType.json,
+                    HTTPFieldName(HTTPHeader.idempotencyKey)!: event.idempotencyKey,
+                ], body: .init(string: body))
             #expect(try missing.problem(400, .validation).errors?.first?.field == HTTPHeader.deviceId)
 
             // The body must be this device's and this user's.
@@ -87,16 +99,22 @@ struct BadInputTests {
         try await RouterHarness.run { h, client in
             let device = TestDevice.make()
             let event = Sample.event(for: device)
-            try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: nil).problem(400, .missingIdempotencyKey)
-            let bad = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: "has space").problem(400, .validation)
+            try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: nil).problem(
+                400, .missingIdempotencyKey)
+            let bad = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: "has space").problem(
+                400, .validation)
             #expect(bad.errors?.first?.field == HTTPHeader.idempotencyKey)
-            let long = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: String(repeating: "a", count: 129))
-                .problem(400, .validation)
+            let long = try await client.device(
+                .post, APIPath.events, as: device, body: Sample.json(event), key: String(repeating: "a", count: 129)
+            )
+            .problem(400, .validation)
             #expect(long.errors?.first?.field == HTTPHeader.idempotencyKey)
-            let other = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: Sample.key()).problem(400, .validation)
+            let other = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: Sample.key()).problem(
+                400, .validation)
             #expect(other.errors?.first?.field == "idempotencyKey")
             // The draft's quoted form is the same key.
-            let quoted = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: "\"\(event.idempotencyKey)\"")
+            let quoted = try await client.device(
+                .post, APIPath.events, as: device, body: Sample.json(event), key: "\"\(event.idempotencyKey)\"")
             #expect(quoted.status.code == 201)
             #expect(h.fake.envelopes.count == 1)
         }
@@ -142,14 +160,18 @@ struct BadInputTests {
         }
     }
 
-    @Test("body shape: malformed JSON, missing and wrongly typed fields are 400 naming the field; other media types are 415; over 64 KiB is 413")
+    @Test(
+        "body shape: malformed JSON, missing and wrongly typed fields are 400 naming the field; other media types are 415; over 64 KiB is 413"
+    )
     func bodies() async throws {
         try await RouterHarness.run { h, client in
             let device = TestDevice.make()
             let key = Sample.key()
-            let malformed = try await client.device(.post, APIPath.events, as: device, body: #"{"id": "x", "#, key: key).problem(400, .validation)
+            let malformed = try await client.device(.post, APIPath.events, as: device, body: #"{"id": "x", "#, key: key).problem(
+                400, .validation)
             #expect(malformed.errors?.first?.field == "")
-            let missing = try await client.device(.post, APIPath.events, as: device, body: #"{"id":"x"}"#, key: key).problem(400, .validation)
+            let missing = try await client.device(.post, APIPath.events, as: device, body: #"{"id":"x"}"#, key: key).problem(
+                400, .validation)
             #expect(missing.errors?.first?.field == "idempotencyKey")
             var event = Sample.event(for: device, key: key)
             let json = Sample.json(event).replacingOccurrences(of: #""major":10"#, with: #""major":"ten""#)
@@ -166,18 +188,25 @@ struct BadInputTests {
                 #expect(problem.errors?.first?.field == field, "\(problem.errors ?? [])")
             }
             let badType = Sample.json(event).replacingOccurrences(of: #""type":"checkin""#, with: #""type":"teleport""#)
-            #expect(try await client.device(.post, APIPath.events, as: device, body: badType, key: key).problem(400, .validation).errors?.first?.field == "type")
+            #expect(
+                try await client.device(.post, APIPath.events, as: device, body: badType, key: key).problem(400, .validation).errors?.first?
+                    .field == "type")
 
-            let form = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: "text/plain")
+            let form = try await client.device(
+                .post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: "text/plain")
             let unsupported = try form.problem(415, .unsupportedMediaType)
             #expect(unsupported.errors?.first?.field == "Content-Type")
-            try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: nil).problem(415, .unsupportedMediaType)
-            let charset = try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: "application/json; charset=utf-8")
+            try await client.device(.post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: nil).problem(
+                415, .unsupportedMediaType)
+            let charset = try await client.device(
+                .post, APIPath.events, as: device, body: Sample.json(event), key: key, contentType: "application/json; charset=utf-8")
             #expect(charset.status.code == 201)
 
             event.idempotencyKey = Sample.key()
-            let padded = Sample.json(event).replacingOccurrences(of: #"{"id""#, with: #"{"padding":"\#(String(repeating: "p", count: 70_000))","id""#)
-            try await client.device(.post, APIPath.events, as: device, body: padded, key: event.idempotencyKey).problem(413, .payloadTooLarge)
+            let padded = Sample.json(event).replacingOccurrences(
+                of: #"{"id""#, with: #"{"padding":"\#(String(repeating: "p", count: 70_000))","id""#)
+            try await client.device(.post, APIPath.events, as: device, body: padded, key: event.idempotencyKey).problem(
+                413, .payloadTooLarge)
             #expect(h.fake.envelopes.count == 1)
         }
     }

@@ -28,7 +28,9 @@ struct ChallengeTests {
             // 60 s from when the gateway answered (rounded up to a whole second).
             #expect(challenge.expiresAt >= before.addingTimeInterval(59) && challenge.expiresAt <= after.addingTimeInterval(61))
             let key = RegistryBeaconKey(uuid: UUID(uuidString: Sample.beaconUUID)!, major: 10, minor: 3)!
-            #expect(Self.codec.check(challenge.nonce, beacon: key, deviceId: device.deviceId, at: Date()) == .valid(expiresAt: challenge.expiresAt))
+            #expect(
+                Self.codec.check(challenge.nonce, beacon: key, deviceId: device.deviceId, at: Date())
+                    == .valid(expiresAt: challenge.expiresAt))
             // Another device cannot use it.
             #expect(Self.codec.check(challenge.nonce, beacon: key, deviceId: "someone_else", at: Date()) == .forged)
 
@@ -41,7 +43,8 @@ struct ChallengeTests {
                 payload: .event(event)
             )
             let rule = GattChallengeRule(nonces: Self.codec, keyring: Self.keyring)
-            let outcome = rule.evaluate(envelope, context: PolicyContext(registry: RegistrySnapshot(), history: PolicyHistory(), now: Date()))
+            let outcome = rule.evaluate(
+                envelope, context: PolicyContext(registry: RegistrySnapshot(), history: PolicyHistory(), now: Date()))
             #expect(outcome == .passed)
         }
     }
@@ -50,7 +53,10 @@ struct ChallengeTests {
         try await RouterHarness.run(challenges: Self.codec) { h, client in
             let device = TestDevice.make()
             RegistryRecords.device(h.cache, device, status: "enrolled", version: 1)
-            for query in ["", "?beacon=", "?beacon=nonsense", "?beacon=\(Sample.beaconUUID):70000:1", "?beacon=\(Sample.beaconUUID):1", "?beacon=\(Sample.beaconUUID):-1:2"] {
+            for query in [
+                "", "?beacon=", "?beacon=nonsense", "?beacon=\(Sample.beaconUUID):70000:1", "?beacon=\(Sample.beaconUUID):1",
+                "?beacon=\(Sample.beaconUUID):-1:2",
+            ] {
                 let response = try await client.device(.get, "/v1/attendance/challenge\(query)", as: device)
                 let problem = try response.problem(400, .validation)
                 #expect(problem.errors?.first?.field == "beacon", "\(query)")

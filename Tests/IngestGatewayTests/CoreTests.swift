@@ -22,7 +22,10 @@ struct CoreTests {
             return
         }
         #expect(table.complete(key: "k", outcome: Self.outcome(), now: now))
-        guard case .completed(_, let outcome) = table.begin(key: "k", deviceId: "d", fingerprint: "f1", requestId: "r4", eventTime: nil, now: now) else {
+        guard
+            case .completed(_, let outcome) = table.begin(
+                key: "k", deviceId: "d", fingerprint: "f1", requestId: "r4", eventTime: nil, now: now)
+        else {
             Issue.record("expected completed")
             return
         }
@@ -33,7 +36,8 @@ struct CoreTests {
     }
 
     @Test func entriesExpire() {
-        let table = IdempotencyTable(settings: IdempotencyTableSettings(completedTTL: .seconds(60), inFlightTTL: .seconds(10), maxEntries: 1_000))
+        let table = IdempotencyTable(
+            settings: IdempotencyTableSettings(completedTTL: .seconds(60), inFlightTTL: .seconds(10), maxEntries: 1_000))
         let t0 = Date()
         #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
         // In flight past its TTL: a repeat is produced again.
@@ -114,10 +118,12 @@ struct CoreTests {
         #expect(checkIn == IdempotencyKeys.sha256Hex(Array("v1|check_in|u|s".utf8)))
         #expect(IdempotencyKeys.derived(kind: .checkOut, userId: "u", sessionKey: "s") != checkIn)
         #expect(IdempotencyKeys.derived(kind: .checkIn, userId: "u2", sessionKey: "s") != checkIn)
-        #expect(IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
-            != IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts + 30))
-        #expect(IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
-            == IdempotencyKeys.sha256Hex(Array("v1|heartbeat|u|s|\(WireTimestamp.string(from: ts))".utf8)))
+        #expect(
+            IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
+                != IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts + 30))
+        #expect(
+            IdempotencyKeys.derived(kind: .heartbeat, userId: "u", sessionKey: "s", ts: ts)
+                == IdempotencyKeys.sha256Hex(Array("v1|heartbeat|u|s|\(WireTimestamp.string(from: ts))".utf8)))
 
         #expect(IdempotencyKeys.parseHeader("\"abc-1\"") == "abc-1")
         #expect(IdempotencyKeys.parseHeader("abc def") == nil)
@@ -126,8 +132,11 @@ struct CoreTests {
 
         // The fingerprint ignores member order and whitespace: it hashes the canonical encoding.
         let payload = RawEventPayload.heartbeat(HeartbeatRequest(sessionKey: "s", ts: ts))
-        let reordered = try ProtocolCodec.wire.decode(HeartbeatRequest.self, from: #"{ "ts": "\#(WireTimestamp.string(from: ts))",  "sessionKey": "s" }"#)
+        let reordered = try ProtocolCodec.wire.decode(
+            HeartbeatRequest.self, from: #"{ "ts": "\#(WireTimestamp.string(from: ts))",  "sessionKey": "s" }"#)
         #expect(try IdempotencyKeys.fingerprint(payload) == IdempotencyKeys.fingerprint(.heartbeat(reordered)))
-        #expect(try IdempotencyKeys.fingerprint(payload) == IdempotencyKeys.sha256Hex(Array(#"{"sessionKey":"s","ts":"\#(WireTimestamp.string(from: ts))"}"#.utf8)))
+        #expect(
+            try IdempotencyKeys.fingerprint(payload)
+                == IdempotencyKeys.sha256Hex(Array(#"{"sessionKey":"s","ts":"\#(WireTimestamp.string(from: ts))"}"#.utf8)))
     }
 }

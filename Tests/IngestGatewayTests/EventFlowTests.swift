@@ -233,7 +233,8 @@ struct EventFlowTests {
             // Batch-level problems: empty, too many, not an object.
             try await client.device(.post, APIPath.eventsBatch, as: device, body: #"{"events":[]}"#).problem(400, .validation)
             let tooMany = BatchEventsRequest(events: (0...100).map { _ in Sample.event(for: device) })
-            let tooManyProblem = try await client.device(.post, APIPath.eventsBatch, as: device, body: Sample.json(tooMany)).problem(400, .validation)
+            let tooManyProblem = try await client.device(.post, APIPath.eventsBatch, as: device, body: Sample.json(tooMany)).problem(
+                400, .validation)
             #expect(tooManyProblem.errors?.first?.field == "events")
         }
     }
@@ -333,7 +334,8 @@ struct EventFlowTests {
                 $0[stored.idempotencyKey] = (device.deviceId, stored)
                 $0[old.idempotencyKey] = (device.deviceId, old)
             }
-            let session = SessionSummary(sessionId: "ses_1", siteId: "S_HQ", sessionKey: "sk_1", state: .open, checkInAt: since.addingTimeInterval(60))
+            let session = SessionSummary(
+                sessionId: "ses_1", siteId: "S_HQ", sessionKey: "sk_1", state: .open, checkInAt: since.addingTimeInterval(60))
             h.repository.sessions.withLock { $0[device.userId] = [session] }
             h.fake.set(.silent)
             let queued = Sample.event(for: device)
@@ -377,17 +379,24 @@ enum RegistryRecords {
 
     static func place(_ cache: RegistryCache, beaconUUID: String, major: Int, minor: Int, site: String) {
         cache.apply([
-            upsert(RegistryEntityType(rawValue: "gate"), "gate_\(site)", version: 1, ["id": .string("gate_\(site)"), "siteId": .string(site), "name": .string("Main")]),
-            upsert(RegistryEntityType(rawValue: "beacon"), "bcn_\(site)", version: 1, [
-                "id": .string("bcn_\(site)"), "uuid": .string(beaconUUID), "major": .integer(Int64(major)),
-                "minor": .integer(Int64(minor)), "status": .string("active"), "gateId": .string("gate_\(site)"),
-            ]),
+            upsert(
+                RegistryEntityType(rawValue: "gate"), "gate_\(site)", version: 1,
+                ["id": .string("gate_\(site)"), "siteId": .string(site), "name": .string("Main")]),
+            upsert(
+                RegistryEntityType(rawValue: "beacon"), "bcn_\(site)", version: 1,
+                [
+                    "id": .string("bcn_\(site)"), "uuid": .string(beaconUUID), "major": .integer(Int64(major)),
+                    "minor": .integer(Int64(minor)), "status": .string("active"), "gateId": .string("gate_\(site)"),
+                ]),
         ])
     }
 
     static func device(_ cache: RegistryCache, _ device: TestDevice, status: String, version: Int64, userId: String? = nil) {
-        cache.apply(upsert(RegistryEntityType(rawValue: "device"), device.deviceId, version: version, [
-            "id": .string(device.deviceId), "userId": .string(userId ?? device.userId), "status": .string(status),
-        ]))
+        cache.apply(
+            upsert(
+                RegistryEntityType(rawValue: "device"), device.deviceId, version: version,
+                [
+                    "id": .string(device.deviceId), "userId": .string(userId ?? device.userId), "status": .string(status),
+                ]))
     }
 }

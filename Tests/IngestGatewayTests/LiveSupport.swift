@@ -37,7 +37,8 @@ enum MergerSchema {
 
     private static func createTables(_ client: PostgresConnection, logger: Logger) async throws {
         try await client.query("CREATE SCHEMA IF NOT EXISTS gateway_test_merger", logger: logger)
-        try await client.query("""
+        try await client.query(
+            """
             CREATE TABLE IF NOT EXISTS gateway_test_merger.events (
                 idempotency_key text PRIMARY KEY, request_id text NOT NULL, user_id text NOT NULL, device_id text NOT NULL,
                 site_id text NULL, kind text NOT NULL, event_type text NOT NULL, session_key text NULL,
@@ -48,7 +49,8 @@ enum MergerSchema {
                 decided_at timestamptz NOT NULL, envelope jsonb NOT NULL
             )
             """, logger: logger)
-        try await client.query("""
+        try await client.query(
+            """
             CREATE TABLE IF NOT EXISTS gateway_test_merger.sessions (
                 session_id text PRIMARY KEY, user_id text NOT NULL, site_id text NOT NULL, status text NOT NULL,
                 check_in_at timestamptz NOT NULL, last_seen_at timestamptz NOT NULL, check_out_at timestamptz NULL,
@@ -110,7 +112,8 @@ struct FakeMerger: Service {
         let now = Date()
         let envelopeJSON = try ProtocolCodec.wire.encodeToString(envelope)
         let reasonsJSON = String(decoding: try JSONEncoder().encode(reasons), as: UTF8.self)
-        let inserted = try await db.query("""
+        let inserted = try await db.query(
+            """
             INSERT INTO gateway_test_merger.events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
                 event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
                 reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope)
@@ -121,7 +124,8 @@ struct FakeMerger: Service {
                 \(reasonsJSON)::jsonb, \(action.rawValue), NULL, 1, NULL, \(now), \(envelopeJSON)::jsonb)
             ON CONFLICT (idempotency_key) DO NOTHING
             RETURNING idempotency_key
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
         var outcome: VerdictOutcome = rejected ? .rejected : .accepted
         var finalReceipt: String? = rejected ? nil : receipt
         var finalSession = sessionId
@@ -142,9 +146,10 @@ struct FakeMerger: Service {
             sessionId: finalSession, reasons: outcome == .rejected ? reasons : [], action: outcome == .rejected ? action : .noAction,
             policyVersion: 1, eventTime: envelope.payload.eventTime, decidedAt: now, gatewayInstance: envelope.gatewayInstance
         )
-        try await producer.send(KafkaOutgoingMessage(
-            topic: verdictTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict)
-        ))
+        try await producer.send(
+            KafkaOutgoingMessage(
+                topic: verdictTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict)
+            ))
     }
 }
 
@@ -161,7 +166,8 @@ struct LiveHarness: Sendable {
     static func run(_ body: @escaping @Sendable (LiveHarness) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
         let logger = LocalStack.logger(label: "gateway-live-tests")
-        let kafka = KafkaConfiguration(bootstrapServers: LocalStack.brokers, clientId: "gateway-live-tests")
+        let kafka = KafkaConfiguration(
+            bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "gateway-live-tests")
         let topics = GatewayTopics(
             rawEvents: LocalStack.uniqueName("gw.raw"), verdicts: LocalStack.uniqueName("gw.verdicts"),
             deviceTelemetry: LocalStack.uniqueName("gw.telemetry"), registryChanges: LocalStack.uniqueName("gw.registry")
@@ -172,13 +178,15 @@ struct LiveHarness: Sendable {
             KafkaTopicSpec(name: topics.deviceTelemetry, partitions: 1), .compacted(topics.registryChanges, partitions: 1),
         ])
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-        var mergerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: LocalStack.uniqueName("gw-fake-merger"), topics: [topics.rawEvents])
+        var mergerConfiguration = KafkaConsumerConfiguration(
+            client: kafka, groupId: LocalStack.uniqueName("gw-fake-merger"), topics: [topics.rawEvents])
         mergerConfiguration.pollTimeoutMs = 20
         let mergerConsumer = try KafkaConsumer(configuration: mergerConfiguration, logger: logger)
         try await LocalStack.withPostgres { db in
             try await MergerSchema.create(db, logger: logger)
             let merger = FakeMerger(
-                consumer: mergerConsumer, producer: producer, db: db, verdictTopic: topics.verdicts, slowDelay: .milliseconds(1_500), logger: logger
+                consumer: mergerConsumer, producer: producer, db: db, verdictTopic: topics.verdicts, slowDelay: .milliseconds(1_500),
+                logger: logger
             )
             let harness = LiveHarness(
                 topics: topics, kafka: kafka, producer: producer, db: db,
@@ -206,9 +214,11 @@ struct LiveHarness: Sendable {
         settings.topics = topics
         settings.rateLimit = TokenBucketSettings(ratePerSecond: 1_000, burst: 1_000)
         let publisher = KafkaGatewayPublisher(producer: producer, topics: topics)
-        let pipeline = IngestPipeline(instanceId: instanceId, settings: settings, publisher: publisher, cache: RegistryCache(), logger: logger)
+        let pipeline = IngestPipeline(
+            instanceId: instanceId, settings: settings, publisher: publisher, cache: RegistryCache(), logger: logger)
         let listener = try VerdictListener(kafka: kafka, topic: topics.verdicts, pipeline: pipeline, logger: logger)
-        let dependencies = GatewayDependencies(pipeline: pipeline, publisher: publisher, repository: repository, signer: TestKeys.signer, cache: pipeline.cache)
+        let dependencies = GatewayDependencies(
+            pipeline: pipeline, publisher: publisher, repository: repository, signer: TestKeys.signer, cache: pipeline.cache)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await listener.run() }
             defer { group.cancelAll() }

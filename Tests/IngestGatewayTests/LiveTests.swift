@@ -78,7 +78,8 @@ struct LiveTests {
             }()
             try await live.gateway(wait: .milliseconds(500)) { _, _, client in
                 let queued = try await client.postEvent(slow, as: device)
-                #expect(try queued.decode(AcceptedResponse.self, status: 202).statusUrl == APIPath.event(idempotencyKey: slow.idempotencyKey))
+                #expect(
+                    try queued.decode(AcceptedResponse.self, status: 202).statusUrl == APIPath.event(idempotencyKey: slow.idempotencyKey))
                 let url = try #require(queued.headers[.location])
                 var last: EventOutcomeResponse?
                 try await eventually("the late verdict") {
@@ -88,13 +89,15 @@ struct LiveTests {
                 #expect(last?.serverReceiptId != nil)
 
                 // Pending: this device's event and the user's open session.
-                try await live.db.query("""
+                try await live.db.query(
+                    """
                     INSERT INTO gateway_test_merger.sessions (session_id, user_id, site_id, status, check_in_at, last_seen_at, session_keys, version, updated_at)
                     VALUES (\("ses_\(device.userId)"), \(device.userId), 'S_SLOW', 'open', now(), now(), '["sk_live"]'::jsonb, 1, now())
                     ON CONFLICT (session_id) DO NOTHING
                     """, logger: live.logger)
                 let since = WireTimestamp.string(from: Date().addingTimeInterval(-600))
-                let pending = try await client.device(.get, "\(APIPath.pending)?since=\(since)", as: device).decode(PendingResponse.self, status: 200)
+                let pending = try await client.device(.get, "\(APIPath.pending)?since=\(since)", as: device).decode(
+                    PendingResponse.self, status: 200)
                 #expect(pending.events.map(\.idempotencyKey) == [slow.idempotencyKey])
                 #expect(pending.events.first?.status == .accepted)
                 #expect(pending.openSessions.map(\.sessionId) == ["ses_\(device.userId)"])
@@ -117,7 +120,8 @@ struct LiveTests {
                 #expect(response.status.code == 202)
             }
             let reader = KafkaPartitionReader(configuration: live.kafka, logger: live.logger)
-            let messages = try await reader.read(TopicPartition(topic: live.topics.deviceTelemetry, partition: 0), from: 0, maxMessages: 1, timeoutMs: 10_000)
+            let messages = try await reader.read(
+                TopicPartition(topic: live.topics.deviceTelemetry, partition: 0), from: 0, maxMessages: 1, timeoutMs: 10_000)
             let message = try #require(messages.first)
             #expect(message.keyString == device.deviceId)
             let batch = try ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: message.value ?? [])
@@ -130,7 +134,7 @@ struct LiveTests {
     func readiness() async throws {
         try LocalStack.ensureStarted()
         let logger = LocalStack.logger(label: "gateway-live-tests")
-        let kafka = KafkaConfiguration(bootstrapServers: LocalStack.brokers)
+        let kafka = KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)
         let topic = LocalStack.uniqueName("gw.verdicts.ready")
         _ = try await KafkaAdmin(configuration: kafka, logger: logger).createTopics([KafkaTopicSpec(name: topic, partitions: 2)])
         let fake = FakePipeline()
@@ -148,7 +152,8 @@ struct LiveTests {
 
 @Suite("Gateway application over real HTTP", .serialized)
 struct LiveApplicationTests {
-    @Test("ready once the verdicts are assigned and the registry feed caught up; a revocation on registry.changes is refused within seconds")
+    @Test(
+        "ready once the verdicts are assigned and the registry feed caught up; a revocation on registry.changes is refused within seconds")
     func liveApplication() async throws {
         try await LiveHarness.run { live in
             let instance = "gw-app-\(UUID().uuidString.prefix(6))"
@@ -196,9 +201,10 @@ struct LiveApplicationTests {
                         entityType: .device, entityId: device.deviceId, version: 2, changedAt: Date(),
                         payload: .object(["id": .string(device.deviceId), "userId": .string(device.userId), "status": .string("revoked")])
                     )
-                    try await live.producer.send(KafkaOutgoingMessage(
-                        topic: live.topics.registryChanges, key: change.partitionKey.value, value: try ProtocolCodec.wire.encode(change)
-                    ))
+                    try await live.producer.send(
+                        KafkaOutgoingMessage(
+                            topic: live.topics.registryChanges, key: change.partitionKey.value, value: try ProtocolCodec.wire.encode(change)
+                        ))
                     try await eventually("the revocation", timeout: .seconds(10)) {
                         try await client.postEvent(Sample.event(for: device), as: device).status.code == 403
                     }

@@ -25,7 +25,9 @@ enum TestKeys {
         return try! DeviceTokenSigner(activeKey: key)
     }()
 
-    static func token(device: String, user: String, issuedAt: Date = Date(), lifetime: Duration = .seconds(3_600), signer: DeviceTokenSigner = signer) -> String {
+    static func token(
+        device: String, user: String, issuedAt: Date = Date(), lifetime: Duration = .seconds(3_600), signer: DeviceTokenSigner = signer
+    ) -> String {
         signer.sign(deviceId: device, userId: user, issuedAt: issuedAt, lifetime: lifetime).token
     }
 }
@@ -56,7 +58,9 @@ enum Sample {
         IdempotencyKeys.sha256Hex(Array(UUID().uuidString.utf8))
     }
 
-    static func event(for device: TestDevice, key: String = key(), at: Date = now(), type: AttendanceEventType = .checkin) -> AttendanceEvent {
+    static func event(
+        for device: TestDevice, key: String = key(), at: Date = now(), type: AttendanceEventType = .checkin
+    ) -> AttendanceEvent {
         AttendanceEvent(
             id: UUID().uuidString.lowercased(), idempotencyKey: key, userId: device.userId, deviceId: device.deviceId,
             timestamp: at.addingTimeInterval(-5), type: type, siteId: "S_HQ",
@@ -189,11 +193,14 @@ struct RouterHarness: Sendable {
     static func router(settings: GatewaySettings = settings()) -> Router<GatewayRequestContext> {
         let fake = FakePipeline()
         let cache = RegistryCache()
-        let pipeline = IngestPipeline(instanceId: "gw-routes", settings: settings, publisher: fake, cache: cache, logger: Logger(label: "gateway-tests"))
+        let pipeline = IngestPipeline(
+            instanceId: "gw-routes", settings: settings, publisher: fake, cache: cache, logger: Logger(label: "gateway-tests"))
         fake.attach(pipeline)
-        return buildRouter(dependencies: GatewayDependencies(
-            pipeline: pipeline, publisher: fake, repository: FakeRepository(), signer: TestKeys.signer, cache: cache, limiter: nil, challenges: nil
-        ))
+        return buildRouter(
+            dependencies: GatewayDependencies(
+                pipeline: pipeline, publisher: fake, repository: FakeRepository(), signer: TestKeys.signer, cache: cache, limiter: nil,
+                challenges: nil
+            ))
     }
 
     /// The gateway router over fakes (`app.test(.router)`).

@@ -21,13 +21,15 @@ struct VerifiedTokenTests {
     static func app(clock: Clock, cache: RegistryCache = RegistryCache(), capacity: Int = 50_000) -> some ApplicationProtocol {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: GatewayProblemMiddleware(maxBodyBytes: 1_024))
-        router.add(middleware: DeviceAuthMiddleware(signer: TestKeys.signer, cache: cache, now: { clock.now }, verifiedTokenCapacity: capacity))
+        router.add(
+            middleware: DeviceAuthMiddleware(signer: TestKeys.signer, cache: cache, now: { clock.now }, verifiedTokenCapacity: capacity))
         router.get("/whoami") { _, context -> String in try context.requireDevice().deviceId }
         return Application(router: router)
     }
 
     static func get(_ client: some TestClientProtocol, token: String, device: String) async throws -> TestResponse {
-        try await client.execute(uri: "/whoami", method: .get, headers: [.authorization: token, HTTPFieldName(HTTPHeader.deviceId)!: device])
+        try await client.execute(
+            uri: "/whoami", method: .get, headers: [.authorization: token, HTTPFieldName(HTTPHeader.deviceId)!: device])
     }
 
     @Test("a remembered token still expires at its expiry, not later")

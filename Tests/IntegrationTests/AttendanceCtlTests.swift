@@ -1,8 +1,8 @@
-import LocalStackTesting
 import ArgumentParser
 import AttendanceCtlCore
 import AttendanceProtocol
 import KafkaClient
+import LocalStackTesting
 import Testing
 
 @Suite("attendancectl")
@@ -12,7 +12,9 @@ struct AttendanceCtlTests {
         let command = try AttendanceCtl.parseAsRoot(["topics", "ensure", "--brokers", LocalStack.brokers, "--json"])
         guard var ensure = command as? any AsyncParsableCommand else { Issue.record("not async"); return }
         try await ensure.run()
-        let admin = try KafkaAdmin(configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers), logger: LocalStack.logger)
+        let admin = try KafkaAdmin(
+            configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks),
+            logger: LocalStack.logger)
         let topics = try await admin.topics()
         for topic in Topic.allCases {
             #expect(topics[topic.name] == topic.defaultPartitionCount, "\(topic.name)")

@@ -1,5 +1,5 @@
-import LocalStackTesting
 import Foundation
+import LocalStackTesting
 import Testing
 
 /// docker-compose.yml cannot be run here (no container engine), so it is validated instead: the
@@ -32,17 +32,17 @@ struct ComposeFileTests {
         let broken = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
         defer { try? FileManager.default.removeItem(at: broken) }
         try """
-            services:
-              topics:
-                build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
-                image: beacon-attendance:dev
-                command: ["no-such-binary"]
-                environment:
-                  NOT_READ_ANYWHERE: "1"
-                restartt: always
-              db:
-                image: postgres
-            """.write(to: broken, atomically: true, encoding: .utf8)
+        services:
+          topics:
+            build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+            image: beacon-attendance:dev
+            command: ["no-such-binary"]
+            environment:
+              NOT_READ_ANYWHERE: "1"
+            restartt: always
+          db:
+            image: postgres
+        """.write(to: broken, atomically: true, encoding: .utf8)
         let (status, output) = try runCheck(composeFile: broken.path)
         #expect(status != 0)
         #expect(output.contains("compose schema"))
@@ -65,46 +65,46 @@ struct ComposeFileTests {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         }
         try """
-            scrape_configs:
-              - job_name: session-merger
-                static_configs:
-                  - targets: ["session-merger:9999"]
-            rule_files: [/etc/prometheus/alerts.yml]
-            """.write(to: prometheus.appendingPathComponent("prometheus.yml"), atomically: true, encoding: .utf8)
+        scrape_configs:
+          - job_name: session-merger
+            static_configs:
+              - targets: ["session-merger:9999"]
+        rule_files: [/etc/prometheus/alerts.yml]
+        """.write(to: prometheus.appendingPathComponent("prometheus.yml"), atomically: true, encoding: .utf8)
         try """
-            groups:
-              - name: g
-                rules:
-                  - alert: Lag
-                    expr: sum(kafka_consumer_lag) > 10
-                    annotations: {runbook: "deploy/RUNBOOK.md#no-such-section"}
-            """.write(to: prometheus.appendingPathComponent("alerts.yml"), atomically: true, encoding: .utf8)
+        groups:
+          - name: g
+            rules:
+              - alert: Lag
+                expr: sum(kafka_consumer_lag) > 10
+                annotations: {runbook: "deploy/RUNBOOK.md#no-such-section"}
+        """.write(to: prometheus.appendingPathComponent("alerts.yml"), atomically: true, encoding: .utf8)
         try """
-            datasources: [{name: P, uid: prometheus, type: prometheus, url: "http://prometheus:9090"}]
-            """.write(to: provisioning.appendingPathComponent("p.yml"), atomically: true, encoding: .utf8)
+        datasources: [{name: P, uid: prometheus, type: prometheus, url: "http://prometheus:9090"}]
+        """.write(to: provisioning.appendingPathComponent("p.yml"), atomically: true, encoding: .utf8)
         try """
-            {"uid": "d", "title": "D", "panels": [{"title": "Stored", "datasource": {"uid": "prometheus"},
-              "targets": [{"expr": "sum(rate(merger_events_stored_typo_total[1m]))"}, {"expr": "sum(rate(merger_events_total[1m])"}]}]}
-            """.write(to: dashboards.appendingPathComponent("d.json"), atomically: true, encoding: .utf8)
+        {"uid": "d", "title": "D", "panels": [{"title": "Stored", "datasource": {"uid": "prometheus"},
+          "targets": [{"expr": "sum(rate(merger_events_stored_typo_total[1m]))"}, {"expr": "sum(rate(merger_events_total[1m])"}]}]}
+        """.write(to: dashboards.appendingPathComponent("d.json"), atomically: true, encoding: .utf8)
         let compose = folder.appendingPathComponent("docker-compose.yml")
         try """
-            services:
-              session-merger:
-                build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
-                image: beacon-attendance:dev
-                command: ["session-merger"]
-                environment:
-                  HTTP_HOST: 0.0.0.0
-                  HTTP_PORT: "9999"
-                  DEVICE_TOKEN_KEYS_FILE: /elsewhere/device-token-keys
-                ports: ["9999:9999"]
-              prometheus:
-                image: prom/prometheus:v2.55.1
-                volumes: ["\(prometheus.path):/etc/prometheus:ro"]
-              grafana:
-                image: grafana/grafana:11.3.1
-                volumes: ["\(folder.path)/provisioning:/etc/grafana/provisioning:ro", "\(dashboards.path):/var/lib/grafana/dashboards:ro"]
-            """.write(to: compose, atomically: true, encoding: .utf8)
+        services:
+          session-merger:
+            build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+            image: beacon-attendance:dev
+            command: ["session-merger"]
+            environment:
+              HTTP_HOST: 0.0.0.0
+              HTTP_PORT: "9999"
+              DEVICE_TOKEN_KEYS_FILE: /elsewhere/device-token-keys
+            ports: ["9999:9999"]
+          prometheus:
+            image: prom/prometheus:v2.55.1
+            volumes: ["\(prometheus.path):/etc/prometheus:ro"]
+          grafana:
+            image: grafana/grafana:11.3.1
+            volumes: ["\(folder.path)/provisioning:/etc/grafana/provisioning:ro", "\(dashboards.path):/var/lib/grafana/dashboards:ro"]
+        """.write(to: compose, atomically: true, encoding: .utf8)
         let (status, output) = try runCheck(composeFile: compose.path)
         #expect(status != 0)
         #expect(output.contains("session-merger: HTTP_PORT 9999 is the local stack's port 8082"), "\(output)")

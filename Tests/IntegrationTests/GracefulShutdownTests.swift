@@ -1,6 +1,6 @@
-import LocalStackTesting
 import Foundation
 import KafkaClient
+import LocalStackTesting
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -24,9 +24,10 @@ struct GracefulShutdownTests {
             for await batch in consumer.batches.cancelOnGracefulShutdown() {
                 started.values.withLock { $0[0, default: 0] += batch.messages.count }
                 try await Task.sleep(for: .milliseconds(300)) // shutdown arrives while we work
-                let reports = try await producer.sendBatch(batch.messages.map {
-                    KafkaOutgoingMessage(topic: output, key: $0.key, value: $0.value)
-                })
+                let reports = try await producer.sendBatch(
+                    batch.messages.map {
+                        KafkaOutgoingMessage(topic: output, key: $0.key, value: $0.value)
+                    })
                 precondition(reports.allSatisfy { $0.isDelivered })
                 try await consumer.commit(batch)
                 forwarded.values.withLock { $0[0, default: 0] += batch.messages.count }
@@ -39,14 +40,15 @@ struct GracefulShutdownTests {
         let logger = LocalStack.logger
         let input = LocalStack.uniqueName("it.shutdown.in")
         let output = LocalStack.uniqueName("it.shutdown.out")
-        let client = KafkaConfiguration(bootstrapServers: LocalStack.brokers)
+        let client = KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)
         let admin = try KafkaAdmin(configuration: client, logger: logger)
         try await admin.createTopics([KafkaTopicSpec(name: input, partitions: 1), KafkaTopicSpec(name: output, partitions: 1)])
 
         let seeder = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
         let seeding = Task { try await seeder.run() }
         for chunk in 0..<10 {
-            _ = try await seeder.sendBatch((chunk * 50..<(chunk + 1) * 50).map { KafkaOutgoingMessage(topic: input, key: "k", value: Array(String($0).utf8)) })
+            _ = try await seeder.sendBatch(
+                (chunk * 50..<(chunk + 1) * 50).map { KafkaOutgoingMessage(topic: input, key: "k", value: Array(String($0).utf8)) })
         }
         seeder.beginShutdown()
         try await seeding.value
@@ -59,10 +61,11 @@ struct GracefulShutdownTests {
         let started = Counts()
         let worker = ForwardingWorker(consumer: consumer, producer: producer, output: output, forwarded: forwarded, started: started)
         // Start order: producer, consumer, worker; shutdown runs in reverse.
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: producer), .init(service: consumer), .init(service: worker)],
-            logger: logger
-        ))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: producer), .init(service: consumer), .init(service: worker)],
+                logger: logger
+            ))
         let running = Task { try await group.run() }
 
         let deadline = ContinuousClock.now + .seconds(60)
@@ -86,7 +89,8 @@ struct GracefulShutdownTests {
 
         // And the producer flushed all of it before shutting down.
         let reader = KafkaPartitionReader(configuration: client, logger: logger)
-        let copied = try await reader.read(TopicPartition(topic: output, partition: 0), from: 0, maxMessages: 1_000, timeoutMs: 10_000, quietMs: 500)
+        let copied = try await reader.read(
+            TopicPartition(topic: output, partition: 0), from: 0, maxMessages: 1_000, timeoutMs: 10_000, quietMs: 500)
         #expect(copied.count == forwardedCount)
     }
 }

@@ -1,6 +1,6 @@
-import LocalStackTesting
 import Foundation
 import KafkaClient
+import LocalStackTesting
 import Logging
 import PostgresNIO
 import ServiceRuntime
@@ -18,22 +18,30 @@ struct KafkaIntegrationTests {
     }
 
     func createTopic(_ name: String, partitions: Int32) async throws {
-        let admin = try KafkaAdmin(configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers), logger: logger)
+        let admin = try KafkaAdmin(
+            configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks), logger: logger)
         try await admin.createTopics([KafkaTopicSpec(name: name, partitions: partitions)])
     }
 
     func producer() throws -> KafkaProducer {
-        try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: LocalStack.brokers)), logger: logger)
+        try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)), logger: logger)
     }
 
-    func consumer(group: String, topic: String, listener: (any KafkaRebalanceListener)? = nil, maxBatch: Int = 1_000) throws -> KafkaConsumer {
-        var config = KafkaConsumerConfiguration(client: KafkaConfiguration(bootstrapServers: LocalStack.brokers), groupId: group, topics: [topic])
+    func consumer(
+        group: String, topic: String, listener: (any KafkaRebalanceListener)? = nil, maxBatch: Int = 1_000
+    ) throws -> KafkaConsumer {
+        var config = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks), groupId: group,
+            topics: [topic])
         config.maxBatchSize = maxBatch
         return try KafkaConsumer(configuration: config, rebalanceListener: listener, logger: logger)
     }
 
     @Test func adminCreatesTopicsIdempotently() async throws {
-        let admin = try KafkaAdmin(configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers), logger: logger)
+        let admin = try KafkaAdmin(
+            configuration: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks), logger: logger)
         let plain = LocalStack.uniqueName("it.admin")
         let compacted = LocalStack.uniqueName("it.admin.compacted")
         let first = try await admin.createTopics([KafkaTopicSpec(name: plain, partitions: 5), .compacted(compacted, partitions: 1)])
@@ -103,7 +111,8 @@ struct KafkaIntegrationTests {
         let first = try consumer(group: topic, topic: topic)
         let firstRun = Task { try await first.run() }
         let firstWork = consume(first)
-        _ = try await producer.sendBatch((0..<1_000).map { KafkaOutgoingMessage(topic: topic, key: "k\($0 % 50)", value: Array(String($0).utf8)) })
+        _ = try await producer.sendBatch(
+            (0..<1_000).map { KafkaOutgoingMessage(topic: topic, key: "k\($0 % 50)", value: Array(String($0).utf8)) })
         try await waitUntil("the first consumer owns all 6 partitions") { first.assignment.count == 6 }
 
         let second = try consumer(group: topic, topic: topic)
@@ -115,7 +124,8 @@ struct KafkaIntegrationTests {
             return !a.isEmpty && !b.isEmpty && a.isDisjoint(with: b) && a.union(b) == all
         }
 
-        _ = try await producer.sendBatch((1_000..<2_000).map { KafkaOutgoingMessage(topic: topic, key: "k\($0 % 50)", value: Array(String($0).utf8)) })
+        _ = try await producer.sendBatch(
+            (1_000..<2_000).map { KafkaOutgoingMessage(topic: topic, key: "k\($0 % 50)", value: Array(String($0).utf8)) })
         try await waitUntil("every message is consumed") { seen.values.withLock { $0.count } == 2_000 }
         // At-least-once: a message may be read twice only around the rebalance, never lost.
         let counts = seen.values.withLock { $0 }
@@ -132,8 +142,12 @@ struct KafkaIntegrationTests {
         try await createTopic(topic, partitions: 3)
         let table = "it_resume_\(UInt32.random(in: 0...UInt32.max))"
         try await LocalStack.withPostgres { db in
-            try await db.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table)_values (value int PRIMARY KEY, offset_read bigint)"), logger: logger)
-            try await db.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table)_offsets (topic text, part int, next_offset bigint, PRIMARY KEY (topic, part))"), logger: logger)
+            try await db.query(
+                PostgresQuery(unsafeSQL: "CREATE TABLE \(table)_values (value int PRIMARY KEY, offset_read bigint)"), logger: logger)
+            try await db.query(
+                PostgresQuery(
+                    unsafeSQL: "CREATE TABLE \(table)_offsets (topic text, part int, next_offset bigint, PRIMARY KEY (topic, part))"),
+                logger: logger)
             let store = PostgresOffsetStore(client: db, table: table, logger: logger)
 
             let producer = try producer()
@@ -141,9 +155,10 @@ struct KafkaIntegrationTests {
             // Ten separate sends make ten record batches per partition, so the stop point lands
             // inside the log rather than in its last batch (see Tansu's watermark quirk in KafkaConsumer).
             for chunk in 0..<10 {
-                _ = try await producer.sendBatch((chunk * 100..<(chunk + 1) * 100).map {
-                    KafkaOutgoingMessage(topic: topic, key: "k\($0 % 30)", value: Array(String($0).utf8))
-                })
+                _ = try await producer.sendBatch(
+                    (chunk * 100..<(chunk + 1) * 100).map {
+                        KafkaOutgoingMessage(topic: topic, key: "k\($0 % 30)", value: Array(String($0).utf8))
+                    })
             }
 
             // First incarnation: process about half, each batch's rows and offsets in one transaction.
@@ -232,7 +247,9 @@ final class PostgresOffsetStore: KafkaRebalanceListener, Sendable {
             for message in batch.messages {
                 let value = Int(String(decoding: message.value!, as: UTF8.self))!
                 let rows = try await connection.query(
-                    PostgresQuery(unsafeSQL: "INSERT INTO \(table)_values VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING value", binds: try binds(value, message.offset)),
+                    PostgresQuery(
+                        unsafeSQL: "INSERT INTO \(table)_values VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING value",
+                        binds: try binds(value, message.offset)),
                     logger: logger
                 )
                 for try await _ in rows { inserted += 1 }
@@ -240,7 +257,8 @@ final class PostgresOffsetStore: KafkaRebalanceListener, Sendable {
             for (tp, next) in batch.nextOffsets {
                 try await connection.query(
                     PostgresQuery(
-                        unsafeSQL: "INSERT INTO \(table)_offsets VALUES ($1, $2, $3) ON CONFLICT (topic, part) DO UPDATE SET next_offset = EXCLUDED.next_offset",
+                        unsafeSQL:
+                            "INSERT INTO \(table)_offsets VALUES ($1, $2, $3) ON CONFLICT (topic, part) DO UPDATE SET next_offset = EXCLUDED.next_offset",
                         binds: try binds(tp.topic, Int(tp.partition), next)
                     ),
                     logger: logger

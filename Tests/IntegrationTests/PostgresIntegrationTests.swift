@@ -1,6 +1,6 @@
-import LocalStackTesting
 import Foundation
 import KafkaClient
+import LocalStackTesting
 import Logging
 import PostgresNIO
 import ServiceRuntime
@@ -29,7 +29,8 @@ struct PostgresIntegrationTests {
             #expect(first.map(\.version) == [1, 2])
             let second = try await runner.run()
             #expect(second.isEmpty)
-            let rows = try await db.query("SELECT version, name FROM schema_migrations WHERE service = \(service) ORDER BY version", logger: logger)
+            let rows = try await db.query(
+                "SELECT version, name FROM schema_migrations WHERE service = \(service) ORDER BY version", logger: logger)
             var recorded: [String] = []
             for try await (version, name) in rows.decode((Int, String).self) { recorded.append("\(version)_\(name)") }
             #expect(recorded == ["1_create", "2_column"])
@@ -42,7 +43,8 @@ struct PostgresIntegrationTests {
             let applied = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<5 {
                     group.addTask {
-                        try await MigrationRunner(service: service, migrations: self.migrations(service), client: db, logger: self.logger).run().count
+                        try await MigrationRunner(service: service, migrations: self.migrations(service), client: db, logger: self.logger)
+                            .run().count
                     }
                 }
                 return try await group.reduce(0, +)
@@ -65,8 +67,10 @@ struct PostgresIntegrationTests {
             let applied = try await withThrowingTaskGroup(of: Int.self) { runners in
                 for service in 0..<8 {
                     runners.addTask {
-                        try await MigrationRunner(service: "svc\(service)", migrations: self.migrations("t\(service)"), client: fresh, logger: self.logger)
-                            .run().count
+                        try await MigrationRunner(
+                            service: "svc\(service)", migrations: self.migrations("t\(service)"), client: fresh, logger: self.logger
+                        )
+                        .run().count
                     }
                 }
                 return try await runners.reduce(0, +)
@@ -111,7 +115,9 @@ struct PostgresIntegrationTests {
         try await LocalStack.withPostgres { db in
             try await PostgresReadinessCheck(client: db).check()
         }
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: LocalStack.brokers)), logger: logger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)), logger: logger)
         try await KafkaReadinessCheck(producer: producer).check()
 
         // A database that isn't there makes the check fail (and so /health/ready answer 503).

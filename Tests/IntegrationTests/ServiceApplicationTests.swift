@@ -1,8 +1,8 @@
-import LocalStackTesting
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import KafkaClient
+import LocalStackTesting
 import Logging
 import PostgresNIO
 import Prometheus

@@ -20,7 +20,9 @@ struct MockClusterTests {
         return try KafkaProducer(configuration: config, logger: logger)
     }
 
-    func makeConsumer(_ cluster: KafkaMockCluster, group: String, topic: String, listener: (any KafkaRebalanceListener)? = nil) throws -> KafkaConsumer {
+    func makeConsumer(
+        _ cluster: KafkaMockCluster, group: String, topic: String, listener: (any KafkaRebalanceListener)? = nil
+    ) throws -> KafkaConsumer {
         let config = KafkaConsumerConfiguration(
             client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), groupId: group, topics: [topic]
         )
@@ -93,7 +95,8 @@ struct MockClusterTests {
         let consumer = try KafkaConsumer(configuration: config, logger: logger)
         let tp = TopicPartition(topic: "lagging", partition: 0)
         try await withRunning([producer, consumer]) {
-            let reports = try await producer.sendBatch((0..<1_000).map { KafkaOutgoingMessage(topic: "lagging", key: "k", value: Array("\($0)".utf8)) })
+            let reports = try await producer.sendBatch(
+                (0..<1_000).map { KafkaOutgoingMessage(topic: "lagging", key: "k", value: Array("\($0)".utf8)) })
             #expect(reports.allSatisfy { $0.isDelivered })
             var iterator = consumer.batches.makeAsyncIterator()
             var read = try #require(await iterator.next()).messages.count
@@ -133,7 +136,9 @@ struct MockClusterTests {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("stored", partitions: 2)
         let producer = try makeProducer(cluster)
-        let messages = (0..<100).map { i in KafkaOutgoingMessage(topic: "stored", key: nil, value: Array("\(i)".utf8), partition: Int32(i % 2)) }
+        let messages = (0..<100).map { i in
+            KafkaOutgoingMessage(topic: "stored", key: nil, value: Array("\(i)".utf8), partition: Int32(i % 2))
+        }
         let listener = RecordingListener(stored: [
             TopicPartition(topic: "stored", partition: 0): 40,
             TopicPartition(topic: "stored", partition: 1): 45,

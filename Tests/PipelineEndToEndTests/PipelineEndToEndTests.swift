@@ -4,15 +4,16 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import LocalStackTesting
 import Logging
 import NIOCore
 import PostgresNIO
 import ServiceRuntime
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The pipeline's integration tests on the real local stack with the registry, policy service, merger
 /// and gateway running as processes (`deploy/local/services.sh`, debug binaries built by
@@ -143,7 +144,8 @@ struct PipelineEndToEndTests {
             if replaced.count == running.count { break }
             try await Task.sleep(for: .milliseconds(250))
         }
-        #expect(Set(replaced.keys) == Set(running.keys), "replaced by their supervisors: \(replaced.keys.sorted()) of \(running.keys.sorted())")
+        #expect(
+            Set(replaced.keys) == Set(running.keys), "replaced by their supervisors: \(replaced.keys.sorted()) of \(running.keys.sorted())")
         for name in running.keys.sorted() {
             let log = String(decoding: try RunningPipeline.log(of: name).utf8.dropFirst(logStart[name] ?? 0), as: UTF8.self)
             #expect(log.contains("broker state lost"), "\(name) did not say why it exited")
@@ -190,7 +192,8 @@ actor RunningPipeline {
     let beacon: BeaconIdentity
     let gateway = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["GATEWAY_PORT"] ?? "8080")"
 
-    private init(http: HTTPClient, postgres: PostgresClient, repository: PostgresRegistryRepository, siteId: String, beacon: BeaconIdentity) {
+    private init(http: HTTPClient, postgres: PostgresClient, repository: PostgresRegistryRepository, siteId: String, beacon: BeaconIdentity)
+    {
         self.http = http
         self.postgres = postgres
         self.repository = repository
@@ -201,8 +204,9 @@ actor RunningPipeline {
     private static func start() async throws -> RunningPipeline {
         try LocalStack.ensureStarted()
         try await LocalStack.runScript("deploy/local/services.sh", "start")
-        let keys = try String(contentsOf: LocalStack.root.appendingPathComponent(".local/run/secrets/device-token-keys"), encoding: .utf8)
-        let signer = try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
+        let keys = try String(contentsOf: LocalStack.runDirectory.appendingPathComponent("secrets/device-token-keys"), encoding: .utf8)
+        let signer = try DeviceTokenSigner.load(
+            from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
         let postgres = try LocalStack.postgres.makeClient(logger: logger)
         // The pool lives as long as the test process.
         Task.detached { await postgres.run() }
@@ -210,27 +214,29 @@ actor RunningPipeline {
         let tag = LocalStack.uniqueName("e2e")
         let organization = try await repository.createOrganization(NewOrganization(name: "E2E \(tag)"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "E2E site", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "E2E site", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(NewBeacon(
-            uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "E2E-\(minor.minor)",
-            mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
-        ))
+        let beacon = try await repository.registerBeacon(
+            NewBeacon(
+                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "E2E-\(minor.minor)",
+                mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
+            ))
         return RunningPipeline(
             http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: site.id,
             beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
         )
     }
 
-    nonisolated static let servicesDirectory = LocalStack.root.appendingPathComponent(".local/run/services")
+    nonisolated static let servicesDirectory = LocalStack.runDirectory.appendingPathComponent("services")
 
     /// A service's log (its supervisor's lines included).
     nonisolated static func log(of name: String) throws -> String {
@@ -255,9 +261,11 @@ actor RunningPipeline {
     func enroll() async throws -> EnrolledDevice {
         let user = try await repository.createUser(NewUser(name: "E2E user", siteIds: [siteId]))
         let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+        let credentials = try await repository.exchangeEnrollmentCode(
+            code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
         // The running registry publishes its outbox; wait until it did, and a little for the caches.
-        _ = try await RegistryChangePublisher.waitUntilPublished(client: postgres, logger: Self.logger, timeout: .seconds(60), interval: .milliseconds(100))
+        _ = try await RegistryChangePublisher.waitUntilPublished(
+            client: postgres, logger: Self.logger, timeout: .seconds(60), interval: .milliseconds(100))
         try await Task.sleep(for: .seconds(2))
         return EnrolledDevice(userId: user.id, deviceId: credentials.device.id, token: credentials.token)
     }
@@ -280,11 +288,18 @@ actor RunningPipeline {
     }
 
     /// One POST; `token: nil` sends none.
-    func post(_ body: [UInt8], device: EnrolledDevice, key: String?, token: String?? = .some(nil), deviceId: String? = nil) async throws -> Answer {
+    func post(
+        _ body: [UInt8], device: EnrolledDevice, key: String?, token: String?? = .some(nil), deviceId: String? = nil
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
-        let bearer: String? = switch token { case .some(.none): device.token; case .some(.some(let t)): t; case .none: nil }
+        let bearer: String? =
+            switch token {
+            case .some(.none): device.token;
+            case .some(.some(let t)): t;
+            case .none: nil
+            }
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
         request.headers.add(name: "X-Device-Id", value: deviceId ?? device.deviceId)
         request.headers.add(name: "X-App-Version", value: "1.12.0")
@@ -316,7 +331,8 @@ actor RunningPipeline {
     func rows(key: String) async throws -> Int { try await rows(keys: [key]) }
 
     func rows(keys: [String]) async throws -> Int {
-        let rows = try await postgres.query("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
+        let rows = try await postgres.query(
+            "SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
         for try await n in rows.decode(Int.self) { return n }
         return 0
     }
@@ -345,7 +361,8 @@ actor RunningPipeline {
     }
 
     func sessionIds(keys: [String]) async throws -> Set<String> {
-        let rows = try await postgres.query("SELECT session_id FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
+        let rows = try await postgres.query(
+            "SELECT session_id FROM merger.events WHERE idempotency_key = ANY(\(keys))", logger: Self.logger)
         var ids: Set<String> = []
         for try await id in rows.decode(String?.self) { if let id { ids.insert(id) } }
         return ids

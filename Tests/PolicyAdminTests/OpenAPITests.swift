@@ -17,11 +17,13 @@ struct PolicyOpenAPITests {
         try await LocalStack.withPostgres { client in
             let repository = PostgresPolicyRepository(client: client, schema: "policy_openapi_unused", logger: LocalStack.logger)
             let refresher = PolicyBookRefresher(
-                base: PolicyBook(), repository: repository, hostedRules: PolicyEngine.standard.ruleIDs, interval: .seconds(60), logger: LocalStack.logger
+                base: PolicyBook(), repository: repository, hostedRules: PolicyEngine.standard.ruleIDs, interval: .seconds(60),
+                logger: LocalStack.logger
             ) { _ in }
             let router = Router(context: AdminContext.self)
             addPolicyAdminRoutes(
-                to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: PolicyEngine.standard.ruleIDs),
+                to: router,
+                controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: PolicyEngine.standard.ruleIDs),
                 keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
             )
             let routed = OpenAPIDocument.operations(of: router)

@@ -46,7 +46,7 @@ struct PolicyAdminHarness: Sendable {
     ) async throws {
         try await LocalStack.withPostgres { client in
             let schema = "policy_test_" + String(UUID().uuidString.prefix(8)).lowercased()
-            try await PolicyMigrations.apply(client: client, schema: schema, logger: logger)
+            try await ServiceMigrations.policy.apply(client: client, schema: schema, logger: logger)
             do {
                 let repository = PostgresPolicyRepository(client: client, schema: schema, logger: logger)
                 let box = AppliedBox()
@@ -70,7 +70,7 @@ struct PolicyAdminHarness: Sendable {
 
     static func drop(_ schema: String, client: PostgresClient) async throws {
         try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE", logger: logger)
-        let service = PolicyMigrations.service(schema: schema)
+        let service = ServiceMigrations.policy.series(schema: schema)
         try await client.query("DELETE FROM schema_migrations WHERE service = \(service)", logger: logger)
     }
 }
@@ -107,7 +107,9 @@ func decide(_ e: RawEventEnvelope, book: PolicyBook) -> PolicyDecision {
 }
 
 extension TestClientProtocol {
-    func send(_ method: HTTPRequest.Method, _ path: String, key: String? = StaticKeys.admin, json: String? = nil) async throws -> TestResponse {
+    func send(
+        _ method: HTTPRequest.Method, _ path: String, key: String? = StaticKeys.admin, json: String? = nil
+    ) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let key { headers[.authorization] = "Bearer \(key)" }
         if json != nil { headers[.contentType] = "application/json" }
@@ -136,7 +138,11 @@ struct PolicyAdminTests {
     @Test func putStoresVersionsThatTheNextDecisionRecords() async throws {
         try await PolicyAdminHarness.run { h, client in
             let site = siteName()
-            let first = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"rules": {"beacon_validity": "enforce", "motion_gating": {"mode": "enforce", "canaryPercent": 10}}, "settings": {"minSteps2min": 40}}"#)
+            let first = try await client.send(
+                .put, "/v1/admin/policies/\(site)",
+                json:
+                    #"{"rules": {"beacon_validity": "enforce", "motion_gating": {"mode": "enforce", "canaryPercent": 10}}, "settings": {"minSteps2min": 40}}"#
+            )
             #expect(first.status == .ok, "\(first.text)")
             let v1 = try first.decode(StoredPolicyVersion.self)
             #expect(v1.policy.version == 1)
@@ -306,12 +312,15 @@ struct PolicyAdminTests {
             let forbidden = try await client.send(.put, "/v1/admin/policies/\(site)", key: StaticKeys.viewer, json: "{}")
             #expect(forbidden.status == .forbidden)
             #expect(try forbidden.problem().status == 403)
-            #expect(try await client.send(.put, "/v1/admin/kill-switch", key: StaticKeys.viewer, json: #"{"enabled": true}"#).status == .forbidden)
+            #expect(
+                try await client.send(.put, "/v1/admin/kill-switch", key: StaticKeys.viewer, json: #"{"enabled": true}"#).status
+                    == .forbidden)
             let missing = try await client.send(.post, "/v1/admin/policies/\(site)/versions/4/restore")
             #expect(missing.status == .notFound)
             #expect(try missing.problem().status == 404)
             #expect(try await client.send(.post, "/v1/admin/policies/\(site)/versions/abc/restore").status == .badRequest)
-            #expect(try await client.send(.get, "/v1/admin/policies/\(site)/versions?limit=0", key: StaticKeys.viewer).status == .badRequest)
+            #expect(
+                try await client.send(.get, "/v1/admin/policies/\(site)/versions?limit=0", key: StaticKeys.viewer).status == .badRequest)
             #expect(try await client.send(.get, "/v1/admin/policies/bad%20site", key: StaticKeys.viewer).status == .badRequest)
             // An ill-formed site id is a 400, decoded or not (it used to answer 200 with the default policy).
             for path in ["..%2F..%2Fetc%2Fpasswd", "..", "a%2Fb", "a%00b", "-site"] {
@@ -325,11 +334,14 @@ struct PolicyAdminTests {
     }
 
     @Test func gattRuleCanBeSwitchedOnWhereItIsHosted() async throws {
-        let rule = GattChallengeRule(nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)), keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
+        let rule = GattChallengeRule(
+            nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)),
+            keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
         let hosted = PolicyEngine.withGatt(rule).ruleIDs
         try await PolicyAdminHarness.run(hostedRules: hosted) { h, client in
             let site = siteName()
-            let response = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"rules": {"gatt_challenge": {"mode": "monitor", "canaryPercent": 25}}}"#)
+            let response = try await client.send(
+                .put, "/v1/admin/policies/\(site)", json: #"{"rules": {"gatt_challenge": {"mode": "monitor", "canaryPercent": 25}}}"#)
             #expect(response.status == .ok, "\(response.text)")
             #expect(h.refresher.current.sites[site]?.rules[.gattChallenge] == RuleConfig(.monitor, canaryPercent: 25))
         }

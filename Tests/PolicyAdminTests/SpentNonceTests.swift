@@ -4,6 +4,7 @@ import LocalStackTesting
 import PolicyService
 import PolicyServiceCore
 import PostgresNIO
+import ServiceRuntime
 import Testing
 
 /// The GATT nonce's "already used" check is durable and shared: spent nonces live in
@@ -41,7 +42,7 @@ struct SpentNonceTests {
     static func withStore(_ body: (PostgresSpentNonceStore, PostgresClient) async throws -> Void) async throws {
         try await LocalStack.withPostgres { client in
             let schema = "policy_test_nonce_" + String(UUID().uuidString.prefix(8)).lowercased()
-            try await PolicyMigrations.apply(client: client, schema: schema, logger: PolicyAdminHarness.logger)
+            try await ServiceMigrations.policy.apply(client: client, schema: schema, logger: PolicyAdminHarness.logger)
             do {
                 try await body(PostgresSpentNonceStore(client: client, schema: schema, logger: PolicyAdminHarness.logger), client)
             } catch {
@@ -73,7 +74,8 @@ struct SpentNonceTests {
     }
 
     static func isReuse(_ decision: PolicyDecision) -> Bool {
-        decision.outcome == .reject && decision.ruleResults.contains { $0.ruleId == .gattChallenge && $0.reason?.contains("already used") == true }
+        decision.outcome == .reject
+            && decision.ruleResults.contains { $0.ruleId == .gattChallenge && $0.reason?.contains("already used") == true }
     }
 
     @Test func aReplayIsRefusedAfterARestart() async throws {
@@ -150,7 +152,10 @@ struct SpentNonceTests {
             _ = try await instance.decide([Self.checkIn(key: "k_live", nonce: live)])
             _ = try await store.claim([NonceClaim(nonce: "stale", idempotencyKey: "k_stale", userId: "u_1", expiresAt: old)])
             #expect(try await store.prune(expiredBefore: Date().addingTimeInterval(-60)) == 1)
-            #expect(try await store.claim([NonceClaim(nonce: live, idempotencyKey: "k_other", userId: "u_1", expiresAt: Date())]) == [live: "k_live"])
+            #expect(
+                try await store.claim([NonceClaim(nonce: live, idempotencyKey: "k_other", userId: "u_1", expiresAt: Date())]) == [
+                    live: "k_live"
+                ])
         }
     }
 

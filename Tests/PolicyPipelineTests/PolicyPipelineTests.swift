@@ -65,7 +65,9 @@ struct PolicyPipelineTests {
         try await PipelineHarness.run { h in
             let user = try await h.repository.createUser(NewUser(name: "Newcomer", siteIds: [h.fixture.site.id]))
             let code = try await h.repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-            let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
+            let device = try await h.repository.exchangeEnrollmentCode(
+                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")
+            ).device
             #expect(h.cache.device(id: device.id) == nil)
             try await h.produceRaw([h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3), user: user.id, device: device.id)])
             // The registry's publisher, woken by the commit, puts the new user and device on the feed a moment later.
@@ -88,10 +90,11 @@ struct PolicyPipelineTests {
         try await PipelineHarness.run { h in
             let gate = try await h.repository.createGate(NewGate(siteId: h.fixture.site.id, name: "Side door"))
             let minor = try await h.repository.allocateMinor(gateId: gate.id)
-            let beacon = try await h.repository.registerBeacon(NewBeacon(
-                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-                mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
-            ))
+            let beacon = try await h.repository.registerBeacon(
+                NewBeacon(
+                    uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                    mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
+                ))
             try await h.produceRaw([h.event(key: "k_new_beacon", minor: beacon.minor, time: Date().addingTimeInterval(-0.3))])
             try await Task.sleep(for: .milliseconds(50))
             try await h.publishRegistryChanges()
@@ -116,19 +119,24 @@ struct PolicyPipelineTests {
         try await PipelineHarness.run { h in
             // A user of another organization, assigned to that organization's site, enrolled.
             let other = try await h.repository.createOrganization(NewOrganization(name: "Tenant \(UUID().uuidString.prefix(8))"))
-            let otherSite = try await h.repository.createSite(NewSite(
-                organizationId: other.id, name: "Elsewhere", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            let otherSite = try await h.repository.createSite(
+                NewSite(
+                    organizationId: other.id, name: "Elsewhere", timezone: "Asia/Ho_Chi_Minh",
+                    geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                    shift: ShiftSettings(
+                        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                        checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                    )
+                ))
             let stranger = try await h.repository.createUser(NewUser(name: "Stranger", siteIds: [otherSite.id]))
             let code = try await h.repository.createEnrollmentCode(userId: stranger.id, validity: .seconds(600))
-            let device = try await h.repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")).device
+            let device = try await h.repository.exchangeEnrollmentCode(
+                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")
+            ).device
             try await h.publishRegistryChanges()
-            try await h.eventually("the stranger in the cache") { h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil }
+            try await h.eventually("the stranger in the cache") {
+                h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil
+            }
 
             // This organization's site and beacon, the stranger's genuine device.
             try await h.produceRaw([h.event(key: "k_stranger", user: stranger.id, device: device.id), h.event(key: "k_member")])
@@ -145,7 +153,9 @@ struct PolicyPipelineTests {
             try PolicyBookLoader.parse(Data("{\"sites\": [{\"version\": 1}]".utf8), source: "book.json", engine: engine)
         }
         do {
-            _ = try PolicyBookLoader.parse(Data("{\"sites\": [{\"version\": 1, \"automaticAttendance\": true, \"rules\": {}}]}".utf8), source: "book.json", engine: engine)
+            _ = try PolicyBookLoader.parse(
+                Data("{\"sites\": [{\"version\": 1, \"automaticAttendance\": true, \"rules\": {}}]}".utf8), source: "book.json",
+                engine: engine)
             Issue.record("a site policy without siteId was accepted")
         } catch {
             #expect(error.description.contains("siteId"))
@@ -168,7 +178,9 @@ struct PipelineHarness: Sendable {
     let groupId: String
 
     static let logger: Logger = LocalStack.logger(label: "policy-pipeline-tests")
-    static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers, clientId: "policy-pipeline-tests") }
+    static var kafka: KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "policy-pipeline-tests")
+    }
 
     static func run(_ body: @escaping @Sendable (PipelineHarness) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
@@ -176,45 +188,50 @@ struct PipelineHarness: Sendable {
         _ = try await TopicBootstrap.ensureTopics(admin)
         let rawTopic = LocalStack.uniqueName("raw"), vettedTopic = LocalStack.uniqueName("vetted"), dlq = LocalStack.uniqueName("dlq")
         try await admin.createTopics([
-            KafkaTopicSpec(name: rawTopic, partitions: 3), KafkaTopicSpec(name: vettedTopic, partitions: 3), KafkaTopicSpec(name: dlq, partitions: 1),
+            KafkaTopicSpec(name: rawTopic, partitions: 3), KafkaTopicSpec(name: vettedTopic, partitions: 3),
+            KafkaTopicSpec(name: dlq, partitions: 1),
         ])
         let signer = try DeviceTokenSigner(activeKey: DeviceSigningKey(id: "policy-test", secret: Array(repeating: 5, count: 32)))
-        try await LocalStack.withRegistryOutboxLock { try await LocalStack.withPostgres { client in
-            try await RegistryMigrations.apply(client: client, logger: logger)
-            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
-            let fixture = try await PipelineFixture.make(repository)
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
-            let cache = RegistryCache()
-            let loader = try RegistryCacheLoader(cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
-            var pipelineConfiguration = PolicyPipelineConfiguration()
-            pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
-            pipelineConfiguration.rawTopic = rawTopic
-            pipelineConfiguration.vettedTopic = vettedTopic
-            pipelineConfiguration.deadLetterTopic = dlq
-            let consumer = try KafkaConsumer(
-                configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]), logger: logger
-            )
-            let pipeline = PolicyPipeline(
-                consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
-                registryLoader: loader, configuration: pipelineConfiguration, logger: logger
-            )
-            let harness = PipelineHarness(
-                repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
-                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
-            )
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await producer.run() }
-                try await harness.publishRegistryChanges()
-                group.addTask { try await loader.run() }
-                group.addTask { try await consumer.run() }
-                group.addTask { try await pipeline.run() }
-                defer { group.cancelAll() }
-                #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
-                try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
-                try await body(harness)
+        try await LocalStack.withRegistryOutboxLock {
+            try await LocalStack.withPostgres { client in
+                try await ServiceMigrations.registry.apply(client: client, logger: logger)
+                let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+                let fixture = try await PipelineFixture.make(repository)
+                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+                let cache = RegistryCache()
+                let loader = try RegistryCacheLoader(
+                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+                var pipelineConfiguration = PolicyPipelineConfiguration()
+                pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
+                pipelineConfiguration.rawTopic = rawTopic
+                pipelineConfiguration.vettedTopic = vettedTopic
+                pipelineConfiguration.deadLetterTopic = dlq
+                let consumer = try KafkaConsumer(
+                    configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]),
+                    logger: logger
+                )
+                let pipeline = PolicyPipeline(
+                    consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
+                    registryLoader: loader, configuration: pipelineConfiguration, logger: logger
+                )
+                let harness = PipelineHarness(
+                    repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
+                    rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
+                )
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await producer.run() }
+                    try await harness.publishRegistryChanges()
+                    group.addTask { try await loader.run() }
+                    group.addTask { try await consumer.run() }
+                    group.addTask { try await pipeline.run() }
+                    defer { group.cancelAll() }
+                    #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+                    try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
+                    try await body(harness)
+                }
             }
-        } }
+        }
     }
 
     func publishRegistryChanges() async throws {
@@ -231,7 +248,8 @@ struct PipelineHarness: Sendable {
         key: String, uuid: String? = nil, minor: Int? = nil, time: Date = Date(), user: String? = nil, device: String? = nil
     ) -> RawEventEnvelope {
         let user = user ?? fixture.user.id, device = device ?? fixture.device.id
-        let beacon = BeaconIdentity(uuid: uuid ?? fixture.beacon.uuid.uuidString, major: fixture.beacon.major, minor: minor ?? fixture.beacon.minor)
+        let beacon = BeaconIdentity(
+            uuid: uuid ?? fixture.beacon.uuid.uuidString, major: fixture.beacon.major, minor: minor ?? fixture.beacon.minor)
         let body = AttendanceEvent(
             id: UUID().uuidString, idempotencyKey: key, userId: user, deviceId: device,
             timestamp: time, type: .checkin, siteId: fixture.site.id, beacon: beacon,
@@ -276,7 +294,9 @@ struct PipelineHarness: Sendable {
             logger: Self.logger
         )
         return try await withThrowingTaskGroup(of: [KafkaMessage]?.self) { group in
-            group.addTask { try await consumer.run(); return nil }
+            group.addTask {
+                try await consumer.run(); return nil
+            }
             group.addTask {
                 var messages: [KafkaMessage] = []
                 for await batch in consumer.batches {
@@ -285,7 +305,9 @@ struct PipelineHarness: Sendable {
                 }
                 return messages
             }
-            group.addTask { try await Task.sleep(for: .seconds(60)); return nil }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60)); return nil
+            }
             defer { consumer.triggerShutdown(); group.cancelAll() }
             while let result = try await group.next() {
                 if let messages = result { return messages }
@@ -331,23 +353,26 @@ struct PipelineFixture: Sendable {
     static func make(_ repository: PostgresRegistryRepository) async throws -> PipelineFixture {
         let organization = try await repository.createOrganization(NewOrganization(name: "Policy \(UUID().uuidString.prefix(8))"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(NewBeacon(
-            uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-            mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
-        ))
+        let beacon = try await repository.registerBeacon(
+            NewBeacon(
+                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
+            ))
         let user = try await repository.createUser(NewUser(name: "Policy tester", siteIds: [site.id]))
         let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+        let credentials = try await repository.exchangeEnrollmentCode(
+            code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
         return PipelineFixture(site: site, beacon: beacon, user: user, device: credentials.device)
     }
 }

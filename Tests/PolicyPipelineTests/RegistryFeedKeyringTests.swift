@@ -60,7 +60,9 @@ struct RegistryFeedKeyringTests {
         cache.apply(try Self.beaconRecord(id: "bcn_1", version: 1, gattKey: Self.sealer.seal(first, beaconId: "bcn_1", version: 1)))
         #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: first)) == .passed)
         // Another beacon's key (a cloned identity without the real key) is refused.
-        #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: BeaconKeySealer.generateBeaconKey())).firing?.reason.contains("does not match") == true)
+        #expect(
+            Self.verdict(rule, Self.provedCheckIn(beaconKey: BeaconKeySealer.generateBeaconKey())).firing?.reason.contains("does not match")
+                == true)
 
         // Rotated: the next record carries version 2; the old key stops verifying immediately.
         let second = BeaconKeySealer.generateBeaconKey()
@@ -90,18 +92,19 @@ struct RegistryFeedKeyringTests {
     @Test func keysWrittenByTheRegistryVerifyInThePolicy() async throws {
         try await LocalStack.withPostgres { client in
             let logger = LocalStack.logger
-            try await RegistryMigrations.apply(client: client, logger: logger)
+            try await ServiceMigrations.registry.apply(client: client, logger: logger)
             let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "feed-key-test", secret: Array(repeating: 3, count: 32)))
             let registry = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer, beaconKeySealer: Self.sealer)
             let organization = try await registry.createOrganization(NewOrganization(name: "Keyring org \(UUID().uuidString.prefix(8))"))
-            let site = try await registry.createSite(NewSite(
-                organizationId: organization.id, name: "HQ", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
-                    checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            let site = try await registry.createSite(
+                NewSite(
+                    organizationId: organization.id, name: "HQ", timezone: "Asia/Ho_Chi_Minh",
+                    geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                    shift: ShiftSettings(
+                        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
+                        checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                    )
+                ))
             let gate = try await registry.createGate(NewGate(siteId: site.id, name: "Main"))
             let minor = try await registry.allocateMinor(gateId: gate.id)
             let beacon = try await registry.registerBeacon(NewBeacon(identity: minor.identity, gateId: gate.id))
@@ -116,9 +119,14 @@ struct RegistryFeedKeyringTests {
                     WHERE entity_type = 'beacon' AND entity_id = \(beacon.id) ORDER BY id
                     """, logger: logger
                 )
-                for try await (id, type, entityId, op, payload, createdAt) in rows.decode((Int64, String, String, String, String?, Date).self) {
-                    let message = try RegistryOutboxRow(id: id, entityType: type, entityId: entityId, op: op, payload: payload, createdAt: createdAt).message()
-                    cache.apply(try RegistryRecord.decode(key: message.key.map { String(decoding: $0, as: UTF8.self) } ?? "", value: message.value))
+                for try await (id, type, entityId, op, payload, createdAt) in rows.decode(
+                    (Int64, String, String, String, String?, Date).self)
+                {
+                    let message = try RegistryOutboxRow(
+                        id: id, entityType: type, entityId: entityId, op: op, payload: payload, createdAt: createdAt
+                    ).message()
+                    cache.apply(
+                        try RegistryRecord.decode(key: message.key.map { String(decoding: $0, as: UTF8.self) } ?? "", value: message.value))
                 }
             }
             try await readFeed()

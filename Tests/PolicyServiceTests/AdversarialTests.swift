@@ -21,40 +21,76 @@ struct AdversarialTests {
         Attack(name: "retired beacon", attack: event { $0.minor = 5 }),
         Attack(name: "lost beacon", attack: event { $0.minor = 6 }),
         Attack(name: "banned UUID", attack: event { $0.uuid = World.bannedUUID }),
-        Attack(name: "wrong site", attack: event { $0.major = 20; $0.minor = 1 }),
-        Attack(name: "unbound device", attack: event { $0.device = "d_unknown"; $0.payloadDevice = "d_unknown" }),
+        Attack(
+            name: "wrong site",
+            attack: event {
+                $0.major = 20; $0.minor = 1
+            }),
+        Attack(
+            name: "unbound device",
+            attack: event {
+                $0.device = "d_unknown"; $0.payloadDevice = "d_unknown"
+            }),
         Attack(name: "revoked device", attack: event { $0.device = World.revokedDevice }),
         Attack(name: "another user's device", attack: event { $0.device = World.otherUsersDevice }),
         Attack(name: "punching for a colleague", attack: event { $0.payloadUser = World.otherUser }),
         Attack(name: "punch 5 s after the previous one", before: [event { $0.key = "k_prev" }], attack: event { $0.time = World.t0 + 5 }),
-        Attack(name: "check-out 20 s after check-in", before: [event { $0.key = "k_prev" }], attack: event { $0.type = .checkout; $0.time = World.t0 + 20 }),
+        Attack(
+            name: "check-out 20 s after check-in", before: [event { $0.key = "k_prev" }],
+            attack: event {
+                $0.type = .checkout; $0.time = World.t0 + 20
+            }),
         Attack(name: "flat RSSI", attack: event { $0.rssi = [-67, -67, -67, -67, -67] }),
         Attack(name: "impossible RSSI", attack: event { $0.rssi = [-60, 3, -61, -59] }),
     ]
 
     /// The full set, refused with every rule enforced and a minimum app version.
-    static let fullSetAttacks: [Attack] = firstRulesAttacks + [
-        Attack(name: "no motion", attack: event { $0.motion = .init(state: .stationary, steps2min: 0) }),
-        Attack(name: "outside the geofence (device flag)", attack: event { $0.geofence = .init(inside: false) }),
-        Attack(name: "position 5 km away", attack: event { $0.location = .init(lat: 10.8219, lon: 106.7009, accuracyM: 10) }),
-        Attack(name: "beacon never heard", attack: event { $0.rssi = [0, 0, 0, 0] }),
-        Attack(name: "old app", attack: event { $0.appVersion = "1.9.0"; $0.bodyAppVersion = "1.9.0" }),
-        Attack(name: "jailbroken", attack: event { $0.attestation = .init(jailbroken: true) }),
-        Attack(name: "simulated location", attack: event { $0.attestation = .init(simulatedLocation: true) }),
-        Attack(name: "Android mock provider", attack: event { $0.attestation = .init(mockProvider: true) }),
-        Attack(name: "teleport HQ to branch in 10 min", before: [event { $0.key = "k_prev" }],
-               attack: event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600 }),
-        Attack(name: "second phone of the same user", before: [event { $0.key = "k_prev" }],
-               attack: event { $0.device = World.secondDevice; $0.time = World.t0 + 300 }),
-        // Ping-pong between doors folds into one presence (accepted); punching again at the door
-        // just used is a repeat and stays refused.
-        Attack(name: "repeat at the same door after a door change", before: [event { $0.key = "k_prev" }, event { $0.key = "k_side"; $0.minor = 4; $0.time = World.t0 + 15 }],
-               attack: event { $0.minor = 4; $0.time = World.t0 + 20 }),
-        Attack(name: "clock an hour ahead", attack: event { $0.receivedAt = World.t0 - 3_600 }),
-        Attack(name: "a day late without an offline record", attack: event { $0.receivedAt = World.t0 + 86_400 }),
-        Attack(name: "no sensor data at all", attack: event { $0.rssi = nil; $0.motion = nil; $0.geofence = nil; $0.location = nil }),
-        Attack(name: "beaconless contract check-in", attack: contractCheckIn()),
-    ]
+    static let fullSetAttacks: [Attack] =
+        firstRulesAttacks + [
+            Attack(name: "no motion", attack: event { $0.motion = .init(state: .stationary, steps2min: 0) }),
+            Attack(name: "outside the geofence (device flag)", attack: event { $0.geofence = .init(inside: false) }),
+            Attack(name: "position 5 km away", attack: event { $0.location = .init(lat: 10.8219, lon: 106.7009, accuracyM: 10) }),
+            Attack(name: "beacon never heard", attack: event { $0.rssi = [0, 0, 0, 0] }),
+            Attack(
+                name: "old app",
+                attack: event {
+                    $0.appVersion = "1.9.0"; $0.bodyAppVersion = "1.9.0"
+                }),
+            Attack(name: "jailbroken", attack: event { $0.attestation = .init(jailbroken: true) }),
+            Attack(name: "simulated location", attack: event { $0.attestation = .init(simulatedLocation: true) }),
+            Attack(name: "Android mock provider", attack: event { $0.attestation = .init(mockProvider: true) }),
+            Attack(
+                name: "teleport HQ to branch in 10 min", before: [event { $0.key = "k_prev" }],
+                attack: event {
+                    $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600
+                }),
+            Attack(
+                name: "second phone of the same user", before: [event { $0.key = "k_prev" }],
+                attack: event {
+                    $0.device = World.secondDevice; $0.time = World.t0 + 300
+                }),
+            // Ping-pong between doors folds into one presence (accepted); punching again at the door
+            // just used is a repeat and stays refused.
+            Attack(
+                name: "repeat at the same door after a door change",
+                before: [
+                    event { $0.key = "k_prev" },
+                    event {
+                        $0.key = "k_side"; $0.minor = 4; $0.time = World.t0 + 15
+                    },
+                ],
+                attack: event {
+                    $0.minor = 4; $0.time = World.t0 + 20
+                }),
+            Attack(name: "clock an hour ahead", attack: event { $0.receivedAt = World.t0 - 3_600 }),
+            Attack(name: "a day late without an offline record", attack: event { $0.receivedAt = World.t0 + 86_400 }),
+            Attack(
+                name: "no sensor data at all",
+                attack: event {
+                    $0.rssi = nil; $0.motion = nil; $0.geofence = nil; $0.location = nil
+                }),
+            Attack(name: "beaconless contract check-in", attack: contractCheckIn()),
+        ]
 
     static let strictPolicy = enforceAll(version: 5) {
         $0.minAppVersion = "1.12.0"
@@ -97,18 +133,38 @@ struct AdversarialTests {
     /// refused by that rule itself (the events are otherwise honest). `before` events are decided
     /// first, whatever their verdict.
     static let gattAttacks: [Attack] = {
-        let spent = provedEvent { $0.key = "k_spent"; $0.appVersion = "1.0.0"; $0.bodyAppVersion = "1.0.0" }
+        let spent = provedEvent {
+            $0.key = "k_spent"; $0.appVersion = "1.0.0"; $0.bodyAppVersion = "1.0.0"
+        }
         let spentProof: AttendanceEvent.Gatt? = {
             if case .event(let body) = spent.payload { return body.gatt }
             return nil
         }()
         return [
             Attack(name: "replayed beacon identity without the handshake", attack: event()),
-            Attack(name: "replayed identity with a made-up HMAC", attack: provedEvent(tamper: { $0.gatt!.hmac = String(repeating: "0", count: 64) })),
-            Attack(name: "expired nonce", attack: provedEvent { $0.receivedAt = $0.time + 300; $0.queuedOffline = true }),
-            Attack(name: "reused nonce", before: [spent], attack: event { $0.key = "k_reuse"; $0.time = World.t0 + 10; $0.gatt = spentProof }),
-            Attack(name: "nonce issued to another device", attack: provedEvent({ $0.device = World.secondDevice }, tamper: { $0.device = World.device })),
-            Attack(name: "forged nonce", attack: event { $0.gatt = .init(nonce: "4102444800.00000000000000000000000000000000.00000000000000000000000000000000", hmac: String(repeating: "0", count: 64)) }),
+            Attack(
+                name: "replayed identity with a made-up HMAC",
+                attack: provedEvent(tamper: { $0.gatt!.hmac = String(repeating: "0", count: 64) })),
+            Attack(
+                name: "expired nonce",
+                attack: provedEvent {
+                    $0.receivedAt = $0.time + 300; $0.queuedOffline = true
+                }),
+            Attack(
+                name: "reused nonce", before: [spent],
+                attack: event {
+                    $0.key = "k_reuse"; $0.time = World.t0 + 10; $0.gatt = spentProof
+                }),
+            Attack(
+                name: "nonce issued to another device",
+                attack: provedEvent({ $0.device = World.secondDevice }, tamper: { $0.device = World.device })),
+            Attack(
+                name: "forged nonce",
+                attack: event {
+                    $0.gatt = .init(
+                        nonce: "4102444800.00000000000000000000000000000000.00000000000000000000000000000000",
+                        hmac: String(repeating: "0", count: 64))
+                }),
         ]
     }()
 
@@ -167,22 +223,27 @@ struct AdversarialTests {
             let atBranch = u % 4 == 0
             let (site, major, gates) = atBranch ? (World.branch, 20, [1, 1]) : (World.hq, 10, [3, 4])
             let fence = atBranch ? World.branchFence : World.hqFence
-            let day = World.t0 + Double(u) * 7  // staggered arrivals
+            let day = World.t0 + Double(u) * 7 // staggered arrivals
             let plan: [(AttendanceEventType, TimeInterval, Int)] = [
-                (.checkin, 0, gates[0]), (.checkout, 4 * 3_600, gates[1]), (.checkin, 5 * 3_600, gates[1]), (.checkout, 9 * 3_600, gates[0]),
+                (.checkin, 0, gates[0]), (.checkout, 4 * 3_600, gates[1]), (.checkin, 5 * 3_600, gates[1]),
+                (.checkout, 9 * 3_600, gates[0]),
             ]
             for (i, (type, offset, minor)) in plan.enumerated() {
-                let late = i == 1 && u % 5 == 0  // lunch check-out sent an hour later from the outbox
+                let late = i == 1 && u % 5 == 0 // lunch check-out sent an hour later from the outbox
                 let time = day + offset + Double(rng.next(upTo: 30))
-                events.append(event {
-                    $0.key = "k_\(user)_\(i)"; $0.user = user; $0.device = device; $0.type = type; $0.time = time
-                    $0.site = site; $0.major = major; $0.minor = minor
-                    $0.rssi = (0..<Int(rng.next(upTo: 5)) + 5).map { _ in -80 + Int(rng.next(upTo: 21)) }
-                    $0.motion = rng.next(upTo: 3) == 0 ? .init(state: .stationary, steps2min: 30 + Int(rng.next(upTo: 40))) : .init(state: .walking, steps2min: 50)
-                    $0.location = .init(lat: fence.latitude + (Double(rng.next(upTo: 21)) - 10) / 100_000, lon: fence.longitude, accuracyM: 20)
-                    if late { $0.receivedAt = time + 3_600; $0.queuedOffline = true }
-                    if withGatt, type == .checkin { $0.gatt = Gatt.proof(for: $0) }
-                })
+                events.append(
+                    event {
+                        $0.key = "k_\(user)_\(i)"; $0.user = user; $0.device = device; $0.type = type; $0.time = time
+                        $0.site = site; $0.major = major; $0.minor = minor
+                        $0.rssi = (0..<Int(rng.next(upTo: 5)) + 5).map { _ in -80 + Int(rng.next(upTo: 21)) }
+                        $0.motion =
+                            rng.next(upTo: 3) == 0
+                            ? .init(state: .stationary, steps2min: 30 + Int(rng.next(upTo: 40))) : .init(state: .walking, steps2min: 50)
+                        $0.location = .init(
+                            lat: fence.latitude + (Double(rng.next(upTo: 21)) - 10) / 100_000, lon: fence.longitude, accuracyM: 20)
+                        if late { $0.receivedAt = time + 3_600; $0.queuedOffline = true }
+                        if withGatt, type == .checkin { $0.gatt = Gatt.proof(for: $0) }
+                    })
                 if i == 0 { events.append(heartbeat(user: user, device: device, site: site, key: "k_\(user)_hb", at: time + 1_800)) }
             }
         }

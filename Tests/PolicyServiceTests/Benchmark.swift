@@ -25,17 +25,20 @@ enum PolicyEngineBenchmark {
         events.reserveCapacity(users * punchesPerUser)
         for p in 0..<punchesPerUser {
             for u in 0..<users {
-                events.append(event {
-                    $0.key = "k_b\(u)_\(p)"; $0.user = "u_b\(u)"; $0.device = "d_b\(u)"
-                    $0.type = p % 2 == 0 ? .checkin : .checkout
-                    $0.minor = [3, 3, 4, 4, 4][p % 5]
-                    // Every fifth punch comes 5 s after the previous one: refused by the rate limit.
-                    $0.time = World.t0 + Double(p) * 600 - (p % 5 == 4 ? 595 : 0)
-                    $0.rssi = [-70 - u % 7, -66, -71, -68 - p % 3, -73]
-                })
+                events.append(
+                    event {
+                        $0.key = "k_b\(u)_\(p)"; $0.user = "u_b\(u)"; $0.device = "d_b\(u)"
+                        $0.type = p % 2 == 0 ? .checkin : .checkout
+                        $0.minor = [3, 3, 4, 4, 4][p % 5]
+                        // Every fifth punch comes 5 s after the previous one: refused by the rate limit.
+                        $0.time = World.t0 + Double(p) * 600 - (p % 5 == 4 ? 595 : 0)
+                        $0.rssi = [-70 - u % 7, -66, -71, -68 - p % 3, -73]
+                    })
             }
         }
-        let policy = enforceAll(version: 1) { $0.minAppVersion = "1.10.0"; $0.minSecondsBetweenGates = 30 }
+        let policy = enforceAll(version: 1) {
+            $0.minAppVersion = "1.10.0"; $0.minSecondsBetweenGates = 30
+        }
         let history = PolicyHistory()
         let engine = PolicyEngine.standard
         var accepted = 0
@@ -56,7 +59,9 @@ enum PolicyEngineBenchmark {
 struct BenchmarkTests {
     @Test func policyDecisionsPerSecond() {
         let result = PolicyEngineBenchmark.run()
-        print("policy decisions/s (one core, every rule enforced): \(Int(result.perSecond)) — \(result.decisions) decisions, \(result.accepted) accepted, \(String(format: "%.3f", result.seconds)) s")
+        print(
+            "policy decisions/s (one core, every rule enforced): \(Int(result.perSecond)) — \(result.decisions) decisions, \(result.accepted) accepted, \(String(format: "%.3f", result.seconds)) s"
+        )
         #expect(result.decisions == 20_000)
         // Punches 4 and 9 (5 s after 3 and 8, same gate) are refused; the rest are accepted.
         #expect(result.accepted == 16_000)

@@ -38,8 +38,8 @@ struct EngineTests {
         let result = try #require(decision.result(.deviceBinding))
         #expect(result.fired && result.mode == .monitor)
         #expect(result.reason == "device d_dead was revoked")
-        #expect(decision.reasons.isEmpty)  // a 409 lists enforced reasons only
-        #expect(decision.riskScore == 0.9)  // but the risk counts
+        #expect(decision.reasons.isEmpty) // a 409 lists enforced reasons only
+        #expect(decision.riskScore == 0.9) // but the risk counts
     }
 
     @Test func ruleSwitchedOffDoesNotRun() {
@@ -68,7 +68,10 @@ struct EngineTests {
         let decision = decide(e, policy)
         #expect(decision.outcome == .reject)
         #expect(decision.action == .manualCheckin)
-        #expect(decision.ruleResults == [RuleResult(ruleId: .killSwitch, mode: .enforce, fired: true, reason: "automatic attendance is switched off at this site")])
+        #expect(
+            decision.ruleResults == [
+                RuleResult(ruleId: .killSwitch, mode: .enforce, fired: true, reason: "automatic attendance is switched off at this site")
+            ])
         #expect(decision.riskScore == 0)
         #expect(decision.policyVersion == 4)
     }
@@ -110,9 +113,13 @@ struct EngineTests {
         #expect(Set(forward.firedRules) == [.deviceBinding, .rateLimit, .coLocation, .appAttestation, .multiDevice])
 
         // Peel the findings off one by one: the next action in precedence order wins.
-        let withoutDevice = event { $0.time = World.t0 + 5; $0.geofence = .init(inside: false); $0.appVersion = "1.0.0" }
+        let withoutDevice = event {
+            $0.time = World.t0 + 5; $0.geofence = .init(inside: false); $0.appVersion = "1.0.0"
+        }
         #expect(decide(withoutDevice, policy, history: history).action == .updateApp)
-        let withoutApp = event { $0.time = World.t0 + 5; $0.geofence = .init(inside: false) }
+        let withoutApp = event {
+            $0.time = World.t0 + 5; $0.geofence = .init(inside: false)
+        }
         #expect(decide(withoutApp, policy, history: history).action == .walkToGate)
         let onlyTooSoon = decide(event { $0.time = World.t0 + 5 }, policy, history: history)
         #expect(onlyTooSoon.action == .retryAfter)
@@ -130,9 +137,12 @@ struct EngineTests {
     @Test func monitorFiringsDoNotChooseTheAction() {
         var policy = only(.deviceBinding, .monitor)
         policy.rules[.coLocation] = .enforce
-        let decision = decide(event { $0.device = World.revokedDevice; $0.geofence = .init(inside: false) }, policy)
+        let decision = decide(
+            event {
+                $0.device = World.revokedDevice; $0.geofence = .init(inside: false)
+            }, policy)
         #expect(decision.outcome == .reject)
-        #expect(decision.action == .walkToGate)  // not the monitored contact_admin
+        #expect(decision.action == .walkToGate) // not the monitored contact_admin
     }
 
     @Test func riskScoreIsANoisyOrWithinBounds() {
@@ -173,7 +183,9 @@ struct EngineTests {
         func runs(_ percent: Int, _ user: String) -> Bool {
             var policy = only(.deviceBinding)
             policy.rules[.deviceBinding] = RuleConfig(.enforce, canaryPercent: percent)
-            let e = event { $0.user = user; $0.payloadUser = user; $0.device = "d_unknown" }
+            let e = event {
+                $0.user = user; $0.payloadUser = user; $0.device = "d_unknown"
+            }
             return decide(e, policy).result(.deviceBinding) != nil
         }
         #expect(users.allSatisfy { runs(100, $0) })
@@ -183,7 +195,9 @@ struct EngineTests {
         // Growing the canary keeps everyone already in it.
         #expect(inTen.allSatisfy { runs(30, $0) })
         // Stable across processes: FNV-1a, not Swift's seeded Hasher.
-        #expect(RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024") == RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024"))
+        #expect(
+            RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024")
+                == RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024"))
     }
 
     @Test func unhostedRulesInThePolicyAreIgnoredAndReported() {
@@ -225,17 +239,27 @@ struct RuleModeTests {
     static let cases: [Case] = [
         Case(rule: .beaconValidity, tripping: event { $0.minor = 5 }),
         Case(rule: .deviceBinding, tripping: event { $0.device = World.revokedDevice }),
-        Case(rule: .siteAssignment, tripping: event {
-            $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
-        }),
-        Case(rule: .multiDevice, before: [event { $0.key = "k0" }], tripping: event { $0.device = World.secondDevice; $0.time = World.t0 + 90 }),
+        Case(
+            rule: .siteAssignment,
+            tripping: event {
+                $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+            }),
+        Case(
+            rule: .multiDevice, before: [event { $0.key = "k0" }],
+            tripping: event {
+                $0.device = World.secondDevice; $0.time = World.t0 + 90
+            }),
         Case(rule: .rateLimit, before: [event { $0.key = "k0" }], tripping: event { $0.time = World.t0 + 5 }),
         Case(rule: .dwell, tripping: event { $0.rssi = [-70] }),
         Case(rule: .coLocation, tripping: event { $0.geofence = .init(inside: false) }),
         Case(rule: .motionGating, tripping: event { $0.motion = .init(state: .stationary, steps2min: 3) }),
         Case(rule: .appAttestation, tripping: event { $0.attestation = .init(jailbroken: true) }),
         Case(rule: .rssiPlausibility, tripping: event { $0.rssi = [-64, -64, -64, -64] }),
-        Case(rule: .impossibleTravel, before: [event { $0.key = "k0" }], tripping: event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 900 }),
+        Case(
+            rule: .impossibleTravel, before: [event { $0.key = "k0" }],
+            tripping: event {
+                $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 900
+            }),
         Case(rule: .clockSkew, tripping: event { $0.receivedAt = World.t0 - 1_800 }),
     ]
 
@@ -246,7 +270,8 @@ struct RuleModeTests {
     func decide(_ c: Case, _ e: RawEventEnvelope, _ mode: RuleSwitch) -> PolicyDecision {
         let history = PolicyHistory.with()
         for before in c.before { history.record(PunchRecord(event: before, registry: World.registry)) }
-        return PolicyEngine.standard.decide(e, context: World.context(history: history, now: e.receivedAt), policy: only(c.rule, mode, version: 3))
+        return PolicyEngine.standard.decide(
+            e, context: World.context(history: history, now: e.receivedAt), policy: only(c.rule, mode, version: 3))
     }
 
     @Test(arguments: RuleModeTests.cases)

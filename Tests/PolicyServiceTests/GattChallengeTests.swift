@@ -32,7 +32,9 @@ enum Gatt {
         return AttendanceEvent.Gatt(nonce: nonce, hmac: keyring.proof(nonce: nonce, beacon: beacon))
     }
 
-    static func decide(_ e: RawEventEnvelope, policy: SitePolicy, history: PolicyHistory, registry: RegistrySnapshot = World.registry) -> PolicyDecision {
+    static func decide(
+        _ e: RawEventEnvelope, policy: SitePolicy, history: PolicyHistory, registry: RegistrySnapshot = World.registry
+    ) -> PolicyDecision {
         let decision = engine.decide(e, context: PolicyContext(registry: registry, history: history, now: e.receivedAt), policy: policy)
         history.record(decision, for: e, registry: registry)
         return decision
@@ -78,7 +80,7 @@ struct GattChallengeTests {
     @Test func tamperedNonceIsForged() throws {
         let e = provedEvent(tamper: { spec in
             var parts = spec.gatt!.nonce.split(separator: ".").map(String.init)
-            parts[0] = String(Int(parts[0])! + 3_600)  // stretch the expiry by an hour
+            parts[0] = String(Int(parts[0])! + 3_600) // stretch the expiry by an hour
             spec.gatt!.nonce = parts.joined(separator: ".")
         })
         let firing = try #require(rule.run(e).firing)
@@ -94,7 +96,7 @@ struct GattChallengeTests {
     }
 
     @Test func expiredNonceIsRefused() throws {
-        let e = provedEvent { $0.receivedAt = $0.time + 120 }  // issued 5 s before, valid 60 s
+        let e = provedEvent { $0.receivedAt = $0.time + 120 } // issued 5 s before, valid 60 s
         let firing = try #require(rule.run(e).firing)
         #expect(firing.reason.contains("expired"))
         #expect(firing.action == .walkToGate)
@@ -107,7 +109,9 @@ struct GattChallengeTests {
         // At-least-once: the same event again is not a reuse (the rate limit ignores it too).
         #expect(Gatt.decide(first, policy: Gatt.strict(), history: history).result(.gattChallenge)?.fired == false)
         guard case .event(let body) = first.payload else { Issue.record("not a device event"); return }
-        let reuse = event { $0.key = "k_again"; $0.time = World.t0 + 20; $0.gatt = body.gatt }
+        let reuse = event {
+            $0.key = "k_again"; $0.time = World.t0 + 20; $0.gatt = body.gatt
+        }
         let decision = Gatt.decide(reuse, policy: Gatt.strict(), history: history)
         #expect(decision.outcome == .reject)
         #expect(decision.result(.gattChallenge)?.reason?.contains("already used") == true)
@@ -115,10 +119,14 @@ struct GattChallengeTests {
 
     @Test func aRefusedPunchStillSpendsItsNonce() {
         let history = PolicyHistory()
-        let refused = provedEvent { $0.key = "k_old_app"; $0.appVersion = "1.0.0"; $0.bodyAppVersion = "1.0.0" }
+        let refused = provedEvent {
+            $0.key = "k_old_app"; $0.appVersion = "1.0.0"; $0.bodyAppVersion = "1.0.0"
+        }
         #expect(Gatt.decide(refused, policy: Gatt.strict(), history: history).outcome == .reject)
         guard case .event(let body) = refused.payload else { Issue.record("not a device event"); return }
-        let retry = event { $0.key = "k_retry"; $0.gatt = body.gatt }
+        let retry = event {
+            $0.key = "k_retry"; $0.gatt = body.gatt
+        }
         #expect(Gatt.decide(retry, policy: Gatt.strict(), history: history).result(.gattChallenge)?.fired == true)
     }
 
@@ -133,8 +141,10 @@ struct GattChallengeTests {
         #expect(rule.run(wrongKey).didFire)
     }
 
-    @Test(arguments: ["", ".", "..", "1.2.3", "abc.0123456789abcdef0123456789abcdef.00", "99999999999999999999.x.y",
-                      "1.0123456789abcdef0123456789abcdef.zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", "ünïcode.é.ß"])
+    @Test(arguments: [
+        "", ".", "..", "1.2.3", "abc.0123456789abcdef0123456789abcdef.00", "99999999999999999999.x.y",
+        "1.0123456789abcdef0123456789abcdef.zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", "ünïcode.é.ß",
+    ])
     func malformedNoncesAreForgedNeverACrash(nonce: String) {
         #expect(Gatt.codec.check(nonce, beacon: Gatt.main, deviceId: World.device, at: World.t0) == .forged)
         let e = event { $0.gatt = .init(nonce: nonce, hmac: "not hex") }

@@ -10,13 +10,21 @@ struct RateLimitTests {
     @Test func punchAfterTheMinimumIsAccepted() {
         let history = PolicyHistory()
         #expect(decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history).outcome == .accept)
-        #expect(decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 60 }, policy: policy, history: history).outcome == .accept)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k2"; $0.time = World.t0 + 60
+                }, policy: policy, history: history
+            ).outcome == .accept)
     }
 
     @Test func punchFiveSecondsAfterThePreviousIsRefused() throws {
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let decision = decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 5 }, policy: policy, history: history)
+        let decision = decideAndRecord(
+            event {
+                $0.key = "k2"; $0.time = World.t0 + 5
+            }, policy: policy, history: history)
         #expect(decision.outcome == .reject)
         #expect(decision.action == .retryAfter)
         #expect(decision.retryAfterSeconds == 55)
@@ -29,8 +37,18 @@ struct RateLimitTests {
         let history = PolicyHistory()
         let strict = only(.rateLimit) { $0.minSecondsBetweenPunches = 120 }
         decideAndRecord(event { $0.key = "k1" }, policy: strict, history: history)
-        #expect(decideAndRecord(event { $0.key = "k2"; $0.time = World.t0 + 90 }, policy: strict, history: history).outcome == .reject)
-        #expect(decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 90 }, policy: policy, history: history).outcome == .accept)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k2"; $0.time = World.t0 + 90
+                }, policy: strict, history: history
+            ).outcome == .reject)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k3"; $0.time = World.t0 + 90
+                }, policy: policy, history: history
+            ).outcome == .accept)
     }
 
     @Test func theSameIdempotencyKeyNeverTripsTheRateLimit() {
@@ -44,16 +62,32 @@ struct RateLimitTests {
             #expect(again.result(.rateLimit)?.fired == false)
         }
         // Even after a later punch was accepted, a replay of the first is no new punch.
-        decideAndRecord(event { $0.key = "k_later"; $0.time = World.t0 + 61 }, policy: policy, history: history)
-        #expect(decideAndRecord(event { $0.key = "k_same"; $0.time = World.t0 + 62 }, policy: policy, history: history).outcome == .accept)
+        decideAndRecord(
+            event {
+                $0.key = "k_later"; $0.time = World.t0 + 61
+            }, policy: policy, history: history)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k_same"; $0.time = World.t0 + 62
+                }, policy: policy, history: history
+            ).outcome == .accept)
         // A new key at the same moment is a new punch.
-        #expect(decideAndRecord(event { $0.key = "k_new"; $0.time = World.t0 + 62 }, policy: policy, history: history).outcome == .reject)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k_new"; $0.time = World.t0 + 62
+                }, policy: policy, history: history
+            ).outcome == .reject)
     }
 
     @Test func checkOutRightAfterCheckInIsRefused() {
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k_in" }, policy: policy, history: history)
-        let out = decideAndRecord(event { $0.key = "k_out"; $0.type = .checkout; $0.time = World.t0 + 20 }, policy: policy, history: history)
+        let out = decideAndRecord(
+            event {
+                $0.key = "k_out"; $0.type = .checkout; $0.time = World.t0 + 20
+            }, policy: policy, history: history)
         #expect(out.outcome == .reject)
         #expect(out.reasons == ["checked in 20 s ago at this gate"])
         // The check-out contract (no gate, no site) is measured against the latest punch anywhere.
@@ -68,16 +102,26 @@ struct RateLimitTests {
         let soft = contractCheckOut(at: World.t0 + 20, reason: .softExitExpired)
         #expect(decideAndRecord(soft, policy: policy, history: history).outcome == .accept)
         let noExemption = only(.rateLimit) { $0.exemptSoftExitCheckouts = false }
-        #expect(PolicyEngine.standard.decide(soft, context: World.context(history: PolicyHistory.with(event { $0.key = "k_in" })), policy: noExemption).outcome == .reject)
+        #expect(
+            PolicyEngine.standard.decide(
+                soft, context: World.context(history: PolicyHistory.with(event { $0.key = "k_in" })), policy: noExemption
+            ).outcome == .reject)
     }
 
     @Test func otherGatesAndUsersAreCountedApart() {
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
         // Side gate 10 s later: another punch point.
-        #expect(decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history).outcome == .accept)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
+                }, policy: policy, history: history
+            ).outcome == .accept)
         // Another user at the main gate.
-        let other = event { $0.key = "k3"; $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.time = World.t0 + 10 }
+        let other = event {
+            $0.key = "k3"; $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.time = World.t0 + 10
+        }
         #expect(decideAndRecord(other, policy: policy, history: history).outcome == .accept)
     }
 
@@ -86,7 +130,10 @@ struct RateLimitTests {
         #expect(PolicySettings().minSecondsBetweenGates == 45)
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history)
+        let side = decideAndRecord(
+            event {
+                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
+            }, policy: policy, history: history)
         // Accepted, so the merger keeps one session; the verdict names the rule and why.
         #expect(side.outcome == .accept)
         #expect(side.action == .noAction)
@@ -98,11 +145,17 @@ struct RateLimitTests {
         #expect(side.reasons == ["hysteresis: checked in 10 s ago at gate G_MAIN of this site; folded into the same presence"])
         // Back through the first door 10 s later: still the same presence, although that door saw
         // a punch 20 s ago (the last door used is the other one).
-        let back = decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 20 }, policy: policy, history: history)
+        let back = decideAndRecord(
+            event {
+                $0.key = "k3"; $0.time = World.t0 + 20
+            }, policy: policy, history: history)
         #expect(back.outcome == .accept)
         #expect(back.reasons == ["hysteresis: checked in 10 s ago at gate G_SIDE of this site; folded into the same presence"])
         // A check-out at the other door is not ping-pong: it is measured at its own door.
-        let out = decideAndRecord(event { $0.key = "k4"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 90 }, policy: policy, history: history)
+        let out = decideAndRecord(
+            event {
+                $0.key = "k4"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 90
+            }, policy: policy, history: history)
         #expect(out.outcome == .accept)
         #expect(out.result(.rateLimit)?.fired == false)
     }
@@ -110,9 +163,17 @@ struct RateLimitTests {
     @Test func rapidRepeatAtOneDoorIsRefusedEvenAfterAFold() throws {
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        #expect(decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: policy, history: history).outcome == .accept)
+        #expect(
+            decideAndRecord(
+                event {
+                    $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
+                }, policy: policy, history: history
+            ).outcome == .accept)
         // The same door again 5 s later, with no other door in between: a repeat, not ping-pong.
-        let repeatPunch = decideAndRecord(event { $0.key = "k3"; $0.minor = 4; $0.time = World.t0 + 15 }, policy: policy, history: history)
+        let repeatPunch = decideAndRecord(
+            event {
+                $0.key = "k3"; $0.minor = 4; $0.time = World.t0 + 15
+            }, policy: policy, history: history)
         #expect(repeatPunch.outcome == .reject)
         #expect(repeatPunch.action == .retryAfter)
         #expect(repeatPunch.retryAfterSeconds == 55)
@@ -122,7 +183,10 @@ struct RateLimitTests {
     @Test func doorChangeOutsideTheWindowIsAnOrdinaryPunch() {
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let later = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 50 }, policy: policy, history: history)
+        let later = decideAndRecord(
+            event {
+                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 50
+            }, policy: policy, history: history)
         #expect(later.outcome == .accept)
         #expect(later.result(.rateLimit)?.fired == false)
     }
@@ -131,10 +195,16 @@ struct RateLimitTests {
         let perDoor = only(.rateLimit) { $0.minSecondsBetweenGates = 0 }
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: perDoor, history: history)
-        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: perDoor, history: history)
+        let side = decideAndRecord(
+            event {
+                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
+            }, policy: perDoor, history: history)
         #expect(side.outcome == .accept)
         #expect(side.result(.rateLimit)?.fired == false)
-        let back = decideAndRecord(event { $0.key = "k3"; $0.time = World.t0 + 20 }, policy: perDoor, history: history)
+        let back = decideAndRecord(
+            event {
+                $0.key = "k3"; $0.time = World.t0 + 20
+            }, policy: perDoor, history: history)
         #expect(back.outcome == .reject)
         #expect(back.reasons == ["checked in 20 s ago at this gate"])
     }
@@ -143,7 +213,10 @@ struct RateLimitTests {
         let monitored = only(.rateLimit, .monitor)
         let history = PolicyHistory()
         decideAndRecord(event { $0.key = "k1" }, policy: monitored, history: history)
-        let side = decideAndRecord(event { $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10 }, policy: monitored, history: history)
+        let side = decideAndRecord(
+            event {
+                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
+            }, policy: monitored, history: history)
         #expect(side.outcome == .accept)
         #expect(side.result(.rateLimit)?.fired == true)
         #expect(side.result(.rateLimit)?.mode == .monitor)
@@ -151,14 +224,21 @@ struct RateLimitTests {
 
     @Test func lateOfflineEventIsJudgedByEventTime() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k_now"; $0.time = World.t0 + 3 * 3_600 }, policy: policy, history: history)
+        decideAndRecord(
+            event {
+                $0.key = "k_now"; $0.time = World.t0 + 3 * 3_600
+            }, policy: policy, history: history)
         // Sent three hours later from the outbox, with its original time: far from the recorded punch.
-        let late = event { $0.key = "k_old"; $0.time = World.t0; $0.receivedAt = World.t0 + 3 * 3_600 + 5; $0.queuedOffline = true }
+        let late = event {
+            $0.key = "k_old"; $0.time = World.t0; $0.receivedAt = World.t0 + 3 * 3_600 + 5; $0.queuedOffline = true
+        }
         #expect(decideAndRecord(late, policy: policy, history: history).outcome == .accept)
         // The latest punch stays the newest by event time.
         #expect(history.lastPunch(userId: World.user)?.idempotencyKey == "k_now")
         // A late event 30 s from a recorded one is still too close.
-        let close = event { $0.key = "k_close"; $0.time = World.t0 + 3 * 3_600 - 30; $0.queuedOffline = true }
+        let close = event {
+            $0.key = "k_close"; $0.time = World.t0 + 3 * 3_600 - 30; $0.queuedOffline = true
+        }
         #expect(decideAndRecord(close, policy: policy, history: history).outcome == .reject)
     }
 
@@ -179,7 +259,10 @@ struct RateLimitTests {
 
     @Test func historyRecordsOnlyAccepts() {
         let history = PolicyHistory()
-        let rejected = decideAndRecord(event { $0.key = "k_bad"; $0.device = World.revokedDevice }, policy: only(.deviceBinding), history: history)
+        let rejected = decideAndRecord(
+            event {
+                $0.key = "k_bad"; $0.device = World.revokedDevice
+            }, policy: only(.deviceBinding), history: history)
         #expect(rejected.outcome == .reject)
         #expect(history.userCount == 0)
         decideAndRecord(event { $0.key = "k_good" }, policy: only(.deviceBinding), history: history)
@@ -194,7 +277,11 @@ struct RateLimitTests {
     @Test func historyIsBoundedAndPrunable() {
         let history = PolicyHistory(keysPerUser: 4)
         for i in 0..<10 {
-            history.record(PunchRecord(event: event { $0.key = "k\(i)"; $0.time = World.t0 + Double(i) * 100 }, registry: World.registry))
+            history.record(
+                PunchRecord(
+                    event: event {
+                        $0.key = "k\(i)"; $0.time = World.t0 + Double(i) * 100
+                    }, registry: World.registry))
         }
         #expect(history.hasAccepted(idempotencyKey: "k9", userId: World.user))
         #expect(history.hasAccepted(idempotencyKey: "k6", userId: World.user))

@@ -31,7 +31,9 @@ struct BeaconValidityTests {
     @Test func bannedPrefixFiresEvenWhenRegistered() throws {
         var registry = World.registry
         registry.upsertBeacon(uuid: UUID(uuidString: World.bannedUUID)!, major: 1, minor: 1, status: .active, gateId: "G_MAIN")
-        let e = event { $0.uuid = World.bannedUUID.lowercased(); $0.major = 1; $0.minor = 1 }
+        let e = event {
+            $0.uuid = World.bannedUUID.lowercased(); $0.major = 1; $0.minor = 1
+        }
         let outcome = rule.evaluate(e, context: PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0))
         let firing = try #require(outcome.firing)
         #expect(firing.reason.contains("E2C56DB5"))
@@ -40,7 +42,12 @@ struct BeaconValidityTests {
 
     @Test func wrongSiteFires() throws {
         // The branch's beacon, claimed for HQ.
-        let firing = try #require(rule.run(event { $0.major = 20; $0.minor = 1 }).firing)
+        let firing = try #require(
+            rule.run(
+                event {
+                    $0.major = 20; $0.minor = 1
+                }
+            ).firing)
         #expect(firing.reason == "beacon \(World.companyUUID):20:1 belongs to site S_BR, not S_HQ")
         // The gateway's site disagreeing with the payload's is caught too.
         #expect(rule.run(event { $0.gatewaySite = World.branch }).didFire)
@@ -96,53 +103,98 @@ struct SiteAssignmentTests {
 
     @Test func aSiteTheUserIsAssignedToPasses() {
         #expect(rule.run(event()) == .passed)
-        #expect(rule.run(event { $0.site = World.branch; $0.major = 20; $0.minor = 1 }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.site = World.branch; $0.major = 20; $0.minor = 1
+                }) == .passed)
         #expect(rule.run(contractCheckIn()) == .passed)
         #expect(rule.run(heartbeat(at: World.t0)) == .passed)
         // A check-out naming no site belongs to a session the check-in opened.
-        #expect(rule.run(contractCheckOut(user: World.otherUser, device: World.otherUsersDevice, at: World.t0, reason: .geofenceExit)) == .passed)
+        #expect(
+            rule.run(contractCheckOut(user: World.otherUser, device: World.otherUsersDevice, at: World.t0, reason: .geofenceExit))
+                == .passed)
     }
 
     @Test func anUnassignedSiteOfTheSameOrganizationFires() throws {
-        let firing = try #require(rule.run(event {
-            $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
-        }).firing)
+        let firing = try #require(
+            rule.run(
+                event {
+                    $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+                }
+            ).firing)
         #expect(firing.reason == "user \(World.otherUser) is not assigned to site \(World.branch)")
         #expect(firing.action == .contactAdmin && firing.risk == 0.9)
         #expect(rule.run(contractCheckIn(user: World.otherUser, device: World.otherUsersDevice, site: World.branch)).didFire)
     }
 
     @Test func anotherOrganizationsSiteAndBeaconFire() throws {
-        let firing = try #require(rule.run(event { $0.site = World.otherOrgSite; $0.major = 30; $0.minor = 1 }).firing)
+        let firing = try #require(
+            rule.run(
+                event {
+                    $0.site = World.otherOrgSite; $0.major = 30; $0.minor = 1
+                }
+            ).firing)
         #expect(firing.reason.contains("not assigned to site \(World.otherOrgSite)"))
     }
 
     @Test func aBeaconOfOneSiteWithAnothersSiteIdFires() throws {
         // The user's own site named, another organization's beacon heard: the beacon's site counts too.
-        let firing = try #require(rule.run(event { $0.site = World.hq; $0.major = 30; $0.minor = 1 }).firing)
+        let firing = try #require(
+            rule.run(
+                event {
+                    $0.site = World.hq; $0.major = 30; $0.minor = 1
+                }
+            ).firing)
         #expect(firing.reason.contains("not assigned to site \(World.otherOrgSite)"))
         // An assigned site's beacon under another assigned site's id is beacon_validity's to refuse, not this rule's.
-        #expect(rule.run(event { $0.site = World.hq; $0.major = 20; $0.minor = 1 }) == .passed)
-        #expect(BeaconValidityRule().run(event { $0.site = World.hq; $0.major = 20; $0.minor = 1 }).didFire)
+        #expect(
+            rule.run(
+                event {
+                    $0.site = World.hq; $0.major = 20; $0.minor = 1
+                }) == .passed)
+        #expect(
+            BeaconValidityRule().run(
+                event {
+                    $0.site = World.hq; $0.major = 20; $0.minor = 1
+                }
+            ).didFire)
     }
 
     @Test func aUserTheRegistryHasNotPublishedFires() throws {
-        let firing = try #require(rule.run(event { $0.user = "u_new"; $0.payloadUser = "u_new" }).firing)
+        let firing = try #require(
+            rule.run(
+                event {
+                    $0.user = "u_new"; $0.payloadUser = "u_new"
+                }
+            ).firing)
         #expect(firing.reason == "user u_new is not known to the registry" && firing.risk == 0.7)
     }
 
     @Test func assignmentChangesArriveThroughTheFeed() throws {
         var registry = World.registry
-        let atBranch = event { $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1 }
-        func outcome() -> RuleOutcome { rule.evaluate(atBranch, context: PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0)) }
+        let atBranch = event {
+            $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+        }
+        func outcome() -> RuleOutcome {
+            rule.evaluate(atBranch, context: PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0))
+        }
         #expect(outcome().didFire)
-        try registry.apply(.upsert(RegistryChange(entityType: .user, entityId: World.otherUser, version: 2, changedAt: World.t0, payload: [
-            "name": "Other", "siteIds": [.string(World.hq), .string(World.branch)],
-        ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .user, entityId: World.otherUser, version: 2, changedAt: World.t0,
+                    payload: [
+                        "name": "Other", "siteIds": [.string(World.hq), .string(World.branch)],
+                    ])))
         #expect(outcome() == .passed)
-        try registry.apply(.upsert(RegistryChange(entityType: .user, entityId: World.otherUser, version: 3, changedAt: World.t0, payload: [
-            "name": "Other", "siteIds": [.string(World.hq)],
-        ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .user, entityId: World.otherUser, version: 3, changedAt: World.t0,
+                    payload: [
+                        "name": "Other", "siteIds": [.string(World.hq)],
+                    ])))
         #expect(outcome().didFire)
         try registry.apply(.delete(RegistryKey(entityType: .user, entityId: World.otherUser)))
         #expect(outcome().firing?.reason.contains("not known") == true)
@@ -162,11 +214,17 @@ struct MultiDeviceTests {
     @Test func secondDeviceWithinTheWindowFires() throws {
         let history = PolicyHistory()
         decideAndRecord(event(), policy: .default, history: history)
-        let e = event { $0.device = World.secondDevice; $0.time = World.t0 + 300 }
+        let e = event {
+            $0.device = World.secondDevice; $0.time = World.t0 + 300
+        }
         let firing = try #require(rule.run(e, history: history).firing)
         #expect(firing.reason == "punched from 2 devices within 15 min, this site allows 1")
         #expect(rule.run(e, history: history) { $0.maxDevicesPerUser = 2 } == .passed)
-        #expect(rule.run(event { $0.device = World.secondDevice; $0.time = World.t0 + 3_600 }, history: history) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.device = World.secondDevice; $0.time = World.t0 + 3_600
+                }, history: history) == .passed)
     }
 }
 
@@ -192,7 +250,11 @@ struct DwellTests {
     }
 
     @Test func checkOutsAndMissingSeriesPass() {
-        #expect(rule.run(event { $0.type = .checkout; $0.rssi = [] }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .checkout; $0.rssi = []
+                }) == .passed)
         #expect(rule.run(event { $0.rssi = nil }) == .passed)
         #expect(rule.run(event { $0.rssi = nil }) { $0.requireSensorData = true }.didFire)
     }
@@ -231,8 +293,14 @@ struct CoLocationTests {
     }
 
     @Test func checkOutsPassAndMissingDataFiresOnlyWhenRequired() {
-        #expect(rule.run(event { $0.type = .checkout; $0.geofence = .init(inside: false) }) == .passed)
-        let bare = event { $0.geofence = nil; $0.location = nil }
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .checkout; $0.geofence = .init(inside: false)
+                }) == .passed)
+        let bare = event {
+            $0.geofence = nil; $0.location = nil
+        }
         #expect(rule.run(bare) == .passed)
         #expect(rule.run(bare) { $0.requireSensorData = true }.didFire)
     }
@@ -267,7 +335,11 @@ struct MotionGatingTests {
     }
 
     @Test func checkOutsAndMissingDataPass() {
-        #expect(rule.run(event { $0.type = .checkout; $0.motion = .init(state: .automotive) }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .checkout; $0.motion = .init(state: .automotive)
+                }) == .passed)
         #expect(rule.run(event { $0.motion = nil }) == .passed)
         #expect(rule.run(event { $0.motion = nil }) { $0.requireSensorData = true }.didFire)
     }
@@ -279,12 +351,19 @@ struct AppAttestationTests {
 
     @Test func currentAppOnAnHonestDevicePasses() {
         #expect(rule.run(event()) { $0.minAppVersion = "1.12.0" } == .passed)
-        #expect(rule.run(event { $0.appVersion = "1.13.0-beta.1"; $0.bodyAppVersion = "1.13.0-beta.1" }) { $0.minAppVersion = "1.12" } == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.appVersion = "1.13.0-beta.1"; $0.bodyAppVersion = "1.13.0-beta.1"
+                }
+            ) { $0.minAppVersion = "1.12" } == .passed)
     }
 
     @Test func oldAppFiresWithUpdateApp() throws {
         // 1.9.9 < 1.12.0 although "1.9.9" > "1.12.0" as text.
-        let e = event { $0.appVersion = "1.9.9"; $0.bodyAppVersion = "1.9.9" }
+        let e = event {
+            $0.appVersion = "1.9.9"; $0.bodyAppVersion = "1.9.9"
+        }
         let firing = try #require(rule.run(e) { $0.minAppVersion = "1.12.0" }.firing)
         #expect(firing.reason == "app 1.9.9 is older than the minimum 1.12.0")
         #expect(firing.action == .updateApp)
@@ -303,7 +382,9 @@ struct AppAttestationTests {
     }
 
     @Test func severalFindingsMakeOneFiringWithTheMostRelevantAction() throws {
-        let e = event { $0.appVersion = "1.0.0"; $0.attestation = .init(jailbroken: true) }
+        let e = event {
+            $0.appVersion = "1.0.0"; $0.attestation = .init(jailbroken: true)
+        }
         let firing = try #require(rule.run(e) { $0.minAppVersion = "1.12.0" }.firing)
         #expect(firing.reason == "app 1.0.0 is older than the minimum 1.12.0; device reports a jailbreak")
         #expect(firing.action == .contactAdmin)
@@ -352,15 +433,25 @@ struct ImpossibleTravelTests {
     @Test func sameSiteOrSlowEnoughPasses() {
         let history = PolicyHistory()
         decideAndRecord(event(), policy: .default, history: history)
-        #expect(rule.run(event { $0.time = World.t0 + 120; $0.minor = 4 }, history: history) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.time = World.t0 + 120; $0.minor = 4
+                }, history: history) == .passed)
         // 1,140 km in 5 hours is 228 km/h: a plane.
-        #expect(rule.run(event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 5 * 3_600 }, history: history) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 5 * 3_600
+                }, history: history) == .passed)
     }
 
     @Test func teleportFires() throws {
         let history = PolicyHistory()
         decideAndRecord(event(), policy: .default, history: history)
-        let e = event { $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600 }
+        let e = event {
+            $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600
+        }
         let firing = try #require(rule.run(e, history: history).firing)
         #expect(firing.reason.contains("from site S_HQ in 10 min"))
         #expect(firing.action == .contactAdmin)
@@ -374,11 +465,17 @@ struct ClockSkewTests {
     @Test func closeToReceiptPasses() {
         #expect(rule.run(event()) == .passed)
         // Late, but queued offline: fine.
-        #expect(rule.run(event { $0.receivedAt = World.t0 + 72 * 3_600; $0.queuedOffline = true }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.receivedAt = World.t0 + 72 * 3_600; $0.queuedOffline = true
+                }) == .passed)
     }
 
     @Test func farFromReceiptFires() {
-        #expect(rule.run(event { $0.receivedAt = World.t0 + 3_600 }).firing?.reason == "event time is 60 min before its receipt, and it was not queued offline")
+        #expect(
+            rule.run(event { $0.receivedAt = World.t0 + 3_600 }).firing?.reason
+                == "event time is 60 min before its receipt, and it was not queued offline")
         #expect(rule.run(event { $0.receivedAt = World.t0 - 900 }).firing?.reason == "event time is 15 min ahead of its receipt")
     }
 }

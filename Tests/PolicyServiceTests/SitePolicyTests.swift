@@ -32,15 +32,15 @@ struct SitePolicyTests {
 
     @Test func rulesGivenAreTheWholeSet() throws {
         let json = #"""
-        {"siteId": "S_HQ", "version": 8, "automaticAttendance": false,
-         "rules": {"beacon_validity": "enforce", "motion_gating": {"mode": "monitor", "canaryPercent": 25}, "rate_limit": "off"}}
-        """#
+            {"siteId": "S_HQ", "version": 8, "automaticAttendance": false,
+             "rules": {"beacon_validity": "enforce", "motion_gating": {"mode": "monitor", "canaryPercent": 25}, "rate_limit": "off"}}
+            """#
         let policy = try ProtocolCodec.wire.decode(SitePolicy.self, from: json)
         #expect(!policy.automaticAttendance)
         #expect(policy.config(of: .beaconValidity) == .enforce)
         #expect(policy.config(of: .motionGating) == RuleConfig(.monitor, canaryPercent: 25))
         #expect(policy.config(of: .rateLimit) == .off)
-        #expect(policy.config(of: .deviceBinding) == .off)  // not named
+        #expect(policy.config(of: .deviceBinding) == .off) // not named
     }
 
     @Test func encodingRoundTrips() throws {
@@ -77,11 +77,12 @@ struct SitePolicyTests {
         policy.settings.flatRssiMaxStdDevDb = .nan
         policy.settings.maxDevicesPerUser = 0
         let issues = policy.validationIssues()
-        #expect(issues.map(\.field) == [
-            "siteId", "version", "rules.dwell.canaryPercent", "rules.kill_switch", "rules.rate_limt",
-            "settings.minSecondsBetweenPunches", "settings.minAppVersion", "settings.flatRssiMaxStdDevDb",
-            "settings.maxDevicesPerUser",
-        ])
+        #expect(
+            issues.map(\.field) == [
+                "siteId", "version", "rules.dwell.canaryPercent", "rules.kill_switch", "rules.rate_limt",
+                "settings.minSecondsBetweenPunches", "settings.minAppVersion", "settings.flatRssiMaxStdDevDb",
+                "settings.maxDevicesPerUser",
+            ])
         #expect(issues.contains { $0.description == "settings.minSecondsBetweenPunches: must be 0...86400 s, got -5" })
         #expect(issues.contains { $0.description.hasPrefix("rules.rate_limt: unknown rule \"rate_limt\"; rules are: beacon_validity, ") })
         #expect(issues.contains { $0.description == "settings.minAppVersion: \"one point two\" is not a version like 1.12.0" })
@@ -148,33 +149,61 @@ struct RegistrySnapshotTests {
     @Test func appliesTheChangeFeed() throws {
         var registry = RegistrySnapshot()
         let at = World.t0
-        try registry.apply(.upsert(RegistryChange(entityType: .site, entityId: "S_HQ", version: 1, changedAt: at, payload: [
-            "geofence": ["latitude": 10.7769, "longitude": 106.7009, "radiusMeters": 200], "name": "HQ",
-        ])))
-        try registry.apply(.upsert(RegistryChange(entityType: .gate, entityId: "G_MAIN", version: 1, changedAt: at, payload: ["siteId": "S_HQ", "name": "Main"])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .site, entityId: "S_HQ", version: 1, changedAt: at,
+                    payload: [
+                        "geofence": ["latitude": 10.7769, "longitude": 106.7009, "radiusMeters": 200], "name": "HQ",
+                    ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .gate, entityId: "G_MAIN", version: 1, changedAt: at, payload: ["siteId": "S_HQ", "name": "Main"])))
         // The golden beacon change of the protocol module (site and gate in the payload).
-        try registry.apply(.upsert(RegistryChange(entityType: .beacon, entityId: "B_0003", version: 12, changedAt: at, payload: [
-            "gateId": "G_MAIN", "major": 10, "minor": 3, "siteId": "S_HQ", "status": "active", "txPower": -59,
-            "uuid": "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34",
-        ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .beacon, entityId: "B_0003", version: 12, changedAt: at,
+                    payload: [
+                        "gateId": "G_MAIN", "major": 10, "minor": 3, "siteId": "S_HQ", "status": "active", "txPower": -59,
+                        "uuid": "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34",
+                    ])))
         // A beacon without siteId finds its site through its gate.
-        try registry.apply(.upsert(RegistryChange(entityType: .beacon, entityId: "B_0004", version: 1, changedAt: at, payload: [
-            "gateId": "G_MAIN", "major": 10, "minor": 4, "status": "lost", "uuid": "8d4f2a61-3c7b-4e19-a5d0-6b2e9f1c7a34",
-        ])))
-        try registry.apply(.upsert(RegistryChange(entityType: .device, entityId: "d_1", version: 3, changedAt: at, payload: [
-            "userId": "u_1", "status": "revoked", "tokenKeyId": "k1",
-        ])))
-        #expect(try registry.apply(.upsert(RegistryChange(entityType: .organization, entityId: "O_1", version: 1, changedAt: at, payload: ["name": "x"]))) == false)
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .beacon, entityId: "B_0004", version: 1, changedAt: at,
+                    payload: [
+                        "gateId": "G_MAIN", "major": 10, "minor": 4, "status": "lost", "uuid": "8d4f2a61-3c7b-4e19-a5d0-6b2e9f1c7a34",
+                    ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .device, entityId: "d_1", version: 3, changedAt: at,
+                    payload: [
+                        "userId": "u_1", "status": "revoked", "tokenKeyId": "k1",
+                    ])))
+        #expect(
+            try registry.apply(
+                .upsert(RegistryChange(entityType: .organization, entityId: "O_1", version: 1, changedAt: at, payload: ["name": "x"])))
+                == false)
 
         #expect(registry.geofence(siteId: "S_HQ") == World.hqFence)
-        #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 3) == RegisteredBeacon(beaconId: "B_0003", status: .active, gateId: "G_MAIN", siteId: "S_HQ"))
+        #expect(
+            registry.beacon(uuid: World.companyUUID, major: 10, minor: 3)
+                == RegisteredBeacon(beaconId: "B_0003", status: .active, gateId: "G_MAIN", siteId: "S_HQ"))
         #expect(registry.beacon(uuid: World.companyUUID.lowercased(), major: 10, minor: 4)?.siteId == "S_HQ")
         #expect(registry.device(id: "d_1") == DeviceBinding(deviceId: "d_1", userId: "u_1", status: .revoked))
 
         // Moving a beacon to another minor retires its old identity; a tombstone removes it.
-        try registry.apply(.upsert(RegistryChange(entityType: .beacon, entityId: "B_0003", version: 13, changedAt: at, payload: [
-            "gateId": "G_MAIN", "major": 10, "minor": 7, "status": "active", "uuid": .string(World.companyUUID),
-        ])))
+        try registry.apply(
+            .upsert(
+                RegistryChange(
+                    entityType: .beacon, entityId: "B_0003", version: 13, changedAt: at,
+                    payload: [
+                        "gateId": "G_MAIN", "major": 10, "minor": 7, "status": "active", "uuid": .string(World.companyUUID),
+                    ])))
         #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 3) == nil)
         #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 7) != nil)
         try registry.apply(.delete(RegistryKey(entityType: .beacon, entityId: "B_0003")))
@@ -186,9 +215,13 @@ struct RegistrySnapshotTests {
     @Test func malformedPayloadIsAnError() {
         var registry = RegistrySnapshot()
         #expect(throws: ProtocolDecodingError.self) {
-            try registry.apply(.upsert(RegistryChange(entityType: .beacon, entityId: "B", version: 1, changedAt: World.t0, payload: [
-                "major": 1, "minor": 1, "status": "melted", "uuid": .string(World.companyUUID),
-            ])))
+            try registry.apply(
+                .upsert(
+                    RegistryChange(
+                        entityType: .beacon, entityId: "B", version: 1, changedAt: World.t0,
+                        payload: [
+                            "major": 1, "minor": 1, "status": "melted", "uuid": .string(World.companyUUID),
+                        ])))
         }
     }
 

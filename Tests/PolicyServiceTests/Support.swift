@@ -5,7 +5,7 @@ import PolicyServiceCore
 /// A small world: two sites 1,100 km apart, their gates and beacons, a few devices.
 enum World {
     static let companyUUID = "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34"
-    static let bannedUUID = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"  // Apple AirLocate sample
+    static let bannedUUID = "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0" // Apple AirLocate sample
     static let strangerUUID = "2F234454-CF6D-4A0F-ADF2-F4911BA9FFA6"
 
     static let hq = "S_HQ"
@@ -51,9 +51,11 @@ enum World {
         return r
     }()
 
-    static let t0 = Date(timeIntervalSince1970: 1_758_177_312)  // 2025-09-18T06:35:12Z
+    static let t0 = Date(timeIntervalSince1970: 1_758_177_312) // 2025-09-18T06:35:12Z
 
-    static func context(history: PolicyHistory = PolicyHistory(), settings: PolicySettings = PolicySettings(), now: Date = t0) -> PolicyContext {
+    static func context(
+        history: PolicyHistory = PolicyHistory(), settings: PolicySettings = PolicySettings(), now: Date = t0
+    ) -> PolicyContext {
         PolicyContext(registry: registry, history: history, now: now, settings: settings)
     }
 }
@@ -110,15 +112,24 @@ func event(_ configure: (inout EventSpec) -> Void = { _ in }) -> RawEventEnvelop
     return spec.envelope()
 }
 
-func contractCheckIn(key: String = "k_ci", user: String = World.user, device: String = World.device, site: String = World.hq, at time: Date = World.t0, appVersion: String = "1.12.0", model: String = "iPhone14,5") -> RawEventEnvelope {
+func contractCheckIn(
+    key: String = "k_ci", user: String = World.user, device: String = World.device, site: String = World.hq, at time: Date = World.t0,
+    appVersion: String = "1.12.0", model: String = "iPhone14,5"
+) -> RawEventEnvelope {
     RawEventEnvelope(
         requestId: "req_\(key)", idempotencyKey: key, userId: user, deviceId: device, siteId: site,
         appVersion: appVersion, gatewayInstance: "gateway-0", receivedAt: time, payloadFingerprint: String(repeating: "0", count: 64),
-        payload: .checkIn(CheckInRequest(userId: user, siteId: site, ts: time, sessionKey: "s_1", deviceMeta: DeviceMeta(model: model, os: "iOS 18.0", appVersion: appVersion)))
+        payload: .checkIn(
+            CheckInRequest(
+                userId: user, siteId: site, ts: time, sessionKey: "s_1",
+                deviceMeta: DeviceMeta(model: model, os: "iOS 18.0", appVersion: appVersion)))
     )
 }
 
-func contractCheckOut(key: String = "k_co", user: String = World.user, device: String = World.device, site: String? = nil, at time: Date, reason: CheckOutReason) -> RawEventEnvelope {
+func contractCheckOut(
+    key: String = "k_co", user: String = World.user, device: String = World.device, site: String? = nil, at time: Date,
+    reason: CheckOutReason
+) -> RawEventEnvelope {
     RawEventEnvelope(
         requestId: "req_\(key)", idempotencyKey: key, userId: user, deviceId: device, siteId: site,
         appVersion: "1.12.0", gatewayInstance: "gateway-0", receivedAt: time, payloadFingerprint: String(repeating: "0", count: 64),
@@ -142,7 +153,9 @@ func enforceAll(version: Int = 1, _ configure: (inout PolicySettings) -> Void = 
 }
 
 /// Only `rule` switched on, in `mode`.
-func only(_ rule: PolicyRuleID, _ mode: RuleSwitch = .enforce, version: Int = 1, _ configure: (inout PolicySettings) -> Void = { _ in }) -> SitePolicy {
+func only(
+    _ rule: PolicyRuleID, _ mode: RuleSwitch = .enforce, version: Int = 1, _ configure: (inout PolicySettings) -> Void = { _ in }
+) -> SitePolicy {
     var settings = PolicySettings()
     configure(&settings)
     return SitePolicy(siteId: World.hq, version: version, rules: [rule: RuleConfig(mode)], settings: settings)
@@ -164,7 +177,9 @@ extension PolicyDecision {
 
 extension PolicyRule {
     /// Evaluates with default settings (or the given ones) against a fresh or given history.
-    func run(_ e: RawEventEnvelope, history: PolicyHistory = PolicyHistory(), _ configure: (inout PolicySettings) -> Void = { _ in }) -> RuleOutcome {
+    func run(
+        _ e: RawEventEnvelope, history: PolicyHistory = PolicyHistory(), _ configure: (inout PolicySettings) -> Void = { _ in }
+    ) -> RuleOutcome {
         var settings = PolicySettings()
         configure(&settings)
         return evaluate(e, context: World.context(history: history, settings: settings))

@@ -1,5 +1,6 @@
 import PropertyBased
 import Testing
+
 @testable import PresenceKit
 
 /// The shipped defaults, as a phone app gets them with `PresenceConfig()`, and the rules the detection
@@ -16,7 +17,9 @@ struct DefaultsTests {
         #expect(try RemoteConfig.decode("{}").presence == c)
     }
 
-    @Test("a walk-in with the defaults: check-in at the door, nothing while the desk is out of range, check-out on leaving the geofence stamped with the walk out")
+    @Test(
+        "a walk-in with the defaults: check-in at the door, nothing while the desk is out of range, check-out on leaving the geofence stamped with the walk out"
+    )
     func walkInWithDefaults() throws {
         var d = try DeviceHarness(config: PresenceConfig())
         try d.arrive()

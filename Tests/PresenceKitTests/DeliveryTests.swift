@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import PresenceKit
 
 @Suite("Retry policy and outbox drain")
@@ -48,7 +49,10 @@ struct DeliveryTests {
         guard case .retry = c.verdict(for: .timeout), case .retry = c.verdict(for: .transportError("reset")) else {
             Issue.record("timeouts and transport errors must retry"); return
         }
-        guard case .retry(_, let after) = c.verdict(for: .response(status: 409, problemType: "https://attendance/problems/request-in-flight", retryAfterMs: 700)) else {
+        guard
+            case .retry(_, let after) = c.verdict(
+                for: .response(status: 409, problemType: "https://attendance/problems/request-in-flight", retryAfterMs: 700))
+        else {
             Issue.record("409 in flight is not a verdict"); return
         }
         #expect(after == 700)
@@ -104,22 +108,22 @@ struct RemoteConfigTests {
     @Test("decodes every key")
     func full() throws {
         let json = """
-        {
-          "schema_version": 2,
-          "ranging_window_ms": 6000,
-          "geofence_radius": 250,
-          "min_steps_window": {"steps": 40, "window_ms": 90000},
-          "gatt_challenge": {"enabled": true, "timeout_ms": 2500},
-          "checkout_trigger": "geofence_exit",
-          "thresholds": {"enter_rssi": -68, "leave_rssi": -78, "max_stddev_db": 5.5, "min_readings": 4,
-                         "dwell_enter_rssi": -79, "dwell_window_ms": 90000,
-                         "smoothing_window": 7, "smoothing": "kalman", "kalman_process_noise": 1, "kalman_measurement_noise": 9,
-                         "signal_loss_ms": 12000, "soft_exit_grace_ms": 120000, "exit_confirmation_ms": 5000,
-                         "heartbeat_interval_ms": 0, "motion_recent_ms": 150000, "geofence_exit_margin_m": 30},
-          "feature_flags": {"motion_gating": false, "require_geofence": true, "continuous_scan": true,
-                            "use_healthkit": true, "kill_switch": false, "new_ui": true}
-        }
-        """
+            {
+              "schema_version": 2,
+              "ranging_window_ms": 6000,
+              "geofence_radius": 250,
+              "min_steps_window": {"steps": 40, "window_ms": 90000},
+              "gatt_challenge": {"enabled": true, "timeout_ms": 2500},
+              "checkout_trigger": "geofence_exit",
+              "thresholds": {"enter_rssi": -68, "leave_rssi": -78, "max_stddev_db": 5.5, "min_readings": 4,
+                             "dwell_enter_rssi": -79, "dwell_window_ms": 90000,
+                             "smoothing_window": 7, "smoothing": "kalman", "kalman_process_noise": 1, "kalman_measurement_noise": 9,
+                             "signal_loss_ms": 12000, "soft_exit_grace_ms": 120000, "exit_confirmation_ms": 5000,
+                             "heartbeat_interval_ms": 0, "motion_recent_ms": 150000, "geofence_exit_margin_m": 30},
+              "feature_flags": {"motion_gating": false, "require_geofence": true, "continuous_scan": true,
+                                "use_healthkit": true, "kill_switch": false, "new_ui": true}
+            }
+            """
         let rc = try RemoteConfig.decode(json)
         let c = rc.presence
         #expect(rc.version == 2)
@@ -133,7 +137,8 @@ struct RemoteConfigTests {
         #expect(c.signalLossMs == 12_000 && c.softExitGraceMs == 120_000 && c.exitConfirmationMs == 5_000)
         #expect(c.heartbeatIntervalMs == 0 && c.geofenceExitMarginMeters == 30)
         #expect(!c.flags.motionGating && c.flags.continuousScan && c.flags.useHealthKit && c.flags.other == ["new_ui": true])
-        let short = try RemoteConfig.decode(#"{"min_steps_window": 25, "gatt_challenge": true, "thresholds": {"smoothing": "ema", "ema_alpha": 0.4}}"#)
+        let short = try RemoteConfig.decode(
+            #"{"min_steps_window": 25, "gatt_challenge": true, "thresholds": {"smoothing": "ema", "ema_alpha": 0.4}}"#)
         #expect(short.presence.motion.minSteps == 25 && short.presence.flags.gattChallenge)
         #expect(short.presence.smoothing == .ema(alpha: 0.4))
         #expect(try RemoteConfig.decode("{}").presence == PresenceConfig())
@@ -149,12 +154,20 @@ struct RemoteConfigTests {
                 return error.issues
             }
         }
-        let typeErrors = issues(#"{"ranging_window_ms": "8000", "thresholds": {"enter_rssi": -70.5, "smoothing": "fancy"}, "feature_flags": {"kill_switch": 1}, "geofence_radius": null}"#)
-        #expect(typeErrors.map(\.key).sorted() == ["feature_flags.kill_switch", "geofence_radius", "ranging_window_ms", "thresholds.enter_rssi", "thresholds.smoothing"])
+        let typeErrors = issues(
+            #"{"ranging_window_ms": "8000", "thresholds": {"enter_rssi": -70.5, "smoothing": "fancy"}, "feature_flags": {"kill_switch": 1}, "geofence_radius": null}"#
+        )
+        #expect(
+            typeErrors.map(\.key).sorted() == [
+                "feature_flags.kill_switch", "geofence_radius", "ranging_window_ms", "thresholds.enter_rssi", "thresholds.smoothing",
+            ])
         #expect(typeErrors.contains(ConfigIssue(key: "ranging_window_ms", message: "expected an integer, got the string \"8000\"")))
         #expect(typeErrors.contains(ConfigIssue(key: "feature_flags.kill_switch", message: "expected a boolean, got the number 1")))
-        let rangeErrors = issues(#"{"ranging_window_ms": 20000, "geofence_radius": 50, "thresholds": {"enter_rssi": -75, "leave_rssi": -70, "soft_exit_grace_ms": 5000}}"#)
-        #expect(rangeErrors.map(\.key) == ["ranging_window_ms", "geofence_radius", "thresholds.leave_rssi", "thresholds.soft_exit_grace_ms"])
+        let rangeErrors = issues(
+            #"{"ranging_window_ms": 20000, "geofence_radius": 50, "thresholds": {"enter_rssi": -75, "leave_rssi": -70, "soft_exit_grace_ms": 5000}}"#
+        )
+        #expect(
+            rangeErrors.map(\.key) == ["ranging_window_ms", "geofence_radius", "thresholds.leave_rssi", "thresholds.soft_exit_grace_ms"])
         #expect(rangeErrors[0].description == "ranging_window_ms: must be between 5000 and 10000 ms (ranging runs 5-10 s), got 20000")
         #expect(rangeErrors[2].message.contains("must be below thresholds.enter_rssi (-75)"))
         #expect(rangeErrors[3].message.contains("noise gaps under 10 s must never cause a check-out"))
@@ -162,8 +175,13 @@ struct RemoteConfigTests {
         #expect(issues("{\"a\": ").first?.key == "(document)")
         #expect(issues(#"{"checkout_trigger": "never"}"#).first?.message == #"must be one of "beacon_loss", "geofence_exit", got "never""#)
         // Misspelled or unknown keys are refused by name, at every level, all at once (flags are an open set).
-        let unknown = issues(#"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}, "gatt_challenge": {"enabeld": true}, "min_steps_window": {"stepz": 3}, "feature_flags": {"new_ui": true}}"#)
-        #expect(unknown.map(\.key).sorted() == ["checkout_triger", "gatt_challenge.enabeld", "min_steps_window.stepz", "thresholds.max_stdev_db"])
+        let unknown = issues(
+            #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}, "gatt_challenge": {"enabeld": true}, "min_steps_window": {"stepz": 3}, "feature_flags": {"new_ui": true}}"#
+        )
+        #expect(
+            unknown.map(\.key).sorted() == [
+                "checkout_triger", "gatt_challenge.enabeld", "min_steps_window.stepz", "thresholds.max_stdev_db",
+            ])
         #expect(unknown.allSatisfy { $0.message == "is not a remote-config key of this app" })
         do {
             _ = try RemoteConfig.decode(#"{"thresholds": {"min_readings": 6}}"#)
@@ -176,12 +194,13 @@ struct RemoteConfigTests {
     @Test("a refused configuration leaves the device on its last good one")
     func refusedConfigKeepsTheLastGoodOne() throws {
         let directory = SiteDirectory(sites: [])
-        var machine = try PresenceStateMachine(config: PresenceConfig(), directory: directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
+        var machine = try PresenceStateMachine(
+            config: PresenceConfig(), directory: directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
         var good = PresenceConfig()
         good.enterRssi = -68
         _ = try machine.apply(config: good, at: Timestamp.seconds(1_000))
         var bad = good
-        bad.leaveRssi = -60   // above the enter threshold
+        bad.leaveRssi = -60 // above the enter threshold
         #expect(throws: ConfigValidationError.self) { _ = try machine.apply(config: bad, at: Timestamp.seconds(1_001)) }
         #expect(machine.config == good)
     }

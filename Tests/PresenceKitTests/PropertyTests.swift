@@ -1,6 +1,7 @@
 import PropertyBased
 import Synchronization
 import Testing
+
 @testable import PresenceKit
 
 /// Drives one device through a random life: readings of every kind (including 0 and 127), silences,
@@ -68,7 +69,8 @@ struct RandomLife {
             case 10:
                 absorb(d.agent.handle(.beaconRegionState(inside: p % 2 == 0), at: clock.now()))
             case 11:
-                let event: PresenceEvent = p % 3 == 0 ? .motionActivity(.walking) : p % 3 == 1 ? .motionActivity(.stationary) : .steps(p % 50)
+                let event: PresenceEvent =
+                    p % 3 == 0 ? .motionActivity(.walking) : p % 3 == 1 ? .motionActivity(.stationary) : .steps(p % 50)
                 absorb(d.agent.handle(event, at: clock.now()))
             case 12:
                 absorb(d.agent.handle(.periodicWake, at: clock.now()))
@@ -111,9 +113,11 @@ struct PropertyTests {
             #expect(violations.isEmpty, "config \(bits): \(violations)")
             for e in result.posts {
                 #expect(e.idempotencyKey.hex.count == 64)
-                #expect(e.idempotencyKey == IdempotencyKey.make(
-                    userId: e.userId, deviceId: e.deviceId, beaconId: e.beacon.beaconId,
-                    tStart: e.type == .checkIn ? e.tStart : e.timestamp, nonce: e.nonce))
+                #expect(
+                    e.idempotencyKey
+                        == IdempotencyKey.make(
+                            userId: e.userId, deviceId: e.deviceId, beaconId: e.beacon.beaconId,
+                            tStart: e.type == .checkIn ? e.tStart : e.timestamp, nonce: e.nonce))
             }
         }
         let counts = tally.withLock { $0 }
@@ -151,8 +155,9 @@ struct PropertyTests {
         await propertyCheck(count: 50, input: Gen.int(in: 2...40)) { devices in
             var keys = Set<String>()
             for i in 0..<devices {
-                var d = try DeviceHarness(config: World.config { $0.flags.continuousScan = true }, userId: "u_\(i % 3)",
-                                          deviceId: "d_\(i % 2)", seed: UInt64(i) &* 0x9E37_79B9)
+                var d = try DeviceHarness(
+                    config: World.config { $0.flags.continuousScan = true }, userId: "u_\(i % 3)",
+                    deviceId: "d_\(i % 2)", seed: UInt64(i) &* 0x9E37_79B9)
                 try d.arrive()
                 try d.run(seconds: 3) { _ in -60 }
                 for e in d.posts { #expect(keys.insert(e.idempotencyKey.hex).inserted) }

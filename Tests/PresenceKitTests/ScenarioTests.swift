@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import PresenceKit
 
 // The QA matrix, for every row the library can express, on virtual time.
@@ -99,8 +100,9 @@ func simulate(
 
 @Suite("QA matrix")
 struct ScenarioTests {
-    @Test("slow walk through the gate: one check-in near the gate, none while inside the building",
-          arguments: ScanStyle.allCases)
+    @Test(
+        "slow walk through the gate: one check-in near the gate, none while inside the building",
+        arguments: ScanStyle.allCases)
     func slowWalk(style: ScanStyle) throws {
         let walk = GateWalk(speed: 0.8, lateral: 1.0)
         let gateTime = World.start + Int64(walk.firstSecond(within: 3)! + 1) * 1_000
@@ -133,8 +135,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("standing at the gate for 30 minutes: one check-in, no flapping, check-out after leaving",
-          arguments: ScanStyle.allCases)
+    @Test(
+        "standing at the gate for 30 minutes: one check-in, no flapping, check-out after leaving",
+        arguments: ScanStyle.allCases)
     func standing(style: ScanStyle) throws {
         for seed in UInt64(1)...5 {
             var d = try DeviceHarness(config: config(style), seed: seed)
@@ -145,7 +148,9 @@ struct ScenarioTests {
             for second in 0..<(standSeconds + 400) {
                 try d.advance(ms: 1_000)
                 // Walks up in 5 s, stands 1.5 m away (sigma 4 dB, 10 % dropouts), then walks away at 1 m/s.
-                let distance = second < 5 ? 6.0 - Double(second)
+                let distance =
+                    second < 5
+                    ? 6.0 - Double(second)
                     : second < standSeconds ? 1.5 : 1.5 + Double(second - standSeconds)
                 let rssi = PathLoss.reading(distance: distance, noise: &noise, sigma: 4, dropout: 0.10, range: 12)
                 try region.step(heard: rssi != nil, device: &d)
@@ -231,8 +236,9 @@ struct ScenarioTests {
             var noise = Noise(seed: seed)
             let arrive = Int(noise.uniform() * 1_800)
             let stay = 600 + Int(noise.uniform() * 1_800)
-            var d = try DeviceHarness(config: config(person % 2 == 0 ? .continuous : .ranging),
-                                      userId: "u_\(person)", deviceId: "d_\(person)", seed: seed)
+            var d = try DeviceHarness(
+                config: config(person % 2 == 0 ? .continuous : .ranging),
+                userId: "u_\(person)", deviceId: "d_\(person)", seed: seed)
             try d.arrive(site: "S_LAB")
             var region = RegionSimulator()
             var distance = 2.0
@@ -413,8 +419,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("force-quit and relaunch: the open session survives; it continues or closes correctly",
-          arguments: [true, false])
+    @Test(
+        "force-quit and relaunch: the open session survives; it continues or closes correctly",
+        arguments: [true, false])
     func forceQuit(backAtTheBeacon: Bool) throws {
         try withTempDir { dir in
             let clock = ManualClock(World.start)

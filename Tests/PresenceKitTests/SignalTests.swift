@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PresenceKit
 
 @Suite("RSSI smoothing")
@@ -141,7 +142,9 @@ struct RangingWindowTests {
     func configurable() {
         let strict = RangingConfig(windowMs: 5_000, rule: ConfidenceRule(minReadings: 5, maxStdDevDb: 2, enterRssi: -60))
         var w = RangingWindow(config: strict, startedAt: t0)
-        for i in 1...4 { let r14 = w.add(BeaconReading(beacon: World.gateA, rssi: -58), at: t0 + Int64(i) * 1_000); #expect(r14 == .collecting) }
+        for i in 1...4 {
+            let r14 = w.add(BeaconReading(beacon: World.gateA, rssi: -58), at: t0 + Int64(i) * 1_000); #expect(r14 == .collecting)
+        }
         guard case .candidate = w.add(BeaconReading(beacon: World.gateA, rssi: -58), at: t0 + 4_500) else {
             Issue.record("5 readings should do"); return
         }
@@ -170,7 +173,9 @@ struct BeaconTrackerTests {
         t.record(BeaconReading(beacon: World.lab, rssi: -70), at: now + 10, resolveSite: resolve)
         #expect(t.slot(t.index(of: World.lab)!).siteIndex == 1)
         for minor in UInt16(3)...5 {
-            t.record(BeaconReading(beacon: BeaconIdentity(World.companyUUID, major: 10, minor: minor), rssi: -80), at: now + 20, resolveSite: resolve)
+            t.record(
+                BeaconReading(beacon: BeaconIdentity(World.companyUUID, major: 10, minor: minor), rssi: -80), at: now + 20,
+                resolveSite: resolve)
         }
         #expect(t.index(of: World.gateA) == nil) // oldest evicted
         #expect(t.index(of: World.lab) != nil)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PresenceKit
 
 @Suite("Presence state machine")
@@ -66,14 +67,18 @@ struct StateMachineTests {
         try far.run(seconds: 6) { _ in -82 }
         try far.send(.motionActivity(.stationary))
         #expect(far.checkIns.isEmpty)
-        var off = try DeviceHarness(config: World.config { $0.flags.continuousScan = true; $0.dwellWindowMs = 0 })
+        var off = try DeviceHarness(
+            config: World.config {
+                $0.flags.continuousScan = true; $0.dwellWindowMs = 0
+            })
         try off.arrive()
         try off.run(seconds: 6) { _ in -74 }
         try off.send(.motionActivity(.stationary))
         #expect(off.checkIns.isEmpty)
         #expect(throws: ConfigValidationError.self) {
-            try PresenceStateMachine(config: World.config { $0.dwellEnterRssi = -65 }, directory: World.directory,
-                                     identity: DeviceIdentity(userId: "u", deviceId: "d"))
+            try PresenceStateMachine(
+                config: World.config { $0.dwellEnterRssi = -65 }, directory: World.directory,
+                identity: DeviceIdentity(userId: "u", deviceId: "d"))
         }
     }
 
@@ -110,29 +115,32 @@ struct StateMachineTests {
 
     @Test("debounce and thresholds are configurable")
     func configurable() throws {
-        var d = try DeviceHarness(config: World.config {
-            $0.flags.continuousScan = true
-            $0.softExitGraceMs = 60_000
-            $0.exitConfirmationMs = 0
-        })
+        var d = try DeviceHarness(
+            config: World.config {
+                $0.flags.continuousScan = true
+                $0.softExitGraceMs = 60_000
+                $0.exitConfirmationMs = 0
+            })
         let t0 = d.now
         try d.arrive()
         try d.run(seconds: 3) { _ in -60 }
         try d.run(seconds: 100) { _ in -90 }
         #expect(d.checkOuts.first?.decidedAt == t0 + 66_000) // soft exit at +6 s, 60 s grace, no confirmation
-        var strict = try DeviceHarness(config: World.config {
-            $0.flags.continuousScan = true
-            $0.enterRssi = -60
-            $0.leaveRssi = -65
-        })
+        var strict = try DeviceHarness(
+            config: World.config {
+                $0.flags.continuousScan = true
+                $0.enterRssi = -60
+                $0.leaveRssi = -65
+            })
         try strict.arrive()
         try strict.run(seconds: 10) { _ in -62 }
         #expect(strict.checkIns.isEmpty)
         try strict.run(seconds: 3) { _ in -58 }
         #expect(strict.checkIns.count == 1)
         #expect(throws: ConfigValidationError.self) {
-            try PresenceStateMachine(config: World.config { $0.leaveRssi = -60 }, directory: World.directory,
-                                     identity: DeviceIdentity(userId: "u", deviceId: "d"))
+            try PresenceStateMachine(
+                config: World.config { $0.leaveRssi = -60 }, directory: World.directory,
+                identity: DeviceIdentity(userId: "u", deviceId: "d"))
         }
     }
 
@@ -218,7 +226,11 @@ struct StateMachineTests {
         try fail.run(seconds: 3) { _ in -60 }
         try fail.send(.gattChallengeResult(ok: false, roundTripMs: 0))
         #expect(fail.checkIns.isEmpty && fail.phase == .armed)
-        let challenges = { (d: DeviceHarness) in d.effects.filter { if case .performGattChallenge = $0 { return true }; return false }.count }
+        let challenges = { (d: DeviceHarness) in
+            d.effects.filter {
+                if case .performGattChallenge = $0 { return true }; return false
+            }.count
+        }
         try fail.run(seconds: 20) { _ in -60 }
         #expect(challenges(fail) == 1) // cooling down
         try fail.run(seconds: 15) { _ in -60 }
@@ -252,7 +264,10 @@ struct StateMachineTests {
         #expect(d.checkIns.isEmpty)
         #expect(d.logs.filter { $0.1.contains("motion gate is closed") }.count == 1) // rate-limited
         let fx = try d.send(.motionActivity(.walking))
-        #expect(fx.contains { if case .postCheckIn = $0 { return true }; return false })
+        #expect(
+            fx.contains {
+                if case .postCheckIn = $0 { return true }; return false
+            })
         #expect(d.checkIns.first?.motion == AttendanceEvent.Motion(state: .walking, steps2min: 0))
         var s = try DeviceHarness(config: Self.continuous)
         try s.send(.geofenceEntered(siteId: "S_HQ"))
@@ -261,7 +276,10 @@ struct StateMachineTests {
         #expect(s.checkIns.isEmpty)
         try s.send(.steps(15))
         #expect(s.checkIns.first?.motion.steps2min == 35)
-        var off = try DeviceHarness(config: World.config { $0.flags.continuousScan = true; $0.flags.motionGating = false })
+        var off = try DeviceHarness(
+            config: World.config {
+                $0.flags.continuousScan = true; $0.flags.motionGating = false
+            })
         try off.send(.geofenceEntered(siteId: "S_HQ"))
         try off.run(seconds: 3) { _ in -60 }
         #expect(off.checkIns.count == 1)
@@ -335,7 +353,8 @@ struct StateMachineTests {
 
     @Test("stale or early timer firings are ignored")
     func staleTimers() throws {
-        var m = try PresenceStateMachine(config: World.config(), directory: World.directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
+        var m = try PresenceStateMachine(
+            config: World.config(), directory: World.directory, identity: DeviceIdentity(userId: "u", deviceId: "d"), seed: 1)
         #expect(m.handle(.timerFired(.softExitGrace), at: World.start).isEmpty)
         _ = m.handle(.geofenceEntered(siteId: "S_HQ"), at: World.start)
         let fx = m.handle(.beaconRegionEntered, at: World.start)
@@ -348,10 +367,11 @@ struct StateMachineTests {
 
     @Test("geofence-exit policy: losing the beacon only notifies; leaving the geofence checks out")
     func geofenceExitPolicy() throws {
-        var d = try DeviceHarness(config: World.config {
-            $0.flags.continuousScan = true
-            $0.checkOutTrigger = .geofenceExit
-        })
+        var d = try DeviceHarness(
+            config: World.config {
+                $0.flags.continuousScan = true
+                $0.checkOutTrigger = .geofenceExit
+            })
         try d.arrive()
         try d.run(seconds: 3) { _ in -60 }
         try d.run(seconds: 300) { _ in nil } // silence

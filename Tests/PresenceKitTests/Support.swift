@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PresenceKit
 
 // Shared fixtures for the PresenceKit tests: a small world (two sites, three beacons), a path-loss
@@ -77,13 +78,16 @@ struct DeviceHarness {
     var outbox: Outbox?
     var effects: [PresenceEffect] = []
 
-    init(config: PresenceConfig = World.config(), userId: String? = "u_123", deviceId: String = "d_456", seed: UInt64 = 42,
-         clock: ManualClock = ManualClock(World.start), outbox: Outbox? = nil, restoring: PresenceSnapshot? = nil) throws {
+    init(
+        config: PresenceConfig = World.config(), userId: String? = "u_123", deviceId: String = "d_456", seed: UInt64 = 42,
+        clock: ManualClock = ManualClock(World.start), outbox: Outbox? = nil, restoring: PresenceSnapshot? = nil
+    ) throws {
         self.clock = clock
         self.outbox = outbox
-        agent = PresenceAgent(machine: try PresenceStateMachine(
-            config: config, directory: World.directory, identity: DeviceIdentity(userId: userId, deviceId: deviceId),
-            seed: seed, restoring: restoring))
+        agent = PresenceAgent(
+            machine: try PresenceStateMachine(
+                config: config, directory: World.directory, identity: DeviceIdentity(userId: userId, deviceId: deviceId),
+                seed: seed, restoring: restoring))
     }
 
     var machine: PresenceStateMachine { agent.machine }

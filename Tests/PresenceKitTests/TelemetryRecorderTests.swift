@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PresenceKit
 
 @Suite("The app's telemetry")
@@ -8,9 +9,11 @@ struct TelemetryRecorderTests {
     static func checkIn() -> AttendanceEvent {
         AttendanceEvent(
             id: "e", type: .checkIn, idempotencyKey: IdempotencyKey(hex: String(repeating: "a", count: 64)),
-            nonce: "n", userId: "u", deviceId: "d", siteId: "S", beacon: BeaconIdentity("F7826DA6-4FA2-4E98-8024-BC5B71E0893E", major: 1, minor: 2),
+            nonce: "n", userId: "u", deviceId: "d", siteId: "S",
+            beacon: BeaconIdentity("F7826DA6-4FA2-4E98-8024-BC5B71E0893E", major: 1, minor: 2),
             timestamp: at(0), tStart: at(0), decidedAt: at(0), sessionKey: "s", rssiSeries: [], reason: .rangingConfirmed,
-            motion: .init(state: .walking, steps2min: 10), geofence: .init(inside: true, radius: 200), handshake: nil, network: .init(online: true))
+            motion: .init(state: .walking, steps2min: 10), geofence: .init(inside: true, radius: 200), handshake: nil,
+            network: .init(online: true))
     }
 
     @Test func aSearchRunsFromTheScanStartToTheCheckInAndMonitoringAfterItIsNotRanging() throws {
@@ -18,8 +21,10 @@ struct TelemetryRecorderTests {
         recorder.observe([.startScanning(.continuous)], at: Self.at(0))
         recorder.observe(.beaconRegionEntered, at: Self.at(3))
         recorder.observe(.motionActivity(.walking), at: Self.at(4))
-        recorder.observe([.postCheckIn(Self.checkIn()), .persistSnapshot(PresenceSnapshot(session: nil, insideSiteIds: [], savedAt: Self.at(12)))], at: Self.at(12))
-        recorder.observe([.stopScanning(.continuous)], at: Self.at(600))   // leaving: no second ranging_stop
+        recorder.observe(
+            [.postCheckIn(Self.checkIn()), .persistSnapshot(PresenceSnapshot(session: nil, insideSiteIds: [], savedAt: Self.at(12)))],
+            at: Self.at(12))
+        recorder.observe([.stopScanning(.continuous)], at: Self.at(600)) // leaving: no second ranging_stop
         #expect(recorder.pending.map(\.name) == ["ranging_start", "region_enter", "motion_query", "ranging_stop"])
         let stop = try #require(recorder.pending.last)
         #expect(stop.value == 12_000 && stop.attributes == ["mode": "continuous"])
@@ -40,7 +45,9 @@ struct TelemetryRecorderTests {
 
     @Test func attemptsOutboxBatteryAndTheBound() throws {
         var recorder = TelemetryRecorder(installId: 2, capacity: 5)
-        for result in [DeliveryResult.response(status: 201), .response(status: 503), .timeout, .transportError("offline"), .response(status: 409)] {
+        for result in [
+            DeliveryResult.response(status: 201), .response(status: 503), .timeout, .transportError("offline"), .response(status: 409),
+        ] {
             recorder.recordAttempt(result, at: Self.at(1))
         }
         #expect(recorder.pending.map(\.name) == ["api_201", "api_5xx", "api_timeout", "api_409"])

@@ -148,7 +148,8 @@ struct RegistryCacheTests {
         Records.place(cache)
         cache.apply([
             Records.upsert("gate", "gate_2", version: 7, Records.gate("gate_2")),
-            Records.upsert("beacon", "bcn_1", version: 8, Records.beacon(minor: 2, mac: "AA:BB:CC:DD:EE:02", status: .lost, gate: "gate_2")),
+            Records.upsert(
+                "beacon", "bcn_1", version: 8, Records.beacon(minor: 2, mac: "AA:BB:CC:DD:EE:02", status: .lost, gate: "gate_2")),
         ])
         #expect(cache.resolve(uuid: Records.uuid, major: 9, minor: 1) == nil)
         #expect(cache.beacon(mac: "AA:BB:CC:DD:EE:01") == nil)

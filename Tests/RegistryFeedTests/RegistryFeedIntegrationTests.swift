@@ -63,7 +63,10 @@ struct RegistryFeedIntegrationTests {
 
                 #expect(cache.beacons(uuid: fixture.beacon.uuid).contains { $0.id == fixture.beacon.id })
                 #expect(cache.beacon(mac: try #require(fixture.beacon.mac))?.id == fixture.beacon.id)
-                #expect(cache.minorAllocation(try #require(RegistryBeaconKey(uuid: fixture.minor.uuid, major: fixture.minor.major, minor: fixture.minor.minor)))?.gateId == fixture.gate.id)
+                #expect(
+                    cache.minorAllocation(
+                        try #require(RegistryBeaconKey(uuid: fixture.minor.uuid, major: fixture.minor.major, minor: fixture.minor.minor)))?
+                        .gateId == fixture.gate.id)
                 #expect(cache.device(id: fixture.device.id)?.status == .enrolled)
                 #expect(cache.device(id: fixture.device.id)?.userId == fixture.user.id)
                 #expect(cache.user(id: fixture.user.id)?.siteIds == [fixture.site.id])
@@ -144,9 +147,10 @@ struct RegistryFeedIntegrationTests {
     func aCommitWakesThePublisher() async throws {
         try await Stack.withRepository { repository, client in
             let (producer, publisher) = try Stack.publisher(client: client, pollInterval: .seconds(30))
-            let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-                services: [producer, publisher], gracefulShutdownSignals: [], logger: Stack.logger
-            ))
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [producer, publisher], gracefulShutdownSignals: [], logger: Stack.logger
+                ))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 // Its first rounds empty the outbox and it starts listening.
@@ -174,9 +178,10 @@ struct RegistryFeedIntegrationTests {
             )
             // The producer first: graceful shutdown runs in reverse order, so the publisher stops
             // (finishing its round) before the producer flushes and stops.
-            let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-                services: [producer, publisher, loader], gracefulShutdownSignals: [], logger: Stack.logger
-            ))
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: [producer, publisher, loader], gracefulShutdownSignals: [], logger: Stack.logger
+                ))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let organization = try await repository.createOrganization(NewOrganization(name: "Group \(UUID().uuidString.prefix(8))"))
@@ -197,7 +202,8 @@ struct RegistryFeedIntegrationTests {
     func rowToMessage() throws {
         let row = RegistryOutboxRow(
             id: 42, entityType: "namespace", entityId: "FF8488AE-921E-49F4-99D4-949B0F9F6171:9", op: "upsert",
-            payload: #"{"uuid": "FF8488AE-921E-49F4-99D4-949B0F9F6171", "major": 9, "organizationId": "org_1", "allocatedAt": "2026-11-22T03:30:40.710Z"}"#,
+            payload:
+                #"{"uuid": "FF8488AE-921E-49F4-99D4-949B0F9F6171", "major": 9, "organizationId": "org_1", "allocatedAt": "2026-11-22T03:30:40.710Z"}"#,
             createdAt: Date(timeIntervalSince1970: 1_790_000_000)
         )
         let message = try row.message()

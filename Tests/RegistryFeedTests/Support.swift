@@ -2,8 +2,8 @@ import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
-import LocalStackTesting
 import KafkaClient
+import LocalStackTesting
 import Logging
 import PostgresNIO
 import ServiceRuntime
@@ -19,7 +19,9 @@ enum FeedTestStack {
 
     static var brokers: String { LocalStack.brokers }
 
-    static var kafka: KafkaConfiguration { KafkaConfiguration(bootstrapServers: brokers, clientId: "registry-feed-tests") }
+    static var kafka: KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "registry-feed-tests")
+    }
 
     static let signer: DeviceTokenSigner = {
         let key = try! DeviceSigningKey(id: "test-2025", secret: Array(repeating: 7, count: 32))
@@ -27,7 +29,9 @@ enum FeedTestStack {
     }()
 
     /// A producer on the local broker and the registry's relay on `client`, polling every `pollInterval`.
-    static func publisher(client: PostgresClient, pollInterval: Duration = .milliseconds(200)) throws -> (KafkaProducer, RegistryChangePublisher) {
+    static func publisher(
+        client: PostgresClient, pollInterval: Duration = .milliseconds(200)
+    ) throws -> (KafkaProducer, RegistryChangePublisher) {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
         return (producer, RegistryChangePublisher(client: client, producer: producer, pollInterval: pollInterval, logger: logger))
     }
@@ -43,7 +47,7 @@ enum FeedTestStack {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await RegistryMigrations.apply(client: client, logger: logger)
+            try await ServiceMigrations.registry.apply(client: client, logger: logger)
             return try await LocalStack.withRegistryOutboxLock {
                 try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
             }
@@ -108,24 +112,27 @@ struct FeedFixture {
     static func make(_ repository: some RegistryRepository) async throws -> FeedFixture {
         let organization = try await repository.createOrganization(NewOrganization(name: "Feed \(UUID().uuidString.prefix(8))"))
         let namespace = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
         let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
-        let beacon = try await repository.registerBeacon(NewBeacon(
-            uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-            mac: mac.lowercased(), txPower: -59, advIntervalMs: 350, gateId: gate.id
-        ))
+        let beacon = try await repository.registerBeacon(
+            NewBeacon(
+                uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                mac: mac.lowercased(), txPower: -59, advIntervalMs: 350, gateId: gate.id
+            ))
         let user = try await repository.createUser(NewUser(name: "Trần Thị Bình", siteIds: [site.id]))
         let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.0.0", model: "Pixel 8"))
+        let credentials = try await repository.exchangeEnrollmentCode(
+            code.code, device: DeviceDescription(appVersion: "1.0.0", model: "Pixel 8"))
         return FeedFixture(
             organization: organization, namespace: namespace, site: site, gate: gate, minor: minor, beacon: beacon,
             user: user, device: credentials.device

@@ -9,7 +9,9 @@ struct ConfigurationTests {
         let config = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader([:]))
         #expect(config.httpPort == 8080)
         #expect(config.kafka.bootstrapServers == "127.0.0.1:19092")
-        #expect(config.postgres == PostgresSettings(host: "127.0.0.1", port: 55432, username: "attendance", password: "attendance", database: "attendance"))
+        #expect(
+            config.postgres
+                == PostgresSettings(host: "127.0.0.1", port: 55432, username: "attendance", password: "attendance", database: "attendance"))
         #expect(config.logFormat == .text)
     }
 
@@ -36,7 +38,8 @@ struct ConfigurationTests {
     }
 
     @Test func databaseURLWinsAndItsPasswordIsNeverPrinted() throws {
-        let settings = try PostgresSettings.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/att", "PGPORT": "1"]))
+        let settings = try PostgresSettings.load(
+            from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/att", "PGPORT": "1"]))
         #expect(settings == PostgresSettings(host: "db", port: 6543, username: "me", password: "s3cret", database: "att"))
         do {
             _ = try PostgresSettings.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/"]))
@@ -61,9 +64,11 @@ struct ConfigurationTests {
         let file = dir.appendingPathComponent("gatt-nonce-key")
         try "c2VjcmV0LWZyb20tYS1maWxl\n".write(to: file, atomically: true, encoding: .utf8)
 
-        let env = EnvironmentReader(["GATT_NONCE_KEY_FILE": file.path, "LOG_LEVEL_FILE": "", "A": "set", "A_FILE": "/nonexistent",
+        let env = EnvironmentReader([
+            "GATT_NONCE_KEY_FILE": file.path, "LOG_LEVEL_FILE": "", "A": "set", "A_FILE": "/nonexistent",
             // Other tools' *_FILE variables are not ours to read or to fail on.
-            "TF_CLI_CONFIG_FILE": "/nonexistent/terraformrc"])
+            "TF_CLI_CONFIG_FILE": "/nonexistent/terraformrc",
+        ])
         #expect(env.optionalString("GATT_NONCE_KEY") == "c2VjcmV0LWZyb20tYS1maWxl")
         // A value in the environment wins over the file (and its unreadable path is not an error).
         #expect(env.optionalString("A") == "set")

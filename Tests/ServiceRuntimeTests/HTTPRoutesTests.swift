@@ -17,7 +17,9 @@ struct FakeCheck: ReadinessCheck {
 
 @Suite("Health and metrics routes")
 struct HTTPRoutesTests {
-    func app(checks: [any ReadinessCheck], registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) -> some ApplicationProtocol {
+    func app(
+        checks: [any ReadinessCheck], registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
+    ) -> some ApplicationProtocol {
         let router = Router()
         HealthController(service: "test", checks: checks).addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
@@ -25,7 +27,8 @@ struct HTTPRoutesTests {
     }
 
     @Test func liveAndReadyWhenEveryCheckPasses() async throws {
-        try await app(checks: [FakeCheck(name: "postgres", healthy: true), FakeCheck(name: "kafka", healthy: true)]).test(.router) { client in
+        try await app(checks: [FakeCheck(name: "postgres", healthy: true), FakeCheck(name: "kafka", healthy: true)]).test(.router) {
+            client in
             try await client.execute(uri: "/health/live", method: .get) { response in
                 #expect(response.status == .ok)
             }
@@ -38,7 +41,8 @@ struct HTTPRoutesTests {
     }
 
     @Test func notReadyNamesTheFailingDependency() async throws {
-        try await app(checks: [FakeCheck(name: "postgres", healthy: true), FakeCheck(name: "kafka", healthy: false)]).test(.router) { client in
+        try await app(checks: [FakeCheck(name: "postgres", healthy: true), FakeCheck(name: "kafka", healthy: false)]).test(.router) {
+            client in
             try await client.execute(uri: "/health/ready", method: .get) { response in
                 #expect(response.status == .serviceUnavailable)
                 let report = try JSONDecoder().decode(HealthReport.self, from: Data(buffer: response.body))
@@ -160,7 +164,8 @@ struct SharedRoutesTests {
     }
 
     @Test func documentOperationsUseTheRoutersSpelling() {
-        let document = OpenAPIDocument(text: "openapi: 3.1.0\npaths:\n  /a/{id}/b:\n    get:\n      summary: x\n    post:\ncomponents:\n  /x:\n    get:\n")
+        let document = OpenAPIDocument(
+            text: "openapi: 3.1.0\npaths:\n  /a/{id}/b:\n    get:\n      summary: x\n    post:\ncomponents:\n  /x:\n    get:\n")
         #expect(document.operations == ["GET /a/{id}/b", "POST /a/{id}/b"])
         let router = Router()
         router.get("/a/:id/b") { _, _ in "" }

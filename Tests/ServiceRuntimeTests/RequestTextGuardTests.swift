@@ -92,7 +92,9 @@ struct AdminBodyTests {
     func decode(_ json: String) throws -> Body { try AdminJSON.decodeBody(Body.self, from: Data(json.utf8)) }
 
     @Test func knownFieldsAndNullsDecode() throws {
-        #expect(try decode(#"{"name":"x","note":null,"inner":{"a":1},"list":[{"a":2}]}"#) == Body(name: "x", note: nil, inner: .init(a: 1), list: [.init(a: 2)]))
+        #expect(
+            try decode(#"{"name":"x","note":null,"inner":{"a":1},"list":[{"a":2}]}"#)
+                == Body(name: "x", note: nil, inner: .init(a: 1), list: [.init(a: 2)]))
     }
 
     @Test func unknownFieldsAreNamedAtAnyDepth() throws {
@@ -103,19 +105,25 @@ struct AdminBodyTests {
             (#"{"name":"x","inner":{"a":1,"b":2}}"#, "inner.b"),
             (#"{"name":"x","list":[{"a":1},{"a":2,"c":3}]}"#, "list[1].c"),
         ] {
-            #expect(performing: { try decode(json) }, throws: { error in
-                (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.first?.field == field
-            })
+            #expect(
+                performing: { try decode(json) },
+                throws: { error in
+                    (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.first?.field == field
+                })
         }
     }
 }
 
 extension AdminBodyTests {
     @Test func aNumberAnIntegerFieldCannotHoldIsNamed() throws {
-        for (json, field) in [(#"{"name":"x","inner":{"a":5.5}}"#, "inner.a"), (#"{"name":"x","list":[{"a":99999999999999999999}]}"#, "list[0].a")] {
-            #expect(performing: { try decode(json) }, throws: { error in
-                (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.map(\.field) == [field]
-            })
+        for (json, field) in [
+            (#"{"name":"x","inner":{"a":5.5}}"#, "inner.a"), (#"{"name":"x","list":[{"a":99999999999999999999}]}"#, "list[0].a"),
+        ] {
+            #expect(
+                performing: { try decode(json) },
+                throws: { error in
+                    (error as? ProblemDetails)?.status == 400 && (error as? ProblemDetails)?.errors?.map(\.field) == [field]
+                })
         }
     }
 

@@ -27,10 +27,11 @@ struct NotingService: Service {
 @Suite("Service kit: nothing starts before the preparation, and shutdown never waits on it", .timeLimit(.minutes(1)))
 struct ServiceKitTests {
     func group(_ preparation: Preparation, _ services: [any Service]) -> ServiceGroup {
-        ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: preparation, successTerminationBehavior: .ignore)]
-                + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
-            logger: Logger(label: "test")))
+        ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: preparation, successTerminationBehavior: .ignore)]
+                    + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
+                logger: Logger(label: "test")))
     }
 
     @Test func servicesStartAfterThePreparationAndStopInReverseOrder() async throws {

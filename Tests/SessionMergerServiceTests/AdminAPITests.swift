@@ -11,8 +11,9 @@ import PostgresNIO
 import RegistryFeed
 import ServiceRuntime
 import SessionMergerCore
-@testable import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
 
 /// The admin REST routes over the real local PostgreSQL: registry API keys, sessions written by the
 /// batch processor, the site's shift from a registry feed cache.
@@ -32,7 +33,7 @@ struct AdminHarness: Sendable {
     static func run(_ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void) async throws {
         try await MergerDB.run { db in
             let logger = MergerDB.logger
-            try await RegistryMigrations.apply(client: db.client, logger: logger)
+            try await ServiceMigrations.registry.apply(client: db.client, logger: logger)
             let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "merger-test", secret: Array(repeating: 7, count: 32)))
             let registry = PostgresRegistryRepository(client: db.client, logger: logger, tokenSigner: signer)
             let admin = try await registry.createAPIKey(name: "merger-test admin", role: .admin)
@@ -60,12 +61,13 @@ struct AdminHarness: Sendable {
             let day = LocalDate(year: parts.year!, month: parts.month!, day: parts.day!)
             func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
             let lateUser = "u-late-\(token())", onTimeUser = "u-ontime-\(token())"
-            try await db.process([
-                Make.checkIn(user: lateUser, site: siteId, at: at(8, 50), sessionKey: "sk-\(lateUser)", received: at(8, 50)),
-                Make.checkOut(user: lateUser, at: at(17, 0), sessionKey: "sk-\(lateUser)", received: at(17, 0)),
-                Make.checkIn(user: onTimeUser, site: siteId, at: at(8, 20), sessionKey: "sk-\(onTimeUser)", received: at(8, 20)),
-                Make.checkOut(user: onTimeUser, at: at(17, 45), sessionKey: "sk-\(onTimeUser)", received: at(17, 45)),
-            ], from: 0)
+            try await db.process(
+                [
+                    Make.checkIn(user: lateUser, site: siteId, at: at(8, 50), sessionKey: "sk-\(lateUser)", received: at(8, 50)),
+                    Make.checkOut(user: lateUser, at: at(17, 0), sessionKey: "sk-\(lateUser)", received: at(17, 0)),
+                    Make.checkIn(user: onTimeUser, site: siteId, at: at(8, 20), sessionKey: "sk-\(onTimeUser)", received: at(8, 20)),
+                    Make.checkOut(user: onTimeUser, at: at(17, 45), sessionKey: "sk-\(onTimeUser)", received: at(17, 45)),
+                ], from: 0)
 
             let router = buildRouter(
                 sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
@@ -140,13 +142,15 @@ extension SessionMergerServiceTests {
                 let first = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1", key: h.viewer).decode(SessionPage.self)
                 #expect(first.items.map(\.userId) == [h.onTimeUser])
                 let cursor = try #require(first.nextCursor)
-                let second = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1&cursor=\(cursor)", key: h.viewer).decode(SessionPage.self)
+                let second = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&limit=1&cursor=\(cursor)", key: h.viewer).decode(
+                    SessionPage.self)
                 #expect(second.items.map(\.userId) == [h.lateUser])
                 #expect(second.nextCursor == nil)
 
                 let checkIn = try #require(second.items.first?.checkInAt)
                 let from = WireTimestamp.string(from: checkIn)
-                let window = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&from=\(from)", key: h.viewer).decode(SessionPage.self)
+                let window = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&from=\(from)", key: h.viewer).decode(
+                    SessionPage.self)
                 #expect(window.items.map(\.userId) == [h.lateUser])
                 let open = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&status=open", key: h.viewer).decode(SessionPage.self)
                 #expect(open.items.isEmpty)
@@ -174,7 +178,9 @@ extension SessionMergerServiceTests {
                 let single = try await client.get(uri + "&userId=\(h.onTimeUser)", key: h.viewer).decode(DailyAttendanceReport.self)
                 #expect(single.items.map(\.userId) == [h.onTimeUser])
 
-                for response in [try await client.get(uri + "&format=csv", key: h.viewer), try await client.get(uri, key: h.viewer, accept: "text/csv")] {
+                for response in [
+                    try await client.get(uri + "&format=csv", key: h.viewer), try await client.get(uri, key: h.viewer, accept: "text/csv"),
+                ] {
                     #expect(response.status == .ok)
                     #expect(response.headers[.contentType]?.hasPrefix("text/csv") == true)
                     #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=") == true)

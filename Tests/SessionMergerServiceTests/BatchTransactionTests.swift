@@ -4,8 +4,9 @@ import KafkaClient
 import LocalStackTesting
 import PostgresNIO
 import SessionMergerCore
-@testable import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
 
 extension SessionMergerServiceTests {
     /// The batch transaction against the real local PostgreSQL (no broker: batches are built by hand).
@@ -24,7 +25,10 @@ extension SessionMergerServiceTests {
                 #expect(verdict.sessionId == SessionSnapshot.id(anchorIdempotencyKey: checkIn.raw.idempotencyKey))
                 #expect(verdict.gatewayInstance == "gw-1")
 
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted' AND http_status = 201") == 1)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted' AND http_status = 201")
+                        == 1)
                 let sessions = try await db.sessions(user: user)
                 #expect(sessions.map(\.id) == [verdict.sessionId!])
                 #expect(sessions.first?.status == "open")
@@ -71,21 +75,26 @@ extension SessionMergerServiceTests {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", key = newKey(), now = Date()
                 let original = Make.checkIn(user: user, site: site, at: now.minus(minutes: 5), sessionKey: "sk-1", key: key)
-                let altered = Make.checkIn(user: user, site: site, at: now.minus(minutes: 4), sessionKey: "sk-1", key: key, fingerprint: "fp-other")
+                let altered = Make.checkIn(
+                    user: user, site: site, at: now.minus(minutes: 4), sessionKey: "sk-1", key: key, fingerprint: "fp-other")
                 let batch = try await db.process([original, altered], from: 0)
                 #expect(batch.verdicts.map(\.outcome) == [.accepted, .payloadMismatch])
                 #expect(batch.verdicts[1].httpStatus == 422)
                 let later = try await db.process([altered], from: 2)
                 #expect(later.verdicts.map(\.httpStatus) == [422])
                 #expect(later.verdicts.first?.serverReceiptId == nil)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND payload_fingerprint = \("fp-\(key)")") == 1)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND payload_fingerprint = \("fp-\(key)")")
+                        == 1)
             }
         }
 
         @Test func aPolicyRejectionIsRecordedAndReplayed() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", key = newKey(), now = Date()
-                let rejected = Make.checkIn(user: user, site: site, at: now.minus(minutes: 3), sessionKey: "sk-r", key: key, decision: Make.reject())
+                let rejected = Make.checkIn(
+                    user: user, site: site, at: now.minus(minutes: 3), sessionKey: "sk-r", key: key, decision: Make.reject())
                 let first = try await db.process([rejected], from: 0)
                 let verdict = try #require(first.verdicts.first)
                 #expect(verdict.outcome == .rejected)
@@ -107,10 +116,12 @@ extension SessionMergerServiceTests {
                 altered.raw.payloadFingerprint = "fp-different"
                 #expect(try await db.process([altered], from: 2).verdicts.first?.outcome == .payloadMismatch)
 
-                #expect(try await db.count("""
-                    SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND outcome = 'rejected' AND http_status = 409
-                      AND reasons = '["no walking detected before the punch"]'::jsonb AND action = 'walk_to_gate' AND retry_after_seconds = 30
-                    """) == 1)
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND outcome = 'rejected' AND http_status = 409
+                          AND reasons = '["no walking detected before the punch"]'::jsonb AND action = 'walk_to_gate' AND retry_after_seconds = 30
+                        """) == 1)
                 // Never reaches a timeline.
                 #expect(try await db.sessions(user: user).isEmpty)
                 #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user)") == 0)
@@ -123,8 +134,10 @@ extension SessionMergerServiceTests {
                 let good = Make.checkIn(user: user, site: site, at: Date().minus(minutes: 1), sessionKey: "sk-\(token())")
                 let messages = [
                     KafkaMessage(topic: db.topic, partition: 0, offset: 10, key: Array(user.utf8), value: Array("{not json".utf8)),
-                    KafkaMessage(topic: db.topic, partition: 0, offset: 11, key: Array(user.utf8), value: try ProtocolCodec.wire.encode(good)),
-                    KafkaMessage(topic: db.topic, partition: 0, offset: 12, key: Array(user.utf8), value: Array(#"{"schemaVersion":1}"#.utf8)),
+                    KafkaMessage(
+                        topic: db.topic, partition: 0, offset: 11, key: Array(user.utf8), value: try ProtocolCodec.wire.encode(good)),
+                    KafkaMessage(
+                        topic: db.topic, partition: 0, offset: 12, key: Array(user.utf8), value: Array(#"{"schemaVersion":1}"#.utf8)),
                 ]
                 let result = try await db.processor.process(messages)
                 #expect(result.verdicts.map(\.outcome) == [.accepted])
@@ -153,16 +166,20 @@ extension SessionMergerServiceTests {
                 let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())", now = Date()
                 let checkIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 40), sessionKey: sessionKey)
                 // Same batch: the heartbeat's site comes from the check-in next to it.
-                let first = try await db.process([
-                    checkIn, Make.heartbeat(user: user, at: now.minus(minutes: 35), sessionKey: sessionKey),
-                ], from: 0)
+                let first = try await db.process(
+                    [
+                        checkIn, Make.heartbeat(user: user, at: now.minus(minutes: 35), sessionKey: sessionKey),
+                    ], from: 0)
                 let session = SessionSnapshot.id(anchorIdempotencyKey: checkIn.raw.idempotencyKey)
                 #expect(first.verdicts.map(\.sessionId) == [session, session])
                 // Later batch: from merger.session_keys.
                 let later = try await db.process([Make.heartbeat(user: user, at: now.minus(minutes: 30), sessionKey: sessionKey)], from: 2)
                 #expect(later.verdicts.first?.sessionId == session)
                 #expect(later.verdicts.first?.siteId == site)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND site_id = \(site) AND session_id = \(session)") == 3)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND site_id = \(site) AND session_id = \(session)")
+                        == 3)
             }
         }
 
@@ -186,15 +203,18 @@ extension SessionMergerServiceTests {
                     var topic: String?, partition: Int?, offset: Int64?, eventTime: Date, envelope: String
                 }
                 func row(_ key: String) async throws -> Row {
-                    let rows = try await db.client.query("""
+                    let rows = try await db.client.query(
+                        """
                         SELECT site_id, session_key, session_id, retry_after_seconds, policy_version, risk_score, source_topic,
                                source_partition, source_offset, event_time, envelope::text
                         FROM merger.events WHERE idempotency_key = \(key)
                         """, logger: MergerDB.logger)
                     for try await (site, sessionKey, sessionId, retry, version, risk, topic, partition, offset, time, envelope)
-                        in rows.decode((String?, String?, String?, Int?, Int?, Double?, String?, Int?, Int64?, Date, String).self) {
-                        return Row(site: site, sessionKey: sessionKey, sessionId: sessionId, retryAfter: retry, policyVersion: version,
-                                   risk: risk, topic: topic, partition: partition, offset: offset, eventTime: time, envelope: envelope)
+                        in rows.decode((String?, String?, String?, Int?, Int?, Double?, String?, Int?, Int64?, Date, String).self)
+                    {
+                        return Row(
+                            site: site, sessionKey: sessionKey, sessionId: sessionId, retryAfter: retry, policyVersion: version,
+                            risk: risk, topic: topic, partition: partition, offset: offset, eventTime: time, envelope: envelope)
                     }
                     throw MergerWriteConflict(what: "no row for \(key)")
                 }
@@ -209,8 +229,10 @@ extension SessionMergerServiceTests {
                 #expect(accepted.topic == db.topic && accepted.partition == 0 && accepted.offset == 7)
                 // Stored exactly at the wire's millisecond (a Date read back may differ in its last bits).
                 #expect(abs(accepted.eventTime.timeIntervalSince(try onTheWire(checkIn).payload.eventTime)) < 0.000_000_5)
-                #expect(try await db.count(
-                    "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(checkIn.raw.idempotencyKey) AND extract(microseconds FROM event_time)::int % 1000 = 0") == 1)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(checkIn.raw.idempotencyKey) AND extract(microseconds FROM event_time)::int % 1000 = 0"
+                    ) == 1)
                 #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: accepted.envelope) == (try onTheWire(checkIn)))
                 #expect(accepted.envelope == (try ProtocolCodec.wire.encodeToString(checkIn.raw)))
 

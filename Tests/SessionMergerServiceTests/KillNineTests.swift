@@ -1,14 +1,16 @@
 import AttendanceProtocol
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
 import SessionMergerCore
-@testable import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The built `session-merger` executable, killed with SIGKILL in the middle of a stream and started
 /// again: nothing lost, nothing applied twice in PostgreSQL, every session change published.
@@ -19,7 +21,8 @@ enum MergerBinary {
 }
 
 extension SessionMergerServiceTests {
-    @Suite("kill -9 of the executable", .timeLimit(.minutes(5)), .enabled(if: MergerBinary.exists, "build the session-merger product first"))
+    @Suite(
+        "kill -9 of the executable", .timeLimit(.minutes(5)), .enabled(if: MergerBinary.exists, "build the session-merger product first"))
     struct KillNineTests {
         let logger = LocalStack.logger(label: "merger-kill-tests")
 
@@ -38,7 +41,7 @@ extension SessionMergerServiceTests {
 
         @Test func killNineMidStreamLosesAndDuplicatesNothing() async throws {
             try LocalStack.ensureStarted()
-            let kafka = KafkaConfiguration(bootstrapServers: LocalStack.brokers)
+            let kafka = KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)
             let vetted = LocalStack.uniqueName("mk.vetted"), sessions = LocalStack.uniqueName("mk.sessions")
             let verdicts = LocalStack.uniqueName("mk.verdicts"), dlq = LocalStack.uniqueName("mk.dlq")
             try await KafkaAdmin(configuration: kafka, logger: logger).createTopics([
@@ -47,8 +50,8 @@ extension SessionMergerServiceTests {
             ])
             let environment = [
                 "HTTP_PORT": "0", "LOG_LEVEL": "warning", "KAFKA_BROKERS": LocalStack.brokers,
-                "MERGER_GROUP_ID": LocalStack.uniqueName("merger-kill"), "MERGER_TOPIC_VETTED": vetted,
-                "MERGER_TOPIC_SESSIONS": sessions, "MERGER_TOPIC_VERDICTS": verdicts, "MERGER_TOPIC_DLQ": dlq,
+                "MERGER_GROUP_ID": LocalStack.uniqueName("merger-kill"), "TOPIC_VETTED_EVENTS": vetted,
+                "TOPIC_SESSIONS": sessions, "TOPIC_VERDICTS": verdicts, "TOPIC_DEAD_LETTERS": dlq,
                 "MERGER_MAX_BATCH": "20", "MERGER_OUTBOX_POLL_MS": "50", "MERGER_COMMIT_TO_BROKER": "false",
             ]
             let log = "/tmp/session-merger-kill-\(token()).log"
@@ -59,7 +62,9 @@ extension SessionMergerServiceTests {
             for user in users {
                 let sk = "sk-\(user)"
                 events.append(Make.checkIn(user: user, site: site, at: now.minus(hours: 5), sessionKey: sk))
-                for h in stride(from: 4.5, through: 1.5, by: -0.5) { events.append(Make.heartbeat(user: user, at: now.minus(hours: h), sessionKey: sk)) }
+                for h in stride(from: 4.5, through: 1.5, by: -0.5) {
+                    events.append(Make.heartbeat(user: user, at: now.minus(hours: h), sessionKey: sk))
+                }
                 events.append(Make.checkOut(user: user, at: now.minus(hours: 1), sessionKey: sk))
             }
             // Interleave the users, as a real stream would be.
@@ -85,7 +90,8 @@ extension SessionMergerServiceTests {
                 // Kill it once part of the stream is stored.
                 let deadline = ContinuousClock.now + .seconds(90)
                 while try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") < 60,
-                      ContinuousClock.now < deadline {
+                    ContinuousClock.now < deadline
+                {
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 kill(first.processIdentifier, SIGKILL)
@@ -107,11 +113,16 @@ extension SessionMergerServiceTests {
                 second.waitUntilExit()
                 let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
 
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'") == events.count, "\(output)")
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'")
+                        == events.count, "\(output)")
                 #expect(try await db.count("SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users))") == users.count)
-                #expect(try await db.count("""
-                    SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out' AND event_count = 9
-                    """) == users.count)
+                #expect(
+                    try await db.count(
+                        """
+                        SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out' AND event_count = 9
+                        """) == users.count)
                 #expect(try await db.count("SELECT count(*)::int FROM merger.session_change_outbox WHERE user_id = ANY(\(users))") == 0)
 
                 // Every session's versions reached the topic, in order per user (a change published
@@ -119,7 +130,8 @@ extension SessionMergerServiceTests {
                 let raw = try await KafkaPartitionReader(configuration: kafka, logger: logger)
                     .read(TopicPartition(topic: sessions, partition: 0), from: 0, maxMessages: 100_000, timeoutMs: 5_000, quietMs: 500)
                 let changes = try raw.compactMap { try $0.value.map { try ProtocolCodec.wire.decode(SessionChange.self, from: $0) } }
-                let versionsInDB = try await client.query("SELECT user_id, version FROM merger.sessions WHERE user_id = ANY(\(users))", logger: logger)
+                let versionsInDB = try await client.query(
+                    "SELECT user_id, version FROM merger.sessions WHERE user_id = ANY(\(users))", logger: logger)
                 var finalVersion: [String: Int64] = [:]
                 for try await (user, version) in versionsInDB.decode((String, Int64).self) { finalVersion[user] = version }
                 for user in users {

@@ -21,7 +21,8 @@ extension SessionMergerServiceTests {
                     keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
                 )
                 let routed = OpenAPIDocument.operations(of: router)
-                #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
+                #expect(
+                    routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
                 #expect(document.operations.subtracting(routed).isEmpty, "not routed: \(document.operations.subtracting(routed).sorted())")
             }
         }

@@ -6,9 +6,10 @@ import Logging
 import PostgresNIO
 import ServiceRuntime
 import SessionMergerCore
-@testable import SessionMergerService
 import Synchronization
 import Testing
+
+@testable import SessionMergerService
 
 extension SessionMergerServiceTests {
     /// The whole pipeline against the real local broker and PostgreSQL: topics of its own per test.
@@ -23,7 +24,9 @@ extension SessionMergerServiceTests {
             let dlq = LocalStack.uniqueName("mt.dlq")
         }
 
-        func kafka() -> KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers) }
+        func kafka() -> KafkaConfiguration {
+            KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks)
+        }
 
         func createTopics(_ topics: Topics) async throws {
             let admin = try KafkaAdmin(configuration: kafka(), logger: logger)
@@ -41,12 +44,15 @@ extension SessionMergerServiceTests {
                 commitOffsetsToBroker: false)
         }
 
-        func readAll<M: TopicMessage>(_ type: M.Type, topic: String, expecting count: Int, timeout: Duration = .seconds(30)) async throws -> [M] {
+        func readAll<M: TopicMessage>(
+            _ type: M.Type, topic: String, expecting count: Int, timeout: Duration = .seconds(30)
+        ) async throws -> [M] {
             let reader = KafkaPartitionReader(configuration: kafka(), logger: logger)
             let deadline = ContinuousClock.now + timeout
             var messages: [M] = []
             repeat {
-                let raw = try await reader.read(TopicPartition(topic: topic, partition: 0), from: 0, maxMessages: 100_000, timeoutMs: 3_000, quietMs: 300)
+                let raw = try await reader.read(
+                    TopicPartition(topic: topic, partition: 0), from: 0, maxMessages: 100_000, timeoutMs: 3_000, quietMs: 300)
                 messages = try raw.compactMap { try $0.value.map { try ProtocolCodec.wire.decode(M.self, from: $0) } }
                 if messages.count >= count { break }
                 try await Task.sleep(for: .milliseconds(200))
@@ -89,7 +95,7 @@ extension SessionMergerServiceTests {
             let secondHalf = workload(users: Array(users[3...]), site: site, now: now)
 
             try await LocalStack.withPostgres { client in
-                try await MergerMigrations.apply(client: client, logger: logger)
+                try await ServiceMigrations.merger.apply(client: client, logger: logger)
                 let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka()), logger: logger)
                 let producing = Task { try await producer.run() }
                 defer { producer.beginShutdown() }
@@ -122,7 +128,8 @@ extension SessionMergerServiceTests {
                 let keys = all.map(\.raw.idempotencyKey)
                 let waitUntil = ContinuousClock.now + .seconds(60)
                 while try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") < all.count,
-                      ContinuousClock.now < waitUntil {
+                    ContinuousClock.now < waitUntil
+                {
                     try await Task.sleep(for: .milliseconds(100))
                 }
                 b.stop()
@@ -130,8 +137,14 @@ extension SessionMergerServiceTests {
 
                 // Every event exactly once, every user one closed session.
                 #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") == all.count)
-                #expect(try await db.count("SELECT count(DISTINCT idempotency_key)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'") == all.count)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out'") == users.count)
+                #expect(
+                    try await db.count(
+                        "SELECT count(DISTINCT idempotency_key)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'"
+                    ) == all.count)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out'"
+                    ) == users.count)
                 let stored = try await processorB.storedOffsets(for: (0..<3).map { TopicPartition(topic: topics.vetted, partition: $0) })
                 #expect(stored.values.reduce(0, +) == Int64(all.count))
 
@@ -163,12 +176,14 @@ extension SessionMergerServiceTests {
             try await createTopics(topics)
             let config = configuration(topics, group: LocalStack.uniqueName("merger-dlq"))
             try await LocalStack.withPostgres { client in
-                try await MergerMigrations.apply(client: client, logger: logger)
+                try await ServiceMigrations.merger.apply(client: client, logger: logger)
                 let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka()), logger: logger)
                 let producing = Task { try await producer.run() }
                 let processor = VettedBatchProcessor(
-                    client: client, configuration: config, deadLetters: KafkaDeadLetterSink(producer: producer, topic: topics.dlq), logger: logger)
-                let pipeline = try MergerPipeline(kafka: kafka(), configuration: config, processor: processor, producer: producer, logger: logger)
+                    client: client, configuration: config, deadLetters: KafkaDeadLetterSink(producer: producer, topic: topics.dlq),
+                    logger: logger)
+                let pipeline = try MergerPipeline(
+                    kafka: kafka(), configuration: config, processor: processor, producer: producer, logger: logger)
                 let running = Task { try await pipeline.run() }
                 let user = "u-\(token())"
                 let good = Make.checkIn(user: user, site: "site-\(token())", at: Date().minus(minutes: 5), sessionKey: "sk-\(token())")

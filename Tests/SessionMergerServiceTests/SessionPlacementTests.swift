@@ -3,8 +3,9 @@ import Foundation
 import LocalStackTesting
 import PostgresNIO
 import SessionMergerCore
-@testable import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
 
 extension SessionMergerServiceTests {
     /// Sessions as the batches build them: event time, not arrival order, decides.
@@ -14,7 +15,8 @@ extension SessionMergerServiceTests {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", now = Date()
                 let oldKey = "sk-old-\(token())", newSessionKey = "sk-new-\(token())"
-                let oldCheckIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 75), sessionKey: oldKey, received: now.minus(hours: 75))
+                let oldCheckIn = Make.checkIn(
+                    user: user, site: site, at: now.minus(hours: 75), sessionKey: oldKey, received: now.minus(hours: 75))
                 let oldCheckOut = Make.checkOut(user: user, at: now.minus(hours: 70), sessionKey: oldKey, received: now.minus(hours: 70))
                 let newCheckIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 2), sessionKey: newSessionKey)
                 try await db.process([oldCheckIn, oldCheckOut], from: 0)
@@ -32,7 +34,10 @@ extension SessionMergerServiceTests {
                 #expect(sessions.map(\.id) == [oldSession, SessionSnapshot.id(anchorIdempotencyKey: newCheckIn.raw.idempotencyKey)])
                 #expect(sessions.map(\.status) == ["closed", "open"])
                 #expect(sessions.first?.closeReason == "check_out")
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(late.raw.idempotencyKey) AND session_id = \(oldSession)") == 1)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(late.raw.idempotencyKey) AND session_id = \(oldSession)"
+                    ) == 1)
             }
         }
 
@@ -66,7 +71,9 @@ extension SessionMergerServiceTests {
                 #expect(a.first?.checkInAt == b.first?.checkInAt)
                 // Every event of the shuffled user ends up pointing at the one session (orphans adopted).
                 let session = try #require(b.first?.id)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(shuffledUser) AND session_id = \(session)") == 4)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(shuffledUser) AND session_id = \(session)") == 4)
             }
         }
 
@@ -95,7 +102,9 @@ extension SessionMergerServiceTests {
                 let checkIn = Make.checkIn(user: user, site: site, at: now.minus(hours: 11, minutes: 30), sessionKey: "sk-\(token())")
                 try await db.process([checkIn], from: 0)
                 #expect(try await db.sessions(user: user).map(\.status) == ["open"])
-                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NOT NULL") == 1)
+                #expect(
+                    try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NOT NULL")
+                        == 1)
 
                 let sweeper = IdleSweeper(client: db.client, configuration: db.configuration, logger: MergerDB.logger)
                 // Nothing is due yet for this user.
@@ -107,7 +116,8 @@ extension SessionMergerServiceTests {
                 #expect(sessions.map(\.status) == ["closed"])
                 #expect(sessions.first?.closeReason == "presence_timeout")
                 #expect(try await db.outbox(user: user).map(\.change) == [.opened, .closed])
-                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NULL") == 1)
+                #expect(
+                    try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NULL") == 1)
             }
         }
 
@@ -126,7 +136,8 @@ extension SessionMergerServiceTests {
                 #expect(rows.first { $0.id == gone }?.closeReason == "superseded")
                 #expect(rows.first { $0.id == survivor }?.status == "open")
                 // The first check-in's event row follows its session.
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
+                #expect(
+                    try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
             }
         }
     }

@@ -6,9 +6,10 @@ import Logging
 import PostgresNIO
 import ServiceRuntime
 import SessionMergerCore
-@testable import SessionMergerService
 import Synchronization
 import Testing
+
+@testable import SessionMergerService
 
 /// A short random token to mark the ids a test uses (the database is shared with every other test).
 func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
@@ -43,7 +44,7 @@ struct MergerDB: Sendable {
         userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }, _ body: @escaping @Sendable (MergerDB) async throws -> Void
     ) async throws {
         try await LocalStack.withPostgres { client in
-            try await MergerMigrations.apply(client: client, logger: logger)
+            try await ServiceMigrations.merger.apply(client: client, logger: logger)
             let configuration = SessionMergerConfiguration(groupId: LocalStack.uniqueName("merger-test"))
             let sink = CollectingDeadLetters()
             let db = MergerDB(
@@ -106,7 +107,8 @@ struct MergerDB: Sendable {
     }
 
     func storedOffset(partition: Int32 = 0) async throws -> Int64? {
-        try await processor.storedOffsets(for: [TopicPartition(topic: topic, partition: partition)])[TopicPartition(topic: topic, partition: partition)]
+        try await processor.storedOffsets(for: [TopicPartition(topic: topic, partition: partition)])[
+            TopicPartition(topic: topic, partition: partition)]
     }
 }
 
@@ -115,8 +117,9 @@ enum Make {
     static let meta = DeviceMeta(model: "Pixel 8", os: "Android 15", appVersion: "2.4.0")
 
     static func accept(at date: Date = Date()) -> PolicyDecision {
-        PolicyDecision(outcome: .accept, ruleResults: [RuleResult(ruleId: .beaconValidity, mode: .enforce, fired: false)],
-                       riskScore: 0.05, action: .noAction, policyVersion: 7, decidedAt: date)
+        PolicyDecision(
+            outcome: .accept, ruleResults: [RuleResult(ruleId: .beaconValidity, mode: .enforce, fired: false)],
+            riskScore: 0.05, action: .noAction, policyVersion: 7, decidedAt: date)
     }
 
     static func reject(at date: Date = Date()) -> PolicyDecision {
@@ -140,7 +143,8 @@ enum Make {
         user: String, site: String, at time: Date, sessionKey: String, key: String = newKey(), received: Date = Date(),
         decision: PolicyDecision = accept(), fingerprint: String? = nil, gateway: String = "gw-1"
     ) -> VettedEvent {
-        let payload = RawEventPayload.checkIn(CheckInRequest(userId: user, siteId: site, ts: time, sessionKey: sessionKey, deviceMeta: meta))
+        let payload = RawEventPayload.checkIn(
+            CheckInRequest(userId: user, siteId: site, ts: time, sessionKey: sessionKey, deviceMeta: meta))
         return VettedEvent(
             raw: envelope(payload, user: user, site: site, key: key, received: received, fingerprint: fingerprint, gateway: gateway),
             decision: decision)

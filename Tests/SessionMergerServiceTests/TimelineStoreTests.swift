@@ -4,8 +4,9 @@ import KafkaClient
 import LocalStackTesting
 import PostgresNIO
 import SessionMergerCore
-@testable import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
 
 extension SessionMergerServiceTests {
     /// How timelines are locked and written back (`MergerStore`), against the real local PostgreSQL:
@@ -16,16 +17,21 @@ extension SessionMergerServiceTests {
             try await MergerDB.run { db in
                 let user = "u-\(token())", other = "u-\(token())", siteA = "site-a-\(token())", siteB = "site-b-\(token())"
                 let now = Date()
-                try await db.process([
-                    Make.checkIn(user: user, site: siteA, at: now.minus(minutes: 30), sessionKey: "sk-\(token())"),
-                    Make.checkIn(user: user, site: siteB, at: now.minus(minutes: 20), sessionKey: "sk-\(token())"),
-                ], from: 0)
+                try await db.process(
+                    [
+                        Make.checkIn(user: user, site: siteA, at: now.minus(minutes: 30), sessionKey: "sk-\(token())"),
+                        Make.checkIn(user: user, site: siteB, at: now.minus(minutes: 20), sessionKey: "sk-\(token())"),
+                    ], from: 0)
                 let a = MergerStore.TimelineKey(userId: user, siteId: siteA)
                 let b = MergerStore.TimelineKey(userId: user, siteId: siteB)
-                let unknown = [MergerStore.TimelineKey(userId: user, siteId: "site-none-\(token())"), MergerStore.TimelineKey(userId: other, siteId: siteA)]
+                let unknown = [
+                    MergerStore.TimelineKey(userId: user, siteId: "site-none-\(token())"),
+                    MergerStore.TimelineKey(userId: other, siteId: siteA),
+                ]
 
                 let loaded = try await db.client.withTransaction(logger: MergerDB.logger) { connection in
-                    try await MergerStore.lockTimelines([b] + unknown + [a], policy: db.configuration.policy, on: connection, logger: MergerDB.logger)
+                    try await MergerStore.lockTimelines(
+                        [b] + unknown + [a], policy: db.configuration.policy, on: connection, logger: MergerDB.logger)
                 }
                 #expect(Set(loaded.keys) == [a, b])
                 #expect(loaded[a]?.version == 1 && loaded[b]?.version == 1)
@@ -37,7 +43,8 @@ extension SessionMergerServiceTests {
         @Test func aTimelineSavedAtAVersionItNoLongerHasIsAWriteConflict() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())"
-                try await db.process([Make.checkIn(user: user, site: site, at: Date().minus(minutes: 10), sessionKey: "sk-\(token())")], from: 0)
+                try await db.process(
+                    [Make.checkIn(user: user, site: site, at: Date().minus(minutes: 10), sessionKey: "sk-\(token())")], from: 0)
                 let key = MergerStore.TimelineKey(userId: user, siteId: site)
                 let policy = db.configuration.policy
                 func storedVersion() async throws -> Int {
@@ -82,10 +89,12 @@ extension SessionMergerServiceTests {
                     let (one, two) = try await (first, second)
                     #expect(one.verdicts.map(\.outcome) == [.accepted])
                     #expect(two.verdicts.map(\.outcome) == [.accepted])
-                    #expect(try await db.count(
-                        "SELECT event_count FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 2") == 2)
-                    #expect(try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted'") == 2)
+                    #expect(
+                        try await db.count(
+                            "SELECT event_count FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 2") == 2)
+                    #expect(
+                        try await db.count(
+                            "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted'") == 2)
                 }
             }
         }

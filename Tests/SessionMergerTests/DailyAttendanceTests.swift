@@ -1,7 +1,7 @@
 import AttendanceProtocol
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 func span(_ id: String, _ start: String, _ end: String, user: String = "u_1", open: Bool = false) -> AttendanceInterval {
     AttendanceInterval(sessionId: id, userId: user, siteId: "S_HQ", start: utc(start), end: utc(end), isOpen: open)
@@ -38,8 +38,10 @@ struct DailyAttendanceTests {
     @Test("late arrival and early exit beyond the graces are flagged with minutes")
     func lateAndEarly() throws {
         // 08:20-16:40 local: 20 min after start (grace 15), 20 min before end (grace 10).
-        let row = try #require(DailyAttendanceCalculator.days(
-            for: [span("s1", "2025-09-18T01:20:00Z", "2025-09-18T09:40:00Z")], shift: saigon).first)
+        let row = try #require(
+            DailyAttendanceCalculator.days(
+                for: [span("s1", "2025-09-18T01:20:00Z", "2025-09-18T09:40:00Z")], shift: saigon
+            ).first)
         #expect(row.late)
         #expect(row.lateMinutes == 20)
         #expect(row.earlyExit)
@@ -50,8 +52,10 @@ struct DailyAttendanceTests {
     @Test("arrival exactly at start + grace and departure exactly at end - grace are not flagged")
     func graceBoundaries() throws {
         // 08:15-16:50 local.
-        let row = try #require(DailyAttendanceCalculator.days(
-            for: [span("s1", "2025-09-18T01:15:00Z", "2025-09-18T09:50:00Z")], shift: saigon).first)
+        let row = try #require(
+            DailyAttendanceCalculator.days(
+                for: [span("s1", "2025-09-18T01:15:00Z", "2025-09-18T09:50:00Z")], shift: saigon
+            ).first)
         #expect(!row.late)
         #expect(!row.earlyExit)
         #expect(row.lateMinutes == 0)
@@ -60,10 +64,11 @@ struct DailyAttendanceTests {
     @Test("two sessions in a day add up; first in and last out span both")
     func twoSessions() throws {
         // 08:00-12:00 and 13:00-17:00 local.
-        let rows = try DailyAttendanceCalculator.days(for: [
-            span("pm", "2025-09-18T06:00:00Z", "2025-09-18T10:00:00Z"),
-            span("am", "2025-09-18T01:00:00Z", "2025-09-18T05:00:00Z"),
-        ], shift: saigon)
+        let rows = try DailyAttendanceCalculator.days(
+            for: [
+                span("pm", "2025-09-18T06:00:00Z", "2025-09-18T10:00:00Z"),
+                span("am", "2025-09-18T01:00:00Z", "2025-09-18T05:00:00Z"),
+            ], shift: saigon)
         #expect(rows.count == 1)
         #expect(rows[0].workedMinutes == 480)
         #expect(rows[0].firstIn == utc("2025-09-18T01:00:00Z"))
@@ -101,8 +106,10 @@ struct DailyAttendanceTests {
 
     @Test("an open session has no last out and is never an early exit")
     func openSession() throws {
-        let row = try #require(DailyAttendanceCalculator.days(
-            for: [span("s1", "2025-09-18T01:00:00Z", "2025-09-18T03:00:00Z", open: true)], shift: saigon).first)
+        let row = try #require(
+            DailyAttendanceCalculator.days(
+                for: [span("s1", "2025-09-18T01:00:00Z", "2025-09-18T03:00:00Z", open: true)], shift: saigon
+            ).first)
         #expect(row.lastOut == nil)
         #expect(row.workedMinutes == 120)
         #expect(!row.earlyExit)
@@ -113,14 +120,15 @@ struct DailyAttendanceTests {
         let berlin = AttendanceShift(
             timezone: "Europe/Berlin", start: hhmm("08:00"), end: hhmm("17:00"), checkInBeforeStartMinutes: 60,
             checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
-        let rows = try DailyAttendanceCalculator.days(for: [
-            // u1: Saturday 22:00 CET to Sunday 09:00 CEST: 2 h on Saturday, 8 h (not 9) on Sunday.
-            span("n", "2025-03-29T21:00:00Z", "2025-03-30T07:00:00Z", user: "u1"),
-            // u2: Sunday 08:20-17:00 CEST.
-            span("d", "2025-03-30T06:20:00Z", "2025-03-30T15:00:00Z", user: "u2"),
-            // u3: the whole Sunday, local midnight to local midnight: 23 h.
-            span("w", "2025-03-29T23:00:00Z", "2025-03-30T22:00:00Z", user: "u3"),
-        ], shift: berlin)
+        let rows = try DailyAttendanceCalculator.days(
+            for: [
+                // u1: Saturday 22:00 CET to Sunday 09:00 CEST: 2 h on Saturday, 8 h (not 9) on Sunday.
+                span("n", "2025-03-29T21:00:00Z", "2025-03-30T07:00:00Z", user: "u1"),
+                // u2: Sunday 08:20-17:00 CEST.
+                span("d", "2025-03-30T06:20:00Z", "2025-03-30T15:00:00Z", user: "u2"),
+                // u3: the whole Sunday, local midnight to local midnight: 23 h.
+                span("w", "2025-03-29T23:00:00Z", "2025-03-30T22:00:00Z", user: "u3"),
+            ], shift: berlin)
         #expect(rows.map { "\($0.userId) \($0.date)" } == ["u1 2025-03-29", "u1 2025-03-30", "u2 2025-03-30", "u3 2025-03-30"])
 
         let (u1Saturday, u1Sunday, u2Sunday, u3Sunday) = (rows[0], rows[1], rows[2], rows[3])
@@ -132,8 +140,8 @@ struct DailyAttendanceTests {
         #expect(u1Sunday.firstIn == utc("2025-03-29T23:00:00Z"))
         #expect(u1Sunday.lastOut == utc("2025-03-30T07:00:00Z"))
         #expect(u1Sunday.shiftStart == utc("2025-03-30T06:00:00Z")) // 08:00 CEST
-        #expect(u1Sunday.shiftEnd == utc("2025-03-30T15:00:00Z"))   // 17:00 CEST
-        #expect(!u1Sunday.late)                                      // present since before the window
+        #expect(u1Sunday.shiftEnd == utc("2025-03-30T15:00:00Z")) // 17:00 CEST
+        #expect(!u1Sunday.late) // present since before the window
         #expect(u1Sunday.earlyExit)
         #expect(u1Sunday.earlyExitMinutes == 480)
 
@@ -211,7 +219,9 @@ struct DailyAttendanceTests {
         let open = SessionChange(
             sessionId: "ses_y", userId: userId, siteId: siteId, change: .extended, checkInAt: at(8), lastSeenAt: at(9),
             eventIds: ["y"], version: 2, changedAt: at(9))
-        #expect(AttendanceInterval(open) == AttendanceInterval(
-            sessionId: "ses_y", userId: userId, siteId: siteId, start: at(8), end: at(9), isOpen: true))
+        #expect(
+            AttendanceInterval(open)
+                == AttendanceInterval(
+                    sessionId: "ses_y", userId: userId, siteId: siteId, start: at(8), end: at(9), isOpen: true))
     }
 }

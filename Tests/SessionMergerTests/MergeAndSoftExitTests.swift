@@ -1,7 +1,7 @@
 import AttendanceProtocol
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 @Suite("Merge window")
 struct MergeWindowTests {

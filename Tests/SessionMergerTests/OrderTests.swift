@@ -1,7 +1,7 @@
 import AttendanceProtocol
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 /// A working day of one user at one site (UTC), with every rule in it.
 ///

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 @Suite("Session policy validation")
 struct PolicyTests {
@@ -50,7 +50,9 @@ struct PolicyTests {
             _ = try policy.validated()
         } catch {
             #expect(error.fields == ["mergeWindow", "noiseThreshold", "softExitGrace", "idleCutoff", "horizon"])
-            #expect(error.issues[0].description == "mergeWindow: must be between 30 s and 1 min (check-in candidates merge within 30-60 s), got 10 s")
+            #expect(
+                error.issues[0].description
+                    == "mergeWindow: must be between 30 s and 1 min (check-in candidates merge within 30-60 s), got 10 s")
             #expect(error.description.contains("noiseThreshold: must be between 10 s and 1 min"))
         }
     }

@@ -1,14 +1,14 @@
 import AttendanceProtocol
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 @Suite("Horizon and persisted state")
 struct StateTests {
     @Test("compaction drops final history older than the horizon; older events are then beyond it")
     func compaction() throws {
         var timeline = try newTimeline()
-        try timeline.applyAll(workingDay())                                   // day 0
+        try timeline.applyAll(workingDay()) // day 0
         try timeline.applyAll([checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8))]) // day 8
         let before = timeline.sessions
 
@@ -164,8 +164,11 @@ struct StateTests {
         #expect(header.watermarkDate == at(12, day: 1))
         // What the events table holds for the user: everything ever recorded, in any order, plus another site.
         var rng = SplitMix64(seed: 9)
-        let recorded = (day + [checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8)), tooOld,
-                               fact("elsewhere", .checkIn, at(8, day: 8), site: "S_OTHER")]).shuffled(using: &rng)
+        let recorded =
+            (day + [
+                checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8)), tooOld,
+                fact("elsewhere", .checkIn, at(8, day: 8), site: "S_OTHER"),
+            ]).shuffled(using: &rng)
         let rebuilt = TimelineState(header: header, events: recorded)
         #expect(rebuilt == timeline.state)
         var restored = try SessionTimeline(restoring: rebuilt)
@@ -248,8 +251,10 @@ struct MappingTests {
         var rejected = decision
         rejected.outcome = .reject
         rejected.ruleResults = [RuleResult(ruleId: .beaconValidity, mode: .enforce, fired: true, reason: "unknown beacon")]
-        let payload = RawEventPayload.checkIn(CheckInRequest(
-            userId: "u", siteId: "S_HQ", ts: at(8), sessionKey: "K", deviceMeta: DeviceMeta(model: "iPhone14,5", os: "iOS 18.0", appVersion: "1.0")))
+        let payload = RawEventPayload.checkIn(
+            CheckInRequest(
+                userId: "u", siteId: "S_HQ", ts: at(8), sessionKey: "K",
+                deviceMeta: DeviceMeta(model: "iPhone14,5", os: "iOS 18.0", appVersion: "1.0")))
         #expect(throws: FactMappingError.rejectedByPolicy(idempotencyKey: "k1", reasons: ["unknown beacon"])) {
             try AttendanceFact(vetted: VettedEvent(raw: envelope(payload, siteId: "S_HQ"), decision: rejected))
         }

@@ -1,7 +1,7 @@
 import AttendanceProtocol
 import Foundation
-import Testing
 import SessionMergerCore
+import Testing
 
 /// 2025-09-18T00:00:00Z, a Thursday.
 let day0 = WireTimestamp.date(from: "2025-09-18T00:00:00Z")!

@@ -7,8 +7,9 @@ import Logging
 import Prometheus
 import ServiceRuntime
 import TelemetryAggregatorCore
-@testable import TelemetryAggregatorService
 import Testing
+
+@testable import TelemetryAggregatorService
 
 /// A fast burn in progress: 100 check-ins in the last 5 minutes, 20 of them received 6 minutes after
 /// their trigger (burn rate 20 over 5 min, 1 h, 30 min and 6 h: both alerts fire).
@@ -21,11 +22,14 @@ func seedFastBurn(_ db: TelemetryDB, site: String) async throws {
         try log.raw(Make.raw(key: key, site: site, trigger: trigger, delay: delay))
         try log.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: delay + Double(index % 10) / 10, base: trigger))
     }
-    try log.telemetry(Make.telemetry(device: "d-\(site)", site: site, received: fixtureNow, events: [
-        Make.event("b1", .battery, at: fixtureNow.addingTimeInterval(-3_000), value: 0.9),
-        Make.event("b2", .battery, at: fixtureNow.addingTimeInterval(-1_200), value: 0.88),
-        Make.event("r1", .rangingStop, at: fixtureNow.addingTimeInterval(-100), value: 900),
-    ]))
+    try log.telemetry(
+        Make.telemetry(
+            device: "d-\(site)", site: site, received: fixtureNow,
+            events: [
+                Make.event("b1", .battery, at: fixtureNow.addingTimeInterval(-3_000), value: 0.9),
+                Make.event("b2", .battery, at: fixtureNow.addingTimeInterval(-1_200), value: 0.88),
+                Make.event("r1", .rangingStop, at: fixtureNow.addingTimeInterval(-100), value: 900),
+            ]))
     try await db.processor().process(log.messages)
 }
 
@@ -69,7 +73,8 @@ struct APITests {
         try await Self.withRouter { db, client in
             let site = "site-\(token())"
             try await seedFastBurn(db, site: site)
-            let response = try await client.execute(uri: "/v1/metrics/summary?window=1h&site=\(site)&deviceModel=\(Make.model)", method: .get)
+            let response = try await client.execute(
+                uri: "/v1/metrics/summary?window=1h&site=\(site)&deviceModel=\(Make.model)", method: .get)
             #expect(response.status == .ok)
             let body = try decode(MetricsSummaryResponse.self, response)
             #expect(body.window == "1h")
@@ -83,15 +88,20 @@ struct APITests {
             #expect((body.summary.triggerToVerdict.p99Ms ?? 0) >= 360_000)
 
             // The 5-minute window ends now; the battery readings are older.
-            let five = try decode(MetricsSummaryResponse.self, try await client.execute(uri: "/v1/metrics/summary?window=5m&site=\(site)", method: .get))
+            let five = try decode(
+                MetricsSummaryResponse.self, try await client.execute(uri: "/v1/metrics/summary?window=5m&site=\(site)", method: .get))
             #expect(five.summary.batteryImpactPercentPerHour == nil)
             #expect(five.summary.counts["slo.events"] == 100)
 
-            let grouped = try decode(MetricsSummaryResponse.self, try await client.execute(uri: "/v1/metrics/summary?window=1d&site=\(site)&groupBy=appVersion", method: .get))
+            let grouped = try decode(
+                MetricsSummaryResponse.self,
+                try await client.execute(uri: "/v1/metrics/summary?window=1d&site=\(site)&groupBy=appVersion", method: .get))
             #expect(grouped.groups?.map(\.value) == [Make.version])
             #expect(grouped.groups?.first?.summary.counts["slo.events"] == 100)
             // No filter on a model nobody has: empty, not an error.
-            let none = try decode(MetricsSummaryResponse.self, try await client.execute(uri: "/v1/metrics/summary?window=30d&deviceModel=Nokia%203310", method: .get))
+            let none = try decode(
+                MetricsSummaryResponse.self,
+                try await client.execute(uri: "/v1/metrics/summary?window=30d&deviceModel=Nokia%203310", method: .get))
             #expect(none.summary.checkInSuccessRate == nil)
         }
     }
@@ -140,7 +150,8 @@ struct APITests {
             var env = ProcessInfo.processInfo.environment
             env["HTTP_PORT"] = "0"
             env["HTTP_HOST"] = "127.0.0.1"
-            let configuration = try ServiceConfiguration.load(service: "telemetry-aggregator", defaultHTTPPort: 0, from: EnvironmentReader(env))
+            let configuration = try ServiceConfiguration.load(
+                service: "telemetry-aggregator", defaultHTTPPort: 0, from: EnvironmentReader(env))
             let app = buildApplication(
                 configuration: configuration, repository: db.repository, objective: .standard, readiness: [], metrics: registry,
                 logger: TelemetryDB.logger, now: { fixtureNow })

@@ -4,15 +4,16 @@ import KafkaClient
 import LocalStackTesting
 import ServiceRuntime
 import TelemetryAggregatorCore
-@testable import TelemetryAggregatorService
 import Testing
+
+@testable import TelemetryAggregatorService
 
 /// The consumer loop on the real local broker: topics, group and schema of this test's own.
 @Suite("Pipeline on the local broker", .serialized, .timeLimit(.minutes(5)))
 struct BrokerPipelineTests {
     let logger = LocalStack.logger(label: "telemetry-pipeline-tests")
 
-    func kafka() -> KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers) }
+    func kafka() -> KafkaConfiguration { KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks) }
 
     func produce(_ messages: [KafkaMessage], producer: KafkaProducer) async throws {
         let outgoing = messages.map { KafkaOutgoingMessage(topic: $0.topic, key: $0.key, value: $0.value) }

@@ -162,7 +162,9 @@ struct AggregationTests {
         let future = received.addingTimeInterval(3_600)
         let batch = DeviceTelemetryBatch(
             batchId: "b", deviceId: "d", siteId: "s", appVersion: "1", deviceModel: "m", receivedAt: received,
-            events: [TelemetryEvent(eventId: "1", name: .regionEnter, at: late), TelemetryEvent(eventId: "2", name: .regionExit, at: future)])
+            events: [
+                TelemetryEvent(eventId: "1", name: .regionEnter, at: late), TelemetryEvent(eventId: "2", name: .regionExit, at: future),
+            ])
         var delta = RollupDelta()
         Aggregation.addTelemetry(batch, isNew: { _ in true }, into: &delta)
         let dims = Dimensions(site: "s", appVersion: "1", deviceModel: "m")
@@ -221,17 +223,17 @@ struct AggregationTests {
         for (key, histogram) in delta.histograms { histograms[key.metric, default: LogHistogram()].merge(histogram) }
         let summary = MetricsSummary(counters: counters, histograms: histograms)
 
-        #expect(summary.checkInSuccessRate == 0.75)              // 3 accepted / (3 + 1 rejected); duplicate left out
-        #expect(summary.deviceCheckInSuccessRate == 0.75)        // (2 + 1) / (2 + 1 + 1)
-        #expect(summary.averageRangingMs == 1_500)               // (1200 + 1800) / 2
-        #expect(summary.bgTimeoutRate == 0.25)                   // 1 / 4 ranging starts
+        #expect(summary.checkInSuccessRate == 0.75) // 3 accepted / (3 + 1 rejected); duplicate left out
+        #expect(summary.deviceCheckInSuccessRate == 0.75) // (2 + 1) / (2 + 1 + 1)
+        #expect(summary.averageRangingMs == 1_500) // (1200 + 1800) / 2
+        #expect(summary.bgTimeoutRate == 0.25) // 1 / 4 ranging starts
         // (2 + 1) points over (1 h + 0.5 h) = 2 %/h.
         #expect(abs((summary.batteryImpactPercentPerHour ?? 0) - 2) < 1e-9)
-        #expect(summary.outboxBacklog.averageReported == 3)      // (3 + 4 + 2) / 3
+        #expect(summary.outboxBacklog.averageReported == 3) // (3 + 4 + 2) / 3
         #expect(summary.outboxBacklog.netEnqueued == 1)
         #expect(summary.offlineRate == 0.25)
         #expect(summary.counts["slo.events"] == 4 && summary.counts["slo.good"] == 3) // 300 s is good, 301 s is not
         #expect(summary.triggerToVerdict.count == 5)
-        #expect(summary.triggerToVerdict.p50Ms == 3_007)         // rank 3 = 3000 ms in 2048...4095, width 16: 2992...3007
+        #expect(summary.triggerToVerdict.p50Ms == 3_007) // rank 3 = 3000 ms in 2048...4095, width 16: 2992...3007
     }
 }

@@ -3,8 +3,9 @@ import Foundation
 import KafkaClient
 import LocalStackTesting
 import TelemetryAggregatorCore
-@testable import TelemetryAggregatorService
 import Testing
+
+@testable import TelemetryAggregatorService
 
 /// The batch processor on the real local PostgreSQL, each test in a schema of its own.
 @Suite("Rollups in PostgreSQL: idempotent, restart-safe, late and duplicated telemetry", .serialized)
@@ -22,11 +23,13 @@ struct RollupStoreTests {
             if index == 7 { try log.raw(Make.raw(key: key, site: site, trigger: trigger, delay: 30)) } // a gateway retry
             try log.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: delay + 0.5, base: t0))
         }
-        let upload = Make.telemetry(device: "dev-\(site)", site: site, received: fixtureNow, events: [
-            Make.event("e1", .regionEnter, at: t0), Make.event("e2", .rangingStart, at: t0),
-            Make.event("e3", .rangingStop, at: t0.addingTimeInterval(2), value: 1_500),
-            Make.event("e4", .api201, at: t0.addingTimeInterval(3)),
-        ])
+        let upload = Make.telemetry(
+            device: "dev-\(site)", site: site, received: fixtureNow,
+            events: [
+                Make.event("e1", .regionEnter, at: t0), Make.event("e2", .rangingStart, at: t0),
+                Make.event("e3", .rangingStop, at: t0.addingTimeInterval(2), value: 1_500),
+                Make.event("e4", .api201, at: t0.addingTimeInterval(3)),
+            ])
         try log.telemetry(upload)
         try log.session(Make.session(site: site, version: 1, at: t0))
         try log.telemetry(upload) // the device re-uploads the same batch
@@ -56,7 +59,8 @@ struct RollupStoreTests {
 
             let minutes = SLOWindow.hour1.minuteRange(endingAt: fixtureNow)
             let totals = try await db.repository.counters(filter: MetricsFilter(site: site), minutes: minutes, groupBy: nil)[""] ?? [:]
-            let histograms = try await db.repository.histograms(filter: MetricsFilter(site: site), minutes: minutes, groupBy: nil)[""] ?? [:]
+            let histograms =
+                try await db.repository.histograms(filter: MetricsFilter(site: site), minutes: minutes, groupBy: nil)[""] ?? [:]
             let summary = MetricsSummary(counters: totals, histograms: histograms)
             #expect(summary.checkInSuccessRate == 1)
             #expect(summary.offlineRate == 0.025)
@@ -97,8 +101,11 @@ struct RollupStoreTests {
             #expect(try await db.snapshot() == reference)
 
             // The stored offsets are where a new owner seeks: one past the last message of each partition.
-            let partitions = [db.configuration.rawEventsTopic, db.configuration.verdictsTopic, db.configuration.telemetryTopic, db.configuration.sessionsTopic]
-                .map { TopicPartition(topic: $0, partition: 0) }
+            let partitions = [
+                db.configuration.rawEventsTopic, db.configuration.verdictsTopic, db.configuration.telemetryTopic,
+                db.configuration.sessionsTopic,
+            ]
+            .map { TopicPartition(topic: $0, partition: 0) }
             let stored = try await restarted.storedOffsets(for: partitions)
             #expect(stored[TopicPartition(topic: db.configuration.rawEventsTopic, partition: 0)] == 41)
             #expect(stored[TopicPartition(topic: db.configuration.verdictsTopic, partition: 0)] == 40)
@@ -114,7 +121,9 @@ struct RollupStoreTests {
             let messages = log.messages
             try await db.processor().process(messages)
             let onePass = try await db.snapshot()
-            try await db.client.query("TRUNCATE \(unescaped: db.schema).rollup_minute, \(unescaped: db.schema).latency_minute, \(unescaped: db.schema).seen_telemetry, \(unescaped: db.schema).attendance_events, \(unescaped: db.schema).seen_session_changes, \(unescaped: db.schema).consumer_offsets", logger: TelemetryDB.logger)
+            try await db.client.query(
+                "TRUNCATE \(unescaped: db.schema).rollup_minute, \(unescaped: db.schema).latency_minute, \(unescaped: db.schema).seen_telemetry, \(unescaped: db.schema).attendance_events, \(unescaped: db.schema).seen_session_changes, \(unescaped: db.schema).consumer_offsets",
+                logger: TelemetryDB.logger)
             let half = messages.count / 2
             try await db.processor().process(Array(messages[..<half]))
             // "crash": the new process re-reads a few messages before the stored offset, then the rest.
@@ -128,14 +137,15 @@ struct RollupStoreTests {
         try await TelemetryDB.run { db in
             let site = "site-\(token())"
             var log = MessageLog(configuration: db.configuration)
-            let lateTime = fixtureNow.addingTimeInterval(-2 * 86_400 - 95)   // two days late
+            let lateTime = fixtureNow.addingTimeInterval(-2 * 86_400 - 95) // two days late
             let lateMinute = EpochMinute.of(lateTime)
             let current = Make.event("now-1", .bgTimeout, at: fixtureNow.addingTimeInterval(-10))
             let late = Make.event("late-1", .bgTimeout, at: lateTime)
             try log.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow, events: [current, late, late]))
             log.garbage()
             // The same event id from another device is another event.
-            try log.telemetry(Make.telemetry(device: "d2", site: site, received: fixtureNow, events: [Make.event("late-1", .bgTimeout, at: lateTime)]))
+            try log.telemetry(
+                Make.telemetry(device: "d2", site: site, received: fixtureNow, events: [Make.event("late-1", .bgTimeout, at: lateTime)]))
             let result = try await db.processor().process(log.messages)
             #expect(result.newTelemetryEvents == 3)
             #expect(result.deadLetters == 1)
@@ -148,12 +158,15 @@ struct RollupStoreTests {
             #expect(try await db.processor().process(again.messages).newTelemetryEvents == 0)
 
             #expect(try await db.counter("telemetry.bg_timeout", site: site, minute: lateMinute) == 2)
-            #expect(try await db.counter("telemetry.bg_timeout", site: site, minute: EpochMinute.of(fixtureNow.addingTimeInterval(-10))) == 1)
+            #expect(
+                try await db.counter("telemetry.bg_timeout", site: site, minute: EpochMinute.of(fixtureNow.addingTimeInterval(-10))) == 1)
             #expect(try await db.counter("telemetry.bg_timeout", site: site) == 3)
             // The late minute is outside the 1 h window and inside the 30-day one.
-            let hour = try await db.repository.counters(filter: MetricsFilter(site: site), minutes: SLOWindow.hour1.minuteRange(endingAt: fixtureNow), groupBy: nil)
+            let hour = try await db.repository.counters(
+                filter: MetricsFilter(site: site), minutes: SLOWindow.hour1.minuteRange(endingAt: fixtureNow), groupBy: nil)
             #expect(hour[""]?["telemetry.bg_timeout"]?.count == 1)
-            let month = try await db.repository.counters(filter: MetricsFilter(site: site), minutes: SLOWindow.days30.minuteRange(endingAt: fixtureNow), groupBy: nil)
+            let month = try await db.repository.counters(
+                filter: MetricsFilter(site: site), minutes: SLOWindow.days30.minuteRange(endingAt: fixtureNow), groupBy: nil)
             #expect(month[""]?["telemetry.bg_timeout"]?.count == 3)
         }
     }
@@ -186,9 +199,12 @@ struct RollupStoreTests {
             var log = MessageLog(configuration: db.configuration)
             let old = fixtureNow.addingTimeInterval(-40 * 86_400)
             let recent = fixtureNow.addingTimeInterval(-29 * 86_400)
-            try log.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow, events: [
-                Make.event("old", .gattFail, at: old), Make.event("recent", .gattFail, at: recent),
-            ]))
+            try log.telemetry(
+                Make.telemetry(
+                    device: "d1", site: site, received: fixtureNow,
+                    events: [
+                        Make.event("old", .gattFail, at: old), Make.event("recent", .gattFail, at: recent),
+                    ]))
             let processor = db.processor()
             try await processor.process(log.messages)
             #expect(try await db.counter("telemetry.gatt_fail", site: site) == 2)
@@ -204,8 +220,13 @@ struct RollupStoreTests {
             let site = "site-\(token())"
             var log = MessageLog(configuration: db.configuration)
             let at = fixtureNow.addingTimeInterval(-60)
-            try log.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow, events: [Make.event("1", .regionEnter, at: at)], appVersion: "2.4.0"))
-            try log.telemetry(Make.telemetry(device: "d2", site: site, received: fixtureNow, events: [Make.event("1", .regionEnter, at: at), Make.event("2", .regionEnter, at: at)], appVersion: "2.5.0"))
+            try log.telemetry(
+                Make.telemetry(
+                    device: "d1", site: site, received: fixtureNow, events: [Make.event("1", .regionEnter, at: at)], appVersion: "2.4.0"))
+            try log.telemetry(
+                Make.telemetry(
+                    device: "d2", site: site, received: fixtureNow,
+                    events: [Make.event("1", .regionEnter, at: at), Make.event("2", .regionEnter, at: at)], appVersion: "2.5.0"))
             try await db.processor().process(log.messages)
             let grouped = try await db.repository.counters(
                 filter: MetricsFilter(site: site), minutes: SLOWindow.minutes5.minuteRange(endingAt: fixtureNow), groupBy: .appVersion)

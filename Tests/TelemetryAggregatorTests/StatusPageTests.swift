@@ -1,7 +1,8 @@
 import Foundation
 import TelemetryAggregatorCore
-@testable import TelemetryAggregatorService
 import Testing
+
+@testable import TelemetryAggregatorService
 
 /// One `<text>` element of an SVG chart: its position and its text.
 struct ChartText: Hashable {
@@ -50,7 +51,11 @@ enum PageReader {
         var result = ""
         var inTag = false
         for character in text {
-            if character == "<" { inTag = true } else if character == ">" { inTag = false; result.append(" ") } else if !inTag {
+            if character == "<" {
+                inTag = true
+            } else if character == ">" {
+                inTag = false; result.append(" ")
+            } else if !inTag {
                 result.append(character)
             }
         }
@@ -134,7 +139,7 @@ struct StatusPageTests {
         #expect(html.contains("<strong class=\"ok\">remaining 95 % of 20 bad events allowed (1 used)</strong>"))
         #expect(html.contains("<td class=\"ok\">95 % left</td>"))
         let bar = try #require(PageReader.chart(html, id: "chart-budget"))
-        #expect(bar.contains("<rect class=\"budget-left\" x=\"0\" y=\"4\" width=\"684.0\""))   // 95 % of 720 px
+        #expect(bar.contains("<rect class=\"budget-left\" x=\"0\" y=\"4\" width=\"684.0\"")) // 95 % of 720 px
         #expect(bar.contains("style=\"fill:#fff;"), "a long bar holds its label in white")
 
         // 19 bad of 2000: 5 % left, a bar too short for its label: dark text after the bar.
@@ -229,7 +234,8 @@ struct StatusPageTests {
         let slow = PageFixture.histogram([(ms: 1_000, count: 90), (ms: 400_000, count: 10)])
         let html = PageFixture.page(
             counts: PageFixture.counts(good: 90, total: 100),
-            hourlyLatency: [HourlyLatency(hour: PageFixture.nowHour, histogram: slow)]).html()
+            hourlyLatency: [HourlyLatency(hour: PageFixture.nowHour, histogram: slow)]
+        ).html()
         let chart = try #require(PageReader.chart(html, id: "chart-latency"))
         let labels = PageReader.texts(chart, className: "y-label")
         #expect(labels.compactMap { $0 }.sorted { $0.y < $1.y }.map(\.text) == ["10 min", "5 min", "0"])
@@ -282,16 +288,19 @@ struct StatusPageTests {
         let latency = ["site-a": PageFixture.histogram([(ms: 100, count: 98), (ms: 120, count: 2)])]
         let html = PageFixture.page(counts: PageFixture.counts(good: 220, total: 250), sites: sites, siteLatency: latency).html()
 
-        #expect(html.contains(
-            "Data from <strong>2026-11-20 09:00 UTC</strong> to <strong>2026-11-20 10:29 UTC</strong> "
-                + "(30-day window; 250 events at 3 sites)"))
-        #expect(html.contains(
-            "<tr data-site=\"site-a\"><td>site-a</td><td>100</td><td>100</td><td class=\"ok\">100.00 %</td>"
-                + "<td class=\"ok\">100 % left</td><td>0</td><td>100 ms</td><td>120 ms</td><td>2026-11-20 10:29</td></tr>"))
-        #expect(html.contains(
-            "<tr data-site=\"&lt;b&gt;x&amp;y&lt;/b&gt;\"><td>&lt;b&gt;x&amp;y&lt;/b&gt;</td><td>100</td><td>70</td>"
-                + "<td class=\"bad\">70.00 %</td><td class=\"bad\">exhausted (30×)</td><td>30</td><td>–</td><td>–</td>"
-                + "<td>2026-11-20 10:00</td></tr>"))
+        #expect(
+            html.contains(
+                "Data from <strong>2026-11-20 09:00 UTC</strong> to <strong>2026-11-20 10:29 UTC</strong> "
+                    + "(30-day window; 250 events at 3 sites)"))
+        #expect(
+            html.contains(
+                "<tr data-site=\"site-a\"><td>site-a</td><td>100</td><td>100</td><td class=\"ok\">100.00 %</td>"
+                    + "<td class=\"ok\">100 % left</td><td>0</td><td>100 ms</td><td>120 ms</td><td>2026-11-20 10:29</td></tr>"))
+        #expect(
+            html.contains(
+                "<tr data-site=\"&lt;b&gt;x&amp;y&lt;/b&gt;\"><td>&lt;b&gt;x&amp;y&lt;/b&gt;</td><td>100</td><td>70</td>"
+                    + "<td class=\"bad\">70.00 %</td><td class=\"bad\">exhausted (30×)</td><td>30</td><td>–</td><td>–</td>"
+                    + "<td>2026-11-20 10:00</td></tr>"))
         #expect(!html.contains(hostile), "a site id from the database is escaped")
         // Sorted by site id: "<b>…" before "site-a".
         let hostileRow = try #require(html.range(of: "<tr data-site=\"&lt;b&gt;"))

@@ -7,8 +7,9 @@ import PostgresNIO
 import ServiceRuntime
 import Synchronization
 import TelemetryAggregatorCore
-@testable import TelemetryAggregatorService
 import Testing
+
+@testable import TelemetryAggregatorService
 
 /// A short random token for ids (the database and the broker are shared with other engineers' runs).
 func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
@@ -42,7 +43,7 @@ struct TelemetryDB: Sendable {
                 telemetryTopic: "test.\(suffix).device.telemetry", rawEventsTopic: "test.\(suffix).attendance.events.raw",
                 verdictsTopic: "test.\(suffix).attendance.verdicts", sessionsTopic: "test.\(suffix).attendance.sessions",
                 deadLetterTopic: "test.\(suffix).attendance.dlq")
-            try await TelemetryMigrations.apply(schema: configuration.schema, client: client, logger: logger)
+            try await ServiceMigrations.telemetry.apply(client: client, schema: configuration.schema, logger: logger)
             let db = TelemetryDB(
                 client: client, configuration: configuration, deadLetters: CollectingDeadLetters(),
                 repository: PostgresTelemetryQueryRepository(client: client, schema: configuration.schema, logger: logger))
@@ -58,7 +59,7 @@ struct TelemetryDB: Sendable {
 
     func drop() async throws {
         try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE", logger: Self.logger)
-        let service = TelemetryMigrations.serviceName(schema: schema)
+        let service = ServiceMigrations.telemetry.series(schema: schema)
         try await client.query("DELETE FROM schema_migrations WHERE service = \(service)", logger: Self.logger)
     }
 
@@ -70,25 +71,32 @@ struct TelemetryDB: Sendable {
     /// Every rollup row, for exact before/after comparisons.
     func snapshot() async throws -> [String] {
         var lines: [String] = []
-        let counters = try await client.query("""
+        let counters = try await client.query(
+            """
             SELECT metric, extract(epoch FROM minute)::int8, site, app_version, device_model, count, sum_micros
             FROM \(unescaped: schema).rollup_minute ORDER BY 1, 2, 3, 4, 5
             """, logger: Self.logger)
-        for try await (metric, minute, site, app, model, count, micros) in counters.decode((String, Int64, String, String, String, Int64, Int64).self) {
+        for try await (metric, minute, site, app, model, count, micros) in counters.decode(
+            (String, Int64, String, String, String, Int64, Int64).self)
+        {
             lines.append("\(metric) \(minute) \(site) \(app) \(model) \(count) \(micros)")
         }
-        let latencies = try await client.query("""
+        let latencies = try await client.query(
+            """
             SELECT metric, extract(epoch FROM minute)::int8, site, app_version, device_model, bucket, count
             FROM \(unescaped: schema).latency_minute ORDER BY 1, 2, 3, 4, 5, 6
             """, logger: Self.logger)
-        for try await (metric, minute, site, app, model, bucket, count) in latencies.decode((String, Int64, String, String, String, Int32, Int64).self) {
+        for try await (metric, minute, site, app, model, bucket, count) in latencies.decode(
+            (String, Int64, String, String, String, Int32, Int64).self)
+        {
             lines.append("\(metric) \(minute) \(site) \(app) \(model) b\(bucket) \(count)")
         }
         return lines
     }
 
     func counter(_ metric: String, site: String? = nil, minute: Int64? = nil) async throws -> Int64 {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT coalesce(sum(count), 0)::int8 FROM \(unescaped: schema).rollup_minute
             WHERE metric = \(metric) AND (\(site ?? "") = '' OR site = \(site ?? "")) AND (\(minute ?? -1) < 0 OR minute = to_timestamp(\(Double(minute ?? 0) * 60)))
             """, logger: Self.logger)
@@ -110,9 +118,10 @@ struct MessageLog {
     private mutating func append<M: TopicMessage>(_ message: M, topic: String, partition: Int32 = 0) throws {
         let offset = next[topic, default: 0]
         next[topic] = offset + 1
-        messages.append(KafkaMessage(
-            topic: topic, partition: partition, offset: offset, key: Array(message.partitionKey.value.utf8),
-            value: try ProtocolCodec.wire.encode(message)))
+        messages.append(
+            KafkaMessage(
+                topic: topic, partition: partition, offset: offset, key: Array(message.partitionKey.value.utf8),
+                value: try ProtocolCodec.wire.encode(message)))
     }
 
     mutating func telemetry(_ batch: DeviceTelemetryBatch) throws { try append(batch, topic: configuration.telemetryTopic) }
@@ -149,7 +158,9 @@ enum Make {
     }
 
     /// A check-in triggered at `trigger` and received `delay` seconds later.
-    static func raw(key: String, site: String, trigger: Date, delay: TimeInterval, offline: Bool = false, user: String = "u1") -> RawEventEnvelope {
+    static func raw(
+        key: String, site: String, trigger: Date, delay: TimeInterval, offline: Bool = false, user: String = "u1"
+    ) -> RawEventEnvelope {
         let event = AttendanceEvent(
             id: UUID().uuidString, idempotencyKey: key, userId: user, deviceId: "dev-\(user)", timestamp: trigger, type: .checkin,
             siteId: site, beacon: BeaconIdentity(uuid: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", major: 1, minor: 2),
@@ -159,7 +170,9 @@ enum Make {
             gatewayInstance: "gw-1", receivedAt: trigger.addingTimeInterval(delay), payloadFingerprint: "fp-\(key)", payload: .event(event))
     }
 
-    static func verdict(key: String, site: String, trigger: Date?, decidedAfter: TimeInterval, base: Date, outcome: VerdictOutcome = .accepted) -> AttendanceVerdict {
+    static func verdict(
+        key: String, site: String, trigger: Date?, decidedAfter: TimeInterval, base: Date, outcome: VerdictOutcome = .accepted
+    ) -> AttendanceVerdict {
         AttendanceVerdict(
             requestId: "req-\(token())", idempotencyKey: key, userId: "u1", deviceId: "dev-u1", siteId: site, outcome: outcome,
             eventTime: trigger, decidedAt: (trigger ?? base).addingTimeInterval(decidedAfter), gatewayInstance: "gw-1")
@@ -167,6 +180,7 @@ enum Make {
 
     static func session(site: String, version: Int64, at: Date, kind: SessionChangeKind = .opened) -> SessionChange {
         SessionChange(
-            sessionId: "s-\(site)", userId: "u1", siteId: site, change: kind, checkInAt: at, eventIds: ["e1"], version: version, changedAt: at)
+            sessionId: "s-\(site)", userId: "u1", siteId: site, change: kind, checkInAt: at, eventIds: ["e1"], version: version,
+            changedAt: at)
     }
 }

@@ -13,6 +13,18 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 # Project-local prefix for installed tools and run folders (gitignored).
 LOCAL="${LOCAL:-$ROOT/.local}"
+
+# ATTENDANCE_STACK=test: the test suite's own stack (deploy/local/test.sh sets it). Its own folders,
+# PostgreSQL cluster, broker and service ports, whatever the calling shell had set, so `make test`
+# never reads, writes or stops a stack `make run` left running.
+if [[ "${ATTENDANCE_STACK:-}" == test ]]; then
+    RUN_DIR="$LOCAL/test-run"
+    PGPORT=56432
+    KAFKA_PORT=29092
+    GATEWAY_PORT=18080 POLICY_PORT=18081 MERGER_PORT=18082 REGISTRY_PORT=18083 TELEMETRY_PORT=18084
+    unset DATABASE_URL KAFKA_BROKERS PG_DIR TANSU_DIR SERVICES_DIR SECRETS_DIR
+    export ATTENDANCE_STACK
+fi
 RUN_DIR="${RUN_DIR:-$LOCAL/run}"
 export ROOT LOCAL RUN_DIR
 
@@ -29,6 +41,8 @@ export DATABASE_URL="${DATABASE_URL:-postgres://$PGUSER:$PGPASSWORD@$PGHOST:$PGP
 # Kafka-compatible broker (Tansu, loopback only).
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
 export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}"
+# Tansu's differences from Apache Kafka that the clients work around (KafkaClient's BrokerQuirks).
+export KAFKA_BROKER_QUIRKS="${KAFKA_BROKER_QUIRKS:-tansu}"
 export TANSU_BIN="${TANSU_BIN:-$LOCAL/tansu/bin/tansu}"
 
 # librdkafka 2.8 built from source (bookworm's 2.0.2 cannot talk to Tansu).

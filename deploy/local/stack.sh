@@ -91,7 +91,7 @@ as_pg() {
 # The cluster folder. Normally $RUN_DIR/postgres. The cluster owner must be able to
 # traverse every parent folder; when the repository lives somewhere it cannot (e.g.
 # under /root, mode 0700) we do not loosen permissions outside the repository but use
-# /var/tmp/attendance-pg-<hash of ROOT> instead, with $RUN_DIR/postgres as a symlink to
+# /var/tmp/attendance-pg-<hash of RUN_DIR> instead, with $RUN_DIR/postgres as a symlink to
 # it, so the paths shown stay the same. The choice is remembered by that symlink.
 # With MODE=create the folder is created; otherwise this only reports it.
 pg_dir() {
@@ -109,7 +109,7 @@ pg_dir() {
         if as_pg test -x "$RUN_DIR"; then
             PG_DIR="$link"
         else
-            alt="/var/tmp/attendance-pg-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
+            alt="/var/tmp/attendance-pg-$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-12)"
             log "$PG_OS_USER cannot reach $RUN_DIR; using $alt (symlinked from $link)"
             PG_DIR="$alt"
             ln -sfn "$alt" "$link"

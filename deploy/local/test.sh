@@ -10,6 +10,9 @@
 #   (with arguments, only that one `swift test` run is made)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+# The suite's own stack: its own PostgreSQL cluster, broker, service ports and run folder
+# (.local/test-run), so a stack `make run` left running is neither read nor disturbed (env.sh).
+export ATTENDANCE_STACK=test
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
 cd "$ROOT"
@@ -26,6 +29,8 @@ if (($# > 0)); then
     swift test --skip-build "$@"
     exit
 fi
+echo "==> swift format lint (the style in .swift-format; \`make format\` applies it)"
+swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 echo "==> swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
 # The simulator's scenarios keep both cores busy on the cooperative pool for a minute; beside the

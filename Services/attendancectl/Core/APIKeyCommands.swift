@@ -31,7 +31,8 @@ extension AttendanceCtl {
 
             public func validate() throws {
                 guard APIRole(rawValue: role) != nil else {
-                    throw ValidationError("--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(role)\"")
+                    throw ValidationError(
+                        "--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(role)\"")
                 }
                 guard !name.trimmingCharacters(in: .whitespaces).isEmpty, name.count <= 200 else {
                     throw ValidationError("--name must be 1 to 200 characters")
@@ -47,7 +48,9 @@ extension AttendanceCtl {
                 // Device tokens are not signed here; the repository only needs a signer to exist.
                 let signer = try DeviceTokenSigner(activeKey: .random(id: "unused"))
                 let issued = try await withThrowingTaskGroup(of: IssuedAPIKey?.self) { group in
-                    group.addTask { await client.run(); return nil }
+                    group.addTask {
+                        await client.run(); return nil
+                    }
                     group.addTask {
                         try await CLIError.wrap("creating the key in \(settings.host):\(settings.port)/\(settings.database)") {
                             let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
@@ -61,12 +64,14 @@ extension AttendanceCtl {
                     throw CLIError("no answer from PostgreSQL")
                 }
                 if let secretFile {
-                    guard FileManager.default.createFile(
-                        atPath: secretFile, contents: Data((issued.secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+                    guard
+                        FileManager.default.createFile(
+                            atPath: secretFile, contents: Data((issued.secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
                     else { throw CLIError("the key \(issued.key.id) was created but \(secretFile) cannot be written; revoke it") }
                 }
-                Output.print(rows: [[issued.key.id, issued.key.name, issued.key.role.rawValue, issued.secret]],
-                             headers: ["ID", "NAME", "ROLE", "SECRET"], json: options.json)
+                Output.print(
+                    rows: [[issued.key.id, issued.key.name, issued.key.role.rawValue, issued.secret]],
+                    headers: ["ID", "NAME", "ROLE", "SECRET"], json: options.json)
             }
         }
     }

@@ -1,14 +1,14 @@
 import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
-import PolicyService
-import SessionMergerService
-import TelemetryAggregatorService
 import Foundation
 import KafkaClient
 import Logging
+import PolicyService
 import PostgresNIO
 import ServiceRuntime
+import SessionMergerService
+import TelemetryAggregatorService
 
 /// `attendancectl`: the operator's command line. Settings come from the same environment variables
 /// as the services (`KAFKA_BROKERS`, `DATABASE_URL` or `PG*`); errors are one readable line.
@@ -105,7 +105,8 @@ extension AttendanceCtl {
         public init() {}
 
         public struct Ensure: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create every topic the protocol defines (existing ones are kept).")
+            public static let configuration = CommandConfiguration(
+                abstract: "Create every topic the protocol defines (existing ones are kept).")
             @OptionGroup var options: GlobalOptions
             @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
             @Option(help: "Partitions of every partitioned topic (default: $TOPIC_PARTITIONS, else the protocol's count).")
@@ -117,10 +118,16 @@ extension AttendanceCtl {
                 let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
                 let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
                 if let partitions, partitions < 1 { throw ValidationError("--partitions must be at least 1") }
+                let names = TopicNames.load(from: EnvironmentReader())
                 let created = try await CLIError.wrap("creating topics") {
-                    try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions)
+                    try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions, names: names)
                 }
-                let rows = Topic.allCases.map { [$0.name, String(TopicBootstrap.partitionCount(of: $0, override: partitions)), $0.cleanupPolicy.rawValue, created.contains($0.name) ? "created" : "exists"] }
+                let rows = Topic.allCases.map {
+                    [
+                        names[$0], String(TopicBootstrap.partitionCount(of: $0, override: partitions)), $0.cleanupPolicy.rawValue,
+                        created.contains(names[$0]) ? "created" : "exists",
+                    ]
+                }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "CLEANUP", "STATUS"], json: options.json)
             }
         }
@@ -134,8 +141,9 @@ extension AttendanceCtl {
             public func run() async throws {
                 let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
                 let onBroker = try await CLIError.wrap("reading broker metadata") { try await admin.topics() }
+                let names = TopicNames.load(from: EnvironmentReader())
                 let rows = Topic.allCases.map { topic in
-                    [topic.name, onBroker[topic.name].map(String.init) ?? "missing", topic.keyDescription]
+                    [names[topic], onBroker[names[topic]].map(String.init) ?? "missing", topic.keyDescription]
                 }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "KEY"], json: options.json)
             }
@@ -155,30 +163,22 @@ extension AttendanceCtl {
             let logger = options.logger
             let client = settings.makeClient(logger: logger)
             let rows = try await withThrowingTaskGroup(of: [[String]]?.self) { group in
-                group.addTask { await client.run(); return nil }
+                group.addTask {
+                    await client.run(); return nil
+                }
                 group.addTask {
                     let target = "\(settings.host):\(settings.port)/\(settings.database)"
-                    let registry = try await CLIError.wrap("migrating \(RegistryMigrations.service) on \(target)") {
-                        let all = try RegistryMigrations.load()
-                        let applied = Set(try await RegistryMigrations.apply(client: client, logger: logger).map(\.version))
-                        return all.map { [RegistryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
+                    var rows: [[String]] = []
+                    for migrations in [ServiceMigrations.registry, .merger, .telemetry, .policy] {
+                        rows += try await CLIError.wrap("migrating \(migrations.service) on \(target)") {
+                            let all = try migrations.load()
+                            let applied = Set(try await migrations.apply(client: client, logger: logger).map(\.version))
+                            return all.map {
+                                [migrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"]
+                            }
+                        }
                     }
-                    let merger = try await CLIError.wrap("migrating \(MergerMigrations.service) on \(target)") {
-                        let all = try MergerMigrations.load()
-                        let applied = Set(try await MergerMigrations.apply(client: client, logger: logger).map(\.version))
-                        return all.map { [MergerMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
-                    }
-                    let telemetry = try await CLIError.wrap("migrating \(TelemetryMigrations.service) on \(target)") {
-                        let all = try TelemetryMigrations.load()
-                        let applied = Set(try await TelemetryMigrations.apply(client: client, logger: logger).map(\.version))
-                        return all.map { [TelemetryMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
-                    }
-                    let policy = try await CLIError.wrap("migrating \(PolicyMigrations.service) on \(target)") {
-                        let all = PolicyMigrations.migrations()
-                        let applied = Set(try await PolicyMigrations.apply(client: client, logger: logger).map(\.version))
-                        return all.map { [PolicyMigrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"] }
-                    }
-                    return registry + merger + telemetry + policy
+                    return rows
                 }
                 defer { group.cancelAll() }
                 while let result = try await group.next() {
@@ -216,8 +216,11 @@ extension AttendanceCtl {
             await record("broker") {
                 let admin = try KafkaAdmin(configuration: kafka, logger: logger)
                 let topics = try await admin.topics()
-                let missing = Topic.allCases.filter { topics[$0.name] == nil }.map(\.name)
-                guard missing.isEmpty else { throw CLIError("missing topics: \(missing.joined(separator: ", ")) (run: attendancectl topics ensure)") }
+                let names = TopicNames.load(from: EnvironmentReader())
+                let missing = Topic.allCases.map { names[$0] }.filter { topics[$0] == nil }
+                guard missing.isEmpty else {
+                    throw CLIError("missing topics: \(missing.joined(separator: ", ")) (run: attendancectl topics ensure)")
+                }
                 return "\(kafka.bootstrapServers), \(Topic.allCases.count) platform topics present"
             }
             await record("round trip") {
@@ -252,7 +255,8 @@ enum DoctorChecks {
         )
         let report: KafkaDeliveryReport
         do {
-            report = try await producer.send(KafkaOutgoingMessage(topic: probeTopic, key: "doctor", value: try ProtocolCodec.wire.encode(probe)))
+            report = try await producer.send(
+                KafkaOutgoingMessage(topic: probeTopic, key: "doctor", value: try ProtocolCodec.wire.encode(probe)))
         } catch {
             producer.beginShutdown()
             _ = try? await running.value
@@ -263,20 +267,28 @@ enum DoctorChecks {
 
         let reader = KafkaPartitionReader(configuration: kafka, logger: logger)
         let messages = try await reader.read(TopicPartition(topic: report.topic, partition: report.partition), from: report.offset)
-        guard let message = messages.first else { throw CLIError("nothing to read back at \(report.topic)[\(report.partition)]@\(report.offset)") }
+        guard let message = messages.first else {
+            throw CLIError("nothing to read back at \(report.topic)[\(report.partition)]@\(report.offset)")
+        }
         let decoded = try ProtocolCodec.wire.decode(DeadLetter.self, from: message.value ?? [])
-        guard decoded.payload == probe.payload else { throw CLIError("read back a different record at \(report.topic)[\(report.partition)]@\(report.offset)") }
+        guard decoded.payload == probe.payload else {
+            throw CLIError("read back a different record at \(report.topic)[\(report.partition)]@\(report.offset)")
+        }
         return "produced and read back \(report.topic)[\(report.partition)]@\(report.offset)"
     }
 
     static func postgresVersion(_ settings: PostgresSettings, logger: Logger) async throws -> String {
         let client = settings.makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask { await client.run(); return nil }
+            group.addTask {
+                await client.run(); return nil
+            }
             group.addTask {
                 try await withTimeout(.seconds(10)) {
                     let rows = try await client.query("SHOW server_version", logger: logger)
-                    for try await version in rows.decode(String.self) { return "\(settings.host):\(settings.port)/\(settings.database), PostgreSQL \(version)" }
+                    for try await version in rows.decode(String.self) {
+                        return "\(settings.host):\(settings.port)/\(settings.database), PostgreSQL \(version)"
+                    }
                     throw CLIError("no answer")
                 }
             }

@@ -5,8 +5,8 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
-import RegistryFeed
 import Prometheus
+import RegistryFeed
 import ServiceRuntime
 
 /// The registry's default HTTP port (`HTTP_PORT` overrides it).
@@ -45,7 +45,8 @@ public func buildRouter(repository: any AdminRegistryRepository, lookups: Regist
 public func addRegistryRoutes(to router: Router<AdminContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
     router.add(middleware: ProblemMiddleware(.registry))
     EnrollmentController(repository: repository).addRoutes(to: router)
-    let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
+    let admin = router.group("v1/admin").add(
+        middleware: AdminAuthMiddleware<AdminContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)
     SitesController(repository: repository).addRoutes(to: admin)
     GatesController(repository: repository).addRoutes(to: admin)

@@ -16,38 +16,49 @@ public enum BeaconRegistryServer {
 
     public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
-            service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env, settings: { try RegistrySettings.load(from: $0) })
+            service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
+            settings: { try RegistrySettings.load(from: $0) })
         let signer = try DeviceTokenSigner.load(from: env)
-        let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka
-        let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer, beaconKeySealer: settings.beaconKeySealer)
+        let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
+        let repository = PostgresRegistryRepository(
+            client: client, logger: logger, tokenSigner: signer, beaconKeySealer: settings.beaconKeySealer)
         // Every write lands in registry.change_outbox in its own transaction; the publisher moves it
         // to the compacted registry.changes topic, from which gateways, policy and the fleet rebuild.
         let producer = try kit.makeProducer()
         // The registry reads its own feed back for the lookup routes, exactly as other services do.
         let lookups = RegistryCache()
         let lookupLoader = try RegistryCacheLoader(
-            cache: lookups, configuration: RegistryCacheLoaderConfiguration(kafka: kafka, groupIdPrefix: "registry-lookups"), logger: logger)
+            cache: lookups,
+            configuration: RegistryCacheLoaderConfiguration(
+                kafka: kafka, groupIdPrefix: "registry-lookups", topic: topics[.registryChanges]),
+            logger: logger)
         try await kit.run([
             producer,
-            try kit.brokerStateWatch(producer: producer, topics: [Topic.deviceTelemetry.name, Topic.rawEvents.name]),
-            RegistryChangePublisher(client: client, producer: producer, logger: logger),
+            try kit.brokerStateWatch(producer: producer, topics: [topics[.deviceTelemetry], topics[.rawEvents]]),
+            RegistryChangePublisher(client: client, producer: producer, topic: topics[.registryChanges], logger: logger),
             lookupLoader,
-            try BeaconSightingCollector(kafka: kafka, repository: repository, logger: logger),
+            try BeaconSightingCollector(kafka: kafka, repository: repository, configuration: .init(topics: topics), logger: logger),
             buildApplication(
                 configuration: kit.configuration, repository: repository, lookups: lookups,
-                readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: lookupLoader)],
+                readiness: [
+                    PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer),
+                    RegistryFeedReadinessCheck(loader: lookupLoader),
+                ],
                 metrics: kit.metrics, logger: logger),
         ]) { client in
-            let applied = try await RegistryMigrations.apply(client: client, logger: logger)
+            let applied = try await ServiceMigrations.registry.apply(client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
-            try await prepare(repository: repository, settings: settings, kafka: kafka, client: client, logger: kit.logger)
+            try await prepare(
+                repository: repository, settings: settings, kafka: kafka, feed: topics[.registryChanges], client: client, logger: kit.logger
+            )
         }
     }
 
     /// Before the registry serves: GATT keys for beacons that have none, the first admin key, and a
     /// feed topic the broker lost refilled from the outbox before anything reads it (`RegistryFeedRepair`).
     static func prepare(
-        repository: PostgresRegistryRepository, settings: RegistrySettings, kafka: KafkaConfiguration, client: PostgresClient, logger: Logger
+        repository: PostgresRegistryRepository, settings: RegistrySettings, kafka: KafkaConfiguration, feed: String, client: PostgresClient,
+        logger: Logger
     ) async throws {
         if settings.beaconKeySealer != nil {
             let created = try await repository.backfillBeaconKeys()
@@ -59,9 +70,11 @@ public enum BeaconRegistryServer {
             try file.checkWritable()
             if let issued = try await BootstrapAdminKey.ensure(repository: repository) {
                 try file.write(issued.secret)
-                logger.notice("bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id), "writtenTo": .string(file.path)])
+                logger.notice(
+                    "bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id), "writtenTo": .string(file.path)])
             }
         }
-        try await RegistryFeedRepair.repairIfLost(admin: KafkaAdmin(configuration: kafka, logger: logger), client: client, logger: logger)
+        try await RegistryFeedRepair.repairIfLost(
+            admin: KafkaAdmin(configuration: kafka, logger: logger), client: client, topic: feed, logger: logger)
     }
 }

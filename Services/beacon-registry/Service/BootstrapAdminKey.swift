@@ -8,7 +8,9 @@ import Foundation
 /// (`BootstrapKeyFile`), never to the log. When an unrevoked admin key exists already it creates
 /// nothing (run it on every start safely).
 public enum BootstrapAdminKey {
-    public static func ensure(repository: any AdminRegistryRepository, name: String = "bootstrap admin") async throws(RegistryError) -> IssuedAPIKey? {
+    public static func ensure(
+        repository: any AdminRegistryRepository, name: String = "bootstrap admin"
+    ) async throws(RegistryError) -> IssuedAPIKey? {
         guard try await repository.activeAPIKeyCount(role: .admin) == 0 else { return nil }
         return try await repository.createAPIKey(name: name, role: .admin)
     }
@@ -41,9 +43,11 @@ public struct BootstrapKeyFile: Sendable {
 
     public func write(_ secret: String) throws {
         let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard FileManager.default.createFile(
-            atPath: temporary, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]
-        ) else { throw Unwritable(path: path) }
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]
+            )
+        else { throw Unwritable(path: path) }
         guard rename(temporary, path) == 0 else {
             try? FileManager.default.removeItem(atPath: temporary)
             throw Unwritable(path: path)

@@ -15,9 +15,12 @@ public struct RegistrySettings: Sendable {
     public var beaconKeySealer: BeaconKeySealer?
 
     public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> RegistrySettings {
-        let bootstrapKeyFile = try env.bool("REGISTRY_BOOTSTRAP", default: false)
-            ? BootstrapKeyFile(path: try env.requiredString(
-                "REGISTRY_BOOTSTRAP_KEY_PATH", expected: "with REGISTRY_BOOTSTRAP=1, the file the first admin API key is written to (never the log)"))
+        let bootstrapKeyFile =
+            try env.bool("REGISTRY_BOOTSTRAP", default: false)
+            ? BootstrapKeyFile(
+                path: try env.requiredString(
+                    "REGISTRY_BOOTSTRAP_KEY_PATH",
+                    expected: "with REGISTRY_BOOTSTRAP=1, the file the first admin API key is written to (never the log)"))
             : nil
         return RegistrySettings(bootstrapKeyFile: bootstrapKeyFile, beaconKeySealer: try loadBeaconKeySealer(from: env))
     }

@@ -44,7 +44,9 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
     /// (any status), the moment the telemetry aggregator's SLO counts as the receipt.
     public var reachedServerAt: Int64
 
-    public init(key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil, reachedServerAt: Int64? = nil) {
+    public init(
+        key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil, reachedServerAt: Int64? = nil
+    ) {
         self.key = key
         self.kind = kind
         self.status = status
@@ -162,7 +164,9 @@ public struct InProcessDelivery: DeliveryDriver {
         var log = AttemptLog()
         let server = self.server
         let timeout = requestTimeoutMs
-        let report = try await drainer.drain(deadline: budgetMs.map { Timestamp(millisecondsSinceEpoch: now + $0) }, random: &random.generator) { entry, payload in
+        let report = try await drainer.drain(
+            deadline: budgetMs.map { Timestamp(millisecondsSinceEpoch: now + $0) }, random: &random.generator
+        ) { entry, payload in
             let t = clock.now().millisecondsSinceEpoch
             if kinds[entry.id] == nil, let event = try? PresenceCoding.decodeEvent(payload) {
                 kinds[entry.id] = (event.idempotencyKey.hex, event.type.rawValue)
@@ -195,8 +199,10 @@ public struct InProcessDelivery: DeliveryDriver {
         for delivered in report.delivered {
             let (key, kind) = kinds[delivered.id] ?? ("?", "?")
             let answer = answered[delivered.id] ?? (clock.now().millisecondsSinceEpoch, 1)
-            records.append(DeliveryRecord(
-                key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at, reachedServerAt: reached[delivered.id]))
+            records.append(
+                DeliveryRecord(
+                    key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at,
+                    reachedServerAt: reached[delivered.id]))
         }
         return records
     }
@@ -204,13 +210,14 @@ public struct InProcessDelivery: DeliveryDriver {
     public func uploadTelemetry(
         _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
     ) async -> Int {
-        let reachable: Bool = if finalSync {
-            true
-        } else if case .online(let latency) = profile.network(at: now) {
-            Int64(latency) <= requestTimeoutMs
-        } else {
-            false
-        }
+        let reachable: Bool =
+            if finalSync {
+                true
+            } else if case .online(let latency) = profile.network(at: now) {
+                Int64(latency) <= requestTimeoutMs
+            } else {
+                false
+            }
         guard reachable else { return 0 }
         server.receiveTelemetry(records, deviceId: device.deviceId)
         return records.count

@@ -15,7 +15,9 @@ public struct PostedEvent: Sendable, Hashable, Codable {
     /// The gate whose beacon the event names (nil: a beacon of no simulated gate).
     public var gate: Int?
 
-    public init(key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64, gate: Int? = nil) {
+    public init(
+        key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64, gate: Int? = nil
+    ) {
         self.key = key
         self.kind = kind
         self.siteId = siteId
@@ -110,7 +112,9 @@ public struct DeviceSimulation: Sendable {
 
     /// Runs the whole itinerary; `finalSync` opens the app online at the end so the outbox drains
     /// completely (the report's lost / undelivered figures are measured after it).
-    public mutating func run(delivery: some DeliveryDriver, pacer: (any VirtualPacer)? = nil, finalSync: Bool = true) async throws -> DeviceResult {
+    public mutating func run(
+        delivery: some DeliveryDriver, pacer: (any VirtualPacer)? = nil, finalSync: Bool = true
+    ) async throws -> DeviceResult {
         var result = DeviceResult(person: person.index, userId: identity.userId ?? "", deviceId: identity.deviceId)
         let site = world.sites[person.siteIndex]
         // The outbox stamps entries with the phone's (skewed) clock at the current virtual time.
@@ -162,7 +166,8 @@ public struct DeviceSimulation: Sendable {
             if tracing {
                 for e in effects {
                     switch e {
-                    case .postCheckIn(let a), .postCheckOut(let a), .postHeartbeat(let a): print("# \(t) post \(a.type.rawValue) \(a.reason.rawValue)")
+                    case .postCheckIn(let a), .postCheckOut(let a), .postHeartbeat(let a):
+                        print("# \(t) post \(a.type.rawValue) \(a.reason.rawValue)")
                     case .log(_, let m): print("# \(t) log \(m)")
                     case .persistSnapshot: break
                     default: print("# \(t) \(e)")
@@ -174,10 +179,11 @@ public struct DeviceSimulation: Sendable {
             for effect in effects {
                 switch effect {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
-                    result.posted.append(PostedEvent(
-                        key: e.idempotencyKey.hex, kind: e.type.rawValue, siteId: e.siteId, sessionKey: e.sessionKey,
-                        reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t,
-                        gate: site.beacons.first { $0.identity == e.beacon }?.gateIndex))
+                    result.posted.append(
+                        PostedEvent(
+                            key: e.idempotencyKey.hex, kind: e.type.rawValue, siteId: e.siteId, sessionKey: e.sessionKey,
+                            reason: e.reason.rawValue, timestamp: e.timestamp.millisecondsSinceEpoch, decidedAt: t,
+                            gate: site.beacons.first { $0.identity == e.beacon }?.gateIndex))
                     if case .offline = profile.network(at: t) { telemetry.recordOfflineEnqueue(backlog: outbox.count, at: deviceTime(t)) }
                     drainWanted = true
                 case .requestRegionState: pending.append(Pending(at: t + 500, event: .regionState))
@@ -213,7 +219,8 @@ public struct DeviceSimulation: Sendable {
         // Every attempt's outcome as the app's telemetry (`api_201`, `api_timeout`, ...).
         func recordAttempts(_ log: AttemptLog, at t: Int64) {
             for (label, n) in log.statuses.sorted(by: { $0.key < $1.key }) {
-                let outcome: DeliveryResult? = if let status = Int(label) { .response(status: status) } else if label == "timeout" { .timeout } else { nil }
+                let outcome: DeliveryResult? =
+                    if let status = Int(label) { .response(status: status) } else if label == "timeout" { .timeout } else { nil }
                 guard let outcome else { continue }
                 for _ in 0..<n { telemetry.recordAttempt(outcome, at: deviceTime(t)) }
             }
@@ -330,8 +337,10 @@ public struct DeviceSimulation: Sendable {
                 case .regionEntered: event = .beaconRegionEntered; relaunches = appState == .terminated
                 case .regionExited: event = .beaconRegionExited; relaunches = appState == .terminated
                 case .regionState: event = .beaconRegionState(inside: regionOS)
-                case .geofenceEntered: event = .geofenceEntered(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
-                case .geofenceExited: event = .geofenceExited(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
+                case .geofenceEntered:
+                    event = .geofenceEntered(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
+                case .geofenceExited:
+                    event = .geofenceExited(siteId: site.id); relaunches = appState == .terminated || appState == .forceQuit
                 case .motion(let activity): event = .motionActivity(activity)
                 case .gattResult: event = .gattChallengeResult(ok: true, roundTripMs: 200)
                 }
@@ -355,7 +364,9 @@ public struct DeviceSimulation: Sendable {
                 }
                 if walkingOS && t >= nextStepsAt {
                     // The pedometer counts walking and running, not pedalling.
-                    if activityOS != .cycling { try apply(agent!.handle(.steps(activityOS == .running ? 28 : 18), at: deviceTime(t)), at: t) }
+                    if activityOS != .cycling {
+                        try apply(agent!.handle(.steps(activityOS == .running ? 28 : 18), at: deviceTime(t)), at: t)
+                    }
                     nextStepsAt = t + 10_000
                 }
                 let network = profile.network(at: t)

@@ -85,9 +85,11 @@ public struct FleetPlan: Sendable {
     /// `world`: the sites to use instead of `World.standard` from the options (a sweep's own world).
     public init(options: FleetOptions, world: World? = nil) {
         self.options = options
-        let world = world ?? World.standard(
-            sites: max(1, options.sites), gatesPerSite: options.gatesPerSite, busyDoorIntervalMs: options.busyDoorIntervalMs,
-            gateIntervalMs: options.gateIntervalMs, gateSpacingMeters: options.gateSpacingMeters, radio: options.radio)
+        let world =
+            world
+            ?? World.standard(
+                sites: max(1, options.sites), gatesPerSite: options.gatesPerSite, busyDoorIntervalMs: options.busyDoorIntervalMs,
+                gateIntervalMs: options.gateIntervalMs, gateSpacingMeters: options.gateSpacingMeters, radio: options.radio)
         self.world = world
         var random = SimulationRandom(seed: options.seed, stream: 0xF1EE7)
         let visitors = Int((Double(options.devices) * options.visitorShare).rounded())
@@ -106,22 +108,27 @@ public struct FleetPlan: Sendable {
                     (.doorwayLoiterer, options.doorwayLoitererShare),
                 ]
                 var cumulative = 0.0
-                kind = shares.first { cumulative += $0.1; return r < cumulative }?.0 ?? .employee
+                kind =
+                    shares.first {
+                        cumulative += $0.1; return r < cumulative
+                    }?.0 ?? .employee
             }
             let siteIndex = index % world.sites.count
-            let person = switch options.scheduleKind {
-            case .workingDays:
-                ScheduleGenerator.person(
-                    index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.start,
-                    durationMs: options.startOffsetMs + options.durationMs, settings: options.schedule, random: &personRandom)
-            case .morningRush:
-                ScheduleGenerator.rushPerson(
-                    index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.simulationStart,
-                    durationMs: options.durationMs, settings: options.schedule, rush: options.rush, random: &personRandom)
-            }
+            let person =
+                switch options.scheduleKind {
+                case .workingDays:
+                    ScheduleGenerator.person(
+                        index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.start,
+                        durationMs: options.startOffsetMs + options.durationMs, settings: options.schedule, random: &personRandom)
+                case .morningRush:
+                    ScheduleGenerator.rushPerson(
+                        index: index, kind: kind, siteIndex: siteIndex, site: world.sites[siteIndex], start: options.simulationStart,
+                        durationMs: options.durationMs, settings: options.schedule, rush: options.rush, random: &personRandom)
+                }
             people.append(person)
             if person.hasDevice {
-                profiles[index] = options.phones.profile(start: options.simulationStart, durationMs: options.durationMs, random: &personRandom)
+                profiles[index] = options.phones.profile(
+                    start: options.simulationStart, durationMs: options.durationMs, random: &personRandom)
             }
         }
         self.people = people

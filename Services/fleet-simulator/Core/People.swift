@@ -59,7 +59,9 @@ public struct Whereabouts: Sendable, Hashable {
     public var extraLossDb: Double
     public var activity: MotionActivity
 
-    public init(position: Point, heading: Point, walking: Bool, facing: Point? = nil, extraLossDb: Double = 0, activity: MotionActivity? = nil) {
+    public init(
+        position: Point, heading: Point, walking: Bool, facing: Point? = nil, extraLossDb: Double = 0, activity: MotionActivity? = nil
+    ) {
         self.position = position
         self.heading = heading
         self.walking = walking
@@ -321,8 +323,10 @@ public enum ScheduleGenerator {
                 let leave = midnight + settings.leaveMs + Int64(random.gaussian() * settings.leaveSpreadMs)
                 guard arrival > b.now + 600_000, arrival < end - 600_000 else { continue }
                 // In.
-                goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: arrival,
-                     stand: kind == .gateStander ? random.uniform(settings.standSeconds) : 0, speed: speed, settings: settings, random: &random)
+                goIn(
+                    &b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: arrival,
+                    stand: kind == .gateStander ? random.uniform(settings.standSeconds) : 0, speed: speed, settings: settings,
+                    random: &random)
                 if kind == .doorwayLoiterer {
                     let breaks = random.int(settings.doorwayBreaks)
                     var times = (0..<breaks).map { _ in midnight + Int64(random.uniform(9.5 * 3_600_000...16.5 * 3_600_000)) }
@@ -340,8 +344,9 @@ public enum ScheduleGenerator {
                     if out > b.now + 60_000 && back < leave - 30 * 60_000 && back < end - 600_000 {
                         b.stay(until: out - b.walkDuration(to: Point(x: door.x, y: 0), speed: speed), extraLossDb: deskLoss)
                         goOut(&b, &truth, person: index, site: site, gate: gate, door: door, at: out, speed: speed, random: &random)
-                        goIn(&b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: back,
-                             stand: 0, speed: speed, settings: settings, random: &random)
+                        goIn(
+                            &b, &truth, person: index, site: site, gate: gate, door: door, desk: desk, at: back,
+                            stand: 0, speed: speed, settings: settings, random: &random)
                     }
                 }
                 guard leave < end - 600_000 else { continue }

@@ -65,7 +65,10 @@ public struct PhoneProfile: Sendable, Hashable, Codable {
     public var idleDrainPercentPerHour = 1.0
     public var scanDrainPercentPerHour = 3.0
 
-    public init(latencyMs: Int = 80, networkWindows: [NetworkWindow] = [], lifecycle: [ScheduledLifecycle] = [], clockSkewMs: Int64 = 0, phoneLossDb: Double = 0, model: String = "iPhone14,5") {
+    public init(
+        latencyMs: Int = 80, networkWindows: [NetworkWindow] = [], lifecycle: [ScheduledLifecycle] = [], clockSkewMs: Int64 = 0,
+        phoneLossDb: Double = 0, model: String = "iPhone14,5"
+    ) {
         self.latencyMs = latencyMs
         self.networkWindows = networkWindows
         self.lifecycle = lifecycle
@@ -153,7 +156,8 @@ public struct PhoneMix: Sendable, Hashable, Codable {
             let to = min(from + Int64(random.uniform(captivePortalSeconds) * 1000), lastEnd)
             if to > from { p.networkWindows.append(NetworkWindow(from: from, to: to, condition: .captivePortal)) }
         }
-        for (share, event) in [(terminated, LifecycleEvent.terminated), (forceQuit, .forceQuit), (reboot, .reboot)] where random.chance(share) {
+        for (share, event) in [(terminated, LifecycleEvent.terminated), (forceQuit, .forceQuit), (reboot, .reboot)]
+        where random.chance(share) {
             p.lifecycle.append(ScheduledLifecycle(at: start + Int64(random.uniform(0...Double(durationMs) * 0.9)), event: event))
         }
         p.lifecycle.sort { $0.at < $1.at }

@@ -94,7 +94,9 @@ public struct RadioChannel: Sendable {
         }
         let phoneInside = position.y > radio.wallFreeDepthMeters
         let beaconInside = beacon.position.y > radio.wallFreeDepthMeters
-        if phoneInside != beaconInside && abs(position.x - beacon.position.x) + abs(position.y - beacon.position.y) > radio.wallFreeDepthMeters {
+        if phoneInside != beaconInside
+            && abs(position.x - beacon.position.x) + abs(position.y - beacon.position.y) > radio.wallFreeDepthMeters
+        {
             rssi -= radio.wallAttenuationDb
         }
         return rssi
@@ -110,7 +112,8 @@ public struct RadioChannel: Sendable {
     public func anyBeaconAudible(from position: Point) -> Bool {
         let spread = radio.upperSpreadDb
         return site.beacons.contains {
-            position.distance(to: $0.position) <= radio.maxRangeMeters && loudestMean(beacon: $0, at: position) + spread >= radio.sensitivityDbm
+            position.distance(to: $0.position) <= radio.maxRangeMeters
+                && loudestMean(beacon: $0, at: position) + spread >= radio.sensitivityDbm
         }
     }
 
@@ -125,7 +128,8 @@ public struct RadioChannel: Sendable {
         let spread = radio.upperSpreadDb
         for (i, beacon) in site.beacons.enumerated() {
             if here.position.distance(to: beacon.position) > radio.maxRangeMeters
-                || loudestMean(beacon: beacon, at: here.position) + spread < radio.sensitivityDbm {
+                || loudestMean(beacon: beacon, at: here.position) + spread < radio.sensitivityDbm
+            {
                 if now - lastHeardAt[i] < Self.zeroListingMs { out.append(RangedBeacon(beaconIndex: i, rssi: 0, packetsHeard: 0)) }
                 continue
             }

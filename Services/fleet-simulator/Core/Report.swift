@@ -148,7 +148,10 @@ public struct FleetReport: Sendable, Codable {
         for person in plan.people where person.hasDevice {
             guard let device = byPerson[person.index] else { continue }
             for arrival in person.truth where arrival.kind == .arrival {
-                if let c = device.posted.first(where: { $0.kind == "checkin" && $0.decidedAt >= arrival.at - Score.arrivalWindowBeforeMs && $0.decidedAt <= arrival.at + Score.arrivalWindowAfterMs }) {
+                if let c = device.posted.first(where: {
+                    $0.kind == "checkin" && $0.decidedAt >= arrival.at - Score.arrivalWindowBeforeMs
+                        && $0.decidedAt <= arrival.at + Score.arrivalWindowAfterMs
+                }) {
                     histogram[min(30, max(0, Int((c.decidedAt - arrival.at) / 1000)))] += 1
                 }
             }
@@ -158,12 +161,15 @@ public struct FleetReport: Sendable, Codable {
         var perKind: [PersonKind: Int] = [:]
         for person in plan.people where person.hasDevice {
             let all = ProcessInfo.processInfo.environment["FLEET_ALL_TIMELINES"] == "1"
-            guard all || perKind[person.kind, default: 0] < (person.kind == .employee ? 6 : 2), let device = byPerson[person.index] else { continue }
+            guard all || perKind[person.kind, default: 0] < (person.kind == .employee ? 6 : 2), let device = byPerson[person.index] else {
+                continue
+            }
             perKind[person.kind, default: 0] += 1
-            sample.append(Timeline(
-                person: person.index, kind: person.kind.rawValue,
-                truth: person.truth.map { .init(kind: $0.kind.rawValue, at: $0.at) },
-                detected: device.posted.filter { $0.kind != "heartbeat" }.map { .init(kind: $0.kind, at: $0.decidedAt) }))
+            sample.append(
+                Timeline(
+                    person: person.index, kind: person.kind.rawValue,
+                    truth: person.truth.map { .init(kind: $0.kind.rawValue, at: $0.at) },
+                    detected: device.posted.filter { $0.kind != "heartbeat" }.map { .init(kind: $0.kind, at: $0.decidedAt) }))
         }
         timelines = sample
         sites = plan.world.sites.indices.map { index in
@@ -195,29 +201,41 @@ public struct FleetReport: Sendable, Codable {
     /// How far apart the run's SLO and the server's may be (percentage points, as a fraction).
     public static let sloAgreement = 0.005
 
-    static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters, serverSLO: ServerSLO?) -> [Target] {
+    static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters, serverSLO: ServerSLO?) -> [Target]
+    {
         func pct(_ v: Double) -> String { String(format: "%.3f %%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1f s", $0) } ?? "n/a" }
         var t: [Target] = [
             Target(name: "check-in recall", target: ">= 99.9 %", actual: pct(score.checkInRecall), met: score.checkInRecall >= 0.999),
-            Target(name: "check-in precision", target: ">= 99.9 %", actual: pct(score.checkInPrecision), met: score.checkInPrecision >= 0.999),
+            Target(
+                name: "check-in precision", target: ">= 99.9 %", actual: pct(score.checkInPrecision), met: score.checkInPrecision >= 0.999),
             Target(name: "false check-outs", target: "0", actual: "\(score.falseCheckOuts)", met: score.falseCheckOuts == 0),
-            Target(name: "detection latency p50", target: "< 5 s", actual: sec(score.detectionLatencySeconds.p50), met: (score.detectionLatencySeconds.p50 ?? 99) < 5),
-            Target(name: "detection latency p99", target: "< 15 s", actual: sec(score.detectionLatencySeconds.p99), met: (score.detectionLatencySeconds.p99 ?? 99) < 15),
+            Target(
+                name: "detection latency p50", target: "< 5 s", actual: sec(score.detectionLatencySeconds.p50),
+                met: (score.detectionLatencySeconds.p50 ?? 99) < 5),
+            Target(
+                name: "detection latency p99", target: "< 15 s", actual: sec(score.detectionLatencySeconds.p99),
+                met: (score.detectionLatencySeconds.p99 ?? 99) < 15),
             Target(name: "events lost", target: "0", actual: "\(delivery.lost)", met: delivery.lost == 0),
             Target(name: "events duplicated", target: "0", actual: "\(delivery.duplicated)", met: delivery.duplicated == 0),
-            Target(name: "SLO: events at the server within 5 min of their time", target: ">= 99 %", actual: pct(score.sloWithin5Minutes), met: score.sloWithin5Minutes >= 0.99),
+            Target(
+                name: "SLO: events at the server within 5 min of their time", target: ">= 99 %", actual: pct(score.sloWithin5Minutes),
+                met: score.sloWithin5Minutes >= 0.99),
         ]
         if let serverSLO {
             let gap = abs(serverSLO.compliance - score.sloWithin5Minutes)
-            t.append(Target(
-                name: "SLO as the status page reports it (\(serverSLO.source))", target: "within 0.5 points, every event counted",
-                actual: "\(pct(serverSLO.compliance)) (\(serverSLO.good) of \(serverSLO.total) events)",
-                met: gap < sloAgreement && serverSLO.total == Int64(score.sloEvents)))
+            t.append(
+                Target(
+                    name: "SLO as the status page reports it (\(serverSLO.source))", target: "within 0.5 points, every event counted",
+                    actual: "\(pct(serverSLO.compliance)) (\(serverSLO.good) of \(serverSLO.total) events)",
+                    met: gap < sloAgreement && serverSLO.total == Int64(score.sloEvents)))
         }
         if parameters.mode == "detection-only" {
             let perDevice = throughput.residentBytesPerDevice
-            t.append(Target(name: "memory per device (resident, outbox files excluded)", target: "<= 50 KiB", actual: String(format: "%.1f KiB", perDevice / 1024), met: perDevice <= 50 * 1024))
+            t.append(
+                Target(
+                    name: "memory per device (resident, outbox files excluded)", target: "<= 50 KiB",
+                    actual: String(format: "%.1f KiB", perDevice / 1024), met: perDevice <= 50 * 1024))
         }
         return t
     }
@@ -227,26 +245,29 @@ public struct FleetReport: Sendable, Codable {
         func pct(_ v: Double) -> String { String(format: "%.2f%%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1fs", $0) } ?? "n/a" }
         let realTime = parameters.mode == "real-stack"
-        let span = realTime
+        let span =
+            realTime
             ? String(format: "%.0f s in real time (phones and servers on the same clock)", parameters.durationHours * 3_600)
             : String(format: "%.1f h virtual in %.1f s wall", parameters.durationHours, throughput.wallSeconds)
-        let checkOuts = s.departures == 0
+        let checkOuts =
+            s.departures == 0
             ? "no departures in the run"
             : "check-out accuracy \(pct(s.checkOutAccuracy)) (\(s.accurateCheckOuts)/\(s.departures))"
         let clock = realTime ? "" : " virtual"
-        let wall = realTime
+        let wall =
+            realTime
             ? "; request to verdict p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")"
             : ""
         let server = serverSLO.map { "; status page (\($0.source)) \(pct($0.compliance)) of \($0.total)" } ?? ""
         let missed = targets.filter { !$0.met }
         return """
-        devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
-        check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
-        detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
-        events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
-        SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)
-        targets met: \(targets.filter(\.met).count)/\(targets.count)\(missed.isEmpty ? "" : " (missed: " + missed.map(\.name).joined(separator: ", ") + ")")
-        """
+            devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
+            check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
+            detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
+            events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
+            SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)
+            targets met: \(targets.filter(\.met).count)/\(targets.count)\(missed.isEmpty ? "" : " (missed: " + missed.map(\.name).joined(separator: ", ") + ")")
+            """
     }
 
     public func json() throws -> String {

@@ -56,11 +56,19 @@ enum Expect {
     }
 
     static func recall(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkInRecall >= min ? [] : ["check-in recall \(r.score.checkInRecall) < \(min) (\(r.score.matchedArrivals)/\(r.score.arrivals)); missed: \(r.score.missedArrivalsSample.prefix(3))"]
+        r.score.checkInRecall >= min
+            ? []
+            : [
+                "check-in recall \(r.score.checkInRecall) < \(min) (\(r.score.matchedArrivals)/\(r.score.arrivals)); missed: \(r.score.missedArrivalsSample.prefix(3))"
+            ]
     }
 
     static func precision(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkInPrecision >= min ? [] : ["check-in precision \(r.score.checkInPrecision) < \(min) (\(r.score.falseCheckIns) false, \(r.score.repeatedCheckIns) repeated of \(r.score.checkIns))"]
+        r.score.checkInPrecision >= min
+            ? []
+            : [
+                "check-in precision \(r.score.checkInPrecision) < \(min) (\(r.score.falseCheckIns) false, \(r.score.repeatedCheckIns) repeated of \(r.score.checkIns))"
+            ]
     }
 
     /// Detection latency: p50 under 5 s (the target), p99 under `p99` seconds. A run with arrivals but
@@ -85,11 +93,16 @@ enum Expect {
     static let sixMetreGatesFloor = 0.92
 
     static func checkOutTime(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkOutAccuracy >= min ? [] : ["check-out within 3 min of the departure \(r.score.checkOutAccuracy) < \(min) (\(r.score.accurateCheckOuts)/\(r.score.departures))"]
+        r.score.checkOutAccuracy >= min
+            ? []
+            : [
+                "check-out within 3 min of the departure \(r.score.checkOutAccuracy) < \(min) (\(r.score.accurateCheckOuts)/\(r.score.departures))"
+            ]
     }
 
     static func rightGate(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.rightGateShare >= min ? [] : ["right gate \(r.score.rightGateShare) < \(min) (\(r.score.rightGateCheckIns)/\(r.score.matchedArrivals))"]
+        r.score.rightGateShare >= min
+            ? [] : ["right gate \(r.score.rightGateShare) < \(min) (\(r.score.rightGateCheckIns)/\(r.score.matchedArrivals))"]
     }
 
     /// Recall, precision and no false check-out at the targets, latency, no loss: every row with arrivals.
@@ -124,104 +137,169 @@ extension Scenario {
 
     /// The QA matrix, each row with the detection targets it must meet.
     public static let all: [Scenario] = [
-        make("default-world", "the default world and phone mix: employees, walk-pasts, gate standers, visitors, network and app troubles",
-             devices: 2_000, options: { o in o.phones = PhoneMix(); o.walkPastShare = 0.05; o.gateStanderShare = 0.05; o.visitorShare = 0.02 },
-             expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
-        make("single-beacon-700ms", "one gate, one beacon advertising every 700 ms (no busy door): the latency target",
-             devices: 700, options: { o in o.gatesPerSite = 1; o.busyDoorIntervalMs = 700 },
-             expect: { r in Expect.detection(r) }),
-        make("overlapping-beacons", "four gates 12 m apart: every gate hears its neighbours",
-             options: { o in o.gatesPerSite = 4 },
-             expect: { r in Expect.detection(r) + Expect.rightGate(r, atLeast: 0.99) }),
-        make("crowd-at-the-door", "300 people arriving within a few minutes through one door",
-             devices: 300, options: { o in o.gatesPerSite = 1; o.schedule.arrivalSpreadMs = 3 * 60_000 },
-             expect: { r in Expect.detection(r) }),
-        make("slow-walk", "walking at 0.5-0.8 m/s",
-             options: { o in o.schedule.walkSpeed = 0.5...0.8 },
-             expect: { r in Expect.detection(r) }),
-        make("fast-walk", "walking at 1.8-2.2 m/s with barely a pause at the door (too short for the motion coprocessor to report), 700 ms and 250 ms doors",
-             devices: 700, options: { o in o.schedule.walkSpeed = 1.8...2.2; o.schedule.doorPauseSeconds = 0.5...1.5 },
-             expect: { r in Expect.detection(r) }),
+        make(
+            "default-world", "the default world and phone mix: employees, walk-pasts, gate standers, visitors, network and app troubles",
+            devices: 2_000,
+            options: { o in
+                o.phones = PhoneMix(); o.walkPastShare = 0.05; o.gateStanderShare = 0.05; o.visitorShare = 0.02
+            },
+            expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
+        make(
+            "single-beacon-700ms", "one gate, one beacon advertising every 700 ms (no busy door): the latency target",
+            devices: 700,
+            options: { o in
+                o.gatesPerSite = 1; o.busyDoorIntervalMs = 700
+            },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "overlapping-beacons", "four gates 12 m apart: every gate hears its neighbours",
+            options: { o in o.gatesPerSite = 4 },
+            expect: { r in Expect.detection(r) + Expect.rightGate(r, atLeast: 0.99) }),
+        make(
+            "crowd-at-the-door", "300 people arriving within a few minutes through one door",
+            devices: 300,
+            options: { o in
+                o.gatesPerSite = 1; o.schedule.arrivalSpreadMs = 3 * 60_000
+            },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "slow-walk", "walking at 0.5-0.8 m/s",
+            options: { o in o.schedule.walkSpeed = 0.5...0.8 },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "fast-walk",
+            "walking at 1.8-2.2 m/s with barely a pause at the door (too short for the motion coprocessor to report), 700 ms and 250 ms doors",
+            devices: 700,
+            options: { o in
+                o.schedule.walkSpeed = 1.8...2.2; o.schedule.doorPauseSeconds = 0.5...1.5
+            },
+            expect: { r in Expect.detection(r) }),
         // p50 is held to 10 s here: standing 1-2 m out, a third of the phones stay under the enter
         // threshold and check in by dwell once the motion coprocessor reports the rest (4 s + 2-5 s).
-        make("stand-at-gate", "people who stand still right at the gate for 1-5 minutes before going in",
-             options: { o in o.gateStanderShare = 1 },
-             expect: { r in
-                 Expect.recall(r, atLeast: Expect.target) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r)
-                     + Expect.latency(r, p50: 10) + Expect.noLoss(r)
-             }),
-        make("walk-past", "people who only walk past the gates on the pavement, 2-4 times each: at most one check-in per 200 passes",
-             options: { o in o.walkPastShare = 1 },
-             expect: { r in r.score.checkIns * 200 <= r.parameters.devices * 2 ? [] : ["\(r.score.checkIns) check-ins from \(r.parameters.devices) people who only walked past"] }),
-        make("visitors-without-devices", "visitors walk in and out without an enrolled device: nothing is recorded for them",
-             devices: 60, options: { o in o.visitorShare = 1 },
-             expect: { r in Expect.noLoss(r) + (r.parameters.visitors == 60 ? [] : ["expected 60 visitors"]) }),
-        make("reboot", "every phone reboots once during the day",
-             phone: { start, p in var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 10 * 3_600_000, event: .reboot)]; return p },
-             expect: { r in Expect.detection(r) }),
-        make("force-quit", "every phone's app is force-quit at 9:00 and only comes back with a geofence event",
-             phone: { start, p in var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 9 * 3_600_000, event: .forceQuit)]; return p },
-             expect: { r in Expect.noLoss(r) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r) + Expect.latency(r) }),
-        make("app-terminated", "the OS terminates every app at 10:00; a region or geofence event relaunches it",
-             phone: { start, p in var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 10 * 3_600_000, event: .terminated)]; return p },
-             expect: { r in Expect.detection(r) }),
-        make("offline-72h", "every phone offline for 72 hours from the first morning: everything arrives afterwards, once",
-             devices: 40, days: 4,
-             phone: { start, p in var p = p; p.networkWindows = [NetworkWindow(from: start + 6 * 3_600_000, to: start + 78 * 3_600_000, condition: .offline)]; return p },
-             expect: { r in Expect.detection(r) }),
-        make("2g-network", "every request takes 0.6-2.5 s, a third of the phones over the 4 s timeout (the server stored what the phone never heard back)",
-             phone: { _, p in var p = p; p.latencyMs = p.phoneLossDb > 2.7 ? 4_500 : 600 + Int(p.phoneLossDb * 500); return p },
-             expect: { r in Expect.detection(r) + ((r.delivery.attemptStatuses["timeout"] ?? 0) > 0 ? [] : ["no request timed out"]) }),
-        make("captive-portal", "every phone behind a captive portal (HTML 200) from 7:00 to 10:00",
-             phone: { start, p in var p = p; p.networkWindows = [NetworkWindow(from: start + 7 * 3_600_000, to: start + 10 * 3_600_000, condition: .captivePortal)]; return p },
-             expect: { r in Expect.detection(r) + ((r.delivery.attemptStatuses["captive_portal"] ?? 0) > 0 ? [] : ["no request met the portal"]) }),
-        make("signal-gaps-under-10s", "receptionists 1-2 m from the beacon with 3-9 s signal gaps every few minutes, check-out on beacon loss: no false check-out",
-             devices: 40,
-             options: { o in o.schedule.deskDepth = 1...2; o.schedule.lunchOutProbability = 0 },
-             phone: { start, p in
-                 var p = p
-                 var t = start + 8 * 3_600_000
-                 var n = UInt64(p.phoneLossDb * 1_000)
-                 while t < start + 18 * 3_600_000 {
-                     n = n &* 6364136223846793005 &+ 1442695040888963407
-                     let gap = 3_000 + Int64((n >> 33) % 6_000)
-                     p.signalGaps.append(NetworkWindow(from: t, to: t + gap, condition: .offline))
-                     t += 120_000 + Int64((n >> 20) % 120_000)
-                 }
-                 return p
-             },
-             config: { c in var c = c; c.checkOutTrigger = .beaconLoss; c.flags.continuousScan = true; return c },
-             expect: { r in Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
+        make(
+            "stand-at-gate", "people who stand still right at the gate for 1-5 minutes before going in",
+            options: { o in o.gateStanderShare = 1 },
+            expect: { r in
+                Expect.recall(r, atLeast: Expect.target) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r)
+                    + Expect.latency(r, p50: 10) + Expect.noLoss(r)
+            }),
+        make(
+            "walk-past", "people who only walk past the gates on the pavement, 2-4 times each: at most one check-in per 200 passes",
+            options: { o in o.walkPastShare = 1 },
+            expect: { r in
+                r.score.checkIns * 200 <= r.parameters.devices * 2
+                    ? [] : ["\(r.score.checkIns) check-ins from \(r.parameters.devices) people who only walked past"]
+            }),
+        make(
+            "visitors-without-devices", "visitors walk in and out without an enrolled device: nothing is recorded for them",
+            devices: 60, options: { o in o.visitorShare = 1 },
+            expect: { r in Expect.noLoss(r) + (r.parameters.visitors == 60 ? [] : ["expected 60 visitors"]) }),
+        make(
+            "reboot", "every phone reboots once during the day",
+            phone: { start, p in
+                var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 10 * 3_600_000, event: .reboot)]; return p
+            },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "force-quit", "every phone's app is force-quit at 9:00 and only comes back with a geofence event",
+            phone: { start, p in
+                var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 9 * 3_600_000, event: .forceQuit)]; return p
+            },
+            expect: { r in Expect.noLoss(r) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r) + Expect.latency(r) }
+        ),
+        make(
+            "app-terminated", "the OS terminates every app at 10:00; a region or geofence event relaunches it",
+            phone: { start, p in
+                var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 10 * 3_600_000, event: .terminated)]; return p
+            },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "offline-72h", "every phone offline for 72 hours from the first morning: everything arrives afterwards, once",
+            devices: 40, days: 4,
+            phone: { start, p in
+                var p = p; p.networkWindows = [NetworkWindow(from: start + 6 * 3_600_000, to: start + 78 * 3_600_000, condition: .offline)];
+                return p
+            },
+            expect: { r in Expect.detection(r) }),
+        make(
+            "2g-network",
+            "every request takes 0.6-2.5 s, a third of the phones over the 4 s timeout (the server stored what the phone never heard back)",
+            phone: { _, p in
+                var p = p; p.latencyMs = p.phoneLossDb > 2.7 ? 4_500 : 600 + Int(p.phoneLossDb * 500); return p
+            },
+            expect: { r in Expect.detection(r) + ((r.delivery.attemptStatuses["timeout"] ?? 0) > 0 ? [] : ["no request timed out"]) }),
+        make(
+            "captive-portal", "every phone behind a captive portal (HTML 200) from 7:00 to 10:00",
+            phone: { start, p in
+                var p = p;
+                p.networkWindows = [NetworkWindow(from: start + 7 * 3_600_000, to: start + 10 * 3_600_000, condition: .captivePortal)];
+                return p
+            },
+            expect: { r in
+                Expect.detection(r) + ((r.delivery.attemptStatuses["captive_portal"] ?? 0) > 0 ? [] : ["no request met the portal"])
+            }),
+        make(
+            "signal-gaps-under-10s",
+            "receptionists 1-2 m from the beacon with 3-9 s signal gaps every few minutes, check-out on beacon loss: no false check-out",
+            devices: 40,
+            options: { o in
+                o.schedule.deskDepth = 1...2; o.schedule.lunchOutProbability = 0
+            },
+            phone: { start, p in
+                var p = p
+                var t = start + 8 * 3_600_000
+                var n = UInt64(p.phoneLossDb * 1_000)
+                while t < start + 18 * 3_600_000 {
+                    n = n &* 6364136223846793005 &+ 1442695040888963407
+                    let gap = 3_000 + Int64((n >> 33) % 6_000)
+                    p.signalGaps.append(NetworkWindow(from: t, to: t + gap, condition: .offline))
+                    t += 120_000 + Int64((n >> 20) % 120_000)
+                }
+                return p
+            },
+            config: { c in
+                var c = c; c.checkOutTrigger = .beaconLoss; c.flags.continuousScan = true; return c
+            },
+            expect: { r in Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
         // The failure modes the detection sweep found, one row each.
-        make("resting-in-a-shadow", "desks 2-15 m from the gate, every one in a 8-20 dB radio shadow, check-out on beacon loss: nobody at rest is checked out",
-             devices: 80,
-             options: { o in
-                 o.schedule.deskDepth = 2...15; o.schedule.shadowedDeskShare = 1; o.schedule.lunchOutProbability = 0
-                 o.detection.checkOutTrigger = .beaconLoss
-             },
-             expect: { r in Expect.noFalseCheckOuts(r) + Expect.recall(r, atLeast: Expect.target) + Expect.noLoss(r) }),
-        make("hot-phones-low-path-loss", "a corridor-like site (path-loss exponent 1.8) and phones reading 3-6 dB hot; people walk past 4-8 m from the doors",
-             devices: 200,
-             options: { o in
-                 o.radio.pathLossExponent = 1.8; o.phones.phoneLossDb = -6...(-3); o.walkPastShare = 0.5
-                 o.schedule.pavementDistance = 4...8
-             },
-             // Floors, not the 99.5 % target: at its closest a walk-past here reads as strong as a cold
-             // phone at the door (PresenceKit README, "What the sweep shows").
-             expect: { r in
-                 Expect.recall(r, atLeast: 0.995) + Expect.precision(r, atLeast: Expect.hotPhonesPrecisionFloor)
-                     + Expect.noFalseCheckOuts(r) + Expect.latency(r) + Expect.noLoss(r)
-             }),
-        make("weak-walk-out", "deep desks and phones reading 6-8 dB cold: the check-out must carry the time of the walk out, not of the arrival",
-             devices: 200,
-             options: { o in o.phones.phoneLossDb = 6...8 },
-             expect: { r in Expect.checkOutTime(r, atLeast: 0.99) + Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
-        make("gates-6m-apart", "three gates 6 m apart, each heard from the next: the check-in names the gate the person came through",
-             devices: 300,
-             options: { o in o.gatesPerSite = 3; o.gateSpacingMeters = 6 },
-             // A floor, not the 99 % target: each beacon's shadowing is its own, so a neighbour 6 m away
-             // outreads the gate passed through about one time in twenty.
-             expect: { r in Expect.detection(r) + Expect.rightGate(r, atLeast: Expect.sixMetreGatesFloor) }),
+        make(
+            "resting-in-a-shadow",
+            "desks 2-15 m from the gate, every one in a 8-20 dB radio shadow, check-out on beacon loss: nobody at rest is checked out",
+            devices: 80,
+            options: { o in
+                o.schedule.deskDepth = 2...15; o.schedule.shadowedDeskShare = 1; o.schedule.lunchOutProbability = 0
+                o.detection.checkOutTrigger = .beaconLoss
+            },
+            expect: { r in Expect.noFalseCheckOuts(r) + Expect.recall(r, atLeast: Expect.target) + Expect.noLoss(r) }),
+        make(
+            "hot-phones-low-path-loss",
+            "a corridor-like site (path-loss exponent 1.8) and phones reading 3-6 dB hot; people walk past 4-8 m from the doors",
+            devices: 200,
+            options: { o in
+                o.radio.pathLossExponent = 1.8; o.phones.phoneLossDb = -6...(-3); o.walkPastShare = 0.5
+                o.schedule.pavementDistance = 4...8
+            },
+            // Floors, not the 99.5 % target: at its closest a walk-past here reads as strong as a cold
+            // phone at the door (PresenceKit README, "What the sweep shows").
+            expect: { r in
+                Expect.recall(r, atLeast: 0.995) + Expect.precision(r, atLeast: Expect.hotPhonesPrecisionFloor)
+                    + Expect.noFalseCheckOuts(r) + Expect.latency(r) + Expect.noLoss(r)
+            }),
+        make(
+            "weak-walk-out",
+            "deep desks and phones reading 6-8 dB cold: the check-out must carry the time of the walk out, not of the arrival",
+            devices: 200,
+            options: { o in o.phones.phoneLossDb = 6...8 },
+            expect: { r in Expect.checkOutTime(r, atLeast: 0.99) + Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
+        make(
+            "gates-6m-apart", "three gates 6 m apart, each heard from the next: the check-in names the gate the person came through",
+            devices: 300,
+            options: { o in
+                o.gatesPerSite = 3; o.gateSpacingMeters = 6
+            },
+            // A floor, not the 99 % target: each beacon's shadowing is its own, so a neighbour 6 m away
+            // outreads the gate passed through about one time in twenty.
+            expect: { r in Expect.detection(r) + Expect.rightGate(r, atLeast: Expect.sixMetreGatesFloor) }),
     ]
 
     public static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }

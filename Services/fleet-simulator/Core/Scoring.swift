@@ -99,10 +99,13 @@ public struct Score: Sendable, Hashable, Codable {
             return e.at >= window.lowerBound + edgeMs && e.at < window.upperBound - edgeMs
         }
         let byPerson = Dictionary(devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
-        var detection: [Double] = [], verdict: [Double] = [], checkOutError: [Double] = [], slo: [Double] = [], decisionToVerdict: [Double] = []
+        var detection: [Double] = [], verdict: [Double] = [], checkOutError: [Double] = [], slo: [Double] = [],
+            decisionToVerdict: [Double] = []
         for person in people where person.hasDevice {
             guard let device = byPerson[person.index] else { continue }
-            let verdictAt = Dictionary(device.deliveries.filter { $0.status == 201 || $0.status == 200 }.map { ($0.key, $0.verdictAt) }, uniquingKeysWith: { a, b in min(a, b) })
+            let verdictAt = Dictionary(
+                device.deliveries.filter { $0.status == 201 || $0.status == 200 }.map { ($0.key, $0.verdictAt) },
+                uniquingKeysWith: { a, b in min(a, b) })
             let reachedAt = Dictionary(device.deliveries.map { ($0.key, $0.reachedServerAt) }, uniquingKeysWith: { a, b in min(a, b) })
             let checkIns = device.posted.filter { $0.kind == "checkin" }.sorted { $0.decidedAt < $1.decidedAt }
             let checkOuts = device.posted.filter { $0.kind == "checkout" }.sorted { $0.decidedAt < $1.decidedAt }
@@ -131,8 +134,12 @@ public struct Score: Sendable, Hashable, Codable {
                 arrivals += 1
                 guard let first = matches.first else {
                     if missedArrivalsSample.count < 20 {
-                        let near = checkIns.filter { abs($0.decidedAt - arrival.at) < 3_600_000 }.map { "\(($0.decidedAt - arrival.at) / 1000)s" }
-                        missedArrivalsSample.append("person \(person.index) (\(person.kind.rawValue)) arrival at \(arrival.at) gate \(arrival.gate); check-ins within 1 h: \(near)")
+                        let near = checkIns.filter { abs($0.decidedAt - arrival.at) < 3_600_000 }.map {
+                            "\(($0.decidedAt - arrival.at) / 1000)s"
+                        }
+                        missedArrivalsSample.append(
+                            "person \(person.index) (\(person.kind.rawValue)) arrival at \(arrival.at) gate \(arrival.gate); check-ins within 1 h: \(near)"
+                        )
                     }
                     continue
                 }
@@ -148,15 +155,21 @@ public struct Score: Sendable, Hashable, Codable {
             if falseHere > 0 { falseCheckInsByKind[person.kind.rawValue, default: 0] += falseHere }
             for i in checkIns.indices where !usedIn.contains(i) && falseCheckInsSample.count < 20 {
                 let c = checkIns[i]
-                let near = person.truth.filter { abs($0.at - c.decidedAt) < 3_600_000 }.map { "\($0.kind.rawValue) \(($0.at - c.decidedAt) / 1000)s gate \($0.gate)" }
-                falseCheckInsSample.append("person \(person.index) (\(person.kind.rawValue)) check-in at \(c.decidedAt) gate \(c.gate.map(String.init) ?? "?"); true passes within 1 h: \(near)")
+                let near = person.truth.filter { abs($0.at - c.decidedAt) < 3_600_000 }.map {
+                    "\($0.kind.rawValue) \(($0.at - c.decidedAt) / 1000)s gate \($0.gate)"
+                }
+                falseCheckInsSample.append(
+                    "person \(person.index) (\(person.kind.rawValue)) check-in at \(c.decidedAt) gate \(c.gate.map(String.init) ?? "?"); true passes within 1 h: \(near)"
+                )
             }
             var usedOut = Set<Int>()
             for departure in person.truth where departure.kind == .departure {
-                guard let m = checkOuts.indices.first(where: {
-                    !usedOut.contains($0) && checkOuts[$0].decidedAt >= departure.at - Self.departureWindowBeforeMs
-                        && checkOuts[$0].decidedAt <= departure.at + Self.departureWindowAfterMs
-                }) else {
+                guard
+                    let m = checkOuts.indices.first(where: {
+                        !usedOut.contains($0) && checkOuts[$0].decidedAt >= departure.at - Self.departureWindowBeforeMs
+                            && checkOuts[$0].decidedAt <= departure.at + Self.departureWindowAfterMs
+                    })
+                else {
                     if counted(departure) { departures += 1 }
                     continue
                 }

@@ -107,7 +107,9 @@ public struct SweepWorld: Sendable, Encodable {
         o.phones.phoneLossDb = ranges.phoneLossDb
         o.schedule.deskDepth = ranges.deskDepth
         o.schedule.shadowedDeskShare = ranges.shadowedDeskShare
-        o.schedule.pavementDistance = worldClass == .busyPavement ? ranges.pavementDistance.lowerBound...min(4, ranges.pavementDistance.upperBound) : ranges.pavementDistance
+        o.schedule.pavementDistance =
+            worldClass == .busyPavement
+            ? ranges.pavementDistance.lowerBound...min(4, ranges.pavementDistance.upperBound) : ranges.pavementDistance
         o.schedule.passerSpeed = ranges.passerSpeed
         o.schedule.walkSpeed = ranges.walkSpeed
         o.visitorShare = 0
@@ -250,11 +252,14 @@ public struct SweepReport: Sendable, Encodable {
             var pooled = SweepFigures()
             for r in rows { pooled.merge(r.figures) }
             func worst(_ key: (SweepFigures) -> Double) -> Int { rows.min { key($0.figures) < key($1.figures) }!.world.index }
-            classes.append(ClassRow(worldClass: c, figures: pooled, worst: [
-                "recall": worst(\.recall), "precision": worst(\.precision),
-                "falseCheckOuts": worst { -Double($0.falseCheckOuts) }, "checkOutAccuracy": worst(\.checkOutAccuracy),
-                "rightGate": worst(\.rightGateShare), "latencyP99": worst { -($0.detectionLatencySeconds.p99 ?? .infinity) },
-            ]))
+            classes.append(
+                ClassRow(
+                    worldClass: c, figures: pooled,
+                    worst: [
+                        "recall": worst(\.recall), "precision": worst(\.precision),
+                        "falseCheckOuts": worst { -Double($0.falseCheckOuts) }, "checkOutAccuracy": worst(\.checkOutAccuracy),
+                        "rightGate": worst(\.rightGateShare), "latencyP99": worst { -($0.detectionLatencySeconds.p99 ?? .infinity) },
+                    ]))
             total.merge(pooled)
         }
         self.classes = classes
@@ -268,22 +273,39 @@ public struct SweepReport: Sendable, Encodable {
         var t: [Target] = []
         let weakestRecall = classes.min { $0.figures.recall < $1.figures.recall }
         let weakestPrecision = classes.min { $0.figures.precision < $1.figures.precision }
-        t.append(Target(name: "check-in recall >= 99.5 % in every world class", met: (weakestRecall?.figures.recall ?? 0) >= 0.995,
-                        detail: "weakest: \(weakestRecall?.worldClass.rawValue ?? "-") \(pct(weakestRecall?.figures.recall ?? 0))"))
-        t.append(Target(name: "check-in precision >= 99.5 % in every world class", met: (weakestPrecision?.figures.precision ?? 0) >= 0.995,
-                        detail: "weakest: \(weakestPrecision?.worldClass.rawValue ?? "-") \(pct(weakestPrecision?.figures.precision ?? 0))"))
-        t.append(Target(name: "check-in recall >= 99.9 % over the sweep", met: total.arrivals > 0 && total.recall >= 0.999,
-                        detail: "\(pct(total.recall)) (\(total.matchedArrivals)/\(total.arrivals))"))
-        t.append(Target(name: "check-in precision >= 99.9 % over the sweep", met: total.checkIns > 0 && total.precision >= 0.999,
-                        detail: "\(pct(total.precision)) (\(total.falseCheckIns) false, \(total.repeatedCheckIns) repeated of \(total.checkIns))"))
+        t.append(
+            Target(
+                name: "check-in recall >= 99.5 % in every world class", met: (weakestRecall?.figures.recall ?? 0) >= 0.995,
+                detail: "weakest: \(weakestRecall?.worldClass.rawValue ?? "-") \(pct(weakestRecall?.figures.recall ?? 0))"))
+        t.append(
+            Target(
+                name: "check-in precision >= 99.5 % in every world class", met: (weakestPrecision?.figures.precision ?? 0) >= 0.995,
+                detail: "weakest: \(weakestPrecision?.worldClass.rawValue ?? "-") \(pct(weakestPrecision?.figures.precision ?? 0))"))
+        t.append(
+            Target(
+                name: "check-in recall >= 99.9 % over the sweep", met: total.arrivals > 0 && total.recall >= 0.999,
+                detail: "\(pct(total.recall)) (\(total.matchedArrivals)/\(total.arrivals))"))
+        t.append(
+            Target(
+                name: "check-in precision >= 99.9 % over the sweep", met: total.checkIns > 0 && total.precision >= 0.999,
+                detail: "\(pct(total.precision)) (\(total.falseCheckIns) false, \(total.repeatedCheckIns) repeated of \(total.checkIns))"))
         t.append(Target(name: "0 check-outs of a person truly inside", met: total.falseCheckOuts == 0, detail: "\(total.falseCheckOuts)"))
-        t.append(Target(name: "check-out time within 3 min of the departure for >= 99 % of stays", met: total.departures > 0 && total.checkOutAccuracy >= 0.99,
-                        detail: "\(pct(total.checkOutAccuracy)) (\(total.accurateCheckOuts)/\(total.departures))"))
-        t.append(Target(name: "the right gate for >= 99 % of check-ins", met: total.matchedArrivals > 0 && total.rightGateShare >= 0.99,
-                        detail: "\(pct(total.rightGateShare)) (\(total.rightGateCheckIns)/\(total.matchedArrivals))"))
+        t.append(
+            Target(
+                name: "check-out time within 3 min of the departure for >= 99 % of stays",
+                met: total.departures > 0 && total.checkOutAccuracy >= 0.99,
+                detail: "\(pct(total.checkOutAccuracy)) (\(total.accurateCheckOuts)/\(total.departures))"))
+        t.append(
+            Target(
+                name: "the right gate for >= 99 % of check-ins", met: total.matchedArrivals > 0 && total.rightGateShare >= 0.99,
+                detail: "\(pct(total.rightGateShare)) (\(total.rightGateCheckIns)/\(total.matchedArrivals))"))
         let p = total.detectionLatencySeconds
-        t.append(Target(name: "detection latency p50 < 5 s and p99 < 15 s", met: (p.p50 ?? .infinity) < 5 && (p.p99 ?? .infinity) < 15,
-                        detail: "p50 \(p.p50.map { String(format: "%.1f s", $0) } ?? "none"), p99 \(p.p99.map { String(format: "%.1f s", $0) } ?? "none")"))
+        t.append(
+            Target(
+                name: "detection latency p50 < 5 s and p99 < 15 s", met: (p.p50 ?? .infinity) < 5 && (p.p99 ?? .infinity) < 15,
+                detail:
+                    "p50 \(p.p50.map { String(format: "%.1f s", $0) } ?? "none"), p99 \(p.p99.map { String(format: "%.1f s", $0) } ?? "none")"
+            ))
         return t
     }
 
@@ -292,7 +314,9 @@ public struct SweepReport: Sendable, Encodable {
         func pct(_ v: Double) -> String { String(format: "%6.2f%%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
         var lines: [String] = []
-        lines.append("sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), \(String(format: "%.1f", wallSeconds)) s wall")
+        lines.append(
+            "sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), \(String(format: "%.1f", wallSeconds)) s wall"
+        )
         lines.append("class            worlds arrivals  recall precision  false  out-false checkout-3min right-gate    p50    p99")
         func row(_ name: String, _ f: SweepFigures) -> String {
             name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %6d %8d", f.worlds, f.arrivals)
@@ -308,17 +332,19 @@ public struct SweepReport: Sendable, Encodable {
         }
         lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
         for c in classes {
-            let parts = ["recall", "precision", "falseCheckOuts", "checkOutAccuracy", "rightGate", "latencyP99"].compactMap { key -> String? in
+            let parts = ["recall", "precision", "falseCheckOuts", "checkOutAccuracy", "rightGate", "latencyP99"].compactMap {
+                key -> String? in
                 guard let i = c.worst[key], let w = worlds.first(where: { $0.world.index == i }) else { return nil }
                 let f = w.figures
-                let value = switch key {
-                case "recall": pct(f.recall)
-                case "precision": pct(f.precision)
-                case "falseCheckOuts": "\(f.falseCheckOuts)"
-                case "checkOutAccuracy": pct(f.checkOutAccuracy)
-                case "rightGate": pct(f.rightGateShare)
-                default: sec(f.detectionLatencySeconds.p99)
-                }
+                let value =
+                    switch key {
+                    case "recall": pct(f.recall)
+                    case "precision": pct(f.precision)
+                    case "falseCheckOuts": "\(f.falseCheckOuts)"
+                    case "checkOutAccuracy": pct(f.checkOutAccuracy)
+                    case "rightGate": pct(f.rightGateShare)
+                    default: sec(f.detectionLatencySeconds.p99)
+                    }
                 return "#\(i) \(value.trimmingCharacters(in: .whitespaces))"
             }
             lines.append("  \(c.worldClass.rawValue): " + parts.joined(separator: " / "))
@@ -385,7 +411,8 @@ public struct DetectionSweep: Sendable {
             var runner = DetectionRun(plan: plan, outboxDirectory: outboxDirectory + "/world-\(i)")
             runner.config = config
             let devices = try await runner.run(server: InProcessServer())
-            let score = Score(people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0)
+            let score = Score(
+                people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0)
             rows.append(SweepReport.WorldRow(world: world, figures: SweepFigures(score)))
             progress?(i + 1)
         }
@@ -411,7 +438,8 @@ enum SweepHTML {
             "<td>\(f.arrivals)</td><td>\(pct(f.recall))</td><td>\(pct(f.precision))</td><td>\(e(kinds(f)))</td><td>\(f.falseCheckOuts)</td>"
                 + "<td>\(pct(f.checkOutAccuracy))</td><td>\(pct(f.rightGateShare))</td><td>\(sec(f.detectionLatencySeconds.p50))</td><td>\(sec(f.detectionLatencySeconds.p99))</td>"
         }
-        let head = "<th>arrivals</th><th>check-in recall</th><th>check-in precision</th><th>false check-ins by who</th><th>check-outs while inside</th>"
+        let head =
+            "<th>arrivals</th><th>check-in recall</th><th>check-in precision</th><th>false check-ins by who</th><th>check-outs while inside</th>"
             + "<th>check-out within 3 min</th><th>right gate</th><th>latency p50</th><th>latency p99</th>"
         var html = """
             <!doctype html>
@@ -431,7 +459,8 @@ enum SweepHTML {
 
             """
         for t in report.targets {
-            html += "<tr><td>\(e(t.name))</td><td>\(e(t.detail))</td><td class=\"\(t.met ? "met" : "missed")\">\(t.met ? "met" : "missed")</td></tr>\n"
+            html +=
+                "<tr><td>\(e(t.name))</td><td>\(e(t.detail))</td><td class=\"\(t.met ? "met" : "missed")\">\(t.met ? "met" : "missed")</td></tr>\n"
         }
         html += "</table>\n<h2>Per world class</h2>\n<table><tr><th>class</th><th>worlds</th>\(head)<th>worst worlds</th></tr>\n"
         for c in report.classes {
@@ -439,13 +468,20 @@ enum SweepHTML {
             html += "<tr><td>\(e(c.worldClass.rawValue))</td><td>\(c.figures.worlds)</td>\(cells(c.figures))<td>\(e(worst))</td></tr>\n"
         }
         html += "<tr><th>all</th><td>\(report.total.worlds)</td>\(cells(report.total))<td></td></tr>\n</table>\n"
-        html += "<h2>Every world</h2>\n<table><tr><th>#</th><th>class</th><th>path-loss exponent</th><th>shadowing</th><th>fading</th>"
+        html +=
+            "<h2>Every world</h2>\n<table><tr><th>#</th><th>class</th><th>path-loss exponent</th><th>shadowing</th><th>fading</th>"
             + "<th>body</th><th>wall</th><th>packet loss</th><th>gates</th><th>advertising</th><th>beacon error</th>\(head)</tr>\n"
         for w in report.worlds {
             let x = w.world
-            html += "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
-                + String(format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.radio.pathLossExponent, x.radio.shadowingSigmaDb, x.radio.shadowingDecorrelationMeters)
-                + "<td>\(e(x.radio.fading.description))</td>" + String(format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.radio.bodyAttenuationDb, x.radio.wallAttenuationDb, x.radio.packetLoss * 100)
+            html +=
+                "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
+                + String(
+                    format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.radio.pathLossExponent, x.radio.shadowingSigmaDb,
+                    x.radio.shadowingDecorrelationMeters)
+                + "<td>\(e(x.radio.fading.description))</td>"
+                + String(
+                    format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.radio.bodyAttenuationDb, x.radio.wallAttenuationDb,
+                    x.radio.packetLoss * 100)
                 + String(format: "<td>%d, %.1f m apart</td>", x.gates, x.gateSpacingMeters)
                 + "<td>\(x.advertisingIntervalsMs.map { "\($0) ms" }.joined(separator: ", "))</td>"
                 + "<td>\(x.beaconTxErrorsDb.map { String(format: "%+.1f dB", $0) }.joined(separator: ", "))</td>\(cells(w.figures))</tr>\n"

@@ -47,7 +47,9 @@ public struct Trace: Sendable {
                 throw TraceError(line: number, text: line, message: "expected 4 fields (\(header)), got \(fields.count)")
             }
             guard let at = parseTime(fields[0]) else {
-                throw TraceError(line: number, text: line, message: "timestamp \"\(fields[0])\" is neither epoch milliseconds nor ISO-8601 UTC like 2026-01-05T08:00:01.250Z")
+                throw TraceError(
+                    line: number, text: line,
+                    message: "timestamp \"\(fields[0])\" is neither epoch milliseconds nor ISO-8601 UTC like 2026-01-05T08:00:01.250Z")
             }
             if let previous, at < previous {
                 throw TraceError(line: number, text: line, message: "timestamp goes backwards (\(at.iso8601) after \(previous.iso8601))")
@@ -63,26 +65,35 @@ public struct Trace: Sendable {
                 }
                 var major: UInt16?
                 if parts.count == 2 {
-                    guard let m = UInt16(parts[1]) else { throw TraceError(line: number, text: line, message: "major \"\(parts[1])\" is not 0...65535") }
+                    guard let m = UInt16(parts[1]) else {
+                        throw TraceError(line: number, text: line, message: "major \"\(parts[1])\" is not 0...65535")
+                    }
                     major = m
                 }
                 observation = .site(id: target, uuid: uuid, major: major)
             case "rssi":
                 let parts = target.split(separator: ":").map(String.init)
-                guard parts.count == 3, let bits = UUIDBits(uuidString: parts[0]), let major = UInt16(parts[1]), let minor = UInt16(parts[2]) else {
+                guard parts.count == 3, let bits = UUIDBits(uuidString: parts[0]), let major = UInt16(parts[1]),
+                    let minor = UInt16(parts[2])
+                else {
                     throw TraceError(line: number, text: line, message: "beacon \"\(target)\" is not UUID:major:minor")
                 }
                 guard let rssi = Int(value), rssi <= 0, rssi >= -127 else {
-                    throw TraceError(line: number, text: line, message: "RSSI \"\(value)\" is not an integer dBm in -127...0 (0 = not heard)")
+                    throw TraceError(
+                        line: number, text: line, message: "RSSI \"\(value)\" is not an integer dBm in -127...0 (0 = not heard)")
                 }
                 observation = .rssi(BeaconIdentity(uuid: bits, major: major, minor: minor), rssi)
             case "motion":
                 guard let activity = MotionActivity(rawValue: value.lowercased()) else {
-                    throw TraceError(line: number, text: line, message: "motion \"\(value)\" is not one of \(MotionActivity.allCases.map(\.rawValue).joined(separator: "|"))")
+                    throw TraceError(
+                        line: number, text: line,
+                        message: "motion \"\(value)\" is not one of \(MotionActivity.allCases.map(\.rawValue).joined(separator: "|"))")
                 }
                 observation = .motion(activity)
             case "steps":
-                guard let n = Int(value), n >= 0 else { throw TraceError(line: number, text: line, message: "steps \"\(value)\" is not a count") }
+                guard let n = Int(value), n >= 0 else {
+                    throw TraceError(line: number, text: line, message: "steps \"\(value)\" is not a count")
+                }
                 observation = .steps(n)
             case "geofence":
                 guard !target.isEmpty, ["enter", "exit"].contains(value.lowercased()) else {
@@ -107,7 +118,9 @@ public struct Trace: Sendable {
                 }
                 observation = .app(value.lowercased())
             default:
-                throw TraceError(line: number, text: line, message: "unknown event \"\(fields[1])\" (site, rssi, motion, steps, geofence, region, network, app)")
+                throw TraceError(
+                    line: number, text: line,
+                    message: "unknown event \"\(fields[1])\" (site, rssi, motion, steps, geofence, region, network, app)")
             }
             lines.append(Line(number: number, at: at, observation: observation))
         }
@@ -186,19 +199,29 @@ public enum TraceReplay {
                 sites[id] = (uuid, major)
             }
         }
-        guard !sites.isEmpty else { throw TraceError(line: 0, text: "", message: "the trace names no site (add a line like \"0,site,S_HQ,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10\")") }
-        let directory = SiteDirectory(sites: order.map { id in
-            Site(id: id, center: GeoPoint(latitude: 0, longitude: 0), beacons: [BeaconMatcher(sites[id]!.uuid, major: sites[id]!.major)])
-        })
+        guard !sites.isEmpty else {
+            throw TraceError(
+                line: 0, text: "",
+                message: "the trace names no site (add a line like \"0,site,S_HQ,f7826da6-4fa2-4e98-8024-bc5b71e0893e:10\")")
+        }
+        let directory = SiteDirectory(
+            sites: order.map { id in
+                Site(
+                    id: id, center: GeoPoint(latitude: 0, longitude: 0), beacons: [BeaconMatcher(sites[id]!.uuid, major: sites[id]!.major)])
+            })
         for line in trace.lines {
             if case .rssi(let beacon, _) = line.observation, directory.siteIndex(for: beacon) == nil {
-                throw TraceError(line: line.number, text: "", message: "beacon \(beacon.beaconId) belongs to no site: add a site line for its UUID or UUID:major")
+                throw TraceError(
+                    line: line.number, text: "",
+                    message: "beacon \(beacon.beaconId) belongs to no site: add a site line for its UUID or UUID:major")
             }
         }
         let lastAt = trace.lines.last?.at ?? Timestamp.zero
         let end = options.end ?? lastAt + defaultTailMs
         guard end >= lastAt else {
-            throw TraceError(line: 0, text: "", message: "the end \(end.iso8601Milliseconds) is before the trace's last line (\(lastAt.iso8601Milliseconds))")
+            throw TraceError(
+                line: 0, text: "",
+                message: "the end \(end.iso8601Milliseconds) is before the trace's last line (\(lastAt.iso8601Milliseconds))")
         }
         let identity = DeviceIdentity(userId: "trace-user", deviceId: "trace-device")
         var agent = PresenceAgent(machine: try PresenceStateMachine(config: config, directory: directory, identity: identity, seed: 1))
@@ -211,9 +234,11 @@ public enum TraceReplay {
             for effect in effects {
                 switch effect {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
-                    decisions.append(Decision(
-                        type: e.type.rawValue, timestamp: e.timestamp.iso8601Milliseconds, decidedAt: e.decidedAt.iso8601Milliseconds,
-                        siteId: e.siteId, beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey, rssiSeries: e.rssiSeries))
+                    decisions.append(
+                        Decision(
+                            type: e.type.rawValue, timestamp: e.timestamp.iso8601Milliseconds, decidedAt: e.decidedAt.iso8601Milliseconds,
+                            siteId: e.siteId, beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey,
+                            rssiSeries: e.rssiSeries))
                 case .persistSnapshot(let s): lastSnapshot = s
                 case .notifyUser(let n): notifications.append("\(now.iso8601Milliseconds) \(n.kind.rawValue): \(n.message)")
                 default: break
@@ -246,7 +271,9 @@ public enum TraceReplay {
             case .app(let what):
                 switch what {
                 case "launch":
-                    agent = PresenceAgent(machine: try PresenceStateMachine(config: config, directory: directory, identity: identity, seed: UInt64(line.number), restoring: lastSnapshot))
+                    agent = PresenceAgent(
+                        machine: try PresenceStateMachine(
+                            config: config, directory: directory, identity: identity, seed: UInt64(line.number), restoring: lastSnapshot))
                     event = .appLaunched
                 case "force_quit": event = .appTerminated(forceQuit: true)
                 default: event = .appTerminated(forceQuit: false)

@@ -157,7 +157,10 @@ public struct SiteLayout: Sendable, Hashable {
     /// This site's own radio, when it differs from the world's (a sweep draws one per site).
     public var radio: RadioParameters?
 
-    public init(id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16, radio: RadioParameters? = nil) {
+    public init(
+        id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16,
+        radio: RadioParameters? = nil
+    ) {
         self.id = id
         self.center = center
         self.geofenceRadiusMeters = geofenceRadiusMeters
@@ -180,12 +183,13 @@ public struct World: Sendable {
     public init(sites: [SiteLayout], radio: RadioParameters) {
         self.sites = sites
         self.radio = radio
-        directory = SiteDirectory(sites: sites.map { site in
-            Site(
-                id: site.id, center: site.center, radiusMeters: site.geofenceRadiusMeters,
-                beacons: site.beacons.map { BeaconMatcher(uuid: $0.identity.uuid, major: $0.identity.major, minor: $0.identity.minor) }
-            )
-        })
+        directory = SiteDirectory(
+            sites: sites.map { site in
+                Site(
+                    id: site.id, center: site.center, radiusMeters: site.geofenceRadiusMeters,
+                    beacons: site.beacons.map { BeaconMatcher(uuid: $0.identity.uuid, major: $0.identity.major, minor: $0.identity.minor) }
+                )
+            })
     }
 
     /// The proximity UUID every beacon of the simulated company shares.
@@ -207,12 +211,14 @@ public struct World: Sendable {
             for g in 0..<max(1, gatesPerSite) {
                 let position = Point(x: Double(g) * gateSpacingMeters, y: 0)
                 gates.append(Gate(name: g == 0 ? "Main entrance" : "Gate \(g + 1)", position: position, busy: g == 0))
-                beacons.append(BeaconPlacement(
-                    identity: BeaconIdentity(companyUUID, major: major, minor: UInt16(g + 1)),
-                    position: position, advertisingIntervalMs: g == 0 ? busyDoorIntervalMs : gateIntervalMs, gateIndex: g
-                ))
+                beacons.append(
+                    BeaconPlacement(
+                        identity: BeaconIdentity(companyUUID, major: major, minor: UInt16(g + 1)),
+                        position: position, advertisingIntervalMs: g == 0 ? busyDoorIntervalMs : gateIntervalMs, gateIndex: g
+                    ))
             }
-            sites.append(SiteLayout(id: "S_\(s + 1)", center: center, geofenceRadiusMeters: 200, gates: gates, beacons: beacons, major: major))
+            sites.append(
+                SiteLayout(id: "S_\(s + 1)", center: center, geofenceRadiusMeters: 200, gates: gates, beacons: beacons, major: major))
         }
         return World(sites: sites, radio: radio)
     }

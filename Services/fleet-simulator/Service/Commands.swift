@@ -53,7 +53,9 @@ public enum DurationText {
     /// "10s-40s", "6m-7m" or one duration ("30s": exactly that long), as milliseconds, low first.
     public static func range(_ text: String) -> ClosedRange<Int64>? {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
-        guard (1...2).contains(parts.count), let low = milliseconds(parts[0]), let high = milliseconds(parts.last ?? ""), low <= high else { return nil }
+        guard (1...2).contains(parts.count), let low = milliseconds(parts[0]), let high = milliseconds(parts.last ?? ""), low <= high else {
+            return nil
+        }
         return low...high
     }
 }
@@ -79,12 +81,15 @@ public struct RunCommand: AsyncParsableCommand {
     @Option(help: "rush (everyone arrives within the run; default against the stack) or days (working days; default detection only).")
     public var schedule: ScheduleKind?
     @Option(help: "Seed of every random choice.") public var seed: UInt64 = 1
-    @Option(help: "Detection only, working days: hour of the first day the run starts at (arrivals around 8:00, lunch 12:00, leaving 17:30).")
+    @Option(
+        help: "Detection only, working days: hour of the first day the run starts at (arrivals around 8:00, lunch 12:00, leaving 17:30).")
     public var startHour = 0.0
     @Option(help: "Heartbeat interval while present, minutes (0 = off; default: PresenceKit's).") public var heartbeatMinutes: Double?
-    @Option(help: "A remote-config JSON document for every phone's PresenceKit (default: the library's defaults; an unknown key is an error).")
+    @Option(
+        help: "A remote-config JSON document for every phone's PresenceKit (default: the library's defaults; an unknown key is an error).")
     public var config: String?
-    @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") public var offlineShare: Double?
+    @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") public
+        var offlineShare: Double?
     @Option(help: "How long a phone stays offline, a range like 10s-40s or 6m-7m (default: 10s-40s in a rush, 1h-72h over days).")
     public var offlineTime: String?
     @Flag(help: "Simulate detection only, against an in-process server (scale and detection figures).") public var detectionOnly = false
@@ -94,7 +99,8 @@ public struct RunCommand: AsyncParsableCommand {
     public var telemetry = "http://127.0.0.1:8084"
     @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") public var reportDir: String?
     @Option(help: "Directory for the devices' outbox files (default a temporary directory).") public var outboxDir: String?
-    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") public var tokenKeysFile: String?
+    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") public
+        var tokenKeysFile: String?
     @Flag(help: "No progress bar.") public var noProgress = false
 
     public init() {}
@@ -111,16 +117,21 @@ public struct RunCommand: AsyncParsableCommand {
             throw ValidationError("--duration \(duration ?? "") is longer than 6 days: the gateway refuses events older than 7 days")
         }
         if options.scheduleKind == .morningRush && options.durationMs < options.rush.minimumDurationMs {
-            throw ValidationError("--duration \(duration ?? "") is too short for a rush: at least \(options.rush.minimumDurationMs / 1000)s (arrivals start \(options.rush.leadMs / 1000)s in, the run goes on \(options.rush.tailMs / 1000)s after the last)")
+            throw ValidationError(
+                "--duration \(duration ?? "") is too short for a rush: at least \(options.rush.minimumDurationMs / 1000)s (arrivals start \(options.rush.leadMs / 1000)s in, the run goes on \(options.rush.tailMs / 1000)s after the last)"
+            )
         }
         guard (0..<24).contains(startHour) else { throw ValidationError("--start-hour must be in 0..<24, got \(startHour)") }
         if startHour != 0 && (!detectionOnly || options.scheduleKind == .morningRush) {
-            throw ValidationError("--start-hour is for detection-only runs over working days: against the stack a run starts now, in real time")
+            throw ValidationError(
+                "--start-hour is for detection-only runs over working days: against the stack a run starts now, in real time")
         }
         if let heartbeatMinutes, !(heartbeatMinutes == 0 || heartbeatMinutes >= 1) {
             throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)")
         }
-        if let offlineShare, !(0...1).contains(offlineShare) { throw ValidationError("--offline-share must be between 0 and 1, got \(offlineShare)") }
+        if let offlineShare, !(0...1).contains(offlineShare) {
+            throw ValidationError("--offline-share must be between 0 and 1, got \(offlineShare)")
+        }
         if let offlineTime, DurationText.range(offlineTime) == nil {
             throw ValidationError("--offline-time \"\(offlineTime)\" is not a range of durations like 10s-40s or 6m-7m")
         }
@@ -138,7 +149,9 @@ public struct RunCommand: AsyncParsableCommand {
         o.heartbeatMinutes = heartbeatMinutes
         if o.scheduleKind == .morningRush { o.phones = .rush }
         if let offlineShare { o.phones.offline = offlineShare }
-        if let range = offlineTime.flatMap(DurationText.range) { o.phones.offlineSeconds = Double(range.lowerBound) / 1000...Double(range.upperBound) / 1000 }
+        if let range = offlineTime.flatMap(DurationText.range) {
+            o.phones.offlineSeconds = Double(range.lowerBound) / 1000...Double(range.upperBound) / 1000
+        }
         if quietPhones { o.phones = .quiet }
         return o
     }
@@ -199,7 +212,8 @@ public struct RunCommand: AsyncParsableCommand {
         throughput.peakResidentBytes = MemoryProbe.peakResidentBytes()
         throughput.residentBytesPerDevice = Double(max(0, throughput.peakResidentBytes - baseline)) / Double(max(total, 1))
         throughput.maxOutboxFileBytes = devices.map(\.outboxBytes).max() ?? 0
-        return FleetReport(parameters: .init(mode: "detection-only", plan: plan), plan: plan, devices: devices, delivery: delivery, throughput: throughput)
+        return FleetReport(
+            parameters: .init(mode: "detection-only", plan: plan), plan: plan, devices: devices, delivery: delivery, throughput: throughput)
     }
 }
 
@@ -224,7 +238,8 @@ public struct ScenarioCommand: AsyncParsableCommand {
 
     @Argument(help: "Scenario name, or \"all\" (see --list).") public var name = "all"
     @Flag(help: "List the scenarios.") public var list = false
-    @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") public var reportDir = "reports/scenarios"
+    @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") public var reportDir =
+        "reports/scenarios"
 
     public init() {}
 
@@ -248,11 +263,14 @@ public struct ScenarioCommand: AsyncParsableCommand {
             _ = try outcome.report.write(to: reportDir, name: scenario.name)
             let s = outcome.report.score
             let d = outcome.report.delivery
-            print(String(
-                format: "%@ %@: recall %.2f%% precision %.2f%% false check-outs %d latency p50 %@ p99 %@ lost %d duplicated %d (%.1f s)",
-                outcome.passed ? "PASS" : "FAIL", scenario.name, s.checkInRecall * 100, s.checkInPrecision * 100, s.falseCheckOuts,
-                s.detectionLatencySeconds.p50.map { String(format: "%.1fs", $0) } ?? "n/a",
-                s.detectionLatencySeconds.p99.map { String(format: "%.1fs", $0) } ?? "n/a", d.lost, d.duplicated, outcome.report.throughput.wallSeconds))
+            print(
+                String(
+                    format:
+                        "%@ %@: recall %.2f%% precision %.2f%% false check-outs %d latency p50 %@ p99 %@ lost %d duplicated %d (%.1f s)",
+                    outcome.passed ? "PASS" : "FAIL", scenario.name, s.checkInRecall * 100, s.checkInPrecision * 100, s.falseCheckOuts,
+                    s.detectionLatencySeconds.p50.map { String(format: "%.1fs", $0) } ?? "n/a",
+                    s.detectionLatencySeconds.p99.map { String(format: "%.1fs", $0) } ?? "n/a", d.lost, d.duplicated,
+                    outcome.report.throughput.wallSeconds))
             for f in outcome.failures { print("    \(f)") }
             if !outcome.passed { failed += 1 }
         }
@@ -309,7 +327,9 @@ public struct ReplayCommand: ParsableCommand {
 enum ConfigFile {
     static func load(_ path: String?) throws -> PresenceConfig {
         guard let path else { return PresenceConfig() }
-        guard let json = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read the config file \(path)") }
+        guard let json = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ValidationError("cannot read the config file \(path)")
+        }
         do {
             return try RemoteConfig.decode(json).presence
         } catch {
@@ -321,7 +341,8 @@ enum ConfigFile {
 public struct SweepCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "sweep",
-        abstract: "Run PresenceKit through many seeded worlds drawn from wide radio and people ranges, and report each figure per world class.",
+        abstract:
+            "Run PresenceKit through many seeded worlds drawn from wide radio and people ranges, and report each figure per world class.",
         discussion: """
             Each world is one site on one working day: path-loss exponent 1.6-3.5, beacon calibration errors up to +-4 dB, phones \
             reading 6 dB hot to 8 dB cold, spatially correlated shadowing, Rician or Rayleigh fading, body blocking, 100-1,000 ms \

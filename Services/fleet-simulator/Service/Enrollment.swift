@@ -36,25 +36,30 @@ public struct EnrolledFleet: Sendable {
         var sites: [SiteLayout] = []
         var siteIds: [String] = []
         for layout in plan.world.sites {
-            let site = try await repository.createSite(NewSite(
-                organizationId: organization.id, name: "Fleet \(tag) \(layout.id)", timezone: "UTC",
-                geofence: BeaconRegistryCore.Geofence(
-                    latitude: layout.center.latitude, longitude: layout.center.longitude, radiusMeters: layout.geofenceRadiusMeters),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 0, minute: 0)!, end: TimeOfDay(hour: 23, minute: 59)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            let site = try await repository.createSite(
+                NewSite(
+                    organizationId: organization.id, name: "Fleet \(tag) \(layout.id)", timezone: "UTC",
+                    geofence: BeaconRegistryCore.Geofence(
+                        latitude: layout.center.latitude, longitude: layout.center.longitude, radiusMeters: layout.geofenceRadiusMeters),
+                    shift: ShiftSettings(
+                        start: TimeOfDay(hour: 0, minute: 0)!, end: TimeOfDay(hour: 23, minute: 59)!,
+                        checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                    )
+                ))
             var copy = layout
             copy.id = site.id
             for (g, gate) in layout.gates.enumerated() {
                 let registered = try await repository.createGate(NewGate(siteId: site.id, name: gate.name))
                 let minor = try await repository.allocateMinor(gateId: registered.id)
-                let beacon = try await repository.registerBeacon(NewBeacon(
-                    uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "FLEET-\(tag)-\(site.id.suffix(6))-\(g)",
-                    mac: nil, txPower: Int(plan.world.radio.txPowerAt1m), advIntervalMs: layout.beacons[g].advertisingIntervalMs, gateId: registered.id
-                ))
-                copy.beacons[g].identity = PresenceKit.BeaconIdentity(beacon.uuid.uuidString, major: UInt16(beacon.major), minor: UInt16(beacon.minor))
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(
+                        uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor,
+                        serial: "FLEET-\(tag)-\(site.id.suffix(6))-\(g)",
+                        mac: nil, txPower: Int(plan.world.radio.txPowerAt1m), advIntervalMs: layout.beacons[g].advertisingIntervalMs,
+                        gateId: registered.id
+                    ))
+                copy.beacons[g].identity = PresenceKit.BeaconIdentity(
+                    beacon.uuid.uuidString, major: UInt16(beacon.major), minor: UInt16(beacon.minor))
             }
             sites.append(copy)
             siteIds.append(site.id)
@@ -62,10 +67,12 @@ public struct EnrolledFleet: Sendable {
         let people = plan.devicePeople
         var devices: [Device] = []
         for (n, person) in people.enumerated() {
-            let user = try await repository.createUser(NewUser(name: "Fleet \(tag) person \(person.index)", siteIds: [siteIds[person.siteIndex]]))
+            let user = try await repository.createUser(
+                NewUser(name: "Fleet \(tag) person \(person.index)", siteIds: [siteIds[person.siteIndex]]))
             let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
             let model = plan.profiles[person.index]?.model ?? "iPhone14,5"
-            let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: model))
+            let credentials = try await repository.exchangeEnrollmentCode(
+                code.code, device: DeviceDescription(appVersion: "1.12.0", model: model))
             devices.append(Device(person: person.index, userId: user.id, deviceId: credentials.device.id, token: credentials.token))
             progress?(n + 1, people.count)
         }
@@ -81,7 +88,9 @@ public struct EnrolledFleet: Sendable {
     }
 
     /// The device-token signing keys: `DEVICE_TOKEN_KEYS`, else the local stack's secrets file.
-    public static func signer(environment: [String: String] = ProcessInfo.processInfo.environment, keysFile: String?) throws -> DeviceTokenSigner {
+    public static func signer(
+        environment: [String: String] = ProcessInfo.processInfo.environment, keysFile: String?
+    ) throws -> DeviceTokenSigner {
         var env = environment
         if (env["DEVICE_TOKEN_KEYS"] ?? "").isEmpty {
             let path = keysFile ?? ((env["RUN_DIR"] ?? ".local/run") + "/secrets/device-token-keys")

@@ -93,16 +93,19 @@ public struct GatewayDelivery: DeliveryDriver {
             if case .response = result, reached[entry.id] == nil { reached[entry.id] = clock.virtualNow() }
             let first = kinds[entry.id]?.firstAttempt ?? .now
             let elapsed = ContinuousClock.now - first
-            answered[entry.id] = (clock.virtualNow(), (answered[entry.id]?.attempts ?? 0) + 1,
-                                  Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+            answered[entry.id] = (
+                clock.virtualNow(), (answered[entry.id]?.attempts ?? 0) + 1,
+                Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            )
             return result
         }
         attempts.merge(log)
         return report.delivered.map { delivered in
             let k = kinds[delivered.id]
             let a = answered[delivered.id]
-            return DeliveryRecord(key: k?.key ?? "?", kind: k?.kind ?? "?", status: delivered.status, attempts: a?.attempts ?? 1,
-                                  verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs, reachedServerAt: reached[delivered.id])
+            return DeliveryRecord(
+                key: k?.key ?? "?", kind: k?.kind ?? "?", status: delivered.status, attempts: a?.attempts ?? 1,
+                verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs, reachedServerAt: reached[delivered.id])
         }
     }
 
@@ -163,13 +166,16 @@ public struct GatewayDelivery: DeliveryDriver {
             let response = try await http.execute(request, timeout: requestTimeout)
             let bytes = try await response.body.collect(upTo: 1 << 20)
             var problemType: String?
-            if response.status.code >= 400, let problem = try? JSONDecoder().decode(ProblemDetails.self, from: Data(bytes.readableBytesView)) {
+            if response.status.code >= 400,
+                let problem = try? JSONDecoder().decode(ProblemDetails.self, from: Data(bytes.readableBytesView))
+            {
                 problemType = problem.type
             }
             let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }.map { $0 * 1_000 }
-            return ContractReading.deliveryResult(TransportAnswer(
-                status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
-                problemType: problemType, retryAfterMs: retryAfter))
+            return ContractReading.deliveryResult(
+                TransportAnswer(
+                    status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
+                    problemType: problemType, retryAfterMs: retryAfter))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
             return .timeout
         } catch {
@@ -183,15 +189,17 @@ public struct GatewayDelivery: DeliveryDriver {
 
     /// PresenceKit's event as the device API's REST payload (an event stored while offline says so).
     public static func wireEvent(_ e: PresenceKit.AttendanceEvent, model: String) -> AttendanceProtocol.AttendanceEvent {
-        let type: AttendanceEventType = switch e.type {
-        case .checkIn: .checkin
-        case .checkOut: .checkout
-        case .heartbeat: .heartbeat
-        }
+        let type: AttendanceEventType =
+            switch e.type {
+            case .checkIn: .checkin
+            case .checkOut: .checkout
+            case .heartbeat: .heartbeat
+            }
         return AttendanceProtocol.AttendanceEvent(
             id: e.id, idempotencyKey: e.idempotencyKey.hex, userId: e.userId, deviceId: e.deviceId,
             timestamp: Date(timeIntervalSince1970: Double(e.timestamp.millisecondsSinceEpoch) / 1000), type: type, siteId: e.siteId,
-            beacon: AttendanceProtocol.BeaconIdentity(uuid: e.beacon.uuid.uuidString, major: Int(e.beacon.major), minor: Int(e.beacon.minor)),
+            beacon: AttendanceProtocol.BeaconIdentity(
+                uuid: e.beacon.uuid.uuidString, major: Int(e.beacon.major), minor: Int(e.beacon.minor)),
             rssiSeries: e.rssiSeries.isEmpty ? nil : e.rssiSeries, txPower: -59,
             motion: .init(state: MotionState(rawValue: e.motion.state.rawValue), steps2min: e.motion.steps2min),
             geofence: .init(inside: e.geofence.inside, radius: e.geofence.radius),

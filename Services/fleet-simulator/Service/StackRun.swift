@@ -107,7 +107,8 @@ public struct StackRun {
         try FileManager.default.createDirectory(atPath: settings.outboxDirectory, withIntermediateDirectories: true)
         let clock = VirtualClock(virtualStart: options.simulationStart, scale: 1)
         var delivery = GatewayDelivery(
-            http: http, gateway: settings.gateway, tokens: Dictionary(fleet.devices.map { ($0.deviceId, $0.token) }, uniquingKeysWith: { a, _ in a }),
+            http: http, gateway: settings.gateway,
+            tokens: Dictionary(fleet.devices.map { ($0.deviceId, $0.token) }, uniquingKeysWith: { a, _ in a }),
             clock: clock)
         delivery.requestTimeout = .seconds(settings.requestTimeoutSeconds)
         let byPerson = Dictionary(fleet.devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
@@ -116,10 +117,11 @@ public struct StackRun {
             guard let enrolled = byPerson[person.index] else { return nil }
             let path = "\(settings.outboxDirectory)/\(enrolled.deviceId).wal"
             try? FileManager.default.removeItem(atPath: path)
-            return SimulatedPhone(simulation: DeviceSimulation(
-                person: person, world: plan.world, profile: plan.profiles[person.index] ?? PhoneProfile(),
-                identity: DeviceIdentity(userId: enrolled.userId, deviceId: enrolled.deviceId), config: config,
-                outboxPath: path, start: options.simulationStart, end: options.simulationEnd, seed: options.seed))
+            return SimulatedPhone(
+                simulation: DeviceSimulation(
+                    person: person, world: plan.world, profile: plan.profiles[person.index] ?? PhoneProfile(),
+                    identity: DeviceIdentity(userId: enrolled.userId, deviceId: enrolled.deviceId), config: config,
+                    outboxPath: path, start: options.simulationStart, end: options.simulationEnd, seed: options.seed))
         }
 
         let started = ContinuousClock.now
@@ -132,7 +134,8 @@ public struct StackRun {
                 let v = clock.virtualNow()
                 let fraction = min(1, Double(v - virtualStart) / Double(max(virtualLength, 1)))
                 let done = counters.devicesDone.load(ordering: .relaxed)
-                progress.update(fraction: fraction, label: "\(Timestamp(millisecondsSinceEpoch: v).iso8601)  devices finished \(done)/\(total)")
+                progress.update(
+                    fraction: fraction, label: "\(Timestamp(millisecondsSinceEpoch: v).iso8601)  devices finished \(done)/\(total)")
                 try? await Task.sleep(for: .milliseconds(500))
             }
         }
@@ -209,7 +212,9 @@ struct TelemetrySLOReader {
         let bytes = try await response.body.collect(upTo: 1 << 20)
         guard response.status == .ok else { throw TelemetrySLOError("GET \(url): HTTP \(response.status.code)") }
         let body = try JSONDecoder().decode(Body.self, from: Data(bytes.readableBytesView))
-        guard let window = body.slo.windows.first(where: { $0.window == "30d" }) else { throw TelemetrySLOError("GET \(url): no 30d window") }
+        guard let window = body.slo.windows.first(where: { $0.window == "30d" }) else {
+            throw TelemetrySLOError("GET \(url): no 30d window")
+        }
         return (window.good, window.total)
     }
 

@@ -55,7 +55,10 @@ public struct IdempotencyEntry: Sendable, Hashable {
     public let receivedAt: Date
     public internal(set) var outcome: RecordedOutcome?
 
-    public init(key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, receivedAt: Date, outcome: RecordedOutcome? = nil) {
+    public init(
+        key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, receivedAt: Date,
+        outcome: RecordedOutcome? = nil
+    ) {
         self.key = key
         self.deviceId = deviceId
         self.fingerprint = fingerprint
@@ -160,9 +163,10 @@ public final class IdempotencyTable: Sendable {
             if state.slots[key] == nil, state.slots.count >= settings.maxEntries {
                 dropped += purge(&state, now: now)
             }
-            state.slots[key] = Slot(entry: IdempotencyEntry(
-                key: key, deviceId: deviceId, fingerprint: fingerprint, requestId: requestId, eventTime: eventTime, receivedAt: now
-            ))
+            state.slots[key] = Slot(
+                entry: IdempotencyEntry(
+                    key: key, deviceId: deviceId, fingerprint: fingerprint, requestId: requestId, eventTime: eventTime, receivedAt: now
+                ))
             return (.started, dropped)
         }
         for waiter in dropped { waiter.resume(returning: nil) }

@@ -17,7 +17,8 @@ public enum IngestGatewayServer {
 
     public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
-            service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env, settings: { try GatewaySettings.load(from: $0) })
+            service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env,
+            settings: { try GatewaySettings.load(from: $0) })
         let signer = try DeviceTokenSigner.load(from: env)
         let challenges = try GatewaySettings.challengeNonces(from: env)
         let logger = kit.logger, kafka = kit.configuration.kafka
@@ -27,9 +28,11 @@ public enum IngestGatewayServer {
         let cache = RegistryCache()
         let loader = try RegistryCacheLoader(
             cache: cache,
-            configuration: RegistryCacheLoaderConfiguration(kafka: kafka, groupIdPrefix: "ingest-gateway-registry", topic: settings.topics.registryChanges),
+            configuration: RegistryCacheLoaderConfiguration(
+                kafka: kafka, groupIdPrefix: "ingest-gateway-registry", topic: settings.topics.registryChanges),
             logger: logger)
-        let pipeline = IngestPipeline(instanceId: kit.configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger)
+        let pipeline = IngestPipeline(
+            instanceId: kit.configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger)
         let verdicts = try VerdictListener(kafka: kafka, topic: settings.topics.verdicts, pipeline: pipeline, logger: logger)
         let dependencies = GatewayDependencies(
             pipeline: pipeline, publisher: publisher, repository: PostgresAttendanceReadRepository(client: kit.postgres, logger: logger),
@@ -45,7 +48,8 @@ public enum IngestGatewayServer {
                 producer: producer, topics: [settings.topics.rawEvents, settings.topics.verdicts, settings.topics.deviceTelemetry],
                 feed: settings.topics.registryChanges),
             loader, verdicts, IdempotencyJanitor(pipeline: pipeline),
-            buildApplication(configuration: kit.configuration, dependencies: dependencies, readiness: readiness, metrics: kit.metrics, logger: logger),
+            buildApplication(
+                configuration: kit.configuration, dependencies: dependencies, readiness: readiness, metrics: kit.metrics, logger: logger),
         ])
     }
 }

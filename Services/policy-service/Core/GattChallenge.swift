@@ -55,4 +55,3 @@ public final class DerivedBeaconKeyring: BeaconKeyring {
         return key
     }
 }
-

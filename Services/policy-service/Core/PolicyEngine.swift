@@ -65,7 +65,10 @@ public struct PolicyEngine: Sendable {
         guard policy.automaticAttendance else {
             return PolicyDecision(
                 outcome: .reject,
-                ruleResults: [RuleResult(ruleId: .killSwitch, mode: .enforce, fired: true, reason: "automatic attendance is switched off at this site")],
+                ruleResults: [
+                    RuleResult(
+                        ruleId: .killSwitch, mode: .enforce, fired: true, reason: "automatic attendance is switched off at this site")
+                ],
                 riskScore: 0, action: .manualCheckin, policyVersion: policy.version, decidedAt: context.now
             )
         }

@@ -101,7 +101,7 @@ public final class PolicyHistory: PunchHistory {
     public func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
         // A verified nonce is spent whatever the verdict: a refused punch must not free it for reuse.
         if let gatt = event.attendanceEvent?.gatt,
-           decision.ruleResults.contains(where: { $0.ruleId == .gattChallenge && !$0.fired })
+            decision.ruleResults.contains(where: { $0.ruleId == .gattChallenge && !$0.fired })
         {
             recordNonce(gatt.nonce, userId: event.userId, idempotencyKey: event.idempotencyKey)
         }

@@ -109,7 +109,9 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     // MARK: RegistryView
 
     public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
-        guard let parsed = UUIDText.parse(uuid), let key = RegistryBeaconKey(uuid: parsed, major: major, minor: minor), let stored = beacons[key] else { return nil }
+        guard let parsed = UUIDText.parse(uuid), let key = RegistryBeaconKey(uuid: parsed, major: major, minor: minor),
+            let stored = beacons[key]
+        else { return nil }
         let siteId = stored.siteId ?? stored.gateId.flatMap { gateSites[$0] }
         return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
     }

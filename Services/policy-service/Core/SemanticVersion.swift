@@ -17,7 +17,9 @@ public struct SemanticVersion: Comparable, Hashable, Sendable, CustomStringConve
         if let first = body.first, first == "v" || first == "V" { body = body.dropFirst() }
         if let plus = body.firstIndex(of: "+") {
             let build = body[body.index(after: plus)...]
-            guard !build.isEmpty, build.split(separator: ".", omittingEmptySubsequences: false).allSatisfy(Self.isIdentifier) else { return nil }
+            guard !build.isEmpty, build.split(separator: ".", omittingEmptySubsequences: false).allSatisfy(Self.isIdentifier) else {
+                return nil
+            }
             body = body[..<plus]
         }
         var prerelease: [String] = []

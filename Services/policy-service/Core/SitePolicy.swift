@@ -62,10 +62,11 @@ public struct RuleConfig: Codable, Hashable, Sendable {
     public init(from decoder: any Decoder) throws {
         if let single = try? decoder.singleValueContainer(), let text = try? single.decode(String.self) {
             guard let mode = RuleSwitch(rawValue: text) else {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: decoder.codingPath,
-                    debugDescription: "\"\(text)\" is not one of: enforce, monitor, off"
-                ))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: "\"\(text)\" is not one of: enforce, monitor, off"
+                    ))
             }
             self.init(mode)
             return
@@ -378,13 +379,16 @@ extension SitePolicy {
             }
             check((0...100).contains(config.canaryPercent), field + ".canaryPercent", "must be 0...100, got \(config.canaryPercent)")
             if let hostedRules, config.mode != .off, !hostedRules.contains(id) {
-                issues.append(.init(field: field, message: "rule \"\(id.rawValue)\" is not implemented by this policy service; set it to \"off\""))
+                issues.append(
+                    .init(field: field, message: "rule \"\(id.rawValue)\" is not implemented by this policy service; set it to \"off\""))
             }
         }
 
         let s = settings
         func range<T: Comparable>(_ value: T, _ bounds: ClosedRange<T>, _ key: PolicySettings.CodingKeys, unit: String = "") {
-            check(bounds.contains(value), "settings.\(key.rawValue)", "must be \(bounds.lowerBound)...\(bounds.upperBound)\(unit), got \(value)")
+            check(
+                bounds.contains(value), "settings.\(key.rawValue)",
+                "must be \(bounds.lowerBound)...\(bounds.upperBound)\(unit), got \(value)")
         }
         func finite(_ value: Double, _ key: PolicySettings.CodingKeys) -> Bool {
             check(value.isFinite, "settings.\(key.rawValue)", "must be a finite number")

@@ -17,7 +17,10 @@ public struct SitePolicyDraft: Codable, Hashable, Sendable {
     public var rules: [PolicyRuleID: RuleConfig]
     public var settings: PolicySettings
 
-    public init(automaticAttendance: Bool = true, rules: [PolicyRuleID: RuleConfig] = SitePolicy.defaultRules, settings: PolicySettings = PolicySettings()) {
+    public init(
+        automaticAttendance: Bool = true, rules: [PolicyRuleID: RuleConfig] = SitePolicy.defaultRules,
+        settings: PolicySettings = PolicySettings()
+    ) {
         self.automaticAttendance = automaticAttendance
         self.rules = rules
         self.settings = settings

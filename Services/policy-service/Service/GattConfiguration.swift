@@ -25,9 +25,12 @@ public enum GattConfiguration {
         case (let nonce?, let sealer?):
             return GattChallengeRule(nonces: GattNonceCodec(key: nonce), keyring: RegistryFeedBeaconKeyring(cache: cache, sealer: sealer))
         case (nil, _):
-            throw ConfigurationError(key: "GATT_NONCE_KEY", value: nil, expected: "set together with BEACON_KEY_SEAL_KEY (base64, at least 16 bytes)")
+            throw ConfigurationError(
+                key: "GATT_NONCE_KEY", value: nil, expected: "set together with BEACON_KEY_SEAL_KEY (base64, at least 16 bytes)")
         case (_, nil):
-            throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: nil, expected: "set together with GATT_NONCE_KEY (base64 of 32 bytes, the registry's value)")
+            throw ConfigurationError(
+                key: "BEACON_KEY_SEAL_KEY", value: nil,
+                expected: "set together with GATT_NONCE_KEY (base64 of 32 bytes, the registry's value)")
         }
     }
 

@@ -44,6 +44,7 @@ public enum PolicyBookLoader {
         if (file.sites ?? []).contains(where: { $0.siteId == nil }) {
             throw ConfigurationError(key: "POLICY_BOOK_FILE", value: source, expected: "every entry of \"sites\" to have a siteId")
         }
-        return PolicyBook(defaultPolicy: file.default ?? .default, sites: file.sites ?? [], globalKillSwitch: file.globalKillSwitch ?? false)
+        return PolicyBook(
+            defaultPolicy: file.default ?? .default, sites: file.sites ?? [], globalKillSwitch: file.globalKillSwitch ?? false)
     }
 }

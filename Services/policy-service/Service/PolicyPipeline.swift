@@ -12,9 +12,9 @@ import Synchronization
 /// Topic names and batching of the policy pipeline (tests use their own topics).
 public struct PolicyPipelineConfiguration: Sendable {
     public var groupId = "policy-service"
-    public var rawTopic = Topic.rawEvents.name
-    public var vettedTopic = Topic.vettedEvents.name
-    public var deadLetterTopic = Topic.deadLetters.name
+    public var rawTopic: String
+    public var vettedTopic: String
+    public var deadLetterTopic: String
     /// How long decisions wait for the registry cache to catch up before the first batch; a
     /// decision against an empty cache would refuse every beacon as unknown.
     public var registryCatchUpTimeout: Duration = .seconds(60)
@@ -39,7 +39,11 @@ public struct PolicyPipelineConfiguration: Sendable {
     /// the nonce spent: keep rows far longer than any backlog.
     public var spentNonceRetention: TimeInterval = 86_400
 
-    public init() {}
+    public init(topics: TopicNames = TopicNames()) {
+        rawTopic = topics[.rawEvents]
+        vettedTopic = topics[.vettedEvents]
+        deadLetterTopic = topics[.deadLetters]
+    }
 }
 
 /// `attendance.events.raw` → rule engine → `attendance.events.vetted`.
@@ -95,7 +99,8 @@ public final class PolicyPipeline: Service, Sendable {
         if let registryLoader {
             let caughtUp = await registryLoader.waitUntilCaughtUp(timeout: configuration.registryCatchUpTimeout)
             if !caughtUp {
-                logger.warning("registry cache not caught up; deciding with what it holds", metadata: ["records": "\(registryLoader.recordsRead)"])
+                logger.warning(
+                    "registry cache not caught up; deciding with what it holds", metadata: ["records": "\(registryLoader.recordsRead)"])
             }
         }
         var acknowledging: Task<Void, any Error>?
@@ -158,9 +163,11 @@ public final class PolicyPipeline: Service, Sendable {
         let current = await registryLoader.waitUntilCurrent(asOf: asOf, timeout: configuration.registryLagWait)
         Counter(label: "policy_registry_waits_total", dimensions: [("current", current ? "yes" : "no")]).increment()
         if !current {
-            logger.warning("the registry view did not catch up in time; deciding with what it holds", metadata: [
-                "events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)",
-            ])
+            logger.warning(
+                "the registry view did not catch up in time; deciding with what it holds",
+                metadata: [
+                    "events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)",
+                ])
         }
     }
 
@@ -182,9 +189,11 @@ public final class PolicyPipeline: Service, Sendable {
                 return
             } catch {
                 attempt += 1
-                logger.error("claiming GATT nonces failed; the batch waits", metadata: [
-                    "attempt": "\(attempt)", "error": .string(String(describing: error)),
-                ])
+                logger.error(
+                    "claiming GATT nonces failed; the batch waits",
+                    metadata: [
+                        "attempt": "\(attempt)", "error": .string(String(describing: error)),
+                    ])
                 try await Task.sleep(for: configuration.nonceStoreBackoff)
             }
         }
@@ -216,9 +225,11 @@ public final class PolicyPipeline: Service, Sendable {
 
     private func undecodable(_ message: KafkaMessage, error: ProtocolDecodingError) -> KafkaOutgoingMessage {
         Counter(label: "policy_dead_letters_total").increment()
-        logger.warning("undecodable raw event sent to the dead-letter topic", metadata: [
-            "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
-        ])
+        logger.warning(
+            "undecodable raw event sent to the dead-letter topic",
+            metadata: [
+                "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
+            ])
         return deadLetter(message, error: error, now: clock())
     }
 
@@ -230,7 +241,8 @@ public final class PolicyPipeline: Service, Sendable {
         history.record(decision, for: raw, registry: registry)
         Counter(label: "policy_decisions_total", dimensions: [("outcome", decision.outcome.rawValue)]).increment()
         for result in decision.ruleResults where result.fired {
-            Counter(label: "policy_rule_fired_total", dimensions: [("rule", result.ruleId.rawValue), ("mode", result.mode.rawValue)]).increment()
+            Counter(label: "policy_rule_fired_total", dimensions: [("rule", result.ruleId.rawValue), ("mode", result.mode.rawValue)])
+                .increment()
         }
         let vetted = VettedEvent(raw: raw, decision: decision)
         do {
@@ -248,7 +260,9 @@ public final class PolicyPipeline: Service, Sendable {
         encode(DeadLetter(undecodable: message, error: error, consumer: configuration.groupId, failedAt: now), message: message)
     }
 
-    private func deadLetter(_ message: KafkaMessage, reason: DeadLetterReason, detail: String, field: String?, now: Date) -> KafkaOutgoingMessage {
+    private func deadLetter(
+        _ message: KafkaMessage, reason: DeadLetterReason, detail: String, field: String?, now: Date
+    ) -> KafkaOutgoingMessage {
         let letter = DeadLetter(
             sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
             payload: Data(message.value ?? []), reason: reason, detail: detail, errorField: field,
@@ -275,9 +289,11 @@ public final class PolicyPipeline: Service, Sendable {
             let failed = zip(pending, reports).filter { !$0.1.isDelivered }
             guard !failed.isEmpty else { return }
             attempt += 1
-            logger.warning("vetted events not delivered; retrying", metadata: [
-                "failed": "\(failed.count)", "attempt": "\(attempt)", "error": .string(String(describing: failed[0].1.error)),
-            ])
+            logger.warning(
+                "vetted events not delivered; retrying",
+                metadata: [
+                    "failed": "\(failed.count)", "attempt": "\(attempt)", "error": .string(String(describing: failed[0].1.error)),
+                ])
             pending = failed.map(\.0)
             try await Task.sleep(for: configuration.redeliveryBackoff)
         }

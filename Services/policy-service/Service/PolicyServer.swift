@@ -14,24 +14,32 @@ public enum PolicyServer {
 
     public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
-            service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env, settings: { try PolicySettings.load(from: $0) })
-        let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka
+            service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
+            settings: { try PolicySettings.load(from: $0) })
+        let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
         let cache = RegistryCache()
         let gatt = try GattConfiguration.load(from: env, registry: cache)
         let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
 
-        let pipelineConfiguration = PolicyPipelineConfiguration()
-        var consumerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [pipelineConfiguration.rawTopic])
+        let pipelineConfiguration = PolicyPipelineConfiguration(topics: topics)
+        var consumerConfiguration = KafkaConsumerConfiguration(
+            client: kafka, groupId: pipelineConfiguration.groupId, topics: [pipelineConfiguration.rawTopic])
         consumerConfiguration.maxBatchSize = settings.maxBatch
         let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
         let producer = try kit.makeProducer()
         let loader = try RegistryCacheLoader(
-            cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka, groupIdPrefix: "policy-registry-cache"), logger: logger)
+            cache: cache,
+            configuration: RegistryCacheLoaderConfiguration(
+                kafka: kafka, groupIdPrefix: "policy-registry-cache", topic: topics[.registryChanges]),
+            logger: logger)
         let pipeline = PolicyPipeline(
-            consumer: consumer, producer: producer, engine: engine, book: book, registry: RegistryCacheView(cache: cache), registryLoader: loader,
-            nonceLedger: gatt.map { GattNonceLedger(store: PostgresSpentNonceStore(client: client, schema: settings.schema, logger: logger), nonces: $0.nonces) },
+            consumer: consumer, producer: producer, engine: engine, book: book, registry: RegistryCacheView(cache: cache),
+            registryLoader: loader,
+            nonceLedger: gatt.map {
+                GattNonceLedger(store: PostgresSpentNonceStore(client: client, schema: settings.schema, logger: logger), nonces: $0.nonces)
+            },
             configuration: pipelineConfiguration, logger: logger)
         let repository = PostgresPolicyRepository(client: client, schema: settings.schema, logger: logger)
         let refresher = PolicyBookRefresher(
@@ -39,23 +47,28 @@ public enum PolicyServer {
         ) { pipeline.setPolicyBook($0) }
         let app = ServiceApplication.build(
             configuration: kit.configuration, registry: kit.metrics,
-            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: loader)],
+            readiness: [
+                PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: loader),
+            ],
             context: AdminContext.self, logger: logger, openAPI: .policy
         ) { router in
             addPolicyAdminRoutes(
                 to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: engine.ruleIDs),
                 keyVerifier: PostgresAdminKeyVerifier(client: client, logger: logger))
         }
-        logger.info("policy book loaded", metadata: [
-            "sites": "\(book.sites.count)", "defaultVersion": "\(book.defaultPolicy.version)", "globalKillSwitch": "\(book.globalKillSwitch)",
-            "rules": .string(engine.ruleIDs.map(\.rawValue).joined(separator: ",")),
-        ])
+        logger.info(
+            "policy book loaded",
+            metadata: [
+                "sites": "\(book.sites.count)", "defaultVersion": "\(book.defaultPolicy.version)",
+                "globalKillSwitch": "\(book.globalKillSwitch)",
+                "rules": .string(engine.ruleIDs.map(\.rawValue).joined(separator: ",")),
+            ])
         try await kit.run([
             producer,
             try kit.brokerStateWatch(producer: producer, topics: [pipelineConfiguration.rawTopic, pipelineConfiguration.vettedTopic]),
             loader, consumer, pipeline, refresher, app,
         ]) { client in
-            let applied = try await PolicyMigrations.apply(client: client, schema: settings.schema, logger: logger)
+            let applied = try await ServiceMigrations.policy.apply(client: client, schema: settings.schema, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
             // Decide with the stored policies from the first event on, not the file's alone.
             try await refresher.refresh()

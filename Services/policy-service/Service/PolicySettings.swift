@@ -3,7 +3,7 @@ import ServiceRuntime
 /// The policy service's own settings, besides the shared `ServiceConfiguration`:
 /// - `POLICY_MAX_BATCH`: records per poll (default 500);
 /// - `POLICY_REFRESH_MS`: how often the stored policies are re-read (default 2000);
-/// - `POLICY_DB_SCHEMA`: the PostgreSQL schema of the stored policies and spent GATT nonces (default `policy`).
+/// - `POLICY_SCHEMA`: the PostgreSQL schema of the stored policies and spent GATT nonces (default `policy`).
 /// The base rule configuration (`POLICY_BOOK_FILE`, `PolicyBookLoader`) and the GATT keys
 /// (`GATT_NONCE_KEY`, `BEACON_KEY_SEAL_KEY`, `GattConfiguration`) are read with the engine they configure.
 public struct PolicySettings: Sendable {
@@ -12,14 +12,10 @@ public struct PolicySettings: Sendable {
     public var schema: String
 
     public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PolicySettings {
-        let schema = env.string("POLICY_DB_SCHEMA", default: PolicyMigrations.defaultSchema)
-        guard PolicyMigrations.isValidSchemaName(schema) else {
-            throw ConfigurationError(key: "POLICY_DB_SCHEMA", value: schema, expected: "a lower-case schema name (letters, digits, _)")
-        }
-        return PolicySettings(
+        PolicySettings(
             maxBatch: try env.int("POLICY_MAX_BATCH", default: 500, in: 1...10_000),
             refreshInterval: try env.milliseconds("POLICY_REFRESH_MS", default: 2_000, in: 100...600_000),
-            schema: schema
+            schema: try env.schemaName("POLICY_SCHEMA", default: ServiceMigrations.policy.defaultSchema)
         )
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PolicyServiceCore
 import PostgresNIO
+import ServiceRuntime
 import Synchronization
 
 /// One GATT nonce presented by one event.
@@ -40,8 +41,8 @@ public struct PostgresSpentNonceStore: SpentNonceStore {
     let schema: String
     let logger: Logger
 
-    public init(client: PostgresClient, schema: String = PolicyMigrations.defaultSchema, logger: Logger) {
-        precondition(PolicyMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+    public init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
+        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
         self.logger = logger
@@ -129,8 +130,8 @@ public struct GattNonceLedger: Sendable {
         var claims: [NonceClaim] = []
         for event in events {
             guard let body = event.attendanceEvent, body.type == .checkin, let proof = body.gatt,
-                  let beacon = RegistryBeaconKey(body.beacon),
-                  case .valid(let expiresAt) = nonces.check(proof.nonce, beacon: beacon, deviceId: event.deviceId, at: event.receivedAt)
+                let beacon = RegistryBeaconKey(body.beacon),
+                case .valid(let expiresAt) = nonces.check(proof.nonce, beacon: beacon, deviceId: event.deviceId, at: event.receivedAt)
             else { continue }
             claims.append(NonceClaim(nonce: proof.nonce, idempotencyKey: event.idempotencyKey, userId: event.userId, expiresAt: expiresAt))
         }

@@ -76,31 +76,32 @@ public struct SessionMergerConfiguration: Sendable {
     }
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
-    /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE` and the topic overrides `MERGER_TOPIC_VETTED`, `MERGER_TOPIC_VERDICTS`,
-    /// `MERGER_TOPIC_SESSIONS`, `MERGER_TOPIC_DLQ`, `MERGER_TOPIC_REGISTRY`; the session thresholds
-    /// `MERGER_MERGE_WINDOW_S`, `MERGER_SOFT_EXIT_GRACE_S`, `MERGER_NOISE_S`, `MERGER_IDLE_CUTOFF_S`,
-    /// `MERGER_HORIZON_S` (checked against `SessionPolicy`'s ranges).
+    /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, the platform's `TOPIC_<NAME>` overrides
+    /// (`TopicNames`); the session thresholds
+    /// `MERGER_MERGE_WINDOW_SECONDS`, `MERGER_SOFT_EXIT_GRACE_SECONDS`, `MERGER_NOISE_SECONDS`, `MERGER_IDLE_CUTOFF_SECONDS`,
+    /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges).
     public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
         let defaults = SessionPolicy.default
         var policy = SessionPolicy(
-            mergeWindow: try env.double("MERGER_MERGE_WINDOW_S", default: defaults.mergeWindow, in: 0...86_400),
-            softExitGrace: try env.double("MERGER_SOFT_EXIT_GRACE_S", default: defaults.softExitGrace, in: 0...86_400),
-            noiseThreshold: try env.double("MERGER_NOISE_S", default: defaults.noiseThreshold, in: 0...86_400),
-            idleCutoff: try env.double("MERGER_IDLE_CUTOFF_S", default: defaults.idleCutoff, in: 0...864_000),
-            horizon: try env.double("MERGER_HORIZON_S", default: defaults.horizon, in: 0...(40 * 86_400))
+            mergeWindow: try env.double("MERGER_MERGE_WINDOW_SECONDS", default: defaults.mergeWindow, in: 0...86_400),
+            softExitGrace: try env.double("MERGER_SOFT_EXIT_GRACE_SECONDS", default: defaults.softExitGrace, in: 0...86_400),
+            noiseThreshold: try env.double("MERGER_NOISE_SECONDS", default: defaults.noiseThreshold, in: 0...86_400),
+            idleCutoff: try env.double("MERGER_IDLE_CUTOFF_SECONDS", default: defaults.idleCutoff, in: 0...864_000),
+            horizon: try env.double("MERGER_HORIZON_SECONDS", default: defaults.horizon, in: 0...(40 * 86_400))
         )
         do {
             policy = try policy.validated()
         } catch {
-            throw ConfigurationError(key: "MERGER_*_S", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
+            throw ConfigurationError(
+                key: "MERGER_*_SECONDS", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
         }
         return SessionMergerConfiguration(
             groupId: env.string("MERGER_GROUP_ID", default: "session-merger"),
-            vettedTopic: env.string("MERGER_TOPIC_VETTED", default: Topic.vettedEvents.name),
-            verdictsTopic: env.string("MERGER_TOPIC_VERDICTS", default: Topic.verdicts.name),
-            sessionsTopic: env.string("MERGER_TOPIC_SESSIONS", default: Topic.sessions.name),
-            deadLetterTopic: env.string("MERGER_TOPIC_DLQ", default: Topic.deadLetters.name),
-            registryTopic: env.string("MERGER_TOPIC_REGISTRY", default: Topic.registryChanges.name),
+            vettedTopic: env.topicName(.vettedEvents),
+            verdictsTopic: env.topicName(.verdicts),
+            sessionsTopic: env.topicName(.sessions),
+            deadLetterTopic: env.topicName(.deadLetters),
+            registryTopic: env.topicName(.registryChanges),
             maxBatchSize: try env.int("MERGER_MAX_BATCH", default: 500, in: 1...10_000),
             idleSweepInterval: try env.milliseconds("MERGER_IDLE_SWEEP_MS", default: 60_000, in: 100...86_400_000),
             outboxPollInterval: try env.milliseconds("MERGER_OUTBOX_POLL_MS", default: 200, in: 10...60_000),

@@ -11,7 +11,8 @@ public enum SessionMergerServer {
 
     public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, merger) = try ServiceKit.start(
-            service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env, settings: { try SessionMergerConfiguration.load(from: $0) })
+            service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
+            settings: { try SessionMergerConfiguration.load(from: $0) })
         let client = kit.postgres, logger = kit.logger
 
         let producer = try kit.makeProducer()
@@ -19,10 +20,12 @@ public enum SessionMergerServer {
         let processor = VettedBatchProcessor(
             client: client, configuration: merger, deadLetters: KafkaDeadLetterSink(producer: producer, topic: merger.deadLetterTopic),
             logger: logger, userSites: { cache.user(id: $0)?.siteIds })
-        let pipeline = try MergerPipeline(kafka: kit.configuration.kafka, configuration: merger, processor: processor, producer: producer, logger: logger)
+        let pipeline = try MergerPipeline(
+            kafka: kit.configuration.kafka, configuration: merger, processor: processor, producer: producer, logger: logger)
         let registry = try RegistryCacheLoader(
             cache: cache,
-            configuration: RegistryCacheLoaderConfiguration(kafka: kit.configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.registryTopic),
+            configuration: RegistryCacheLoaderConfiguration(
+                kafka: kit.configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.registryTopic),
             logger: logger)
         let app = buildApplication(
             configuration: kit.configuration,
@@ -34,14 +37,15 @@ public enum SessionMergerServer {
             metrics: kit.metrics, logger: logger)
         try await kit.run([
             producer,
-            try kit.brokerStateWatch(producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic),
+            try kit.brokerStateWatch(
+                producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic),
             registry,
             SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
             IdleSweeper(client: client, configuration: merger, logger: logger),
             pipeline,
             app,
         ]) { client in
-            let applied = try await MergerMigrations.apply(client: client, logger: logger)
+            let applied = try await ServiceMigrations.merger.apply(client: client, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
         }
     }

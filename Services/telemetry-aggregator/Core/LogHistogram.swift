@@ -29,9 +29,9 @@ public struct LogHistogram: Sendable, Hashable {
     public static func bucketIndex(for value: UInt64) -> Int {
         let v = min(value, maxValue)
         if v < UInt64(subBucketCount) { return Int(v) }
-        let exponent = 63 - v.leadingZeroBitCount          // 2^exponent <= v < 2^(exponent+1)
-        let shift = exponent - subBucketBits               // bucket width is 2^shift
-        let mantissa = Int(v >> UInt64(shift))             // in [128, 256)
+        let exponent = 63 - v.leadingZeroBitCount // 2^exponent <= v < 2^(exponent+1)
+        let shift = exponent - subBucketBits // bucket width is 2^shift
+        let mantissa = Int(v >> UInt64(shift)) // in [128, 256)
         return (shift + 1) * subBucketCount + (mantissa - subBucketCount)
     }
 

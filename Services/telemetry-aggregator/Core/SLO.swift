@@ -97,9 +97,11 @@ public struct BurnRateAlertRule: Hashable, Sendable, Codable {
     public var threshold: Double { Double(thresholdTenths) / 10 }
 
     /// 14.4 over 1 h and 5 min: 2 % of a 30-day budget spent in one hour.
-    public static let fast = BurnRateAlertRule(name: "fast-burn", severity: "page", longWindow: .hour1, shortWindow: .minutes5, thresholdTenths: 144)
+    public static let fast = BurnRateAlertRule(
+        name: "fast-burn", severity: "page", longWindow: .hour1, shortWindow: .minutes5, thresholdTenths: 144)
     /// 6 over 6 h and 30 min: 5 % of the budget spent in six hours.
-    public static let slow = BurnRateAlertRule(name: "slow-burn", severity: "ticket", longWindow: .hours6, shortWindow: .minutes30, thresholdTenths: 60)
+    public static let slow = BurnRateAlertRule(
+        name: "slow-burn", severity: "ticket", longWindow: .hours6, shortWindow: .minutes30, thresholdTenths: 60)
     public static let standard: [BurnRateAlertRule] = [.fast, .slow]
 
     public func isFiring(long: SLICount, short: SLICount, objective: SLOObjective) -> Bool {
@@ -168,15 +170,18 @@ public struct SLOReport: Hashable, Sendable, Codable {
     public var errorBudget: ErrorBudget
     public var alerts: [BurnRateAlertState]
 
-    public init(counts: [SLOWindow: SLICount], objective: SLOObjective = .standard, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
+    public init(counts: [SLOWindow: SLICount], objective: SLOObjective = .standard, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard)
+    {
         func count(_ window: SLOWindow) -> SLICount { counts[window] ?? SLICount(good: 0, total: 0) }
-        self.objective = "\(Double(objective.targetPermyriad) / 100) % of events reach the server within \(objective.thresholdSeconds / 60) minutes of the trigger, offline cases included"
+        self.objective =
+            "\(Double(objective.targetPermyriad) / 100) % of events reach the server within \(objective.thresholdSeconds / 60) minutes of the trigger, offline cases included"
         target = objective.target
         thresholdSeconds = objective.thresholdSeconds
         budgetWindow = SLOWindow.days30.rawValue
         windows = SLOWindow.allCases.map { window in
             let c = count(window)
-            return SLOWindowReport(window: window.rawValue, good: c.good, total: c.total, compliance: c.compliance, burnRate: c.burnRate(objective))
+            return SLOWindowReport(
+                window: window.rawValue, good: c.good, total: c.total, compliance: c.compliance, burnRate: c.burnRate(objective))
         }
         errorBudget = ErrorBudget(count(.days30), objective: objective)
         alerts = rules.map { rule in

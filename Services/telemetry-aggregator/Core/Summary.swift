@@ -40,9 +40,12 @@ public struct MetricsSummary: Hashable, Sendable, Codable {
         }
 
         let accepted = count(CounterMetric.verdict("accepted"))
-        checkInSuccessRate = ratio(accepted, accepted + count(CounterMetric.verdict("rejected")) + count(CounterMetric.verdict("payload_mismatch")))
+        checkInSuccessRate = ratio(
+            accepted, accepted + count(CounterMetric.verdict("rejected")) + count(CounterMetric.verdict("payload_mismatch")))
         let deviceOK = count(CounterMetric.telemetry("api_201")) + count(CounterMetric.telemetry("api_200"))
-        let deviceFinal = deviceOK + count(CounterMetric.telemetry("api_409")) + count(CounterMetric.telemetry("api_422")) + count(CounterMetric.telemetry("api_400"))
+        let deviceFinal =
+            deviceOK + count(CounterMetric.telemetry("api_409")) + count(CounterMetric.telemetry("api_422"))
+            + count(CounterMetric.telemetry("api_400"))
         deviceCheckInSuccessRate = ratio(deviceOK, deviceFinal)
         triggerToVerdict = LatencyPercentiles(histograms[LatencyMetric.triggerToVerdict] ?? LogHistogram())
         triggerToReceipt = LatencyPercentiles(histograms[LatencyMetric.triggerToReceipt] ?? LogHistogram())

@@ -19,7 +19,8 @@ public func buildApplication(
     logger: Logger,
     now: @escaping @Sendable () -> Date = { Date() }
 ) -> some ApplicationProtocol {
-    ServiceApplication.build(configuration: configuration, registry: metrics, readiness: readiness, logger: logger, openAPI: .telemetry) { router in
+    ServiceApplication.build(configuration: configuration, registry: metrics, readiness: readiness, logger: logger, openAPI: .telemetry) {
+        router in
         addTelemetryRoutes(to: router, repository: repository, objective: objective, now: now)
     }
 }

@@ -31,13 +31,16 @@ public final class TelemetryServiceMetrics: Sendable {
         var compliance: [SLOWindow: Gauge] = [:], burnRate: [SLOWindow: Gauge] = [:]
         for window in SLOWindow.allCases {
             compliance[window] = registry.makeGauge(
-                name: "telemetry_slo_compliance", labels: [("window", window.rawValue)], help: "Share of events received within the SLO threshold")
+                name: "telemetry_slo_compliance", labels: [("window", window.rawValue)],
+                help: "Share of events received within the SLO threshold")
             burnRate[window] = registry.makeGauge(
-                name: "telemetry_slo_burn_rate", labels: [("window", window.rawValue)], help: "Error rate divided by the error budget fraction")
+                name: "telemetry_slo_burn_rate", labels: [("window", window.rawValue)],
+                help: "Error rate divided by the error budget fraction")
         }
         self.compliance = compliance
         self.burnRate = burnRate
-        budgetRemaining = registry.makeGauge(name: "telemetry_slo_error_budget_remaining", help: "Share of the 30-day error budget left (negative: overspent)")
+        budgetRemaining = registry.makeGauge(
+            name: "telemetry_slo_error_budget_remaining", help: "Share of the 30-day error budget left (negative: overspent)")
         sloTarget = registry.makeGauge(name: "telemetry_slo_target", help: "The SLO target (0.99)")
         var alertFiring: [String: Gauge] = [:]
         for rule in rules {

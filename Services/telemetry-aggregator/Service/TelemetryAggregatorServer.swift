@@ -13,7 +13,8 @@ public enum TelemetryAggregatorServer {
             service: serviceName, defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, environment: env,
             settings: { try TelemetryConfiguration.load(from: $0) })
         let client = kit.postgres, logger = kit.logger
-        let objective = SLOObjective(targetPermyriad: telemetry.objective.targetPermyriad, thresholdSeconds: telemetry.objective.thresholdSeconds)
+        let objective = SLOObjective(
+            targetPermyriad: telemetry.objective.targetPermyriad, thresholdSeconds: telemetry.objective.thresholdSeconds)
 
         let producer = try kit.makeProducer()
         let serviceMetrics = TelemetryServiceMetrics(registry: kit.metrics)
@@ -32,10 +33,11 @@ public enum TelemetryAggregatorServer {
             producer,
             try kit.brokerStateWatch(producer: producer, topics: telemetry.topics),
             monitor,
-            try TelemetryPipeline(kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
+            try TelemetryPipeline(
+                kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
             app,
         ]) { client in
-            let applied = try await TelemetryMigrations.apply(schema: telemetry.schema, client: client, logger: logger)
+            let applied = try await ServiceMigrations.telemetry.apply(client: client, schema: telemetry.schema, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
         }
     }

@@ -62,29 +62,25 @@ public struct TelemetryConfiguration: Sendable {
     public var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
 
     /// Reads `TELEMETRY_GROUP_ID`, `TELEMETRY_SCHEMA`, `TELEMETRY_MAX_BATCH`, `TELEMETRY_SLO_REFRESH_MS`,
-    /// `TELEMETRY_RETENTION_DAYS`, `TELEMETRY_COMMIT_TO_BROKER`, the topic overrides
-    /// `TELEMETRY_TOPIC_TELEMETRY`, `TELEMETRY_TOPIC_RAW`, `TELEMETRY_TOPIC_VERDICTS`,
-    /// `TELEMETRY_TOPIC_SESSIONS`, `TELEMETRY_TOPIC_DLQ`, and the SLO `TELEMETRY_SLO_TARGET_PERMYRIAD`
-    /// (9900 = 99 %), `TELEMETRY_SLO_THRESHOLD_S` (300).
+    /// `TELEMETRY_RETENTION_DAYS`, `TELEMETRY_COMMIT_TO_BROKER`, the platform's `TOPIC_<NAME>`
+    /// overrides (`TopicNames`), and the SLO `TELEMETRY_SLO_TARGET_PERMYRIAD`
+    /// (9900 = 99 %), `TELEMETRY_SLO_THRESHOLD_SECONDS` (300).
     public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
-        let schema = env.string("TELEMETRY_SCHEMA", default: "telemetry")
-        guard TelemetrySchema.isValidName(schema) else {
-            throw ConfigurationError(key: "TELEMETRY_SCHEMA", value: schema, expected: "a lower-case identifier [a-z_][a-z0-9_]{0,62}")
-        }
+        let schema = try env.schemaName("TELEMETRY_SCHEMA", default: ServiceMigrations.telemetry.defaultSchema)
         return TelemetryConfiguration(
             groupId: env.string("TELEMETRY_GROUP_ID", default: "telemetry-aggregator"),
             schema: schema,
-            telemetryTopic: env.string("TELEMETRY_TOPIC_TELEMETRY", default: Topic.deviceTelemetry.name),
-            rawEventsTopic: env.string("TELEMETRY_TOPIC_RAW", default: Topic.rawEvents.name),
-            verdictsTopic: env.string("TELEMETRY_TOPIC_VERDICTS", default: Topic.verdicts.name),
-            sessionsTopic: env.string("TELEMETRY_TOPIC_SESSIONS", default: Topic.sessions.name),
-            deadLetterTopic: env.string("TELEMETRY_TOPIC_DLQ", default: Topic.deadLetters.name),
+            telemetryTopic: env.topicName(.deviceTelemetry),
+            rawEventsTopic: env.topicName(.rawEvents),
+            verdictsTopic: env.topicName(.verdicts),
+            sessionsTopic: env.topicName(.sessions),
+            deadLetterTopic: env.topicName(.deadLetters),
             maxBatchSize: try env.int("TELEMETRY_MAX_BATCH", default: 1_000, in: 1...10_000),
             sloRefreshInterval: try env.milliseconds("TELEMETRY_SLO_REFRESH_MS", default: 15_000, in: 100...3_600_000),
             retentionDays: try env.int("TELEMETRY_RETENTION_DAYS", default: 35, in: 31...3_650),
             objective: TelemetrySLOSettings(
                 targetPermyriad: try env.int("TELEMETRY_SLO_TARGET_PERMYRIAD", default: 9_900, in: 1...9_999),
-                thresholdSeconds: try env.int("TELEMETRY_SLO_THRESHOLD_S", default: 300, in: 1...86_400)),
+                thresholdSeconds: try env.int("TELEMETRY_SLO_THRESHOLD_SECONDS", default: 300, in: 1...86_400)),
             commitOffsetsToBroker: try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: true)
         )
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// The dimension filter of a query: `nil` is "every value".
@@ -92,9 +93,13 @@ public struct SiteSLIBreakdown: Sendable, Hashable {
 /// Reads the minute rollups (`/v1/slo`, `/v1/metrics/summary`, the status page, the SLO gauges).
 public protocol TelemetryQueryRepository: Sendable {
     /// Counter totals over `minutes`, per value of `groupBy` (one group "" when nil).
-    func counters(filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?) async throws -> [String: [String: CounterCell]]
+    func counters(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: CounterCell]]
     /// Latency histograms merged over `minutes`, per value of `groupBy` (one group "" when nil).
-    func histograms(filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?) async throws -> [String: [String: LogHistogram]]
+    func histograms(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: LogHistogram]]
     /// The SLO's good / total of each window ending at `now`.
     func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date) async throws -> [SLOWindow: SLICount]
     /// Good / total per hour over the last `hours` hours.
@@ -116,7 +121,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
     let logger: Logger
 
     public init(client: PostgresClient, schema: String = "telemetry", logger: Logger) {
-        precondition(TelemetrySchema.isValidName(schema), "invalid schema name \(schema)")
+        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
         self.logger = logger
@@ -135,7 +140,9 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return sql
     }
 
-    public func counters(filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?) async throws -> [String: [String: CounterCell]] {
+    public func counters(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: CounterCell]] {
         var binds = PostgresBindings()
         let group = groupBy?.column ?? "''::text"
         let sql = """
@@ -150,7 +157,9 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return result
     }
 
-    public func histograms(filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?) async throws -> [String: [String: LogHistogram]] {
+    public func histograms(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: LogHistogram]] {
         var binds = PostgresBindings()
         let group = groupBy?.column ?? "''::text"
         let sql = """

@@ -108,7 +108,7 @@ struct JSONParser {
 
     private mutating func parseObject() throws(SyntaxError) -> JSONNode {
         try enterContainer()
-        index += 1  // {
+        index += 1 // {
         var members: [(key: String, value: JSONNode)] = []
         // The protocol's objects have up to about 16 members: one allocation instead of five regrowths.
         members.reserveCapacity(16)
@@ -153,7 +153,7 @@ struct JSONParser {
 
     private mutating func parseArray() throws(SyntaxError) -> JSONNode {
         try enterContainer()
-        index += 1  // [
+        index += 1 // [
         var items: [JSONNode] = []
         skipWhitespace()
         if peek() == UInt8(ascii: "]") {
@@ -184,7 +184,7 @@ struct JSONParser {
 
     private mutating func parseString() throws(SyntaxError) -> String {
         let start = index
-        index += 1  // opening quote
+        index += 1 // opening quote
         let contentStart = index
         // Fast path: no escapes; ASCII needs no UTF-8 validation.
         var isASCII = true

@@ -62,7 +62,8 @@ struct JSONWriter {
             out.append(contentsOf: "{}".utf8)
             return
         }
-        let order = layout == .canonical
+        let order =
+            layout == .canonical
             ? object.keys.indices.sorted { object.keys[$0].utf8.lexicographicallyPrecedes(object.keys[$1].utf8) }
             : Array(object.keys.indices)
         out.append(UInt8(ascii: "{"))

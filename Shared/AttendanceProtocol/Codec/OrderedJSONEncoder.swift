@@ -171,7 +171,9 @@ private struct OrderedKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProt
         object.set(try encodeValue(value, codingPath: path(key)), for: key.stringValue)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         let nested = EncodedObject()
         object.set(.object(nested), for: key.stringValue)
         return KeyedEncodingContainer(OrderedKeyedContainer<NestedKey>(object: nested, codingPath: path(key)))

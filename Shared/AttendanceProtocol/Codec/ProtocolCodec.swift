@@ -89,11 +89,13 @@ public struct ProtocolCodec: Sendable {
         _ bytes: some DataProtocol, capturing member: String? = nil
     ) throws(ProtocolDecodingError) -> (node: JSONNode, memberRange: Range<Int>?) {
         typealias Parsed = Result<(node: JSONNode, memberRange: Range<Int>?), JSONParser.SyntaxError>
-        let parsed: Parsed = bytes.withContiguousStorageIfAvailable { buffer in
-            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
-        } ?? Array(bytes).withUnsafeBufferPointer { buffer in
-            Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
-        }
+        let parsed: Parsed =
+            bytes.withContiguousStorageIfAvailable { buffer in
+                Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
+            }
+            ?? Array(bytes).withUnsafeBufferPointer { buffer in
+                Parsed { () throws(JSONParser.SyntaxError) in try JSONParser.parse(buffer, capturing: member) }
+            }
         switch parsed {
         case .success(let result): return result
         case .failure(let error): throw .malformedJSON(reason: error.reason)

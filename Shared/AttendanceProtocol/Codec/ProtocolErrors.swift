@@ -135,7 +135,7 @@ enum CodingPath {
         case is String.Type: return "string"
         case is Double.Type, is Float.Type, is Decimal.Type: return "number"
         case is Int.Type, is Int8.Type, is Int16.Type, is Int32.Type, is Int64.Type,
-             is UInt.Type, is UInt8.Type, is UInt16.Type, is UInt32.Type, is UInt64.Type:
+            is UInt.Type, is UInt8.Type, is UInt16.Type, is UInt32.Type, is UInt64.Type:
             return "integer"
         case is Date.Type: return "timestamp string"
         default:

@@ -94,10 +94,11 @@ private enum Scalar {
             }
             if let value = T(exactly: double) { return value }
         }
-        throw DecodingError.dataCorrupted(.init(
-            codingPath: path(),
-            debugDescription: "\(literal) is out of range for a \(T.bitWidth)-bit \(T.isSigned ? "signed" : "unsigned") integer"
-        ))
+        throw DecodingError.dataCorrupted(
+            .init(
+                codingPath: path(),
+                debugDescription: "\(literal) is out of range for a \(T.bitWidth)-bit \(T.isSigned ? "signed" : "unsigned") integer"
+            ))
     }
 
     static func mismatch(_ type: Any.Type, _ node: JSONNode, _ path: [any CodingKey]) -> DecodingError {
@@ -186,11 +187,21 @@ private struct TreeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     }
 
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try presentNode(key).map { try Scalar.bool($0, path(key)) } }
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try presentNode(key).map { try Scalar.string($0, path(key)) } }
-    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try presentNode(key).map { try Scalar.double($0, path(key)) } }
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try presentNode(key).map { try Scalar.integer(type, $0, path(key)) } }
-    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try presentNode(key).map { try Scalar.integer(type, $0, path(key)) } }
-    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try presentNode(key).map { try Scalar.integer(type, $0, path(key)) } }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        try presentNode(key).map { try Scalar.string($0, path(key)) }
+    }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+        try presentNode(key).map { try Scalar.double($0, path(key)) }
+    }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
+        try presentNode(key).map { try Scalar.integer(type, $0, path(key)) }
+    }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? {
+        try presentNode(key).map { try Scalar.integer(type, $0, path(key)) }
+    }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? {
+        try presentNode(key).map { try Scalar.integer(type, $0, path(key)) }
+    }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         try presentNode(key).map { try Scalar.value(type, $0, path(key)) }
     }
@@ -231,7 +242,8 @@ private struct TreeUnkeyedContainer: UnkeyedDecodingContainer {
     private mutating func next<T>(_ body: (JSONNode, @autoclosure () -> [any CodingKey]) throws -> T) throws -> T {
         let index = currentIndex
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(T.self, .init(codingPath: codingPath + [IndexKey(index)], debugDescription: "array has no more elements"))
+            throw DecodingError.valueNotFound(
+                T.self, .init(codingPath: codingPath + [IndexKey(index)], debugDescription: "array has no more elements"))
         }
         let value = try body(items[index], codingPath + [IndexKey(index)])
         currentIndex += 1
@@ -240,7 +252,8 @@ private struct TreeUnkeyedContainer: UnkeyedDecodingContainer {
 
     mutating func decodeNil() throws -> Bool {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(Any?.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "array has no more elements"))
+            throw DecodingError.valueNotFound(
+                Any?.self, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "array has no more elements"))
         }
         if case .null = items[currentIndex] {
             currentIndex += 1

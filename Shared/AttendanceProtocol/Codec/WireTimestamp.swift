@@ -65,14 +65,14 @@ public enum WireTimestamp {
             return value
         }
         guard let year = digits(0, 4), b[4] == UInt8(ascii: "-"),
-              let month = digits(5, 2), b[7] == UInt8(ascii: "-"),
-              let day = digits(8, 2), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
-              let hour = digits(11, 2), b[13] == UInt8(ascii: ":"),
-              let minute = digits(14, 2), b[16] == UInt8(ascii: ":"),
-              let second = digits(17, 2)
+            let month = digits(5, 2), b[7] == UInt8(ascii: "-"),
+            let day = digits(8, 2), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
+            let hour = digits(11, 2), b[13] == UInt8(ascii: ":"),
+            let minute = digits(14, 2), b[16] == UInt8(ascii: ":"),
+            let second = digits(17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
-              hour <= 23, minute <= 59, second <= 59
+            hour <= 23, minute <= 59, second <= 59
         else { return nil }
 
         var index = 19
@@ -100,7 +100,7 @@ public enum WireTimestamp {
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             let sign: Int64 = b[index] == UInt8(ascii: "-") ? -1 : 1
             guard b.count - index == 6, let oh = digits(index + 1, 2), b[index + 3] == UInt8(ascii: ":"),
-                  let om = digits(index + 4, 2), oh <= 23, om <= 59
+                let om = digits(index + 4, 2), oh <= 23, om <= 59
             else { return nil }
             offsetSeconds = sign * (oh * 3600 + om * 60)
             index += 6

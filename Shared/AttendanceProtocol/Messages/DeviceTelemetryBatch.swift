@@ -170,9 +170,9 @@ extension TelemetryEvent {
     /// The beacon named by the event's attributes, when all three are present and well formed.
     public var beacon: BeaconIdentity? {
         guard let attributes,
-              let uuid = attributes[BeaconAttribute.uuid], UUID(uuidString: uuid) != nil,
-              let major = attributes[BeaconAttribute.major].flatMap({ Int($0) }), (0...65_535).contains(major),
-              let minor = attributes[BeaconAttribute.minor].flatMap({ Int($0) }), (0...65_535).contains(minor)
+            let uuid = attributes[BeaconAttribute.uuid], UUID(uuidString: uuid) != nil,
+            let major = attributes[BeaconAttribute.major].flatMap({ Int($0) }), (0...65_535).contains(major),
+            let minor = attributes[BeaconAttribute.minor].flatMap({ Int($0) }), (0...65_535).contains(minor)
         else { return nil }
         return BeaconIdentity(uuid: uuid, major: major, minor: minor)
     }

@@ -38,7 +38,9 @@ public struct EnvironmentReader: Sendable {
     /// `KEY_FILE` references that could not be read, by `KEY`.
     private let unreadableFiles: [String: String]
 
-    public init(_ values: [String: String] = ProcessInfo.processInfo.environment, fileBackedKeys: Set<String> = EnvironmentReader.fileBackedKeys) {
+    public init(
+        _ values: [String: String] = ProcessInfo.processInfo.environment, fileBackedKeys: Set<String> = EnvironmentReader.fileBackedKeys
+    ) {
         var resolved = values
         var unreadable: [String: String] = [:]
         for key in fileBackedKeys {
@@ -63,6 +65,36 @@ public struct EnvironmentReader: Sendable {
         }
     }
 
+    /// Settings that were renamed when the platform took one vocabulary (`docs/CONFIGURATION.md`):
+    /// durations end in `_MS` or `_SECONDS`, topic names are `TOPIC_<NAME>` for every service.
+    public static let renamedKeys: [String: String] = [
+        "MERGER_HORIZON_S": "MERGER_HORIZON_SECONDS",
+        "MERGER_IDLE_CUTOFF_S": "MERGER_IDLE_CUTOFF_SECONDS",
+        "MERGER_MERGE_WINDOW_S": "MERGER_MERGE_WINDOW_SECONDS",
+        "MERGER_NOISE_S": "MERGER_NOISE_SECONDS",
+        "MERGER_SOFT_EXIT_GRACE_S": "MERGER_SOFT_EXIT_GRACE_SECONDS",
+        "TELEMETRY_SLO_THRESHOLD_S": "TELEMETRY_SLO_THRESHOLD_SECONDS",
+        "POLICY_DB_SCHEMA": "POLICY_SCHEMA",
+        "MERGER_TOPIC_VETTED": "TOPIC_VETTED_EVENTS",
+        "MERGER_TOPIC_VERDICTS": "TOPIC_VERDICTS",
+        "MERGER_TOPIC_SESSIONS": "TOPIC_SESSIONS",
+        "MERGER_TOPIC_DLQ": "TOPIC_DEAD_LETTERS",
+        "MERGER_TOPIC_REGISTRY": "TOPIC_REGISTRY_CHANGES",
+        "TELEMETRY_TOPIC_TELEMETRY": "TOPIC_DEVICE_TELEMETRY",
+        "TELEMETRY_TOPIC_RAW": "TOPIC_RAW_EVENTS",
+        "TELEMETRY_TOPIC_VERDICTS": "TOPIC_VERDICTS",
+        "TELEMETRY_TOPIC_SESSIONS": "TOPIC_SESSIONS",
+        "TELEMETRY_TOPIC_DLQ": "TOPIC_DEAD_LETTERS",
+    ]
+
+    /// Fails on the first setting that was renamed, naming the new name: a renamed setting silently
+    /// ignored would run the service with its default.
+    public func refuseRenamedKeys() throws(ConfigurationError) {
+        if let (old, new) = Self.renamedKeys.sorted(by: { $0.key < $1.key }).first(where: { values[$0.key] != nil }) {
+            throw ConfigurationError(key: old, value: values[old], expected: "nothing: \(old) was renamed \(new); set \(new) instead")
+        }
+    }
+
     private func raw(_ key: String) -> String? {
         guard let value = values[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
         return value
@@ -81,7 +113,9 @@ public struct EnvironmentReader: Sendable {
         return value
     }
 
-    public func int(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws(ConfigurationError) -> Int {
+    public func int(
+        _ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max
+    ) throws(ConfigurationError) -> Int {
         guard let text = raw(key) else { return defaultValue }
         guard let value = Int(text), range.contains(value) else {
             throw ConfigurationError(key: key, value: text, expected: "an integer in \(range.lowerBound)...\(range.upperBound)")
@@ -113,11 +147,14 @@ public struct EnvironmentReader: Sendable {
     }
 
     /// A duration given in milliseconds.
-    public func milliseconds(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = 0...86_400_000) throws(ConfigurationError) -> Duration {
+    public func milliseconds(
+        _ key: String, default defaultValue: Int, in range: ClosedRange<Int> = 0...86_400_000
+    ) throws(ConfigurationError) -> Duration {
         .milliseconds(try int(key, default: defaultValue, in: range))
     }
 
-    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, default defaultValue: T) throws(ConfigurationError) -> T where T.RawValue == String {
+    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, default defaultValue: T) throws(ConfigurationError) -> T
+    where T.RawValue == String {
         guard let text = raw(key) else { return defaultValue }
         guard let value = T(rawValue: text.lowercased()) else {
             throw ConfigurationError(key: key, value: text, expected: "one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
@@ -128,5 +165,15 @@ public struct EnvironmentReader: Sendable {
     /// A TCP port.
     public func port(_ key: String, default defaultValue: Int) throws(ConfigurationError) -> Int {
         try int(key, default: defaultValue, in: 1...65_535)
+    }
+
+    /// A PostgreSQL schema name a service's migrations and queries may splice into SQL
+    /// (`ServiceMigrations.isValidSchemaName`).
+    public func schemaName(_ key: String, default defaultValue: String) throws(ConfigurationError) -> String {
+        let value = string(key, default: defaultValue)
+        guard ServiceMigrations.isValidSchemaName(value) else {
+            throw ConfigurationError(key: key, value: value, expected: "a lower-case schema name [a-z_][a-z0-9_]{0,62}")
+        }
+        return value
     }
 }

@@ -22,6 +22,8 @@ public struct ServiceConfiguration: Sendable {
     /// `TOPIC_PARTITIONS`: the partition count of the partitioned topics this service creates when
     /// they are missing (`TopicBootstrap`); nil keeps the protocol's counts.
     public var topicPartitions: Int32?
+    /// The topics' names on the broker (`TOPIC_<NAME>` overrides, `TopicNames`).
+    public var topics = TopicNames()
     /// `BROKER_WATCH_INTERVAL_MS` (default 1000, 0 = off): how often `BrokerStateWatch` checks that
     /// the broker still holds this service's topics and producer.
     public var brokerWatchInterval: Duration? = .seconds(1)
@@ -42,17 +44,21 @@ public struct ServiceConfiguration: Sendable {
 
     /// Creates the platform's topics that are missing, with `topicPartitions`.
     public func ensureTopics(logger: Logger) async throws {
-        try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions)
+        try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions, names: topics)
     }
 
-    /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`,
-    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS`, `BROKER_WATCH_INTERVAL_MS` and the
-    /// PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
-    public static func load(service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> ServiceConfiguration {
+    /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`, `KAFKA_BROKER_QUIRKS`,
+    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS`, the `TOPIC_<NAME>` overrides,
+    /// `BROKER_WATCH_INTERVAL_MS` and the PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
+    public static func load(
+        service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()
+    ) throws(ConfigurationError) -> ServiceConfiguration {
         try env.checkFileReferences()
+        try env.refuseRenamedKeys()
         let levelText = env.string("LOG_LEVEL", default: "info").lowercased()
         guard let level = Logger.Level(rawValue: levelText) else {
-            throw ConfigurationError(key: "LOG_LEVEL", value: levelText, expected: "one of " + Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
+            throw ConfigurationError(
+                key: "LOG_LEVEL", value: levelText, expected: "one of " + Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
         }
         let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
         try validateBrokerList(brokers)
@@ -66,16 +72,28 @@ public struct ServiceConfiguration: Sendable {
             logFormat: try env.choice("LOG_FORMAT", default: LogFormat.text),
             logLevel: level,
             kafka: KafkaConfiguration(
-                bootstrapServers: brokers, clientId: instance,
+                bootstrapServers: brokers, brokerQuirks: try brokerQuirks(from: env), clientId: instance,
                 lingerMs: try env.optionalInt("KAFKA_LINGER_MS", in: 0...1_000),
                 fetchWaitMaxMs: try env.optionalInt("KAFKA_FETCH_WAIT_MAX_MS", in: 1...5_000)
             ),
             postgres: try PostgresSettings.load(from: env)
         )
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+        configuration.topics = TopicNames.load(from: env)
         let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: 1_000, in: 0...600_000)
         configuration.brokerWatchInterval = watch == .zero ? nil : watch
         return configuration
+    }
+
+    /// `KAFKA_BROKER_QUIRKS`: `none` (default; Apache Kafka) or `tansu` (the local stack's broker), the
+    /// workarounds `BrokerQuirks` holds for that broker.
+    static func brokerQuirks(from env: EnvironmentReader) throws(ConfigurationError) -> BrokerQuirks {
+        let name = env.string("KAFKA_BROKER_QUIRKS", default: "none")
+        guard let quirks = BrokerQuirks.named(name) else {
+            throw ConfigurationError(
+                key: "KAFKA_BROKER_QUIRKS", value: name, expected: "one of " + BrokerQuirks.names.keys.sorted().joined(separator: ", "))
+        }
+        return quirks
     }
 
     static func validateBrokerList(_ brokers: String) throws(ConfigurationError) {
@@ -111,9 +129,9 @@ public struct PostgresSettings: Sendable, Equatable {
         let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 1...500)
         if let url = env.optionalString("DATABASE_URL") {
             guard let components = URLComponents(string: url),
-                  components.scheme == "postgres" || components.scheme == "postgresql",
-                  let host = components.host, !host.isEmpty,
-                  let user = components.user, !user.isEmpty
+                components.scheme == "postgres" || components.scheme == "postgresql",
+                let host = components.host, !host.isEmpty,
+                let user = components.user, !user.isEmpty
             else {
                 throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "postgres://user:password@host:port/database")
             }

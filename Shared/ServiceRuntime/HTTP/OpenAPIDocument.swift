@@ -1,7 +1,7 @@
 import AttendanceProtocol
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import NIOCore
 import Synchronization
 
@@ -18,8 +18,9 @@ public struct OpenAPIDocument: Sendable {
     /// The `Resources/openapi.yaml` of a service target's bundle (`OpenAPIDocument(bundle: .module)`);
     /// nil when the target bundles none.
     public init?(bundle: Bundle) {
-        guard let url = bundle.url(forResource: "openapi", withExtension: "yaml", subdirectory: "Resources")
-            ?? bundle.url(forResource: "openapi", withExtension: "yaml"),
+        guard
+            let url = bundle.url(forResource: "openapi", withExtension: "yaml", subdirectory: "Resources")
+                ?? bundle.url(forResource: "openapi", withExtension: "yaml"),
             let text = try? String(contentsOf: url, encoding: .utf8)
         else { return nil }
         self.text = text

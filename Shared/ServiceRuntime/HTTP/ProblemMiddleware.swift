@@ -33,7 +33,8 @@ public struct ProblemMapper: Sendable {
             return tooLarge
         case let transaction as PostgresTransactionError:
             if let inner = transaction.cause { return problem(for: inner) }
-            return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
+            return ProblemDetails(
+                type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
         case let http as HTTPError:
             switch http.status {
             case .contentTooLarge: return tooLarge
@@ -45,7 +46,8 @@ public struct ProblemMapper: Sendable {
                 return ProblemDetails(type: "about:blank", title: http.status.reasonPhrase, status: http.status.code, detail: http.body)
             }
         default:
-            return ProblemDetails(type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
+            return ProblemDetails(
+                type: "about:blank", title: "Internal Server Error", status: 500, detail: "an unexpected error; see the service log")
         }
     }
 
@@ -63,7 +65,8 @@ public struct ProblemMapper: Sendable {
         var headers: HTTPFields = [.contentType: ProblemDetails.mediaType]
         if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
         if let retry = problem.retryAfterSeconds { headers[.retryAfter] = String(retry) }
-        return Response(status: HTTPResponse.Status(code: problem.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        return Response(
+            status: HTTPResponse.Status(code: problem.status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
 
@@ -160,7 +163,8 @@ public struct StorageRefusal: Sendable, Hashable {
     /// The refusal behind `error`, looking inside a failed transaction; nil when it is none.
     public init?(_ error: any Error) {
         if let transaction = error as? PostgresTransactionError,
-           let inner = transaction.cause {
+            let inner = transaction.cause
+        {
             self.init(inner)
         } else if let state = (error as? PSQLError)?.serverInfo?[.sqlState] {
             self.init(sqlState: state)
@@ -173,7 +177,8 @@ public struct StorageRefusal: Sendable, Hashable {
 
     /// What the client is told.
     public var reason: String {
-        isDataException ? "a value cannot be stored: it is malformed, out of range or too long" : "the request conflicts with data already stored"
+        isDataException
+            ? "a value cannot be stored: it is malformed, out of range or too long" : "the request conflicts with data already stored"
     }
 
     public var problem: ProblemDetails {

@@ -31,7 +31,8 @@ public enum ServiceApplication {
         routeTable.record(router)
         return Application(
             router: router,
-            configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: configuration.serviceName),
+            configuration: .init(
+                address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: configuration.serviceName),
             logger: logger
         )
     }

@@ -12,7 +12,9 @@ public struct StrictQuery: Sendable {
         for (name, value) in request.uri.queryParameters {
             let key = String(name)
             guard allowed.contains(key) else {
-                errors.append(FieldError(field: key, reason: "is not a parameter of this endpoint (allowed: \(allowed.sorted().joined(separator: ", ")))"))
+                errors.append(
+                    FieldError(
+                        field: key, reason: "is not a parameter of this endpoint (allowed: \(allowed.sorted().joined(separator: ", ")))"))
                 continue
             }
             guard values[key] == nil else {
@@ -59,7 +61,9 @@ public struct StrictQuery: Sendable {
     public func choice<T>(_ name: String, _ options: [String: T]) throws(ProblemDetails) -> T? {
         guard let text = values[name] else { return nil }
         guard let value = options[text] else {
-            throw .validation([FieldError(field: name, reason: "must be one of \(options.keys.sorted().joined(separator: ", ")), got \"\(text)\"")])
+            throw .validation([
+                FieldError(field: name, reason: "must be one of \(options.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
+            ])
         }
         return value
     }

@@ -135,10 +135,11 @@ public final class BrokerStateWatch: Service, Sendable {
         self.producerFatal = { producer?.fatalError }
         self.interval = interval
         self.logger = logger
-        self.onLost = onLost ?? { reason in
-            logger.critical("broker state lost: \(reason); exiting so that the supervisor starts this service afresh")
-            exit(BrokerStateWatch.exitCode)
-        }
+        self.onLost =
+            onLost ?? { reason in
+                logger.critical("broker state lost: \(reason); exiting so that the supervisor starts this service afresh")
+                exit(BrokerStateWatch.exitCode)
+            }
     }
 
     public func run() async throws {

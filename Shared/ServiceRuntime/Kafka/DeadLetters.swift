@@ -45,10 +45,12 @@ public struct StoredOffsetsListener: KafkaRebalanceListener {
 
     public func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
         let stored = try await storedOffsets(partitions)
-        logger.info("seeking assigned partitions to their stored offsets", metadata: [
-            "assigned": "\(partitions.count)",
-            "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
-        ])
+        logger.info(
+            "seeking assigned partitions to their stored offsets",
+            metadata: [
+                "assigned": "\(partitions.count)",
+                "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
+            ])
         return stored
     }
 }

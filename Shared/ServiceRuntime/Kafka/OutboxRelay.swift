@@ -31,7 +31,10 @@ public struct OutboxRelayConfiguration: Sendable {
     /// connection of its own and starts a round at once.
     public var notificationChannel: String?
 
-    public init(pollInterval: Duration = .milliseconds(200), batchSize: Int = 500, maxBackoff: Duration = .seconds(5), notificationChannel: String? = nil) {
+    public init(
+        pollInterval: Duration = .milliseconds(200), batchSize: Int = 500, maxBackoff: Duration = .seconds(5),
+        notificationChannel: String? = nil
+    ) {
         self.pollInterval = pollInterval
         self.batchSize = batchSize
         self.maxBackoff = maxBackoff
@@ -135,9 +138,11 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
                 if round.published > 0 { continue }
                 _ = try? await cancelWhenGracefulShutdown { () async throws in await wakeUp.wait(upTo: self.configuration.pollInterval) }
             } catch {
-                logger.error("publishing \(table.name) failed; retrying", metadata: [
-                    "error": .string(String(describing: error)), "retryIn": .string("\(backoff)"),
-                ])
+                logger.error(
+                    "publishing \(table.name) failed; retrying",
+                    metadata: [
+                        "error": .string(String(describing: error)), "retryIn": .string("\(backoff)"),
+                    ])
                 let wait = backoff
                 backoff = min(backoff * 2, configuration.maxBackoff)
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
@@ -151,7 +156,7 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: channel) { notifications in
-                        wakeUp.signal()  // rows may have come while nobody listened
+                        wakeUp.signal() // rows may have come while nobody listened
                         for try await _ in notifications { wakeUp.signal() }
                     }
                 }
@@ -175,7 +180,11 @@ final class WakeUp: Sendable {
     func wait(upTo limit: Duration) async {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline, !Task.isCancelled {
-            if raised.withLock({ let was = $0; $0 = false; return was }) { return }
+            if raised.withLock({
+                let was = $0; $0 = false; return was
+            }) {
+                return
+            }
             try? await Task.sleep(for: .milliseconds(5))
         }
     }

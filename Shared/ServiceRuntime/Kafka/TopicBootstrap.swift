@@ -10,10 +10,10 @@ import Logging
 /// topics to its consumers. On one small machine with Tansu, whose cost is per record batch, fewer
 /// partitions mean fewer, fuller batches (`TOPIC_PARTITIONS`; the README's "Performance").
 public enum TopicBootstrap {
-    public static func specs(replicationFactor: Int32 = 1, partitions: Int32? = nil) -> [KafkaTopicSpec] {
+    public static func specs(replicationFactor: Int32 = 1, partitions: Int32? = nil, names: TopicNames = TopicNames()) -> [KafkaTopicSpec] {
         Topic.allCases.map { topic in
             KafkaTopicSpec(
-                name: topic.name,
+                name: names[topic],
                 partitions: partitionCount(of: topic, override: partitions),
                 replicationFactor: replicationFactor,
                 config: topic.topicConfig
@@ -28,7 +28,9 @@ public enum TopicBootstrap {
 
     /// - Returns: the topics this call created.
     @discardableResult
-    public static func ensureTopics(_ admin: KafkaAdmin, replicationFactor: Int32 = 1, partitions: Int32? = nil) async throws(KafkaError) -> [String] {
-        try await admin.createTopics(specs(replicationFactor: replicationFactor, partitions: partitions))
+    public static func ensureTopics(
+        _ admin: KafkaAdmin, replicationFactor: Int32 = 1, partitions: Int32? = nil, names: TopicNames = TopicNames()
+    ) async throws(KafkaError) -> [String] {
+        try await admin.createTopics(specs(replicationFactor: replicationFactor, partitions: partitions, names: names))
     }
 }

@@ -47,9 +47,10 @@ public struct ServiceKit: Sendable {
     /// ones this service reads or writes; the registry feed (`feed`), a log that only grows, is every
     /// service's canary, whether it reads the feed or not.
     public func brokerStateWatch(
-        producer: KafkaProducer, topics: [String], feed: String = Topic.registryChanges.name
+        producer: KafkaProducer, topics: [String], feed: String? = nil
     ) throws(KafkaError) -> BrokerStateWatch {
-        BrokerStateWatch(
+        let feed = feed ?? configuration.topics[.registryChanges]
+        return BrokerStateWatch(
             source: KafkaBrokerStateSource(admin: try KafkaAdmin(configuration: configuration.kafka, logger: logger)),
             watchedTopics: Set(topics + [feed]), canaries: [feed],
             producer: producer, interval: configuration.brokerWatchInterval, logger: logger)
@@ -63,13 +64,14 @@ public struct ServiceKit: Sendable {
             try await configuration.ensureTopics(logger: logger)
             try await prepare(postgres)
         }
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: postgres), .init(service: preparation, successTerminationBehavior: .ignore)]
-                + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            cancellationSignals: [],
-            logger: logger
-        ))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: postgres), .init(service: preparation, successTerminationBehavior: .ignore)]
+                    + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                cancellationSignals: [],
+                logger: logger
+            ))
         try await group.run()
     }
 }
@@ -96,8 +98,8 @@ final class Preparation: Service, Sendable {
         defer { finish(succeeded: succeeded) }
         do {
             try await cancelWhenGracefulShutdown { try await self.work() }
-        } catch where Task.isShuttingDownGracefully {
-            return  // asked to stop while preparing: nothing starts, and that is no failure
+        } catch  where Task.isShuttingDownGracefully {
+            return // asked to stop while preparing: nothing starts, and that is no failure
         }
         succeeded = !Task.isCancelled && !Task.isShuttingDownGracefully
     }

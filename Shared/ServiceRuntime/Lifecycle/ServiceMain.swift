@@ -12,7 +12,8 @@ public enum ServiceMain {
         } catch let error as ConfigurationError {
             exitWithMessage(error.description, code: 78)
         } catch let error as KafkaError where error.meansBrokerStateLost {
-            exitWithMessage("broker state lost: \(error); exiting so that the supervisor starts this service afresh", code: BrokerStateWatch.exitCode)
+            exitWithMessage(
+                "broker state lost: \(error); exiting so that the supervisor starts this service afresh", code: BrokerStateWatch.exitCode)
         } catch {
             exitWithMessage("fatal: \(error)", code: 1)
         }

@@ -25,7 +25,10 @@ public struct JSONLogHandler: LogHandler {
     private let service: String
     private let write: @Sendable (String) -> Void
 
-    public init(label: String, service: String, logLevel: Logger.Level = .info, write: @escaping @Sendable (String) -> Void = JSONLogHandler.writeToStderr) {
+    public init(
+        label: String, service: String, logLevel: Logger.Level = .info,
+        write: @escaping @Sendable (String) -> Void = JSONLogHandler.writeToStderr
+    ) {
         self.label = label
         self.service = service
         self.logLevel = logLevel
@@ -50,7 +53,9 @@ public struct JSONLogHandler: LogHandler {
         for (key, value) in merged where object[key] == nil {
             object[key] = Self.json(value)
         }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return
+        }
         write(String(decoding: data, as: UTF8.self))
     }
 

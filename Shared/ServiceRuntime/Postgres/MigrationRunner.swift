@@ -55,7 +55,8 @@ public struct MigrationRunner: Sendable {
                 throw MigrationError(description: "migrations \(other) and \(file.lastPathComponent) have the same version \(version)")
             }
             seen[version] = file.lastPathComponent
-            return Migration(version: version, name: String(base[base.index(after: underscore)...]), sql: try String(contentsOf: file, encoding: .utf8))
+            return Migration(
+                version: version, name: String(base[base.index(after: underscore)...]), sql: try String(contentsOf: file, encoding: .utf8))
         }.sorted { $0.version < $1.version }
     }
 
@@ -68,7 +69,8 @@ public struct MigrationRunner: Sendable {
         do {
             try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))", logger: logger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         service text NOT NULL,
                         version integer NOT NULL,
@@ -88,37 +90,44 @@ public struct MigrationRunner: Sendable {
         for migration in migrations {
             let service = self.service
             let logger = self.logger
-            let didApply = try await Self.unwrappingTransactionError { try await client.withTransaction(logger: logger) { connection -> Bool in
-                let lockKey = "schema_migrations:\(service)"
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-                let version = migration.version
-                let rows = try await connection.query(
-                    "SELECT checksum FROM schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
-                )
-                for try await (checksum) in rows.decode(String.self) {
-                    guard checksum == migration.checksum else {
-                        throw MigrationError(description: "migration \(service) \(version)_\(migration.name) was changed after it was applied (checksum differs); add a new migration instead")
+            let didApply = try await Self.unwrappingTransactionError {
+                try await client.withTransaction(logger: logger) { connection -> Bool in
+                    let lockKey = "schema_migrations:\(service)"
+                    try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+                    let version = migration.version
+                    let rows = try await connection.query(
+                        "SELECT checksum FROM schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
+                    )
+                    for try await (checksum) in rows.decode(String.self) {
+                        guard checksum == migration.checksum else {
+                            throw MigrationError(
+                                description:
+                                    "migration \(service) \(version)_\(migration.name) was changed after it was applied (checksum differs); add a new migration instead"
+                            )
+                        }
+                        return false
                     }
-                    return false
-                }
-                for statement in SQLStatementSplitter.split(migration.sql) {
-                    do {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                    } catch let error as PSQLError {
-                        let message = error.serverInfo?[.message] ?? "\(error)"
-                        throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
+                    for statement in SQLStatementSplitter.split(migration.sql) {
+                        do {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        } catch let error as PSQLError {
+                            let message = error.serverInfo?[.message] ?? "\(error)"
+                            throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
+                        }
                     }
+                    let name = migration.name
+                    let checksum = migration.checksum
+                    try await connection.query(
+                        "INSERT INTO schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
+                        logger: logger
+                    )
+                    return true
                 }
-                let name = migration.name
-                let checksum = migration.checksum
-                try await connection.query(
-                    "INSERT INTO schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
-                    logger: logger
-                )
-                return true
-            } }
+            }
             if didApply {
-                logger.info("migration applied", metadata: ["service": .string(service), "version": "\(migration.version)", "name": .string(migration.name)])
+                logger.info(
+                    "migration applied",
+                    metadata: ["service": .string(service), "version": "\(migration.version)", "name": .string(migration.name)])
                 applied.append(migration)
             }
         }
@@ -161,7 +170,9 @@ public enum SQLStatementSplitter {
             }
             if c == "/" && next == "*" {
                 current.append(c); current.append("*"); i += 2
-                while i < chars.count && !(chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/") { current.append(chars[i]); i += 1 }
+                while i < chars.count && !(chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/") {
+                    current.append(chars[i]); i += 1
+                }
                 if i < chars.count { current.append("*"); current.append("/"); i += 2 }
                 continue
             }
@@ -217,6 +228,8 @@ public enum SQLStatementSplitter {
     }
 
     private static func isOnlyComments(_ text: String) -> Bool {
-        text.split(separator: "\n").allSatisfy { $0.trimmingCharacters(in: .whitespaces).hasPrefix("--") || $0.trimmingCharacters(in: .whitespaces).isEmpty }
+        text.split(separator: "\n").allSatisfy {
+            $0.trimmingCharacters(in: .whitespaces).hasPrefix("--") || $0.trimmingCharacters(in: .whitespaces).isEmpty
+        }
     }
 }

@@ -15,7 +15,8 @@ struct KafkaBenchmark: AsyncParsableCommand {
     @Option(help: "Partitions of the benchmark topics") var partitions: Int32 = 6
     @Option(help: "Messages per sendBatch call") var batch = 10_000
     @Option(help: "sendBatch calls in flight") var inFlight = 4
-    @Option(help: "Path of rdkafka_performance") var rdkafkaPerformance = ProcessInfo.processInfo.environment["RDKAFKA_PERFORMANCE"]
+    @Option(help: "Path of rdkafka_performance") var rdkafkaPerformance =
+        ProcessInfo.processInfo.environment["RDKAFKA_PERFORMANCE"]
         ?? "\(ProcessInfo.processInfo.environment["RDKAFKA_PREFIX"] ?? ".local/librdkafka")/bin/rdkafka_performance"
 
     func run() async throws {
@@ -121,9 +122,9 @@ struct KafkaBenchmark: AsyncParsableCommand {
         process.waitUntilExit()
         // Its summary line: "... delivered ... in 1234ms: 242000 msgs/s and ..."
         guard process.terminationStatus == 0,
-              let line = output.split(separator: "\n").last(where: { $0.contains("msgs/s") && $0.contains("delivered") }),
-              let range = line.range(of: #"(\d+) msgs/s"#, options: .regularExpression),
-              let value = Double(line[range].split(separator: " ")[0])
+            let line = output.split(separator: "\n").last(where: { $0.contains("msgs/s") && $0.contains("delivered") }),
+            let range = line.range(of: #"(\d+) msgs/s"#, options: .regularExpression),
+            let value = Double(line[range].split(separator: " ")[0])
         else {
             throw ValidationError("rdkafka_performance failed:\n\(output.suffix(2_000))")
         }

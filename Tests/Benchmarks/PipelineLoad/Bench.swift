@@ -52,8 +52,13 @@ struct PipelineBench {
             let (result, cpu) = await StackCPU.measure { await closedLoop(contract: contract, seconds: options.seconds) }
             saturated = result
             saturatedCPU = cpu
-            say(String(format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", result.acceptedPerSecond, result.accepted, result.otherFinal, result.unfinished))
-            say(String(format: "    cores busy %.0f %% of %d; CPU per accepted event: ", cpu.busyShare * 100, cpu.cores) + cpu.perUnit(result.accepted, scale: 1e3, unit: "ms"))
+            say(
+                String(
+                    format: "    %.0f accepted events/s (%d accepted, %d other final, %d unfinished)", result.acceptedPerSecond,
+                    result.accepted, result.otherFinal, result.unfinished))
+            say(
+                String(format: "    cores busy %.0f %% of %d; CPU per accepted event: ", cpu.busyShare * 100, cpu.cores)
+                    + cpu.perUnit(result.accepted, scale: 1e3, unit: "ms"))
         }
         if phases.contains(.half) {
             let rate = options.halfRate ?? max(1, (saturated?.acceptedPerSecond ?? 200) / 2)
@@ -61,49 +66,85 @@ struct PipelineBench {
             say(String(format: "end to end at half load (%.0f events/s, open loop, %d s)…", rate, options.seconds))
             let result = await openLoop(contract: contract, rate: rate, seconds: options.seconds)
             half = result
-            say(String(format: "    latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d requests)", result.p50, result.p90, result.p99, result.count))
+            say(
+                String(
+                    format: "    latency p50 %.1f ms, p90 %.1f ms, p99 %.1f ms (%d requests)", result.p50, result.p90, result.p99,
+                    result.count))
         }
         if phases.contains(.pgbench) {
-            say("ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into merger.events, then into an empty copy…")
+            say(
+                "ceiling: pgbench, \(options.mergerBatch)-row INSERT … ON CONFLICT DO NOTHING transactions into merger.events, then into an empty copy…"
+            )
             pgbench = try await pgbenchCeiling()
         }
         if phases.contains(.merger) {
             say("the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
             merger = try await mergerAlone()
-            say(String(format: "    %.0f rows/s; cores busy %.0f %% of %d; CPU per row: ", merger!.rowsPerSecond, merger!.cpu.busyShare * 100, merger!.cpu.cores)
-                + merger!.cpu.perUnit(merger!.rows, scale: 1e6, unit: "µs"))
+            say(
+                String(
+                    format: "    %.0f rows/s; cores busy %.0f %% of %d; CPU per row: ", merger!.rowsPerSecond, merger!.cpu.busyShare * 100,
+                    merger!.cpu.cores)
+                    + merger!.cpu.perUnit(merger!.rows, scale: 1e6, unit: "µs"))
         }
 
         say("")
         say("== pipeline benchmark (\(fleet.devices.count) devices, release build, one machine) ==")
         if let saturated {
             let busy = (saturatedCPU?.busyShare ?? 0) * 100
-            say(String(format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000; %d clients, cores busy %.0f %%",
-                       saturated.acceptedPerSecond, options.concurrency, busy) + (busy < 90 ? ", NOT saturated: raise --concurrency)" : ")"))
-            if let bare { say(String(format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare)) }
+            say(
+                String(
+                    format: "end-to-end accepted events/s ........ %8.0f   (target >= 2000; %d clients, cores busy %.0f %%",
+                    saturated.acceptedPerSecond, options.concurrency, busy) + (busy < 90 ? ", NOT saturated: raise --concurrency)" : ")"))
+            if let bare {
+                say(
+                    String(
+                        format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare)
+                )
+            }
             if let cpu = saturatedCPU, saturated.accepted > 0 {
                 // What 2,000/s would leave each event: every core's second shared by 2,000 events.
-                say(String(format: "  CPU per accepted event ............. %8.2f ms   (2,000/s on %d cores allows %.2f ms; the broker alone takes %.2f ms)",
-                           cpu.total(perUnit: saturated.accepted) * 1e3, cpu.cores, Double(cpu.cores) / 2_000 * 1e3,
-                           cpu.seconds(of: .broker, perUnit: saturated.accepted) * 1e3))
+                say(
+                    String(
+                        format:
+                            "  CPU per accepted event ............. %8.2f ms   (2,000/s on %d cores allows %.2f ms; the broker alone takes %.2f ms)",
+                        cpu.total(perUnit: saturated.accepted) * 1e3, cpu.cores, Double(cpu.cores) / 2_000 * 1e3,
+                        cpu.seconds(of: .broker, perUnit: saturated.accepted) * 1e3))
             }
         }
         if let half, let halfRate {
-            say(String(format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50, half.p99))
+            say(
+                String(
+                    format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50,
+                    half.p99))
         }
         if let merger {
             say(String(format: "merger rows/s (alone) ................ %8.0f", merger.rowsPerSecond))
             if let pgbench {
                 let same = pgbench.sameTable, single = pgbench.singleClient, empty = pgbench.emptyCopy
-                say(String(format: "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50; into merger.events, 2 clients)", options.mergerBatch, same.rowsPerSecond, merger.rowsPerSecond / same.rowsPerSecond))
-                say(String(format: "  vs pgbench, one client ............. %8.0f rows/s   ratio %.2f   (one transaction at a time, as the merger on one partition)", single.rowsPerSecond, merger.rowsPerSecond / single.rowsPerSecond))
-                say(String(format: "  vs pgbench into an empty copy ...... %8.0f rows/s   ratio %.2f", empty.rowsPerSecond, merger.rowsPerSecond / empty.rowsPerSecond))
+                say(
+                    String(
+                        format:
+                            "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50; into merger.events, 2 clients)",
+                        options.mergerBatch, same.rowsPerSecond, merger.rowsPerSecond / same.rowsPerSecond))
+                say(
+                    String(
+                        format:
+                            "  vs pgbench, one client ............. %8.0f rows/s   ratio %.2f   (one transaction at a time, as the merger on one partition)",
+                        single.rowsPerSecond, merger.rowsPerSecond / single.rowsPerSecond))
+                say(
+                    String(
+                        format: "  vs pgbench into an empty copy ...... %8.0f rows/s   ratio %.2f", empty.rowsPerSecond,
+                        merger.rowsPerSecond / empty.rowsPerSecond))
                 // Half of pgbench's rate on these cores leaves each row this much CPU, for everything.
                 let allowed = Double(merger.cpu.cores) / (0.5 * same.rowsPerSecond) * 1e6
-                say(String(format: "  CPU per row, whole machine ......... %8.0f µs   (half of pgbench's rate on %d cores allows %.0f µs)",
-                           merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed))
-                say(String(format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)",
-                           merger.cpu.seconds(of: .postgres, perUnit: merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
+                say(
+                    String(
+                        format: "  CPU per row, whole machine ......... %8.0f µs   (half of pgbench's rate on %d cores allows %.0f µs)",
+                        merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed))
+                say(
+                    String(
+                        format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)",
+                        merger.cpu.seconds(of: .postgres, perUnit: merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
             }
         }
     }
@@ -170,17 +211,23 @@ struct PipelineBench {
         router.post("/v1/attendance/events") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 64 * 1_024)
             let event = try ProtocolCodec.wire.decode(AttendanceEvent.self, from: body.readableBytesView)
-            return Response(status: .created, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
+            return Response(
+                status: .created, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
         }
         let port = Mutex<Int?>(nil)
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: Logger(label: "bare-endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } },
+            logger: Logger(label: "bare-endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         return try await withThrowingTaskGroup(of: Double?.self) { group in
-            group.addTask { try await app.runService(); return nil }
+            group.addTask {
+                try await app.runService(); return nil
+            }
             while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let bareContract = ContractClient(http: http, gateway: "http://127.0.0.1:\(port.withLock { $0 }!)", requestTimeout: .seconds(10))
+            let bareContract = ContractClient(
+                http: http, gateway: "http://127.0.0.1:\(port.withLock { $0 }!)", requestTimeout: .seconds(10))
             let result = await closedLoop(contract: bareContract, seconds: options.seconds)
             group.cancelAll()
             return result.acceptedPerSecond
@@ -206,7 +253,11 @@ struct PipelineBench {
         var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
 
         func report(_ label: String) {
-            say("    \(label): " + String(format: "%.0f rows/s; cores busy %.0f %%; PostgreSQL %.0f µs of CPU per row", rowsPerSecond, cpu.busyShare * 100, postgresMicrosecondsPerRow))
+            say(
+                "    \(label): "
+                    + String(
+                        format: "%.0f rows/s; cores busy %.0f %%; PostgreSQL %.0f µs of CPU per row", rowsPerSecond, cpu.busyShare * 100,
+                        postgresMicrosecondsPerRow))
         }
     }
 
@@ -250,8 +301,11 @@ struct PipelineBench {
             """
         try sql.write(to: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: script) }
-        let pgbench = ["/usr/lib/postgresql/15/bin/pgbench", "/usr/bin/pgbench"].first { FileManager.default.isExecutableFile(atPath: $0) }
-            ?? (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")).flatMap { $0.sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pgbench" } }
+        let pgbench =
+            ["/usr/lib/postgresql/15/bin/pgbench", "/usr/bin/pgbench"].first { FileManager.default.isExecutableFile(atPath: $0) }
+            ?? (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")).flatMap {
+                $0.sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pgbench" }
+            }
             ?? "pgbench"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pgbench)
@@ -268,8 +322,8 @@ struct PipelineBench {
         process.waitUntilExit()
         let cpu = StackCPU.usage(from: start, to: StackCPU.snapshot())
         guard process.terminationStatus == 0,
-              let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
-              let tps = Double(line.dropFirst(6).prefix { $0 != " " })
+            let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = Double(line.dropFirst(6).prefix { $0 != " " })
         else { throw LoadError("pgbench failed:\n\(output)") }
         return PgbenchRun(rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu)
     }
@@ -284,9 +338,13 @@ struct PipelineBench {
     }
 
     private func mergerAlone() async throws -> MergerAlone {
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: options.brokers, clientId: "pipeline-bench")), logger: logger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaConfiguration(bootstrapServers: options.brokers, clientId: "pipeline-bench")), logger: logger)
         return try await withThrowingTaskGroup(of: MergerAlone?.self) { group in
-            group.addTask { try await producer.run(); return nil }
+            group.addTask {
+                try await producer.run(); return nil
+            }
             defer { group.cancelAll() }
             let runTag = UUID().uuidString.prefix(8).lowercased()
             var messages: [KafkaOutgoingMessage] = []
@@ -299,13 +357,18 @@ struct PipelineBench {
                 let at = now.addingTimeInterval(-Double(options.mergerEvents - index) / 1_000)
                 var event = ContractClient.event(fleet: fleet, device: device, sequence: 20_000_000 + index, at: at)
                 // The wire format wants the app's key shape (hex sha256); the request id marks the run.
-                event.idempotencyKey = ContractClient.idempotencyKey(device: device, beaconId: fleet.beaconId, at: at, nonce: "bench-\(runTag)-\(index)")
+                event.idempotencyKey = ContractClient.idempotencyKey(
+                    device: device, beaconId: fleet.beaconId, at: at, nonce: "bench-\(runTag)-\(index)")
                 let raw = RawEventEnvelope(
-                    requestId: "req-\(runTag)-\(index)", idempotencyKey: event.idempotencyKey, userId: device.userId, deviceId: device.deviceId,
+                    requestId: "req-\(runTag)-\(index)", idempotencyKey: event.idempotencyKey, userId: device.userId,
+                    deviceId: device.deviceId,
                     siteId: fleet.siteId, appVersion: "1.12.0", gatewayInstance: "bench", receivedAt: now,
                     payloadFingerprint: String(repeating: "c", count: 64), payload: .event(event)
                 )
-                let vetted = VettedEvent(raw: raw, decision: PolicyDecision(outcome: .accept, ruleResults: [], riskScore: 0, action: .noAction, policyVersion: 0, decidedAt: now))
+                let vetted = VettedEvent(
+                    raw: raw,
+                    decision: PolicyDecision(
+                        outcome: .accept, ruleResults: [], riskScore: 0, action: .noAction, policyVersion: 0, decidedAt: now))
                 let record = try ProtocolCodec.wire.record(for: vetted)
                 messages.append(KafkaOutgoingMessage(topic: Topic.vettedEvents.name, key: record.key, value: record.value))
             }
@@ -330,7 +393,9 @@ struct PipelineBench {
                     """, logger: logger
                 )
                 var caughtUp = 0
-                for try await (partition, next) in rows.decode((Int32, Int64).self) where next > (last[partition] ?? Int64.max) { caughtUp += 1 }
+                for try await (partition, next) in rows.decode((Int32, Int64).self) where next > (last[partition] ?? Int64.max) {
+                    caughtUp += 1
+                }
                 if caughtUp == partitions.count {
                     let elapsed = (ContinuousClock.now - start).seconds
                     let cpu = StackCPU.usage(from: cpuAtStart, to: StackCPU.snapshot())
@@ -339,7 +404,9 @@ struct PipelineBench {
                     )
                     var stored = 0
                     for try await n in counted.decode(Int.self) { stored = n }
-                    guard stored == options.mergerEvents else { throw LoadError("the merger stored \(stored) of \(options.mergerEvents) rows") }
+                    guard stored == options.mergerEvents else {
+                        throw LoadError("the merger stored \(stored) of \(options.mergerEvents) rows")
+                    }
                     return MergerAlone(rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu)
                 }
                 try await Task.sleep(for: .milliseconds(20))

@@ -44,7 +44,8 @@ struct ContractClient: Sendable {
     }
 
     func send(
-        _ event: AttendanceProtocol.AttendanceEvent, device: LoadFleet.Device, home: Int = 0, stopRetryingAfter: ContinuousClock.Instant? = nil
+        _ event: AttendanceProtocol.AttendanceEvent, device: LoadFleet.Device, home: Int = 0,
+        stopRetryingAfter: ContinuousClock.Instant? = nil
     ) async -> Outcome {
         let body = (try? ProtocolCodec.wire.encode(event)) ?? []
         let start = ContinuousClock.now

@@ -26,25 +26,28 @@ struct LoadFleet: Sendable {
         let tag = String(UUID().uuidString.prefix(8)).lowercased()
         let organization = try await repository.createOrganization(NewOrganization(name: "Load \(tag)"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "Load site \(tag)", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "Load site \(tag)", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
+                )
+            ))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(NewBeacon(
-            uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "LOAD-\(tag)",
-            mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
-        ))
+        let beacon = try await repository.registerBeacon(
+            NewBeacon(
+                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "LOAD-\(tag)",
+                mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
+            ))
         var devices: [Device] = []
         for index in 0..<count {
             let user = try await repository.createUser(NewUser(name: "Load user \(tag)-\(index)", siteIds: [site.id]))
             let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-            let credentials = try await repository.exchangeEnrollmentCode(code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+            let credentials = try await repository.exchangeEnrollmentCode(
+                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
             devices.append(Device(userId: user.id, deviceId: credentials.device.id, token: credentials.token))
         }
         return LoadFleet(

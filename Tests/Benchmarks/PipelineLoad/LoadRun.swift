@@ -158,9 +158,11 @@ struct LoadRun {
             let live = sessionsByUser[user] ?? []
             if expected == 0 ? !live.isEmpty : live != [expected] {
                 report.sessionMismatches += 1
-                logger.warning("sessions differ from the accepted events", metadata: [
-                    "user": .string(user), "accepted": "\(expected)", "sessionEventCounts": .string("\(live)"),
-                ])
+                logger.warning(
+                    "sessions differ from the accepted events",
+                    metadata: [
+                        "user": .string(user), "accepted": "\(expected)", "sessionEventCounts": .string("\(live)"),
+                    ])
             }
         }
     }

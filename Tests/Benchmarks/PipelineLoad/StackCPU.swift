@@ -80,8 +80,8 @@ struct StackCPU {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         for entry in entries where entry.first?.isNumber == true {
             guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
-                  let part = Part(processName: String(stat[stat.index(after: open)..<close]))
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                let part = Part(processName: String(stat[stat.index(after: open)..<close]))
             else { continue }
             // After ") ": state is field 3; utime, stime, cutime, cstime are fields 14-17. The
             // children's times matter for PostgreSQL (a backend that exited, pgbench's included, is
@@ -93,7 +93,8 @@ struct StackCPU {
         }
         var busy = 0.0, total = 0.0
         if let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-           let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") {
+            let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ")
+        {
             let values = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
             total = values.reduce(0, +) / ticks
             // idle and iowait

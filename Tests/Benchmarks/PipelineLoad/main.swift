@@ -24,7 +24,10 @@ struct Verify: AsyncParsableCommand {
         abstract: "Send keyed attendance events to the gateway under the no-loss contract and verify PostgreSQL."
     )
 
-    @Option(help: "Gateway base URL; a comma-separated list spreads the devices over several gateways (each device has a home gateway and fails over to the next).")
+    @Option(
+        help:
+            "Gateway base URL; a comma-separated list spreads the devices over several gateways (each device has a home gateway and fails over to the next)."
+    )
     var gateway = "http://127.0.0.1:8080"
     @Option(help: "Enrolled devices sending in parallel.") var devices = 50
     @Option(help: "Events per second, all devices together.") var rate = 100.0
@@ -40,7 +43,9 @@ struct Verify: AsyncParsableCommand {
         let env = EnvironmentReader()
         let signer = try DeviceTokenSigner.load(from: env)
         let postgres = try PostgresSettings.load(from: env).makeClient(logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await postgres.run() }
@@ -66,16 +71,20 @@ struct Verify: AsyncParsableCommand {
                 let json = String(decoding: try encoder.encode(result), as: UTF8.self)
                 print(json)
                 if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
-                print("sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
-                    + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
-                    + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
+                print(
+                    "sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
+                        + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
+                        + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
                 for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
-                    print("gateway \(name): \(figures.devicesHomed) devices, \(figures.eventsAsked) events asked first, "
-                        + "\(figures.acceptedOnFirstAttempt) accepted on the first attempt, \(figures.finalAnswers) final answers given")
+                    print(
+                        "gateway \(name): \(figures.devicesHomed) devices, \(figures.eventsAsked) events asked first, "
+                            + "\(figures.acceptedOnFirstAttempt) accepted on the first attempt, \(figures.finalAnswers) final answers given"
+                    )
                 }
                 let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
                 if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
-                    + result.sessionMismatches + silentGateways > 0 {
+                    + result.sessionMismatches + silentGateways > 0
+                {
                     throw ExitCode(1)
                 }
             }
@@ -121,7 +130,9 @@ struct Bench: AsyncParsableCommand {
         let signer = try DeviceTokenSigner.load(from: env)
         let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
         let postgres = try PostgresSettings.load(from: env).makeClient(logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await postgres.run() }

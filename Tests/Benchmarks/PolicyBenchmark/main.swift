@@ -9,14 +9,15 @@
 // Not in the loop: the durable spent-nonce claim (`GattNonceLedger`), one PostgreSQL statement per
 // polled batch rather than per decision (PolicyAdminTests/SpentNonceTests prints its cost).
 
+import AttendanceProtocol
+import Foundation
+import PolicyServiceCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import AttendanceProtocol
-import Foundation
-import PolicyServiceCore
 
 func monotonicNanos() -> UInt64 {
     var ts = timespec()
@@ -104,11 +105,12 @@ for p in 0..<punchesPerUser {
             attestation: .init(jailbroken: false, simulatedLocation: false),
             gatt: .init(nonce: nonce, hmac: GattProof.hmac(nonce: nonce, rawKey: beaconKeys[key]!.raw))
         )
-        events.append(RawEventEnvelope(
-            requestId: "r_\(u)_\(p)", idempotencyKey: idempotencyKey, userId: "u_\(u)", deviceId: "d_\(u)", siteId: site,
-            appVersion: "1.12.0", gatewayInstance: "gateway-0", receivedAt: time + 0.4,
-            payloadFingerprint: String(repeating: "0", count: 64), payload: .event(body)
-        ))
+        events.append(
+            RawEventEnvelope(
+                requestId: "r_\(u)_\(p)", idempotencyKey: idempotencyKey, userId: "u_\(u)", deviceId: "d_\(u)", siteId: site,
+                appVersion: "1.12.0", gatewayInstance: "gateway-0", receivedAt: time + 0.4,
+                payloadFingerprint: String(repeating: "0", count: 64), payload: .event(body)
+            ))
     }
 }
 

@@ -5,12 +5,13 @@
 //   >= 1,000,000 RSSI samples/s through smoothing + state machine on one core,
 //   <= 2 KiB per tracked device state (outbox excluded).
 
+import PresenceKit
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import PresenceKit
 
 // MARK: Helpers
 
@@ -47,7 +48,7 @@ func fmt(_ v: Double, _ digits: Int = 1) -> String {
 let companyUUID = "f7826da6-4fa2-4e98-8024-bc5b71e0893e"
 let gates = [BeaconIdentity(companyUUID, major: 10, minor: 1), BeaconIdentity(companyUUID, major: 10, minor: 2)]
 let directory = SiteDirectory(sites: [
-    Site(id: "S_HQ", center: GeoPoint(latitude: 33.8938, longitude: 130.8403), beacons: [BeaconMatcher(companyUUID, major: 10)]),
+    Site(id: "S_HQ", center: GeoPoint(latitude: 33.8938, longitude: 130.8403), beacons: [BeaconMatcher(companyUUID, major: 10)])
 ])
 let config: PresenceConfig = {
     var c = PresenceConfig()

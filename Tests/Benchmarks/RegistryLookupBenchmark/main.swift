@@ -39,7 +39,9 @@ func buildCache() -> (RegistryCache, [RegistryBeaconKey]) {
     var version: Int64 = 0
     func add<E: Encodable>(_ type: String, _ id: String, _ entity: E) {
         version += 1
-        records.append(.upsert(try! RegistryChange.upsert(RegistryEntityType(rawValue: type), id: id, version: version, changedAt: now, entity: entity)))
+        records.append(
+            .upsert(
+                try! RegistryChange.upsert(RegistryEntityType(rawValue: type), id: id, version: version, changedAt: now, entity: entity)))
     }
     // 100 organizations, each a namespace, 2 sites, 10 gates, 100 beacons.
     for org in 0..<100 {
@@ -51,13 +53,16 @@ func buildCache() -> (RegistryCache, [RegistryBeaconKey]) {
         add("namespace", ns.key, ns)
         for s in 0..<2 {
             let siteId = "site_\(org)_\(s)"
-            add("site", siteId, Site(
-                id: siteId, organizationId: orgId, name: "Site \(s)", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7, longitude: 106.7, radiusMeters: 200),
-                shift: ShiftSettings(start: TimeOfDay(hour: 8, minute: 0)!, end: TimeOfDay(hour: 17, minute: 0)!,
-                                     checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 10),
-                createdAt: now
-            ))
+            add(
+                "site", siteId,
+                Site(
+                    id: siteId, organizationId: orgId, name: "Site \(s)", timezone: "Asia/Ho_Chi_Minh",
+                    geofence: Geofence(latitude: 10.7, longitude: 106.7, radiusMeters: 200),
+                    shift: ShiftSettings(
+                        start: TimeOfDay(hour: 8, minute: 0)!, end: TimeOfDay(hour: 17, minute: 0)!,
+                        checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 10),
+                    createdAt: now
+                ))
         }
         for g in 0..<10 {
             add("gate", "gate_\(org)_\(g)", Gate(id: "gate_\(org)_\(g)", siteId: "site_\(org)_\(g % 2)", name: "Gate \(g)", createdAt: now))
@@ -66,10 +71,12 @@ func buildCache() -> (RegistryCache, [RegistryBeaconKey]) {
             let minor = b + 1
             let id = "bcn_\(org)_\(b)"
             let mac = String(format: "AA:BB:%02X:%02X:%02X:%02X", org, b / 256, b % 256, 1)
-            add("beacon", id, Beacon(
-                id: id, uuid: uuid, major: major, minor: minor, serial: nil, mac: mac, txPower: -59, advIntervalMs: 350,
-                batteryReplacedOn: nil, status: .active, gateId: "gate_\(org)_\(b % 10)", createdAt: now, updatedAt: now
-            ))
+            add(
+                "beacon", id,
+                Beacon(
+                    id: id, uuid: uuid, major: major, minor: minor, serial: nil, mac: mac, txPower: -59, advIntervalMs: 350,
+                    batteryReplacedOn: nil, status: .active, gateId: "gate_\(org)_\(b % 10)", createdAt: now, updatedAt: now
+                ))
             keys.append(RegistryBeaconKey(uuid: uuid, major: UInt16(major), minor: UInt16(minor)))
         }
     }
@@ -102,7 +109,9 @@ func measureLookups(_ cache: RegistryCache, _ keys: [RegistryBeaconKey], label: 
     }
     let elapsed = ContinuousClock.now - wall
     samples.sort()
-    print("\(label): \(lookupCount) lookups (\(found) found) in \(elapsed): p50 \(format(percentile(samples, 0.50))), p99 \(format(percentile(samples, 0.99))), p99.9 \(format(percentile(samples, 0.999))), max \(format(samples.last!)); p99 < 1 ms: \(percentile(samples, 0.99) < 1_000_000 ? "yes" : "NO")")
+    print(
+        "\(label): \(lookupCount) lookups (\(found) found) in \(elapsed): p50 \(format(percentile(samples, 0.50))), p99 \(format(percentile(samples, 0.99))), p99.9 \(format(percentile(samples, 0.999))), max \(format(samples.last!)); p99 < 1 ms: \(percentile(samples, 0.99) < 1_000_000 ? "yes" : "NO")"
+    )
 }
 
 func allocationsPerSecond() async throws {
@@ -113,17 +122,19 @@ func allocationsPerSecond() async throws {
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }
         defer { group.cancelAll() }
-        try await RegistryMigrations.apply(client: client, logger: logger)
+        try await ServiceMigrations.registry.apply(client: client, logger: logger)
         let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "bench", secret: Array(repeating: 9, count: 32)))
         let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
         let organization = try await repository.createOrganization(NewOrganization(name: "Bench \(UUID().uuidString.prefix(8))"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(NewSite(
-            organizationId: organization.id, name: "Bench site", timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7, longitude: 106.7, radiusMeters: 200),
-            shift: ShiftSettings(start: TimeOfDay(hour: 8, minute: 0)!, end: TimeOfDay(hour: 17, minute: 0)!,
-                                 checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 10)
-        ))
+        let site = try await repository.createSite(
+            NewSite(
+                organizationId: organization.id, name: "Bench site", timezone: "Asia/Ho_Chi_Minh",
+                geofence: Geofence(latitude: 10.7, longitude: 106.7, radiusMeters: 200),
+                shift: ShiftSettings(
+                    start: TimeOfDay(hour: 8, minute: 0)!, end: TimeOfDay(hour: 17, minute: 0)!,
+                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 10)
+            ))
         var gates: [String] = []
         for g in 0..<4 { gates.append(try await repository.createGate(NewGate(siteId: site.id, name: "Gate \(g)")).id) }
         let total = 200
@@ -145,8 +156,10 @@ func allocationsPerSecond() async throws {
         }
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        print(String(format: "allocations: %d minors from %d concurrent tasks in %.2f s = %.0f allocations/s (distinct: %@)",
-                     minors.count, tasks, seconds, Double(minors.count) / seconds, Set(minors).count == minors.count ? "yes" : "NO"))
+        print(
+            String(
+                format: "allocations: %d minors from %d concurrent tasks in %.2f s = %.0f allocations/s (distinct: %@)",
+                minors.count, tasks, seconds, Double(minors.count) / seconds, Set(minors).count == minors.count ? "yes" : "NO"))
     }
 }
 
@@ -154,17 +167,18 @@ func allocationsPerSecond() async throws {
 func startWriter(_ cache: RegistryCache) -> Task<Void, Never> {
     let now = Bench.now, shards = Bench.shards
     return Task.detached {
-    var version: Int64 = 1_000_000
-    while !Task.isCancelled {
-        version += 1
-        let b = Int(version % 100)
-        let beacon = Beacon(
-            id: "bcn_0_\(b)", uuid: shards[0], major: 1, minor: b + 1, serial: nil, mac: nil, txPower: -60, advIntervalMs: 350,
-            batteryReplacedOn: nil, status: version % 2 == 0 ? .active : .lost, gateId: "gate_0_\(b % 10)", createdAt: now, updatedAt: now
-        )
-        cache.apply(.upsert(try! RegistryChange.upsert(.beacon, id: beacon.id, version: version, changedAt: now, entity: beacon)))
-        try? await Task.sleep(for: .microseconds(100))
-    }
+        var version: Int64 = 1_000_000
+        while !Task.isCancelled {
+            version += 1
+            let b = Int(version % 100)
+            let beacon = Beacon(
+                id: "bcn_0_\(b)", uuid: shards[0], major: 1, minor: b + 1, serial: nil, mac: nil, txPower: -60, advIntervalMs: 350,
+                batteryReplacedOn: nil, status: version % 2 == 0 ? .active : .lost, gateId: "gate_0_\(b % 10)", createdAt: now,
+                updatedAt: now
+            )
+            cache.apply(.upsert(try! RegistryChange.upsert(.beacon, id: beacon.id, version: version, changedAt: now, entity: beacon)))
+            try? await Task.sleep(for: .microseconds(100))
+        }
     }
 }
 

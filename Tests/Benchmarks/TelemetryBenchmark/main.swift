@@ -32,13 +32,15 @@ func makeMessages() throws -> [[UInt8]] {
         var events: [TelemetryEvent] = []
         for e in 0..<eventsPerUpload {
             let name = names[(u + e) % names.count]
-            let value: Double? = switch name {
-            case .rangingStop: Double(800 + (u * 7 + e) % 4_000)
-            case .battery: 0.9 - Double(e) * 0.001
-            case .outboxSent, .offlineEnqueue: Double((u + e) % 5)
-            default: nil
-            }
-            events.append(TelemetryEvent(eventId: "\(device)-\(u)-\(e)", name: name, at: start.addingTimeInterval(Double(e) * 10), value: value))
+            let value: Double? =
+                switch name {
+                case .rangingStop: Double(800 + (u * 7 + e) % 4_000)
+                case .battery: 0.9 - Double(e) * 0.001
+                case .outboxSent, .offlineEnqueue: Double((u + e) % 5)
+                default: nil
+                }
+            events.append(
+                TelemetryEvent(eventId: "\(device)-\(u)-\(e)", name: name, at: start.addingTimeInterval(Double(e) * 10), value: value))
         }
         let batch = DeviceTelemetryBatch(
             batchId: "b-\(u)", deviceId: device, siteId: sites[u % sites.count], appVersion: versions[u % versions.count],
@@ -73,11 +75,13 @@ func aggregate(_ messages: [[UInt8]]) throws -> (events: Int, rows: Int) {
         for index in start..<end {
             let batch = try ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: messages[index])
             events += batch.events.count
-            Aggregation.addTelemetry(batch, isNew: { seen.insert(DeviceEvent(device: batch.deviceId, event: $0.eventId)).inserted }, into: &delta)
+            Aggregation.addTelemetry(
+                batch, isNew: { seen.insert(DeviceEvent(device: batch.deviceId, event: $0.eventId)).inserted }, into: &delta)
             // Each upload also stands for one verdict latency sample (trigger → verdict).
-            delta.latency(LatencyMetric.triggerToVerdict, minute: EpochMinute.of(batch.receivedAt),
-                          Dimensions(site: batch.siteId, appVersion: batch.appVersion, deviceModel: batch.deviceModel),
-                          milliseconds: Int64(200 + index % 3_000))
+            delta.latency(
+                LatencyMetric.triggerToVerdict, minute: EpochMinute.of(batch.receivedAt),
+                Dimensions(site: batch.siteId, appVersion: batch.appVersion, deviceModel: batch.deviceModel),
+                milliseconds: Int64(200 + index % 3_000))
         }
         rows += delta.counters.count + delta.histograms.values.reduce(0) { $0 + $1.counts.count }
         start = end
@@ -114,8 +118,13 @@ do {
         bestAggregate = min(bestAggregate, aggregateSeconds)
     }
     print("baseline decode only:        \(rate(events, bestDecode)) events/s (\(String(format: "%.3f", bestDecode)) s)")
-    print("decode + dedupe + aggregate: \(rate(events, bestAggregate)) events/s (\(String(format: "%.3f", bestAggregate)) s), \(rows) rollup rows")
-    print(String(format: "ratio aggregate / decode-only: %.2f (aggregation overhead %.0f %%)", bestDecode / bestAggregate, (bestAggregate / bestDecode - 1) * 100))
+    print(
+        "decode + dedupe + aggregate: \(rate(events, bestAggregate)) events/s (\(String(format: "%.3f", bestAggregate)) s), \(rows) rollup rows"
+    )
+    print(
+        String(
+            format: "ratio aggregate / decode-only: %.2f (aggregation overhead %.0f %%)", bestDecode / bestAggregate,
+            (bestAggregate / bestDecode - 1) * 100))
     let target = 50_000.0
     let achieved = Double(events) / bestAggregate
     print("target >= 50000 events/s: \(achieved >= target ? "met" : "NOT met")")

@@ -39,8 +39,21 @@ public enum LocalStack {
         try started.get()
     }
 
+    /// The stack's run folder (secrets, service logs, locks): `RUN_DIR`, as deploy/local/env.sh sets
+    /// it (the test suite's own stack under `deploy/local/test.sh`), else `.local/run`.
+    public static var runDirectory: URL {
+        if let dir = ProcessInfo.processInfo.environment["RUN_DIR"], !dir.isEmpty { return URL(fileURLWithPath: dir) }
+        return root.appendingPathComponent(".local/run")
+    }
+
     public static var brokers: String {
         ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
+    }
+
+    /// The broker's quirks as the stack's environment names them (`KAFKA_BROKER_QUIRKS`, set by
+    /// deploy/local/env.sh), else those of the local stack's broker.
+    public static var brokerQuirks: BrokerQuirks {
+        BrokerQuirks.named(ProcessInfo.processInfo.environment["KAFKA_BROKER_QUIRKS"] ?? "tansu") ?? .tansu
     }
 
     public static var postgres: PostgresSettings {

@@ -28,7 +28,10 @@ public struct NewSiteBody: Encodable, Sendable {
         public var lateEntryGraceMinutes: Int
         public var earlyExitGraceMinutes: Int
 
-        public init(start: String, end: String, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int, lateEntryGraceMinutes: Int, earlyExitGraceMinutes: Int) {
+        public init(
+            start: String, end: String, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int, lateEntryGraceMinutes: Int,
+            earlyExitGraceMinutes: Int
+        ) {
             self.start = start
             self.end = end
             self.checkInBeforeStartMinutes = checkInBeforeStartMinutes

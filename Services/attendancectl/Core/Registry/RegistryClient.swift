@@ -29,8 +29,8 @@ public struct RegistryClient: Sendable {
         var url = baseURL.trimmingCharacters(in: .whitespaces)
         while url.hasSuffix("/") { url.removeLast() }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty,
-              components.query == nil, components.fragment == nil
+            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty,
+            components.query == nil, components.fragment == nil
         else { throw .invalidURL(baseURL) }
         self.baseURL = url
         let key = apiKey?.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -44,7 +44,9 @@ public struct RegistryClient: Sendable {
         try await admin(.post, "/v1/admin/organizations", body: body)
     }
 
-    public func listOrganizations(_ page: PageQuery = PageQuery()) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Organization>> {
+    public func listOrganizations(
+        _ page: PageQuery = PageQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Organization>> {
         try await admin(.get, "/v1/admin/organizations", query: page.query)
     }
 
@@ -57,7 +59,9 @@ public struct RegistryClient: Sendable {
         try await admin(.post, "/v1/admin/organizations/\(Self.segment(organizationId))/namespace")
     }
 
-    public func listSites(organizationId: String, _ page: PageQuery = PageQuery()) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Site>> {
+    public func listSites(
+        organizationId: String, _ page: PageQuery = PageQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Site>> {
         try await admin(.get, "/v1/admin/organizations/\(Self.segment(organizationId))/sites", query: page.query)
     }
 
@@ -71,11 +75,15 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(id))")
     }
 
-    public func listGates(siteId: String, _ page: PageQuery = PageQuery()) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Gate>> {
+    public func listGates(
+        siteId: String, _ page: PageQuery = PageQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Gate>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/gates", query: page.query)
     }
 
-    public func listBeacons(siteId: String, _ page: PageQuery = PageQuery()) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Beacon>> {
+    public func listBeacons(
+        siteId: String, _ page: PageQuery = PageQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Beacon>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/beacons", query: page.query)
     }
 
@@ -101,8 +109,12 @@ public struct RegistryClient: Sendable {
     }
 
     /// A one-time code for the user's phone (the plaintext is in this answer only).
-    public func createEnrollmentCode(userId: String, validityMinutes: Int? = nil) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeBody> {
-        try await admin(.post, "/v1/admin/users/\(Self.segment(userId))/enrollment-codes", body: EnrollmentCodeRequestBody(validityMinutes: validityMinutes))
+    public func createEnrollmentCode(
+        userId: String, validityMinutes: Int? = nil
+    ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeBody> {
+        try await admin(
+            .post, "/v1/admin/users/\(Self.segment(userId))/enrollment-codes",
+            body: EnrollmentCodeRequestBody(validityMinutes: validityMinutes))
     }
 
     /// Exchanges a one-time code for device credentials, as the phone app does (no API key).
@@ -131,13 +143,19 @@ public struct RegistryClient: Sendable {
     }
 
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.
-    public func provisioningPlan(beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanBody> {
+    public func provisioningPlan(
+        beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanBody> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/provisioning-plan", query: options.query)
     }
 
     /// Whether devices reported the beacon within the last `withinMinutes` (server default 15).
-    public func verifyBroadcast(beaconId: String, withinMinutes: Int? = nil) async throws(RegistryClientError) -> RegistryReply<VerificationBody> {
-        try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/verification", query: withinMinutes.map { ["withinMinutes": String($0)] } ?? [:])
+    public func verifyBroadcast(
+        beaconId: String, withinMinutes: Int? = nil
+    ) async throws(RegistryClientError) -> RegistryReply<VerificationBody> {
+        try await admin(
+            .get, "/v1/admin/beacons/\(Self.segment(beaconId))/verification",
+            query: withinMinutes.map { ["withinMinutes": String($0)] } ?? [:])
     }
 
     /// Records that a device heard a beacon (202, no body).
@@ -265,7 +283,8 @@ public struct RegistryClient: Sendable {
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
             guard let date = WireTimestamp.date(from: text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not an RFC 3339 timestamp"))
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not an RFC 3339 timestamp"))
             }
             return date
         }
@@ -281,7 +300,8 @@ public struct RegistryClient: Sendable {
         case .keyNotFound(let key, let context): return "\(path(context.codingPath + [key])) is missing"
         case .valueNotFound(_, let context): return "\(path(context.codingPath)) is null"
         case .typeMismatch(_, let context): return "\(path(context.codingPath)) has the wrong type"
-        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)): \(context.debugDescription)"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)): \(context.debugDescription)"
         @unknown default: return "does not decode"
         }
     }

@@ -13,9 +13,9 @@ extension AttendanceCtl {
         public static let configuration = CommandConfiguration(
             abstract: "Manage the beacon registry over its REST API.",
             discussion: """
-            Every command takes --url (default $REGISTRY_URL or \(RegistryClient.defaultURL)), --api-key (default \
-            $ATTENDANCE_API_KEY) and --json (print the registry's JSON instead of a table).
-            """,
+                Every command takes --url (default $REGISTRY_URL or \(RegistryClient.defaultURL)), --api-key (default \
+                $ATTENDANCE_API_KEY) and --json (print the registry's JSON instead of a table).
+                """,
             subcommands: [
                 Organizations.self, Sites.self, Gates.self, Namespaces.self, Minors.self, Beacons.self, Users.self,
                 EnrollmentCodes.self, Devices.self, APIKeys.self, Lookup.self, Service.self,
@@ -45,9 +45,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createOrganization(NewOrganizationBody(id: id, name: name))
-                }, table: RegistryTables.organization)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createOrganization(NewOrganizationBody(id: id, name: name))
+                    }, table: RegistryTables.organization)
             }
         }
 
@@ -59,9 +60,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.listOrganizations(page.query)
-                }, table: RegistryTables.organizations)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.listOrganizations(page.query)
+                    }, table: RegistryTables.organizations)
             }
         }
 
@@ -73,9 +75,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.organization(id: id)
-                }, table: RegistryTables.organization)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.organization(id: id)
+                    }, table: RegistryTables.organization)
             }
         }
     }
@@ -121,9 +124,10 @@ extension AttendanceCtl.Registry {
 
             public func run() async throws {
                 let body = body
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createSite(body)
-                }, table: RegistryTables.site)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createSite(body)
+                    }, table: RegistryTables.site)
             }
         }
 
@@ -136,9 +140,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.listSites(organizationId: organization, page.query)
-                }, table: RegistryTables.sites)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.listSites(organizationId: organization, page.query)
+                    }, table: RegistryTables.sites)
             }
         }
 
@@ -150,9 +155,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.site(id: id)
-                }, table: RegistryTables.site)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.site(id: id)
+                    }, table: RegistryTables.site)
             }
         }
     }
@@ -176,9 +182,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createGate(NewGateBody(id: id, siteId: site, name: name))
-                }, table: RegistryTables.gate)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createGate(NewGateBody(id: id, siteId: site, name: name))
+                    }, table: RegistryTables.gate)
             }
         }
 
@@ -191,9 +198,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.listGates(siteId: site, page.query)
-                }, table: RegistryTables.gates)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.listGates(siteId: site, page.query)
+                    }, table: RegistryTables.gates)
             }
         }
 
@@ -205,9 +213,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.gate(id: id)
-                }, table: RegistryTables.gate)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.gate(id: id)
+                    }, table: RegistryTables.gate)
             }
         }
     }
@@ -231,9 +240,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.allocateNamespace(organizationId: organization)
-                }, table: RegistryTables.namespace)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.allocateNamespace(organizationId: organization)
+                    }, table: RegistryTables.namespace)
             }
         }
     }
@@ -253,9 +263,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.allocateMinor(gateId: gate)
-                }, table: RegistryTables.minor)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.allocateMinor(gateId: gate)
+                    }, table: RegistryTables.minor)
             }
         }
     }
@@ -280,7 +291,8 @@ extension AttendanceCtl.Registry {
             @Option(help: "Minor, 0-65535.") var minor: Int
             @Option(help: "Vendor serial number.") var serial: String?
             @Option(help: "MAC address, AA:BB:CC:DD:EE:FF.") var mac: String?
-            @Option(name: .customLong("tx-power"), parsing: .unconditional, help: "Calibrated power at 1 m in dBm, -127...20.") var txPower: Int?
+            @Option(name: .customLong("tx-power"), parsing: .unconditional, help: "Calibrated power at 1 m in dBm, -127...20.") var txPower:
+                Int?
             @Option(name: .customLong("adv-interval-ms"), help: "Advertising interval in ms, 20-10240.") var advIntervalMs: Int?
             @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: String?
             @Option(help: "Its id (default: generated).") var id: String?
@@ -293,9 +305,10 @@ extension AttendanceCtl.Registry {
                     id: id, uuid: uuid, major: major, minor: minor, serial: serial, mac: mac, txPower: txPower,
                     advIntervalMs: advIntervalMs, batteryReplacedOn: batteryReplacedOn, gateId: gate
                 )
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.registerBeacon(body)
-                }, table: RegistryTables.beacon)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.registerBeacon(body)
+                    }, table: RegistryTables.beacon)
             }
         }
 
@@ -307,9 +320,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.beacon(id: id)
-                }, table: RegistryTables.beacon)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.beacon(id: id)
+                    }, table: RegistryTables.beacon)
             }
         }
 
@@ -322,9 +336,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.listBeacons(siteId: site, page.query)
-                }, table: RegistryTables.beacons)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.listBeacons(siteId: site, page.query)
+                    }, table: RegistryTables.beacons)
             }
         }
 
@@ -338,9 +353,10 @@ extension AttendanceCtl.Registry {
 
             public func run() async throws {
                 let status = BeaconStatus(rawValue: status.rawValue) ?? .active
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.setBeaconStatus(id: id, status: status)
-                }, table: RegistryTables.beacon)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.setBeaconStatus(id: id, status: status)
+                    }, table: RegistryTables.beacon)
             }
         }
 
@@ -355,9 +371,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.rotateBeaconKey(id: id)
-                }, table: RegistryTables.keyRotation)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.rotateBeaconKey(id: id)
+                    }, table: RegistryTables.keyRotation)
             }
         }
 
@@ -367,10 +384,14 @@ extension AttendanceCtl.Registry {
             )
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("device-name"), help: "1-20 printable ASCII characters (default B<minor>).") var deviceName: String?
-            @Option(name: .customLong("measured-power"), parsing: .unconditional, help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
-            @Option(name: .customLong("advertising-interval-units"), help: "Advertising interval in 100 ms units, 1-100.") var advertisingIntervalUnits: Int?
+            @Option(
+                name: .customLong("measured-power"), parsing: .unconditional,
+                help: "RSSI at 1 m in dBm, -127...0 (default the beacon's tx power, else -59).") var measuredPower: Int?
+            @Option(name: .customLong("advertising-interval-units"), help: "Advertising interval in 100 ms units, 1-100.")
+            var advertisingIntervalUnits: Int?
             @Option(name: .customLong("tx-power-index"), help: "Radio power level 0 (weakest) to 7 (default 5).") var txPowerIndex: Int?
-            @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly = false
+            @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly =
+                false
             @OptionGroup var registry: RegistryOptions
 
             public init() {}
@@ -381,9 +402,10 @@ extension AttendanceCtl.Registry {
                     txPowerIndex: txPowerIndex
                 )
                 let framesOnly = framesOnly
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.provisioningPlan(beaconId: id, query)
-                }, table: { framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0) })
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.provisioningPlan(beaconId: id, query)
+                    }, table: { framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0) })
             }
         }
 
@@ -398,9 +420,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
-                }, table: RegistryTables.verification)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
+                    }, table: RegistryTables.verification)
             }
         }
 
@@ -426,9 +449,10 @@ extension AttendanceCtl.Registry {
                     beacon: BeaconIdentity(uuid: uuid, major: major, minor: minor), deviceId: device,
                     seenAt: seenAt.flatMap(WireTimestamp.date(from:))
                 )
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.recordSighting(body)
-                }, table: { _ in "sighting recorded" })
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.recordSighting(body)
+                    }, table: { _ in "sighting recorded" })
             }
         }
     }
@@ -453,9 +477,10 @@ extension AttendanceCtl.Registry {
 
             public func run() async throws {
                 let body = NewUserBody(id: id, name: name, siteIds: sites.isEmpty ? nil : sites)
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createUser(body)
-                }, table: RegistryTables.user)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createUser(body)
+                    }, table: RegistryTables.user)
             }
         }
     }
@@ -468,17 +493,20 @@ extension AttendanceCtl.Registry {
         public init() {}
 
         public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Issue an enrollment code for a user (admin); it is shown once.")
+            public static let configuration = CommandConfiguration(
+                abstract: "Issue an enrollment code for a user (admin); it is shown once.")
             @Option(help: "The user's id.") var user: String
-            @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).") var validityMinutes: Int?
+            @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).")
+            var validityMinutes: Int?
             @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
-                }, table: RegistryTables.enrollmentCode)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
+                    }, table: RegistryTables.enrollmentCode)
             }
         }
     }
@@ -498,9 +526,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.device(id: id)
-                }, table: RegistryTables.device)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.device(id: id)
+                    }, table: RegistryTables.device)
             }
         }
 
@@ -512,9 +541,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.revokeDevice(id: id)
-                }, table: RegistryTables.device)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.revokeDevice(id: id)
+                    }, table: RegistryTables.device)
             }
         }
 
@@ -531,9 +561,10 @@ extension AttendanceCtl.Registry {
 
             public func run() async throws {
                 let body = EnrollDeviceBody(code: code, appVersion: appVersion, model: model)
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.enrollDevice(body)
-                }, table: RegistryTables.credentials)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.enrollDevice(body)
+                    }, table: RegistryTables.credentials)
             }
         }
     }
@@ -557,9 +588,10 @@ extension AttendanceCtl.Registry {
 
             public func run() async throws {
                 let role = APIRole(rawValue: role.rawValue) ?? .viewer
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.createAPIKey(name: name, role: role)
-                }, table: RegistryTables.issuedAPIKey)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.createAPIKey(name: name, role: role)
+                    }, table: RegistryTables.issuedAPIKey)
             }
         }
 
@@ -571,9 +603,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.revokeAPIKey(id: id)
-                }, table: RegistryTables.apiKey)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.revokeAPIKey(id: id)
+                    }, table: RegistryTables.apiKey)
             }
         }
     }
@@ -589,7 +622,8 @@ extension AttendanceCtl.Registry {
         public init() {}
 
         public struct Beacon: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Resolve (uuid, major, minor) to beacon, gate, site and organization.")
+            public static let configuration = CommandConfiguration(
+                abstract: "Resolve (uuid, major, minor) to beacon, gate, site and organization.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @Argument(help: "Major, 0-65535.") var major: Int
             @Argument(help: "Minor, 0-65535.") var minor: Int
@@ -598,9 +632,10 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
-                }, table: RegistryTables.beaconLookup)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
+                    }, table: RegistryTables.beaconLookup)
             }
         }
 
@@ -613,37 +648,42 @@ extension AttendanceCtl.Registry {
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.lookupBusiness(uuid: uuid, major: major)
-                }, table: RegistryTables.businessLookup)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.lookupBusiness(uuid: uuid, major: major)
+                    }, table: RegistryTables.businessLookup)
             }
         }
 
         public struct UUIDBeacons: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(commandName: "uuid", abstract: "Every registered beacon broadcasting a UUID.")
+            public static let configuration = CommandConfiguration(
+                commandName: "uuid", abstract: "Every registered beacon broadcasting a UUID.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.lookupBeacons(uuid: uuid)
-                }, table: RegistryTables.beaconsByUUID)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.lookupBeacons(uuid: uuid)
+                    }, table: RegistryTables.beaconsByUUID)
             }
         }
 
         public struct MAC: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(commandName: "mac", abstract: "The beacon with a Bluetooth MAC address (any common spelling).")
+            public static let configuration = CommandConfiguration(
+                commandName: "mac", abstract: "The beacon with a Bluetooth MAC address (any common spelling).")
             @Argument(help: "The MAC, e.g. AC:23:3F:A1:B2:C3.") var mac: String
             @OptionGroup var registry: RegistryOptions
 
             public init() {}
 
             public func run() async throws {
-                try await registry.show({ client throws(RegistryClientError) in
-                    try await client.lookupBeacon(mac: mac)
-                }, table: RegistryTables.beaconLookup)
+                try await registry.show(
+                    { client throws(RegistryClientError) in
+                        try await client.lookupBeacon(mac: mac)
+                    }, table: RegistryTables.beaconLookup)
             }
         }
     }
@@ -677,7 +717,8 @@ extension AttendanceCtl.Registry {
         }
 
         public struct OpenAPI: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(commandName: "openapi", abstract: "Print the OpenAPI document the registry serves.")
+            public static let configuration = CommandConfiguration(
+                commandName: "openapi", abstract: "Print the OpenAPI document the registry serves.")
             @OptionGroup var registry: RegistryOptions
 
             public init() {}

@@ -4,7 +4,9 @@ import Foundation
 /// The options of every `attendancectl registry` command: where the registry is, the API key, and
 /// JSON or table output.
 public struct RegistryOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The registry's base URL (default: $REGISTRY_URL or \(RegistryClient.defaultURL)).", valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The registry's base URL (default: $REGISTRY_URL or \(RegistryClient.defaultURL)).", valueName: "url"))
     public var url: String?
 
     @Option(name: .customLong("api-key"), help: ArgumentHelp("An admin API key (default: $ATTENDANCE_API_KEY).", valueName: "key"))
@@ -27,7 +29,8 @@ public struct RegistryOptions: ParsableArguments {
     }
 
     public func client() throws(RegistryClientError) -> RegistryClient {
-        try RegistryClient(baseURL: resolvedURL, apiKey: resolvedAPIKey, transport: CLIContext.current.registryTransport ?? HTTPRegistryTransport())
+        try RegistryClient(
+            baseURL: resolvedURL, apiKey: resolvedAPIKey, transport: CLIContext.current.registryTransport ?? HTTPRegistryTransport())
     }
 
     /// Calls the registry and prints the answer: its JSON with `--json`, else `table(value)`.

@@ -149,7 +149,8 @@ public enum RegistryTables {
     public static func beaconLookup(_ found: BeaconLookupBody) -> String {
         TableFormatter.render(pairs: [
             ("beacon", found.beaconId), ("identity", "\(found.uuid) major \(found.major) minor \(found.minor)"),
-            ("mac", found.mac ?? "-"), ("status", found.status), ("gate", [found.gateId, found.gateName.map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")),
+            ("mac", found.mac ?? "-"), ("status", found.status),
+            ("gate", [found.gateId, found.gateName.map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")),
             ("site", [found.siteId, found.siteName.map { "(\($0))" }].compactMap { $0 }.joined(separator: " ")),
             ("time zone", found.timezone ?? "-"), ("organization", found.organizationId ?? "-"),
         ])

@@ -95,10 +95,11 @@ public struct HTTPRegistryTransport: RegistryTransport {
         do {
             let response = try await client.execute(http, timeout: timeout)
             let buffer = try await response.body.collect(upTo: maxResponseBytes)
-            result = .success(RegistryResponse(
-                status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
-                body: Data(buffer.readableBytesView)
-            ))
+            result = .success(
+                RegistryResponse(
+                    status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
+                    body: Data(buffer.readableBytesView)
+                ))
         } catch {
             result = .failure(error)
         }

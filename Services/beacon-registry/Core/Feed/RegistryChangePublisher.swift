@@ -76,7 +76,9 @@ public struct RegistryChangeOutbox: OutboxTable {
         self.topic = topic
     }
 
-    public func pending(limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
+    public func pending(
+        limit: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
             """
             SELECT id, entity_type, entity_id, op, payload::text, created_at
@@ -112,7 +114,8 @@ extension OutboxRelay where Table == RegistryChangeOutbox {
     ) {
         self.init(
             table: RegistryChangeOutbox(topic: topic), client: client, producer: producer,
-            configuration: OutboxRelayConfiguration(pollInterval: pollInterval, notificationChannel: RegistryChangeOutbox.notificationChannel),
+            configuration: OutboxRelayConfiguration(
+                pollInterval: pollInterval, notificationChannel: RegistryChangeOutbox.notificationChannel),
             logger: logger)
     }
 

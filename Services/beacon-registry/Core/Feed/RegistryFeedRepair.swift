@@ -36,9 +36,11 @@ public enum RegistryFeedRepair {
         let queued = try await requeueLatest(client: client, logger: logger)
         // 0: an earlier start queued them and stopped before the publisher produced the first.
         guard queued > 0 else { return 0 }
-        logger.warning("the registry feed topic was empty although changes had been published; the latest change of every entity is queued again", metadata: [
-            "topic": .string(topic), "rows": "\(queued)",
-        ])
+        logger.warning(
+            "the registry feed topic was empty although changes had been published; the latest change of every entity is queued again",
+            metadata: [
+                "topic": .string(topic), "rows": "\(queued)",
+            ])
         return queued
     }
 

@@ -2,7 +2,7 @@
 -- reaches the feed's readers within milliseconds instead of at the publisher's next poll. Readers
 -- that must not decide from a view older than an event wait for the feed as of that event (the
 -- policy service), and that wait is as long as this delay.
-CREATE FUNCTION registry.notify_change_outbox() RETURNS trigger
+CREATE FUNCTION __SCHEMA__.notify_change_outbox() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -12,5 +12,5 @@ END
 $$;
 
 CREATE TRIGGER change_outbox_notify
-    AFTER INSERT ON registry.change_outbox
-    FOR EACH STATEMENT EXECUTE FUNCTION registry.notify_change_outbox();
+    AFTER INSERT ON __SCHEMA__.change_outbox
+    FOR EACH STATEMENT EXECUTE FUNCTION __SCHEMA__.notify_change_outbox();

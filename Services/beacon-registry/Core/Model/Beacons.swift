@@ -111,8 +111,8 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
     public init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-              parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
-              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
+            parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+            let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
         else { return nil }
         self.init(year: y, month: m, day: d)
     }
@@ -129,7 +129,8 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = CalendarDate(text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-09-18"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-09-18"))
         }
         self = value
     }

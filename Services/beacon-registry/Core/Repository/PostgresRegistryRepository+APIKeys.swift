@@ -29,9 +29,11 @@ extension PostgresRegistryRepository {
         guard let (id, secret) = APIKeyFormat.parse(presented) else { return nil }
         let presentedHash = APIKeyFormat.hash(secret: secret)
         return try await read("verify API key") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.apiKey), k.secret_sha256 FROM registry.api_keys k WHERE k.id = \(id)", logger: logger
-            ) else { return nil }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.apiKey), k.secret_sha256 FROM registry.api_keys k WHERE k.id = \(id)", logger: logger
+                )
+            else { return nil }
             let key = try Columns.apiKey(row)
             let storedHash = try row.decode((String, String, String, Date, Date?, String).self).5
             guard Secrets.constantTimeEquals(presentedHash.utf8, storedHash.utf8), key.revokedAt == nil else { return nil }
@@ -42,17 +44,20 @@ extension PostgresRegistryRepository {
     public func revokeAPIKey(id: String) async throws(RegistryError) -> APIKey {
         let now = now()
         return try await write("revoke API key") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.apiKey) FROM registry.api_keys k WHERE k.id = \(id) FOR UPDATE", logger: logger
-            ) else { throw RegistryError.notFound(.apiKey, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.apiKey) FROM registry.api_keys k WHERE k.id = \(id) FOR UPDATE", logger: logger
+                )
+            else { throw RegistryError.notFound(.apiKey, id: id) }
             let current = try Columns.apiKey(row)
             if current.revokedAt != nil { return current }
-            let revoked = try Columns.apiKey(try await db.singleRow(
-                """
-                UPDATE registry.api_keys AS k SET revoked_at = GREATEST(\(now), k.created_at) WHERE k.id = \(id)
-                RETURNING \(unescaped: Columns.apiKey)
-                """, logger: logger
-            ))
+            let revoked = try Columns.apiKey(
+                try await db.singleRow(
+                    """
+                    UPDATE registry.api_keys AS k SET revoked_at = GREATEST(\(now), k.created_at) WHERE k.id = \(id)
+                    RETURNING \(unescaped: Columns.apiKey)
+                    """, logger: logger
+                ))
             try await ChangeOutbox.upsert(.apiKey, id: id, entity: revoked, on: db, logger: logger)
             return revoked
         }

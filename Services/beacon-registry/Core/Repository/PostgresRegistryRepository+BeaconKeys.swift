@@ -18,9 +18,11 @@ extension PostgresRegistryRepository {
         let now = now()
         return try await write("rotate beacon key") { db in
             // The beacon row lock serializes rotations (and a concurrent status change) of one beacon.
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(beaconId) FOR UPDATE", logger: logger
-            ) else { throw RegistryError.notFound(.beacon, id: beaconId) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(beaconId) FOR UPDATE", logger: logger
+                )
+            else { throw RegistryError.notFound(.beacon, id: beaconId) }
             // After the lookup: an unknown beacon is a 404 whatever the configuration.
             guard let sealer else { throw RegistryError.beaconKeysNotConfigured }
             let beacon = try Columns.beacon(row)
@@ -100,9 +102,11 @@ extension PostgresRegistryRepository {
     }
 
     static func sealedBeaconKey(beaconId: String, on db: PostgresConnection, logger: Logger) async throws -> SealedBeaconKey? {
-        guard let row = try await db.firstRow(
-            "SELECT version, sealed_key FROM registry.beacon_keys WHERE beacon_id = \(beaconId)", logger: logger
-        ) else { return nil }
+        guard
+            let row = try await db.firstRow(
+                "SELECT version, sealed_key FROM registry.beacon_keys WHERE beacon_id = \(beaconId)", logger: logger
+            )
+        else { return nil }
         let (version, sealed) = try row.decode((Int, String).self)
         return SealedBeaconKey(version: version, sealed: sealed)
     }

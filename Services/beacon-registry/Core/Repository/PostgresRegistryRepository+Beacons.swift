@@ -74,9 +74,11 @@ extension PostgresRegistryRepository {
 
     public func beacon(id: String) async throws(RegistryError) -> Beacon {
         try await read("read beacon") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(id)", logger: logger
-            ) else { throw RegistryError.notFound(.beacon, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(id)", logger: logger
+                )
+            else { throw RegistryError.notFound(.beacon, id: id) }
             return try Columns.beacon(row)
         }
     }
@@ -107,7 +109,7 @@ extension PostgresRegistryRepository {
         var uuids: [UUID] = [], majors: [Int] = [], minors: [Int] = [], devices: [String] = [], times: [Date] = []
         for sighting in sightings {
             guard let uuid = BeaconUUID.parse(sighting.beacon.uuid), (0...65_535).contains(sighting.beacon.major),
-                  (0...65_535).contains(sighting.beacon.minor), (1...128).contains(sighting.deviceId.unicodeScalars.count)
+                (0...65_535).contains(sighting.beacon.minor), (1...128).contains(sighting.deviceId.unicodeScalars.count)
             else { continue }
             uuids.append(uuid)
             majors.append(sighting.beacon.major)

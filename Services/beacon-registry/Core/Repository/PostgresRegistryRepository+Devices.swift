@@ -45,10 +45,12 @@ extension PostgresRegistryRepository {
         return try await write("exchange enrollment code") { db in
             // The row lock makes concurrent exchanges of one code queue: the first spends it, the
             // others then see it used.
-            guard let codeRow = try await db.firstRow(
-                "SELECT \(unescaped: Columns.enrollmentCode) FROM registry.enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
-                logger: logger
-            ) else { throw RegistryError.enrollmentCodeUnknown }
+            guard
+                let codeRow = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.enrollmentCode) FROM registry.enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
+                    logger: logger
+                )
+            else { throw RegistryError.enrollmentCodeUnknown }
             let enrollment = try Columns.enrollmentCode(codeRow)
             guard enrollment.usedAt == nil else { throw RegistryError.enrollmentCodeUsed }
             guard now < enrollment.expiresAt else { throw RegistryError.enrollmentCodeExpired(at: enrollment.expiresAt) }
@@ -74,7 +76,8 @@ extension PostgresRegistryRepository {
                 """, logger: logger
             )
             try await ChangeOutbox.upsert(.device, id: deviceId, entity: device, on: db, logger: logger)
-            try await ChangeOutbox.upsert(.enrollmentCode, id: enrollment.id, entity: try Columns.enrollmentCode(usedRow), on: db, logger: logger)
+            try await ChangeOutbox.upsert(
+                .enrollmentCode, id: enrollment.id, entity: try Columns.enrollmentCode(usedRow), on: db, logger: logger)
             return DeviceCredentials(device: device, token: token, claims: claims)
         }
     }
@@ -85,18 +88,21 @@ extension PostgresRegistryRepository {
         try v.finish()
         let now = now()
         return try await write("revoke device") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id) FOR UPDATE", logger: logger
-            ) else { throw RegistryError.notFound(.device, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id) FOR UPDATE", logger: logger
+                )
+            else { throw RegistryError.notFound(.device, id: id) }
             let current = try Columns.device(row)
             if current.status == .revoked { return current }
-            let revoked = try Columns.device(try await db.singleRow(
-                """
-                UPDATE registry.devices AS d SET status = 'revoked', revoked_at = GREATEST(\(now), d.enrolled_at)
-                WHERE d.id = \(id)
-                RETURNING \(unescaped: Columns.device)
-                """, logger: logger
-            ))
+            let revoked = try Columns.device(
+                try await db.singleRow(
+                    """
+                    UPDATE registry.devices AS d SET status = 'revoked', revoked_at = GREATEST(\(now), d.enrolled_at)
+                    WHERE d.id = \(id)
+                    RETURNING \(unescaped: Columns.device)
+                    """, logger: logger
+                ))
             // Gateways drop the device's tokens when this reaches them on registry.changes.
             try await ChangeOutbox.upsert(.device, id: id, entity: revoked, on: db, logger: logger)
             return revoked
@@ -105,9 +111,11 @@ extension PostgresRegistryRepository {
 
     public func device(id: String) async throws(RegistryError) -> Device {
         try await read("read device") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id)", logger: logger
-            ) else { throw RegistryError.notFound(.device, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id)", logger: logger
+                )
+            else { throw RegistryError.notFound(.device, id: id) }
             return try Columns.device(row)
         }
     }

@@ -5,27 +5,33 @@ import PostgresNIO
 extension PostgresRegistryRepository: RegistryListing {
     public func organization(id: String) async throws(RegistryError) -> Organization {
         try await read("read organization") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.organization) FROM registry.organizations o WHERE o.id = \(id)", logger: logger
-            ) else { throw RegistryError.notFound(.organization, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.organization) FROM registry.organizations o WHERE o.id = \(id)", logger: logger
+                )
+            else { throw RegistryError.notFound(.organization, id: id) }
             return try Columns.organization(row)
         }
     }
 
     public func site(id: String) async throws(RegistryError) -> Site {
         try await read("read site") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.site) FROM registry.sites s WHERE s.id = \(id)", logger: logger
-            ) else { throw RegistryError.notFound(.site, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.site) FROM registry.sites s WHERE s.id = \(id)", logger: logger
+                )
+            else { throw RegistryError.notFound(.site, id: id) }
             return try Columns.site(row)
         }
     }
 
     public func gate(id: String) async throws(RegistryError) -> Gate {
         try await read("read gate") { db in
-            guard let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.gate) FROM registry.gates g WHERE g.id = \(id)", logger: logger
-            ) else { throw RegistryError.notFound(.gate, id: id) }
+            guard
+                let row = try await db.firstRow(
+                    "SELECT \(unescaped: Columns.gate) FROM registry.gates g WHERE g.id = \(id)", logger: logger
+                )
+            else { throw RegistryError.notFound(.gate, id: id) }
             return try Columns.gate(row)
         }
     }

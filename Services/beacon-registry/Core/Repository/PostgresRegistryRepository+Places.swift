@@ -6,9 +6,12 @@ extension PostgresRegistryRepository {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("org")
         let (name, now) = (input.name, now())
-        return try await write("create organization", constraintErrors: [
-            "organizations_pkey": .alreadyExists(.organization, id: id),
-        ]) { db in
+        return try await write(
+            "create organization",
+            constraintErrors: [
+                "organizations_pkey": .alreadyExists(.organization, id: id)
+            ]
+        ) { db in
             let row = try await db.singleRow(
                 """
                 INSERT INTO registry.organizations AS o (id, name, created_at) VALUES (\(id), \(name), \(now))
@@ -25,12 +28,15 @@ extension PostgresRegistryRepository {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("site")
         let now = now()
-        return try await write("create site", constraintErrors: [
-            "sites_pkey": .alreadyExists(.site, id: id),
-            "sites_organization_fkey": .notFound(.organization, id: input.organizationId),
-            "sites_name_key": .duplicateName(.site, name: input.name),
-            "sites_timezone_valid": .invalid("timezone", "is not a time zone the database knows"),
-        ]) { db in
+        return try await write(
+            "create site",
+            constraintErrors: [
+                "sites_pkey": .alreadyExists(.site, id: id),
+                "sites_organization_fkey": .notFound(.organization, id: input.organizationId),
+                "sites_name_key": .duplicateName(.site, name: input.name),
+                "sites_timezone_valid": .invalid("timezone", "is not a time zone the database knows"),
+            ]
+        ) { db in
             let (geofence, shift) = (input.geofence, input.shift)
             let row = try await db.singleRow(
                 """
@@ -57,11 +63,14 @@ extension PostgresRegistryRepository {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("gate")
         let now = now()
-        return try await write("create gate", constraintErrors: [
-            "gates_pkey": .alreadyExists(.gate, id: id),
-            "gates_site_fkey": .notFound(.site, id: input.siteId),
-            "gates_name_key": .duplicateName(.gate, name: input.name),
-        ]) { db in
+        return try await write(
+            "create gate",
+            constraintErrors: [
+                "gates_pkey": .alreadyExists(.gate, id: id),
+                "gates_site_fkey": .notFound(.site, id: input.siteId),
+                "gates_name_key": .duplicateName(.gate, name: input.name),
+            ]
+        ) { db in
             let row = try await db.singleRow(
                 """
                 INSERT INTO registry.gates AS g (id, site_id, name, created_at) VALUES (\(id), \(input.siteId), \(input.name), \(now))
@@ -78,9 +87,12 @@ extension PostgresRegistryRepository {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("usr")
         let now = now()
-        return try await write("create user", constraintErrors: [
-            "users_pkey": .alreadyExists(.user, id: id),
-        ]) { db in
+        return try await write(
+            "create user",
+            constraintErrors: [
+                "users_pkey": .alreadyExists(.user, id: id)
+            ]
+        ) { db in
             // Name the missing site precisely (the foreign key error would not say which).
             let siteIds = input.siteIds
             let found = try await db.rows("SELECT id::text FROM registry.sites WHERE id = ANY(\(siteIds))", logger: logger)

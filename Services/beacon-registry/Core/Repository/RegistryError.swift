@@ -95,7 +95,7 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-             .minorsExhausted, .enrollmentCodeUsed:
+            .minorsExhausted, .enrollmentCodeUsed:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)

@@ -77,7 +77,9 @@ enum Columns {
     static func beacon(_ row: PostgresRow) throws -> Beacon {
         let (id, uuid, major, minor, serial, mac, txPower, interval, battery, status, gateId, createdAt, updatedAt) =
             try row.decode((String, UUID, Int, Int, String?, String?, Int?, Int?, String?, String, String, Date, Date).self)
-        guard let beaconStatus = BeaconStatus(rawValue: status) else { throw UnexpectedColumnValue(column: "beacons.status", value: status) }
+        guard let beaconStatus = BeaconStatus(rawValue: status) else {
+            throw UnexpectedColumnValue(column: "beacons.status", value: status)
+        }
         var batteryDate: CalendarDate?
         if let battery {
             guard let date = CalendarDate(battery) else { throw UnexpectedColumnValue(column: "battery_replaced_on", value: battery) }
@@ -96,7 +98,9 @@ enum Columns {
     static func device(_ row: PostgresRow) throws -> Device {
         let (id, userId, status, appVersion, model, enrolledAt, revokedAt, keyId, expiresAt) =
             try row.decode((String, String, String, String?, String?, Date, Date?, String, Date).self)
-        guard let deviceStatus = DeviceStatus(rawValue: status) else { throw UnexpectedColumnValue(column: "devices.status", value: status) }
+        guard let deviceStatus = DeviceStatus(rawValue: status) else {
+            throw UnexpectedColumnValue(column: "devices.status", value: status)
+        }
         return Device(
             id: id, userId: userId, status: deviceStatus, appVersion: appVersion, model: model, enrolledAt: enrolledAt,
             revokedAt: revokedAt, tokenKeyId: keyId, tokenExpiresAt: expiresAt

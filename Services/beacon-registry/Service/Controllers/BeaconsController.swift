@@ -14,11 +14,12 @@ struct BeaconsController {
         group.post("beacons") { request, context in
             try context.authorize(.installer)
             let body = try await request.decodeJSON(RegisterBeaconBody.self)
-            let beacon = try await repository.registerBeacon(NewBeacon(
-                id: body.id, uuid: body.uuid, major: body.major, minor: body.minor, serial: body.serial, mac: body.mac,
-                txPower: body.txPower, advIntervalMs: body.advIntervalMs, batteryReplacedOn: body.batteryReplacedOn,
-                gateId: body.gateId
-            ))
+            let beacon = try await repository.registerBeacon(
+                NewBeacon(
+                    id: body.id, uuid: body.uuid, major: body.major, minor: body.minor, serial: body.serial, mac: body.mac,
+                    txPower: body.txPower, advIntervalMs: body.advIntervalMs, batteryReplacedOn: body.batteryReplacedOn,
+                    gateId: body.gateId
+                ))
             return try Reply.json(beacon, status: .created, request: request, context: context)
         }
         group.get("beacons/{id}") { request, context in

@@ -32,7 +32,8 @@ struct APIKeysController {
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateAPIKeyBody.self)
             let issued = try await repository.createAPIKey(name: body.name, role: body.role)
-            return try Reply.json(IssuedAPIKeyResponse(secret: issued.secret, key: issued.key), status: .created, request: request, context: context)
+            return try Reply.json(
+                IssuedAPIKeyResponse(secret: issued.secret, key: issued.key), status: .created, request: request, context: context)
         }
         group.post("api-keys/{id}/revoke") { request, context in
             try context.authorize(.admin)

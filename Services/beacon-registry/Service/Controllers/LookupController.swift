@@ -32,7 +32,9 @@ struct LookupController {
                 throw ProblemDetails.notFound("no organization holds namespace \(uuid.uuidString) major \(major)")
             }
             return try Reply.json(
-                BusinessLookup(uuid: uuid.uuidString, major: major, organizationId: business.organizationId, organizationName: business.organization?.name),
+                BusinessLookup(
+                    uuid: uuid.uuidString, major: major, organizationId: business.organizationId,
+                    organizationName: business.organization?.name),
                 request: request, context: context
             )
         }
@@ -49,7 +51,9 @@ struct LookupController {
             try context.authorize(.viewer)
             let mac = context.pathParameter("mac") ?? ""
             guard let normalized = RegistryCache.normalizeMAC(mac) else {
-                throw ProblemDetails.validation([FieldError(field: "mac", reason: "must be six hex octets, e.g. AC:23:3F:A1:B2:C3 or ac-23-3f-a1-b2-c3")])
+                throw ProblemDetails.validation([
+                    FieldError(field: "mac", reason: "must be six hex octets, e.g. AC:23:3F:A1:B2:C3 or ac-23-3f-a1-b2-c3")
+                ])
             }
             guard let beacon = cache.beacon(mac: normalized), let resolution = cache.resolve(beacon.key) else {
                 throw ProblemDetails.notFound("no registered beacon has MAC \(normalized)")
@@ -61,7 +65,9 @@ struct LookupController {
     static func uuid(_ text: String?, field: String) throws(ProblemDetails) -> UUID {
         guard let text else { throw .validation([FieldError(field: field, reason: "is required")]) }
         guard let uuid = BeaconUUID.parse(text) else {
-            throw .validation([FieldError(field: field, reason: "must be a UUID such as 8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34 (dashes optional)")])
+            throw .validation([
+                FieldError(field: field, reason: "must be a UUID such as 8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34 (dashes optional)")
+            ])
         }
         return uuid
     }

@@ -19,9 +19,10 @@ struct OrganizationsController {
         }
         group.get("organizations") { request, context in
             try context.authorize(.viewer)
-            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
-                try await repository.listOrganizations(after: after, limit: limit)
-            }, id: \.id)
+            let page = try await PageRequest(request).page(
+                { (after, limit) async throws(RegistryError) in
+                    try await repository.listOrganizations(after: after, limit: limit)
+                }, id: \.id)
             return try Reply.json(page, request: request, context: context)
         }
         group.get("organizations/{id}") { request, context in
@@ -38,9 +39,10 @@ struct OrganizationsController {
         group.get("organizations/{id}/sites") { request, context in
             try context.authorize(.viewer)
             let organizationId = try context.pathId()
-            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
-                try await repository.listSites(organizationId: organizationId, after: after, limit: limit)
-            }, id: \.id)
+            let page = try await PageRequest(request).page(
+                { (after, limit) async throws(RegistryError) in
+                    try await repository.listSites(organizationId: organizationId, after: after, limit: limit)
+                }, id: \.id)
             return try Reply.json(page, request: request, context: context)
         }
     }
@@ -54,10 +56,11 @@ struct SitesController {
         group.post("sites") { request, context in
             try context.authorize(.admin)
             let body = try await request.decodeJSON(CreateSiteBody.self)
-            let site = try await repository.createSite(NewSite(
-                id: body.id, organizationId: body.organizationId, name: body.name, timezone: body.timezone,
-                geofence: body.geofence, shift: body.shift
-            ))
+            let site = try await repository.createSite(
+                NewSite(
+                    id: body.id, organizationId: body.organizationId, name: body.name, timezone: body.timezone,
+                    geofence: body.geofence, shift: body.shift
+                ))
             return try Reply.json(site, status: .created, request: request, context: context)
         }
         group.get("sites/{id}") { request, context in
@@ -68,17 +71,19 @@ struct SitesController {
         group.get("sites/{id}/gates") { request, context in
             try context.authorize(.viewer)
             let siteId = try context.pathId()
-            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
-                try await repository.listGates(siteId: siteId, after: after, limit: limit)
-            }, id: \.id)
+            let page = try await PageRequest(request).page(
+                { (after, limit) async throws(RegistryError) in
+                    try await repository.listGates(siteId: siteId, after: after, limit: limit)
+                }, id: \.id)
             return try Reply.json(page, request: request, context: context)
         }
         group.get("sites/{id}/beacons") { request, context in
             try context.authorize(.viewer)
             let siteId = try context.pathId()
-            let page = try await PageRequest(request).page({ (after, limit) async throws(RegistryError) in
-                try await repository.listBeacons(siteId: siteId, after: after, limit: limit)
-            }, id: \.id)
+            let page = try await PageRequest(request).page(
+                { (after, limit) async throws(RegistryError) in
+                    try await repository.listBeacons(siteId: siteId, after: after, limit: limit)
+                }, id: \.id)
             return try Reply.json(page, request: request, context: context)
         }
     }

@@ -4,6 +4,7 @@ import Foundation
 import KafkaClient
 import Logging
 import ServiceLifecycle
+import ServiceRuntime
 
 /// Feeds broadcast verification from what devices report: every telemetry event naming a beacon
 /// (`TelemetryEvent.beacon`) and every raw attendance event with a beacon is a sighting of that
@@ -18,12 +19,15 @@ import ServiceLifecycle
 public final class BeaconSightingCollector: Service, Sendable {
     public struct Configuration: Sendable {
         public var groupId = "beacon-registry-sightings"
-        public var telemetryTopic = Topic.deviceTelemetry.name
-        public var rawEventsTopic = Topic.rawEvents.name
+        public var telemetryTopic: String
+        public var rawEventsTopic: String
         public var retention: Duration = .seconds(2 * 86_400)
         public var pruneInterval: Duration = .seconds(3_600)
 
-        public init() {}
+        public init(topics: TopicNames = TopicNames()) {
+            telemetryTopic = topics[.deviceTelemetry]
+            rawEventsTopic = topics[.rawEvents]
+        }
     }
 
     private let consumer: KafkaConsumer
@@ -31,9 +35,12 @@ public final class BeaconSightingCollector: Service, Sendable {
     private let configuration: Configuration
     private let logger: Logger
 
-    public init(kafka: KafkaConfiguration, repository: any RegistryRepository, configuration: Configuration = Configuration(), logger: Logger) throws(KafkaError) {
+    public init(
+        kafka: KafkaConfiguration, repository: any RegistryRepository, configuration: Configuration = Configuration(), logger: Logger
+    ) throws(KafkaError) {
         self.consumer = try KafkaConsumer(
-            configuration: .background(client: kafka, groupId: configuration.groupId, topics: [configuration.telemetryTopic, configuration.rawEventsTopic]),
+            configuration: .background(
+                client: kafka, groupId: configuration.groupId, topics: [configuration.telemetryTopic, configuration.rawEventsTopic]),
             logger: logger
         )
         self.repository = repository
@@ -58,7 +65,8 @@ public final class BeaconSightingCollector: Service, Sendable {
                 break
             } catch {
                 attempt += 1
-                logger.warning("sightings not stored; retrying", metadata: ["attempt": "\(attempt)", "error": .string(String(describing: error))])
+                logger.warning(
+                    "sightings not stored; retrying", metadata: ["attempt": "\(attempt)", "error": .string(String(describing: error))])
                 try await Task.sleep(for: .seconds(min(attempt, 10)))
             }
         }
@@ -78,7 +86,8 @@ public final class BeaconSightingCollector: Service, Sendable {
             guard let value = message.value else { continue }
             if message.topic == rawEventsTopic {
                 guard let raw = try? ProtocolCodec.wire.decode(RawEventEnvelope.self, from: value),
-                      case .event(let event) = raw.payload else { continue }
+                    case .event(let event) = raw.payload
+                else { continue }
                 add(event.beacon, device: raw.deviceId, at: event.timestamp)
             } else {
                 guard let telemetry = try? ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: value) else { continue }

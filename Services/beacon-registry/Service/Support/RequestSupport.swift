@@ -93,7 +93,7 @@ enum PageCursor {
         var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
-              text.hasPrefix("c1:"), text.count > 3, !RequestTextGuard.containsControlCharacter(text)
+            text.hasPrefix("c1:"), text.count > 3, !RequestTextGuard.containsControlCharacter(text)
         else { return nil }
         return String(text.dropFirst(3))
     }

@@ -47,9 +47,10 @@ struct AttendanceController {
         guard event.idempotencyKey == key else {
             throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "must equal the Idempotency-Key header")])
         }
-        let answer = await pipeline.submit(.init(
-            idempotencyKey: key, payload: .event(event), device: device, appVersion: appVersion, requestId: context.requestId
-        ), now: now())
+        let answer = await pipeline.submit(
+            .init(
+                idempotencyKey: key, payload: .event(event), device: device, appVersion: appVersion, requestId: context.requestId
+            ), now: now())
         return Self.render(answer, requestId: context.requestId)
     }
 
@@ -62,9 +63,11 @@ struct AttendanceController {
             throw ProblemDetails.validation([FieldError(field: "events", reason: "must not be empty")])
         }
         if batch.events.count > settings.limits.maxBatchEvents {
-            throw ProblemDetails.validation([FieldError(
-                field: "events", reason: "must have at most \(settings.limits.maxBatchEvents) events, has \(batch.events.count)"
-            )])
+            throw ProblemDetails.validation([
+                FieldError(
+                    field: "events", reason: "must have at most \(settings.limits.maxBatchEvents) events, has \(batch.events.count)"
+                )
+            ])
         }
         let at = now()
         // Each item is judged alone: an invalid one is a 400 item, the others go ahead. A key that
@@ -127,9 +130,10 @@ struct AttendanceController {
         }
         let payload = wrap(body)
         let key = IdempotencyKeys.key(for: payload, userId: device.userId, header: header)!
-        let answer = await pipeline.submit(.init(
-            idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
-        ), now: now())
+        let answer = await pipeline.submit(
+            .init(
+                idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
+            ), now: now())
         var response = Self.render(answer, requestId: context.requestId)
         response.headers[.idempotencyKey] = key
         return response
@@ -166,7 +170,9 @@ struct AttendanceController {
             throw ProblemDetails.validation([FieldError(field: "since", reason: "is required (an RFC 3339 timestamp)")])
         }
         guard let since = WireTimestamp.date(from: text) else {
-            throw ProblemDetails.validation([FieldError(field: "since", reason: "must be an RFC 3339 timestamp such as 2025-09-18T06:35:12Z")])
+            throw ProblemDetails.validation([
+                FieldError(field: "since", reason: "must be an RFC 3339 timestamp such as 2025-09-18T06:35:12Z")
+            ])
         }
         let asOf = now()
         let limit = settings.pendingMaxEvents
@@ -205,7 +211,9 @@ struct AttendanceController {
         }
         if !errors.isEmpty { throw .validation(errors) }
         let path = { (field: String) in prefix.map { "\($0).\(field)" } ?? field }
-        guard event.deviceId == device.deviceId else { throw Self.notYours(path("deviceId"), "must be the authenticated device (X-Device-Id)") }
+        guard event.deviceId == device.deviceId else {
+            throw Self.notYours(path("deviceId"), "must be the authenticated device (X-Device-Id)")
+        }
         guard event.userId == device.userId else { throw Self.notYours(path("userId"), "must be the user the device is bound to") }
     }
 
@@ -217,10 +225,12 @@ struct AttendanceController {
 
     static func parseKey(_ raw: String) throws(ProblemDetails) -> String {
         guard let key = IdempotencyKeys.parseHeader(raw) else {
-            throw .validation([FieldError(
-                field: HTTPHeader.idempotencyKey,
-                reason: "must be 1-\(IdempotencyKeys.maxHeaderLength) characters of A-Z a-z 0-9 - _ . :"
-            )])
+            throw .validation([
+                FieldError(
+                    field: HTTPHeader.idempotencyKey,
+                    reason: "must be 1-\(IdempotencyKeys.maxHeaderLength) characters of A-Z a-z 0-9 - _ . :"
+                )
+            ])
         }
         return key
     }

@@ -1,8 +1,8 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
-import ServiceRuntime
 import RegistryFeed
+import ServiceRuntime
 
 /// `GET /v1/attendance/challenge?beacon=UUID:major:minor`: a short-lived nonce for the GATT
 /// challenge-response with that beacon. The nonce is bound to the beacon and the
@@ -41,7 +41,7 @@ struct ChallengeController {
         }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 3, let uuid = UUID(uuidString: String(parts[0])), let major = Int(parts[1]), let minor = Int(parts[2]),
-              let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor)
+            let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor)
         else {
             throw .validation([FieldError(field: "beacon", reason: expected)])
         }

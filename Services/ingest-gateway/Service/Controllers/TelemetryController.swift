@@ -34,7 +34,8 @@ struct TelemetryController {
         } catch {
             GatewayMetrics.produceFailures.increment()
             context.logger.warning("telemetry not produced", metadata: ["error": .string(String(describing: error))])
-            throw ProblemDetails.unavailable("the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
+            throw ProblemDetails.unavailable(
+                "the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
         }
         return GatewayReply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202, requestId: context.requestId)
     }

@@ -24,7 +24,8 @@ public struct GatewayProblemMiddleware: RouterMiddleware {
             response = try await next(request, context)
             if response.headers[.requestId] == nil { response.headers[.requestId] = context.requestId }
         } catch {
-            response = GatewayReply.problem(mapper.loggedProblem(for: error, request: request, logger: context.logger), requestId: context.requestId)
+            response = GatewayReply.problem(
+                mapper.loggedProblem(for: error, request: request, logger: context.logger), requestId: context.requestId)
         }
         ResponseHardening.apply(to: &response)
         return response

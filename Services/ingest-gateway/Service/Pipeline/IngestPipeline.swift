@@ -79,7 +79,8 @@ public final class IngestPipeline: Sendable {
         case .mismatch:
             return .problem(.payloadMismatch(instance: APIPath.event(idempotencyKey: key)), replayed: false)
         case .inFlight:
-            return .problem(.inFlight(retryAfterSeconds: settings.retryAfterSeconds, instance: APIPath.event(idempotencyKey: key)), replayed: false)
+            return .problem(
+                .inFlight(retryAfterSeconds: settings.retryAfterSeconds, instance: APIPath.event(idempotencyKey: key)), replayed: false)
         case .completed(_, let outcome):
             return Self.answer(for: outcome, key: key, replayed: true)
         case .started:
@@ -96,11 +97,14 @@ public final class IngestPipeline: Sendable {
         } catch {
             table.abandon(key: key, requestId: submission.requestId)
             GatewayMetrics.produceFailures.increment()
-            logger.warning("raw event not produced; the device retries", metadata: [
-                "idempotencyKey": .string(key), "error": .string(String(describing: error)),
-            ])
+            logger.warning(
+                "raw event not produced; the device retries",
+                metadata: [
+                    "idempotencyKey": .string(key), "error": .string(String(describing: error)),
+                ])
             return .problem(
-                .unavailable("the event could not be queued; retry with the same Idempotency-Key", retryAfterSeconds: settings.retryAfterSeconds),
+                .unavailable(
+                    "the event could not be queued; retry with the same Idempotency-Key", retryAfterSeconds: settings.retryAfterSeconds),
                 replayed: false
             )
         }
@@ -149,7 +153,8 @@ public final class IngestPipeline: Sendable {
             return .accepted(body, status: AcceptanceStatus.duplicate.httpStatus, replayed: true)
         case .rejected:
             return .problem(
-                .policyConflict(reasons: outcome.reasons, action: outcome.action, retryAfterSeconds: outcome.retryAfterSeconds, instance: instance),
+                .policyConflict(
+                    reasons: outcome.reasons, action: outcome.action, retryAfterSeconds: outcome.retryAfterSeconds, instance: instance),
                 replayed: replayed
             )
         case .payloadMismatch:

@@ -24,7 +24,8 @@ public final class VerdictListener: Service, Sendable {
     private let logger: Logger
 
     public init(kafka: KafkaConfiguration, topic: String, pipeline: IngestPipeline, logger: Logger) throws(KafkaError) {
-        let instance = String(pipeline.instanceId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }.prefix(100))
+        let instance = String(
+            pipeline.instanceId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }.prefix(100))
         groupId = "ingest-gateway-verdicts-\(instance)-\(UInt32.random(in: 0...UInt32.max))"
         var configuration = KafkaConsumerConfiguration(client: kafka, groupId: groupId, topics: [topic])
         configuration.autoOffsetReset = .latest
@@ -71,9 +72,11 @@ public final class VerdictListener: Service, Sendable {
                 verdict = try ProtocolCodec.wire.decode(AttendanceVerdict.self, from: message.value ?? [])
             } catch {
                 GatewayMetrics.verdictsUndecodable.increment()
-                logger.warning("undecodable verdict skipped", metadata: [
-                    "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
-                ])
+                logger.warning(
+                    "undecodable verdict skipped",
+                    metadata: [
+                        "partition": "\(message.partition)", "offset": "\(message.offset)", "error": .string(error.description),
+                    ])
                 continue
             }
             if pipeline.receive(verdict) { GatewayMetrics.verdictsReceived.increment() }

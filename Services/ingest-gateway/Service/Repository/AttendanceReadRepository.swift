@@ -26,16 +26,19 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     public init(client: PostgresClient, logger: Logger, schema: String = "merger") {
         self.client = client
         self.logger = logger
-        let isIdentifier = !schema.isEmpty && schema.utf8.count <= 63 && schema.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
-        }
+        let isIdentifier =
+            !schema.isEmpty && schema.utf8.count <= 63
+            && schema.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+            }
         self.schema = isIdentifier ? schema : "merger"
     }
 
     private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
 
     public func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
                    event_time, received_at, decided_at
             FROM \(unescaped: schema).events WHERE idempotency_key = \(idempotencyKey) AND device_id = \(deviceId)
@@ -45,7 +48,8 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     }
 
     public func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
                    event_time, received_at, decided_at
             FROM \(unescaped: schema).events WHERE device_id = \(deviceId) AND received_at >= \(since)
@@ -57,17 +61,21 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     }
 
     public func openSessions(userId: String) async throws -> [SessionSummary] {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT session_id, site_id, status, check_in_at, last_seen_at, check_out_at, session_keys::text
             FROM \(unescaped: schema).sessions WHERE user_id = \(userId) AND status IN ('open', 'soft_exit')
             ORDER BY check_in_at, session_id LIMIT 100
             """, logger: logger)
         var result: [SessionSummary] = []
-        for try await (sessionId, siteId, status, checkInAt, lastSeenAt, checkOutAt, keys) in rows.decode((String, String, String, Date, Date, Date?, String).self) {
-            result.append(SessionSummary(
-                sessionId: sessionId, siteId: siteId, sessionKey: Self.strings(keys).first,
-                state: SessionState(rawValue: status) ?? .open, checkInAt: checkInAt, checkOutAt: checkOutAt, lastSeenAt: lastSeenAt
-            ))
+        for try await (sessionId, siteId, status, checkInAt, lastSeenAt, checkOutAt, keys) in rows.decode(
+            (String, String, String, Date, Date, Date?, String).self)
+        {
+            result.append(
+                SessionSummary(
+                    sessionId: sessionId, siteId: siteId, sessionKey: Self.strings(keys).first,
+                    state: SessionState(rawValue: status) ?? .open, checkInAt: checkInAt, checkOutAt: checkOutAt, lastSeenAt: lastSeenAt
+                ))
         }
         return result
     }

@@ -1,5 +1,5 @@
-import Foundation
 import AttendanceProtocol
+import Foundation
 import ServiceRuntime
 
 extension GatewaySettings {

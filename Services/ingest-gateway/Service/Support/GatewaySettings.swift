@@ -62,10 +62,10 @@ public struct GatewaySettings: Sendable {
         )
         settings.pendingMaxEvents = try env.int("PENDING_MAX_EVENTS", default: 200, in: 1...5_000)
         settings.topics = GatewayTopics(
-            rawEvents: env.string("TOPIC_RAW_EVENTS", default: Topic.rawEvents.name),
-            verdicts: env.string("TOPIC_VERDICTS", default: Topic.verdicts.name),
-            deviceTelemetry: env.string("TOPIC_DEVICE_TELEMETRY", default: Topic.deviceTelemetry.name),
-            registryChanges: env.string("TOPIC_REGISTRY_CHANGES", default: Topic.registryChanges.name)
+            rawEvents: env.topicName(.rawEvents),
+            verdicts: env.topicName(.verdicts),
+            deviceTelemetry: env.topicName(.deviceTelemetry),
+            registryChanges: env.topicName(.registryChanges)
         )
         return settings
     }

@@ -59,7 +59,8 @@ enum GatewayReply {
         var headers = extra
         headers[.contentType] = MediaType.json
         if let requestId { headers[.requestId] = requestId }
-        return Response(status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Response(
+            status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     static func problem(_ problem: ProblemDetails, headers extra: HTTPFields = [:], requestId: String? = nil) -> Response {

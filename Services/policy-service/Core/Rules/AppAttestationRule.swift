@@ -31,7 +31,8 @@ public struct AppAttestationRule: PolicyRule {
                     break
                 }
                 if version < minimum {
-                    firings.append(RuleFiring(reason: "app \(text) is older than the minimum \(minimumText)", action: .updateApp, risk: 0.1))
+                    firings.append(
+                        RuleFiring(reason: "app \(text) is older than the minimum \(minimumText)", action: .updateApp, risk: 0.1))
                     break
                 }
             }

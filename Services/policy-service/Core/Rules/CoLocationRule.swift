@@ -31,18 +31,20 @@ public struct CoLocationRule: PolicyRule {
         }
         var usablePosition = false
         if let location = body.location, location.lat.isFinite, location.lon.isFinite,
-           (location.accuracyM ?? 0) <= settings.maxLocationAccuracyMeters,
-           let siteId = event.policySiteId, let fence = context.registry.geofence(siteId: siteId)
+            (location.accuracyM ?? 0) <= settings.maxLocationAccuracyMeters,
+            let siteId = event.policySiteId, let fence = context.registry.geofence(siteId: siteId)
         {
             usablePosition = true
             let distance = GeoDistance.haversineMeters(
                 lat1: location.lat, lon1: location.lon, lat2: fence.latitude, lon2: fence.longitude
             )
             if distance > fence.radiusMeters + settings.geofenceToleranceMeters {
-                firings.append(RuleFiring(
-                    reason: "position is \(Wording.meters(distance)) from site \(siteId), geofence radius \(Wording.meters(fence.radiusMeters))",
-                    action: .walkToGate, risk: 0.7
-                ))
+                firings.append(
+                    RuleFiring(
+                        reason:
+                            "position is \(Wording.meters(distance)) from site \(siteId), geofence radius \(Wording.meters(fence.radiusMeters))",
+                        action: .walkToGate, risk: 0.7
+                    ))
             }
         }
         if body.geofence == nil, !usablePosition, settings.requireSensorData {

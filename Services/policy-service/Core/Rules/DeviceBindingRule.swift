@@ -21,14 +21,19 @@ public struct DeviceBindingRule: PolicyRule {
         switch event.payload {
         case .event(let body):
             if body.userId != event.userId {
-                return .fire("payload is for user \(body.userId), the device is authenticated for \(event.userId)", action: .contactAdmin, risk: 1)
+                return .fire(
+                    "payload is for user \(body.userId), the device is authenticated for \(event.userId)", action: .contactAdmin, risk: 1)
             }
             if body.deviceId != event.deviceId {
-                return .fire("payload names device \(body.deviceId), the request was authenticated as \(event.deviceId)", action: .contactAdmin, risk: 1)
+                return .fire(
+                    "payload names device \(body.deviceId), the request was authenticated as \(event.deviceId)", action: .contactAdmin,
+                    risk: 1)
             }
         case .checkIn(let request):
             if request.userId != event.userId {
-                return .fire("check-in is for user \(request.userId), the device is authenticated for \(event.userId)", action: .contactAdmin, risk: 1)
+                return .fire(
+                    "check-in is for user \(request.userId), the device is authenticated for \(event.userId)", action: .contactAdmin,
+                    risk: 1)
             }
         case .checkOut, .heartbeat:
             break

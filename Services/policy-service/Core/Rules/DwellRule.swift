@@ -19,10 +19,11 @@ public struct DwellRule: PolicyRule {
         if let series = body.rssiSeries {
             let heard = series.lazy.filter { $0 != 0 }.count
             if heard < settings.minDwellReadings {
-                firings.append(RuleFiring(
-                    reason: "beacon heard in \(heard) reading\(heard == 1 ? "" : "s"), \(settings.minDwellReadings) required",
-                    action: .walkToGate, risk: 0.2
-                ))
+                firings.append(
+                    RuleFiring(
+                        reason: "beacon heard in \(heard) reading\(heard == 1 ? "" : "s"), \(settings.minDwellReadings) required",
+                        action: .walkToGate, risk: 0.2
+                    ))
             }
         } else if settings.requireSensorData {
             firings.append(RuleFiring(reason: "no RSSI series sent", action: .walkToGate, risk: 0.2))
@@ -30,10 +31,11 @@ public struct DwellRule: PolicyRule {
         if settings.minDwellSeconds > 0, let tEnd = body.tEnd {
             let dwell = tEnd.timeIntervalSince(body.timestamp)
             if dwell < TimeInterval(settings.minDwellSeconds) {
-                firings.append(RuleFiring(
-                    reason: "near the beacon for \(Wording.seconds(max(0, dwell))), \(settings.minDwellSeconds) s required",
-                    action: .walkToGate, risk: 0.2
-                ))
+                firings.append(
+                    RuleFiring(
+                        reason: "near the beacon for \(Wording.seconds(max(0, dwell))), \(settings.minDwellSeconds) s required",
+                        action: .walkToGate, risk: 0.2
+                    ))
             }
         }
         return .combining(firings)

@@ -36,7 +36,8 @@ public struct GattChallengeRule: PolicyRule {
         guard let proof = body.gatt else {
             return .fire("no GATT challenge proof from beacon \(beacon.canonicalId)", action: .walkToGate, risk: 0.5)
         }
-        guard let uuid = UUIDText.parse(beacon.uuid), let key = RegistryBeaconKey(uuid: uuid, major: beacon.major, minor: beacon.minor) else {
+        guard let uuid = UUIDText.parse(beacon.uuid), let key = RegistryBeaconKey(uuid: uuid, major: beacon.major, minor: beacon.minor)
+        else {
             return .fire("beacon \(beacon.canonicalId) is not a valid identity", action: .contactAdmin, risk: 0.9)
         }
         switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: event.receivedAt) {

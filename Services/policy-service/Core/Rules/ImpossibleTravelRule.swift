@@ -15,11 +15,11 @@ public struct ImpossibleTravelRule: PolicyRule {
 
     public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard event.isPunch, let siteId = event.policySiteId,
-              let previous = context.history.lastPunch(userId: event.userId),
-              previous.idempotencyKey != event.idempotencyKey,
-              let previousSite = previous.siteId, previousSite != siteId,
-              let here = context.registry.geofence(siteId: siteId),
-              let there = context.registry.geofence(siteId: previousSite)
+            let previous = context.history.lastPunch(userId: event.userId),
+            previous.idempotencyKey != event.idempotencyKey,
+            let previousSite = previous.siteId, previousSite != siteId,
+            let here = context.registry.geofence(siteId: siteId),
+            let there = context.registry.geofence(siteId: previousSite)
         else { return .passed }
         let centres = GeoDistance.haversineMeters(lat1: here.latitude, lon1: here.longitude, lat2: there.latitude, lon2: there.longitude)
         let distance = max(0, centres - here.radiusMeters - there.radiusMeters)

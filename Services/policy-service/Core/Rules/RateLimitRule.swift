@@ -39,9 +39,9 @@ public struct RateLimitRule: PolicyRule {
 
         let gateWindow = TimeInterval(settings.minSecondsBetweenGates)
         if gateWindow > 0, let siteId = punch.siteId, let gateId = punch.gateId,
-           let previous = history.lastPunch(userId: event.userId),
-           previous.idempotencyKey != punch.idempotencyKey, previous.siteId == siteId,
-           let previousGate = previous.gateId, previousGate != gateId, previous.type == punch.type
+            let previous = history.lastPunch(userId: event.userId),
+            previous.idempotencyKey != punch.idempotencyKey, previous.siteId == siteId,
+            let previousGate = previous.gateId, previousGate != gateId, previous.type == punch.type
         {
             let gap = abs(punch.time.timeIntervalSince(previous.time))
             if gap < gateWindow {
@@ -79,7 +79,8 @@ public struct RateLimitRule: PolicyRule {
 
     private func isSoftExit(_ event: RawEventEnvelope, after previous: PunchRecord, _ settings: PolicySettings) -> Bool {
         guard settings.exemptSoftExitCheckouts, previous.type == .checkin,
-              case .checkOut(let request) = event.payload else { return false }
+            case .checkOut(let request) = event.payload
+        else { return false }
         return request.reason == .softExitExpired
     }
 

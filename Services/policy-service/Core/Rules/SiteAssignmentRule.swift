@@ -21,8 +21,9 @@ public struct SiteAssignmentRule: PolicyRule {
     public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         var sites = event.claimedSiteIds
         if let beacon = event.attendanceEvent?.beacon,
-           let beaconSite = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.siteId,
-           !sites.contains(beaconSite) {
+            let beaconSite = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.siteId,
+            !sites.contains(beaconSite)
+        {
             sites.append(beaconSite)
         }
         guard !sites.isEmpty else { return .passed }

@@ -82,7 +82,8 @@ public struct PolicyAdminController: Sendable {
             let siteId = try Self.scope(context)
             let limit = try Self.limit(request)
             let versions = try await repository.versions(siteId: siteId, limit: limit)
-            return try Reply.json(PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
+            return try Reply.json(
+                PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
         }
         group.post("policies/:siteId/versions/:version/restore") { request, context in
             try context.authorize(.admin)
@@ -109,7 +110,8 @@ public struct PolicyAdminController: Sendable {
         let candidate = draft.policy(siteId: siteId, version: 1)
         let issues = candidate.validationIssues(hostedRules: hostedRules)
         guard issues.isEmpty else {
-            throw ProblemDetails.validation(issues.map { FieldError(field: $0.field, reason: $0.message) }, detail: "the policy is not valid")
+            throw ProblemDetails.validation(
+                issues.map { FieldError(field: $0.field, reason: $0.message) }, detail: "the policy is not valid")
         }
         let current = refresher.current
         let active = siteId.flatMap { current.sites[$0]?.version } ?? (siteId == nil ? current.defaultPolicy.version : 0)

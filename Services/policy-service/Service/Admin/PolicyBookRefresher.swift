@@ -50,10 +50,12 @@ public final class PolicyBookRefresher: Service, Sendable {
         for policy in stored.policies {
             let issues = policy.validationIssues(hostedRules: hostedRules)
             guard issues.isEmpty else {
-                logger.error("stored policy skipped: this instance cannot run it", metadata: [
-                    "siteId": .string(policy.siteId ?? "default"), "version": "\(policy.version)",
-                    "issues": .string(issues.map(\.description).joined(separator: "; ")),
-                ])
+                logger.error(
+                    "stored policy skipped: this instance cannot run it",
+                    metadata: [
+                        "siteId": .string(policy.siteId ?? "default"), "version": "\(policy.version)",
+                        "issues": .string(issues.map(\.description).joined(separator: "; ")),
+                    ])
                 continue
             }
             book.upsert(policy)
@@ -67,9 +69,12 @@ public final class PolicyBookRefresher: Service, Sendable {
         refreshes.add(1, ordering: .relaxed)
         if changed {
             apply(book)
-            logger.info("policy book updated", metadata: [
-                "sites": "\(book.sites.count)", "defaultVersion": "\(book.defaultPolicy.version)", "globalKillSwitch": "\(book.globalKillSwitch)",
-            ])
+            logger.info(
+                "policy book updated",
+                metadata: [
+                    "sites": "\(book.sites.count)", "defaultVersion": "\(book.defaultPolicy.version)",
+                    "globalKillSwitch": "\(book.globalKillSwitch)",
+                ])
         }
         return book
     }
@@ -79,7 +84,8 @@ public final class PolicyBookRefresher: Service, Sendable {
             do {
                 try await refresh()
             } catch {
-                logger.warning("policy store not readable; keeping the current book", metadata: ["error": .string(String(describing: error))])
+                logger.warning(
+                    "policy store not readable; keeping the current book", metadata: ["error": .string(String(describing: error))])
             }
             let interval = self.interval
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }

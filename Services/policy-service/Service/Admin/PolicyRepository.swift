@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PolicyServiceCore
 import PostgresNIO
+import ServiceRuntime
 
 /// One stored version of a policy.
 public struct StoredPolicyVersion: Codable, Hashable, Sendable {
@@ -44,7 +45,7 @@ public protocol PolicyRepository: Sendable {
     func setGlobalKillSwitch(_ on: Bool, by: String) async throws
 }
 
-/// `PolicyRepository` on PostgreSQL (`PolicyMigrations`).
+/// `PolicyRepository` on PostgreSQL (`ServiceMigrations.policy`).
 public struct PostgresPolicyRepository: PolicyRepository {
     public static let defaultScope = "*"
 
@@ -52,8 +53,8 @@ public struct PostgresPolicyRepository: PolicyRepository {
     let schema: String
     let logger: Logger
 
-    public init(client: PostgresClient, schema: String = PolicyMigrations.defaultSchema, logger: Logger) {
-        precondition(PolicyMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+    public init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
+        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
         self.logger = logger

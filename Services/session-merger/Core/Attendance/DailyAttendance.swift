@@ -33,8 +33,9 @@ public struct AttendanceInterval: Hashable, Sendable {
         if change.change == .closed && change.closeReason == .superseded { return nil }
         let open = change.change == .opened || change.change == .extended || change.change == .reopened
         let end = open ? (change.lastSeenAt ?? change.checkInAt) : (change.checkOutAt ?? change.lastSeenAt ?? change.checkInAt)
-        self.init(sessionId: change.sessionId, userId: change.userId, siteId: change.siteId,
-                  start: change.checkInAt, end: end, isOpen: open)
+        self.init(
+            sessionId: change.sessionId, userId: change.userId, siteId: change.siteId,
+            start: change.checkInAt, end: end, isOpen: open)
     }
 }
 

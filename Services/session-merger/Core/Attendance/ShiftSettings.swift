@@ -63,10 +63,14 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
             issues.append(.init(field: field, message: "must be between 0 and 1440 minutes, got \(value)"))
         }
         if lateEntryGraceMinutes + earlyExitGraceMinutes > nominalMinutes && Self.minutesRange.contains(lateEntryGraceMinutes)
-            && Self.minutesRange.contains(earlyExitGraceMinutes) {
-            issues.append(.init(
-                field: "earlyExitGraceMinutes",
-                message: "late-entry plus early-exit grace (\(lateEntryGraceMinutes + earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"))
+            && Self.minutesRange.contains(earlyExitGraceMinutes)
+        {
+            issues.append(
+                .init(
+                    field: "earlyExitGraceMinutes",
+                    message:
+                        "late-entry plus early-exit grace (\(lateEntryGraceMinutes + earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"
+                ))
         }
         return issues
     }
@@ -105,8 +109,8 @@ public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringCo
     public init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
-              (1...12).contains(m), (1...31).contains(d)
+            let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
+            (1...12).contains(m), (1...31).contains(d)
         else { return nil }
         self.init(year: y, month: m, day: d)
     }
@@ -124,7 +128,8 @@ public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringCo
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-03-30"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-03-30"))
         }
         self = value
     }

@@ -67,9 +67,12 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
                 return
             }
             if !range.contains(value) {
-                issues.append(.init(
-                    field: field,
-                    message: "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)) (\(why)), got \(Self.format(value))"))
+                issues.append(
+                    .init(
+                        field: field,
+                        message:
+                            "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)) (\(why)), got \(Self.format(value))"
+                    ))
             }
         }
         check("mergeWindow", mergeWindow, Self.mergeWindowRange, "check-in candidates merge within 30-60 s")
@@ -78,11 +81,15 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
         check("softExitGrace", softExitGrace, graceFloor...Self.softExitGraceMaximum, "at least the noise threshold, at most 1 h")
         check("idleCutoff", idleCutoff, Self.idleCutoffRange, "an idle session closes after 1-24 h without presence")
         if idleCutoff.isFinite && softExitGrace.isFinite && idleCutoff <= softExitGrace {
-            issues.append(.init(field: "idleCutoff", message: "must be longer than softExitGrace (\(Self.format(softExitGrace))), got \(Self.format(idleCutoff))"))
+            issues.append(
+                .init(
+                    field: "idleCutoff",
+                    message: "must be longer than softExitGrace (\(Self.format(softExitGrace))), got \(Self.format(idleCutoff))"))
         }
         let horizonFloor = Self.maximumOfflinePeriod + (idleCutoff.isFinite ? idleCutoff : 0)
-        check("horizon", horizon, horizonFloor...max(horizonFloor, Self.horizonMaximum),
-              "72 h offline plus the idle cutoff must still land in its session; state is bounded by 31 days")
+        check(
+            "horizon", horizon, horizonFloor...max(horizonFloor, Self.horizonMaximum),
+            "72 h offline plus the idle cutoff must still land in its session; state is bounded by 31 days")
         return issues
     }
 

@@ -136,9 +136,10 @@ enum SessionDerivation {
             }
             let current = sessions.count - 1
             let keyLink = f.sessionKey.map { s.keys.contains($0) } == true && t - s.lastActivity <= idle
-            let staleKey = f.sessionKey.map { key in
-                !s.keys.contains(key) && earlierKeys[key].map { t - $0 <= idle } == true
-            } == true
+            let staleKey =
+                f.sessionKey.map { key in
+                    !s.keys.contains(key) && earlierKeys[key].map { t - $0 <= idle } == true
+                } == true
             let inMergeWindow = f.kind == .checkIn && t - s.lastActivity <= merge
             var joins = false
             var opensNew = false

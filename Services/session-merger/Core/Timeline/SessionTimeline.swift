@@ -103,12 +103,14 @@ public struct SessionTimeline: Sendable {
     ///   changes to every affected session are returned (oldest session first).
     public mutating func apply(_ fact: AttendanceFact) throws(SessionTimelineError) -> ApplyOutcome {
         guard fact.userId == userId, fact.siteId == siteId else {
-            throw .foreignEvent(idempotencyKey: fact.idempotencyKey, userId: fact.userId, siteId: fact.siteId,
-                                timelineUserId: userId, timelineSiteId: siteId)
+            throw .foreignEvent(
+                idempotencyKey: fact.idempotencyKey, userId: fact.userId, siteId: fact.siteId,
+                timelineUserId: userId, timelineSiteId: siteId)
         }
         if let held = factsByKey[fact.idempotencyKey] {
             let conflicting = !held.sameContent(as: fact)
-            return ApplyOutcome(disposition: .duplicate(placement: placement(at: insertionIndex(of: held)), conflicting: conflicting), changes: [])
+            return ApplyOutcome(
+                disposition: .duplicate(placement: placement(at: insertionIndex(of: held)), conflicting: conflicting), changes: [])
         }
         let stored = StoredFact(fact)
         if let watermark = state.watermark, stored.time < watermark {
@@ -182,7 +184,8 @@ public struct SessionTimeline: Sendable {
         // and the reported sessions are current: only the watermark moves. The merger compacts every
         // large timeline it writes, so this skips a full re-derivation per timeline and batch.
         if dropped == 0, baselineInSync, (state.facts.first?.time ?? Millis.max) >= watermark,
-           !state.retired.contains(where: { $0.anchorTime < watermark }) {
+            !state.retired.contains(where: { $0.anchorTime < watermark })
+        {
             state.watermark = watermark
             return Compaction(droppedEvents: 0, droppedSessionIds: [], watermark: watermark.date, changes: [])
         }
@@ -288,7 +291,8 @@ public struct SessionTimeline: Sendable {
                 rec.version = old.version
                 if !old.sameContent(as: rec) {
                     rec.version += 1
-                    changes.append(SessionDelta(change: Self.change(from: old.status, to: rec.status), session: snapshot(s), version: rec.version))
+                    changes.append(
+                        SessionDelta(change: Self.change(from: old.status, to: rec.status), session: snapshot(s), version: rec.version))
                 }
             } else {
                 let snap = snapshot(s)
@@ -314,9 +318,10 @@ public struct SessionTimeline: Sendable {
                 id: old.id, userId: userId, siteId: siteId, status: .closed, checkInAt: old.checkInAt.date,
                 lastSeenAt: old.lastSeenAt.date, checkOutAt: old.checkOutAt?.date, closeReason: .superseded,
                 sessionKeys: old.keys, eventIds: [], reopenCount: old.reopenCount)
-            changes.append(SessionDelta(
-                change: .closed, session: gone, version: version,
-                supersededBy: placement(ofIdempotencyKey: old.anchorKey)?.sessionId))
+            changes.append(
+                SessionDelta(
+                    change: .closed, session: gone, version: version,
+                    supersededBy: placement(ofIdempotencyKey: old.anchorKey)?.sessionId))
             retired[old.id] = RetiredSession(id: old.id, version: version, anchorTime: old.checkInAt)
             retiredChanged = true
         }

@@ -60,7 +60,8 @@ public struct TimelineState: Codable, Hashable, Sendable {
         sessions = header.sessions
         retired = header.retired
         var seen = Set<String>()
-        facts = events
+        facts =
+            events
             .filter { $0.userId == userId && $0.siteId == siteId && seen.insert($0.idempotencyKey).inserted }
             .map(StoredFact.init)
             .filter { watermark == nil || $0.time >= watermark! }
@@ -97,7 +98,8 @@ public struct TimelineState: Codable, Hashable, Sendable {
             let version = try c.decode(Int.self, forKey: .formatVersion)
             guard version == TimelineState.formatVersion else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .formatVersion, in: c, debugDescription: "timeline header format \(version) is not \(TimelineState.formatVersion)")
+                    forKey: .formatVersion, in: c,
+                    debugDescription: "timeline header format \(version) is not \(TimelineState.formatVersion)")
             }
             userId = try c.decode(String.self, forKey: .userId)
             siteId = try c.decode(String.self, forKey: .siteId)

@@ -49,10 +49,13 @@ struct SessionsController {
                 }
                 cursor = decoded
             }
-            let filter = SessionFilter(userId: userId, siteId: siteId, from: from, to: to, status: status, includeSuperseded: includeSuperseded)
+            let filter = SessionFilter(
+                userId: userId, siteId: siteId, from: from, to: to, status: status, includeSuperseded: includeSuperseded)
             let rows = try await repository.sessions(filter, after: cursor, limit: limit + 1)
             let items = Array(rows.prefix(limit))
-            let next = rows.count > limit ? items.last.map { SessionCursorCoding.encode(SessionCursor(checkInAt: $0.checkInAt, sessionId: $0.sessionId)) } : nil
+            let next =
+                rows.count > limit
+                ? items.last.map { SessionCursorCoding.encode(SessionCursor(checkInAt: $0.checkInAt, sessionId: $0.sessionId)) } : nil
             return try Reply.json(SessionPage(items: items, nextCursor: next), request: request, context: context)
         }
     }
@@ -114,10 +117,13 @@ struct DailyAttendanceController {
             }
             let days = CivilDays.ordinal(to) - CivilDays.ordinal(from) + 1
             guard days <= MergerAdminLimits.maxDailyRangeDays else {
-                throw ProblemDetails.validation([FieldError(
-                    field: "to", reason: "the range is \(days) days; at most \(MergerAdminLimits.maxDailyRangeDays) days are allowed")])
+                throw ProblemDetails.validation([
+                    FieldError(
+                        field: "to", reason: "the range is \(days) days; at most \(MergerAdminLimits.maxDailyRangeDays) days are allowed")
+                ])
             }
-            let format = try query.choice("format", ["json": "json", "csv": "csv"])
+            let format =
+                try query.choice("format", ["json": "json", "csv": "csv"])
                 ?? (request.headers[.accept].map { $0.lowercased().contains("text/csv") } == true ? "csv" : "json")
 
             let shift: AttendanceShift
@@ -128,8 +134,8 @@ struct DailyAttendanceController {
             case .notReady: throw ProblemDetails.unavailable("the registry feed is still loading", retryAfterSeconds: 2)
             }
             guard let zone = TimeZone(identifier: shift.timezone),
-                  let start = CivilDays.startOfDay(from, in: zone),
-                  let end = CivilDays.startOfDay(CivilDays.date(ordinal: CivilDays.ordinal(to) + 1), in: zone)
+                let start = CivilDays.startOfDay(from, in: zone),
+                let end = CivilDays.startOfDay(CivilDays.date(ordinal: CivilDays.ordinal(to) + 1), in: zone)
             else {
                 throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
             }
@@ -144,7 +150,8 @@ struct DailyAttendanceController {
             if format == "csv" {
                 return DailyAttendanceCSV.response(rows, filename: "attendance-\(siteId)-\(from)-\(to).csv")
             }
-            let report = DailyAttendanceReport(siteId: siteId, userId: userId, from: from, to: to, timezone: shift.timezone, shift: shift, items: rows)
+            let report = DailyAttendanceReport(
+                siteId: siteId, userId: userId, from: from, to: to, timezone: shift.timezone, shift: shift, items: rows)
             return try Reply.json(report, request: request, context: context)
         }
     }

@@ -77,7 +77,9 @@ enum SessionCursorCoding {
         guard !text.isEmpty, text.count <= 600 else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8), decoded.hasPrefix("s1:") else { return nil }
+        guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8), decoded.hasPrefix("s1:") else {
+            return nil
+        }
         let rest = decoded.dropFirst(3)
         guard let colon = rest.firstIndex(of: ":"), let millis = Int64(rest[..<colon]), validMillis.contains(millis) else { return nil }
         let id = String(rest[rest.index(after: colon)...])

@@ -39,7 +39,10 @@ public struct SessionFilter: Sendable, Hashable {
     public var status: SessionStatus?
     public var includeSuperseded: Bool
 
-    public init(userId: String? = nil, siteId: String? = nil, from: Date? = nil, to: Date? = nil, status: SessionStatus? = nil, includeSuperseded: Bool = false) {
+    public init(
+        userId: String? = nil, siteId: String? = nil, from: Date? = nil, to: Date? = nil, status: SessionStatus? = nil,
+        includeSuperseded: Bool = false
+    ) {
         self.userId = userId
         self.siteId = siteId
         self.from = from
@@ -168,12 +171,14 @@ public struct PostgresSessionQueryRepository: SessionQueryRepository {
     static func decode(_ rows: PostgresRowSequence) async throws -> [SessionRecordView] {
         var sessions: [SessionRecordView] = []
         for try await (id, user, site, status, checkIn, lastSeen, checkOut, reason, keys, version, updated, supersededBy, count)
-            in rows.decode((String, String, String, String, Date, Date, Date?, String?, String, Int, Date, String?, Int).self) {
-            sessions.append(SessionRecordView(
-                sessionId: id, userId: user, siteId: site, status: status, checkInAt: checkIn, lastSeenAt: lastSeen,
-                checkOutAt: checkOut, closeReason: reason,
-                sessionKeys: (try? JSONDecoder().decode([String].self, from: Data(keys.utf8))) ?? [],
-                version: version, updatedAt: updated, supersededBy: supersededBy, eventCount: count))
+            in rows.decode((String, String, String, String, Date, Date, Date?, String?, String, Int, Date, String?, Int).self)
+        {
+            sessions.append(
+                SessionRecordView(
+                    sessionId: id, userId: user, siteId: site, status: status, checkInAt: checkIn, lastSeenAt: lastSeen,
+                    checkOutAt: checkOut, closeReason: reason,
+                    sessionKeys: (try? JSONDecoder().decode([String].self, from: Data(keys.utf8))) ?? [],
+                    version: version, updatedAt: updated, supersededBy: supersededBy, eventCount: count))
         }
         return sessions
     }

@@ -36,9 +36,10 @@ public struct RegistryCacheShiftProvider: SiteShiftProvider {
     public func shift(siteId: String) -> SiteShiftLookup {
         guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
         guard let shift = site.shift else { return .noShift }
-        return .found(AttendanceShift(
-            timezone: site.timezone, start: shift.start, end: shift.end,
-            checkInBeforeStartMinutes: shift.checkInBeforeStartMinutes, checkOutAfterEndMinutes: shift.checkOutAfterEndMinutes,
-            lateEntryGraceMinutes: shift.lateEntryGraceMinutes, earlyExitGraceMinutes: shift.earlyExitGraceMinutes))
+        return .found(
+            AttendanceShift(
+                timezone: site.timezone, start: shift.start, end: shift.end,
+                checkInBeforeStartMinutes: shift.checkInBeforeStartMinutes, checkOutAfterEndMinutes: shift.checkOutAfterEndMinutes,
+                lateEntryGraceMinutes: shift.lateEntryGraceMinutes, earlyExitGraceMinutes: shift.earlyExitGraceMinutes))
     }
 }

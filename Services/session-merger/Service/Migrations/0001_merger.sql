@@ -3,14 +3,14 @@
 -- One transaction per consumed batch writes the events, the timelines, the sessions, the session
 -- changes to publish (outbox) and the consumer offsets: exactly-once effect whatever crashes.
 --
--- merger.events and merger.sessions are read (read-only) by the ingest gateway for
+-- __SCHEMA__.events and __SCHEMA__.sessions are read (read-only) by the ingest gateway for
 -- GET /v1/attendance/events/{key} and GET /v1/attendance/pending: their columns are a contract.
 
-CREATE SCHEMA IF NOT EXISTS merger;
+CREATE SCHEMA IF NOT EXISTS __SCHEMA__;
 
 -- Every vetted event ever recorded, accepted or rejected: the dedupe of record (a retry with the same
 -- key replays this outcome) and what the gateway answers lookups from.
-CREATE TABLE merger.events (
+CREATE TABLE __SCHEMA__.events (
     idempotency_key     text PRIMARY KEY,
     request_id          text NOT NULL,
     user_id             text NOT NULL,
@@ -50,11 +50,11 @@ CREATE TABLE merger.events (
     source_partition    int NULL,
     source_offset       bigint NULL
 );
-CREATE INDEX events_device_received_idx ON merger.events (device_id, received_at);
-CREATE INDEX events_session_idx ON merger.events (session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX events_device_received_idx ON __SCHEMA__.events (device_id, received_at);
+CREATE INDEX events_session_idx ON __SCHEMA__.events (session_id) WHERE session_id IS NOT NULL;
 
 -- The latest state of every session (a row per session id; versions only grow).
-CREATE TABLE merger.sessions (
+CREATE TABLE __SCHEMA__.sessions (
     session_id   text PRIMARY KEY,
     user_id      text NOT NULL,
     site_id      text NOT NULL,
@@ -71,13 +71,13 @@ CREATE TABLE merger.sessions (
     superseded_by text NULL,
     event_count  int NOT NULL DEFAULT 0
 );
-CREATE INDEX sessions_user_status_idx ON merger.sessions (user_id, status);
-CREATE INDEX sessions_site_check_in_idx ON merger.sessions (site_id, check_in_at);
-CREATE INDEX sessions_user_check_in_idx ON merger.sessions (user_id, check_in_at);
+CREATE INDEX sessions_user_status_idx ON __SCHEMA__.sessions (user_id, status);
+CREATE INDEX sessions_site_check_in_idx ON __SCHEMA__.sessions (site_id, check_in_at);
+CREATE INDEX sessions_user_check_in_idx ON __SCHEMA__.sessions (user_id, check_in_at);
 
 -- The SessionTimeline state of each (user, site): TimelineState as JSON, with an optimistic version
 -- and the earliest time the idle sweep has something to do for it.
-CREATE TABLE merger.timelines (
+CREATE TABLE __SCHEMA__.timelines (
     user_id       text NOT NULL,
     site_id       text NOT NULL,
     state         text NOT NULL,
@@ -87,10 +87,10 @@ CREATE TABLE merger.timelines (
     updated_at    timestamptz NOT NULL,
     PRIMARY KEY (user_id, site_id)
 );
-CREATE INDEX timelines_next_check_idx ON merger.timelines (next_check_at) WHERE next_check_at IS NOT NULL;
+CREATE INDEX timelines_next_check_idx ON __SCHEMA__.timelines (next_check_at) WHERE next_check_at IS NOT NULL;
 
 -- Which site a device session key belongs to (check-outs and heartbeats carry only the key).
-CREATE TABLE merger.session_keys (
+CREATE TABLE __SCHEMA__.session_keys (
     user_id     text NOT NULL,
     session_key text NOT NULL,
     site_id     text NOT NULL,
@@ -100,7 +100,7 @@ CREATE TABLE merger.session_keys (
 
 -- The next offset to read per (group, topic, partition), written in the batch's transaction. The
 -- source of truth on partition assignment; the broker's committed offsets are informational.
-CREATE TABLE merger.consumer_offsets (
+CREATE TABLE __SCHEMA__.consumer_offsets (
     group_id    text NOT NULL,
     topic       text NOT NULL,
     partition   int NOT NULL CHECK (partition >= 0),
@@ -111,7 +111,7 @@ CREATE TABLE merger.consumer_offsets (
 
 -- Session changes committed but not yet acknowledged by the broker (attendance.sessions). Written in
 -- the batch's (or the idle sweep's) transaction; the publisher deletes rows after their delivery report.
-CREATE TABLE merger.session_change_outbox (
+CREATE TABLE __SCHEMA__.session_change_outbox (
     id         bigserial PRIMARY KEY,
     session_id text NOT NULL,
     user_id    text NOT NULL,

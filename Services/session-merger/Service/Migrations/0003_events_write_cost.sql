@@ -7,5 +7,5 @@
 -- * server_receipt_id is derived from the idempotency key (the first 128 bits of its SHA-256), so the
 --   primary key already makes it unique; its own unique index was a second random-key B-tree to
 --   maintain on every insert and was never used to look a row up.
-ALTER TABLE merger.events ALTER COLUMN envelope TYPE json USING envelope::json;
-ALTER TABLE merger.events DROP CONSTRAINT events_server_receipt_id_key;
+ALTER TABLE __SCHEMA__.events ALTER COLUMN envelope TYPE json USING envelope::json;
+ALTER TABLE __SCHEMA__.events DROP CONSTRAINT events_server_receipt_id_key;

@@ -36,12 +36,14 @@ public final class MergerPipeline: Service, Sendable {
         producer: KafkaProducer, logger: Logger,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
-        var consumerConfiguration = KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic])
+        var consumerConfiguration = KafkaConsumerConfiguration(
+            client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic])
         consumerConfiguration.maxBatchSize = configuration.maxBatchSize
         consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
         consumerConfiguration.autoOffsetReset = .earliest
         self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
+            configuration: consumerConfiguration,
+            rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
             logger: logger)
         self.processor = processor
         self.producer = producer
@@ -75,9 +77,12 @@ public final class MergerPipeline: Service, Sendable {
                 result = try await processor.process(batch.messages)
             } catch {
                 MergerMetrics.batchFailures.increment()
-                logger.error("storing a batch failed; retrying it", metadata: [
-                    "error": .string(String(describing: error)), "messages": "\(batch.messages.count)", "retryIn": .string("\(backoff)"),
-                ])
+                logger.error(
+                    "storing a batch failed; retrying it",
+                    metadata: [
+                        "error": .string(String(describing: error)), "messages": "\(batch.messages.count)",
+                        "retryIn": .string("\(backoff)"),
+                    ])
                 if Task.isCancelled || Task.isShuttingDownGracefully { return false }
                 try? await Task.sleep(for: backoff)
                 if Task.isCancelled { return false }
@@ -93,10 +98,12 @@ public final class MergerPipeline: Service, Sendable {
                 await self.produceVerdicts(verdicts)
                 await self.commitToBroker(nextOffsets)
             }
-            logger.debug("batch stored", metadata: [
-                "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
-                "verdictsWaitMs": "\((ContinuousClock.now - stored).milliseconds)",
-            ])
+            logger.debug(
+                "batch stored",
+                metadata: [
+                    "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
+                    "verdictsWaitMs": "\((ContinuousClock.now - stored).milliseconds)",
+                ])
             return true
         }
     }
@@ -117,7 +124,8 @@ public final class MergerPipeline: Service, Sendable {
         guard !verdicts.isEmpty else { return }
         do {
             let messages = try verdicts.map { verdict in
-                KafkaOutgoingMessage(topic: configuration.verdictsTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict))
+                KafkaOutgoingMessage(
+                    topic: configuration.verdictsTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict))
             }
             let reports = try await producer.sendBatch(messages)
             let failed = reports.filter { !$0.isDelivered }.count

@@ -122,7 +122,8 @@ enum MergerStore {
         )
         var found: [String: RecordedEvent] = [:]
         for try await (key, fingerprint, outcome, receipt, sessionId, reasons, action, retryAfter, policyVersion, siteId)
-            in rows.decode((String, String, String, String, String?, String, String, Int?, Int?, String?).self) {
+            in rows.decode((String, String, String, String, String?, String, String, Int?, Int?, String?).self)
+        {
             let reasonList = (try? JSONDecoder().decode([String].self, from: Data(reasons.utf8))) ?? []
             found[key] = RecordedEvent(
                 idempotencyKey: key, payloadFingerprint: fingerprint, accepted: outcome == "accepted", serverReceiptId: receipt,
@@ -138,7 +139,9 @@ enum MergerStore {
     }
 
     /// The site each (user, device session key) was first seen at.
-    static func sitesOfSessionKeys(_ keys: Set<UserSessionKey>, on connection: PostgresConnection, logger: Logger) async throws -> [UserSessionKey: String] {
+    static func sitesOfSessionKeys(
+        _ keys: Set<UserSessionKey>, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [UserSessionKey: String] {
         guard !keys.isEmpty else { return [:] }
         let list = Array(keys)
         // A primary-key probe per key rather than a join the planner may hash (see `lockTimelines`).
@@ -271,13 +274,16 @@ enum MergerStore {
             logger: logger
         )
         var facts: [TimelineKey: [AttendanceFact]] = [:]
-        for try await (key, user, site, type, time, sessionKey, receivedAt) in events.decode((String, String, String, String, Date, String?, Date).self) {
+        for try await (key, user, site, type, time, sessionKey, receivedAt) in events.decode(
+            (String, String, String, String, Date, String?, Date).self)
+        {
             guard let eventType = AttendanceEventType(rawValue: type) else {
                 throw StoredTimelineError(description: "event \(key) has an unknown event_type \(type)")
             }
-            facts[TimelineKey(userId: user, siteId: site), default: []].append(AttendanceFact(
-                idempotencyKey: key, userId: user, siteId: site, kind: AttendanceFact.Kind(eventType), eventTime: time,
-                sessionKey: sessionKey, receivedAt: receivedAt))
+            facts[TimelineKey(userId: user, siteId: site), default: []].append(
+                AttendanceFact(
+                    idempotencyKey: key, userId: user, siteId: site, kind: AttendanceFact.Kind(eventType), eventTime: time,
+                    sessionKey: sessionKey, receivedAt: receivedAt))
         }
         for (key, stored) in headers {
             let state = TimelineState(header: stored.header, events: facts[key] ?? [])
@@ -478,7 +484,8 @@ enum MergerStore {
     /// `MergerWriteConflict` when a row changed or appeared meanwhile.
     static func saveTimelines(_ timelines: [TimelineKey: LoadedTimeline], on connection: PostgresConnection, logger: Logger) async throws {
         guard !timelines.isEmpty else { return }
-        var updates: (users: [String], sites: [String], states: [String], versions: [Int64], counts: [Int], hasNext: [Bool], next: [Date]) = ([], [], [], [], [], [], [])
+        var updates: (users: [String], sites: [String], states: [String], versions: [Int64], counts: [Int], hasNext: [Bool], next: [Date]) =
+            ([], [], [], [], [], [], [])
         var inserts = updates
         for (key, loaded) in timelines.sorted(by: { $0.key < $1.key }) {
             let state = try StoredTimeline.encode(loaded.timeline.state.header)
@@ -565,7 +572,9 @@ enum MergerStore {
 
     /// Applies session changes: the latest version of each session id wins (versions only grow), the
     /// changes go to the outbox in order, and the events of superseded sessions point to the survivor.
-    static func applySessionChanges(_ deltas: [SessionDelta], changedAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
+    static func applySessionChanges(
+        _ deltas: [SessionDelta], changedAt: Date, on connection: PostgresConnection, logger: Logger
+    ) async throws {
         guard !deltas.isEmpty else { return }
         var latest: [String: SessionDelta] = [:]
         for delta in deltas where (latest[delta.session.id]?.version ?? Int64.min) < delta.version {
@@ -661,7 +670,9 @@ enum MergerStore {
     }
 
     /// Stores the next offsets to read.
-    static func storeOffsets(groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger) async throws {
+    static func storeOffsets(
+        groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger
+    ) async throws {
         guard !offsets.isEmpty else { return }
         let sorted = offsets.sorted { $0.key < $1.key }
         try await connection.query(

@@ -13,13 +13,16 @@ public struct SessionChangeOutbox: OutboxTable {
     public var lockKey: Int64 { 0x6D72_6773_6573_7331 }
     public var name: String { "session changes" }
 
-    public func pending(limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
+    public func pending(
+        limit: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
             "SELECT id, user_id, payload FROM merger.session_change_outbox ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED",
             logger: logger)
         var pending: [(id: Int64, message: KafkaOutgoingMessage)] = []
         for try await (id, userId, payload) in rows.decode((Int64, String, String).self) {
-            pending.append((id, KafkaOutgoingMessage(topic: topic, key: PartitionKey.session(userId: userId).value, value: Array(payload.utf8))))
+            pending.append(
+                (id, KafkaOutgoingMessage(topic: topic, key: PartitionKey.session(userId: userId).value, value: Array(payload.utf8))))
         }
         return pending
     }
@@ -36,7 +39,8 @@ extension OutboxRelay where Table == SessionChangeOutbox {
     public convenience init(client: PostgresClient, producer: KafkaProducer, configuration: SessionMergerConfiguration, logger: Logger) {
         self.init(
             table: SessionChangeOutbox(topic: configuration.sessionsTopic), client: client, producer: producer,
-            configuration: OutboxRelayConfiguration(pollInterval: configuration.outboxPollInterval, batchSize: configuration.outboxBatchSize),
+            configuration: OutboxRelayConfiguration(
+                pollInterval: configuration.outboxPollInterval, batchSize: configuration.outboxBatchSize),
             logger: logger)
     }
 }

@@ -103,7 +103,8 @@ public final class VettedBatchProcessor: Sendable {
                     verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes,
                     nextOffsets: nextOffsets, attempts: attempt)
             } catch let conflict as MergerWriteConflict where attempt <= configuration.conflictRetries {
-                logger.info("batch transaction lost a race; retrying", metadata: ["reason": .string(conflict.description), "attempt": "\(attempt)"])
+                logger.info(
+                    "batch transaction lost a race; retrying", metadata: ["reason": .string(conflict.description), "attempt": "\(attempt)"])
             }
         }
     }
@@ -136,7 +137,9 @@ public final class VettedBatchProcessor: Sendable {
         return await withTaskGroup(of: (Int, [DecodedMessage], [DeadLetter]).self) { group in
             for lane in 0..<lanes {
                 let slice = messages[(lane * chunk)..<min(messages.count, (lane + 1) * chunk)]
-                group.addTask { let (decoded, letters) = decode(slice); return (lane, decoded, letters) }
+                group.addTask {
+                    let (decoded, letters) = decode(slice); return (lane, decoded, letters)
+                }
             }
             var parts = [([DecodedMessage], [DeadLetter])](repeating: ([], []), count: lanes)
             for await (lane, decoded, letters) in group { parts[lane] = (decoded, letters) }
@@ -204,7 +207,8 @@ public final class VettedBatchProcessor: Sendable {
         for user in unresolvedUsers {
             if let sites = userSites(user), sites.count == 1 { userFallback[user] = sites[0] } else { askTimelines.append(user) }
         }
-        for (user, sites) in try await MergerStore.timelineSites(users: askTimelines, on: connection, logger: logger) where sites.count == 1 {
+        for (user, sites) in try await MergerStore.timelineSites(users: askTimelines, on: connection, logger: logger) where sites.count == 1
+        {
             userFallback[user] = sites[0]
         }
 
@@ -225,7 +229,10 @@ public final class VettedBatchProcessor: Sendable {
             let decision = item.vetted.decision
             guard decision.outcome == .accept else {
                 let reasons = decision.reasons.isEmpty ? ["refused by attendance policy"] : decision.reasons
-                dispositions.append(.rejected(reasons: reasons, action: decision.action, retryAfter: decision.retryAfterSeconds, siteId: Self.explicitSite(item.raw)))
+                dispositions.append(
+                    .rejected(
+                        reasons: reasons, action: decision.action, retryAfter: decision.retryAfterSeconds,
+                        siteId: Self.explicitSite(item.raw)))
                 continue
             }
             let userId = item.raw.userId
@@ -239,7 +246,8 @@ public final class VettedBatchProcessor: Sendable {
                 let reason: String
                 switch error {
                 case .unknownSite(_, let sessionKey):
-                    reason = sessionKey.map { "unknown_site: no site is known for session key \($0) (its check-in was never recorded)" }
+                    reason =
+                        sessionKey.map { "unknown_site: no site is known for session key \($0) (its check-in was never recorded)" }
                         ?? "unknown_site: the event names no site"
                 case .rejectedByPolicy(_, let reasons):
                     reason = reasons.first ?? "refused by attendance policy"
@@ -256,7 +264,8 @@ public final class VettedBatchProcessor: Sendable {
         var timelines = try await MergerStore.lockTimelines(
             Array(timelineKeys), policy: policy, cache: timelineCache, on: connection, logger: logger)
         for key in timelineKeys where timelines[key] == nil {
-            timelines[key] = LoadedTimeline(timeline: try SessionTimeline(userId: key.userId, siteId: key.siteId, policy: policy), version: 0)
+            timelines[key] = LoadedTimeline(
+                timeline: try SessionTimeline(userId: key.userId, siteId: key.siteId, policy: policy), version: 0)
         }
 
         // Apply in message order.
@@ -322,9 +331,10 @@ public final class VettedBatchProcessor: Sendable {
                     retryAfter: retryAfter)
                 rowIndex[item.key] = events.count
                 events.append(row)
-                verdicts.append(verdict(
-                    .rejected, reasons: reasons, action: action, retryAfter: retryAfter, policyVersion: decision.policyVersion,
-                    siteId: siteId))
+                verdicts.append(
+                    verdict(
+                        .rejected, reasons: reasons, action: action, retryAfter: retryAfter, policyVersion: decision.policyVersion,
+                        siteId: siteId))
             case .accepted(let fact):
                 let sessionId = sessionOf[index]
                 let row = try Self.eventRow(
@@ -336,9 +346,10 @@ public final class VettedBatchProcessor: Sendable {
                     let key = MergerStore.UserSessionKey(userId: fact.userId, sessionKey: sessionKey)
                     if storedKeySites[key] == nil, newKeySites[key] == nil { newKeySites[key] = fact.siteId }
                 }
-                verdicts.append(verdict(
-                    .accepted, receipt: row.server_receipt_id, sessionId: sessionId, action: decision.action,
-                    policyVersion: decision.policyVersion, siteId: fact.siteId))
+                verdicts.append(
+                    verdict(
+                        .accepted, receipt: row.server_receipt_id, sessionId: sessionId, action: decision.action,
+                        policyVersion: decision.policyVersion, siteId: fact.siteId))
             }
         }
 

@@ -35,11 +35,13 @@ struct StatusPage {
         let filterText = [("site", filter.site), ("app version", filter.appVersion), ("device model", filter.deviceModel)]
             .compactMap { name, value in value.map { "\(name) \(Self.escape($0))" } }.joined(separator: ", ")
         let days30 = budgetWindowCount
-        let alertsText = firing.isEmpty
+        let alertsText =
+            firing.isEmpty
             ? "<strong class=\"ok\">none firing</strong>"
             : firing.map { "<strong class=\"bad\">\(Self.escape($0.name)) (\(Self.escape($0.severity))) FIRING</strong>" }
                 .joined(separator: ", ")
-        let compliance = days30.total == 0
+        let compliance =
+            days30.total == 0
             ? "<strong>no events</strong> (target \(Self.percent(report.target)))"
             : "<strong>\(Self.percent(days30.compliance))</strong> (\(days30.good) of \(days30.total) events within "
                 + "\(Self.thresholdText(objective.thresholdSeconds)); target \(Self.percent(report.target)))"
@@ -83,9 +85,11 @@ struct StatusPage {
         body += "dashed: the alert thresholds.</p>\n" + burnRateChart()
         body += "<h2>Compliance per hour (last 24 h)</h2>\n" + complianceChart()
         body += "<h2>Trigger-to-verdict latency per hour (last 24 h)</h2>\n"
-        body += "<p class=\"muted\">" + Self.latencySeries.map {
-            "<span style=\"color:\($0.color)\">■ \($0.name)</span>"
-        }.joined(separator: " ") + "</p>\n" + latencyChart()
+        body +=
+            "<p class=\"muted\">"
+            + Self.latencySeries.map {
+                "<span style=\"color:\($0.color)\">■ \($0.name)</span>"
+            }.joined(separator: " ") + "</p>\n" + latencyChart()
         body += siteTable()
         let latency = summary.triggerToVerdict
         body += """
@@ -303,11 +307,13 @@ struct StatusPage {
             let extent = start...(start + textWidth)
             let isClear = kept.allSatisfy { $0.0.upperBound + 8 <= extent.lowerBound || extent.upperBound + 8 <= $0.0.lowerBound }
             guard isClear else { continue }
-            let svg = "<text class=\"x-label\" x=\"\(Self.format(x))\" y=\"\(Self.format(Self.height - 6))\" "
+            let svg =
+                "<text class=\"x-label\" x=\"\(Self.format(x))\" y=\"\(Self.format(Self.height - 6))\" "
                 + "text-anchor=\"\(mark.anchor)\">\(mark.text)</text>\n"
             kept.append((extent, svg))
         }
-        let baseline = "<line x1=\"\(Self.format(Self.left))\" x2=\"\(Self.format(Self.plotRight))\" "
+        let baseline =
+            "<line x1=\"\(Self.format(Self.left))\" x2=\"\(Self.format(Self.plotRight))\" "
             + "y1=\"\(Self.format(Self.height - Self.bottom))\" y2=\"\(Self.format(Self.height - Self.bottom))\" stroke=\"#99a\"/>\n"
         return baseline + kept.sorted { $0.0.lowerBound < $1.0.lowerBound }.map(\.1).joined()
     }
@@ -468,7 +474,8 @@ struct StatusPage {
         guard !sites.sites.isEmpty else {
             return html + "<p id=\"site-table-empty\">No attendance events in the last 30 days.</p>\n"
         }
-        let listed = sites.omittedSiteCount > 0
+        let listed =
+            sites.omittedSiteCount > 0
             ? "The \(sites.sites.count) sites with the most events, by site id"
             : "Every site with events, by site id"
         html += "<p class=\"muted\">\(listed). Every column covers the last 30 days; p50 and p99 are the trigger-to-verdict "
@@ -576,7 +583,8 @@ struct StatusPage {
         calendar.timeZone = .gmt
         let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
         let day = String(format: "%04d-%02d-%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
-        let time = seconds
+        let time =
+            seconds
             ? String(format: "%02d:%02d:%02d", parts.hour ?? 0, parts.minute ?? 0, parts.second ?? 0)
             : String(format: "%02d:%02d", parts.hour ?? 0, parts.minute ?? 0)
         return zone ? "\(day) \(time) UTC" : "\(day) \(time)"

@@ -57,8 +57,9 @@ struct SLOController<Context: RequestContext>: Sendable {
             let filter = try query.filter()
             let now = self.now()
             let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
-            return try TelemetryJSON.response(SLOResponse(
-                generatedAt: TelemetryJSON.timestamp(now), filter: filter, slo: SLOReport(counts: counts, objective: objective)))
+            return try TelemetryJSON.response(
+                SLOResponse(
+                    generatedAt: TelemetryJSON.timestamp(now), filter: filter, slo: SLOReport(counts: counts, objective: objective)))
         }
     }
 }
@@ -89,14 +90,17 @@ struct MetricsSummaryController<Context: RequestContext>: Sendable {
                 let counters = try await repository.counters(filter: filter, minutes: minutes, groupBy: groupBy)
                 let latencies = try await repository.histograms(filter: filter, minutes: minutes, groupBy: groupBy)
                 groups = Set(counters.keys).union(latencies.keys).sorted().map { value in
-                    MetricsGroup(value: value, summary: MetricsSummary(counters: counters[value] ?? [:], histograms: latencies[value] ?? [:]))
+                    MetricsGroup(
+                        value: value, summary: MetricsSummary(counters: counters[value] ?? [:], histograms: latencies[value] ?? [:]))
                 }
             }
-            return try TelemetryJSON.response(MetricsSummaryResponse(
-                generatedAt: TelemetryJSON.timestamp(now), window: window.rawValue,
-                from: TelemetryJSON.timestamp(EpochMinute.date(minutes.lowerBound)), to: TelemetryJSON.timestamp(EpochMinute.date(minutes.upperBound)),
-                filter: filter, summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
-                groupBy: groupBy?.rawValue, groups: groups))
+            return try TelemetryJSON.response(
+                MetricsSummaryResponse(
+                    generatedAt: TelemetryJSON.timestamp(now), window: window.rawValue,
+                    from: TelemetryJSON.timestamp(EpochMinute.date(minutes.lowerBound)),
+                    to: TelemetryJSON.timestamp(EpochMinute.date(minutes.upperBound)),
+                    filter: filter, summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
+                    groupBy: groupBy?.rawValue, groups: groups))
         }
     }
 }

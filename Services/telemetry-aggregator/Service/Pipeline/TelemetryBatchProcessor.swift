@@ -48,7 +48,8 @@ public final class TelemetryBatchProcessor: Sendable {
         self.store = TelemetryStore(schema: configuration.schema, logger: logger)
         self.deadLetters = deadLetters
         self.logger = logger
-        self.objective = SLOObjective(targetPermyriad: configuration.objective.targetPermyriad, thresholdSeconds: configuration.objective.thresholdSeconds)
+        self.objective = SLOObjective(
+            targetPermyriad: configuration.objective.targetPermyriad, thresholdSeconds: configuration.objective.thresholdSeconds)
     }
 
     var consumerName: String { "telemetry-aggregator/\(configuration.groupId)" }
@@ -90,7 +91,11 @@ public final class TelemetryBatchProcessor: Sendable {
                     if seenKeys.insert(raw.idempotencyKey).inserted { decoded.raw.append(RawEventFacts(raw)) } else { decoded.repeats += 1 }
                 case configuration.verdictsTopic:
                     let verdict = try ProtocolCodec.wire.decode(AttendanceVerdict.self, from: value)
-                    if seenVerdicts.insert(verdict.idempotencyKey).inserted { decoded.verdicts.append(verdict) } else { decoded.repeats += 1 }
+                    if seenVerdicts.insert(verdict.idempotencyKey).inserted {
+                        decoded.verdicts.append(verdict)
+                    } else {
+                        decoded.repeats += 1
+                    }
                 case configuration.sessionsTopic:
                     let change = try ProtocolCodec.wire.decode(SessionChange.self, from: value)
                     if seenSessions.insert(.init(sessionId: change.sessionId, version: change.version)).inserted {
@@ -136,7 +141,9 @@ public final class TelemetryBatchProcessor: Sendable {
         return state == "40P01" || state == "40001"
     }
 
-    private func apply(_ batch: Decoded, nextOffsets: [TopicPartition: Int64], on connection: PostgresConnection) async throws -> TelemetryBatchResult {
+    private func apply(
+        _ batch: Decoded, nextOffsets: [TopicPartition: Int64], on connection: PostgresConnection
+    ) async throws -> TelemetryBatchResult {
         var result = TelemetryBatchResult()
         result.duplicates = batch.repeats
         var delta = RollupDelta()
@@ -171,7 +178,8 @@ public final class TelemetryBatchProcessor: Sendable {
         result.duplicates += totalEvents - fresh.count
         for upload in batch.telemetry {
             // `remove` makes a repeat of an event later in the batch count as seen.
-            Aggregation.addTelemetry(upload, isNew: { fresh.remove(.init(deviceId: upload.deviceId, eventId: $0.eventId)) != nil }, into: &delta)
+            Aggregation.addTelemetry(
+                upload, isNew: { fresh.remove(.init(deviceId: upload.deviceId, eventId: $0.eventId)) != nil }, into: &delta)
         }
 
         let freshSessions = try await store.recordSessionChanges(

@@ -20,12 +20,14 @@ public final class TelemetryPipeline: Service, Sendable {
         metrics: TelemetryServiceMetrics?, logger: Logger
     ) throws(KafkaError) {
         // Off the request path: long broker waits keep its idle fetches cheap for the broker.
-        var consumerConfiguration = KafkaConsumerConfiguration.background(client: kafka, groupId: configuration.groupId, topics: configuration.topics)
+        var consumerConfiguration = KafkaConsumerConfiguration.background(
+            client: kafka, groupId: configuration.groupId, topics: configuration.topics)
         consumerConfiguration.maxBatchSize = configuration.maxBatchSize
         consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
         consumerConfiguration.autoOffsetReset = .earliest
         self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration, rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
+            configuration: consumerConfiguration,
+            rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
             logger: logger)
         self.processor = processor
         self.configuration = configuration
@@ -57,9 +59,12 @@ public final class TelemetryPipeline: Service, Sendable {
                 }
                 return true
             } catch {
-                logger.error("storing a batch failed; retrying it", metadata: [
-                    "error": .string(String(describing: error)), "messages": "\(batch.messages.count)", "retryIn": .string("\(backoff)"),
-                ])
+                logger.error(
+                    "storing a batch failed; retrying it",
+                    metadata: [
+                        "error": .string(String(describing: error)), "messages": "\(batch.messages.count)",
+                        "retryIn": .string("\(backoff)"),
+                    ])
                 if Task.isCancelled || Task.isShuttingDownGracefully { return false }
                 try? await Task.sleep(for: backoff)
                 if Task.isCancelled { return false }

@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// The SQL of one batch transaction, on `<schema>` (every statement is bulk: one per table per batch,
@@ -12,7 +13,7 @@ struct TelemetryStore: Sendable {
     let logger: Logger
 
     init(schema: String, logger: Logger) {
-        precondition(TelemetrySchema.isValidName(schema), "invalid schema name \(schema)")
+        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.schema = schema
         self.logger = logger
     }
@@ -36,11 +37,14 @@ struct TelemetryStore: Sendable {
 
     // MARK: Offsets
 
-    func storedOffsets(groupId: String, partitions: [TopicPartition], on connection: PostgresConnection) async throws -> [TopicPartition: Int64] {
+    func storedOffsets(
+        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection
+    ) async throws -> [TopicPartition: Int64] {
         guard !partitions.isEmpty else { return [:] }
         let topics = partitions.map(\.topic)
         let numbers = partitions.map { Int32($0.partition) }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT o.topic, o.partition, o.next_offset FROM \(unescaped: schema).consumer_offsets o
             JOIN unnest(\(topics)::text[], \(numbers)::int4[]) AS p(topic, partition) ON p.topic = o.topic AND p.partition = o.partition
             WHERE o.group_id = \(groupId)
@@ -60,7 +64,8 @@ struct TelemetryStore: Sendable {
         let topics = sorted.map(\.key.topic)
         let numbers = sorted.map { Int32($0.key.partition) }
         let next = sorted.map(\.value)
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO \(unescaped: schema).consumer_offsets (group_id, topic, partition, next_offset, updated_at)
             SELECT \(groupId), t, p, o, now() FROM unnest(\(topics)::text[], \(numbers)::int4[], \(next)::int8[]) AS x(t, p, o)
             ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at
@@ -74,7 +79,8 @@ struct TelemetryStore: Sendable {
         guard !ids.isEmpty else { return [] }
         let sorted = ids.sorted { ($0.deviceId, $0.eventId) < ($1.deviceId, $1.eventId) }
         let devices = sorted.map(\.deviceId), events = sorted.map(\.eventId)
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             INSERT INTO \(unescaped: schema).seen_telemetry (device_id, event_id)
             SELECT * FROM unnest(\(devices)::text[], \(events)::text[])
             ON CONFLICT DO NOTHING RETURNING device_id, event_id
@@ -91,7 +97,8 @@ struct TelemetryStore: Sendable {
     func recordRawEvents(_ facts: [RawEventFacts], on connection: PostgresConnection) async throws -> Set<String> {
         guard !facts.isEmpty else { return [] }
         let sorted = facts.sorted { $0.idempotencyKey < $1.idempotencyKey }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, trigger_at, received_at, site, app_version, device_model)
             SELECT * FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map(\.triggerAt))::timestamptz[],
                                  \(sorted.map(\.receivedAt))::timestamptz[], \(sorted.map(\.dimensions.site))::text[],
@@ -111,7 +118,8 @@ struct TelemetryStore: Sendable {
         guard !verdicts.isEmpty else { return [:] }
         let sorted = verdicts.sorted { $0.idempotencyKey < $1.idempotencyKey }
         let unknown = Dimensions.unknown
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome)
             SELECT k, s, \(unknown), \(unknown), d, o
             FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map { Dimensions.normalize($0.siteId) })::text[],
@@ -130,7 +138,8 @@ struct TelemetryStore: Sendable {
     func recordSessionChanges(_ ids: [SessionVersionID], on connection: PostgresConnection) async throws -> Set<SessionVersionID> {
         guard !ids.isEmpty else { return [] }
         let sorted = ids.sorted { ($0.sessionId, $0.version) < ($1.sessionId, $1.version) }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             INSERT INTO \(unescaped: schema).seen_session_changes (session_id, version)
             SELECT * FROM unnest(\(sorted.map(\.sessionId))::text[], \(sorted.map(\.version))::int8[])
             ON CONFLICT DO NOTHING RETURNING session_id, version
@@ -149,7 +158,8 @@ struct TelemetryStore: Sendable {
     func add(_ delta: RollupDelta, on connection: PostgresConnection) async throws {
         if !delta.counters.isEmpty {
             let rows = delta.counters.sorted { Self.less($0.key, $1.key) }
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO \(unescaped: schema).rollup_minute AS r (metric, minute, site, app_version, device_model, count, sum_micros)
                 SELECT * FROM unnest(\(rows.map(\.key.metric))::text[], \(rows.map { EpochMinute.date($0.key.minute) })::timestamptz[],
                                      \(rows.map(\.key.dimensions.site))::text[], \(rows.map(\.key.dimensions.appVersion))::text[],
@@ -173,7 +183,8 @@ struct TelemetryStore: Sendable {
                     counts.append(count)
                 }
             }
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO \(unescaped: schema).latency_minute AS l (metric, minute, site, app_version, device_model, bucket, count)
                 SELECT * FROM unnest(\(metrics)::text[], \(minutes)::timestamptz[], \(sites)::text[], \(apps)::text[],
                                      \(models)::text[], \(buckets)::int4[], \(counts)::int8[])
