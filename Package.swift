@@ -606,6 +606,7 @@ let package = Package(
                 "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
+                "SessionMergerService",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

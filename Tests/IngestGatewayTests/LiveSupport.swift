@@ -11,52 +11,51 @@ import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
 import ServiceRuntime
+import SessionMergerService
 import Synchronization
 import Testing
 
-/// The session merger's tables with exactly the columns of the contract (the gateway only reads),
-/// in a schema of the tests' own: the shared database may already hold the merger's real tables
-/// (with more columns), which the tests leave alone.
+/// The session merger's tables, built by its own migrations in a schema of the tests' own (the
+/// gateway only reads them): the database may also hold the merger's real schema, which these tests
+/// leave alone.
 enum MergerSchema {
     static let name = "gateway_test_merger"
 
-    /// Serialized across the suites that call it at once: concurrent `CREATE ... IF NOT EXISTS` of the
-    /// same object can still fail with a unique violation in PostgreSQL on a new database.
+    /// The merger's own migrations build the schema (`ServiceMigrations.merger` with this schema
+    /// name), so the fake writes and the gateway reads exactly the tables the real merger has.
+    /// Serialized across the suites that call it at once; a schema left by an older hand-made copy
+    /// (no migration series recorded for it) is dropped first.
     static func create(_ client: PostgresClient, logger: Logger) async throws {
         try await client.withConnection { connection in
             _ = try await connection.query("SELECT pg_advisory_lock(729100132)", logger: logger)
             do {
-                try await createTables(connection, logger: logger)
+                try await rebuildIfHandMade(connection, logger: logger)
                 _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
                 throw error
             }
         }
+        try await ServiceMigrations.merger.apply(client: client, schema: name, logger: logger)
     }
 
-    private static func createTables(_ client: PostgresConnection, logger: Logger) async throws {
-        try await client.query("CREATE SCHEMA IF NOT EXISTS gateway_test_merger", logger: logger)
-        try await client.query(
+    private static func rebuildIfHandMade(_ connection: PostgresConnection, logger: Logger) async throws {
+        let series = ServiceMigrations.merger.series(schema: name)
+        let rows = try await connection.query(
             """
-            CREATE TABLE IF NOT EXISTS gateway_test_merger.events (
-                idempotency_key text PRIMARY KEY, request_id text NOT NULL, user_id text NOT NULL, device_id text NOT NULL,
-                site_id text NULL, kind text NOT NULL, event_type text NOT NULL, session_key text NULL,
-                event_time timestamptz NOT NULL, received_at timestamptz NOT NULL, recorded_at timestamptz NOT NULL,
-                payload_fingerprint text NOT NULL, outcome text NOT NULL, http_status int NOT NULL,
-                server_receipt_id text NOT NULL UNIQUE, session_id text NULL, reasons jsonb NOT NULL, action text NOT NULL,
-                retry_after_seconds int NULL, policy_version int NULL, risk_score double precision NULL,
-                decided_at timestamptz NOT NULL, envelope jsonb NOT NULL
-            )
+            SELECT (SELECT count(*) FROM information_schema.schemata WHERE schema_name = \(name))::int,
+                   (SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = 'public')::int
             """, logger: logger)
-        try await client.query(
-            """
-            CREATE TABLE IF NOT EXISTS gateway_test_merger.sessions (
-                session_id text PRIMARY KEY, user_id text NOT NULL, site_id text NOT NULL, status text NOT NULL,
-                check_in_at timestamptz NOT NULL, last_seen_at timestamptz NOT NULL, check_out_at timestamptz NULL,
-                close_reason text NULL, session_keys jsonb NOT NULL, version int NOT NULL, updated_at timestamptz NOT NULL
-            )
-            """, logger: logger)
+        var schemaExists = false, hasLedger = false
+        for try await (schemas, ledgers) in rows.decode((Int, Int).self) { schemaExists = schemas > 0; hasLedger = ledgers > 0 }
+        guard schemaExists else { return }
+        var recorded = false
+        if hasLedger {
+            for try await count in try await connection.query(
+                "SELECT count(*)::int FROM schema_migrations WHERE service = \(series)", logger: logger
+            ).decode(Int.self) { recorded = count > 0 }
+        }
+        if !recorded { try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(name) CASCADE"), logger: logger) }
     }
 }
 
@@ -116,12 +115,12 @@ struct FakeMerger: Service {
             """
             INSERT INTO gateway_test_merger.events (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
                 event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
-                reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope)
+                reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope, gateway_instance)
             VALUES (\(envelope.idempotencyKey), \(envelope.requestId), \(envelope.userId), \(envelope.deviceId), \(envelope.siteId),
                 \(envelope.payload.kind.rawValue), \(envelope.payload.eventType.rawValue), \(envelope.payload.sessionKey),
                 \(envelope.payload.eventTime), \(envelope.receivedAt), \(now), \(envelope.payloadFingerprint),
                 \(rejected ? "rejected" : "accepted"), \(rejected ? 409 : 201), \(receipt), \(sessionId),
-                \(reasonsJSON)::jsonb, \(action.rawValue), NULL, 1, NULL, \(now), \(envelopeJSON)::jsonb)
+                \(reasonsJSON)::jsonb, \(action.rawValue), NULL, 1, NULL, \(now), \(envelopeJSON)::json, \(envelope.gatewayInstance))
             ON CONFLICT (idempotency_key) DO NOTHING
             RETURNING idempotency_key
             """, logger: logger

@@ -194,10 +194,12 @@ struct EngineTests {
         #expect((60...140).contains(inTen.count))
         // Growing the canary keeps everyone already in it.
         #expect(inTen.allSatisfy { runs(30, $0) })
-        // Stable across processes: FNV-1a, not Swift's seeded Hasher.
-        #expect(
-            RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024")
-                == RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024"))
+        // Stable across processes and releases: FNV-1a of "<rule>|<user>" mod 100, not Swift's seeded
+        // Hasher. The buckets below were computed outside Swift from that definition.
+        #expect(RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1024") == 99)
+        #expect(RuleConfig.canaryBucket(ruleId: .motionGating, userId: "u_1") == 27)
+        #expect(RuleConfig.canaryBucket(ruleId: .deviceBinding, userId: "u_1024") == 32)
+        #expect(RuleConfig.canaryBucket(ruleId: .deviceBinding, userId: "alice") == 17)
     }
 
     @Test func unhostedRulesInThePolicyAreIgnoredAndReported() {

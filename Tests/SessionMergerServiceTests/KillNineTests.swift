@@ -14,19 +14,20 @@ import Glibc
 
 /// The built `session-merger` executable, killed with SIGKILL in the middle of a stream and started
 /// again: nothing lost, nothing applied twice in PostgreSQL, every session change published.
-/// (`swift build --product session-merger` first; skipped when the binary is not there.)
+/// The executable is the one built beside this test bundle (`swift build --build-tests` builds every
+/// product); the test fails, never skips, when it is not there.
 enum MergerBinary {
-    static let path = LocalStack.root.appendingPathComponent(".build/debug/session-merger").path
+    static let path = LocalStack.builtProduct("session-merger").path
     static var exists: Bool { FileManager.default.isExecutableFile(atPath: path) }
 }
 
 extension SessionMergerServiceTests {
-    @Suite(
-        "kill -9 of the executable", .timeLimit(.minutes(5)), .enabled(if: MergerBinary.exists, "build the session-merger product first"))
+    @Suite("kill -9 of the executable", .timeLimit(.minutes(5)))
     struct KillNineTests {
         let logger = LocalStack.logger(label: "merger-kill-tests")
 
         func start(environment: [String: String], log: String) throws -> Process {
+            try #require(MergerBinary.exists, "no session-merger executable at \(MergerBinary.path) (swift build --build-tests builds it)")
             let process = Process()
             process.executableURL = URL(fileURLWithPath: MergerBinary.path)
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }

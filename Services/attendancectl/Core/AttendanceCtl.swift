@@ -115,11 +115,12 @@ extension AttendanceCtl {
             public init() {}
 
             public func run() async throws {
-                let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
+                let kafka = try options.kafka()
+                let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
                 if let partitions, partitions < 1 { throw ValidationError("--partitions must be at least 1") }
                 let names = TopicNames.load(from: EnvironmentReader())
-                let created = try await CLIError.wrap("creating topics") {
+                let created = try await CLIError.wrap("creating topics on \(kafka.bootstrapServers)") {
                     try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions, names: names)
                 }
                 let rows = Topic.allCases.map {
@@ -139,8 +140,11 @@ extension AttendanceCtl {
             public init() {}
 
             public func run() async throws {
-                let admin = try KafkaAdmin(configuration: try options.kafka(), logger: options.logger)
-                let onBroker = try await CLIError.wrap("reading broker metadata") { try await admin.topics() }
+                let kafka = try options.kafka()
+                let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
+                let onBroker = try await CLIError.wrap("reading broker metadata from \(kafka.bootstrapServers)") {
+                    try await admin.topics()
+                }
                 let names = TopicNames.load(from: EnvironmentReader())
                 let rows = Topic.allCases.map { topic in
                     [names[topic], onBroker[names[topic]].map(String.init) ?? "missing", topic.keyDescription]

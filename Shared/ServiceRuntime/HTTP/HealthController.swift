@@ -16,11 +16,26 @@ public struct PostgresReadinessCheck: ReadinessCheck {
 
     public init(client: PostgresClient) { self.client = client }
 
+    /// How long the check waits for a connection and an answer.
+    public static let answerWithin: Duration = .seconds(2)
+
+    /// Fails with `PostgresNotAnswering` when the database does not answer in time: the pool keeps
+    /// retrying a database that is down, so a query alone would wait for as long as it stays down.
     public func check() async throws {
-        try await client.query("SELECT 1", logger: Logger(label: "readiness"))
-            .collect()
-            .isEmpty ? () : ()
+        let client = client
+        do {
+            try await withTimeout(Self.answerWithin) {
+                _ = try await client.query("SELECT 1", logger: Logger(label: "readiness")).collect()
+            }
+        } catch is TimeoutError {
+            throw PostgresNotAnswering()
+        }
     }
+}
+
+/// PostgreSQL gave no answer to the readiness query within `PostgresReadinessCheck.answerWithin`.
+public struct PostgresNotAnswering: Error, CustomStringConvertible {
+    public var description: String { "PostgreSQL did not answer within \(PostgresReadinessCheck.answerWithin)" }
 }
 
 /// Checks the broker connection with a metadata request through an existing client.
@@ -95,8 +110,9 @@ extension JSONEncoder {
     }()
 }
 
-struct TimeoutError: Error, CustomStringConvertible {
-    var description: String { "timed out" }
+/// `withTimeout`'s error: the body did not finish in time.
+public struct TimeoutError: Error, CustomStringConvertible {
+    public var description: String { "timed out" }
 }
 
 /// Runs `body`, failing with `TimeoutError` if it takes longer than `duration`.

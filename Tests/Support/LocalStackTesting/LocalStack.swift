@@ -46,6 +46,18 @@ public enum LocalStack {
         return root.appendingPathComponent(".local/run")
     }
 
+    /// An executable product built beside the running test bundle (the same build folder and
+    /// configuration as the tests themselves).
+    public static func builtProduct(_ name: String) -> URL {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // On Linux the test runner is `<bin>/<package>PackageTests.xctest`; elsewhere a bundle inside <bin>.
+        var directory = bundle.deletingLastPathComponent()
+        while !directory.path.hasSuffix("/debug") && !directory.path.hasSuffix("/release") && directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return (directory.path == "/" ? bundle.deletingLastPathComponent() : directory).appendingPathComponent(name)
+    }
+
     public static var brokers: String {
         ProcessInfo.processInfo.environment["KAFKA_BROKERS"] ?? "127.0.0.1:\(ProcessInfo.processInfo.environment["KAFKA_PORT"] ?? "19092")"
     }

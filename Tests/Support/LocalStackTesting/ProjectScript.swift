@@ -24,7 +24,21 @@ extension LocalStack {
                 var pid: pid_t = 0
                 var cArgs = argv.map { strdup($0) } + [nil]
                 defer { cArgs.forEach { free($0) } }
-                guard posix_spawn(&pid, "/bin/bash", nil, nil, &cArgs, environ) == 0 else {
+                // The script and what it leaves running (the supervisors, the services) start with
+                // every signal at its default and none blocked. A child inherits both from this thread
+                // otherwise: the test runner's threads block signals and may ignore SIGTERM, and a
+                // shell that starts with SIGTERM ignored cannot trap it, so `services.sh stop` could
+                // not stop a supervisor gracefully and waited out its timeout for each service.
+                var attributes = posix_spawnattr_t()
+                posix_spawnattr_init(&attributes)
+                defer { posix_spawnattr_destroy(&attributes) }
+                var none = sigset_t(), all = sigset_t()
+                sigemptyset(&none)
+                sigfillset(&all)
+                posix_spawnattr_setsigmask(&attributes, &none)
+                posix_spawnattr_setsigdefault(&attributes, &all)
+                posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+                guard posix_spawn(&pid, "/bin/bash", nil, &attributes, &cArgs, environ) == 0 else {
                     continuation.resume(returning: -1)
                     return
                 }
