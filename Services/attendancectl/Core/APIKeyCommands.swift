@@ -9,17 +9,17 @@ extension AttendanceCtl {
     /// api-keys create` is the normal way, but it needs an admin key already; this is for when none is
     /// at hand (a database the bootstrap key was never saved for, a lost key), for whoever holds the
     /// database credentials.
-    public struct APIKeys: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct APIKeys: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             commandName: "api-keys",
             abstract: "Admin API keys straight in the registry's database (break-glass; prefer 'registry api-keys').",
             subcommands: [Mint.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Mint: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Mint: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Create an API key in PostgreSQL and print its secret once."
             )
             @OptionGroup var options: GlobalOptions
@@ -27,9 +27,9 @@ extension AttendanceCtl {
             @Option(help: "admin, installer or viewer.") var role: String = APIRole.admin.rawValue
             @Option(help: "Also write the secret to this file (mode 600).") var secretFile: String?
 
-            public init() {}
+            package init() {}
 
-            public func validate() throws {
+            package func validate() throws {
                 guard APIRole(rawValue: role) != nil else {
                     throw ValidationError(
                         "--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(role)\"")
@@ -39,7 +39,7 @@ extension AttendanceCtl {
                 }
             }
 
-            public func run() async throws {
+            package func run() async throws {
                 let settings = try options.postgres()
                 let logger = options.logger
                 let client = settings.makeClient(logger: logger)

@@ -12,19 +12,19 @@ import TelemetryAggregatorService
 
 /// `attendancectl`: the operator's command line. Settings come from the same environment variables
 /// as the services (`KAFKA_BROKERS`, `DATABASE_URL` or `PG*`); errors are one readable line.
-public struct AttendanceCtl: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct AttendanceCtl: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "attendancectl",
         abstract: "Operate the beacon attendance platform.",
         subcommands: [Topics.self, Migrate.self, Doctor.self, Secrets.self, APIKeys.self, Registry.self]
     )
 
-    public init() {}
+    package init() {}
 
     /// Parses the command line and runs the chosen subcommand, then exits with its code. (Calling
     /// `main()` from a `main.swift` picks ArgumentParser's synchronous entry point, which refuses
     /// async commands.)
-    public static func runAsRoot(_ arguments: [String]? = nil) async {
+    package static func runAsRoot(_ arguments: [String]? = nil) async {
         let code = await execute(arguments ?? Array(CommandLine.arguments.dropFirst()))
         Foundation.exit(code)
     }
@@ -32,7 +32,7 @@ public struct AttendanceCtl: AsyncParsableCommand {
     /// Runs one command line and returns its exit code without exiting. Help goes to standard
     /// output; every failure is one `Error: ...` line on standard error (through `CLIContext.current`)
     /// and a non-zero code: 64 for bad arguments, 1 otherwise.
-    public static func execute(_ arguments: [String]) async -> Int32 {
+    package static func execute(_ arguments: [String]) async -> Int32 {
         let context = CLIContext.current
         do {
             var command = try parseAsRoot(arguments)
@@ -54,7 +54,7 @@ public struct AttendanceCtl: AsyncParsableCommand {
     }
 
     /// The one line a failure prints, `nil` for a bare exit code (the command printed its own output).
-    public static func errorLine(for error: any Error) -> String? {
+    package static func errorLine(for error: any Error) -> String? {
         let message = TableFormatter.singleLine(message(for: error)).trimmingCharacters(in: .whitespaces)
         if message.isEmpty {
             // A parse error without its own message (no subcommand given, say): the usage says it all.
@@ -67,14 +67,14 @@ public struct AttendanceCtl: AsyncParsableCommand {
 }
 
 /// Options every subcommand shares.
-public struct GlobalOptions: ParsableArguments {
+package struct GlobalOptions: ParsableArguments {
     @Flag(name: .long, help: "Print JSON instead of a table.")
-    public var json = false
+    package var json = false
 
     @Option(name: .long, help: "Kafka brokers (default: $KAFKA_BROKERS or 127.0.0.1:19092).")
-    public var brokers: String?
+    package var brokers: String?
 
-    public init() {}
+    package init() {}
 
     func kafka() throws -> KafkaConfiguration {
         var env = ProcessInfo.processInfo.environment
@@ -96,25 +96,25 @@ public struct GlobalOptions: ParsableArguments {
 }
 
 extension AttendanceCtl {
-    public struct Topics: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Topics: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "The platform's Kafka topics.",
             subcommands: [Ensure.self, List.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Ensure: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Ensure: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Create every topic the protocol defines (existing ones are kept).")
             @OptionGroup var options: GlobalOptions
             @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
             @Option(help: "Partitions of every partitioned topic (default: $TOPIC_PARTITIONS, else the protocol's count).")
             var partitions: Int32?
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let kafka = try options.kafka()
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
@@ -133,13 +133,13 @@ extension AttendanceCtl {
             }
         }
 
-        public struct List: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "The platform's topics as the broker reports them.")
+        package struct List: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "The platform's topics as the broker reports them.")
             @OptionGroup var options: GlobalOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let kafka = try options.kafka()
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let onBroker = try await CLIError.wrap("reading broker metadata from \(kafka.bootstrapServers)") {
@@ -156,13 +156,13 @@ extension AttendanceCtl {
 
     /// Applies every service's schema migrations (each service also applies its own at start-up;
     /// this lets an operator do it ahead of a deploy).
-    public struct Migrate: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(abstract: "Apply the services' database migrations.")
+    package struct Migrate: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(abstract: "Apply the services' database migrations.")
         @OptionGroup var options: GlobalOptions
 
-        public init() {}
+        package init() {}
 
-        public func run() async throws {
+        package func run() async throws {
             let settings = try options.postgres()
             let logger = options.logger
             let client = settings.makeClient(logger: logger)
@@ -195,13 +195,13 @@ extension AttendanceCtl {
     }
 
     /// Checks that the broker and PostgreSQL answer and that a message makes a round trip.
-    public struct Doctor: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
+    package struct Doctor: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
         @OptionGroup var options: GlobalOptions
 
-        public init() {}
+        package init() {}
 
-        public func run() async throws {
+        package func run() async throws {
             var rows: [[String]] = []
             var failed = false
             func record(_ name: String, _ body: () async throws -> String) async {
@@ -306,9 +306,9 @@ enum DoctorChecks {
 }
 
 /// A failure the operator reads: one line, no stack trace.
-public struct CLIError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct CLIError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 
     static func wrap<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch { throw CLIError("\(what): \(error)") }

@@ -5,16 +5,16 @@ import Synchronization
 /// environment variables, and how registry commands reach the registry. Commands read
 /// `CLIContext.current`; tests bind their own with `CLIContext.$current.withValue(...)` to capture
 /// output, set variables or put a fake transport in place of HTTP.
-public struct CLIContext: Sendable {
+package struct CLIContext: Sendable {
     /// Writes one line (a newline is added) to standard output.
-    public var out: @Sendable (String) -> Void
+    package var out: @Sendable (String) -> Void
     /// Writes one line (a newline is added) to standard error.
-    public var err: @Sendable (String) -> Void
-    public var environment: [String: String]
+    package var err: @Sendable (String) -> Void
+    package var environment: [String: String]
     /// The transport registry commands use; `nil` is HTTP (`HTTPRegistryTransport`).
-    public var registryTransport: (any RegistryTransport)?
+    package var registryTransport: (any RegistryTransport)?
 
-    public init(
+    package init(
         out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void,
         environment: [String: String], registryTransport: (any RegistryTransport)? = nil
     ) {
@@ -25,23 +25,23 @@ public struct CLIContext: Sendable {
     }
 
     /// The process's own standard output, standard error and environment.
-    public static let standard = CLIContext(
+    package static let standard = CLIContext(
         out: { line in print(line) },
         err: { line in FileHandle.standardError.write(Data((line + "\n").utf8)) },
         environment: ProcessInfo.processInfo.environment
     )
 
-    @TaskLocal public static var current: CLIContext = .standard
+    @TaskLocal package static var current: CLIContext = .standard
 }
 
 /// Collects what a command printed (for tests and for callers that want the text).
-public final class CapturedOutput: Sendable {
+package final class CapturedOutput: Sendable {
     private let state = Mutex<(out: [String], err: [String])>(([], []))
 
-    public init() {}
+    package init() {}
 
     /// A context writing into this capture; `environment` replaces the process's.
-    public func context(environment: [String: String] = [:], registryTransport: (any RegistryTransport)? = nil) -> CLIContext {
+    package func context(environment: [String: String] = [:], registryTransport: (any RegistryTransport)? = nil) -> CLIContext {
         CLIContext(
             out: { line in self.state.withLock { $0.out.append(line) } },
             err: { line in self.state.withLock { $0.err.append(line) } },
@@ -50,7 +50,7 @@ public final class CapturedOutput: Sendable {
     }
 
     /// Everything written to standard output, one line per write.
-    public var stdout: String { state.withLock { $0.out.joined(separator: "\n") } }
+    package var stdout: String { state.withLock { $0.out.joined(separator: "\n") } }
     /// Everything written to standard error.
-    public var stderr: String { state.withLock { $0.err.joined(separator: "\n") } }
+    package var stderr: String { state.withLock { $0.err.joined(separator: "\n") } }
 }

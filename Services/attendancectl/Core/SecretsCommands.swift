@@ -4,7 +4,7 @@ import Foundation
 /// The platform's shared secrets, one file each, as the services read them through `KEY_FILE`
 /// (`EnvironmentReader`). `docker-compose.yml` runs `attendancectl secrets init` once into a volume
 /// the services mount read-only; `deploy/local/services.sh` runs it for the native stack.
-public enum PlatformSecret: String, CaseIterable, Sendable {
+package enum PlatformSecret: String, CaseIterable, Sendable {
     /// Device token signing keys, shared by the registry (signs) and the gateway (verifies).
     case deviceTokenKeys = "device-token-keys"
     /// Signs the gateway's GATT challenge nonces; the policy service checks them.
@@ -14,7 +14,7 @@ public enum PlatformSecret: String, CaseIterable, Sendable {
     case beaconKeySealKey = "beacon-key-seal-key"
 
     /// The environment variable the services read (or `<it>_FILE` for the file's path).
-    public var environmentKey: String {
+    package var environmentKey: String {
         switch self {
         case .deviceTokenKeys: return "DEVICE_TOKEN_KEYS"
         case .gattNonceKey: return "GATT_NONCE_KEY"
@@ -35,16 +35,16 @@ public enum PlatformSecret: String, CaseIterable, Sendable {
 }
 
 extension AttendanceCtl {
-    public struct Secrets: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Secrets: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "The platform's shared secrets (files the services read through KEY_FILE).",
             subcommands: [Init.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Init: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Init: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Create every missing secret file in a directory; existing files are kept."
             )
             @Option(help: "Directory for the secret files (created with mode 700; files get 600).")
@@ -52,9 +52,9 @@ extension AttendanceCtl {
             @Flag(name: .long, help: "Print JSON instead of a table.")
             var json = false
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let rows = try SecretFiles.ensure(in: dir)
                 Output.print(rows: rows, headers: ["SECRET", "VARIABLE", "FILE", "STATUS"], json: json)
             }

@@ -1,9 +1,9 @@
 /// Aligned plain-text tables for the terminal: one header row and data rows in columns two spaces
 /// apart, or label/value pairs. Widths count characters; every cell is one line (newlines and tabs
 /// become spaces); rows shorter than the header are padded; no line ends in spaces.
-public enum TableFormatter {
+package enum TableFormatter {
     /// `headers` as the first row, then `rows`, every column as wide as its widest cell.
-    public static func render(headers: [String], rows: [[String]]) -> String {
+    package static func render(headers: [String], rows: [[String]]) -> String {
         let columnCount = max(headers.count, rows.map(\.count).max() ?? 0)
         guard columnCount > 0 else { return "" }
         let table = ([headers] + rows).map { row in
@@ -14,7 +14,7 @@ public enum TableFormatter {
     }
 
     /// One `label:  value` line per pair, the values aligned.
-    public static func render(pairs: [(String, String)]) -> String {
+    package static func render(pairs: [(String, String)]) -> String {
         let labels = pairs.map { singleLine($0.0) + ":" }
         let width = labels.map(\.count).max() ?? 0
         return zip(labels, pairs).map { label, pair in

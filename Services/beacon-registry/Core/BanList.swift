@@ -1,18 +1,18 @@
 import Foundation
 
 /// A UUID refused because its prefix is a vendor's factory default.
-public struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
+package struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The eight upper-case hex digits that matched, e.g. `E2C56DB5`.
-    public var prefix: String
+    package var prefix: String
     /// Who ships it, in words: "Apple AirLocate sample", "Estimote", ...
-    public var vendor: String
+    package var vendor: String
 
-    public init(prefix: String, vendor: String) {
+    package init(prefix: String, vendor: String) {
         self.prefix = prefix
         self.vendor = vendor
     }
 
-    public var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
+    package var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
 }
 
 /// Factory-default iBeacon UUID prefixes.
@@ -22,8 +22,8 @@ public struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
 /// triggered by any of them. The registry refuses to register such a UUID, and the shard pool never
 /// contains one. The same list is mirrored in SQL (`registry.is_banned_uuid`) so the database refuses
 /// it too.
-public enum BanList {
-    public static let entries: [BannedUUID] = [
+package enum BanList {
+    package static let entries: [BannedUUID] = [
         BannedUUID(prefix: "E2C56DB5", vendor: "Apple AirLocate sample"),
         BannedUUID(prefix: "B9407F30", vendor: "Estimote"),
         BannedUUID(prefix: "FDA50693", vendor: "generic Chinese bulk"),
@@ -37,13 +37,13 @@ public enum BanList {
 
     /// The ban entry matching `uuid`, or `nil` when it is allowed. Case-insensitive; dashes are
     /// ignored, so `e2c56db5-dffb-...` and `E2C56DB5DFFB...` are both found.
-    public static func check(_ uuid: String) -> BannedUUID? {
+    package static func check(_ uuid: String) -> BannedUUID? {
         let hex = uuid.unicodeScalars.lazy.filter { $0 != "-" }.prefix(8)
         guard hex.count == 8 else { return nil }
         return byPrefix[String(String.UnicodeScalarView(hex)).uppercased()]
     }
 
-    public static func check(_ uuid: UUID) -> BannedUUID? {
+    package static func check(_ uuid: UUID) -> BannedUUID? {
         check(uuid.uuidString)
     }
 }

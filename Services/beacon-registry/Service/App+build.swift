@@ -10,11 +10,11 @@ import RegistryFeed
 import ServiceRuntime
 
 /// The registry's default HTTP port (`HTTP_PORT` overrides it).
-public let beaconRegistryDefaultHTTPPort = 8083
+package let beaconRegistryDefaultHTTPPort = 8083
 
 /// The registry's HTTP application: health, metrics and request logs from `ServiceApplication`,
 /// then the registry routes (`addRegistryRoutes`).
-public func buildApplication(
+package func buildApplication(
     configuration: ServiceConfiguration,
     repository: any AdminRegistryRepository,
     lookups: RegistryCache = RegistryCache(),
@@ -31,7 +31,7 @@ public func buildApplication(
 }
 
 /// The registry routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<AdminContext> {
+package func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<AdminContext> {
     let router = Router(context: AdminContext.self)
     addRegistryRoutes(to: router, repository: repository, lookups: lookups)
     return router
@@ -42,7 +42,7 @@ public func buildRouter(repository: any AdminRegistryRepository, lookups: Regist
 /// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role;
 /// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
-public func addRegistryRoutes(to router: Router<AdminContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
+package func addRegistryRoutes(to router: Router<AdminContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
     router.add(middleware: ProblemMiddleware(.registry))
     EnrollmentController(repository: repository).addRoutes(to: router)
     let admin = router.group("v1/admin").add(

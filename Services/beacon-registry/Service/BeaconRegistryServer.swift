@@ -11,10 +11,10 @@ import ServiceRuntime
 /// admin key bootstrap and the feed repair, then the producer, the broker watch, the change-feed
 /// publisher, the lookup cache, the sightings collector and the HTTP server. Its own settings:
 /// `RegistrySettings` and the device token keys.
-public enum BeaconRegistryServer {
-    public static let serviceName = "beacon-registry"
+package enum BeaconRegistryServer {
+    package static let serviceName = "beacon-registry"
 
-    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+    package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
             settings: { try RegistrySettings.load(from: $0) })

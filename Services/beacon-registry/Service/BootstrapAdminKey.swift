@@ -7,8 +7,8 @@ import Foundation
 /// `REGISTRY_BOOTSTRAP=1` and writes the secret once to `REGISTRY_BOOTSTRAP_KEY_PATH`
 /// (`BootstrapKeyFile`), never to the log. When an unrevoked admin key exists already it creates
 /// nothing (run it on every start safely).
-public enum BootstrapAdminKey {
-    public static func ensure(
+package enum BootstrapAdminKey {
+    package static func ensure(
         repository: any AdminRegistryRepository, name: String = "bootstrap admin"
     ) async throws(RegistryError) -> IssuedAPIKey? {
         guard try await repository.activeAPIKeyCount(role: .admin) == 0 else { return nil }
@@ -18,20 +18,20 @@ public enum BootstrapAdminKey {
 
 /// Where the bootstrap admin key's secret goes: a file only its owner may read (mode 0600), written
 /// whole or not at all (a temporary file renamed over it).
-public struct BootstrapKeyFile: Sendable {
-    public let path: String
+package struct BootstrapKeyFile: Sendable {
+    package let path: String
 
-    public init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
-    public struct Unwritable: Error, CustomStringConvertible {
-        public let path: String
-        public var description: String {
+    package struct Unwritable: Error, CustomStringConvertible {
+        package let path: String
+        package var description: String {
             "REGISTRY_BOOTSTRAP_KEY_PATH \(path): its directory cannot be created or written, so the first admin key would be lost; no key was created"
         }
     }
 
     /// Checked before a key is created: a key nobody can read would lock every admin out.
-    public func checkWritable() throws {
+    package func checkWritable() throws {
         let directory = (path as NSString).deletingLastPathComponent
         do {
             try FileManager.default.createDirectory(atPath: directory.isEmpty ? "." : directory, withIntermediateDirectories: true)
@@ -41,7 +41,7 @@ public struct BootstrapKeyFile: Sendable {
         guard FileManager.default.isWritableFile(atPath: directory.isEmpty ? "." : directory) else { throw Unwritable(path: path) }
     }
 
-    public func write(_ secret: String) throws {
+    package func write(_ secret: String) throws {
         let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
         guard
             FileManager.default.createFile(

@@ -10,11 +10,11 @@ import ServiceRuntime
 /// - `BEACON_KEY_SEAL_KEY`: base64 of 32 random bytes, shared with the policy service only. With it
 ///   the registry creates each beacon's GATT key, stores and publishes it sealed, backfills beacons
 ///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
-public struct RegistrySettings: Sendable {
-    public var bootstrapKeyFile: BootstrapKeyFile?
-    public var beaconKeySealer: BeaconKeySealer?
+package struct RegistrySettings: Sendable {
+    package var bootstrapKeyFile: BootstrapKeyFile?
+    package var beaconKeySealer: BeaconKeySealer?
 
-    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> RegistrySettings {
+    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> RegistrySettings {
         let bootstrapKeyFile =
             try env.bool("REGISTRY_BOOTSTRAP", default: false)
             ? BootstrapKeyFile(

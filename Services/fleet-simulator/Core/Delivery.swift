@@ -3,13 +3,13 @@ import PresenceKit
 import Synchronization
 
 /// An HTTP answer as the device's client sees it, before it decides what it means.
-public struct TransportAnswer: Sendable, Hashable {
-    public var status: Int
-    public var contentType: String?
-    public var problemType: String?
-    public var retryAfterMs: Int64?
+package struct TransportAnswer: Sendable, Hashable {
+    package var status: Int
+    package var contentType: String?
+    package var problemType: String?
+    package var retryAfterMs: Int64?
 
-    public init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil) {
+    package init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil) {
         self.status = status
         self.contentType = contentType
         self.problemType = problemType
@@ -17,11 +17,11 @@ public struct TransportAnswer: Sendable, Hashable {
     }
 }
 
-public enum ContractReading {
+package enum ContractReading {
     /// Only the gateway's own JSON answers are verdicts. A captive portal (or a proxy's error page)
     /// answers 200 or 302 with HTML: taking that 200 as "stored" would delete the event from the
     /// outbox and lose it, so anything that is not JSON is a transport failure and is retried.
-    public static func deliveryResult(_ answer: TransportAnswer) -> DeliveryResult {
+    package static func deliveryResult(_ answer: TransportAnswer) -> DeliveryResult {
         let type = answer.contentType?.lowercased() ?? ""
         guard type.hasPrefix("application/json") || type.hasPrefix("application/problem+json") else {
             return .transportError("not the gateway: HTTP \(answer.status) \(answer.contentType ?? "without a content type")")
@@ -31,20 +31,20 @@ public enum ContractReading {
 }
 
 /// What the device knows about one delivery: a final verdict for an outbox entry.
-public struct DeliveryRecord: Sendable, Hashable, Codable {
-    public var key: String
-    public var kind: String
-    public var status: Int
-    public var attempts: Int
+package struct DeliveryRecord: Sendable, Hashable, Codable {
+    package var key: String
+    package var kind: String
+    package var status: Int
+    package var attempts: Int
     /// Virtual (true) time of the final verdict.
-    public var verdictAt: Int64
+    package var verdictAt: Int64
     /// Wall-clock milliseconds from the entry's first attempt in this drain to its verdict (real stack only).
-    public var wallLatencyMs: Double?
+    package var wallLatencyMs: Double?
     /// Virtual (true) time the event first reached the server: the first attempt the server answered
     /// (any status), the moment the telemetry aggregator's SLO counts as the receipt.
-    public var reachedServerAt: Int64
+    package var reachedServerAt: Int64
 
-    public init(
+    package init(
         key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil, reachedServerAt: Int64? = nil
     ) {
         self.key = key
@@ -58,12 +58,12 @@ public struct DeliveryRecord: Sendable, Hashable, Codable {
 }
 
 /// Statuses seen per attempt, final or not (the report's status-code mix).
-public struct AttemptLog: Sendable, Hashable, Codable {
-    public var statuses: [String: Int] = [:]
+package struct AttemptLog: Sendable, Hashable, Codable {
+    package var statuses: [String: Int] = [:]
 
-    public init() {}
+    package init() {}
 
-    public mutating func count(_ result: DeliveryResult) {
+    package mutating func count(_ result: DeliveryResult) {
         switch result {
         case .response(let status, _, _): statuses[String(status), default: 0] += 1
         case .timeout: statuses["timeout", default: 0] += 1
@@ -73,14 +73,14 @@ public struct AttemptLog: Sendable, Hashable, Codable {
         }
     }
 
-    public mutating func merge(_ other: AttemptLog) {
+    package mutating func merge(_ other: AttemptLog) {
         for (k, v) in other.statuses { statuses[k, default: 0] += v }
     }
 }
 
 /// Sends a device's outbox at a moment when the app runs. Implementations: `InProcessDelivery`
 /// (virtual time, an in-process server) and the runtime's HTTP client against the real gateway.
-public protocol DeliveryDriver: Sendable {
+package protocol DeliveryDriver: Sendable {
     /// Drains `outbox` starting at true virtual time `now`, until it is empty or `budgetMs` ends.
     func drain(
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
@@ -97,21 +97,21 @@ public protocol DeliveryDriver: Sendable {
 
 /// The server side for detection-only runs and scenario tests: dedupes by idempotency key like the
 /// gateway and the merger (first 201, a repeat 200, the same key with another payload 422).
-public final class InProcessServer: Sendable {
-    public struct Stored: Sendable, Hashable {
-        public var key: String
-        public var event: PresenceKit.AttendanceEvent
-        public var receivedAt: Int64
-        public var payloadHash: Int
-        public var copiesReceived: Int
+package final class InProcessServer: Sendable {
+    package struct Stored: Sendable, Hashable {
+        package var key: String
+        package var event: PresenceKit.AttendanceEvent
+        package var receivedAt: Int64
+        package var payloadHash: Int
+        package var copiesReceived: Int
     }
 
     private let stored = Mutex<[String: Stored]>([:])
     private let telemetryIds = Mutex<Set<String>>([])
 
-    public init() {}
+    package init() {}
 
-    public func receive(_ payload: [UInt8], at now: Int64) -> TransportAnswer {
+    package func receive(_ payload: [UInt8], at now: Int64) -> TransportAnswer {
         guard let event = try? PresenceCoding.decodeEvent(payload) else {
             return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation")
         }
@@ -129,30 +129,30 @@ public final class InProcessServer: Sendable {
     }
 
     /// Takes a telemetry upload (each record counted once by its id, as the aggregator does).
-    public func receiveTelemetry(_ records: [TelemetryRecord], deviceId: String) {
+    package func receiveTelemetry(_ records: [TelemetryRecord], deviceId: String) {
         telemetryIds.withLock { ids in
             for record in records { ids.insert(deviceId + "/" + record.eventId) }
         }
     }
 
     /// Distinct telemetry records received.
-    public var telemetryCount: Int { telemetryIds.withLock { $0.count } }
+    package var telemetryCount: Int { telemetryIds.withLock { $0.count } }
 
-    public var events: [Stored] { stored.withLock { Array($0.values) } }
-    public var count: Int { stored.withLock { $0.count } }
+    package var events: [Stored] { stored.withLock { Array($0.values) } }
+    package var count: Int { stored.withLock { $0.count } }
 }
 
 /// Delivery in virtual time to an `InProcessServer` through the phone's simulated network: latency,
 /// offline periods, captive portals, request timeouts (the server may have stored an event whose
 /// answer the phone never got: the retry with the same key must come back 200, not a second row).
-public struct InProcessDelivery: DeliveryDriver {
-    public let server: InProcessServer
+package struct InProcessDelivery: DeliveryDriver {
+    package let server: InProcessServer
     /// The app's request timeout (short, 2-4 s).
-    public var requestTimeoutMs: Int64 = 4_000
+    package var requestTimeoutMs: Int64 = 4_000
 
-    public init(server: InProcessServer) { self.server = server }
+    package init(server: InProcessServer) { self.server = server }
 
-    public func drain(
+    package func drain(
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
         random: inout SimulationRandom, attempts: inout AttemptLog
     ) async throws -> [DeliveryRecord] {
@@ -207,7 +207,7 @@ public struct InProcessDelivery: DeliveryDriver {
         return records
     }
 
-    public func uploadTelemetry(
+    package func uploadTelemetry(
         _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
     ) async -> Int {
         let reachable: Bool =

@@ -2,20 +2,20 @@ import Foundation
 import PresenceKit
 
 /// An attendance event a device produced (written to its outbox), with the true time it was decided.
-public struct PostedEvent: Sendable, Hashable, Codable {
-    public var key: String
-    public var kind: String
-    public var siteId: String
-    public var sessionKey: String
-    public var reason: String
+package struct PostedEvent: Sendable, Hashable, Codable {
+    package var key: String
+    package var kind: String
+    package var siteId: String
+    package var sessionKey: String
+    package var reason: String
     /// The event's own time on the device's clock (session start, last presence, or emission).
-    public var timestamp: Int64
+    package var timestamp: Int64
     /// True virtual time the device decided it.
-    public var decidedAt: Int64
+    package var decidedAt: Int64
     /// The gate whose beacon the event names (nil: a beacon of no simulated gate).
-    public var gate: Int?
+    package var gate: Int?
 
-    public init(
+    package init(
         key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64, gate: Int? = nil
     ) {
         self.key = key
@@ -30,22 +30,22 @@ public struct PostedEvent: Sendable, Hashable, Codable {
 }
 
 /// Everything one simulated phone did.
-public struct DeviceResult: Sendable {
-    public var person: Int
-    public var userId: String
-    public var deviceId: String
-    public var posted: [PostedEvent] = []
-    public var deliveries: [DeliveryRecord] = []
-    public var attempts = AttemptLog()
+package struct DeviceResult: Sendable {
+    package var person: Int
+    package var userId: String
+    package var deviceId: String
+    package var posted: [PostedEvent] = []
+    package var deliveries: [DeliveryRecord] = []
+    package var attempts = AttemptLog()
     /// Outbox entries still waiting at the end (must be 0 after the final sync).
-    public var undelivered = 0
-    public var launches = 0
-    public var outboxBytes: Int64 = 0
+    package var undelivered = 0
+    package var launches = 0
+    package var outboxBytes: Int64 = 0
     /// Telemetry records the server took, and those still pending at the end.
-    public var telemetryUploaded = 0
-    public var telemetryPending = 0
+    package var telemetryUploaded = 0
+    package var telemetryPending = 0
 
-    public init(person: Int, userId: String, deviceId: String) {
+    package init(person: Int, userId: String, deviceId: String) {
         self.person = person
         self.userId = userId
         self.deviceId = deviceId
@@ -53,7 +53,7 @@ public struct DeviceResult: Sendable {
 }
 
 /// Waits for the wall clock in runs against the real stack (the simulation's time never ahead of it).
-public protocol VirtualPacer: Sendable {
+package protocol VirtualPacer: Sendable {
     func waitUntil(virtual t: Int64) async
 }
 
@@ -64,27 +64,27 @@ public protocol VirtualPacer: Sendable {
 ///
 /// Deterministic for a given seed with `InProcessDelivery`; the time steps are 1 s near a beacon and
 /// jumps to the next thing that can happen elsewhere.
-public struct DeviceSimulation: Sendable {
-    public let person: Person
-    public let world: World
-    public let profile: PhoneProfile
-    public let identity: DeviceIdentity
-    public let config: PresenceConfig
-    public let outboxPath: String
-    public let start: Int64
-    public let end: Int64
+package struct DeviceSimulation: Sendable {
+    package let person: Person
+    package let world: World
+    package let profile: PhoneProfile
+    package let identity: DeviceIdentity
+    package let config: PresenceConfig
+    package let outboxPath: String
+    package let start: Int64
+    package let end: Int64
     var random: SimulationRandom
 
     /// The background execution the OS grants per wake (about 10 s).
-    public static let backgroundBudgetMs: Int64 = RetryPolicy.backgroundBudgetMs
+    package static let backgroundBudgetMs: Int64 = RetryPolicy.backgroundBudgetMs
     /// The continuous-scan app's background fetch interval (15 min).
-    public static let periodicWakeMs: Int64 = 15 * 60_000
+    package static let periodicWakeMs: Int64 = 15 * 60_000
     /// Rest shorter than this is not reported by the motion coprocessor.
-    public static let stillnessNoticedMs: Int64 = 4_000
+    package static let stillnessNoticedMs: Int64 = 4_000
     /// iOS reports a beacon region exit about 30 s after the last packet.
-    public static let regionExitDelayMs: Int64 = 30_000
+    package static let regionExitDelayMs: Int64 = 30_000
 
-    public init(
+    package init(
         person: Person, world: World, profile: PhoneProfile, identity: DeviceIdentity, config: PresenceConfig,
         outboxPath: String, start: Int64, end: Int64, seed: UInt64
     ) {
@@ -112,7 +112,7 @@ public struct DeviceSimulation: Sendable {
 
     /// Runs the whole itinerary; `finalSync` opens the app online at the end so the outbox drains
     /// completely (the report's lost / undelivered figures are measured after it).
-    public mutating func run(
+    package mutating func run(
         delivery: some DeliveryDriver, pacer: (any VirtualPacer)? = nil, finalSync: Bool = true
     ) async throws -> DeviceResult {
         var result = DeviceResult(person: person.index, userId: identity.userId ?? "", deviceId: identity.deviceId)

@@ -2,54 +2,54 @@ import Foundation
 import PresenceKit
 
 /// What a fleet run simulates.
-public struct FleetOptions: Sendable, Hashable {
-    public var devices = 100
-    public var sites = 1
-    public var gatesPerSite = 2
+package struct FleetOptions: Sendable, Hashable {
+    package var devices = 100
+    package var sites = 1
+    package var gatesPerSite = 2
     /// Advertising interval of each site's main door (busy doors advertise faster).
-    public var busyDoorIntervalMs = 250
-    public var gateIntervalMs = 700
+    package var busyDoorIntervalMs = 250
+    package var gateIntervalMs = 700
     /// Virtual time simulated, from `start + startOffsetMs`.
-    public var durationMs: Int64 = 86_400_000
+    package var durationMs: Int64 = 86_400_000
     /// Where in the first day the simulated window begins (schedules are laid out from `start`, a
     /// midnight): a one-hour run from 07:30 sees the morning arrivals.
-    public var startOffsetMs: Int64 = 0
-    public var seed: UInt64 = 1
+    package var startOffsetMs: Int64 = 0
+    package var seed: UInt64 = 1
     /// Virtual start (a midnight, epoch ms). Detection-only runs use a fixed date so they repeat.
-    public var start: Int64 = 1_767_571_200_000 // 2026-01-05T00:00:00Z
-    public var radio = RadioParameters()
+    package var start: Int64 = 1_767_571_200_000 // 2026-01-05T00:00:00Z
+    package var radio = RadioParameters()
     /// Working days from a midnight, or a morning rush compressed into the run (runs against the
     /// stack: real time).
-    public var scheduleKind = ScheduleKind.workingDays
-    public var schedule = ScheduleSettings()
-    public var rush = RushSettings()
-    public var phones = PhoneMix()
+    package var scheduleKind = ScheduleKind.workingDays
+    package var schedule = ScheduleSettings()
+    package var rush = RushSettings()
+    package var phones = PhoneMix()
     /// Shares of people who only walk past, who stand at the gate, and visitors without a device
     /// (the rest are employees). Visitors come on top of `devices`.
-    public var walkPastShare = 0.05
-    public var gateStanderShare = 0.05
-    public var visitorShare = 0.02
+    package var walkPastShare = 0.05
+    package var gateStanderShare = 0.05
+    package var visitorShare = 0.02
     /// Shares of runners, cyclists and pavement stoppers passing by, and of employees who take breaks
     /// in the doorway (a sweep's people; none in the default world).
-    public var runnerShare = 0.0
-    public var cyclistShare = 0.0
-    public var pavementStopperShare = 0.0
-    public var doorwayLoitererShare = 0.0
+    package var runnerShare = 0.0
+    package var cyclistShare = 0.0
+    package var pavementStopperShare = 0.0
+    package var doorwayLoitererShare = 0.0
     /// Gates this far apart in a site's front wall, metres.
-    public var gateSpacingMeters = 12.0
+    package var gateSpacingMeters = 12.0
     /// What the phones' PresenceKit runs with before `heartbeatMinutes`.
-    public var detection = PresenceConfig()
+    package var detection = PresenceConfig()
     /// Heartbeat interval while present, minutes (nil: the library's default).
-    public var heartbeatMinutes: Double?
+    package var heartbeatMinutes: Double?
 
-    public init() {}
+    package init() {}
 
-    public var simulationStart: Int64 { start + startOffsetMs }
-    public var simulationEnd: Int64 { start + startOffsetMs + durationMs }
+    package var simulationStart: Int64 { start + startOffsetMs }
+    package var simulationEnd: Int64 { start + startOffsetMs + durationMs }
 
     /// Puts the run's start at `nowMs` (epoch ms) for a real-time run: a rush starts right there;
     /// working days keep their midnight (`start`: today's, UTC) and begin at the current time of day.
-    public mutating func setRealTimeStart(nowMs: Int64) {
+    package mutating func setRealTimeStart(nowMs: Int64) {
         switch scheduleKind {
         case .morningRush:
             start = nowMs
@@ -63,11 +63,11 @@ public struct FleetOptions: Sendable, Hashable {
     /// How much of each end of the run the score leaves out: a working day's run starts and ends at
     /// arbitrary moments, so a gate pass in its first or last 5 minutes may be half seen; a rush is
     /// laid out so that every phone sees its whole approach and has the rush's tail to decide.
-    public var scoringEdgeMs: Int64 { scheduleKind == .morningRush ? 0 : 300_000 }
+    package var scoringEdgeMs: Int64 { scheduleKind == .morningRush ? 0 : 300_000 }
 
     /// The PresenceKit configuration of a run: `detection` (the library's defaults unless a config file
     /// says otherwise), with the heartbeat every `heartbeatMinutes` when set.
-    public var presenceConfig: PresenceConfig {
+    package var presenceConfig: PresenceConfig {
         var config = detection
         if let heartbeatMinutes { config.heartbeatIntervalMs = Int64(heartbeatMinutes * 60_000) }
         return config
@@ -75,15 +75,15 @@ public struct FleetOptions: Sendable, Hashable {
 }
 
 /// The people, phones and world of a run, generated from the options and the seed.
-public struct FleetPlan: Sendable {
-    public var options: FleetOptions
-    public var world: World
+package struct FleetPlan: Sendable {
+    package var options: FleetOptions
+    package var world: World
     /// Every person; visitors have no device.
-    public var people: [Person]
-    public var profiles: [Int: PhoneProfile]
+    package var people: [Person]
+    package var profiles: [Int: PhoneProfile]
 
     /// `world`: the sites to use instead of `World.standard` from the options (a sweep's own world).
-    public init(options: FleetOptions, world: World? = nil) {
+    package init(options: FleetOptions, world: World? = nil) {
         self.options = options
         let world =
             world
@@ -135,24 +135,24 @@ public struct FleetPlan: Sendable {
         self.profiles = profiles
     }
 
-    public var devicePeople: [Person] { people.filter(\.hasDevice) }
+    package var devicePeople: [Person] { people.filter(\.hasDevice) }
 }
 
 /// Runs every device of a plan in virtual time, as fast as the machine allows, against an
 /// in-process server (detection-only mode: the scale and detection-quality figures).
-public struct DetectionRun {
-    public let plan: FleetPlan
-    public let outboxDirectory: String
-    public var parallelism = max(1, ProcessInfo.processInfo.activeProcessorCount)
-    public var config: PresenceConfig
+package struct DetectionRun {
+    package let plan: FleetPlan
+    package let outboxDirectory: String
+    package var parallelism = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    package var config: PresenceConfig
 
-    public init(plan: FleetPlan, outboxDirectory: String) {
+    package init(plan: FleetPlan, outboxDirectory: String) {
         self.plan = plan
         self.outboxDirectory = outboxDirectory
         config = plan.options.presenceConfig
     }
 
-    public func run(server: InProcessServer, progress: (@Sendable (Int) -> Void)? = nil) async throws -> [DeviceResult] {
+    package func run(server: InProcessServer, progress: (@Sendable (Int) -> Void)? = nil) async throws -> [DeviceResult] {
         try FileManager.default.createDirectory(atPath: outboxDirectory, withIntermediateDirectories: true)
         let people = plan.devicePeople
         let plan = self.plan
@@ -189,8 +189,8 @@ public struct DetectionRun {
 
 /// Where simulated outboxes go when only the simulation's speed matters: tmpfs when the machine has
 /// one (the outbox code path and its fsyncs are the same; they just cost nothing there).
-public enum ScratchDirectory {
-    public static func fast(_ name: String) -> String {
+package enum ScratchDirectory {
+    package static func fast(_ name: String) -> String {
         let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
         return base + "\(name)-\(ProcessInfo.processInfo.processIdentifier)"
     }

@@ -1,8 +1,8 @@
 import Foundation
 
 /// The report as one self-contained HTML page; the charts are SVG drawn here (no JavaScript).
-public enum HTMLReport {
-    public static func render(_ report: FleetReport) -> String {
+package enum HTMLReport {
+    package static func render(_ report: FleetReport) -> String {
         var html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>Fleet simulator report</title>
@@ -41,7 +41,7 @@ public enum HTMLReport {
     }
 
     /// What a bar of the status-code mix means for the phone that saw it.
-    public static func statusMeaning(_ label: String) -> String {
+    package static func statusMeaning(_ label: String) -> String {
         switch label {
         case "201": return "accepted and stored: the event's first arrival; the phone deletes it from its outbox"
         case "200":
@@ -167,7 +167,7 @@ extension FleetReport {
     }
 
     /// Writes `<directory>/<name>.json` and `<directory>/<name>.html`; returns both paths.
-    public func write(to directory: String, name: String = "fleet-report") throws -> (json: String, html: String) {
+    package func write(to directory: String, name: String = "fleet-report") throws -> (json: String, html: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let jsonPath = "\(directory)/\(name).json", htmlPath = "\(directory)/\(name).html"
         try json().write(toFile: jsonPath, atomically: true, encoding: .utf8)

@@ -1,7 +1,7 @@
 import PresenceKit
 
 /// Who a simulated person is, as far as attendance goes.
-public enum PersonKind: String, Sendable, Hashable, Codable, CaseIterable {
+package enum PersonKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// Arrives, maybe goes out for lunch and back, leaves: two or four gate passes a day.
     case employee
     /// Walks along the pavement past the gates a few times a day and never goes in.
@@ -22,44 +22,44 @@ public enum PersonKind: String, Sendable, Hashable, Codable, CaseIterable {
     case doorwayLoiterer = "doorway_loiterer"
 
     /// People who never go in: every check-in of theirs is false.
-    public var passesBy: Bool { self == .walkPast || self == .runner || self == .cyclist || self == .pavementStopper }
+    package var passesBy: Bool { self == .walkPast || self == .runner || self == .cyclist || self == .pavementStopper }
 }
 
 /// A piece of a person's day: standing at `from` (`from == to`) or moving from `from` to `to`.
-public struct Segment: Sendable, Hashable {
-    public var start: Int64
-    public var end: Int64
-    public var from: Point
-    public var to: Point
+package struct Segment: Sendable, Hashable {
+    package var start: Int64
+    package var end: Int64
+    package var from: Point
+    package var to: Point
     /// Which way the person faces while standing (the direction of their last move; zero: unknown).
-    public var facing = Point(x: 0, y: 0)
+    package var facing = Point(x: 0, y: 0)
     /// Extra loss of this spot, dB (a desk behind a pillar or a metal cabinet).
-    public var extraLossDb = 0.0
+    package var extraLossDb = 0.0
     /// What the motion coprocessor reports while moving.
-    public var activity = MotionActivity.walking
+    package var activity = MotionActivity.walking
 
-    public init(start: Int64, end: Int64, from: Point, to: Point) {
+    package init(start: Int64, end: Int64, from: Point, to: Point) {
         self.start = start
         self.end = end
         self.from = from
         self.to = to
     }
 
-    public var isWalk: Bool { from != to }
+    package var isWalk: Bool { from != to }
 }
 
 /// Where a person is, which way they move or face, and whether they move, at a virtual time.
-public struct Whereabouts: Sendable, Hashable {
-    public var position: Point
+package struct Whereabouts: Sendable, Hashable {
+    package var position: Point
     /// Unit vector of the walking direction; zero when standing.
-    public var heading: Point
-    public var walking: Bool
+    package var heading: Point
+    package var walking: Bool
     /// Which way the body faces: the heading while moving, the last heading while standing.
-    public var facing: Point
-    public var extraLossDb: Double
-    public var activity: MotionActivity
+    package var facing: Point
+    package var extraLossDb: Double
+    package var activity: MotionActivity
 
-    public init(
+    package init(
         position: Point, heading: Point, walking: Bool, facing: Point? = nil, extraLossDb: Double = 0, activity: MotionActivity? = nil
     ) {
         self.position = position
@@ -72,19 +72,19 @@ public struct Whereabouts: Sendable, Hashable {
 }
 
 /// A person's whole run as back-to-back segments (virtual epoch milliseconds).
-public struct Itinerary: Sendable {
-    public private(set) var segments: [Segment]
+package struct Itinerary: Sendable {
+    package private(set) var segments: [Segment]
 
-    public init(segments: [Segment]) { self.segments = segments }
+    package init(segments: [Segment]) { self.segments = segments }
 
-    public func segmentIndex(at t: Int64, hint: Int = 0) -> Int {
+    package func segmentIndex(at t: Int64, hint: Int = 0) -> Int {
         var i = min(max(hint, 0), max(segments.count - 1, 0))
         while i > 0 && segments[i].start > t { i -= 1 }
         while i + 1 < segments.count && segments[i].end <= t { i += 1 }
         return i
     }
 
-    public func whereabouts(at t: Int64, hint: Int = 0) -> Whereabouts {
+    package func whereabouts(at t: Int64, hint: Int = 0) -> Whereabouts {
         guard !segments.isEmpty else { return Whereabouts(position: Point(x: 0, y: -1_000), heading: Point(x: 0, y: 0), walking: false) }
         let s = segments[segmentIndex(at: t, hint: hint)]
         guard s.isWalk, s.end > s.start else {
@@ -100,27 +100,27 @@ public struct Itinerary: Sendable {
     }
 
     /// The next segment boundary after `t` (nil past the last one).
-    public func nextBoundary(after t: Int64, hint: Int = 0) -> Int64? {
+    package func nextBoundary(after t: Int64, hint: Int = 0) -> Int64? {
         let i = segmentIndex(at: t, hint: hint)
         return segments[i].end > t ? segments[i].end : nil
     }
 }
 
 /// Builds an itinerary forward in time.
-public struct ItineraryBuilder {
-    public private(set) var segments: [Segment] = []
-    public private(set) var now: Int64
-    public private(set) var position: Point
+package struct ItineraryBuilder {
+    package private(set) var segments: [Segment] = []
+    package private(set) var now: Int64
+    package private(set) var position: Point
     /// Direction of the last move: where the person faces while standing.
-    public private(set) var facing = Point(x: 0, y: 0)
+    package private(set) var facing = Point(x: 0, y: 0)
 
-    public init(start: Int64, at position: Point) {
+    package init(start: Int64, at position: Point) {
         now = start
         self.position = position
     }
 
     /// Stands where the person is until `t`; `extraLossDb` is the spot's own loss (a shadowed desk).
-    public mutating func stay(until t: Int64, extraLossDb: Double = 0) {
+    package mutating func stay(until t: Int64, extraLossDb: Double = 0) {
         guard t > now else { return }
         var segment = Segment(start: now, end: t, from: position, to: position)
         segment.facing = facing
@@ -129,12 +129,12 @@ public struct ItineraryBuilder {
         now = t
     }
 
-    public mutating func stay(forMs ms: Int64, extraLossDb: Double = 0) { stay(until: now + ms, extraLossDb: extraLossDb) }
+    package mutating func stay(forMs ms: Int64, extraLossDb: Double = 0) { stay(until: now + ms, extraLossDb: extraLossDb) }
 
     /// Moves to `target` at `speed` m/s (walking unless `activity` says running or cycling); returns
     /// the arrival time.
     @discardableResult
-    public mutating func walk(to target: Point, speed: Double, activity: MotionActivity = .walking) -> Int64 {
+    package mutating func walk(to target: Point, speed: Double, activity: MotionActivity = .walking) -> Int64 {
         let ms = Int64((position.distance(to: target) / max(speed, 0.1) * 1000).rounded())
         if ms > 0 {
             var segment = Segment(start: now, end: now + ms, from: position, to: target)
@@ -149,11 +149,11 @@ public struct ItineraryBuilder {
     }
 
     /// How long walking to `target` from the current position takes.
-    public func walkDuration(to target: Point, from: Point? = nil, speed: Double) -> Int64 {
+    package func walkDuration(to target: Point, from: Point? = nil, speed: Double) -> Int64 {
         Int64(((from ?? position).distance(to: target) / max(speed, 0.1) * 1000).rounded())
     }
 
-    public func build(until end: Int64) -> Itinerary {
+    package func build(until end: Int64) -> Itinerary {
         var copy = self
         copy.stay(until: end)
         if copy.segments.isEmpty { copy.segments.append(Segment(start: now, end: end, from: position, to: position)) }
@@ -162,15 +162,15 @@ public struct ItineraryBuilder {
 }
 
 /// A true gate pass: the person reached the doorway of `siteId` going in (arrival) or out (departure).
-public struct TruthEvent: Sendable, Hashable, Codable {
-    public enum Kind: String, Sendable, Hashable, Codable { case arrival, departure }
-    public var person: Int
-    public var siteId: String
-    public var kind: Kind
-    public var at: Int64
-    public var gate: Int
+package struct TruthEvent: Sendable, Hashable, Codable {
+    package enum Kind: String, Sendable, Hashable, Codable { case arrival, departure }
+    package var person: Int
+    package var siteId: String
+    package var kind: Kind
+    package var at: Int64
+    package var gate: Int
 
-    public init(person: Int, siteId: String, kind: Kind, at: Int64, gate: Int) {
+    package init(person: Int, siteId: String, kind: Kind, at: Int64, gate: Int) {
         self.person = person
         self.siteId = siteId
         self.kind = kind
@@ -180,16 +180,16 @@ public struct TruthEvent: Sendable, Hashable, Codable {
 }
 
 /// One simulated person: kind, home site, itinerary and the true gate passes.
-public struct Person: Sendable {
-    public var index: Int
-    public var kind: PersonKind
-    public var siteIndex: Int
-    public var itinerary: Itinerary
-    public var truth: [TruthEvent]
+package struct Person: Sendable {
+    package var index: Int
+    package var kind: PersonKind
+    package var siteIndex: Int
+    package var itinerary: Itinerary
+    package var truth: [TruthEvent]
     /// Walking speed, m/s.
-    public var speed: Double
+    package var speed: Double
 
-    public init(index: Int, kind: PersonKind, siteIndex: Int, itinerary: Itinerary, truth: [TruthEvent], speed: Double) {
+    package init(index: Int, kind: PersonKind, siteIndex: Int, itinerary: Itinerary, truth: [TruthEvent], speed: Double) {
         self.index = index
         self.kind = kind
         self.siteIndex = siteIndex
@@ -198,48 +198,48 @@ public struct Person: Sendable {
         self.speed = speed
     }
 
-    public var hasDevice: Bool { kind != .visitor }
+    package var hasDevice: Bool { kind != .visitor }
 }
 
 /// The daily routines of the QA matrix, randomised per person.
-public struct ScheduleSettings: Sendable, Hashable, Codable {
+package struct ScheduleSettings: Sendable, Hashable, Codable {
     /// Mean arrival and leave times of day, ms after midnight of the virtual day.
-    public var arrivalMs: Int64 = 8 * 3_600_000
-    public var leaveMs: Int64 = 17 * 3_600_000 + 30 * 60_000
-    public var arrivalSpreadMs: Double = 25 * 60_000
-    public var leaveSpreadMs: Double = 30 * 60_000
+    package var arrivalMs: Int64 = 8 * 3_600_000
+    package var leaveMs: Int64 = 17 * 3_600_000 + 30 * 60_000
+    package var arrivalSpreadMs: Double = 25 * 60_000
+    package var leaveSpreadMs: Double = 30 * 60_000
     /// Share of people going out for lunch on a day.
-    public var lunchOutProbability: Double = 0.5
+    package var lunchOutProbability: Double = 0.5
     /// Seconds paused in the doorway (a door to open, a badge to show) on the way in.
-    public var doorPauseSeconds: ClosedRange<Double> = 2...5
-    public var walkSpeed: ClosedRange<Double> = 1.0...1.6
+    package var doorPauseSeconds: ClosedRange<Double> = 2...5
+    package var walkSpeed: ClosedRange<Double> = 1.0...1.6
     /// Seconds a gate stander stands at the gate.
-    public var standSeconds: ClosedRange<Double> = 60...300
+    package var standSeconds: ClosedRange<Double> = 60...300
     /// Walk-pasts pass at this distance from the gates (the pavement across the forecourt).
-    public var pavementDistance: ClosedRange<Double> = 8...12
+    package var pavementDistance: ClosedRange<Double> = 8...12
     /// How deep in the building desks are (metres behind the front wall); a receptionist sits at 1-2 m.
-    public var deskDepth: ClosedRange<Double> = 35...70
+    package var deskDepth: ClosedRange<Double> = 35...70
     /// How far to either side of the door desks are, at most (metres).
-    public var deskSideways: Double = 30
+    package var deskSideways: Double = 30
     /// Share of desks in a radio shadow (behind a pillar, a metal cabinet, a lift shaft), and its loss.
-    public var shadowedDeskShare = 0.0
-    public var shadowedDeskLossDb: ClosedRange<Double> = 8...20
+    package var shadowedDeskShare = 0.0
+    package var shadowedDeskLossDb: ClosedRange<Double> = 8...20
     /// Speeds of people passing by on foot, running and cycling, m/s.
-    public var passerSpeed: ClosedRange<Double> = 1.0...1.6
-    public var runnerSpeed: ClosedRange<Double> = 2.5...4
-    public var cyclistSpeed: ClosedRange<Double> = 4...7
+    package var passerSpeed: ClosedRange<Double> = 1.0...1.6
+    package var runnerSpeed: ClosedRange<Double> = 2.5...4
+    package var cyclistSpeed: ClosedRange<Double> = 4...7
     /// Pavement stoppers stop this far in front of a door (metres), for this long (seconds).
-    public var stopDistance: ClosedRange<Double> = 1...4
-    public var stopSeconds: ClosedRange<Double> = 20...300
+    package var stopDistance: ClosedRange<Double> = 1...4
+    package var stopSeconds: ClosedRange<Double> = 20...300
     /// Doorway loiterers step out into the doorway this many times a day, for this long (seconds).
-    public var doorwayBreaks: ClosedRange<Int> = 1...3
-    public var doorwayBreakSeconds: ClosedRange<Double> = 120...600
+    package var doorwayBreaks: ClosedRange<Int> = 1...3
+    package var doorwayBreakSeconds: ClosedRange<Double> = 120...600
 
-    public init() {}
+    package init() {}
 }
 
 /// How the people's time is laid out in a run.
-public enum ScheduleKind: String, Sendable, Hashable, Codable, CaseIterable {
+package enum ScheduleKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// Whole working days from a midnight: arrivals around 08:00, lunch, leaving around 17:30
     /// (`ScheduleSettings`). For detection-only runs, where virtual time runs as fast as the machine.
     case workingDays = "days"
@@ -251,35 +251,35 @@ public enum ScheduleKind: String, Sendable, Hashable, Codable, CaseIterable {
 
 /// The world of a morning rush: people already on their way when the run starts, an open-plan
 /// office right behind the doors, short stands at the gate and short network troubles.
-public struct RushSettings: Sendable, Hashable, Codable {
+package struct RushSettings: Sendable, Hashable, Codable {
     /// Nobody reaches a door before this much of the run has passed (the phones see the approach).
-    public var leadMs: Int64 = 15_000
+    package var leadMs: Int64 = 15_000
     /// The run goes on this long after the last arrival: time for a check-in confirmed at the desk
     /// and for its delivery.
-    public var tailMs: Int64 = 50_000
+    package var tailMs: Int64 = 50_000
     /// Desks this deep behind the front wall (metres).
-    public var deskDepth: ClosedRange<Double> = 5...25
+    package var deskDepth: ClosedRange<Double> = 5...25
     /// Seconds a gate stander stands at the gate.
-    public var standSeconds: ClosedRange<Double> = 15...45
+    package var standSeconds: ClosedRange<Double> = 15...45
 
-    public init() {}
+    package init() {}
 
     /// The shortest run a rush fits in.
-    public var minimumDurationMs: Int64 { leadMs + tailMs + 10_000 }
+    package var minimumDurationMs: Int64 { leadMs + tailMs + 10_000 }
 
     /// When arrivals happen, relative to the run's start.
-    public func arrivalWindow(durationMs: Int64) -> ClosedRange<Int64> {
+    package func arrivalWindow(durationMs: Int64) -> ClosedRange<Int64> {
         leadMs...max(leadMs, durationMs - tailMs)
     }
 }
 
-public enum ScheduleGenerator {
-    public static let dayMs: Int64 = 86_400_000
+package enum ScheduleGenerator {
+    package static let dayMs: Int64 = 86_400_000
     /// Far enough from a site's centre to be outside its geofence plus the exit margin.
     static let awayDistance = 320.0
 
     /// A person's itinerary and truth from `start` for `durationMs`. `start` should be a midnight.
-    public static func person(
+    package static func person(
         index: Int, kind: PersonKind, siteIndex: Int, site: SiteLayout, start: Int64, durationMs: Int64,
         settings: ScheduleSettings, random: inout SimulationRandom
     ) -> Person {
@@ -362,7 +362,7 @@ public enum ScheduleGenerator {
     /// standers and visitors reach their door once within `rush.arrivalWindow`, walking the last part
     /// of their way in the run (they start where they are on their approach at `start`); walk-pasts
     /// pass the doors once within the same window. Nobody leaves.
-    public static func rushPerson(
+    package static func rushPerson(
         index: Int, kind: PersonKind, siteIndex: Int, site: SiteLayout, start: Int64, durationMs: Int64,
         settings: ScheduleSettings, rush: RushSettings, random: inout SimulationRandom
     ) -> Person {

@@ -1,7 +1,7 @@
 import PresenceKit
 
 /// What the network does to a request at some moment.
-public enum NetworkCondition: Sendable, Hashable, Codable {
+package enum NetworkCondition: Sendable, Hashable, Codable {
     /// Reachable, each request taking `latencyMs` (2G: 600-2,500 ms).
     case online(latencyMs: Int)
     /// No route at all.
@@ -11,12 +11,12 @@ public enum NetworkCondition: Sendable, Hashable, Codable {
 }
 
 /// A period of a network condition other than the phone's normal one.
-public struct NetworkWindow: Sendable, Hashable, Codable {
-    public var from: Int64
-    public var to: Int64
-    public var condition: NetworkCondition
+package struct NetworkWindow: Sendable, Hashable, Codable {
+    package var from: Int64
+    package var to: Int64
+    package var condition: NetworkCondition
 
-    public init(from: Int64, to: Int64, condition: NetworkCondition) {
+    package init(from: Int64, to: Int64, condition: NetworkCondition) {
         self.from = from
         self.to = to
         self.condition = condition
@@ -24,7 +24,7 @@ public struct NetworkWindow: Sendable, Hashable, Codable {
 }
 
 /// Things that happen to the app process.
-public enum LifecycleEvent: String, Sendable, Hashable, Codable {
+package enum LifecycleEvent: String, Sendable, Hashable, Codable {
     /// The OS ends the app in the background; any region or geofence event relaunches it.
     case terminated
     /// The user swipes the app away: iOS no longer relaunches it for beacon regions, only for
@@ -36,36 +36,36 @@ public enum LifecycleEvent: String, Sendable, Hashable, Codable {
     case userOpens = "user_opens"
 }
 
-public struct ScheduledLifecycle: Sendable, Hashable, Codable {
-    public var at: Int64
-    public var event: LifecycleEvent
+package struct ScheduledLifecycle: Sendable, Hashable, Codable {
+    package var at: Int64
+    package var event: LifecycleEvent
 
-    public init(at: Int64, event: LifecycleEvent) {
+    package init(at: Int64, event: LifecycleEvent) {
         self.at = at
         self.event = event
     }
 }
 
 /// One phone's circumstances for the whole run.
-public struct PhoneProfile: Sendable, Hashable, Codable {
+package struct PhoneProfile: Sendable, Hashable, Codable {
     /// Normal request latency, ms.
-    public var latencyMs: Int
-    public var networkWindows: [NetworkWindow]
-    public var lifecycle: [ScheduledLifecycle]
+    package var latencyMs: Int
+    package var networkWindows: [NetworkWindow]
+    package var lifecycle: [ScheduledLifecycle]
     /// The phone's clock minus true time, ms (its events carry its clock).
-    public var clockSkewMs: Int64
+    package var clockSkewMs: Int64
     /// Extra radio loss of this phone (bag, pocket, case), dB.
-    public var phoneLossDb: Double
-    public var model: String
+    package var phoneLossDb: Double
+    package var model: String
     /// Moments the radio hears nothing at all (a crowd in between, the phone in a metal locker).
-    public var signalGaps: [NetworkWindow] = []
+    package var signalGaps: [NetworkWindow] = []
     /// The battery: level at the start (0...1), drain per hour while idle and extra drain per hour
     /// while scanning (percentage points).
-    public var batteryStartLevel = 0.8
-    public var idleDrainPercentPerHour = 1.0
-    public var scanDrainPercentPerHour = 3.0
+    package var batteryStartLevel = 0.8
+    package var idleDrainPercentPerHour = 1.0
+    package var scanDrainPercentPerHour = 3.0
 
-    public init(
+    package init(
         latencyMs: Int = 80, networkWindows: [NetworkWindow] = [], lifecycle: [ScheduledLifecycle] = [], clockSkewMs: Int64 = 0,
         phoneLossDb: Double = 0, model: String = "iPhone14,5"
     ) {
@@ -77,17 +77,17 @@ public struct PhoneProfile: Sendable, Hashable, Codable {
         self.model = model
     }
 
-    public func inSignalGap(at t: Int64) -> Bool {
+    package func inSignalGap(at t: Int64) -> Bool {
         signalGaps.contains { t >= $0.from && t < $0.to }
     }
 
-    public func network(at t: Int64) -> NetworkCondition {
+    package func network(at t: Int64) -> NetworkCondition {
         for w in networkWindows where t >= w.from && t < w.to { return w.condition }
         return .online(latencyMs: latencyMs)
     }
 
     /// The next moment after `t` when the network condition may change.
-    public func nextNetworkChange(after t: Int64) -> Int64? {
+    package func nextNetworkChange(after t: Int64) -> Int64? {
         var best: Int64?
         for w in networkWindows {
             for edge in [w.from, w.to] where edge > t { best = min(best ?? edge, edge) }
@@ -97,25 +97,25 @@ public struct PhoneProfile: Sendable, Hashable, Codable {
 }
 
 /// How often the QA matrix's phone troubles occur in a fleet run.
-public struct PhoneMix: Sendable, Hashable, Codable {
+package struct PhoneMix: Sendable, Hashable, Codable {
     /// Share of phones on 2G (600-2,500 ms per request).
-    public var slowNetwork = 0.05
+    package var slowNetwork = 0.05
     /// Share of phones with an offline period, and how long it lasts (seconds).
-    public var offline = 0.05
-    public var offlineSeconds: ClosedRange<Double> = 3_600...(72 * 3_600)
+    package var offline = 0.05
+    package var offlineSeconds: ClosedRange<Double> = 3_600...(72 * 3_600)
     /// Share of phones behind a captive portal, and for how long (seconds).
-    public var captivePortal = 0.03
-    public var captivePortalSeconds: ClosedRange<Double> = 600...3_600
+    package var captivePortal = 0.03
+    package var captivePortalSeconds: ClosedRange<Double> = 600...3_600
     /// Shares of phones whose app is terminated by the OS / force-quit / rebooted once in the run.
-    public var terminated = 0.05
-    public var forceQuit = 0.02
-    public var reboot = 0.02
+    package var terminated = 0.05
+    package var forceQuit = 0.02
+    package var reboot = 0.02
     /// Clock skew range, seconds (most phones are within a second; a few drift).
-    public var maxClockSkewSeconds = 30.0
+    package var maxClockSkewSeconds = 30.0
     /// Each phone's extra radio loss, dB (a case, a bag, a pocket; negative: a phone that reads hot).
-    public var phoneLossDb: ClosedRange<Double> = 0...4
+    package var phoneLossDb: ClosedRange<Double> = 0...4
 
-    public init() {}
+    package init() {}
 
     /// The troubles of a morning rush (`ScheduleKind.morningRush`), scaled to a run of minutes: a few
     /// phones offline for 10-40 s (a lift, a basement car park), captive portals for 10-30 s, slow
@@ -123,7 +123,7 @@ public struct PhoneMix: Sendable, Hashable, Codable {
     /// per day, and one falling in the minute of a phone's approach would be a miss by construction (a
     /// terminated app is relaunched only by the next region or geofence event); the working-days world
     /// keeps them at their daily rate.
-    public static let rush: PhoneMix = {
+    package static let rush: PhoneMix = {
         var m = PhoneMix()
         m.offline = 0.03
         m.offlineSeconds = 10...40
@@ -134,13 +134,13 @@ public struct PhoneMix: Sendable, Hashable, Codable {
         return m
     }()
 
-    public static let quiet: PhoneMix = {
+    package static let quiet: PhoneMix = {
         var m = PhoneMix()
         m.slowNetwork = 0; m.offline = 0; m.captivePortal = 0; m.terminated = 0; m.forceQuit = 0; m.reboot = 0; m.maxClockSkewSeconds = 0
         return m
     }()
 
-    public func profile(start: Int64, durationMs: Int64, random: inout SimulationRandom) -> PhoneProfile {
+    package func profile(start: Int64, durationMs: Int64, random: inout SimulationRandom) -> PhoneProfile {
         var p = PhoneProfile()
         p.latencyMs = random.chance(slowNetwork) ? random.int(600...2_500) : random.int(30...250)
         let end = start + durationMs

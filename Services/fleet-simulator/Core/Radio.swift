@@ -4,45 +4,45 @@ import PresenceKit
 /// Seeded randomness for the simulator: PresenceKit's SplitMix64 plus the few distributions the
 /// world needs. Every device gets its own stream (seed mixed with its index), so a run is the same
 /// whatever order the devices are simulated in.
-public struct SimulationRandom: Sendable {
-    public var generator: SplitMix64
+package struct SimulationRandom: Sendable {
+    package var generator: SplitMix64
 
-    public init(seed: UInt64, stream: UInt64 = 0) {
+    package init(seed: UInt64, stream: UInt64 = 0) {
         var mixer = SplitMix64(seed: seed ^ (stream &* 0x9E37_79B9_7F4A_7C15))
         generator = SplitMix64(seed: mixer.next())
     }
 
     /// Uniform in [0, 1).
-    public mutating func unit() -> Double {
+    package mutating func unit() -> Double {
         Double(generator.next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
     }
 
-    public mutating func uniform(_ range: ClosedRange<Double>) -> Double {
+    package mutating func uniform(_ range: ClosedRange<Double>) -> Double {
         range.lowerBound + unit() * (range.upperBound - range.lowerBound)
     }
 
-    public mutating func chance(_ probability: Double) -> Bool { unit() < probability }
+    package mutating func chance(_ probability: Double) -> Bool { unit() < probability }
 
     /// Standard normal (Box-Muller).
-    public mutating func gaussian() -> Double {
+    package mutating func gaussian() -> Double {
         let u1 = max(unit(), 1e-12), u2 = unit()
         return (-2 * log(u1)).squareRoot() * cos(2 * .pi * u2)
     }
 
-    public mutating func int(_ range: ClosedRange<Int>) -> Int {
+    package mutating func int(_ range: ClosedRange<Int>) -> Int {
         range.lowerBound + Int(generator.next() % UInt64(range.upperBound - range.lowerBound + 1))
     }
 }
 
 /// One ranging callback entry: what iOS reports for one beacon after a second of listening.
-public struct RangedBeacon: Sendable, Hashable {
-    public var beaconIndex: Int
+package struct RangedBeacon: Sendable, Hashable {
+    package var beaconIndex: Int
     /// Mean of the packets heard in that second, rounded; 0 when none was heard (iOS keeps a beacon
     /// it heard recently in the list with RSSI 0).
-    public var rssi: Int
-    public var packetsHeard: Int
+    package var rssi: Int
+    package var packetsHeard: Int
 
-    public init(beaconIndex: Int, rssi: Int, packetsHeard: Int) {
+    package init(beaconIndex: Int, rssi: Int, packetsHeard: Int) {
         self.beaconIndex = beaconIndex
         self.rssi = rssi
         self.packetsHeard = packetsHeard
@@ -52,11 +52,11 @@ public struct RangedBeacon: Sendable, Hashable {
 /// The radio channel between one phone and the beacons of one site: the shadowing state per beacon
 /// (spatially correlated: it changes as the phone moves, not while it stands still) and the last time
 /// each beacon was heard.
-public struct RadioChannel: Sendable {
-    public let site: SiteLayout
-    public let radio: RadioParameters
+package struct RadioChannel: Sendable {
+    package let site: SiteLayout
+    package let radio: RadioParameters
     /// Extra loss of this phone (in a bag, a pocket, a case), dB; negative for a phone that reads hot.
-    public let phoneLossDb: Double
+    package let phoneLossDb: Double
     var shadow: [Double]
     var lastHeardAt: [Int64]
     /// Fractional advertising phase per beacon, so 1.43 packets a second come out as 1, 1, 2, 1, 2...
@@ -65,10 +65,10 @@ public struct RadioChannel: Sendable {
     var shadowAt: Point?
 
     /// iOS lists a beacon with RSSI 0 for a few seconds after it was last heard.
-    public static let zeroListingMs: Int64 = 5_000
+    package static let zeroListingMs: Int64 = 5_000
 
     /// `radio` is the world's; a site with its own (`SiteLayout.radio`) uses that instead.
-    public init(site: SiteLayout, radio: RadioParameters, phoneLossDb: Double, random: inout SimulationRandom) {
+    package init(site: SiteLayout, radio: RadioParameters, phoneLossDb: Double, random: inout SimulationRandom) {
         self.site = site
         let radio = site.radio ?? radio
         self.radio = radio
@@ -80,7 +80,7 @@ public struct RadioChannel: Sendable {
 
     /// Mean RSSI of `beacon` for a person at `here` (position, facing, the spot's own extra loss),
     /// without shadowing or fading: path loss, the beacon's calibration error, body, wall and phone losses.
-    public func meanRssi(beacon: BeaconPlacement, at here: Whereabouts) -> Double {
+    package func meanRssi(beacon: BeaconPlacement, at here: Whereabouts) -> Double {
         let position = here.position
         let flat = position.distance(to: beacon.position)
         let h = radio.beaconHeightAbovePhoneMeters
@@ -109,7 +109,7 @@ public struct RadioChannel: Sendable {
     }
 
     /// Is any beacon of the site possibly audible from `position`?
-    public func anyBeaconAudible(from position: Point) -> Bool {
+    package func anyBeaconAudible(from position: Point) -> Bool {
         let spread = radio.upperSpreadDb
         return site.beacons.contains {
             position.distance(to: $0.position) <= radio.maxRangeMeters
@@ -119,7 +119,7 @@ public struct RadioChannel: Sendable {
 
     /// One second of listening ending at `now`: the packets each beacon sent, each lost or received
     /// with shadowing and fading; the ranging callback averages what was heard.
-    public mutating func listen(at now: Int64, here: Whereabouts, random: inout SimulationRandom) -> [RangedBeacon] {
+    package mutating func listen(at now: Int64, here: Whereabouts, random: inout SimulationRandom) -> [RangedBeacon] {
         var out: [RangedBeacon] = []
         let moved = shadowAt.map { here.position.distance(to: $0) } ?? .infinity
         let rho = moved.isInfinite ? 0 : exp(-moved / max(radio.shadowingDecorrelationMeters, 0.01))
@@ -159,5 +159,5 @@ public struct RadioChannel: Sendable {
     }
 
     /// When any beacon of the site was last heard (region monitoring's witness).
-    public var lastHeardAnyAt: Int64 { lastHeardAt.max() ?? Int64.min / 4 }
+    package var lastHeardAnyAt: Int64 { lastHeardAt.max() ?? Int64.min / 4 }
 }

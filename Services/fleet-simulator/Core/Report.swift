@@ -1,26 +1,26 @@
 import Foundation
 
 /// The final report of a run, written as JSON and as an HTML page.
-public struct FleetReport: Sendable, Codable {
+package struct FleetReport: Sendable, Codable {
     /// What the detection latency's p99 is held to in the tests while the 15 s target is not reached:
     /// arrivals whose phone stays under the enter threshold at the door are confirmed by dwell, at the
     /// desk (PresenceKit README, "What the sweep shows").
-    public static let detectionLatencyP99FloorSeconds = 120.0
+    package static let detectionLatencyP99FloorSeconds = 120.0
 
-    public struct Parameters: Sendable, Codable {
-        public var mode: String
-        public var devices: Int
-        public var visitors: Int
-        public var sites: Int
-        public var durationHours: Double
-        public var seed: UInt64
+    package struct Parameters: Sendable, Codable {
+        package var mode: String
+        package var devices: Int
+        package var visitors: Int
+        package var sites: Int
+        package var durationHours: Double
+        package var seed: UInt64
         /// `days` (working days) or `rush` (a morning rush compressed into the run).
-        public var schedule: String
-        public var gateway: String?
+        package var schedule: String
+        package var gateway: String?
 
         /// `mode`: `detection-only` (virtual time, as fast as the machine goes, in-process server) or
         /// `real-stack` (real time against the services at `gateway`).
-        public init(mode: String, plan: FleetPlan, gateway: String? = nil) {
+        package init(mode: String, plan: FleetPlan, gateway: String? = nil) {
             self.mode = mode
             devices = plan.devicePeople.count
             visitors = plan.people.count - devices
@@ -33,108 +33,108 @@ public struct FleetReport: Sendable, Codable {
     }
 
     /// Detection and delivery figures of one site.
-    public struct SiteRow: Sendable, Codable {
-        public var siteId: String
-        public var devices: Int
-        public var arrivals: Int
-        public var matchedArrivals: Int
-        public var checkIns: Int
-        public var falseCheckIns: Int
-        public var eventsPosted: Int
-        public var eventsAtServer: Int
-        public var sloGood: Int
-        public var sloEvents: Int
+    package struct SiteRow: Sendable, Codable {
+        package var siteId: String
+        package var devices: Int
+        package var arrivals: Int
+        package var matchedArrivals: Int
+        package var checkIns: Int
+        package var falseCheckIns: Int
+        package var eventsPosted: Int
+        package var eventsAtServer: Int
+        package var sloGood: Int
+        package var sloEvents: Int
         /// The telemetry aggregator's count for the site (`/v1/slo`), when the run asked it.
-        public var serverSLOGood: Int64?
-        public var serverSLOEvents: Int64?
+        package var serverSLOGood: Int64?
+        package var serverSLOEvents: Int64?
     }
 
     /// The SLO as the telemetry aggregator reports it for this run's sites (`GET /v1/slo?site=`, the
     /// 30-day window: the sites are new, so it holds exactly this run's events).
-    public struct ServerSLO: Sendable, Codable {
-        public var source: String
-        public var good: Int64
-        public var total: Int64
-        public var compliance: Double { total == 0 ? 1 : Double(good) / Double(total) }
+    package struct ServerSLO: Sendable, Codable {
+        package var source: String
+        package var good: Int64
+        package var total: Int64
+        package var compliance: Double { total == 0 ? 1 : Double(good) / Double(total) }
 
-        public init(source: String, good: Int64, total: Int64) {
+        package init(source: String, good: Int64, total: Int64) {
             self.source = source
             self.good = good
             self.total = total
         }
     }
 
-    public struct Delivery: Sendable, Codable {
-        public var eventsPosted = 0
-        public var eventsWithFinalVerdict = 0
-        public var undeliveredAtEnd = 0
+    package struct Delivery: Sendable, Codable {
+        package var eventsPosted = 0
+        package var eventsWithFinalVerdict = 0
+        package var undeliveredAtEnd = 0
         /// Rows the server holds for this run's devices.
-        public var serverEvents = 0
+        package var serverEvents = 0
         /// Events a device wrote to its outbox that the server does not hold.
-        public var lost = 0
+        package var lost = 0
         /// Server rows beyond one per idempotency key or receipt (must be 0).
-        public var duplicated = 0
+        package var duplicated = 0
         /// Server rows no device of this run wrote.
-        public var unexpected = 0
+        package var unexpected = 0
         /// Every attempt's status (or timeout / offline / captive_portal / transport_error).
-        public var attemptStatuses: [String: Int] = [:]
-        public var finalStatuses: [String: Int] = [:]
-        public var launches = 0
+        package var attemptStatuses: [String: Int] = [:]
+        package var finalStatuses: [String: Int] = [:]
+        package var launches = 0
         /// Events of each site the server holds (by the site the device named).
-        public var serverEventsBySite: [String: Int] = [:]
+        package var serverEventsBySite: [String: Int] = [:]
         /// Telemetry records the devices uploaded, and those still on the phones at the end.
-        public var telemetryUploaded = 0
-        public var telemetryPending = 0
+        package var telemetryUploaded = 0
+        package var telemetryPending = 0
 
-        public init() {}
+        package init() {}
     }
 
-    public struct Throughput: Sendable, Codable {
-        public var wallSeconds = 0.0
-        public var virtualSeconds = 0.0
-        public var eventsPerWallSecond = 0.0
-        public var deviceDaysPerWallSecond = 0.0
+    package struct Throughput: Sendable, Codable {
+        package var wallSeconds = 0.0
+        package var virtualSeconds = 0.0
+        package var eventsPerWallSecond = 0.0
+        package var deviceDaysPerWallSecond = 0.0
         /// Wall time from an event's first attempt to its final verdict (real stack), ms.
-        public var wallLatencyMs = Percentiles([])
-        public var peakResidentBytes: Int64 = 0
-        public var residentBytesPerDevice = 0.0
-        public var maxOutboxFileBytes: Int64 = 0
+        package var wallLatencyMs = Percentiles([])
+        package var peakResidentBytes: Int64 = 0
+        package var residentBytesPerDevice = 0.0
+        package var maxOutboxFileBytes: Int64 = 0
 
-        public init() {}
+        package init() {}
     }
 
-    public struct Target: Sendable, Codable {
-        public var name: String
-        public var target: String
-        public var actual: String
-        public var met: Bool
+    package struct Target: Sendable, Codable {
+        package var name: String
+        package var target: String
+        package var actual: String
+        package var met: Bool
     }
 
-    public struct Timeline: Sendable, Codable {
-        public struct Mark: Sendable, Codable {
-            public var kind: String
-            public var at: Int64
+    package struct Timeline: Sendable, Codable {
+        package struct Mark: Sendable, Codable {
+            package var kind: String
+            package var at: Int64
         }
 
-        public var person: Int
-        public var kind: String
-        public var truth: [Mark]
-        public var detected: [Mark]
+        package var person: Int
+        package var kind: String
+        package var truth: [Mark]
+        package var detected: [Mark]
     }
 
-    public var parameters: Parameters
-    public var score: Score
-    public var delivery: Delivery
-    public var throughput: Throughput
-    public var targets: [Target]
+    package var parameters: Parameters
+    package var score: Score
+    package var delivery: Delivery
+    package var throughput: Throughput
+    package var targets: [Target]
     /// Detection latency histogram: count per whole second 0...30 (the last bucket holds the rest).
-    public var detectionLatencyHistogram: [Int]
-    public var timelines: [Timeline]
-    public var start: Int64
-    public var sites: [SiteRow]
-    public var serverSLO: ServerSLO?
+    package var detectionLatencyHistogram: [Int]
+    package var timelines: [Timeline]
+    package var start: Int64
+    package var sites: [SiteRow]
+    package var serverSLO: ServerSLO?
 
-    public init(
+    package init(
         parameters: Parameters, plan: FleetPlan, devices: [DeviceResult], delivery: Delivery, throughput: Throughput
     ) {
         self.parameters = parameters
@@ -188,7 +188,7 @@ public struct FleetReport: Sendable, Codable {
 
     /// Adds the telemetry aggregator's view of the SLO (per site and in all), and the target that it
     /// agrees with the run's own.
-    public mutating func compare(withServer server: ServerSLO, bySite: [String: (good: Int64, total: Int64)]) {
+    package mutating func compare(withServer server: ServerSLO, bySite: [String: (good: Int64, total: Int64)]) {
         serverSLO = server
         for index in sites.indices {
             guard let counts = bySite[sites[index].siteId] else { continue }
@@ -199,7 +199,7 @@ public struct FleetReport: Sendable, Codable {
     }
 
     /// How far apart the run's SLO and the server's may be (percentage points, as a fraction).
-    public static let sloAgreement = 0.005
+    package static let sloAgreement = 0.005
 
     static func targets(score: Score, delivery: Delivery, throughput: Throughput, parameters: Parameters, serverSLO: ServerSLO?) -> [Target]
     {
@@ -240,7 +240,7 @@ public struct FleetReport: Sendable, Codable {
         return t
     }
 
-    public var headline: String {
+    package var headline: String {
         let s = score
         func pct(_ v: Double) -> String { String(format: "%.2f%%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1fs", $0) } ?? "n/a" }
@@ -270,7 +270,7 @@ public struct FleetReport: Sendable, Codable {
             """
     }
 
-    public func json() throws -> String {
+    package func json() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -281,7 +281,7 @@ public struct FleetReport: Sendable, Codable {
 extension FleetReport.Delivery {
     /// The delivery figures from what the devices did and what the server holds: `serverKeys` counts
     /// the server's rows per idempotency key, `duplicateReceipts` the rows beyond one per receipt id.
-    public init(devices: [DeviceResult], serverKeys: [String: Int], duplicateReceipts: Int = 0) {
+    package init(devices: [DeviceResult], serverKeys: [String: Int], duplicateReceipts: Int = 0) {
         self.init()
         var posted = Set<String>()
         for device in devices {
@@ -307,7 +307,7 @@ extension FleetReport.Delivery {
     }
 
     /// Delivery figures against the in-process server (one row per key by construction).
-    public static func inProcess(devices: [DeviceResult], server: InProcessServer) -> FleetReport.Delivery {
+    package static func inProcess(devices: [DeviceResult], server: InProcessServer) -> FleetReport.Delivery {
         FleetReport.Delivery(devices: devices, serverKeys: Dictionary(server.events.map { ($0.key, 1) }, uniquingKeysWith: +))
     }
 }

@@ -2,25 +2,25 @@ import Foundation
 import PresenceKit
 
 /// One row of the QA matrix (`Scenario.all`): a world, people and phones, and the outcome expected.
-public struct Scenario: Sendable {
-    public var name: String
-    public var summary: String
-    public var options: FleetOptions
+package struct Scenario: Sendable {
+    package var name: String
+    package var summary: String
+    package var options: FleetOptions
     /// Phone troubles every device of the scenario gets (on top of the plan's own profile).
-    public var phone: @Sendable (_ start: Int64, _ profile: PhoneProfile) -> PhoneProfile
-    public var config: @Sendable (PresenceConfig) -> PresenceConfig
+    package var phone: @Sendable (_ start: Int64, _ profile: PhoneProfile) -> PhoneProfile
+    package var config: @Sendable (PresenceConfig) -> PresenceConfig
     /// Returns what is wrong with the outcome (empty: passed).
-    public var expect: @Sendable (FleetReport) -> [String]
+    package var expect: @Sendable (FleetReport) -> [String]
 
-    public struct Outcome: Sendable {
-        public var scenario: String
-        public var report: FleetReport
-        public var failures: [String]
-        public var passed: Bool { failures.isEmpty }
+    package struct Outcome: Sendable {
+        package var scenario: String
+        package var report: FleetReport
+        package var failures: [String]
+        package var passed: Bool { failures.isEmpty }
     }
 
     /// Runs the scenario in virtual time against the in-process server.
-    public func run(outboxDirectory: String) async throws -> Outcome {
+    package func run(outboxDirectory: String) async throws -> Outcome {
         var plan = FleetPlan(options: options)
         for (index, profile) in plan.profiles { plan.profiles[index] = phone(options.start, profile) }
         let server = InProcessServer()
@@ -136,7 +136,7 @@ extension Scenario {
     }
 
     /// The QA matrix, each row with the detection targets it must meet.
-    public static let all: [Scenario] = [
+    package static let all: [Scenario] = [
         make(
             "default-world", "the default world and phone mix: employees, walk-pasts, gate standers, visitors, network and app troubles",
             devices: 2_000,
@@ -302,5 +302,5 @@ extension Scenario {
             expect: { r in Expect.detection(r) + Expect.rightGate(r, atLeast: Expect.sixMetreGatesFloor) }),
     ]
 
-    public static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
+    package static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
 }

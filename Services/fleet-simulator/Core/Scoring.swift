@@ -1,14 +1,14 @@
 import Foundation
 
 /// Percentiles of a sample (nearest rank on the sorted values).
-public struct Percentiles: Sendable, Hashable, Codable {
-    public var count: Int
-    public var p50: Double?
-    public var p90: Double?
-    public var p99: Double?
-    public var max: Double?
+package struct Percentiles: Sendable, Hashable, Codable {
+    package var count: Int
+    package var p50: Double?
+    package var p90: Double?
+    package var p99: Double?
+    package var max: Double?
 
-    public init(_ values: [Double]) {
+    package init(_ values: [Double]) {
         let sorted = values.sorted()
         count = sorted.count
         func q(_ p: Double) -> Double? {
@@ -24,55 +24,55 @@ public struct Percentiles: Sendable, Hashable, Codable {
 }
 
 /// Detection quality against the ground truth, and delivery figures, for a set of devices.
-public struct Score: Sendable, Hashable, Codable {
-    public var arrivals = 0
-    public var departures = 0
-    public var checkIns = 0
-    public var checkOuts = 0
-    public var heartbeats = 0
-    public var matchedArrivals = 0
-    public var falseCheckIns = 0
+package struct Score: Sendable, Hashable, Codable {
+    package var arrivals = 0
+    package var departures = 0
+    package var checkIns = 0
+    package var checkOuts = 0
+    package var heartbeats = 0
+    package var matchedArrivals = 0
+    package var falseCheckIns = 0
     /// Check-ins beyond the first for one arrival (a second session opened for the same visit).
-    public var repeatedCheckIns = 0
-    public var matchedDepartures = 0
+    package var repeatedCheckIns = 0
+    package var matchedDepartures = 0
     /// Matched departures whose check-out time is within `checkOutToleranceMs` of the true one.
-    public var accurateCheckOuts = 0
+    package var accurateCheckOuts = 0
     /// Check-outs while the person was really inside (no departure near them) that end a session
     /// opened by a matched check-in: a real session cut short.
-    public var falseCheckOuts = 0
+    package var falseCheckOuts = 0
     /// Check-outs that close a session whose check-in was itself false (a walk-past counted as an
     /// arrival, closed when the person leaves the geofence). Not counted again as false check-outs: the
     /// error is the check-in, already in `falseCheckIns`.
-    public var checkOutsOfFalseSessions = 0
+    package var checkOutsOfFalseSessions = 0
     /// Matched check-ins naming the gate the person really came through.
-    public var rightGateCheckIns = 0
+    package var rightGateCheckIns = 0
     /// False check-ins by who made them (`walk_past`, `runner`, `pavement_stopper`, `employee`, ...).
-    public var falseCheckInsByKind: [String: Int] = [:]
-    public var checkInRecall = 0.0
-    public var checkInPrecision = 0.0
-    public var checkOutRecall = 0.0
-    public var checkOutAccuracy = 0.0
+    package var falseCheckInsByKind: [String: Int] = [:]
+    package var checkInRecall = 0.0
+    package var checkInPrecision = 0.0
+    package var checkOutRecall = 0.0
+    package var checkOutAccuracy = 0.0
     /// Share of matched check-ins that name the right gate.
-    public var rightGateShare = 0.0
+    package var rightGateShare = 0.0
     /// Arrival at the doorway to the check-in decision, virtual seconds.
-    public var detectionLatencySeconds = Percentiles([])
+    package var detectionLatencySeconds = Percentiles([])
     /// Every value behind `detectionLatencySeconds`, so that scores can be pooled (not in the JSON).
-    public var detectionLatencies: [Double] = []
+    package var detectionLatencies: [Double] = []
     /// The event's own time (as the phone stamped it) to its accepting verdict (201/200), seconds: the
     /// quantity the telemetry aggregator's trigger-to-verdict latency measures, for every event.
-    public var triggerToVerdictSeconds = Percentiles([])
+    package var triggerToVerdictSeconds = Percentiles([])
     /// The check-out's own time minus the true departure, seconds.
-    public var checkOutTimeErrorSeconds = Percentiles([])
+    package var checkOutTimeErrorSeconds = Percentiles([])
     /// Decision to the accepting verdict (201/200) of every event, virtual seconds.
-    public var decisionToVerdictSeconds = Percentiles([])
+    package var decisionToVerdictSeconds = Percentiles([])
     /// The SLO as the server counts it: 99 % of events reach the server within 5 minutes of their own
     /// time (first receipt minus the event's timestamp); an event that never arrived is bad.
-    public var sloWithin5Minutes = 0.0
-    public var sloEvents = 0
-    public var sloGoodEvents = 0
-    public var missedArrivalsSample: [String] = []
+    package var sloWithin5Minutes = 0.0
+    package var sloEvents = 0
+    package var sloGoodEvents = 0
+    package var missedArrivalsSample: [String] = []
     /// Up to 20 false check-ins: who, when, and the person's true passes around it.
-    public var falseCheckInsSample: [String] = []
+    package var falseCheckInsSample: [String] = []
 
     enum CodingKeys: String, CodingKey {
         case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
@@ -82,17 +82,17 @@ public struct Score: Sendable, Hashable, Codable {
         case sloWithin5Minutes, sloEvents, sloGoodEvents, missedArrivalsSample, falseCheckInsSample
     }
 
-    public static let arrivalWindowBeforeMs: Int64 = 30_000
-    public static let arrivalWindowAfterMs: Int64 = 300_000
-    public static let departureWindowBeforeMs: Int64 = 60_000
-    public static let departureWindowAfterMs: Int64 = 900_000
-    public static let checkOutToleranceMs: Int64 = 180_000
+    package static let arrivalWindowBeforeMs: Int64 = 30_000
+    package static let arrivalWindowAfterMs: Int64 = 300_000
+    package static let departureWindowBeforeMs: Int64 = 60_000
+    package static let departureWindowAfterMs: Int64 = 900_000
+    package static let checkOutToleranceMs: Int64 = 180_000
 
-    public init() {}
+    package init() {}
 
     /// Scores the true passes inside `window`, leaving out a pass within `edgeMs` of either end (the
     /// device could not have seen all of it).
-    public init(people: [Person], devices: [DeviceResult], window: Range<Int64>? = nil, edgeMs: Int64 = 300_000) {
+    package init(people: [Person], devices: [DeviceResult], window: Range<Int64>? = nil, edgeMs: Int64 = 300_000) {
         self.init()
         let counted: (TruthEvent) -> Bool = { e in
             guard let window else { return true }

@@ -3,7 +3,7 @@ import PresenceKit
 
 /// A family of worlds a sweep draws from. Every world draws every radio and people parameter from the
 /// sweep's full ranges (`SweepRanges`); its class narrows the one it is named after.
-public enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
+package enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
     /// Corridors and halls where signals carry: path-loss exponent 1.6-2.2.
     case openSpace = "open-space"
     /// An ordinary office: exponent 2.2-2.8.
@@ -17,47 +17,47 @@ public enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
 }
 
 /// The ranges a sweep draws its worlds from.
-public struct SweepRanges: Sendable, Hashable, Codable {
-    public var pathLossExponent: ClosedRange<Double> = 1.6...3.5
+package struct SweepRanges: Sendable, Hashable, Codable {
+    package var pathLossExponent: ClosedRange<Double> = 1.6...3.5
     /// Each beacon transmits up to this much above or below its calibrated 1 m power, dB.
-    public var beaconTxErrorDb: Double = 4
+    package var beaconTxErrorDb: Double = 4
     /// Each phone's extra loss, dB: -6 (reads 6 dB hot) ... 8 (reads 8 dB cold).
-    public var phoneLossDb: ClosedRange<Double> = -6...8
-    public var shadowingSigmaDb: ClosedRange<Double> = 4...8
-    public var shadowingDecorrelationMeters: ClosedRange<Double> = 1...5
+    package var phoneLossDb: ClosedRange<Double> = -6...8
+    package var shadowingSigmaDb: ClosedRange<Double> = 4...8
+    package var shadowingDecorrelationMeters: ClosedRange<Double> = 1...5
     /// Rician K-factor when the site has a direct path; a third of the sites are Rayleigh.
-    public var ricianKFactorDb: ClosedRange<Double> = 0...10
-    public var rayleighShare = 1.0 / 3
-    public var bodyAttenuationDb: ClosedRange<Double> = 6...12
+    package var ricianKFactorDb: ClosedRange<Double> = 0...10
+    package var rayleighShare = 1.0 / 3
+    package var bodyAttenuationDb: ClosedRange<Double> = 6...12
     /// The front wall between a phone inside and the gate beacon: a glass front to concrete, dB.
-    public var wallAttenuationDb: ClosedRange<Double> = 3...20
-    public var advertisingIntervalMs: ClosedRange<Int> = 100...1_000
-    public var packetLoss: ClosedRange<Double> = 0.05...0.15
-    public var gateSpacingMeters: ClosedRange<Double> = 4...12
-    public var gates: ClosedRange<Int> = 1...3
-    public var deskDepth: ClosedRange<Double> = 2...70
-    public var shadowedDeskShare = 0.15
-    public var pavementDistance: ClosedRange<Double> = 1...10
-    public var passerSpeed: ClosedRange<Double> = 0.8...2
-    public var walkSpeed: ClosedRange<Double> = 0.7...2
+    package var wallAttenuationDb: ClosedRange<Double> = 3...20
+    package var advertisingIntervalMs: ClosedRange<Int> = 100...1_000
+    package var packetLoss: ClosedRange<Double> = 0.05...0.15
+    package var gateSpacingMeters: ClosedRange<Double> = 4...12
+    package var gates: ClosedRange<Int> = 1...3
+    package var deskDepth: ClosedRange<Double> = 2...70
+    package var shadowedDeskShare = 0.15
+    package var pavementDistance: ClosedRange<Double> = 1...10
+    package var passerSpeed: ClosedRange<Double> = 0.8...2
+    package var walkSpeed: ClosedRange<Double> = 0.7...2
 
-    public init() {}
+    package init() {}
 }
 
 /// One world of a sweep: what was drawn, and how to build its plan.
-public struct SweepWorld: Sendable, Encodable {
-    public var index: Int
-    public var worldClass: WorldClass
-    public var seed: UInt64
+package struct SweepWorld: Sendable, Encodable {
+    package var index: Int
+    package var worldClass: WorldClass
+    package var seed: UInt64
     /// The site's radio: path loss, shadowing, fading, body, wall, packet loss.
-    public var radio: RadioParameters
-    public var gates: Int
-    public var gateSpacingMeters: Double
-    public var advertisingIntervalsMs: [Int]
-    public var beaconTxErrorsDb: [Double]
+    package var radio: RadioParameters
+    package var gates: Int
+    package var gateSpacingMeters: Double
+    package var advertisingIntervalsMs: [Int]
+    package var beaconTxErrorsDb: [Double]
 
     /// World `index` of a sweep seeded `seed`: its class is the index's turn in `WorldClass.allCases`.
-    public init(index: Int, seed: UInt64, ranges: SweepRanges) {
+    package init(index: Int, seed: UInt64, ranges: SweepRanges) {
         self.index = index
         worldClass = WorldClass.allCases[index % WorldClass.allCases.count]
         self.seed = seed &+ UInt64(index) &* 0x9E37_79B9
@@ -94,7 +94,7 @@ public struct SweepWorld: Sendable, Encodable {
     }
 
     /// One site with this world's gates and radio, and `people` people of a working day.
-    public func plan(people: Int, ranges: SweepRanges) -> FleetPlan {
+    package func plan(people: Int, ranges: SweepRanges) -> FleetPlan {
         var o = FleetOptions()
         o.devices = people
         o.sites = 1
@@ -131,30 +131,30 @@ public struct SweepWorld: Sendable, Encodable {
 }
 
 /// Detection figures of a set of worlds, pooled: counts add up, latencies are one sample.
-public struct SweepFigures: Sendable, Encodable {
-    public var worlds = 0
-    public var arrivals = 0
-    public var matchedArrivals = 0
-    public var checkIns = 0
-    public var falseCheckIns = 0
-    public var repeatedCheckIns = 0
-    public var falseCheckInsByKind: [String: Int] = [:]
-    public var falseCheckOuts = 0
-    public var departures = 0
-    public var accurateCheckOuts = 0
-    public var rightGateCheckIns = 0
-    public var detectionLatencySeconds = Percentiles([])
+package struct SweepFigures: Sendable, Encodable {
+    package var worlds = 0
+    package var arrivals = 0
+    package var matchedArrivals = 0
+    package var checkIns = 0
+    package var falseCheckIns = 0
+    package var repeatedCheckIns = 0
+    package var falseCheckInsByKind: [String: Int] = [:]
+    package var falseCheckOuts = 0
+    package var departures = 0
+    package var accurateCheckOuts = 0
+    package var rightGateCheckIns = 0
+    package var detectionLatencySeconds = Percentiles([])
     /// A few missed arrivals and false check-ins, to look into.
-    public var missedSample: [String] = []
-    public var falseSample: [String] = []
+    package var missedSample: [String] = []
+    package var falseSample: [String] = []
     var latencies: [Double] = []
 
-    public init() {}
+    package init() {}
 
-    public var recall: Double { arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals) }
-    public var precision: Double { checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns) }
-    public var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
-    public var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
+    package var recall: Double { arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals) }
+    package var precision: Double { checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns) }
+    package var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
+    package var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
 
     /// One world's figures.
     init(_ s: Score) {
@@ -181,7 +181,7 @@ public struct SweepFigures: Sendable, Encodable {
         case missedSample, falseSample
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(worlds, forKey: .worlds)
         try c.encode(arrivals, forKey: .arrivals)
@@ -206,39 +206,39 @@ public struct SweepFigures: Sendable, Encodable {
 
 /// The outcome of a sweep: each world's figures, each class pooled with its worst world, the whole
 /// sweep pooled, and the targets checked.
-public struct SweepReport: Sendable, Encodable {
-    public struct WorldRow: Sendable, Encodable {
-        public var world: SweepWorld
-        public var figures: SweepFigures
+package struct SweepReport: Sendable, Encodable {
+    package struct WorldRow: Sendable, Encodable {
+        package var world: SweepWorld
+        package var figures: SweepFigures
     }
 
-    public struct ClassRow: Sendable, Encodable {
-        public var worldClass: WorldClass
-        public var figures: SweepFigures
+    package struct ClassRow: Sendable, Encodable {
+        package var worldClass: WorldClass
+        package var figures: SweepFigures
         /// Index of the world with the worst of each figure (`recall`, `precision`, `falseCheckOuts`,
         /// `checkOutAccuracy`, `rightGate`, `latencyP99`).
-        public var worst: [String: Int]
+        package var worst: [String: Int]
     }
 
-    public struct Target: Sendable, Encodable {
-        public var name: String
-        public var met: Bool
-        public var detail: String
+    package struct Target: Sendable, Encodable {
+        package var name: String
+        package var met: Bool
+        package var detail: String
     }
 
-    public var worlds: [WorldRow]
-    public var classes: [ClassRow]
-    public var total: SweepFigures
-    public var targets: [Target]
-    public var peoplePerWorld: Int
-    public var seed: UInt64
-    public var wallSeconds: Double
+    package var worlds: [WorldRow]
+    package var classes: [ClassRow]
+    package var total: SweepFigures
+    package var targets: [Target]
+    package var peoplePerWorld: Int
+    package var seed: UInt64
+    package var wallSeconds: Double
     /// The PresenceKit configuration swept: `library defaults` or the file given.
-    public var configuration: String
+    package var configuration: String
 
-    public var allTargetsMet: Bool { targets.allSatisfy(\.met) }
+    package var allTargetsMet: Bool { targets.allSatisfy(\.met) }
 
-    public init(worlds: [WorldRow], peoplePerWorld: Int, seed: UInt64, wallSeconds: Double, configuration: String) {
+    package init(worlds: [WorldRow], peoplePerWorld: Int, seed: UInt64, wallSeconds: Double, configuration: String) {
         self.worlds = worlds
         self.peoplePerWorld = peoplePerWorld
         self.seed = seed
@@ -310,7 +310,7 @@ public struct SweepReport: Sendable, Encodable {
     }
 
     /// The report as the terminal shows it.
-    public var text: String {
+    package var text: String {
         func pct(_ v: Double) -> String { String(format: "%6.2f%%", v * 100) }
         func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
         var lines: [String] = []
@@ -355,7 +355,7 @@ public struct SweepReport: Sendable, Encodable {
         return lines.joined(separator: "\n")
     }
 
-    public func write(to directory: String, name: String = "sweep") throws -> (json: String, html: String) {
+    package func write(to directory: String, name: String = "sweep") throws -> (json: String, html: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -388,21 +388,21 @@ extension SweepFigures {
 
 /// Runs a sweep: `worlds` seeded worlds, each a working day of `people` people on one site, every
 /// phone running PresenceKit with `config`, scored against the truth.
-public struct DetectionSweep: Sendable {
-    public var worlds: Int
-    public var people: Int
-    public var seed: UInt64
-    public var ranges = SweepRanges()
-    public var config = PresenceConfig()
-    public var configurationName = "library defaults"
+package struct DetectionSweep: Sendable {
+    package var worlds: Int
+    package var people: Int
+    package var seed: UInt64
+    package var ranges = SweepRanges()
+    package var config = PresenceConfig()
+    package var configurationName = "library defaults"
 
-    public init(worlds: Int, people: Int, seed: UInt64) {
+    package init(worlds: Int, people: Int, seed: UInt64) {
         self.worlds = worlds
         self.people = people
         self.seed = seed
     }
 
-    public func run(outboxDirectory: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> SweepReport {
+    package func run(outboxDirectory: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> SweepReport {
         let started = ContinuousClock.now
         var rows: [SweepReport.WorldRow] = []
         for i in 0..<worlds {

@@ -3,8 +3,8 @@ import PresenceKit
 
 /// A recorded trace: what a field engineer's phone observed, one observation a line (README.md of
 /// the fleet simulator documents the format).
-public struct Trace: Sendable {
-    public enum Observation: Sendable, Hashable {
+package struct Trace: Sendable {
+    package enum Observation: Sendable, Hashable {
         case site(id: String, uuid: String, major: UInt16?)
         case rssi(BeaconIdentity, Int)
         case motion(MotionActivity)
@@ -15,18 +15,18 @@ public struct Trace: Sendable {
         case app(String)
     }
 
-    public struct Line: Sendable, Hashable {
-        public var number: Int
-        public var at: Timestamp
-        public var observation: Observation
+    package struct Line: Sendable, Hashable {
+        package var number: Int
+        package var at: Timestamp
+        package var observation: Observation
     }
 
-    public var lines: [Line]
+    package var lines: [Line]
 
-    public static let header = "timestamp,event,target,value"
+    package static let header = "timestamp,event,target,value"
 
     /// Parses the CSV text; the first problem stops it with the line number and the line.
-    public static func parse(_ text: String) throws(TraceError) -> Trace {
+    package static func parse(_ text: String) throws(TraceError) -> Trace {
         var lines: [Line] = []
         var sawHeader = false
         var number = 0
@@ -128,7 +128,7 @@ public struct Trace: Sendable {
         return Trace(lines: lines)
     }
 
-    public static func parseTime(_ s: String) -> Timestamp? {
+    package static func parseTime(_ s: String) -> Timestamp? {
         if let ms = Int64(s) { return Timestamp(millisecondsSinceEpoch: ms) }
         let iso = ISO8601DateFormatter()
         iso.formatOptions = s.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
@@ -137,12 +137,12 @@ public struct Trace: Sendable {
     }
 }
 
-public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var line: Int
-    public var text: String
-    public var message: String
+package struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var line: Int
+    package var text: String
+    package var message: String
 
-    public var description: String { "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" }
+    package var description: String { "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" }
 }
 
 /// Feeds a trace through PresenceKit as a phone would and collects the decisions:
@@ -153,44 +153,44 @@ public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
 ///   (default: the last line plus `defaultTail`), and a decision carries the moment it was made, to the
 ///   millisecond;
 /// - a reading of a beacon that no `site` line claims is an error naming its line.
-public enum TraceReplay {
+package enum TraceReplay {
     /// How long after the last line timers still run when no end is given: the soft-exit grace
     /// (3 minutes by default) and the exit confirmation that follows it fit.
-    public static let defaultTailMs: Int64 = 600_000
+    package static let defaultTailMs: Int64 = 600_000
 
-    public struct Options: Sendable {
-        public var feedAllReadings = false
+    package struct Options: Sendable {
+        package var feedAllReadings = false
         /// When the replay ends (timers due up to then fire); nil: the last line plus `defaultTailMs`.
-        public var end: Timestamp?
+        package var end: Timestamp?
 
-        public init(feedAllReadings: Bool = false, end: Timestamp? = nil) {
+        package init(feedAllReadings: Bool = false, end: Timestamp? = nil) {
             self.feedAllReadings = feedAllReadings
             self.end = end
         }
     }
 
-    public struct Decision: Sendable, Codable, Hashable {
-        public var type: String
-        public var timestamp: String
-        public var decidedAt: String
-        public var siteId: String
-        public var beacon: String
-        public var reason: String
-        public var sessionKey: String
-        public var rssiSeries: [Int]
+    package struct Decision: Sendable, Codable, Hashable {
+        package var type: String
+        package var timestamp: String
+        package var decidedAt: String
+        package var siteId: String
+        package var beacon: String
+        package var reason: String
+        package var sessionKey: String
+        package var rssiSeries: [Int]
     }
 
-    public struct Output: Sendable, Codable {
-        public var observations: Int
+    package struct Output: Sendable, Codable {
+        package var observations: Int
         /// Readings that came while the library was not scanning (not fed, unless `feedAllReadings`).
-        public var readingsWhileNotScanning: Int
-        public var endedAt: String
-        public var decisions: [Decision]
-        public var finalPhase: String
-        public var notifications: [String]
+        package var readingsWhileNotScanning: Int
+        package var endedAt: String
+        package var decisions: [Decision]
+        package var finalPhase: String
+        package var notifications: [String]
     }
 
-    public static func run(_ trace: Trace, config: PresenceConfig, options: Options = Options()) throws -> Output {
+    package static func run(_ trace: Trace, config: PresenceConfig, options: Options = Options()) throws -> Output {
         var sites: [String: (uuid: String, major: UInt16?)] = [:]
         var order: [String] = []
         for line in trace.lines {
@@ -289,7 +289,7 @@ public enum TraceReplay {
             finalPhase: agent.machine.phase.rawValue, notifications: notifications)
     }
 
-    public static func json(_ output: Output) throws -> String {
+    package static func json(_ output: Output) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         return String(decoding: try encoder.encode(output), as: UTF8.self)

@@ -3,28 +3,28 @@ import PresenceKit
 
 /// A position on a site's floor plan, metres east (`x`) and north (`y`) of the site's centre.
 /// The building's front wall runs along y = 0 with the gates in it; the building is north of it.
-public struct Point: Sendable, Hashable, Codable {
-    public var x: Double
-    public var y: Double
+package struct Point: Sendable, Hashable, Codable {
+    package var x: Double
+    package var y: Double
 
-    public init(x: Double, y: Double) {
+    package init(x: Double, y: Double) {
         self.x = x
         self.y = y
     }
 
-    public func distance(to other: Point) -> Double {
+    package func distance(to other: Point) -> Double {
         let dx = x - other.x, dy = y - other.y
         return (dx * dx + dy * dy).squareRoot()
     }
 
     /// The point a fraction `f` of the way from `self` to `other`.
-    public func interpolated(to other: Point, fraction f: Double) -> Point {
+    package func interpolated(to other: Point, fraction f: Double) -> Point {
         Point(x: x + (other.x - x) * f, y: y + (other.y - y) * f)
     }
 }
 
 /// Fast fading of each advertisement: what multipath does to one packet on top of the slow shadowing.
-public enum FastFading: Sendable, Hashable, Codable {
+package enum FastFading: Sendable, Hashable, Codable {
     /// Log-normal spread of `sigmaDb` around the mean (a calm, line-of-sight room).
     case gaussian(sigmaDb: Double)
     /// A line-of-sight path plus scattered ones: `kFactorDb` is the direct path's power over the
@@ -34,7 +34,7 @@ public enum FastFading: Sendable, Hashable, Codable {
     case rayleigh
 
     /// A packet's power relative to the mean, dB.
-    public func draw(_ random: inout SimulationRandom) -> Double {
+    package func draw(_ random: inout SimulationRandom) -> Double {
         switch self {
         case .gaussian(let sigma):
             return random.gaussian() * sigma
@@ -52,7 +52,7 @@ public enum FastFading: Sendable, Hashable, Codable {
     }
 
     /// In words, for reports: "Rayleigh", "Rician K=4.2 dB", "log-normal 2.0 dB".
-    public var description: String {
+    package var description: String {
         switch self {
         case .gaussian(let sigma): String(format: "log-normal %.1f dB", sigma)
         case .rician(let k): String(format: "Rician K=%.1f dB", k)
@@ -61,7 +61,7 @@ public enum FastFading: Sendable, Hashable, Codable {
     }
 
     /// How far above the mean a packet can plausibly read (about the 99.9th percentile), dB.
-    public var upperSpreadDb: Double {
+    package var upperSpreadDb: Double {
         switch self {
         case .gaussian(let sigma): return 3 * sigma
         case .rician, .rayleigh: return 8.5
@@ -71,65 +71,65 @@ public enum FastFading: Sendable, Hashable, Codable {
 
 /// How beacon signals travel on a site. Defaults are the middle of the usual indoor ranges; a sweep
 /// (`SweepWorld`) draws each of them per site from wide ranges instead.
-public struct RadioParameters: Sendable, Hashable, Codable {
+package struct RadioParameters: Sendable, Hashable, Codable {
     /// Calibrated RSSI at 1 m, dBm.
-    public var txPowerAt1m: Double = -59
+    package var txPowerAt1m: Double = -59
     /// Log-distance path-loss exponent (2 free space, 1.6-2 in corridors, 2-3.5 indoors).
-    public var pathLossExponent: Double = 2.5
+    package var pathLossExponent: Double = 2.5
     /// Log-normal shadowing, dB (4-8 indoors). Spatially correlated: as the phone moves `d` metres the
     /// shadow keeps `exp(-d / shadowingDecorrelationMeters)` of itself; standing still it is constant.
-    public var shadowingSigmaDb: Double = 5
-    public var shadowingDecorrelationMeters: Double = 3.5
+    package var shadowingSigmaDb: Double = 5
+    package var shadowingDecorrelationMeters: Double = 3.5
     /// Fast fading per packet.
-    public var fading = FastFading.gaussian(sigmaDb: 2)
+    package var fading = FastFading.gaussian(sigmaDb: 2)
     /// The body between the phone and the beacon when the person faces away from it, dB (6-12).
-    public var bodyAttenuationDb: Double = 6
+    package var bodyAttenuationDb: Double = 6
     /// The building's front wall for a phone inside and a beacon at the door, or the other way round,
     /// beyond `wallFreeDepthMeters` from the door (the doorway itself is open).
-    public var wallAttenuationDb: Double = 15
-    public var wallFreeDepthMeters: Double = 3
+    package var wallAttenuationDb: Double = 15
+    package var wallFreeDepthMeters: Double = 3
     /// Packets lost to collisions and the phone's scan duty cycle.
-    public var packetLoss: Double = 0.1
+    package var packetLoss: Double = 0.1
     /// Weakest packet a phone receives, dBm.
-    public var sensitivityDbm: Double = -100
+    package var sensitivityDbm: Double = -100
     /// Beyond this distance no packet is heard whatever the shadowing and fading (a 0 dBm beacon
     /// through a building's clutter); also what keeps the simulation from listening all day.
-    public var maxRangeMeters: Double = 120
+    package var maxRangeMeters: Double = 120
     /// Height difference between a beacon over a door (2-2.5 m) and a phone in a hand or pocket.
-    public var beaconHeightAbovePhoneMeters: Double = 1.1
+    package var beaconHeightAbovePhoneMeters: Double = 1.1
 
-    public init() {}
+    package init() {}
 
     /// Mean received power at `distance` metres (no shadowing), dBm: the log-distance model.
-    public func meanRssi(atDistance distance: Double) -> Double {
+    package func meanRssi(atDistance distance: Double) -> Double {
         let d = max(distance, 0.1)
         return txPowerAt1m - 10 * pathLossExponent * log10(d)
     }
 
     /// How far above its mean a packet can plausibly read (shadowing and fading), dB.
-    public var upperSpreadDb: Double {
+    package var upperSpreadDb: Double {
         (9 * shadowingSigmaDb * shadowingSigmaDb + fading.upperSpreadDb * fading.upperSpreadDb).squareRoot()
     }
 
     /// Distance beyond which a packet is essentially never heard.
-    public var audibleRangeMeters: Double {
+    package var audibleRangeMeters: Double {
         let margin = sensitivityDbm - upperSpreadDb - txPowerAt1m
         return min(maxRangeMeters, pow(10, -margin / (10 * pathLossExponent)))
     }
 }
 
 /// One beacon on a site.
-public struct BeaconPlacement: Sendable, Hashable {
-    public var identity: BeaconIdentity
-    public var position: Point
+package struct BeaconPlacement: Sendable, Hashable {
+    package var identity: BeaconIdentity
+    package var position: Point
     /// Advertising interval, ms: 650-800 normally, 200-300 at busy doors, 100-1,000 in a sweep.
-    public var advertisingIntervalMs: Int
-    public var gateIndex: Int
+    package var advertisingIntervalMs: Int
+    package var gateIndex: Int
     /// What this beacon really transmits minus its calibrated 1 m power, dB (installers' error, a weak
     /// battery, a beacon behind a sign): the phone sees every reading shifted by it.
-    public var txErrorDb: Double
+    package var txErrorDb: Double
 
-    public init(identity: BeaconIdentity, position: Point, advertisingIntervalMs: Int, gateIndex: Int, txErrorDb: Double = 0) {
+    package init(identity: BeaconIdentity, position: Point, advertisingIntervalMs: Int, gateIndex: Int, txErrorDb: Double = 0) {
         self.identity = identity
         self.position = position
         self.advertisingIntervalMs = advertisingIntervalMs
@@ -139,25 +139,25 @@ public struct BeaconPlacement: Sendable, Hashable {
 }
 
 /// A door in the building's front wall (y = 0): people pass it going north (in) or south (out).
-public struct Gate: Sendable, Hashable {
-    public var name: String
-    public var position: Point
-    public var busy: Bool
+package struct Gate: Sendable, Hashable {
+    package var name: String
+    package var position: Point
+    package var busy: Bool
 }
 
 /// One site: a geofence around its centre, a building with gates in its front wall, a beacon per gate.
-public struct SiteLayout: Sendable, Hashable {
-    public var id: String
-    public var center: GeoPoint
-    public var geofenceRadiusMeters: Double
-    public var gates: [Gate]
-    public var beacons: [BeaconPlacement]
+package struct SiteLayout: Sendable, Hashable {
+    package var id: String
+    package var center: GeoPoint
+    package var geofenceRadiusMeters: Double
+    package var gates: [Gate]
+    package var beacons: [BeaconPlacement]
     /// Beacons' shared proximity UUID and this site's major (one UUID per company, major = site).
-    public var major: UInt16
+    package var major: UInt16
     /// This site's own radio, when it differs from the world's (a sweep draws one per site).
-    public var radio: RadioParameters?
+    package var radio: RadioParameters?
 
-    public init(
+    package init(
         id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16,
         radio: RadioParameters? = nil
     ) {
@@ -171,16 +171,16 @@ public struct SiteLayout: Sendable, Hashable {
     }
 
     /// Is `point` inside the building (past the front wall, beyond the open doorway)?
-    public func isInsideBuilding(_ point: Point) -> Bool { point.y > 0 }
+    package func isInsideBuilding(_ point: Point) -> Bool { point.y > 0 }
 }
 
 /// Everything the radio and the people live in.
-public struct World: Sendable {
-    public var sites: [SiteLayout]
-    public var radio: RadioParameters
-    public let directory: SiteDirectory
+package struct World: Sendable {
+    package var sites: [SiteLayout]
+    package var radio: RadioParameters
+    package let directory: SiteDirectory
 
-    public init(sites: [SiteLayout], radio: RadioParameters) {
+    package init(sites: [SiteLayout], radio: RadioParameters) {
         self.sites = sites
         self.radio = radio
         directory = SiteDirectory(
@@ -193,12 +193,12 @@ public struct World: Sendable {
     }
 
     /// The proximity UUID every beacon of the simulated company shares.
-    public static let companyUUID = "f7826da6-4fa2-4e98-8024-bc5b71e0893e"
+    package static let companyUUID = "f7826da6-4fa2-4e98-8024-bc5b71e0893e"
 
     /// `count` sites far apart (a geofence never overlaps another site's), each with `gatesPerSite`
     /// gates `gateSpacingMeters` apart in the front wall, so neighbouring gates' beacons overlap. The
     /// first gate of a site is the busy main door. Beacons hang over the doors.
-    public static func standard(
+    package static func standard(
         sites count: Int, gatesPerSite: Int = 2, busyDoorIntervalMs: Int = 250, gateIntervalMs: Int = 700,
         gateSpacingMeters: Double = 12, radio: RadioParameters = RadioParameters()
     ) -> World {

@@ -4,17 +4,17 @@ import Foundation
 import PresenceKit
 
 /// `fleet-simulator run | scenario | sweep | replay`.
-public struct FleetSimulatorCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct FleetSimulatorCommand: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "fleet-simulator",
         abstract: "Simulated phones running PresenceKit in a simulated world, against the real stack or on their own.",
         subcommands: [RunCommand.self, ScenarioCommand.self, SweepCommand.self, ReplayCommand.self]
     )
 
-    public init() {}
+    package init() {}
 
     /// Parses and runs (the executable's whole `main`).
-    public static func main(arguments: [String]) async {
+    package static func main(arguments: [String]) async {
         do {
             var command = try parseAsRoot(arguments)
             switch command {
@@ -31,8 +31,8 @@ public struct FleetSimulatorCommand: AsyncParsableCommand {
 }
 
 /// "90s", "15m", "24h", "3d" or plain seconds, as milliseconds.
-public enum DurationText {
-    public static func milliseconds(_ text: String) -> Int64? {
+package enum DurationText {
+    package static func milliseconds(_ text: String) -> Int64? {
         let t = text.trimmingCharacters(in: .whitespaces).lowercased()
         guard let unit = t.last else { return nil }
         let factor: Double
@@ -51,7 +51,7 @@ public enum DurationText {
     }
 
     /// "10s-40s", "6m-7m" or one duration ("30s": exactly that long), as milliseconds, low first.
-    public static func range(_ text: String) -> ClosedRange<Int64>? {
+    package static func range(_ text: String) -> ClosedRange<Int64>? {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
         guard (1...2).contains(parts.count), let low = milliseconds(parts[0]), let high = milliseconds(parts.last ?? ""), low <= high else {
             return nil
@@ -60,8 +60,8 @@ public enum DurationText {
     }
 }
 
-public struct RunCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct RunCommand: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Run a fleet: against the running services in real time (default) or detection only (--detection-only).",
         discussion: """
@@ -74,38 +74,38 @@ public struct RunCommand: AsyncParsableCommand {
     )
 
     // The defaults are `make run`'s demo: 300 phones on 2 sites, a 90-second morning rush in real time.
-    @Option(help: "Simulated phones (people with an enrolled device).") public var devices = 300
-    @Option(help: "Sites.") public var sites = 2
-    @Option(help: "Gates (one beacon each) per site.") public var gates = 2
-    @Option(help: "How long: 90s, 15m, 24h, 3d (default: 90s against the stack, 24h detection only).") public var duration: String?
+    @Option(help: "Simulated phones (people with an enrolled device).") package var devices = 300
+    @Option(help: "Sites.") package var sites = 2
+    @Option(help: "Gates (one beacon each) per site.") package var gates = 2
+    @Option(help: "How long: 90s, 15m, 24h, 3d (default: 90s against the stack, 24h detection only).") package var duration: String?
     @Option(help: "rush (everyone arrives within the run; default against the stack) or days (working days; default detection only).")
-    public var schedule: ScheduleKind?
-    @Option(help: "Seed of every random choice.") public var seed: UInt64 = 1
+    package var schedule: ScheduleKind?
+    @Option(help: "Seed of every random choice.") package var seed: UInt64 = 1
     @Option(
         help: "Detection only, working days: hour of the first day the run starts at (arrivals around 8:00, lunch 12:00, leaving 17:30).")
-    public var startHour = 0.0
-    @Option(help: "Heartbeat interval while present, minutes (0 = off; default: PresenceKit's).") public var heartbeatMinutes: Double?
+    package var startHour = 0.0
+    @Option(help: "Heartbeat interval while present, minutes (0 = off; default: PresenceKit's).") package var heartbeatMinutes: Double?
     @Option(
         help: "A remote-config JSON document for every phone's PresenceKit (default: the library's defaults; an unknown key is an error).")
-    public var config: String?
-    @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") public
+    package var config: String?
+    @Option(help: "Share of phones that lose the network once during the run (default: 0.03 in a rush, 0.05 over days).") package
         var offlineShare: Double?
     @Option(help: "How long a phone stays offline, a range like 10s-40s or 6m-7m (default: 10s-40s in a rush, 1h-72h over days).")
-    public var offlineTime: String?
-    @Flag(help: "Simulate detection only, against an in-process server (scale and detection figures).") public var detectionOnly = false
-    @Flag(help: "No network or app troubles on any phone.") public var quietPhones = false
-    @Option(help: "Gateway base URL.") public var gateway = "http://127.0.0.1:8080"
+    package var offlineTime: String?
+    @Flag(help: "Simulate detection only, against an in-process server (scale and detection figures).") package var detectionOnly = false
+    @Flag(help: "No network or app troubles on any phone.") package var quietPhones = false
+    @Option(help: "Gateway base URL.") package var gateway = "http://127.0.0.1:8080"
     @Option(help: "Telemetry aggregator base URL, whose /v1/slo the report compares with (\"none\": do not ask).")
-    public var telemetry = "http://127.0.0.1:8084"
-    @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") public var reportDir: String?
-    @Option(help: "Directory for the devices' outbox files (default a temporary directory).") public var outboxDir: String?
-    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") public
+    package var telemetry = "http://127.0.0.1:8084"
+    @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") package var reportDir: String?
+    @Option(help: "Directory for the devices' outbox files (default a temporary directory).") package var outboxDir: String?
+    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") package
         var tokenKeysFile: String?
-    @Flag(help: "No progress bar.") public var noProgress = false
+    @Flag(help: "No progress bar.") package var noProgress = false
 
-    public init() {}
+    package init() {}
 
-    public func validate() throws {
+    package func validate() throws {
         guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 100000, got \(devices)") }
         guard (1...1_000).contains(sites) else { throw ValidationError("--sites must be between 1 and 1000, got \(sites)") }
         guard (1...16).contains(gates) else { throw ValidationError("--gates must be between 1 and 16, got \(gates)") }
@@ -137,7 +137,7 @@ public struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    public var fleetOptions: FleetOptions {
+    package var fleetOptions: FleetOptions {
         var o = FleetOptions()
         o.devices = devices
         o.sites = sites
@@ -156,7 +156,7 @@ public struct RunCommand: AsyncParsableCommand {
         return o
     }
 
-    public func run() async throws {
+    package func run() async throws {
         var options = fleetOptions
         options.detection = try ConfigFile.load(config)
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
@@ -230,26 +230,26 @@ final class DoneCounter: @unchecked Sendable {
 
 extension ScheduleKind: ExpressibleByArgument {}
 
-public struct ScenarioCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct ScenarioCommand: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "scenario",
         abstract: "Run a scenario of the QA matrix, or all of them, and check its expected outcome."
     )
 
-    @Argument(help: "Scenario name, or \"all\" (see --list).") public var name = "all"
-    @Flag(help: "List the scenarios.") public var list = false
-    @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") public var reportDir =
+    @Argument(help: "Scenario name, or \"all\" (see --list).") package var name = "all"
+    @Flag(help: "List the scenarios.") package var list = false
+    @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") package var reportDir =
         "reports/scenarios"
 
-    public init() {}
+    package init() {}
 
-    public func validate() throws {
+    package func validate() throws {
         guard list || name == "all" || Scenario.named(name) != nil else {
             throw ValidationError("unknown scenario \"\(name)\"; one of: all, \(Scenario.all.map(\.name).joined(separator: ", "))")
         }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         if list {
             for s in Scenario.all { print("\(s.name): \(s.summary)") }
             return
@@ -279,29 +279,29 @@ public struct ScenarioCommand: AsyncParsableCommand {
     }
 }
 
-public struct ReplayCommand: ParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct ReplayCommand: ParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "replay",
         abstract: "Feed a recorded trace (CSV, see README.md) through PresenceKit and print the check-ins and check-outs as JSON."
     )
 
-    @Option(help: "The trace CSV file.") public var trace: String
+    @Option(help: "The trace CSV file.") package var trace: String
     @Option(help: "A remote-config JSON document to tune the thresholds (PresenceKit RemoteConfig keys; an unknown key is an error).")
-    public var config: String?
+    package var config: String?
     @Option(help: "When the replay ends, epoch ms or ISO-8601 UTC: timers due until then fire (default: 10 minutes after the last line).")
-    public var end: String?
+    package var end: String?
     @Flag(help: "Feed every reading to the library, also while it is not scanning (a phone delivers readings only while it scans).")
-    public var feedAllReadings = false
+    package var feedAllReadings = false
 
-    public init() {}
+    package init() {}
 
-    public func validate() throws {
+    package func validate() throws {
         if let end, Trace.parseTime(end) == nil {
             throw ValidationError("--end \"\(end)\" is not epoch milliseconds or ISO-8601 UTC like 2026-01-05T18:00:00Z")
         }
     }
 
-    public func run() throws {
+    package func run() throws {
         guard let text = try? String(contentsOfFile: trace, encoding: .utf8) else {
             throw ValidationError("cannot read the trace file \(trace)")
         }
@@ -338,8 +338,8 @@ enum ConfigFile {
     }
 }
 
-public struct SweepCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct SweepCommand: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "sweep",
         abstract:
             "Run PresenceKit through many seeded worlds drawn from wide radio and people ranges, and report each figure per world class.",
@@ -352,22 +352,22 @@ public struct SweepCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Seeded worlds to run (classes take turns).") public var worlds = 200
-    @Option(help: "People per world (employees, gate standers, people passing by).") public var people = 60
-    @Option(help: "Seed of the sweep.") public var seed: UInt64 = 1
+    @Option(help: "Seeded worlds to run (classes take turns).") package var worlds = 200
+    @Option(help: "People per world (employees, gate standers, people passing by).") package var people = 60
+    @Option(help: "Seed of the sweep.") package var seed: UInt64 = 1
     @Option(help: "A remote-config JSON document to sweep instead of the library defaults (an unknown key is an error).")
-    public var config: String?
-    @Option(help: "Directory for sweep.json and sweep.html.") public var reportDir = "reports/sweep"
-    @Flag(help: "No progress bar.") public var noProgress = false
+    package var config: String?
+    @Option(help: "Directory for sweep.json and sweep.html.") package var reportDir = "reports/sweep"
+    @Flag(help: "No progress bar.") package var noProgress = false
 
-    public init() {}
+    package init() {}
 
-    public func validate() throws {
+    package func validate() throws {
         guard (1...100_000).contains(worlds) else { throw ValidationError("--worlds must be between 1 and 100000, got \(worlds)") }
         guard (1...10_000).contains(people) else { throw ValidationError("--people must be between 1 and 10000, got \(people)") }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         var sweep = DetectionSweep(worlds: worlds, people: people, seed: seed)
         sweep.config = try ConfigFile.load(config)
         if let config { sweep.configurationName = config }

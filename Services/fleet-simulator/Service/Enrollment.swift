@@ -10,22 +10,22 @@ import ServiceRuntime
 
 /// The fleet as the registry knows it: sites with gates and beacons laid out like the simulated
 /// world, and one user with one enrolled device (and its token) per simulated phone.
-public struct EnrolledFleet: Sendable {
-    public struct Device: Sendable {
-        public let person: Int
-        public let userId: String
-        public let deviceId: String
-        public let token: String
+package struct EnrolledFleet: Sendable {
+    package struct Device: Sendable {
+        package let person: Int
+        package let userId: String
+        package let deviceId: String
+        package let token: String
     }
 
     /// The world with the registry's site ids and allocated beacon identities.
-    public let world: World
-    public let devices: [Device]
+    package let world: World
+    package let devices: [Device]
 
     /// Enrolls through the registry's repository on the shared PostgreSQL, exactly as the app does
     /// (a one-time enrollment code exchanged for a device token); the running beacon-registry
     /// service publishes the changes to the gateway's and the policy's caches.
-    public static func enroll(
+    package static func enroll(
         plan: FleetPlan, client: PostgresClient, signer: DeviceTokenSigner, logger: Logger,
         progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws -> EnrolledFleet {
@@ -80,7 +80,7 @@ public struct EnrolledFleet: Sendable {
     }
 
     /// Waits until the registry service has published every change, then a little for the caches.
-    public static func waitUntilPublished(client: PostgresClient, logger: Logger, timeout: Duration = .seconds(120)) async throws {
+    package static func waitUntilPublished(client: PostgresClient, logger: Logger, timeout: Duration = .seconds(120)) async throws {
         guard try await RegistryChangePublisher.waitUntilPublished(client: client, logger: logger, timeout: timeout) else {
             throw FleetError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
         }
@@ -88,7 +88,7 @@ public struct EnrolledFleet: Sendable {
     }
 
     /// The device-token signing keys: `DEVICE_TOKEN_KEYS`, else the local stack's secrets file.
-    public static func signer(
+    package static func signer(
         environment: [String: String] = ProcessInfo.processInfo.environment, keysFile: String?
     ) throws -> DeviceTokenSigner {
         var env = environment
@@ -103,7 +103,7 @@ public struct EnrolledFleet: Sendable {
     }
 }
 
-public struct FleetError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct FleetError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

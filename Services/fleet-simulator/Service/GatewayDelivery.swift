@@ -8,18 +8,18 @@ import Synchronization
 
 /// Maps wall time to the simulation's time: `scale` virtual seconds per wall second from
 /// `virtualStart`. Runs against the stack use scale 1 from the current time (real time).
-public final class VirtualClock: VirtualPacer, Sendable {
-    public let virtualStart: Int64
-    public let scale: Double
+package final class VirtualClock: VirtualPacer, Sendable {
+    package let virtualStart: Int64
+    package let scale: Double
     let wallStart: ContinuousClock.Instant
 
-    public init(virtualStart: Int64, scale: Double) {
+    package init(virtualStart: Int64, scale: Double) {
         self.virtualStart = virtualStart
         self.scale = scale
         wallStart = .now
     }
 
-    public func virtualNow() -> Int64 {
+    package func virtualNow() -> Int64 {
         let elapsed = ContinuousClock.now - wallStart
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         return virtualStart + Int64(ms * scale)
@@ -27,7 +27,7 @@ public final class VirtualClock: VirtualPacer, Sendable {
 
     /// Sleeps while `t` is ahead of the virtual clock; short leads are let through so that thousands
     /// of devices do not each sleep a few microseconds every simulated second.
-    public func waitUntil(virtual t: Int64) async {
+    package func waitUntil(virtual t: Int64) async {
         let lead = Double(t - virtualNow()) / scale
         guard lead > 20 else { return }
         try? await Task.sleep(for: .milliseconds(Int64(lead)))
@@ -39,23 +39,23 @@ public final class VirtualClock: VirtualPacer, Sendable {
 /// key on every retry, the entry deleted only on a final verdict). The phone's network troubles are
 /// applied before the request leaves: offline (no attempt), a captive portal (an HTML 200 that must
 /// not count as a verdict), 2G latency.
-public struct GatewayDelivery: DeliveryDriver {
-    public let http: HTTPClient
-    public let gateway: String
-    public let tokens: [String: String]
-    public let clock: VirtualClock
-    public var requestTimeout: TimeAmount = .seconds(4)
+package struct GatewayDelivery: DeliveryDriver {
+    package let http: HTTPClient
+    package let gateway: String
+    package let tokens: [String: String]
+    package let clock: VirtualClock
+    package var requestTimeout: TimeAmount = .seconds(4)
     /// Bounds the end-of-run sync (no background budget then) in wall time.
-    public var finalSyncWall: Duration = .seconds(180)
+    package var finalSyncWall: Duration = .seconds(180)
 
-    public init(http: HTTPClient, gateway: String, tokens: [String: String], clock: VirtualClock) {
+    package init(http: HTTPClient, gateway: String, tokens: [String: String], clock: VirtualClock) {
         self.http = http
         self.gateway = gateway
         self.tokens = tokens
         self.clock = clock
     }
 
-    public func drain(
+    package func drain(
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
         random: inout SimulationRandom, attempts: inout AttemptLog
     ) async throws -> [DeliveryRecord] {
@@ -111,7 +111,7 @@ public struct GatewayDelivery: DeliveryDriver {
 
     /// `POST /v1/telemetry` in chunks the gateway takes (at most 500 records), through the phone's
     /// network like the attendance events; stops at the first chunk not answered 202.
-    public func uploadTelemetry(
+    package func uploadTelemetry(
         _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
     ) async -> Int {
         if !finalSync {
@@ -184,11 +184,11 @@ public struct GatewayDelivery: DeliveryDriver {
     }
 
     /// The app the simulated phones run.
-    public static let appVersion = "1.12.0"
+    package static let appVersion = "1.12.0"
     static let osVersion = "iOS 18.0"
 
     /// PresenceKit's event as the device API's REST payload (an event stored while offline says so).
-    public static func wireEvent(_ e: PresenceKit.AttendanceEvent, model: String) -> AttendanceProtocol.AttendanceEvent {
+    package static func wireEvent(_ e: PresenceKit.AttendanceEvent, model: String) -> AttendanceProtocol.AttendanceEvent {
         let type: AttendanceEventType =
             switch e.type {
             case .checkIn: .checkin

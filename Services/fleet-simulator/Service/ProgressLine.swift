@@ -3,17 +3,17 @@ import Synchronization
 
 /// A progress bar on the terminal's standard error (redrawn in place on a terminal, a line every
 /// 10 % otherwise, so logs of scripted runs stay short).
-public final class ProgressLine: Sendable {
+package final class ProgressLine: Sendable {
     private let enabled: Bool
     private let isTerminal: Bool
     private let lastDecile = Mutex<Int>(-1)
 
-    public init(enabled: Bool) {
+    package init(enabled: Bool) {
         self.enabled = enabled
         isTerminal = isatty(2) != 0
     }
 
-    public func update(fraction: Double, label: String) {
+    package func update(fraction: Double, label: String) {
         guard enabled else { return }
         let f = min(max(fraction, 0), 1)
         let width = 30
@@ -32,12 +32,12 @@ public final class ProgressLine: Sendable {
         }
     }
 
-    public func message(_ text: String) {
+    package func message(_ text: String) {
         guard enabled else { return }
         write(text + "\n")
     }
 
-    public func finish() {
+    package func finish() {
         guard enabled else { return }
         if isTerminal { write("\n") }
         lastDecile.withLock { $0 = -1 }

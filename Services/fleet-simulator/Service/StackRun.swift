@@ -35,26 +35,26 @@ final class RunCounters: Sendable {
 /// latency the servers measure is what the pipeline took; then the proof in PostgreSQL (every event
 /// a phone wrote to its outbox is in `merger.events` exactly once) and the telemetry aggregator's
 /// SLO for the run's sites beside the run's own.
-public struct StackRun {
-    public struct Settings: Sendable {
-        public var gateway = "http://127.0.0.1:8080"
+package struct StackRun {
+    package struct Settings: Sendable {
+        package var gateway = "http://127.0.0.1:8080"
         /// The telemetry aggregator whose `/v1/slo` the report compares with (nil: not asked).
-        public var telemetry: String? = "http://127.0.0.1:8084"
+        package var telemetry: String? = "http://127.0.0.1:8084"
         /// How long to wait for the aggregator to have counted every event of the run.
-        public var telemetryWait: Duration = .seconds(60)
-        public var outboxDirectory: String
-        public var tokenKeysFile: String?
-        public var showProgress = true
-        public var requestTimeoutSeconds: Int64 = 4
+        package var telemetryWait: Duration = .seconds(60)
+        package var outboxDirectory: String
+        package var tokenKeysFile: String?
+        package var showProgress = true
+        package var requestTimeoutSeconds: Int64 = 4
 
-        public init(outboxDirectory: String) { self.outboxDirectory = outboxDirectory }
+        package init(outboxDirectory: String) { self.outboxDirectory = outboxDirectory }
     }
 
-    public let options: FleetOptions
-    public let settings: Settings
+    package let options: FleetOptions
+    package let settings: Settings
     let logger: Logger
 
-    public init(options: FleetOptions, settings: Settings) {
+    package init(options: FleetOptions, settings: Settings) {
         self.options = options
         self.settings = settings
         var logger = Logger(label: "fleet-simulator")
@@ -62,7 +62,7 @@ public struct StackRun {
         self.logger = logger
     }
 
-    public func run() async throws -> FleetReport {
+    package func run() async throws -> FleetReport {
         let signer = try EnrolledFleet.signer(keysFile: settings.tokenKeysFile)
         let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
         let http = HTTPClient(
@@ -237,8 +237,8 @@ struct TelemetrySLOError: Error, CustomStringConvertible {
 }
 
 /// The server's side of the no-loss figures.
-public enum ServerCheck {
-    public static func verify(devices: [DeviceResult], postgres: PostgresClient, logger: Logger) async throws -> FleetReport.Delivery {
+package enum ServerCheck {
+    package static func verify(devices: [DeviceResult], postgres: PostgresClient, logger: Logger) async throws -> FleetReport.Delivery {
         let users = devices.map(\.userId)
         let rows = try await postgres.query(
             "SELECT idempotency_key, server_receipt_id FROM merger.events WHERE user_id = ANY(\(users))", logger: logger)
@@ -253,9 +253,9 @@ public enum ServerCheck {
 }
 
 /// Process memory from /proc (Linux).
-public enum MemoryProbe {
-    public static func peakResidentBytes() -> Int64 { value(of: "VmHWM:") }
-    public static func residentBytes() -> Int64 { value(of: "VmRSS:") }
+package enum MemoryProbe {
+    package static func peakResidentBytes() -> Int64 { value(of: "VmHWM:") }
+    package static func residentBytes() -> Int64 { value(of: "VmRSS:") }
 
     static func value(of field: String) -> Int64 {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }

@@ -19,19 +19,19 @@ import Foundation
 /// - A key is remembered with the fingerprint of its payload: the lowercase hex sha256 of the
 ///   payload's `ProtocolCodec.canonical` encoding (what `RawEventEnvelope.payloadFingerprint`
 ///   documents). The same key with another fingerprint is a 422.
-public enum IdempotencyKeys {
+package enum IdempotencyKeys {
     /// The longest header value accepted (a sha256 hex key is 64).
-    public static let maxHeaderLength = 128
+    package static let maxHeaderLength = 128
 
     /// The key for a session contract sent without an `Idempotency-Key` header.
-    public static func derived(kind: RawEventKind, userId: String, sessionKey: String, ts: Date? = nil) -> String {
+    package static func derived(kind: RawEventKind, userId: String, sessionKey: String, ts: Date? = nil) -> String {
         var material = "v1|\(kind.rawValue)|\(userId)|\(sessionKey)"
         if kind == .heartbeat, let ts { material += "|\(WireTimestamp.string(from: ts))" }
         return sha256Hex(Array(material.utf8))
     }
 
     /// The key for a contract payload: the header's when given, else the derived one.
-    public static func key(for payload: RawEventPayload, userId: String, header: String?) -> String? {
+    package static func key(for payload: RawEventPayload, userId: String, header: String?) -> String? {
         if let header { return header }
         switch payload {
         case .event: return nil
@@ -43,7 +43,7 @@ public enum IdempotencyKeys {
 
     /// The header value as a key: surrounding quotes (the draft's structured-field string form)
     /// removed, then 1...128 characters of `A-Z a-z 0-9 - _ . :`. `nil` when it is not usable.
-    public static func parseHeader(_ raw: String) -> String? {
+    package static func parseHeader(_ raw: String) -> String? {
         var value = raw.trimmingCharacters(in: .whitespaces)
         if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
             value = String(value.dropFirst().dropLast())
@@ -57,7 +57,7 @@ public enum IdempotencyKeys {
     }
 
     /// Lowercase hex sha256 of the payload's canonical encoding.
-    public static func fingerprint(_ payload: RawEventPayload) throws(ProtocolEncodingError) -> String {
+    package static func fingerprint(_ payload: RawEventPayload) throws(ProtocolEncodingError) -> String {
         switch payload {
         case .event(let event): return try fingerprint(of: event)
         case .checkIn(let request): return try fingerprint(of: request)
@@ -66,11 +66,11 @@ public enum IdempotencyKeys {
         }
     }
 
-    public static func fingerprint<T: Encodable>(of value: T) throws(ProtocolEncodingError) -> String {
+    package static func fingerprint<T: Encodable>(of value: T) throws(ProtocolEncodingError) -> String {
         sha256Hex(try ProtocolCodec.canonical.encode(value))
     }
 
-    public static func sha256Hex(_ bytes: [UInt8]) -> String {
+    package static func sha256Hex(_ bytes: [UInt8]) -> String {
         let digest = SHA256.hash(data: bytes)
         let hex: [UInt8] = Array("0123456789abcdef".utf8)
         var out = [UInt8]()

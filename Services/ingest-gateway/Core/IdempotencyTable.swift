@@ -3,17 +3,17 @@ import Foundation
 import Synchronization
 
 /// The final outcome of a request as the verdict told it.
-public struct RecordedOutcome: Sendable, Hashable {
-    public var outcome: VerdictOutcome
-    public var httpStatus: Int
-    public var serverReceiptId: String?
-    public var sessionId: String?
-    public var reasons: [String]
-    public var action: AppAction
-    public var retryAfterSeconds: Int?
-    public var decidedAt: Date
+package struct RecordedOutcome: Sendable, Hashable {
+    package var outcome: VerdictOutcome
+    package var httpStatus: Int
+    package var serverReceiptId: String?
+    package var sessionId: String?
+    package var reasons: [String]
+    package var action: AppAction
+    package var retryAfterSeconds: Int?
+    package var decidedAt: Date
 
-    public init(
+    package init(
         outcome: VerdictOutcome, httpStatus: Int? = nil, serverReceiptId: String? = nil, sessionId: String? = nil,
         reasons: [String] = [], action: AppAction = .noAction, retryAfterSeconds: Int? = nil, decidedAt: Date
     ) {
@@ -27,7 +27,7 @@ public struct RecordedOutcome: Sendable, Hashable {
         self.decidedAt = decidedAt
     }
 
-    public init(_ verdict: AttendanceVerdict) {
+    package init(_ verdict: AttendanceVerdict) {
         self.init(
             outcome: verdict.outcome, httpStatus: verdict.httpStatus, serverReceiptId: verdict.serverReceiptId,
             sessionId: verdict.sessionId, reasons: verdict.reasons, action: verdict.action,
@@ -36,7 +36,7 @@ public struct RecordedOutcome: Sendable, Hashable {
     }
 
     /// The `GET /v1/attendance/events/{key}` status: a duplicate is an accepted event.
-    public var eventStatus: EventOutcomeStatus {
+    package var eventStatus: EventOutcomeStatus {
         switch outcome {
         case .accepted, .duplicate: return .accepted
         case .rejected: return .rejected
@@ -46,16 +46,16 @@ public struct RecordedOutcome: Sendable, Hashable {
 }
 
 /// A request this instance received, with its outcome once known.
-public struct IdempotencyEntry: Sendable, Hashable {
-    public let key: String
-    public let deviceId: String
-    public let fingerprint: String
-    public let requestId: String
-    public let eventTime: Date?
-    public let receivedAt: Date
-    public internal(set) var outcome: RecordedOutcome?
+package struct IdempotencyEntry: Sendable, Hashable {
+    package let key: String
+    package let deviceId: String
+    package let fingerprint: String
+    package let requestId: String
+    package let eventTime: Date?
+    package let receivedAt: Date
+    package internal(set) var outcome: RecordedOutcome?
 
-    public init(
+    package init(
         key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, receivedAt: Date,
         outcome: RecordedOutcome? = nil
     ) {
@@ -69,7 +69,7 @@ public struct IdempotencyEntry: Sendable, Hashable {
     }
 
     /// As the status endpoint shows it (`pending` until the verdict).
-    public var response: EventOutcomeResponse {
+    package var response: EventOutcomeResponse {
         guard let outcome else {
             return EventOutcomeResponse(
                 idempotencyKey: key, status: .pending, httpStatus: AcceptanceStatus.queued.httpStatus,
@@ -90,7 +90,7 @@ public struct IdempotencyEntry: Sendable, Hashable {
 }
 
 /// What `IdempotencyTable.begin` found for a key.
-public enum BeginResult: Sendable, Hashable {
+package enum BeginResult: Sendable, Hashable {
     /// New (or forgotten): the caller owns the request, produces it, then waits for the verdict.
     case started
     /// The first request with this key has no outcome yet (409 in flight).
@@ -102,17 +102,17 @@ public enum BeginResult: Sendable, Hashable {
 }
 
 /// Lifetimes and size of the table.
-public struct IdempotencyTableSettings: Sendable, Hashable {
+package struct IdempotencyTableSettings: Sendable, Hashable {
     /// How long an outcome is replayed from memory. Later repeats are produced again and the
     /// merger answers `duplicate` from PostgreSQL, so this only saves round trips.
-    public var completedTTL: Duration
+    package var completedTTL: Duration
     /// How long a request without a verdict blocks its key (409 in flight). After that a repeat is
     /// produced again (the merger dedupes), so a lost verdict never blocks a device for good.
-    public var inFlightTTL: Duration
+    package var inFlightTTL: Duration
     /// Entries kept at most; the oldest finished ones go first.
-    public var maxEntries: Int
+    package var maxEntries: Int
 
-    public init(completedTTL: Duration = .seconds(3_600), inFlightTTL: Duration = .seconds(120), maxEntries: Int = 200_000) {
+    package init(completedTTL: Duration = .seconds(3_600), inFlightTTL: Duration = .seconds(120), maxEntries: Int = 200_000) {
         self.completedTTL = completedTTL
         self.inFlightTTL = inFlightTTL
         self.maxEntries = maxEntries
@@ -124,8 +124,8 @@ public struct IdempotencyTableSettings: Sendable, Hashable {
 ///
 /// One `Mutex` guards the dictionary; waiting is a continuation per waiter, resumed by `complete`,
 /// `abandon` or the waiter's own timeout/cancellation, whichever comes first.
-public final class IdempotencyTable: Sendable {
-    public let settings: IdempotencyTableSettings
+package final class IdempotencyTable: Sendable {
+    package let settings: IdempotencyTableSettings
     private let state = Mutex(State())
 
     struct Slot {
@@ -140,14 +140,14 @@ public final class IdempotencyTable: Sendable {
         var nextWaiter: UInt64 = 0
     }
 
-    public init(settings: IdempotencyTableSettings = IdempotencyTableSettings()) {
+    package init(settings: IdempotencyTableSettings = IdempotencyTableSettings()) {
         self.settings = settings
     }
 
-    public var count: Int { state.withLock { $0.slots.count } }
+    package var count: Int { state.withLock { $0.slots.count } }
 
     /// Registers a request, or reports what an earlier one with the same key became.
-    public func begin(
+    package func begin(
         key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, now: Date = Date()
     ) -> BeginResult {
         let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
@@ -174,7 +174,7 @@ public final class IdempotencyTable: Sendable {
     }
 
     /// Forgets a request that could not be produced (the device keeps it and retries).
-    public func abandon(key: String, requestId: String) {
+    package func abandon(key: String, requestId: String) {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
             guard let slot = state.slots[key], slot.entry.requestId == requestId, slot.entry.outcome == nil else { return [] }
             state.slots[key] = nil
@@ -186,7 +186,7 @@ public final class IdempotencyTable: Sendable {
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
     /// request with that key (restarted, or forgotten): nothing waits for it.
     @discardableResult
-    public func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
+    package func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
             if slot.completedAt == nil { slot.completedAt = now }
@@ -203,7 +203,7 @@ public final class IdempotencyTable: Sendable {
 
     /// Waits up to `timeout` for the outcome of `key`; `nil` on timeout, cancellation, or when the
     /// request was abandoned.
-    public func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
+    package func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
         if let outcome = state.withLock({ $0.slots[key]?.entry.outcome }) { return outcome }
         guard timeout > .zero else { return nil }
         return await withTaskGroup(of: RecordedOutcome?.self) { group in
@@ -219,7 +219,7 @@ public final class IdempotencyTable: Sendable {
     }
 
     /// The entry of `key` when it belongs to `deviceId` and is not expired.
-    public func lookup(key: String, deviceId: String, now: Date = Date()) -> IdempotencyEntry? {
+    package func lookup(key: String, deviceId: String, now: Date = Date()) -> IdempotencyEntry? {
         state.withLock { state in
             guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isExpired(slot, now: now) else { return nil }
             return slot.entry
@@ -227,7 +227,7 @@ public final class IdempotencyTable: Sendable {
     }
 
     /// This device's live entries received at or after `since`, oldest first.
-    public func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
+    package func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
         state.withLock { state in
             state.slots.values
                 .filter { $0.entry.deviceId == deviceId && $0.entry.receivedAt >= since && !self.isExpired($0, now: now) }
@@ -237,7 +237,7 @@ public final class IdempotencyTable: Sendable {
     }
 
     /// Drops expired entries (call now and then; `begin` also does when the table is full).
-    public func purgeExpired(now: Date = Date()) {
+    package func purgeExpired(now: Date = Date()) {
         let dropped = state.withLock { state in purge(&state, now: now, keepUpTo: Int.max) }
         for waiter in dropped { waiter.resume(returning: nil) }
     }

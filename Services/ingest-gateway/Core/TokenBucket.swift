@@ -1,13 +1,13 @@
 import Synchronization
 
 /// Rate and burst of the per-device token bucket.
-public struct TokenBucketSettings: Sendable, Hashable {
+package struct TokenBucketSettings: Sendable, Hashable {
     /// Tokens added per second (the sustained request rate).
-    public var ratePerSecond: Double
+    package var ratePerSecond: Double
     /// Bucket size: requests a quiet device may make at once.
-    public var burst: Int
+    package var burst: Int
 
-    public init(ratePerSecond: Double, burst: Int) {
+    package init(ratePerSecond: Double, burst: Int) {
         precondition(ratePerSecond > 0 && burst >= 1, "a token bucket needs a positive rate and a burst of at least 1")
         self.ratePerSecond = ratePerSecond
         self.burst = burst
@@ -15,10 +15,10 @@ public struct TokenBucketSettings: Sendable, Hashable {
 
     /// 2 requests/s sustained, 20 at once: a device's outbox draining after a day offline is a
     /// batch call or a few dozen single calls, a flood is not.
-    public static let `default` = TokenBucketSettings(ratePerSecond: 2, burst: 20)
+    package static let `default` = TokenBucketSettings(ratePerSecond: 2, burst: 20)
 }
 
-public enum RateDecision: Sendable, Hashable {
+package enum RateDecision: Sendable, Hashable {
     case allowed
     /// Refused; a token is available again after this many whole seconds (at least 1).
     case limited(retryAfterSeconds: Int)
@@ -29,9 +29,9 @@ public enum RateDecision: Sendable, Hashable {
 ///
 /// Buckets of idle devices are dropped when the table grows past `maxDevices` (a full bucket holds
 /// no information), so memory stays bounded by the number of recently active devices.
-public final class DeviceRateLimiter: Sendable {
-    public let settings: TokenBucketSettings
-    public let maxDevices: Int
+package final class DeviceRateLimiter: Sendable {
+    package let settings: TokenBucketSettings
+    package let maxDevices: Int
     private let buckets = Mutex<[String: Bucket]>([:])
 
     struct Bucket {
@@ -39,13 +39,13 @@ public final class DeviceRateLimiter: Sendable {
         var updated: ContinuousClock.Instant
     }
 
-    public init(settings: TokenBucketSettings = .default, maxDevices: Int = 100_000) {
+    package init(settings: TokenBucketSettings = .default, maxDevices: Int = 100_000) {
         self.settings = settings
         self.maxDevices = maxDevices
     }
 
     /// Takes one token for `deviceId`.
-    public func acquire(_ deviceId: String, now: ContinuousClock.Instant = .now) -> RateDecision {
+    package func acquire(_ deviceId: String, now: ContinuousClock.Instant = .now) -> RateDecision {
         let rate = settings.ratePerSecond
         let burst = Double(settings.burst)
         return buckets.withLock { buckets in
@@ -70,7 +70,7 @@ public final class DeviceRateLimiter: Sendable {
     }
 
     /// Devices with a bucket in memory.
-    public var trackedDevices: Int { buckets.withLock { $0.count } }
+    package var trackedDevices: Int { buckets.withLock { $0.count } }
 
     private static func dropFullBuckets(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant, rate: Double, burst: Double) {
         buckets = buckets.filter { _, bucket in bucket.tokens + seconds(now - bucket.updated) * rate < burst }

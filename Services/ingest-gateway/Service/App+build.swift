@@ -9,22 +9,22 @@ import RegistryFeed
 import ServiceRuntime
 
 /// The gateway's default HTTP port (`HTTP_PORT` overrides it).
-public let ingestGatewayDefaultHTTPPort = 8080
+package let ingestGatewayDefaultHTTPPort = 8080
 
 /// What the gateway's routes work with.
-public struct GatewayDependencies: Sendable {
-    public var pipeline: IngestPipeline
-    public var publisher: any GatewayPublisher
-    public var repository: any AttendanceReadRepository
-    public var signer: DeviceTokenSigner
-    public var cache: RegistryCache
-    public var limiter: DeviceRateLimiter
+package struct GatewayDependencies: Sendable {
+    package var pipeline: IngestPipeline
+    package var publisher: any GatewayPublisher
+    package var repository: any AttendanceReadRepository
+    package var signer: DeviceTokenSigner
+    package var cache: RegistryCache
+    package var limiter: DeviceRateLimiter
     /// Signs GATT challenge nonces (`GATT_NONCE_KEY`); `nil` turns the challenge endpoint off.
-    public var challenges: GattNonceCodec?
+    package var challenges: GattNonceCodec?
     /// The server clock (tests move it).
-    public var now: @Sendable () -> Date
+    package var now: @Sendable () -> Date
 
-    public init(
+    package init(
         pipeline: IngestPipeline, publisher: any GatewayPublisher, repository: any AttendanceReadRepository,
         signer: DeviceTokenSigner, cache: RegistryCache, limiter: DeviceRateLimiter? = nil,
         challenges: GattNonceCodec? = nil, now: @escaping @Sendable () -> Date = { Date() }
@@ -43,7 +43,7 @@ public struct GatewayDependencies: Sendable {
 /// The gateway's HTTP application: health (ready once the verdict partitions are assigned and the
 /// registry feed caught up), metrics and request logs from `ServiceApplication`, then the device
 /// routes (`addGatewayRoutes`).
-public func buildApplication(
+package func buildApplication(
     configuration: ServiceConfiguration,
     dependencies: GatewayDependencies,
     readiness: [any ReadinessCheck],
@@ -59,7 +59,7 @@ public func buildApplication(
 }
 
 /// The gateway routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(dependencies: GatewayDependencies) -> Router<GatewayRequestContext> {
+package func buildRouter(dependencies: GatewayDependencies) -> Router<GatewayRequestContext> {
     let router = Router(context: GatewayRequestContext.self)
     addGatewayRoutes(to: router, dependencies: dependencies)
     return router
@@ -67,7 +67,7 @@ public func buildRouter(dependencies: GatewayDependencies) -> Router<GatewayRequ
 
 /// Every device route under `/v1`, behind device authentication then the per-device token bucket.
 /// Every error becomes problem+json (`GatewayProblemMiddleware`).
-public func addGatewayRoutes(to router: Router<GatewayRequestContext>, dependencies d: GatewayDependencies) {
+package func addGatewayRoutes(to router: Router<GatewayRequestContext>, dependencies d: GatewayDependencies) {
     router.add(middleware: GatewayProblemMiddleware(maxBodyBytes: d.pipeline.settings.limits.maxBodyBytes))
     let v1 = router.group("v1")
         .add(middleware: DeviceAuthMiddleware(signer: d.signer, cache: d.cache, now: d.now))

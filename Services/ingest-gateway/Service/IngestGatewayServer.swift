@@ -12,10 +12,10 @@ import ServiceRuntime
 /// `/health/ready` needs the broker (a metadata request), the verdict partitions assigned and the
 /// registry feed caught up. PostgreSQL is not part of it: without the database only the status and
 /// pending endpoints fail (503), events still flow.
-public enum IngestGatewayServer {
-    public static let serviceName = "ingest-gateway"
+package enum IngestGatewayServer {
+    package static let serviceName = "ingest-gateway"
 
-    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+    package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env,
             settings: { try GatewaySettings.load(from: $0) })

@@ -5,14 +5,14 @@ import Foundation
 
 extension RawEventEnvelope {
     /// The rich device event (`POST /v1/attendance/events`), or `nil` for the session contracts.
-    public var attendanceEvent: AttendanceEvent? {
+    package var attendanceEvent: AttendanceEvent? {
         if case .event(let event) = payload { return event }
         return nil
     }
 
     /// The site the event is for: the gateway's, else the payload's (check-outs and heartbeats
     /// may have neither).
-    public var policySiteId: String? {
+    package var policySiteId: String? {
         if let siteId { return siteId }
         switch payload {
         case .event(let event): return event.siteId
@@ -88,11 +88,11 @@ enum Wording {
 }
 
 /// Great-circle distance on a spherical Earth (haversine), metres.
-public enum GeoDistance {
+package enum GeoDistance {
     /// The IUGG mean Earth radius.
-    public static let earthRadiusMeters = 6_371_008.8
+    package static let earthRadiusMeters = 6_371_008.8
 
-    public static func haversineMeters(lat1: Double, lon1: Double, lat2: Double, lon2: Double) -> Double {
+    package static func haversineMeters(lat1: Double, lon1: Double, lat2: Double, lon2: Double) -> Double {
         let toRadians = Double.pi / 180
         let dLat = (lat2 - lat1) * toRadians
         let dLon = (lon2 - lon1) * toRadians

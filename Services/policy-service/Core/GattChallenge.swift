@@ -10,7 +10,7 @@ import Synchronization
 // accepts a replayed nonce.
 
 /// The beacons' GATT keys as the policy knows them.
-public protocol BeaconKeyring: Sendable {
+package protocol BeaconKeyring: Sendable {
     /// The beacon's shared key, or `nil` when it has none.
     func key(for beacon: RegistryBeaconKey) -> SymmetricKey?
 }
@@ -22,27 +22,27 @@ public protocol BeaconKeyring: Sendable {
 /// policy service verifies with the random per-beacon keys the registry creates and publishes
 /// sealed on `registry.changes` (`RegistryFeedBeaconKeyring` in the service target); the former
 /// `BEACON_KEY_SECRET` master secret is not read any more.
-public final class DerivedBeaconKeyring: BeaconKeyring {
+package final class DerivedBeaconKeyring: BeaconKeyring {
     private let master: [UInt8]
     /// Derived keys by beacon: a site has a bounded set of beacons, and deriving costs an HMAC.
     private let derived = Mutex<[RegistryBeaconKey: [UInt8]]>([:])
 
-    public init(master: [UInt8]) {
+    package init(master: [UInt8]) {
         precondition(master.count >= 16, "a beacon master key needs at least 128 bits")
         self.master = master
     }
 
-    public func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
+    package func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
         SymmetricKey(data: rawKey(for: beacon))
     }
 
     /// What the beacon answers to `nonce` in the handshake (simulated beacons, tests).
-    public func proof(nonce: String, beacon: RegistryBeaconKey) -> String {
+    package func proof(nonce: String, beacon: RegistryBeaconKey) -> String {
         GattProof.hmac(nonce: nonce, beaconKey: SymmetricKey(data: rawKey(for: beacon)))
     }
 
     /// The key bytes, for provisioning a beacon (and for simulated beacons in tests).
-    public func rawKey(for beacon: RegistryBeaconKey) -> [UInt8] {
+    package func rawKey(for beacon: RegistryBeaconKey) -> [UInt8] {
         if let hit = derived.withLock({ $0[beacon] }) { return hit }
         var label = Array("beacon-gatt-key|v1|".utf8)
         BeaconBytes.append(beacon, to: &label)

@@ -19,12 +19,12 @@ import Foundation
 ///   0...1; the score is 1 - Π(1 - r) (a noisy OR: order-independent, within 0...1, never lower
 ///   when another rule fires), rounded to 4 decimals. No rule fired: 0.
 /// - `policyVersion` is the policy's version; `decidedAt` is `context.now`.
-public struct PolicyEngine: Sendable {
-    public let rules: [any PolicyRule]
+package struct PolicyEngine: Sendable {
+    package let rules: [any PolicyRule]
 
     /// Every rule this build implements, in evaluation order. (GATT challenge-response is not here:
     /// it needs the nonce key and the beacons' keys; see `withGatt(_:)`.)
-    public static let standardRules: [any PolicyRule] = [
+    package static let standardRules: [any PolicyRule] = [
         BeaconValidityRule(),
         DeviceBindingRule(),
         SiteAssignmentRule(),
@@ -39,11 +39,11 @@ public struct PolicyEngine: Sendable {
         ClockSkewRule(),
     ]
 
-    public static let standard = PolicyEngine()
+    package static let standard = PolicyEngine()
 
     /// The standard rules plus `gatt_challenge`, right after beacon validity so a verdict lists the
     /// beacon's checks together (every rule runs either way; order only breaks action ties).
-    public static func withGatt(_ gatt: GattChallengeRule?) -> PolicyEngine {
+    package static func withGatt(_ gatt: GattChallengeRule?) -> PolicyEngine {
         guard let gatt else { return .standard }
         var rules = standardRules
         rules.insert(gatt, at: 1)
@@ -51,7 +51,7 @@ public struct PolicyEngine: Sendable {
     }
 
     /// - Precondition: rule ids are unique, and none is `kill_switch` (the engine's own).
-    public init(rules: [any PolicyRule] = PolicyEngine.standardRules) {
+    package init(rules: [any PolicyRule] = PolicyEngine.standardRules) {
         let ids = rules.map(\.id)
         precondition(Set(ids).count == ids.count, "duplicate rule ids: \(ids.map(\.rawValue))")
         precondition(!ids.contains(.killSwitch), "kill_switch is the engine's own, not a rule")
@@ -59,9 +59,9 @@ public struct PolicyEngine: Sendable {
     }
 
     /// The ids of the hosted rules, in evaluation order.
-    public var ruleIDs: [PolicyRuleID] { rules.map(\.id) }
+    package var ruleIDs: [PolicyRuleID] { rules.map(\.id) }
 
-    public func decide(_ event: RawEventEnvelope, context: PolicyContext, policy: SitePolicy) -> PolicyDecision {
+    package func decide(_ event: RawEventEnvelope, context: PolicyContext, policy: SitePolicy) -> PolicyDecision {
         guard policy.automaticAttendance else {
             return PolicyDecision(
                 outcome: .reject,
@@ -120,12 +120,12 @@ public struct PolicyEngine: Sendable {
 /// 5. `walk_to_gate`: not at a registered gate of this site (location, dwell, motion).
 /// 6. `retry_after`: too soon after the previous punch.
 /// 7. an action this build does not know, then `none`.
-public enum ActionPrecedence {
-    public static let order: [AppAction] = [
+package enum ActionPrecedence {
+    package static let order: [AppAction] = [
         .manualCheckin, .contactAdmin, .updateApp, .enableBluetooth, .walkToGate, .retryAfter,
     ]
 
-    public static func rank(_ action: AppAction) -> Int {
+    package static func rank(_ action: AppAction) -> Int {
         switch action {
         case .manualCheckin: return 0
         case .contactAdmin: return 1
@@ -141,19 +141,19 @@ public enum ActionPrecedence {
 
 /// The risk score: a noisy OR of the fired rules' contributions, 1 - Π(1 - rᵢ), each rᵢ clamped
 /// to 0...1 (NaN counts as 0), the result rounded to 4 decimals.
-public struct RiskScore: Hashable, Sendable {
+package struct RiskScore: Hashable, Sendable {
     private var survival = 1.0
 
-    public init() {}
+    package init() {}
 
-    public mutating func add(_ risk: Double) { survival *= 1 - Self.clamp(risk) }
+    package mutating func add(_ risk: Double) { survival *= 1 - Self.clamp(risk) }
 
-    public var value: Double {
+    package var value: Double {
         let raw = 1 - survival
         return min(1, max(0, (raw * 10_000).rounded() / 10_000))
     }
 
-    public static func combine(_ risks: [Double]) -> Double {
+    package static func combine(_ risks: [Double]) -> Double {
         var score = RiskScore()
         for risk in risks { score.add(risk) }
         return score.value

@@ -10,27 +10,27 @@ import Foundation
 /// A rule that has nothing to judge (its input is absent, or the payload kind is not its concern)
 /// passes, unless the site sets `PolicySettings.requireSensorData` and the rule documents that it
 /// then fires on missing input.
-public protocol PolicyRule: Sendable {
+package protocol PolicyRule: Sendable {
     var id: PolicyRuleID { get }
     func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome
 }
 
 /// Why a rule fired and what it suggests.
-public struct RuleFiring: Hashable, Sendable {
+package struct RuleFiring: Hashable, Sendable {
     /// In words a user or an operator can act on (it becomes `RuleResult.reason`).
-    public var reason: String
+    package var reason: String
     /// What the app should do if this firing decides the verdict.
-    public var action: AppAction
+    package var action: AppAction
     /// This firing's contribution to the risk score, 0...1 (see `PolicyEngine` for the formula).
-    public var risk: Double
+    package var risk: Double
     /// For `action == .retryAfter`: how long until a new punch would pass.
-    public var retryAfterSeconds: Int?
+    package var retryAfterSeconds: Int?
     /// Whether an enforced firing refuses the event. `false` for a finding that changes how the
     /// event is read but is no reason to refuse it (the hysteresis fold of `rate_limit`): the
     /// verdict lists the rule as fired with its reason, and the event is accepted.
-    public var refuses: Bool
+    package var refuses: Bool
 
-    public init(reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil, refuses: Bool = true) {
+    package init(reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil, refuses: Bool = true) {
         self.reason = reason
         self.action = action
         self.risk = risk
@@ -40,28 +40,28 @@ public struct RuleFiring: Hashable, Sendable {
 }
 
 /// The result of one rule on one event.
-public enum RuleOutcome: Hashable, Sendable {
+package enum RuleOutcome: Hashable, Sendable {
     case passed
     case fired(RuleFiring)
 
     /// Shorthand for `.fired(RuleFiring(...))`.
-    public static func fire(
+    package static func fire(
         _ reason: String, action: AppAction, risk: Double, retryAfterSeconds: Int? = nil
     ) -> RuleOutcome {
         .fired(RuleFiring(reason: reason, action: action, risk: risk, retryAfterSeconds: retryAfterSeconds))
     }
 
     /// A finding recorded on the verdict that never refuses, even when the rule is enforced.
-    public static func note(_ reason: String) -> RuleOutcome {
+    package static func note(_ reason: String) -> RuleOutcome {
         .fired(RuleFiring(reason: reason, action: .noAction, risk: 0, refuses: false))
     }
 
-    public var didFire: Bool {
+    package var didFire: Bool {
         if case .fired = self { return true }
         return false
     }
 
-    public var firing: RuleFiring? {
+    package var firing: RuleFiring? {
         if case .fired(let firing) = self { return firing }
         return nil
     }
@@ -69,7 +69,7 @@ public enum RuleOutcome: Hashable, Sendable {
     /// Several problems found by one rule, as one firing: reasons joined with "; ", the most
     /// relevant action (`ActionPrecedence`), the largest retry delay, risks combined like the
     /// engine combines rules (1 - Π(1 - r)).
-    public static func combining(_ firings: [RuleFiring]) -> RuleOutcome {
+    package static func combining(_ firings: [RuleFiring]) -> RuleOutcome {
         guard let first = firings.first else { return .passed }
         if firings.count == 1 { return .fired(first) }
         var action = first.action
@@ -92,15 +92,15 @@ public enum RuleOutcome: Hashable, Sendable {
 ///
 /// `PolicyEngine.decide` overwrites `settings` with the deciding policy's settings; when a rule is
 /// evaluated on its own (tests), the settings given here are used.
-public struct PolicyContext: Sendable {
-    public var registry: any RegistryView
-    public var history: any PunchHistory
+package struct PolicyContext: Sendable {
+    package var registry: any RegistryView
+    package var history: any PunchHistory
     /// The server's clock when deciding: `PolicyDecision.decidedAt`. Rules about the device's clock
     /// compare the event time with `RawEventEnvelope.receivedAt`, not with this.
-    public var now: Date
-    public var settings: PolicySettings
+    package var now: Date
+    package var settings: PolicySettings
 
-    public init(
+    package init(
         registry: any RegistryView, history: any PunchHistory, now: Date, settings: PolicySettings = PolicySettings()
     ) {
         self.registry = registry

@@ -3,18 +3,18 @@ import Foundation
 import Synchronization
 
 /// An accepted punch (check-in or check-out), as the history keeps it.
-public struct PunchRecord: Hashable, Sendable {
-    public var idempotencyKey: String
-    public var userId: String
-    public var deviceId: String
-    public var siteId: String?
+package struct PunchRecord: Hashable, Sendable {
+    package var idempotencyKey: String
+    package var userId: String
+    package var deviceId: String
+    package var siteId: String?
     /// The gate of the event's beacon, when the event names a registered beacon.
-    public var gateId: String?
-    public var type: AttendanceEventType
+    package var gateId: String?
+    package var type: AttendanceEventType
     /// Event time (the device's), not receipt time: offline events land where they happened.
-    public var time: Date
+    package var time: Date
 
-    public init(
+    package init(
         idempotencyKey: String, userId: String, deviceId: String, siteId: String?, gateId: String?,
         type: AttendanceEventType, time: Date
     ) {
@@ -28,7 +28,7 @@ public struct PunchRecord: Hashable, Sendable {
     }
 
     /// The punch an event makes, its gate resolved through the registry.
-    public init(event: RawEventEnvelope, registry: any RegistryView) {
+    package init(event: RawEventEnvelope, registry: any RegistryView) {
         var gateId: String?
         if let beacon = event.attendanceEvent?.beacon {
             gateId = registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.gateId
@@ -41,7 +41,7 @@ public struct PunchRecord: Hashable, Sendable {
 
     /// Where the rate limit counts punches: the gate, else `site:<siteId>` for punches without a
     /// known gate (the check-in contract has no beacon), else `nil` (nothing to count by).
-    public var punchPoint: String? {
+    package var punchPoint: String? {
         if let gateId { return gateId }
         if let siteId { return "site:" + siteId }
         return nil
@@ -49,7 +49,7 @@ public struct PunchRecord: Hashable, Sendable {
 }
 
 /// Per-user recent-punch history as the rules see it. Only accepted punches are in it.
-public protocol PunchHistory: Sendable {
+package protocol PunchHistory: Sendable {
     /// The latest (by event time) accepted punch of the user at a punch point (`PunchRecord.punchPoint`).
     func lastPunch(userId: String, punchPoint: String) -> PunchRecord?
     /// The latest (by event time) accepted punch of the user anywhere.
@@ -64,7 +64,7 @@ public protocol PunchHistory: Sendable {
 
 extension PunchHistory {
     /// Histories that keep no nonces (older conformers) report none used.
-    public func nonceUse(userId: String, nonce: String) -> String? { nil }
+    package func nonceUse(userId: String, nonce: String) -> String? { nil }
 }
 
 /// The in-memory `PunchHistory` the service feeds from its own decisions.
@@ -72,7 +72,7 @@ extension PunchHistory {
 /// A reference type behind a mutex: the consumer records accepts while decisions read, and a
 /// record never copies the tables. Memory is bounded per user (`keysPerUser` idempotency keys,
 /// one record per punch point, one time per device); `prune(before:)` drops users idle since a cutoff.
-public final class PolicyHistory: PunchHistory {
+package final class PolicyHistory: PunchHistory {
     struct UserState: Sendable {
         var last: PunchRecord?
         var byPoint: [String: PunchRecord] = [:]
@@ -85,10 +85,10 @@ public final class PolicyHistory: PunchHistory {
         var nonces: [(nonce: String, key: String)] = []
     }
 
-    public let keysPerUser: Int
+    package let keysPerUser: Int
     private let state = Mutex<[String: UserState]>([:])
 
-    public init(keysPerUser: Int = 64) {
+    package init(keysPerUser: Int = 64) {
         precondition(keysPerUser > 0, "keysPerUser must be positive")
         self.keysPerUser = keysPerUser
     }
@@ -98,7 +98,7 @@ public final class PolicyHistory: PunchHistory {
     /// Records the punch of an accepted event. Returns `false` (and records nothing) for a
     /// rejection or a heartbeat. Recording the same idempotency key twice is harmless.
     @discardableResult
-    public func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
+    package func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
         // A verified nonce is spent whatever the verdict: a refused punch must not free it for reuse.
         if let gatt = event.attendanceEvent?.gatt,
             decision.ruleResults.contains(where: { $0.ruleId == .gattChallenge && !$0.fired })
@@ -111,7 +111,7 @@ public final class PolicyHistory: PunchHistory {
     }
 
     /// Records an accepted punch (for warming up from stored events too).
-    public func record(_ punch: PunchRecord) {
+    package func record(_ punch: PunchRecord) {
         let keysPerUser = self.keysPerUser
         state.withLock { users in
             // In place through the dictionary's modify accessor: no copy of the user's tables.
@@ -135,7 +135,7 @@ public final class PolicyHistory: PunchHistory {
     }
 
     /// Marks a GATT nonce as presented by the event with `idempotencyKey`.
-    public func recordNonce(_ nonce: String, userId: String, idempotencyKey: String) {
+    package func recordNonce(_ nonce: String, userId: String, idempotencyKey: String) {
         let limit = keysPerUser
         state.withLock { users in
             Self.addNonce(nonce, key: idempotencyKey, to: &users[userId, default: UserState()], limit: limit)
@@ -149,7 +149,7 @@ public final class PolicyHistory: PunchHistory {
     }
 
     /// Forgets users whose latest punch is before `cutoff`, and devices last seen before it.
-    public func prune(before cutoff: Date) {
+    package func prune(before cutoff: Date) {
         state.withLock { users in
             users = users.filter { $0.value.latestActivity >= cutoff }
             for (id, var user) in users where user.deviceLastSeen.values.contains(where: { $0 < cutoff }) {
@@ -159,27 +159,27 @@ public final class PolicyHistory: PunchHistory {
         }
     }
 
-    public var userCount: Int { state.withLock { $0.count } }
+    package var userCount: Int { state.withLock { $0.count } }
 
     // MARK: PunchHistory
 
-    public func lastPunch(userId: String, punchPoint: String) -> PunchRecord? {
+    package func lastPunch(userId: String, punchPoint: String) -> PunchRecord? {
         state.withLock { $0[userId]?.byPoint[punchPoint] }
     }
 
-    public func lastPunch(userId: String) -> PunchRecord? {
+    package func lastPunch(userId: String) -> PunchRecord? {
         state.withLock { $0[userId]?.last }
     }
 
-    public func hasAccepted(idempotencyKey: String, userId: String) -> Bool {
+    package func hasAccepted(idempotencyKey: String, userId: String) -> Bool {
         state.withLock { $0[userId]?.keys.contains(idempotencyKey) ?? false }
     }
 
-    public func nonceUse(userId: String, nonce: String) -> String? {
+    package func nonceUse(userId: String, nonce: String) -> String? {
         state.withLock { $0[userId]?.nonces.first(where: { $0.nonce == nonce })?.key }
     }
 
-    public func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String> {
+    package func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String> {
         state.withLock { users in
             guard let seen = users[userId]?.deviceLastSeen else { return [] }
             var devices = Set<String>()

@@ -2,10 +2,10 @@ import AttendanceProtocol
 import Foundation
 
 /// What the policy knows about a registered beacon.
-public struct RegisteredBeacon: Hashable, Sendable {
+package struct RegisteredBeacon: Hashable, Sendable {
     /// A beacon's lifecycle state, with the registry's wire values. (Nested so as not to clash
     /// with the registry module's own `BeaconStatus` where both are imported.)
-    public enum Status: String, Codable, Hashable, Sendable, CaseIterable {
+    package enum Status: String, Codable, Hashable, Sendable, CaseIterable {
         case active
         /// Taken out of service on purpose.
         case retired
@@ -14,13 +14,13 @@ public struct RegisteredBeacon: Hashable, Sendable {
     }
 
     /// The registry's beacon id, when known.
-    public var beaconId: String?
-    public var status: Status
-    public var gateId: String?
+    package var beaconId: String?
+    package var status: Status
+    package var gateId: String?
     /// The beacon's site: from the beacon record, else through its gate.
-    public var siteId: String?
+    package var siteId: String?
 
-    public init(beaconId: String? = nil, status: Status, gateId: String?, siteId: String?) {
+    package init(beaconId: String? = nil, status: Status, gateId: String?, siteId: String?) {
         self.beaconId = beaconId
         self.status = status
         self.gateId = gateId
@@ -29,12 +29,12 @@ public struct RegisteredBeacon: Hashable, Sendable {
 }
 
 /// A site's geofence: a circle around its centre.
-public struct SiteGeofence: Codable, Hashable, Sendable {
-    public var latitude: Double
-    public var longitude: Double
-    public var radiusMeters: Double
+package struct SiteGeofence: Codable, Hashable, Sendable {
+    package var latitude: Double
+    package var longitude: Double
+    package var radiusMeters: Double
 
-    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
+    package init(latitude: Double, longitude: Double, radiusMeters: Double) {
         self.latitude = latitude
         self.longitude = longitude
         self.radiusMeters = radiusMeters
@@ -42,18 +42,18 @@ public struct SiteGeofence: Codable, Hashable, Sendable {
 }
 
 /// A device's enrollment state (the registry's wire values).
-public enum DeviceBindingStatus: String, Codable, Hashable, Sendable, CaseIterable {
+package enum DeviceBindingStatus: String, Codable, Hashable, Sendable, CaseIterable {
     case enrolled
     case revoked
 }
 
 /// Which user a device is bound to.
-public struct DeviceBinding: Hashable, Sendable {
-    public var deviceId: String
-    public var userId: String
-    public var status: DeviceBindingStatus
+package struct DeviceBinding: Hashable, Sendable {
+    package var deviceId: String
+    package var userId: String
+    package var status: DeviceBindingStatus
 
-    public init(deviceId: String, userId: String, status: DeviceBindingStatus) {
+    package init(deviceId: String, userId: String, status: DeviceBindingStatus) {
         self.deviceId = deviceId
         self.userId = userId
         self.status = status
@@ -61,7 +61,7 @@ public struct DeviceBinding: Hashable, Sendable {
 }
 
 /// The registry as the rules see it: a read-only snapshot, filled from `registry.changes`.
-public protocol RegistryView: Sendable {
+package protocol RegistryView: Sendable {
     /// The beacon broadcasting this identity; the UUID is matched case-insensitively.
     func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon?
     func geofence(siteId: String) -> SiteGeofence?
@@ -78,11 +78,11 @@ public protocol RegistryView: Sendable {
 /// A value type: a copy handed to a decision is a consistent snapshot, whatever is applied after.
 /// Keep one copy per consumer and mutate it between decisions (copy-on-write copies the tables
 /// only if a context still holds the old snapshot when the next change is applied).
-public struct RegistrySnapshot: RegistryView, Hashable {
+package struct RegistrySnapshot: RegistryView, Hashable {
     /// Factory-default iBeacon UUID prefixes, the same list as the registry's `BanList`
     /// (Services/beacon-registry/Core/BanList.swift); the feed carries no ban list, so the policy
     /// starts from this copy. Replace it with `bannedPrefixes` if the registry's list changes.
-    public static let defaultBannedPrefixes: [String] = [
+    package static let defaultBannedPrefixes: [String] = [
         "E2C56DB5", "B9407F30", "FDA50693", "F7826DA6", "74278BDA", "00000000", "FFFFFFFF",
     ]
 
@@ -100,15 +100,15 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     private var devices: [String: DeviceBinding] = [:]
     private var userSites: [String: [String]] = [:]
     /// Upper-case hex digits, no dashes.
-    public private(set) var bannedPrefixes: [String]
+    package private(set) var bannedPrefixes: [String]
 
-    public init(bannedPrefixes: [String] = RegistrySnapshot.defaultBannedPrefixes) {
+    package init(bannedPrefixes: [String] = RegistrySnapshot.defaultBannedPrefixes) {
         self.bannedPrefixes = bannedPrefixes.map(Self.normalizedHex)
     }
 
     // MARK: RegistryView
 
-    public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
+    package func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
         guard let parsed = UUIDText.parse(uuid), let key = RegistryBeaconKey(uuid: parsed, major: major, minor: minor),
             let stored = beacons[key]
         else { return nil }
@@ -116,13 +116,13 @@ public struct RegistrySnapshot: RegistryView, Hashable {
         return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
     }
 
-    public func geofence(siteId: String) -> SiteGeofence? { geofences[siteId] }
+    package func geofence(siteId: String) -> SiteGeofence? { geofences[siteId] }
 
-    public func device(id: String) -> DeviceBinding? { devices[id] }
+    package func device(id: String) -> DeviceBinding? { devices[id] }
 
-    public func assignedSiteIds(userId: String) -> [String]? { userSites[userId] }
+    package func assignedSiteIds(userId: String) -> [String]? { userSites[userId] }
 
-    public func bannedPrefix(of uuid: String) -> String? {
+    package func bannedPrefix(of uuid: String) -> String? {
         bannedPrefixes.first { !$0.isEmpty && Self.hex(uuid, startsWith: $0) }
     }
 
@@ -146,7 +146,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
 
     /// Adds or replaces a beacon. With an `id`, a later upsert of the same id under a new identity
     /// moves it (the old identity stops resolving).
-    public mutating func upsertBeacon(
+    package mutating func upsertBeacon(
         id: String? = nil, uuid: UUID, major: Int, minor: Int, status: RegisteredBeacon.Status, gateId: String?, siteId: String? = nil
     ) {
         // An identity outside 0...65535 cannot be broadcast, so it cannot be looked up either.
@@ -158,29 +158,29 @@ public struct RegistrySnapshot: RegistryView, Hashable {
         beacons[key] = StoredBeacon(id: id, status: status, gateId: gateId, siteId: siteId)
     }
 
-    public mutating func removeBeacon(id: String) {
+    package mutating func removeBeacon(id: String) {
         guard let key = beaconKeyById.removeValue(forKey: id) else { return }
         beacons[key] = nil
     }
 
-    public mutating func removeBeacon(uuid: UUID, major: Int, minor: Int) {
+    package mutating func removeBeacon(uuid: UUID, major: Int, minor: Int) {
         guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
         if let id = beacons.removeValue(forKey: key)?.id { beaconKeyById[id] = nil }
     }
 
-    public mutating func upsertGate(id: String, siteId: String) { gateSites[id] = siteId }
-    public mutating func removeGate(id: String) { gateSites[id] = nil }
+    package mutating func upsertGate(id: String, siteId: String) { gateSites[id] = siteId }
+    package mutating func removeGate(id: String) { gateSites[id] = nil }
 
-    public mutating func upsertSite(id: String, geofence: SiteGeofence?) { geofences[id] = geofence }
-    public mutating func removeSite(id: String) { geofences[id] = nil }
+    package mutating func upsertSite(id: String, geofence: SiteGeofence?) { geofences[id] = geofence }
+    package mutating func removeSite(id: String) { geofences[id] = nil }
 
-    public mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
-    public mutating func removeDevice(id: String) { devices[id] = nil }
+    package mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
+    package mutating func removeDevice(id: String) { devices[id] = nil }
 
-    public mutating func upsertUser(id: String, siteIds: [String]) { userSites[id] = siteIds }
-    public mutating func removeUser(id: String) { userSites[id] = nil }
+    package mutating func upsertUser(id: String, siteIds: [String]) { userSites[id] = siteIds }
+    package mutating func removeUser(id: String) { userSites[id] = nil }
 
-    public mutating func setBannedPrefixes(_ prefixes: [String]) {
+    package mutating func setBannedPrefixes(_ prefixes: [String]) {
         bannedPrefixes = prefixes.map(Self.normalizedHex)
     }
 
@@ -193,7 +193,7 @@ public struct RegistrySnapshot: RegistryView, Hashable {
     /// beacon `{uuid, major, minor, status, gateId?, siteId?}`, gate `{siteId}`,
     /// site `{geofence?: {latitude, longitude, radiusMeters}}`, device `{userId, status}`, user `{siteIds}`.
     @discardableResult
-    public mutating func apply(_ record: RegistryRecord) throws(ProtocolDecodingError) -> Bool {
+    package mutating func apply(_ record: RegistryRecord) throws(ProtocolDecodingError) -> Bool {
         switch record {
         case .delete(let key):
             switch key.entityType {
@@ -272,7 +272,7 @@ extension RegistryView {
     /// the pipeline first makes sure the view is current as of the event's receipt. A made-up beacon
     /// or site costs its batch that wait once (the registry publishes a change within milliseconds of
     /// its commit) and is then refused.
-    public func mayBeBehind(_ event: RawEventEnvelope) -> Bool {
+    package func mayBeBehind(_ event: RawEventEnvelope) -> Bool {
         guard device(id: event.deviceId) != nil, let assigned = assignedSiteIds(userId: event.userId) else { return true }
         var sites = event.claimedSiteIds
         if let named = event.attendanceEvent?.beacon, bannedPrefix(of: named.uuid) == nil, UUIDText.parse(named.uuid) != nil {

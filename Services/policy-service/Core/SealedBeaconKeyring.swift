@@ -13,8 +13,8 @@ import Synchronization
 /// the identity is opened afresh, so a rotated key applies on the first check after its record
 /// is read. A box that does not open (sealed under another key, or another beacon's box) is no
 /// key: the rule then refuses the proof, never accepts it.
-public final class SealedBeaconKeyring: BeaconKeyring {
-    public typealias Lookup = @Sendable (RegistryBeaconKey) -> (beaconId: String, sealed: SealedBeaconKey)?
+package final class SealedBeaconKeyring: BeaconKeyring {
+    package typealias Lookup = @Sendable (RegistryBeaconKey) -> (beaconId: String, sealed: SealedBeaconKey)?
 
     struct OpenedKey: Sendable {
         var beaconId: String
@@ -26,12 +26,12 @@ public final class SealedBeaconKeyring: BeaconKeyring {
     private let lookup: Lookup
     private let opened = Mutex<[RegistryBeaconKey: OpenedKey]>([:])
 
-    public init(sealer: BeaconKeySealer, lookup: @escaping Lookup) {
+    package init(sealer: BeaconKeySealer, lookup: @escaping Lookup) {
         self.sealer = sealer
         self.lookup = lookup
     }
 
-    public func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
+    package func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
         guard let (beaconId, sealed) = lookup(beacon) else { return nil }
         if let hit = opened.withLock({ $0[beacon] }), hit.beaconId == beaconId, hit.sealed == sealed {
             return SymmetricKey(data: hit.key)

@@ -5,12 +5,12 @@
 /// metadata ignored). Numeric components compare as numbers (`1.10.0` > `1.9.9`); missing ones are
 /// zero; a pre-release is older than its release (`1.13.0-beta` < `1.13.0`), pre-release
 /// identifiers compare numerically when both are numbers, else in ASCII order, numbers before words.
-public struct SemanticVersion: Comparable, Hashable, Sendable, CustomStringConvertible {
-    public let components: [Int]
-    public let prerelease: [String]
+package struct SemanticVersion: Comparable, Hashable, Sendable, CustomStringConvertible {
+    package let components: [Int]
+    package let prerelease: [String]
 
     /// `nil` for text that is not a version.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         var body = Substring(text)
         while let first = body.first, first == " " { body = body.dropFirst() }
         while let last = body.last, last == " " { body = body.dropLast() }
@@ -41,15 +41,15 @@ public struct SemanticVersion: Comparable, Hashable, Sendable, CustomStringConve
         self.prerelease = prerelease
     }
 
-    public var description: String {
+    package var description: String {
         components.map(String.init).joined(separator: ".") + (prerelease.isEmpty ? "" : "-" + prerelease.joined(separator: "."))
     }
 
-    public static func < (a: SemanticVersion, b: SemanticVersion) -> Bool { compare(a, b) < 0 }
+    package static func < (a: SemanticVersion, b: SemanticVersion) -> Bool { compare(a, b) < 0 }
 
-    public static func == (a: SemanticVersion, b: SemanticVersion) -> Bool { compare(a, b) == 0 }
+    package static func == (a: SemanticVersion, b: SemanticVersion) -> Bool { compare(a, b) == 0 }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         var trimmed = components[...]
         while let last = trimmed.last, last == 0, trimmed.count > 1 { trimmed = trimmed.dropLast() }
         hasher.combine(Array(trimmed))

@@ -2,7 +2,7 @@ import AttendanceProtocol
 import Foundation
 
 /// How a rule is switched at a site.
-public enum RuleSwitch: String, Codable, Hashable, Sendable, CaseIterable {
+package enum RuleSwitch: String, Codable, Hashable, Sendable, CaseIterable {
     /// Fires reject the event.
     case enforce
     /// Fires are recorded on the verdict (and count towards the risk score) but never reject.
@@ -10,7 +10,7 @@ public enum RuleSwitch: String, Codable, Hashable, Sendable, CaseIterable {
     /// Not evaluated, not recorded.
     case off
 
-    public var mode: RuleMode? {
+    package var mode: RuleMode? {
         switch self {
         case .enforce: return .enforce
         case .monitor: return .monitor
@@ -26,22 +26,22 @@ public enum RuleSwitch: String, Codable, Hashable, Sendable, CaseIterable {
 /// canary is treated as if the rule were `off`. Users are bucketed by a stable hash (FNV-1a of
 /// `ruleId|userId`, mod 100), so a user stays in or out as the percentage only grows, and each
 /// rule picks its own users.
-public struct RuleConfig: Codable, Hashable, Sendable {
-    public var mode: RuleSwitch
+package struct RuleConfig: Codable, Hashable, Sendable {
+    package var mode: RuleSwitch
     /// 0...100; 100 means every user.
-    public var canaryPercent: Int
+    package var canaryPercent: Int
 
-    public init(_ mode: RuleSwitch, canaryPercent: Int = 100) {
+    package init(_ mode: RuleSwitch, canaryPercent: Int = 100) {
         self.mode = mode
         self.canaryPercent = canaryPercent
     }
 
-    public static let enforce = RuleConfig(.enforce)
-    public static let monitor = RuleConfig(.monitor)
-    public static let off = RuleConfig(.off)
+    package static let enforce = RuleConfig(.enforce)
+    package static let monitor = RuleConfig(.monitor)
+    package static let off = RuleConfig(.off)
 
     /// The mode this rule runs in for a user, `nil` when it does not run.
-    public func mode(for userId: String, ruleId: PolicyRuleID) -> RuleMode? {
+    package func mode(for userId: String, ruleId: PolicyRuleID) -> RuleMode? {
         guard let mode = mode.mode else { return nil }
         if canaryPercent >= 100 { return mode }
         if canaryPercent <= 0 { return nil }
@@ -49,7 +49,7 @@ public struct RuleConfig: Codable, Hashable, Sendable {
     }
 
     /// 0...99, the same on every machine and run (Swift's `Hasher` is seeded per process, so not it).
-    public static func canaryBucket(ruleId: PolicyRuleID, userId: String) -> Int {
+    package static func canaryBucket(ruleId: PolicyRuleID, userId: String) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in ruleId.rawValue.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
         hash = (hash ^ UInt64(UInt8(ascii: "|"))) &* 0x0000_0100_0000_01b3
@@ -59,7 +59,7 @@ public struct RuleConfig: Codable, Hashable, Sendable {
 
     enum CodingKeys: String, CodingKey { case mode, canaryPercent }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         if let single = try? decoder.singleValueContainer(), let text = try? single.decode(String.self) {
             guard let mode = RuleSwitch(rawValue: text) else {
                 throw DecodingError.dataCorrupted(
@@ -78,7 +78,7 @@ public struct RuleConfig: Codable, Hashable, Sendable {
         )
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         if canaryPercent == 100 && !encoder.wantsLongForm {
             var single = encoder.singleValueContainer()
             try single.encode(mode)
@@ -91,65 +91,65 @@ public struct RuleConfig: Codable, Hashable, Sendable {
 }
 
 /// A site's thresholds. Every field has a default, and a JSON document may omit any of them.
-public struct PolicySettings: Codable, Hashable, Sendable {
+package struct PolicySettings: Codable, Hashable, Sendable {
     // Rate limit and dwell
     /// Minimum seconds between two punches of a user at the same gate (`rate_limit`).
-    public var minSecondsBetweenPunches: Int = 60
+    package var minSecondsBetweenPunches: Int = 60
     /// Hysteresis against ping-pong between doors: a punch of the same type by a user at another
     /// gate of the same site within this many seconds of the previous one is the same presence: it
     /// is accepted (so the merger folds it into the open session, whose merge window defaults to
     /// 45 s too) and `rate_limit` records that it folded it. 0 turns it off (`rate_limit`).
-    public var minSecondsBetweenGates: Int = 45
+    package var minSecondsBetweenGates: Int = 45
     /// A check-out with reason `soft_exit_expired` already waited the device's soft-exit grace,
     /// so it is a real exit: exempt from the minimum interval after a check-in (`rate_limit`).
-    public var exemptSoftExitCheckouts: Bool = true
+    package var exemptSoftExitCheckouts: Bool = true
     /// A check-in needs the beacon heard (non-zero RSSI) in at least this many readings (`dwell`).
-    public var minDwellReadings: Int = 2
+    package var minDwellReadings: Int = 2
     /// A check-in needs `tEnd - timestamp` of at least this many seconds when `tEnd` is sent (`dwell`).
-    public var minDwellSeconds: Int = 0
+    package var minDwellSeconds: Int = 0
     /// When true, rules fire on events that lack the input they judge (no RSSI series, no motion,
     /// no geofence or location, no beacon on a check-in) instead of passing them.
-    public var requireSensorData: Bool = false
+    package var requireSensorData: Bool = false
 
     // Co-location
     /// Metres added to the site's geofence radius before a position counts as outside (`co_location`).
-    public var geofenceToleranceMeters: Double = 50
+    package var geofenceToleranceMeters: Double = 50
     /// Position fixes less accurate than this are not used as evidence (`co_location`).
-    public var maxLocationAccuracyMeters: Double = 500
+    package var maxLocationAccuracyMeters: Double = 500
 
     // Motion
     /// Steps in the last two minutes that count as walking when the activity is not walking/running.
-    public var minSteps2min: Int = 30
+    package var minSteps2min: Int = 30
 
     // App attestation
     /// The oldest app version allowed, compared semantically; `nil` allows every version.
-    public var minAppVersion: String?
-    public var refuseJailbroken: Bool = true
+    package var minAppVersion: String?
+    package var refuseJailbroken: Bool = true
     /// Refuse iOS `isSimulatedBySoftware` / Android mock-provider locations.
-    public var refuseSimulatedLocation: Bool = true
+    package var refuseSimulatedLocation: Bool = true
     /// When not empty, only models starting with one of these are allowed (e.g. `iPhone`).
-    public var allowedModelPrefixes: [String] = []
+    package var allowedModelPrefixes: [String] = []
     /// Models starting with one of these are refused (e.g. `iPhone8,` for every iPhone 8).
-    public var deniedModelPrefixes: [String] = []
+    package var deniedModelPrefixes: [String] = []
 
     // RSSI plausibility
     /// A series of at least `flatRssiMinReadings` heard readings with a standard deviation below
     /// this is flat (a replaying spoofer), in dB.
-    public var flatRssiMaxStdDevDb: Double = 0.5
-    public var flatRssiMinReadings: Int = 4
+    package var flatRssiMaxStdDevDb: Double = 0.5
+    package var flatRssiMinReadings: Int = 4
 
     // Multi-device
     /// Distinct devices a user may punch from within `multiDeviceWindowSeconds`.
-    public var maxDevicesPerUser: Int = 1
-    public var multiDeviceWindowSeconds: Int = 900
+    package var maxDevicesPerUser: Int = 1
+    package var multiDeviceWindowSeconds: Int = 900
 
     // Plausibility over time
     /// Faster than this between two sites' geofences is impossible travel, km/h.
-    public var maxTravelSpeedKmh: Double = 300
+    package var maxTravelSpeedKmh: Double = 300
     /// Event time further than this from receipt, without an offline record, is suspicious.
-    public var maxClockSkewSeconds: Int = 300
+    package var maxClockSkewSeconds: Int = 300
 
-    public init() {}
+    package init() {}
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case minSecondsBetweenPunches, minSecondsBetweenGates, exemptSoftExitCheckouts, minDwellReadings
@@ -159,7 +159,7 @@ public struct PolicySettings: Codable, Hashable, Sendable {
         case maxTravelSpeedKmh, maxClockSkewSeconds
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         func read<T: Decodable>(_ key: CodingKeys, _ value: inout T) throws {
             if let decoded = try c.decodeIfPresent(T.self, forKey: key) { value = decoded }
@@ -188,7 +188,7 @@ public struct PolicySettings: Codable, Hashable, Sendable {
 
     /// Every field is written (the absent `minAppVersion` as nothing), so a stored policy shows its
     /// full effective configuration.
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(minSecondsBetweenPunches, forKey: .minSecondsBetweenPunches)
         try c.encode(minSecondsBetweenGates, forKey: .minSecondsBetweenGates)
@@ -226,19 +226,19 @@ public struct PolicySettings: Codable, Hashable, Sendable {
 /// whole set, and a rule it does not name is `off` (so a rule added to the engine later stays off
 /// at a configured site until an admin turns it on). Omitted `settings` fields take their defaults,
 /// omitted `automaticAttendance` is `true`, omitted `siteId` is the default policy.
-public struct SitePolicy: Codable, Hashable, Sendable {
+package struct SitePolicy: Codable, Hashable, Sendable {
     /// `nil` for the default policy (sites without their own).
-    public var siteId: String?
+    package var siteId: String?
     /// Grows with every change; recorded on every verdict as `PolicyDecision.policyVersion`.
     /// The built-in default policy is version 0.
-    public var version: Int
+    package var version: Int
     /// The kill switch: `false` turns automatic attendance off at the site; every event is then
     /// rejected with action `manual_checkin`.
-    public var automaticAttendance: Bool
-    public var rules: [PolicyRuleID: RuleConfig]
-    public var settings: PolicySettings
+    package var automaticAttendance: Bool
+    package var rules: [PolicyRuleID: RuleConfig]
+    package var settings: PolicySettings
 
-    public init(
+    package init(
         siteId: String? = nil, version: Int, automaticAttendance: Bool = true,
         rules: [PolicyRuleID: RuleConfig] = SitePolicy.defaultRules, settings: PolicySettings = PolicySettings()
     ) {
@@ -251,7 +251,7 @@ public struct SitePolicy: Codable, Hashable, Sendable {
 
     /// The rule modes of the default policy: what no honest device should trip is enforced; what
     /// honest devices may trip (no motion at a desk, a second phone, odd clocks, dwell) is monitored.
-    public static let defaultRules: [PolicyRuleID: RuleConfig] = [
+    package static let defaultRules: [PolicyRuleID: RuleConfig] = [
         .beaconValidity: .enforce,
         .deviceBinding: .enforce,
         .siteAssignment: .enforce,
@@ -267,10 +267,10 @@ public struct SitePolicy: Codable, Hashable, Sendable {
     ]
 
     /// The built-in default: version 0, `defaultRules`, default settings, automatic attendance on.
-    public static let `default` = SitePolicy(version: 0)
+    package static let `default` = SitePolicy(version: 0)
 
     /// Every hosted rule set to `mode` (tests, and "enforce everything" sites).
-    public static func all(
+    package static func all(
         _ mode: RuleSwitch, version: Int, siteId: String? = nil, settings: PolicySettings = PolicySettings(),
         hostedRules: [PolicyRuleID] = PolicyEngine.standard.ruleIDs
     ) -> SitePolicy {
@@ -280,10 +280,10 @@ public struct SitePolicy: Codable, Hashable, Sendable {
     }
 
     /// The configuration of a rule (`off` when the policy does not name it).
-    public func config(of ruleId: PolicyRuleID) -> RuleConfig { rules[ruleId] ?? .off }
+    package func config(of ruleId: PolicyRuleID) -> RuleConfig { rules[ruleId] ?? .off }
 
     /// The mode a rule runs in for a user's event, `nil` when it does not run.
-    public func mode(of ruleId: PolicyRuleID, userId: String) -> RuleMode? {
+    package func mode(of ruleId: PolicyRuleID, userId: String) -> RuleMode? {
         rules[ruleId]?.mode(for: userId, ruleId: ruleId)
     }
 
@@ -298,7 +298,7 @@ public struct SitePolicy: Codable, Hashable, Sendable {
         init?(intValue: Int) { nil }
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         siteId = try c.decodeIfPresent(String.self, forKey: .siteId)
         version = try c.decode(Int.self, forKey: .version)
@@ -316,7 +316,7 @@ public struct SitePolicy: Codable, Hashable, Sendable {
         settings = try c.decodeIfPresent(PolicySettings.self, forKey: .settings) ?? PolicySettings()
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encodeIfPresent(siteId, forKey: .siteId)
         try c.encode(version, forKey: .version)
@@ -332,23 +332,23 @@ public struct SitePolicy: Codable, Hashable, Sendable {
 // MARK: Validation
 
 /// One problem in a policy: the field (a JSON path) and what is wrong with it.
-public struct PolicyValidationIssue: Hashable, Sendable, CustomStringConvertible {
-    public var field: String
-    public var message: String
+package struct PolicyValidationIssue: Hashable, Sendable, CustomStringConvertible {
+    package var field: String
+    package var message: String
 
-    public init(field: String, message: String) {
+    package init(field: String, message: String) {
         self.field = field
         self.message = message
     }
 
-    public var description: String { "\(field): \(message)" }
+    package var description: String { "\(field): \(message)" }
 }
 
 /// A refused policy, with every problem found (not only the first).
-public struct PolicyValidationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var issues: [PolicyValidationIssue]
+package struct PolicyValidationError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var issues: [PolicyValidationIssue]
 
-    public var description: String {
+    package var description: String {
         "invalid site policy: " + issues.map(\.description).joined(separator: "; ")
     }
 }
@@ -358,7 +358,7 @@ extension SitePolicy {
     ///
     /// With `hostedRules` (normally `PolicyEngine.ruleIDs`), a rule switched on that the engine
     /// does not implement is a problem too: it would silently never fire.
-    public func validationIssues(hostedRules: [PolicyRuleID]? = nil) -> [PolicyValidationIssue] {
+    package func validationIssues(hostedRules: [PolicyRuleID]? = nil) -> [PolicyValidationIssue] {
         var issues: [PolicyValidationIssue] = []
         func check(_ ok: Bool, _ field: String, _ message: @autoclosure () -> String) {
             if !ok { issues.append(PolicyValidationIssue(field: field, message: message())) }
@@ -428,7 +428,7 @@ extension SitePolicy {
     }
 
     /// Throws every problem at once; see `validationIssues(hostedRules:)`.
-    public func validate(hostedRules: [PolicyRuleID]? = nil) throws(PolicyValidationError) {
+    package func validate(hostedRules: [PolicyRuleID]? = nil) throws(PolicyValidationError) {
         let issues = validationIssues(hostedRules: hostedRules)
         if !issues.isEmpty { throw PolicyValidationError(issues: issues) }
     }
@@ -438,13 +438,13 @@ extension SitePolicy {
 
 /// The policies the service decides with: one per site, a default for the rest, and a global
 /// kill switch. A value: swap it whole when admin REST or the feed changes a policy.
-public struct PolicyBook: Hashable, Sendable {
-    public var defaultPolicy: SitePolicy
-    public private(set) var sites: [String: SitePolicy]
+package struct PolicyBook: Hashable, Sendable {
+    package var defaultPolicy: SitePolicy
+    package private(set) var sites: [String: SitePolicy]
     /// Turns automatic attendance off everywhere (for a widespread incident).
-    public var globalKillSwitch: Bool
+    package var globalKillSwitch: Bool
 
-    public init(defaultPolicy: SitePolicy = .default, sites: [SitePolicy] = [], globalKillSwitch: Bool = false) {
+    package init(defaultPolicy: SitePolicy = .default, sites: [SitePolicy] = [], globalKillSwitch: Bool = false) {
         self.defaultPolicy = defaultPolicy
         self.sites = [:]
         self.globalKillSwitch = globalKillSwitch
@@ -452,7 +452,7 @@ public struct PolicyBook: Hashable, Sendable {
     }
 
     /// The policy for a site (the default when it has none), with the global kill switch applied.
-    public func policy(forSite siteId: String?) -> SitePolicy {
+    package func policy(forSite siteId: String?) -> SitePolicy {
         var policy = siteId.flatMap { sites[$0] } ?? defaultPolicy
         if globalKillSwitch { policy.automaticAttendance = false }
         return policy
@@ -460,7 +460,7 @@ public struct PolicyBook: Hashable, Sendable {
 
     /// The policy for an event: its site, else (check-outs and heartbeats may name none) the site
     /// of the user's latest accepted punch.
-    public func policy(for event: RawEventEnvelope, history: any PunchHistory) -> SitePolicy {
+    package func policy(for event: RawEventEnvelope, history: any PunchHistory) -> SitePolicy {
         policy(forSite: event.policySiteId ?? history.lastPunch(userId: event.userId)?.siteId)
     }
 
@@ -468,7 +468,7 @@ public struct PolicyBook: Hashable, Sendable {
     /// ones). A policy without `siteId` replaces the default under the same rule. Returns whether
     /// it was stored. Validate before storing.
     @discardableResult
-    public mutating func upsert(_ policy: SitePolicy) -> Bool {
+    package mutating func upsert(_ policy: SitePolicy) -> Bool {
         guard let siteId = policy.siteId else {
             guard policy.version >= defaultPolicy.version else { return false }
             defaultPolicy = policy
@@ -480,5 +480,5 @@ public struct PolicyBook: Hashable, Sendable {
     }
 
     /// Drops a site's own policy: it falls back to the default.
-    public mutating func remove(siteId: String) { sites[siteId] = nil }
+    package mutating func remove(siteId: String) { sites[siteId] = nil }
 }

@@ -8,16 +8,16 @@ import Foundation
 /// Unlike the lenient policy-book file, an admin request with a member this build does not know is
 /// refused (the admin API decodes it with `AdminJSON.decodeBody`, which compares what is sent with
 /// what this type writes back): a misspelt threshold must not be silently ignored.
-public struct SitePolicyDraft: Codable, Hashable, Sendable {
+package struct SitePolicyDraft: Codable, Hashable, Sendable {
     /// Members of a `GET` answer that a draft sent back as is may carry; ignored (the path names the
     /// site and the store assigns the version).
-    public static let toleratedMembers: Set<String> = ["siteId", "version"]
+    package static let toleratedMembers: Set<String> = ["siteId", "version"]
 
-    public var automaticAttendance: Bool
-    public var rules: [PolicyRuleID: RuleConfig]
-    public var settings: PolicySettings
+    package var automaticAttendance: Bool
+    package var rules: [PolicyRuleID: RuleConfig]
+    package var settings: PolicySettings
 
-    public init(
+    package init(
         automaticAttendance: Bool = true, rules: [PolicyRuleID: RuleConfig] = SitePolicy.defaultRules,
         settings: PolicySettings = PolicySettings()
     ) {
@@ -28,7 +28,7 @@ public struct SitePolicyDraft: Codable, Hashable, Sendable {
 
     enum CodingKeys: String, CodingKey, CaseIterable { case automaticAttendance, rules, settings }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         automaticAttendance = try c.decodeIfPresent(Bool.self, forKey: .automaticAttendance) ?? true
         if let named = try c.decodeIfPresent([String: RuleConfig].self, forKey: .rules) {
@@ -42,16 +42,16 @@ public struct SitePolicyDraft: Codable, Hashable, Sendable {
     }
 
     /// The policy this draft becomes at `version` for `siteId` (`nil`: the default policy).
-    public func policy(siteId: String?, version: Int) -> SitePolicy {
+    package func policy(siteId: String?, version: Int) -> SitePolicy {
         SitePolicy(siteId: siteId, version: version, automaticAttendance: automaticAttendance, rules: rules, settings: settings)
     }
 
     /// The draft of an existing policy (to restore an old version as a new one).
-    public init(_ policy: SitePolicy) {
+    package init(_ policy: SitePolicy) {
         self.init(automaticAttendance: policy.automaticAttendance, rules: policy.rules, settings: policy.settings)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(automaticAttendance, forKey: .automaticAttendance)
         try c.encode(Dictionary(uniqueKeysWithValues: rules.map { ($0.key.rawValue, $0.value) }), forKey: .rules)

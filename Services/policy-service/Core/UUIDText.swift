@@ -4,8 +4,8 @@ import Synchronization
 /// Parses the canonical 36-character UUID text (either case) without allocating. Foundation's
 /// `UUID(uuidString:)` on Linux goes through `sscanf`, which was the largest single cost of a
 /// decision: every rule that resolves the beacon parses its UUID.
-public enum UUIDText {
-    public static func parse(_ text: String) -> UUID? {
+package enum UUIDText {
+    package static func parse(_ text: String) -> UUID? {
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var text = text
         let ok = text.withUTF8 { utf8 -> Bool in
@@ -47,7 +47,7 @@ extension SemanticVersion {
     /// `SemanticVersion(text)`, remembered: a fleet states a handful of app versions, and parsing one
     /// costs more than the rest of the attestation rule. Bounded: the table is cleared when it
     /// reaches 1,024 distinct texts (garbage versions cannot grow it without limit).
-    public static func cached(_ text: String) -> SemanticVersion? {
+    package static func cached(_ text: String) -> SemanticVersion? {
         if let hit = cache.withLock({ $0[text] }) { return hit }
         let parsed = SemanticVersion(text)
         cache.withLock { table in

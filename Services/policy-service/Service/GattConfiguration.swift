@@ -15,8 +15,8 @@ import ServiceRuntime
 ///
 /// The former `BEACON_KEY_SECRET` (keys derived from one master secret) is no longer read: every
 /// beacon's key is random and owned by the registry.
-public enum GattConfiguration {
-    public static func load(from env: EnvironmentReader, registry cache: RegistryCache) throws(ConfigurationError) -> GattChallengeRule? {
+package enum GattConfiguration {
+    package static func load(from env: EnvironmentReader, registry cache: RegistryCache) throws(ConfigurationError) -> GattChallengeRule? {
         let nonce = try secret("GATT_NONCE_KEY", env)
         let sealer = try beaconKeySealer(env)
         switch (nonce, sealer) {
@@ -35,7 +35,7 @@ public enum GattConfiguration {
     }
 
     /// `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, or unset. The value is never echoed.
-    public static func beaconKeySealer(_ env: EnvironmentReader) throws(ConfigurationError) -> BeaconKeySealer? {
+    package static func beaconKeySealer(_ env: EnvironmentReader) throws(ConfigurationError) -> BeaconKeySealer? {
         guard let text = env.optionalString("BEACON_KEY_SEAL_KEY"), !text.isEmpty else { return nil }
         guard let bytes = Data(base64Encoded: text), let sealer = BeaconKeySealer(sealingKey: Array(bytes)) else {
             throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: "<redacted>", expected: "base64 of 32 random bytes")
@@ -44,7 +44,7 @@ public enum GattConfiguration {
     }
 
     /// Base64 of at least 16 bytes; the value is never echoed.
-    public static func secret(_ key: String, _ env: EnvironmentReader) throws(ConfigurationError) -> [UInt8]? {
+    package static func secret(_ key: String, _ env: EnvironmentReader) throws(ConfigurationError) -> [UInt8]? {
         guard let text = env.optionalString(key), !text.isEmpty else { return nil }
         guard let bytes = Data(base64Encoded: text), bytes.count >= 16 else {
             throw ConfigurationError(key: key, value: "<redacted>", expected: "base64 of at least 16 random bytes")

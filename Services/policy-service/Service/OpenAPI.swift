@@ -3,5 +3,5 @@ import ServiceRuntime
 
 extension OpenAPIDocument {
     /// The policy service's document, `Service/Resources/openapi.yaml`.
-    public static let policy = OpenAPIDocument(bundle: .module)
+    package static let policy = OpenAPIDocument(bundle: .module)
 }

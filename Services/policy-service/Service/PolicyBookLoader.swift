@@ -8,14 +8,14 @@ import ServiceRuntime
 /// "sites": [<SitePolicy>, ...]}` (every member optional); without it every site runs
 /// `SitePolicy.default`. Each policy is validated against the rules this engine hosts, and a bad
 /// file stops the service with one line naming the field (exit 78), never a half-applied book.
-public enum PolicyBookLoader {
+package enum PolicyBookLoader {
     struct File: Decodable {
         var globalKillSwitch: Bool?
         var `default`: SitePolicy?
         var sites: [SitePolicy]?
     }
 
-    public static func load(from env: EnvironmentReader, engine: PolicyEngine) throws(ConfigurationError) -> PolicyBook {
+    package static func load(from env: EnvironmentReader, engine: PolicyEngine) throws(ConfigurationError) -> PolicyBook {
         guard let path = env.optionalString("POLICY_BOOK_FILE"), !path.isEmpty else { return PolicyBook() }
         let expected = "a readable JSON policy book: {\"globalKillSwitch\", \"default\", \"sites\"}"
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -24,7 +24,7 @@ public enum PolicyBookLoader {
         return try parse(data, source: path, engine: engine)
     }
 
-    public static func parse(_ data: Data, source: String, engine: PolicyEngine) throws(ConfigurationError) -> PolicyBook {
+    package static func parse(_ data: Data, source: String, engine: PolicyEngine) throws(ConfigurationError) -> PolicyBook {
         let file: File
         do {
             file = try JSONDecoder().decode(File.self, from: data)

@@ -10,36 +10,36 @@ import ServiceRuntime
 import Synchronization
 
 /// Topic names and batching of the policy pipeline (tests use their own topics).
-public struct PolicyPipelineConfiguration: Sendable {
-    public var groupId = "policy-service"
-    public var rawTopic: String
-    public var vettedTopic: String
-    public var deadLetterTopic: String
+package struct PolicyPipelineConfiguration: Sendable {
+    package var groupId = "policy-service"
+    package var rawTopic: String
+    package var vettedTopic: String
+    package var deadLetterTopic: String
     /// How long decisions wait for the registry cache to catch up before the first batch; a
     /// decision against an empty cache would refuse every beacon as unknown.
-    public var registryCatchUpTimeout: Duration = .seconds(60)
+    package var registryCatchUpTimeout: Duration = .seconds(60)
     /// How long after a gateway received an event the registry may take to publish a change the
     /// event depends on (its publisher is woken at each commit and publishes within milliseconds;
     /// this leaves room for a loaded machine). A batch with an event that relies on something the
     /// registry view lacks (`RegistryView.mayBeBehind`) is decided once the view holds the feed as of
     /// the newest such receipt plus this.
-    public var registryPublishMargin: Duration = .milliseconds(150)
+    package var registryPublishMargin: Duration = .milliseconds(150)
     /// The longest a batch waits for that; then it is decided with what the view holds (a warning).
-    public var registryLagWait: Duration = .seconds(10)
+    package var registryLagWait: Duration = .seconds(10)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
-    public var redeliveryBackoff: Duration = .milliseconds(500)
+    package var redeliveryBackoff: Duration = .milliseconds(500)
     /// Between attempts to claim a batch's GATT nonces when the spent-nonce store fails: the batch
     /// waits rather than being decided without the durable reuse check.
-    public var nonceStoreBackoff: Duration = .milliseconds(500)
+    package var nonceStoreBackoff: Duration = .milliseconds(500)
     /// How often expired spent nonces are pruned.
-    public var noncePruneInterval: TimeInterval = 60
+    package var noncePruneInterval: TimeInterval = 60
     /// How long a spent nonce is kept after its expiry. An event is judged expired by its
     /// gateway receipt time, not by when it is decided, so a replay received in time but decided
     /// late (a backlog after an outage, a lagging partition on another instance) must still find
     /// the nonce spent: keep rows far longer than any backlog.
-    public var spentNonceRetention: TimeInterval = 86_400
+    package var spentNonceRetention: TimeInterval = 86_400
 
-    public init(topics: TopicNames = TopicNames()) {
+    package init(topics: TopicNames = TopicNames()) {
         rawTopic = topics[.rawEvents]
         vettedTopic = topics[.vettedEvents]
         deadLetterTopic = topics[.deadLetters]
@@ -53,7 +53,7 @@ public struct PolicyPipelineConfiguration: Sendable {
 /// merger's unique idempotency key makes the replay harmless. Decisions are made in offset order
 /// per partition and each accepted punch is recorded in the history before the next decision, so
 /// the rate-limit and dwell rules see the punches earlier in the same batch.
-public final class PolicyPipeline: Service, Sendable {
+package final class PolicyPipeline: Service, Sendable {
     private let consumer: KafkaConsumer
     private let producer: KafkaProducer
     private let engine: PolicyEngine
@@ -69,7 +69,7 @@ public final class PolicyPipeline: Service, Sendable {
     private let clock: @Sendable () -> Date
     private let processed = Atomic<Int>(0)
 
-    public init(
+    package init(
         consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
         registry: RegistryCacheView, registryLoader: RegistryCacheLoader?, history: PolicyHistory = PolicyHistory(),
         nonceLedger: GattNonceLedger? = nil,
@@ -90,12 +90,12 @@ public final class PolicyPipeline: Service, Sendable {
     }
 
     /// Events decided since start (for tests and the log).
-    public var processedCount: Int { processed.load(ordering: .relaxed) }
+    package var processedCount: Int { processed.load(ordering: .relaxed) }
 
     /// Replaces the policy book; the next decision uses it.
-    public func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
+    package func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
 
-    public func run() async throws {
+    package func run() async throws {
         if let registryLoader {
             let caughtUp = await registryLoader.waitUntilCaughtUp(timeout: configuration.registryCatchUpTimeout)
             if !caughtUp {

@@ -4,15 +4,15 @@ import PolicyServiceCore
 import RegistryFeed
 import ServiceRuntime
 
-public let policyServiceDefaultHTTPPort = 8081
+package let policyServiceDefaultHTTPPort = 8081
 
 /// What `policy-service` runs (`ServiceKit`): its migrations and the stored policies, then the
 /// producer, the broker watch, the registry feed's cache, the raw → vetted pipeline, the policy-book
 /// refresher and policy administration over HTTP. Its own settings: `PolicySettings`.
-public enum PolicyServer {
-    public static let serviceName = "policy-service"
+package enum PolicyServer {
+    package static let serviceName = "policy-service"
 
-    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+    package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
             settings: { try PolicySettings.load(from: $0) })

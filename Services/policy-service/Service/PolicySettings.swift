@@ -6,12 +6,12 @@ import ServiceRuntime
 /// - `POLICY_SCHEMA`: the PostgreSQL schema of the stored policies and spent GATT nonces (default `policy`).
 /// The base rule configuration (`POLICY_BOOK_FILE`, `PolicyBookLoader`) and the GATT keys
 /// (`GATT_NONCE_KEY`, `BEACON_KEY_SEAL_KEY`, `GattConfiguration`) are read with the engine they configure.
-public struct PolicySettings: Sendable {
-    public var maxBatch: Int
-    public var refreshInterval: Duration
-    public var schema: String
+package struct PolicySettings: Sendable {
+    package var maxBatch: Int
+    package var refreshInterval: Duration
+    package var schema: String
 
-    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PolicySettings {
+    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PolicySettings {
         PolicySettings(
             maxBatch: try env.int("POLICY_MAX_BATCH", default: 500, in: 1...10_000),
             refreshInterval: try env.milliseconds("POLICY_REFRESH_MS", default: 2_000, in: 100...600_000),

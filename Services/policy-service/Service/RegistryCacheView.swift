@@ -6,18 +6,18 @@ import RegistryFeed
 /// The policy's `RegistryView` over the registry feed's cache: every lookup reads the live cache
 /// that `RegistryCacheLoader` keeps equal to `registry.changes`, so a revoked device or a retired
 /// beacon is refused as soon as its change is read, without a restart.
-public struct RegistryCacheView: RegistryView {
-    public let cache: RegistryCache
+package struct RegistryCacheView: RegistryView {
+    package let cache: RegistryCache
     /// The feed carries no ban list: the factory-default prefixes are the policy's own (the same
     /// list as the registry's).
     private let banList: RegistrySnapshot
 
-    public init(cache: RegistryCache, bannedPrefixes: [String] = RegistrySnapshot.defaultBannedPrefixes) {
+    package init(cache: RegistryCache, bannedPrefixes: [String] = RegistrySnapshot.defaultBannedPrefixes) {
         self.cache = cache
         self.banList = RegistrySnapshot(bannedPrefixes: bannedPrefixes)
     }
 
-    public func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
+    package func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
         guard let parsed = UUIDText.parse(uuid), let resolution = cache.resolve(uuid: parsed, major: major, minor: minor) else {
             return nil
         }
@@ -26,19 +26,19 @@ public struct RegistryCacheView: RegistryView {
         )
     }
 
-    public func geofence(siteId: String) -> SiteGeofence? {
+    package func geofence(siteId: String) -> SiteGeofence? {
         guard let fence = cache.site(id: siteId)?.geofence else { return nil }
         return SiteGeofence(latitude: fence.latitude, longitude: fence.longitude, radiusMeters: fence.radiusMeters)
     }
 
-    public func device(id: String) -> DeviceBinding? {
+    package func device(id: String) -> DeviceBinding? {
         guard let device = cache.device(id: id) else { return nil }
         return DeviceBinding(deviceId: device.id, userId: device.userId, status: device.isActive ? .enrolled : .revoked)
     }
 
-    public func assignedSiteIds(userId: String) -> [String]? { cache.user(id: userId)?.siteIds }
+    package func assignedSiteIds(userId: String) -> [String]? { cache.user(id: userId)?.siteIds }
 
-    public func bannedPrefix(of uuid: String) -> String? { banList.bannedPrefix(of: uuid) }
+    package func bannedPrefix(of uuid: String) -> String? { banList.bannedPrefix(of: uuid) }
 
     /// A status this build does not know is treated as not active: a beacon in an unknown state
     /// must not vouch for attendance.

@@ -8,17 +8,17 @@ import RegistryFeed
 /// key from the live feed cache (`SealedBeaconKeyring` opens and caches it), so a rotated key is
 /// used from the moment its record is read (well under a second after the registry commits:
 /// publisher poll plus feed consumer), and a beacon deleted or moved stops verifying.
-public final class RegistryFeedBeaconKeyring: BeaconKeyring {
+package final class RegistryFeedBeaconKeyring: BeaconKeyring {
     private let keyring: SealedBeaconKeyring
 
-    public init(cache: RegistryCache, sealer: BeaconKeySealer) {
+    package init(cache: RegistryCache, sealer: BeaconKeySealer) {
         keyring = SealedBeaconKeyring(sealer: sealer) { identity in
             guard let beacon = cache.resolve(identity)?.beacon, let sealed = beacon.gattKey else { return nil }
             return (beacon.id, sealed)
         }
     }
 
-    public func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
+    package func key(for beacon: RegistryBeaconKey) -> SymmetricKey? {
         keyring.key(for: beacon)
     }
 }

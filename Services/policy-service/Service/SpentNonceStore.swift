@@ -7,14 +7,14 @@ import ServiceRuntime
 import Synchronization
 
 /// One GATT nonce presented by one event.
-public struct NonceClaim: Hashable, Sendable {
-    public var nonce: String
-    public var idempotencyKey: String
-    public var userId: String
+package struct NonceClaim: Hashable, Sendable {
+    package var nonce: String
+    package var idempotencyKey: String
+    package var userId: String
     /// The nonce's own expiry; the row is pruned a retention period after it.
-    public var expiresAt: Date
+    package var expiresAt: Date
 
-    public init(nonce: String, idempotencyKey: String, userId: String, expiresAt: Date) {
+    package init(nonce: String, idempotencyKey: String, userId: String, expiresAt: Date) {
         self.nonce = nonce
         self.idempotencyKey = idempotencyKey
         self.userId = userId
@@ -23,7 +23,7 @@ public struct NonceClaim: Hashable, Sendable {
 }
 
 /// The spent GATT nonces shared by every policy instance and kept across restarts.
-public protocol SpentNonceStore: Sendable {
+package protocol SpentNonceStore: Sendable {
     /// Claims each nonce for its event, atomically per nonce: a nonce nobody holds becomes this
     /// event's. Returns, for every nonce some event already held, that event's idempotency key
     /// (it may be the same event: a redelivery).
@@ -36,19 +36,19 @@ public protocol SpentNonceStore: Sendable {
 /// `SpentNonceStore` on the policy schema's `spent_gatt_nonces` table: one statement per polled
 /// batch (`unnest` of the batch's nonces, `INSERT ... ON CONFLICT DO NOTHING`), so the cost is a
 /// round trip per batch, not per event.
-public struct PostgresSpentNonceStore: SpentNonceStore {
+package struct PostgresSpentNonceStore: SpentNonceStore {
     let client: PostgresClient
     let schema: String
     let logger: Logger
 
-    public init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
+    package init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
         precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
         self.logger = logger
     }
 
-    public func claim(_ claims: [NonceClaim]) async throws -> [String: String] {
+    package func claim(_ claims: [NonceClaim]) async throws -> [String: String] {
         guard !claims.isEmpty else { return [:] }
         // One claim per nonce, the first in offset order: the in-memory history judges later
         // presentations inside the batch.
@@ -96,7 +96,7 @@ public struct PostgresSpentNonceStore: SpentNonceStore {
     }
 
     @discardableResult
-    public func prune(expiredBefore cutoff: Date) async throws -> Int {
+    package func prune(expiredBefore cutoff: Date) async throws -> Int {
         let rows = try await client.query(
             "DELETE FROM \(unescaped: schema).spent_gatt_nonces WHERE expires_at < \(cutoff) RETURNING 1", logger: logger
         )
@@ -116,17 +116,17 @@ public struct PostgresSpentNonceStore: SpentNonceStore {
 /// claimed: a forged or expired one is refused on that alone and must not fill the table. A
 /// claimed nonce stays spent whatever the verdict, like the in-memory rule (a refused punch must
 /// not free its nonce for a second try).
-public struct GattNonceLedger: Sendable {
-    public let store: any SpentNonceStore
-    public let nonces: GattNonceCodec
+package struct GattNonceLedger: Sendable {
+    package let store: any SpentNonceStore
+    package let nonces: GattNonceCodec
 
-    public init(store: any SpentNonceStore, nonces: GattNonceCodec) {
+    package init(store: any SpentNonceStore, nonces: GattNonceCodec) {
         self.store = store
         self.nonces = nonces
     }
 
     /// The claims a batch makes, in order.
-    public func claims(for events: [RawEventEnvelope]) -> [NonceClaim] {
+    package func claims(for events: [RawEventEnvelope]) -> [NonceClaim] {
         var claims: [NonceClaim] = []
         for event in events {
             guard let body = event.attendanceEvent, body.type == .checkin, let proof = body.gatt,
@@ -140,7 +140,7 @@ public struct GattNonceLedger: Sendable {
 
     /// Claims the batch's nonces and loads the holders of those already spent into `history`.
     /// Throws when the store fails: the caller must not decide the batch without the check.
-    public func prepare(_ events: [RawEventEnvelope], history: PolicyHistory) async throws {
+    package func prepare(_ events: [RawEventEnvelope], history: PolicyHistory) async throws {
         let claims = claims(for: events)
         guard !claims.isEmpty else { return }
         let held = try await store.claim(claims)

@@ -6,11 +6,11 @@ import Prometheus
 import ServiceRuntime
 
 /// The merger's default HTTP port (`HTTP_PORT` overrides it).
-public let sessionMergerDefaultHTTPPort = 8082
+package let sessionMergerDefaultHTTPPort = 8082
 
 /// The merger's HTTP application: health, metrics and request logs from `ServiceApplication`, then the
 /// admin routes (`addMergerRoutes`).
-public func buildApplication(
+package func buildApplication(
     configuration: ServiceConfiguration,
     sessions: any SessionQueryRepository,
     shifts: any SiteShiftProvider,
@@ -29,7 +29,7 @@ public func buildApplication(
 }
 
 /// The admin routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(
+package func buildRouter(
     sessions: any SessionQueryRepository, shifts: any SiteShiftProvider, keyVerifier: any AdminKeyVerifier,
     groupId: String = "session-merger"
 ) -> Router<AdminContext> {
@@ -40,7 +40,7 @@ public func buildRouter(
 
 /// `/v1/admin/sessions` and `/v1/admin/attendance/daily` (viewer), `/v1/admin/pipeline` (admin), all
 /// behind `AdminAuthMiddleware`; every error becomes problem+json.
-public func addMergerRoutes(
+package func addMergerRoutes(
     to router: Router<AdminContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
     keyVerifier: any AdminKeyVerifier, groupId: String
 ) {

@@ -4,7 +4,7 @@ import ServiceRuntime
 extension ServiceMigrations {
     /// The merger's tables (`Migrations/`): events, sessions, timelines, consumer offsets and the
     /// session change outbox.
-    public static let merger = ServiceMigrations(
+    package static let merger = ServiceMigrations(
         service: "session-merger", defaultSchema: "merger", directory: Bundle.module.url(forResource: "Migrations", withExtension: nil)
     )
 }

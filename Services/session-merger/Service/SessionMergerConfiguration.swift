@@ -5,39 +5,39 @@ import SessionMergerCore
 
 /// The merger's own settings (the shared ones are `ServiceConfiguration`). Topic names default to the
 /// protocol's `Topic` names; tests point them at topics of their own.
-public struct SessionMergerConfiguration: Sendable {
+package struct SessionMergerConfiguration: Sendable {
     /// The consumer group, also the key of `merger.consumer_offsets`.
-    public var groupId: String
-    public var vettedTopic: String
-    public var verdictsTopic: String
-    public var sessionsTopic: String
-    public var deadLetterTopic: String
-    public var registryTopic: String
+    package var groupId: String
+    package var vettedTopic: String
+    package var verdictsTopic: String
+    package var sessionsTopic: String
+    package var deadLetterTopic: String
+    package var registryTopic: String
     /// At most this many messages per polled batch (one PostgreSQL transaction each).
-    public var maxBatchSize: Int
-    public var pollTimeoutMs: Int
+    package var maxBatchSize: Int
+    package var pollTimeoutMs: Int
     /// How often the idle sweep closes sessions with no presence past the cutoff.
-    public var idleSweepInterval: Duration
+    package var idleSweepInterval: Duration
     /// Timelines per idle-sweep transaction.
-    public var idleSweepBatchSize: Int
+    package var idleSweepBatchSize: Int
     /// How long the outbox publisher waits after a round that found nothing.
-    public var outboxPollInterval: Duration
+    package var outboxPollInterval: Duration
     /// Session changes per outbox round (one transaction, one produce batch).
-    public var outboxBatchSize: Int
+    package var outboxBatchSize: Int
     /// The session thresholds (validated at start).
-    public var policy: SessionPolicy
+    package var policy: SessionPolicy
     /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
     /// seeks to `merger.consumer_offsets` on assignment).
-    public var commitOffsetsToBroker: Bool
+    package var commitOffsetsToBroker: Bool
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
-    public var compactionThreshold: Int
+    package var compactionThreshold: Int
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
     /// timeline) is retried at once before the error goes to the pipeline (which retries with backoff).
-    public var conflictRetries: Int
+    package var conflictRetries: Int
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
-    public var timelineCacheCapacity: Int
+    package var timelineCacheCapacity: Int
 
-    public init(
+    package init(
         groupId: String = "session-merger",
         vettedTopic: String = Topic.vettedEvents.name,
         verdictsTopic: String = Topic.verdicts.name,
@@ -80,7 +80,7 @@ public struct SessionMergerConfiguration: Sendable {
     /// (`TopicNames`); the session thresholds
     /// `MERGER_MERGE_WINDOW_SECONDS`, `MERGER_SOFT_EXIT_GRACE_SECONDS`, `MERGER_NOISE_SECONDS`, `MERGER_IDLE_CUTOFF_SECONDS`,
     /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges).
-    public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
+    package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
         let defaults = SessionPolicy.default
         var policy = SessionPolicy(
             mergeWindow: try env.double("MERGER_MERGE_WINDOW_SECONDS", default: defaults.mergeWindow, in: 0...86_400),

@@ -6,10 +6,10 @@ import ServiceRuntime
 /// What `session-merger` runs (`ServiceKit`): its migrations, then the producer, the broker watch, the
 /// registry feed (site shifts for daily attendance), the session-change outbox publisher, the idle
 /// sweep, the consumer pipeline and the admin HTTP server. Its own settings: `SessionMergerConfiguration.load`.
-public enum SessionMergerServer {
-    public static let serviceName = "session-merger"
+package enum SessionMergerServer {
+    package static let serviceName = "session-merger"
 
-    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+    package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, merger) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
             settings: { try SessionMergerConfiguration.load(from: $0) })

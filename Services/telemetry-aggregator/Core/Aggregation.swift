@@ -3,17 +3,18 @@ import Foundation
 
 /// What the aggregator keeps of a raw attendance event (`attendance.events.raw`): enough to score it
 /// against the SLO and to attribute its verdict later.
-public struct RawEventFacts: Hashable, Sendable {
-    public var idempotencyKey: String
+package struct RawEventFacts: Hashable, Sendable {
+    package var idempotencyKey: String
     /// The device's trigger time (the payload's event time).
-    public var triggerAt: Date
+    package var triggerAt: Date
     /// The gateway's receipt: "reached the server".
-    public var receivedAt: Date
-    public var dimensions: Dimensions
-    public var queuedOffline: Bool
-    public var eventType: String
+    package var receivedAt: Date
+    package var dimensions: Dimensions
+    package var queuedOffline: Bool
+    package var eventType: String
 
-    public init(idempotencyKey: String, triggerAt: Date, receivedAt: Date, dimensions: Dimensions, queuedOffline: Bool, eventType: String) {
+    package init(idempotencyKey: String, triggerAt: Date, receivedAt: Date, dimensions: Dimensions, queuedOffline: Bool, eventType: String)
+    {
         self.idempotencyKey = idempotencyKey
         self.triggerAt = triggerAt
         self.receivedAt = receivedAt
@@ -24,7 +25,7 @@ public struct RawEventFacts: Hashable, Sendable {
 
     /// Site from the envelope, else the body; app version from the envelope, else the body; device
     /// model from the body (the envelope has none).
-    public init(_ raw: RawEventEnvelope) {
+    package init(_ raw: RawEventEnvelope) {
         var site = raw.siteId
         var appVersion = raw.appVersion
         var model: String?
@@ -50,10 +51,10 @@ public struct RawEventFacts: Hashable, Sendable {
 
     /// The minute the event belongs to: its trigger, but never after the receipt (a device clock
     /// running ahead must not push numbers into minutes that have not happened yet).
-    public var minute: Int64 { EpochMinute.of(min(triggerAt, receivedAt)) }
+    package var minute: Int64 { EpochMinute.of(min(triggerAt, receivedAt)) }
 
     /// Trigger to receipt in milliseconds, 0 when the device clock says the receipt came first.
-    public var receiptLatencyMs: Int64 {
+    package var receiptLatencyMs: Int64 {
         max(0, Int64((receivedAt.timeIntervalSince(triggerAt) * 1000).rounded()))
     }
 }
@@ -61,10 +62,10 @@ public struct RawEventFacts: Hashable, Sendable {
 /// The pure aggregation of decoded messages into a `RollupDelta`. Deduplication (which messages are
 /// new) is the caller's: it needs the store. Everything here depends only on the message contents,
 /// never on the clock or on arrival order, so a replay produces the same delta.
-public enum Aggregation {
+package enum Aggregation {
     /// Telemetry event names become row keys: a newer app's unknown name is kept, but only in a
     /// bounded, printable form.
-    public static func eventName(_ name: TelemetryEventName) -> String {
+    package static func eventName(_ name: TelemetryEventName) -> String {
         var scalars = String.UnicodeScalarView()
         for scalar in name.rawValue.lowercased().unicodeScalars where scalars.count < 48 {
             if ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) || scalar == "_" { scalars.append(scalar) }
@@ -79,7 +80,7 @@ public enum Aggregation {
     ///   own minute; a time after the gateway's receipt is clamped to the receipt).
     /// - `value.<name>`: events carrying a value (ranging time, backlog size, battery level).
     /// - battery drain: consecutive battery readings of one upload (sorted by time) that went down.
-    public static func addTelemetry(_ batch: DeviceTelemetryBatch, isNew: (TelemetryEvent) -> Bool, into delta: inout RollupDelta) {
+    package static func addTelemetry(_ batch: DeviceTelemetryBatch, isNew: (TelemetryEvent) -> Bool, into delta: inout RollupDelta) {
         let dimensions = Dimensions(site: batch.siteId, appVersion: batch.appVersion, deviceModel: batch.deviceModel)
         var battery: [(event: TelemetryEvent, new: Bool)] = []
         for event in batch.events {
@@ -108,7 +109,7 @@ public enum Aggregation {
 
     /// Adds the first receipt of an attendance event: the SLO's good/total, the offline count and the
     /// trigger-to-receipt latency.
-    public static func addRawEvent(_ facts: RawEventFacts, objective: SLOObjective, into delta: inout RollupDelta) {
+    package static func addRawEvent(_ facts: RawEventFacts, objective: SLOObjective, into delta: inout RollupDelta) {
         let minute = facts.minute
         delta.count(CounterMetric.sloEvents, minute: minute, facts.dimensions)
         if objective.isGood(latencyMs: facts.receiptLatencyMs) {
@@ -123,7 +124,7 @@ public enum Aggregation {
     /// Adds the first verdict of an idempotency key: its outcome and, when the trigger time is known
     /// (from the verdict, else from the raw event), the trigger-to-verdict latency, both in the
     /// trigger's minute (the decision's when no trigger is known).
-    public static func addVerdict(_ verdict: AttendanceVerdict, trigger: Date?, dimensions: Dimensions, into delta: inout RollupDelta) {
+    package static func addVerdict(_ verdict: AttendanceVerdict, trigger: Date?, dimensions: Dimensions, into delta: inout RollupDelta) {
         let triggerAt = verdict.eventTime ?? trigger
         let minute = EpochMinute.of(min(triggerAt ?? verdict.decidedAt, verdict.decidedAt))
         delta.count(CounterMetric.verdict(verdict.outcome.rawValue), minute: minute, dimensions)
@@ -134,7 +135,7 @@ public enum Aggregation {
     }
 
     /// Adds a session change (counted by kind, in the minute it happened).
-    public static func addSessionChange(_ change: SessionChange, into delta: inout RollupDelta) {
+    package static func addSessionChange(_ change: SessionChange, into delta: inout RollupDelta) {
         delta.count(
             CounterMetric.session(change.change.rawValue), minute: EpochMinute.of(change.changedAt),
             Dimensions(site: change.siteId, appVersion: nil, deviceModel: nil))

@@ -10,23 +10,23 @@
 /// Buckets are integer counts keyed by an index that depends only on the value, so histograms of
 /// different minutes, dimensions or replicas merge by adding counts, in any order, exactly. That is
 /// what lets PostgreSQL keep them as `(bucket, count)` rows upserted with `count = count + excluded`.
-public struct LogHistogram: Sendable, Hashable {
-    public static let subBucketBits = 7
-    public static let subBucketCount = 1 << subBucketBits
+package struct LogHistogram: Sendable, Hashable {
+    package static let subBucketBits = 7
+    package static let subBucketCount = 1 << subBucketBits
     /// The largest recordable value (2^40 - 1).
-    public static let maxValue: UInt64 = (1 << 40) - 1
+    package static let maxValue: UInt64 = (1 << 40) - 1
     /// The worst-case relative error of a reported value: 1 / 128.
-    public static let maxRelativeError = 1.0 / Double(subBucketCount)
+    package static let maxRelativeError = 1.0 / Double(subBucketCount)
 
     /// Bucket index → count (sparse: a minute's latencies occupy few buckets).
-    public private(set) var counts: [Int: Int64] = [:]
-    public private(set) var totalCount: Int64 = 0
+    package private(set) var counts: [Int: Int64] = [:]
+    package private(set) var totalCount: Int64 = 0
 
-    public init() {}
+    package init() {}
 
     /// The bucket of `value` (clamped to `0...maxValue`).
     @inlinable
-    public static func bucketIndex(for value: UInt64) -> Int {
+    package static func bucketIndex(for value: UInt64) -> Int {
         let v = min(value, maxValue)
         if v < UInt64(subBucketCount) { return Int(v) }
         let exponent = 63 - v.leadingZeroBitCount // 2^exponent <= v < 2^(exponent+1)
@@ -36,7 +36,7 @@ public struct LogHistogram: Sendable, Hashable {
     }
 
     /// The values a bucket stands for.
-    public static func bucketRange(_ index: Int) -> ClosedRange<UInt64> {
+    package static func bucketRange(_ index: Int) -> ClosedRange<UInt64> {
         precondition(index >= 0, "bucket indexes are non-negative")
         if index < subBucketCount { return UInt64(index)...UInt64(index) }
         let shift = index / subBucketCount - 1
@@ -46,23 +46,23 @@ public struct LogHistogram: Sendable, Hashable {
     }
 
     /// Whether an index read back from storage can be a bucket of this layout.
-    public static func isValidBucket(_ index: Int) -> Bool {
+    package static func isValidBucket(_ index: Int) -> Bool {
         index >= 0 && index <= bucketIndex(for: maxValue)
     }
 
     /// Records a value; negative values (a device clock ahead of the server) count as 0.
-    public mutating func record(_ value: Int64, count: Int64 = 1) {
+    package mutating func record(_ value: Int64, count: Int64 = 1) {
         record(bucket: Self.bucketIndex(for: UInt64(max(0, value))), count: count)
     }
 
-    public mutating func record(bucket: Int, count: Int64) {
+    package mutating func record(bucket: Int, count: Int64) {
         guard count > 0 else { return }
         counts[bucket, default: 0] += count
         totalCount += count
     }
 
     /// Adds another histogram's counts (exact, commutative, associative).
-    public mutating func merge(_ other: LogHistogram) {
+    package mutating func merge(_ other: LogHistogram) {
         for (bucket, count) in other.counts { record(bucket: bucket, count: count) }
     }
 
@@ -70,7 +70,7 @@ public struct LogHistogram: Sendable, Hashable {
     /// definition: the highest equivalent value of the bucket holding the `ceil(N * q)`-th smallest
     /// recorded value (at least the 1st). Integer rank arithmetic, so p99.9 of 1000 values is the
     /// 999th, never off by one through floating-point rounding. `nil` when empty.
-    public func value(atPermyriad permyriad: Int) -> UInt64? {
+    package func value(atPermyriad permyriad: Int) -> UInt64? {
         guard totalCount > 0 else { return nil }
         let q = Int64(min(max(permyriad, 0), 10_000))
         let rank = max(1, (totalCount * q + 9_999) / 10_000)
@@ -83,7 +83,7 @@ public struct LogHistogram: Sendable, Hashable {
     }
 
     /// The mean of the buckets' midpoints (within the same relative error as the percentiles).
-    public var mean: Double? {
+    package var mean: Double? {
         guard totalCount > 0 else { return nil }
         var sum = 0.0
         for (bucket, count) in counts {
@@ -95,14 +95,14 @@ public struct LogHistogram: Sendable, Hashable {
 }
 
 /// The percentiles the API and the status page report.
-public struct LatencyPercentiles: Codable, Hashable, Sendable {
-    public var count: Int64
-    public var p50Ms: UInt64?
-    public var p90Ms: UInt64?
-    public var p99Ms: UInt64?
-    public var p999Ms: UInt64?
+package struct LatencyPercentiles: Codable, Hashable, Sendable {
+    package var count: Int64
+    package var p50Ms: UInt64?
+    package var p90Ms: UInt64?
+    package var p99Ms: UInt64?
+    package var p999Ms: UInt64?
 
-    public init(count: Int64, p50Ms: UInt64?, p90Ms: UInt64?, p99Ms: UInt64?, p999Ms: UInt64?) {
+    package init(count: Int64, p50Ms: UInt64?, p90Ms: UInt64?, p99Ms: UInt64?, p999Ms: UInt64?) {
         self.count = count
         self.p50Ms = p50Ms
         self.p90Ms = p90Ms
@@ -110,7 +110,7 @@ public struct LatencyPercentiles: Codable, Hashable, Sendable {
         self.p999Ms = p999Ms
     }
 
-    public init(_ histogram: LogHistogram) {
+    package init(_ histogram: LogHistogram) {
         self.init(
             count: histogram.totalCount,
             p50Ms: histogram.value(atPermyriad: 5_000), p90Ms: histogram.value(atPermyriad: 9_000),

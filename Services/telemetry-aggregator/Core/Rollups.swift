@@ -6,72 +6,72 @@ import Foundation
 /// A value the message does not carry is `unknown`, a value of its own, so totals over all values
 /// still add up and a filter can ask for the unattributed part. Values are trimmed and cut to
 /// `maxLength` characters: a buggy app cannot create unbounded row keys.
-public struct Dimensions: Hashable, Sendable, Codable {
-    public static let unknown = "unknown"
-    public static let maxLength = 64
+package struct Dimensions: Hashable, Sendable, Codable {
+    package static let unknown = "unknown"
+    package static let maxLength = 64
 
-    public var site: String
-    public var appVersion: String
-    public var deviceModel: String
+    package var site: String
+    package var appVersion: String
+    package var deviceModel: String
 
-    public init(site: String?, appVersion: String?, deviceModel: String?) {
+    package init(site: String?, appVersion: String?, deviceModel: String?) {
         self.site = Self.normalize(site)
         self.appVersion = Self.normalize(appVersion)
         self.deviceModel = Self.normalize(deviceModel)
     }
 
-    public static func normalize(_ value: String?) -> String {
+    package static func normalize(_ value: String?) -> String {
         guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return unknown }
         return trimmed.count > maxLength ? String(trimmed.prefix(maxLength)) : trimmed
     }
 }
 
 /// Minutes since 1970-01-01T00:00Z: the rollup grain.
-public enum EpochMinute {
-    public static func of(_ date: Date) -> Int64 {
+package enum EpochMinute {
+    package static func of(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 / 60).rounded(.down))
     }
 
-    public static func date(_ minute: Int64) -> Date {
+    package static func date(_ minute: Int64) -> Date {
         Date(timeIntervalSince1970: TimeInterval(minute) * 60)
     }
 }
 
 /// The counter metrics of the minute rollup (`telemetry.rollup_minute.metric`).
-public enum CounterMetric {
+package enum CounterMetric {
     /// Device telemetry event `name`: count, and the sum of its `value` when it has one.
-    public static func telemetry(_ name: String) -> String { "telemetry." + name }
+    package static func telemetry(_ name: String) -> String { "telemetry." + name }
     /// Attendance events first received by the gateway (the SLO's denominator).
-    public static let sloEvents = "slo.events"
+    package static let sloEvents = "slo.events"
     /// ... of which received within the SLO threshold after the trigger.
-    public static let sloGood = "slo.good"
+    package static let sloGood = "slo.good"
     /// Attendance events the device had queued offline (`queuedOffline`).
-    public static let offlineEvents = "events.offline"
+    package static let offlineEvents = "events.offline"
     /// First verdict of an idempotency key, by outcome (`verdict.accepted`, `verdict.rejected`, ...).
-    public static func verdict(_ outcome: String) -> String { "verdict." + outcome }
+    package static func verdict(_ outcome: String) -> String { "verdict." + outcome }
     /// Session changes by kind (`session.opened`, ...).
-    public static func session(_ kind: String) -> String { "session." + kind }
+    package static func session(_ kind: String) -> String { "session." + kind }
     /// Battery drain between consecutive readings of one upload: sum = percentage points lost.
-    public static let batteryDrainPoints = "battery.drain_points"
+    package static let batteryDrainPoints = "battery.drain_points"
     /// ... and the hours those readings span (sum = hours).
-    public static let batteryDrainHours = "battery.drain_hours"
+    package static let batteryDrainHours = "battery.drain_hours"
 }
 
 /// The latency histograms of the minute rollup (`telemetry.latency_minute.metric`).
-public enum LatencyMetric {
+package enum LatencyMetric {
     /// Device trigger time → the first verdict's decision time.
-    public static let triggerToVerdict = "trigger_to_verdict_ms"
+    package static let triggerToVerdict = "trigger_to_verdict_ms"
     /// Device trigger time → the gateway's first receipt.
-    public static let triggerToReceipt = "trigger_to_receipt_ms"
+    package static let triggerToReceipt = "trigger_to_receipt_ms"
 }
 
 /// Where a number lands: one minute, one combination of dimensions, one metric.
-public struct RollupKey: Hashable, Sendable {
-    public var minute: Int64
-    public var dimensions: Dimensions
-    public var metric: String
+package struct RollupKey: Hashable, Sendable {
+    package var minute: Int64
+    package var dimensions: Dimensions
+    package var metric: String
 
-    public init(minute: Int64, dimensions: Dimensions, metric: String) {
+    package init(minute: Int64, dimensions: Dimensions, metric: String) {
         self.minute = minute
         self.dimensions = dimensions
         self.metric = metric
@@ -80,48 +80,48 @@ public struct RollupKey: Hashable, Sendable {
 
 /// A count and an integer sum. Sums are kept in millionths of the unit (`sumMicros`) so adding is
 /// exact and order-free: replaying messages in other batch boundaries gives the same bits.
-public struct CounterCell: Hashable, Sendable {
-    public var count: Int64
-    public var sumMicros: Int64
+package struct CounterCell: Hashable, Sendable {
+    package var count: Int64
+    package var sumMicros: Int64
 
-    public init(count: Int64 = 0, sumMicros: Int64 = 0) {
+    package init(count: Int64 = 0, sumMicros: Int64 = 0) {
         self.count = count
         self.sumMicros = sumMicros
     }
 
-    public static func micros(_ value: Double) -> Int64 {
+    package static func micros(_ value: Double) -> Int64 {
         guard value.isFinite else { return 0 }
         let scaled = (value * 1_000_000).rounded()
         return Int64(max(min(scaled, 9.0e15), -9.0e15))
     }
 
-    public var sum: Double { Double(sumMicros) / 1_000_000 }
+    package var sum: Double { Double(sumMicros) / 1_000_000 }
 
-    public mutating func add(_ other: CounterCell) {
+    package mutating func add(_ other: CounterCell) {
         count += other.count
         sumMicros += other.sumMicros
     }
 }
 
 /// What one batch of messages adds to the rollups; merged into PostgreSQL by adding.
-public struct RollupDelta: Sendable {
-    public var counters: [RollupKey: CounterCell] = [:]
-    public var histograms: [RollupKey: LogHistogram] = [:]
+package struct RollupDelta: Sendable {
+    package var counters: [RollupKey: CounterCell] = [:]
+    package var histograms: [RollupKey: LogHistogram] = [:]
 
-    public init() {}
+    package init() {}
 
-    public var isEmpty: Bool { counters.isEmpty && histograms.isEmpty }
+    package var isEmpty: Bool { counters.isEmpty && histograms.isEmpty }
 
-    public mutating func count(_ metric: String, minute: Int64, _ dimensions: Dimensions, count: Int64 = 1, sumMicros: Int64 = 0) {
+    package mutating func count(_ metric: String, minute: Int64, _ dimensions: Dimensions, count: Int64 = 1, sumMicros: Int64 = 0) {
         counters[RollupKey(minute: minute, dimensions: dimensions, metric: metric), default: CounterCell()]
             .add(CounterCell(count: count, sumMicros: sumMicros))
     }
 
-    public mutating func latency(_ metric: String, minute: Int64, _ dimensions: Dimensions, milliseconds: Int64) {
+    package mutating func latency(_ metric: String, minute: Int64, _ dimensions: Dimensions, milliseconds: Int64) {
         histograms[RollupKey(minute: minute, dimensions: dimensions, metric: metric), default: LogHistogram()].record(milliseconds)
     }
 
-    public mutating func merge(_ other: RollupDelta) {
+    package mutating func merge(_ other: RollupDelta) {
         for (key, cell) in other.counters { counters[key, default: CounterCell()].add(cell) }
         for (key, histogram) in other.histograms { histograms[key, default: LogHistogram()].merge(histogram) }
     }

@@ -3,35 +3,35 @@ import Foundation
 /// The operator numbers of one window and filter, computed from the summed minute rollups.
 ///
 /// Rates are `nil` when their denominator is zero (nothing to rate), never 0 or 1 made up.
-public struct MetricsSummary: Hashable, Sendable, Codable {
+package struct MetricsSummary: Hashable, Sendable, Codable {
     /// Share of attendance events the server accepted at their first verdict:
     /// accepted / (accepted + rejected + payload_mismatch). A first verdict `duplicate` (its original
     /// was not seen here) is left out.
-    public var checkInSuccessRate: Double?
+    package var checkInSuccessRate: Double?
     /// The devices' view: (api_201 + api_200) / (api_201 + api_200 + api_409 + api_422 + api_400).
-    public var deviceCheckInSuccessRate: Double?
-    public var triggerToVerdict: LatencyPercentiles
-    public var triggerToReceipt: LatencyPercentiles
-    public var outboxBacklog: OutboxBacklog
+    package var deviceCheckInSuccessRate: Double?
+    package var triggerToVerdict: LatencyPercentiles
+    package var triggerToReceipt: LatencyPercentiles
+    package var outboxBacklog: OutboxBacklog
     /// Mean of `ranging_stop` values (the ranging time in ms).
-    public var averageRangingMs: Double?
+    package var averageRangingMs: Double?
     /// Battery percentage points lost per hour between consecutive readings (discharging only).
-    public var batteryImpactPercentPerHour: Double?
+    package var batteryImpactPercentPerHour: Double?
     /// bg_timeout / ranging_start: background ranging runs cut short by the OS.
-    public var bgTimeoutRate: Double?
+    package var bgTimeoutRate: Double?
     /// Attendance events sent from the offline queue / all attendance events received.
-    public var offlineRate: Double?
+    package var offlineRate: Double?
     /// Events received (first receipts), verdicts, session changes and telemetry events by name.
-    public var counts: [String: Int64]
+    package var counts: [String: Int64]
 
-    public struct OutboxBacklog: Hashable, Sendable, Codable {
+    package struct OutboxBacklog: Hashable, Sendable, Codable {
         /// Mean backlog size the devices reported on offline_enqueue / outbox_sent.
-        public var averageReported: Double?
+        package var averageReported: Double?
         /// offline_enqueue - outbox_sent over the window.
-        public var netEnqueued: Int64
+        package var netEnqueued: Int64
     }
 
-    public init(counters: [String: CounterCell], histograms: [String: LogHistogram]) {
+    package init(counters: [String: CounterCell], histograms: [String: LogHistogram]) {
         func count(_ metric: String) -> Int64 { counters[metric]?.count ?? 0 }
         func ratio(_ numerator: Int64, _ denominator: Int64) -> Double? { denominator == 0 ? nil : Double(numerator) / Double(denominator) }
         func mean(_ metric: String) -> Double? {

@@ -6,11 +6,11 @@ import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// The aggregator's default HTTP port (`HTTP_PORT` overrides it; deploy/local uses `TELEMETRY_PORT`).
-public let telemetryAggregatorDefaultHTTPPort = 8084
+package let telemetryAggregatorDefaultHTTPPort = 8084
 
 /// The HTTP application: health, metrics and request logs from `ServiceApplication`, then the
 /// read-only telemetry routes (`addTelemetryRoutes`).
-public func buildApplication(
+package func buildApplication(
     configuration: ServiceConfiguration,
     repository: any TelemetryQueryRepository,
     objective: SLOObjective,
@@ -26,7 +26,7 @@ public func buildApplication(
 }
 
 /// The telemetry routes alone on a new router (tests drive it with `app.test(.router)`).
-public func buildRouter(
+package func buildRouter(
     repository: any TelemetryQueryRepository, objective: SLOObjective = .standard, now: @escaping @Sendable () -> Date = { Date() }
 ) -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
@@ -37,7 +37,7 @@ public func buildRouter(
 /// `/` (status page), `/v1/slo`, `/v1/metrics/summary`; every error becomes problem+json. Read-only
 /// aggregates without personal data, so no API key (like `/metrics`); put it behind the operators'
 /// network or proxy.
-public func addTelemetryRoutes<Context: RequestContext>(
+package func addTelemetryRoutes<Context: RequestContext>(
     to router: Router<Context>, repository: any TelemetryQueryRepository, objective: SLOObjective, now: @escaping @Sendable () -> Date
 ) {
     router.add(middleware: ProblemMiddleware())

@@ -8,7 +8,7 @@ import TelemetryAggregatorCore
 /// `sloRefreshInterval` from PostgreSQL (so every replica reports the same numbers), the SLO over all
 /// sites, its budget and the burn-rate alerts: `telemetry_slo_alert_firing{alert,severity}` is 1 while
 /// an alert fires, for Prometheus/Alertmanager to route.
-public final class TelemetryServiceMetrics: Sendable {
+package final class TelemetryServiceMetrics: Sendable {
     let newMessages: [String: Counter]
     let duplicates: Counter
     let deadLetters: Counter
@@ -19,7 +19,7 @@ public final class TelemetryServiceMetrics: Sendable {
     let alertFiring: [String: Gauge]
     let lastEvaluation: Gauge
 
-    public init(registry: PrometheusCollectorRegistry, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
+    package init(registry: PrometheusCollectorRegistry, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
         var newMessages: [String: Counter] = [:]
         for kind in ["telemetry_event", "raw_event", "verdict", "session_change"] {
             newMessages[kind] = registry.makeCounter(
@@ -61,7 +61,7 @@ public final class TelemetryServiceMetrics: Sendable {
         deadLetters.increment(by: Int64(result.deadLetters))
     }
 
-    public func update(_ report: SLOReport, at now: Date) {
+    package func update(_ report: SLOReport, at now: Date) {
         sloTarget.set(report.target)
         for window in report.windows {
             guard let w = SLOWindow(rawValue: window.window) else { continue }
@@ -75,7 +75,7 @@ public final class TelemetryServiceMetrics: Sendable {
 }
 
 /// Recomputes the SLO gauges periodically, and prunes old rollups less often.
-public struct SLOMonitor: Service {
+package struct SLOMonitor: Service {
     let repository: any TelemetryQueryRepository
     let metrics: TelemetryServiceMetrics
     let objective: SLOObjective
@@ -84,7 +84,7 @@ public struct SLOMonitor: Service {
     let pruneInterval: Duration
     let logger: Logger
 
-    public init(
+    package init(
         repository: any TelemetryQueryRepository, metrics: TelemetryServiceMetrics, objective: SLOObjective, interval: Duration,
         pruneInterval: Duration, prune: (@Sendable () async throws -> Void)?, logger: Logger
     ) {
@@ -99,14 +99,14 @@ public struct SLOMonitor: Service {
 
     /// One evaluation (also what the HTTP handlers' numbers are made of).
     @discardableResult
-    public func evaluate(now: Date = Date()) async throws -> SLOReport {
+    package func evaluate(now: Date = Date()) async throws -> SLOReport {
         let counts = try await repository.sloCounts(filter: MetricsFilter(), windows: SLOWindow.allCases, now: now)
         let report = SLOReport(counts: counts, objective: objective)
         metrics.update(report, at: now)
         return report
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let clock = ContinuousClock()
         var nextPrune = clock.now
         while !Task.isCancelled && !Task.isShuttingDownGracefully {

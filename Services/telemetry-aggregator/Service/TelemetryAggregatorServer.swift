@@ -5,10 +5,10 @@ import TelemetryAggregatorCore
 /// What `telemetry-aggregator` runs (`ServiceKit`): its migrations, then the producer (dead letters),
 /// the broker watch, the consumer pipeline, the SLO monitor (gauges, pruning) and the HTTP server.
 /// Its own settings: `TelemetryConfiguration.load`.
-public enum TelemetryAggregatorServer {
-    public static let serviceName = "telemetry-aggregator"
+package enum TelemetryAggregatorServer {
+    package static let serviceName = "telemetry-aggregator"
 
-    public static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
+    package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, telemetry) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, environment: env,
             settings: { try TelemetryConfiguration.load(from: $0) })

@@ -4,30 +4,30 @@ import ServiceRuntime
 
 /// The aggregator's own settings (the shared ones are `ServiceConfiguration`). Topic names default to
 /// the protocol's `Topic` names; tests point them, the schema and the group at their own.
-public struct TelemetryConfiguration: Sendable {
+package struct TelemetryConfiguration: Sendable {
     /// The consumer group, also the key of `<schema>.consumer_offsets`.
-    public var groupId: String
+    package var groupId: String
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
-    public var schema: String
-    public var telemetryTopic: String
-    public var rawEventsTopic: String
-    public var verdictsTopic: String
-    public var sessionsTopic: String
-    public var deadLetterTopic: String
+    package var schema: String
+    package var telemetryTopic: String
+    package var rawEventsTopic: String
+    package var verdictsTopic: String
+    package var sessionsTopic: String
+    package var deadLetterTopic: String
     /// At most this many messages per polled batch (one PostgreSQL transaction each).
-    public var maxBatchSize: Int
-    public var pollTimeoutMs: Int
+    package var maxBatchSize: Int
+    package var pollTimeoutMs: Int
     /// How often the SLO gauges on `/metrics` are recomputed.
-    public var sloRefreshInterval: Duration
+    package var sloRefreshInterval: Duration
     /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
-    public var retentionDays: Int
+    package var retentionDays: Int
     /// How often the pruning runs.
-    public var pruneInterval: Duration
-    public var objective: TelemetrySLOSettings
+    package var pruneInterval: Duration
+    package var objective: TelemetrySLOSettings
     /// Also commit offsets to the broker after the PostgreSQL commit (informational).
-    public var commitOffsetsToBroker: Bool
+    package var commitOffsetsToBroker: Bool
 
-    public init(
+    package init(
         groupId: String = "telemetry-aggregator",
         schema: String = "telemetry",
         telemetryTopic: String = Topic.deviceTelemetry.name,
@@ -59,13 +59,13 @@ public struct TelemetryConfiguration: Sendable {
         self.commitOffsetsToBroker = commitOffsetsToBroker
     }
 
-    public var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
+    package var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
 
     /// Reads `TELEMETRY_GROUP_ID`, `TELEMETRY_SCHEMA`, `TELEMETRY_MAX_BATCH`, `TELEMETRY_SLO_REFRESH_MS`,
     /// `TELEMETRY_RETENTION_DAYS`, `TELEMETRY_COMMIT_TO_BROKER`, the platform's `TOPIC_<NAME>`
     /// overrides (`TopicNames`), and the SLO `TELEMETRY_SLO_TARGET_PERMYRIAD`
     /// (9900 = 99 %), `TELEMETRY_SLO_THRESHOLD_SECONDS` (300).
-    public static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
+    package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
         let schema = try env.schemaName("TELEMETRY_SCHEMA", default: ServiceMigrations.telemetry.defaultSchema)
         return TelemetryConfiguration(
             groupId: env.string("TELEMETRY_GROUP_ID", default: "telemetry-aggregator"),
@@ -88,11 +88,11 @@ public struct TelemetryConfiguration: Sendable {
 
 /// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the
 /// specification: docs/SPECIFICATION.md, "8. Telemetry and the SLO").
-public struct TelemetrySLOSettings: Sendable, Hashable {
-    public var targetPermyriad: Int
-    public var thresholdSeconds: Int
+package struct TelemetrySLOSettings: Sendable, Hashable {
+    package var targetPermyriad: Int
+    package var thresholdSeconds: Int
 
-    public init(targetPermyriad: Int = 9_900, thresholdSeconds: Int = 300) {
+    package init(targetPermyriad: Int = 9_900, thresholdSeconds: Int = 300) {
         self.targetPermyriad = targetPermyriad
         self.thresholdSeconds = thresholdSeconds
     }

@@ -5,12 +5,12 @@ import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// The dimension filter of a query: `nil` is "every value".
-public struct MetricsFilter: Hashable, Sendable, Codable {
-    public var site: String?
-    public var appVersion: String?
-    public var deviceModel: String?
+package struct MetricsFilter: Hashable, Sendable, Codable {
+    package var site: String?
+    package var appVersion: String?
+    package var deviceModel: String?
 
-    public init(site: String? = nil, appVersion: String? = nil, deviceModel: String? = nil) {
+    package init(site: String? = nil, appVersion: String? = nil, deviceModel: String? = nil) {
         self.site = site
         self.appVersion = appVersion
         self.deviceModel = deviceModel
@@ -18,7 +18,7 @@ public struct MetricsFilter: Hashable, Sendable, Codable {
 }
 
 /// A dimension to break numbers down by.
-public enum DimensionName: String, CaseIterable, Sendable, Codable {
+package enum DimensionName: String, CaseIterable, Sendable, Codable {
     case site, appVersion, deviceModel
 
     var column: String {
@@ -31,25 +31,25 @@ public enum DimensionName: String, CaseIterable, Sendable, Codable {
 }
 
 /// One hour of a chart series (hour = hours since 1970).
-public struct HourlySLI: Sendable, Hashable {
-    public var hour: Int64
-    public var count: SLICount
+package struct HourlySLI: Sendable, Hashable {
+    package var hour: Int64
+    package var count: SLICount
 }
 
-public struct HourlyLatency: Sendable, Hashable {
-    public var hour: Int64
-    public var histogram: LogHistogram
+package struct HourlyLatency: Sendable, Hashable {
+    package var hour: Int64
+    package var histogram: LogHistogram
 }
 
 /// One site's attendance events over a minute range (minutes since 1970).
-public struct SiteSLI: Sendable, Hashable {
-    public var site: String
-    public var count: SLICount
+package struct SiteSLI: Sendable, Hashable {
+    package var site: String
+    package var count: SLICount
     /// The first and the last minute holding an attendance event of this site.
-    public var firstMinute: Int64
-    public var lastMinute: Int64
+    package var firstMinute: Int64
+    package var lastMinute: Int64
 
-    public init(site: String, count: SLICount, firstMinute: Int64, lastMinute: Int64) {
+    package init(site: String, count: SLICount, firstMinute: Int64, lastMinute: Int64) {
         self.site = site
         self.count = count
         self.firstMinute = firstMinute
@@ -58,12 +58,12 @@ public struct SiteSLI: Sendable, Hashable {
 }
 
 /// The span of minutes holding attendance events and their good / total, over every site of a filter.
-public struct DataCoverage: Sendable, Hashable {
-    public var firstMinute: Int64
-    public var lastMinute: Int64
-    public var count: SLICount
+package struct DataCoverage: Sendable, Hashable {
+    package var firstMinute: Int64
+    package var lastMinute: Int64
+    package var count: SLICount
 
-    public init(firstMinute: Int64, lastMinute: Int64, count: SLICount) {
+    package init(firstMinute: Int64, lastMinute: Int64, count: SLICount) {
         self.firstMinute = firstMinute
         self.lastMinute = lastMinute
         self.count = count
@@ -72,26 +72,26 @@ public struct DataCoverage: Sendable, Hashable {
 
 /// Attendance events per site over a minute range: at most `limit` sites (those with the most events),
 /// sorted by site id, and the number and totals of every site with an event.
-public struct SiteSLIBreakdown: Sendable, Hashable {
+package struct SiteSLIBreakdown: Sendable, Hashable {
     /// By site id; only sites with at least one event.
-    public var sites: [SiteSLI]
+    package var sites: [SiteSLI]
     /// Sites with at least one event, those left out by the limit included.
-    public var siteCount: Int
+    package var siteCount: Int
     /// Over every site; `nil` when the range holds no attendance event.
-    public var coverage: DataCoverage?
+    package var coverage: DataCoverage?
 
-    public init(sites: [SiteSLI], siteCount: Int, coverage: DataCoverage?) {
+    package init(sites: [SiteSLI], siteCount: Int, coverage: DataCoverage?) {
         self.sites = sites
         self.siteCount = siteCount
         self.coverage = coverage
     }
 
     /// Sites with events that `sites` leaves out.
-    public var omittedSiteCount: Int { max(0, siteCount - sites.count) }
+    package var omittedSiteCount: Int { max(0, siteCount - sites.count) }
 }
 
 /// Reads the minute rollups (`/v1/slo`, `/v1/metrics/summary`, the status page, the SLO gauges).
-public protocol TelemetryQueryRepository: Sendable {
+package protocol TelemetryQueryRepository: Sendable {
     /// Counter totals over `minutes`, per value of `groupBy` (one group "" when nil).
     func counters(
         filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
@@ -115,12 +115,12 @@ public protocol TelemetryQueryRepository: Sendable {
     ) async throws -> [String: LogHistogram]
 }
 
-public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
+package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
     let client: PostgresClient
     let schema: String
     let logger: Logger
 
-    public init(client: PostgresClient, schema: String = "telemetry", logger: Logger) {
+    package init(client: PostgresClient, schema: String = "telemetry", logger: Logger) {
         precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
@@ -140,7 +140,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return sql
     }
 
-    public func counters(
+    package func counters(
         filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
     ) async throws -> [String: [String: CounterCell]] {
         var binds = PostgresBindings()
@@ -157,7 +157,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return result
     }
 
-    public func histograms(
+    package func histograms(
         filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
     ) async throws -> [String: [String: LogHistogram]] {
         var binds = PostgresBindings()
@@ -175,7 +175,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return result
     }
 
-    public func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date) async throws -> [SLOWindow: SLICount] {
+    package func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date) async throws -> [SLOWindow: SLICount] {
         guard let widest = windows.max(by: { $0.minutes < $1.minutes }) else { return [:] }
         var binds = PostgresBindings()
         let whereSQL = conditions(filter, minutes: widest.minuteRange(endingAt: now), binds: &binds)
@@ -209,7 +209,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return (firstHour * 60)...last
     }
 
-    public func hourlySLI(filter: MetricsFilter, hours: Int, now: Date) async throws -> [HourlySLI] {
+    package func hourlySLI(filter: MetricsFilter, hours: Int, now: Date) async throws -> [HourlySLI] {
         var binds = PostgresBindings()
         let sql = """
             SELECT floor(extract(epoch FROM minute) / 3600)::int8 AS hour,
@@ -227,7 +227,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return result
     }
 
-    public func hourlyLatency(filter: MetricsFilter, metric: String, hours: Int, now: Date) async throws -> [HourlyLatency] {
+    package func hourlyLatency(filter: MetricsFilter, metric: String, hours: Int, now: Date) async throws -> [HourlyLatency] {
         var binds = PostgresBindings()
         binds.append(metric)
         let sql = """
@@ -245,7 +245,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return byHour.sorted { $0.key < $1.key }.map { HourlyLatency(hour: $0.key, histogram: $0.value) }
     }
 
-    public func siteSLI(filter: MetricsFilter, minutes: ClosedRange<Int64>, limit: Int) async throws -> SiteSLIBreakdown {
+    package func siteSLI(filter: MetricsFilter, minutes: ClosedRange<Int64>, limit: Int) async throws -> SiteSLIBreakdown {
         var binds = PostgresBindings()
         let whereSQL = conditions(filter, minutes: minutes, binds: &binds)
         // At least one row, as the totals over every site are read from the rows returned.
@@ -291,7 +291,7 @@ public struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return SiteSLIBreakdown(sites: sites, siteCount: siteCount, coverage: coverage)
     }
 
-    public func siteLatency(
+    package func siteLatency(
         filter: MetricsFilter, metric: String, minutes: ClosedRange<Int64>, sites: [String]
     ) async throws -> [String: LogHistogram] {
         guard !sites.isEmpty else { return [:] }

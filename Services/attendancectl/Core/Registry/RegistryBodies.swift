@@ -8,27 +8,27 @@ import Foundation
 // so the registry applies its defaults; the registry validates every field and names the failing
 // ones in its problem answer.
 
-public struct NewOrganizationBody: Encodable, Sendable {
-    public var id: String?
-    public var name: String
+package struct NewOrganizationBody: Encodable, Sendable {
+    package var id: String?
+    package var name: String
 
-    public init(id: String? = nil, name: String) {
+    package init(id: String? = nil, name: String) {
         self.id = id
         self.name = name
     }
 }
 
-public struct NewSiteBody: Encodable, Sendable {
-    public struct Shift: Encodable, Sendable {
+package struct NewSiteBody: Encodable, Sendable {
+    package struct Shift: Encodable, Sendable {
         /// `HH:MM`, local to the site.
-        public var start: String
-        public var end: String
-        public var checkInBeforeStartMinutes: Int
-        public var checkOutAfterEndMinutes: Int
-        public var lateEntryGraceMinutes: Int
-        public var earlyExitGraceMinutes: Int
+        package var start: String
+        package var end: String
+        package var checkInBeforeStartMinutes: Int
+        package var checkOutAfterEndMinutes: Int
+        package var lateEntryGraceMinutes: Int
+        package var earlyExitGraceMinutes: Int
 
-        public init(
+        package init(
             start: String, end: String, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int, lateEntryGraceMinutes: Int,
             earlyExitGraceMinutes: Int
         ) {
@@ -41,15 +41,15 @@ public struct NewSiteBody: Encodable, Sendable {
         }
     }
 
-    public var id: String?
-    public var organizationId: String
-    public var name: String
+    package var id: String?
+    package var organizationId: String
+    package var name: String
     /// IANA name such as `Asia/Ho_Chi_Minh`.
-    public var timezone: String
-    public var geofence: Geofence
-    public var shift: Shift
+    package var timezone: String
+    package var geofence: Geofence
+    package var shift: Shift
 
-    public init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: Shift) {
+    package init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: Shift) {
         self.id = id
         self.organizationId = organizationId
         self.name = name
@@ -59,45 +59,45 @@ public struct NewSiteBody: Encodable, Sendable {
     }
 }
 
-public struct NewGateBody: Encodable, Sendable {
-    public var id: String?
-    public var siteId: String
-    public var name: String
+package struct NewGateBody: Encodable, Sendable {
+    package var id: String?
+    package var siteId: String
+    package var name: String
 
-    public init(id: String? = nil, siteId: String, name: String) {
+    package init(id: String? = nil, siteId: String, name: String) {
         self.id = id
         self.siteId = siteId
         self.name = name
     }
 }
 
-public struct NewUserBody: Encodable, Sendable {
-    public var id: String?
-    public var name: String
-    public var siteIds: [String]?
+package struct NewUserBody: Encodable, Sendable {
+    package var id: String?
+    package var name: String
+    package var siteIds: [String]?
 
-    public init(id: String? = nil, name: String, siteIds: [String]? = nil) {
+    package init(id: String? = nil, name: String, siteIds: [String]? = nil) {
         self.id = id
         self.name = name
         self.siteIds = siteIds
     }
 }
 
-public struct NewBeaconBody: Encodable, Sendable {
-    public var id: String?
+package struct NewBeaconBody: Encodable, Sendable {
+    package var id: String?
     /// 32 hex digits, dashes optional.
-    public var uuid: String
-    public var major: Int
-    public var minor: Int
-    public var serial: String?
-    public var mac: String?
-    public var txPower: Int?
-    public var advIntervalMs: Int?
+    package var uuid: String
+    package var major: Int
+    package var minor: Int
+    package var serial: String?
+    package var mac: String?
+    package var txPower: Int?
+    package var advIntervalMs: Int?
     /// `YYYY-MM-DD`.
-    public var batteryReplacedOn: String?
-    public var gateId: String
+    package var batteryReplacedOn: String?
+    package var gateId: String
 
-    public init(
+    package init(
         id: String? = nil, uuid: String, major: Int, minor: Int, serial: String? = nil, mac: String? = nil, txPower: Int? = nil,
         advIntervalMs: Int? = nil, batteryReplacedOn: String? = nil, gateId: String
     ) {
@@ -118,13 +118,13 @@ struct BeaconStatusBody: Encodable, Sendable {
     var status: BeaconStatus
 }
 
-public struct SightingBody: Encodable, Sendable {
-    public var beacon: BeaconIdentity
-    public var deviceId: String
+package struct SightingBody: Encodable, Sendable {
+    package var beacon: BeaconIdentity
+    package var deviceId: String
     /// `nil`: the registry uses the time it receives the sighting.
-    public var seenAt: Date?
+    package var seenAt: Date?
 
-    public init(beacon: BeaconIdentity, deviceId: String, seenAt: Date? = nil) {
+    package init(beacon: BeaconIdentity, deviceId: String, seenAt: Date? = nil) {
         self.beacon = beacon
         self.deviceId = deviceId
         self.seenAt = seenAt
@@ -135,12 +135,12 @@ struct EnrollmentCodeRequestBody: Encodable, Sendable {
     var validityMinutes: Int?
 }
 
-public struct EnrollDeviceBody: Encodable, Sendable {
-    public var code: String
-    public var appVersion: String?
-    public var model: String?
+package struct EnrollDeviceBody: Encodable, Sendable {
+    package var code: String
+    package var appVersion: String?
+    package var model: String?
 
-    public init(code: String, appVersion: String? = nil, model: String? = nil) {
+    package init(code: String, appVersion: String? = nil, model: String? = nil) {
         self.code = code
         self.appVersion = appVersion
         self.model = model
@@ -153,11 +153,11 @@ struct NewAPIKeyBody: Encodable, Sendable {
 }
 
 /// `?limit=` (1...200) and `?cursor=` (a previous page's `nextCursor`).
-public struct PageQuery: Sendable, Hashable {
-    public var limit: Int?
-    public var cursor: String?
+package struct PageQuery: Sendable, Hashable {
+    package var limit: Int?
+    package var cursor: String?
 
-    public init(limit: Int? = nil, cursor: String? = nil) {
+    package init(limit: Int? = nil, cursor: String? = nil) {
         self.limit = limit
         self.cursor = cursor
     }
@@ -171,13 +171,13 @@ public struct PageQuery: Sendable, Hashable {
 }
 
 /// The provisioning plan's settings; `nil` leaves the registry's default.
-public struct ProvisioningPlanQuery: Sendable, Hashable {
-    public var deviceName: String?
-    public var measuredPower: Int?
-    public var advertisingIntervalUnits: Int?
-    public var txPowerIndex: Int?
+package struct ProvisioningPlanQuery: Sendable, Hashable {
+    package var deviceName: String?
+    package var measuredPower: Int?
+    package var advertisingIntervalUnits: Int?
+    package var txPowerIndex: Int?
 
-    public init(deviceName: String? = nil, measuredPower: Int? = nil, advertisingIntervalUnits: Int? = nil, txPowerIndex: Int? = nil) {
+    package init(deviceName: String? = nil, measuredPower: Int? = nil, advertisingIntervalUnits: Int? = nil, txPowerIndex: Int? = nil) {
         self.deviceName = deviceName
         self.measuredPower = measuredPower
         self.advertisingIntervalUnits = advertisingIntervalUnits
@@ -195,109 +195,109 @@ public struct ProvisioningPlanQuery: Sendable, Hashable {
 }
 
 /// A page of a list: `nextCursor` is absent on the last page.
-public struct RegistryPage<Item: Decodable & Sendable>: Decodable, Sendable {
-    public var items: [Item]
-    public var nextCursor: String?
+package struct RegistryPage<Item: Decodable & Sendable>: Decodable, Sendable {
+    package var items: [Item]
+    package var nextCursor: String?
 }
 
-public struct IssuedEnrollmentCodeBody: Decodable, Sendable {
+package struct IssuedEnrollmentCodeBody: Decodable, Sendable {
     /// Shown once.
-    public var code: String
-    public var enrollment: EnrollmentCode
+    package var code: String
+    package var enrollment: EnrollmentCode
 }
 
-public struct DeviceCredentialsBody: Decodable, Sendable {
-    public var deviceId: String
-    public var userId: String
+package struct DeviceCredentialsBody: Decodable, Sendable {
+    package var deviceId: String
+    package var userId: String
     /// The device's bearer token.
-    public var token: String
-    public var tokenExpiresAt: Date
-    public var device: Device
+    package var token: String
+    package var tokenExpiresAt: Date
+    package var device: Device
 }
 
-public struct IssuedAPIKeyBody: Decodable, Sendable {
+package struct IssuedAPIKeyBody: Decodable, Sendable {
     /// Shown once.
-    public var secret: String
-    public var key: APIKey
+    package var secret: String
+    package var key: APIKey
 }
 
-public struct ProvisioningPlanBody: Decodable, Sendable {
-    public struct Settings: Decodable, Sendable {
-        public var deviceName: String?
-        public var uuid: String?
-        public var major: Int?
-        public var minor: Int?
-        public var measuredPower: Int?
-        public var advertisingIntervalUnits: Int?
-        public var txPowerIndex: Int?
+package struct ProvisioningPlanBody: Decodable, Sendable {
+    package struct Settings: Decodable, Sendable {
+        package var deviceName: String?
+        package var uuid: String?
+        package var major: Int?
+        package var minor: Int?
+        package var measuredPower: Int?
+        package var advertisingIntervalUnits: Int?
+        package var txPowerIndex: Int?
     }
 
-    public struct Authentication: Decodable, Sendable {
-        public var serviceUUID: String?
-        public var characteristic: String?
-        public var writeWithResponse: Bool?
-        public var passwords: [String]?
+    package struct Authentication: Decodable, Sendable {
+        package var serviceUUID: String?
+        package var characteristic: String?
+        package var writeWithResponse: Bool?
+        package var passwords: [String]?
     }
 
-    public struct Step: Decodable, Sendable {
-        public var index: Int
-        public var name: String
-        public var command: Int?
-        public var characteristic: String?
-        public var hex: String
+    package struct Step: Decodable, Sendable {
+        package var index: Int
+        package var name: String
+        package var command: Int?
+        package var characteristic: String?
+        package var hex: String
     }
 
-    public var beaconId: String
-    public var settings: Settings
-    public var authentication: Authentication
-    public var steps: [Step]
+    package var beaconId: String
+    package var settings: Settings
+    package var authentication: Authentication
+    package var steps: [Step]
     /// The frames in write order, `4E 4F CMD LEN DATA XOR` as hex.
-    public var frames: [String]
+    package var frames: [String]
 }
 
-public struct VerificationBody: Decodable, Sendable {
-    public var beaconId: String
-    public var verified: Bool
-    public var lastSeen: Date?
-    public var deviceCount: Int
-    public var windowMinutes: Int
+package struct VerificationBody: Decodable, Sendable {
+    package var beaconId: String
+    package var verified: Bool
+    package var lastSeen: Date?
+    package var deviceCount: Int
+    package var windowMinutes: Int
 }
 
 /// Where a beacon is: `/v1/admin/lookup/beacon` and `/lookup/mac/{mac}`.
-public struct BeaconLookupBody: Decodable, Sendable {
-    public var beaconId: String
-    public var uuid: String
-    public var major: Int
-    public var minor: Int
-    public var mac: String?
-    public var status: String
-    public var gateId: String
-    public var gateName: String?
-    public var siteId: String?
-    public var siteName: String?
-    public var timezone: String?
-    public var organizationId: String?
+package struct BeaconLookupBody: Decodable, Sendable {
+    package var beaconId: String
+    package var uuid: String
+    package var major: Int
+    package var minor: Int
+    package var mac: String?
+    package var status: String
+    package var gateId: String
+    package var gateName: String?
+    package var siteId: String?
+    package var siteName: String?
+    package var timezone: String?
+    package var organizationId: String?
 }
 
-public struct BusinessLookupBody: Decodable, Sendable {
-    public var uuid: String
-    public var major: Int
-    public var organizationId: String
-    public var organizationName: String?
+package struct BusinessLookupBody: Decodable, Sendable {
+    package var uuid: String
+    package var major: Int
+    package var organizationId: String
+    package var organizationName: String?
 }
 
-public struct BeaconsByUUIDBody: Decodable, Sendable {
-    public var uuid: String
-    public var beacons: [BeaconLookupBody]
+package struct BeaconsByUUIDBody: Decodable, Sendable {
+    package var uuid: String
+    package var beacons: [BeaconLookupBody]
 }
 
 /// An answer without a body (`202 Accepted`).
-public struct Accepted: Sendable {
-    public var status: Int
+package struct Accepted: Sendable {
+    package var status: Int
 }
 
-public struct HealthBody: Decodable, Sendable {
-    public var status: String
-    public var service: String?
-    public var checks: [String: String]?
+package struct HealthBody: Decodable, Sendable {
+    package var status: String
+    package var service: String?
+    package var checks: [String: String]?
 }

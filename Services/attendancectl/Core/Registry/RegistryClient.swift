@@ -4,11 +4,11 @@ import BeaconRegistryCore
 import Foundation
 
 /// A decoded answer and the JSON the registry sent (printed verbatim by `--json`).
-public struct RegistryReply<Value: Sendable>: Sendable {
-    public var value: Value
-    public var json: Data
+package struct RegistryReply<Value: Sendable>: Sendable {
+    package var value: Value
+    package var json: Data
 
-    public init(value: Value, json: Data) {
+    package init(value: Value, json: Data) {
         self.value = value
         self.json = json
     }
@@ -17,15 +17,15 @@ public struct RegistryReply<Value: Sendable>: Sendable {
 /// A client of the beacon registry's REST API (`Services/beacon-registry/Service/Resources/openapi.yaml`): one method
 /// per operation, bodies and answers as the document describes them. Every failure is a
 /// `RegistryClientError`; admin operations without an API key fail before any request is sent.
-public struct RegistryClient: Sendable {
+package struct RegistryClient: Sendable {
     /// `http://host:port`, without a trailing slash.
-    public let baseURL: String
-    public let apiKey: String?
+    package let baseURL: String
+    package let apiKey: String?
     let transport: any RegistryTransport
 
-    public static let defaultURL = "http://127.0.0.1:8083"
+    package static let defaultURL = "http://127.0.0.1:8083"
 
-    public init(baseURL: String, apiKey: String?, transport: any RegistryTransport = HTTPRegistryTransport()) throws(RegistryClientError) {
+    package init(baseURL: String, apiKey: String?, transport: any RegistryTransport = HTTPRegistryTransport()) throws(RegistryClientError) {
         var url = baseURL.trimmingCharacters(in: .whitespaces)
         while url.hasSuffix("/") { url.removeLast() }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
@@ -40,26 +40,26 @@ public struct RegistryClient: Sendable {
 
     // MARK: Organizations
 
-    public func createOrganization(_ body: NewOrganizationBody) async throws(RegistryClientError) -> RegistryReply<Organization> {
+    package func createOrganization(_ body: NewOrganizationBody) async throws(RegistryClientError) -> RegistryReply<Organization> {
         try await admin(.post, "/v1/admin/organizations", body: body)
     }
 
-    public func listOrganizations(
+    package func listOrganizations(
         _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Organization>> {
         try await admin(.get, "/v1/admin/organizations", query: page.query)
     }
 
-    public func organization(id: String) async throws(RegistryClientError) -> RegistryReply<Organization> {
+    package func organization(id: String) async throws(RegistryClientError) -> RegistryReply<Organization> {
         try await admin(.get, "/v1/admin/organizations/\(Self.segment(id))")
     }
 
     /// The organization's shard UUID and major (allocated on first call, the same afterwards).
-    public func allocateNamespace(organizationId: String) async throws(RegistryClientError) -> RegistryReply<BusinessNamespace> {
+    package func allocateNamespace(organizationId: String) async throws(RegistryClientError) -> RegistryReply<BusinessNamespace> {
         try await admin(.post, "/v1/admin/organizations/\(Self.segment(organizationId))/namespace")
     }
 
-    public func listSites(
+    package func listSites(
         organizationId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Site>> {
         try await admin(.get, "/v1/admin/organizations/\(Self.segment(organizationId))/sites", query: page.query)
@@ -67,21 +67,21 @@ public struct RegistryClient: Sendable {
 
     // MARK: Sites
 
-    public func createSite(_ body: NewSiteBody) async throws(RegistryClientError) -> RegistryReply<Site> {
+    package func createSite(_ body: NewSiteBody) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.post, "/v1/admin/sites", body: body)
     }
 
-    public func site(id: String) async throws(RegistryClientError) -> RegistryReply<Site> {
+    package func site(id: String) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(id))")
     }
 
-    public func listGates(
+    package func listGates(
         siteId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Gate>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/gates", query: page.query)
     }
 
-    public func listBeacons(
+    package func listBeacons(
         siteId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Beacon>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/beacons", query: page.query)
@@ -89,27 +89,27 @@ public struct RegistryClient: Sendable {
 
     // MARK: Gates
 
-    public func createGate(_ body: NewGateBody) async throws(RegistryClientError) -> RegistryReply<Gate> {
+    package func createGate(_ body: NewGateBody) async throws(RegistryClientError) -> RegistryReply<Gate> {
         try await admin(.post, "/v1/admin/gates", body: body)
     }
 
-    public func gate(id: String) async throws(RegistryClientError) -> RegistryReply<Gate> {
+    package func gate(id: String) async throws(RegistryClientError) -> RegistryReply<Gate> {
         try await admin(.get, "/v1/admin/gates/\(Self.segment(id))")
     }
 
     /// The next free minor of the organization's namespace, for the gate.
-    public func allocateMinor(gateId: String) async throws(RegistryClientError) -> RegistryReply<MinorAllocation> {
+    package func allocateMinor(gateId: String) async throws(RegistryClientError) -> RegistryReply<MinorAllocation> {
         try await admin(.post, "/v1/admin/gates/\(Self.segment(gateId))/minor")
     }
 
     // MARK: Users and enrollment
 
-    public func createUser(_ body: NewUserBody) async throws(RegistryClientError) -> RegistryReply<User> {
+    package func createUser(_ body: NewUserBody) async throws(RegistryClientError) -> RegistryReply<User> {
         try await admin(.post, "/v1/admin/users", body: body)
     }
 
     /// A one-time code for the user's phone (the plaintext is in this answer only).
-    public func createEnrollmentCode(
+    package func createEnrollmentCode(
         userId: String, validityMinutes: Int? = nil
     ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeBody> {
         try await admin(
@@ -118,39 +118,39 @@ public struct RegistryClient: Sendable {
     }
 
     /// Exchanges a one-time code for device credentials, as the phone app does (no API key).
-    public func enrollDevice(_ body: EnrollDeviceBody) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsBody> {
+    package func enrollDevice(_ body: EnrollDeviceBody) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsBody> {
         try await call(RegistryRequest(.post, "/v1/devices/enroll", body: try Self.encode(body)))
     }
 
     // MARK: Beacons
 
-    public func registerBeacon(_ body: NewBeaconBody) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    package func registerBeacon(_ body: NewBeaconBody) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.post, "/v1/admin/beacons", body: body)
     }
 
-    public func beacon(id: String) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    package func beacon(id: String) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(id))")
     }
 
-    public func setBeaconStatus(id: String, status: BeaconStatus) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    package func setBeaconStatus(id: String, status: BeaconStatus) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.patch, "/v1/admin/beacons/\(Self.segment(id))", body: BeaconStatusBody(status: status))
     }
 
     /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
     /// provisioning plan; the policy verifies with it as soon as it reads the change.
-    public func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
+    package func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
         try await admin(.post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate")
     }
 
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.
-    public func provisioningPlan(
+    package func provisioningPlan(
         beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()
     ) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanBody> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/provisioning-plan", query: options.query)
     }
 
     /// Whether devices reported the beacon within the last `withinMinutes` (server default 15).
-    public func verifyBroadcast(
+    package func verifyBroadcast(
         beaconId: String, withinMinutes: Int? = nil
     ) async throws(RegistryClientError) -> RegistryReply<VerificationBody> {
         try await admin(
@@ -159,54 +159,54 @@ public struct RegistryClient: Sendable {
     }
 
     /// Records that a device heard a beacon (202, no body).
-    public func recordSighting(_ body: SightingBody) async throws(RegistryClientError) -> RegistryReply<Accepted> {
+    package func recordSighting(_ body: SightingBody) async throws(RegistryClientError) -> RegistryReply<Accepted> {
         let response = try await send(RegistryRequest(.post, "/v1/admin/sightings", body: try Self.encode(body), apiKey: try requireKey()))
         return RegistryReply(value: Accepted(status: response.status), json: response.body)
     }
 
     // MARK: Lookups (answered from the registry's in-memory feed cache)
 
-    public func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+    package func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
         try await admin(.get, "/v1/admin/lookup/beacon", query: ["uuid": uuid, "major": String(major), "minor": String(minor)])
     }
 
-    public func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupBody> {
+    package func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupBody> {
         try await admin(.get, "/v1/admin/lookup/business", query: ["uuid": uuid, "major": String(major)])
     }
 
-    public func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDBody> {
+    package func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDBody> {
         try await admin(.get, "/v1/admin/lookup/uuid/\(Self.segment(uuid))")
     }
 
-    public func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+    package func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
         try await admin(.get, "/v1/admin/lookup/mac/\(Self.segment(mac))")
     }
 
     // MARK: Devices
 
-    public func device(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
+    package func device(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
         try await admin(.get, "/v1/admin/devices/\(Self.segment(id))")
     }
 
-    public func revokeDevice(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
+    package func revokeDevice(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
         try await admin(.post, "/v1/admin/devices/\(Self.segment(id))/revoke")
     }
 
     // MARK: API keys
 
     /// A new key; its secret is in this answer only.
-    public func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyBody> {
+    package func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyBody> {
         try await admin(.post, "/v1/admin/api-keys", body: NewAPIKeyBody(name: name, role: role))
     }
 
-    public func revokeAPIKey(id: String) async throws(RegistryClientError) -> RegistryReply<APIKey> {
+    package func revokeAPIKey(id: String) async throws(RegistryClientError) -> RegistryReply<APIKey> {
         try await admin(.post, "/v1/admin/api-keys/\(Self.segment(id))/revoke")
     }
 
     // MARK: Service
 
     /// `/health/live` and `/health/ready` (503 when a dependency fails: not an error here).
-    public func health() async throws(RegistryClientError) -> (live: RegistryReply<HealthBody>, ready: RegistryReply<HealthBody>) {
+    package func health() async throws(RegistryClientError) -> (live: RegistryReply<HealthBody>, ready: RegistryReply<HealthBody>) {
         func check(_ path: String) async throws(RegistryClientError) -> RegistryReply<HealthBody> {
             let response = try await transport.send(RegistryRequest(.get, path), to: baseURL)
             guard (200..<300).contains(response.status) || response.status == 503 else { throw RegistryClientError.from(response) }
@@ -216,12 +216,12 @@ public struct RegistryClient: Sendable {
     }
 
     /// The OpenAPI document (YAML) the registry serves.
-    public func openAPIDocument() async throws(RegistryClientError) -> String {
+    package func openAPIDocument() async throws(RegistryClientError) -> String {
         try await text("/openapi.yaml")
     }
 
     /// The registry's Prometheus metrics (text format).
-    public func metrics() async throws(RegistryClientError) -> String {
+    package func metrics() async throws(RegistryClientError) -> String {
         try await text("/metrics")
     }
 

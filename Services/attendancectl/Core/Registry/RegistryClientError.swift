@@ -2,7 +2,7 @@ import AttendanceProtocol
 import Foundation
 
 /// Why a registry call failed, each as one line an operator can act on.
-public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An admin operation without a key.
     case missingAPIKey
     /// `--url` / `REGISTRY_URL` is not an http(s) URL.
@@ -16,7 +16,7 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
     /// A success status whose body is not what the API document promises.
     case unexpectedAnswer(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .missingAPIKey:
             return "no API key: pass --api-key KEY or set ATTENDANCE_API_KEY (an admin creates keys with "
@@ -36,7 +36,7 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
     }
 
     /// `Title (HTTP status): detail; field: reason; field: reason` on one line.
-    public static func line(for problem: ProblemDetails) -> String {
+    package static func line(for problem: ProblemDetails) -> String {
         var text = "\(problem.title) (HTTP \(problem.status))"
         let fields = (problem.errors ?? []).map { "\($0.field.isEmpty ? "body" : $0.field): \($0.reason)" }
         var parts: [String] = []

@@ -9,8 +9,8 @@ import Foundation
 // `RegistryTables` (or the registry's JSON with `--json`).
 
 extension AttendanceCtl {
-    public struct Registry: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Registry: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Manage the beacon registry over its REST API.",
             discussion: """
                 Every command takes --url (default $REGISTRY_URL or \(RegistryClient.defaultURL)), --api-key (default \
@@ -22,29 +22,29 @@ extension AttendanceCtl {
             ]
         )
 
-        public init() {}
+        package init() {}
     }
 }
 
 extension AttendanceCtl.Registry {
     // MARK: Organizations
 
-    public struct Organizations: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Organizations: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Organizations (customers).", subcommands: [Create.self, List.self, Get.self], aliases: ["orgs"]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.createOrganization(NewOrganizationBody(id: id, name: name))
@@ -52,14 +52,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct List: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
+        package struct List: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.listOrganizations(page.query)
@@ -67,14 +67,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Get: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
+        package struct Get: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
             @Argument(help: "The organization's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.organization(id: id)
@@ -85,15 +85,15 @@ extension AttendanceCtl.Registry {
 
     // MARK: Sites
 
-    public struct Sites: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Sites: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Sites: time zone, geofence and shift.", subcommands: [Create.self, List.self, Get.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
@@ -109,7 +109,7 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
             var body: NewSiteBody {
                 NewSiteBody(
@@ -122,7 +122,7 @@ extension AttendanceCtl.Registry {
                 )
             }
 
-            public func run() async throws {
+            package func run() async throws {
                 let body = body
                 try await registry.show(
                     { client throws(RegistryClientError) in
@@ -131,15 +131,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct List: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
+        package struct List: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.listSites(organizationId: organization, page.query)
@@ -147,14 +147,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Get: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
+        package struct Get: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
             @Argument(help: "The site's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.site(id: id)
@@ -165,23 +165,23 @@ extension AttendanceCtl.Registry {
 
     // MARK: Gates
 
-    public struct Gates: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Gates: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Gates (entrances, desks, rooms) of a site.", subcommands: [Create.self, List.self, Get.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
             @Option(help: "The site's id.") var site: String
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.createGate(NewGateBody(id: id, siteId: site, name: name))
@@ -189,15 +189,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct List: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
+        package struct List: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.listGates(siteId: site, page.query)
@@ -205,14 +205,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Get: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
+        package struct Get: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
             @Argument(help: "The gate's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.gate(id: id)
@@ -223,23 +223,23 @@ extension AttendanceCtl.Registry {
 
     // MARK: Allocation
 
-    public struct Namespaces: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Namespaces: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "An organization's namespace: its shard UUID and major.", subcommands: [Allocate.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Allocate: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Allocate: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Allocate the organization's namespace (admin; returns the existing one when there is one)."
             )
             @Argument(help: "The organization's id.") var organization: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.allocateNamespace(organizationId: organization)
@@ -248,21 +248,21 @@ extension AttendanceCtl.Registry {
         }
     }
 
-    public struct Minors: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Minors: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Minors: a gate's number inside its organization's namespace.", subcommands: [Allocate.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Allocate: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
+        package struct Allocate: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
             @Argument(help: "The gate's id.") var gate: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.allocateMinor(gateId: gate)
@@ -273,16 +273,16 @@ extension AttendanceCtl.Registry {
 
     // MARK: Beacons
 
-    public struct Beacons: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Beacons: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Beacons: register, inspect, retire, provision, verify.",
             subcommands: [Register.self, Get.self, List.self, SetStatus.self, RotateKey.self, Plan.self, Verify.self, RecordSighting.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Register: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Register: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Register a beacon at a gate (installer); vendors' factory-default UUIDs are refused."
             )
             @Option(help: "The gate's id.") var gate: String
@@ -298,9 +298,9 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let body = NewBeaconBody(
                     id: id, uuid: uuid, major: major, minor: minor, serial: serial, mac: mac, txPower: txPower,
                     advIntervalMs: advIntervalMs, batteryReplacedOn: batteryReplacedOn, gateId: gate
@@ -312,14 +312,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Get: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
+        package struct Get: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
             @Argument(help: "The beacon's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.beacon(id: id)
@@ -327,15 +327,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct List: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
+        package struct List: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.listBeacons(siteId: site, page.query)
@@ -343,15 +343,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct SetStatus: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
+        package struct SetStatus: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
             @Argument(help: "The beacon's id.") var id: String
             @Argument(help: "active, retired or lost.") var status: BeaconStatusArgument
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let status = BeaconStatus(rawValue: status.rawValue) ?? .active
                 try await registry.show(
                     { client throws(RegistryClientError) in
@@ -360,17 +360,17 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct RotateKey: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct RotateKey: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 commandName: "rotate-key",
                 abstract: "Give a beacon a new GATT challenge key (admin); write it into the beacon from its plan."
             )
             @Argument(help: "The beacon's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.rotateBeaconKey(id: id)
@@ -378,8 +378,8 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Plan: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Plan: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "The DX-Smart CP28 write sequence for a beacon, as hex frames (viewer)."
             )
             @Argument(help: "The beacon's id.") var id: String
@@ -394,9 +394,9 @@ extension AttendanceCtl.Registry {
                 false
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let query = ProvisioningPlanQuery(
                     deviceName: deviceName, measuredPower: measuredPower, advertisingIntervalUnits: advertisingIntervalUnits,
                     txPowerIndex: txPowerIndex
@@ -409,17 +409,17 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Verify: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Verify: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Whether devices reported the beacon recently (viewer)."
             )
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("within-minutes"), help: "The window, 1-1440 minutes (default 15).") var withinMinutes: Int?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
@@ -427,8 +427,8 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct RecordSighting: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
+        package struct RecordSighting: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
             @Option(help: "The beacon's proximity UUID.") var uuid: String
             @Option(help: "Major, 0-65535.") var major: Int
             @Option(help: "Minor, 0-65535.") var minor: Int
@@ -436,15 +436,15 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("seen-at"), help: "RFC 3339 time, e.g. 2025-09-18T08:30:00Z (default now).") var seenAt: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func validate() throws {
+            package func validate() throws {
                 if let seenAt, WireTimestamp.date(from: seenAt) == nil {
                     throw ValidationError("--seen-at \"\(seenAt)\" is not an RFC 3339 time such as 2025-09-18T08:30:00Z")
                 }
             }
 
-            public func run() async throws {
+            package func run() async throws {
                 let body = SightingBody(
                     beacon: BeaconIdentity(uuid: uuid, major: major, minor: minor), deviceId: device,
                     seenAt: seenAt.flatMap(WireTimestamp.date(from:))
@@ -459,23 +459,23 @@ extension AttendanceCtl.Registry {
 
     // MARK: Users and devices
 
-    public struct Users: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Users: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "People whose attendance is taken.", subcommands: [Create.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
             @Option(help: "Their name.") var name: String
             @Option(name: .customLong("site"), help: "A site they work at (repeat for several).") var sites: [String] = []
             @Option(help: "Their id, often the HR system's employee id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let body = NewUserBody(id: id, name: name, siteIds: sites.isEmpty ? nil : sites)
                 try await registry.show(
                     { client throws(RegistryClientError) in
@@ -485,24 +485,24 @@ extension AttendanceCtl.Registry {
         }
     }
 
-    public struct EnrollmentCodes: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct EnrollmentCodes: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             commandName: "enrollment-codes", abstract: "One-time codes that bind a phone to a user.", subcommands: [Create.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Issue an enrollment code for a user (admin); it is shown once.")
             @Option(help: "The user's id.") var user: String
             @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).")
             var validityMinutes: Int?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
@@ -511,21 +511,21 @@ extension AttendanceCtl.Registry {
         }
     }
 
-    public struct Devices: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Devices: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Enrolled phones.", subcommands: [Get.self, Revoke.self, Enroll.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Get: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
+        package struct Get: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
             @Argument(help: "The device's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.device(id: id)
@@ -533,14 +533,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Revoke: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
+        package struct Revoke: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
             @Argument(help: "The device's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.revokeDevice(id: id)
@@ -548,8 +548,8 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Enroll: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Enroll: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Exchange an enrollment code for device credentials, as the phone app does (no API key)."
             )
             @Option(help: "The one-time code, XXXXX-XXXXX.") var code: String
@@ -557,9 +557,9 @@ extension AttendanceCtl.Registry {
             @Option(help: "The phone's model.") var model: String?
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let body = EnrollDeviceBody(code: code, appVersion: appVersion, model: model)
                 try await registry.show(
                     { client throws(RegistryClientError) in
@@ -571,22 +571,22 @@ extension AttendanceCtl.Registry {
 
     // MARK: API keys
 
-    public struct APIKeys: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct APIKeys: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             commandName: "api-keys", abstract: "Admin API keys.", subcommands: [Create.self, Revoke.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Create: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
+        package struct Create: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
             @Option(help: "What it is for.") var name: String
             @Option(help: "viewer, installer or admin.") var role: RoleArgument
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let role = APIRole(rawValue: role.rawValue) ?? .viewer
                 try await registry.show(
                     { client throws(RegistryClientError) in
@@ -595,14 +595,14 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Revoke: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
+        package struct Revoke: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
             @Argument(help: "The key's id (the part between brk_ and the dot).") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.revokeAPIKey(id: id)
@@ -613,25 +613,25 @@ extension AttendanceCtl.Registry {
 
     // MARK: Lookups
 
-    public struct Lookup: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Lookup: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "Who owns a beacon identity, answered from the registry's in-memory cache (viewer).",
             subcommands: [Beacon.self, Business.self, UUIDBeacons.self, MAC.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Beacon: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct Beacon: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 abstract: "Resolve (uuid, major, minor) to beacon, gate, site and organization.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @Argument(help: "Major, 0-65535.") var major: Int
             @Argument(help: "Minor, 0-65535.") var minor: Int
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
@@ -639,15 +639,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct Business: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Resolve a namespace (uuid, major) to its organization.")
+        package struct Business: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Resolve a namespace (uuid, major) to its organization.")
             @Argument(help: "The shard UUID.") var uuid: String
             @Argument(help: "Major, 0-65535.") var major: Int
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.lookupBusiness(uuid: uuid, major: major)
@@ -655,15 +655,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct UUIDBeacons: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct UUIDBeacons: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 commandName: "uuid", abstract: "Every registered beacon broadcasting a UUID.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.lookupBeacons(uuid: uuid)
@@ -671,15 +671,15 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct MAC: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct MAC: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 commandName: "mac", abstract: "The beacon with a Bluetooth MAC address (any common spelling).")
             @Argument(help: "The MAC, e.g. AC:23:3F:A1:B2:C3.") var mac: String
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.lookupBeacon(mac: mac)
@@ -690,21 +690,21 @@ extension AttendanceCtl.Registry {
 
     // MARK: Service
 
-    public struct Service: AsyncParsableCommand {
-        public static let configuration = CommandConfiguration(
+    package struct Service: AsyncParsableCommand {
+        package static let configuration = CommandConfiguration(
             abstract: "The registry process: health, OpenAPI document, metrics (no API key).",
             subcommands: [Health.self, OpenAPI.self, Metrics.self]
         )
 
-        public init() {}
+        package init() {}
 
-        public struct Health: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Liveness and readiness; exits 1 when not ready.")
+        package struct Health: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Liveness and readiness; exits 1 when not ready.")
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 let (live, ready) = try await registry.client().health()
                 let out = CLIContext.current.out
                 if registry.json {
@@ -716,25 +716,25 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        public struct OpenAPI: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(
+        package struct OpenAPI: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(
                 commandName: "openapi", abstract: "Print the OpenAPI document the registry serves.")
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 CLIContext.current.out(try await registry.client().openAPIDocument())
             }
         }
 
-        public struct Metrics: AsyncParsableCommand {
-            public static let configuration = CommandConfiguration(abstract: "Print the registry's Prometheus metrics.")
+        package struct Metrics: AsyncParsableCommand {
+            package static let configuration = CommandConfiguration(abstract: "Print the registry's Prometheus metrics.")
             @OptionGroup var registry: RegistryOptions
 
-            public init() {}
+            package init() {}
 
-            public func run() async throws {
+            package func run() async throws {
                 CLIContext.current.out(try await registry.client().metrics())
             }
         }

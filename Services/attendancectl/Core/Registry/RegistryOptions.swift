@@ -3,32 +3,32 @@ import Foundation
 
 /// The options of every `attendancectl registry` command: where the registry is, the API key, and
 /// JSON or table output.
-public struct RegistryOptions: ParsableArguments {
+package struct RegistryOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp("The registry's base URL (default: $REGISTRY_URL or \(RegistryClient.defaultURL)).", valueName: "url"))
-    public var url: String?
+    package var url: String?
 
     @Option(name: .customLong("api-key"), help: ArgumentHelp("An admin API key (default: $ATTENDANCE_API_KEY).", valueName: "key"))
-    public var apiKey: String?
+    package var apiKey: String?
 
     @Flag(name: .long, help: "Print the registry's JSON answer instead of a table.")
-    public var json = false
+    package var json = false
 
-    public init() {}
+    package init() {}
 
     /// The URL: `--url`, else `REGISTRY_URL`, else the default.
-    public var resolvedURL: String {
+    package var resolvedURL: String {
         let environment = CLIContext.current.environment
         return url ?? environment["REGISTRY_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? RegistryClient.defaultURL
     }
 
     /// The key: `--api-key`, else `ATTENDANCE_API_KEY`.
-    public var resolvedAPIKey: String? {
+    package var resolvedAPIKey: String? {
         apiKey ?? CLIContext.current.environment["ATTENDANCE_API_KEY"]
     }
 
-    public func client() throws(RegistryClientError) -> RegistryClient {
+    package func client() throws(RegistryClientError) -> RegistryClient {
         try RegistryClient(
             baseURL: resolvedURL, apiKey: resolvedAPIKey, transport: CLIContext.current.registryTransport ?? HTTPRegistryTransport())
     }
@@ -48,14 +48,14 @@ public struct RegistryOptions: ParsableArguments {
 }
 
 /// `--limit` and `--cursor` of the list commands.
-public struct PageOptions: ParsableArguments {
+package struct PageOptions: ParsableArguments {
     @Option(help: "Items per page, 1-200 (the registry's default: 50).")
-    public var limit: Int?
+    package var limit: Int?
 
     @Option(help: "The page after this one: the cursor a previous page printed.")
-    public var cursor: String?
+    package var cursor: String?
 
-    public init() {}
+    package init() {}
 
     var query: PageQuery { PageQuery(limit: limit, cursor: cursor) }
 }
@@ -64,11 +64,11 @@ extension BeaconStatusArgument: ExpressibleByArgument {}
 extension RoleArgument: ExpressibleByArgument {}
 
 /// `active`, `retired` or `lost`.
-public enum BeaconStatusArgument: String, CaseIterable, Sendable {
+package enum BeaconStatusArgument: String, CaseIterable, Sendable {
     case active, retired, lost
 }
 
 /// `viewer`, `installer` or `admin`.
-public enum RoleArgument: String, CaseIterable, Sendable {
+package enum RoleArgument: String, CaseIterable, Sendable {
     case viewer, installer, admin
 }

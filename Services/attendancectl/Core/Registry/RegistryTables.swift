@@ -5,7 +5,7 @@ import Foundation
 
 /// How each registry answer reads in a terminal: one entity as aligned `label: value` lines, a page
 /// as a table with a header row (and the cursor of the next page when there is one).
-public enum RegistryTables {
+package enum RegistryTables {
     static let none = "-"
 
     static func time(_ date: Date?) -> String { date.map(WireTimestamp.string(from:)) ?? none }
@@ -25,11 +25,11 @@ public enum RegistryTables {
 
     // MARK: Places
 
-    public static func organization(_ organization: Organization) -> String {
+    package static func organization(_ organization: Organization) -> String {
         TableFormatter.render(pairs: [("id", organization.id), ("name", organization.name), ("created", time(organization.createdAt))])
     }
 
-    public static func organizations(_ page: RegistryPage<Organization>) -> String {
+    package static func organizations(_ page: RegistryPage<Organization>) -> String {
         Self.page(page, headers: ["ID", "NAME", "CREATED"]) { [$0.id, $0.name, time($0.createdAt)] }
     }
 
@@ -39,7 +39,7 @@ public enum RegistryTables {
 
     static func shift(_ shift: ShiftSettings) -> String { "\(shift.start)-\(shift.end)" }
 
-    public static func site(_ site: Site) -> String {
+    package static func site(_ site: Site) -> String {
         TableFormatter.render(pairs: [
             ("id", site.id), ("organization", site.organizationId), ("name", site.name), ("timezone", site.timezone),
             ("geofence", geofence(site.geofence)),
@@ -52,21 +52,21 @@ public enum RegistryTables {
         ])
     }
 
-    public static func sites(_ page: RegistryPage<Site>) -> String {
+    package static func sites(_ page: RegistryPage<Site>) -> String {
         Self.page(page, headers: ["ID", "NAME", "TIMEZONE", "SHIFT", "GEOFENCE"]) {
             [$0.id, $0.name, $0.timezone, shift($0.shift), geofence($0.geofence)]
         }
     }
 
-    public static func gate(_ gate: Gate) -> String {
+    package static func gate(_ gate: Gate) -> String {
         TableFormatter.render(pairs: [("id", gate.id), ("site", gate.siteId), ("name", gate.name), ("created", time(gate.createdAt))])
     }
 
-    public static func gates(_ page: RegistryPage<Gate>) -> String {
+    package static func gates(_ page: RegistryPage<Gate>) -> String {
         Self.page(page, headers: ["ID", "NAME", "SITE", "CREATED"]) { [$0.id, $0.name, $0.siteId, time($0.createdAt)] }
     }
 
-    public static func user(_ user: User) -> String {
+    package static func user(_ user: User) -> String {
         TableFormatter.render(pairs: [
             ("id", user.id), ("name", user.name), ("sites", user.siteIds.isEmpty ? none : user.siteIds.joined(separator: ", ")),
             ("created", time(user.createdAt)),
@@ -75,14 +75,14 @@ public enum RegistryTables {
 
     // MARK: Allocation
 
-    public static func namespace(_ namespace: BusinessNamespace) -> String {
+    package static func namespace(_ namespace: BusinessNamespace) -> String {
         TableFormatter.render(pairs: [
             ("organization", namespace.organizationId), ("uuid", namespace.uuid.uuidString), ("major", String(namespace.major)),
             ("allocated", time(namespace.allocatedAt)),
         ])
     }
 
-    public static func minor(_ allocation: MinorAllocation) -> String {
+    package static func minor(_ allocation: MinorAllocation) -> String {
         TableFormatter.render(pairs: [
             ("gate", allocation.gateId), ("uuid", allocation.uuid.uuidString), ("major", String(allocation.major)),
             ("minor", String(allocation.minor)), ("allocated", time(allocation.allocatedAt)),
@@ -91,7 +91,7 @@ public enum RegistryTables {
 
     // MARK: Beacons
 
-    public static func beacon(_ beacon: Beacon) -> String {
+    package static func beacon(_ beacon: Beacon) -> String {
         TableFormatter.render(pairs: [
             ("id", beacon.id), ("uuid", beacon.uuid.uuidString), ("major", String(beacon.major)), ("minor", String(beacon.minor)),
             ("status", beacon.status.rawValue), ("gate", beacon.gateId), ("serial", text(beacon.serial)), ("mac", text(beacon.mac)),
@@ -102,14 +102,14 @@ public enum RegistryTables {
         ])
     }
 
-    public static func beacons(_ page: RegistryPage<Beacon>) -> String {
+    package static func beacons(_ page: RegistryPage<Beacon>) -> String {
         Self.page(page, headers: ["ID", "UUID", "MAJOR", "MINOR", "STATUS", "GATE", "SERIAL"]) {
             [$0.id, $0.uuid.uuidString, String($0.major), String($0.minor), $0.status.rawValue, $0.gateId, text($0.serial)]
         }
     }
 
     /// The settings, how to authenticate, then every step with its frame in write order.
-    public static func plan(_ plan: ProvisioningPlanBody) -> String {
+    package static func plan(_ plan: ProvisioningPlanBody) -> String {
         let settings = plan.settings
         let auth = plan.authentication
         let header = TableFormatter.render(pairs: [
@@ -129,7 +129,7 @@ public enum RegistryTables {
         return header + "\n\n" + steps
     }
 
-    public static func verification(_ verification: VerificationBody) -> String {
+    package static func verification(_ verification: VerificationBody) -> String {
         TableFormatter.render(pairs: [
             ("beacon", verification.beaconId), ("verified", verification.verified ? "yes" : "no"),
             ("devices", "\(verification.deviceCount) in the last \(verification.windowMinutes) min"),
@@ -137,7 +137,7 @@ public enum RegistryTables {
         ])
     }
 
-    public static func keyRotation(_ rotation: BeaconKeyRotation) -> String {
+    package static func keyRotation(_ rotation: BeaconKeyRotation) -> String {
         TableFormatter.render(pairs: [
             ("beacon", rotation.beaconId), ("key version", String(rotation.version)), ("rotated", time(rotation.rotatedAt)),
             ("next", "write the new key from: attendancectl registry beacons plan \(rotation.beaconId)"),
@@ -146,7 +146,7 @@ public enum RegistryTables {
 
     // MARK: Lookups
 
-    public static func beaconLookup(_ found: BeaconLookupBody) -> String {
+    package static func beaconLookup(_ found: BeaconLookupBody) -> String {
         TableFormatter.render(pairs: [
             ("beacon", found.beaconId), ("identity", "\(found.uuid) major \(found.major) minor \(found.minor)"),
             ("mac", found.mac ?? "-"), ("status", found.status),
@@ -156,14 +156,14 @@ public enum RegistryTables {
         ])
     }
 
-    public static func businessLookup(_ found: BusinessLookupBody) -> String {
+    package static func businessLookup(_ found: BusinessLookupBody) -> String {
         TableFormatter.render(pairs: [
             ("namespace", "\(found.uuid) major \(found.major)"), ("organization", found.organizationId),
             ("name", found.organizationName ?? "-"),
         ])
     }
 
-    public static func beaconsByUUID(_ found: BeaconsByUUIDBody) -> String {
+    package static func beaconsByUUID(_ found: BeaconsByUUIDBody) -> String {
         TableFormatter.render(
             headers: ["MAJOR", "MINOR", "BEACON", "STATUS", "GATE", "SITE"],
             rows: found.beacons.map { [String($0.major), String($0.minor), $0.beaconId, $0.status, $0.gateId, $0.siteId ?? "-"] }
@@ -172,14 +172,14 @@ public enum RegistryTables {
 
     // MARK: Devices and credentials
 
-    public static func enrollmentCode(_ issued: IssuedEnrollmentCodeBody) -> String {
+    package static func enrollmentCode(_ issued: IssuedEnrollmentCodeBody) -> String {
         TableFormatter.render(pairs: [
             ("code", issued.code + "  (shown once)"), ("id", issued.enrollment.id), ("user", issued.enrollment.userId),
             ("expires", time(issued.enrollment.expiresAt)), ("created", time(issued.enrollment.createdAt)),
         ])
     }
 
-    public static func credentials(_ credentials: DeviceCredentialsBody) -> String {
+    package static func credentials(_ credentials: DeviceCredentialsBody) -> String {
         TableFormatter.render(pairs: [
             ("device", credentials.deviceId), ("user", credentials.userId), ("status", credentials.device.status.rawValue),
             ("token", credentials.token), ("token expires", time(credentials.tokenExpiresAt)),
@@ -187,7 +187,7 @@ public enum RegistryTables {
         ])
     }
 
-    public static func device(_ device: Device) -> String {
+    package static func device(_ device: Device) -> String {
         TableFormatter.render(pairs: [
             ("id", device.id), ("user", device.userId), ("status", device.status.rawValue), ("model", text(device.model)),
             ("app version", text(device.appVersion)), ("enrolled", time(device.enrolledAt)), ("revoked", time(device.revokedAt)),
@@ -195,14 +195,14 @@ public enum RegistryTables {
         ])
     }
 
-    public static func issuedAPIKey(_ issued: IssuedAPIKeyBody) -> String {
+    package static func issuedAPIKey(_ issued: IssuedAPIKeyBody) -> String {
         TableFormatter.render(pairs: [
             ("secret", issued.secret + "  (shown once)"), ("id", issued.key.id), ("name", issued.key.name),
             ("role", issued.key.role.rawValue), ("created", time(issued.key.createdAt)),
         ])
     }
 
-    public static func apiKey(_ key: APIKey) -> String {
+    package static func apiKey(_ key: APIKey) -> String {
         TableFormatter.render(pairs: [
             ("id", key.id), ("name", key.name), ("role", key.role.rawValue), ("created", time(key.createdAt)),
             ("revoked", time(key.revokedAt)),
@@ -211,7 +211,7 @@ public enum RegistryTables {
 
     // MARK: Service
 
-    public static func health(live: HealthBody, ready: HealthBody) -> String {
+    package static func health(live: HealthBody, ready: HealthBody) -> String {
         var rows = [["live", live.status], ["ready", ready.status]]
         for (name, status) in (ready.checks ?? [:]).sorted(by: { $0.key < $1.key }) {
             rows.append(["ready: \(name)", status])

@@ -4,21 +4,21 @@ import NIOCore
 import NIOHTTP1
 
 /// One HTTP request to the registry, relative to its base URL.
-public struct RegistryRequest: Sendable, Hashable {
-    public enum Method: String, Sendable, Hashable {
+package struct RegistryRequest: Sendable, Hashable {
+    package enum Method: String, Sendable, Hashable {
         case get = "GET", post = "POST", patch = "PATCH"
     }
 
-    public var method: Method
+    package var method: Method
     /// Starts with `/`; path segments already percent-encoded.
-    public var path: String
-    public var query: [String: String]
+    package var path: String
+    package var query: [String: String]
     /// JSON; `nil` sends no body.
-    public var body: Data?
+    package var body: Data?
     /// The bearer token; `nil` for the routes that need none.
-    public var apiKey: String?
+    package var apiKey: String?
 
-    public init(_ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil) {
+    package init(_ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil) {
         self.method = method
         self.path = path
         self.query = query
@@ -27,7 +27,7 @@ public struct RegistryRequest: Sendable, Hashable {
     }
 
     /// `path?query` with the query sorted by name and percent-encoded.
-    public var target: String {
+    package var target: String {
         guard !query.isEmpty else { return path }
         let pairs = query.sorted { $0.key < $1.key }.map { "\(Self.encodeQuery($0.key))=\(Self.encodeQuery($0.value))" }
         return path + "?" + pairs.joined(separator: "&")
@@ -41,12 +41,12 @@ public struct RegistryRequest: Sendable, Hashable {
 }
 
 /// The registry's answer: status, media type and the body as sent.
-public struct RegistryResponse: Sendable, Hashable {
-    public var status: Int
-    public var contentType: String?
-    public var body: Data
+package struct RegistryResponse: Sendable, Hashable {
+    package var status: Int
+    package var contentType: String?
+    package var body: Data
 
-    public init(status: Int, contentType: String? = nil, body: Data) {
+    package init(status: Int, contentType: String? = nil, body: Data) {
         self.status = status
         self.contentType = contentType
         self.body = body
@@ -55,28 +55,28 @@ public struct RegistryResponse: Sendable, Hashable {
 
 /// How `RegistryClient` talks to the registry: HTTP in the CLI, a fake in unit tests. Throws
 /// `RegistryClientError.unreachable` when no answer came.
-public protocol RegistryTransport: Sendable {
+package protocol RegistryTransport: Sendable {
     func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse
 }
 
 /// HTTP over AsyncHTTPClient. A command makes one or two requests, so each request gets its own
 /// client that fails at the first refused connection (AsyncHTTPClient's default retries
 /// connecting until the deadline: an operator would wait 30 s to learn the URL is wrong).
-public struct HTTPRegistryTransport: RegistryTransport {
+package struct HTTPRegistryTransport: RegistryTransport {
     /// The longest connecting may take.
-    public var connectTimeout: TimeAmount
+    package var connectTimeout: TimeAmount
     /// The longest a whole request may take.
-    public var timeout: TimeAmount
+    package var timeout: TimeAmount
     /// Answers larger than this are refused (a provisioning plan is about 10 KiB).
-    public var maxResponseBytes: Int
+    package var maxResponseBytes: Int
 
-    public init(connectTimeout: TimeAmount = .seconds(10), timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024) {
+    package init(connectTimeout: TimeAmount = .seconds(10), timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024) {
         self.connectTimeout = connectTimeout
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
     }
 
-    public func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse {
+    package func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse {
         var http = HTTPClientRequest(url: baseURL + request.target)
         http.method = HTTPMethod(rawValue: request.method.rawValue)
         http.headers.add(name: "Accept", value: "application/json, application/problem+json")

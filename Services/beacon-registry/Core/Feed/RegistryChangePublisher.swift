@@ -6,17 +6,17 @@ import PostgresNIO
 import ServiceRuntime
 
 /// One row of `registry.change_outbox` waiting to be published.
-public struct RegistryOutboxRow: Hashable, Sendable {
-    public var id: Int64
-    public var entityType: String
-    public var entityId: String
+package struct RegistryOutboxRow: Hashable, Sendable {
+    package var id: Int64
+    package var entityType: String
+    package var entityId: String
     /// `upsert` or `delete`.
-    public var op: String
+    package var op: String
     /// The entity's JSON (`nil` for a delete).
-    public var payload: String?
-    public var createdAt: Date
+    package var payload: String?
+    package var createdAt: Date
 
-    public init(id: Int64, entityType: String, entityId: String, op: String, payload: String?, createdAt: Date) {
+    package init(id: Int64, entityType: String, entityId: String, op: String, payload: String?, createdAt: Date) {
         self.id = id
         self.entityType = entityType
         self.entityId = entityId
@@ -26,11 +26,11 @@ public struct RegistryOutboxRow: Hashable, Sendable {
     }
 
     /// The key on `registry.changes`: `<entityType>:<entityId>`.
-    public var key: RegistryKey { RegistryKey(entityType: RegistryEntityType(rawValue: entityType), entityId: entityId) }
+    package var key: RegistryKey { RegistryKey(entityType: RegistryEntityType(rawValue: entityType), entityId: entityId) }
 
     /// The record this row becomes: a `RegistryChange` (version = the row id, changedAt = the row's
     /// creation time) for an upsert, a tombstone (null value) for a delete.
-    public func message(topic: String = Topic.registryChanges.name) throws -> KafkaOutgoingMessage {
+    package func message(topic: String = Topic.registryChanges.name) throws -> KafkaOutgoingMessage {
         let key = self.key
         if op == RegistryOperation.delete.rawValue {
             return KafkaOutgoingMessage(topic: topic, key: key.description, value: nil)
@@ -49,10 +49,10 @@ public struct RegistryOutboxRow: Hashable, Sendable {
     }
 }
 
-public enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConvertible {
     case malformedRow(id: Int64, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .malformedRow(let id, let reason): return "change_outbox row \(id) cannot be published: \(reason)"
         }
@@ -63,20 +63,20 @@ public enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConvert
 /// `published_at` (kept: `RegistryFeedRepair` queues them again when the broker lost the topic), and
 /// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
-public struct RegistryChangeOutbox: OutboxTable {
+package struct RegistryChangeOutbox: OutboxTable {
     /// The channel the outbox's insert trigger notifies at each commit that added rows.
-    public static let notificationChannel = "registry_change_outbox"
+    package static let notificationChannel = "registry_change_outbox"
 
-    public let topic: String
+    package let topic: String
     /// `pg_advisory_xact_lock` key: "regfeed1" as ASCII.
-    public var lockKey: Int64 { 0x7265_6766_6565_6431 }
-    public var name: String { "registry changes" }
+    package var lockKey: Int64 { 0x7265_6766_6565_6431 }
+    package var name: String { "registry changes" }
 
-    public init(topic: String = Topic.registryChanges.name) {
+    package init(topic: String = Topic.registryChanges.name) {
         self.topic = topic
     }
 
-    public func pending(
+    package func pending(
         limit: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
@@ -98,17 +98,17 @@ public struct RegistryChangeOutbox: OutboxTable {
         return pending
     }
 
-    public func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
+    package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("UPDATE registry.change_outbox SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
     }
 }
 
 /// Moves `registry.change_outbox` to `registry.changes` (`OutboxRelay`).
-public typealias RegistryChangePublisher = OutboxRelay<RegistryChangeOutbox>
+package typealias RegistryChangePublisher = OutboxRelay<RegistryChangeOutbox>
 
 extension OutboxRelay where Table == RegistryChangeOutbox {
     /// The registry's relay: woken by the outbox's trigger, polling every 200 ms as a fallback.
-    public convenience init(
+    package convenience init(
         client: PostgresClient, producer: KafkaProducer, topic: String = Topic.registryChanges.name,
         pollInterval: Duration = .milliseconds(200), logger: Logger
     ) {
@@ -123,7 +123,7 @@ extension OutboxRelay where Table == RegistryChangeOutbox {
     /// checking every `interval`. Tools that write registry rows and then need the feed's readers to
     /// know them (the fleet simulator, load generators, end-to-end tests) call it.
     /// - Returns: false when rows were still unpublished after `timeout`.
-    public static func waitUntilPublished(
+    package static func waitUntilPublished(
         client: PostgresClient, logger: Logger, timeout: Duration, interval: Duration = .milliseconds(200)
     ) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout

@@ -16,15 +16,15 @@ import PostgresNIO
 /// "Lost" is read from the topic's high watermark: offsets never go back, so a topic that was ever
 /// written has a high watermark above 0 even after compaction. An empty topic while the outbox has
 /// published rows can only be a topic that lost its records.
-public enum RegistryFeedRepair {
-    public static func isLost(highWatermark: Int64, outboxHasPublishedRows: Bool) -> Bool {
+package enum RegistryFeedRepair {
+    package static func isLost(highWatermark: Int64, outboxHasPublishedRows: Bool) -> Bool {
         highWatermark == 0 && outboxHasPublishedRows
     }
 
     /// Checks the feed and, when it is lost, queues it again. Runs once, at the registry's start.
     /// - Returns: the outbox rows queued again (0 when the feed is intact).
     @discardableResult
-    public static func repairIfLost(
+    package static func repairIfLost(
         admin: KafkaAdmin, client: PostgresClient, topic: String = Topic.registryChanges.name, logger: Logger
     ) async throws -> Int {
         let marks = try await admin.watermarks(TopicPartition(topic: topic, partition: 0))

@@ -3,13 +3,13 @@ import Foundation
 
 /// An organization's slice of the iBeacon space: a shard UUID and a major. Every beacon of the
 /// organization broadcasts these two; the minor tells its gates apart.
-public struct BusinessNamespace: Codable, Hashable, Sendable {
-    public var organizationId: String
-    public var uuid: UUID
-    public var major: Int
-    public var allocatedAt: Date
+package struct BusinessNamespace: Codable, Hashable, Sendable {
+    package var organizationId: String
+    package var uuid: UUID
+    package var major: Int
+    package var allocatedAt: Date
 
-    public init(organizationId: String, uuid: UUID, major: Int, allocatedAt: Date) {
+    package init(organizationId: String, uuid: UUID, major: Int, allocatedAt: Date) {
         self.organizationId = organizationId
         self.uuid = uuid
         self.major = major
@@ -17,20 +17,20 @@ public struct BusinessNamespace: Codable, Hashable, Sendable {
     }
 
     /// `UUID:major`: the entity id on the change feed.
-    public var key: String { "\(uuid.uuidString):\(major)" }
+    package var key: String { "\(uuid.uuidString):\(major)" }
 }
 
 /// A minor handed to a gate inside its organization's namespace.
-public struct MinorAllocation: Codable, Hashable, Sendable {
-    public static let range: ClosedRange<Int> = 1...65_535
+package struct MinorAllocation: Codable, Hashable, Sendable {
+    package static let range: ClosedRange<Int> = 1...65_535
 
-    public var uuid: UUID
-    public var major: Int
-    public var minor: Int
-    public var gateId: String
-    public var allocatedAt: Date
+    package var uuid: UUID
+    package var major: Int
+    package var minor: Int
+    package var gateId: String
+    package var allocatedAt: Date
 
-    public init(uuid: UUID, major: Int, minor: Int, gateId: String, allocatedAt: Date) {
+    package init(uuid: UUID, major: Int, minor: Int, gateId: String, allocatedAt: Date) {
         self.uuid = uuid
         self.major = major
         self.minor = minor
@@ -38,10 +38,10 @@ public struct MinorAllocation: Codable, Hashable, Sendable {
         self.allocatedAt = allocatedAt
     }
 
-    public var identity: BeaconIdentity { BeaconIdentity(uuid: uuid, major: major, minor: minor) }
+    package var identity: BeaconIdentity { BeaconIdentity(uuid: uuid, major: major, minor: minor) }
 }
 
-public enum BeaconStatus: String, Codable, Hashable, Sendable, CaseIterable {
+package enum BeaconStatus: String, Codable, Hashable, Sendable, CaseIterable {
     case active
     /// Taken out of service on purpose.
     case retired
@@ -50,24 +50,24 @@ public enum BeaconStatus: String, Codable, Hashable, Sendable, CaseIterable {
 }
 
 /// A physical beacon mounted at a gate.
-public struct Beacon: Codable, Hashable, Sendable {
-    public var id: String
-    public var uuid: UUID
-    public var major: Int
-    public var minor: Int
-    public var serial: String?
+package struct Beacon: Codable, Hashable, Sendable {
+    package var id: String
+    package var uuid: UUID
+    package var major: Int
+    package var minor: Int
+    package var serial: String?
     /// `AA:BB:CC:DD:EE:FF`, upper case.
-    public var mac: String?
+    package var mac: String?
     /// Calibrated power at 1 m, dBm.
-    public var txPower: Int?
-    public var advIntervalMs: Int?
-    public var batteryReplacedOn: CalendarDate?
-    public var status: BeaconStatus
-    public var gateId: String
-    public var createdAt: Date
-    public var updatedAt: Date
+    package var txPower: Int?
+    package var advIntervalMs: Int?
+    package var batteryReplacedOn: CalendarDate?
+    package var status: BeaconStatus
+    package var gateId: String
+    package var createdAt: Date
+    package var updatedAt: Date
 
-    public init(
+    package init(
         id: String, uuid: UUID, major: Int, minor: Int, serial: String?, mac: String?, txPower: Int?,
         advIntervalMs: Int?, batteryReplacedOn: CalendarDate?, status: BeaconStatus, gateId: String,
         createdAt: Date, updatedAt: Date
@@ -87,17 +87,17 @@ public struct Beacon: Codable, Hashable, Sendable {
         self.updatedAt = updatedAt
     }
 
-    public var identity: BeaconIdentity { BeaconIdentity(uuid: uuid, major: major, minor: minor) }
+    package var identity: BeaconIdentity { BeaconIdentity(uuid: uuid, major: major, minor: minor) }
 }
 
 /// A date without a time or zone (`YYYY-MM-DD`), such as the day a battery was replaced.
-public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
-    public var year: Int
-    public var month: Int
-    public var day: Int
+package struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+    package var year: Int
+    package var month: Int
+    package var day: Int
 
     /// `nil` unless it is a real Gregorian date in years 2000-2999.
-    public init?(year: Int, month: Int, day: Int) {
+    package init?(year: Int, month: Int, day: Int) {
         guard (2000...2999).contains(year), (1...12).contains(month), day >= 1 else { return nil }
         let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
         let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
@@ -108,7 +108,7 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
     }
 
     /// Parses `YYYY-MM-DD`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
             parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
@@ -117,16 +117,16 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
         self.init(year: y, month: m, day: d)
     }
 
-    public var description: String {
+    package var description: String {
         func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
         return "\(year)-\(pad(month))-\(pad(day))"
     }
 
-    public static func < (a: CalendarDate, b: CalendarDate) -> Bool {
+    package static func < (a: CalendarDate, b: CalendarDate) -> Bool {
         (a.year, a.month, a.day) < (b.year, b.month, b.day)
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = CalendarDate(text) else {
             throw DecodingError.dataCorrupted(
@@ -135,19 +135,19 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
         self = value
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(description)
     }
 }
 
 /// A device reported hearing a beacon at `seenAt`.
-public struct BeaconSighting: Hashable, Sendable {
-    public var beacon: BeaconIdentity
-    public var deviceId: String
-    public var seenAt: Date
+package struct BeaconSighting: Hashable, Sendable {
+    package var beacon: BeaconIdentity
+    package var deviceId: String
+    package var seenAt: Date
 
-    public init(beacon: BeaconIdentity, deviceId: String, seenAt: Date) {
+    package init(beacon: BeaconIdentity, deviceId: String, seenAt: Date) {
         self.beacon = beacon
         self.deviceId = deviceId
         self.seenAt = seenAt
@@ -155,15 +155,15 @@ public struct BeaconSighting: Hashable, Sendable {
 }
 
 /// Whether a beacon is on the air: devices heard it within the window.
-public struct BroadcastVerification: Codable, Hashable, Sendable {
-    public var verified: Bool
+package struct BroadcastVerification: Codable, Hashable, Sendable {
+    package var verified: Bool
     /// The latest sighting ever recorded (also when it is older than the window).
-    public var lastSeen: Date?
+    package var lastSeen: Date?
     /// Distinct devices that heard it within the window.
-    public var deviceCount: Int
-    public var windowMinutes: Int
+    package var deviceCount: Int
+    package var windowMinutes: Int
 
-    public init(verified: Bool, lastSeen: Date?, deviceCount: Int, windowMinutes: Int) {
+    package init(verified: Bool, lastSeen: Date?, deviceCount: Int, windowMinutes: Int) {
         self.verified = verified
         self.lastSeen = lastSeen
         self.deviceCount = deviceCount
@@ -173,24 +173,24 @@ public struct BroadcastVerification: Codable, Hashable, Sendable {
 
 /// A beacon's GATT challenge key in plain text: what the installer writes into the beacon. Only
 /// the provisioning plan (installer role) ever shows it.
-public struct BeaconGattKey: Hashable, Sendable {
-    public var version: Int
-    public var key: [UInt8]
+package struct BeaconGattKey: Hashable, Sendable {
+    package var version: Int
+    package var key: [UInt8]
 
-    public init(version: Int, key: [UInt8]) {
+    package init(version: Int, key: [UInt8]) {
         self.version = version
         self.key = key
     }
 }
 
 /// What a key rotation did (never the key itself: the installer reads it from the provisioning plan).
-public struct BeaconKeyRotation: Codable, Hashable, Sendable {
-    public var beaconId: String
+package struct BeaconKeyRotation: Codable, Hashable, Sendable {
+    package var beaconId: String
     /// The new key's version; the previous one stops verifying once the policy reads the change.
-    public var version: Int
-    public var rotatedAt: Date
+    package var version: Int
+    package var rotatedAt: Date
 
-    public init(beaconId: String, version: Int, rotatedAt: Date) {
+    package init(beaconId: String, version: Int, rotatedAt: Date) {
         self.beaconId = beaconId
         self.version = version
         self.rotatedAt = rotatedAt

@@ -1,25 +1,25 @@
 import AccessControl
 import Foundation
 
-public enum DeviceStatus: String, Codable, Hashable, Sendable, CaseIterable {
+package enum DeviceStatus: String, Codable, Hashable, Sendable, CaseIterable {
     case enrolled
     case revoked
 }
 
 /// A phone bound to a user by an enrollment code.
-public struct Device: Codable, Hashable, Sendable {
-    public var id: String
-    public var userId: String
-    public var status: DeviceStatus
-    public var appVersion: String?
-    public var model: String?
-    public var enrolledAt: Date
-    public var revokedAt: Date?
+package struct Device: Codable, Hashable, Sendable {
+    package var id: String
+    package var userId: String
+    package var status: DeviceStatus
+    package var appVersion: String?
+    package var model: String?
+    package var enrolledAt: Date
+    package var revokedAt: Date?
     /// The key that signed the device's token (see `DeviceTokenSigner`).
-    public var tokenKeyId: String
-    public var tokenExpiresAt: Date
+    package var tokenKeyId: String
+    package var tokenExpiresAt: Date
 
-    public init(
+    package init(
         id: String, userId: String, status: DeviceStatus, appVersion: String?, model: String?, enrolledAt: Date,
         revokedAt: Date?, tokenKeyId: String, tokenExpiresAt: Date
     ) {
@@ -36,27 +36,27 @@ public struct Device: Codable, Hashable, Sendable {
 }
 
 /// What the enrolling app says about itself.
-public struct DeviceDescription: Codable, Hashable, Sendable {
-    public var appVersion: String?
-    public var model: String?
+package struct DeviceDescription: Codable, Hashable, Sendable {
+    package var appVersion: String?
+    package var model: String?
 
-    public init(appVersion: String? = nil, model: String? = nil) {
+    package init(appVersion: String? = nil, model: String? = nil) {
         self.appVersion = appVersion
         self.model = model
     }
 }
 
 /// A one-time enrollment code as stored (no plaintext).
-public struct EnrollmentCode: Codable, Hashable, Sendable {
-    public var id: String
-    public var userId: String
-    public var createdAt: Date
-    public var expiresAt: Date
-    public var usedAt: Date?
+package struct EnrollmentCode: Codable, Hashable, Sendable {
+    package var id: String
+    package var userId: String
+    package var createdAt: Date
+    package var expiresAt: Date
+    package var usedAt: Date?
     /// The device it enrolled, once used: the binding.
-    public var deviceId: String?
+    package var deviceId: String?
 
-    public init(id: String, userId: String, createdAt: Date, expiresAt: Date, usedAt: Date?, deviceId: String?) {
+    package init(id: String, userId: String, createdAt: Date, expiresAt: Date, usedAt: Date?, deviceId: String?) {
         self.id = id
         self.userId = userId
         self.createdAt = createdAt
@@ -67,25 +67,25 @@ public struct EnrollmentCode: Codable, Hashable, Sendable {
 }
 
 /// A freshly created enrollment code: the only moment its plaintext exists outside the user's hands.
-public struct IssuedEnrollmentCode: Hashable, Sendable {
-    public var enrollment: EnrollmentCode
+package struct IssuedEnrollmentCode: Hashable, Sendable {
+    package var enrollment: EnrollmentCode
     /// `XXXXX-XXXXX` in Crockford base32 (no I, L, O, U), for typing or a QR code.
-    public var code: String
+    package var code: String
 
-    public init(enrollment: EnrollmentCode, code: String) {
+    package init(enrollment: EnrollmentCode, code: String) {
         self.enrollment = enrollment
         self.code = code
     }
 }
 
 /// What a device receives for its enrollment code.
-public struct DeviceCredentials: Hashable, Sendable {
-    public var device: Device
+package struct DeviceCredentials: Hashable, Sendable {
+    package var device: Device
     /// `v1.<payload>.<signature>`: sent as a bearer token; gateways verify it offline.
-    public var token: String
-    public var claims: DeviceClaims
+    package var token: String
+    package var claims: DeviceClaims
 
-    public init(device: Device, token: String, claims: DeviceClaims) {
+    package init(device: Device, token: String, claims: DeviceClaims) {
         self.device = device
         self.token = token
         self.claims = claims
@@ -93,12 +93,12 @@ public struct DeviceCredentials: Hashable, Sendable {
 }
 
 /// A freshly created API key: `secret` is shown once and never stored.
-public struct IssuedAPIKey: Hashable, Sendable {
-    public var key: APIKey
+package struct IssuedAPIKey: Hashable, Sendable {
+    package var key: APIKey
     /// `brk_<16 hex id>.<43 base64url chars>`: the bearer token.
-    public var secret: String
+    package var secret: String
 
-    public init(key: APIKey, secret: String) {
+    package init(key: APIKey, secret: String) {
         self.key = key
         self.secret = secret
     }

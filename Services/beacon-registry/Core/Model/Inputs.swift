@@ -6,12 +6,12 @@ import Foundation
 // The database constraints enforce the same rules again; these checks exist to give field names
 // and reasons instead of a constraint name.
 
-public struct NewOrganization: Hashable, Sendable {
+package struct NewOrganization: Hashable, Sendable {
     /// Chosen by the caller, or generated (`org_…`) when `nil`.
-    public var id: String?
-    public var name: String
+    package var id: String?
+    package var name: String
 
-    public init(id: String? = nil, name: String) {
+    package init(id: String? = nil, name: String) {
         self.id = id
         self.name = name
     }
@@ -25,15 +25,15 @@ public struct NewOrganization: Hashable, Sendable {
     }
 }
 
-public struct NewSite: Hashable, Sendable {
-    public var id: String?
-    public var organizationId: String
-    public var name: String
-    public var timezone: String
-    public var geofence: Geofence
-    public var shift: ShiftSettings
+package struct NewSite: Hashable, Sendable {
+    package var id: String?
+    package var organizationId: String
+    package var name: String
+    package var timezone: String
+    package var geofence: Geofence
+    package var shift: ShiftSettings
 
-    public init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: ShiftSettings) {
+    package init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: ShiftSettings) {
         self.id = id
         self.organizationId = organizationId
         self.name = name
@@ -70,12 +70,12 @@ public struct NewSite: Hashable, Sendable {
     }
 }
 
-public struct NewGate: Hashable, Sendable {
-    public var id: String?
-    public var siteId: String
-    public var name: String
+package struct NewGate: Hashable, Sendable {
+    package var id: String?
+    package var siteId: String
+    package var name: String
 
-    public init(id: String? = nil, siteId: String, name: String) {
+    package init(id: String? = nil, siteId: String, name: String) {
         self.id = id
         self.siteId = siteId
         self.name = name
@@ -91,13 +91,13 @@ public struct NewGate: Hashable, Sendable {
     }
 }
 
-public struct NewUser: Hashable, Sendable {
+package struct NewUser: Hashable, Sendable {
     /// Often the HR system's employee id.
-    public var id: String?
-    public var name: String
-    public var siteIds: [String]
+    package var id: String?
+    package var name: String
+    package var siteIds: [String]
 
-    public init(id: String? = nil, name: String, siteIds: [String] = []) {
+    package init(id: String? = nil, name: String, siteIds: [String] = []) {
         self.id = id
         self.name = name
         self.siteIds = siteIds
@@ -115,21 +115,21 @@ public struct NewUser: Hashable, Sendable {
     }
 }
 
-public struct NewBeacon: Hashable, Sendable {
-    public var id: String?
+package struct NewBeacon: Hashable, Sendable {
+    package var id: String?
     /// As read from the beacon or typed: dashes optional, any case.
-    public var uuid: String
-    public var major: Int
-    public var minor: Int
-    public var serial: String?
+    package var uuid: String
+    package var major: Int
+    package var minor: Int
+    package var serial: String?
     /// `AA:BB:CC:DD:EE:FF`, `aa-bb-…` or twelve hex digits.
-    public var mac: String?
-    public var txPower: Int?
-    public var advIntervalMs: Int?
-    public var batteryReplacedOn: CalendarDate?
-    public var gateId: String
+    package var mac: String?
+    package var txPower: Int?
+    package var advIntervalMs: Int?
+    package var batteryReplacedOn: CalendarDate?
+    package var gateId: String
 
-    public init(
+    package init(
         id: String? = nil, uuid: String, major: Int, minor: Int, serial: String? = nil, mac: String? = nil,
         txPower: Int? = nil, advIntervalMs: Int? = nil, batteryReplacedOn: CalendarDate? = nil, gateId: String
     ) {
@@ -145,7 +145,7 @@ public struct NewBeacon: Hashable, Sendable {
         self.gateId = gateId
     }
 
-    public init(id: String? = nil, identity: BeaconIdentity, gateId: String) {
+    package init(id: String? = nil, identity: BeaconIdentity, gateId: String) {
         self.init(id: id, uuid: identity.uuid, major: identity.major, minor: identity.minor, gateId: gateId)
     }
 
@@ -180,8 +180,8 @@ public struct NewBeacon: Hashable, Sendable {
 }
 
 /// Beacon UUID text: with or without dashes, any case.
-public enum BeaconUUID {
-    public static func parse(_ text: String) -> UUID? {
+package enum BeaconUUID {
+    package static func parse(_ text: String) -> UUID? {
         if let uuid = UUID(uuidString: text) { return uuid }
         let hex = Array(text.utf8)
         guard hex.count == 32, hex.allSatisfy(MACAddress.isHex) else { return nil }

@@ -1,12 +1,12 @@
 import Foundation
 
 /// The DX-Smart CP28 GATT service (docs/SPECIFICATION.md, "7. Registry, provisioning and enrollment").
-public enum CP28GATT {
-    public static let serviceUUID = "0000FFE0-0000-1000-8000-00805F9B34FB"
+package enum CP28GATT {
+    package static let serviceUUID = "0000FFE0-0000-1000-8000-00805F9B34FB"
 }
 
 /// The CP28's characteristics. Commands go to FFE2, passwords to FFE3, replies arrive on FFE1.
-public enum CP28Characteristic: String, Codable, Hashable, Sendable, CaseIterable {
+package enum CP28Characteristic: String, Codable, Hashable, Sendable, CaseIterable {
     /// Notifications: the beacon's replies (RX).
     case notify = "FFE1"
     /// Command packets (TX).
@@ -15,11 +15,11 @@ public enum CP28Characteristic: String, Codable, Hashable, Sendable, CaseIterabl
     case password = "FFE3"
 
     /// The full 128-bit UUID (Bluetooth base UUID with this 16-bit id).
-    public var uuid: String { "0000\(rawValue)-0000-1000-8000-00805F9B34FB" }
+    package var uuid: String { "0000\(rawValue)-0000-1000-8000-00805F9B34FB" }
 }
 
 /// CP28 command codes.
-public enum CP28Command: UInt8, Codable, Hashable, Sendable {
+package enum CP28Command: UInt8, Codable, Hashable, Sendable {
     case selectFrame1 = 0x11, selectFrame2 = 0x12, selectFrame3 = 0x13
     case selectFrame4 = 0x14, selectFrame5 = 0x15, selectFrame6 = 0x16
     case saveConfig = 0x60
@@ -53,34 +53,34 @@ public enum CP28Command: UInt8, Codable, Hashable, Sendable {
 ///
 /// `LEN` is the number of data bytes; `XOR` is CMD ⊕ LEN ⊕ every data byte (the two header bytes
 /// are not part of it).
-public struct CP28Packet: Hashable, Sendable {
-    public static let header: [UInt8] = [0x4E, 0x4F]
+package struct CP28Packet: Hashable, Sendable {
+    package static let header: [UInt8] = [0x4E, 0x4F]
 
-    public let command: UInt8
-    public let data: [UInt8]
+    package let command: UInt8
+    package let data: [UInt8]
 
     /// `data` longer than 255 bytes cannot be framed; the plan never builds one (names are ≤ 20).
-    public init(command: UInt8, data: [UInt8] = []) {
+    package init(command: UInt8, data: [UInt8] = []) {
         precondition(data.count <= 255, "a CP28 packet carries at most 255 data bytes")
         self.command = command
         self.data = data
     }
 
-    public init(_ command: CP28Command, data: [UInt8] = []) {
+    package init(_ command: CP28Command, data: [UInt8] = []) {
         self.init(command: command.rawValue, data: data)
     }
 
-    public static func checksum(command: UInt8, data: [UInt8]) -> UInt8 {
+    package static func checksum(command: UInt8, data: [UInt8]) -> UInt8 {
         data.reduce(command ^ UInt8(data.count), ^)
     }
 
-    public var checksum: UInt8 { Self.checksum(command: command, data: data) }
+    package var checksum: UInt8 { Self.checksum(command: command, data: data) }
 
     /// The bytes written to the command characteristic.
-    public var bytes: [UInt8] { Self.header + [command, UInt8(data.count)] + data + [checksum] }
+    package var bytes: [UInt8] { Self.header + [command, UInt8(data.count)] + data + [checksum] }
 
     /// Upper-case hex bytes separated by spaces: `4E 4F 11 00 11`.
-    public var hex: String { Self.hex(bytes) }
+    package var hex: String { Self.hex(bytes) }
 
     static func hex(_ bytes: [UInt8]) -> String {
         bytes.map { byte in

@@ -2,21 +2,21 @@ import AttendanceProtocol
 import Foundation
 
 /// What to write into a DX-Smart CP28 beacon.
-public struct CP28BeaconSettings: Hashable, Sendable {
+package struct CP28BeaconSettings: Hashable, Sendable {
     /// 1-20 printable ASCII characters; shown when scanning.
-    public var deviceName: String
+    package var deviceName: String
     /// Dashes optional, any case.
-    public var uuid: String
-    public var major: Int
-    public var minor: Int
+    package var uuid: String
+    package var major: Int
+    package var minor: Int
     /// The calibrated RSSI at 1 m, dBm (-127...0), sent as a signed byte.
-    public var measuredPower: Int
+    package var measuredPower: Int
     /// Advertising interval in units of 100 ms (1...100: 100 ms to 10 s).
-    public var advertisingIntervalUnits: Int
+    package var advertisingIntervalUnits: Int
     /// Radio power level index 0...7 (0 the weakest).
-    public var txPowerIndex: Int
+    package var txPowerIndex: Int
 
-    public init(
+    package init(
         deviceName: String, uuid: String, major: Int, minor: Int, measuredPower: Int, advertisingIntervalUnits: Int,
         txPowerIndex: Int
     ) {
@@ -31,7 +31,7 @@ public struct CP28BeaconSettings: Hashable, Sendable {
 }
 
 /// Why settings cannot be written to a CP28.
-public enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {
     case deviceNameEmpty
     case deviceNameTooLong(length: Int)
     case deviceNameNotASCII
@@ -43,7 +43,7 @@ public enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {
     case advertisingIntervalOutOfRange(Int)
     case txPowerIndexOutOfRange(Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .deviceNameEmpty: return "device name is empty"
         case .deviceNameTooLong(let length): return "device name has \(length) characters; the CP28 takes at most 20"
@@ -59,7 +59,7 @@ public enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The input field at fault (for a 400 problem+json).
-    public var fieldError: FieldError {
+    package var fieldError: FieldError {
         let field: String
         switch self {
         case .deviceNameEmpty, .deviceNameTooLong, .deviceNameNotASCII: field = "deviceName"
@@ -75,15 +75,15 @@ public enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {
 }
 
 /// One write of the sequence.
-public struct CP28Step: Hashable, Sendable, Codable {
+package struct CP28Step: Hashable, Sendable, Codable {
     /// 1-based position in the sequence.
-    public var index: Int
-    public var name: String
-    public var command: UInt8
-    public var characteristic: CP28Characteristic
-    public var bytes: [UInt8]
+    package var index: Int
+    package var name: String
+    package var command: UInt8
+    package var characteristic: CP28Characteristic
+    package var bytes: [UInt8]
     /// `4E 4F 11 00 11`.
-    public var hex: String
+    package var hex: String
 
     init(index: Int, name: String, packet: CP28Packet) {
         self.index = index
@@ -97,15 +97,15 @@ public struct CP28Step: Hashable, Sendable, Codable {
 
 /// How to unlock the beacon before the writes: try each factory password in order, written as
 /// ASCII to FFE3 with response; the first one accepted unlocks.
-public struct CP28Authentication: Hashable, Sendable, Codable {
-    public static let factoryPasswords = ["555555", "dx1234", "000000"]
+package struct CP28Authentication: Hashable, Sendable, Codable {
+    package static let factoryPasswords = ["555555", "dx1234", "000000"]
 
-    public var serviceUUID: String
-    public var characteristic: CP28Characteristic
-    public var writeWithResponse: Bool
-    public var passwords: [String]
+    package var serviceUUID: String
+    package var characteristic: CP28Characteristic
+    package var writeWithResponse: Bool
+    package var passwords: [String]
 
-    public static let standard = CP28Authentication(
+    package static let standard = CP28Authentication(
         serviceUUID: CP28GATT.serviceUUID, characteristic: .password, writeWithResponse: true, passwords: factoryPasswords
     )
 }
@@ -115,13 +115,13 @@ public struct CP28Authentication: Hashable, Sendable, Codable {
 ///
 /// Frames 3-6 are disabled explicitly so that only the two configured frames broadcast, whatever
 /// the beacon held before.
-public struct CP28ProvisioningPlan: Hashable, Sendable, Codable {
-    public static let stepCount = 24
+package struct CP28ProvisioningPlan: Hashable, Sendable, Codable {
+    package static let stepCount = 24
 
-    public var authentication: CP28Authentication
-    public var steps: [CP28Step]
+    package var authentication: CP28Authentication
+    package var steps: [CP28Step]
 
-    public init(_ settings: CP28BeaconSettings) throws(CP28PlanError) {
+    package init(_ settings: CP28BeaconSettings) throws(CP28PlanError) {
         let name = try Self.nameBytes(settings.deviceName)
         guard let uuid = BeaconUUID.parse(settings.uuid) else { throw .invalidUUID(settings.uuid) }
         if let banned = BanList.check(uuid) { throw .bannedUUID(banned) }

@@ -3,7 +3,7 @@ import Foundation
 import PostgresNIO
 
 extension PostgresRegistryRepository {
-    public func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey {
+    package func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey {
         var v = InputValidator()
         let name = v.name(name, "name")
         try v.finish()
@@ -25,7 +25,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func verifyAPIKey(_ presented: String) async throws(RegistryError) -> APIKey? {
+    package func verifyAPIKey(_ presented: String) async throws(RegistryError) -> APIKey? {
         guard let (id, secret) = APIKeyFormat.parse(presented) else { return nil }
         let presentedHash = APIKeyFormat.hash(secret: secret)
         return try await read("verify API key") { db in
@@ -41,7 +41,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func revokeAPIKey(id: String) async throws(RegistryError) -> APIKey {
+    package func revokeAPIKey(id: String) async throws(RegistryError) -> APIKey {
         let now = now()
         return try await write("revoke API key") { db in
             guard

@@ -17,7 +17,7 @@ enum ShardAssignment {
 }
 
 extension PostgresRegistryRepository {
-    public func allocateNamespace(organizationId: String) async throws(RegistryError) -> BusinessNamespace {
+    package func allocateNamespace(organizationId: String) async throws(RegistryError) -> BusinessNamespace {
         var v = InputValidator()
         _ = v.id(organizationId, "organizationId")
         try v.finish()
@@ -61,7 +61,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func allocateMinor(gateId: String) async throws(RegistryError) -> MinorAllocation {
+    package func allocateMinor(gateId: String) async throws(RegistryError) -> MinorAllocation {
         var v = InputValidator()
         _ = v.id(gateId, "gateId")
         try v.finish()

@@ -10,7 +10,7 @@ import PostgresNIO
 // can open it. A rotation is one transaction: new key, new version, new feed record.
 
 extension PostgresRegistryRepository {
-    public func rotateBeaconKey(beaconId: String) async throws(RegistryError) -> BeaconKeyRotation {
+    package func rotateBeaconKey(beaconId: String) async throws(RegistryError) -> BeaconKeyRotation {
         var v = InputValidator()
         _ = v.id(beaconId, "beaconId")
         try v.finish()
@@ -42,7 +42,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey? {
+    package func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey? {
         guard let sealer = beaconKeySealer else { throw .beaconKeysNotConfigured }
         let sealed = try await read("read beacon key") { db in
             try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
@@ -61,7 +61,7 @@ extension PostgresRegistryRepository {
     /// idempotent). `beaconIds` limits it to those beacons (tests on the shared database).
     /// - Returns: how many keys it created.
     @discardableResult
-    public func backfillBeaconKeys(beaconIds: [String]? = nil, batchSize: Int = 200) async throws(RegistryError) -> Int {
+    package func backfillBeaconKeys(beaconIds: [String]? = nil, batchSize: Int = 200) async throws(RegistryError) -> Int {
         guard beaconKeySealer != nil else { throw .beaconKeysNotConfigured }
         var created = 0
         while true {

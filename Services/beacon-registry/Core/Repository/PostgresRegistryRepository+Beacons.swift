@@ -3,7 +3,7 @@ import Foundation
 import PostgresNIO
 
 extension PostgresRegistryRepository {
-    public func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon {
+    package func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon {
         let (input, uuid) = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("bcn")
         let identity = BeaconIdentity(uuid: uuid, major: input.major, minor: input.minor)
@@ -50,7 +50,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon {
+    package func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon {
         var v = InputValidator()
         _ = v.id(beaconId, "beaconId")
         try v.finish()
@@ -72,7 +72,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func beacon(id: String) async throws(RegistryError) -> Beacon {
+    package func beacon(id: String) async throws(RegistryError) -> Beacon {
         try await read("read beacon") { db in
             guard
                 let row = try await db.firstRow(
@@ -85,7 +85,7 @@ extension PostgresRegistryRepository {
 
     // MARK: Broadcast verification
 
-    public func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) {
+    package func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) {
         var v = InputValidator()
         let uuid = BeaconUUID.parse(sighting.beacon.uuid)
         if uuid == nil { v.fail("beacon.uuid", "must be a UUID") }
@@ -105,7 +105,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int {
+    package func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int {
         var uuids: [UUID] = [], majors: [Int] = [], minors: [Int] = [], devices: [String] = [], times: [Date] = []
         for sighting in sightings {
             guard let uuid = BeaconUUID.parse(sighting.beacon.uuid), (0...65_535).contains(sighting.beacon.major),
@@ -130,14 +130,15 @@ extension PostgresRegistryRepository {
         return count
     }
 
-    public func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
+    package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
         try await write("prune sightings") { db in
             let rows = try await db.rows("DELETE FROM registry.beacon_sightings WHERE seen_at < \(cutoff) RETURNING 1", logger: logger)
             return rows.count
         }
     }
 
-    public func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification {
+    package func verifyBroadcast(_ beacon: BeaconIdentity, withinMinutes minutes: Int) async throws(RegistryError) -> BroadcastVerification
+    {
         var v = InputValidator()
         let uuid = BeaconUUID.parse(beacon.uuid)
         if uuid == nil { v.fail("uuid", "must be a UUID") }

@@ -5,7 +5,7 @@ extension PostgresRegistryRepository {
     /// Enrollment codes live between one minute and thirty days.
     static let enrollmentValidityRange: ClosedRange<Duration> = .seconds(60) ... .seconds(30 * 86_400)
 
-    public func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode {
+    package func createEnrollmentCode(userId: String, validity: Duration) async throws(RegistryError) -> IssuedEnrollmentCode {
         var v = InputValidator()
         _ = v.id(userId, "userId")
         if !Self.enrollmentValidityRange.contains(validity) { v.fail("validity", "must be between 1 minute and 30 days") }
@@ -34,7 +34,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials {
+    package func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials {
         // A string that cannot be a code is answered like an unknown one: no hint for guessers.
         guard let normalized = EnrollmentCodeFormat.normalize(code) else { throw .enrollmentCodeUnknown }
         let description = try Self.validated(device)
@@ -82,7 +82,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func revokeDevice(id: String) async throws(RegistryError) -> Device {
+    package func revokeDevice(id: String) async throws(RegistryError) -> Device {
         var v = InputValidator()
         _ = v.id(id, "id")
         try v.finish()
@@ -109,7 +109,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func device(id: String) async throws(RegistryError) -> Device {
+    package func device(id: String) async throws(RegistryError) -> Device {
         try await read("read device") { db in
             guard
                 let row = try await db.firstRow(

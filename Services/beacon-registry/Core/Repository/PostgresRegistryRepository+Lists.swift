@@ -3,7 +3,7 @@ import Foundation
 import PostgresNIO
 
 extension PostgresRegistryRepository: RegistryListing {
-    public func organization(id: String) async throws(RegistryError) -> Organization {
+    package func organization(id: String) async throws(RegistryError) -> Organization {
         try await read("read organization") { db in
             guard
                 let row = try await db.firstRow(
@@ -14,7 +14,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func site(id: String) async throws(RegistryError) -> Site {
+    package func site(id: String) async throws(RegistryError) -> Site {
         try await read("read site") { db in
             guard
                 let row = try await db.firstRow(
@@ -25,7 +25,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func gate(id: String) async throws(RegistryError) -> Gate {
+    package func gate(id: String) async throws(RegistryError) -> Gate {
         try await read("read gate") { db in
             guard
                 let row = try await db.firstRow(
@@ -36,7 +36,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] {
+    package func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] {
         let limit = Self.pageLimit(limit)
         return try await read("list organizations") { db in
             try await db.rows(
@@ -49,7 +49,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] {
+    package func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] {
         let limit = Self.pageLimit(limit)
         return try await read("list sites") { db in
             try await Self.requireExists(db, table: "registry.organizations", id: organizationId, kind: .organization, logger: logger)
@@ -63,7 +63,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] {
+    package func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] {
         let limit = Self.pageLimit(limit)
         return try await read("list gates") { db in
             try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
@@ -77,7 +77,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] {
+    package func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] {
         let limit = Self.pageLimit(limit)
         return try await read("list beacons") { db in
             try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
@@ -91,7 +91,7 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    public func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int {
+    package func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int {
         try await read("count API keys") { db in
             try await db.singleRow(
                 "SELECT count(*)::int FROM registry.api_keys WHERE role = \(role.rawValue) AND revoked_at IS NULL", logger: logger

@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 extension PostgresRegistryRepository {
-    public func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization {
+    package func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("org")
         let (name, now) = (input.name, now())
@@ -24,7 +24,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func createSite(_ input: NewSite) async throws(RegistryError) -> Site {
+    package func createSite(_ input: NewSite) async throws(RegistryError) -> Site {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("site")
         let now = now()
@@ -59,7 +59,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func createGate(_ input: NewGate) async throws(RegistryError) -> Gate {
+    package func createGate(_ input: NewGate) async throws(RegistryError) -> Gate {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("gate")
         let now = now()
@@ -83,7 +83,7 @@ extension PostgresRegistryRepository {
         }
     }
 
-    public func createUser(_ input: NewUser) async throws(RegistryError) -> User {
+    package func createUser(_ input: NewUser) async throws(RegistryError) -> User {
         let input = try input.validated()
         let id = input.id ?? EntityIdGenerator.make("usr")
         let now = now()

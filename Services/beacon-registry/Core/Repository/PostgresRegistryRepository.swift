@@ -12,7 +12,7 @@ import ServiceRuntime
 /// (`SELECT … FOR NO KEY UPDATE` on the organization, the shard or the namespace) and the unique
 /// constraints stay the last word: a unique violation on an allocation key, a deadlock or a
 /// serialization failure is retried a few times before it surfaces as `.contention`.
-public struct PostgresRegistryRepository: RegistryRepository {
+package struct PostgresRegistryRepository: RegistryRepository {
     let client: PostgresClient
     let logger: Logger
     let tokenSigner: DeviceTokenSigner
@@ -31,7 +31,7 @@ public struct PostgresRegistryRepository: RegistryRepository {
     ///   - deviceTokenLifetime: how long a device token is valid (default 90 days).
     ///   - now: the clock every stored timestamp comes from.
     ///   - beaconKeySealer: seals beacon GATT keys (see `PostgresRegistryRepository+BeaconKeys`).
-    public init(
+    package init(
         client: PostgresClient, logger: Logger, tokenSigner: DeviceTokenSigner,
         deviceTokenLifetime: Duration = .seconds(90 * 86_400), now: @escaping @Sendable () -> Date = { Date() },
         beaconKeySealer: BeaconKeySealer? = nil

@@ -3,7 +3,7 @@ import Foundation
 import ServiceRuntime
 
 /// The kinds of thing the registry stores, as errors and the change feed name them.
-public enum RegistryEntityKind: String, Hashable, Sendable, Codable, CaseIterable {
+package enum RegistryEntityKind: String, Hashable, Sendable, Codable, CaseIterable {
     case organization, site, gate, namespace, minor, beacon, user, device
     case enrollmentCode = "enrollment_code"
     case apiKey = "api_key"
@@ -11,7 +11,7 @@ public enum RegistryEntityKind: String, Hashable, Sendable, Codable, CaseIterabl
 
 /// Every way a registry operation fails. The REST layer maps each case to one problem+json answer
 /// (`problemDetails`); the CLI prints `description`.
-public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Input that breaks a rule, every failing field at once (400).
     case invalidInput([FieldError])
     /// The UUID is a vendor's factory default (422, naming the vendor).
@@ -46,7 +46,7 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
     case beaconKeysNotConfigured
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .invalidInput(let errors):
             return "invalid input: " + errors.map(\.description).joined(separator: "; ")
@@ -86,7 +86,7 @@ public enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The problem+json answer for this error.
-    public var problemDetails: ProblemDetails {
+    package var problemDetails: ProblemDetails {
         switch self {
         case .invalidInput(let errors):
             return .validation(errors)

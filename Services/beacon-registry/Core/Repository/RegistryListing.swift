@@ -5,7 +5,7 @@ import Foundation
 /// pages. Every list is ordered by id; `after` is the last id of the previous page (exclusive) and
 /// `limit` the most rows returned. A list under a parent that does not exist fails with `.notFound`
 /// (an empty page would hide a typo in the id).
-public protocol RegistryListing: Sendable {
+package protocol RegistryListing: Sendable {
     func organization(id: String) async throws(RegistryError) -> Organization
     func site(id: String) async throws(RegistryError) -> Site
     func gate(id: String) async throws(RegistryError) -> Gate
@@ -21,4 +21,4 @@ public protocol RegistryListing: Sendable {
 }
 
 /// What the admin REST service runs on.
-public typealias AdminRegistryRepository = RegistryListing & RegistryRepository
+package typealias AdminRegistryRepository = RegistryListing & RegistryRepository

@@ -4,7 +4,7 @@ import ServiceRuntime
 extension ServiceMigrations {
     /// The registry's tables (`Migrations/`): organizations, places, beacons, people, devices, keys and
     /// the change outbox.
-    public static let registry = ServiceMigrations(
+    package static let registry = ServiceMigrations(
         service: "beacon-registry", defaultSchema: "registry", directory: Bundle.module.url(forResource: "Migrations", withExtension: nil)
     )
 }

@@ -5,7 +5,7 @@ import Foundation
 /// Everything the registry stores, behind one protocol so handlers and the CLI can be tested with a
 /// fake. Every failure is a `RegistryError`. Every write also appends its change to the change
 /// outbox in the same transaction (see `PostgresRegistryRepository`).
-public protocol RegistryRepository: Sendable {
+package protocol RegistryRepository: Sendable {
     // MARK: Places and people
 
     func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization

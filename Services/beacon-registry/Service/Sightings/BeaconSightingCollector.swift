@@ -16,15 +16,15 @@ import ServiceRuntime
 /// distinct devices and the newest time). Undecodable records are skipped: they are the business of
 /// the consumers that own those topics (and their dead letters), not of this one. Sightings older
 /// than `retention` are pruned every `pruneInterval`.
-public final class BeaconSightingCollector: Service, Sendable {
-    public struct Configuration: Sendable {
-        public var groupId = "beacon-registry-sightings"
-        public var telemetryTopic: String
-        public var rawEventsTopic: String
-        public var retention: Duration = .seconds(2 * 86_400)
-        public var pruneInterval: Duration = .seconds(3_600)
+package final class BeaconSightingCollector: Service, Sendable {
+    package struct Configuration: Sendable {
+        package var groupId = "beacon-registry-sightings"
+        package var telemetryTopic: String
+        package var rawEventsTopic: String
+        package var retention: Duration = .seconds(2 * 86_400)
+        package var pruneInterval: Duration = .seconds(3_600)
 
-        public init(topics: TopicNames = TopicNames()) {
+        package init(topics: TopicNames = TopicNames()) {
             telemetryTopic = topics[.deviceTelemetry]
             rawEventsTopic = topics[.rawEvents]
         }
@@ -35,7 +35,7 @@ public final class BeaconSightingCollector: Service, Sendable {
     private let configuration: Configuration
     private let logger: Logger
 
-    public init(
+    package init(
         kafka: KafkaConfiguration, repository: any RegistryRepository, configuration: Configuration = Configuration(), logger: Logger
     ) throws(KafkaError) {
         self.consumer = try KafkaConsumer(
@@ -48,7 +48,7 @@ public final class BeaconSightingCollector: Service, Sendable {
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try await consumer.consume(alongside: { [self] in await self.pruneForever() }) { batch in
             try await store(batch)
             return true

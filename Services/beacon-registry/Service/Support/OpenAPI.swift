@@ -3,5 +3,5 @@ import ServiceRuntime
 
 extension OpenAPIDocument {
     /// The registry's document, `Service/Resources/openapi.yaml`.
-    public static let registry = OpenAPIDocument(bundle: .module)
+    package static let registry = OpenAPIDocument(bundle: .module)
 }

@@ -6,11 +6,11 @@ import Hummingbird
 import ServiceRuntime
 
 /// Limits of the admin API.
-public enum RegistryLimits {
+package enum RegistryLimits {
     /// The largest request body accepted (413 beyond).
-    public static let maxBodyBytes = 64 * 1024
-    public static let pageSizes: ClosedRange<Int> = 1...200
-    public static let defaultPageSize = 50
+    package static let maxBodyBytes = 64 * 1024
+    package static let pageSizes: ClosedRange<Int> = 1...200
+    package static let defaultPageSize = 50
 }
 
 extension Request {
@@ -74,10 +74,10 @@ struct PageRequest: Sendable {
 }
 
 /// A page of a list endpoint.
-public struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
-    public var items: [Item]
+package struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
+    package var items: [Item]
     /// Pass as `?cursor=` for the next page; absent on the last page.
-    public var nextCursor: String?
+    package var nextCursor: String?
 }
 
 /// Opaque cursors: base64url of `c1:<last id>`.

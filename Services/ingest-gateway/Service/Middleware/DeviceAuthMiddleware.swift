@@ -12,15 +12,15 @@ import RegistryFeed
 /// 3. the registry feed (`RegistryCache`, fed from `registry.changes`): a device whose cached status
 ///    is not `enrolled` (revoked) or that is now bound to another user → 403. A device the cache
 ///    does not know yet is accepted: the token is genuine and the feed may lag.
-public struct DeviceAuthMiddleware: RouterMiddleware {
-    public typealias Context = GatewayRequestContext
+package struct DeviceAuthMiddleware: RouterMiddleware {
+    package typealias Context = GatewayRequestContext
     let signer: DeviceTokenSigner
     let cache: RegistryCache
     let now: @Sendable () -> Date
     let verifiedTokens: VerifiedTokenCache
 
     /// - Parameter verifiedTokenCapacity: tokens remembered as verified (0: verify every request).
-    public init(
+    package init(
         signer: DeviceTokenSigner, cache: RegistryCache, now: @escaping @Sendable () -> Date = { Date() },
         verifiedTokenCapacity: Int = 50_000
     ) {
@@ -30,7 +30,7 @@ public struct DeviceAuthMiddleware: RouterMiddleware {
         self.verifiedTokens = VerifiedTokenCache(capacity: verifiedTokenCapacity)
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let device = try authenticate(request.headers)
         var context = context
         context.device = device

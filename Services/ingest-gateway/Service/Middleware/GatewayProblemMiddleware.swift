@@ -8,15 +8,15 @@ import ServiceRuntime
 /// errors as a 400 naming the field, 413 naming the gateway's body limit), and every answer, error or
 /// not, carries `X-Request-Id` and the hardening headers (`ResponseHardening`). Control characters in the
 /// request are refused first (`RequestTextGuard`).
-public struct GatewayProblemMiddleware: RouterMiddleware {
-    public typealias Context = GatewayRequestContext
+package struct GatewayProblemMiddleware: RouterMiddleware {
+    package typealias Context = GatewayRequestContext
     let mapper: ProblemMapper
 
-    public init(maxBodyBytes: Int) {
+    package init(maxBodyBytes: Int) {
         self.mapper = ProblemMapper(maxBodyBytes: maxBodyBytes)
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
         var response: Response
         do {

@@ -3,15 +3,15 @@ import Hummingbird
 import IngestGatewayCore
 
 /// The per-device token bucket (after authentication): 429 with `Retry-After` when it is empty.
-public struct RateLimitMiddleware: RouterMiddleware {
-    public typealias Context = GatewayRequestContext
+package struct RateLimitMiddleware: RouterMiddleware {
+    package typealias Context = GatewayRequestContext
     let limiter: DeviceRateLimiter
 
-    public init(limiter: DeviceRateLimiter) {
+    package init(limiter: DeviceRateLimiter) {
         self.limiter = limiter
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let device = try context.requireDevice()
         if case .limited(let retryAfter) = limiter.acquire(device.deviceId) {
             GatewayMetrics.rateLimited.increment()

@@ -4,27 +4,27 @@ import KafkaClient
 /// Where the gateway hands accepted input: `attendance.events.raw` and `device.telemetry`. Each
 /// call returns once the message is durable (the broker's delivery report) and throws otherwise,
 /// in which case the device is answered 503 and keeps the event.
-public protocol GatewayPublisher: Sendable {
+package protocol GatewayPublisher: Sendable {
     func publish(_ envelope: RawEventEnvelope) async throws
     func publish(_ batch: DeviceTelemetryBatch) async throws
 }
 
 /// The idempotent `KafkaProducer` (acks=all) onto the configured topics, keyed as the protocol
 /// says (raw events by user id, telemetry by device id).
-public struct KafkaGatewayPublisher: GatewayPublisher {
+package struct KafkaGatewayPublisher: GatewayPublisher {
     let producer: KafkaProducer
     let topics: GatewayTopics
 
-    public init(producer: KafkaProducer, topics: GatewayTopics) {
+    package init(producer: KafkaProducer, topics: GatewayTopics) {
         self.producer = producer
         self.topics = topics
     }
 
-    public func publish(_ envelope: RawEventEnvelope) async throws {
+    package func publish(_ envelope: RawEventEnvelope) async throws {
         try await send(envelope, topic: topics.rawEvents)
     }
 
-    public func publish(_ batch: DeviceTelemetryBatch) async throws {
+    package func publish(_ batch: DeviceTelemetryBatch) async throws {
         try await send(batch, topic: topics.deviceTelemetry)
     }
 

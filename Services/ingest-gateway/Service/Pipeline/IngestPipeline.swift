@@ -16,15 +16,15 @@ import RegistryFeed
 /// - Same key, another payload: 422.
 /// - A key this instance forgot (restart, expiry, another instance) is simply produced again; the
 ///   merger answers `duplicate` (200 with the original receipt) or `payload_mismatch` (422).
-public final class IngestPipeline: Sendable {
-    public let instanceId: String
-    public let settings: GatewaySettings
-    public let table: IdempotencyTable
-    public let cache: RegistryCache
+package final class IngestPipeline: Sendable {
+    package let instanceId: String
+    package let settings: GatewaySettings
+    package let table: IdempotencyTable
+    package let cache: RegistryCache
     let publisher: any GatewayPublisher
     let logger: Logger
 
-    public init(instanceId: String, settings: GatewaySettings, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger) {
+    package init(instanceId: String, settings: GatewaySettings, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger) {
         self.instanceId = instanceId
         self.settings = settings
         self.publisher = publisher
@@ -34,14 +34,15 @@ public final class IngestPipeline: Sendable {
     }
 
     /// One request to process.
-    public struct Submission: Sendable {
-        public var idempotencyKey: String
-        public var payload: RawEventPayload
-        public var device: AuthenticatedDevice
-        public var appVersion: String?
-        public var requestId: String
+    package struct Submission: Sendable {
+        package var idempotencyKey: String
+        package var payload: RawEventPayload
+        package var device: AuthenticatedDevice
+        package var appVersion: String?
+        package var requestId: String
 
-        public init(idempotencyKey: String, payload: RawEventPayload, device: AuthenticatedDevice, appVersion: String?, requestId: String) {
+        package init(idempotencyKey: String, payload: RawEventPayload, device: AuthenticatedDevice, appVersion: String?, requestId: String)
+        {
             self.idempotencyKey = idempotencyKey
             self.payload = payload
             self.device = device
@@ -51,12 +52,12 @@ public final class IngestPipeline: Sendable {
     }
 
     /// The answer for one request (or one batch item).
-    public enum Answer: Sendable, Hashable {
+    package enum Answer: Sendable, Hashable {
         /// 201, 200 or 202 with its body.
         case accepted(AcceptedResponse, status: Int, replayed: Bool)
         case problem(ProblemDetails, replayed: Bool)
 
-        public var status: Int {
+        package var status: Int {
             switch self {
             case .accepted(_, let status, _): return status
             case .problem(let problem, _): return problem.status
@@ -64,7 +65,7 @@ public final class IngestPipeline: Sendable {
         }
     }
 
-    public func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
+    package func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
         let key = submission.idempotencyKey
         let fingerprint: String
         do {
@@ -122,14 +123,14 @@ public final class IngestPipeline: Sendable {
     /// A verdict from `attendance.verdicts`: completes this instance's waiting request, if any.
     /// `false` when it is another instance's, or no request with that key is held here.
     @discardableResult
-    public func receive(_ verdict: AttendanceVerdict, now: Date = Date()) -> Bool {
+    package func receive(_ verdict: AttendanceVerdict, now: Date = Date()) -> Bool {
         guard verdict.gatewayInstance == instanceId else { return false }
         return table.complete(key: verdict.idempotencyKey, outcome: RecordedOutcome(verdict), now: now)
     }
 
     /// The site of a request: the beacon's (through the registry feed) for an event, else the
     /// payload's own; `nil` when neither is known (check-out and heartbeat carry no site).
-    public func siteId(for payload: RawEventPayload) -> String? {
+    package func siteId(for payload: RawEventPayload) -> String? {
         switch payload {
         case .event(let event):
             return cache.resolve(event.beacon)?.siteId ?? event.siteId

@@ -17,13 +17,13 @@ import ServiceRuntime
 /// not left to `auto.offset.reset=latest`, which librdkafka resolves some time after the assignment:
 /// a verdict produced in between would be skipped. Not ready (`readiness`) until the partitions are
 /// assigned, so every request accepted afterwards has its verdict read.
-public final class VerdictListener: Service, Sendable {
-    public let groupId: String
+package final class VerdictListener: Service, Sendable {
+    package let groupId: String
     private let consumer: KafkaConsumer
     private let pipeline: IngestPipeline
     private let logger: Logger
 
-    public init(kafka: KafkaConfiguration, topic: String, pipeline: IngestPipeline, logger: Logger) throws(KafkaError) {
+    package init(kafka: KafkaConfiguration, topic: String, pipeline: IngestPipeline, logger: Logger) throws(KafkaError) {
         let instance = String(
             pipeline.instanceId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }.prefix(100))
         groupId = "ingest-gateway-verdicts-\(instance)-\(UInt32.random(in: 0...UInt32.max))"
@@ -40,9 +40,9 @@ public final class VerdictListener: Service, Sendable {
     }
 
     /// True once the group gave this consumer its partitions.
-    public var isAssigned: Bool { !consumer.assignment.isEmpty }
+    package var isAssigned: Bool { !consumer.assignment.isEmpty }
 
-    public func waitUntilAssigned(timeout: Duration) async -> Bool {
+    package func waitUntilAssigned(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !isAssigned {
             guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
@@ -52,13 +52,13 @@ public final class VerdictListener: Service, Sendable {
     }
 
     /// `verdicts`: failing until the partitions are assigned.
-    public var readiness: any ReadinessCheck {
+    package var readiness: any ReadinessCheck {
         FlagReadinessCheck(name: "verdicts") { [consumer] in
             consumer.assignment.isEmpty ? "verdict partitions are not assigned yet" : nil
         }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try await consumer.consume { batch in
             handle(batch)
             return true
@@ -100,16 +100,16 @@ struct StartAtEnd: KafkaRebalanceListener {
 }
 
 /// A readiness check over an in-memory condition: `problem` answers nil when ready.
-public struct FlagReadinessCheck: ReadinessCheck {
-    public let name: String
+package struct FlagReadinessCheck: ReadinessCheck {
+    package let name: String
     let problem: @Sendable () -> String?
 
-    public init(name: String, problem: @escaping @Sendable () -> String?) {
+    package init(name: String, problem: @escaping @Sendable () -> String?) {
         self.name = name
         self.problem = problem
     }
 
-    public func check() async throws {
+    package func check() async throws {
         if let problem = problem() { throw NotReady(description: problem) }
     }
 
@@ -119,16 +119,16 @@ public struct FlagReadinessCheck: ReadinessCheck {
 }
 
 /// Drops expired idempotency entries now and then.
-public struct IdempotencyJanitor: Service {
+package struct IdempotencyJanitor: Service {
     let pipeline: IngestPipeline
     let interval: Duration
 
-    public init(pipeline: IngestPipeline, interval: Duration = .seconds(30)) {
+    package init(pipeline: IngestPipeline, interval: Duration = .seconds(30)) {
         self.pipeline = pipeline
         self.interval = interval
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 try await Task.sleep(for: interval)

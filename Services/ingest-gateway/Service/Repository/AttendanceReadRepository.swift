@@ -5,7 +5,7 @@ import PostgresNIO
 
 /// What the gateway reads from the session merger's tables (read-only; the merger owns and
 /// migrates `merger.events` and `merger.sessions`).
-public protocol AttendanceReadRepository: Sendable {
+package protocol AttendanceReadRepository: Sendable {
     /// The recorded outcome of `idempotencyKey` when it was sent by `deviceId`.
     func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse?
     /// The device's recorded events received at or after `since`, oldest first, at most `limit`.
@@ -16,14 +16,14 @@ public protocol AttendanceReadRepository: Sendable {
 
 /// `AttendanceReadRepository` over PostgreSQL. Reads only the columns of the contract with the
 /// merger, so columns the merger adds do not matter.
-public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
+package struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     let client: PostgresClient
     let logger: Logger
     /// The schema holding `events` and `sessions`: `merger`, or a test schema of the same shape.
     let schema: String
 
     /// - Parameter schema: a plain SQL identifier (letters, digits, `_`); anything else falls back to `merger`.
-    public init(client: PostgresClient, logger: Logger, schema: String = "merger") {
+    package init(client: PostgresClient, logger: Logger, schema: String = "merger") {
         self.client = client
         self.logger = logger
         let isIdentifier =
@@ -36,7 +36,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
 
     private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
 
-    public func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
+    package func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
         let rows = try await client.query(
             """
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
@@ -47,7 +47,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
         return nil
     }
 
-    public func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {
+    package func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {
         let rows = try await client.query(
             """
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
@@ -60,7 +60,7 @@ public struct PostgresAttendanceReadRepository: AttendanceReadRepository {
         return result
     }
 
-    public func openSessions(userId: String) async throws -> [SessionSummary] {
+    package func openSessions(userId: String) async throws -> [SessionSummary] {
         let rows = try await client.query(
             """
             SELECT session_id, site_id, status, check_in_at, last_seen_at, check_out_at, session_keys::text

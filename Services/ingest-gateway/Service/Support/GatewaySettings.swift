@@ -3,13 +3,13 @@ import IngestGatewayCore
 import ServiceRuntime
 
 /// The Kafka topics the gateway uses; configurable so tests run on topics of their own.
-public struct GatewayTopics: Sendable, Hashable {
-    public var rawEvents: String
-    public var verdicts: String
-    public var deviceTelemetry: String
-    public var registryChanges: String
+package struct GatewayTopics: Sendable, Hashable {
+    package var rawEvents: String
+    package var verdicts: String
+    package var deviceTelemetry: String
+    package var registryChanges: String
 
-    public init(
+    package init(
         rawEvents: String = Topic.rawEvents.name, verdicts: String = Topic.verdicts.name,
         deviceTelemetry: String = Topic.deviceTelemetry.name, registryChanges: String = Topic.registryChanges.name
     ) {
@@ -21,20 +21,20 @@ public struct GatewayTopics: Sendable, Hashable {
 }
 
 /// What the gateway's behaviour depends on, besides the shared `ServiceConfiguration`.
-public struct GatewaySettings: Sendable {
+package struct GatewaySettings: Sendable {
     /// How long a request waits for its verdict before it is answered 202 with a status URL.
-    public var verdictWait: Duration = .milliseconds(3_000)
+    package var verdictWait: Duration = .milliseconds(3_000)
     /// Field limits, the accepted event-time window and the body size (413 beyond).
-    public var limits: ValidationLimits = .default
-    public var rateLimit: TokenBucketSettings = .default
-    public var idempotency = IdempotencyTableSettings()
-    public var topics = GatewayTopics()
+    package var limits: ValidationLimits = .default
+    package var rateLimit: TokenBucketSettings = .default
+    package var idempotency = IdempotencyTableSettings()
+    package var topics = GatewayTopics()
     /// Events per `GET /v1/attendance/pending` answer at most.
-    public var pendingMaxEvents = 200
+    package var pendingMaxEvents = 200
     /// `Retry-After` of a 503 (the produce failed) and of a 409 in flight.
-    public var retryAfterSeconds = 2
+    package var retryAfterSeconds = 2
 
-    public init() {}
+    package init() {}
 
     /// Reads (every one optional, defaults in brackets):
     /// - `VERDICT_WAIT_MS` [3000]: the bounded wait for a verdict before 202;
@@ -45,7 +45,7 @@ public struct GatewaySettings: Sendable {
     /// - `PENDING_MAX_EVENTS` [200];
     /// - `TOPIC_RAW_EVENTS`, `TOPIC_VERDICTS`, `TOPIC_DEVICE_TELEMETRY`, `TOPIC_REGISTRY_CHANGES`
     ///   [the `Topic` names].
-    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewaySettings {
+    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewaySettings {
         var settings = GatewaySettings()
         settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: 3_000, in: 0...60_000)
         settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))

@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 
 /// `HTTPField.Name` (swift-http-types; Hummingbird re-exports only `HTTPFields`).
-public typealias HTTPFieldName = HTTPFields.Element.Name
+package typealias HTTPFieldName = HTTPFields.Element.Name
 
 extension HTTPFieldName {
     static let idempotencyKey = Self(HTTPHeader.idempotencyKey)!

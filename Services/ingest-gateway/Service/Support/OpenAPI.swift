@@ -3,5 +3,5 @@ import ServiceRuntime
 
 extension OpenAPIDocument {
     /// The ingest gateway's document, `Service/Resources/openapi.yaml`.
-    public static let gateway = OpenAPIDocument(bundle: .module)
+    package static let gateway = OpenAPIDocument(bundle: .module)
 }

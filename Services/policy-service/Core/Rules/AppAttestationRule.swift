@@ -15,12 +15,12 @@ import Foundation
 ///
 /// Applies to every payload kind, with what it states. Several findings make one firing: reasons
 /// joined, the most relevant action, risks combined.
-public struct AppAttestationRule: PolicyRule {
-    public init() {}
+package struct AppAttestationRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .appAttestation }
+    package var id: PolicyRuleID { .appAttestation }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         let settings = context.settings
         var firings: [RuleFiring] = []
 

@@ -16,12 +16,12 @@ import Foundation
 /// | lost | contact_admin | 0.7 |
 /// | at another site (or its site unknown) | walk_to_gate | 0.8 |
 /// | check-in without a beacon (`requireSensorData`) | walk_to_gate | 0.5 |
-public struct BeaconValidityRule: PolicyRule {
-    public init() {}
+package struct BeaconValidityRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .beaconValidity }
+    package var id: PolicyRuleID { .beaconValidity }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let beacon = event.attendanceEvent?.beacon else {
             if case .checkIn = event.payload, context.settings.requireSensorData {
                 return .fire("check-in names no beacon", action: .walkToGate, risk: 0.5)

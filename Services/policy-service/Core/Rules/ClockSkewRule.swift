@@ -7,12 +7,12 @@ import Foundation
 /// or more than that before it without an offline record (`queuedOffline` or `firstAttemptAt`)
 /// on a device event. The session contracts cannot state that they were queued offline, so for
 /// them only the "ahead" check applies. Fires with `contact_admin`, risk 0.3.
-public struct ClockSkewRule: PolicyRule {
-    public init() {}
+package struct ClockSkewRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .clockSkew }
+    package var id: PolicyRuleID { .clockSkew }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         let limit = TimeInterval(context.settings.maxClockSkewSeconds)
         let skew = event.payload.eventTime.timeIntervalSince(event.receivedAt)
         if skew > limit {

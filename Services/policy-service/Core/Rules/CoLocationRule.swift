@@ -14,12 +14,12 @@ import Foundation
 ///
 /// Applies to device check-ins and heartbeats. Check-outs pass: leaving the geofence is what a
 /// check-out is. The session contracts carry no position and pass.
-public struct CoLocationRule: PolicyRule {
-    public init() {}
+package struct CoLocationRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .coLocation }
+    package var id: PolicyRuleID { .coLocation }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let body = event.attendanceEvent, body.type != .checkout else { return .passed }
         let settings = context.settings
         var firings: [RuleFiring] = []

@@ -12,12 +12,12 @@ import Foundation
 /// | device not enrolled | contact_admin | 0.7 |
 /// | device revoked | contact_admin | 0.9 |
 /// | device bound to another user | contact_admin | 0.9 |
-public struct DeviceBindingRule: PolicyRule {
-    public init() {}
+package struct DeviceBindingRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .deviceBinding }
+    package var id: PolicyRuleID { .deviceBinding }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         switch event.payload {
         case .event(let body):
             if body.userId != event.userId {

@@ -7,12 +7,12 @@ import Foundation
 ///
 /// Applies to device check-ins; other payloads pass. No RSSI series: passes, or fires with
 /// `requireSensorData`. Fires with `walk_to_gate`, risk 0.2.
-public struct DwellRule: PolicyRule {
-    public init() {}
+package struct DwellRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .dwell }
+    package var id: PolicyRuleID { .dwell }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let body = event.attendanceEvent, body.type == .checkin else { return .passed }
         let settings = context.settings
         var firings: [RuleFiring] = []

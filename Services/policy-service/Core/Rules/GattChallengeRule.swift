@@ -19,18 +19,18 @@ import Foundation
 /// | nonce already used by another event | contact_admin | 0.9 |
 /// | beacon has no key | contact_admin | 0.5 |
 /// | wrong HMAC (the beacon did not sign it: replayed identity) | contact_admin | 0.95 |
-public struct GattChallengeRule: PolicyRule {
-    public let nonces: GattNonceCodec
-    public let keyring: any BeaconKeyring
+package struct GattChallengeRule: PolicyRule {
+    package let nonces: GattNonceCodec
+    package let keyring: any BeaconKeyring
 
-    public init(nonces: GattNonceCodec, keyring: any BeaconKeyring) {
+    package init(nonces: GattNonceCodec, keyring: any BeaconKeyring) {
         self.nonces = nonces
         self.keyring = keyring
     }
 
-    public var id: PolicyRuleID { .gattChallenge }
+    package var id: PolicyRuleID { .gattChallenge }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let body = event.attendanceEvent, body.type == .checkin else { return .passed }
         let beacon = body.beacon
         guard let proof = body.gatt else {

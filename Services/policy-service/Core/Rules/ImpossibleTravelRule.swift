@@ -8,12 +8,12 @@ import Foundation
 /// 0); the time is the absolute difference of the event times. Passes when either site or its
 /// geofence is unknown, when both punches are at the same site, and for heartbeats and replays.
 /// Fires with `contact_admin`, risk 0.8.
-public struct ImpossibleTravelRule: PolicyRule {
-    public init() {}
+package struct ImpossibleTravelRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .impossibleTravel }
+    package var id: PolicyRuleID { .impossibleTravel }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard event.isPunch, let siteId = event.policySiteId,
             let previous = context.history.lastPunch(userId: event.userId),
             previous.idempotencyKey != event.idempotencyKey,

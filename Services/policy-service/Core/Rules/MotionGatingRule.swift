@@ -6,12 +6,12 @@ import Foundation
 ///
 /// Applies to device check-ins (a check-out may come after the soft-exit grace, from a car).
 /// No motion data: passes, or fires with `requireSensorData`. Fires with `walk_to_gate`, risk 0.3.
-public struct MotionGatingRule: PolicyRule {
-    public init() {}
+package struct MotionGatingRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .motionGating }
+    package var id: PolicyRuleID { .motionGating }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let body = event.attendanceEvent, body.type == .checkin else { return .passed }
         let required = context.settings.minSteps2min
         guard let motion = body.motion else {

@@ -6,12 +6,12 @@ import Foundation
 ///
 /// Counts accepted punches of the history (each device's latest). Applies to punches; heartbeats
 /// pass. Fires with `contact_admin`, risk 0.5.
-public struct MultiDeviceRule: PolicyRule {
-    public init() {}
+package struct MultiDeviceRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .multiDevice }
+    package var id: PolicyRuleID { .multiDevice }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard event.isPunch else { return .passed }
         let settings = context.settings
         var devices = context.history.devicesSeen(

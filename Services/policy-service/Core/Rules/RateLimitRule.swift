@@ -25,12 +25,12 @@ import Foundation
 ///
 /// The interval fires with `retry_after` (the seconds until the interval ends), risk 0.1.
 /// Heartbeats pass.
-public struct RateLimitRule: PolicyRule {
-    public init() {}
+package struct RateLimitRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .rateLimit }
+    package var id: PolicyRuleID { .rateLimit }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard event.isPunch else { return .passed }
         let history = context.history
         guard !history.hasAccepted(idempotencyKey: event.idempotencyKey, userId: event.userId) else { return .passed }

@@ -10,12 +10,12 @@ import Foundation
 ///
 /// Applies to device events with a series; no series: passes, or fires with `requireSensorData`
 /// (`enable_bluetooth`, 0.3). Other payloads pass.
-public struct RssiPlausibilityRule: PolicyRule {
-    public init() {}
+package struct RssiPlausibilityRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .rssiPlausibility }
+    package var id: PolicyRuleID { .rssiPlausibility }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         guard let body = event.attendanceEvent else { return .passed }
         let settings = context.settings
         guard let series = body.rssiSeries else {

@@ -13,12 +13,12 @@ import Foundation
 /// |---|---|---|
 /// | the user is not one the registry has published | contact_admin | 0.7 |
 /// | a named site (or the beacon's site) is not one of the user's | contact_admin | 0.9 |
-public struct SiteAssignmentRule: PolicyRule {
-    public init() {}
+package struct SiteAssignmentRule: PolicyRule {
+    package init() {}
 
-    public var id: PolicyRuleID { .siteAssignment }
+    package var id: PolicyRuleID { .siteAssignment }
 
-    public func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+    package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         var sites = event.claimedSiteIds
         if let beacon = event.attendanceEvent?.beacon,
             let beaconSite = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.siteId,

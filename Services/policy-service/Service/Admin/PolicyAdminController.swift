@@ -7,25 +7,25 @@ import PolicyServiceCore
 import ServiceRuntime
 
 /// `GET /v1/admin/policies`: what this instance decides with now.
-public struct ActivePolicies: Codable, Hashable, Sendable {
-    public var globalKillSwitch: Bool
+package struct ActivePolicies: Codable, Hashable, Sendable {
+    package var globalKillSwitch: Bool
     /// The rules this instance implements (a policy may switch on only these).
-    public var hostedRules: [PolicyRuleID]
-    public var `default`: SitePolicy
-    public var sites: [SitePolicy]
+    package var hostedRules: [PolicyRuleID]
+    package var `default`: SitePolicy
+    package var sites: [SitePolicy]
 }
 
 /// `GET /v1/admin/policies/{siteId}/versions`.
-public struct PolicyVersionList: Codable, Hashable, Sendable {
-    public var siteId: String
+package struct PolicyVersionList: Codable, Hashable, Sendable {
+    package var siteId: String
     /// Newest first.
-    public var items: [StoredPolicyVersion]
+    package var items: [StoredPolicyVersion]
 }
 
 /// `PUT /v1/admin/kill-switch` body and answer.
-public struct GlobalKillSwitchBody: Codable, Hashable, Sendable {
+package struct GlobalKillSwitchBody: Codable, Hashable, Sendable {
     /// `true` turns automatic attendance off at every site.
-    public var enabled: Bool
+    package var enabled: Bool
 }
 
 /// Policy administration (feature flags, kill switch, canary), behind
@@ -40,21 +40,21 @@ public struct GlobalKillSwitchBody: Codable, Hashable, Sendable {
 /// - `GET  /v1/admin/policies/{siteId}/versions?limit=`: stored versions, newest first.
 /// - `POST /v1/admin/policies/{siteId}/versions/{version}/restore`: that version again, as a new one.
 /// - `PUT  /v1/admin/kill-switch`: `{"enabled": true}` turns automatic attendance off everywhere.
-public struct PolicyAdminController: Sendable {
-    public static let defaultScopeName = "default"
+package struct PolicyAdminController: Sendable {
+    package static let defaultScopeName = "default"
     static let maxBodyBytes = 64 * 1024
 
     let repository: any PolicyRepository
     let refresher: PolicyBookRefresher
     let hostedRules: [PolicyRuleID]
 
-    public init(repository: any PolicyRepository, refresher: PolicyBookRefresher, hostedRules: [PolicyRuleID]) {
+    package init(repository: any PolicyRepository, refresher: PolicyBookRefresher, hostedRules: [PolicyRuleID]) {
         self.repository = repository
         self.refresher = refresher
         self.hostedRules = hostedRules
     }
 
-    public func addRoutes(to group: RouterGroup<AdminContext>) {
+    package func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("policies") { request, context in
             try context.authorize(.viewer)
             let book = refresher.current
@@ -157,7 +157,7 @@ public struct PolicyAdminController: Sendable {
 }
 
 /// The admin routes on a router (the service's application and the tests use the same).
-public func addPolicyAdminRoutes(to router: Router<AdminContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
+package func addPolicyAdminRoutes(to router: Router<AdminContext>, controller: PolicyAdminController, keyVerifier: any AdminKeyVerifier) {
     router.add(middleware: ProblemMiddleware(ProblemMapper(maxBodyBytes: PolicyAdminController.maxBodyBytes)))
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     controller.addRoutes(to: admin)

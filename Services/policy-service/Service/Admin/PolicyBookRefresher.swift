@@ -13,7 +13,7 @@ import Synchronization
 /// A stored policy this instance cannot run (a rule it does not host, e.g. `gatt_challenge` without
 /// the keys) is skipped with an error in the log; the site keeps what it had. A store that cannot be
 /// read leaves the current book in place.
-public final class PolicyBookRefresher: Service, Sendable {
+package final class PolicyBookRefresher: Service, Sendable {
     private let base: PolicyBook
     private let repository: any PolicyRepository
     private let hostedRules: [PolicyRuleID]
@@ -23,7 +23,7 @@ public final class PolicyBookRefresher: Service, Sendable {
     private let state: Mutex<PolicyBook>
     private let refreshes = Atomic<Int>(0)
 
-    public init(
+    package init(
         base: PolicyBook, repository: any PolicyRepository, hostedRules: [PolicyRuleID], interval: Duration = .seconds(2),
         logger: Logger, apply: @escaping @Sendable (PolicyBook) -> Void
     ) {
@@ -37,14 +37,14 @@ public final class PolicyBookRefresher: Service, Sendable {
     }
 
     /// The book the service decides with now.
-    public var current: PolicyBook { state.withLock { $0 } }
+    package var current: PolicyBook { state.withLock { $0 } }
 
     /// Successful reads of the store since start.
-    public var refreshCount: Int { refreshes.load(ordering: .relaxed) }
+    package var refreshCount: Int { refreshes.load(ordering: .relaxed) }
 
     /// Reads the store and applies the result when it differs from the current book.
     @discardableResult
-    public func refresh() async throws -> PolicyBook {
+    package func refresh() async throws -> PolicyBook {
         let stored = try await repository.activePolicies()
         var book = base
         for policy in stored.policies {
@@ -79,7 +79,7 @@ public final class PolicyBookRefresher: Service, Sendable {
         return book
     }
 
-    public func run() async throws {
+    package func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 try await refresh()

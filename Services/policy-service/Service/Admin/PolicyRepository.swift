@@ -6,13 +6,13 @@ import PostgresNIO
 import ServiceRuntime
 
 /// One stored version of a policy.
-public struct StoredPolicyVersion: Codable, Hashable, Sendable {
-    public var policy: SitePolicy
-    public var createdAt: Date
+package struct StoredPolicyVersion: Codable, Hashable, Sendable {
+    package var policy: SitePolicy
+    package var createdAt: Date
     /// The admin API key id that wrote it.
-    public var createdBy: String
+    package var createdBy: String
 
-    public init(policy: SitePolicy, createdAt: Date, createdBy: String) {
+    package init(policy: SitePolicy, createdAt: Date, createdBy: String) {
         self.policy = policy
         self.createdAt = createdAt
         self.createdBy = createdBy
@@ -21,18 +21,18 @@ public struct StoredPolicyVersion: Codable, Hashable, Sendable {
 
 /// What the store holds for the service's book: the active (latest) version of every scope and
 /// the global kill switch, `nil` when never set.
-public struct StoredPolicies: Hashable, Sendable {
-    public var policies: [SitePolicy]
-    public var globalKillSwitch: Bool?
+package struct StoredPolicies: Hashable, Sendable {
+    package var policies: [SitePolicy]
+    package var globalKillSwitch: Bool?
 
-    public init(policies: [SitePolicy] = [], globalKillSwitch: Bool? = nil) {
+    package init(policies: [SitePolicy] = [], globalKillSwitch: Bool? = nil) {
         self.policies = policies
         self.globalKillSwitch = globalKillSwitch
     }
 }
 
 /// Versioned policy storage. Versions are per scope (a site, or the default policy) and only grow.
-public protocol PolicyRepository: Sendable {
+package protocol PolicyRepository: Sendable {
     /// The latest version of every scope, and the global kill switch.
     func activePolicies() async throws -> StoredPolicies
     /// Versions of a scope (`siteId` nil: the default policy), newest first.
@@ -46,14 +46,14 @@ public protocol PolicyRepository: Sendable {
 }
 
 /// `PolicyRepository` on PostgreSQL (`ServiceMigrations.policy`).
-public struct PostgresPolicyRepository: PolicyRepository {
-    public static let defaultScope = "*"
+package struct PostgresPolicyRepository: PolicyRepository {
+    package static let defaultScope = "*"
 
     let client: PostgresClient
     let schema: String
     let logger: Logger
 
-    public init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
+    package init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
         precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.schema = schema
@@ -62,7 +62,7 @@ public struct PostgresPolicyRepository: PolicyRepository {
 
     static func scope(_ siteId: String?) -> String { siteId ?? defaultScope }
 
-    public func activePolicies() async throws -> StoredPolicies {
+    package func activePolicies() async throws -> StoredPolicies {
         var result = StoredPolicies()
         let rows = try await client.query(
             """
@@ -78,7 +78,7 @@ public struct PostgresPolicyRepository: PolicyRepository {
         return result
     }
 
-    public func versions(siteId: String?, limit: Int) async throws -> [StoredPolicyVersion] {
+    package func versions(siteId: String?, limit: Int) async throws -> [StoredPolicyVersion] {
         let scope = Self.scope(siteId)
         let rows = try await client.query(
             """
@@ -94,7 +94,7 @@ public struct PostgresPolicyRepository: PolicyRepository {
         return versions
     }
 
-    public func version(siteId: String?, version: Int) async throws -> StoredPolicyVersion? {
+    package func version(siteId: String?, version: Int) async throws -> StoredPolicyVersion? {
         let scope = Self.scope(siteId)
         let rows = try await client.query(
             """
@@ -109,7 +109,7 @@ public struct PostgresPolicyRepository: PolicyRepository {
         return nil
     }
 
-    public func save(_ draft: SitePolicyDraft, siteId: String?, atLeast: Int, by: String) async throws -> StoredPolicyVersion {
+    package func save(_ draft: SitePolicyDraft, siteId: String?, atLeast: Int, by: String) async throws -> StoredPolicyVersion {
         let scope = Self.scope(siteId)
         let schema = self.schema
         let logger = self.logger
@@ -138,7 +138,7 @@ public struct PostgresPolicyRepository: PolicyRepository {
         }
     }
 
-    public func setGlobalKillSwitch(_ on: Bool, by: String) async throws {
+    package func setGlobalKillSwitch(_ on: Bool, by: String) async throws {
         try await client.query(
             """
             INSERT INTO \(unescaped: schema).global_switch (id, global_kill_switch, updated_at, updated_by) VALUES (true, \(on), now(), \(by))

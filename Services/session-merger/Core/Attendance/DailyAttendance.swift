@@ -2,17 +2,17 @@ import AttendanceProtocol
 import Foundation
 
 /// A span of presence: one session as daily attendance sees it.
-public struct AttendanceInterval: Hashable, Sendable {
-    public var sessionId: String
-    public var userId: String
-    public var siteId: String
-    public var start: Date
+package struct AttendanceInterval: Hashable, Sendable {
+    package var sessionId: String
+    package var userId: String
+    package var siteId: String
+    package var start: Date
     /// The check-out, else the last presence (for an open session: presence so far).
-    public var end: Date
+    package var end: Date
     /// Still open: `end` is only the latest presence, there is no "out" yet.
-    public var isOpen: Bool
+    package var isOpen: Bool
 
-    public init(sessionId: String, userId: String, siteId: String, start: Date, end: Date, isOpen: Bool) {
+    package init(sessionId: String, userId: String, siteId: String, start: Date, end: Date, isOpen: Bool) {
         self.sessionId = sessionId
         self.userId = userId
         self.siteId = siteId
@@ -22,14 +22,14 @@ public struct AttendanceInterval: Hashable, Sendable {
     }
 
     /// A derived session; a soft exit counts as ended at its check-out.
-    public init(_ session: SessionSnapshot) {
+    package init(_ session: SessionSnapshot) {
         self.init(
             sessionId: session.id, userId: session.userId, siteId: session.siteId, start: session.checkInAt,
             end: session.endedAt ?? session.lastSeenAt, isOpen: session.status == .open)
     }
 
     /// The latest `attendance.sessions` change of a session; `nil` for a superseded one (not a session).
-    public init?(_ change: SessionChange) {
+    package init?(_ change: SessionChange) {
         if change.change == .closed && change.closeReason == .superseded { return nil }
         let open = change.change == .opened || change.change == .extended || change.change == .reopened
         let end = open ? (change.lastSeenAt ?? change.checkInAt) : (change.checkOutAt ?? change.lastSeenAt ?? change.checkInAt)
@@ -40,47 +40,47 @@ public struct AttendanceInterval: Hashable, Sendable {
 }
 
 /// One user's attendance on one local day at one site.
-public struct DailyAttendance: Codable, Hashable, Sendable {
-    public var userId: String
-    public var siteId: String
+package struct DailyAttendance: Codable, Hashable, Sendable {
+    package var userId: String
+    package var siteId: String
     /// The local calendar day in the site's time zone.
-    public var date: LocalDate
+    package var date: LocalDate
     /// Earliest presence in the day (a session from the previous evening starts the day at 00:00).
-    public var firstIn: Date
+    package var firstIn: Date
     /// Latest end of presence in the day (a session running past midnight ends the day at 24:00);
     /// `nil` while a session that is still open has its latest presence in this day.
-    public var lastOut: Date?
+    package var lastOut: Date?
     /// Seconds of presence inside the day: sessions are clipped to the day's local midnights, so the
     /// sum over days equals the sessions' real length (a DST day is 23 or 25 hours long).
-    public var workedSeconds: Int
+    package var workedSeconds: Int
     /// `workedSeconds / 60`, rounded down.
-    public var workedMinutes: Int
+    package var workedMinutes: Int
     /// This day's shift, as instants (an overnight shift ends the next day).
-    public var shiftStart: Date
-    public var shiftEnd: Date
+    package var shiftStart: Date
+    package var shiftEnd: Date
     /// Whether any presence fell in the shift window (start - check-in allowance ... end + check-out allowance).
-    public var attendedShift: Bool
+    package var attendedShift: Bool
     /// First presence in the shift window later than start + late-entry grace.
-    public var late: Bool
+    package var late: Bool
     /// Minutes after the shift start of that first presence, when late.
-    public var lateMinutes: Int
+    package var lateMinutes: Int
     /// Last presence in the shift window ending before end - early-exit grace (never while still open).
-    public var earlyExit: Bool
+    package var earlyExit: Bool
     /// Minutes before the shift end of that last presence, when early.
-    public var earlyExitMinutes: Int
+    package var earlyExitMinutes: Int
     /// Sessions that contributed, in start order.
-    public var sessionIds: [String]
+    package var sessionIds: [String]
 }
 
 /// Daily attendance from sessions and a site's shift.
-public enum DailyAttendanceCalculator {
+package enum DailyAttendanceCalculator {
     /// One row per (user, site, local day) that has presence, sorted by user, site, day.
     ///
     /// Sessions crossing local midnight are split between the days; worked time is real elapsed time
     /// (Foundation's calendar in the shift's time zone gives the midnights, so DST days are right).
     /// Late and early-exit flags follow the shift of the row's day (for an overnight shift, the shift
     /// that *starts* that day) and look only at presence inside that shift's window.
-    public static func days(
+    package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
         let shift = try shift.validated()

@@ -14,20 +14,20 @@ import Foundation
 ///
 /// Minutes are durations (a 15-minute grace is 15 real minutes, also across a DST change); `start` and
 /// `end` are wall-clock times in `timezone` on each local day.
-public struct AttendanceShift: Codable, Hashable, Sendable {
+package struct AttendanceShift: Codable, Hashable, Sendable {
     /// Every window and grace is at most one day.
-    public static let minutesRange: ClosedRange<Int> = 0...1_440
+    package static let minutesRange: ClosedRange<Int> = 0...1_440
 
     /// IANA time zone identifier, e.g. `Europe/Berlin`, `Asia/Ho_Chi_Minh`.
-    public var timezone: String
-    public var start: TimeOfDay
-    public var end: TimeOfDay
-    public var checkInBeforeStartMinutes: Int
-    public var checkOutAfterEndMinutes: Int
-    public var lateEntryGraceMinutes: Int
-    public var earlyExitGraceMinutes: Int
+    package var timezone: String
+    package var start: TimeOfDay
+    package var end: TimeOfDay
+    package var checkInBeforeStartMinutes: Int
+    package var checkOutAfterEndMinutes: Int
+    package var lateEntryGraceMinutes: Int
+    package var earlyExitGraceMinutes: Int
 
-    public init(
+    package init(
         timezone: String, start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int = 60,
         checkOutAfterEndMinutes: Int = 60, lateEntryGraceMinutes: Int = 0, earlyExitGraceMinutes: Int = 0
     ) {
@@ -41,16 +41,16 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
     }
 
     /// An overnight shift ends on the next local day.
-    public var isOvernight: Bool { end <= start }
+    package var isOvernight: Bool { end <= start }
 
     /// The shift's length in wall-clock minutes (a DST change makes the real length differ).
-    public var nominalMinutes: Int {
+    package var nominalMinutes: Int {
         let d = end.minutesSinceMidnight - start.minutesSinceMidnight
         return d > 0 ? d : d + 1_440
     }
 
     /// Every problem, empty when usable.
-    public func validationIssues() -> [ConfigurationIssue] {
+    package func validationIssues() -> [ConfigurationIssue] {
         var issues: [ConfigurationIssue] = []
         if TimeZone(identifier: timezone) == nil {
             issues.append(.init(field: "timezone", message: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
@@ -75,7 +75,7 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
         return issues
     }
 
-    public func validated() throws(ShiftSettingsError) -> AttendanceShift {
+    package func validated() throws(ShiftSettingsError) -> AttendanceShift {
         let issues = validationIssues()
         guard issues.isEmpty else { throw ShiftSettingsError(issues: issues) }
         return self
@@ -83,30 +83,30 @@ public struct AttendanceShift: Codable, Hashable, Sendable {
 }
 
 /// Unusable shift settings: every problem, each naming its field.
-public struct ShiftSettingsError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var issues: [ConfigurationIssue]
+package struct ShiftSettingsError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var issues: [ConfigurationIssue]
 
-    public init(issues: [ConfigurationIssue]) { self.issues = issues }
+    package init(issues: [ConfigurationIssue]) { self.issues = issues }
 
-    public var fields: [String] { issues.map(\.field) }
+    package var fields: [String] { issues.map(\.field) }
 
-    public var description: String { issues.map(\.description).joined(separator: "; ") }
+    package var description: String { issues.map(\.description).joined(separator: "; ") }
 }
 
 /// A calendar date in a site's time zone, encoded `YYYY-MM-DD`.
-public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
-    public let year: Int
-    public let month: Int
-    public let day: Int
+package struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+    package let year: Int
+    package let month: Int
+    package let day: Int
 
-    public init(year: Int, month: Int, day: Int) {
+    package init(year: Int, month: Int, day: Int) {
         self.year = year
         self.month = month
         self.day = day
     }
 
     /// Parses `YYYY-MM-DD`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
             let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
@@ -115,7 +115,7 @@ public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringCo
         self.init(year: y, month: m, day: d)
     }
 
-    public var description: String {
+    package var description: String {
         func pad(_ v: Int, _ w: Int) -> String {
             let s = String(v)
             return String(repeating: "0", count: max(0, w - s.count)) + s
@@ -123,9 +123,9 @@ public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringCo
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
     }
 
-    public static func < (a: Self, b: Self) -> Bool { (a.year, a.month, a.day) < (b.year, b.month, b.day) }
+    package static func < (a: Self, b: Self) -> Bool { (a.year, a.month, a.day) < (b.year, b.month, b.day) }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(text) else {
             throw DecodingError.dataCorrupted(
@@ -134,7 +134,7 @@ public struct LocalDate: Hashable, Sendable, Comparable, Codable, CustomStringCo
         self = value
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(description)
     }

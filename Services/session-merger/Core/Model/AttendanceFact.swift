@@ -4,14 +4,14 @@ import Foundation
 /// One accepted attendance event, normalized for the session model: whichever endpoint it came
 /// through (`/events`, `/check-in`, `/check-out`, `/heartbeat`), what it does, when it happened and
 /// which session the device says it belongs to.
-public struct AttendanceFact: Codable, Hashable, Sendable {
+package struct AttendanceFact: Codable, Hashable, Sendable {
     /// What the event does to a session.
-    public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
+    package enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
         case checkIn = "check_in"
         case heartbeat
         case checkOut = "check_out"
 
-        public init(_ type: AttendanceEventType) {
+        package init(_ type: AttendanceEventType) {
             switch type {
             case .checkin: self = .checkIn
             case .checkout: self = .checkOut
@@ -20,7 +20,7 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
         }
 
         /// Whether it shows the user present (check-ins and heartbeats do; a check-out ends presence).
-        public var isPresence: Bool { self != .checkOut }
+        package var isPresence: Bool { self != .checkOut }
 
         /// Among events at the same instant: the check-out first, so presence at that very instant
         /// follows it (and cancels it as noise); then the check-in, then the heartbeat.
@@ -34,20 +34,20 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
     }
 
     /// The event's unique key (the `Idempotency-Key`): the dedupe key of the whole pipeline.
-    public var idempotencyKey: String
-    public var userId: String
-    public var siteId: String
-    public var kind: Kind
+    package var idempotencyKey: String
+    package var userId: String
+    package var siteId: String
+    package var kind: Kind
     /// When it happened on the device, at the protocol's millisecond precision. Sessions are built by it.
-    public var eventTime: Date
+    package var eventTime: Date
     /// The device's session key (the session contracts), when it sent one.
-    public var sessionKey: String?
+    package var sessionKey: String?
     /// The beacon (`UUID:major:minor`) or gate the event was taken at, when known.
-    public var gateId: String?
+    package var gateId: String?
     /// When the gateway received it. Only advances the timeline's clock.
-    public var receivedAt: Date
+    package var receivedAt: Date
 
-    public init(
+    package init(
         idempotencyKey: String, userId: String, siteId: String, kind: Kind, eventTime: Date,
         sessionKey: String? = nil, gateId: String? = nil, receivedAt: Date
     ) {
@@ -71,7 +71,7 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
     ///
     /// Throws `.rejectedByPolicy` for a rejected event (the merger records it and answers 409; it never
     /// touches a session) and `.unknownSite` when no site can be found.
-    public init(
+    package init(
         vetted: VettedEvent, siteForSessionKey: (String) -> String? = { _ in nil }
     ) throws(FactMappingError) {
         let raw = vetted.raw
@@ -110,7 +110,7 @@ public struct AttendanceFact: Codable, Hashable, Sendable {
 }
 
 /// Why a vetted event has no fact.
-public enum FactMappingError: Error, Hashable, Sendable {
+package enum FactMappingError: Error, Hashable, Sendable {
     /// The policy service rejected it: recorded and answered 409, never part of a session.
     case rejectedByPolicy(idempotencyKey: String, reasons: [String])
     /// No site on the envelope or the body, and the session key resolves to none.

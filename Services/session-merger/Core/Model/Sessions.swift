@@ -2,7 +2,7 @@ import AttendanceProtocol
 import Foundation
 
 /// Where a session stands.
-public enum SessionStatus: String, Codable, Hashable, Sendable {
+package enum SessionStatus: String, Codable, Hashable, Sendable {
     /// Present (a check-out younger than the noise threshold still counts as present).
     case open
     /// Checked out; presence within the soft-exit grace reopens it.
@@ -12,29 +12,29 @@ public enum SessionStatus: String, Codable, Hashable, Sendable {
 }
 
 /// A session as derived from a timeline's events.
-public struct SessionSnapshot: Codable, Hashable, Sendable {
+package struct SessionSnapshot: Codable, Hashable, Sendable {
     /// `ses_` + the idempotency key of the session's first check-in (its anchor): deterministic, so a
     /// replay or a different arrival order of the same events gives the same id.
-    public var id: String
-    public var userId: String
-    public var siteId: String
-    public var status: SessionStatus
+    package var id: String
+    package var userId: String
+    package var siteId: String
+    package var status: SessionStatus
     /// The first check-in's event time.
-    public var checkInAt: Date
+    package var checkInAt: Date
     /// The latest presence (check-in or heartbeat) event time.
-    public var lastSeenAt: Date
+    package var lastSeenAt: Date
     /// The check-out that ended presence, when the session is in soft exit or closed by it.
-    public var checkOutAt: Date?
+    package var checkOutAt: Date?
     /// Why it closed, when `status == .closed`.
-    public var closeReason: SessionCloseReason?
+    package var closeReason: SessionCloseReason?
     /// The device session keys of its events, in order of first appearance.
-    public var sessionKeys: [String]
+    package var sessionKeys: [String]
     /// The idempotency keys of its events, in event-time order.
-    public var eventIds: [String]
+    package var eventIds: [String]
     /// How many soft exits were followed by presence within the grace (each one a `reopened`).
-    public var reopenCount: Int
+    package var reopenCount: Int
 
-    public init(
+    package init(
         id: String, userId: String, siteId: String, status: SessionStatus, checkInAt: Date, lastSeenAt: Date,
         checkOutAt: Date?, closeReason: SessionCloseReason?, sessionKeys: [String], eventIds: [String], reopenCount: Int
     ) {
@@ -52,35 +52,35 @@ public struct SessionSnapshot: Codable, Hashable, Sendable {
     }
 
     /// The session id for an anchor (first check-in) idempotency key.
-    public static func id(anchorIdempotencyKey key: String) -> String { "ses_" + key }
+    package static func id(anchorIdempotencyKey key: String) -> String { "ses_" + key }
 
     /// When presence ended: the check-out, else the last presence; `nil` while open.
-    public var endedAt: Date? {
+    package var endedAt: Date? {
         status == .open ? nil : (checkOutAt ?? lastSeenAt)
     }
 
     /// The device's session key the session was opened with (the anchor's), else its first one.
-    public var primarySessionKey: String? { sessionKeys.first }
+    package var primarySessionKey: String? { sessionKeys.first }
 }
 
 extension SessionCloseReason {
     /// The session no longer exists as such: a late event merged it into another session (or an
     /// earlier check-in re-anchored it). Its events now belong to `SessionDelta.supersededBy`.
     /// Consumers drop it; it is not a check-out.
-    public static var superseded: SessionCloseReason { .unrecognized("superseded") }
+    package static var superseded: SessionCloseReason { .unrecognized("superseded") }
 }
 
 /// One change to one session, as the merger stores and publishes it.
-public struct SessionDelta: Codable, Hashable, Sendable {
-    public var change: SessionChangeKind
+package struct SessionDelta: Codable, Hashable, Sendable {
+    package var change: SessionChangeKind
     /// The session after the change (for a superseded session: its last state, without events).
-    public var session: SessionSnapshot
+    package var session: SessionSnapshot
     /// Grows by one with every change of this session id.
-    public var version: Int64
+    package var version: Int64
     /// For a superseded session: the id of the session its events now belong to.
-    public var supersededBy: String?
+    package var supersededBy: String?
 
-    public init(change: SessionChangeKind, session: SessionSnapshot, version: Int64, supersededBy: String? = nil) {
+    package init(change: SessionChangeKind, session: SessionSnapshot, version: Int64, supersededBy: String? = nil) {
         self.change = change
         self.session = session
         self.version = version
@@ -88,7 +88,7 @@ public struct SessionDelta: Codable, Hashable, Sendable {
     }
 
     /// The `attendance.sessions` message for this change.
-    public func sessionChange(changedAt: Date) -> SessionChange {
+    package func sessionChange(changedAt: Date) -> SessionChange {
         SessionChange(
             sessionId: session.id, userId: session.userId, siteId: session.siteId,
             sessionKey: session.primarySessionKey, change: change, checkInAt: session.checkInAt,
@@ -98,7 +98,7 @@ public struct SessionDelta: Codable, Hashable, Sendable {
 }
 
 /// Where an applied event ended up.
-public enum FactPlacement: Hashable, Sendable {
+package enum FactPlacement: Hashable, Sendable {
     /// Part of this session.
     case session(String)
     /// A check-out with no session to end (none open, its grace long over, or its key belongs to an
@@ -108,15 +108,15 @@ public enum FactPlacement: Hashable, Sendable {
     /// session ended). Recorded; a late check-in may still adopt it.
     case orphanHeartbeat
 
-    public var sessionId: String? {
+    package var sessionId: String? {
         if case .session(let id) = self { return id }
         return nil
     }
 }
 
 /// The result of applying one event to a timeline.
-public struct ApplyOutcome: Hashable, Sendable {
-    public enum Disposition: Hashable, Sendable {
+package struct ApplyOutcome: Hashable, Sendable {
+    package enum Disposition: Hashable, Sendable {
         /// New: recorded and placed.
         case applied(FactPlacement)
         /// Already seen (same idempotency key): nothing changed. `placement` is where the first copy
@@ -127,17 +127,17 @@ public struct ApplyOutcome: Hashable, Sendable {
         case beyondHorizon(watermark: Date)
     }
 
-    public var disposition: Disposition
+    package var disposition: Disposition
     /// Every session change the event caused, including corrections of earlier sessions.
-    public var changes: [SessionDelta]
+    package var changes: [SessionDelta]
 
-    public init(disposition: Disposition, changes: [SessionDelta]) {
+    package init(disposition: Disposition, changes: [SessionDelta]) {
         self.disposition = disposition
         self.changes = changes
     }
 
     /// The session the event is in now, if any (the verdict's `sessionId`).
-    public var sessionId: String? {
+    package var sessionId: String? {
         switch disposition {
         case .applied(let placement): return placement.sessionId
         case .duplicate(let placement, _): return placement?.sessionId
@@ -145,12 +145,12 @@ public struct ApplyOutcome: Hashable, Sendable {
         }
     }
 
-    public var isDuplicate: Bool {
+    package var isDuplicate: Bool {
         if case .duplicate = disposition { return true }
         return false
     }
 
-    public var isOrphanCheckOut: Bool {
+    package var isOrphanCheckOut: Bool {
         disposition == .applied(.orphanCheckOut)
     }
 }

@@ -9,42 +9,42 @@ import Foundation
 /// A policy is plain configuration: it is not part of a timeline's persisted state. A timeline
 /// restored under a different policy re-derives its sessions with the new thresholds and reports the
 /// differences as ordinary changes on its next operation.
-public struct SessionPolicy: Codable, Hashable, Sendable {
+package struct SessionPolicy: Codable, Hashable, Sendable {
     /// A check-in this close to the last event of the current session (even one that has checked out)
     /// joins it. Allowed: 30-60 s.
-    public var mergeWindow: TimeInterval
+    package var mergeWindow: TimeInterval
     /// A check-out followed by presence (check-in or heartbeat) within this time reopens the session
     /// (`reopened`); after it the check-out stands and the session closes (`check_out`).
-    public var softExitGrace: TimeInterval
+    package var softExitGrace: TimeInterval
     /// A check-out followed by presence after less than this is noise: it never becomes a soft exit
     /// nor a close ("soft exit never creates a false checkout for noise < 10 s").
-    public var noiseThreshold: TimeInterval
+    package var noiseThreshold: TimeInterval
     /// An open session without presence for longer than this closes (`presence_timeout`); presence after
     /// a longer gap starts a new session.
-    public var idleCutoff: TimeInterval
+    package var idleCutoff: TimeInterval
     /// How far back (from the merger's clock) events may still change sessions. Older history is final.
-    public var horizon: TimeInterval
+    package var horizon: TimeInterval
 
-    public static let minute: TimeInterval = 60
-    public static let hour: TimeInterval = 3_600
-    public static let day: TimeInterval = 86_400
+    package static let minute: TimeInterval = 60
+    package static let hour: TimeInterval = 3_600
+    package static let day: TimeInterval = 86_400
 
     /// The longest offline period devices retry over (no loss after 72 h offline).
-    public static let maximumOfflinePeriod: TimeInterval = 72 * hour
+    package static let maximumOfflinePeriod: TimeInterval = 72 * hour
 
-    public static let mergeWindowRange: ClosedRange<TimeInterval> = 30...60
-    public static let noiseThresholdRange: ClosedRange<TimeInterval> = 10...60
-    public static let softExitGraceMaximum: TimeInterval = hour
-    public static let idleCutoffRange: ClosedRange<TimeInterval> = hour...(24 * hour)
-    public static let horizonMaximum: TimeInterval = 31 * day
+    package static let mergeWindowRange: ClosedRange<TimeInterval> = 30...60
+    package static let noiseThresholdRange: ClosedRange<TimeInterval> = 10...60
+    package static let softExitGraceMaximum: TimeInterval = hour
+    package static let idleCutoffRange: ClosedRange<TimeInterval> = hour...(24 * hour)
+    package static let horizonMaximum: TimeInterval = 31 * day
 
     /// 45 s merge window, 5 min soft-exit grace, 10 s noise, 12 h idle cutoff, 8 days horizon.
     ///
     /// The horizon covers the gateway's default event-age limit (7 days) plus the idle cutoff, so every
     /// event the gateway accepts still lands in its session; the 72 h offline case has days of margin.
-    public static let `default` = SessionPolicy()
+    package static let `default` = SessionPolicy()
 
-    public init(
+    package init(
         mergeWindow: TimeInterval = 45,
         softExitGrace: TimeInterval = 5 * minute,
         noiseThreshold: TimeInterval = 10,
@@ -59,7 +59,7 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
     }
 
     /// Every problem of this policy, empty when it is usable.
-    public func validationIssues() -> [SessionPolicyError.Issue] {
+    package func validationIssues() -> [SessionPolicyError.Issue] {
         var issues: [SessionPolicyError.Issue] = []
         func check(_ field: String, _ value: TimeInterval, _ range: ClosedRange<TimeInterval>, _ why: String) {
             guard value.isFinite else {
@@ -94,7 +94,7 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
     }
 
     /// This policy, or every problem it has.
-    public func validated() throws(SessionPolicyError) -> SessionPolicy {
+    package func validated() throws(SessionPolicyError) -> SessionPolicy {
         let issues = validationIssues()
         guard issues.isEmpty else { throw SessionPolicyError(issues: issues) }
         return self
@@ -111,28 +111,28 @@ public struct SessionPolicy: Codable, Hashable, Sendable {
 }
 
 /// One problem of a configuration value, naming its field.
-public struct ConfigurationIssue: Hashable, Sendable, CustomStringConvertible {
-    public var field: String
-    public var message: String
+package struct ConfigurationIssue: Hashable, Sendable, CustomStringConvertible {
+    package var field: String
+    package var message: String
 
-    public init(field: String, message: String) {
+    package init(field: String, message: String) {
         self.field = field
         self.message = message
     }
 
-    public var description: String { "\(field): \(message)" }
+    package var description: String { "\(field): \(message)" }
 }
 
 /// A session policy with unusable thresholds: every problem, each naming its field.
-public struct SessionPolicyError: Error, Hashable, Sendable, CustomStringConvertible {
-    public typealias Issue = ConfigurationIssue
+package struct SessionPolicyError: Error, Hashable, Sendable, CustomStringConvertible {
+    package typealias Issue = ConfigurationIssue
 
-    public var issues: [ConfigurationIssue]
+    package var issues: [ConfigurationIssue]
 
-    public init(issues: [ConfigurationIssue]) { self.issues = issues }
+    package init(issues: [ConfigurationIssue]) { self.issues = issues }
 
     /// The fields with problems, in check order.
-    public var fields: [String] { issues.map(\.field) }
+    package var fields: [String] { issues.map(\.field) }
 
-    public var description: String { issues.map(\.description).joined(separator: "; ") }
+    package var description: String { issues.map(\.description).joined(separator: "; ") }
 }

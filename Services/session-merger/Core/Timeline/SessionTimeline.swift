@@ -23,10 +23,10 @@ import Foundation
 ///
 /// **Clock**: the latest `receivedAt` of the applied events and `now` of `closeIdle(now:)`. Only a
 /// maximum, so the result does not depend on arrival order.
-public struct SessionTimeline: Sendable {
-    public private(set) var policy: SessionPolicy
+package struct SessionTimeline: Sendable {
+    package private(set) var policy: SessionPolicy
     /// The persistable state (`Codable`).
-    public private(set) var state: TimelineState
+    package private(set) var state: TimelineState
     private var derived: SessionDerivation.Result
     /// Each held fact by idempotency key. Its index in `state.facts` is found by binary search: an
     /// index map would need renumbering after every insertion before the end (a late event), O(n) each.
@@ -36,13 +36,13 @@ public struct SessionTimeline: Sendable {
     private var baselineInSync = false
 
     /// An empty timeline.
-    public init(userId: String, siteId: String, policy: SessionPolicy = .default) throws(SessionPolicyError) {
+    package init(userId: String, siteId: String, policy: SessionPolicy = .default) throws(SessionPolicyError) {
         try self.init(restoring: TimelineState(userId: userId, siteId: siteId), policy: policy)
     }
 
     /// A timeline from its persisted state. With a policy other than the one it was written under,
     /// the next operation (or `reconcile()`) reports the sessions the new thresholds change.
-    public init(restoring state: TimelineState, policy: SessionPolicy = .default) throws(SessionPolicyError) {
+    package init(restoring state: TimelineState, policy: SessionPolicy = .default) throws(SessionPolicyError) {
         self.policy = try policy.validated()
         self.state = state
         self.derived = SessionDerivation.Result(sessions: [], placement: [])
@@ -53,25 +53,25 @@ public struct SessionTimeline: Sendable {
 
     // MARK: Reading
 
-    public var userId: String { state.userId }
-    public var siteId: String { state.siteId }
+    package var userId: String { state.userId }
+    package var siteId: String { state.siteId }
     /// The latest receipt time or `now` seen.
-    public var clock: Date? { state.clock?.date }
+    package var clock: Date? { state.clock?.date }
     /// Events before this time no longer change sessions (`nil` before the first compaction).
-    public var watermark: Date? { state.watermark?.date }
+    package var watermark: Date? { state.watermark?.date }
     /// Events held (inside the horizon).
-    public var eventCount: Int { state.facts.count }
+    package var eventCount: Int { state.facts.count }
 
     /// The sessions as of now, oldest first.
-    public var sessions: [SessionSnapshot] { derived.sessions.map(snapshot) }
+    package var sessions: [SessionSnapshot] { derived.sessions.map(snapshot) }
 
     /// The latest session when it is not closed (open or in soft exit).
-    public var currentSession: SessionSnapshot? {
+    package var currentSession: SessionSnapshot? {
         guard let last = derived.sessions.last, last.status != .closed else { return nil }
         return snapshot(last)
     }
 
-    public func session(id: String) -> SessionSnapshot? {
+    package func session(id: String) -> SessionSnapshot? {
         derived.sessions.first { sessionId($0) == id }.map(snapshot)
     }
 
@@ -79,7 +79,7 @@ public struct SessionTimeline: Sendable {
     /// check-out passing the noise threshold (soft exit) or the grace (closed), an open session passing
     /// the idle cutoff. `nil` when the latest session is closed or there is none. A scheduler (the
     /// merger's idle sweep) needs to look at this timeline again only from then on.
-    public var nextTimeDrivenChange: Date? {
+    package var nextTimeDrivenChange: Date? {
         guard let last = derived.sessions.last, last.status != .closed else { return nil }
         if let c = last.pendingCheckOut {
             if last.status == .open { return (c + Millis(seconds: policy.noiseThreshold)).date }
@@ -89,7 +89,7 @@ public struct SessionTimeline: Sendable {
     }
 
     /// Where an event (by idempotency key) is now, `nil` when the timeline does not hold it.
-    public func placement(ofIdempotencyKey key: String) -> FactPlacement? {
+    package func placement(ofIdempotencyKey key: String) -> FactPlacement? {
         factsByKey[key].map { placement(at: insertionIndex(of: $0)) }
     }
 
@@ -101,7 +101,7 @@ public struct SessionTimeline: Sendable {
     /// - An event older than the watermark is `.beyondHorizon` and changes nothing.
     /// - Otherwise the event is inserted by event time, the clock advances to its `receivedAt`, and the
     ///   changes to every affected session are returned (oldest session first).
-    public mutating func apply(_ fact: AttendanceFact) throws(SessionTimelineError) -> ApplyOutcome {
+    package mutating func apply(_ fact: AttendanceFact) throws(SessionTimelineError) -> ApplyOutcome {
         guard fact.userId == userId, fact.siteId == siteId else {
             throw .foreignEvent(
                 idempotencyKey: fact.idempotencyKey, userId: fact.userId, siteId: fact.siteId,
@@ -129,7 +129,7 @@ public struct SessionTimeline: Sendable {
     /// cutoff close (`presence_timeout`), check-outs older than the noise threshold become soft exits,
     /// soft exits past their grace close (`check_out`). Call it periodically (e.g. once per batch).
     @discardableResult
-    public mutating func closeIdle(now: Date) -> [SessionDelta] {
+    package mutating func closeIdle(now: Date) -> [SessionDelta] {
         let millis = Millis(now)
         guard millis > state.clock ?? Millis.min else { return publish(keeping: derived.sessions.count) }
         state.clock = millis
@@ -137,35 +137,35 @@ public struct SessionTimeline: Sendable {
     }
 
     /// Re-derives and reports any difference to what was reported (after a policy change, say).
-    public mutating func reconcile() -> [SessionDelta] {
+    package mutating func reconcile() -> [SessionDelta] {
         rederive()
         baselineInSync = false
         return publish(keeping: 0)
     }
 
     /// Changes the policy and reports the sessions the new thresholds change.
-    public mutating func setPolicy(_ policy: SessionPolicy) throws(SessionPolicyError) -> [SessionDelta] {
+    package mutating func setPolicy(_ policy: SessionPolicy) throws(SessionPolicyError) -> [SessionDelta] {
         self.policy = try policy.validated()
         return reconcile()
     }
 
     /// What `compact(now:)` dropped.
-    public struct Compaction: Hashable, Sendable {
+    package struct Compaction: Hashable, Sendable {
         /// Events forgotten (older than the new watermark).
-        public var droppedEvents: Int
+        package var droppedEvents: Int
         /// Sessions that are final and left the state (the merger's sessions table keeps them).
-        public var droppedSessionIds: [String]
-        public var watermark: Date?
+        package var droppedSessionIds: [String]
+        package var watermark: Date?
         /// Changes caused by compaction: always empty (compaction never cuts a session that can change);
         /// reported rather than lost if that ever failed.
-        public var changes: [SessionDelta]
+        package var changes: [SessionDelta]
     }
 
     /// Forgets history older than `now - policy.horizon`, keeping every session that a new event
     /// (at or after the new watermark) could still change: the watermark moves back to the first check-in
     /// of the oldest session that is not closed or whose last event is within the idle cutoff of it.
     @discardableResult
-    public mutating func compact(now: Date) -> Compaction {
+    package mutating func compact(now: Date) -> Compaction {
         let idle = Millis(seconds: policy.idleCutoff)
         let cut = Millis(now) - Millis(seconds: policy.horizon)
         let sessions = derived.sessions
@@ -335,7 +335,7 @@ public struct SessionTimeline: Sendable {
 }
 
 /// A timeline was asked to do something that is not its business.
-public enum SessionTimelineError: Error, Hashable, Sendable {
+package enum SessionTimelineError: Error, Hashable, Sendable {
     /// The event belongs to another (user, site): route events by both before applying.
     case foreignEvent(idempotencyKey: String, userId: String, siteId: String, timelineUserId: String, timelineSiteId: String)
 }

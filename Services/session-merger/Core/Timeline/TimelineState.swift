@@ -21,11 +21,11 @@ import Foundation
 ///
 /// Encode it with any `JSONEncoder`; the encoding has no dates and no dictionaries, so it is the same
 /// bytes for the same state (with `.sortedKeys`).
-public struct TimelineState: Codable, Hashable, Sendable {
-    public static let formatVersion = 1
+package struct TimelineState: Codable, Hashable, Sendable {
+    package static let formatVersion = 1
 
-    public let userId: String
-    public let siteId: String
+    package let userId: String
+    package let siteId: String
     var facts: [StoredFact]
     var clock: Millis?
     var watermark: Millis?
@@ -43,17 +43,17 @@ public struct TimelineState: Codable, Hashable, Sendable {
     }
 
     /// Events held (inside the horizon).
-    public var factCount: Int { facts.count }
+    package var factCount: Int { facts.count }
 
     /// The state without its events.
-    public var header: Header {
+    package var header: Header {
         Header(userId: userId, siteId: siteId, clock: clock, watermark: watermark, sessions: sessions, retired: retired)
     }
 
     /// A state from its header and the events the merger recorded for this (user, site): events of other
     /// users or sites, events before the watermark (recorded as beyond the horizon) and repeated keys
     /// are left out; order does not matter.
-    public init(header: Header, events: [AttendanceFact]) {
+    package init(header: Header, events: [AttendanceFact]) {
         self.init(userId: header.userId, siteId: header.siteId)
         clock = header.clock
         watermark = header.watermark
@@ -69,16 +69,16 @@ public struct TimelineState: Codable, Hashable, Sendable {
     }
 
     /// Everything but the events: clock, watermark, the reported sessions and retired ids.
-    public struct Header: Codable, Hashable, Sendable {
-        public let userId: String
-        public let siteId: String
+    package struct Header: Codable, Hashable, Sendable {
+        package let userId: String
+        package let siteId: String
         var clock: Millis?
         var watermark: Millis?
         var sessions: [SessionRecord]
         var retired: [RetiredSession]
 
         /// The oldest event time the timeline needs back (`nil`: all of this user's and site's events).
-        public var watermarkDate: Date? { watermark?.date }
+        package var watermarkDate: Date? { watermark?.date }
 
         enum CodingKeys: String, CodingKey {
             case formatVersion = "v", userId, siteId, clock, watermark, sessions, retired
@@ -93,7 +93,7 @@ public struct TimelineState: Codable, Hashable, Sendable {
             self.retired = retired
         }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             let version = try c.decode(Int.self, forKey: .formatVersion)
             guard version == TimelineState.formatVersion else {
@@ -109,7 +109,7 @@ public struct TimelineState: Codable, Hashable, Sendable {
             retired = try c.decode([RetiredSession].self, forKey: .retired)
         }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(TimelineState.formatVersion, forKey: .formatVersion)
             try c.encode(userId, forKey: .userId)
@@ -125,7 +125,7 @@ public struct TimelineState: Codable, Hashable, Sendable {
         case formatVersion = "v", userId, siteId, clock, watermark, facts, sessions, retired
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let version = try c.decode(Int.self, forKey: .formatVersion)
         guard version == Self.formatVersion else {
@@ -144,7 +144,7 @@ public struct TimelineState: Codable, Hashable, Sendable {
         retired = try c.decode([RetiredSession].self, forKey: .retired)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(Self.formatVersion, forKey: .formatVersion)
         try c.encode(userId, forKey: .userId)

@@ -7,10 +7,10 @@ import ServiceRuntime
 import SessionMergerCore
 
 /// A page of a list endpoint (the registry's shape).
-public struct SessionPage: Codable, Sendable {
-    public var items: [SessionRecordView]
+package struct SessionPage: Codable, Sendable {
+    package var items: [SessionRecordView]
     /// Pass as `?cursor=` for the next page; absent on the last page.
-    public var nextCursor: String?
+    package var nextCursor: String?
 }
 
 /// `GET /v1/admin/sessions?userId=&siteId=&from=&to=&status=&includeSuperseded=&limit=&cursor=` (viewer).
@@ -78,14 +78,14 @@ struct PipelineController {
 }
 
 /// The daily report's JSON body.
-public struct DailyAttendanceReport: Codable, Sendable {
-    public var siteId: String
-    public var userId: String?
-    public var from: LocalDate
-    public var to: LocalDate
-    public var timezone: String
-    public var shift: AttendanceShift
-    public var items: [DailyAttendance]
+package struct DailyAttendanceReport: Codable, Sendable {
+    package var siteId: String
+    package var userId: String?
+    package var from: LocalDate
+    package var to: LocalDate
+    package var timezone: String
+    package var shift: AttendanceShift
+    package var items: [DailyAttendance]
 }
 
 /// `GET /v1/admin/attendance/daily?siteId=&userId=&from=YYYY-MM-DD&to=YYYY-MM-DD&format=` (viewer).
@@ -159,13 +159,13 @@ struct DailyAttendanceController {
 
 /// The daily report as RFC 4180 CSV: a header row, CRLF line ends, fields with a comma, a quote or a
 /// line break quoted (quotes doubled), timestamps RFC 3339 UTC.
-public enum DailyAttendanceCSV {
-    public static let header = [
+package enum DailyAttendanceCSV {
+    package static let header = [
         "userId", "siteId", "date", "firstIn", "lastOut", "workedMinutes", "late", "lateMinutes", "earlyExit",
         "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds",
     ]
 
-    public static func render(_ rows: [DailyAttendance]) -> String {
+    package static func render(_ rows: [DailyAttendance]) -> String {
         var lines = [header.map(field).joined(separator: ",")]
         for row in rows {
             let fields: [String] = [
@@ -181,7 +181,7 @@ public enum DailyAttendanceCSV {
     }
 
     /// One field, quoted when it must be.
-    public static func field(_ value: String) -> String {
+    package static func field(_ value: String) -> String {
         guard value.contains(where: { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" }) else { return value }
         return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }

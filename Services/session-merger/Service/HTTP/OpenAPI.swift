@@ -3,5 +3,5 @@ import ServiceRuntime
 
 extension OpenAPIDocument {
     /// The session merger's document, `Service/Resources/openapi.yaml`.
-    public static let merger = OpenAPIDocument(bundle: .module)
+    package static let merger = OpenAPIDocument(bundle: .module)
 }

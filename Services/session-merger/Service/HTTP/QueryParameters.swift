@@ -5,11 +5,11 @@ import ServiceRuntime
 import SessionMergerCore
 
 /// Limits of the admin API.
-public enum MergerAdminLimits {
-    public static let pageSizes: ClosedRange<Int> = 1...200
-    public static let defaultPageSize = 50
+package enum MergerAdminLimits {
+    package static let pageSizes: ClosedRange<Int> = 1...200
+    package static let defaultPageSize = 50
     /// The longest daily-attendance range, in days (a quarter).
-    public static let maxDailyRangeDays = 92
+    package static let maxDailyRangeDays = 92
 }
 
 extension StrictQuery {

@@ -4,24 +4,24 @@ import PostgresNIO
 import SessionMergerCore
 
 /// A session as the admin API shows it (a `merger.sessions` row).
-public struct SessionRecordView: Codable, Hashable, Sendable {
-    public var sessionId: String
-    public var userId: String
-    public var siteId: String
-    public var status: String
-    public var checkInAt: Date
-    public var lastSeenAt: Date
-    public var checkOutAt: Date?
-    public var closeReason: String?
-    public var sessionKeys: [String]
-    public var version: Int
-    public var updatedAt: Date
+package struct SessionRecordView: Codable, Hashable, Sendable {
+    package var sessionId: String
+    package var userId: String
+    package var siteId: String
+    package var status: String
+    package var checkInAt: Date
+    package var lastSeenAt: Date
+    package var checkOutAt: Date?
+    package var closeReason: String?
+    package var sessionKeys: [String]
+    package var version: Int
+    package var updatedAt: Date
     /// For a superseded session: the session its events joined.
-    public var supersededBy: String?
-    public var eventCount: Int
+    package var supersededBy: String?
+    package var eventCount: Int
 
     /// The span daily attendance counts (a soft exit counts as ended at its check-out).
-    public var interval: AttendanceInterval {
+    package var interval: AttendanceInterval {
         let open = status == SessionStatus.open.rawValue
         return AttendanceInterval(
             sessionId: sessionId, userId: userId, siteId: siteId, start: checkInAt,
@@ -30,16 +30,16 @@ public struct SessionRecordView: Codable, Hashable, Sendable {
 }
 
 /// Which sessions to list. At least one of `userId` / `siteId`.
-public struct SessionFilter: Sendable, Hashable {
-    public var userId: String?
-    public var siteId: String?
+package struct SessionFilter: Sendable, Hashable {
+    package var userId: String?
+    package var siteId: String?
     /// Sessions whose check-in is at or after `from` and before `to`.
-    public var from: Date?
-    public var to: Date?
-    public var status: SessionStatus?
-    public var includeSuperseded: Bool
+    package var from: Date?
+    package var to: Date?
+    package var status: SessionStatus?
+    package var includeSuperseded: Bool
 
-    public init(
+    package init(
         userId: String? = nil, siteId: String? = nil, from: Date? = nil, to: Date? = nil, status: SessionStatus? = nil,
         includeSuperseded: Bool = false
     ) {
@@ -53,18 +53,18 @@ public struct SessionFilter: Sendable, Hashable {
 }
 
 /// Keyset position: the last (check-in, session id) of the previous page.
-public struct SessionCursor: Sendable, Hashable {
-    public var checkInAt: Date
-    public var sessionId: String
+package struct SessionCursor: Sendable, Hashable {
+    package var checkInAt: Date
+    package var sessionId: String
 
-    public init(checkInAt: Date, sessionId: String) {
+    package init(checkInAt: Date, sessionId: String) {
         self.checkInAt = checkInAt
         self.sessionId = sessionId
     }
 }
 
 /// The reads of the admin API.
-public protocol SessionQueryRepository: Sendable {
+package protocol SessionQueryRepository: Sendable {
     /// Sessions matching `filter`, ordered by (check-in, id), after `cursor`, at most `limit`.
     func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView]
     /// The sessions of a site (and user) that overlap `[start, end)`, superseded ones left out.
@@ -74,36 +74,36 @@ public protocol SessionQueryRepository: Sendable {
 }
 
 /// The pipeline's progress, for operators.
-public struct PipelineStatus: Codable, Hashable, Sendable {
-    public struct PartitionOffset: Codable, Hashable, Sendable {
-        public var topic: String
-        public var partition: Int
-        public var nextOffset: Int64
-        public var updatedAt: Date
+package struct PipelineStatus: Codable, Hashable, Sendable {
+    package struct PartitionOffset: Codable, Hashable, Sendable {
+        package var topic: String
+        package var partition: Int
+        package var nextOffset: Int64
+        package var updatedAt: Date
     }
 
-    public var groupId: String
-    public var offsets: [PartitionOffset]
+    package var groupId: String
+    package var offsets: [PartitionOffset]
     /// Session changes committed but not yet acknowledged by the broker.
-    public var outboxBacklog: Int
+    package var outboxBacklog: Int
     /// Timelines the idle sweep has work for now.
-    public var dueTimelines: Int
+    package var dueTimelines: Int
 }
 
 /// `SessionQueryRepository` over `merger.sessions`.
-public struct PostgresSessionQueryRepository: SessionQueryRepository {
+package struct PostgresSessionQueryRepository: SessionQueryRepository {
     /// How far before a window's start a session overlapping it may have checked in (bounds the index scan).
-    public static let longestSession: TimeInterval = 31 * 86_400
+    package static let longestSession: TimeInterval = 31 * 86_400
 
     let client: PostgresClient
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    package init(client: PostgresClient, logger: Logger) {
         self.client = client
         self.logger = logger
     }
 
-    public func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView] {
+    package func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView] {
         let status = filter.status?.rawValue
         let afterTime = cursor?.checkInAt
         let afterId = cursor?.sessionId
@@ -127,7 +127,7 @@ public struct PostgresSessionQueryRepository: SessionQueryRepository {
         return try await Self.decode(rows)
     }
 
-    public func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView] {
+    package func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView] {
         let earliest = start.addingTimeInterval(-Self.longestSession)
         let rows = try await client.query(
             """
@@ -146,7 +146,7 @@ public struct PostgresSessionQueryRepository: SessionQueryRepository {
         return try await Self.decode(rows)
     }
 
-    public func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus {
+    package func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus {
         let rows = try await client.query(
             "SELECT topic, partition, next_offset, updated_at FROM merger.consumer_offsets WHERE group_id = \(groupId) ORDER BY topic, partition",
             logger: logger)

@@ -3,7 +3,7 @@ import RegistryFeed
 import SessionMergerCore
 
 /// What the daily report needs of a site: its zone and shift.
-public enum SiteShiftLookup: Sendable, Hashable {
+package enum SiteShiftLookup: Sendable, Hashable {
     case found(AttendanceShift)
     /// The registry has no such site.
     case unknownSite
@@ -14,26 +14,26 @@ public enum SiteShiftLookup: Sendable, Hashable {
 }
 
 /// Where the merger learns sites' shifts.
-public protocol SiteShiftProvider: Sendable {
+package protocol SiteShiftProvider: Sendable {
     func shift(siteId: String) -> SiteShiftLookup
 }
 
 /// Shifts from the registry's change feed (`registry.changes`), as the `RegistryCacheLoader` keeps
 /// them in a `RegistryCache`.
-public struct RegistryCacheShiftProvider: SiteShiftProvider {
+package struct RegistryCacheShiftProvider: SiteShiftProvider {
     let cache: RegistryCache
     let isReady: @Sendable () -> Bool
 
-    public init(cache: RegistryCache, isReady: @escaping @Sendable () -> Bool) {
+    package init(cache: RegistryCache, isReady: @escaping @Sendable () -> Bool) {
         self.cache = cache
         self.isReady = isReady
     }
 
-    public init(loader: RegistryCacheLoader) {
+    package init(loader: RegistryCacheLoader) {
         self.init(cache: loader.cache, isReady: { loader.isCaughtUp })
     }
 
-    public func shift(siteId: String) -> SiteShiftLookup {
+    package func shift(siteId: String) -> SiteShiftLookup {
         guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
         guard let shift = site.shift else { return .noShift }
         return .found(

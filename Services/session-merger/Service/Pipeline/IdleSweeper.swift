@@ -9,13 +9,13 @@ import SessionMergerCore
 /// exits, soft exits past the grace close. Only timelines whose `next_check_at` has come are loaded
 /// (`SessionTimeline.nextTimeDrivenChange`), a chunk per transaction, skipping any a batch holds;
 /// the changes go through the outbox like the batch's.
-public final class IdleSweeper: Service, Sendable {
+package final class IdleSweeper: Service, Sendable {
     private let client: PostgresClient
     private let configuration: SessionMergerConfiguration
     private let logger: Logger
     private let clock: @Sendable () -> Date
 
-    public init(
+    package init(
         client: PostgresClient, configuration: SessionMergerConfiguration, logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -25,7 +25,7 @@ public final class IdleSweeper: Service, Sendable {
         self.clock = clock
     }
 
-    public func run() async throws {
+    package func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { [configuration] in try await Task.sleep(for: configuration.idleSweepInterval) }
             guard !Task.isShuttingDownGracefully, !Task.isCancelled else { break }
@@ -40,7 +40,7 @@ public final class IdleSweeper: Service, Sendable {
 
     /// Sweeps every due timeline. - Returns: the number of session changes written.
     @discardableResult
-    public func sweep(now: Date) async throws -> Int {
+    package func sweep(now: Date) async throws -> Int {
         var total = 0
         while true {
             let (timelines, changes) = try await sweepChunk(now: now)

@@ -21,9 +21,9 @@ extension Duration {
 /// A batch that fails (PostgreSQL down, say) is retried with backoff, never skipped: the next batch is
 /// not taken before this one committed. On graceful shutdown the current batch finishes; a batch that
 /// cannot be stored by then is left to the next owner of the partition (its offsets were not stored).
-public final class MergerPipeline: Service, Sendable {
-    public let consumer: KafkaConsumer
-    public let processor: VettedBatchProcessor
+package final class MergerPipeline: Service, Sendable {
+    package let consumer: KafkaConsumer
+    package let processor: VettedBatchProcessor
     private let producer: KafkaProducer
     private let configuration: SessionMergerConfiguration
     private let logger: Logger
@@ -31,7 +31,7 @@ public final class MergerPipeline: Service, Sendable {
 
     /// - Parameter afterCommit: called after each commit, before the verdicts are produced (tests
     ///   use it to die at that moment).
-    public init(
+    package init(
         kafka: KafkaConfiguration, configuration: SessionMergerConfiguration, processor: VettedBatchProcessor,
         producer: KafkaProducer, logger: Logger,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
@@ -52,14 +52,14 @@ public final class MergerPipeline: Service, Sendable {
         self.afterCommit = afterCommit
     }
 
-    public func run() async throws {
+    package func run() async throws {
         var verdictsInFlight: Task<Void, Never>?
         try await consumer.consume { batch in try await handle(batch, verdictsInFlight: &verdictsInFlight) }
         await verdictsInFlight?.value
     }
 
     /// Stops reading after the current batch (as graceful shutdown does).
-    public func stop() {
+    package func stop() {
         consumer.triggerShutdown()
     }
 

@@ -4,9 +4,9 @@ import Foundation
 
 /// Deterministic receipts: the same idempotency key always gets the same receipt, so a replayed
 /// batch (after a crash between commit and verdict) answers with the receipt already recorded.
-public enum ServerReceipt {
+package enum ServerReceipt {
     /// `rcpt_` + the first 32 hex digits (128 bits) of sha256(idempotency key).
-    public static func id(forIdempotencyKey key: String) -> String {
+    package static func id(forIdempotencyKey key: String) -> String {
         let digest = SHA256.hash(data: Data(key.utf8))
         let hex = digest.map { byte in
             let text = String(byte, radix: 16)

@@ -7,13 +7,13 @@ import ServiceRuntime
 /// `merger.session_change_outbox` as an outbox of `attendance.sessions` (key: user id): the batch's
 /// (or the idle sweep's) transaction writes the rows, the relay deletes them once delivered.
 /// `SessionChange.version` lets consumers drop what they already have.
-public struct SessionChangeOutbox: OutboxTable {
-    public let topic: String
+package struct SessionChangeOutbox: OutboxTable {
+    package let topic: String
     /// `pg_advisory_xact_lock` key: "mrgsess1" as ASCII.
-    public var lockKey: Int64 { 0x6D72_6773_6573_7331 }
-    public var name: String { "session changes" }
+    package var lockKey: Int64 { 0x6D72_6773_6573_7331 }
+    package var name: String { "session changes" }
 
-    public func pending(
+    package func pending(
         limit: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
@@ -27,16 +27,16 @@ public struct SessionChangeOutbox: OutboxTable {
         return pending
     }
 
-    public func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
+    package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("DELETE FROM merger.session_change_outbox WHERE id = ANY(\(ids))", logger: logger)
     }
 }
 
 /// Moves `merger.session_change_outbox` to `attendance.sessions` (`OutboxRelay`).
-public typealias SessionChangePublisher = OutboxRelay<SessionChangeOutbox>
+package typealias SessionChangePublisher = OutboxRelay<SessionChangeOutbox>
 
 extension OutboxRelay where Table == SessionChangeOutbox {
-    public convenience init(client: PostgresClient, producer: KafkaProducer, configuration: SessionMergerConfiguration, logger: Logger) {
+    package convenience init(client: PostgresClient, producer: KafkaProducer, configuration: SessionMergerConfiguration, logger: Logger) {
         self.init(
             table: SessionChangeOutbox(topic: configuration.sessionsTopic), client: client, producer: producer,
             configuration: OutboxRelayConfiguration(

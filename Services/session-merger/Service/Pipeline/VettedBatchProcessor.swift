@@ -7,17 +7,17 @@ import ServiceRuntime
 import SessionMergerCore
 
 /// What one batch did, after its transaction committed.
-public struct VettedBatchResult: Sendable {
+package struct VettedBatchResult: Sendable {
     /// One verdict per decoded message, in message order (produce them after commit).
-    public var verdicts: [AttendanceVerdict]
+    package var verdicts: [AttendanceVerdict]
     /// Messages that could not be decoded (already sent to the sink).
-    public var deadLetters: [DeadLetter]
+    package var deadLetters: [DeadLetter]
     /// The session changes written to the outbox, in order.
-    public var sessionChanges: [SessionDelta]
+    package var sessionChanges: [SessionDelta]
     /// The offsets stored with the batch (next offset to read per partition).
-    public var nextOffsets: [TopicPartition: Int64]
+    package var nextOffsets: [TopicPartition: Int64]
     /// Transaction attempts (more than 1 when a write conflict forced a retry).
-    public var attempts: Int
+    package var attempts: Int
 }
 
 /// Turns a polled batch of `attendance.events.vetted` messages into ONE PostgreSQL transaction:
@@ -37,7 +37,7 @@ public struct VettedBatchResult: Sendable {
 /// A write conflict (a concurrent transaction recorded a key or wrote a timeline first) rolls back
 /// and retries; the retry sees the other transaction's result. Every other error is thrown with the
 /// transaction rolled back: nothing of the batch is stored and the caller retries it.
-public final class VettedBatchProcessor: Sendable {
+package final class VettedBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: SessionMergerConfiguration
     private let deadLetters: any DeadLetterSink
@@ -49,7 +49,7 @@ public final class VettedBatchProcessor: Sendable {
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
     ///   the user has exactly one site.
-    public init(
+    package init(
         client: PostgresClient, configuration: SessionMergerConfiguration, deadLetters: any DeadLetterSink,
         logger: Logger, clock: @escaping @Sendable () -> Date = { Date() },
         userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }
@@ -64,13 +64,13 @@ public final class VettedBatchProcessor: Sendable {
     }
 
     /// Timelines held in memory between batches.
-    public var cachedTimelines: Int { timelineCache.count }
+    package var cachedTimelines: Int { timelineCache.count }
 
     /// The consumer identity written into dead letters.
     var consumerName: String { "session-merger/\(configuration.groupId)" }
 
     /// The stored next offsets of `partitions` (the rebalance listener seeks there).
-    public func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+    package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
         let groupId = configuration.groupId
         let logger = self.logger
         return try await client.withConnection { connection in
@@ -79,7 +79,7 @@ public final class VettedBatchProcessor: Sendable {
     }
 
     /// Processes one batch in one transaction (see the type's documentation).
-    public func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
+    package func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
         let (decoded, letters) = await decode(messages, failedAt: clock())
         if !letters.isEmpty {
             logger.warning("undecodable vetted events sent to the dead-letter topic", metadata: ["count": "\(letters.count)"])

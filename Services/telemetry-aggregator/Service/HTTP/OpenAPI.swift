@@ -3,5 +3,5 @@ import ServiceRuntime
 
 extension OpenAPIDocument {
     /// The telemetry aggregator's document, `Service/Resources/openapi.yaml`.
-    public static let telemetry = OpenAPIDocument(bundle: .module)
+    package static let telemetry = OpenAPIDocument(bundle: .module)
 }

@@ -6,29 +6,29 @@ import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// `GET /v1/slo` body.
-public struct SLOResponse: Codable, Sendable {
-    public var generatedAt: String
-    public var filter: MetricsFilter
-    public var slo: SLOReport
+package struct SLOResponse: Codable, Sendable {
+    package var generatedAt: String
+    package var filter: MetricsFilter
+    package var slo: SLOReport
 }
 
 /// `GET /v1/metrics/summary` body.
-public struct MetricsSummaryResponse: Codable, Sendable {
-    public var generatedAt: String
-    public var window: String
+package struct MetricsSummaryResponse: Codable, Sendable {
+    package var generatedAt: String
+    package var window: String
     /// The first and last minute the window covers (RFC 3339).
-    public var from: String
-    public var to: String
-    public var filter: MetricsFilter
-    public var summary: MetricsSummary
+    package var from: String
+    package var to: String
+    package var filter: MetricsFilter
+    package var summary: MetricsSummary
     /// With `groupBy`: the same numbers per value of that dimension, by value.
-    public var groupBy: String?
-    public var groups: [MetricsGroup]?
+    package var groupBy: String?
+    package var groups: [MetricsGroup]?
 }
 
-public struct MetricsGroup: Codable, Sendable {
-    public var value: String
-    public var summary: MetricsSummary
+package struct MetricsGroup: Codable, Sendable {
+    package var value: String
+    package var summary: MetricsSummary
 }
 
 enum TelemetryJSON {

@@ -7,19 +7,19 @@ import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// What one batch did, after its transaction committed.
-public struct TelemetryBatchResult: Sendable, Hashable {
+package struct TelemetryBatchResult: Sendable, Hashable {
     /// Counted for the first time, per kind (`telemetry` counts events, not uploads).
-    public var newTelemetryEvents = 0
-    public var newRawEvents = 0
-    public var newVerdicts = 0
-    public var newSessionChanges = 0
+    package var newTelemetryEvents = 0
+    package var newRawEvents = 0
+    package var newVerdicts = 0
+    package var newSessionChanges = 0
     /// Seen before (a replay, a re-upload, a gateway retry, a repeated verdict).
-    public var duplicates = 0
-    public var deadLetters = 0
+    package var duplicates = 0
+    package var deadLetters = 0
     /// The offsets stored with the batch (next offset to read per partition).
-    public var nextOffsets: [TopicPartition: Int64] = [:]
+    package var nextOffsets: [TopicPartition: Int64] = [:]
     /// Transaction attempts (more than 1 when a deadlock or serialization failure forced a retry).
-    public var attempts = 0
+    package var attempts = 0
 }
 
 /// Turns a polled batch of the four topics into ONE PostgreSQL transaction:
@@ -34,7 +34,7 @@ public struct TelemetryBatchResult: Sendable, Hashable {
 /// A replayed message (restart, rebalance, a broker that lost its offsets) finds its identity
 /// recorded and adds nothing: every number is a function of the set of distinct messages, whatever
 /// their batching or order.
-public final class TelemetryBatchProcessor: Sendable {
+package final class TelemetryBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: TelemetryConfiguration
     private let store: TelemetryStore
@@ -42,7 +42,7 @@ public final class TelemetryBatchProcessor: Sendable {
     private let logger: Logger
     private let objective: SLOObjective
 
-    public init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any DeadLetterSink, logger: Logger) {
+    package init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any DeadLetterSink, logger: Logger) {
         self.client = client
         self.configuration = configuration
         self.store = TelemetryStore(schema: configuration.schema, logger: logger)
@@ -54,7 +54,7 @@ public final class TelemetryBatchProcessor: Sendable {
 
     var consumerName: String { "telemetry-aggregator/\(configuration.groupId)" }
 
-    public func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+    package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
         let groupId = configuration.groupId
         let store = self.store
         return try await client.withConnection { connection in
@@ -72,7 +72,7 @@ public final class TelemetryBatchProcessor: Sendable {
     }
 
     @discardableResult
-    public func process(_ messages: [KafkaMessage]) async throws -> TelemetryBatchResult {
+    package func process(_ messages: [KafkaMessage]) async throws -> TelemetryBatchResult {
         var decoded = Decoded()
         var letters: [DeadLetter] = []
         var seenKeys = Set<String>(), seenVerdicts = Set<String>(), seenSessions = Set<TelemetryStore.SessionVersionID>()
@@ -196,7 +196,7 @@ public final class TelemetryBatchProcessor: Sendable {
     }
 
     /// Deletes rollups and identities past the retention (the pruning task calls it).
-    public func prune(now: Date = Date()) async throws {
+    package func prune(now: Date = Date()) async throws {
         let cutoff = now.addingTimeInterval(-Double(configuration.retentionDays) * 86_400)
         let store = self.store
         try await client.withConnection { connection in

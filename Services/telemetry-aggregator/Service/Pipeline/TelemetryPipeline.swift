@@ -8,14 +8,14 @@ import ServiceRuntime
 /// The consumer loop over the four topics: one batch, one transaction (`TelemetryBatchProcessor`),
 /// then the offsets are committed to the broker (informational). A batch that fails is retried with
 /// backoff, never skipped.
-public final class TelemetryPipeline: Service, Sendable {
-    public let consumer: KafkaConsumer
-    public let processor: TelemetryBatchProcessor
+package final class TelemetryPipeline: Service, Sendable {
+    package let consumer: KafkaConsumer
+    package let processor: TelemetryBatchProcessor
     private let configuration: TelemetryConfiguration
     private let metrics: TelemetryServiceMetrics?
     private let logger: Logger
 
-    public init(
+    package init(
         kafka: KafkaConfiguration, configuration: TelemetryConfiguration, processor: TelemetryBatchProcessor,
         metrics: TelemetryServiceMetrics?, logger: Logger
     ) throws(KafkaError) {
@@ -35,11 +35,11 @@ public final class TelemetryPipeline: Service, Sendable {
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try await consumer.consume { batch in await handle(batch) }
     }
 
-    public func stop() {
+    package func stop() {
         consumer.triggerShutdown()
     }
 
