@@ -14,11 +14,10 @@ run: ## The main job: install, start broker + PostgreSQL, build, create topics, 
 test: ## The whole test suite (installs and starts what it needs)
 	deploy/local/test.sh
 
-stop: ## Stop the services, the local broker and PostgreSQL (and the test suite's own stack, if it runs)
+stop: ## Stop the services, the local broker and PostgreSQL (and the test suite's own stacks, if they run)
 	deploy/local/services.sh stop
 	deploy/local/stack.sh stop
-	ATTENDANCE_STACK=test deploy/local/services.sh stop
-	ATTENDANCE_STACK=test deploy/local/stack.sh stop
+	for stack in test e2e; do ATTENDANCE_STACK=$$stack deploy/local/services.sh stop; ATTENDANCE_STACK=$$stack deploy/local/stack.sh stop; done
 
 status: ## Show the local stack and the services
 	deploy/local/stack.sh status; deploy/local/services.sh status

@@ -393,6 +393,7 @@ let package = Package(
         .executableTarget(
             name: "PipelineLoad",
             dependencies: [
+                "RegistryTestFixtures",
                 "KafkaClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 "AccessControl",
@@ -474,6 +475,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryServiceTests",
             dependencies: [
+                "RegistryTestFixtures",
                 "RegistryFeed",
                 "KafkaClient",
                 "AccessControl",
@@ -492,6 +494,7 @@ let package = Package(
         .testTarget(
             name: "RegistryFeedTests",
             dependencies: [
+                "RegistryTestFixtures",
                 "AccessControl",
                 "LocalStackTesting",
                 "RegistryFeed",
@@ -538,6 +541,7 @@ let package = Package(
         .testTarget(
             name: "PolicyPipelineTests",
             dependencies: [
+                "RegistryTestFixtures",
                 "LocalStackTesting",
                 "AccessControl",
                 "AttendanceProtocol",
@@ -621,6 +625,7 @@ let package = Package(
         .testTarget(
             name: "PipelineEndToEndTests",
             dependencies: [
+                "RegistryTestFixtures",
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
@@ -676,6 +681,12 @@ let package = Package(
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every
         // test target that needs PostgreSQL or the broker.
+        // Registry fixtures the tests that need a site share.
+        .target(
+            name: "RegistryTestFixtures",
+            dependencies: ["AttendanceProtocol", "BeaconRegistryCore"],
+            path: "Tests/Support/RegistryTestFixtures"
+        ),
         .target(
             name: "LocalStackTesting",
             dependencies: [

@@ -9,6 +9,7 @@ import LocalStackTesting
 import Logging
 import NIOCore
 import PostgresNIO
+import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
@@ -131,14 +132,7 @@ struct Fixture: Sendable {
     static func make(_ repository: PostgresRegistryRepository) async throws -> Fixture {
         let organization = try await repository.createOrganization(NewOrganization(name: "Org \(token())"))
         let site = try await repository.createSite(
-            NewSite(
-                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
         return Fixture(organization: organization, site: site, gate: gate, user: user)

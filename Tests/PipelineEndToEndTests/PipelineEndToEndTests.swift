@@ -8,6 +8,7 @@ import LocalStackTesting
 import Logging
 import NIOCore
 import PostgresNIO
+import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
@@ -215,14 +216,7 @@ actor RunningPipeline {
         let organization = try await repository.createOrganization(NewOrganization(name: "E2E \(tag)"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
         let site = try await repository.createSite(
-            NewSite(
-                organizationId: organization.id, name: "E2E site", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            NewSite.dayShift(organizationId: organization.id, name: "E2E site"))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
         let beacon = try await repository.registerBeacon(

@@ -9,6 +9,7 @@ import PolicyService
 import PolicyServiceCore
 import PostgresNIO
 import RegistryFeed
+import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
@@ -354,14 +355,7 @@ struct PipelineFixture: Sendable {
         let organization = try await repository.createOrganization(NewOrganization(name: "Policy \(UUID().uuidString.prefix(8))"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
         let site = try await repository.createSite(
-            NewSite(
-                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
         let beacon = try await repository.registerBeacon(

@@ -6,6 +6,7 @@ import KafkaClient
 import LocalStackTesting
 import Logging
 import PostgresNIO
+import RegistryTestFixtures
 import ServiceRuntime
 
 /// The real local stack (started by `deploy/local/stack.sh start`, as the other integration tests
@@ -113,14 +114,7 @@ struct FeedFixture {
         let organization = try await repository.createOrganization(NewOrganization(name: "Feed \(UUID().uuidString.prefix(8))"))
         let namespace = try await repository.allocateNamespace(organizationId: organization.id)
         let site = try await repository.createSite(
-            NewSite(
-                organizationId: organization.id, name: "Head office", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
         let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")

@@ -27,14 +27,14 @@ extension SessionMergerServiceTests {
 
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted' AND http_status = 201")
+                        "SELECT count(*)::int FROM events WHERE user_id = \(user) AND outcome = 'accepted' AND http_status = 201")
                         == 1)
                 let sessions = try await db.sessions(user: user)
                 #expect(sessions.map(\.id) == [verdict.sessionId!])
                 #expect(sessions.first?.status == "open")
                 #expect(try await db.outbox(user: user).map(\.change) == [.opened])
                 #expect(try await db.storedOffset() == 42)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site)") == 1)
+                #expect(try await db.count("SELECT count(*)::int FROM timelines WHERE user_id = \(user) AND site_id = \(site)") == 1)
             }
         }
 
@@ -64,7 +64,7 @@ extension SessionMergerServiceTests {
                     #expect(again.verdicts.first?.serverReceiptId == receipt)
                     #expect(again.verdicts.first?.sessionId == session)
                 }
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key)") == 1)
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = \(key)") == 1)
                 #expect(try await db.sessions(user: user).count == 1)
                 #expect(try await db.outbox(user: user).count == 1)
                 #expect(try await db.storedOffset() == 6)
@@ -85,7 +85,7 @@ extension SessionMergerServiceTests {
                 #expect(later.verdicts.first?.serverReceiptId == nil)
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND payload_fingerprint = \("fp-\(key)")")
+                        "SELECT count(*)::int FROM events WHERE idempotency_key = \(key) AND payload_fingerprint = \("fp-\(key)")")
                         == 1)
             }
         }
@@ -119,12 +119,12 @@ extension SessionMergerServiceTests {
                 #expect(
                     try await db.count(
                         """
-                        SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(key) AND outcome = 'rejected' AND http_status = 409
+                        SELECT count(*)::int FROM events WHERE idempotency_key = \(key) AND outcome = 'rejected' AND http_status = 409
                           AND reasons = '["no walking detected before the punch"]'::jsonb AND action = 'walk_to_gate' AND retry_after_seconds = 30
                         """) == 1)
                 // Never reaches a timeline.
                 #expect(try await db.sessions(user: user).isEmpty)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user)") == 0)
+                #expect(try await db.count("SELECT count(*)::int FROM timelines WHERE user_id = \(user)") == 0)
             }
         }
 
@@ -157,7 +157,7 @@ extension SessionMergerServiceTests {
                 let result = try await db.process([heartbeat], from: 0)
                 #expect(result.verdicts.first?.outcome == .rejected)
                 #expect(result.verdicts.first?.reasons.first?.hasPrefix("unknown_site") == true)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'rejected'") == 1)
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user) AND outcome = 'rejected'") == 1)
             }
         }
 
@@ -178,7 +178,7 @@ extension SessionMergerServiceTests {
                 #expect(later.verdicts.first?.siteId == site)
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND site_id = \(site) AND session_id = \(session)")
+                        "SELECT count(*)::int FROM events WHERE user_id = \(user) AND site_id = \(site) AND session_id = \(session)")
                         == 3)
             }
         }
@@ -207,7 +207,7 @@ extension SessionMergerServiceTests {
                         """
                         SELECT site_id, session_key, session_id, retry_after_seconds, policy_version, risk_score, source_topic,
                                source_partition, source_offset, event_time, envelope::text
-                        FROM merger.events WHERE idempotency_key = \(key)
+                        FROM events WHERE idempotency_key = \(key)
                         """, logger: MergerDB.logger)
                     for try await (site, sessionKey, sessionId, retry, version, risk, topic, partition, offset, time, envelope)
                         in rows.decode((String?, String?, String?, Int?, Int?, Double?, String?, Int?, Int64?, Date, String).self)
@@ -231,7 +231,7 @@ extension SessionMergerServiceTests {
                 #expect(abs(accepted.eventTime.timeIntervalSince(try onTheWire(checkIn).payload.eventTime)) < 0.000_000_5)
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(checkIn.raw.idempotencyKey) AND extract(microseconds FROM event_time)::int % 1000 = 0"
+                        "SELECT count(*)::int FROM events WHERE idempotency_key = \(checkIn.raw.idempotencyKey) AND extract(microseconds FROM event_time)::int % 1000 = 0"
                     ) == 1)
                 #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: accepted.envelope) == (try onTheWire(checkIn)))
                 #expect(accepted.envelope == (try ProtocolCodec.wire.encodeToString(checkIn.raw)))

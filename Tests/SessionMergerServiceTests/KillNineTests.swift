@@ -49,7 +49,7 @@ extension SessionMergerServiceTests {
                 KafkaTopicSpec(name: vetted, partitions: 3), KafkaTopicSpec(name: sessions, partitions: 1),
                 KafkaTopicSpec(name: verdicts, partitions: 1), KafkaTopicSpec(name: dlq, partitions: 1),
             ])
-            let environment = [
+            var environment = [
                 "HTTP_PORT": "0", "LOG_LEVEL": "warning", "KAFKA_BROKERS": LocalStack.brokers,
                 "MERGER_GROUP_ID": LocalStack.uniqueName("merger-kill"), "TOPIC_VETTED_EVENTS": vetted,
                 "TOPIC_SESSIONS": sessions, "TOPIC_VERDICTS": verdicts, "TOPIC_DEAD_LETTERS": dlq,
@@ -74,7 +74,8 @@ extension SessionMergerServiceTests {
             let keys = events.map(\.raw.idempotencyKey)
             let stream = events
 
-            try await LocalStack.withPostgres { client in
+            try await MergerDB.withSchema { client, schema in
+                environment["MERGER_SCHEMA"] = schema
                 let db = MergerDBView(client: client)
                 let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
                 let producing = Task { try await producer.run() }
@@ -90,13 +91,13 @@ extension SessionMergerServiceTests {
                 }
                 // Kill it once part of the stream is stored.
                 let deadline = ContinuousClock.now + .seconds(90)
-                while try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") < 60,
+                while try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys))") < 60,
                     ContinuousClock.now < deadline
                 {
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 kill(first.processIdentifier, SIGKILL)
-                let storedAtKill = try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))")
+                let storedAtKill = try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys))")
                 #expect(storedAtKill >= 60 && storedAtKill < events.count, "killed after \(storedAtKill) of \(events.count)")
                 first.waitUntilExit()
                 #expect(first.terminationReason == .uncaughtSignal)
@@ -105,8 +106,8 @@ extension SessionMergerServiceTests {
                 try await streaming.value
                 let done = ContinuousClock.now + .seconds(90)
                 while ContinuousClock.now < done {
-                    let stored = try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))")
-                    let pending = try await db.count("SELECT count(*)::int FROM merger.session_change_outbox WHERE user_id = ANY(\(users))")
+                    let stored = try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys))")
+                    let pending = try await db.count("SELECT count(*)::int FROM session_change_outbox WHERE user_id = ANY(\(users))")
                     if stored == events.count && pending == 0 { break }
                     try await Task.sleep(for: .milliseconds(100))
                 }
@@ -116,15 +117,15 @@ extension SessionMergerServiceTests {
 
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'")
+                        "SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'")
                         == events.count, "\(output)")
-                #expect(try await db.count("SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users))") == users.count)
+                #expect(try await db.count("SELECT count(*)::int FROM sessions WHERE user_id = ANY(\(users))") == users.count)
                 #expect(
                     try await db.count(
                         """
-                        SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out' AND event_count = 9
+                        SELECT count(*)::int FROM sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out' AND event_count = 9
                         """) == users.count)
-                #expect(try await db.count("SELECT count(*)::int FROM merger.session_change_outbox WHERE user_id = ANY(\(users))") == 0)
+                #expect(try await db.count("SELECT count(*)::int FROM session_change_outbox WHERE user_id = ANY(\(users))") == 0)
 
                 // Every session's versions reached the topic, in order per user (a change published
                 // twice around the kill is allowed: at-least-once, consumers keep the highest version).
@@ -132,7 +133,7 @@ extension SessionMergerServiceTests {
                     .read(TopicPartition(topic: sessions, partition: 0), from: 0, maxMessages: 100_000, timeoutMs: 5_000, quietMs: 500)
                 let changes = try raw.compactMap { try $0.value.map { try ProtocolCodec.wire.decode(SessionChange.self, from: $0) } }
                 let versionsInDB = try await client.query(
-                    "SELECT user_id, version FROM merger.sessions WHERE user_id = ANY(\(users))", logger: logger)
+                    "SELECT user_id, version FROM sessions WHERE user_id = ANY(\(users))", logger: logger)
                 var finalVersion: [String: Int64] = [:]
                 for try await (user, version) in versionsInDB.decode((String, Int64).self) { finalVersion[user] = version }
                 for user in users {

@@ -94,8 +94,7 @@ extension SessionMergerServiceTests {
             let firstHalf = workload(users: Array(users[..<3]), site: site, now: now)
             let secondHalf = workload(users: Array(users[3...]), site: site, now: now)
 
-            try await LocalStack.withPostgres { client in
-                try await ServiceMigrations.merger.apply(client: client, logger: logger)
+            try await MergerDB.withSchema { client, _ in
                 let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka()), logger: logger)
                 let producing = Task { try await producer.run() }
                 defer { producer.beginShutdown() }
@@ -127,7 +126,7 @@ extension SessionMergerServiceTests {
                 let all = firstHalf + secondHalf
                 let keys = all.map(\.raw.idempotencyKey)
                 let waitUntil = ContinuousClock.now + .seconds(60)
-                while try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") < all.count,
+                while try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys))") < all.count,
                     ContinuousClock.now < waitUntil
                 {
                     try await Task.sleep(for: .milliseconds(100))
@@ -136,14 +135,14 @@ extension SessionMergerServiceTests {
                 try await runningB.value
 
                 // Every event exactly once, every user one closed session.
-                #expect(try await db.count("SELECT count(*)::int FROM merger.events WHERE idempotency_key = ANY(\(keys))") == all.count)
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE idempotency_key = ANY(\(keys))") == all.count)
                 #expect(
                     try await db.count(
-                        "SELECT count(DISTINCT idempotency_key)::int FROM merger.events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'"
+                        "SELECT count(DISTINCT idempotency_key)::int FROM events WHERE idempotency_key = ANY(\(keys)) AND outcome = 'accepted'"
                     ) == all.count)
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out'"
+                        "SELECT count(*)::int FROM sessions WHERE user_id = ANY(\(users)) AND status = 'closed' AND close_reason = 'check_out'"
                     ) == users.count)
                 let stored = try await processorB.storedOffsets(for: (0..<3).map { TopicPartition(topic: topics.vetted, partition: $0) })
                 #expect(stored.values.reduce(0, +) == Int64(all.count))
@@ -158,7 +157,7 @@ extension SessionMergerServiceTests {
                 // Session changes: the outbox drains to the sessions topic, ending closed for every user.
                 let publisher = SessionChangePublisher(client: client, producer: producer, configuration: config, logger: logger)
                 while try await publisher.publishRound().published > 0 {}
-                #expect(try await db.count("SELECT count(*)::int FROM merger.session_change_outbox WHERE user_id = ANY(\(users))") == 0)
+                #expect(try await db.count("SELECT count(*)::int FROM session_change_outbox WHERE user_id = ANY(\(users))") == 0)
                 let changes = try await readAll(SessionChange.self, topic: topics.sessions, expecting: users.count * 2)
                 for user in users {
                     let mine = changes.filter { $0.userId == user }
@@ -177,8 +176,7 @@ extension SessionMergerServiceTests {
             let topics = Topics()
             try await createTopics(topics)
             let config = configuration(topics, group: LocalStack.uniqueName("merger-dlq"))
-            try await LocalStack.withPostgres { client in
-                try await ServiceMigrations.merger.apply(client: client, logger: logger)
+            try await MergerDB.withSchema { client, _ in
                 let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka()), logger: logger)
                 let producing = Task { try await producer.run() }
                 let processor = VettedBatchProcessor(

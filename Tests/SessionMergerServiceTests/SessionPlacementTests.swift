@@ -36,7 +36,7 @@ extension SessionMergerServiceTests {
                 #expect(sessions.first?.closeReason == "check_out")
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE idempotency_key = \(late.raw.idempotencyKey) AND session_id = \(oldSession)"
+                        "SELECT count(*)::int FROM events WHERE idempotency_key = \(late.raw.idempotencyKey) AND session_id = \(oldSession)"
                     ) == 1)
             }
         }
@@ -73,7 +73,7 @@ extension SessionMergerServiceTests {
                 let session = try #require(b.first?.id)
                 #expect(
                     try await db.count(
-                        "SELECT count(*)::int FROM merger.events WHERE user_id = \(shuffledUser) AND session_id = \(session)") == 4)
+                        "SELECT count(*)::int FROM events WHERE user_id = \(shuffledUser) AND session_id = \(session)") == 4)
             }
         }
 
@@ -103,7 +103,7 @@ extension SessionMergerServiceTests {
                 try await db.process([checkIn], from: 0)
                 #expect(try await db.sessions(user: user).map(\.status) == ["open"])
                 #expect(
-                    try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NOT NULL")
+                    try await db.count("SELECT count(*)::int FROM timelines WHERE user_id = \(user) AND next_check_at IS NOT NULL")
                         == 1)
 
                 let sweeper = IdleSweeper(client: db.client, configuration: db.configuration, logger: MergerDB.logger)
@@ -117,7 +117,7 @@ extension SessionMergerServiceTests {
                 #expect(sessions.first?.closeReason == "presence_timeout")
                 #expect(try await db.outbox(user: user).map(\.change) == [.opened, .closed])
                 #expect(
-                    try await db.count("SELECT count(*)::int FROM merger.timelines WHERE user_id = \(user) AND next_check_at IS NULL") == 1)
+                    try await db.count("SELECT count(*)::int FROM timelines WHERE user_id = \(user) AND next_check_at IS NULL") == 1)
             }
         }
 
@@ -137,7 +137,7 @@ extension SessionMergerServiceTests {
                 #expect(rows.first { $0.id == survivor }?.status == "open")
                 // The first check-in's event row follows its session.
                 #expect(
-                    try await db.count("SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
+                    try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
             }
         }
     }

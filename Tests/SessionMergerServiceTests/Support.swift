@@ -40,12 +40,36 @@ struct MergerDB: Sendable {
 
     static let logger = LocalStack.logger(label: "merger-tests")
 
+    /// A schema of the caller's own, built by the merger's migrations, and a client whose unqualified
+    /// table names resolve there (as the merger's own pool does); dropped afterwards. Nothing another
+    /// test, or a merger some stack left running, does reaches it: not its outbox, not its offsets.
+    static func withSchema<T: Sendable>(_ body: (PostgresClient, String) async throws -> T) async throws -> T {
+        let schema = "merger_test_\(token())"
+        return try await LocalStack.withPostgres(searchPath: [schema, "public"]) { client in
+            try await ServiceMigrations.merger.apply(client: client, schema: schema, logger: logger)
+            do {
+                let result = try await body(client, schema)
+                try await drop(schema, client)
+                return result
+            } catch {
+                try? await drop(schema, client)
+                throw error
+            }
+        }
+    }
+
+    private static func drop(_ schema: String, _ client: PostgresClient) async throws {
+        try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"), logger: logger)
+        let series = ServiceMigrations.merger.series(schema: schema)
+        try await client.query("DELETE FROM public.schema_migrations WHERE service = \(series)", logger: logger)
+    }
+
     static func run(
         userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }, _ body: @escaping @Sendable (MergerDB) async throws -> Void
     ) async throws {
-        try await LocalStack.withPostgres { client in
-            try await ServiceMigrations.merger.apply(client: client, logger: logger)
-            let configuration = SessionMergerConfiguration(groupId: LocalStack.uniqueName("merger-test"))
+        try await withSchema { client, schema in
+            var configuration = SessionMergerConfiguration(groupId: LocalStack.uniqueName("merger-test"))
+            configuration.schema = schema
             let sink = CollectingDeadLetters()
             let db = MergerDB(
                 client: client,
@@ -86,7 +110,7 @@ struct MergerDB: Sendable {
 
     func sessions(user: String) async throws -> [SessionRow] {
         let rows = try await client.query(
-            "SELECT session_id, status, close_reason, version, check_in_at FROM merger.sessions WHERE user_id = \(user) ORDER BY check_in_at, session_id",
+            "SELECT session_id, status, close_reason, version, check_in_at FROM sessions WHERE user_id = \(user) ORDER BY check_in_at, session_id",
             logger: Self.logger)
         var result: [SessionRow] = []
         for try await (id, status, reason, version, checkIn) in rows.decode((String, String, String?, Int, Date).self) {
@@ -98,7 +122,7 @@ struct MergerDB: Sendable {
     /// The outbox's session changes of a user, in order.
     func outbox(user: String) async throws -> [SessionChange] {
         let rows = try await client.query(
-            "SELECT payload FROM merger.session_change_outbox WHERE user_id = \(user) ORDER BY id", logger: Self.logger)
+            "SELECT payload FROM session_change_outbox WHERE user_id = \(user) ORDER BY id", logger: Self.logger)
         var result: [SessionChange] = []
         for try await payload in rows.decode(String.self) {
             result.append(try ProtocolCodec.wire.decode(SessionChange.self, from: payload))

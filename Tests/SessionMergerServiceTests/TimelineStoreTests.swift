@@ -48,7 +48,7 @@ extension SessionMergerServiceTests {
                 let key = MergerStore.TimelineKey(userId: user, siteId: site)
                 let policy = db.configuration.policy
                 func storedVersion() async throws -> Int {
-                    try await db.count("SELECT version::int FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site)")
+                    try await db.count("SELECT version::int FROM timelines WHERE user_id = \(user) AND site_id = \(site)")
                 }
 
                 // Saved at the version it was loaded at: written, one version on.
@@ -91,10 +91,10 @@ extension SessionMergerServiceTests {
                     #expect(two.verdicts.map(\.outcome) == [.accepted])
                     #expect(
                         try await db.count(
-                            "SELECT event_count FROM merger.timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 2") == 2)
+                            "SELECT event_count FROM timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 2") == 2)
                     #expect(
                         try await db.count(
-                            "SELECT count(*)::int FROM merger.events WHERE user_id = \(user) AND outcome = 'accepted'") == 2)
+                            "SELECT count(*)::int FROM events WHERE user_id = \(user) AND outcome = 'accepted'") == 2)
                 }
             }
         }

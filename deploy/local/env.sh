@@ -14,17 +14,25 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 # Project-local prefix for installed tools and run folders (gitignored).
 LOCAL="${LOCAL:-$ROOT/.local}"
 
-# ATTENDANCE_STACK=test: the test suite's own stack (deploy/local/test.sh sets it). Its own folders,
-# PostgreSQL cluster, broker and service ports, whatever the calling shell had set, so `make test`
-# never reads, writes or stops a stack `make run` left running.
-if [[ "${ATTENDANCE_STACK:-}" == test ]]; then
-    RUN_DIR="$LOCAL/test-run"
-    PGPORT=56432
-    KAFKA_PORT=29092
-    GATEWAY_PORT=18080 POLICY_PORT=18081 MERGER_PORT=18082 REGISTRY_PORT=18083 TELEMETRY_PORT=18084
+# ATTENDANCE_STACK=test or e2e: the test suite's own stacks (deploy/local/test.sh sets them; `e2e` runs
+# the fleet demo test beside the other targets). Each has its own folders, PostgreSQL cluster, broker
+# and service ports, whatever the calling shell had set, so `make test` never reads, writes or stops a
+# stack `make run` left running, nor one of its own runs another's.
+_local_stack_profile() {
+    RUN_DIR="$LOCAL/$1-run"
+    PGPORT="$2"
+    KAFKA_PORT="$3"
+    GATEWAY_PORT=$(($4)) POLICY_PORT=$(($4 + 1)) MERGER_PORT=$(($4 + 2)) REGISTRY_PORT=$(($4 + 3)) TELEMETRY_PORT=$(($4 + 4))
     unset DATABASE_URL KAFKA_BROKERS PG_DIR TANSU_DIR SERVICES_DIR SECRETS_DIR
     export ATTENDANCE_STACK
-fi
+}
+case "${ATTENDANCE_STACK:-}" in
+    test) _local_stack_profile test 56432 29092 18080 ;;
+    e2e) _local_stack_profile e2e 57432 39092 28080 ;;
+    "") ;;
+    *) echo "env.sh: ATTENDANCE_STACK is test, e2e or unset, not '$ATTENDANCE_STACK'" >&2 ;;
+esac
+unset -f _local_stack_profile
 RUN_DIR="${RUN_DIR:-$LOCAL/run}"
 export ROOT LOCAL RUN_DIR
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
-# the broker, builds, and runs every test target (unit, mock-cluster, integration, compose check),
-# then the end-to-end targets one at a time (the pipeline's, then the fleet simulator's): they start
-# the services as processes (services.sh), which must not share the merger's tables with the
-# merger's own tests, and stop them afterwards. Last, schemathesis checks every service's OpenAPI
-# document against the running service (api-conformance.sh).
+# the broker, builds, checks the code style, and runs every test target (unit, mock-cluster,
+# integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
+# starts the services as processes (services.sh); then schemathesis checks every service's OpenAPI
+# document against the running service (api-conformance.sh) and docs/device-api.md is run. The
+# fleet's end-to-end demo runs beside all of that on a stack of its own.
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -31,18 +31,28 @@ if (($# > 0)); then
 fi
 echo "==> swift format lint (the style in .swift-format; \`make format\` applies it)"
 swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
+# The fleet's demo (about three minutes, mostly real time) runs beside everything else, on a stack of
+# its own (ATTENDANCE_STACK=e2e: its own PostgreSQL, broker, ports and run folder): nothing the other
+# runs do (PipelineEndToEndTests restarts its broker, schemathesis writes to its registry) reaches it.
+# The test runner itself is started, not `swift test`: SwiftPM lets one instance at a time use .build.
+fleet_log="$LOCAL/fleet-end-to-end.log"
+echo "==> FleetEndToEndTests (make run's demo against the services), on its own stack beside the runs below; output at the end"
+(
+    export ATTENDANCE_STACK=e2e
+    # shellcheck source=deploy/local/env.sh
+    source "$here/env.sh"
+    "$here/stack.sh" start >/dev/null
+    "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing --filter FleetEndToEndTests
+) >"$fleet_log" 2>&1 &
+fleet_pid=$!
+trap 'kill "$fleet_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
+
 echo "==> swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
-# The simulator's scenarios keep both cores busy on the cooperative pool for a minute; beside the
-# other targets they starved the timing of the gateway's and policy's tests.
+# The simulator's scenarios keep both cores busy; beside the other targets they starved the timing of
+# the gateway's and policy's tests.
 echo "==> swift test --filter FleetSimulatorTests"
 swift test --skip-build --filter FleetSimulatorTests
-trap '"$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
-# The fleet's demo first: PipelineEndToEndTests restarts the broker under the services, and after that
-# the broker may hold the telemetry aggregator's consumer group in a rebalance for minutes (the demo
-# asserts the status page's numbers, so it needs the aggregator consuming at once).
-echo "==> swift test --filter FleetEndToEndTests (make run's demo against the services)"
-swift test --skip-build --filter FleetEndToEndTests
 echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
 echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
@@ -51,3 +61,10 @@ echo "==> schemathesis against every service's OpenAPI document (deploy/local/ap
 "$here/api-conformance.sh"
 echo "==> docs/device-api.md, command by command, against the services"
 "$here/device-api-walkthrough.sh"
+"$here/services.sh" stop >/dev/null
+
+echo "==> FleetEndToEndTests (its output, from $fleet_log)"
+fleet_status=0
+wait "$fleet_pid" || fleet_status=$?
+cat "$fleet_log"
+exit "$fleet_status"

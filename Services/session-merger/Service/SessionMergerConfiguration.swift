@@ -8,6 +8,9 @@ import SessionMergerCore
 package struct SessionMergerConfiguration: Sendable {
     /// The consumer group, also the key of `merger.consumer_offsets`.
     package var groupId: String
+    /// `MERGER_SCHEMA`: the PostgreSQL schema of the merger's tables (default `merger`). The merger's
+    /// queries name no schema; its pool's search path starts with this one.
+    package var schema = ServiceMigrations.merger.defaultSchema
     package var vettedTopic: String
     package var verdictsTopic: String
     package var sessionsTopic: String
@@ -95,7 +98,7 @@ package struct SessionMergerConfiguration: Sendable {
             throw ConfigurationError(
                 key: "MERGER_*_SECONDS", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
         }
-        return SessionMergerConfiguration(
+        var configuration = SessionMergerConfiguration(
             groupId: env.string("MERGER_GROUP_ID", default: "session-merger"),
             vettedTopic: env.topicName(.vettedEvents),
             verdictsTopic: env.topicName(.verdicts),
@@ -109,5 +112,7 @@ package struct SessionMergerConfiguration: Sendable {
             commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true),
             timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000)
         )
+        configuration.schema = try env.schemaName("MERGER_SCHEMA", default: ServiceMigrations.merger.defaultSchema)
+        return configuration
     }
 }

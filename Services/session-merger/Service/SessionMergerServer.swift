@@ -12,7 +12,7 @@ package enum SessionMergerServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, merger) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
-            settings: { try SessionMergerConfiguration.load(from: $0) })
+            settings: { try SessionMergerConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] })
         let client = kit.postgres, logger = kit.logger
 
         let producer = try kit.makeProducer()
@@ -45,7 +45,7 @@ package enum SessionMergerServer {
             pipeline,
             app,
         ]) { client in
-            let applied = try await ServiceMigrations.merger.apply(client: client, logger: logger)
+            let applied = try await ServiceMigrations.merger.apply(client: client, schema: merger.schema, logger: logger)
             logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
         }
     }

@@ -114,6 +114,10 @@ public struct PostgresSettings: Sendable, Equatable {
     public var password: String
     public var database: String
     public var maxConnections: Int
+    /// Schemas an unqualified table name is looked up in, in order (PostgreSQL's `search_path`); empty
+    /// keeps the server's. A service whose queries name no schema sets its own schema first, so the
+    /// schema is a parameter (`MERGER_SCHEMA`) and a test can give it one of its own.
+    public var searchPath: [String] = []
 
     public init(host: String, port: Int, username: String, password: String, database: String, maxConnections: Int = 20) {
         self.host = host

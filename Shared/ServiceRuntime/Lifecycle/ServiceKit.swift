@@ -20,14 +20,18 @@ public struct ServiceKit: Sendable {
     public let metrics: PrometheusCollectorRegistry
     public let postgres: PostgresClient
 
-    /// - Parameter settings: the service's own settings, read before logging starts (a bad value is a
-    ///   configuration error, like a bad shared one).
+    /// - Parameters:
+    ///   - settings: the service's own settings, read before logging starts (a bad value is a
+    ///     configuration error, like a bad shared one).
+    ///   - searchPath: the schemas the pool's unqualified table names resolve in, from those settings
+    ///     (`PostgresSettings.searchPath`); none by default.
     public static func start<Settings>(
         service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
-        settings: (EnvironmentReader) throws -> Settings
+        settings: (EnvironmentReader) throws -> Settings, searchPath: (Settings) -> [String] = { _ in [] }
     ) throws -> (kit: ServiceKit, settings: Settings) {
-        let configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
+        var configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
         let settings = try settings(env)
+        configuration.postgres.searchPath = searchPath(settings)
         LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: service)
         var logger = Logger(label: service)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)

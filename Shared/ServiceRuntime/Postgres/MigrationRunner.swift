@@ -26,7 +26,8 @@ public struct MigrationError: Error, CustomStringConvertible, Sendable {
 }
 
 /// Applies a service's migrations, each once, in version order, each in its own transaction,
-/// recorded in `schema_migrations`. Replicas starting together serialize on an advisory lock, so
+/// recorded in `public.schema_migrations` (named in full: a client's search path may put a service's
+/// own schema first). Replicas starting together serialize on an advisory lock, so
 /// running it from every instance at start-up is safe.
 public struct MigrationRunner: Sendable {
     public let service: String
@@ -71,7 +72,7 @@ public struct MigrationRunner: Sendable {
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))", logger: logger)
                 try await connection.query(
                     """
-                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                    CREATE TABLE IF NOT EXISTS public.schema_migrations (
                         service text NOT NULL,
                         version integer NOT NULL,
                         name text NOT NULL,
@@ -96,7 +97,7 @@ public struct MigrationRunner: Sendable {
                     try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
                     let version = migration.version
                     let rows = try await connection.query(
-                        "SELECT checksum FROM schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
+                        "SELECT checksum FROM public.schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
                     )
                     for try await (checksum) in rows.decode(String.self) {
                         guard checksum == migration.checksum else {
@@ -118,7 +119,7 @@ public struct MigrationRunner: Sendable {
                     let name = migration.name
                     let checksum = migration.checksum
                     try await connection.query(
-                        "INSERT INTO schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
+                        "INSERT INTO public.schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
                         logger: logger
                     )
                     return true

@@ -9,6 +9,10 @@ extension PostgresSettings {
         )
         configuration.options.maximumConnections = maxConnections
         configuration.options.connectTimeout = .seconds(5)
+        if !searchPath.isEmpty {
+            // Unqualified table names resolve in these schemas, on every connection of the pool.
+            configuration.options.additionalStartupParameters = [("search_path", searchPath.joined(separator: ","))]
+        }
         return PostgresClient(configuration: configuration, backgroundLogger: logger)
     }
 }

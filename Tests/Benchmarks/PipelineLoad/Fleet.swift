@@ -4,6 +4,7 @@ import BeaconRegistryCore
 import Foundation
 import Logging
 import PostgresNIO
+import RegistryTestFixtures
 
 /// What the load needs from the registry: one site with a gate and a beacon, and users each with one
 /// enrolled device and its token. Made through the registry's repository on the shared PostgreSQL
@@ -27,14 +28,7 @@ struct LoadFleet: Sendable {
         let organization = try await repository.createOrganization(NewOrganization(name: "Load \(tag)"))
         _ = try await repository.allocateNamespace(organizationId: organization.id)
         let site = try await repository.createSite(
-            NewSite(
-                organizationId: organization.id, name: "Load site \(tag)", timezone: "Asia/Ho_Chi_Minh",
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                    checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                )
-            ))
+            NewSite.dayShift(organizationId: organization.id, name: "Load site \(tag)"))
         let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
         let minor = try await repository.allocateMinor(gateId: gate.id)
         let beacon = try await repository.registerBeacon(

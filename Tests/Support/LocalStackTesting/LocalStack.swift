@@ -85,10 +85,13 @@ public enum LocalStack {
         "\(prefix).\(UInt32.random(in: 0...UInt32.max))"
     }
 
-    /// A PostgreSQL client running for the duration of `body`.
-    public static func withPostgres<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
+    /// A PostgreSQL client running for the duration of `body`; `searchPath` as the services set it
+    /// (`PostgresSettings.searchPath`).
+    public static func withPostgres<T: Sendable>(searchPath: [String] = [], _ body: (PostgresClient) async throws -> T) async throws -> T {
         try ensureStarted()
-        let client = try postgres.makeClient(logger: logger)
+        var settings = try postgres
+        settings.searchPath = searchPath
+        let client = settings.makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }

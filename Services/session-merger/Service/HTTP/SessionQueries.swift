@@ -111,7 +111,7 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
             """
             SELECT session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
                    session_keys::text, version, updated_at, superseded_by, event_count
-            FROM merger.sessions
+            FROM sessions
             WHERE (\(filter.userId)::text IS NULL OR user_id = \(filter.userId)::text)
               AND (\(filter.siteId)::text IS NULL OR site_id = \(filter.siteId)::text)
               AND (\(filter.from)::timestamptz IS NULL OR check_in_at >= \(filter.from)::timestamptz)
@@ -133,7 +133,7 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
             """
             SELECT session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
                    session_keys::text, version, updated_at, superseded_by, event_count
-            FROM merger.sessions
+            FROM sessions
             WHERE site_id = \(siteId)
               AND (\(userId)::text IS NULL OR user_id = \(userId)::text)
               AND check_in_at >= \(earliest) AND check_in_at < \(end)
@@ -148,7 +148,7 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
 
     package func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus {
         let rows = try await client.query(
-            "SELECT topic, partition, next_offset, updated_at FROM merger.consumer_offsets WHERE group_id = \(groupId) ORDER BY topic, partition",
+            "SELECT topic, partition, next_offset, updated_at FROM consumer_offsets WHERE group_id = \(groupId) ORDER BY topic, partition",
             logger: logger)
         var offsets: [PipelineStatus.PartitionOffset] = []
         for try await (topic, partition, next, updated) in rows.decode((String, Int, Int64, Date).self) {
@@ -157,8 +157,8 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
         var backlog = 0, due = 0
         let counts = try await client.query(
             """
-            SELECT (SELECT count(*)::int FROM merger.session_change_outbox),
-                   (SELECT count(*)::int FROM merger.timelines WHERE next_check_at IS NOT NULL AND next_check_at <= \(now))
+            SELECT (SELECT count(*)::int FROM session_change_outbox),
+                   (SELECT count(*)::int FROM timelines WHERE next_check_at IS NOT NULL AND next_check_at <= \(now))
             """,
             logger: logger)
         for try await (b, d) in counts.decode((Int, Int).self) {

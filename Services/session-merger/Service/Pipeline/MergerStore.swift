@@ -116,7 +116,7 @@ enum MergerStore {
             """
             SELECT idempotency_key, payload_fingerprint, outcome, server_receipt_id, session_id, reasons::text,
                    action, retry_after_seconds, policy_version, site_id
-            FROM merger.events WHERE idempotency_key = ANY(\(keys))
+            FROM events WHERE idempotency_key = ANY(\(keys))
             """,
             logger: logger
         )
@@ -150,7 +150,7 @@ enum MergerStore {
             SELECT k.user_id, k.session_key, k.site_id
             FROM UNNEST(\(list.map(\.userId))::text[], \(list.map(\.sessionKey))::text[]) AS q(user_id, session_key)
             CROSS JOIN LATERAL (
-                SELECT user_id, session_key, site_id FROM merger.session_keys
+                SELECT user_id, session_key, site_id FROM session_keys
                 WHERE user_id = q.user_id AND session_key = q.session_key
                 LIMIT 1
             ) k
@@ -168,7 +168,7 @@ enum MergerStore {
     static func timelineSites(users: [String], on connection: PostgresConnection, logger: Logger) async throws -> [String: [String]] {
         guard !users.isEmpty else { return [:] }
         let rows = try await connection.query(
-            "SELECT user_id, site_id FROM merger.timelines WHERE user_id = ANY(\(users))", logger: logger)
+            "SELECT user_id, site_id FROM timelines WHERE user_id = ANY(\(users))", logger: logger)
         var found: [String: [String]] = [:]
         for try await (user, site) in rows.decode((String, String).self) { found[user, default: []].append(site) }
         return found
@@ -199,7 +199,7 @@ enum MergerStore {
             SELECT t.user_id, t.site_id, t.state, t.version
             FROM UNNEST(\(sorted.map(\.userId))::text[], \(sorted.map(\.siteId))::text[]) WITH ORDINALITY AS q(user_id, site_id, n)
             CROSS JOIN LATERAL (
-                SELECT user_id, site_id, state, version FROM merger.timelines
+                SELECT user_id, site_id, state, version FROM timelines
                 WHERE user_id = q.user_id AND site_id = q.site_id
                 FOR UPDATE
             ) t
@@ -221,7 +221,7 @@ enum MergerStore {
     ) async throws -> [TimelineKey: LoadedTimeline] {
         let rows = try await connection.query(
             """
-            SELECT user_id, site_id, state, version FROM merger.timelines
+            SELECT user_id, site_id, state, version FROM timelines
             WHERE next_check_at IS NOT NULL AND next_check_at <= \(now)
             ORDER BY user_id, site_id
             LIMIT \(limit)
@@ -268,7 +268,7 @@ enum MergerStore {
             """
             SELECT e.idempotency_key, e.user_id, e.site_id, e.event_type, e.event_time, e.session_key, e.received_at
             FROM UNNEST(\(keys.map(\.userId))::text[], \(keys.map(\.siteId))::text[], \(since)::timestamptz[]) AS q(user_id, site_id, since)
-            JOIN merger.events e
+            JOIN events e
               ON e.user_id = q.user_id AND e.site_id = q.site_id AND e.outcome = 'accepted' AND e.event_time >= q.since
             """,
             logger: logger
@@ -301,7 +301,7 @@ enum MergerStore {
         let numbers = partitions.map(\.partition)
         let rows = try await connection.query(
             """
-            SELECT o.topic, o.partition, o.next_offset FROM merger.consumer_offsets o
+            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
             JOIN UNNEST(\(topics)::text[], \(numbers)::int4[]) AS q(topic, partition)
               ON o.topic = q.topic AND o.partition = q.partition
             WHERE o.group_id = \(groupId)
@@ -420,7 +420,7 @@ enum MergerStore {
         let result = try await connection.query(
             """
             WITH inserted AS (
-                INSERT INTO merger.events (
+                INSERT INTO events (
                     idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key, event_time,
                     received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
                     reasons, action, retry_after_seconds, policy_version, risk_score, decided_at, envelope,
@@ -472,7 +472,7 @@ enum MergerStore {
         let sorted = entries.sorted { ($0.key.userId, $0.key.sessionKey) < ($1.key.userId, $1.key.sessionKey) }
         try await connection.query(
             """
-            INSERT INTO merger.session_keys (user_id, session_key, site_id)
+            INSERT INTO session_keys (user_id, session_key, site_id)
             SELECT * FROM UNNEST(\(sorted.map(\.key.userId))::text[], \(sorted.map(\.key.sessionKey))::text[], \(sorted.map(\.value))::text[])
             ON CONFLICT (user_id, session_key) DO NOTHING
             """,
@@ -515,14 +515,14 @@ enum MergerStore {
             // their ids hold; a row at another version is not found, and the count below tells.
             let rows = try await connection.query(
                 """
-                UPDATE merger.timelines t
+                UPDATE timelines t
                 SET state = u.state, version = t.version + 1, event_count = u.event_count,
                     next_check_at = CASE WHEN u.has_next THEN u.next_check_at END, updated_at = now()
                 FROM UNNEST(\(updates.users)::text[], \(updates.sites)::text[], \(updates.states)::text[], \(updates.versions)::int8[],
                             \(updates.counts)::int4[], \(updates.hasNext)::bool[], \(updates.next)::timestamptz[])
                      AS u(user_id, site_id, state, version, event_count, has_next, next_check_at)
                 CROSS JOIN LATERAL (
-                    SELECT ctid AS row_id FROM merger.timelines
+                    SELECT ctid AS row_id FROM timelines
                     WHERE user_id = u.user_id AND site_id = u.site_id AND version = u.version
                     LIMIT 1
                 ) found
@@ -538,7 +538,7 @@ enum MergerStore {
         if !inserts.users.isEmpty {
             let rows = try await connection.query(
                 """
-                INSERT INTO merger.timelines (user_id, site_id, state, version, event_count, next_check_at, updated_at)
+                INSERT INTO timelines (user_id, site_id, state, version, event_count, next_check_at, updated_at)
                 SELECT u.user_id, u.site_id, u.state, u.version, u.event_count,
                        CASE WHEN u.has_next THEN u.next_check_at END, now()
                 FROM UNNEST(\(inserts.users)::text[], \(inserts.sites)::text[], \(inserts.states)::text[], \(inserts.versions)::int8[],
@@ -591,7 +591,7 @@ enum MergerStore {
         let json = try MergerJSON.string(rows)
         try await connection.query(
             """
-            INSERT INTO merger.sessions (
+            INSERT INTO sessions (
                 session_id, user_id, site_id, status, check_in_at, last_seen_at, check_out_at, close_reason,
                 session_keys, version, updated_at, superseded_by, event_count)
             SELECT r.session_id, r.user_id, r.site_id, r.status, r.check_in_at, r.last_seen_at, r.check_out_at,
@@ -606,7 +606,7 @@ enum MergerStore {
                 check_out_at = EXCLUDED.check_out_at, close_reason = EXCLUDED.close_reason,
                 session_keys = EXCLUDED.session_keys, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at,
                 superseded_by = EXCLUDED.superseded_by, event_count = EXCLUDED.event_count
-            WHERE merger.sessions.version < EXCLUDED.version
+            WHERE sessions.version < EXCLUDED.version
             """,
             logger: logger
         )
@@ -619,7 +619,7 @@ enum MergerStore {
         if !remaps.isEmpty {
             try await connection.query(
                 """
-                UPDATE merger.events e SET session_id = m.survivor
+                UPDATE events e SET session_id = m.survivor
                 FROM UNNEST(\(remaps.map(\.0))::text[], \(remaps.map(\.1))::text[]) AS m(old_id, survivor)
                 WHERE e.session_id = m.old_id
                 """,
@@ -640,7 +640,7 @@ enum MergerStore {
         if !adoptedKeys.isEmpty {
             try await connection.query(
                 """
-                UPDATE merger.events e SET session_id = a.session_id
+                UPDATE events e SET session_id = a.session_id
                 FROM UNNEST(\(adoptedKeys)::text[], \(adoptedBy)::text[]) AS a(idempotency_key, session_id)
                 WHERE e.idempotency_key = a.idempotency_key AND e.session_id IS NULL AND e.outcome = 'accepted'
                 """,
@@ -659,7 +659,7 @@ enum MergerStore {
         }
         try await connection.query(
             """
-            INSERT INTO merger.session_change_outbox (session_id, user_id, version, payload)
+            INSERT INTO session_change_outbox (session_id, user_id, version, payload)
             SELECT u.session_id, u.user_id, u.version, u.payload
             FROM UNNEST(\(sessionIds)::text[], \(userIds)::text[], \(versions)::int8[], \(payloads)::text[])
                  WITH ORDINALITY AS u(session_id, user_id, version, payload, n)
@@ -677,7 +677,7 @@ enum MergerStore {
         let sorted = offsets.sorted { $0.key < $1.key }
         try await connection.query(
             """
-            INSERT INTO merger.consumer_offsets (group_id, topic, partition, next_offset, updated_at)
+            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
             SELECT \(groupId), u.topic, u.partition, u.next_offset, now()
             FROM UNNEST(\(sorted.map(\.key.topic))::text[], \(sorted.map(\.key.partition))::int4[], \(sorted.map(\.value))::int8[])
                  AS u(topic, partition, next_offset)

@@ -17,7 +17,7 @@ package struct SessionChangeOutbox: OutboxTable {
         limit: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
-            "SELECT id, user_id, payload FROM merger.session_change_outbox ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED",
+            "SELECT id, user_id, payload FROM session_change_outbox ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED",
             logger: logger)
         var pending: [(id: Int64, message: KafkaOutgoingMessage)] = []
         for try await (id, userId, payload) in rows.decode((Int64, String, String).self) {
@@ -28,7 +28,7 @@ package struct SessionChangeOutbox: OutboxTable {
     }
 
     package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM merger.session_change_outbox WHERE id = ANY(\(ids))", logger: logger)
+        try await connection.query("DELETE FROM session_change_outbox WHERE id = ANY(\(ids))", logger: logger)
     }
 }
 
