@@ -47,7 +47,7 @@ struct ComposeFileTests {
         #expect(status != 0)
         #expect(output.contains("compose schema"))
         #expect(output.contains("command 'no-such-binary' is a product"))
-        #expect(output.contains("env NOT_READ_ANYWHERE is read by the code"))
+        #expect(output.contains("env NOT_READ_ANYWHERE is one no-such-binary reads (docs/CONFIGURATION.md)"), "\(output)")
         #expect(output.contains("db: image pinned"))
     }
 

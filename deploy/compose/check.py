@@ -8,8 +8,8 @@ container engine (none runs where this is developed).
    executables; every command a service runs is one of them.
 4. Commands: a project service runs a real product, with subcommands and `--options` that the
    product's sources declare.
-5. Environment: every variable given to a project service is read by that product's sources or
-   the shared libraries (`KEY_FILE` counts as `KEY`: `EnvironmentReader` resolves it); every
+5. Environment: every variable given to a project service is one docs/CONFIGURATION.md says that
+   product reads (a test holds that table equal to the code; `KEY_FILE` counts as `KEY`); every
    `KEY_FILE` points into a volume the service mounts and names a secret `attendancectl secrets
    init` makes.
 6. The local stack: each long-running service listens on the port the native stack gives it
@@ -133,7 +133,7 @@ class Checker:
                 self.command_arguments(name, product, command[1:], code)
             else:
                 code = self.sources(["Services", "Shared"])
-            self.environment(name, service, code, secret_names)
+            self.environment(name, product, service, secret_names)
             if service.get("restart") != "no" and name not in JOB_NAMES:
                 long_running.append(name)
                 self.long_running(name, service, local_ports, services_sh)
@@ -212,7 +212,19 @@ class Checker:
                 self.check(f"{name}: subcommand '{argument}' exists in {product}",
                            argument in subcommands or argument.capitalize() in subcommands or argument.replace("-", "").lower() in {s.lower() for s in subcommands})
 
-    def environment(self, name, service, code, secret_names):
+    def documented_variables(self):
+        """docs/CONFIGURATION.md's table: variable -> who reads it (ConfigurationVocabularyTests holds
+        the table equal to what the code reads)."""
+        if not hasattr(self, "_documented"):
+            text = self.read("docs", "CONFIGURATION.md").split("## Variables", 1)[-1].split("\n## ", 1)[0]
+            self._documented = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \| ([^|]+) \|", text, re.M))
+        return self._documented
+
+    # Who the table says reads a variable, as compose names the product.
+    READERS = {"gateway": "ingest-gateway", "policy": "policy-service", "merger": "session-merger", "registry": "beacon-registry",
+               "telemetry": "telemetry-aggregator", "CLI": "attendancectl", "fleet simulator": "fleet-simulator"}
+
+    def environment(self, name, product, service, secret_names):
         environment = service.get("environment")
         if isinstance(environment, dict):
             items = [(k, v) for k, v in environment.items() if k != "<<"]
@@ -223,7 +235,11 @@ class Checker:
         mounts = [str(v).split(":")[1] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v]
         for key, value in items:
             base = key[:-5] if key.endswith("_FILE") else key
-            self.check(f"{name}: env {key} is read by the code", f'"{base}"' in code)
+            readers = self.documented_variables().get(base)
+            read = readers is not None and ("every service" in readers and product != "attendancectl" or
+                                            any(self.READERS.get(r.strip()) == product for r in readers.split(",")) or
+                                            ("CLI" in readers and product == "attendancectl"))
+            self.check(f"{name}: env {key} is one {product} reads (docs/CONFIGURATION.md)", read, f"read by: {readers}")
             if key.endswith("_FILE"):
                 self.check(f"{name}: {base} may come from a file (EnvironmentReader.fileBackedKeys)", base in self.file_backed_keys)
                 path = str(value)
