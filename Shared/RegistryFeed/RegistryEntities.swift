@@ -66,28 +66,8 @@ public struct CachedSite: Hashable, Sendable {
     public var shift: CachedShift? = nil
 }
 
-/// A site's shift (the registry's `ShiftSettings`): wall-clock start and end in the site's zone and
-/// the Frappe HRMS allowances and graces, in minutes.
-public struct CachedShift: Hashable, Sendable {
-    public var start: TimeOfDay
-    public var end: TimeOfDay
-    public var checkInBeforeStartMinutes: Int
-    public var checkOutAfterEndMinutes: Int
-    public var lateEntryGraceMinutes: Int
-    public var earlyExitGraceMinutes: Int
-
-    public init(
-        start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int,
-        lateEntryGraceMinutes: Int, earlyExitGraceMinutes: Int
-    ) {
-        self.start = start
-        self.end = end
-        self.checkInBeforeStartMinutes = checkInBeforeStartMinutes
-        self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
-        self.lateEntryGraceMinutes = lateEntryGraceMinutes
-        self.earlyExitGraceMinutes = earlyExitGraceMinutes
-    }
-}
+/// A site's shift as the registry publishes it.
+public typealias CachedShift = ShiftSettings
 
 public struct CachedOrganization: Hashable, Sendable {
     public var id: String

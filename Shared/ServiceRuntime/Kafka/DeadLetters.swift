@@ -55,6 +55,24 @@ public struct StoredOffsetsListener: KafkaRebalanceListener {
     }
 }
 
+extension KafkaConsumer {
+    /// A group consumer for an owner that keeps its offsets in its own database, written in the same
+    /// transaction as what it stored: it reads from the earliest offset where it has none and seeks to
+    /// the stored ones on every assignment (`StoredOffsetsListener`).
+    public static func resumingFromStoredOffsets(
+        _ configuration: KafkaConsumerConfiguration, maxBatchSize: Int, pollTimeoutMs: Int, logger: Logger,
+        storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
+    ) throws(KafkaError) -> KafkaConsumer {
+        var configuration = configuration
+        configuration.maxBatchSize = maxBatchSize
+        configuration.pollTimeoutMs = pollTimeoutMs
+        configuration.autoOffsetReset = .earliest
+        return try KafkaConsumer(
+            configuration: configuration, rebalanceListener: StoredOffsetsListener(logger: logger, storedOffsets: storedOffsets),
+            logger: logger)
+    }
+}
+
 extension DeadLetter {
     /// The dead letter for a polled record that has no value: nothing to decode.
     public init(emptyRecord message: KafkaMessage, consumer: String, failedAt: Date) {

@@ -55,37 +55,6 @@ package struct Geofence: Codable, Hashable, Sendable {
     }
 }
 
-/// When a shift runs and how much slack check-in and check-out get (as Frappe HRMS models it).
-package struct ShiftSettings: Codable, Hashable, Sendable {
-    /// Every window and grace is bounded by one day.
-    package static let minutesRange: ClosedRange<Int> = 0...1_440
-
-    /// Local to the site. An end before the start is an overnight shift; an end equal to the start a
-    /// 24-hour one (round the clock).
-    package var start: TimeOfDay
-    package var end: TimeOfDay
-    /// A check-in counts from this many minutes before `start`.
-    package var checkInBeforeStartMinutes: Int
-    /// A check-out counts until this many minutes after `end`.
-    package var checkOutAfterEndMinutes: Int
-    /// Arriving up to this many minutes after `start` is not late.
-    package var lateEntryGraceMinutes: Int
-    /// Leaving up to this many minutes before `end` is not early.
-    package var earlyExitGraceMinutes: Int
-
-    package init(
-        start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int, checkOutAfterEndMinutes: Int,
-        lateEntryGraceMinutes: Int, earlyExitGraceMinutes: Int
-    ) {
-        self.start = start
-        self.end = end
-        self.checkInBeforeStartMinutes = checkInBeforeStartMinutes
-        self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
-        self.lateEntryGraceMinutes = lateEntryGraceMinutes
-        self.earlyExitGraceMinutes = earlyExitGraceMinutes
-    }
-}
-
 /// A gate / service point of a site: an entrance, a desk, a room. Its beacons carry minors
 /// allocated to it.
 package struct Gate: Codable, Hashable, Sendable {

@@ -36,15 +36,10 @@ package final class MergerPipeline: Service, Sendable {
         producer: KafkaProducer, logger: Logger,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
-        var consumerConfiguration = KafkaConsumerConfiguration(
-            client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic])
-        consumerConfiguration.maxBatchSize = configuration.maxBatchSize
-        consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
-        consumerConfiguration.autoOffsetReset = .earliest
-        self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration,
-            rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
-            logger: logger)
+        self.consumer = try .resumingFromStoredOffsets(
+            KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic]),
+            maxBatchSize: configuration.maxBatchSize, pollTimeoutMs: configuration.pollTimeoutMs, logger: logger
+        ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.producer = producer
         self.configuration = configuration

@@ -20,15 +20,10 @@ package final class TelemetryPipeline: Service, Sendable {
         metrics: TelemetryServiceMetrics?, logger: Logger
     ) throws(KafkaError) {
         // Off the request path: long broker waits keep its idle fetches cheap for the broker.
-        var consumerConfiguration = KafkaConsumerConfiguration.background(
-            client: kafka, groupId: configuration.groupId, topics: configuration.topics)
-        consumerConfiguration.maxBatchSize = configuration.maxBatchSize
-        consumerConfiguration.pollTimeoutMs = configuration.pollTimeoutMs
-        consumerConfiguration.autoOffsetReset = .earliest
-        self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration,
-            rebalanceListener: StoredOffsetsListener(logger: logger) { try await processor.storedOffsets(for: $0) },
-            logger: logger)
+        self.consumer = try .resumingFromStoredOffsets(
+            .background(client: kafka, groupId: configuration.groupId, topics: configuration.topics),
+            maxBatchSize: configuration.maxBatchSize, pollTimeoutMs: configuration.pollTimeoutMs, logger: logger
+        ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.configuration = configuration
         self.metrics = metrics
