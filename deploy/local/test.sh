@@ -2,9 +2,9 @@
 # The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
 # the broker, builds, checks the code style, and runs every test target (unit, mock-cluster,
 # integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
-# starts the services as processes (services.sh); then schemathesis checks every service's OpenAPI
-# document against the running service (api-conformance.sh) and docs/device-api.md is run. The
-# fleet's end-to-end demo runs beside all of that on a stack of its own.
+# starts the services as processes (services.sh), and runs docs/device-api.md against them. Beside
+# all of that, on a stack of its own, the fleet's end-to-end demo, then schemathesis against every
+# service's OpenAPI document (api-conformance.sh).
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -31,21 +31,33 @@ if (($# > 0)); then
 fi
 echo "==> swift format lint (the style in .swift-format; \`make format\` applies it)"
 swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
-# The fleet's demo (about three minutes, mostly real time) runs beside everything else, on a stack of
-# its own (ATTENDANCE_STACK=e2e: its own PostgreSQL, broker, ports and run folder): nothing the other
-# runs do (PipelineEndToEndTests restarts its broker, schemathesis writes to its registry) reaches it.
-# The test runner itself is started, not `swift test`: SwiftPM lets one instance at a time use .build.
-fleet_log="$LOCAL/fleet-end-to-end.log"
-echo "==> FleetEndToEndTests (make run's demo against the services), on its own stack beside the runs below; output at the end"
+# Two chains run side by side, each on a stack of its own, so the wall time is the longer one's:
+# - ATTENDANCE_STACK=e2e: the fleet's demo (about two minutes, mostly real time), then schemathesis
+#   against every service's OpenAPI document (api-conformance.sh restarts the services with a per-device
+#   rate limit the run cannot exhaust). Its output is printed at the end.
+# - ATTENDANCE_STACK=test: every other target, the simulator's, the pipeline's end-to-end target (it
+#   restarts its broker under the services), then docs/device-api.md against the services.
+# The test runner itself is started for the first, not `swift test`: SwiftPM lets one instance at a
+# time use .build.
+side_log="$LOCAL/e2e-chain.log"
+echo "==> beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis; output at the end"
 (
     export ATTENDANCE_STACK=e2e
     # shellcheck source=deploy/local/env.sh
     source "$here/env.sh"
     "$here/stack.sh" start >/dev/null
-    "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing --filter FleetEndToEndTests
-) >"$fleet_log" 2>&1 &
-fleet_pid=$!
-trap 'kill "$fleet_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
+    status=0
+    echo "==> FleetEndToEndTests (make run's demo against the services)"
+    "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
+        --filter FleetEndToEndTests || status=$?
+    echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
+    "$here/services.sh" stop >/dev/null
+    "$here/api-conformance.sh" || status=$?
+    "$here/services.sh" stop >/dev/null
+    exit "$status"
+) >"$side_log" 2>&1 &
+side_pid=$!
+trap 'kill "$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
 
 echo "==> swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
@@ -55,16 +67,13 @@ echo "==> swift test --filter FleetSimulatorTests"
 swift test --skip-build --filter FleetSimulatorTests
 echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
-echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
-# Restarted by it with a per-device rate limit the run cannot exhaust.
-"$here/services.sh" stop >/dev/null
-"$here/api-conformance.sh"
 echo "==> docs/device-api.md, command by command, against the services"
+"$here/services.sh" start >/dev/null
 "$here/device-api-walkthrough.sh"
 "$here/services.sh" stop >/dev/null
 
-echo "==> FleetEndToEndTests (its output, from $fleet_log)"
-fleet_status=0
-wait "$fleet_pid" || fleet_status=$?
-cat "$fleet_log"
-exit "$fleet_status"
+echo "==> the chain beside (its output, from $side_log)"
+side_status=0
+wait "$side_pid" || side_status=$?
+cat "$side_log"
+exit "$side_status"
