@@ -22,40 +22,10 @@ enum MergerSchema {
     static let name = "gateway_test_merger"
 
     /// The merger's own migrations build the schema (`ServiceMigrations.merger` with this schema
-    /// name), so the fake writes and the gateway reads exactly the tables the real merger has.
-    /// Serialized across the suites that call it at once; a schema left by an older hand-made copy
-    /// (no migration series recorded for it) is dropped first.
+    /// name), so the fake writes and the gateway reads exactly the tables the real merger has. The
+    /// migration runner serializes the suites that call it at once.
     static func create(_ client: PostgresClient, logger: Logger) async throws {
-        try await client.withConnection { connection in
-            _ = try await connection.query("SELECT pg_advisory_lock(729100132)", logger: logger)
-            do {
-                try await rebuildIfHandMade(connection, logger: logger)
-                _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(729100132)", logger: logger)
-                throw error
-            }
-        }
         try await ServiceMigrations.merger.apply(client: client, schema: name, logger: logger)
-    }
-
-    private static func rebuildIfHandMade(_ connection: PostgresConnection, logger: Logger) async throws {
-        let series = ServiceMigrations.merger.series(schema: name)
-        let rows = try await connection.query(
-            """
-            SELECT (SELECT count(*) FROM information_schema.schemata WHERE schema_name = \(name))::int,
-                   (SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = 'public')::int
-            """, logger: logger)
-        var schemaExists = false, hasLedger = false
-        for try await (schemas, ledgers) in rows.decode((Int, Int).self) { schemaExists = schemas > 0; hasLedger = ledgers > 0 }
-        guard schemaExists else { return }
-        var recorded = false
-        if hasLedger {
-            for try await count in try await connection.query(
-                "SELECT count(*)::int FROM schema_migrations WHERE service = \(series)", logger: logger
-            ).decode(Int.self) { recorded = count > 0 }
-        }
-        if !recorded { try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(name) CASCADE"), logger: logger) }
     }
 }
 

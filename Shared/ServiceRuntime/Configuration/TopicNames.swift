@@ -15,7 +15,7 @@ public struct TopicNames: Sendable, Equatable {
 
     public static func load(from env: EnvironmentReader) -> TopicNames {
         var topics = TopicNames()
-        for topic in Topic.allCases { topics.names[topic] = env.optionalString(topic.overrideKey) }
+        for topic in Topic.allCases { topics.names[topic] = env.topicName(topic) }
         return topics
     }
 

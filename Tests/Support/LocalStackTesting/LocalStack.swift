@@ -46,16 +46,10 @@ public enum LocalStack {
         return root.appendingPathComponent(".local/run")
     }
 
-    /// An executable product built beside the running test bundle (the same build folder and
-    /// configuration as the tests themselves).
+    /// An executable product built beside the running test runner (the same build folder and
+    /// configuration as the tests themselves: on Linux the runner is `<bin>/<package>PackageTests.xctest`).
     public static func builtProduct(_ name: String) -> URL {
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        // On Linux the test runner is `<bin>/<package>PackageTests.xctest`; elsewhere a bundle inside <bin>.
-        var directory = bundle.deletingLastPathComponent()
-        while !directory.path.hasSuffix("/debug") && !directory.path.hasSuffix("/release") && directory.path != "/" {
-            directory.deleteLastPathComponent()
-        }
-        return (directory.path == "/" ? bundle.deletingLastPathComponent() : directory).appendingPathComponent(name)
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent(name)
     }
 
     public static var brokers: String {

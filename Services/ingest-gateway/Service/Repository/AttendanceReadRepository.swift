@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceRuntime
 
 /// What the gateway reads from the session merger's tables (read-only; the merger owns and
 /// migrates `merger.events` and `merger.sessions`).
@@ -22,16 +23,12 @@ package struct PostgresAttendanceReadRepository: AttendanceReadRepository {
     /// The schema holding `events` and `sessions`: `merger`, or a test schema of the same shape.
     let schema: String
 
-    /// - Parameter schema: a plain SQL identifier (letters, digits, `_`); anything else falls back to `merger`.
+    /// - Parameter schema: a name `ServiceMigrations.isValidSchemaName` accepts (it is spliced into SQL).
     package init(client: PostgresClient, logger: Logger, schema: String = "merger") {
+        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
         self.client = client
         self.logger = logger
-        let isIdentifier =
-            !schema.isEmpty && schema.utf8.count <= 63
-            && schema.unicodeScalars.allSatisfy {
-                ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
-            }
-        self.schema = isIdentifier ? schema : "merger"
+        self.schema = schema
     }
 
     private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
