@@ -16,20 +16,23 @@ export ATTENDANCE_STACK=test
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
 cd "$ROOT"
+# Each step's line carries the seconds since the suite started, so a slow step shows in CI's log.
+step() { echo "==> [${SECONDS}s] $*"; }
 
+step "the stack (installs what is missing)"
 "$here/stack.sh" start
 "$ROOT/deploy/compose/check.sh" --install-only
 # Headless Chromium for the telemetry status-page test (Debian package; skipped when present).
 "$here/install.sh" chromium
 
-echo "==> swift build --build-tests"
+step "swift build --build-tests"
 swift build --build-tests
 if (($# > 0)); then
-    echo "==> swift test $*"
+    step "swift test $*"
     swift test --skip-build "$@"
     exit
 fi
-echo "==> swift format lint (the style in .swift-format; \`make format\` applies it)"
+step "swift format lint (the style in .swift-format; \`make format\` applies it)"
 swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 # Two chains run side by side, each on a stack of its own, so the wall time is the longer one's:
 # - ATTENDANCE_STACK=e2e: the fleet's demo (about two minutes, mostly real time), then schemathesis
@@ -40,17 +43,17 @@ swift format lint --strict --recursive --parallel Services Shared Tests Package.
 # The test runner itself is started for the first, not `swift test`: SwiftPM lets one instance at a
 # time use .build.
 side_log="$LOCAL/e2e-chain.log"
-echo "==> beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis; output at the end"
+step "beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis; output at the end"
 (
     export ATTENDANCE_STACK=e2e
     # shellcheck source=deploy/local/env.sh
     source "$here/env.sh"
     "$here/stack.sh" start >/dev/null
     status=0
-    echo "==> FleetEndToEndTests (make run's demo against the services)"
+    step "FleetEndToEndTests (make run's demo against the services)"
     "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
         --filter FleetEndToEndTests || status=$?
-    echo "==> schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
+    step "schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
     "$here/services.sh" stop >/dev/null
     "$here/api-conformance.sh" || status=$?
     "$here/services.sh" stop >/dev/null
@@ -59,20 +62,20 @@ echo "==> beside the runs below, on its own stack: FleetEndToEndTests (make run'
 side_pid=$!
 trap 'kill "$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
 
-echo "==> swift test (every target but the fleet simulator's and the end-to-end ones)"
+step "swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
 # The simulator's scenarios keep both cores busy; beside the other targets they starved the timing of
 # the gateway's and policy's tests.
-echo "==> swift test --filter FleetSimulatorTests"
+step "swift test --filter FleetSimulatorTests"
 swift test --skip-build --filter FleetSimulatorTests
-echo "==> swift test --filter PipelineEndToEndTests (services as processes)"
+step "swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
-echo "==> docs/device-api.md, command by command, against the services"
+step "docs/device-api.md, command by command, against the services"
 "$here/services.sh" start >/dev/null
 "$here/device-api-walkthrough.sh"
 "$here/services.sh" stop >/dev/null
 
-echo "==> the chain beside (its output, from $side_log)"
+step "the chain beside (its output, from $side_log)"
 side_status=0
 wait "$side_pid" || side_status=$?
 cat "$side_log"
