@@ -1,45 +1,5 @@
 import Foundation
 
-/// Admin API roles, each including the ones below it.
-public enum APIRole: String, Codable, Hashable, Sendable, CaseIterable, Comparable {
-    /// Reads everything.
-    case viewer
-    /// Also provisions: allocates namespaces and minors, registers beacons, creates enrollment codes.
-    case installer
-    /// Also manages organizations, sites, users, devices and API keys.
-    case admin
-
-    private var rank: Int {
-        switch self {
-        case .viewer: return 0
-        case .installer: return 1
-        case .admin: return 2
-        }
-    }
-
-    public static func < (a: APIRole, b: APIRole) -> Bool { a.rank < b.rank }
-
-    /// True when this role may do what `required` may.
-    public func permits(_ required: APIRole) -> Bool { self >= required }
-}
-
-/// An admin API key as stored (its secret only as a hash).
-public struct APIKey: Codable, Hashable, Sendable {
-    public var id: String
-    public var name: String
-    public var role: APIRole
-    public var createdAt: Date
-    public var revokedAt: Date?
-
-    public init(id: String, name: String, role: APIRole, createdAt: Date, revokedAt: Date?) {
-        self.id = id
-        self.name = name
-        self.role = role
-        self.createdAt = createdAt
-        self.revokedAt = revokedAt
-    }
-}
-
 /// Admin API key text: `brk_<id>.<secret>`.
 ///
 /// The id (16 hex digits) finds the row; the secret (32 random bytes, base64url) is checked against

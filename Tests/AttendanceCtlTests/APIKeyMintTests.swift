@@ -1,5 +1,6 @@
 import AccessControl
 import AttendanceCtlCore
+import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import LocalStackTesting

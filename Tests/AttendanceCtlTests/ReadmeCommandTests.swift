@@ -1,5 +1,6 @@
 import ArgumentParser
 import AttendanceCtlCore
+import AttendanceProtocol
 import Foundation
 import LocalStackTesting
 import Testing

@@ -1,4 +1,5 @@
 import AttendanceCtlCore
+import AttendanceProtocol
 import Foundation
 import Synchronization
 import Testing

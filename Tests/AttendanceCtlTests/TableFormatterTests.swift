@@ -1,4 +1,5 @@
 import AttendanceCtlCore
+import AttendanceProtocol
 import Testing
 
 @Suite("TableFormatter")

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import BeaconRegistryService
 import Foundation
 import Testing

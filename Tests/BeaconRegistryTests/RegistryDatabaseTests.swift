@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import PostgresNIO

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import Foundation
 import Hummingbird
 import LocalStackTesting

@@ -1,6 +1,5 @@
 import ArgumentParser
 import AttendanceProtocol
-import BeaconRegistryCore
 import Foundation
 import KafkaClient
 import Logging

@@ -39,7 +39,7 @@ package struct EnrolledFleet: Sendable {
             let site = try await repository.createSite(
                 NewSite(
                     organizationId: organization.id, name: "Fleet \(tag) \(layout.id)", timezone: "UTC",
-                    geofence: BeaconRegistryCore.Geofence(
+                    geofence: AttendanceProtocol.Geofence(
                         latitude: layout.center.latitude, longitude: layout.center.longitude, radiusMeters: layout.geofenceRadiusMeters),
                     shift: ShiftSettings(
                         start: TimeOfDay(hour: 0, minute: 0)!, end: TimeOfDay(hour: 23, minute: 59)!,

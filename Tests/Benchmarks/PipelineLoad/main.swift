@@ -1,6 +1,7 @@
 import AccessControl
 import ArgumentParser
 import AsyncHTTPClient
+import AttendanceProtocol
 import Foundation
 import Logging
 import NIOCore

@@ -1,6 +1,5 @@
 import AccessControl
 import AttendanceProtocol
-import BeaconRegistryCore
 import Foundation
 
 /// A decoded answer and the JSON the registry sent (printed verbatim by `--json`).
@@ -40,7 +39,7 @@ package struct RegistryClient: Sendable {
 
     // MARK: Organizations
 
-    package func createOrganization(_ body: NewOrganizationBody) async throws(RegistryClientError) -> RegistryReply<Organization> {
+    package func createOrganization(_ body: NewOrganization) async throws(RegistryClientError) -> RegistryReply<Organization> {
         try await admin(.post, "/v1/admin/organizations", body: body)
     }
 
@@ -67,7 +66,7 @@ package struct RegistryClient: Sendable {
 
     // MARK: Sites
 
-    package func createSite(_ body: NewSiteBody) async throws(RegistryClientError) -> RegistryReply<Site> {
+    package func createSite(_ body: NewSite) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.post, "/v1/admin/sites", body: body)
     }
 
@@ -89,7 +88,7 @@ package struct RegistryClient: Sendable {
 
     // MARK: Gates
 
-    package func createGate(_ body: NewGateBody) async throws(RegistryClientError) -> RegistryReply<Gate> {
+    package func createGate(_ body: NewGate) async throws(RegistryClientError) -> RegistryReply<Gate> {
         try await admin(.post, "/v1/admin/gates", body: body)
     }
 
@@ -104,27 +103,27 @@ package struct RegistryClient: Sendable {
 
     // MARK: Users and enrollment
 
-    package func createUser(_ body: NewUserBody) async throws(RegistryClientError) -> RegistryReply<User> {
+    package func createUser(_ body: NewUser) async throws(RegistryClientError) -> RegistryReply<User> {
         try await admin(.post, "/v1/admin/users", body: body)
     }
 
     /// A one-time code for the user's phone (the plaintext is in this answer only).
     package func createEnrollmentCode(
         userId: String, validityMinutes: Int? = nil
-    ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeBody> {
+    ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeResponse> {
         try await admin(
             .post, "/v1/admin/users/\(Self.segment(userId))/enrollment-codes",
-            body: EnrollmentCodeRequestBody(validityMinutes: validityMinutes))
+            body: EnrollmentCodeRequest(validityMinutes: validityMinutes))
     }
 
     /// Exchanges a one-time code for device credentials, as the phone app does (no API key).
-    package func enrollDevice(_ body: EnrollDeviceBody) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsBody> {
+    package func enrollDevice(_ body: DeviceEnrollment) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsResponse> {
         try await call(RegistryRequest(.post, "/v1/devices/enroll", body: try Self.encode(body)))
     }
 
     // MARK: Beacons
 
-    package func registerBeacon(_ body: NewBeaconBody) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    package func registerBeacon(_ body: NewBeacon) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.post, "/v1/admin/beacons", body: body)
     }
 
@@ -133,7 +132,7 @@ package struct RegistryClient: Sendable {
     }
 
     package func setBeaconStatus(id: String, status: BeaconStatus) async throws(RegistryClientError) -> RegistryReply<Beacon> {
-        try await admin(.patch, "/v1/admin/beacons/\(Self.segment(id))", body: BeaconStatusBody(status: status))
+        try await admin(.patch, "/v1/admin/beacons/\(Self.segment(id))", body: BeaconStatusChange(status: status))
     }
 
     /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
@@ -145,40 +144,41 @@ package struct RegistryClient: Sendable {
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.
     package func provisioningPlan(
         beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()
-    ) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanBody> {
+    ) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanResponse> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/provisioning-plan", query: options.query)
     }
 
     /// Whether devices reported the beacon within the last `withinMinutes` (server default 15).
     package func verifyBroadcast(
         beaconId: String, withinMinutes: Int? = nil
-    ) async throws(RegistryClientError) -> RegistryReply<VerificationBody> {
+    ) async throws(RegistryClientError) -> RegistryReply<BeaconVerificationResponse> {
         try await admin(
             .get, "/v1/admin/beacons/\(Self.segment(beaconId))/verification",
             query: withinMinutes.map { ["withinMinutes": String($0)] } ?? [:])
     }
 
     /// Records that a device heard a beacon (202, no body).
-    package func recordSighting(_ body: SightingBody) async throws(RegistryClientError) -> RegistryReply<Accepted> {
+    package func recordSighting(_ body: BeaconSightingReport) async throws(RegistryClientError) -> RegistryReply<Accepted> {
         let response = try await send(RegistryRequest(.post, "/v1/admin/sightings", body: try Self.encode(body), apiKey: try requireKey()))
         return RegistryReply(value: Accepted(status: response.status), json: response.body)
     }
 
     // MARK: Lookups (answered from the registry's in-memory feed cache)
 
-    package func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+    package func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse>
+    {
         try await admin(.get, "/v1/admin/lookup/beacon", query: ["uuid": uuid, "major": String(major), "minor": String(minor)])
     }
 
-    package func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupBody> {
+    package func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupResponse> {
         try await admin(.get, "/v1/admin/lookup/business", query: ["uuid": uuid, "major": String(major)])
     }
 
-    package func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDBody> {
+    package func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDResponse> {
         try await admin(.get, "/v1/admin/lookup/uuid/\(Self.segment(uuid))")
     }
 
-    package func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupBody> {
+    package func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse> {
         try await admin(.get, "/v1/admin/lookup/mac/\(Self.segment(mac))")
     }
 
@@ -195,8 +195,8 @@ package struct RegistryClient: Sendable {
     // MARK: API keys
 
     /// A new key; its secret is in this answer only.
-    package func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyBody> {
-        try await admin(.post, "/v1/admin/api-keys", body: NewAPIKeyBody(name: name, role: role))
+    package func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyResponse> {
+        try await admin(.post, "/v1/admin/api-keys", body: NewAPIKey(name: name, role: role))
     }
 
     package func revokeAPIKey(id: String) async throws(RegistryClientError) -> RegistryReply<APIKey> {

@@ -1,7 +1,6 @@
 import AccessControl
 import ArgumentParser
 import AttendanceProtocol
-import BeaconRegistryCore
 import Foundation
 
 // `attendancectl registry <resource> <verb>`: one thin command per operation of the registry's REST
@@ -47,7 +46,7 @@ extension AttendanceCtl.Registry {
             package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
-                        try await client.createOrganization(NewOrganizationBody(id: id, name: name))
+                        try await client.createOrganization(NewOrganization(id: id, name: name))
                     }, table: RegistryTables.organization)
             }
         }
@@ -100,8 +99,9 @@ extension AttendanceCtl.Registry {
             @Option(help: "Geofence centre latitude, -90...90.") var latitude: Double
             @Option(help: "Geofence centre longitude, -180...180.") var longitude: Double
             @Option(help: "Geofence radius in metres, 10...5000.") var radius: Double = 200
-            @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: String
-            @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd: String
+            @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
+            @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:
+                TimeOfDay
             @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts.") var checkInBefore = 60
             @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts.") var checkOutAfter = 120
             @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
@@ -111,8 +111,8 @@ extension AttendanceCtl.Registry {
 
             package init() {}
 
-            var body: NewSiteBody {
-                NewSiteBody(
+            var body: NewSite {
+                NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
                     geofence: Geofence(latitude: latitude, longitude: longitude, radiusMeters: radius),
                     shift: .init(
@@ -184,7 +184,7 @@ extension AttendanceCtl.Registry {
             package func run() async throws {
                 try await registry.show(
                     { client throws(RegistryClientError) in
-                        try await client.createGate(NewGateBody(id: id, siteId: site, name: name))
+                        try await client.createGate(NewGate(id: id, siteId: site, name: name))
                     }, table: RegistryTables.gate)
             }
         }
@@ -294,14 +294,14 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("tx-power"), parsing: .unconditional, help: "Calibrated power at 1 m in dBm, -127...20.") var txPower:
                 Int?
             @Option(name: .customLong("adv-interval-ms"), help: "Advertising interval in ms, 20-10240.") var advIntervalMs: Int?
-            @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: String?
+            @Option(name: .customLong("battery-replaced-on"), help: "YYYY-MM-DD.") var batteryReplacedOn: CalendarDate?
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
             package init() {}
 
             package func run() async throws {
-                let body = NewBeaconBody(
+                let body = NewBeacon(
                     id: id, uuid: uuid, major: major, minor: minor, serial: serial, mac: mac, txPower: txPower,
                     advIntervalMs: advIntervalMs, batteryReplacedOn: batteryReplacedOn, gateId: gate
                 )
@@ -445,7 +445,7 @@ extension AttendanceCtl.Registry {
             }
 
             package func run() async throws {
-                let body = SightingBody(
+                let body = BeaconSightingReport(
                     beacon: BeaconIdentity(uuid: uuid, major: major, minor: minor), deviceId: device,
                     seenAt: seenAt.flatMap(WireTimestamp.date(from:))
                 )
@@ -476,7 +476,7 @@ extension AttendanceCtl.Registry {
             package init() {}
 
             package func run() async throws {
-                let body = NewUserBody(id: id, name: name, siteIds: sites.isEmpty ? nil : sites)
+                let body = NewUser(id: id, name: name, siteIds: sites)
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.createUser(body)
@@ -560,7 +560,7 @@ extension AttendanceCtl.Registry {
             package init() {}
 
             package func run() async throws {
-                let body = EnrollDeviceBody(code: code, appVersion: appVersion, model: model)
+                let body = DeviceEnrollment(code: code, appVersion: appVersion, model: model)
                 try await registry.show(
                     { client throws(RegistryClientError) in
                         try await client.enrollDevice(body)

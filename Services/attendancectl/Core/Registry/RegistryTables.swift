@@ -1,6 +1,5 @@
 import AccessControl
 import AttendanceProtocol
-import BeaconRegistryCore
 import Foundation
 
 /// How each registry answer reads in a terminal: one entity as aligned `label: value` lines, a page
@@ -109,31 +108,31 @@ package enum RegistryTables {
     }
 
     /// The settings, how to authenticate, then every step with its frame in write order.
-    package static func plan(_ plan: ProvisioningPlanBody) -> String {
+    package static func plan(_ plan: ProvisioningPlanResponse) -> String {
         let settings = plan.settings
         let auth = plan.authentication
         let header = TableFormatter.render(pairs: [
-            ("beacon", plan.beaconId), ("device name", text(settings.deviceName)), ("uuid", text(settings.uuid)),
-            ("major", number(settings.major)), ("minor", number(settings.minor)),
-            ("measured power", settings.measuredPower.map { "\($0) dBm" } ?? none),
-            ("adv interval", settings.advertisingIntervalUnits.map { "\($0) x 100 ms" } ?? none),
-            ("tx power index", number(settings.txPowerIndex)),
-            ("auth service", text(auth.serviceUUID)),
-            ("auth characteristic", text(auth.characteristic) + (auth.writeWithResponse == true ? " (write with response)" : "")),
-            ("passwords to try", auth.passwords.map { $0.joined(separator: ", ") } ?? none),
+            ("beacon", plan.beaconId), ("device name", settings.deviceName), ("uuid", settings.uuid),
+            ("major", String(settings.major)), ("minor", String(settings.minor)),
+            ("measured power", "\(settings.measuredPower) dBm"),
+            ("adv interval", "\(settings.advertisingIntervalUnits) x 100 ms"),
+            ("tx power index", String(settings.txPowerIndex)),
+            ("auth service", auth.serviceUUID),
+            ("auth characteristic", auth.characteristic + (auth.writeWithResponse ? " (write with response)" : "")),
+            ("passwords to try", auth.passwords.joined(separator: ", ")),
         ])
         let steps = TableFormatter.render(
             headers: ["STEP", "NAME", "CHAR", "FRAME"],
-            rows: plan.steps.map { [String($0.index), $0.name, text($0.characteristic), $0.hex] }
+            rows: plan.steps.map { [String($0.index), $0.name, $0.characteristic, $0.hex] }
         )
         return header + "\n\n" + steps
     }
 
-    package static func verification(_ verification: VerificationBody) -> String {
+    package static func verification(_ verification: BeaconVerificationResponse) -> String {
         TableFormatter.render(pairs: [
-            ("beacon", verification.beaconId), ("verified", verification.verified ? "yes" : "no"),
-            ("devices", "\(verification.deviceCount) in the last \(verification.windowMinutes) min"),
-            ("last seen", time(verification.lastSeen)),
+            ("beacon", verification.beaconId), ("verified", verification.verification.verified ? "yes" : "no"),
+            ("devices", "\(verification.verification.deviceCount) in the last \(verification.verification.windowMinutes) min"),
+            ("last seen", time(verification.verification.lastSeen)),
         ])
     }
 
@@ -146,7 +145,7 @@ package enum RegistryTables {
 
     // MARK: Lookups
 
-    package static func beaconLookup(_ found: BeaconLookupBody) -> String {
+    package static func beaconLookup(_ found: BeaconLookupResponse) -> String {
         TableFormatter.render(pairs: [
             ("beacon", found.beaconId), ("identity", "\(found.uuid) major \(found.major) minor \(found.minor)"),
             ("mac", found.mac ?? "-"), ("status", found.status),
@@ -156,14 +155,14 @@ package enum RegistryTables {
         ])
     }
 
-    package static func businessLookup(_ found: BusinessLookupBody) -> String {
+    package static func businessLookup(_ found: BusinessLookupResponse) -> String {
         TableFormatter.render(pairs: [
             ("namespace", "\(found.uuid) major \(found.major)"), ("organization", found.organizationId),
             ("name", found.organizationName ?? "-"),
         ])
     }
 
-    package static func beaconsByUUID(_ found: BeaconsByUUIDBody) -> String {
+    package static func beaconsByUUID(_ found: BeaconsByUUIDResponse) -> String {
         TableFormatter.render(
             headers: ["MAJOR", "MINOR", "BEACON", "STATUS", "GATE", "SITE"],
             rows: found.beacons.map { [String($0.major), String($0.minor), $0.beaconId, $0.status, $0.gateId, $0.siteId ?? "-"] }
@@ -172,14 +171,14 @@ package enum RegistryTables {
 
     // MARK: Devices and credentials
 
-    package static func enrollmentCode(_ issued: IssuedEnrollmentCodeBody) -> String {
+    package static func enrollmentCode(_ issued: IssuedEnrollmentCodeResponse) -> String {
         TableFormatter.render(pairs: [
             ("code", issued.code + "  (shown once)"), ("id", issued.enrollment.id), ("user", issued.enrollment.userId),
             ("expires", time(issued.enrollment.expiresAt)), ("created", time(issued.enrollment.createdAt)),
         ])
     }
 
-    package static func credentials(_ credentials: DeviceCredentialsBody) -> String {
+    package static func credentials(_ credentials: DeviceCredentialsResponse) -> String {
         TableFormatter.render(pairs: [
             ("device", credentials.deviceId), ("user", credentials.userId), ("status", credentials.device.status.rawValue),
             ("token", credentials.token), ("token expires", time(credentials.tokenExpiresAt)),
@@ -195,7 +194,7 @@ package enum RegistryTables {
         ])
     }
 
-    package static func issuedAPIKey(_ issued: IssuedAPIKeyBody) -> String {
+    package static func issuedAPIKey(_ issued: IssuedAPIKeyResponse) -> String {
         TableFormatter.render(pairs: [
             ("secret", issued.secret + "  (shown once)"), ("id", issued.key.id), ("name", issued.key.name),
             ("role", issued.key.role.rawValue), ("created", time(issued.key.createdAt)),

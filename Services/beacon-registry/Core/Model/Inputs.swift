@@ -6,16 +6,7 @@ import Foundation
 // The database constraints enforce the same rules again; these checks exist to give field names
 // and reasons instead of a constraint name.
 
-package struct NewOrganization: Hashable, Sendable {
-    /// Chosen by the caller, or generated (`org_…`) when `nil`.
-    package var id: String?
-    package var name: String
-
-    package init(id: String? = nil, name: String) {
-        self.id = id
-        self.name = name
-    }
-
+extension NewOrganization {
     func validated() throws(RegistryError) -> NewOrganization {
         var v = InputValidator()
         let id = v.id(id, "id")
@@ -25,23 +16,7 @@ package struct NewOrganization: Hashable, Sendable {
     }
 }
 
-package struct NewSite: Hashable, Sendable {
-    package var id: String?
-    package var organizationId: String
-    package var name: String
-    package var timezone: String
-    package var geofence: Geofence
-    package var shift: ShiftSettings
-
-    package init(id: String? = nil, organizationId: String, name: String, timezone: String, geofence: Geofence, shift: ShiftSettings) {
-        self.id = id
-        self.organizationId = organizationId
-        self.name = name
-        self.timezone = timezone
-        self.geofence = geofence
-        self.shift = shift
-    }
-
+extension NewSite {
     func validated() throws(RegistryError) -> NewSite {
         var v = InputValidator()
         var site = self
@@ -70,17 +45,7 @@ package struct NewSite: Hashable, Sendable {
     }
 }
 
-package struct NewGate: Hashable, Sendable {
-    package var id: String?
-    package var siteId: String
-    package var name: String
-
-    package init(id: String? = nil, siteId: String, name: String) {
-        self.id = id
-        self.siteId = siteId
-        self.name = name
-    }
-
+extension NewGate {
     func validated() throws(RegistryError) -> NewGate {
         var v = InputValidator()
         let id = v.id(id, "id")
@@ -91,18 +56,7 @@ package struct NewGate: Hashable, Sendable {
     }
 }
 
-package struct NewUser: Hashable, Sendable {
-    /// Often the HR system's employee id.
-    package var id: String?
-    package var name: String
-    package var siteIds: [String]
-
-    package init(id: String? = nil, name: String, siteIds: [String] = []) {
-        self.id = id
-        self.name = name
-        self.siteIds = siteIds
-    }
-
+extension NewUser {
     func validated() throws(RegistryError) -> NewUser {
         var v = InputValidator()
         let id = v.id(id, "id")
@@ -115,40 +69,7 @@ package struct NewUser: Hashable, Sendable {
     }
 }
 
-package struct NewBeacon: Hashable, Sendable {
-    package var id: String?
-    /// As read from the beacon or typed: dashes optional, any case.
-    package var uuid: String
-    package var major: Int
-    package var minor: Int
-    package var serial: String?
-    /// `AA:BB:CC:DD:EE:FF`, `aa-bb-…` or twelve hex digits.
-    package var mac: String?
-    package var txPower: Int?
-    package var advIntervalMs: Int?
-    package var batteryReplacedOn: CalendarDate?
-    package var gateId: String
-
-    package init(
-        id: String? = nil, uuid: String, major: Int, minor: Int, serial: String? = nil, mac: String? = nil,
-        txPower: Int? = nil, advIntervalMs: Int? = nil, batteryReplacedOn: CalendarDate? = nil, gateId: String
-    ) {
-        self.id = id
-        self.uuid = uuid
-        self.major = major
-        self.minor = minor
-        self.serial = serial
-        self.mac = mac
-        self.txPower = txPower
-        self.advIntervalMs = advIntervalMs
-        self.batteryReplacedOn = batteryReplacedOn
-        self.gateId = gateId
-    }
-
-    package init(id: String? = nil, identity: BeaconIdentity, gateId: String) {
-        self.init(id: id, uuid: identity.uuid, major: identity.major, minor: identity.minor, gateId: gateId)
-    }
-
+extension NewBeacon {
     /// The normalized input and its parsed UUID. A banned UUID is its own error (422), reported
     /// before field errors, so the admin learns the real reason first.
     func validated() throws(RegistryError) -> (input: NewBeacon, uuid: UUID) {

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Crypto
 import Foundation
 import PostgresNIO

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import Foundation
 
 /// The reads the admin REST service needs beyond `RegistryRepository`: single lookups and keyset

@@ -13,13 +13,7 @@ struct BeaconsController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("beacons") { request, context in
             try context.authorize(.installer)
-            let body = try await request.decodeJSON(RegisterBeaconBody.self)
-            let beacon = try await repository.registerBeacon(
-                NewBeacon(
-                    id: body.id, uuid: body.uuid, major: body.major, minor: body.minor, serial: body.serial, mac: body.mac,
-                    txPower: body.txPower, advIntervalMs: body.advIntervalMs, batteryReplacedOn: body.batteryReplacedOn,
-                    gateId: body.gateId
-                ))
+            let beacon = try await repository.registerBeacon(try await request.decodeJSON(NewBeacon.self))
             return try Reply.json(beacon, status: .created, request: request, context: context)
         }
         group.get("beacons/{id}") { request, context in
@@ -29,7 +23,7 @@ struct BeaconsController {
         }
         group.patch("beacons/{id}") { request, context in
             try context.authorize(.installer)
-            let body = try await request.decodeJSON(UpdateBeaconBody.self)
+            let body = try await request.decodeJSON(BeaconStatusChange.self)
             let beacon = try await repository.updateBeaconStatus(beaconId: try context.pathId(), status: body.status)
             return try Reply.json(beacon, request: request, context: context)
         }
@@ -58,7 +52,16 @@ struct BeaconsController {
                     measuredPower: settings.measuredPower, advertisingIntervalUnits: settings.advertisingIntervalUnits,
                     txPowerIndex: settings.txPowerIndex
                 ),
-                authentication: plan.authentication, steps: plan.steps, frames: plan.steps.map(\.hex), gattKey: gattKey
+                authentication: .init(
+                    serviceUUID: plan.authentication.serviceUUID, characteristic: plan.authentication.characteristic.rawValue,
+                    writeWithResponse: plan.authentication.writeWithResponse, passwords: plan.authentication.passwords
+                ),
+                steps: plan.steps.map {
+                    .init(
+                        index: $0.index, name: $0.name, command: Int($0.command), characteristic: $0.characteristic.rawValue,
+                        bytes: $0.bytes.map(Int.init), hex: $0.hex)
+                },
+                frames: plan.steps.map(\.hex), gattKey: gattKey
             )
             return try Reply.json(response, request: request, context: context)
         }
@@ -75,15 +78,12 @@ struct BeaconsController {
             let beacon = try await repository.beacon(id: try context.pathId())
             let result = try await repository.verifyBroadcast(beacon.identity, withinMinutes: minutes)
             return try Reply.json(
-                VerificationResponse(
-                    beaconId: beacon.id, verified: result.verified, lastSeen: result.lastSeen, deviceCount: result.deviceCount,
-                    windowMinutes: result.windowMinutes
-                ), request: request, context: context
+                BeaconVerificationResponse(beaconId: beacon.id, verification: result), request: request, context: context
             )
         }
         group.post("sightings") { request, context in
             try context.authorize(.installer)
-            let body = try await request.decodeJSON(SightingBody.self)
+            let body = try await request.decodeJSON(BeaconSightingReport.self)
             try await repository.recordSighting(BeaconSighting(beacon: body.beacon, deviceId: body.deviceId, seenAt: body.seenAt ?? Date()))
             return Response(status: .accepted)
         }

@@ -30,7 +30,7 @@ struct APIKeysController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("api-keys") { request, context in
             try context.authorize(.admin)
-            let body = try await request.decodeJSON(CreateAPIKeyBody.self)
+            let body = try await request.decodeJSON(NewAPIKey.self)
             let issued = try await repository.createAPIKey(name: body.name, role: body.role)
             return try Reply.json(
                 IssuedAPIKeyResponse(secret: issued.secret, key: issued.key), status: .created, request: request, context: context)
@@ -51,7 +51,7 @@ struct EnrollmentController {
 
     func addRoutes(to router: Router<AdminContext>) {
         router.post("v1/devices/enroll") { request, context in
-            let body = try await request.decodeJSON(EnrollDeviceBody.self)
+            let body = try await request.decodeJSON(DeviceEnrollment.self)
             let credentials = try await repository.exchangeEnrollmentCode(
                 body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model)
             )

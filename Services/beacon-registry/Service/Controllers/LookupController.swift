@@ -22,7 +22,7 @@ struct LookupController {
             guard let resolution = cache.resolve(uuid: uuid, major: major, minor: minor) else {
                 throw ProblemDetails.notFound("no registered beacon broadcasts \(uuid.uuidString) major \(major) minor \(minor)")
             }
-            return try Reply.json(BeaconLookup(resolution), request: request, context: context)
+            return try Reply.json(BeaconLookupResponse(resolution), request: request, context: context)
         }
         lookup.get("business") { request, context in
             try context.authorize(.viewer)
@@ -32,7 +32,7 @@ struct LookupController {
                 throw ProblemDetails.notFound("no organization holds namespace \(uuid.uuidString) major \(major)")
             }
             return try Reply.json(
-                BusinessLookup(
+                BusinessLookupResponse(
                     uuid: uuid.uuidString, major: major, organizationId: business.organizationId,
                     organizationName: business.organization?.name),
                 request: request, context: context
@@ -43,7 +43,8 @@ struct LookupController {
             let uuid = try Self.uuid(context.pathParameter("uuid"), field: "uuid")
             let beacons = cache.beacons(uuid: uuid).sorted { ($0.key.major, $0.key.minor) < ($1.key.major, $1.key.minor) }
             return try Reply.json(
-                BeaconsByUUID(uuid: uuid.uuidString, beacons: beacons.compactMap { cache.resolve($0.key).map(BeaconLookup.init) }),
+                BeaconsByUUIDResponse(
+                    uuid: uuid.uuidString, beacons: beacons.compactMap { cache.resolve($0.key).map(BeaconLookupResponse.init) }),
                 request: request, context: context
             )
         }
@@ -58,7 +59,7 @@ struct LookupController {
             guard let beacon = cache.beacon(mac: normalized), let resolution = cache.resolve(beacon.key) else {
                 throw ProblemDetails.notFound("no registered beacon has MAC \(normalized)")
             }
-            return try Reply.json(BeaconLookup(resolution), request: request, context: context)
+            return try Reply.json(BeaconLookupResponse(resolution), request: request, context: context)
         }
     }
 
@@ -78,49 +79,19 @@ struct LookupController {
     }
 }
 
-struct BeaconLookup: Encodable {
-    var beaconId: String
-    var uuid: String
-    var major: Int
-    var minor: Int
-    var mac: String?
-    var status: String
-    var gateId: String
-    var gateName: String?
-    var siteId: String?
-    var siteName: String?
-    var timezone: String?
-    var organizationId: String?
-
+extension BeaconLookupResponse {
     init(_ resolution: BeaconResolution) {
-        beaconId = resolution.beaconId
-        uuid = resolution.beacon.key.uuid.uuidString
-        major = Int(resolution.beacon.key.major)
-        minor = Int(resolution.beacon.key.minor)
-        mac = resolution.beacon.mac
+        let status: String
         switch resolution.status {
         case .active: status = "active"
         case .retired: status = "retired"
         case .lost: status = "lost"
         case .unrecognized(let raw): status = raw
         }
-        gateId = resolution.gateId
-        gateName = resolution.gate?.name
-        siteId = resolution.siteId
-        siteName = resolution.site?.name
-        timezone = resolution.site?.timezone
-        organizationId = resolution.organizationId
+        self.init(
+            beaconId: resolution.beaconId, uuid: resolution.beacon.key.uuid.uuidString, major: Int(resolution.beacon.key.major),
+            minor: Int(resolution.beacon.key.minor), mac: resolution.beacon.mac, status: status, gateId: resolution.gateId,
+            gateName: resolution.gate?.name, siteId: resolution.siteId, siteName: resolution.site?.name,
+            timezone: resolution.site?.timezone, organizationId: resolution.organizationId)
     }
-}
-
-struct BusinessLookup: Encodable {
-    var uuid: String
-    var major: Int
-    var organizationId: String
-    var organizationName: String?
-}
-
-struct BeaconsByUUID: Encodable {
-    var uuid: String
-    var beacons: [BeaconLookup]
 }

@@ -13,8 +13,7 @@ struct OrganizationsController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("organizations") { request, context in
             try context.authorize(.admin)
-            let body = try await request.decodeJSON(CreateOrganizationBody.self)
-            let organization = try await repository.createOrganization(NewOrganization(id: body.id, name: body.name))
+            let organization = try await repository.createOrganization(try await request.decodeJSON(NewOrganization.self))
             return try Reply.json(organization, status: .created, request: request, context: context)
         }
         group.get("organizations") { request, context in
@@ -55,12 +54,7 @@ struct SitesController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("sites") { request, context in
             try context.authorize(.admin)
-            let body = try await request.decodeJSON(CreateSiteBody.self)
-            let site = try await repository.createSite(
-                NewSite(
-                    id: body.id, organizationId: body.organizationId, name: body.name, timezone: body.timezone,
-                    geofence: body.geofence, shift: body.shift
-                ))
+            let site = try await repository.createSite(try await request.decodeJSON(NewSite.self))
             return try Reply.json(site, status: .created, request: request, context: context)
         }
         group.get("sites/{id}") { request, context in
@@ -96,8 +90,7 @@ struct GatesController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("gates") { request, context in
             try context.authorize(.installer)
-            let body = try await request.decodeJSON(CreateGateBody.self)
-            let gate = try await repository.createGate(NewGate(id: body.id, siteId: body.siteId, name: body.name))
+            let gate = try await repository.createGate(try await request.decodeJSON(NewGate.self))
             return try Reply.json(gate, status: .created, request: request, context: context)
         }
         group.get("gates/{id}") { request, context in
@@ -121,15 +114,14 @@ struct UsersController {
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.post("users") { request, context in
             try context.authorize(.admin)
-            let body = try await request.decodeJSON(CreateUserBody.self)
-            let user = try await repository.createUser(NewUser(id: body.id, name: body.name, siteIds: body.siteIds ?? []))
+            let user = try await repository.createUser(try await request.decodeJSON(NewUser.self))
             return try Reply.json(user, status: .created, request: request, context: context)
         }
         group.post("users/{id}/enrollment-codes") { request, context in
             try context.authorize(.admin)
-            let body = try await request.decodeJSON(CreateEnrollmentCodeBody.self, emptyAs: CreateEnrollmentCodeBody())
-            let minutes = body.validityMinutes ?? 1_440
-            guard CreateEnrollmentCodeBody.validityMinutes.contains(minutes) else {
+            let body = try await request.decodeJSON(EnrollmentCodeRequest.self, emptyAs: EnrollmentCodeRequest())
+            let minutes = body.validityMinutes ?? EnrollmentCodeRequest.defaultValidityMinutes
+            guard EnrollmentCodeRequest.validityMinutesRange.contains(minutes) else {
                 throw ProblemDetails.validation([FieldError(field: "validityMinutes", reason: "must be within 1...43200 (30 days)")])
             }
             let issued = try await repository.createEnrollmentCode(userId: try context.pathId(), validity: .seconds(minutes * 60))

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import BeaconRegistryCore
 
 /// The registry checks keys against its own repository (no cache: a revocation applies at once

@@ -63,22 +63,18 @@ struct PageRequest: Sendable {
     }
 
     /// Asks for one row more than the page to learn whether another page follows.
-    func page<Item: Encodable & Sendable>(
+    func page<Item: Codable & Sendable>(
         _ fetch: (_ after: String?, _ limit: Int) async throws(RegistryError) -> [Item], id: (Item) -> String
-    ) async throws(RegistryError) -> Page<Item> {
+    ) async throws(RegistryError) -> RegistryPage<Item> {
         let rows = try await fetch(after, limit + 1)
         let items = Array(rows.prefix(limit))
         let next = rows.count > limit ? items.last.map { PageCursor.encode(id($0)) } : nil
-        return Page(items: items, nextCursor: next)
+        return RegistryPage(items: items, nextCursor: next)
     }
 }
 
-/// A page of a list endpoint.
-package struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
-    package var items: [Item]
-    /// Pass as `?cursor=` for the next page; absent on the last page.
-    package var nextCursor: String?
-}
+/// The body of a POST that takes none; an empty request body reads as this.
+struct EmptyBody: Codable {}
 
 /// Opaque cursors: base64url of `c1:<last id>`.
 enum PageCursor {

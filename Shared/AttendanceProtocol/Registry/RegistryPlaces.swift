@@ -1,13 +1,12 @@
-import AttendanceProtocol
 import Foundation
 
 /// A customer: owns sites and one business namespace.
-package struct Organization: Codable, Hashable, Sendable {
-    package var id: String
-    package var name: String
-    package var createdAt: Date
+public struct Organization: Codable, Hashable, Sendable {
+    public var id: String
+    public var name: String
+    public var createdAt: Date
 
-    package init(id: String, name: String, createdAt: Date) {
+    public init(id: String, name: String, createdAt: Date) {
         self.id = id
         self.name = name
         self.createdAt = createdAt
@@ -15,17 +14,17 @@ package struct Organization: Codable, Hashable, Sendable {
 }
 
 /// A place where attendance is taken: its time zone, its geofence and its shift.
-package struct Site: Codable, Hashable, Sendable {
-    package var id: String
-    package var organizationId: String
-    package var name: String
+public struct Site: Codable, Hashable, Sendable {
+    public var id: String
+    public var organizationId: String
+    public var name: String
     /// IANA zone name, e.g. `Asia/Ho_Chi_Minh`: shift times are local to it.
-    package var timezone: String
-    package var geofence: Geofence
-    package var shift: ShiftSettings
-    package var createdAt: Date
+    public var timezone: String
+    public var geofence: Geofence
+    public var shift: ShiftSettings
+    public var createdAt: Date
 
-    package init(
+    public init(
         id: String, organizationId: String, name: String, timezone: String, geofence: Geofence,
         shift: ShiftSettings, createdAt: Date
     ) {
@@ -40,15 +39,15 @@ package struct Site: Codable, Hashable, Sendable {
 }
 
 /// A circle around the site: the co-location rule wants the phone inside it when a beacon is heard.
-package struct Geofence: Codable, Hashable, Sendable {
-    package static let radiusRange: ClosedRange<Double> = 10...5_000
+public struct Geofence: Codable, Hashable, Sendable {
+    public static let radiusRange: ClosedRange<Double> = 10...5_000
 
-    package var latitude: Double
-    package var longitude: Double
+    public var latitude: Double
+    public var longitude: Double
     /// Metres; 150-300 is typical.
-    package var radiusMeters: Double
+    public var radiusMeters: Double
 
-    package init(latitude: Double, longitude: Double, radiusMeters: Double) {
+    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
         self.latitude = latitude
         self.longitude = longitude
         self.radiusMeters = radiusMeters
@@ -57,13 +56,13 @@ package struct Geofence: Codable, Hashable, Sendable {
 
 /// A gate / service point of a site: an entrance, a desk, a room. Its beacons carry minors
 /// allocated to it.
-package struct Gate: Codable, Hashable, Sendable {
-    package var id: String
-    package var siteId: String
-    package var name: String
-    package var createdAt: Date
+public struct Gate: Codable, Hashable, Sendable {
+    public var id: String
+    public var siteId: String
+    public var name: String
+    public var createdAt: Date
 
-    package init(id: String, siteId: String, name: String, createdAt: Date) {
+    public init(id: String, siteId: String, name: String, createdAt: Date) {
         self.id = id
         self.siteId = siteId
         self.name = name
@@ -72,13 +71,13 @@ package struct Gate: Codable, Hashable, Sendable {
 }
 
 /// A person whose attendance is taken, and the sites they work at.
-package struct User: Codable, Hashable, Sendable {
-    package var id: String
-    package var name: String
-    package var siteIds: [String]
-    package var createdAt: Date
+public struct User: Codable, Hashable, Sendable {
+    public var id: String
+    public var name: String
+    public var siteIds: [String]
+    public var createdAt: Date
 
-    package init(id: String, name: String, siteIds: [String], createdAt: Date) {
+    public init(id: String, name: String, siteIds: [String], createdAt: Date) {
         self.id = id
         self.name = name
         self.siteIds = siteIds
