@@ -2,9 +2,10 @@
 # The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
 # the broker, builds, checks the code style, and runs every test target (unit, mock-cluster,
 # integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
-# starts the services as processes (services.sh), and runs docs/device-api.md against them. Beside
-# all of that, on a stack of its own, the fleet's end-to-end demo, then schemathesis against every
-# service's OpenAPI document (api-conformance.sh).
+# starts the services as processes (services.sh), schemathesis against three services' OpenAPI
+# documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
+# the fleet's end-to-end demo, then schemathesis against the other two services' documents
+# (api-conformance.sh).
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -19,14 +20,26 @@ cd "$ROOT"
 # Each step's line carries the seconds since the suite started, so a slow step shows in CI's log.
 step() { echo "==> [${SECONDS}s] $*"; }
 
-step "the stack (installs what is missing)"
-"$here/stack.sh" start
-"$ROOT/deploy/compose/check.sh" --install-only
-# Headless Chromium for the telemetry status-page test (Debian package; skipped when present).
-"$here/install.sh" chromium
+step "what the build needs (install.sh: Debian packages, librdkafka, the broker)"
+INSTALL_QUIET=1 "$here/install.sh"
+# CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's stack,
+# the compose check's Python tools and promtool, headless Chromium for the telemetry status-page test
+# (a Debian package; skipped when present).
+prepare_log="$LOCAL/test-prepare.log"
+(
+    "$here/stack.sh" start
+    "$ROOT/deploy/compose/check.sh" --install-only
+    "$here/install.sh" chromium
+) >"$prepare_log" 2>&1 &
+prepare_pid=$!
 
-step "swift build --build-tests"
+step "swift build --build-tests (beside it: the stack and the test tools, log $prepare_log)"
 swift build --build-tests
+if ! wait "$prepare_pid"; then
+    cat "$prepare_log"
+    echo "test.sh: starting the stack or installing the test tools failed (above)" >&2
+    exit 1
+fi
 if (($# > 0)); then
     step "swift test $*"
     swift test --skip-build "$@"
@@ -36,14 +49,16 @@ step "swift format lint (the style in .swift-format; \`make format\` applies it)
 swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 # Two chains run side by side, each on a stack of its own, so the wall time is the longer one's:
 # - ATTENDANCE_STACK=e2e: the fleet's demo (about two minutes, mostly real time), then schemathesis
-#   against every service's OpenAPI document (api-conformance.sh restarts the services with a per-device
-#   rate limit the run cannot exhaust). Its output is printed at the end.
+#   against the registry's and the gateway's OpenAPI documents (api-conformance.sh restarts the
+#   services with a per-device rate limit the run cannot exhaust). Its output is printed at the end.
 # - ATTENDANCE_STACK=test: every other target, the simulator's, the pipeline's end-to-end target (it
-#   restarts its broker under the services), then docs/device-api.md against the services.
+#   restarts its broker under the services), schemathesis against the other three services'
+#   documents, then docs/device-api.md against the services.
+# The schemathesis runs are split so that the two chains take about as long.
 # The test runner itself is started for the first, not `swift test`: SwiftPM lets one instance at a
 # time use .build.
 side_log="$LOCAL/e2e-chain.log"
-step "beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis; output at the end"
+step "beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis on two services; output at the end"
 (
     export ATTENDANCE_STACK=e2e
     # shellcheck source=deploy/local/env.sh
@@ -53,9 +68,9 @@ step "beside the runs below, on its own stack: FleetEndToEndTests (make run's de
     step "FleetEndToEndTests (make run's demo against the services)"
     "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
         --filter FleetEndToEndTests || status=$?
-    step "schemathesis against every service's OpenAPI document (deploy/local/api-conformance.sh)"
+    step "schemathesis: the registry's and the gateway's OpenAPI documents (deploy/local/api-conformance.sh)"
     "$here/services.sh" stop >/dev/null
-    "$here/api-conformance.sh" || status=$?
+    "$here/api-conformance.sh" beacon-registry ingest-gateway || status=$?
     "$here/services.sh" stop >/dev/null
     exit "$status"
 ) >"$side_log" 2>&1 &
@@ -70,8 +85,10 @@ step "swift test --filter FleetSimulatorTests"
 swift test --skip-build --filter FleetSimulatorTests
 step "swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
+step "schemathesis: the merger's, the policy's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
+"$here/services.sh" stop >/dev/null
+"$here/api-conformance.sh" session-merger policy-service telemetry-aggregator
 step "docs/device-api.md, command by command, against the services"
-"$here/services.sh" start >/dev/null
 "$here/device-api-walkthrough.sh"
 "$here/services.sh" stop >/dev/null
 
