@@ -28,6 +28,7 @@ let package = Package(
         .library(name: "ServiceRuntime", targets: ["ServiceRuntime"]),
         .library(name: "RegistryFeed", targets: ["RegistryFeed"]),
         .library(name: "AccessControl", targets: ["AccessControl"]),
+        .library(name: "RegistryClient", targets: ["RegistryClient"]),
         .executable(name: "attendancectl", targets: ["attendancectl"]),
         .executable(name: "beacon-registry", targets: ["beacon-registry"]),
         .executable(name: "policy-service", targets: ["policy-service"]),
@@ -130,6 +131,16 @@ let package = Package(
             path: "Shared/AccessControl"
         ),
 
+        // A client of the beacon registry's REST API, for the admin CLI, the fleet simulator and any other caller.
+        .target(
+            name: "RegistryClient",
+            dependencies: [
+                "AttendanceProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Shared/RegistryClient"
+        ),
+
         // MARK: Services (thin executables over library targets)
 
         // Beacon registry: places, beacons, shard allocation, devices, credentials (core).
@@ -152,16 +163,13 @@ let package = Package(
         .target(
             name: "AttendanceCtlCore",
             dependencies: [
-                "SessionMergerService",
-                "TelemetryAggregatorService",
-                "PolicyService",
                 "AttendanceProtocol",
+                "RegistryClient",
                 "BeaconRegistryCore",
                 "KafkaClient",
                 "ServiceRuntime",
                 "AccessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
@@ -345,9 +353,8 @@ let package = Package(
             dependencies: [
                 "FleetSimulatorCore",
                 "PresenceKit",
-                "AccessControl",
                 "AttendanceProtocol",
-                "BeaconRegistryCore",
+                "RegistryClient",
                 "ServiceRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -588,10 +595,8 @@ let package = Package(
                 "BeaconRegistryCore",
                 "BeaconRegistryService",
                 "LocalStackTesting",
-                "PolicyService",
+                "RegistryClient",
                 "ServiceRuntime",
-                "SessionMergerService",
-                "TelemetryAggregatorService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -708,6 +713,11 @@ let package = Package(
                 "ServiceRuntime",
                 "AttendanceProtocol",
                 "AttendanceCtlCore",
+                // Every service's migrations (MigrationChecksumTests).
+                "BeaconRegistryCore",
+                "PolicyService",
+                "SessionMergerService",
+                "TelemetryAggregatorService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -17,7 +17,7 @@ struct APIKeyMintTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("minted-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: file) }
         // The schema the key goes into (the registry applies it at start; a fresh database may not have it yet).
-        let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: LiveRegistry.logger)
+        let postgres = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: LiveRegistry.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await postgres.run() }
             defer { group.cancelAll() }

@@ -1,6 +1,7 @@
 import AttendanceCtlCore
 import AttendanceProtocol
 import Foundation
+import RegistryClient
 import Testing
 
 /// The command line → the request the registry receives, through a fake transport.

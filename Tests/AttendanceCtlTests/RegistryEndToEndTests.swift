@@ -33,7 +33,7 @@ struct LiveRegistry: Sendable {
         env["HTTP_PORT"] = "0"
         env["HTTP_HOST"] = "127.0.0.1"
         let configuration = try ServiceConfiguration.load(service: "beacon-registry", defaultHTTPPort: 0, from: EnvironmentReader(env))
-        let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        let postgres = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
         let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "ctl-test", secret: Array(repeating: 7, count: 32)))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await postgres.run() }

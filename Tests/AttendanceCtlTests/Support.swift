@@ -1,6 +1,7 @@
 import AttendanceCtlCore
 import AttendanceProtocol
 import Foundation
+import RegistryClient
 import Synchronization
 import Testing
 

@@ -43,7 +43,7 @@ struct Harness: Sendable {
         beaconKeySealer: BeaconKeySealer? = nil, _ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void
     ) async throws {
         try LocalStack.ensureStarted()
-        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
+        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }

@@ -25,7 +25,7 @@ enum RegistryTestDatabase {
     /// A client (pool of 20) running for the duration of `body`, after the migrations are applied.
     static func withClient<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
         try LocalStack.ensureStarted()
-        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }

@@ -26,6 +26,7 @@ struct FleetEndToEndTests {
         defer { lock.release() }
         try await LocalStack.runScript("deploy/local/services.sh", "start")
         do {
+            try await LocalStack.runScript("deploy/local/admin-key.sh", "fleet end-to-end test")
             let environment = ProcessInfo.processInfo.environment
             let command = try RunCommand.parse([]) // the demo: the simulator's defaults, as `make run` uses them
             var settings = StackRun.Settings(outboxDirectory: NSTemporaryDirectory() + "fleet-e2e-\(getpid())")
@@ -33,7 +34,8 @@ struct FleetEndToEndTests {
             settings.gateway = "http://127.0.0.1:\(environment["GATEWAY_PORT"] ?? "8080")"
             let telemetry = "http://127.0.0.1:\(environment["TELEMETRY_PORT"] ?? "8084")"
             settings.telemetry = telemetry
-            settings.tokenKeysFile = LocalStack.runDirectory.appendingPathComponent("secrets/device-token-keys").path
+            settings.registry = "http://127.0.0.1:\(environment["REGISTRY_PORT"] ?? "8083")"
+            settings.apiKeyFile = LocalStack.runDirectory.appendingPathComponent("secrets/admin-api-key").path
             let report = try await StackRun(options: command.fleetOptions, settings: settings).run()
             try? FileManager.default.removeItem(atPath: settings.outboxDirectory)
             _ = try? report.write(to: LocalStack.root.appendingPathComponent("reports/fleet-e2e").path)

@@ -214,7 +214,7 @@ struct BadInputTests {
     @Test("the per-device token bucket answers 429 with Retry-After, per device")
     func rateLimited() async throws {
         // A slow refill, so a slow machine cannot refill a token between the requests.
-        let limiter = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 0.01, burst: 2))
+        let limiter = DeviceRateLimiter(settings: TokenBucketConfiguration(ratePerSecond: 0.01, burst: 2))
         try await RouterHarness.run(limiter: limiter) { h, client in
             let device = TestDevice.make()
             #expect(try await client.postEvent(Sample.event(for: device), as: device).status.code == 201)

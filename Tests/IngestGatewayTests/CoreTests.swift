@@ -37,7 +37,7 @@ struct CoreTests {
 
     @Test func entriesExpire() {
         let table = IdempotencyTable(
-            settings: IdempotencyTableSettings(completedTTL: .seconds(60), inFlightTTL: .seconds(10), maxEntries: 1_000))
+            settings: IdempotencyTableConfiguration(completedTTL: .seconds(60), inFlightTTL: .seconds(10), maxEntries: 1_000))
         let t0 = Date()
         #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
         // In flight past its TTL: a repeat is produced again.
@@ -50,7 +50,7 @@ struct CoreTests {
     }
 
     @Test func theTableStaysBounded() {
-        let table = IdempotencyTable(settings: IdempotencyTableSettings(maxEntries: 100))
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(maxEntries: 100))
         for i in 0..<300 {
             _ = table.begin(key: "k\(i)", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)
             table.complete(key: "k\(i)", outcome: Self.outcome())
@@ -89,7 +89,7 @@ struct CoreTests {
     }
 
     @Test func tokenBucket() {
-        let limiter = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 2, burst: 3))
+        let limiter = DeviceRateLimiter(settings: TokenBucketConfiguration(ratePerSecond: 2, burst: 3))
         let t0 = ContinuousClock.now
         #expect((0..<3).map { _ in limiter.acquire("d", now: t0) } == [.allowed, .allowed, .allowed])
         #expect(limiter.acquire("d", now: t0) == .limited(retryAfterSeconds: 1))
@@ -98,13 +98,13 @@ struct CoreTests {
         #expect(limiter.acquire("d", now: t0 + .milliseconds(500)) == .limited(retryAfterSeconds: 1))
         #expect(limiter.acquire("d", now: t0 + .seconds(10)) == .allowed)
 
-        let slow = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 0.1, burst: 1))
+        let slow = DeviceRateLimiter(settings: TokenBucketConfiguration(ratePerSecond: 0.1, burst: 1))
         #expect(slow.acquire("d", now: t0) == .allowed)
         #expect(slow.acquire("d", now: t0) == .limited(retryAfterSeconds: 10))
     }
 
     @Test func idleBucketsAreDropped() {
-        let limiter = DeviceRateLimiter(settings: TokenBucketSettings(ratePerSecond: 10, burst: 1), maxDevices: 10)
+        let limiter = DeviceRateLimiter(settings: TokenBucketConfiguration(ratePerSecond: 10, burst: 1), maxDevices: 10)
         let t0 = ContinuousClock.now
         for i in 0..<10 { _ = limiter.acquire("d\(i)", now: t0) }
         _ = limiter.acquire("late", now: t0 + .seconds(5))

@@ -178,10 +178,10 @@ struct LiveHarness: Sendable {
         instanceId: String = "gw-live-\(UUID().uuidString.prefix(6))", wait: Duration = .seconds(5),
         _ body: @escaping @Sendable (IngestPipeline, VerdictListener, any TestClientProtocol) async throws -> Void
     ) async throws {
-        var settings = GatewaySettings()
+        var settings = GatewayConfiguration()
         settings.verdictWait = wait
         settings.topics = topics
-        settings.rateLimit = TokenBucketSettings(ratePerSecond: 1_000, burst: 1_000)
+        settings.rateLimit = TokenBucketConfiguration(ratePerSecond: 1_000, burst: 1_000)
         let publisher = KafkaGatewayPublisher(producer: producer, topics: topics)
         let pipeline = IngestPipeline(
             instanceId: instanceId, settings: settings, publisher: publisher, cache: RegistryCache(), logger: logger)

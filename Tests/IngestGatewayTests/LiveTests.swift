@@ -138,7 +138,8 @@ struct LiveTests {
         let topic = LocalStack.uniqueName("gw.verdicts.ready")
         _ = try await KafkaAdmin(configuration: kafka, logger: logger).createTopics([KafkaTopicSpec(name: topic, partitions: 2)])
         let fake = FakePipeline()
-        let pipeline = IngestPipeline(instanceId: "gw-ready", settings: GatewaySettings(), publisher: fake, cache: .init(), logger: logger)
+        let pipeline = IngestPipeline(
+            instanceId: "gw-ready", settings: GatewayConfiguration(), publisher: fake, cache: .init(), logger: logger)
         let listener = try VerdictListener(kafka: kafka, topic: topic, pipeline: pipeline, logger: logger)
         await #expect(throws: (any Error).self) { try await listener.readiness.check() }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -157,7 +158,7 @@ struct LiveApplicationTests {
     func liveApplication() async throws {
         try await LiveHarness.run { live in
             let instance = "gw-app-\(UUID().uuidString.prefix(6))"
-            var settings = GatewaySettings()
+            var settings = GatewayConfiguration()
             settings.topics = live.topics
             let configuration = ServiceConfiguration(
                 serviceName: IngestGatewayServer.serviceName, instanceId: instance, httpHost: "127.0.0.1", httpPort: 0,

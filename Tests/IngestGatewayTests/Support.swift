@@ -182,15 +182,15 @@ struct RouterHarness: Sendable {
     let cache: RegistryCache
 
     // Generous: a fake verdict due in 500 ms must not miss the wait when the whole suite loads both cores.
-    static func settings(wait: Duration = .seconds(10)) -> GatewaySettings {
-        var settings = GatewaySettings()
+    static func settings(wait: Duration = .seconds(10)) -> GatewayConfiguration {
+        var settings = GatewayConfiguration()
         settings.verdictWait = wait
-        settings.rateLimit = TokenBucketSettings(ratePerSecond: 1_000, burst: 1_000)
+        settings.rateLimit = TokenBucketConfiguration(ratePerSecond: 1_000, burst: 1_000)
         return settings
     }
 
     /// The gateway's routes over fakes.
-    static func router(settings: GatewaySettings = settings()) -> Router<GatewayRequestContext> {
+    static func router(settings: GatewayConfiguration = settings()) -> Router<GatewayRequestContext> {
         let fake = FakePipeline()
         let cache = RegistryCache()
         let pipeline = IngestPipeline(
@@ -205,7 +205,7 @@ struct RouterHarness: Sendable {
 
     /// The gateway router over fakes (`app.test(.router)`).
     static func run(
-        settings: GatewaySettings = settings(),
+        settings: GatewayConfiguration = settings(),
         limiter: DeviceRateLimiter? = nil,
         challenges: GattNonceCodec? = nil,
         _ body: @Sendable (RouterHarness, any TestClientProtocol) async throws -> Void

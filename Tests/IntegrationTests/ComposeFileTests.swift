@@ -109,7 +109,7 @@ struct ComposeFileTests {
         #expect(status != 0)
         #expect(output.contains("session-merger: HTTP_PORT 9999 is the local stack's port 8082"), "\(output)")
         #expect(output.contains("session-merger: health check on /health/ready at 9999"), "\(output)")
-        #expect(output.contains("session-merger: waits for the secrets, topics and migrate jobs"), "\(output)")
+        #expect(output.contains("session-merger: waits for the secrets and topics jobs"), "\(output)")
         #expect(output.contains("DEVICE_TOKEN_KEYS_FILE is inside a mounted volume"), "\(output)")
         #expect(output.contains("prometheus scrapes session-merger on 8082"), "\(output)")
         #expect(output.contains("metric merger_events_stored_typo_total is exported by the code"), "\(output)")

@@ -44,7 +44,7 @@ enum FeedTestStack {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
         _ = try await TopicBootstrap.ensureTopics(admin)
-        let client = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }

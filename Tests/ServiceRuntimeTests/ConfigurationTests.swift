@@ -11,7 +11,8 @@ struct ConfigurationTests {
         #expect(config.kafka.bootstrapServers == "127.0.0.1:19092")
         #expect(
             config.postgres
-                == PostgresSettings(host: "127.0.0.1", port: 55432, username: "attendance", password: "attendance", database: "attendance"))
+                == PostgresConfiguration(
+                    host: "127.0.0.1", port: 55432, username: "attendance", password: "attendance", database: "attendance"))
         #expect(config.logFormat == .text)
     }
 
@@ -38,11 +39,11 @@ struct ConfigurationTests {
     }
 
     @Test func databaseURLWinsAndItsPasswordIsNeverPrinted() throws {
-        let settings = try PostgresSettings.load(
+        let settings = try PostgresConfiguration.load(
             from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/att", "PGPORT": "1"]))
-        #expect(settings == PostgresSettings(host: "db", port: 6543, username: "me", password: "s3cret", database: "att"))
+        #expect(settings == PostgresConfiguration(host: "db", port: 6543, username: "me", password: "s3cret", database: "att"))
         do {
-            _ = try PostgresSettings.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/"]))
+            _ = try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:6543/"]))
             Issue.record("expected an error for a URL without a database")
         } catch {
             #expect(!error.description.contains("s3cret"))

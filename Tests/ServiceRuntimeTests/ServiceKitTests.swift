@@ -77,3 +77,22 @@ struct ServiceKitTests {
         #expect(journal.all.isEmpty, "\(journal.all)")
     }
 }
+
+@Suite("Service kit: the command line")
+struct ServiceCommandTests {
+    @Test func noArgumentsServesAndMigrateOnlyMigrates() throws {
+        #expect(try ServiceKit.Command.parse(service: "session-merger", arguments: []) == .serve)
+        #expect(try ServiceKit.Command.parse(service: "session-merger", arguments: ["migrate"]) == .migrate)
+    }
+
+    @Test(arguments: [["serve"], ["migrate", "now"], ["--migrate"], [""]])
+    func anythingElseIsAUsageErrorThatShowsTheUsage(arguments: [String]) {
+        do {
+            let command = try ServiceKit.Command.parse(service: "policy-service", arguments: arguments)
+            Issue.record("\(arguments) parsed as \(command)")
+        } catch {
+            #expect(error.description.contains("unknown arguments"))
+            #expect(error.description.contains("policy-service migrate"))
+        }
+    }
+}

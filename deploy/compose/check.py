@@ -17,8 +17,8 @@ container engine (none runs where this is developed).
    and gets the variables services.sh gives it; services.sh makes its secrets with
    `attendancectl secrets init`, as compose's secrets job does.
 7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
-   service that has a health check; every long-running service waits for the secrets, topics and
-   migrate jobs.
+   service that has a health check; every long-running service waits for the secrets and topics
+   jobs (each service applies its own migrations at start).
 8. Prometheus scrapes exactly the long-running services on their ports; Grafana has a data source
    and dashboards; every metric a dashboard panel or an alert rule queries is exported by the code.
 
@@ -37,7 +37,7 @@ import yaml
 # Metrics the libraries export (Hummingbird's MetricsMiddleware, Prometheus itself).
 LIBRARY_METRICS = {"hb_requests", "hb_request_errors", "http_server_request_duration", "http_server_active_requests", "up"}
 PROMQL_WORDS = {"by", "without", "and", "or", "unless", "offset", "bool", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
-JOB_NAMES = {"secrets", "topics", "migrate"}
+JOB_NAMES = {"secrets", "topics"}
 
 
 class Checker:
@@ -270,7 +270,7 @@ class Checker:
         if name == "beacon-registry":
             self.check(f"{name}: REGISTRY_BOOTSTRAP as on the local stack", str(environment.get("REGISTRY_BOOTSTRAP")) == "1")
         waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
-        self.check(f"{name}: waits for the secrets, topics and migrate jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
+        self.check(f"{name}: waits for the secrets and topics jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
 
     def secrets_given(self, name, product, service, services_sh):
         # A secret the service's own code reads must reach it (a missing GATT key silently turns the

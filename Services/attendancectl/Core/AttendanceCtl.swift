@@ -3,11 +3,8 @@ import AttendanceProtocol
 import Foundation
 import KafkaClient
 import Logging
-import PolicyService
 import PostgresNIO
 import ServiceRuntime
-import SessionMergerService
-import TelemetryAggregatorService
 
 /// `attendancectl`: the operator's command line. Settings come from the same environment variables
 /// as the services (`KAFKA_BROKERS`, `DATABASE_URL` or `PG*`); errors are one readable line.
@@ -15,7 +12,7 @@ package struct AttendanceCtl: AsyncParsableCommand {
     package static let configuration = CommandConfiguration(
         commandName: "attendancectl",
         abstract: "Operate the beacon attendance platform.",
-        subcommands: [Topics.self, Migrate.self, Doctor.self, Secrets.self, APIKeys.self, Registry.self]
+        subcommands: [Topics.self, Doctor.self, Secrets.self, APIKeys.self, Registry.self]
     )
 
     package init() {}
@@ -81,8 +78,8 @@ package struct GlobalOptions: ParsableArguments {
         return try ServiceConfiguration.load(service: "attendancectl", defaultHTTPPort: 1, from: EnvironmentReader(env)).kafka
     }
 
-    func postgres() throws -> PostgresSettings {
-        try PostgresSettings.load(from: EnvironmentReader())
+    func postgres() throws -> PostgresConfiguration {
+        try PostgresConfiguration.load(from: EnvironmentReader())
     }
 
     /// librdkafka reports every refused connection while it retries; the command's own error line
@@ -150,46 +147,6 @@ extension AttendanceCtl {
                 }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "KEY"], json: options.json)
             }
-        }
-    }
-
-    /// Applies every service's schema migrations (each service also applies its own at start-up;
-    /// this lets an operator do it ahead of a deploy).
-    package struct Migrate: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(abstract: "Apply the services' database migrations.")
-        @OptionGroup var options: GlobalOptions
-
-        package init() {}
-
-        package func run() async throws {
-            let settings = try options.postgres()
-            let logger = options.logger
-            let client = settings.makeClient(logger: logger)
-            let rows = try await withThrowingTaskGroup(of: [[String]]?.self) { group in
-                group.addTask {
-                    await client.run(); return nil
-                }
-                group.addTask {
-                    let target = "\(settings.host):\(settings.port)/\(settings.database)"
-                    var rows: [[String]] = []
-                    for migrations in [ServiceMigrations.registry, .merger, .telemetry, .policy] {
-                        rows += try await CLIError.wrap("migrating \(migrations.service) on \(target)") {
-                            let all = try migrations.load()
-                            let applied = Set(try await migrations.apply(client: client, logger: logger).map(\.version))
-                            return all.map {
-                                [migrations.service, String($0.version), $0.name, applied.contains($0.version) ? "applied" : "up to date"]
-                            }
-                        }
-                    }
-                    return rows
-                }
-                defer { group.cancelAll() }
-                while let result = try await group.next() {
-                    if let result { return result }
-                }
-                return []
-            }
-            Output.print(rows: rows, headers: ["SERVICE", "VERSION", "NAME", "STATUS"], json: options.json)
         }
     }
 
@@ -280,7 +237,7 @@ enum DoctorChecks {
         return "produced and read back \(report.topic)[\(report.partition)]@\(report.offset)"
     }
 
-    static func postgresVersion(_ settings: PostgresSettings, logger: Logger) async throws -> String {
+    static func postgresVersion(_ settings: PostgresConfiguration, logger: Logger) async throws -> String {
         let client = settings.makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: String?.self) { group in
             group.addTask {

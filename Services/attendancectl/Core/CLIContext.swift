@@ -1,4 +1,5 @@
 import Foundation
+import RegistryClient
 import Synchronization
 
 /// Where a command writes and what it reads from its surroundings: standard output and error, the

@@ -10,14 +10,14 @@ import ServiceRuntime
 /// What `beacon-registry` runs (`ServiceKit`): its migrations, the GATT key backfill, the optional
 /// admin key bootstrap and the feed repair, then the producer, the broker watch, the change-feed
 /// publisher, the lookup cache, the sightings collector and the HTTP server. Its own settings:
-/// `RegistrySettings` and the device token keys.
+/// `RegistryConfiguration` and the device token keys.
 package enum BeaconRegistryServer {
     package static let serviceName = "beacon-registry"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
-            settings: { try RegistrySettings.load(from: $0) })
+            settings: { try RegistryConfiguration.load(from: $0) })
         let signer = try DeviceTokenSigner.load(from: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let repository = PostgresRegistryRepository(
@@ -32,22 +32,22 @@ package enum BeaconRegistryServer {
             configuration: RegistryCacheLoaderConfiguration(
                 kafka: kafka, groupIdPrefix: "registry-lookups", topic: topics[.registryChanges]),
             logger: logger)
-        try await kit.run([
-            producer,
-            try kit.brokerStateWatch(producer: producer, topics: [topics[.deviceTelemetry], topics[.rawEvents]]),
-            RegistryChangePublisher(client: client, producer: producer, topic: topics[.registryChanges], logger: logger),
-            lookupLoader,
-            try BeaconSightingCollector(kafka: kafka, repository: repository, configuration: .init(topics: topics), logger: logger),
-            buildApplication(
-                configuration: kit.configuration, repository: repository, lookups: lookups,
-                readiness: [
-                    PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer),
-                    RegistryFeedReadinessCheck(loader: lookupLoader),
-                ],
-                metrics: kit.metrics, logger: logger),
-        ]) { client in
-            let applied = try await ServiceMigrations.registry.apply(client: client, logger: logger)
-            logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
+        try await kit.run(
+            [
+                producer,
+                try kit.brokerStateWatch(producer: producer, topics: [topics[.deviceTelemetry], topics[.rawEvents]]),
+                RegistryChangePublisher(client: client, producer: producer, topic: topics[.registryChanges], logger: logger),
+                lookupLoader,
+                try BeaconSightingCollector(kafka: kafka, repository: repository, configuration: .init(topics: topics), logger: logger),
+                buildApplication(
+                    configuration: kit.configuration, repository: repository, lookups: lookups,
+                    readiness: [
+                        PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer),
+                        RegistryFeedReadinessCheck(loader: lookupLoader),
+                    ],
+                    metrics: kit.metrics, logger: logger),
+            ], migrations: .registry
+        ) { client in
             try await prepare(
                 repository: repository, settings: settings, kafka: kafka, feed: topics[.registryChanges], client: client, logger: kit.logger
             )
@@ -57,7 +57,8 @@ package enum BeaconRegistryServer {
     /// Before the registry serves: GATT keys for beacons that have none, the first admin key, and a
     /// feed topic the broker lost refilled from the outbox before anything reads it (`RegistryFeedRepair`).
     static func prepare(
-        repository: PostgresRegistryRepository, settings: RegistrySettings, kafka: KafkaConfiguration, feed: String, client: PostgresClient,
+        repository: PostgresRegistryRepository, settings: RegistryConfiguration, kafka: KafkaConfiguration, feed: String,
+        client: PostgresClient,
         logger: Logger
     ) async throws {
         if settings.beaconKeySealer != nil {

@@ -99,8 +99,10 @@ package struct RunCommand: AsyncParsableCommand {
     package var telemetry = "http://127.0.0.1:8084"
     @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") package var reportDir: String?
     @Option(help: "Directory for the devices' outbox files (default a temporary directory).") package var outboxDir: String?
-    @Option(help: "Device-token signing keys file when DEVICE_TOKEN_KEYS is not set (default $RUN_DIR/secrets/device-token-keys).") package
-        var tokenKeysFile: String?
+    @Option(help: "The beacon registry the fleet enrolls through (default: $REGISTRY_URL or http://127.0.0.1:8083).") package
+        var registry: String?
+    @Option(help: "Admin API key file when ATTENDANCE_API_KEY is not set (default $RUN_DIR/secrets/admin-api-key).") package var apiKeyFile:
+        String?
     @Flag(help: "No progress bar.") package var noProgress = false
 
     package init() {}
@@ -172,7 +174,9 @@ package struct RunCommand: AsyncParsableCommand {
             var settings = StackRun.Settings(outboxDirectory: outboxDirectory)
             settings.gateway = gateway
             settings.telemetry = telemetry == "none" ? nil : telemetry
-            settings.tokenKeysFile = tokenKeysFile
+            settings.registry =
+                registry ?? ProcessInfo.processInfo.environment["REGISTRY_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? settings.registry
+            settings.apiKeyFile = apiKeyFile
             settings.showProgress = !noProgress
             report = try await StackRun(options: options, settings: settings).run()
         }

@@ -1,12 +1,8 @@
-import AccessControl
 import AttendanceProtocol
-import BeaconRegistryCore
 import FleetSimulatorCore
 import Foundation
-import Logging
-import PostgresNIO
 import PresenceKit
-import ServiceRuntime
+import RegistryClient
 
 /// The fleet as the registry knows it: sites with gates and beacons laid out like the simulated
 /// world, and one user with one enrolled device (and its token) per simulated phone.
@@ -22,21 +18,20 @@ package struct EnrolledFleet: Sendable {
     package let world: World
     package let devices: [Device]
 
-    /// Enrolls through the registry's repository on the shared PostgreSQL, exactly as the app does
-    /// (a one-time enrollment code exchanged for a device token); the running beacon-registry
-    /// service publishes the changes to the gateway's and the policy's caches.
+    /// Enrolls through the registry's REST API like any client: an organization and its namespace,
+    /// the sites, gates with allocated minors and registered beacons, then per phone a user, a
+    /// one-time enrollment code and the device's enrollment, which answers its token. The running
+    /// registry publishes every change to the gateway's and the policy's caches.
     package static func enroll(
-        plan: FleetPlan, client: PostgresClient, signer: DeviceTokenSigner, logger: Logger,
-        progress: (@Sendable (Int, Int) -> Void)? = nil
+        plan: FleetPlan, registry: RegistryClient, progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws -> EnrolledFleet {
-        let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
         let tag = String(UUID().uuidString.prefix(8)).lowercased()
-        let organization = try await repository.createOrganization(NewOrganization(name: "Fleet \(tag)"))
-        _ = try await repository.allocateNamespace(organizationId: organization.id)
+        let organization = try await registry.createOrganization(NewOrganization(name: "Fleet \(tag)")).value
+        _ = try await registry.allocateNamespace(organizationId: organization.id)
         var sites: [SiteLayout] = []
         var siteIds: [String] = []
         for layout in plan.world.sites {
-            let site = try await repository.createSite(
+            let site = try await registry.createSite(
                 NewSite(
                     organizationId: organization.id, name: "Fleet \(tag) \(layout.id)", timezone: "UTC",
                     geofence: AttendanceProtocol.Geofence(
@@ -45,19 +40,21 @@ package struct EnrolledFleet: Sendable {
                         start: TimeOfDay(hour: 0, minute: 0)!, end: TimeOfDay(hour: 23, minute: 59)!,
                         checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
                     )
-                ))
+                )
+            ).value
             var copy = layout
             copy.id = site.id
             for (g, gate) in layout.gates.enumerated() {
-                let registered = try await repository.createGate(NewGate(siteId: site.id, name: gate.name))
-                let minor = try await repository.allocateMinor(gateId: registered.id)
-                let beacon = try await repository.registerBeacon(
+                let registered = try await registry.createGate(NewGate(siteId: site.id, name: gate.name)).value
+                let minor = try await registry.allocateMinor(gateId: registered.id).value
+                let beacon = try await registry.registerBeacon(
                     NewBeacon(
                         uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor,
                         serial: "FLEET-\(tag)-\(site.id.suffix(6))-\(g)",
                         mac: nil, txPower: Int(plan.world.radio.txPowerAt1m), advIntervalMs: layout.beacons[g].advertisingIntervalMs,
                         gateId: registered.id
-                    ))
+                    )
+                ).value
                 copy.beacons[g].identity = PresenceKit.BeaconIdentity(
                     beacon.uuid.uuidString, major: UInt16(beacon.major), minor: UInt16(beacon.minor))
             }
@@ -67,39 +64,59 @@ package struct EnrolledFleet: Sendable {
         let people = plan.devicePeople
         var devices: [Device] = []
         for (n, person) in people.enumerated() {
-            let user = try await repository.createUser(
-                NewUser(name: "Fleet \(tag) person \(person.index)", siteIds: [siteIds[person.siteIndex]]))
-            let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
+            let user = try await registry.createUser(
+                NewUser(name: "Fleet \(tag) person \(person.index)", siteIds: [siteIds[person.siteIndex]])
+            ).value
+            let code = try await registry.createEnrollmentCode(userId: user.id, validityMinutes: 10).value
             let model = plan.profiles[person.index]?.model ?? "iPhone14,5"
-            let credentials = try await repository.exchangeEnrollmentCode(
-                code.code, device: DeviceDescription(appVersion: "1.12.0", model: model))
-            devices.append(Device(person: person.index, userId: user.id, deviceId: credentials.device.id, token: credentials.token))
+            let credentials = try await registry.enrollDevice(DeviceEnrollment(code: code.code, appVersion: "1.12.0", model: model)).value
+            devices.append(Device(person: person.index, userId: user.id, deviceId: credentials.deviceId, token: credentials.token))
             progress?(n + 1, people.count)
         }
         return EnrolledFleet(world: World(sites: sites, radio: plan.world.radio), devices: devices)
     }
 
-    /// Waits until the registry service has published every change, then a little for the caches.
-    package static func waitUntilPublished(client: PostgresClient, logger: Logger, timeout: Duration = .seconds(120)) async throws {
-        guard try await RegistryChangePublisher.waitUntilPublished(client: client, logger: logger, timeout: timeout) else {
-            throw FleetError("the registry did not publish its changes within \(timeout) (is beacon-registry running?)")
+    /// Waits until the registry's own view of its change feed holds every beacon of the fleet (the
+    /// registry answers lookups from the feed, as the gateway and the policy do), then a little for
+    /// the other services' caches.
+    package static func waitUntilPublished(
+        _ fleet: EnrolledFleet, registry: RegistryClient, timeout: Duration = .seconds(120)
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        for beacon in fleet.world.sites.flatMap(\.beacons) {
+            while try await !isKnown(beacon.identity, to: registry) {
+                guard ContinuousClock.now < deadline else {
+                    throw FleetError(
+                        "the registry's feed did not carry the fleet's beacons within \(timeout) (is beacon-registry running?)")
+                }
+                try await Task.sleep(for: .milliseconds(250))
+            }
         }
         try await Task.sleep(for: .seconds(3))
     }
 
-    /// The device-token signing keys: `DEVICE_TOKEN_KEYS`, else the local stack's secrets file.
-    package static func signer(
-        environment: [String: String] = ProcessInfo.processInfo.environment, keysFile: String?
-    ) throws -> DeviceTokenSigner {
-        var env = environment
-        if (env["DEVICE_TOKEN_KEYS"] ?? "").isEmpty {
-            let path = keysFile ?? ((env["RUN_DIR"] ?? ".local/run") + "/secrets/device-token-keys")
-            guard let keys = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw FleetError("no DEVICE_TOKEN_KEYS and no key file at \(path) (start the services with deploy/local/services.sh first)")
-            }
-            env["DEVICE_TOKEN_KEYS"] = keys.trimmingCharacters(in: .whitespacesAndNewlines)
+    /// Whether the registry's lookup finds the beacon (a 404 until its feed carries it).
+    static func isKnown(_ identity: PresenceKit.BeaconIdentity, to registry: RegistryClient) async throws -> Bool {
+        do {
+            _ = try await registry.lookupBeacon(uuid: identity.uuid.uuidString, major: Int(identity.major), minor: Int(identity.minor))
+            return true
+        } catch {
+            if case .problem(let problem) = error, problem.status == 404 { return false }
+            throw error
         }
-        return try DeviceTokenSigner.load(from: EnvironmentReader(env))
+    }
+
+    /// The admin API key enrollment uses: `ATTENDANCE_API_KEY`, else the file (default the local
+    /// stack's `$RUN_DIR/secrets/admin-api-key`, which `deploy/local/admin-key.sh` keeps working).
+    package static func adminKey(environment: [String: String] = ProcessInfo.processInfo.environment, keyFile: String?) throws -> String {
+        if let key = environment["ATTENDANCE_API_KEY"], !key.isEmpty { return key }
+        let path = keyFile ?? ((environment["RUN_DIR"] ?? ".local/run") + "/secrets/admin-api-key")
+        guard let key = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !key.isEmpty
+        else {
+            throw FleetError(
+                "no ATTENDANCE_API_KEY and no admin API key in \(path) (deploy/local/admin-key.sh makes one on the local stack)")
+        }
+        return key
     }
 }
 

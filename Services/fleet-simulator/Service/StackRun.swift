@@ -1,10 +1,10 @@
-import AccessControl
 import AsyncHTTPClient
 import FleetSimulatorCore
 import Foundation
 import Logging
 import PostgresNIO
 import PresenceKit
+import RegistryClient
 import ServiceRuntime
 import Synchronization
 
@@ -43,7 +43,10 @@ package struct StackRun {
         /// How long to wait for the aggregator to have counted every event of the run.
         package var telemetryWait: Duration = .seconds(60)
         package var outboxDirectory: String
-        package var tokenKeysFile: String?
+        /// The beacon registry the fleet enrolls through.
+        package var registry = RegistryClient.defaultURL
+        /// The admin API key's file when `ATTENDANCE_API_KEY` is not set (`EnrolledFleet.adminKey`).
+        package var apiKeyFile: String?
         package var showProgress = true
         package var requestTimeoutSeconds: Int64 = 4
 
@@ -63,8 +66,8 @@ package struct StackRun {
     }
 
     package func run() async throws -> FleetReport {
-        let signer = try EnrolledFleet.signer(keysFile: settings.tokenKeysFile)
-        let postgres = try PostgresSettings.load(from: EnvironmentReader()).makeClient(logger: logger)
+        let apiKey = try EnrolledFleet.adminKey(keyFile: settings.apiKeyFile)
+        let postgres = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
         let http = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
@@ -75,7 +78,10 @@ package struct StackRun {
                     return nil
                 }
                 defer { group.cancelAll() }
-                return try await runFleet(postgres: postgres, http: http, signer: signer)
+                let registry = try RegistryClient(
+                    baseURL: settings.registry, apiKey: apiKey, transport: HTTPRegistryTransport(userAgent: "fleet-simulator", client: http)
+                )
+                return try await runFleet(postgres: postgres, http: http, registry: registry)
             }
             try await http.shutdown()
             return report
@@ -85,16 +91,16 @@ package struct StackRun {
         }
     }
 
-    private func runFleet(postgres: PostgresClient, http: HTTPClient, signer: DeviceTokenSigner) async throws -> FleetReport {
+    private func runFleet(postgres: PostgresClient, http: HTTPClient, registry: RegistryClient) async throws -> FleetReport {
         let progress = ProgressLine(enabled: settings.showProgress)
         var options = self.options
         var plan = FleetPlan(options: options)
 
         progress.message("enrolling \(plan.devicePeople.count) devices on \(plan.world.sites.count) site(s) through the registry…")
-        let fleet = try await EnrolledFleet.enroll(plan: plan, client: postgres, signer: signer, logger: logger) { done, total in
+        let fleet = try await EnrolledFleet.enroll(plan: plan, registry: registry) { done, total in
             progress.update(fraction: Double(done) / Double(max(total, 1)), label: "enrolled \(done)/\(total)")
         }
-        try await EnrolledFleet.waitUntilPublished(client: postgres, logger: logger)
+        try await EnrolledFleet.waitUntilPublished(fleet, registry: registry)
         progress.finish()
         // Real time: the simulation starts now. A rush starts wherever the clock is; working days are
         // laid out from today's midnight (UTC) and the run starts at the current time of day.

@@ -102,7 +102,7 @@ package enum BeginResult: Sendable, Hashable {
 }
 
 /// Lifetimes and size of the table.
-package struct IdempotencyTableSettings: Sendable, Hashable {
+package struct IdempotencyTableConfiguration: Sendable, Hashable {
     /// How long an outcome is replayed from memory. Later repeats are produced again and the
     /// merger answers `duplicate` from PostgreSQL, so this only saves round trips.
     package var completedTTL: Duration
@@ -125,7 +125,7 @@ package struct IdempotencyTableSettings: Sendable, Hashable {
 /// One `Mutex` guards the dictionary; waiting is a continuation per waiter, resumed by `complete`,
 /// `abandon` or the waiter's own timeout/cancellation, whichever comes first.
 package final class IdempotencyTable: Sendable {
-    package let settings: IdempotencyTableSettings
+    package let settings: IdempotencyTableConfiguration
     private let state = Mutex(State())
 
     struct Slot {
@@ -140,7 +140,7 @@ package final class IdempotencyTable: Sendable {
         var nextWaiter: UInt64 = 0
     }
 
-    package init(settings: IdempotencyTableSettings = IdempotencyTableSettings()) {
+    package init(settings: IdempotencyTableConfiguration = IdempotencyTableConfiguration()) {
         self.settings = settings
     }
 

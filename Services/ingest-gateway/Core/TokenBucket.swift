@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Rate and burst of the per-device token bucket.
-package struct TokenBucketSettings: Sendable, Hashable {
+package struct TokenBucketConfiguration: Sendable, Hashable {
     /// Tokens added per second (the sustained request rate).
     package var ratePerSecond: Double
     /// Bucket size: requests a quiet device may make at once.
@@ -15,7 +15,7 @@ package struct TokenBucketSettings: Sendable, Hashable {
 
     /// 2 requests/s sustained, 20 at once: a device's outbox draining after a day offline is a
     /// batch call or a few dozen single calls, a flood is not.
-    package static let `default` = TokenBucketSettings(ratePerSecond: 2, burst: 20)
+    package static let `default` = TokenBucketConfiguration(ratePerSecond: 2, burst: 20)
 }
 
 package enum RateDecision: Sendable, Hashable {
@@ -30,7 +30,7 @@ package enum RateDecision: Sendable, Hashable {
 /// Buckets of idle devices are dropped when the table grows past `maxDevices` (a full bucket holds
 /// no information), so memory stays bounded by the number of recently active devices.
 package final class DeviceRateLimiter: Sendable {
-    package let settings: TokenBucketSettings
+    package let settings: TokenBucketConfiguration
     package let maxDevices: Int
     private let buckets = Mutex<[String: Bucket]>([:])
 
@@ -39,7 +39,7 @@ package final class DeviceRateLimiter: Sendable {
         var updated: ContinuousClock.Instant
     }
 
-    package init(settings: TokenBucketSettings = .default, maxDevices: Int = 100_000) {
+    package init(settings: TokenBucketConfiguration = .default, maxDevices: Int = 100_000) {
         self.settings = settings
         self.maxDevices = maxDevices
     }

@@ -6,7 +6,7 @@ import ServiceRuntime
 
 /// What `ingest-gateway` runs (`ServiceKit`): the producer, the broker watch, the registry feed, the
 /// verdict reader, the idempotency janitor and the HTTP server. PostgreSQL is read only (outcomes and
-/// sessions the merger wrote). Its own settings: `GatewaySettings.load`, the device token keys
+/// sessions the merger wrote). Its own settings: `GatewayConfiguration.load`, the device token keys
 /// (`DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`) and the GATT challenge (`challengeNonces`).
 ///
 /// `/health/ready` needs the broker (a metadata request), the verdict partitions assigned and the
@@ -18,9 +18,9 @@ package enum IngestGatewayServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env,
-            settings: { try GatewaySettings.load(from: $0) })
+            settings: { try GatewayConfiguration.load(from: $0) })
         let signer = try DeviceTokenSigner.load(from: env)
-        let challenges = try GatewaySettings.challengeNonces(from: env)
+        let challenges = try GatewayConfiguration.challengeNonces(from: env)
         let logger = kit.logger, kafka = kit.configuration.kafka
 
         let producer = try kit.makeProducer()

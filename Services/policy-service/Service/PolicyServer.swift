@@ -8,14 +8,14 @@ package let policyServiceDefaultHTTPPort = 8081
 
 /// What `policy-service` runs (`ServiceKit`): its migrations and the stored policies, then the
 /// producer, the broker watch, the registry feed's cache, the raw → vetted pipeline, the policy-book
-/// refresher and policy administration over HTTP. Its own settings: `PolicySettings`.
+/// refresher and policy administration over HTTP. Its own settings: `PolicyServiceConfiguration`.
 package enum PolicyServer {
     package static let serviceName = "policy-service"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try ServiceKit.start(
             service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
-            settings: { try PolicySettings.load(from: $0) })
+            settings: { try PolicyServiceConfiguration.load(from: $0) })
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
         let cache = RegistryCache()
@@ -63,13 +63,13 @@ package enum PolicyServer {
                 "globalKillSwitch": "\(book.globalKillSwitch)",
                 "rules": .string(engine.ruleIDs.map(\.rawValue).joined(separator: ",")),
             ])
-        try await kit.run([
-            producer,
-            try kit.brokerStateWatch(producer: producer, topics: [pipelineConfiguration.rawTopic, pipelineConfiguration.vettedTopic]),
-            loader, consumer, pipeline, refresher, app,
-        ]) { client in
-            let applied = try await ServiceMigrations.policy.apply(client: client, schema: settings.schema, logger: logger)
-            logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
+        try await kit.run(
+            [
+                producer,
+                try kit.brokerStateWatch(producer: producer, topics: [pipelineConfiguration.rawTopic, pipelineConfiguration.vettedTopic]),
+                loader, consumer, pipeline, refresher, app,
+            ], migrations: .policy, schema: settings.schema
+        ) { _ in
             // Decide with the stored policies from the first event on, not the file's alone.
             try await refresher.refresh()
         }

@@ -35,18 +35,17 @@ package enum SessionMergerServer {
             groupId: merger.groupId,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)
-        try await kit.run([
-            producer,
-            try kit.brokerStateWatch(
-                producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic),
-            registry,
-            SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
-            IdleSweeper(client: client, configuration: merger, logger: logger),
-            pipeline,
-            app,
-        ]) { client in
-            let applied = try await ServiceMigrations.merger.apply(client: client, schema: merger.schema, logger: logger)
-            logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
-        }
+        try await kit.run(
+            [
+                producer,
+                try kit.brokerStateWatch(
+                    producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic
+                ),
+                registry,
+                SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
+                IdleSweeper(client: client, configuration: merger, logger: logger),
+                pipeline,
+                app,
+            ], migrations: .merger, schema: merger.schema)
     }
 }

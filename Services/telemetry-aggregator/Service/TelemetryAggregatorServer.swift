@@ -29,16 +29,14 @@ package enum TelemetryAggregatorServer {
             configuration: kit.configuration, repository: repository, objective: objective,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)
-        try await kit.run([
-            producer,
-            try kit.brokerStateWatch(producer: producer, topics: telemetry.topics),
-            monitor,
-            try TelemetryPipeline(
-                kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
-            app,
-        ]) { client in
-            let applied = try await ServiceMigrations.telemetry.apply(client: client, schema: telemetry.schema, logger: logger)
-            logger.info("migrations applied", metadata: ["count": "\(applied.count)"])
-        }
+        try await kit.run(
+            [
+                producer,
+                try kit.brokerStateWatch(producer: producer, topics: telemetry.topics),
+                monitor,
+                try TelemetryPipeline(
+                    kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
+                app,
+            ], migrations: .telemetry, schema: telemetry.schema)
     }
 }

@@ -23,7 +23,7 @@ package struct TelemetryConfiguration: Sendable {
     package var retentionDays: Int
     /// How often the pruning runs.
     package var pruneInterval: Duration
-    package var objective: TelemetrySLOSettings
+    package var objective: TelemetrySLOConfiguration
     /// Also commit offsets to the broker after the PostgreSQL commit (informational).
     package var commitOffsetsToBroker: Bool
 
@@ -40,7 +40,7 @@ package struct TelemetryConfiguration: Sendable {
         sloRefreshInterval: Duration = .seconds(15),
         retentionDays: Int = 35,
         pruneInterval: Duration = .seconds(600),
-        objective: TelemetrySLOSettings = TelemetrySLOSettings(),
+        objective: TelemetrySLOConfiguration = TelemetrySLOConfiguration(),
         commitOffsetsToBroker: Bool = true
     ) {
         self.groupId = groupId
@@ -78,7 +78,7 @@ package struct TelemetryConfiguration: Sendable {
             maxBatchSize: try env.int("TELEMETRY_MAX_BATCH", default: 1_000, in: 1...10_000),
             sloRefreshInterval: try env.milliseconds("TELEMETRY_SLO_REFRESH_MS", default: 15_000, in: 100...3_600_000),
             retentionDays: try env.int("TELEMETRY_RETENTION_DAYS", default: 35, in: 31...3_650),
-            objective: TelemetrySLOSettings(
+            objective: TelemetrySLOConfiguration(
                 targetPermyriad: try env.int("TELEMETRY_SLO_TARGET_PERMYRIAD", default: 9_900, in: 1...9_999),
                 thresholdSeconds: try env.int("TELEMETRY_SLO_THRESHOLD_SECONDS", default: 300, in: 1...86_400)),
             commitOffsetsToBroker: try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: true)
@@ -88,7 +88,7 @@ package struct TelemetryConfiguration: Sendable {
 
 /// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the
 /// specification: docs/SPECIFICATION.md, "8. Telemetry and the SLO").
-package struct TelemetrySLOSettings: Sendable, Hashable {
+package struct TelemetrySLOConfiguration: Sendable, Hashable {
     package var targetPermyriad: Int
     package var thresholdSeconds: Int
 

@@ -18,7 +18,7 @@ public struct ServiceConfiguration: Sendable {
     public var logFormat: LogFormat
     public var logLevel: Logger.Level
     public var kafka: KafkaConfiguration
-    public var postgres: PostgresSettings
+    public var postgres: PostgresConfiguration
     /// `TOPIC_PARTITIONS`: the partition count of the partitioned topics this service creates when
     /// they are missing (`TopicBootstrap`); nil keeps the protocol's counts.
     public var topicPartitions: Int32?
@@ -30,7 +30,7 @@ public struct ServiceConfiguration: Sendable {
 
     public init(
         serviceName: String, instanceId: String, httpHost: String, httpPort: Int,
-        logFormat: LogFormat, logLevel: Logger.Level, kafka: KafkaConfiguration, postgres: PostgresSettings
+        logFormat: LogFormat, logLevel: Logger.Level, kafka: KafkaConfiguration, postgres: PostgresConfiguration
     ) {
         self.serviceName = serviceName
         self.instanceId = instanceId
@@ -76,7 +76,7 @@ public struct ServiceConfiguration: Sendable {
                 lingerMs: try env.optionalInt("KAFKA_LINGER_MS", in: 0...1_000),
                 fetchWaitMaxMs: try env.optionalInt("KAFKA_FETCH_WAIT_MAX_MS", in: 1...5_000)
             ),
-            postgres: try PostgresSettings.load(from: env)
+            postgres: try PostgresConfiguration.load(from: env)
         )
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
         configuration.topics = TopicNames.load(from: env)
@@ -107,7 +107,7 @@ public struct ServiceConfiguration: Sendable {
 }
 
 /// PostgreSQL connection settings.
-public struct PostgresSettings: Sendable, Equatable {
+public struct PostgresConfiguration: Sendable, Equatable {
     public var host: String
     public var port: Int
     public var username: String
@@ -129,7 +129,7 @@ public struct PostgresSettings: Sendable, Equatable {
     }
 
     /// `DATABASE_URL` (postgres://user:password@host:port/database) wins over the `PG*` variables.
-    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresSettings {
+    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresConfiguration {
         let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 1...500)
         if let url = env.optionalString("DATABASE_URL") {
             guard let components = URLComponents(string: url),
@@ -143,12 +143,12 @@ public struct PostgresSettings: Sendable, Equatable {
             guard !database.isEmpty else {
                 throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "a database name in the path")
             }
-            return PostgresSettings(
+            return PostgresConfiguration(
                 host: host, port: components.port ?? 5432, username: user,
                 password: components.password ?? "", database: database, maxConnections: maxConnections
             )
         }
-        return PostgresSettings(
+        return PostgresConfiguration(
             host: env.string("PGHOST", default: "127.0.0.1"),
             port: try env.port("PGPORT", default: 55432),
             username: env.string("PGUSER", default: "attendance"),

@@ -15,6 +15,25 @@ import Synchronization
 /// service's own parts, until SIGTERM/SIGINT. Shutdown runs in reverse: the parts last in the list stop first
 /// (put the HTTP server last, the producer first), the pool closes after all of them.
 public struct ServiceKit: Sendable {
+    /// What the executable was asked to do: `<service>` serves; `<service> migrate` applies the
+    /// service's migrations and exits (an operator's way to migrate ahead of a deploy).
+    public enum Command: Sendable, Equatable {
+        case serve
+        case migrate
+
+        public static func parse(service: String, arguments: [String]) throws(UsageError) -> Command {
+            switch arguments {
+            case []: return .serve
+            case ["migrate"]: return .migrate
+            default:
+                throw UsageError(
+                    "\(service): unknown arguments '\(arguments.joined(separator: " "))'\nusage: \(service)          serve (settings from the environment)\n       \(service) migrate  apply its database migrations and exit"
+                )
+            }
+        }
+    }
+
+    public let command: Command
     public let configuration: ServiceConfiguration
     public let logger: Logger
     public let metrics: PrometheusCollectorRegistry
@@ -24,11 +43,14 @@ public struct ServiceKit: Sendable {
     ///   - settings: the service's own settings, read before logging starts (a bad value is a
     ///     configuration error, like a bad shared one).
     ///   - searchPath: the schemas the pool's unqualified table names resolve in, from those settings
-    ///     (`PostgresSettings.searchPath`); none by default.
+    ///     (`PostgresConfiguration.searchPath`); none by default.
+    ///   - arguments: the command line after the executable's name (`Command`).
     public static func start<Settings>(
         service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
-        settings: (EnvironmentReader) throws -> Settings, searchPath: (Settings) -> [String] = { _ in [] }
+        settings: (EnvironmentReader) throws -> Settings, searchPath: (Settings) -> [String] = { _ in [] },
+        arguments: [String] = Array(CommandLine.arguments.dropFirst())
     ) throws -> (kit: ServiceKit, settings: Settings) {
+        let command = try Command.parse(service: service, arguments: arguments)
         var configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
         let settings = try settings(env)
         configuration.postgres.searchPath = searchPath(settings)
@@ -36,7 +58,7 @@ public struct ServiceKit: Sendable {
         var logger = Logger(label: service)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)
         let kit = ServiceKit(
-            configuration: configuration, logger: logger, metrics: MetricsSetup.bootstrap(),
+            command: command, configuration: configuration, logger: logger, metrics: MetricsSetup.bootstrap(),
             postgres: configuration.postgres.makeClient(logger: logger)
         )
         return (kit, settings)
@@ -60,12 +82,31 @@ public struct ServiceKit: Sendable {
             producer: producer, interval: configuration.brokerWatchInterval, logger: logger)
     }
 
-    /// Runs the pool, the topic setup, `prepare` (with the pool running), then `services` until
-    /// SIGTERM/SIGINT. A failure anywhere ends the process (`ServiceMain.run` prints it).
-    public func run(_ services: [any Service], prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }) async throws {
+    /// Runs the pool, the topic setup, the service's `migrations` (into `schema`, their default when
+    /// `nil`), `prepare` (with the pool running), then `services` until SIGTERM/SIGINT. A failure
+    /// anywhere ends the process (`ServiceMain.run` prints it). Started as `<service> migrate`, it
+    /// applies the migrations and returns.
+    public func run(
+        _ services: [any Service], migrations: ServiceMigrations? = nil, schema: String? = nil,
+        prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }
+    ) async throws {
         let configuration = configuration, logger = logger, postgres = postgres
+        let migrate: @Sendable () async throws -> Void = {
+            guard let migrations else { return logger.info("no migrations: this service keeps no tables") }
+            let applied = try await migrations.apply(client: postgres, schema: schema, logger: logger)
+            logger.info("migrations applied", metadata: ["series": "\(migrations.service)", "count": "\(applied.count)"])
+        }
+        if command == .migrate {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await postgres.run() }
+                defer { group.cancelAll() }
+                try await migrate()
+            }
+            return
+        }
         let preparation = Preparation {
             try await configuration.ensureTopics(logger: logger)
+            try await migrate()
             try await prepare(postgres)
         }
         let group = ServiceGroup(

@@ -1,7 +1,7 @@
 import Logging
 import PostgresNIO
 
-extension PostgresSettings {
+extension PostgresConfiguration {
     /// A pooled client for these settings (loopback and compose networks: no TLS).
     public func makeClient(logger: Logger) -> PostgresClient {
         var configuration = PostgresClient.Configuration(

@@ -117,7 +117,7 @@ func measureLookups(_ cache: RegistryCache, _ keys: [RegistryBeaconKey], label: 
 func allocationsPerSecond() async throws {
     var logger = Logger(label: "registry-benchmark")
     logger.logLevel = .warning
-    let settings = try PostgresSettings.load(from: EnvironmentReader())
+    let settings = try PostgresConfiguration.load(from: EnvironmentReader())
     let client = settings.makeClient(logger: logger)
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }

@@ -62,8 +62,8 @@ public enum LocalStack {
         BrokerQuirks.named(ProcessInfo.processInfo.environment["KAFKA_BROKER_QUIRKS"] ?? "tansu") ?? .tansu
     }
 
-    public static var postgres: PostgresSettings {
-        get throws { try PostgresSettings.load(from: EnvironmentReader()) }
+    public static var postgres: PostgresConfiguration {
+        get throws { try PostgresConfiguration.load(from: EnvironmentReader()) }
     }
 
     public static let logger = logger(label: "integration")
@@ -80,7 +80,7 @@ public enum LocalStack {
     }
 
     /// A PostgreSQL client running for the duration of `body`; `searchPath` as the services set it
-    /// (`PostgresSettings.searchPath`).
+    /// (`PostgresConfiguration.searchPath`).
     public static func withPostgres<T: Sendable>(searchPath: [String] = [], _ body: (PostgresClient) async throws -> T) async throws -> T {
         try ensureStarted()
         var settings = try postgres

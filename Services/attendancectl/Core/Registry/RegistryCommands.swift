@@ -2,6 +2,7 @@ import AccessControl
 import ArgumentParser
 import AttendanceProtocol
 import Foundation
+import RegistryClient
 
 // `attendancectl registry <resource> <verb>`: one thin command per operation of the registry's REST
 // API. Each parses its arguments, makes one `RegistryClient` call and prints the answer through

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RegistryClient
 
 /// The options of every `attendancectl registry` command: where the registry is, the API key, and
 /// JSON or table output.

@@ -1,6 +1,7 @@
 import AccessControl
 import AttendanceProtocol
 import Foundation
+import RegistryClient
 
 /// How each registry answer reads in a terminal: one entity as aligned `label: value` lines, a page
 /// as a table with a header row (and the cursor of the next page when there is one).

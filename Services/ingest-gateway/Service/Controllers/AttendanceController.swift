@@ -16,7 +16,7 @@ struct AttendanceController {
     let repository: any AttendanceReadRepository
     let now: @Sendable () -> Date
 
-    var settings: GatewaySettings { pipeline.settings }
+    var settings: GatewayConfiguration { pipeline.settings }
 
     func addRoutes(to group: RouterGroup<GatewayRequestContext>) {
         group.post("attendance/events", use: postEvent)

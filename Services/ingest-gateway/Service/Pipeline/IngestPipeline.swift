@@ -18,13 +18,14 @@ import RegistryFeed
 ///   merger answers `duplicate` (200 with the original receipt) or `payload_mismatch` (422).
 package final class IngestPipeline: Sendable {
     package let instanceId: String
-    package let settings: GatewaySettings
+    package let settings: GatewayConfiguration
     package let table: IdempotencyTable
     package let cache: RegistryCache
     let publisher: any GatewayPublisher
     let logger: Logger
 
-    package init(instanceId: String, settings: GatewaySettings, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger) {
+    package init(instanceId: String, settings: GatewayConfiguration, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger)
+    {
         self.instanceId = instanceId
         self.settings = settings
         self.publisher = publisher

@@ -2,7 +2,7 @@ import AttendanceProtocol
 import Foundation
 import ServiceRuntime
 
-extension GatewaySettings {
+extension GatewayConfiguration {
     /// The GATT nonce signer, when `GATT_NONCE_KEY` is set (base64, at least 16 bytes, the policy
     /// service's value); `GATT_NONCE_TTL_SECONDS` (default 60) is how long a nonce is good for.
     static func challengeNonces(from env: EnvironmentReader) throws(ConfigurationError) -> GattNonceCodec? {

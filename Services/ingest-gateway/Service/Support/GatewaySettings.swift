@@ -21,13 +21,13 @@ package struct GatewayTopics: Sendable, Hashable {
 }
 
 /// What the gateway's behaviour depends on, besides the shared `ServiceConfiguration`.
-package struct GatewaySettings: Sendable {
+package struct GatewayConfiguration: Sendable {
     /// How long a request waits for its verdict before it is answered 202 with a status URL.
     package var verdictWait: Duration = .milliseconds(3_000)
     /// Field limits, the accepted event-time window and the body size (413 beyond).
     package var limits: ValidationLimits = .default
-    package var rateLimit: TokenBucketSettings = .default
-    package var idempotency = IdempotencyTableSettings()
+    package var rateLimit: TokenBucketConfiguration = .default
+    package var idempotency = IdempotencyTableConfiguration()
     package var topics = GatewayTopics()
     /// Events per `GET /v1/attendance/pending` answer at most.
     package var pendingMaxEvents = 200
@@ -45,17 +45,17 @@ package struct GatewaySettings: Sendable {
     /// - `PENDING_MAX_EVENTS` [200];
     /// - `TOPIC_RAW_EVENTS`, `TOPIC_VERDICTS`, `TOPIC_DEVICE_TELEMETRY`, `TOPIC_REGISTRY_CHANGES`
     ///   [the `Topic` names].
-    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewaySettings {
-        var settings = GatewaySettings()
+    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewayConfiguration {
+        var settings = GatewayConfiguration()
         settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: 3_000, in: 0...60_000)
         settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))
         settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
         settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
-        settings.rateLimit = TokenBucketSettings(
+        settings.rateLimit = TokenBucketConfiguration(
             ratePerSecond: try env.double("RATE_LIMIT_PER_SECOND", default: 2, in: 0.001...1_000_000),
             burst: try env.int("RATE_LIMIT_BURST", default: 20, in: 1...1_000_000)
         )
-        settings.idempotency = IdempotencyTableSettings(
+        settings.idempotency = IdempotencyTableConfiguration(
             completedTTL: .seconds(try env.int("IDEMPOTENCY_TTL_SECONDS", default: 3_600, in: 0...(7 * 86_400))),
             inFlightTTL: .seconds(try env.int("INFLIGHT_TTL_SECONDS", default: 120, in: 1...86_400)),
             maxEntries: try env.int("IDEMPOTENCY_MAX_ENTRIES", default: 200_000, in: 100...10_000_000)

@@ -4,21 +4,21 @@ import NIOCore
 import NIOHTTP1
 
 /// One HTTP request to the registry, relative to its base URL.
-package struct RegistryRequest: Sendable, Hashable {
-    package enum Method: String, Sendable, Hashable {
+public struct RegistryRequest: Sendable, Hashable {
+    public enum Method: String, Sendable, Hashable {
         case get = "GET", post = "POST", patch = "PATCH"
     }
 
-    package var method: Method
+    public var method: Method
     /// Starts with `/`; path segments already percent-encoded.
-    package var path: String
-    package var query: [String: String]
+    public var path: String
+    public var query: [String: String]
     /// JSON; `nil` sends no body.
-    package var body: Data?
+    public var body: Data?
     /// The bearer token; `nil` for the routes that need none.
-    package var apiKey: String?
+    public var apiKey: String?
 
-    package init(_ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil) {
+    public init(_ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil) {
         self.method = method
         self.path = path
         self.query = query
@@ -27,7 +27,7 @@ package struct RegistryRequest: Sendable, Hashable {
     }
 
     /// `path?query` with the query sorted by name and percent-encoded.
-    package var target: String {
+    public var target: String {
         guard !query.isEmpty else { return path }
         let pairs = query.sorted { $0.key < $1.key }.map { "\(Self.encodeQuery($0.key))=\(Self.encodeQuery($0.value))" }
         return path + "?" + pairs.joined(separator: "&")
@@ -41,56 +41,61 @@ package struct RegistryRequest: Sendable, Hashable {
 }
 
 /// The registry's answer: status, media type and the body as sent.
-package struct RegistryResponse: Sendable, Hashable {
-    package var status: Int
-    package var contentType: String?
-    package var body: Data
+public struct RegistryResponse: Sendable, Hashable {
+    public var status: Int
+    public var contentType: String?
+    public var body: Data
 
-    package init(status: Int, contentType: String? = nil, body: Data) {
+    public init(status: Int, contentType: String? = nil, body: Data) {
         self.status = status
         self.contentType = contentType
         self.body = body
     }
 }
 
-/// How `RegistryClient` talks to the registry: HTTP in the CLI, a fake in unit tests. Throws
+/// How `RegistryClient` talks to the registry: HTTP in the CLI and the fleet simulator, a fake in unit tests. Throws
 /// `RegistryClientError.unreachable` when no answer came.
-package protocol RegistryTransport: Sendable {
+public protocol RegistryTransport: Sendable {
     func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse
 }
 
-/// HTTP over AsyncHTTPClient. A command makes one or two requests, so each request gets its own
-/// client that fails at the first refused connection (AsyncHTTPClient's default retries
-/// connecting until the deadline: an operator would wait 30 s to learn the URL is wrong).
-package struct HTTPRegistryTransport: RegistryTransport {
+/// HTTP over AsyncHTTPClient. Without a `client`, each request gets its own client that fails at
+/// the first refused connection (AsyncHTTPClient's default retries connecting until the deadline:
+/// an operator would wait 30 s to learn the URL is wrong), which suits a command's one or two
+/// requests; a caller making many passes its own pooled client, which it shuts down.
+public struct HTTPRegistryTransport: RegistryTransport {
     /// The longest connecting may take.
-    package var connectTimeout: TimeAmount
+    public var connectTimeout: TimeAmount
     /// The longest a whole request may take.
-    package var timeout: TimeAmount
+    public var timeout: TimeAmount
     /// Answers larger than this are refused (a provisioning plan is about 10 KiB).
-    package var maxResponseBytes: Int
+    public var maxResponseBytes: Int
+    /// Who is calling, as the `User-Agent` header.
+    public var userAgent: String
+    let client: HTTPClient?
 
-    package init(connectTimeout: TimeAmount = .seconds(10), timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024) {
+    public init(
+        connectTimeout: TimeAmount = .seconds(10), timeout: TimeAmount = .seconds(30), maxResponseBytes: Int = 16 * 1024 * 1024,
+        userAgent: String = "attendancectl", client: HTTPClient? = nil
+    ) {
         self.connectTimeout = connectTimeout
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
+        self.userAgent = userAgent
+        self.client = client
     }
 
-    package func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse {
+    public func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse {
         var http = HTTPClientRequest(url: baseURL + request.target)
         http.method = HTTPMethod(rawValue: request.method.rawValue)
         http.headers.add(name: "Accept", value: "application/json, application/problem+json")
-        http.headers.add(name: "User-Agent", value: "attendancectl")
+        http.headers.add(name: "User-Agent", value: userAgent)
         if let key = request.apiKey { http.headers.add(name: "Authorization", value: "Bearer \(key)") }
         if let body = request.body {
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(body)
         }
-        var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: connectTimeout, read: timeout)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.redirectConfiguration = .disallow
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        let client = self.client ?? Self.singleUseClient(connectTimeout: connectTimeout, timeout: timeout)
         let result: Result<RegistryResponse, any Error>
         do {
             let response = try await client.execute(http, timeout: timeout)
@@ -103,11 +108,19 @@ package struct HTTPRegistryTransport: RegistryTransport {
         } catch {
             result = .failure(error)
         }
-        try? await client.shutdown()
+        if self.client == nil { try? await client.shutdown() }
         switch result {
         case .success(let response): return response
         case .failure(let error): throw .unreachable(url: baseURL, reason: Self.reason(error))
         }
+    }
+
+    static func singleUseClient(connectTimeout: TimeAmount, timeout: TimeAmount) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: connectTimeout, read: timeout)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
     /// A short human reason for a transport failure (no type names, no errno noise).
@@ -127,6 +140,6 @@ package struct HTTPRegistryTransport: RegistryTransport {
             return "the host name does not resolve"
         }
         if lowered.contains("timeout") || lowered.contains("timed out") { return "connection timed out" }
-        return TableFormatter.singleLine(text)
+        return RegistryClientError.singleLine(text)
     }
 }

@@ -1,30 +1,29 @@
-import AccessControl
 import AttendanceProtocol
 import Foundation
 
 /// A decoded answer and the JSON the registry sent (printed verbatim by `--json`).
-package struct RegistryReply<Value: Sendable>: Sendable {
-    package var value: Value
-    package var json: Data
+public struct RegistryReply<Value: Sendable>: Sendable {
+    public var value: Value
+    public var json: Data
 
-    package init(value: Value, json: Data) {
+    public init(value: Value, json: Data) {
         self.value = value
         self.json = json
     }
 }
 
-/// A client of the beacon registry's REST API (`Services/beacon-registry/Service/Resources/openapi.yaml`): one method
+/// A client of the beacon registry's REST API (the registry's OpenAPI document): one method
 /// per operation, bodies and answers as the document describes them. Every failure is a
 /// `RegistryClientError`; admin operations without an API key fail before any request is sent.
-package struct RegistryClient: Sendable {
+public struct RegistryClient: Sendable {
     /// `http://host:port`, without a trailing slash.
-    package let baseURL: String
-    package let apiKey: String?
+    public let baseURL: String
+    public let apiKey: String?
     let transport: any RegistryTransport
 
-    package static let defaultURL = "http://127.0.0.1:8083"
+    public static let defaultURL = "http://127.0.0.1:8083"
 
-    package init(baseURL: String, apiKey: String?, transport: any RegistryTransport = HTTPRegistryTransport()) throws(RegistryClientError) {
+    public init(baseURL: String, apiKey: String?, transport: any RegistryTransport = HTTPRegistryTransport()) throws(RegistryClientError) {
         var url = baseURL.trimmingCharacters(in: .whitespaces)
         while url.hasSuffix("/") { url.removeLast() }
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
@@ -39,26 +38,26 @@ package struct RegistryClient: Sendable {
 
     // MARK: Organizations
 
-    package func createOrganization(_ body: NewOrganization) async throws(RegistryClientError) -> RegistryReply<Organization> {
+    public func createOrganization(_ body: NewOrganization) async throws(RegistryClientError) -> RegistryReply<Organization> {
         try await admin(.post, "/v1/admin/organizations", body: body)
     }
 
-    package func listOrganizations(
+    public func listOrganizations(
         _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Organization>> {
         try await admin(.get, "/v1/admin/organizations", query: page.query)
     }
 
-    package func organization(id: String) async throws(RegistryClientError) -> RegistryReply<Organization> {
+    public func organization(id: String) async throws(RegistryClientError) -> RegistryReply<Organization> {
         try await admin(.get, "/v1/admin/organizations/\(Self.segment(id))")
     }
 
     /// The organization's shard UUID and major (allocated on first call, the same afterwards).
-    package func allocateNamespace(organizationId: String) async throws(RegistryClientError) -> RegistryReply<BusinessNamespace> {
+    public func allocateNamespace(organizationId: String) async throws(RegistryClientError) -> RegistryReply<BusinessNamespace> {
         try await admin(.post, "/v1/admin/organizations/\(Self.segment(organizationId))/namespace")
     }
 
-    package func listSites(
+    public func listSites(
         organizationId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Site>> {
         try await admin(.get, "/v1/admin/organizations/\(Self.segment(organizationId))/sites", query: page.query)
@@ -66,21 +65,21 @@ package struct RegistryClient: Sendable {
 
     // MARK: Sites
 
-    package func createSite(_ body: NewSite) async throws(RegistryClientError) -> RegistryReply<Site> {
+    public func createSite(_ body: NewSite) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.post, "/v1/admin/sites", body: body)
     }
 
-    package func site(id: String) async throws(RegistryClientError) -> RegistryReply<Site> {
+    public func site(id: String) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(id))")
     }
 
-    package func listGates(
+    public func listGates(
         siteId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Gate>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/gates", query: page.query)
     }
 
-    package func listBeacons(
+    public func listBeacons(
         siteId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Beacon>> {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/beacons", query: page.query)
@@ -88,27 +87,27 @@ package struct RegistryClient: Sendable {
 
     // MARK: Gates
 
-    package func createGate(_ body: NewGate) async throws(RegistryClientError) -> RegistryReply<Gate> {
+    public func createGate(_ body: NewGate) async throws(RegistryClientError) -> RegistryReply<Gate> {
         try await admin(.post, "/v1/admin/gates", body: body)
     }
 
-    package func gate(id: String) async throws(RegistryClientError) -> RegistryReply<Gate> {
+    public func gate(id: String) async throws(RegistryClientError) -> RegistryReply<Gate> {
         try await admin(.get, "/v1/admin/gates/\(Self.segment(id))")
     }
 
     /// The next free minor of the organization's namespace, for the gate.
-    package func allocateMinor(gateId: String) async throws(RegistryClientError) -> RegistryReply<MinorAllocation> {
+    public func allocateMinor(gateId: String) async throws(RegistryClientError) -> RegistryReply<MinorAllocation> {
         try await admin(.post, "/v1/admin/gates/\(Self.segment(gateId))/minor")
     }
 
     // MARK: Users and enrollment
 
-    package func createUser(_ body: NewUser) async throws(RegistryClientError) -> RegistryReply<User> {
+    public func createUser(_ body: NewUser) async throws(RegistryClientError) -> RegistryReply<User> {
         try await admin(.post, "/v1/admin/users", body: body)
     }
 
     /// A one-time code for the user's phone (the plaintext is in this answer only).
-    package func createEnrollmentCode(
+    public func createEnrollmentCode(
         userId: String, validityMinutes: Int? = nil
     ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeResponse> {
         try await admin(
@@ -117,39 +116,39 @@ package struct RegistryClient: Sendable {
     }
 
     /// Exchanges a one-time code for device credentials, as the phone app does (no API key).
-    package func enrollDevice(_ body: DeviceEnrollment) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsResponse> {
+    public func enrollDevice(_ body: DeviceEnrollment) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsResponse> {
         try await call(RegistryRequest(.post, "/v1/devices/enroll", body: try Self.encode(body)))
     }
 
     // MARK: Beacons
 
-    package func registerBeacon(_ body: NewBeacon) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    public func registerBeacon(_ body: NewBeacon) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.post, "/v1/admin/beacons", body: body)
     }
 
-    package func beacon(id: String) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    public func beacon(id: String) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(id))")
     }
 
-    package func setBeaconStatus(id: String, status: BeaconStatus) async throws(RegistryClientError) -> RegistryReply<Beacon> {
+    public func setBeaconStatus(id: String, status: BeaconStatus) async throws(RegistryClientError) -> RegistryReply<Beacon> {
         try await admin(.patch, "/v1/admin/beacons/\(Self.segment(id))", body: BeaconStatusChange(status: status))
     }
 
     /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
     /// provisioning plan; the policy verifies with it as soon as it reads the change.
-    package func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
+    public func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
         try await admin(.post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate")
     }
 
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.
-    package func provisioningPlan(
+    public func provisioningPlan(
         beaconId: String, _ options: ProvisioningPlanQuery = ProvisioningPlanQuery()
     ) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanResponse> {
         try await admin(.get, "/v1/admin/beacons/\(Self.segment(beaconId))/provisioning-plan", query: options.query)
     }
 
     /// Whether devices reported the beacon within the last `withinMinutes` (server default 15).
-    package func verifyBroadcast(
+    public func verifyBroadcast(
         beaconId: String, withinMinutes: Int? = nil
     ) async throws(RegistryClientError) -> RegistryReply<BeaconVerificationResponse> {
         try await admin(
@@ -158,55 +157,55 @@ package struct RegistryClient: Sendable {
     }
 
     /// Records that a device heard a beacon (202, no body).
-    package func recordSighting(_ body: BeaconSightingReport) async throws(RegistryClientError) -> RegistryReply<Accepted> {
+    public func recordSighting(_ body: BeaconSightingReport) async throws(RegistryClientError) -> RegistryReply<Accepted> {
         let response = try await send(RegistryRequest(.post, "/v1/admin/sightings", body: try Self.encode(body), apiKey: try requireKey()))
         return RegistryReply(value: Accepted(status: response.status), json: response.body)
     }
 
     // MARK: Lookups (answered from the registry's in-memory feed cache)
 
-    package func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse>
+    public func lookupBeacon(uuid: String, major: Int, minor: Int) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse>
     {
         try await admin(.get, "/v1/admin/lookup/beacon", query: ["uuid": uuid, "major": String(major), "minor": String(minor)])
     }
 
-    package func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupResponse> {
+    public func lookupBusiness(uuid: String, major: Int) async throws(RegistryClientError) -> RegistryReply<BusinessLookupResponse> {
         try await admin(.get, "/v1/admin/lookup/business", query: ["uuid": uuid, "major": String(major)])
     }
 
-    package func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDResponse> {
+    public func lookupBeacons(uuid: String) async throws(RegistryClientError) -> RegistryReply<BeaconsByUUIDResponse> {
         try await admin(.get, "/v1/admin/lookup/uuid/\(Self.segment(uuid))")
     }
 
-    package func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse> {
+    public func lookupBeacon(mac: String) async throws(RegistryClientError) -> RegistryReply<BeaconLookupResponse> {
         try await admin(.get, "/v1/admin/lookup/mac/\(Self.segment(mac))")
     }
 
     // MARK: Devices
 
-    package func device(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
+    public func device(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
         try await admin(.get, "/v1/admin/devices/\(Self.segment(id))")
     }
 
-    package func revokeDevice(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
+    public func revokeDevice(id: String) async throws(RegistryClientError) -> RegistryReply<Device> {
         try await admin(.post, "/v1/admin/devices/\(Self.segment(id))/revoke")
     }
 
     // MARK: API keys
 
     /// A new key; its secret is in this answer only.
-    package func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyResponse> {
+    public func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyResponse> {
         try await admin(.post, "/v1/admin/api-keys", body: NewAPIKey(name: name, role: role))
     }
 
-    package func revokeAPIKey(id: String) async throws(RegistryClientError) -> RegistryReply<APIKey> {
+    public func revokeAPIKey(id: String) async throws(RegistryClientError) -> RegistryReply<APIKey> {
         try await admin(.post, "/v1/admin/api-keys/\(Self.segment(id))/revoke")
     }
 
     // MARK: Service
 
     /// `/health/live` and `/health/ready` (503 when a dependency fails: not an error here).
-    package func health() async throws(RegistryClientError) -> (live: RegistryReply<HealthBody>, ready: RegistryReply<HealthBody>) {
+    public func health() async throws(RegistryClientError) -> (live: RegistryReply<HealthBody>, ready: RegistryReply<HealthBody>) {
         func check(_ path: String) async throws(RegistryClientError) -> RegistryReply<HealthBody> {
             let response = try await transport.send(RegistryRequest(.get, path), to: baseURL)
             guard (200..<300).contains(response.status) || response.status == 503 else { throw RegistryClientError.from(response) }
@@ -216,12 +215,12 @@ package struct RegistryClient: Sendable {
     }
 
     /// The OpenAPI document (YAML) the registry serves.
-    package func openAPIDocument() async throws(RegistryClientError) -> String {
+    public func openAPIDocument() async throws(RegistryClientError) -> String {
         try await text("/openapi.yaml")
     }
 
     /// The registry's Prometheus metrics (text format).
-    package func metrics() async throws(RegistryClientError) -> String {
+    public func metrics() async throws(RegistryClientError) -> String {
         try await text("/metrics")
     }
 

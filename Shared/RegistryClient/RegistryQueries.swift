@@ -1,5 +1,3 @@
-import AccessControl
-import ArgumentParser
 import AttendanceProtocol
 import Foundation
 
@@ -7,11 +5,11 @@ import Foundation
 // parameters, the bodyless `202` and the health answer.
 
 /// `?limit=` (1...200) and `?cursor=` (a previous page's `nextCursor`).
-package struct PageQuery: Sendable, Hashable {
-    package var limit: Int?
-    package var cursor: String?
+public struct PageQuery: Sendable, Hashable {
+    public var limit: Int?
+    public var cursor: String?
 
-    package init(limit: Int? = nil, cursor: String? = nil) {
+    public init(limit: Int? = nil, cursor: String? = nil) {
         self.limit = limit
         self.cursor = cursor
     }
@@ -25,13 +23,13 @@ package struct PageQuery: Sendable, Hashable {
 }
 
 /// The provisioning plan's settings; `nil` leaves the registry's default.
-package struct ProvisioningPlanQuery: Sendable, Hashable {
-    package var deviceName: String?
-    package var measuredPower: Int?
-    package var advertisingIntervalUnits: Int?
-    package var txPowerIndex: Int?
+public struct ProvisioningPlanQuery: Sendable, Hashable {
+    public var deviceName: String?
+    public var measuredPower: Int?
+    public var advertisingIntervalUnits: Int?
+    public var txPowerIndex: Int?
 
-    package init(deviceName: String? = nil, measuredPower: Int? = nil, advertisingIntervalUnits: Int? = nil, txPowerIndex: Int? = nil) {
+    public init(deviceName: String? = nil, measuredPower: Int? = nil, advertisingIntervalUnits: Int? = nil, txPowerIndex: Int? = nil) {
         self.deviceName = deviceName
         self.measuredPower = measuredPower
         self.advertisingIntervalUnits = advertisingIntervalUnits
@@ -49,22 +47,12 @@ package struct ProvisioningPlanQuery: Sendable, Hashable {
 }
 
 /// An answer without a body (`202 Accepted`).
-package struct Accepted: Sendable {
-    package var status: Int
+public struct Accepted: Sendable {
+    public var status: Int
 }
 
-package struct HealthBody: Decodable, Sendable {
-    package var status: String
-    package var service: String?
-    package var checks: [String: String]?
-}
-
-extension TimeOfDay: ExpressibleByArgument {
-    /// `HH:MM`.
-    public init?(argument: String) { self.init(argument) }
-}
-
-extension CalendarDate: ExpressibleByArgument {
-    /// `YYYY-MM-DD`.
-    public init?(argument: String) { self.init(argument) }
+public struct HealthBody: Decodable, Sendable {
+    public var status: String
+    public var service: String?
+    public var checks: [String: String]?
 }

@@ -10,11 +10,11 @@ import ServiceRuntime
 /// - `BEACON_KEY_SEAL_KEY`: base64 of 32 random bytes, shared with the policy service only. With it
 ///   the registry creates each beacon's GATT key, stores and publishes it sealed, backfills beacons
 ///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
-package struct RegistrySettings: Sendable {
+package struct RegistryConfiguration: Sendable {
     package var bootstrapKeyFile: BootstrapKeyFile?
     package var beaconKeySealer: BeaconKeySealer?
 
-    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> RegistrySettings {
+    package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> RegistryConfiguration {
         let bootstrapKeyFile =
             try env.bool("REGISTRY_BOOTSTRAP", default: false)
             ? BootstrapKeyFile(
@@ -22,7 +22,7 @@ package struct RegistrySettings: Sendable {
                     "REGISTRY_BOOTSTRAP_KEY_PATH",
                     expected: "with REGISTRY_BOOTSTRAP=1, the file the first admin API key is written to (never the log)"))
             : nil
-        return RegistrySettings(bootstrapKeyFile: bootstrapKeyFile, beaconKeySealer: try loadBeaconKeySealer(from: env))
+        return RegistryConfiguration(bootstrapKeyFile: bootstrapKeyFile, beaconKeySealer: try loadBeaconKeySealer(from: env))
     }
 
     /// `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, or unset. The value is never echoed.

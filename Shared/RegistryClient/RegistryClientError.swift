@@ -2,10 +2,10 @@ import AttendanceProtocol
 import Foundation
 
 /// Why a registry call failed, each as one line an operator can act on.
-package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvertible {
+public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An admin operation without a key.
     case missingAPIKey
-    /// `--url` / `REGISTRY_URL` is not an http(s) URL.
+    /// The registry URL given (`--url`, `REGISTRY_URL`) is not an http(s) URL.
     case invalidURL(String)
     /// No HTTP answer: refused, timed out, unresolvable host.
     case unreachable(url: String, reason: String)
@@ -16,7 +16,7 @@ package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvert
     /// A success status whose body is not what the API document promises.
     case unexpectedAnswer(String)
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .missingAPIKey:
             return "no API key: pass --api-key KEY or set ATTENDANCE_API_KEY (an admin creates keys with "
@@ -28,7 +28,7 @@ package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvert
         case .problem(let problem):
             return Self.line(for: problem)
         case .unexpectedStatus(let status, let body):
-            let excerpt = TableFormatter.singleLine(String(body.prefix(200))).trimmingCharacters(in: .whitespaces)
+            let excerpt = Self.singleLine(String(body.prefix(200))).trimmingCharacters(in: .whitespaces)
             return "registry answered HTTP \(status)" + (excerpt.isEmpty ? "" : ": \(excerpt)")
         case .unexpectedAnswer(let reason):
             return "unexpected answer from the registry: \(reason)"
@@ -36,7 +36,7 @@ package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     /// `Title (HTTP status): detail; field: reason; field: reason` on one line.
-    package static func line(for problem: ProblemDetails) -> String {
+    public static func line(for problem: ProblemDetails) -> String {
         var text = "\(problem.title) (HTTP \(problem.status))"
         let fields = (problem.errors ?? []).map { "\($0.field.isEmpty ? "body" : $0.field): \($0.reason)" }
         var parts: [String] = []
@@ -48,7 +48,12 @@ package enum RegistryClientError: Error, Hashable, Sendable, CustomStringConvert
         for reason in problem.reasons ?? [] { parts.append(reason) }
         if let retry = problem.retryAfterSeconds { parts.append("retry after \(retry) s") }
         if !parts.isEmpty { text += ": " + parts.joined(separator: "; ") }
-        return TableFormatter.singleLine(text)
+        return singleLine(text)
+    }
+
+    /// Newlines and tabs as spaces: every message is one line.
+    static func singleLine(_ text: String) -> String {
+        text.split(whereSeparator: { $0.isNewline || $0 == "\t" }).joined(separator: " ")
     }
 
     /// The error a non-2xx answer stands for: its problem when the body is one, else the status.

@@ -1,0 +1,63 @@
+import AttendanceProtocol
+import Foundation
+import LocalStackTesting
+import PostgresNIO
+import ServiceRuntime
+import SessionMergerService
+import Testing
+
+extension SessionMergerServiceTests {
+    /// `session-merger migrate`, the built executable: the operator's way to migrate ahead of a deploy
+    /// (every service takes the same command line through `ServiceKit`).
+    @Suite("session-merger migrate", .timeLimit(.minutes(2)))
+    struct MigrateCommandTests {
+        let logger = LocalStack.logger(label: "merger-migrate-tests")
+
+        /// Runs the executable to its end; its status and what it printed.
+        func run(_ arguments: [String], environment: [String: String]) async throws -> (status: Int32, output: String) {
+            try #require(MergerBinary.exists, "no session-merger executable at \(MergerBinary.path) (swift build --build-tests builds it)")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: MergerBinary.path)
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+                do { try process.run() } catch { continuation.resume(throwing: error) }
+            }
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (status, output)
+        }
+
+        @Test func migrateAppliesEveryMigrationIntoItsSchemaThenExitsWithoutServing() async throws {
+            try LocalStack.ensureStarted()
+            let schema = "merger_migrate_\(token())"
+            let series = ServiceMigrations.merger.series(schema: schema)
+            try await LocalStack.withPostgres { client in
+                let (status, output) = try await run(
+                    ["migrate"],
+                    environment: ["MERGER_SCHEMA": schema, "LOG_LEVEL": "info", "HTTP_PORT": "0", "KAFKA_BROKERS": LocalStack.brokers])
+                var applied: [Int] = []
+                for try await version in try await client.query(
+                    "SELECT version FROM public.schema_migrations WHERE service = \(series) ORDER BY version", logger: logger
+                ).decode(Int.self) {
+                    applied.append(version)
+                }
+                try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"), logger: logger)
+                try await client.query("DELETE FROM public.schema_migrations WHERE service = \(series)", logger: logger)
+
+                #expect(status == 0, "\(output)")
+                #expect(applied == (try ServiceMigrations.merger.load(schema: schema)).map(\.version), "\(output)")
+                #expect(output.contains("migrations applied"), "\(output)")
+            }
+        }
+
+        @Test func anArgumentItDoesNotTakeIsAUsageErrorWithExitCode64() async throws {
+            let (status, output) = try await run(["migrat"], environment: [:])
+            #expect(status == 64)
+            #expect(output.contains("unknown arguments 'migrat'") && output.contains("session-merger migrate"), "\(output)")
+        }
+    }
+}
