@@ -143,10 +143,22 @@ let package = Package(
 
         // MARK: Services (thin executables over library targets)
 
-        // Beacon registry: places, beacons, shard allocation, devices, credentials (core).
+        // Beacon registry: places, beacons, shard allocation, devices, credentials, validation (core, pure).
         .target(
             name: "BeaconRegistryCore",
             dependencies: [
+                "AccessControl",
+                "AttendanceProtocol",
+                "ServiceRuntime",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Services/beacon-registry/Core"
+        ),
+        // Beacon registry: its PostgreSQL repository, migrations and change-feed publisher (store).
+        .target(
+            name: "BeaconRegistryStore",
+            dependencies: [
+                "BeaconRegistryCore",
                 "AccessControl",
                 "AttendanceProtocol",
                 "KafkaClient",
@@ -156,16 +168,17 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Services/beacon-registry/Core",
+            path: "Services/beacon-registry/Store",
             resources: [.copy("Migrations")]
         ),
 
         .target(
-            name: "AttendanceCtlCore",
+            name: "AttendanceCtlCommands",
             dependencies: [
                 "AttendanceProtocol",
                 "RegistryClient",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "KafkaClient",
                 "ServiceRuntime",
                 "AccessControl",
@@ -173,11 +186,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Services/attendancectl/Core"
+            path: "Services/attendancectl/Commands"
         ),
         .executableTarget(
             name: "attendancectl",
-            dependencies: ["AttendanceCtlCore"],
+            dependencies: ["AttendanceCtlCommands"],
             path: "Services/attendancectl/Main"
         ),
 
@@ -189,6 +202,7 @@ let package = Package(
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "KafkaClient",
                 "ServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -391,6 +405,7 @@ let package = Package(
                 "AccessControl",
                 "RegistryFeed",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
                 .product(name: "Logging", package: "swift-log"),
@@ -409,6 +424,7 @@ let package = Package(
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "PresenceKit",
                 "ServiceRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -475,6 +491,7 @@ let package = Package(
                 "AccessControl",
                 "LocalStackTesting",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
                 .product(name: "Logging", package: "swift-log"),
@@ -492,6 +509,7 @@ let package = Package(
                 "LocalStackTesting",
                 "BeaconRegistryService",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -509,6 +527,7 @@ let package = Package(
                 "LocalStackTesting",
                 "RegistryFeed",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "KafkaClient",
                 "ServiceRuntime",
@@ -529,6 +548,7 @@ let package = Package(
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "KafkaClient",
                 "LocalStackTesting",
                 "RegistryFeed",
@@ -556,6 +576,7 @@ let package = Package(
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "KafkaClient",
                 "PolicyService",
                 "PolicyServiceCore",
@@ -590,9 +611,10 @@ let package = Package(
             name: "AttendanceCtlTests",
             dependencies: [
                 "AccessControl",
-                "AttendanceCtlCore",
+                "AttendanceCtlCommands",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "BeaconRegistryService",
                 "LocalStackTesting",
                 "RegistryClient",
@@ -637,6 +659,7 @@ let package = Package(
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "LocalStackTesting",
                 "ServiceRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -712,9 +735,10 @@ let package = Package(
                 "KafkaClient",
                 "ServiceRuntime",
                 "AttendanceProtocol",
-                "AttendanceCtlCore",
+                "AttendanceCtlCommands",
                 // Every service's migrations (MigrationChecksumTests).
                 "BeaconRegistryCore",
+                "BeaconRegistryStore",
                 "PolicyService",
                 "SessionMergerService",
                 "TelemetryAggregatorService",

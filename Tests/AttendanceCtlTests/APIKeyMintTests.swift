@@ -1,7 +1,8 @@
 import AccessControl
-import AttendanceCtlCore
+import AttendanceCtlCommands
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Foundation
 import LocalStackTesting
 import PostgresNIO

@@ -1,5 +1,5 @@
 import ArgumentParser
-import AttendanceCtlCore
+import AttendanceCtlCommands
 import AttendanceProtocol
 import Foundation
 import LocalStackTesting

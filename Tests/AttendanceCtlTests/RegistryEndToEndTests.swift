@@ -1,8 +1,9 @@
 import AccessControl
-import AttendanceCtlCore
+import AttendanceCtlCommands
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
+import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting

@@ -1,4 +1,4 @@
-import AttendanceCtlCore
+import AttendanceCtlCommands
 import AttendanceProtocol
 import Foundation
 import RegistryClient

@@ -2,6 +2,7 @@ import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
+import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting

@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Testing
 
 /// When the registry refills its feed topic from the outbox (the end-to-end test restarts the

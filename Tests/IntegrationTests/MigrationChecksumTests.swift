@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import PolicyService
 import ServiceRuntime
 import SessionMergerService

@@ -2,6 +2,7 @@ import AccessControl
 import AsyncHTTPClient
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Crypto
 import Foundation
 import LocalStackTesting

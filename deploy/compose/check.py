@@ -103,8 +103,8 @@ class Checker:
         reader = self.read("Shared", "ServiceRuntime", "Configuration", "EnvironmentReader.swift")
         backed = re.search(r"fileBackedKeys: Set<String> = \[(.*?)\]", reader, re.S)
         self.file_backed_keys = set(re.findall(r'"(\w+)"', backed.group(1))) if backed else set()
-        self.secret_variables = set(re.findall(r'return "([A-Z][A-Z0-9_]+)"', self.read("Services", "attendancectl", "Core", "SecretsCommands.swift")))
-        secret_names = set(re.findall(r'case\s+\w+\s*=\s*"([a-z0-9-]+)"', self.read("Services", "attendancectl", "Core", "SecretsCommands.swift")))
+        self.secret_variables = set(re.findall(r'return "([A-Z][A-Z0-9_]+)"', self.read("Services", "attendancectl", "Commands", "SecretsCommands.swift")))
+        secret_names = set(re.findall(r'case\s+\w+\s*=\s*"([a-z0-9-]+)"', self.read("Services", "attendancectl", "Commands", "SecretsCommands.swift")))
 
         project_images = {s.get("image") for s in services.values() if isinstance(s, dict) and "build" in s}
         dockerfile_products = set()

@@ -1,3 +1,3 @@
-import AttendanceCtlCore
+import AttendanceCtlCommands
 
 await AttendanceCtl.runAsRoot()

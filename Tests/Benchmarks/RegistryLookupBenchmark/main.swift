@@ -1,6 +1,7 @@
 import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Dispatch
 import Foundation
 import Logging

@@ -6,18 +6,18 @@ import Foundation
 ///
 /// Short enough to type from a screen, and safe because it is one-time, expires, and is looked up by
 /// the SHA-256 of its normalized form (so a database reader cannot use a stored code).
-enum EnrollmentCodeFormat {
-    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-    static let length = 10
+package enum EnrollmentCodeFormat {
+    package static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+    package static let length = 10
 
-    static func generate() -> String {
+    package static func generate() -> String {
         let chars = Secrets.randomBytes(length).map { alphabet[Int($0 & 0x1F)] }
         return String(chars[0..<5]) + "-" + String(chars[5...])
     }
 
     /// Upper-cases, drops dashes and spaces, and reads I/L as 1 and O as 0 (Crockford), so what a
     /// person types matches what was shown. `nil` when it cannot be a code.
-    static func normalize(_ text: String) -> String? {
+    package static func normalize(_ text: String) -> String? {
         var out: [Character] = []
         for ch in text.uppercased() {
             switch ch {
@@ -32,15 +32,15 @@ enum EnrollmentCodeFormat {
         return out.count == length ? String(out) : nil
     }
 
-    static func hash(normalized: String) -> String { Secrets.sha256Hex(normalized) }
+    package static func hash(normalized: String) -> String { Secrets.sha256Hex(normalized) }
 }
 
 /// Generated entity ids: a readable prefix and 96 random bits (`site_3f9c…`).
-enum EntityIdGenerator {
-    static func make(_ prefix: String) -> String {
+package enum EntityIdGenerator {
+    package static func make(_ prefix: String) -> String {
         "\(prefix)_\(Secrets.hex(Secrets.randomBytes(12)))"
     }
 
     /// What `registry.entity_id` accepts (`EntityId`).
-    static func isValid(_ id: String) -> Bool { EntityId.isValid(id) }
+    package static func isValid(_ id: String) -> Bool { EntityId.isValid(id) }
 }

@@ -7,7 +7,7 @@ import Foundation
 // and reasons instead of a constraint name.
 
 extension NewOrganization {
-    func validated() throws(RegistryError) -> NewOrganization {
+    package func validated() throws(RegistryError) -> NewOrganization {
         var v = InputValidator()
         let id = v.id(id, "id")
         let name = v.name(name, "name")
@@ -17,7 +17,7 @@ extension NewOrganization {
 }
 
 extension NewSite {
-    func validated() throws(RegistryError) -> NewSite {
+    package func validated() throws(RegistryError) -> NewSite {
         var v = InputValidator()
         var site = self
         site.id = v.id(id, "id")
@@ -46,7 +46,7 @@ extension NewSite {
 }
 
 extension NewGate {
-    func validated() throws(RegistryError) -> NewGate {
+    package func validated() throws(RegistryError) -> NewGate {
         var v = InputValidator()
         let id = v.id(id, "id")
         let siteId = v.id(siteId, "siteId") ?? siteId
@@ -57,7 +57,7 @@ extension NewGate {
 }
 
 extension NewUser {
-    func validated() throws(RegistryError) -> NewUser {
+    package func validated() throws(RegistryError) -> NewUser {
         var v = InputValidator()
         let id = v.id(id, "id")
         let name = v.name(name, "name")
@@ -72,7 +72,7 @@ extension NewUser {
 extension NewBeacon {
     /// The normalized input and its parsed UUID. A banned UUID is its own error (422), reported
     /// before field errors, so the admin learns the real reason first.
-    func validated() throws(RegistryError) -> (input: NewBeacon, uuid: UUID) {
+    package func validated() throws(RegistryError) -> (input: NewBeacon, uuid: UUID) {
         if let banned = BanList.check(uuid) { throw .bannedUUID(banned) }
         var v = InputValidator()
         var beacon = self
@@ -134,29 +134,31 @@ enum MACAddress {
 }
 
 /// Collects field errors; `finish` throws them all together.
-struct InputValidator {
-    private(set) var errors: [FieldError] = []
+package struct InputValidator {
+    package init() {}
 
-    mutating func fail(_ field: String, _ reason: String) {
+    package private(set) var errors: [FieldError] = []
+
+    package mutating func fail(_ field: String, _ reason: String) {
         errors.append(FieldError(field: field, reason: reason))
     }
 
     /// The id when valid (or `nil` when absent).
-    mutating func id(_ id: String?, _ field: String) -> String? {
+    package mutating func id(_ id: String?, _ field: String) -> String? {
         guard let id else { return nil }
         if !EntityIdGenerator.isValid(id) { fail(field, EntityId.rule) }
         return id
     }
 
     /// The trimmed name.
-    mutating func name(_ name: String, _ field: String) -> String {
+    package mutating func name(_ name: String, _ field: String) -> String {
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
         // Counted in Unicode scalars, as PostgreSQL counts characters.
         if !(1...200).contains(trimmed.unicodeScalars.count) { fail(field, "must be 1-200 characters") }
         return trimmed
     }
 
-    func finish() throws(RegistryError) {
+    package func finish() throws(RegistryError) {
         if !errors.isEmpty { throw .invalidInput(errors) }
     }
 }

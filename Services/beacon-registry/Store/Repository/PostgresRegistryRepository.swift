@@ -1,5 +1,6 @@
 import AccessControl
 import AttendanceProtocol
+import BeaconRegistryCore
 import Foundation
 import Logging
 import PostgresNIO

@@ -2,6 +2,7 @@ import AccessControl
 import ArgumentParser
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Foundation
 import PostgresNIO
 

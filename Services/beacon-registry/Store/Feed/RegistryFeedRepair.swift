@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import BeaconRegistryCore
 import KafkaClient
 import Logging
 import PostgresNIO

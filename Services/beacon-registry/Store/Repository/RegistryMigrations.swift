@@ -1,3 +1,4 @@
+import BeaconRegistryCore
 import Foundation
 import ServiceRuntime
 

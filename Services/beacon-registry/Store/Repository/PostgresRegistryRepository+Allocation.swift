@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import BeaconRegistryCore
 import Crypto
 import Foundation
 import PostgresNIO

@@ -108,7 +108,7 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    static func invalid(_ field: String, _ reason: String) -> RegistryError {
+    package static func invalid(_ field: String, _ reason: String) -> RegistryError {
         .invalidInput([FieldError(field: field, reason: reason)])
     }
 }
