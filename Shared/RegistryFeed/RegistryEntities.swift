@@ -42,17 +42,8 @@ public struct CachedGate: Hashable, Sendable {
     public var name: String
 }
 
-public struct CachedGeofence: Hashable, Sendable {
-    public var latitude: Double
-    public var longitude: Double
-    public var radiusMeters: Double
-
-    public init(latitude: Double, longitude: Double, radiusMeters: Double) {
-        self.latitude = latitude
-        self.longitude = longitude
-        self.radiusMeters = radiusMeters
-    }
-}
+/// A site's geofence as the registry publishes it.
+public typealias CachedGeofence = Geofence
 
 public struct CachedSite: Hashable, Sendable {
     public var id: String

@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
+import ServiceRuntime
 import SessionMergerCore
 import Testing
 
@@ -60,7 +61,7 @@ extension SessionMergerServiceTests {
 
                 // Saved as if loaded before that write: refused, and nothing changes.
                 await #expect(throws: MergerWriteConflict.self) {
-                    try await unwrapTransactionError {
+                    try await PostgresFailure.unwrapping {
                         try await db.client.withTransaction(logger: MergerDB.logger) { connection in
                             var loaded = try await MergerStore.lockTimelines([key], policy: policy, on: connection, logger: MergerDB.logger)
                             loaded[key]?.version = 1

@@ -162,15 +162,8 @@ public struct StorageRefusal: Sendable, Hashable {
 
     /// The refusal behind `error`, looking inside a failed transaction; nil when it is none.
     public init?(_ error: any Error) {
-        if let transaction = error as? PostgresTransactionError,
-            let inner = transaction.cause
-        {
-            self.init(inner)
-        } else if let state = (error as? PSQLError)?.serverInfo?[.sqlState] {
-            self.init(sqlState: state)
-        } else {
-            return nil
-        }
+        guard let failure = PostgresFailure(error) else { return nil }
+        self.init(sqlState: failure.sqlState)
     }
 
     public var isDataException: Bool { sqlState.hasPrefix("22") }

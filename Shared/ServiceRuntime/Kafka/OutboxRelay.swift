@@ -107,8 +107,8 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
     @discardableResult
     public func publishRound() async throws -> OutboxRound {
         let table = self.table, producer = self.producer, logger = self.logger, batchSize = configuration.batchSize
-        do {
-            return try await client.withTransaction(logger: logger) { connection in
+        return try await PostgresFailure.unwrapping {
+            try await client.withTransaction(logger: logger) { connection in
                 let lock = try await connection.query("SELECT pg_try_advisory_xact_lock(\(table.lockKey))", logger: logger)
                 var locked = false
                 for try await acquired in lock.decode(Bool.self) { locked = acquired }
@@ -124,8 +124,6 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
                 try await table.markDelivered(rows.map(\.id), on: connection, logger: logger)
                 return OutboxRound(published: rows.count, lockedElsewhere: false)
             }
-        } catch let error as PostgresTransactionError {
-            throw error.cause ?? error
         }
     }
 

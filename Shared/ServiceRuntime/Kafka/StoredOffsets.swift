@@ -42,3 +42,40 @@ extension KafkaConsumer {
             logger: logger)
     }
 }
+
+extension KafkaConsumer {
+    /// Commits `offsets` to the broker for tools and lag metrics only: an owner that stores its
+    /// offsets with its results reads those, so a failure here is logged (debug) and otherwise ignored.
+    public func commitInformational(_ offsets: [TopicPartition: Int64], logger: Logger) async {
+        do {
+            try await commit(offsets)
+        } catch {
+            logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
+        }
+    }
+}
+
+/// How a consumer whose offsets live with its results stores a batch: until it is stored. A failure
+/// (PostgreSQL away, a serialization conflict) is logged and the same messages are stored again after
+/// 100 ms, doubling up to 5 s, so nothing is skipped; `nil` when the process shuts down first.
+public enum BatchStoreRetry {
+    public static func untilStored<Result: Sendable>(
+        messages: Int, logger: Logger, onFailure: () -> Void = {}, _ store: () async throws -> Result
+    ) async -> Result? {
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                return try await store()
+            } catch {
+                onFailure()
+                logger.error(
+                    "storing a batch failed; retrying it",
+                    metadata: ["error": .string(String(describing: error)), "messages": "\(messages)", "retryIn": .string("\(backoff)")])
+                if Task.isCancelled || Task.isShuttingDownGracefully { return nil }
+                try? await Task.sleep(for: backoff)
+                if Task.isCancelled { return nil }
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+}

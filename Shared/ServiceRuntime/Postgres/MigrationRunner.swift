@@ -82,9 +82,8 @@ public struct MigrationRunner: Sendable {
                     )
                     """, logger: logger)
             }
-        } catch let error as PostgresTransactionError {
-            let inner = error.cause
-            let message = (inner as? PSQLError)?.serverInfo?[.message] ?? String(reflecting: inner ?? error)
+        } catch {
+            let message = PostgresFailure(error)?.message ?? String(reflecting: PostgresFailure.cause(of: error))
             throw MigrationError(description: "creating schema_migrations failed: \(message)")
         }
         var applied: [Migration] = []

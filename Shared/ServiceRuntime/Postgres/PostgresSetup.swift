@@ -16,8 +16,3 @@ extension PostgresConfiguration {
         return PostgresClient(configuration: configuration, backgroundLogger: logger)
     }
 }
-
-extension PostgresTransactionError {
-    /// What went wrong: the transaction's own work first, then its commit, then its start.
-    public var cause: (any Error)? { closureError ?? commitError ?? beginError }
-}

@@ -66,9 +66,9 @@ package struct PostgresRegistryRepository: RegistryRepository {
                     try await body(connection)
                 }
             } catch {
-                let cause = Self.underlying(error)
+                let cause = PostgresFailure.cause(of: error)
                 if let registryError = cause as? RegistryError { throw registryError }
-                if let server = DatabaseFailure(cause) {
+                if let server = PostgresFailure(cause) {
                     if server.isRetryable(uniqueConstraints: retryable) {
                         guard attempt < Self.maxAttempts else {
                             throw .contention("\(operation) lost \(attempt) races (\(server.constraint ?? server.sqlState))")
@@ -90,52 +90,25 @@ package struct PostgresRegistryRepository: RegistryRepository {
         do {
             return try await client.withConnection { connection in try await body(connection) }
         } catch {
-            let cause = Self.underlying(error)
+            let cause = PostgresFailure.cause(of: error)
             if let registryError = cause as? RegistryError { throw registryError }
-            if let server = DatabaseFailure(cause) { throw server.refusal(operation) ?? .storage("\(operation): \(server.message)") }
+            if let server = PostgresFailure(cause) { throw server.refusal(operation) ?? .storage("\(operation): \(server.message)") }
             throw .storage("\(operation): \(String(describing: cause))")
         }
     }
 
-    /// PostgresNIO wraps what a transaction body threw; find the real cause.
-    static func underlying(_ error: any Error) -> any Error {
-        if let transaction = error as? PostgresTransactionError {
-            if let inner = transaction.cause {
-                return underlying(inner)
-            }
-        }
-        return error
-    }
 }
 
-/// The parts of a server error the repository acts on.
-struct DatabaseFailure {
-    let sqlState: String
-    let constraint: String?
-    let message: String
-
-    init?(_ error: any Error) {
-        guard let psql = error as? PSQLError, let info = psql.serverInfo, let state = info[.sqlState] else { return nil }
-        sqlState = state
-        constraint = info[.constraintName]
-        message = info[.message] ?? state
-    }
-
-    static let uniqueViolation = "23505"
-    static let serializationFailure = "40001"
-    static let deadlockDetected = "40P01"
-
+extension PostgresFailure {
     /// A value refused for what it is, or a conflict with stored data (`StorageRefusal`), not a failure.
     func refusal(_ operation: String) -> RegistryError? {
         StorageRefusal(sqlState: sqlState).map { .refusedByStorage(operation: operation, $0) }
     }
 
+    /// A lost race: a conflict, or a unique violation on one of `uniqueConstraints` (a generated id or
+    /// an allocated number another transaction took first).
     func isRetryable(uniqueConstraints: Set<String>) -> Bool {
-        switch sqlState {
-        case Self.serializationFailure, Self.deadlockDetected: return true
-        case Self.uniqueViolation: return constraint.map(uniqueConstraints.contains) ?? false
-        default: return false
-        }
+        isConflict || (sqlState == Self.uniqueViolation && constraint.map(uniqueConstraints.contains) == true)
     }
 }
 

@@ -1,8 +1,8 @@
 import AttendanceProtocol
 import Foundation
 
-/// A site's shift as daily attendance judges it (Frappe HRMS "Shift Type" fields). Same fields as the
-/// registry's `ShiftSettings`, plus the site's time zone.
+/// A site's shift as daily attendance judges it (Frappe HRMS "Shift Type" fields): the registry's
+/// `ShiftSettings` and the site's time zone.
 ///
 /// - The shift runs from `start` to `end` every local day; an `end` before `start` is an overnight
 ///   shift ending the next day, and an `end` equal to `start` a round-the-clock shift of 24 hours (as
@@ -14,38 +14,58 @@ import Foundation
 ///
 /// Minutes are durations (a 15-minute grace is 15 real minutes, also across a DST change); `start` and
 /// `end` are wall-clock times in `timezone` on each local day.
+@dynamicMemberLookup
 package struct AttendanceShift: Codable, Hashable, Sendable {
     /// Every window and grace is at most one day.
-    package static let minutesRange: ClosedRange<Int> = 0...1_440
+    package static let minutesRange = ShiftSettings.minutesRange
 
     /// IANA time zone identifier, e.g. `Europe/Berlin`, `Asia/Ho_Chi_Minh`.
     package var timezone: String
-    package var start: TimeOfDay
-    package var end: TimeOfDay
-    package var checkInBeforeStartMinutes: Int
-    package var checkOutAfterEndMinutes: Int
-    package var lateEntryGraceMinutes: Int
-    package var earlyExitGraceMinutes: Int
+    /// The shift as the registry publishes it; its fields read as the shift's own (`shift.start`).
+    package var settings: ShiftSettings
+
+    package init(timezone: String, settings: ShiftSettings) {
+        self.timezone = timezone
+        self.settings = settings
+    }
 
     package init(
         timezone: String, start: TimeOfDay, end: TimeOfDay, checkInBeforeStartMinutes: Int = 60,
         checkOutAfterEndMinutes: Int = 60, lateEntryGraceMinutes: Int = 0, earlyExitGraceMinutes: Int = 0
     ) {
-        self.timezone = timezone
-        self.start = start
-        self.end = end
-        self.checkInBeforeStartMinutes = checkInBeforeStartMinutes
-        self.checkOutAfterEndMinutes = checkOutAfterEndMinutes
-        self.lateEntryGraceMinutes = lateEntryGraceMinutes
-        self.earlyExitGraceMinutes = earlyExitGraceMinutes
+        self.init(
+            timezone: timezone,
+            settings: ShiftSettings(
+                start: start, end: end, checkInBeforeStartMinutes: checkInBeforeStartMinutes,
+                checkOutAfterEndMinutes: checkOutAfterEndMinutes, lateEntryGraceMinutes: lateEntryGraceMinutes,
+                earlyExitGraceMinutes: earlyExitGraceMinutes))
+    }
+
+    package subscript<Value>(dynamicMember keyPath: WritableKeyPath<ShiftSettings, Value>) -> Value {
+        get { settings[keyPath: keyPath] }
+        set { settings[keyPath: keyPath] = newValue }
+    }
+
+    private enum CodingKeys: String, CodingKey { case timezone }
+
+    // On the wire the time zone sits beside the shift's fields.
+    package init(from decoder: any Decoder) throws {
+        timezone = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .timezone)
+        settings = try ShiftSettings(from: decoder)
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(timezone, forKey: .timezone)
+        try settings.encode(to: encoder)
     }
 
     /// An overnight shift ends on the next local day.
-    package var isOvernight: Bool { end <= start }
+    package var isOvernight: Bool { settings.end <= settings.start }
 
     /// The shift's length in wall-clock minutes (a DST change makes the real length differ).
     package var nominalMinutes: Int {
-        let d = end.minutesSinceMidnight - start.minutesSinceMidnight
+        let d = settings.end.minutesSinceMidnight - settings.start.minutesSinceMidnight
         return d > 0 ? d : d + 1_440
     }
 
@@ -56,20 +76,22 @@ package struct AttendanceShift: Codable, Hashable, Sendable {
             issues.append(.init(field: "timezone", message: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
         }
         let minutes: [(String, Int)] = [
-            ("checkInBeforeStartMinutes", checkInBeforeStartMinutes), ("checkOutAfterEndMinutes", checkOutAfterEndMinutes),
-            ("lateEntryGraceMinutes", lateEntryGraceMinutes), ("earlyExitGraceMinutes", earlyExitGraceMinutes),
+            ("checkInBeforeStartMinutes", settings.checkInBeforeStartMinutes),
+            ("checkOutAfterEndMinutes", settings.checkOutAfterEndMinutes),
+            ("lateEntryGraceMinutes", settings.lateEntryGraceMinutes), ("earlyExitGraceMinutes", settings.earlyExitGraceMinutes),
         ]
         for (field, value) in minutes where !Self.minutesRange.contains(value) {
             issues.append(.init(field: field, message: "must be between 0 and 1440 minutes, got \(value)"))
         }
-        if lateEntryGraceMinutes + earlyExitGraceMinutes > nominalMinutes && Self.minutesRange.contains(lateEntryGraceMinutes)
-            && Self.minutesRange.contains(earlyExitGraceMinutes)
+        if settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes > nominalMinutes
+            && Self.minutesRange.contains(settings.lateEntryGraceMinutes)
+            && Self.minutesRange.contains(settings.earlyExitGraceMinutes)
         {
             issues.append(
                 .init(
                     field: "earlyExitGraceMinutes",
                     message:
-                        "late-entry plus early-exit grace (\(lateEntryGraceMinutes + earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"
+                        "late-entry plus early-exit grace (\(settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"
                 ))
         }
         return issues

@@ -37,9 +37,6 @@ package struct RegistryCacheShiftProvider: SiteShiftProvider {
         guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
         guard let shift = site.shift else { return .noShift }
         return .found(
-            AttendanceShift(
-                timezone: site.timezone, start: shift.start, end: shift.end,
-                checkInBeforeStartMinutes: shift.checkInBeforeStartMinutes, checkOutAfterEndMinutes: shift.checkOutAfterEndMinutes,
-                lateEntryGraceMinutes: shift.lateEntryGraceMinutes, earlyExitGraceMinutes: shift.earlyExitGraceMinutes))
+            AttendanceShift(timezone: site.timezone, settings: shift))
     }
 }

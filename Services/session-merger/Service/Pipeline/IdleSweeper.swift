@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import ServiceRuntime
 import SessionMergerCore
 
 /// Periodically lets time act on sessions nobody sends events for: open sessions with no presence
@@ -52,7 +53,7 @@ package final class IdleSweeper: Service, Sendable {
     private func sweepChunk(now: Date) async throws -> (timelines: Int, changes: Int) {
         let configuration = self.configuration
         let logger = self.logger
-        return try await unwrapTransactionError {
+        return try await PostgresFailure.unwrapping {
             try await client.withTransaction(logger: logger) { connection in
                 var timelines = try await MergerStore.lockDueTimelines(
                     now: now, limit: configuration.idleSweepBatchSize, policy: configuration.policy, on: connection, logger: logger)

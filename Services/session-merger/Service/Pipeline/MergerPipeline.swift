@@ -64,53 +64,37 @@ package final class MergerPipeline: Service, Sendable {
     ///   stay in batch order.
     /// - Returns: false when the batch could not be stored before shutdown (stop consuming).
     private func handle(_ batch: KafkaMessageBatch, verdictsInFlight: inout Task<Void, Never>?) async throws -> Bool {
-        var backoff = Duration.milliseconds(100)
-        while true {
-            let result: VettedBatchResult
-            let started = ContinuousClock.now
-            do {
-                result = try await processor.process(batch.messages)
-            } catch {
-                MergerMetrics.batchFailures.increment()
-                logger.error(
-                    "storing a batch failed; retrying it",
-                    metadata: [
-                        "error": .string(String(describing: error)), "messages": "\(batch.messages.count)",
-                        "retryIn": .string("\(backoff)"),
-                    ])
-                if Task.isCancelled || Task.isShuttingDownGracefully { return false }
-                try? await Task.sleep(for: backoff)
-                if Task.isCancelled { return false }
-                backoff = min(backoff * 2, .seconds(5))
-                continue
-            }
-            let stored = ContinuousClock.now
-            MergerMetrics.record(result, storeDuration: stored - started)
-            try await afterCommit(result)
-            await verdictsInFlight?.value
-            let verdicts = result.verdicts, nextOffsets = result.nextOffsets
-            verdictsInFlight = Task {
-                await self.produceVerdicts(verdicts)
-                await self.commitToBroker(nextOffsets)
-            }
-            logger.debug(
-                "batch stored",
-                metadata: [
-                    "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
-                    "verdictsWaitMs": "\((ContinuousClock.now - stored).milliseconds)",
-                ])
-            return true
+        let processor = processor
+        guard
+            let (result, started) = await BatchStoreRetry.untilStored(
+                messages: batch.messages.count, logger: logger, onFailure: { MergerMetrics.batchFailures.increment() },
+                {
+                    let started = ContinuousClock.now
+                    return (try await processor.process(batch.messages), started)
+                })
+        else { return false }
+        let stored = ContinuousClock.now
+        MergerMetrics.record(result, storeDuration: stored - started)
+        try await afterCommit(result)
+        await verdictsInFlight?.value
+        let verdicts = result.verdicts, nextOffsets = result.nextOffsets
+        verdictsInFlight = Task {
+            await self.produceVerdicts(verdicts)
+            await self.commitToBroker(nextOffsets)
         }
+        logger.debug(
+            "batch stored",
+            metadata: [
+                "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
+                "verdictsWaitMs": "\((ContinuousClock.now - stored).milliseconds)",
+            ])
+        return true
     }
 
     /// The broker's copy of the offsets is informational (lag metrics, tools); PostgreSQL's is the truth.
     private func commitToBroker(_ offsets: [TopicPartition: Int64]) async {
         guard configuration.commitOffsetsToBroker else { return }
-        do {
-            try await consumer.commit(offsets)
-        } catch {
-            logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
-        }
+        await consumer.commitInformational(offsets, logger: logger)
     }
 
     /// Verdicts may be lost on a crash or a broker failure: the device retries with the same key and

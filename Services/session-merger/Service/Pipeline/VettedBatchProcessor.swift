@@ -93,7 +93,7 @@ package final class VettedBatchProcessor: Sendable {
             do {
                 let now = clock()
                 let decodedBatch = decoded
-                let outcome = try await unwrapTransactionError {
+                let outcome = try await PostgresFailure.unwrapping {
                     try await client.withTransaction(logger: logger) { connection in
                         try await self.apply(decodedBatch, nextOffsets: nextOffsets, now: now, on: connection)
                     }
@@ -396,14 +396,5 @@ package final class VettedBatchProcessor: Sendable {
             serverReceiptId: row.server_receipt_id, sessionId: row.session_id, reasons: row.reasons,
             action: AppAction(rawValue: row.action), retryAfterSeconds: row.retry_after_seconds,
             policyVersion: row.policy_version, siteId: row.site_id)
-    }
-}
-
-/// PostgresNIO wraps whatever the transaction body threw; surface the body's error (or the commit's).
-func unwrapTransactionError<T>(_ body: () async throws -> T) async throws -> T {
-    do {
-        return try await body()
-    } catch let error as PostgresTransactionError {
-        throw error.cause ?? error
     }
 }

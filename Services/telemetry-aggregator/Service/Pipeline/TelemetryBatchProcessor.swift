@@ -135,11 +135,7 @@ package final class TelemetryBatchProcessor: Sendable {
     }
 
     /// Deadlocks and serialization failures: another replica touched the same rows; retry at once.
-    static func isRetryable(_ error: any Error) -> Bool {
-        let inner = (error as? PostgresTransactionError)?.cause ?? error
-        guard let psql = inner as? PSQLError, let state = psql.serverInfo?[.sqlState] else { return false }
-        return state == "40P01" || state == "40001"
-    }
+    static func isRetryable(_ error: any Error) -> Bool { PostgresFailure(error)?.isConflict == true }
 
     private func apply(
         _ batch: Decoded, nextOffsets: [TopicPartition: Int64], on connection: PostgresConnection

@@ -40,31 +40,13 @@ package final class TelemetryPipeline: Service, Sendable {
 
     /// - Returns: false when the batch could not be stored before shutdown.
     private func handle(_ batch: KafkaMessageBatch) async -> Bool {
-        var backoff = Duration.milliseconds(100)
-        while true {
-            do {
-                let result = try await processor.process(batch.messages)
-                metrics?.record(result)
-                if configuration.commitOffsetsToBroker {
-                    do {
-                        try await consumer.commit(result.nextOffsets)
-                    } catch {
-                        logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
-                    }
-                }
-                return true
-            } catch {
-                logger.error(
-                    "storing a batch failed; retrying it",
-                    metadata: [
-                        "error": .string(String(describing: error)), "messages": "\(batch.messages.count)",
-                        "retryIn": .string("\(backoff)"),
-                    ])
-                if Task.isCancelled || Task.isShuttingDownGracefully { return false }
-                try? await Task.sleep(for: backoff)
-                if Task.isCancelled { return false }
-                backoff = min(backoff * 2, .seconds(5))
-            }
-        }
+        let processor = processor
+        guard
+            let result = await BatchStoreRetry.untilStored(
+                messages: batch.messages.count, logger: logger, { try await processor.process(batch.messages) })
+        else { return false }
+        metrics?.record(result)
+        if configuration.commitOffsetsToBroker { await consumer.commitInformational(result.nextOffsets, logger: logger) }
+        return true
     }
 }

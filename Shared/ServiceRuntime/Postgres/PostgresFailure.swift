@@ -1,0 +1,46 @@
+import PostgresNIO
+
+/// What PostgreSQL said when it refused: the SQLSTATE, the constraint and the message of a server
+/// error, read through PostgresNIO's transaction wrapper.
+public struct PostgresFailure: Sendable {
+    public static let uniqueViolation = "23505"
+    public static let serializationFailure = "40001"
+    public static let deadlockDetected = "40P01"
+
+    public let sqlState: String
+    public let constraint: String?
+    public let message: String
+
+    /// nil when `error` (once unwrapped) is no server error.
+    public init?(_ error: any Error) {
+        guard let psql = Self.cause(of: error) as? PSQLError, let info = psql.serverInfo, let state = info[.sqlState] else { return nil }
+        sqlState = state
+        constraint = info[.constraintName]
+        message = info[.message] ?? state
+    }
+
+    /// Another transaction touched the same rows (a deadlock, a serialization failure): the same work
+    /// can run again as it is.
+    public var isConflict: Bool { sqlState == Self.serializationFailure || sqlState == Self.deadlockDetected }
+
+    /// `error` without PostgresNIO's transaction wrappers: what the transaction's body threw, else its
+    /// commit's or its start's error.
+    public static func cause(of error: any Error) -> any Error {
+        guard let transaction = error as? PostgresTransactionError, let inner = transaction.cause else { return error }
+        return cause(of: inner)
+    }
+
+    /// Runs `body` (a transaction) and throws its own error in place of PostgresNIO's wrapper.
+    public static func unwrapping<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw cause(of: error)
+        }
+    }
+}
+
+extension PostgresTransactionError {
+    /// What went wrong: the transaction's own work first, then its commit, then its start.
+    public var cause: (any Error)? { closureError ?? commitError ?? beginError }
+}
