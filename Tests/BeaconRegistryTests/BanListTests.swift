@@ -1,7 +1,8 @@
 import AttendanceProtocol
-import BeaconRegistryCore
 import Foundation
 import Testing
+
+@testable import BeaconRegistryCore
 
 @Suite("Ban list of factory-default UUID prefixes")
 struct BanListTests {

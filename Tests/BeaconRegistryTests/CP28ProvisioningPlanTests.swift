@@ -1,6 +1,7 @@
 import AttendanceProtocol
-import BeaconRegistryCore
 import Testing
+
+@testable import BeaconRegistryCore
 
 @Suite("DX-Smart CP28 provisioning plan")
 struct CP28ProvisioningPlanTests {

@@ -1,7 +1,8 @@
-import FleetSimulatorCore
 import Foundation
 import PresenceKit
 import Testing
+
+@testable import FleetSimulatorCore
 
 @Suite("People, schedules, ground truth and scoring")
 struct ScheduleAndScoringTests {

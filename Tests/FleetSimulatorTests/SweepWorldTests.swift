@@ -1,7 +1,8 @@
-import FleetSimulatorCore
 import Foundation
 import PresenceKit
 import Testing
+
+@testable import FleetSimulatorCore
 
 @Suite("Sweep worlds: radio and people drawn from wide ranges")
 struct SweepWorldTests {

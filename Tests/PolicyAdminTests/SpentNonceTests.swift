@@ -1,11 +1,12 @@
 import AttendanceProtocol
 import Foundation
 import LocalStackTesting
-import PolicyService
 import PolicyServiceCore
 import PostgresNIO
 import ServiceRuntime
 import Testing
+
+@testable import PolicyService
 
 /// The GATT nonce's "already used" check is durable and shared: spent nonces live in
 /// the policy schema's `spent_gatt_nonces`, so a replay is refused after a restart and by another

@@ -1,7 +1,6 @@
 import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
-import BeaconRegistryStore
 import Foundation
 import KafkaClient
 import LocalStackTesting
@@ -11,6 +10,8 @@ import PostgresNIO
 import RegistryFeed
 import ServiceRuntime
 import Testing
+
+@testable import BeaconRegistryStore
 
 /// `gatt_challenge` verifies with the key the registry keeps: the key arrives sealed in
 /// the beacon's record on `registry.changes`, only `BEACON_KEY_SEAL_KEY` opens it, and a rotated

@@ -1,7 +1,8 @@
 import AttendanceProtocol
 import Foundation
-import PolicyServiceCore
 import Testing
+
+@testable import PolicyServiceCore
 
 @Suite("Rate limit and history")
 struct RateLimitTests {

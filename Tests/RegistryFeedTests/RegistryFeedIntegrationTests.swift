@@ -1,12 +1,13 @@
 import AttendanceProtocol
 import BeaconRegistryCore
-import BeaconRegistryStore
 import Foundation
 import KafkaClient
 import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
 import Testing
+
+@testable import BeaconRegistryStore
 
 /// Against the real PostgreSQL and broker. Serialized: the publisher takes a cluster-wide lock, and
 /// the crash-safety test needs no other publisher to move its rows meanwhile.

@@ -39,7 +39,7 @@ struct PolicyTests {
         #expect(SessionPolicy(idleCutoff: 12 * 3_600, horizon: 84 * 3_600).validationIssues().isEmpty)
         let issues = SessionPolicy(idleCutoff: 12 * 3_600, horizon: 83 * 3_600).validationIssues()
         #expect(issues.map(\.field) == ["horizon"])
-        #expect(issues[0].message.contains("72 h offline"))
+        #expect(issues[0].reason.contains("72 h offline"))
     }
 
     @Test("every problem is reported at once, with readable messages")

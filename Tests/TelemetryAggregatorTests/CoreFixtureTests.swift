@@ -1,7 +1,8 @@
 import AttendanceProtocol
 import Foundation
-import TelemetryAggregatorCore
 import Testing
+
+@testable import TelemetryAggregatorCore
 
 @Suite("LogHistogram: buckets, percentiles, merging")
 struct HistogramTests {

@@ -7,11 +7,6 @@ package struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible 
     /// Who ships it, in words: "Apple AirLocate sample", "Estimote", ...
     package var vendor: String
 
-    package init(prefix: String, vendor: String) {
-        self.prefix = prefix
-        self.vendor = vendor
-    }
-
     package var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
 }
 

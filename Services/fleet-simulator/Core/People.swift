@@ -38,13 +38,6 @@ package struct Segment: Sendable, Hashable {
     /// What the motion coprocessor reports while moving.
     package var activity = MotionActivity.walking
 
-    package init(start: Int64, end: Int64, from: Point, to: Point) {
-        self.start = start
-        self.end = end
-        self.from = from
-        self.to = to
-    }
-
     package var isWalk: Bool { from != to }
 }
 
@@ -188,15 +181,6 @@ package struct Person: Sendable {
     package var truth: [TruthEvent]
     /// Walking speed, m/s.
     package var speed: Double
-
-    package init(index: Int, kind: PersonKind, siteIndex: Int, itinerary: Itinerary, truth: [TruthEvent], speed: Double) {
-        self.index = index
-        self.kind = kind
-        self.siteIndex = siteIndex
-        self.itinerary = itinerary
-        self.truth = truth
-        self.speed = speed
-    }
 
     package var hasDevice: Bool { kind != .visitor }
 }

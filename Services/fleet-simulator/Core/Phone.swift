@@ -15,12 +15,6 @@ package struct NetworkWindow: Sendable, Hashable, Codable {
     package var from: Int64
     package var to: Int64
     package var condition: NetworkCondition
-
-    package init(from: Int64, to: Int64, condition: NetworkCondition) {
-        self.from = from
-        self.to = to
-        self.condition = condition
-    }
 }
 
 /// Things that happen to the app process.
@@ -39,11 +33,6 @@ package enum LifecycleEvent: String, Sendable, Hashable, Codable {
 package struct ScheduledLifecycle: Sendable, Hashable, Codable {
     package var at: Int64
     package var event: LifecycleEvent
-
-    package init(at: Int64, event: LifecycleEvent) {
-        self.at = at
-        self.event = event
-    }
 }
 
 /// One phone's circumstances for the whole run.

@@ -41,12 +41,6 @@ package struct RangedBeacon: Sendable, Hashable {
     /// it heard recently in the list with RSSI 0).
     package var rssi: Int
     package var packetsHeard: Int
-
-    package init(beaconIndex: Int, rssi: Int, packetsHeard: Int) {
-        self.beaconIndex = beaconIndex
-        self.rssi = rssi
-        self.packetsHeard = packetsHeard
-    }
 }
 
 /// The radio channel between one phone and the beacons of one site: the shadowing state per beacon

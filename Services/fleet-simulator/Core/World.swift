@@ -7,11 +7,6 @@ package struct Point: Sendable, Hashable, Codable {
     package var x: Double
     package var y: Double
 
-    package init(x: Double, y: Double) {
-        self.x = x
-        self.y = y
-    }
-
     package func distance(to other: Point) -> Double {
         let dx = x - other.x, dy = y - other.y
         return (dx * dx + dy * dy).squareRoot()

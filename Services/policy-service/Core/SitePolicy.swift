@@ -332,17 +332,7 @@ package struct SitePolicy: Codable, Hashable, Sendable {
 // MARK: Validation
 
 /// One problem in a policy: the field (a JSON path) and what is wrong with it.
-package struct PolicyValidationIssue: Hashable, Sendable, CustomStringConvertible {
-    package var field: String
-    package var message: String
-
-    package init(field: String, message: String) {
-        self.field = field
-        self.message = message
-    }
-
-    package var description: String { "\(field): \(message)" }
-}
+package typealias PolicyValidationIssue = FieldError
 
 /// A refused policy, with every problem found (not only the first).
 package struct PolicyValidationError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -361,7 +351,7 @@ extension SitePolicy {
     package func validationIssues(hostedRules: [PolicyRuleID]? = nil) -> [PolicyValidationIssue] {
         var issues: [PolicyValidationIssue] = []
         func check(_ ok: Bool, _ field: String, _ message: @autoclosure () -> String) {
-            if !ok { issues.append(PolicyValidationIssue(field: field, message: message())) }
+            if !ok { issues.append(PolicyValidationIssue(field: field, reason: message())) }
         }
         if let siteId { check(!siteId.trimmingCharacters(in: .whitespaces).isEmpty, "siteId", "must not be empty") }
         check(version >= 0, "version", "must be 0 or more, got \(version)")
@@ -370,17 +360,17 @@ extension SitePolicy {
             let field = "rules.\(id.rawValue)"
             if !id.isKnown {
                 let known = PolicyRuleID.knownValues.map(\.rawValue).joined(separator: ", ")
-                issues.append(.init(field: field, message: "unknown rule \"\(id.rawValue)\"; rules are: \(known)"))
+                issues.append(.init(field: field, reason: "unknown rule \"\(id.rawValue)\"; rules are: \(known)"))
                 continue
             }
             if id == .killSwitch {
-                issues.append(.init(field: field, message: "the kill switch is set with \"automaticAttendance\", not as a rule"))
+                issues.append(.init(field: field, reason: "the kill switch is set with \"automaticAttendance\", not as a rule"))
                 continue
             }
             check((0...100).contains(config.canaryPercent), field + ".canaryPercent", "must be 0...100, got \(config.canaryPercent)")
             if let hostedRules, config.mode != .off, !hostedRules.contains(id) {
                 issues.append(
-                    .init(field: field, message: "rule \"\(id.rawValue)\" is not implemented by this policy service; set it to \"off\""))
+                    .init(field: field, reason: "rule \"\(id.rawValue)\" is not implemented by this policy service; set it to \"off\""))
             }
         }
 

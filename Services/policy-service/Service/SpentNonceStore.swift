@@ -13,13 +13,6 @@ package struct NonceClaim: Hashable, Sendable {
     package var userId: String
     /// The nonce's own expiry; the row is pruned a retention period after it.
     package var expiresAt: Date
-
-    package init(nonce: String, idempotencyKey: String, userId: String, expiresAt: Date) {
-        self.nonce = nonce
-        self.idempotencyKey = idempotencyKey
-        self.userId = userId
-        self.expiresAt = expiresAt
-    }
 }
 
 /// The spent GATT nonces shared by every policy instance and kept across restarts.

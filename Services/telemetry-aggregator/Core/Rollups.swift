@@ -70,12 +70,6 @@ package struct RollupKey: Hashable, Sendable {
     package var minute: Int64
     package var dimensions: Dimensions
     package var metric: String
-
-    package init(minute: Int64, dimensions: Dimensions, metric: String) {
-        self.minute = minute
-        self.dimensions = dimensions
-        self.metric = metric
-    }
 }
 
 /// A count and an integer sum. Sums are kept in millionths of the unit (`sumMicros`) so adding is

@@ -86,14 +86,6 @@ package struct BurnRateAlertRule: Hashable, Sendable, Codable {
     /// The burn-rate threshold in tenths (144 = 14.4).
     package var thresholdTenths: Int
 
-    package init(name: String, severity: String, longWindow: SLOWindow, shortWindow: SLOWindow, thresholdTenths: Int) {
-        self.name = name
-        self.severity = severity
-        self.longWindow = longWindow
-        self.shortWindow = shortWindow
-        self.thresholdTenths = thresholdTenths
-    }
-
     package var threshold: Double { Double(thresholdTenths) / 10 }
 
     /// 14.4 over 1 h and 5 min: 2 % of a 30-day budget spent in one hour.

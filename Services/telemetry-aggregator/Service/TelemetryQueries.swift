@@ -48,13 +48,6 @@ package struct SiteSLI: Sendable, Hashable {
     /// The first and the last minute holding an attendance event of this site.
     package var firstMinute: Int64
     package var lastMinute: Int64
-
-    package init(site: String, count: SLICount, firstMinute: Int64, lastMinute: Int64) {
-        self.site = site
-        self.count = count
-        self.firstMinute = firstMinute
-        self.lastMinute = lastMinute
-    }
 }
 
 /// The span of minutes holding attendance events and their good / total, over every site of a filter.
@@ -62,12 +55,6 @@ package struct DataCoverage: Sendable, Hashable {
     package var firstMinute: Int64
     package var lastMinute: Int64
     package var count: SLICount
-
-    package init(firstMinute: Int64, lastMinute: Int64, count: SLICount) {
-        self.firstMinute = firstMinute
-        self.lastMinute = lastMinute
-        self.count = count
-    }
 }
 
 /// Attendance events per site over a minute range: at most `limit` sites (those with the most events),
@@ -79,12 +66,6 @@ package struct SiteSLIBreakdown: Sendable, Hashable {
     package var siteCount: Int
     /// Over every site; `nil` when the range holds no attendance event.
     package var coverage: DataCoverage?
-
-    package init(sites: [SiteSLI], siteCount: Int, coverage: DataCoverage?) {
-        self.sites = sites
-        self.siteCount = siteCount
-        self.coverage = coverage
-    }
 
     /// Sites with events that `sites` leaves out.
     package var omittedSiteCount: Int { max(0, siteCount - sites.count) }

@@ -18,7 +18,7 @@ public enum WireTimestamp {
         let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded())
         let (seconds, millis) = floorDivMod(totalMillis, 1000)
         let (days, secondOfDay) = floorDivMod(seconds, 86_400)
-        let (year, month, day) = civilDate(fromDaysSinceEpoch: days)
+        let (year, month, day) = CivilCalendar.date(days: days)
         var out = ""
         out.reserveCapacity(24)
         appendPadded(&out, year, width: 4)
@@ -108,7 +108,7 @@ public enum WireTimestamp {
             return nil
         }
         guard index == b.count else { return nil }
-        let days = daysSinceEpoch(year: year, month: month, day: day)
+        let days = CivilCalendar.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
         let total = seconds * 1000 + millis
         return Date(timeIntervalSince1970: Double(total) / 1000)
@@ -133,28 +133,5 @@ public enum WireTimestamp {
         case 4, 6, 9, 11: return 30
         default: return 31
         }
-    }
-
-    // Howard Hinnant's days_from_civil / civil_from_days: exact proleptic Gregorian arithmetic.
-    private static func daysSinceEpoch(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    private static func civilDate(fromDaysSinceEpoch days: Int64) -> (Int64, Int64, Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }

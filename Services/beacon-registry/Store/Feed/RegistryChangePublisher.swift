@@ -17,15 +17,6 @@ package struct RegistryOutboxRow: Hashable, Sendable {
     package var payload: String?
     package var createdAt: Date
 
-    package init(id: Int64, entityType: String, entityId: String, op: String, payload: String?, createdAt: Date) {
-        self.id = id
-        self.entityType = entityType
-        self.entityId = entityId
-        self.op = op
-        self.payload = payload
-        self.createdAt = createdAt
-    }
-
     /// The key on `registry.changes`: `<entityType>:<entityId>`.
     package var key: RegistryKey { RegistryKey(entityType: RegistryEntityType(rawValue: entityType), entityId: entityId) }
 

@@ -41,15 +41,6 @@ package final class IngestPipeline: Sendable {
         package var device: AuthenticatedDevice
         package var appVersion: String?
         package var requestId: String
-
-        package init(idempotencyKey: String, payload: RawEventPayload, device: AuthenticatedDevice, appVersion: String?, requestId: String)
-        {
-            self.idempotencyKey = idempotencyKey
-            self.payload = payload
-            self.device = device
-            self.appVersion = appVersion
-            self.requestId = requestId
-        }
     }
 
     /// The answer for one request (or one batch item).

@@ -8,12 +8,6 @@ package struct AuthenticatedDevice: Sendable, Hashable {
     package var deviceId: String
     package var userId: String
     package var tokenExpiresAt: Date
-
-    package init(deviceId: String, userId: String, tokenExpiresAt: Date) {
-        self.deviceId = deviceId
-        self.userId = userId
-        self.tokenExpiresAt = tokenExpiresAt
-    }
 }
 
 /// The request context of the gateway's routes: the authenticated device (set by

@@ -111,7 +111,7 @@ package struct PolicyAdminController: Sendable {
         let issues = candidate.validationIssues(hostedRules: hostedRules)
         guard issues.isEmpty else {
             throw ProblemDetails.validation(
-                issues.map { FieldError(field: $0.field, reason: $0.message) }, detail: "the policy is not valid")
+                issues.map { $0 }, detail: "the policy is not valid")
         }
         let current = refresher.current
         let active = siteId.flatMap { current.sites[$0]?.version } ?? (siteId == nil ? current.defaultPolicy.version : 0)

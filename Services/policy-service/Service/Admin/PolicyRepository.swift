@@ -11,12 +11,6 @@ package struct StoredPolicyVersion: Codable, Hashable, Sendable {
     package var createdAt: Date
     /// The admin API key id that wrote it.
     package var createdBy: String
-
-    package init(policy: SitePolicy, createdAt: Date, createdBy: String) {
-        self.policy = policy
-        self.createdAt = createdAt
-        self.createdBy = createdBy
-    }
 }
 
 /// What the store holds for the service's book: the active (latest) version of every scope and

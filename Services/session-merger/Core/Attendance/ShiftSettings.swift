@@ -73,7 +73,7 @@ package struct AttendanceShift: Codable, Hashable, Sendable {
     package func validationIssues() -> [ConfigurationIssue] {
         var issues: [ConfigurationIssue] = []
         if TimeZone(identifier: timezone) == nil {
-            issues.append(.init(field: "timezone", message: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
+            issues.append(.init(field: "timezone", reason: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
         }
         let minutes: [(String, Int)] = [
             ("checkInBeforeStartMinutes", settings.checkInBeforeStartMinutes),
@@ -81,7 +81,7 @@ package struct AttendanceShift: Codable, Hashable, Sendable {
             ("lateEntryGraceMinutes", settings.lateEntryGraceMinutes), ("earlyExitGraceMinutes", settings.earlyExitGraceMinutes),
         ]
         for (field, value) in minutes where !Self.minutesRange.contains(value) {
-            issues.append(.init(field: field, message: "must be between 0 and 1440 minutes, got \(value)"))
+            issues.append(.init(field: field, reason: "must be between 0 and 1440 minutes, got \(value)"))
         }
         if settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes > nominalMinutes
             && Self.minutesRange.contains(settings.lateEntryGraceMinutes)
@@ -90,7 +90,7 @@ package struct AttendanceShift: Codable, Hashable, Sendable {
             issues.append(
                 .init(
                     field: "earlyExitGraceMinutes",
-                    message:
+                    reason:
                         "late-entry plus early-exit grace (\(settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"
                 ))
         }

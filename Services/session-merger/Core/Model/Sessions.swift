@@ -34,23 +34,6 @@ package struct SessionSnapshot: Codable, Hashable, Sendable {
     /// How many soft exits were followed by presence within the grace (each one a `reopened`).
     package var reopenCount: Int
 
-    package init(
-        id: String, userId: String, siteId: String, status: SessionStatus, checkInAt: Date, lastSeenAt: Date,
-        checkOutAt: Date?, closeReason: SessionCloseReason?, sessionKeys: [String], eventIds: [String], reopenCount: Int
-    ) {
-        self.id = id
-        self.userId = userId
-        self.siteId = siteId
-        self.status = status
-        self.checkInAt = checkInAt
-        self.lastSeenAt = lastSeenAt
-        self.checkOutAt = checkOutAt
-        self.closeReason = closeReason
-        self.sessionKeys = sessionKeys
-        self.eventIds = eventIds
-        self.reopenCount = reopenCount
-    }
-
     /// The session id for an anchor (first check-in) idempotency key.
     package static func id(anchorIdempotencyKey key: String) -> String { "ses_" + key }
 

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 
 /// Every threshold of the session model, in seconds.
@@ -63,14 +64,14 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
         var issues: [SessionPolicyError.Issue] = []
         func check(_ field: String, _ value: TimeInterval, _ range: ClosedRange<TimeInterval>, _ why: String) {
             guard value.isFinite else {
-                issues.append(.init(field: field, message: "must be a finite number of seconds, got \(value)"))
+                issues.append(.init(field: field, reason: "must be a finite number of seconds, got \(value)"))
                 return
             }
             if !range.contains(value) {
                 issues.append(
                     .init(
                         field: field,
-                        message:
+                        reason:
                             "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)) (\(why)), got \(Self.format(value))"
                     ))
             }
@@ -84,7 +85,7 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
             issues.append(
                 .init(
                     field: "idleCutoff",
-                    message: "must be longer than softExitGrace (\(Self.format(softExitGrace))), got \(Self.format(idleCutoff))"))
+                    reason: "must be longer than softExitGrace (\(Self.format(softExitGrace))), got \(Self.format(idleCutoff))"))
         }
         let horizonFloor = Self.maximumOfflinePeriod + (idleCutoff.isFinite ? idleCutoff : 0)
         check(
@@ -111,17 +112,7 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
 }
 
 /// One problem of a configuration value, naming its field.
-package struct ConfigurationIssue: Hashable, Sendable, CustomStringConvertible {
-    package var field: String
-    package var message: String
-
-    package init(field: String, message: String) {
-        self.field = field
-        self.message = message
-    }
-
-    package var description: String { "\(field): \(message)" }
-}
+package typealias ConfigurationIssue = FieldError
 
 /// A session policy with unusable thresholds: every problem, each naming its field.
 package struct SessionPolicyError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -26,25 +26,12 @@ extension StrictQuery {
 enum CivilDays {
     /// Days since 1970-01-01.
     static func ordinal(_ date: LocalDate) -> Int {
-        let y = date.month <= 2 ? date.year - 1 : date.year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let m = date.month
-        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + date.day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
+        Int(CivilCalendar.days(year: Int64(date.year), month: Int64(date.month), day: Int64(date.day)))
     }
 
     static func date(ordinal: Int) -> LocalDate {
-        let z = ordinal + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return LocalDate(year: yoe + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
+        let (year, month, day) = CivilCalendar.date(days: Int64(ordinal))
+        return LocalDate(year: Int(year), month: Int(month), day: Int(day))
     }
 
     /// False for dates like 2025-02-30.

@@ -56,11 +56,6 @@ package struct SessionFilter: Sendable, Hashable {
 package struct SessionCursor: Sendable, Hashable {
     package var checkInAt: Date
     package var sessionId: String
-
-    package init(checkInAt: Date, sessionId: String) {
-        self.checkInAt = checkInAt
-        self.sessionId = sessionId
-    }
 }
 
 /// The reads of the admin API.
