@@ -202,7 +202,10 @@ case "$cmd" in
         ;;
     stop)
         if (($# == 0)); then names=($(known_instances)); else names=("$@"); fi
-        for ((i = ${#names[@]} - 1; i >= 0; i--)); do stop_one "${names[i]}"; done
+        # Side by side: each drains its own work (the broker and PostgreSQL hold what passes between
+        # them), so one stop takes as long as the slowest service's graceful shutdown, not their sum.
+        for ((i = ${#names[@]} - 1; i >= 0; i--)); do stop_one "${names[i]}" & done
+        wait
         ;;
     restart)
         [[ $# == 1 ]] || die "usage: services.sh restart NAME"
