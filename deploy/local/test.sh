@@ -28,6 +28,8 @@ INSTALL_QUIET=1 "$here/install.sh"
 prepare_log="$LOCAL/test-prepare.log"
 (
     "$here/stack.sh" start
+    # Services an interrupted earlier run left on this stack would drain the outboxes the tests read.
+    "$here/services.sh" stop >/dev/null
     "$ROOT/deploy/compose/check.sh" --install-only
     "$here/install.sh" chromium
 ) >"$prepare_log" 2>&1 &
