@@ -60,6 +60,9 @@ swift format lint --strict --recursive --parallel Services Shared Tests Package.
 # The test runner itself is started for the first, not `swift test`: SwiftPM lets one instance at a
 # time use .build.
 side_log="$LOCAL/e2e-chain.log"
+# Job control gives the chain a process group of its own, so that stopping it early (a failure on this
+# side, Ctrl-C) also stops the test runner and the scripts it started.
+set -m
 step "beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis on three services; output at the end"
 (
     export ATTENDANCE_STACK=e2e
@@ -77,7 +80,8 @@ step "beside the runs below, on its own stack: FleetEndToEndTests (make run's de
     exit "$status"
 ) >"$side_log" 2>&1 &
 side_pid=$!
-trap 'kill "$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
+set +m
+trap 'kill -- -"$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
 
 step "swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
