@@ -4,7 +4,9 @@ import PackageDescription
 // One place for the Swift settings every target shares: Swift 6 language mode (strict concurrency
 // checking is on by default there) and the upcoming features we rely on.
 let sharedSwiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny")
+    .enableUpcomingFeature("ExistentialAny"),
+    // A member is usable only where its module is imported (Hummingbird builds with it too).
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 // librdkafka is built by deploy/local/install.sh into .local/librdkafka (Debian bookworm's 2.0.2

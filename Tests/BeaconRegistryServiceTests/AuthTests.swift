@@ -2,9 +2,11 @@ import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
+import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PostgresNIO
 import Testing
 
 /// Every `/v1/admin` route with the role it needs. `AuthTests.matrixCoversEveryAdminRoute` keeps

@@ -2,7 +2,9 @@ import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
+import BeaconRegistryStore
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import Testing
 

@@ -1,9 +1,12 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryService
+import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PostgresNIO
 import Testing
 
 extension RegistryServiceTests {

@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Foundation
 import PostgresNIO
 import Testing

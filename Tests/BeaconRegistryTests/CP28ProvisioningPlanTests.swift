@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import Foundation
 import Testing
 
 @testable import BeaconRegistryCore

@@ -1,8 +1,11 @@
+import ArgumentParser
 import AsyncHTTPClient
 import FleetSimulatorCore
 import FleetSimulatorService
 import Foundation
 import LocalStackTesting
+import NIOCore
+import NIOHTTP1
 import Testing
 
 #if canImport(Glibc)

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import IngestGatewayCore
 import IngestGatewayService
 import RegistryFeed
+import Synchronization
 import Testing
 
 @Suite("Gateway event flow (router, fake pipeline)")

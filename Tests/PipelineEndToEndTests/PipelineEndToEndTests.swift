@@ -8,6 +8,8 @@ import Foundation
 import LocalStackTesting
 import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
 import PostgresNIO
 import RegistryTestFixtures
 import ServiceRuntime

@@ -1,6 +1,7 @@
 import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
+import Crypto
 import Foundation
 import KafkaClient
 import LocalStackTesting

@@ -5,6 +5,7 @@ import KafkaClient
 import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
+import ServiceRuntime
 import Testing
 
 @testable import BeaconRegistryStore

@@ -1,4 +1,5 @@
 import Foundation
+import KafkaClient
 import Testing
 
 @testable import ServiceRuntime

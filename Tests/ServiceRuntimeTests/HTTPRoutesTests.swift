@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Metrics
+import NIOFoundationEssentialsCompat
 import Prometheus
 import Testing
 

@@ -3,6 +3,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import NIOFoundationEssentialsCompat
 import Testing
 
 @testable import ServiceRuntime

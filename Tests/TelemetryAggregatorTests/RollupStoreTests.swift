@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import KafkaClient
 import LocalStackTesting
+import PostgresNIO
 import TelemetryAggregatorCore
 import Testing
 

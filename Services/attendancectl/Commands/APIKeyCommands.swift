@@ -5,6 +5,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import ServiceRuntime
 
 extension AttendanceCtl {
     /// Break-glass key minting, straight in the registry's PostgreSQL. `attendancectl registry

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 

@@ -1,3 +1,5 @@
+import AttendanceProtocol
+import BeaconRegistryCore
 import BeaconRegistryStore
 import KafkaClient
 import Logging

@@ -3,6 +3,7 @@ import AttendanceProtocol
 import FleetSimulatorCore
 import Foundation
 import NIOCore
+import NIOHTTP1
 import PresenceKit
 import Synchronization
 

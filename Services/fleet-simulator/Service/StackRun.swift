@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import FleetSimulatorCore
 import Foundation
 import Logging
+import NIOHTTP1
 import PostgresNIO
 import PresenceKit
 import RegistryClient

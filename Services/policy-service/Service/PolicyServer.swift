@@ -1,5 +1,7 @@
 import AccessControl
+import AttendanceProtocol
 import KafkaClient
+import Logging
 import PolicyServiceCore
 import RegistryFeed
 import ServiceRuntime

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KafkaClient
+import NIOFoundationEssentialsCompat
 import PostgresNIO
 
 /// One dependency the service needs to do its work. Ready means every check passes.

@@ -1,5 +1,6 @@
 import KafkaClient
 import Logging
+import ServiceLifecycle
 
 /// Seeks every assigned partition to the offset its owner stored in PostgreSQL with its results
 /// (the source of truth; the broker's committed offset may be absent or behind). Partitions without

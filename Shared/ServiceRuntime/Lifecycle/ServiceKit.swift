@@ -5,6 +5,7 @@ import PostgresNIO
 import Prometheus
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// What every service starts from, made the same way for each: its shared configuration (read first,
 /// so a bad value ends the process with one line and exit 78 before anything starts), logging, the

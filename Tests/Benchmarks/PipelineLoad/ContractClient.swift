@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import AttendanceProtocol
 import Foundation
 import NIOCore
+import NIOFoundationEssentialsCompat
 import NIOHTTP1
 import PresenceKit
 

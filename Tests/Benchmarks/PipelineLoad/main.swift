@@ -5,6 +5,7 @@ import AttendanceProtocol
 import Foundation
 import Logging
 import NIOCore
+import PostgresNIO
 import ServiceRuntime
 
 /// Load for the running pipeline (deploy/local/services.sh): enrolls devices through the registry,

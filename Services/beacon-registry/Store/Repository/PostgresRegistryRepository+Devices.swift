@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation

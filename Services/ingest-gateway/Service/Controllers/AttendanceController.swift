@@ -2,6 +2,7 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import IngestGatewayCore
+import Logging
 import ServiceRuntime
 
 /// The device's attendance routes (docs/SPECIFICATION.md, "3. Device API"):

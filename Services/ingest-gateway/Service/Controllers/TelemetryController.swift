@@ -1,6 +1,8 @@
 import AttendanceProtocol
+import CoreMetrics
 import Foundation
 import Hummingbird
+import Logging
 import ServiceRuntime
 
 /// `POST /v1/telemetry`: a device's telemetry batch, validated, stamped with the authenticated

@@ -2,6 +2,7 @@ import AccessControl
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import Logging
 import RegistryFeed
 
 /// Device authentication on every device route, without a database round trip:

@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import CoreMetrics
 import Hummingbird
 import IngestGatewayCore
 

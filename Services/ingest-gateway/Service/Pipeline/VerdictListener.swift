@@ -1,5 +1,7 @@
 import AttendanceProtocol
+import CoreMetrics
 import Foundation
+import IngestGatewayCore
 import KafkaClient
 import Logging
 import ServiceLifecycle
