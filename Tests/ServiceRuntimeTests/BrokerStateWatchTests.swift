@@ -136,6 +136,23 @@ struct BrokerStateWatchTests {
         #expect(reasons.first?.contains("is gone from the broker") == true, "\(reasons)")
     }
 
+    @Test func storedPositionsAreForgottenBeforeTheProcessIsToldToExit() async throws {
+        let broker = ScriptedBroker()
+        let journal = Losses()
+        broker.state.withLock { $0 = (["attendance.events.raw": 6, feed: 1], 42) }
+        let watch = BrokerStateWatch(
+            source: broker, watchedTopics: ["attendance.events.raw", feed], canaries: [feed], producer: nil,
+            interval: .milliseconds(10), logger: Logger(label: "test"), onLost: { _ in journal.append("exit") },
+            forgetPositions: { journal.append("forget stored offsets") })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await watch.run() }
+            try await broker.waitForLooks(2)
+            broker.state.withLock { $0 = ([:], 0) }
+            try await group.waitForAll()
+        }
+        #expect(journal.all == ["forget stored offsets", "exit"])
+    }
+
     @Test func aSwitchedOffWatchOnlyWaitsForShutdown() async throws {
         let broker = ScriptedBroker()
         let lost = Losses()

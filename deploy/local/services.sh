@@ -2,7 +2,7 @@
 # The platform's services as processes on the native local stack (broker and PostgreSQL from
 # stack.sh), with pid files and logs under $RUN_DIR/services.
 #
-#   services.sh start [NAME...]    start (default: all, in dependency order) and wait until ready
+#   services.sh start [NAME...]    start (default: all) side by side and wait until each is ready
 #   services.sh stop [NAME...]     SIGTERM (graceful), SIGKILL after $STOP_TIMEOUT s (default: every instance)
 #   services.sh status             one line per instance; exit 0 when all run, 3 otherwise
 #   services.sh kill9 NAME         SIGKILL, as a crash would (no graceful shutdown); the supervisor restarts it
@@ -136,13 +136,13 @@ wait_ready() {
     die "$name not ready after ${READY_TIMEOUT}s (log: $(log_file "$name"))"
 }
 
-start_one() {
+# Starts the service under its supervisor without waiting for it (start_one waits).
+launch_one() {
     local name="$1" port service
     port="$(port_of "$1")"
     service="$(service_of "$1")"
     if supervisor_pid "$name" >/dev/null; then
         log "$name already supervised (pid $(running_pid "$name" || echo restarting))"
-        wait_ready "$name"
         return 0
     fi
     local bin; bin="$(bin_dir)/$service"
@@ -159,10 +159,18 @@ start_one() {
     env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="$(instance_id_of "$name")" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
         setsid "$SUPERVISE" "$name" "$(pid_file "$name")" "$(log_file "$name")" -- "$bin" </dev/null >/dev/null 2>&1 &
     echo $! >"$(supervisor_file "$name")"
-    wait_ready "$name"
-    if [[ "$name" == beacon-registry && -s "$SECRETS_DIR/admin-api-key" ]]; then
+}
+
+ready_one() {
+    wait_ready "$1"
+    if [[ "$1" == beacon-registry && -s "$SECRETS_DIR/admin-api-key" ]]; then
         log "admin API key: $SECRETS_DIR/admin-api-key"
     fi
+}
+
+start_one() {
+    launch_one "$1"
+    ready_one "$1"
 }
 
 stop_one() {
@@ -198,7 +206,10 @@ shift || true
 case "$cmd" in
     start)
         ensure_secrets
-        for n in $(names_or_all "$@"); do start_one "$n"; done
+        # All at once, then each awaited: no service's readiness waits on another's (each creates the
+        # topics and applies its own migrations; the caches follow the registry's feed whenever it comes).
+        for n in $(names_or_all "$@"); do launch_one "$n"; done
+        for n in $(names_or_all "$@"); do ready_one "$n"; done
         ;;
     stop)
         if (($# == 0)); then names=($(known_instances)); else names=("$@"); fi

@@ -39,8 +39,9 @@ package enum SessionMergerServer {
             [
                 producer,
                 try kit.brokerStateWatch(
-                    producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic], feed: merger.registryTopic
-                ),
+                    producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic],
+                    feed: merger.registryTopic,
+                    forgetPositions: { await processor.forgetStoredOffsets() }),
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
                 IdleSweeper(client: client, configuration: merger, logger: logger),

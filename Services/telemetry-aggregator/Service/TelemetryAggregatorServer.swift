@@ -32,7 +32,8 @@ package enum TelemetryAggregatorServer {
         try await kit.run(
             [
                 producer,
-                try kit.brokerStateWatch(producer: producer, topics: telemetry.topics),
+                try kit.brokerStateWatch(
+                    producer: producer, topics: telemetry.topics, forgetPositions: { await processor.forgetStoredOffsets() }),
                 monitor,
                 try TelemetryPipeline(
                     kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),

@@ -118,17 +118,23 @@ public final class BrokerStateWatch: Service, Sendable {
     private let interval: Duration?
     private let logger: Logger
     private let onLost: @Sendable (String) -> Void
+    private let forgetPositions: @Sendable () async -> Void
 
     /// - Parameters:
     ///   - watchedTopics: topics the service reads or writes; once seen, each must stay.
     ///   - canaries: topics whose every partition's end is followed (a log that only grows, such as
     ///     the compacted registry feed: its end never moves back on a healthy broker).
     ///   - interval: between looks; nil switches the watch off (it then only waits for shutdown).
+    ///   - forgetPositions: run once the loss is confirmed, before `onLost`: forgets what the service
+    ///     keeps elsewhere about positions on the lost broker (consumer offsets stored in PostgreSQL),
+    ///     which would otherwise skip the records of a topic created again that has grown past them.
     ///   - onLost: called once with the reason; the default logs it and exits the process.
     public init(
         source: any BrokerStateSource, watchedTopics: Set<String>, canaries: [String], producer: KafkaProducer?,
-        interval: Duration?, logger: Logger, onLost: (@Sendable (String) -> Void)? = nil
+        interval: Duration?, logger: Logger, onLost: (@Sendable (String) -> Void)? = nil,
+        forgetPositions: @escaping @Sendable () async -> Void = {}
     ) {
+        self.forgetPositions = forgetPositions
         self.source = source
         self.watchedTopics = watchedTopics
         self.canaries = canaries
@@ -152,6 +158,7 @@ public final class BrokerStateWatch: Service, Sendable {
             var ledger = BrokerStateLedger(watchedTopics: watchedTopics)
             while !Task.isCancelled {
                 if let observation = await self.look(), let reason = ledger.observe(observation) {
+                    await self.forgetPositions()
                     self.onLost(reason)
                     return
                 }

@@ -72,15 +72,16 @@ public struct ServiceKit: Sendable {
 
     /// The crash-only watch of the broker's state (`BrokerStateWatch`) for `producer`: `topics` are the
     /// ones this service reads or writes; the registry feed (`feed`), a log that only grows, is every
-    /// service's canary, whether it reads the feed or not.
+    /// service's canary, whether it reads the feed or not. A service that stores its consumer offsets
+    /// with its results passes `forgetPositions`, which deletes them before the process exits.
     public func brokerStateWatch(
-        producer: KafkaProducer, topics: [String], feed: String? = nil
+        producer: KafkaProducer, topics: [String], feed: String? = nil, forgetPositions: @escaping @Sendable () async -> Void = {}
     ) throws(KafkaError) -> BrokerStateWatch {
         let feed = feed ?? configuration.topics[.registryChanges]
         return BrokerStateWatch(
             source: KafkaBrokerStateSource(admin: try KafkaAdmin(configuration: configuration.kafka, logger: logger)),
             watchedTopics: Set(topics + [feed]), canaries: [feed],
-            producer: producer, interval: configuration.brokerWatchInterval, logger: logger)
+            producer: producer, interval: configuration.brokerWatchInterval, logger: logger, forgetPositions: forgetPositions)
     }
 
     /// Runs the pool, the topic setup, the service's `migrations` (into `schema`, their default when
