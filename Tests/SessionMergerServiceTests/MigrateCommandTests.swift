@@ -13,13 +13,20 @@ extension SessionMergerServiceTests {
     struct MigrateCommandTests {
         let logger = LocalStack.logger(label: "merger-migrate-tests")
 
-        /// Runs the executable to its end; its status and what it printed.
-        func run(_ arguments: [String], environment: [String: String]) async throws -> (status: Int32, output: String) {
-            try #require(MergerBinary.exists, "no session-merger executable at \(MergerBinary.path) (swift build --build-tests builds it)")
+        /// Runs the executable (the merger's unless `product` names another) to its end; its status and
+        /// what it printed. `unset` variables are taken out of the environment.
+        func run(
+            _ arguments: [String], environment: [String: String], unset: [String] = [], product: String = "session-merger"
+        ) async throws -> (status: Int32, output: String) {
+            let path = LocalStack.builtProduct(product).path
+            try #require(
+                FileManager.default.isExecutableFile(atPath: path), "no \(product) at \(path) (swift build --build-tests builds it)")
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: MergerBinary.path)
+            process.executableURL = URL(fileURLWithPath: path)
             process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+            var merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+            for key in unset { merged[key] = nil }
+            process.environment = merged
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
@@ -52,6 +59,17 @@ extension SessionMergerServiceTests {
                 #expect(applied == (try ServiceMigrations.merger.load(schema: schema)).map(\.version), "\(output)")
                 #expect(output.contains("migrations applied"), "\(output)")
             }
+        }
+
+        /// The registry needs its device-token keys to serve, not to migrate: `migrate` ends before the
+        /// service reads its secrets.
+        @Test func migrateNeedsNoSecrets() async throws {
+            try LocalStack.ensureStarted()
+            let (status, output) = try await run(
+                ["migrate"], environment: ["LOG_LEVEL": "info", "KAFKA_BROKERS": LocalStack.brokers],
+                unset: ["DEVICE_TOKEN_KEYS", "DEVICE_TOKEN_KEYS_FILE", "BEACON_KEY_SEAL_KEY"], product: "beacon-registry")
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("migrations applied"), "\(output)")
         }
 
         @Test func anArgumentItDoesNotTakeIsAUsageErrorWithExitCode64() async throws {

@@ -14,9 +14,9 @@ package enum BeaconRegistryServer {
     package static let serviceName = "beacon-registry"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try ServiceKit.start(
+        let (kit, settings) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
-            settings: { try RegistryConfiguration.load(from: $0) })
+            settings: { try RegistryConfiguration.load(from: $0) }, migrations: .registry)
         let signer = try DeviceTokenSigner.load(from: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let repository = PostgresRegistryRepository(
@@ -45,7 +45,7 @@ package enum BeaconRegistryServer {
                         RegistryFeedReadinessCheck(loader: lookupLoader),
                     ],
                     metrics: kit.metrics, logger: logger),
-            ], migrations: .registry
+            ],
         ) { client in
             try await prepare(
                 repository: repository, settings: settings, kafka: kafka, feed: topics[.registryChanges], client: client, logger: kit.logger

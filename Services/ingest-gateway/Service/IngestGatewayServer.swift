@@ -16,7 +16,7 @@ package enum IngestGatewayServer {
     package static let serviceName = "ingest-gateway"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try ServiceKit.start(
+        let (kit, settings) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env,
             settings: { try GatewayConfiguration.load(from: $0) })
         let signer = try DeviceTokenSigner.load(from: env)

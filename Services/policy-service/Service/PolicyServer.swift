@@ -15,9 +15,9 @@ package enum PolicyServer {
     package static let serviceName = "policy-service"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try ServiceKit.start(
+        let (kit, settings) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
-            settings: { try PolicyServiceConfiguration.load(from: $0) })
+            settings: { try PolicyServiceConfiguration.load(from: $0) }, migrations: .policy, schema: \.schema)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
         let cache = RegistryCache()
@@ -70,7 +70,7 @@ package enum PolicyServer {
                 producer,
                 try kit.brokerStateWatch(producer: producer, topics: [pipelineConfiguration.rawTopic, pipelineConfiguration.vettedTopic]),
                 loader, consumer, pipeline, refresher, app,
-            ], migrations: .policy, schema: settings.schema
+            ],
         ) { _ in
             // Decide with the stored policies from the first event on, not the file's alone.
             try await refresher.refresh()

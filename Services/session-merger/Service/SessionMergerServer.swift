@@ -10,9 +10,10 @@ package enum SessionMergerServer {
     package static let serviceName = "session-merger"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, merger) = try ServiceKit.start(
+        let (kit, merger) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
-            settings: { try SessionMergerConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] })
+            settings: { try SessionMergerConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] },
+            migrations: .merger, schema: \.schema)
         let client = kit.postgres, logger = kit.logger
 
         let producer = try kit.makeProducer()
@@ -47,6 +48,6 @@ package enum SessionMergerServer {
                 IdleSweeper(client: client, configuration: merger, logger: logger),
                 pipeline,
                 app,
-            ], migrations: .merger, schema: merger.schema)
+            ])
     }
 }

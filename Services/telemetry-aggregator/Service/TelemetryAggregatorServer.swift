@@ -9,9 +9,9 @@ package enum TelemetryAggregatorServer {
     package static let serviceName = "telemetry-aggregator"
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, telemetry) = try ServiceKit.start(
+        let (kit, telemetry) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, environment: env,
-            settings: { try TelemetryConfiguration.load(from: $0) })
+            settings: { try TelemetryConfiguration.load(from: $0) }, migrations: .telemetry, schema: \.schema)
         let client = kit.postgres, logger = kit.logger
         let objective = SLOObjective(
             targetPermyriad: telemetry.objective.targetPermyriad, thresholdSeconds: telemetry.objective.thresholdSeconds)
@@ -38,6 +38,6 @@ package enum TelemetryAggregatorServer {
                 try TelemetryPipeline(
                     kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
                 app,
-            ], migrations: .telemetry, schema: telemetry.schema)
+            ])
     }
 }

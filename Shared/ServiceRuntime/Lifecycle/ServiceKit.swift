@@ -35,6 +35,9 @@ public struct ServiceKit: Sendable {
     }
 
     public let command: Command
+    /// The service's migrations and the schema they build (their default when `nil`).
+    public let migrations: ServiceMigrations?
+    public let schema: String?
     public let configuration: ServiceConfiguration
     public let logger: Logger
     public let metrics: PrometheusCollectorRegistry
@@ -45,12 +48,16 @@ public struct ServiceKit: Sendable {
     ///     configuration error, like a bad shared one).
     ///   - searchPath: the schemas the pool's unqualified table names resolve in, from those settings
     ///     (`PostgresConfiguration.searchPath`); none by default.
+    ///   - migrations: the service's migrations, into `schema(settings)` (their default when `nil`).
+    ///     Started as `<service> migrate`, this applies them and ends the process (exit 0) before the
+    ///     service reads anything else, such as its secrets.
     ///   - arguments: the command line after the executable's name (`Command`).
     public static func start<Settings>(
         service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
         settings: (EnvironmentReader) throws -> Settings, searchPath: (Settings) -> [String] = { _ in [] },
+        migrations: ServiceMigrations? = nil, schema: (Settings) -> String? = { _ in nil },
         arguments: [String] = Array(CommandLine.arguments.dropFirst())
-    ) throws -> (kit: ServiceKit, settings: Settings) {
+    ) async throws -> (kit: ServiceKit, settings: Settings) {
         let command = try Command.parse(service: service, arguments: arguments)
         var configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
         let settings = try settings(env)
@@ -59,10 +66,35 @@ public struct ServiceKit: Sendable {
         var logger = Logger(label: service)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)
         let kit = ServiceKit(
-            command: command, configuration: configuration, logger: logger, metrics: MetricsSetup.bootstrap(),
+            command: command, migrations: migrations, schema: schema(settings), configuration: configuration, logger: logger,
+            metrics: MetricsSetup.bootstrap(),
             postgres: configuration.postgres.makeClient(logger: logger)
         )
+        if command == .migrate {
+            try await kit.migrateOnly()
+            ServiceMain.finish()
+        }
         return (kit, settings)
+    }
+
+    /// `<service> migrate`: the pool just long enough to apply the migrations.
+    private func migrateOnly() async throws {
+        let postgres = postgres, migrate = migrate
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await postgres.run() }
+            defer { group.cancelAll() }
+            try await migrate()
+        }
+    }
+
+    /// Applies the service's migrations (none for a service without tables).
+    private var migrate: @Sendable () async throws -> Void {
+        let migrations = migrations, schema = schema, postgres = postgres, logger = logger
+        return {
+            guard let migrations else { return logger.info("no migrations: this service keeps no tables") }
+            let applied = try await migrations.apply(client: postgres, schema: schema, logger: logger)
+            logger.info("migrations applied", metadata: ["series": "\(migrations.service)", "count": "\(applied.count)"])
+        }
     }
 
     /// A producer on the service's broker (idempotent, acks=all).
@@ -84,28 +116,11 @@ public struct ServiceKit: Sendable {
             producer: producer, interval: configuration.brokerWatchInterval, logger: logger, forgetPositions: forgetPositions)
     }
 
-    /// Runs the pool, the topic setup, the service's `migrations` (into `schema`, their default when
-    /// `nil`), `prepare` (with the pool running), then `services` until SIGTERM/SIGINT. A failure
-    /// anywhere ends the process (`ServiceMain.run` prints it). Started as `<service> migrate`, it
-    /// applies the migrations and returns.
-    public func run(
-        _ services: [any Service], migrations: ServiceMigrations? = nil, schema: String? = nil,
-        prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }
-    ) async throws {
-        let configuration = configuration, logger = logger, postgres = postgres
-        let migrate: @Sendable () async throws -> Void = {
-            guard let migrations else { return logger.info("no migrations: this service keeps no tables") }
-            let applied = try await migrations.apply(client: postgres, schema: schema, logger: logger)
-            logger.info("migrations applied", metadata: ["series": "\(migrations.service)", "count": "\(applied.count)"])
-        }
-        if command == .migrate {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await postgres.run() }
-                defer { group.cancelAll() }
-                try await migrate()
-            }
-            return
-        }
+    /// Runs the pool, the topic setup, the service's migrations, `prepare` (with the pool running),
+    /// then `services` until SIGTERM/SIGINT. A failure anywhere ends the process (`ServiceMain.run`
+    /// prints it).
+    public func run(_ services: [any Service], prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }) async throws {
+        let configuration = configuration, postgres = postgres, logger = logger, migrate = migrate
         let preparation = Preparation {
             try await configuration.ensureTopics(logger: logger)
             try await migrate()

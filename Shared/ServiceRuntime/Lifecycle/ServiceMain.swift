@@ -22,6 +22,9 @@ public enum ServiceMain {
         }
     }
 
+    /// Ends a process whose command finished (`<service> migrate`).
+    public static func finish() -> Never { exit(0) }
+
     public static func exitWithMessage(_ message: String, code: Int32) -> Never {
         FileHandle.standardError.write(Data((message + "\n").utf8))
         exit(code)
