@@ -42,7 +42,9 @@ package enum SessionMergerServer {
                 try kit.brokerStateWatch(
                     producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic],
                     feed: merger.registryTopic,
-                    forgetPositions: { await processor.forgetStoredOffsets() }),
+                    forgetPositions: {
+                        await StoredOffsetsTable.forget(groupId: merger.groupId, table: "consumer_offsets", client: client, logger: logger)
+                    }),
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
                 IdleSweeper(client: client, configuration: merger, logger: logger),

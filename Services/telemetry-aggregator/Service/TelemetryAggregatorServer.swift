@@ -33,7 +33,11 @@ package enum TelemetryAggregatorServer {
             [
                 producer,
                 try kit.brokerStateWatch(
-                    producer: producer, topics: telemetry.topics, forgetPositions: { await processor.forgetStoredOffsets() }),
+                    producer: producer, topics: telemetry.topics,
+                    forgetPositions: {
+                        await StoredOffsetsTable.forget(
+                            groupId: telemetry.groupId, table: "\(telemetry.schema).consumer_offsets", client: client, logger: logger)
+                    }),
                 monitor,
                 try TelemetryPipeline(
                     kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),

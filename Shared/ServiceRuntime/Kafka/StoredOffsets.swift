@@ -1,5 +1,6 @@
 import KafkaClient
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 
 /// Seeks every assigned partition to the offset its owner stored in PostgreSQL with its results
@@ -52,6 +53,24 @@ extension KafkaConsumer {
             try await commit(offsets)
         } catch {
             logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
+        }
+    }
+}
+
+/// The table in which an owner stores its consumer offsets with its results (columns `group_id`,
+/// `topic`, `partition`, `next_offset`).
+public enum StoredOffsetsTable {
+    /// Deletes `groupId`'s offsets in `table` (a trusted name, possibly schema-qualified): the broker
+    /// lost its state and they point into topics that no longer exist. The next assignment reads each
+    /// partition from its start; the owner's unique keys make the re-read harmless. A failure is
+    /// logged only: the process is about to exit, and offsets past a partition's new end are still
+    /// caught when it is assigned.
+    public static func forget(groupId: String, table: String, client: PostgresClient, logger: Logger) async {
+        do {
+            try await client.query("DELETE FROM \(unescaped: table) WHERE group_id = \(groupId)", logger: logger)
+            logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
+        } catch {
+            logger.error("forgetting the stored offsets failed", metadata: ["error": .string("\(error)")])
         }
     }
 }

@@ -78,18 +78,6 @@ package final class VettedBatchProcessor: Sendable {
         }
     }
 
-    /// Forgets the stored offsets (the broker lost its state: they point into topics that no longer
-    /// exist). The next assignment reads from the start; the events' unique keys make that safe.
-    package func forgetStoredOffsets() async {
-        let groupId = configuration.groupId
-        do {
-            try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
-            logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
-        } catch {
-            logger.error("forgetting the stored offsets failed", metadata: ["error": .string("\(error)")])
-        }
-    }
-
     /// Processes one batch in one transaction (see the type's documentation).
     package func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
         let (decoded, letters) = await decode(messages, failedAt: clock())

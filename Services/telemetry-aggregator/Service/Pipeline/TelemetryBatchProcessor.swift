@@ -62,19 +62,6 @@ package final class TelemetryBatchProcessor: Sendable {
         }
     }
 
-    /// Forgets the stored offsets (the broker lost its state: they point into topics that no longer
-    /// exist). The next assignment reads from the start; the rows' unique keys make that safe.
-    package func forgetStoredOffsets() async {
-        let groupId = configuration.groupId
-        do {
-            try await client.query(
-                "DELETE FROM \(unescaped: store.schema).consumer_offsets WHERE group_id = \(groupId)", logger: logger)
-            logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
-        } catch {
-            logger.error("forgetting the stored offsets failed", metadata: ["error": .string("\(error)")])
-        }
-    }
-
     /// The decoded contents of a batch, repeats inside the batch already dropped.
     struct Decoded: Sendable {
         var telemetry: [DeviceTelemetryBatch] = []
