@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import Synchronization
 
 /// Checks a presented admin API key (`brk_<id>.<secret>`): the key when it is known and not
@@ -11,18 +12,37 @@ public protocol AdminKeyVerifier: Sendable {
     func verify(presentedKey: String) async throws -> APIKey?
 }
 
-/// Verifies against the registry's `registry.api_keys` table (the registry owns the keys; other
+/// The beacon registry's PostgreSQL schema, `REGISTRY_SCHEMA` (default `registry`): the registry
+/// keeps its tables there, and every other service with admin routes reads the `api_keys` table
+/// there. A test gives the registry a schema of its own through it.
+public enum RegistrySchema {
+    public static let defaultName = "registry"
+
+    public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> String {
+        try env.schemaName("REGISTRY_SCHEMA", default: defaultName)
+    }
+
+    /// The search path of a pool that runs the registry's queries, which name no schema: its schema first.
+    public static func searchPath(from env: EnvironmentReader) throws(ConfigurationError) -> [String] {
+        [try load(from: env), "public"]
+    }
+}
+
+/// Verifies against the registry's `api_keys` table in `schema` (the registry owns the keys; other
 /// services share its database and only read). Answers are cached for `cacheLifetime` so a busy
 /// admin client costs one query per key per period; a revocation therefore takes effect within
 /// that period on services other than the registry.
 public final class PostgresAdminKeyVerifier: AdminKeyVerifier {
     private let client: PostgresClient
+    private let schema: String
     private let logger: Logger
     private let cacheLifetime: Duration
     private let cache = Mutex<[String: (key: APIKey?, at: ContinuousClock.Instant)]>([:])
 
-    public init(client: PostgresClient, cacheLifetime: Duration = .seconds(5), logger: Logger) {
+    /// - Parameter schema: the registry's schema (`RegistrySchema`), a checked schema name.
+    public init(client: PostgresClient, schema: String, cacheLifetime: Duration = .seconds(5), logger: Logger) {
         self.client = client
+        self.schema = schema
         self.cacheLifetime = cacheLifetime
         self.logger = logger
     }
@@ -34,9 +54,8 @@ public final class PostgresAdminKeyVerifier: AdminKeyVerifier {
         let now = ContinuousClock.now
         if let hit = cache.withLock({ $0[cacheKey] }), now - hit.at < cacheLifetime { return hit.key }
         let rows = try await client.query(
-            "SELECT id, name, role, created_at, revoked_at, secret_sha256 FROM registry.api_keys WHERE id = \(id)",
-            logger: logger
-        )
+            "SELECT id, name, role, created_at, revoked_at, secret_sha256 FROM \(unescaped: schema).api_keys WHERE id = \(id)",
+            logger: logger)
         var found: APIKey?
         for try await (id, name, role, createdAt, revokedAt, storedHash) in rows.decode((String, String, String, Date, Date?, String).self)
         {

@@ -17,14 +17,11 @@ struct APIKeyMintTests {
         try LocalStack.ensureStarted()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("minted-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: file) }
-        // The schema the key goes into (the registry applies it at start; a fresh database may not have it yet).
-        let postgres = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: LiveRegistry.logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await postgres.run() }
-            defer { group.cancelAll() }
-            try await ServiceMigrations.registry.apply(client: postgres, logger: LiveRegistry.logger)
-
-            let run = await runCLI(["api-keys", "mint", "--name", "ctl-test mint", "--role", "installer", "--secret-file", file, "--json"])
+        // The registry's tables in a schema of this test's own, named to the CLI as to the registry.
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_mint") { postgres, schema in
+            let run = await runCLI(
+                ["api-keys", "mint", "--name", "ctl-test mint", "--role", "installer", "--secret-file", file, "--json"],
+                environment: ["REGISTRY_SCHEMA": schema])
             #expect(run.code == 0, "\(run)")
             let rows = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: String]])
             let secret = try #require(rows.first?["secret"])

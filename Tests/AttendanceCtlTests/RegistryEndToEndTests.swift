@@ -34,12 +34,8 @@ struct LiveRegistry: Sendable {
         env["HTTP_PORT"] = "0"
         env["HTTP_HOST"] = "127.0.0.1"
         let configuration = try ServiceConfiguration.load(service: "beacon-registry", defaultHTTPPort: 0, from: EnvironmentReader(env))
-        let postgres = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
         let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "ctl-test", secret: Array(repeating: 7, count: 32)))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await postgres.run() }
-            defer { group.cancelAll() }
-            try await ServiceMigrations.registry.apply(client: postgres, logger: logger)
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_ctl") { postgres, _ in
             let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
             let admin = try await repository.createAPIKey(name: "ctl-test admin", role: .admin).secret
             let installer = try await repository.createAPIKey(name: "ctl-test installer", role: .installer).secret
@@ -157,6 +153,7 @@ struct RegistryEndToEndTests {
             let org = try await r.ctl(["orgs", "create", "--id", "org-ctl-\(t)", "--name", "Json \(t)", "--json"], key: r.admin).object()
             #expect(org["id"] as? String == "org-ctl-\(t)" && org["createdAt"] is String)
             #expect(try await r.ctl(["orgs", "get", "org-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Json \(t)")
+            _ = try await r.ctl(["orgs", "create", "--name", "Second \(t)", "--json"], key: r.admin).object()
             let orgs = try await r.ctl(["orgs", "list", "--limit", "1", "--json"], key: r.viewer).object()
             #expect((orgs["items"] as? [Any])?.count == 1)
             let cursor = try #require(orgs["nextCursor"] as? String)

@@ -117,8 +117,8 @@ extension RegistryServiceTests {
                 try await client.send(.post, "/v1/admin/api-keys", key: h.installer, json: #"{"name":"x","role":"admin"}"#).problem(
                     .forbidden)
                 try await client.send(.post, "/v1/admin/users", key: h.installer, json: #"{"name":"installer \#(t)"}"#).problem(.forbidden)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.organizations WHERE name LIKE \("%" + t)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.users WHERE name LIKE \("%" + t)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM organizations WHERE name LIKE \("%" + t)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM users WHERE name LIKE \("%" + t)") == 0)
                 // admin: yes; installer: gates yes.
                 let organization = try await client.send(.post, "/v1/admin/organizations", key: h.admin, json: #"{"name":"admin \#(t)"}"#)
                     .decode(Organization.self, status: .created)

@@ -149,7 +149,7 @@ extension RegistryServiceTests {
                 let reuse = try await client.send(.post, "/v1/devices/enroll", key: nil, json: enroll)
                 #expect(reuse.status == .conflict || reuse.status == .unauthorized)
                 try reuse.problem(reuse.status)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.devices WHERE user_id = \(user.id)") == 1)
+                #expect(try await h.count("SELECT count(*)::int FROM devices WHERE user_id = \(user.id)") == 1)
 
                 #expect(
                     try await client.send(.get, "/v1/admin/devices/\(credentials.deviceId)", key: h.viewer).decode(Device.self).status
@@ -182,7 +182,8 @@ extension RegistryServiceTests {
                 let whole = try await client.send(.get, "/v1/admin/sites/\(f.site.id)/gates", key: h.viewer).decode(PageBody<Gate>.self)
                 #expect(whole.items.map(\.id) == whole.items.map(\.id).sorted() && whole.items.count == 5 && whole.nextCursor == nil)
 
-                // Organizations: three pages of one, each after the previous.
+                // Organizations: three pages of one, each after the previous (four in all).
+                for i in 1...3 { _ = try await h.repository.createOrganization(NewOrganization(name: "Paged \(i)")) }
                 var previous: String?
                 var orgCursor: String?
                 for _ in 1...3 {

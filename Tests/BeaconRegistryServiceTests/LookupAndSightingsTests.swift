@@ -168,44 +168,41 @@ enum FeedHarness {
     static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol, Beacon, Organization) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
         _ = try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger))
-        try await LocalStack.withRegistryOutboxLock {
-            try await LocalStack.withPostgres { client in
-                try await ServiceMigrations.registry.apply(client: client, logger: logger)
-                let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
-                let harness = Harness(
-                    repository: repository, db: client,
-                    admin: try await repository.createAPIKey(name: "lookup admin", role: .admin).secret,
-                    installer: try await repository.createAPIKey(name: "lookup installer", role: .installer).secret,
-                    viewer: try await repository.createAPIKey(name: "lookup viewer", role: .viewer).secret
-                )
-                let fixture = try await Fixture.make(repository)
-                _ = try await repository.allocateNamespace(organizationId: fixture.organization.id)
-                let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
-                let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
-                let beacon = try await repository.registerBeacon(
-                    NewBeacon(
-                        uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-                        mac: mac, txPower: -59, advIntervalMs: 350, gateId: fixture.gate.id
-                    ))
-                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
-                let cache = RegistryCache()
-                let loader = try RegistryCacheLoader(
-                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await producer.run() }
-                    group.addTask { try await loader.run() }
-                    defer { group.cancelAll() }
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while ContinuousClock.now < deadline, cache.beacon(id: beacon.id) == nil {
-                        _ = try await publisher.publishRound()
-                        try await Task.sleep(for: .milliseconds(50))
-                    }
-                    #expect(cache.beacon(id: beacon.id) != nil, "the beacon reached the cache through the feed")
-                    let app = Application(router: buildRouter(repository: repository, lookups: cache))
-                    try await app.test(.router) { testClient in
-                        try await body(harness, testClient, beacon, fixture.organization)
-                    }
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_lookup") { client, _ in
+            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
+            let harness = Harness(
+                repository: repository, db: client,
+                admin: try await repository.createAPIKey(name: "lookup admin", role: .admin).secret,
+                installer: try await repository.createAPIKey(name: "lookup installer", role: .installer).secret,
+                viewer: try await repository.createAPIKey(name: "lookup viewer", role: .viewer).secret
+            )
+            let fixture = try await Fixture.make(repository)
+            _ = try await repository.allocateNamespace(organizationId: fixture.organization.id)
+            let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
+            let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
+            let beacon = try await repository.registerBeacon(
+                NewBeacon(
+                    uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
+                    mac: mac, txPower: -59, advIntervalMs: 350, gateId: fixture.gate.id
+                ))
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await producer.run() }
+                group.addTask { try await loader.run() }
+                defer { group.cancelAll() }
+                let deadline = ContinuousClock.now + .seconds(60)
+                while ContinuousClock.now < deadline, cache.beacon(id: beacon.id) == nil {
+                    _ = try await publisher.publishRound()
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(cache.beacon(id: beacon.id) != nil, "the beacon reached the cache through the feed")
+                let app = Application(router: buildRouter(repository: repository, lookups: cache))
+                try await app.test(.router) { testClient in
+                    try await body(harness, testClient, beacon, fixture.organization)
                 }
             }
         }

@@ -307,18 +307,18 @@ extension RegistryServiceTests {
                 // Nothing written: no entity with this test's ids or names, nothing under the fixture.
                 let like = "%\(t)%"
                 #expect(
-                    try await h.count("SELECT count(*)::int FROM registry.organizations WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.sites WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.gates WHERE id LIKE \(like) OR site_id = \(f.site.id)") == 1)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.users WHERE id LIKE \(like)") == 0)
+                    try await h.count("SELECT count(*)::int FROM organizations WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM sites WHERE id LIKE \(like) OR name LIKE \(like)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM gates WHERE id LIKE \(like) OR site_id = \(f.site.id)") == 1)
+                #expect(try await h.count("SELECT count(*)::int FROM users WHERE id LIKE \(like)") == 0)
                 #expect(
-                    try await h.count("SELECT count(*)::int FROM registry.beacons WHERE id LIKE \(like) OR gate_id = \(f.gate.id)") == 1)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.beacon_sightings WHERE device_id LIKE \(like)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.api_keys WHERE name LIKE \(like)") == 0)
+                    try await h.count("SELECT count(*)::int FROM beacons WHERE id LIKE \(like) OR gate_id = \(f.gate.id)") == 1)
+                #expect(try await h.count("SELECT count(*)::int FROM beacon_sightings WHERE device_id LIKE \(like)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM api_keys WHERE name LIKE \(like)") == 0)
                 #expect(
-                    try await h.count("SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(f.organization.id)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.minor_allocations WHERE gate_id = \(f.gate.id)") == 0)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.enrollment_codes WHERE user_id = \(f.user.id)") == 0)
+                    try await h.count("SELECT count(*)::int FROM namespaces WHERE organization_id = \(f.organization.id)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM minor_allocations WHERE gate_id = \(f.gate.id)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM enrollment_codes WHERE user_id = \(f.user.id)") == 0)
                 let unchanged = try await h.repository.beacon(id: beacon.id)
                 #expect(unchanged.status == .active)
             }
@@ -331,7 +331,7 @@ extension RegistryServiceTests {
                 let response = try await client.send(.post, "/v1/admin/organizations", key: h.admin, json: #"{"name":"\#(t)\#(name)"}"#)
                 let problem = try response.problem(.contentTooLarge)
                 #expect(problem.problemType == .payloadTooLarge)
-                #expect(try await h.count("SELECT count(*)::int FROM registry.organizations WHERE name LIKE \(t + "%")") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM organizations WHERE name LIKE \(t + "%")") == 0)
             }
         }
 
@@ -349,7 +349,7 @@ extension RegistryServiceTests {
                     #expect(problem.detail?.contains(entry.vendor) == true, "\(problem)")
                     #expect(problem.errors?.first?.field == "uuid")
                 }
-                #expect(try await h.count("SELECT count(*)::int FROM registry.beacons WHERE gate_id = \(f.gate.id)") == 0)
+                #expect(try await h.count("SELECT count(*)::int FROM beacons WHERE gate_id = \(f.gate.id)") == 0)
             }
         }
     }

@@ -15,9 +15,8 @@ import ServiceRuntime
 import Testing
 
 /// The real local PostgreSQL (started by `deploy/local/stack.sh start`) with the registry
-/// migrations applied, the registry router over it, and one fresh API key per role. The schema is
-/// shared by every run (and by the core's tests), so each test works on new random ids and checks
-/// "nothing written" with queries scoped to its own ids and names.
+/// migrations applied to a schema of the test's own, the registry router over it, and one fresh API
+/// key per role.
 enum ServiceTestDatabase {
     static let logger: Logger = {
         var logger = Logger(label: "registry-service-tests")
@@ -43,12 +42,7 @@ struct Harness: Sendable {
     static func run(
         beaconKeySealer: BeaconKeySealer? = nil, _ body: @escaping @Sendable (Harness, any TestClientProtocol) async throws -> Void
     ) async throws {
-        try LocalStack.ensureStarted()
-        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: ServiceTestDatabase.logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await ServiceMigrations.registry.apply(client: client, logger: ServiceTestDatabase.logger)
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_svc") { client, _ in
             let repository = PostgresRegistryRepository(
                 client: client, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer,
                 beaconKeySealer: beaconKeySealer

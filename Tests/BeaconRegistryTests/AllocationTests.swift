@@ -23,7 +23,7 @@ extension RegistryDatabaseTests {
                 // One outbox row per allocation, plus the namespace allocated on the way.
                 let minorRows = try await client.query(
                     """
-                    SELECT count(*)::int FROM registry.change_outbox
+                    SELECT count(*)::int FROM change_outbox
                     WHERE entity_type = 'minor' AND entity_id LIKE \(namespace.key + ":%")
                     """, logger: RegistryTestDatabase.logger
                 )
@@ -50,7 +50,7 @@ extension RegistryDatabaseTests {
                 #expect(Set(namespaces.map(\.organizationId)) == Set(organizations.map(\.id)))
                 #expect(namespaces.allSatisfy { (1...65_535).contains($0.major) && BanList.check($0.uuid) == nil })
                 // Every namespace UUID is a shard of the pool.
-                let pool = try await client.query("SELECT uuid FROM registry.shard_pool", logger: RegistryTestDatabase.logger)
+                let pool = try await client.query("SELECT uuid FROM shard_pool", logger: RegistryTestDatabase.logger)
                 var shards = Set<UUID>()
                 for try await uuid in pool.decode(UUID.self) { shards.insert(uuid) }
                 #expect(namespaces.allSatisfy { shards.contains($0.uuid) })
@@ -68,7 +68,7 @@ extension RegistryDatabaseTests {
                 }
                 #expect(Set(namespaces).count == 1)
                 let stored = try await client.query(
-                    "SELECT count(*)::int FROM registry.namespaces WHERE organization_id = \(organization.id)",
+                    "SELECT count(*)::int FROM namespaces WHERE organization_id = \(organization.id)",
                     logger: RegistryTestDatabase.logger
                 )
                 for try await count in stored.decode(Int.self) { #expect(count == 1) }
@@ -84,7 +84,7 @@ extension RegistryDatabaseTests {
                 let namespace = try await repository.allocateNamespace(organizationId: fixture.organization.id)
                 // Free minor 2 behind the repository's back (no release operation exists yet).
                 try await client.query(
-                    "DELETE FROM registry.minor_allocations WHERE uuid = \(namespace.uuid) AND major = \(namespace.major) AND minor = 2",
+                    "DELETE FROM minor_allocations WHERE uuid = \(namespace.uuid) AND major = \(namespace.major) AND minor = 2",
                     logger: RegistryTestDatabase.logger
                 )
                 #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == 2)

@@ -51,7 +51,7 @@ extension RegistryDatabaseTests {
                 #expect(BeaconKeySealer(sealingKey: Array(repeating: 1, count: 32))!.open(published, beaconId: first.id) == nil)
                 // At rest: the same box, never the key.
                 let stored = try await client.query(
-                    "SELECT sealed_key FROM registry.beacon_keys WHERE beacon_id = \(first.id)", logger: RegistryTestDatabase.logger
+                    "SELECT sealed_key FROM beacon_keys WHERE beacon_id = \(first.id)", logger: RegistryTestDatabase.logger
                 ).collect()
                 #expect(try stored.first?.decode(String.self) == published.sealed)
 
@@ -112,14 +112,17 @@ extension RegistryDatabaseTests {
         }
 
         @Test func beaconsWithoutAKeyAreBackfilled() async throws {
-            // Registered while the registry had no sealing key (as before this feature).
-            let (beaconId, _) = try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
-                let beacon = try await repository.registerBeacon(
-                    NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id))
-                return (beacon.id, fixture.gate.id)
-            }
-            try await Self.withKeyedRepository { repository, client in
+            try await RegistryTestDatabase.withClient { client in
+                // Registered while the registry had no sealing key (as before this feature).
+                let unkeyed = PostgresRegistryRepository(
+                    client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer)
+                let fixture = try await Fixture.make(unkeyed)
+                let beaconId = try await unkeyed.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id)
+                ).id
+                let repository = PostgresRegistryRepository(
+                    client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer,
+                    beaconKeySealer: Self.sealer)
                 #expect(try await repository.beaconGattKey(beaconId: beaconId) == nil)
                 #expect(try await Self.publishedKey(client, beaconId: beaconId) == nil)
                 #expect(try await repository.backfillBeaconKeys(beaconIds: [beaconId]) == 1)

@@ -58,8 +58,8 @@ extension RegistryDatabaseTests {
                 // Only the accepted beacon reached the outbox.
                 let rows = try await client.query(
                     """
-                    SELECT count(*)::int FROM registry.change_outbox c
-                    JOIN registry.beacons b ON b.id = c.entity_id AND c.entity_type = 'beacon'
+                    SELECT count(*)::int FROM change_outbox c
+                    JOIN beacons b ON b.id = c.entity_id AND c.entity_type = 'beacon'
                     WHERE b.gate_id = \(fixture.gate.id)
                     """, logger: RegistryTestDatabase.logger
                 )

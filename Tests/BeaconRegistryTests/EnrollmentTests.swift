@@ -35,7 +35,7 @@ extension RegistryDatabaseTests {
 
                 // The binding is recorded, only a hash of the code is stored, and both changes are published.
                 let stored = try await client.query(
-                    "SELECT code_sha256, device_id, used_at IS NOT NULL FROM registry.enrollment_codes WHERE id = \(issued.enrollment.id)",
+                    "SELECT code_sha256, device_id, used_at IS NOT NULL FROM enrollment_codes WHERE id = \(issued.enrollment.id)",
                     logger: RegistryTestDatabase.logger
                 )
                 for try await (hash, deviceId, used) in stored.decode((String, String?, Bool).self) {
@@ -140,7 +140,7 @@ extension RegistryDatabaseTests {
                     #expect(try await repository.verifyAPIKey(issued.secret)?.role == role)
 
                     let stored = try await client.query(
-                        "SELECT secret_sha256 FROM registry.api_keys WHERE id = \(issued.key.id)", logger: RegistryTestDatabase.logger
+                        "SELECT secret_sha256 FROM api_keys WHERE id = \(issued.key.id)", logger: RegistryTestDatabase.logger
                     )
                     for try await hash in stored.decode(String.self) {
                         let secretPart = String(issued.secret.split(separator: ".")[1])

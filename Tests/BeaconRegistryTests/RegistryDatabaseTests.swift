@@ -2,6 +2,7 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
+import LocalStackTesting
 import PostgresNIO
 import ServiceRuntime
 import Testing
@@ -18,16 +19,16 @@ extension RegistryDatabaseTests {
             let bundled = try ServiceMigrations.registry.load()
             #expect(bundled.map(\.version) == [1, 2, 3, 4])
             #expect(bundled.map(\.name) == ["registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify"])
-            try await RegistryTestDatabase.withClient { client in
+            try await LocalStack.withMigratedSchema(.registry, prefix: "registry_test") { client, schema in
                 // The harness applied them already; both entry points now find nothing to do.
-                #expect(try await ServiceMigrations.registry.apply(client: client, logger: RegistryTestDatabase.logger).isEmpty)
+                let logger = RegistryTestDatabase.logger
+                #expect(try await ServiceMigrations.registry.apply(client: client, schema: schema, logger: logger).isEmpty)
+                let series = ServiceMigrations.registry.series(schema: schema)
                 let runner = MigrationRunner(
-                    service: ServiceMigrations.registry.service, migrations: bundled, client: client, logger: RegistryTestDatabase.logger)
+                    service: series, migrations: try ServiceMigrations.registry.load(schema: schema), client: client, logger: logger)
                 #expect(try await runner.run().isEmpty)
                 let recorded = try await client.query(
-                    "SELECT count(*)::int FROM schema_migrations WHERE service = \(ServiceMigrations.registry.service)",
-                    logger: RegistryTestDatabase.logger
-                )
+                    "SELECT count(*)::int FROM schema_migrations WHERE service = \(series)", logger: logger)
                 for try await count in recorded.decode(Int.self) { #expect(count == bundled.count) }
             }
         }
@@ -36,7 +37,7 @@ extension RegistryDatabaseTests {
             try await RegistryTestDatabase.withClient { client in
                 var uuids: [UUID] = []
                 let rows = try await client.query(
-                    "SELECT uuid FROM registry.shard_pool ORDER BY position", logger: RegistryTestDatabase.logger)
+                    "SELECT uuid FROM shard_pool ORDER BY position", logger: RegistryTestDatabase.logger)
                 for try await uuid in rows.decode(UUID.self) { uuids.append(uuid) }
                 #expect(uuids.count == 64)
                 #expect(Set(uuids).count == 64)
@@ -51,7 +52,7 @@ extension RegistryDatabaseTests {
             try await RegistryTestDatabase.withClient { client in
                 let samples = BanList.entries.map { UUID(uuidString: $0.prefix + "-0000-4000-8000-000000000001")! } + [allowedUUID()]
                 for uuid in samples {
-                    let rows = try await client.query("SELECT registry.is_banned_uuid(\(uuid))", logger: RegistryTestDatabase.logger)
+                    let rows = try await client.query("SELECT is_banned_uuid(\(uuid))", logger: RegistryTestDatabase.logger)
                     for try await banned in rows.decode(Bool.self) { #expect(banned == (BanList.check(uuid) != nil), "\(uuid)") }
                 }
             }
@@ -65,19 +66,19 @@ extension RegistryDatabaseTests {
                 // Straight SQL, bypassing the repository's checks: the constraints still hold.
                 await #expect(throws: PSQLError.self) {
                     try await client.query(
-                        "INSERT INTO registry.beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_banned', \(banned), 1, 1, \(gateId))",
+                        "INSERT INTO beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_banned', \(banned), 1, 1, \(gateId))",
                         logger: RegistryTestDatabase.logger
                     )
                 }
                 await #expect(throws: PSQLError.self) {
                     try await client.query(
-                        "INSERT INTO registry.beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_range', \(allowedUUID()), 65536, 1, \(gateId))",
+                        "INSERT INTO beacons (id, uuid, major, minor, gate_id) VALUES ('bcn_sql_range', \(allowedUUID()), 65536, 1, \(gateId))",
                         logger: RegistryTestDatabase.logger
                     )
                 }
                 await #expect(throws: PSQLError.self) {
                     try await client.query(
-                        "UPDATE registry.sites SET geofence_radius_m = 5 WHERE id = \(fixture.site.id)", logger: RegistryTestDatabase.logger
+                        "UPDATE sites SET geofence_radius_m = 5 WHERE id = \(fixture.site.id)", logger: RegistryTestDatabase.logger
                     )
                 }
             }

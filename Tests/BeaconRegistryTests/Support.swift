@@ -9,8 +9,7 @@ import PostgresNIO
 import ServiceRuntime
 
 /// The real local PostgreSQL (started by `deploy/local/stack.sh start`, as the integration tests
-/// do) with the registry migrations applied. The schema is shared by every run, so each test works
-/// on fresh random organizations, users and ids instead of a fresh schema.
+/// do) with the registry migrations applied to a schema of the test's own.
 enum RegistryTestDatabase {
     static let logger: Logger = {
         var logger = Logger(label: "registry-tests")
@@ -23,16 +22,10 @@ enum RegistryTestDatabase {
         return try! DeviceTokenSigner(activeKey: key)
     }()
 
-    /// A client (pool of 20) running for the duration of `body`, after the migrations are applied.
+    /// A client running for the duration of `body`, over a schema of its own built by the registry's
+    /// migrations (`LocalStack.withMigratedSchema`).
     static func withClient<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
-        try LocalStack.ensureStarted()
-        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await ServiceMigrations.registry.apply(client: client, logger: logger)
-            return try await body(client)
-        }
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_test") { client, _ in try await body(client) }
     }
 
     /// A repository over a fresh client; `now` is its clock.
@@ -83,10 +76,10 @@ func allowedUUID() -> UUID {
     }
 }
 
-/// Rows of `registry.change_outbox` for one entity, oldest first: (op, payload as JSON text).
+/// Rows of `change_outbox` for one entity, oldest first: (op, payload as JSON text).
 func outboxRows(_ client: PostgresClient, type: String, id: String) async throws -> [(op: String, payload: String?)] {
     let rows = try await client.query(
-        "SELECT op, payload::text FROM registry.change_outbox WHERE entity_type = \(type) AND entity_id = \(id) ORDER BY id",
+        "SELECT op, payload::text FROM change_outbox WHERE entity_type = \(type) AND entity_id = \(id) ORDER BY id",
         logger: RegistryTestDatabase.logger
     )
     var result: [(String, String?)] = []

@@ -211,7 +211,9 @@ actor RunningPipeline {
         let keys = try String(contentsOf: LocalStack.runDirectory.appendingPathComponent("secrets/device-token-keys"), encoding: .utf8)
         let signer = try DeviceTokenSigner.load(
             from: EnvironmentReader(["DEVICE_TOKEN_KEYS": keys.trimmingCharacters(in: .whitespacesAndNewlines)]))
-        let postgres = try LocalStack.postgres.makeClient(logger: logger)
+        var settings = try LocalStack.postgres
+        settings.searchPath = try RegistrySchema.searchPath(from: EnvironmentReader())
+        let postgres = settings.makeClient(logger: logger)
         // The pool lives as long as the test process.
         Task.detached { await postgres.run() }
         let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)

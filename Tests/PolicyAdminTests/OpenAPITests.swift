@@ -25,7 +25,7 @@ struct PolicyOpenAPITests {
             addPolicyAdminRoutes(
                 to: router,
                 controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: PolicyEngine.standard.ruleIDs),
-                keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
+                keyVerifier: PostgresAdminKeyVerifier(client: client, schema: RegistrySchema.defaultName, logger: LocalStack.logger)
             )
             let routed = OpenAPIDocument.operations(of: router)
             #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")

@@ -194,44 +194,41 @@ struct PipelineHarness: Sendable {
             KafkaTopicSpec(name: dlq, partitions: 1),
         ])
         let signer = try DeviceTokenSigner(activeKey: DeviceSigningKey(id: "policy-test", secret: Array(repeating: 5, count: 32)))
-        try await LocalStack.withRegistryOutboxLock {
-            try await LocalStack.withPostgres { client in
-                try await ServiceMigrations.registry.apply(client: client, logger: logger)
-                let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
-                let fixture = try await PipelineFixture.make(repository)
-                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
-                let cache = RegistryCache()
-                let loader = try RegistryCacheLoader(
-                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
-                var pipelineConfiguration = PolicyPipelineConfiguration()
-                pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
-                pipelineConfiguration.rawTopic = rawTopic
-                pipelineConfiguration.vettedTopic = vettedTopic
-                pipelineConfiguration.deadLetterTopic = dlq
-                let consumer = try KafkaConsumer(
-                    configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]),
-                    logger: logger
-                )
-                let pipeline = PolicyPipeline(
-                    consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
-                    registryLoader: loader, configuration: pipelineConfiguration, logger: logger
-                )
-                let harness = PipelineHarness(
-                    repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
-                    rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
-                )
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await producer.run() }
-                    try await harness.publishRegistryChanges()
-                    group.addTask { try await loader.run() }
-                    group.addTask { try await consumer.run() }
-                    group.addTask { try await pipeline.run() }
-                    defer { group.cancelAll() }
-                    #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
-                    try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
-                    try await body(harness)
-                }
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_policy") { client, _ in
+            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+            let fixture = try await PipelineFixture.make(repository)
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+            var pipelineConfiguration = PolicyPipelineConfiguration()
+            pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
+            pipelineConfiguration.rawTopic = rawTopic
+            pipelineConfiguration.vettedTopic = vettedTopic
+            pipelineConfiguration.deadLetterTopic = dlq
+            let consumer = try KafkaConsumer(
+                configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]),
+                logger: logger
+            )
+            let pipeline = PolicyPipeline(
+                consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
+                registryLoader: loader, configuration: pipelineConfiguration, logger: logger
+            )
+            let harness = PipelineHarness(
+                repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
+                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await producer.run() }
+                try await harness.publishRegistryChanges()
+                group.addTask { try await loader.run() }
+                group.addTask { try await consumer.run() }
+                group.addTask { try await pipeline.run() }
+                defer { group.cancelAll() }
+                #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+                try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
+                try await body(harness)
             }
         }
     }

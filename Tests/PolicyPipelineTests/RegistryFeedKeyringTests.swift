@@ -93,9 +93,8 @@ struct RegistryFeedKeyringTests {
     /// with the real repository, read the outbox rows as the publisher would produce them, apply
     /// them to a feed cache, and verify proofs made with the key the installer gets.
     @Test func keysWrittenByTheRegistryVerifyInThePolicy() async throws {
-        try await LocalStack.withPostgres { client in
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_keyring") { client, _ in
             let logger = LocalStack.logger
-            try await ServiceMigrations.registry.apply(client: client, logger: logger)
             let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "feed-key-test", secret: Array(repeating: 3, count: 32)))
             let registry = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer, beaconKeySealer: Self.sealer)
             let organization = try await registry.createOrganization(NewOrganization(name: "Keyring org \(UUID().uuidString.prefix(8))"))
@@ -118,7 +117,7 @@ struct RegistryFeedKeyringTests {
             func readFeed() async throws {
                 let rows = try await client.query(
                     """
-                    SELECT id, entity_type, entity_id, op, payload::text, created_at FROM registry.change_outbox
+                    SELECT id, entity_type, entity_id, op, payload::text, created_at FROM change_outbox
                     WHERE entity_type = 'beacon' AND entity_id = \(beacon.id) ORDER BY id
                     """, logger: logger
                 )

@@ -18,7 +18,7 @@ struct RegistryFeedIntegrationTests {
 
     static func unpublished(_ client: PostgresClient, type: String, id: String) async throws -> Int {
         let rows = try await client.query(
-            "SELECT count(*) FROM registry.change_outbox WHERE entity_type = \(type) AND entity_id = \(id) AND published_at IS NULL",
+            "SELECT count(*) FROM change_outbox WHERE entity_type = \(type) AND entity_id = \(id) AND published_at IS NULL",
             logger: Stack.logger
         )
         var count = 0

@@ -45,14 +45,8 @@ enum FeedTestStack {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
         _ = try await TopicBootstrap.ensureTopics(admin)
-        let client = try PostgresConfiguration.load(from: EnvironmentReader()).makeClient(logger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await ServiceMigrations.registry.apply(client: client, logger: logger)
-            return try await LocalStack.withRegistryOutboxLock {
-                try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
-            }
+        return try await LocalStack.withMigratedSchema(.registry, prefix: "registry_feed") { client, _ in
+            try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
         }
     }
 

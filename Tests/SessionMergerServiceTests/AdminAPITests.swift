@@ -32,54 +32,57 @@ struct AdminHarness: Sendable {
     static let zone = TimeZone(identifier: "Asia/Ho_Chi_Minh")!
 
     static func run(_ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void) async throws {
-        try await MergerDB.run { db in
-            let logger = MergerDB.logger
-            try await ServiceMigrations.registry.apply(client: db.client, logger: logger)
-            let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "merger-test", secret: Array(repeating: 7, count: 32)))
-            let registry = PostgresRegistryRepository(client: db.client, logger: logger, tokenSigner: signer)
-            let admin = try await registry.createAPIKey(name: "merger-test admin", role: .admin)
-            let viewer = try await registry.createAPIKey(name: "merger-test viewer", role: .viewer)
-            let revoked = try await registry.createAPIKey(name: "merger-test revoked", role: .admin)
-            _ = try await registry.revokeAPIKey(id: revoked.key.id)
+        // The registry's API keys in a schema of their own, read by the merger as it reads the registry's.
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_merger") { registryClient, registrySchema in
+            try await MergerDB.run { db in
+                let logger = MergerDB.logger
+                let signer = try DeviceTokenSigner(
+                    activeKey: try DeviceSigningKey(id: "merger-test", secret: Array(repeating: 7, count: 32)))
+                let registry = PostgresRegistryRepository(client: registryClient, logger: logger, tokenSigner: signer)
+                let admin = try await registry.createAPIKey(name: "merger-test admin", role: .admin)
+                let viewer = try await registry.createAPIKey(name: "merger-test viewer", role: .viewer)
+                let revoked = try await registry.createAPIKey(name: "merger-test revoked", role: .admin)
+                _ = try await registry.revokeAPIKey(id: revoked.key.id)
 
-            // The registry's site as it publishes it on registry.changes.
-            let siteId = "site-\(token())"
-            let site = Site(
-                id: siteId, organizationId: "org-\(token())", name: "Head office", timezone: zone.identifier,
-                geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                shift: ShiftSettings(
-                    start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
-                    checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5),
-                createdAt: Date())
-            let cache = RegistryCache()
-            cache.apply(.upsert(try RegistryChange.upsert(.site, id: siteId, version: 1, changedAt: Date(), entity: site)))
+                // The registry's site as it publishes it on registry.changes.
+                let siteId = "site-\(token())"
+                let site = Site(
+                    id: siteId, organizationId: "org-\(token())", name: "Head office", timezone: zone.identifier,
+                    geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
+                    shift: ShiftSettings(
+                        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
+                        checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5),
+                    createdAt: Date())
+                let cache = RegistryCache()
+                cache.apply(.upsert(try RegistryChange.upsert(.site, id: siteId, version: 1, changedAt: Date(), entity: site)))
 
-            // Three days ago, local time: one user late and early, one on time.
-            var calendar = Calendar(identifier: .gregorian)
-            calendar.timeZone = zone
-            let dayStart = calendar.startOfDay(for: Date().addingTimeInterval(-3 * 86_400))
-            let parts = calendar.dateComponents([.year, .month, .day], from: dayStart)
-            let day = LocalDate(year: parts.year!, month: parts.month!, day: parts.day!)
-            func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
-            let lateUser = "u-late-\(token())", onTimeUser = "u-ontime-\(token())"
-            try await db.process(
-                [
-                    Make.checkIn(user: lateUser, site: siteId, at: at(8, 50), sessionKey: "sk-\(lateUser)", received: at(8, 50)),
-                    Make.checkOut(user: lateUser, at: at(17, 0), sessionKey: "sk-\(lateUser)", received: at(17, 0)),
-                    Make.checkIn(user: onTimeUser, site: siteId, at: at(8, 20), sessionKey: "sk-\(onTimeUser)", received: at(8, 20)),
-                    Make.checkOut(user: onTimeUser, at: at(17, 45), sessionKey: "sk-\(onTimeUser)", received: at(17, 45)),
-                ], from: 0)
+                // Three days ago, local time: one user late and early, one on time.
+                var calendar = Calendar(identifier: .gregorian)
+                calendar.timeZone = zone
+                let dayStart = calendar.startOfDay(for: Date().addingTimeInterval(-3 * 86_400))
+                let parts = calendar.dateComponents([.year, .month, .day], from: dayStart)
+                let day = LocalDate(year: parts.year!, month: parts.month!, day: parts.day!)
+                func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
+                let lateUser = "u-late-\(token())", onTimeUser = "u-ontime-\(token())"
+                try await db.process(
+                    [
+                        Make.checkIn(user: lateUser, site: siteId, at: at(8, 50), sessionKey: "sk-\(lateUser)", received: at(8, 50)),
+                        Make.checkOut(user: lateUser, at: at(17, 0), sessionKey: "sk-\(lateUser)", received: at(17, 0)),
+                        Make.checkIn(user: onTimeUser, site: siteId, at: at(8, 20), sessionKey: "sk-\(onTimeUser)", received: at(8, 20)),
+                        Make.checkOut(user: onTimeUser, at: at(17, 45), sessionKey: "sk-\(onTimeUser)", received: at(17, 45)),
+                    ], from: 0)
 
-            let router = buildRouter(
-                sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
-                shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
-                keyVerifier: PostgresAdminKeyVerifier(client: db.client, logger: logger),
-                groupId: db.configuration.groupId)
-            let harness = AdminHarness(
-                db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
-                lateUser: lateUser, onTimeUser: onTimeUser, day: day)
-            try await Application(router: router).test(.router) { client in
-                try await body(harness, client)
+                let router = buildRouter(
+                    sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
+                    shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
+                    keyVerifier: PostgresAdminKeyVerifier(client: db.client, schema: registrySchema, logger: logger),
+                    groupId: db.configuration.groupId)
+                let harness = AdminHarness(
+                    db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
+                    lateUser: lateUser, onTimeUser: onTimeUser, day: day)
+                try await Application(router: router).test(.router) { client in
+                    try await body(harness, client)
+                }
             }
         }
     }

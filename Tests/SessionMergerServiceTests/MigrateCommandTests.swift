@@ -1,4 +1,5 @@
 import AttendanceProtocol
+import BeaconRegistryStore
 import Foundation
 import LocalStackTesting
 import PostgresNIO
@@ -38,14 +39,22 @@ extension SessionMergerServiceTests {
             return (status, output)
         }
 
-        @Test func migrateAppliesEveryMigrationIntoItsSchemaThenExitsWithoutServing() async throws {
+        /// The merger's and the registry's schemas are parameters (`MERGER_SCHEMA`, `REGISTRY_SCHEMA`).
+        @Test(arguments: [
+            (product: "session-merger", variable: "MERGER_SCHEMA", migrations: ServiceMigrations.merger),
+            (product: "beacon-registry", variable: "REGISTRY_SCHEMA", migrations: ServiceMigrations.registry),
+        ])
+        func migrateAppliesEveryMigrationIntoItsSchemaThenExitsWithoutServing(
+            product: String, variable: String, migrations: ServiceMigrations
+        ) async throws {
             try LocalStack.ensureStarted()
-            let schema = "merger_migrate_\(token())"
-            let series = ServiceMigrations.merger.series(schema: schema)
+            let schema = "migrate_\(token())"
+            let series = migrations.series(schema: schema)
             try await LocalStack.withPostgres { client in
                 let (status, output) = try await run(
                     ["migrate"],
-                    environment: ["MERGER_SCHEMA": schema, "LOG_LEVEL": "info", "HTTP_PORT": "0", "KAFKA_BROKERS": LocalStack.brokers])
+                    environment: [variable: schema, "LOG_LEVEL": "info", "HTTP_PORT": "0", "KAFKA_BROKERS": LocalStack.brokers],
+                    product: product)
                 var applied: [Int] = []
                 for try await version in try await client.query(
                     "SELECT version FROM public.schema_migrations WHERE service = \(series) ORDER BY version", logger: logger
@@ -56,7 +65,7 @@ extension SessionMergerServiceTests {
                 try await client.query("DELETE FROM public.schema_migrations WHERE service = \(series)", logger: logger)
 
                 #expect(status == 0, "\(output)")
-                #expect(applied == (try ServiceMigrations.merger.load(schema: schema)).map(\.version), "\(output)")
+                #expect(applied == (try migrations.load(schema: schema)).map(\.version), "\(output)")
                 #expect(output.contains("migrations applied"), "\(output)")
             }
         }

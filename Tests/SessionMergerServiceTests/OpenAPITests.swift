@@ -19,7 +19,7 @@ extension SessionMergerServiceTests {
                 let router = buildRouter(
                     sessions: PostgresSessionQueryRepository(client: client, logger: LocalStack.logger),
                     shifts: RegistryCacheShiftProvider(cache: RegistryCache(), isReady: { true }),
-                    keyVerifier: PostgresAdminKeyVerifier(client: client, logger: LocalStack.logger)
+                    keyVerifier: PostgresAdminKeyVerifier(client: client, schema: RegistrySchema.defaultName, logger: LocalStack.logger)
                 )
                 let routed = OpenAPIDocument.operations(of: router)
                 #expect(

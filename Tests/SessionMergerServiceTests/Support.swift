@@ -40,28 +40,9 @@ struct MergerDB: Sendable {
 
     static let logger = LocalStack.logger(label: "merger-tests")
 
-    /// A schema of the caller's own, built by the merger's migrations, and a client whose unqualified
-    /// table names resolve there (as the merger's own pool does); dropped afterwards. Nothing another
-    /// test, or a merger some stack left running, does reaches it: not its outbox, not its offsets.
+    /// A schema of the caller's own, built by the merger's migrations (`LocalStack.withMigratedSchema`).
     static func withSchema<T: Sendable>(_ body: (PostgresClient, String) async throws -> T) async throws -> T {
-        let schema = "merger_test_\(token())"
-        return try await LocalStack.withPostgres(searchPath: [schema, "public"]) { client in
-            try await ServiceMigrations.merger.apply(client: client, schema: schema, logger: logger)
-            do {
-                let result = try await body(client, schema)
-                try await drop(schema, client)
-                return result
-            } catch {
-                try? await drop(schema, client)
-                throw error
-            }
-        }
-    }
-
-    private static func drop(_ schema: String, _ client: PostgresClient) async throws {
-        try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"), logger: logger)
-        let series = ServiceMigrations.merger.series(schema: schema)
-        try await client.query("DELETE FROM public.schema_migrations WHERE service = \(series)", logger: logger)
+        try await LocalStack.withMigratedSchema(.merger, prefix: "merger_test", body)
     }
 
     static func run(

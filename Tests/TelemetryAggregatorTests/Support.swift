@@ -24,7 +24,7 @@ final class CollectingDeadLetters: DeadLetterSink {
 }
 
 /// The real local PostgreSQL with the telemetry migrations applied to a schema of this test's own
-/// (`telemetry_t<random>`), dropped afterwards together with its `schema_migrations` rows.
+/// (`LocalStack.withMigratedSchema`).
 struct TelemetryDB: Sendable {
     let client: PostgresClient
     let configuration: TelemetryConfiguration
@@ -36,31 +36,18 @@ struct TelemetryDB: Sendable {
     var schema: String { configuration.schema }
 
     static func run(_ body: @escaping @Sendable (TelemetryDB) async throws -> Void) async throws {
-        try await LocalStack.withPostgres { client in
-            let suffix = token()
+        try await LocalStack.withMigratedSchema(.telemetry, prefix: "telemetry_t") { client, schema in
+            let suffix = schema.dropFirst("telemetry_t_".count)
             let configuration = TelemetryConfiguration(
-                groupId: "telemetry-test-\(suffix)", schema: "telemetry_t\(suffix)",
+                groupId: "telemetry-test-\(suffix)", schema: schema,
                 telemetryTopic: "test.\(suffix).device.telemetry", rawEventsTopic: "test.\(suffix).attendance.events.raw",
                 verdictsTopic: "test.\(suffix).attendance.verdicts", sessionsTopic: "test.\(suffix).attendance.sessions",
                 deadLetterTopic: "test.\(suffix).attendance.dlq")
-            try await ServiceMigrations.telemetry.apply(client: client, schema: configuration.schema, logger: logger)
-            let db = TelemetryDB(
-                client: client, configuration: configuration, deadLetters: CollectingDeadLetters(),
-                repository: PostgresTelemetryQueryRepository(client: client, schema: configuration.schema, logger: logger))
-            do {
-                try await body(db)
-            } catch {
-                try? await db.drop()
-                throw error
-            }
-            try await db.drop()
+            try await body(
+                TelemetryDB(
+                    client: client, configuration: configuration, deadLetters: CollectingDeadLetters(),
+                    repository: PostgresTelemetryQueryRepository(client: client, schema: schema, logger: logger)))
         }
-    }
-
-    func drop() async throws {
-        try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE", logger: Self.logger)
-        let service = ServiceMigrations.telemetry.series(schema: schema)
-        try await client.query("DELETE FROM schema_migrations WHERE service = \(service)", logger: Self.logger)
     }
 
     /// A processor as a (re)started service would build it.

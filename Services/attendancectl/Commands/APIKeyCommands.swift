@@ -43,7 +43,9 @@ extension AttendanceCtl {
             }
 
             package func run() async throws {
-                let settings = try options.postgres()
+                var postgres = try options.postgres()
+                postgres.searchPath = try RegistrySchema.searchPath(from: EnvironmentReader(options.environment))
+                let settings = postgres
                 let logger = options.logger
                 let client = settings.makeClient(logger: logger)
                 let keyRole = APIRole(rawValue: role) ?? .admin

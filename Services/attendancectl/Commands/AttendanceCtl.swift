@@ -72,14 +72,19 @@ package struct GlobalOptions: ParsableArguments {
 
     package init() {}
 
+    /// The process's environment with the context's variables over it (a test sets a few of its own).
+    var environment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(CLIContext.current.environment) { _, own in own }
+    }
+
     func kafka() throws -> KafkaConfiguration {
-        var env = ProcessInfo.processInfo.environment
+        var env = environment
         if let brokers { env["KAFKA_BROKERS"] = brokers }
         return try ServiceConfiguration.load(service: "attendancectl", defaultHTTPPort: 1, from: EnvironmentReader(env)).kafka
     }
 
     func postgres() throws -> PostgresConfiguration {
-        try PostgresConfiguration.load(from: EnvironmentReader())
+        try PostgresConfiguration.load(from: EnvironmentReader(environment))
     }
 
     /// librdkafka reports every refused connection while it retries; the command's own error line

@@ -16,12 +16,13 @@ package enum BeaconRegistryServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
-            settings: { try RegistryConfiguration.load(from: $0) }, migrations: .registry)
+            settings: { try RegistryConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] },
+            migrations: .registry, schema: \.schema)
         let signer = try DeviceTokenSigner.load(from: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let repository = PostgresRegistryRepository(
             client: client, logger: logger, tokenSigner: signer, beaconKeySealer: settings.beaconKeySealer)
-        // Every write lands in registry.change_outbox in its own transaction; the publisher moves it
+        // Every write lands in change_outbox in its own transaction; the publisher moves it
         // to the compacted registry.changes topic, from which gateways, policy and the fleet rebuild.
         let producer = try kit.makeProducer()
         // The registry reads its own feed back for the lookup routes, exactly as other services do.

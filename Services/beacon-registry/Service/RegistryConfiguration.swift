@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
@@ -10,7 +11,10 @@ import ServiceRuntime
 /// - `BEACON_KEY_SEAL_KEY`: base64 of 32 random bytes, shared with the policy service only. With it
 ///   the registry creates each beacon's GATT key, stores and publishes it sealed, backfills beacons
 ///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
+/// - `REGISTRY_SCHEMA` (`RegistrySchema`): the schema of its tables; its queries name no schema, and
+///   its pool's search path starts with this one.
 package struct RegistryConfiguration: Sendable {
+    package var schema = RegistrySchema.defaultName
     package var bootstrapKeyFile: BootstrapKeyFile?
     package var beaconKeySealer: BeaconKeySealer?
 
@@ -22,7 +26,9 @@ package struct RegistryConfiguration: Sendable {
                     "REGISTRY_BOOTSTRAP_KEY_PATH",
                     expected: "with REGISTRY_BOOTSTRAP=1, the file the first admin API key is written to (never the log)"))
             : nil
-        return RegistryConfiguration(bootstrapKeyFile: bootstrapKeyFile, beaconKeySealer: try loadBeaconKeySealer(from: env))
+        var configuration = RegistryConfiguration(bootstrapKeyFile: bootstrapKeyFile, beaconKeySealer: try loadBeaconKeySealer(from: env))
+        configuration.schema = try RegistrySchema.load(from: env)
+        return configuration
     }
 
     /// `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, or unset. The value is never echoed.

@@ -19,6 +19,7 @@ package enum PolicyServer {
             service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
             settings: { try PolicyServiceConfiguration.load(from: $0) }, migrations: .policy, schema: \.schema)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
+        let registrySchema = try RegistrySchema.load(from: env)
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
         let cache = RegistryCache()
         let gatt = try GattConfiguration.load(from: env, registry: cache)
@@ -56,7 +57,7 @@ package enum PolicyServer {
         ) { router in
             addPolicyAdminRoutes(
                 to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: engine.ruleIDs),
-                keyVerifier: PostgresAdminKeyVerifier(client: client, logger: logger))
+                keyVerifier: PostgresAdminKeyVerifier(client: client, schema: registrySchema, logger: logger))
         }
         logger.info(
             "policy book loaded",

@@ -14,7 +14,7 @@ package enum SessionMergerServer {
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
             settings: { try SessionMergerConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] },
             migrations: .merger, schema: \.schema)
-        let client = kit.postgres, logger = kit.logger
+        let client = kit.postgres, logger = kit.logger, registrySchema = try RegistrySchema.load(from: env)
 
         let producer = try kit.makeProducer()
         let cache = RegistryCache()
@@ -32,7 +32,7 @@ package enum SessionMergerServer {
             configuration: kit.configuration,
             sessions: PostgresSessionQueryRepository(client: client, logger: logger),
             shifts: RegistryCacheShiftProvider(loader: registry),
-            keyVerifier: PostgresAdminKeyVerifier(client: client, logger: logger),
+            keyVerifier: PostgresAdminKeyVerifier(client: client, schema: registrySchema, logger: logger),
             groupId: merger.groupId,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)

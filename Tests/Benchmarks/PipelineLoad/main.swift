@@ -44,7 +44,9 @@ struct Verify: AsyncParsableCommand {
         logger.logLevel = .warning
         let env = EnvironmentReader()
         let signer = try DeviceTokenSigner.load(from: env)
-        let postgres = try PostgresConfiguration.load(from: env).makeClient(logger: logger)
+        var settings = try PostgresConfiguration.load(from: env)
+        settings.searchPath = try RegistrySchema.searchPath(from: env)
+        let postgres = settings.makeClient(logger: logger)
         let http = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
@@ -131,7 +133,9 @@ struct Bench: AsyncParsableCommand {
         let env = EnvironmentReader()
         let signer = try DeviceTokenSigner.load(from: env)
         let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
-        let postgres = try PostgresConfiguration.load(from: env).makeClient(logger: logger)
+        var settings = try PostgresConfiguration.load(from: env)
+        settings.searchPath = try RegistrySchema.searchPath(from: env)
+        let postgres = settings.makeClient(logger: logger)
         let http = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))

@@ -118,7 +118,8 @@ func measureLookups(_ cache: RegistryCache, _ keys: [RegistryBeaconKey], label: 
 func allocationsPerSecond() async throws {
     var logger = Logger(label: "registry-benchmark")
     logger.logLevel = .warning
-    let settings = try PostgresConfiguration.load(from: EnvironmentReader())
+    var settings = try PostgresConfiguration.load(from: EnvironmentReader())
+    settings.searchPath = try RegistrySchema.searchPath(from: EnvironmentReader())
     let client = settings.makeClient(logger: logger)
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }

@@ -93,23 +93,30 @@ public enum LocalStack {
         }
     }
 
-    /// Runs `body` while no other test publishes the registry's change outbox. A publisher round
-    /// publishes every unpublished row, so a test that checks rows stay unpublished (or one that
-    /// waits for its own rows) must not overlap with another target's publishing test; the whole
-    /// suite runs in one process. A session advisory lock on a connection of its own.
-    public static func withRegistryOutboxLock<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-        try await withPostgres { client in
-            try await client.withConnection { connection in
-                _ = try await connection.query("SELECT pg_advisory_lock(729100131)", logger: logger)
-                do {
-                    let result = try await body()
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(729100131)", logger: logger)
-                    return result
-                } catch {
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(729100131)", logger: logger)
-                    throw error
-                }
+    /// A schema of the caller's own (`<prefix>_<random>`), built by `migrations`, and a client whose
+    /// unqualified table names resolve there first, as the service's own pool does. The schema and its
+    /// `schema_migrations` rows are dropped afterwards, also when `body` throws. Nothing another test,
+    /// or a service some stack left running, does reaches it: not its outbox, not its offsets.
+    public static func withMigratedSchema<T: Sendable>(
+        _ migrations: ServiceMigrations, prefix: String, _ body: (PostgresClient, String) async throws -> T
+    ) async throws -> T {
+        let schema = "\(prefix)_\(String(UUID().uuidString.prefix(8)).lowercased())"
+        return try await withPostgres(searchPath: [schema, "public"]) { client in
+            try await migrations.apply(client: client, schema: schema, logger: logger)
+            do {
+                let result = try await body(client, schema)
+                try await drop(schema, of: migrations, client: client)
+                return result
+            } catch {
+                try? await drop(schema, of: migrations, client: client)
+                throw error
             }
         }
+    }
+
+    private static func drop(_ schema: String, of migrations: ServiceMigrations, client: PostgresClient) async throws {
+        try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE", logger: logger)
+        let series = migrations.series(schema: schema)
+        try await client.query("DELETE FROM public.schema_migrations WHERE service = \(series)", logger: logger)
     }
 }

@@ -6,7 +6,7 @@ import Logging
 import PostgresNIO
 import ServiceRuntime
 
-/// One row of `registry.change_outbox` waiting to be published.
+/// One row of `change_outbox` waiting to be published.
 package struct RegistryOutboxRow: Hashable, Sendable {
     package var id: Int64
     package var entityType: String
@@ -51,7 +51,7 @@ package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConver
     }
 }
 
-/// `registry.change_outbox` as an outbox of the compacted `registry.changes` topic: rows are stamped
+/// `change_outbox` as an outbox of the compacted `registry.changes` topic: rows are stamped
 /// `published_at` (kept: `RegistryFeedRepair` queues them again when the broker lost the topic), and
 /// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
@@ -74,7 +74,7 @@ package struct RegistryChangeOutbox: OutboxTable {
         let rows = try await connection.query(
             """
             SELECT id, entity_type, entity_id, op, payload::text, created_at
-            FROM registry.change_outbox
+            FROM change_outbox
             WHERE published_at IS NULL
             ORDER BY id
             LIMIT \(limit)
@@ -91,11 +91,11 @@ package struct RegistryChangeOutbox: OutboxTable {
     }
 
     package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("UPDATE registry.change_outbox SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
+        try await connection.query("UPDATE change_outbox SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
     }
 }
 
-/// Moves `registry.change_outbox` to `registry.changes` (`OutboxRelay`).
+/// Moves `change_outbox` to `registry.changes` (`OutboxRelay`).
 package typealias RegistryChangePublisher = OutboxRelay<RegistryChangeOutbox>
 
 extension OutboxRelay where Table == RegistryChangeOutbox {
@@ -120,7 +120,7 @@ extension OutboxRelay where Table == RegistryChangeOutbox {
     ) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            let rows = try await client.query("SELECT count(*)::int FROM registry.change_outbox WHERE published_at IS NULL", logger: logger)
+            let rows = try await client.query("SELECT count(*)::int FROM change_outbox WHERE published_at IS NULL", logger: logger)
             var pending = 1
             for try await n in rows.decode(Int.self) { pending = n }
             if pending == 0 { return true }

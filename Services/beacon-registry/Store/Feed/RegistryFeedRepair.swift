@@ -30,7 +30,7 @@ package enum RegistryFeedRepair {
     ) async throws -> Int {
         let marks = try await admin.watermarks(TopicPartition(topic: topic, partition: 0))
         let published = try await client.query(
-            "SELECT EXISTS (SELECT 1 FROM registry.change_outbox WHERE published_at IS NOT NULL)", logger: logger)
+            "SELECT EXISTS (SELECT 1 FROM change_outbox WHERE published_at IS NOT NULL)", logger: logger)
         var hasPublished = false
         for try await exists in published.decode(Bool.self) { hasPublished = exists }
         guard isLost(highWatermark: marks.high, outboxHasPublishedRows: hasPublished) else { return 0 }
@@ -52,9 +52,9 @@ package enum RegistryFeedRepair {
         let rows = try await client.query(
             """
             WITH latest AS (
-                SELECT max(id) AS id FROM registry.change_outbox GROUP BY entity_type, entity_id
+                SELECT max(id) AS id FROM change_outbox GROUP BY entity_type, entity_id
             ), marked AS (
-                UPDATE registry.change_outbox o SET published_at = NULL
+                UPDATE change_outbox o SET published_at = NULL
                 FROM latest WHERE o.id = latest.id AND o.published_at IS NOT NULL
                 RETURNING 1
             )

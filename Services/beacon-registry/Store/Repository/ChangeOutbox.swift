@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Appends registry changes to `registry.change_outbox`, always on the connection of the write's
+/// Appends registry changes to `change_outbox`, always on the connection of the write's
 /// own transaction: the change commits or rolls back with the write, so the feed can neither miss a
 /// committed change nor announce one that never happened. A publisher later moves the rows to
 /// `registry.changes` (key `<entityType>:<entityId>`, the row id as the change's version).
@@ -17,7 +17,7 @@ enum ChangeOutbox {
         let type = kind.rawValue
         try await connection.query(
             """
-            INSERT INTO registry.change_outbox (entity_type, entity_id, op, payload)
+            INSERT INTO change_outbox (entity_type, entity_id, op, payload)
             VALUES (\(type), \(id), 'upsert', \(payload)::jsonb)
             """,
             logger: logger

@@ -15,7 +15,7 @@ extension PostgresRegistryRepository {
             let hash = APIKeyFormat.hash(secret: secret)
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.api_keys AS k (id, name, role, secret_sha256, created_at)
+                INSERT INTO api_keys AS k (id, name, role, secret_sha256, created_at)
                 VALUES (\(id), \(name), \(role.rawValue), \(hash), \(now))
                 RETURNING \(unescaped: Columns.apiKey)
                 """, logger: logger
@@ -33,7 +33,7 @@ extension PostgresRegistryRepository {
         return try await read("verify API key") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.apiKey), k.secret_sha256 FROM registry.api_keys k WHERE k.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.apiKey), k.secret_sha256 FROM api_keys k WHERE k.id = \(id)", logger: logger
                 )
             else { return nil }
             let key = try Columns.apiKey(row)
@@ -48,7 +48,7 @@ extension PostgresRegistryRepository {
         return try await write("revoke API key") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.apiKey) FROM registry.api_keys k WHERE k.id = \(id) FOR UPDATE", logger: logger
+                    "SELECT \(unescaped: Columns.apiKey) FROM api_keys k WHERE k.id = \(id) FOR UPDATE", logger: logger
                 )
             else { throw RegistryError.notFound(.apiKey, id: id) }
             let current = try Columns.apiKey(row)
@@ -56,7 +56,7 @@ extension PostgresRegistryRepository {
             let revoked = try Columns.apiKey(
                 try await db.singleRow(
                     """
-                    UPDATE registry.api_keys AS k SET revoked_at = GREATEST(\(now), k.created_at) WHERE k.id = \(id)
+                    UPDATE api_keys AS k SET revoked_at = GREATEST(\(now), k.created_at) WHERE k.id = \(id)
                     RETURNING \(unescaped: Columns.apiKey)
                     """, logger: logger
                 ))

@@ -31,11 +31,11 @@ extension PostgresRegistryRepository {
         ) { db in
             // Allocations for one organization queue here, so the second finds the first's namespace.
             let organization = try await db.firstRow(
-                "SELECT id FROM registry.organizations WHERE id = \(organizationId) FOR NO KEY UPDATE", logger: logger
+                "SELECT id FROM organizations WHERE id = \(organizationId) FOR NO KEY UPDATE", logger: logger
             )
             guard organization != nil else { throw RegistryError.notFound(.organization, id: organizationId) }
             if let row = try await db.firstRow(
-                "SELECT \(unescaped: Columns.namespace) FROM registry.namespaces n WHERE n.organization_id = \(organizationId)",
+                "SELECT \(unescaped: Columns.namespace) FROM namespaces n WHERE n.organization_id = \(organizationId)",
                 logger: logger
             ) {
                 return try Columns.namespace(row)
@@ -44,13 +44,13 @@ extension PostgresRegistryRepository {
                 let position = (start + offset) % ShardAssignment.poolSize
                 // Allocations in one shard queue on its row, so each sees the majors the previous took.
                 let shardRow = try await db.singleRow(
-                    "SELECT uuid FROM registry.shard_pool WHERE position = \(position) FOR NO KEY UPDATE", logger: logger
+                    "SELECT uuid FROM shard_pool WHERE position = \(position) FOR NO KEY UPDATE", logger: logger
                 )
                 let shard = try shardRow.decode(UUID.self)
                 guard let major = try await lowestFreeMajor(in: shard, on: db) else { continue }
                 let row = try await db.singleRow(
                     """
-                    INSERT INTO registry.namespaces AS n (organization_id, uuid, major, allocated_at)
+                    INSERT INTO namespaces AS n (organization_id, uuid, major, allocated_at)
                     VALUES (\(organizationId), \(shard), \(major), \(now))
                     RETURNING \(unescaped: Columns.namespace)
                     """, logger: logger
@@ -70,7 +70,7 @@ extension PostgresRegistryRepository {
         let organizationId = try await read("find gate organization") { db in
             let row = try await db.firstRow(
                 """
-                SELECT s.organization_id FROM registry.gates g JOIN registry.sites s ON s.id = g.site_id
+                SELECT s.organization_id FROM gates g JOIN sites s ON s.id = g.site_id
                 WHERE g.id = \(gateId)
                 """, logger: logger
             )
@@ -82,7 +82,7 @@ extension PostgresRegistryRepository {
         return try await write("allocate minor", retryingOn: ["minor_allocations_pkey"]) { db in
             // Allocations in one namespace queue on its row, so each sees the minors the previous took.
             _ = try await db.rows(
-                "SELECT 1 FROM registry.namespaces WHERE uuid = \(namespace.uuid) AND major = \(namespace.major) FOR NO KEY UPDATE",
+                "SELECT 1 FROM namespaces WHERE uuid = \(namespace.uuid) AND major = \(namespace.major) FOR NO KEY UPDATE",
                 logger: logger
             )
             guard let minor = try await lowestFreeMinor(in: namespace, on: db) else {
@@ -90,7 +90,7 @@ extension PostgresRegistryRepository {
             }
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.minor_allocations AS m (uuid, major, minor, gate_id, allocated_at)
+                INSERT INTO minor_allocations AS m (uuid, major, minor, gate_id, allocated_at)
                 VALUES (\(namespace.uuid), \(namespace.major), \(minor), \(gateId), \(now))
                 RETURNING \(unescaped: Columns.minor)
                 """, logger: logger
@@ -107,10 +107,10 @@ extension PostgresRegistryRepository {
         try await db.singleRow(
             """
             SELECT CASE
-                WHEN NOT EXISTS (SELECT 1 FROM registry.namespaces WHERE uuid = \(shard) AND major = 1) THEN 1
-                ELSE (SELECT min(a.major) + 1 FROM registry.namespaces a
+                WHEN NOT EXISTS (SELECT 1 FROM namespaces WHERE uuid = \(shard) AND major = 1) THEN 1
+                ELSE (SELECT min(a.major) + 1 FROM namespaces a
                       WHERE a.uuid = \(shard) AND a.major < 65535
-                        AND NOT EXISTS (SELECT 1 FROM registry.namespaces b WHERE b.uuid = \(shard) AND b.major = a.major + 1))
+                        AND NOT EXISTS (SELECT 1 FROM namespaces b WHERE b.uuid = \(shard) AND b.major = a.major + 1))
             END
             """, logger: logger
         ).decode(Int?.self)
@@ -122,10 +122,10 @@ extension PostgresRegistryRepository {
         return try await db.singleRow(
             """
             SELECT CASE
-                WHEN NOT EXISTS (SELECT 1 FROM registry.minor_allocations WHERE uuid = \(uuid) AND major = \(major) AND minor = 1) THEN 1
-                ELSE (SELECT min(a.minor) + 1 FROM registry.minor_allocations a
+                WHEN NOT EXISTS (SELECT 1 FROM minor_allocations WHERE uuid = \(uuid) AND major = \(major) AND minor = 1) THEN 1
+                ELSE (SELECT min(a.minor) + 1 FROM minor_allocations a
                       WHERE a.uuid = \(uuid) AND a.major = \(major) AND a.minor < 65535
-                        AND NOT EXISTS (SELECT 1 FROM registry.minor_allocations b
+                        AND NOT EXISTS (SELECT 1 FROM minor_allocations b
                                         WHERE b.uuid = \(uuid) AND b.major = \(major) AND b.minor = a.minor + 1))
             END
             """, logger: logger

@@ -5,7 +5,7 @@ import Logging
 import PostgresNIO
 
 // Beacon GATT keys (for the GATT challenge-response): the registry owns them. A random 32-byte
-// key is created with the beacon, stored sealed in `registry.beacon_keys`, shown in plain text
+// key is created with the beacon, stored sealed in `beacon_keys`, shown in plain text
 // only in the installer's provisioning plan, and published sealed in the beacon's record on
 // `registry.changes`, where only the policy service (which holds the same `BEACON_KEY_SEAL_KEY`)
 // can open it. A rotation is one transaction: new key, new version, new feed record.
@@ -21,7 +21,7 @@ extension PostgresRegistryRepository {
             // The beacon row lock serializes rotations (and a concurrent status change) of one beacon.
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(beaconId) FOR UPDATE", logger: logger
+                    "SELECT \(unescaped: Columns.beacon) FROM beacons b WHERE b.id = \(beaconId) FOR UPDATE", logger: logger
                 )
             else { throw RegistryError.notFound(.beacon, id: beaconId) }
             // After the lookup: an unknown beacon is a 404 whatever the configuration.
@@ -32,7 +32,7 @@ extension PostgresRegistryRepository {
             let sealed = try sealer.seal(BeaconKeySealer.generateBeaconKey(), beaconId: beaconId, version: version)
             try await db.query(
                 """
-                INSERT INTO registry.beacon_keys (beacon_id, version, sealed_key, created_at, rotated_at)
+                INSERT INTO beacon_keys (beacon_id, version, sealed_key, created_at, rotated_at)
                 VALUES (\(beaconId), \(version), \(sealed.sealed), \(now), \(now))
                 ON CONFLICT (beacon_id) DO UPDATE SET version = EXCLUDED.version, sealed_key = EXCLUDED.sealed_key,
                     rotated_at = EXCLUDED.rotated_at
@@ -69,8 +69,8 @@ extension PostgresRegistryRepository {
             let round = try await write("backfill beacon keys") { db -> Int in
                 let rows = try await db.rows(
                     """
-                    SELECT \(unescaped: Columns.beacon) FROM registry.beacons b
-                    WHERE NOT EXISTS (SELECT 1 FROM registry.beacon_keys k WHERE k.beacon_id = b.id)
+                    SELECT \(unescaped: Columns.beacon) FROM beacons b
+                    WHERE NOT EXISTS (SELECT 1 FROM beacon_keys k WHERE k.beacon_id = b.id)
                       AND (\(beaconIds)::text[] IS NULL OR b.id = ANY(\(beaconIds)::text[]))
                     ORDER BY b.id LIMIT \(batchSize)
                     FOR UPDATE OF b SKIP LOCKED
@@ -95,7 +95,7 @@ extension PostgresRegistryRepository {
         let now = now()
         try await db.query(
             """
-            INSERT INTO registry.beacon_keys (beacon_id, version, sealed_key, created_at, rotated_at)
+            INSERT INTO beacon_keys (beacon_id, version, sealed_key, created_at, rotated_at)
             VALUES (\(beaconId), 1, \(sealed.sealed), \(now), \(now))
             """, logger: logger
         )
@@ -105,7 +105,7 @@ extension PostgresRegistryRepository {
     static func sealedBeaconKey(beaconId: String, on db: PostgresConnection, logger: Logger) async throws -> SealedBeaconKey? {
         guard
             let row = try await db.firstRow(
-                "SELECT version, sealed_key FROM registry.beacon_keys WHERE beacon_id = \(beaconId)", logger: logger
+                "SELECT version, sealed_key FROM beacon_keys WHERE beacon_id = \(beaconId)", logger: logger
             )
         else { return nil }
         let (version, sealed) = try row.decode((Int, String).self)

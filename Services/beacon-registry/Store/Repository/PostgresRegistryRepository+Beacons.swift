@@ -20,7 +20,7 @@ extension PostgresRegistryRepository {
             // the same identity would make that gate's check-ins land at the wrong place.
             if let row = try await db.firstRow(
                 """
-                SELECT gate_id::text FROM registry.minor_allocations
+                SELECT gate_id::text FROM minor_allocations
                 WHERE uuid = \(uuid) AND major = \(input.major) AND minor = \(input.minor)
                 """, logger: logger
             ) {
@@ -32,7 +32,7 @@ extension PostgresRegistryRepository {
             let battery = input.batteryReplacedOn?.description
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.beacons AS b (
+                INSERT INTO beacons AS b (
                     id, uuid, major, minor, serial, mac, tx_power, adv_interval_ms, battery_replaced_on, status, gate_id,
                     created_at, updated_at
                 ) VALUES (
@@ -59,7 +59,7 @@ extension PostgresRegistryRepository {
         return try await write("update beacon status") { db in
             let row = try await db.firstRow(
                 """
-                UPDATE registry.beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at)
+                UPDATE beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at)
                 WHERE b.id = \(beaconId)
                 RETURNING \(unescaped: Columns.beacon)
                 """, logger: logger
@@ -77,7 +77,7 @@ extension PostgresRegistryRepository {
         try await read("read beacon") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.beacon) FROM registry.beacons b WHERE b.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.beacon) FROM beacons b WHERE b.id = \(id)", logger: logger
                 )
             else { throw RegistryError.notFound(.beacon, id: id) }
             return try Columns.beacon(row)
@@ -99,7 +99,7 @@ extension PostgresRegistryRepository {
         try await write("record sighting") { db in
             _ = try await db.rows(
                 """
-                INSERT INTO registry.beacon_sightings (uuid, major, minor, device_id, seen_at)
+                INSERT INTO beacon_sightings (uuid, major, minor, device_id, seen_at)
                 VALUES (\(uuid!), \(beacon.major), \(beacon.minor), \(deviceId), \(seenAt))
                 """, logger: logger
             )
@@ -123,7 +123,7 @@ extension PostgresRegistryRepository {
         try await write("record sightings") { db in
             _ = try await db.rows(
                 """
-                INSERT INTO registry.beacon_sightings (uuid, major, minor, device_id, seen_at)
+                INSERT INTO beacon_sightings (uuid, major, minor, device_id, seen_at)
                 SELECT * FROM unnest(\(uuids)::uuid[], \(majors)::int[], \(minors)::int[], \(devices)::text[], \(times)::timestamptz[])
                 """, logger: logger
             )
@@ -133,7 +133,7 @@ extension PostgresRegistryRepository {
 
     package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
         try await write("prune sightings") { db in
-            let rows = try await db.rows("DELETE FROM registry.beacon_sightings WHERE seen_at < \(cutoff) RETURNING 1", logger: logger)
+            let rows = try await db.rows("DELETE FROM beacon_sightings WHERE seen_at < \(cutoff) RETURNING 1", logger: logger)
             return rows.count
         }
     }
@@ -153,9 +153,9 @@ extension PostgresRegistryRepository {
             let row = try await db.singleRow(
                 """
                 SELECT
-                    (SELECT max(seen_at) FROM registry.beacon_sightings
+                    (SELECT max(seen_at) FROM beacon_sightings
                      WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor)),
-                    (SELECT count(DISTINCT device_id) FROM registry.beacon_sightings
+                    (SELECT count(DISTINCT device_id) FROM beacon_sightings
                      WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at >= \(since))
                 """, logger: logger
             )

@@ -26,7 +26,7 @@ extension PostgresRegistryRepository {
             let hash = EnrollmentCodeFormat.hash(normalized: EnrollmentCodeFormat.normalize(code)!)
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.enrollment_codes AS e (id, user_id, code_sha256, created_at, expires_at)
+                INSERT INTO enrollment_codes AS e (id, user_id, code_sha256, created_at, expires_at)
                 VALUES (\(id), \(userId), \(hash), \(now), \(expiresAt))
                 RETURNING \(unescaped: Columns.enrollmentCode)
                 """, logger: logger
@@ -50,7 +50,7 @@ extension PostgresRegistryRepository {
             // others then see it used.
             guard
                 let codeRow = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.enrollmentCode) FROM registry.enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
+                    "SELECT \(unescaped: Columns.enrollmentCode) FROM enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
                     logger: logger
                 )
             else { throw RegistryError.enrollmentCodeUnknown }
@@ -61,7 +61,7 @@ extension PostgresRegistryRepository {
             let (token, claims) = signer.sign(deviceId: deviceId, userId: enrollment.userId, issuedAt: now, lifetime: lifetime)
             let deviceRow = try await db.singleRow(
                 """
-                INSERT INTO registry.devices AS d (
+                INSERT INTO devices AS d (
                     id, user_id, status, app_version, model, enrolled_at, token_key_id, token_expires_at
                 ) VALUES (
                     \(deviceId), \(enrollment.userId), 'enrolled', \(description.appVersion), \(description.model), \(now),
@@ -73,7 +73,7 @@ extension PostgresRegistryRepository {
             let device = try Columns.device(deviceRow)
             let usedRow = try await db.singleRow(
                 """
-                UPDATE registry.enrollment_codes AS e SET used_at = \(now), device_id = \(deviceId)
+                UPDATE enrollment_codes AS e SET used_at = \(now), device_id = \(deviceId)
                 WHERE e.id = \(enrollment.id)
                 RETURNING \(unescaped: Columns.enrollmentCode)
                 """, logger: logger
@@ -93,7 +93,7 @@ extension PostgresRegistryRepository {
         return try await write("revoke device") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id) FOR UPDATE", logger: logger
+                    "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(id) FOR UPDATE", logger: logger
                 )
             else { throw RegistryError.notFound(.device, id: id) }
             let current = try Columns.device(row)
@@ -101,7 +101,7 @@ extension PostgresRegistryRepository {
             let revoked = try Columns.device(
                 try await db.singleRow(
                     """
-                    UPDATE registry.devices AS d SET status = 'revoked', revoked_at = GREATEST(\(now), d.enrolled_at)
+                    UPDATE devices AS d SET status = 'revoked', revoked_at = GREATEST(\(now), d.enrolled_at)
                     WHERE d.id = \(id)
                     RETURNING \(unescaped: Columns.device)
                     """, logger: logger
@@ -116,7 +116,7 @@ extension PostgresRegistryRepository {
         try await read("read device") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.device) FROM registry.devices d WHERE d.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(id)", logger: logger
                 )
             else { throw RegistryError.notFound(.device, id: id) }
             return try Columns.device(row)

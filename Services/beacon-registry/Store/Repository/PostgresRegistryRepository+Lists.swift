@@ -9,7 +9,7 @@ extension PostgresRegistryRepository: RegistryListing {
         try await read("read organization") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.organization) FROM registry.organizations o WHERE o.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.organization) FROM organizations o WHERE o.id = \(id)", logger: logger
                 )
             else { throw RegistryError.notFound(.organization, id: id) }
             return try Columns.organization(row)
@@ -20,7 +20,7 @@ extension PostgresRegistryRepository: RegistryListing {
         try await read("read site") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.site) FROM registry.sites s WHERE s.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.site) FROM sites s WHERE s.id = \(id)", logger: logger
                 )
             else { throw RegistryError.notFound(.site, id: id) }
             return try Columns.site(row)
@@ -31,7 +31,7 @@ extension PostgresRegistryRepository: RegistryListing {
         try await read("read gate") { db in
             guard
                 let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.gate) FROM registry.gates g WHERE g.id = \(id)", logger: logger
+                    "SELECT \(unescaped: Columns.gate) FROM gates g WHERE g.id = \(id)", logger: logger
                 )
             else { throw RegistryError.notFound(.gate, id: id) }
             return try Columns.gate(row)
@@ -43,7 +43,7 @@ extension PostgresRegistryRepository: RegistryListing {
         return try await read("list organizations") { db in
             try await db.rows(
                 """
-                SELECT \(unescaped: Columns.organization) FROM registry.organizations o
+                SELECT \(unescaped: Columns.organization) FROM organizations o
                 WHERE (\(after)::text IS NULL OR o.id::text > \(after)::text)
                 ORDER BY o.id::text LIMIT \(limit)
                 """, logger: logger
@@ -54,10 +54,10 @@ extension PostgresRegistryRepository: RegistryListing {
     package func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] {
         let limit = Self.pageLimit(limit)
         return try await read("list sites") { db in
-            try await Self.requireExists(db, table: "registry.organizations", id: organizationId, kind: .organization, logger: logger)
+            try await Self.requireExists(db, table: "organizations", id: organizationId, kind: .organization, logger: logger)
             return try await db.rows(
                 """
-                SELECT \(unescaped: Columns.site) FROM registry.sites s
+                SELECT \(unescaped: Columns.site) FROM sites s
                 WHERE s.organization_id = \(organizationId) AND (\(after)::text IS NULL OR s.id::text > \(after)::text)
                 ORDER BY s.id::text LIMIT \(limit)
                 """, logger: logger
@@ -68,10 +68,10 @@ extension PostgresRegistryRepository: RegistryListing {
     package func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] {
         let limit = Self.pageLimit(limit)
         return try await read("list gates") { db in
-            try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
+            try await Self.requireExists(db, table: "sites", id: siteId, kind: .site, logger: logger)
             return try await db.rows(
                 """
-                SELECT \(unescaped: Columns.gate) FROM registry.gates g
+                SELECT \(unescaped: Columns.gate) FROM gates g
                 WHERE g.site_id = \(siteId) AND (\(after)::text IS NULL OR g.id::text > \(after)::text)
                 ORDER BY g.id::text LIMIT \(limit)
                 """, logger: logger
@@ -82,10 +82,10 @@ extension PostgresRegistryRepository: RegistryListing {
     package func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] {
         let limit = Self.pageLimit(limit)
         return try await read("list beacons") { db in
-            try await Self.requireExists(db, table: "registry.sites", id: siteId, kind: .site, logger: logger)
+            try await Self.requireExists(db, table: "sites", id: siteId, kind: .site, logger: logger)
             return try await db.rows(
                 """
-                SELECT \(unescaped: Columns.beacon) FROM registry.beacons b JOIN registry.gates g ON g.id = b.gate_id
+                SELECT \(unescaped: Columns.beacon) FROM beacons b JOIN gates g ON g.id = b.gate_id
                 WHERE g.site_id = \(siteId) AND (\(after)::text IS NULL OR b.id::text > \(after)::text)
                 ORDER BY b.id::text LIMIT \(limit)
                 """, logger: logger
@@ -96,7 +96,7 @@ extension PostgresRegistryRepository: RegistryListing {
     package func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int {
         try await read("count API keys") { db in
             try await db.singleRow(
-                "SELECT count(*)::int FROM registry.api_keys WHERE role = \(role.rawValue) AND revoked_at IS NULL", logger: logger
+                "SELECT count(*)::int FROM api_keys WHERE role = \(role.rawValue) AND revoked_at IS NULL", logger: logger
             ).decode(Int.self)
         }
     }

@@ -16,7 +16,7 @@ extension PostgresRegistryRepository {
         ) { db in
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.organizations AS o (id, name, created_at) VALUES (\(id), \(name), \(now))
+                INSERT INTO organizations AS o (id, name, created_at) VALUES (\(id), \(name), \(now))
                 RETURNING \(unescaped: Columns.organization)
                 """, logger: logger
             )
@@ -42,7 +42,7 @@ extension PostgresRegistryRepository {
             let (geofence, shift) = (input.geofence, input.shift)
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.sites AS s (
+                INSERT INTO sites AS s (
                     id, organization_id, name, timezone, geofence_latitude, geofence_longitude, geofence_radius_m,
                     shift_start, shift_end, check_in_before_start_min, check_out_after_end_min,
                     late_entry_grace_min, early_exit_grace_min, created_at
@@ -75,7 +75,7 @@ extension PostgresRegistryRepository {
         ) { db in
             let row = try await db.singleRow(
                 """
-                INSERT INTO registry.gates AS g (id, site_id, name, created_at) VALUES (\(id), \(input.siteId), \(input.name), \(now))
+                INSERT INTO gates AS g (id, site_id, name, created_at) VALUES (\(id), \(input.siteId), \(input.name), \(now))
                 RETURNING \(unescaped: Columns.gate)
                 """, logger: logger
             )
@@ -97,15 +97,15 @@ extension PostgresRegistryRepository {
         ) { db in
             // Name the missing site precisely (the foreign key error would not say which).
             let siteIds = input.siteIds
-            let found = try await db.rows("SELECT id::text FROM registry.sites WHERE id = ANY(\(siteIds))", logger: logger)
+            let found = try await db.rows("SELECT id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
                 .map { try $0.decode(String.self) }
             if let missing = siteIds.first(where: { !found.contains($0) }) { throw RegistryError.notFound(.site, id: missing) }
 
-            try await db.query("INSERT INTO registry.users (id, name, created_at) VALUES (\(id), \(input.name), \(now))", logger: logger)
+            try await db.query("INSERT INTO users (id, name, created_at) VALUES (\(id), \(input.name), \(now))", logger: logger)
             try await db.query(
-                "INSERT INTO registry.user_sites (user_id, site_id) SELECT \(id), unnest(\(siteIds)::text[])", logger: logger
+                "INSERT INTO user_sites (user_id, site_id) SELECT \(id), unnest(\(siteIds)::text[])", logger: logger
             )
-            let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM registry.users u WHERE u.id = \(id)", logger: logger)
+            let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM users u WHERE u.id = \(id)", logger: logger)
             let user = try Columns.user(row)
             try await ChangeOutbox.upsert(.user, id: id, entity: user, on: db, logger: logger)
             return user

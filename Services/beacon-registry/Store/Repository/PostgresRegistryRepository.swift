@@ -8,7 +8,7 @@ import ServiceRuntime
 
 /// `RegistryRepository` on PostgreSQL (schema `registry`, see `Migrations/`).
 ///
-/// Each write is one transaction that also appends the change to `registry.change_outbox`, so a
+/// Each write is one transaction that also appends the change to `change_outbox`, so a
 /// change is published if and only if it committed. Allocations serialize on a parent row
 /// (`SELECT … FOR NO KEY UPDATE` on the organization, the shard or the namespace) and the unique
 /// constraints stay the last word: a unique violation on an allocation key, a deadlock or a

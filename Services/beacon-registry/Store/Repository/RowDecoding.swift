@@ -52,7 +52,7 @@ enum Columns {
 
     static let user = """
         u.id, u.name, u.created_at,
-        ARRAY(SELECT us.site_id::text FROM registry.user_sites us WHERE us.user_id = u.id ORDER BY us.site_id)::text[]
+        ARRAY(SELECT us.site_id::text FROM user_sites us WHERE us.user_id = u.id ORDER BY us.site_id)::text[]
         """
     static func user(_ row: PostgresRow) throws -> User {
         let (id, name, createdAt, siteIds) = try row.decode((String, String, Date, [String]).self)
