@@ -109,7 +109,7 @@ public struct RegistryClient: Sendable {
     /// A one-time code for the user's phone (the plaintext is in this answer only).
     public func createEnrollmentCode(
         userId: String, validityMinutes: Int? = nil
-    ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCodeResponse> {
+    ) async throws(RegistryClientError) -> RegistryReply<IssuedEnrollmentCode> {
         try await admin(
             .post, "/v1/admin/users/\(Self.segment(userId))/enrollment-codes",
             body: EnrollmentCodeRequest(validityMinutes: validityMinutes))
@@ -194,7 +194,7 @@ public struct RegistryClient: Sendable {
     // MARK: API keys
 
     /// A new key; its secret is in this answer only.
-    public func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKeyResponse> {
+    public func createAPIKey(name: String, role: APIRole) async throws(RegistryClientError) -> RegistryReply<IssuedAPIKey> {
         try await admin(.post, "/v1/admin/api-keys", body: NewAPIKey(name: name, role: role))
     }
 

@@ -320,6 +320,13 @@ stop_broker() {
         sleep 0.1
         ((waited += 1))
     done
+    # A killed process lets go of its port only once the kernel has reaped it: wait for both, so a
+    # restart right after finds the port free.
+    waited=0
+    while { kill -0 "$pid" 2>/dev/null || port_open "$KAFKA_HOST" "$KAFKA_PORT"; } && ((waited < 100)); do
+        sleep 0.1
+        ((waited += 1))
+    done
     rm -f "$TANSU_PID_FILE"
 }
 

@@ -14,8 +14,10 @@ public struct RegistryPage<Item: Codable & Sendable>: Codable, Sendable {
     }
 }
 
-/// A new enrollment code: `code` is shown once, only its hash is stored.
-public struct IssuedEnrollmentCodeResponse: Codable, Sendable {
+/// A new enrollment code: `code` is shown once, only its hash is stored; this answer is the only
+/// moment its plaintext exists outside the user's hands.
+public struct IssuedEnrollmentCode: Codable, Hashable, Sendable {
+    /// `XXXXX-XXXXX` in Crockford base32 (no I, L, O, U), for typing or a QR code.
     public var code: String
     public var enrollment: EnrollmentCode
 
@@ -43,7 +45,8 @@ public struct DeviceCredentialsResponse: Codable, Sendable {
 }
 
 /// A new API key: `secret` is shown once, only its hash is stored.
-public struct IssuedAPIKeyResponse: Codable, Sendable {
+public struct IssuedAPIKey: Codable, Hashable, Sendable {
+    /// `brk_<16 hex id>.<43 base64url chars>`: the bearer token.
     public var secret: String
     public var key: APIKey
 
@@ -55,13 +58,19 @@ public struct IssuedAPIKeyResponse: Codable, Sendable {
 
 /// The DX-Smart CP28 write sequence for one beacon, for the installer's app.
 public struct ProvisioningPlanResponse: Codable, Sendable {
-    public struct Settings: Codable, Sendable {
+    /// What is written into the beacon.
+    public struct Settings: Codable, Hashable, Sendable {
+        /// 1-20 printable ASCII characters; shown when scanning.
         public var deviceName: String
+        /// Dashes optional, any case.
         public var uuid: String
         public var major: Int
         public var minor: Int
+        /// The calibrated RSSI at 1 m, dBm (-127...0), sent as a signed byte.
         public var measuredPower: Int
+        /// Advertising interval in units of 100 ms (1...100: 100 ms to 10 s).
         public var advertisingIntervalUnits: Int
+        /// Radio power level index 0...7 (0 the weakest).
         public var txPowerIndex: Int
 
         public init(

@@ -90,7 +90,7 @@ public struct MigrationRunner: Sendable {
         for migration in migrations {
             let service = self.service
             let logger = self.logger
-            let didApply = try await Self.unwrappingTransactionError {
+            let didApply = try await PostgresFailure.unwrapping {
                 try await client.withTransaction(logger: logger) { connection -> Bool in
                     let lockKey = "schema_migrations:\(service)"
                     try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
@@ -132,18 +132,6 @@ public struct MigrationRunner: Sendable {
             }
         }
         return applied
-    }
-}
-
-extension MigrationRunner {
-    /// PostgresNIO wraps whatever the transaction body threw; surface our own error unchanged.
-    static func unwrappingTransactionError<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as PostgresTransactionError {
-            if let inner = error.closureError as? MigrationError { throw inner }
-            throw error
-        }
     }
 }
 

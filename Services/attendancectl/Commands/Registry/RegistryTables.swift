@@ -172,7 +172,7 @@ package enum RegistryTables {
 
     // MARK: Devices and credentials
 
-    package static func enrollmentCode(_ issued: IssuedEnrollmentCodeResponse) -> String {
+    package static func enrollmentCode(_ issued: IssuedEnrollmentCode) -> String {
         TableFormatter.render(pairs: [
             ("code", issued.code + "  (shown once)"), ("id", issued.enrollment.id), ("user", issued.enrollment.userId),
             ("expires", time(issued.enrollment.expiresAt)), ("created", time(issued.enrollment.createdAt)),
@@ -195,7 +195,7 @@ package enum RegistryTables {
         ])
     }
 
-    package static func issuedAPIKey(_ issued: IssuedAPIKeyResponse) -> String {
+    package static func issuedAPIKey(_ issued: IssuedAPIKey) -> String {
         TableFormatter.render(pairs: [
             ("secret", issued.secret + "  (shown once)"), ("id", issued.key.id), ("name", issued.key.name),
             ("role", issued.key.role.rawValue), ("created", time(issued.key.createdAt)),

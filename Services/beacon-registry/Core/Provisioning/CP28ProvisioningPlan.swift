@@ -1,34 +1,8 @@
 import AttendanceProtocol
 import Foundation
 
-/// What to write into a DX-Smart CP28 beacon.
-package struct CP28BeaconSettings: Hashable, Sendable {
-    /// 1-20 printable ASCII characters; shown when scanning.
-    package var deviceName: String
-    /// Dashes optional, any case.
-    package var uuid: String
-    package var major: Int
-    package var minor: Int
-    /// The calibrated RSSI at 1 m, dBm (-127...0), sent as a signed byte.
-    package var measuredPower: Int
-    /// Advertising interval in units of 100 ms (1...100: 100 ms to 10 s).
-    package var advertisingIntervalUnits: Int
-    /// Radio power level index 0...7 (0 the weakest).
-    package var txPowerIndex: Int
-
-    package init(
-        deviceName: String, uuid: String, major: Int, minor: Int, measuredPower: Int, advertisingIntervalUnits: Int,
-        txPowerIndex: Int
-    ) {
-        self.deviceName = deviceName
-        self.uuid = uuid
-        self.major = major
-        self.minor = minor
-        self.measuredPower = measuredPower
-        self.advertisingIntervalUnits = advertisingIntervalUnits
-        self.txPowerIndex = txPowerIndex
-    }
-}
+/// What to write into a DX-Smart CP28 beacon: the settings the provisioning plan answer shows.
+package typealias CP28BeaconSettings = ProvisioningPlanResponse.Settings
 
 /// Why settings cannot be written to a CP28.
 package enum CP28PlanError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -45,13 +45,10 @@ struct BeaconsController {
                     // A registry without keys still serves the frames.
                 }
             }
+            var written = settings
+            written.uuid = beacon.uuid.uuidString
             let response = ProvisioningPlanResponse(
-                beaconId: beacon.id,
-                settings: .init(
-                    deviceName: settings.deviceName, uuid: beacon.uuid.uuidString, major: settings.major, minor: settings.minor,
-                    measuredPower: settings.measuredPower, advertisingIntervalUnits: settings.advertisingIntervalUnits,
-                    txPowerIndex: settings.txPowerIndex
-                ),
+                beaconId: beacon.id, settings: written,
                 authentication: .init(
                     serviceUUID: plan.authentication.serviceUUID, characteristic: plan.authentication.characteristic.rawValue,
                     writeWithResponse: plan.authentication.writeWithResponse, passwords: plan.authentication.passwords

@@ -33,7 +33,7 @@ struct APIKeysController {
             let body = try await request.decodeJSON(NewAPIKey.self)
             let issued = try await repository.createAPIKey(name: body.name, role: body.role)
             return try Reply.json(
-                IssuedAPIKeyResponse(secret: issued.secret, key: issued.key), status: .created, request: request, context: context)
+                issued, status: .created, request: request, context: context)
         }
         group.post("api-keys/{id}/revoke") { request, context in
             try context.authorize(.admin)

@@ -126,7 +126,7 @@ struct UsersController {
             }
             let issued = try await repository.createEnrollmentCode(userId: try context.pathId(), validity: .seconds(minutes * 60))
             return try Reply.json(
-                IssuedEnrollmentCodeResponse(code: issued.code, enrollment: issued.enrollment), status: .created,
+                issued, status: .created,
                 request: request, context: context
             )
         }

@@ -23,7 +23,7 @@ extension PostgresRegistryRepository {
             let key = try Columns.apiKey(row)
             // The payload is the key without its hash: consumers learn that it exists, not how to use it.
             try await ChangeOutbox.upsert(.apiKey, id: id, entity: key, on: db, logger: logger)
-            return IssuedAPIKey(key: key, secret: presented)
+            return IssuedAPIKey(secret: presented, key: key)
         }
     }
 

@@ -33,7 +33,7 @@ extension PostgresRegistryRepository {
             )
             let enrollment = try Columns.enrollmentCode(row)
             try await ChangeOutbox.upsert(.enrollmentCode, id: id, entity: enrollment, on: db, logger: logger)
-            return IssuedEnrollmentCode(enrollment: enrollment, code: code)
+            return IssuedEnrollmentCode(code: code, enrollment: enrollment)
         }
     }
 

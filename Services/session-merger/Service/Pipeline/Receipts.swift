@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import Crypto
 import Foundation
@@ -16,20 +17,10 @@ package enum ServerReceipt {
     }
 }
 
-/// The JSON the merger writes into PostgreSQL parameters (`jsonb_to_recordset`): RFC 3339 UTC
-/// timestamps at millisecond precision, as `WireTimestamp` writes them.
+/// The JSON the merger writes into PostgreSQL parameters (`jsonb_to_recordset`): the admin APIs'
+/// coding, whose RFC 3339 UTC timestamps at millisecond precision PostgreSQL reads as `timestamptz`.
 enum MergerJSON {
-    static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(WireTimestamp.string(from: date))
-        }
-        return encoder
-    }
-
     static func string<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try encoder().encode(value), as: UTF8.self)
+        String(decoding: try AdminJSON.encoder().encode(value), as: UTF8.self)
     }
 }

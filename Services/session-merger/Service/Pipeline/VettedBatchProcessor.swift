@@ -81,32 +81,17 @@ package final class VettedBatchProcessor: Sendable {
     /// Processes one batch in one transaction (see the type's documentation).
     package func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
         let (decoded, letters) = await decode(messages, failedAt: clock())
-        if !letters.isEmpty {
-            logger.warning("undecodable vetted events sent to the dead-letter topic", metadata: ["count": "\(letters.count)"])
-            try await deadLetters.send(letters)
-        }
         let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
-
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                let now = clock()
-                let decodedBatch = decoded
-                let outcome = try await PostgresFailure.unwrapping {
-                    try await client.withTransaction(logger: logger) { connection in
-                        try await self.apply(decodedBatch, nextOffsets: nextOffsets, now: now, on: connection)
-                    }
-                }
-                timelineCache.store(outcome.timelines)
-                return VettedBatchResult(
-                    verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes,
-                    nextOffsets: nextOffsets, attempts: attempt)
-            } catch let conflict as MergerWriteConflict where attempt <= configuration.conflictRetries {
-                logger.info(
-                    "batch transaction lost a race; retrying", metadata: ["reason": .string(conflict.description), "attempt": "\(attempt)"])
-            }
+        let (outcome, attempts) = try await BatchTransaction.run(
+            client: client, deadLetters: letters, to: deadLetters, retries: configuration.conflictRetries, logger: logger,
+            isConflict: { $0 is MergerWriteConflict }
+        ) { connection in
+            try await self.apply(decoded, nextOffsets: nextOffsets, now: self.clock(), on: connection)
         }
+        timelineCache.store(outcome.timelines)
+        return VettedBatchResult(
+            verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes, nextOffsets: nextOffsets,
+            attempts: attempts)
     }
 
     /// Decodes a batch, in order. Large batches are split across the cores: decoding is most of the

@@ -110,32 +110,17 @@ package final class TelemetryBatchProcessor: Sendable {
                 letters.append(DeadLetter(undecodable: message, error: error, consumer: consumerName, failedAt: failedAt))
             }
         }
-        if !letters.isEmpty {
-            logger.warning("undecodable messages sent to the dead-letter topic", metadata: ["count": "\(letters.count)"])
-            try await deadLetters.send(letters)
-        }
         let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
-
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                let batch = decoded
-                var result = try await client.withTransaction(logger: logger) { connection in
-                    try await self.apply(batch, nextOffsets: nextOffsets, on: connection)
-                }
-                result.deadLetters = letters.count
-                result.nextOffsets = nextOffsets
-                result.attempts = attempt
-                return result
-            } catch let error where attempt <= 5 && Self.isRetryable(error) {
-                logger.info("batch transaction conflicted; retrying", metadata: ["attempt": "\(attempt)", "error": .string("\(error)")])
-            }
+        var (result, attempts) = try await BatchTransaction.run(
+            client: client, deadLetters: letters, to: deadLetters, retries: 5, logger: logger
+        ) { connection in
+            try await self.apply(decoded, nextOffsets: nextOffsets, on: connection)
         }
+        result.deadLetters = letters.count
+        result.nextOffsets = nextOffsets
+        result.attempts = attempts
+        return result
     }
-
-    /// Deadlocks and serialization failures: another replica touched the same rows; retry at once.
-    static func isRetryable(_ error: any Error) -> Bool { PostgresFailure(error)?.isConflict == true }
 
     private func apply(
         _ batch: Decoded, nextOffsets: [TopicPartition: Int64], on connection: PostgresConnection
