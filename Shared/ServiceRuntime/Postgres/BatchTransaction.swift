@@ -26,7 +26,7 @@ public enum BatchTransaction {
                     try await client.withTransaction(logger: logger, body)
                 }
                 return (result, attempt)
-            } catch  where attempt <= retries && isConflict(error) {
+            } catch let error where attempt <= retries && isConflict(error) {
                 logger.info(
                     "batch transaction lost a race with another replica; retrying",
                     metadata: ["reason": .string("\(error)"), "attempt": "\(attempt)"])
