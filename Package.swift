@@ -452,7 +452,7 @@ let package = Package(
 
         .testTarget(
             name: "AttendanceProtocolTests",
-            dependencies: ["AttendanceProtocol"],
+            dependencies: ["AttendanceProtocol", "PresenceKit"],
             path: "Tests/AttendanceProtocolTests",
             resources: [.copy("Golden")]
         ),
@@ -541,7 +541,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionMergerTests",
-            dependencies: ["SessionMergerCore", "AttendanceProtocol"],
+            dependencies: ["SessionMergerCore", "AttendanceProtocol", "PresenceKit"],
             path: "Tests/SessionMergerTests"
         ),
         .testTarget(
@@ -567,7 +567,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PolicyServiceTests",
-            dependencies: ["PolicyServiceCore", "AttendanceProtocol"],
+            dependencies: ["PolicyServiceCore", "AttendanceProtocol", "PresenceKit"],
             path: "Tests/PolicyServiceTests"
         ),
         .testTarget(

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import struct PresenceKit.SplitMix64
+
 @testable import AttendanceProtocol
 
 /// Whatever bytes arrive (a truncated upload, a flipped bit, a hostile client), decoding either
@@ -27,7 +29,7 @@ struct HostileInputTests {
 
     @Test func randomMutationsNeverCrash() throws {
         let golden = try Golden.bytes("raw-event.json")
-        var rng = SeededGenerator(seed: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let interesting: [UInt8] = Array("{}[]\",:\\0123456789-.eEtrufalsn ".utf8) + [0x00, 0x7F, 0xC3, 0xFF]
         for _ in 0..<3_000 {
             var bytes = golden
@@ -55,18 +57,5 @@ struct HostileInputTests {
         #expect(decodeOutcome(bigNumber) == "typed")
         let longString = Array(("{\"requestId\": \"" + String(repeating: "x", count: 1_000_000) + "\"}").utf8)
         #expect(decodeOutcome(longString) == "typed")
-    }
-}
-
-/// SplitMix64: deterministic, so a failing mutation can be reproduced.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

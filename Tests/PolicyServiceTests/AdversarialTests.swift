@@ -3,6 +3,8 @@ import Foundation
 import PolicyServiceCore
 import Testing
 
+import struct PresenceKit.SplitMix64
+
 /// The acceptance figures: every attack refused, every honest punch accepted.
 @Suite("Adversarial and honest fleets")
 struct AdversarialTests {
@@ -34,9 +36,9 @@ struct AdversarialTests {
         Attack(name: "revoked device", attack: event { $0.device = World.revokedDevice }),
         Attack(name: "another user's device", attack: event { $0.device = World.otherUsersDevice }),
         Attack(name: "punching for a colleague", attack: event { $0.payloadUser = World.otherUser }),
-        Attack(name: "punch 5 s after the previous one", before: [event { $0.key = "k_prev" }], attack: event { $0.time = World.t0 + 5 }),
+        Attack(name: "punch 5 s after the previous one", before: [punch("k_prev")], attack: event { $0.time = World.t0 + 5 }),
         Attack(
-            name: "check-out 20 s after check-in", before: [event { $0.key = "k_prev" }],
+            name: "check-out 20 s after check-in", before: [punch("k_prev")],
             attack: event {
                 $0.type = .checkout; $0.time = World.t0 + 20
             }),
@@ -60,12 +62,12 @@ struct AdversarialTests {
             Attack(name: "simulated location", attack: event { $0.attestation = .init(simulatedLocation: true) }),
             Attack(name: "Android mock provider", attack: event { $0.attestation = .init(mockProvider: true) }),
             Attack(
-                name: "teleport HQ to branch in 10 min", before: [event { $0.key = "k_prev" }],
+                name: "teleport HQ to branch in 10 min", before: [punch("k_prev")],
                 attack: event {
                     $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 600
                 }),
             Attack(
-                name: "second phone of the same user", before: [event { $0.key = "k_prev" }],
+                name: "second phone of the same user", before: [punch("k_prev")],
                 attack: event {
                     $0.device = World.secondDevice; $0.time = World.t0 + 300
                 }),
@@ -74,10 +76,8 @@ struct AdversarialTests {
             Attack(
                 name: "repeat at the same door after a door change",
                 before: [
-                    event { $0.key = "k_prev" },
-                    event {
-                        $0.key = "k_side"; $0.minor = 4; $0.time = World.t0 + 15
-                    },
+                    punch("k_prev"),
+                    punch("k_side", at: 15) { $0.minor = 4 },
                 ],
                 attack: event {
                     $0.minor = 4; $0.time = World.t0 + 20
@@ -152,9 +152,7 @@ struct AdversarialTests {
                 }),
             Attack(
                 name: "reused nonce", before: [spent],
-                attack: event {
-                    $0.key = "k_reuse"; $0.time = World.t0 + 10; $0.gatt = spentProof
-                }),
+                attack: punch("k_reuse", at: 10) { $0.gatt = spentProof }),
             Attack(
                 name: "nonce issued to another device",
                 attack: provedEvent({ $0.device = World.secondDevice }, tamper: { $0.device = World.device })),
@@ -268,16 +266,6 @@ func heartbeat(user: String, device: String, site: String, key: String, at time:
     )
 }
 
-/// A deterministic generator for test data.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SplitMix64 {
     mutating func next(upTo bound: UInt64) -> UInt64 { next() % bound }
 }

@@ -248,18 +248,18 @@ struct RuleModeTests {
                 $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
             }),
         Case(
-            rule: .multiDevice, before: [event { $0.key = "k0" }],
+            rule: .multiDevice, before: [punch("k0")],
             tripping: event {
                 $0.device = World.secondDevice; $0.time = World.t0 + 90
             }),
-        Case(rule: .rateLimit, before: [event { $0.key = "k0" }], tripping: event { $0.time = World.t0 + 5 }),
+        Case(rule: .rateLimit, before: [punch("k0")], tripping: event { $0.time = World.t0 + 5 }),
         Case(rule: .dwell, tripping: event { $0.rssi = [-70] }),
         Case(rule: .coLocation, tripping: event { $0.geofence = .init(inside: false) }),
         Case(rule: .motionGating, tripping: event { $0.motion = .init(state: .stationary, steps2min: 3) }),
         Case(rule: .appAttestation, tripping: event { $0.attestation = .init(jailbroken: true) }),
         Case(rule: .rssiPlausibility, tripping: event { $0.rssi = [-64, -64, -64, -64] }),
         Case(
-            rule: .impossibleTravel, before: [event { $0.key = "k0" }],
+            rule: .impossibleTravel, before: [punch("k0")],
             tripping: event {
                 $0.site = World.branch; $0.major = 20; $0.minor = 1; $0.time = World.t0 + 900
             }),

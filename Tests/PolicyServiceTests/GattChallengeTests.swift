@@ -109,9 +109,7 @@ struct GattChallengeTests {
         // At-least-once: the same event again is not a reuse (the rate limit ignores it too).
         #expect(Gatt.decide(first, policy: Gatt.strict(), history: history).result(.gattChallenge)?.fired == false)
         guard case .event(let body) = first.payload else { Issue.record("not a device event"); return }
-        let reuse = event {
-            $0.key = "k_again"; $0.time = World.t0 + 20; $0.gatt = body.gatt
-        }
+        let reuse = punch("k_again", at: 20) { $0.gatt = body.gatt }
         let decision = Gatt.decide(reuse, policy: Gatt.strict(), history: history)
         #expect(decision.outcome == .reject)
         #expect(decision.result(.gattChallenge)?.reason?.contains("already used") == true)
@@ -124,9 +122,7 @@ struct GattChallengeTests {
         }
         #expect(Gatt.decide(refused, policy: Gatt.strict(), history: history).outcome == .reject)
         guard case .event(let body) = refused.payload else { Issue.record("not a device event"); return }
-        let retry = event {
-            $0.key = "k_retry"; $0.gatt = body.gatt
-        }
+        let retry = punch("k_retry") { $0.gatt = body.gatt }
         #expect(Gatt.decide(retry, policy: Gatt.strict(), history: history).result(.gattChallenge)?.fired == true)
     }
 

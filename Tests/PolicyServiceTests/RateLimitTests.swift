@@ -10,22 +10,14 @@ struct RateLimitTests {
 
     @Test func punchAfterTheMinimumIsAccepted() {
         let history = PolicyHistory()
-        #expect(decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history).outcome == .accept)
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k2"; $0.time = World.t0 + 60
-                }, policy: policy, history: history
-            ).outcome == .accept)
+        #expect(decideAndRecord(punch("k1"), policy: policy, history: history).outcome == .accept)
+        #expect(decideAndRecord(punch("k2", at: 60), policy: policy, history: history).outcome == .accept)
     }
 
     @Test func punchFiveSecondsAfterThePreviousIsRefused() throws {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let decision = decideAndRecord(
-            event {
-                $0.key = "k2"; $0.time = World.t0 + 5
-            }, policy: policy, history: history)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
+        let decision = decideAndRecord(punch("k2", at: 5), policy: policy, history: history)
         #expect(decision.outcome == .reject)
         #expect(decision.action == .retryAfter)
         #expect(decision.retryAfterSeconds == 55)
@@ -37,24 +29,14 @@ struct RateLimitTests {
     @Test func theMinimumIsPerSite() {
         let history = PolicyHistory()
         let strict = only(.rateLimit) { $0.minSecondsBetweenPunches = 120 }
-        decideAndRecord(event { $0.key = "k1" }, policy: strict, history: history)
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k2"; $0.time = World.t0 + 90
-                }, policy: strict, history: history
-            ).outcome == .reject)
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k3"; $0.time = World.t0 + 90
-                }, policy: policy, history: history
-            ).outcome == .accept)
+        decideAndRecord(punch("k1"), policy: strict, history: history)
+        #expect(decideAndRecord(punch("k2", at: 90), policy: strict, history: history).outcome == .reject)
+        #expect(decideAndRecord(punch("k3", at: 90), policy: policy, history: history).outcome == .accept)
     }
 
     @Test func theSameIdempotencyKeyNeverTripsTheRateLimit() {
         let history = PolicyHistory()
-        let first = event { $0.key = "k_same" }
+        let first = punch("k_same")
         #expect(decideAndRecord(first, policy: policy, history: history).outcome == .accept)
         // Redelivered (at-least-once), or retried by the device, any number of times.
         for _ in 0..<3 {
@@ -63,32 +45,16 @@ struct RateLimitTests {
             #expect(again.result(.rateLimit)?.fired == false)
         }
         // Even after a later punch was accepted, a replay of the first is no new punch.
-        decideAndRecord(
-            event {
-                $0.key = "k_later"; $0.time = World.t0 + 61
-            }, policy: policy, history: history)
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k_same"; $0.time = World.t0 + 62
-                }, policy: policy, history: history
-            ).outcome == .accept)
+        decideAndRecord(punch("k_later", at: 61), policy: policy, history: history)
+        #expect(decideAndRecord(punch("k_same", at: 62), policy: policy, history: history).outcome == .accept)
         // A new key at the same moment is a new punch.
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k_new"; $0.time = World.t0 + 62
-                }, policy: policy, history: history
-            ).outcome == .reject)
+        #expect(decideAndRecord(punch("k_new", at: 62), policy: policy, history: history).outcome == .reject)
     }
 
     @Test func checkOutRightAfterCheckInIsRefused() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k_in" }, policy: policy, history: history)
-        let out = decideAndRecord(
-            event {
-                $0.key = "k_out"; $0.type = .checkout; $0.time = World.t0 + 20
-            }, policy: policy, history: history)
+        decideAndRecord(punch("k_in"), policy: policy, history: history)
+        let out = decideAndRecord(punch("k_out", at: 20) { $0.type = .checkout }, policy: policy, history: history)
         #expect(out.outcome == .reject)
         #expect(out.reasons == ["checked in 20 s ago at this gate"])
         // The check-out contract (no gate, no site) is measured against the latest punch anywhere.
@@ -99,29 +65,24 @@ struct RateLimitTests {
 
     @Test func softExitCheckOutIsExempt() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k_in" }, policy: policy, history: history)
+        decideAndRecord(punch("k_in"), policy: policy, history: history)
         let soft = contractCheckOut(at: World.t0 + 20, reason: .softExitExpired)
         #expect(decideAndRecord(soft, policy: policy, history: history).outcome == .accept)
         let noExemption = only(.rateLimit) { $0.exemptSoftExitCheckouts = false }
         #expect(
             PolicyEngine.standard.decide(
-                soft, context: World.context(history: PolicyHistory.with(event { $0.key = "k_in" })), policy: noExemption
+                soft, context: World.context(history: PolicyHistory.with(punch("k_in"))), policy: noExemption
             ).outcome == .reject)
     }
 
     @Test func otherGatesAndUsersAreCountedApart() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
         // Side gate 10 s later: another punch point.
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
-                }, policy: policy, history: history
-            ).outcome == .accept)
+        #expect(decideAndRecord(punch("k2", at: 10) { $0.minor = 4 }, policy: policy, history: history).outcome == .accept)
         // Another user at the main gate.
-        let other = event {
-            $0.key = "k3"; $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.time = World.t0 + 10
+        let other = punch("k3", at: 10) {
+            $0.user = World.otherUser; $0.device = World.otherUsersDevice
         }
         #expect(decideAndRecord(other, policy: policy, history: history).outcome == .accept)
     }
@@ -130,11 +91,8 @@ struct RateLimitTests {
         // The default window (45 s, the merger's merge window) is on without any setting.
         #expect(PolicySettings().minSecondsBetweenGates == 45)
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let side = decideAndRecord(
-            event {
-                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
-            }, policy: policy, history: history)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
+        let side = decideAndRecord(punch("k2", at: 10) { $0.minor = 4 }, policy: policy, history: history)
         // Accepted, so the merger keeps one session; the verdict names the rule and why.
         #expect(side.outcome == .accept)
         #expect(side.action == .noAction)
@@ -146,16 +104,13 @@ struct RateLimitTests {
         #expect(side.reasons == ["hysteresis: checked in 10 s ago at gate G_MAIN of this site; folded into the same presence"])
         // Back through the first door 10 s later: still the same presence, although that door saw
         // a punch 20 s ago (the last door used is the other one).
-        let back = decideAndRecord(
-            event {
-                $0.key = "k3"; $0.time = World.t0 + 20
-            }, policy: policy, history: history)
+        let back = decideAndRecord(punch("k3", at: 20), policy: policy, history: history)
         #expect(back.outcome == .accept)
         #expect(back.reasons == ["hysteresis: checked in 10 s ago at gate G_SIDE of this site; folded into the same presence"])
         // A check-out at the other door is not ping-pong: it is measured at its own door.
         let out = decideAndRecord(
-            event {
-                $0.key = "k4"; $0.minor = 4; $0.type = .checkout; $0.time = World.t0 + 90
+            punch("k4", at: 90) {
+                $0.minor = 4; $0.type = .checkout
             }, policy: policy, history: history)
         #expect(out.outcome == .accept)
         #expect(out.result(.rateLimit)?.fired == false)
@@ -163,18 +118,10 @@ struct RateLimitTests {
 
     @Test func rapidRepeatAtOneDoorIsRefusedEvenAfterAFold() throws {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        #expect(
-            decideAndRecord(
-                event {
-                    $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
-                }, policy: policy, history: history
-            ).outcome == .accept)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
+        #expect(decideAndRecord(punch("k2", at: 10) { $0.minor = 4 }, policy: policy, history: history).outcome == .accept)
         // The same door again 5 s later, with no other door in between: a repeat, not ping-pong.
-        let repeatPunch = decideAndRecord(
-            event {
-                $0.key = "k3"; $0.minor = 4; $0.time = World.t0 + 15
-            }, policy: policy, history: history)
+        let repeatPunch = decideAndRecord(punch("k3", at: 15) { $0.minor = 4 }, policy: policy, history: history)
         #expect(repeatPunch.outcome == .reject)
         #expect(repeatPunch.action == .retryAfter)
         #expect(repeatPunch.retryAfterSeconds == 55)
@@ -183,11 +130,8 @@ struct RateLimitTests {
 
     @Test func doorChangeOutsideTheWindowIsAnOrdinaryPunch() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
-        let later = decideAndRecord(
-            event {
-                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 50
-            }, policy: policy, history: history)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
+        let later = decideAndRecord(punch("k2", at: 50) { $0.minor = 4 }, policy: policy, history: history)
         #expect(later.outcome == .accept)
         #expect(later.result(.rateLimit)?.fired == false)
     }
@@ -195,17 +139,11 @@ struct RateLimitTests {
     @Test func hysteresisOffCountsEachDoorApart() {
         let perDoor = only(.rateLimit) { $0.minSecondsBetweenGates = 0 }
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: perDoor, history: history)
-        let side = decideAndRecord(
-            event {
-                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
-            }, policy: perDoor, history: history)
+        decideAndRecord(punch("k1"), policy: perDoor, history: history)
+        let side = decideAndRecord(punch("k2", at: 10) { $0.minor = 4 }, policy: perDoor, history: history)
         #expect(side.outcome == .accept)
         #expect(side.result(.rateLimit)?.fired == false)
-        let back = decideAndRecord(
-            event {
-                $0.key = "k3"; $0.time = World.t0 + 20
-            }, policy: perDoor, history: history)
+        let back = decideAndRecord(punch("k3", at: 20), policy: perDoor, history: history)
         #expect(back.outcome == .reject)
         #expect(back.reasons == ["checked in 20 s ago at this gate"])
     }
@@ -213,11 +151,8 @@ struct RateLimitTests {
     @Test func foldIsRecordedButNeverRefusesInMonitorMode() {
         let monitored = only(.rateLimit, .monitor)
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: monitored, history: history)
-        let side = decideAndRecord(
-            event {
-                $0.key = "k2"; $0.minor = 4; $0.time = World.t0 + 10
-            }, policy: monitored, history: history)
+        decideAndRecord(punch("k1"), policy: monitored, history: history)
+        let side = decideAndRecord(punch("k2", at: 10) { $0.minor = 4 }, policy: monitored, history: history)
         #expect(side.outcome == .accept)
         #expect(side.result(.rateLimit)?.fired == true)
         #expect(side.result(.rateLimit)?.mode == .monitor)
@@ -225,21 +160,16 @@ struct RateLimitTests {
 
     @Test func lateOfflineEventIsJudgedByEventTime() {
         let history = PolicyHistory()
-        decideAndRecord(
-            event {
-                $0.key = "k_now"; $0.time = World.t0 + 3 * 3_600
-            }, policy: policy, history: history)
+        decideAndRecord(punch("k_now", at: 3 * 3_600), policy: policy, history: history)
         // Sent three hours later from the outbox, with its original time: far from the recorded punch.
-        let late = event {
-            $0.key = "k_old"; $0.time = World.t0; $0.receivedAt = World.t0 + 3 * 3_600 + 5; $0.queuedOffline = true
+        let late = punch("k_old") {
+            $0.time = World.t0; $0.receivedAt = World.t0 + 3 * 3_600 + 5; $0.queuedOffline = true
         }
         #expect(decideAndRecord(late, policy: policy, history: history).outcome == .accept)
         // The latest punch stays the newest by event time.
         #expect(history.lastPunch(userId: World.user)?.idempotencyKey == "k_now")
         // A late event 30 s from a recorded one is still too close.
-        let close = event {
-            $0.key = "k_close"; $0.time = World.t0 + 3 * 3_600 - 30; $0.queuedOffline = true
-        }
+        let close = punch("k_close", at: 3 * 3_600 - 30) { $0.queuedOffline = true }
         #expect(decideAndRecord(close, policy: policy, history: history).outcome == .reject)
     }
 
@@ -252,7 +182,7 @@ struct RateLimitTests {
 
     @Test func heartbeatsAreNotPunches() {
         let history = PolicyHistory()
-        decideAndRecord(event { $0.key = "k1" }, policy: policy, history: history)
+        decideAndRecord(punch("k1"), policy: policy, history: history)
         let beat = decideAndRecord(heartbeat(at: World.t0 + 5), policy: policy, history: history)
         #expect(beat.outcome == .accept)
         #expect(history.hasAccepted(idempotencyKey: "k_hb", userId: World.user) == false)
@@ -260,13 +190,10 @@ struct RateLimitTests {
 
     @Test func historyRecordsOnlyAccepts() {
         let history = PolicyHistory()
-        let rejected = decideAndRecord(
-            event {
-                $0.key = "k_bad"; $0.device = World.revokedDevice
-            }, policy: only(.deviceBinding), history: history)
+        let rejected = decideAndRecord(punch("k_bad") { $0.device = World.revokedDevice }, policy: only(.deviceBinding), history: history)
         #expect(rejected.outcome == .reject)
         #expect(history.userCount == 0)
-        decideAndRecord(event { $0.key = "k_good" }, policy: only(.deviceBinding), history: history)
+        decideAndRecord(punch("k_good"), policy: only(.deviceBinding), history: history)
         let last = history.lastPunch(userId: World.user)
         #expect(last?.gateId == "G_MAIN")
         #expect(last?.siteId == World.hq)
@@ -280,9 +207,7 @@ struct RateLimitTests {
         for i in 0..<10 {
             history.record(
                 PunchRecord(
-                    event: event {
-                        $0.key = "k\(i)"; $0.time = World.t0 + Double(i) * 100
-                    }, registry: World.registry))
+                    event: punch("k\(i)", at: Double(i) * 100), registry: World.registry))
         }
         #expect(history.hasAccepted(idempotencyKey: "k9", userId: World.user))
         #expect(history.hasAccepted(idempotencyKey: "k6", userId: World.user))

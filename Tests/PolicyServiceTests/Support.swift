@@ -185,3 +185,12 @@ extension PolicyRule {
         return evaluate(e, context: World.context(history: history, settings: settings))
     }
 }
+
+/// `event` with idempotency key `key`, `seconds` after `World.t0`, then `configure`.
+func punch(_ key: String, at seconds: TimeInterval = 0, _ configure: (inout EventSpec) -> Void = { _ in }) -> RawEventEnvelope {
+    event {
+        $0.key = key
+        $0.time = World.t0 + seconds
+        configure(&$0)
+    }
+}

@@ -3,6 +3,8 @@ import Foundation
 import SessionMergerCore
 import Testing
 
+import struct PresenceKit.SplitMix64
+
 /// A working day of one user at one site (UTC), with every rule in it.
 ///
 /// - 07:59:40 and 08:00:00 check-in candidates (K1): merged.

@@ -3,6 +3,8 @@ import Foundation
 import SessionMergerCore
 import Testing
 
+import struct PresenceKit.SplitMix64
+
 @Suite("Horizon and persisted state")
 struct StateTests {
     @Test("compaction drops final history older than the horizon; older events are then beyond it")

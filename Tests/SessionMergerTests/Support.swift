@@ -3,6 +3,8 @@ import Foundation
 import SessionMergerCore
 import Testing
 
+import struct PresenceKit.SplitMix64
+
 /// 2025-09-18T00:00:00Z, a Thursday.
 let day0 = WireTimestamp.date(from: "2025-09-18T00:00:00Z")!
 
@@ -58,19 +60,6 @@ extension Array where Element == SessionDelta {
 }
 
 func sid(_ anchorKey: String) -> String { SessionSnapshot.id(anchorIdempotencyKey: anchorKey) }
-
-/// A small deterministic generator (SplitMix64) for seeded shuffles.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// What a consumer of `attendance.sessions` ends up with after applying `deltas` in order: the highest
 /// version of each session id, superseded ones dropped.
