@@ -16,7 +16,7 @@ struct PolicyOpenAPITests {
         let document = try #require(OpenAPIDocument.policy)
         #expect(document.text.hasPrefix("openapi: 3.1"))
         try await LocalStack.withPostgres { client in
-            let repository = PostgresPolicyRepository(client: client, schema: "policy_openapi_unused", logger: LocalStack.logger)
+            let repository = PostgresPolicyRepository(client: client, logger: LocalStack.logger)
             let refresher = PolicyBookRefresher(
                 base: PolicyBook(), repository: repository, hostedRules: PolicyEngine.standard.ruleIDs, interval: .seconds(60),
                 logger: LocalStack.logger

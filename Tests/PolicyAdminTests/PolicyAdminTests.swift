@@ -28,8 +28,8 @@ struct StaticKeys: AdminKeyVerifier {
     }
 }
 
-/// The admin routes over a schema of the real local PostgreSQL that only this test uses (dropped
-/// at the end), and the refresher the routes apply changes through.
+/// The admin routes over a schema of the real local PostgreSQL that only this test uses
+/// (`LocalStack.withMigratedSchema`), and the refresher the routes apply changes through.
 struct PolicyAdminHarness: Sendable {
     let client: PostgresClient
     let schema: String
@@ -44,34 +44,20 @@ struct PolicyAdminHarness: Sendable {
         base: PolicyBook = PolicyBook(), hostedRules: [PolicyRuleID] = PolicyEngine.standard.ruleIDs,
         _ body: @escaping @Sendable (PolicyAdminHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
-        try await LocalStack.withPostgres { client in
-            let schema = "policy_test_" + String(UUID().uuidString.prefix(8)).lowercased()
-            try await ServiceMigrations.policy.apply(client: client, schema: schema, logger: logger)
-            do {
-                let repository = PostgresPolicyRepository(client: client, schema: schema, logger: logger)
-                let box = AppliedBox()
-                let refresher = PolicyBookRefresher(
-                    base: base, repository: repository, hostedRules: hostedRules, interval: .milliseconds(200), logger: logger
-                ) { book in box.books.withLock { $0.append(book) } }
-                let harness = PolicyAdminHarness(client: client, schema: schema, repository: repository, refresher: refresher, applied: box)
-                let router = Router(context: AdminContext.self)
-                addPolicyAdminRoutes(
-                    to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: hostedRules),
-                    keyVerifier: StaticKeys()
-                )
-                try await Application(router: router).test(.router) { client in try await body(harness, client) }
-            } catch {
-                try? await drop(schema, client: client)
-                throw error
-            }
-            try await drop(schema, client: client)
+        try await LocalStack.withMigratedSchema(.policy, prefix: "policy_test") { client, schema in
+            let repository = PostgresPolicyRepository(client: client, logger: logger)
+            let box = AppliedBox()
+            let refresher = PolicyBookRefresher(
+                base: base, repository: repository, hostedRules: hostedRules, interval: .milliseconds(200), logger: logger
+            ) { book in box.books.withLock { $0.append(book) } }
+            let harness = PolicyAdminHarness(client: client, schema: schema, repository: repository, refresher: refresher, applied: box)
+            let router = Router(context: AdminContext.self)
+            addPolicyAdminRoutes(
+                to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: hostedRules),
+                keyVerifier: StaticKeys()
+            )
+            try await Application(router: router).test(.router) { client in try await body(harness, client) }
         }
-    }
-
-    static func drop(_ schema: String, client: PostgresClient) async throws {
-        try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE", logger: logger)
-        let service = ServiceMigrations.policy.series(schema: schema)
-        try await client.query("DELETE FROM schema_migrations WHERE service = \(service)", logger: logger)
     }
 }
 

@@ -41,16 +41,8 @@ struct SpentNonceTests {
     }
 
     static func withStore(_ body: (PostgresSpentNonceStore, PostgresClient) async throws -> Void) async throws {
-        try await LocalStack.withPostgres { client in
-            let schema = "policy_test_nonce_" + String(UUID().uuidString.prefix(8)).lowercased()
-            try await ServiceMigrations.policy.apply(client: client, schema: schema, logger: PolicyAdminHarness.logger)
-            do {
-                try await body(PostgresSpentNonceStore(client: client, schema: schema, logger: PolicyAdminHarness.logger), client)
-            } catch {
-                try? await PolicyAdminHarness.drop(schema, client: client)
-                throw error
-            }
-            try await PolicyAdminHarness.drop(schema, client: client)
+        try await LocalStack.withMigratedSchema(.policy, prefix: "policy_test_nonce") { client, _ in
+            try await body(PostgresSpentNonceStore(client: client, logger: PolicyAdminHarness.logger), client)
         }
     }
 

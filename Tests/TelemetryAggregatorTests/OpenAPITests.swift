@@ -13,7 +13,7 @@ struct TelemetryOpenAPITests {
         #expect(document.text.hasPrefix("openapi: 3.1"))
         try await LocalStack.withPostgres { client in
             let router = buildRouter(
-                repository: PostgresTelemetryQueryRepository(client: client, schema: "telemetry_unused", logger: LocalStack.logger))
+                repository: PostgresTelemetryQueryRepository(client: client, logger: LocalStack.logger))
             let routed = OpenAPIDocument.operations(of: router)
             #expect(routed.subtracting(document.operations).isEmpty, "undocumented: \(routed.subtracting(document.operations).sorted())")
             #expect(document.operations.subtracting(routed).isEmpty, "not routed: \(document.operations.subtracting(routed).sorted())")

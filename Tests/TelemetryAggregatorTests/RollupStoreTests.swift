@@ -123,7 +123,7 @@ struct RollupStoreTests {
             try await db.processor().process(messages)
             let onePass = try await db.snapshot()
             try await db.client.query(
-                "TRUNCATE \(unescaped: db.schema).rollup_minute, \(unescaped: db.schema).latency_minute, \(unescaped: db.schema).seen_telemetry, \(unescaped: db.schema).attendance_events, \(unescaped: db.schema).seen_session_changes, \(unescaped: db.schema).consumer_offsets",
+                "TRUNCATE rollup_minute, latency_minute, seen_telemetry, attendance_events, seen_session_changes, consumer_offsets",
                 logger: TelemetryDB.logger)
             let half = messages.count / 2
             try await db.processor().process(Array(messages[..<half]))

@@ -46,7 +46,7 @@ struct TelemetryDB: Sendable {
             try await body(
                 TelemetryDB(
                     client: client, configuration: configuration, deadLetters: CollectingDeadLetters(),
-                    repository: PostgresTelemetryQueryRepository(client: client, schema: schema, logger: logger)))
+                    repository: PostgresTelemetryQueryRepository(client: client, logger: logger)))
         }
     }
 
@@ -61,7 +61,7 @@ struct TelemetryDB: Sendable {
         let counters = try await client.query(
             """
             SELECT metric, extract(epoch FROM minute)::int8, site, app_version, device_model, count, sum_micros
-            FROM \(unescaped: schema).rollup_minute ORDER BY 1, 2, 3, 4, 5
+            FROM rollup_minute ORDER BY 1, 2, 3, 4, 5
             """, logger: Self.logger)
         for try await (metric, minute, site, app, model, count, micros) in counters.decode(
             (String, Int64, String, String, String, Int64, Int64).self)
@@ -71,7 +71,7 @@ struct TelemetryDB: Sendable {
         let latencies = try await client.query(
             """
             SELECT metric, extract(epoch FROM minute)::int8, site, app_version, device_model, bucket, count
-            FROM \(unescaped: schema).latency_minute ORDER BY 1, 2, 3, 4, 5, 6
+            FROM latency_minute ORDER BY 1, 2, 3, 4, 5, 6
             """, logger: Self.logger)
         for try await (metric, minute, site, app, model, bucket, count) in latencies.decode(
             (String, Int64, String, String, String, Int32, Int64).self)
@@ -84,7 +84,7 @@ struct TelemetryDB: Sendable {
     func counter(_ metric: String, site: String? = nil, minute: Int64? = nil) async throws -> Int64 {
         let rows = try await client.query(
             """
-            SELECT coalesce(sum(count), 0)::int8 FROM \(unescaped: schema).rollup_minute
+            SELECT coalesce(sum(count), 0)::int8 FROM rollup_minute
             WHERE metric = \(metric) AND (\(site ?? "") = '' OR site = \(site ?? "")) AND (\(minute ?? -1) < 0 OR minute = to_timestamp(\(Double(minute ?? 0) * 60)))
             """, logger: Self.logger)
         for try await n in rows.decode(Int64.self) { return n }

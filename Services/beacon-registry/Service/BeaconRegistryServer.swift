@@ -16,8 +16,7 @@ package enum BeaconRegistryServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
-            settings: { try RegistryConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] },
-            migrations: .registry, schema: \.schema)
+            settings: { try RegistryConfiguration.load(from: $0) }, migrations: .registry, schema: \.schema)
         let signer = try DeviceTokenSigner.load(from: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let repository = PostgresRegistryRepository(

@@ -41,10 +41,10 @@ package enum PolicyServer {
             consumer: consumer, producer: producer, engine: engine, book: book, registry: RegistryCacheView(cache: cache),
             registryLoader: loader,
             nonceLedger: gatt.map {
-                GattNonceLedger(store: PostgresSpentNonceStore(client: client, schema: settings.schema, logger: logger), nonces: $0.nonces)
+                GattNonceLedger(store: PostgresSpentNonceStore(client: client, logger: logger), nonces: $0.nonces)
             },
             configuration: pipelineConfiguration, logger: logger)
-        let repository = PostgresPolicyRepository(client: client, schema: settings.schema, logger: logger)
+        let repository = PostgresPolicyRepository(client: client, logger: logger)
         let refresher = PolicyBookRefresher(
             base: book, repository: repository, hostedRules: engine.ruleIDs, interval: settings.refreshInterval, logger: logger
         ) { pipeline.setPolicyBook($0) }

@@ -31,13 +31,10 @@ package protocol SpentNonceStore: Sendable {
 /// round trip per batch, not per event.
 package struct PostgresSpentNonceStore: SpentNonceStore {
     let client: PostgresClient
-    let schema: String
     let logger: Logger
 
-    package init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
-        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+    package init(client: PostgresClient, logger: Logger) {
         self.client = client
-        self.schema = schema
         self.logger = logger
     }
 
@@ -58,9 +55,9 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
                 SELECT * FROM unnest(\(nonces)::text[], \(keys)::text[], \(users)::text[], \(expiries)::timestamptz[])
                     AS t(nonce, idempotency_key, user_id, expires_at)
             ), existing AS (
-                SELECT s.nonce, s.idempotency_key FROM \(unescaped: schema).spent_gatt_nonces s JOIN input i ON i.nonce = s.nonce
+                SELECT s.nonce, s.idempotency_key FROM spent_gatt_nonces s JOIN input i ON i.nonce = s.nonce
             ), inserted AS (
-                INSERT INTO \(unescaped: schema).spent_gatt_nonces (nonce, idempotency_key, user_id, expires_at)
+                INSERT INTO spent_gatt_nonces (nonce, idempotency_key, user_id, expires_at)
                 SELECT nonce, idempotency_key, user_id, expires_at FROM input
                 ON CONFLICT (nonce) DO NOTHING
                 RETURNING nonce
@@ -80,7 +77,7 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
         let raced = nonces.filter { held[$0] == nil && !ours.contains($0) }
         if !raced.isEmpty {
             let again = try await client.query(
-                "SELECT nonce, idempotency_key FROM \(unescaped: schema).spent_gatt_nonces WHERE nonce = ANY(\(raced)::text[])",
+                "SELECT nonce, idempotency_key FROM spent_gatt_nonces WHERE nonce = ANY(\(raced)::text[])",
                 logger: logger
             )
             for try await (nonce, key) in again.decode((String, String).self) { held[nonce] = key }
@@ -91,7 +88,7 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
     @discardableResult
     package func prune(expiredBefore cutoff: Date) async throws -> Int {
         let rows = try await client.query(
-            "DELETE FROM \(unescaped: schema).spent_gatt_nonces WHERE expires_at < \(cutoff) RETURNING 1", logger: logger
+            "DELETE FROM spent_gatt_nonces WHERE expires_at < \(cutoff) RETURNING 1", logger: logger
         )
         var count = 0
         for try await _ in rows { count += 1 }

@@ -12,8 +12,7 @@ package enum SessionMergerServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, merger) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
-            settings: { try SessionMergerConfiguration.load(from: $0) }, searchPath: { [$0.schema, "public"] },
-            migrations: .merger, schema: \.schema)
+            settings: { try SessionMergerConfiguration.load(from: $0) }, migrations: .merger, schema: \.schema)
         let client = kit.postgres, logger = kit.logger, registrySchema = try RegistrySchema.load(from: env)
 
         let producer = try kit.makeProducer()

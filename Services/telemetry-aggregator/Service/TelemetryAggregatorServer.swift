@@ -21,7 +21,7 @@ package enum TelemetryAggregatorServer {
         let processor = TelemetryBatchProcessor(
             client: client, configuration: telemetry,
             deadLetters: KafkaDeadLetterSink(producer: producer, topic: telemetry.deadLetterTopic), logger: logger)
-        let repository = PostgresTelemetryQueryRepository(client: client, schema: telemetry.schema, logger: logger)
+        let repository = PostgresTelemetryQueryRepository(client: client, logger: logger)
         let monitor = SLOMonitor(
             repository: repository, metrics: serviceMetrics, objective: objective, interval: telemetry.sloRefreshInterval,
             pruneInterval: telemetry.pruneInterval, prune: { try await processor.prune() }, logger: logger)
@@ -36,7 +36,7 @@ package enum TelemetryAggregatorServer {
                     producer: producer, topics: telemetry.topics,
                     forgetPositions: {
                         await StoredOffsetsTable.forget(
-                            groupId: telemetry.groupId, table: "\(telemetry.schema).consumer_offsets", client: client, logger: logger)
+                            groupId: telemetry.groupId, table: "consumer_offsets", client: client, logger: logger)
                     }),
                 monitor,
                 try TelemetryPipeline(

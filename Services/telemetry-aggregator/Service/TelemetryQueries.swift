@@ -98,13 +98,10 @@ package protocol TelemetryQueryRepository: Sendable {
 
 package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
     let client: PostgresClient
-    let schema: String
     let logger: Logger
 
-    package init(client: PostgresClient, schema: String = "telemetry", logger: Logger) {
-        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+    package init(client: PostgresClient, logger: Logger) {
         self.client = client
-        self.schema = schema
         self.logger = logger
     }
 
@@ -127,7 +124,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         var binds = PostgresBindings()
         let group = groupBy?.column ?? "''::text"
         let sql = """
-            SELECT \(group), metric, sum(count)::int8, sum(sum_micros)::int8 FROM \(schema).rollup_minute
+            SELECT \(group), metric, sum(count)::int8, sum(sum_micros)::int8 FROM rollup_minute
             WHERE \(conditions(filter, minutes: minutes, binds: &binds)) GROUP BY 1, 2
             """
         let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
@@ -144,7 +141,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         var binds = PostgresBindings()
         let group = groupBy?.column ?? "''::text"
         let sql = """
-            SELECT \(group), metric, bucket, sum(count)::int8 FROM \(schema).latency_minute
+            SELECT \(group), metric, bucket, sum(count)::int8 FROM latency_minute
             WHERE \(conditions(filter, minutes: minutes, binds: &binds)) GROUP BY 1, 2, 3
             """
         let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
@@ -168,7 +165,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
             columns.append("coalesce(sum(count) FILTER (WHERE metric = 'slo.events' AND minute >= \(start)), 0)::int8")
         }
         let sql = """
-            SELECT \(columns.joined(separator: ", ")) FROM \(schema).rollup_minute
+            SELECT \(columns.joined(separator: ", ")) FROM rollup_minute
             WHERE metric IN ('slo.good', 'slo.events') AND \(whereSQL)
             """
         let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
@@ -196,7 +193,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
             SELECT floor(extract(epoch FROM minute) / 3600)::int8 AS hour,
                    coalesce(sum(count) FILTER (WHERE metric = 'slo.good'), 0)::int8,
                    coalesce(sum(count) FILTER (WHERE metric = 'slo.events'), 0)::int8
-            FROM \(schema).rollup_minute
+            FROM rollup_minute
             WHERE metric IN ('slo.good', 'slo.events') AND \(conditions(filter, minutes: hourRange(hours: hours, now: now), binds: &binds))
             GROUP BY 1 ORDER BY 1
             """
@@ -213,7 +210,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         binds.append(metric)
         let sql = """
             SELECT floor(extract(epoch FROM minute) / 3600)::int8 AS hour, bucket, sum(count)::int8
-            FROM \(schema).latency_minute
+            FROM latency_minute
             WHERE metric = $1 AND \(conditions(filter, minutes: hourRange(hours: hours, now: now), binds: &binds))
             GROUP BY 1, 2
             """
@@ -240,7 +237,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
                        coalesce(sum(count) FILTER (WHERE metric = 'slo.events'), 0)::int8 AS total,
                        min(minute) FILTER (WHERE metric = 'slo.events' AND count > 0) AS first_minute,
                        max(minute) FILTER (WHERE metric = 'slo.events' AND count > 0) AS last_minute
-                FROM \(schema).rollup_minute
+                FROM rollup_minute
                 WHERE metric IN ('slo.good', 'slo.events') AND \(whereSQL)
                 GROUP BY site
             ), with_events AS (
@@ -280,7 +277,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         binds.append(metric)
         binds.append(sites)
         let sql = """
-            SELECT site, bucket, sum(count)::int8 FROM \(schema).latency_minute
+            SELECT site, bucket, sum(count)::int8 FROM latency_minute
             WHERE metric = $1 AND site = ANY($2) AND \(conditions(filter, minutes: minutes, binds: &binds))
             GROUP BY 1, 2
             """

@@ -115,8 +115,8 @@ public struct PostgresConfiguration: Sendable, Equatable {
     public var database: String
     public var maxConnections: Int
     /// Schemas an unqualified table name is looked up in, in order (PostgreSQL's `search_path`); empty
-    /// keeps the server's. A service whose queries name no schema sets its own schema first, so the
-    /// schema is a parameter (`MERGER_SCHEMA`) and a test can give it one of its own.
+    /// keeps the server's. A service's queries name no schema: `ServiceKit.start` puts the service's own
+    /// first, so the schema is a parameter (`MERGER_SCHEMA`, ...) and a test can give it one of its own.
     public var searchPath: [String] = []
 
     public init(host: String, port: Int, username: String, password: String, database: String, maxConnections: Int = 20) {

@@ -46,22 +46,21 @@ public struct ServiceKit: Sendable {
     /// - Parameters:
     ///   - settings: the service's own settings, read before logging starts (a bad value is a
     ///     configuration error, like a bad shared one).
-    ///   - searchPath: the schemas the pool's unqualified table names resolve in, from those settings
-    ///     (`PostgresConfiguration.searchPath`); none by default.
     ///   - migrations: the service's migrations, into `schema(settings)` (their default when `nil`).
     ///     Started as `<service> migrate`, this applies them and ends the process (exit 0) before the
-    ///     service reads anything else, such as its secrets.
+    ///     service reads anything else, such as its secrets. A service's queries name no schema: the
+    ///     pool's search path is that schema, then `public` (`PostgresConfiguration.searchPath`).
     ///   - arguments: the command line after the executable's name (`Command`).
     public static func start<Settings>(
         service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
-        settings: (EnvironmentReader) throws -> Settings, searchPath: (Settings) -> [String] = { _ in [] },
-        migrations: ServiceMigrations? = nil, schema: (Settings) -> String? = { _ in nil },
+        settings: (EnvironmentReader) throws -> Settings, migrations: ServiceMigrations? = nil,
+        schema: (Settings) -> String? = { _ in nil },
         arguments: [String] = Array(CommandLine.arguments.dropFirst())
     ) async throws -> (kit: ServiceKit, settings: Settings) {
         let command = try Command.parse(service: service, arguments: arguments)
         var configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
         let settings = try settings(env)
-        configuration.postgres.searchPath = searchPath(settings)
+        if let migrations { configuration.postgres.searchPath = [schema(settings) ?? migrations.defaultSchema, "public"] }
         LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: service)
         var logger = Logger(label: service)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)

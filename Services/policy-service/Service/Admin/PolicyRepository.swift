@@ -39,18 +39,16 @@ package protocol PolicyRepository: Sendable {
     func setGlobalKillSwitch(_ on: Bool, by: String) async throws
 }
 
-/// `PolicyRepository` on PostgreSQL (`ServiceMigrations.policy`).
+/// `PolicyRepository` on PostgreSQL (`ServiceMigrations.policy`): its queries name no schema, the
+/// pool's search path starts with the policy's (`POLICY_SCHEMA`).
 package struct PostgresPolicyRepository: PolicyRepository {
     package static let defaultScope = "*"
 
     let client: PostgresClient
-    let schema: String
     let logger: Logger
 
-    package init(client: PostgresClient, schema: String = ServiceMigrations.policy.defaultSchema, logger: Logger) {
-        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
+    package init(client: PostgresClient, logger: Logger) {
         self.client = client
-        self.schema = schema
         self.logger = logger
     }
 
@@ -60,14 +58,14 @@ package struct PostgresPolicyRepository: PolicyRepository {
         var result = StoredPolicies()
         let rows = try await client.query(
             """
-            SELECT DISTINCT ON (scope) document::text FROM \(unescaped: schema).site_policies ORDER BY scope, version DESC
+            SELECT DISTINCT ON (scope) document::text FROM site_policies ORDER BY scope, version DESC
             """,
             logger: logger
         )
         for try await document in rows.decode(String.self) {
             result.policies.append(try Self.decode(document))
         }
-        let switches = try await client.query("SELECT global_kill_switch FROM \(unescaped: schema).global_switch", logger: logger)
+        let switches = try await client.query("SELECT global_kill_switch FROM global_switch", logger: logger)
         for try await on in switches.decode(Bool.self) { result.globalKillSwitch = on }
         return result
     }
@@ -76,7 +74,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
         let scope = Self.scope(siteId)
         let rows = try await client.query(
             """
-            SELECT document::text, created_at, created_by FROM \(unescaped: schema).site_policies
+            SELECT document::text, created_at, created_by FROM site_policies
             WHERE scope = \(scope) ORDER BY version DESC LIMIT \(limit)
             """,
             logger: logger
@@ -92,7 +90,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
         let scope = Self.scope(siteId)
         let rows = try await client.query(
             """
-            SELECT document::text, created_at, created_by FROM \(unescaped: schema).site_policies
+            SELECT document::text, created_at, created_by FROM site_policies
             WHERE scope = \(scope) AND version = \(version)
             """,
             logger: logger
@@ -105,15 +103,14 @@ package struct PostgresPolicyRepository: PolicyRepository {
 
     package func save(_ draft: SitePolicyDraft, siteId: String?, atLeast: Int, by: String) async throws -> StoredPolicyVersion {
         let scope = Self.scope(siteId)
-        let schema = self.schema
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in
             // Two admins saving the same site at once get consecutive versions, not a key conflict.
-            let lock = "policy-version:\(schema):\(scope)"
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lock)))", logger: logger)
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(hashtext('policy-version:' || current_schema() || ':' || \(scope)))", logger: logger)
             var highest = 0
             let rows = try await connection.query(
-                "SELECT coalesce(max(version), 0) FROM \(unescaped: schema).site_policies WHERE scope = \(scope)", logger: logger
+                "SELECT coalesce(max(version), 0) FROM site_policies WHERE scope = \(scope)", logger: logger
             )
             for try await value in rows.decode(Int.self) { highest = value }
             let policy = draft.policy(siteId: siteId, version: max(highest, atLeast) + 1)
@@ -121,7 +118,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
             let version = policy.version
             let inserted = try await connection.query(
                 """
-                INSERT INTO \(unescaped: schema).site_policies (scope, version, document, created_by)
+                INSERT INTO site_policies (scope, version, document, created_by)
                 VALUES (\(scope), \(version), \(document)::jsonb, \(by)) RETURNING created_at
                 """,
                 logger: logger
@@ -135,7 +132,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
     package func setGlobalKillSwitch(_ on: Bool, by: String) async throws {
         try await client.query(
             """
-            INSERT INTO \(unescaped: schema).global_switch (id, global_kill_switch, updated_at, updated_by) VALUES (true, \(on), now(), \(by))
+            INSERT INTO global_switch (id, global_kill_switch, updated_at, updated_by) VALUES (true, \(on), now(), \(by))
             ON CONFLICT (id) DO UPDATE SET global_kill_switch = EXCLUDED.global_kill_switch, updated_at = now(), updated_by = EXCLUDED.updated_by
             """,
             logger: logger

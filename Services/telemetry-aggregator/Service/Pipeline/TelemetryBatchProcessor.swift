@@ -45,7 +45,7 @@ package final class TelemetryBatchProcessor: Sendable {
     package init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any DeadLetterSink, logger: Logger) {
         self.client = client
         self.configuration = configuration
-        self.store = TelemetryStore(schema: configuration.schema, logger: logger)
+        self.store = TelemetryStore(logger: logger)
         self.deadLetters = deadLetters
         self.logger = logger
         self.objective = SLOObjective(

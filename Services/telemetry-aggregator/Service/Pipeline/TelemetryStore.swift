@@ -6,17 +6,10 @@ import PostgresNIO
 import ServiceRuntime
 import TelemetryAggregatorCore
 
-/// The SQL of one batch transaction, on `<schema>` (every statement is bulk: one per table per batch,
+/// The SQL of one batch transaction, in the schema first on the pool's search path (every statement is bulk: one per table per batch,
 /// rows passed as arrays through `unnest`, never one statement per message).
 struct TelemetryStore: Sendable {
-    let schema: String
     let logger: Logger
-
-    init(schema: String, logger: Logger) {
-        precondition(ServiceMigrations.isValidSchemaName(schema), "invalid schema name \(schema)")
-        self.schema = schema
-        self.logger = logger
-    }
 
     struct DeviceEventID: Hashable, Sendable {
         var deviceId: String
@@ -45,7 +38,7 @@ struct TelemetryStore: Sendable {
         let numbers = partitions.map { Int32($0.partition) }
         let rows = try await connection.query(
             """
-            SELECT o.topic, o.partition, o.next_offset FROM \(unescaped: schema).consumer_offsets o
+            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
             JOIN unnest(\(topics)::text[], \(numbers)::int4[]) AS p(topic, partition) ON p.topic = o.topic AND p.partition = o.partition
             WHERE o.group_id = \(groupId)
             """, logger: logger)
@@ -66,7 +59,7 @@ struct TelemetryStore: Sendable {
         let next = sorted.map(\.value)
         try await connection.query(
             """
-            INSERT INTO \(unescaped: schema).consumer_offsets (group_id, topic, partition, next_offset, updated_at)
+            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
             SELECT \(groupId), t, p, o, now() FROM unnest(\(topics)::text[], \(numbers)::int4[], \(next)::int8[]) AS x(t, p, o)
             ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at
             """, logger: logger)
@@ -81,7 +74,7 @@ struct TelemetryStore: Sendable {
         let devices = sorted.map(\.deviceId), events = sorted.map(\.eventId)
         let rows = try await connection.query(
             """
-            INSERT INTO \(unescaped: schema).seen_telemetry (device_id, event_id)
+            INSERT INTO seen_telemetry (device_id, event_id)
             SELECT * FROM unnest(\(devices)::text[], \(events)::text[])
             ON CONFLICT DO NOTHING RETURNING device_id, event_id
             """, logger: logger)
@@ -99,7 +92,7 @@ struct TelemetryStore: Sendable {
         let sorted = facts.sorted { $0.idempotencyKey < $1.idempotencyKey }
         let rows = try await connection.query(
             """
-            INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, trigger_at, received_at, site, app_version, device_model)
+            INSERT INTO attendance_events AS e (idempotency_key, trigger_at, received_at, site, app_version, device_model)
             SELECT * FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map(\.triggerAt))::timestamptz[],
                                  \(sorted.map(\.receivedAt))::timestamptz[], \(sorted.map(\.dimensions.site))::text[],
                                  \(sorted.map(\.dimensions.appVersion))::text[], \(sorted.map(\.dimensions.deviceModel))::text[])
@@ -120,7 +113,7 @@ struct TelemetryStore: Sendable {
         let unknown = Dimensions.unknown
         let rows = try await connection.query(
             """
-            INSERT INTO \(unescaped: schema).attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome)
+            INSERT INTO attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome)
             SELECT k, s, \(unknown), \(unknown), d, o
             FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map { Dimensions.normalize($0.siteId) })::text[],
                         \(sorted.map(\.decidedAt))::timestamptz[], \(sorted.map(\.outcome.rawValue))::text[]) AS x(k, s, d, o)
@@ -140,7 +133,7 @@ struct TelemetryStore: Sendable {
         let sorted = ids.sorted { ($0.sessionId, $0.version) < ($1.sessionId, $1.version) }
         let rows = try await connection.query(
             """
-            INSERT INTO \(unescaped: schema).seen_session_changes (session_id, version)
+            INSERT INTO seen_session_changes (session_id, version)
             SELECT * FROM unnest(\(sorted.map(\.sessionId))::text[], \(sorted.map(\.version))::int8[])
             ON CONFLICT DO NOTHING RETURNING session_id, version
             """, logger: logger)
@@ -160,7 +153,7 @@ struct TelemetryStore: Sendable {
             let rows = delta.counters.sorted { Self.less($0.key, $1.key) }
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: schema).rollup_minute AS r (metric, minute, site, app_version, device_model, count, sum_micros)
+                INSERT INTO rollup_minute AS r (metric, minute, site, app_version, device_model, count, sum_micros)
                 SELECT * FROM unnest(\(rows.map(\.key.metric))::text[], \(rows.map { EpochMinute.date($0.key.minute) })::timestamptz[],
                                      \(rows.map(\.key.dimensions.site))::text[], \(rows.map(\.key.dimensions.appVersion))::text[],
                                      \(rows.map(\.key.dimensions.deviceModel))::text[], \(rows.map(\.value.count))::int8[],
@@ -185,7 +178,7 @@ struct TelemetryStore: Sendable {
             }
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: schema).latency_minute AS l (metric, minute, site, app_version, device_model, bucket, count)
+                INSERT INTO latency_minute AS l (metric, minute, site, app_version, device_model, bucket, count)
                 SELECT * FROM unnest(\(metrics)::text[], \(minutes)::timestamptz[], \(sites)::text[], \(apps)::text[],
                                      \(models)::text[], \(buckets)::int4[], \(counts)::int8[])
                 ON CONFLICT (metric, minute, site, app_version, device_model, bucket) DO UPDATE SET count = l.count + excluded.count
@@ -203,10 +196,10 @@ struct TelemetryStore: Sendable {
     /// Deletes rollups and identities older than the cutoff. Identities older than the topics'
     /// retention cannot be redelivered by the broker any more.
     func prune(before cutoff: Date, on connection: PostgresConnection) async throws {
-        try await connection.query("DELETE FROM \(unescaped: schema).rollup_minute WHERE minute < \(cutoff)", logger: logger)
-        try await connection.query("DELETE FROM \(unescaped: schema).latency_minute WHERE minute < \(cutoff)", logger: logger)
-        try await connection.query("DELETE FROM \(unescaped: schema).seen_telemetry WHERE seen_at < \(cutoff)", logger: logger)
-        try await connection.query("DELETE FROM \(unescaped: schema).attendance_events WHERE seen_at < \(cutoff)", logger: logger)
-        try await connection.query("DELETE FROM \(unescaped: schema).seen_session_changes WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM rollup_minute WHERE minute < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM latency_minute WHERE minute < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM seen_telemetry WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM attendance_events WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.query("DELETE FROM seen_session_changes WHERE seen_at < \(cutoff)", logger: logger)
     }
 }
