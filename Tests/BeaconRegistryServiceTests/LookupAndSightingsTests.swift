@@ -168,6 +168,7 @@ enum FeedHarness {
     static func run(_ body: @escaping @Sendable (Harness, any TestClientProtocol, Beacon, Organization) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
         _ = try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger))
+        let feed = try await LocalStack.newRegistryFeedTopic()
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_lookup") { client, _ in
             let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: ServiceTestDatabase.signer)
             let harness = Harness(
@@ -186,10 +187,10 @@ enum FeedHarness {
                     mac: mac, txPower: -59, advIntervalMs: 350, gateId: fixture.gate.id
                 ))
             let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+            let publisher = RegistryChangePublisher(client: client, producer: producer, topic: feed, logger: logger)
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(
-                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka, topic: feed), logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await producer.run() }
                 group.addTask { try await loader.run() }

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import IngestGatewayService
 import RegistryFeed
+import ServiceRuntime
 import Synchronization
 import Testing
 
@@ -20,7 +21,7 @@ struct VerifiedTokenTests {
 
     static func app(clock: Clock, cache: RegistryCache = RegistryCache(), capacity: Int = 50_000) -> some ApplicationProtocol {
         let router = Router(context: GatewayRequestContext.self)
-        router.add(middleware: GatewayProblemMiddleware(maxBodyBytes: 1_024))
+        router.add(middleware: ProblemMiddleware<GatewayRequestContext>(ProblemMapper(maxBodyBytes: 1_024)))
         router.add(
             middleware: DeviceAuthMiddleware(signer: TestKeys.signer, cache: cache, now: { clock.now }, verifiedTokenCapacity: capacity))
         router.get("/whoami") { _, context -> String in try context.requireDevice().deviceId }

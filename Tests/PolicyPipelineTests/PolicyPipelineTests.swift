@@ -194,14 +194,15 @@ struct PipelineHarness: Sendable {
             KafkaTopicSpec(name: dlq, partitions: 1),
         ])
         let signer = try DeviceTokenSigner(activeKey: DeviceSigningKey(id: "policy-test", secret: Array(repeating: 5, count: 32)))
+        let feed = try await LocalStack.newRegistryFeedTopic()
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_policy") { client, _ in
             let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
             let fixture = try await PipelineFixture.make(repository)
             let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-            let publisher = RegistryChangePublisher(client: client, producer: producer, logger: logger)
+            let publisher = RegistryChangePublisher(client: client, producer: producer, topic: feed, logger: logger)
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(
-                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka), logger: logger)
+                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka, topic: feed), logger: logger)
             var pipelineConfiguration = PolicyPipelineConfiguration()
             pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
             pipelineConfiguration.rawTopic = rawTopic

@@ -31,7 +31,7 @@ struct RegistryFeedIntegrationTests {
         try await Stack.withRepository { repository, client in
             let fixture = try await FeedFixture.make(repository)
             try await Stack.withProducer { producer in
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
                 try await Stack.drainOutbox(publisher)
             }
             #expect(try await Self.unpublished(client, type: "beacon", id: fixture.beacon.id) == 0)
@@ -39,7 +39,7 @@ struct RegistryFeedIntegrationTests {
             // Started late: nothing is produced while it runs; it must find everything in the topic.
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(
-                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-late"),
+                cache: cache, configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-late"),
                 logger: Stack.logger
             )
             #expect(!loader.isCaughtUp)
@@ -81,10 +81,10 @@ struct RegistryFeedIntegrationTests {
     func revocationReachesCache() async throws {
         try await Stack.withRepository { repository, client in
             try await Stack.withProducer { producer in
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
                 let cache = RegistryCache()
                 let loader = try RegistryCacheLoader(
-                    cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-live"),
+                    cache: cache, configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-live"),
                     logger: Stack.logger
                 )
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -125,7 +125,7 @@ struct RegistryFeedIntegrationTests {
                 configuration.deliveryTimeoutMs = 1_500
                 configuration.flushTimeoutMs = 500
             }) { producer in
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
                 do {
                     let round = try await publisher.publishRound()
                     Issue.record("a round against a dead broker returned \(round)")
@@ -139,7 +139,7 @@ struct RegistryFeedIntegrationTests {
             #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 1)
 
             try await Stack.withProducer { producer in
-                let publisher = RegistryChangePublisher(client: client, producer: producer, logger: Stack.logger)
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
                 try await Stack.drainOutbox(publisher)
             }
             #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
@@ -176,7 +176,7 @@ struct RegistryFeedIntegrationTests {
             let (producer, publisher) = try Stack.publisher(client: client, pollInterval: .milliseconds(50))
             let cache = RegistryCache()
             let loader = try RegistryCacheLoader(
-                cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: Stack.kafka, groupIdPrefix: "feed-test-group"),
+                cache: cache, configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-group"),
                 logger: Stack.logger
             )
             // The producer first: graceful shutdown runs in reverse order, so the publisher stops

@@ -7,6 +7,7 @@ import KafkaClient
 import LocalStackTesting
 import Logging
 import PostgresNIO
+import RegistryFeed
 import RegistryTestFixtures
 import ServiceRuntime
 
@@ -30,23 +31,38 @@ enum FeedTestStack {
         return try! DeviceTokenSigner(activeKey: key)
     }()
 
-    /// A producer on the local broker and the registry's relay on `client`, polling every `pollInterval`.
+    /// The registry feed topic of the running test (`withRepository` creates one per test).
+    @TaskLocal static var topic = Topic.registryChanges.name
+
+    /// A producer on the local broker and the registry's relay on `client` to the test's feed topic,
+    /// polling every `pollInterval`.
     static func publisher(
         client: PostgresClient, pollInterval: Duration = .milliseconds(200)
     ) throws -> (KafkaProducer, RegistryChangePublisher) {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
-        return (producer, RegistryChangePublisher(client: client, producer: producer, pollInterval: pollInterval, logger: logger))
+        return (
+            producer, RegistryChangePublisher(client: client, producer: producer, topic: topic, pollInterval: pollInterval, logger: logger)
+        )
     }
 
-    /// A repository over a fresh client (migrations applied, topics created) for the duration of `body`.
+    /// A cache loader's configuration on the test's feed topic.
+    static func loaderConfiguration(groupIdPrefix: String) -> RegistryCacheLoaderConfiguration {
+        RegistryCacheLoaderConfiguration(kafka: kafka, groupIdPrefix: groupIdPrefix, topic: topic)
+    }
+
+    /// A repository over a schema of its own (migrations applied) and a feed topic of its own
+    /// (`topic`) for the duration of `body`.
     static func withRepository<T: Sendable>(
         _ body: (PostgresRegistryRepository, PostgresClient) async throws -> T
     ) async throws -> T {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
         _ = try await TopicBootstrap.ensureTopics(admin)
-        return try await LocalStack.withMigratedSchema(.registry, prefix: "registry_feed") { client, _ in
-            try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
+        let feed = try await LocalStack.newRegistryFeedTopic()
+        return try await $topic.withValue(feed) {
+            try await LocalStack.withMigratedSchema(.registry, prefix: "registry_feed") { client, _ in
+                try await body(PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer), client)
+            }
         }
     }
 

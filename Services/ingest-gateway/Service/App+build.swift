@@ -66,9 +66,9 @@ package func buildRouter(dependencies: GatewayDependencies) -> Router<GatewayReq
 }
 
 /// Every device route under `/v1`, behind device authentication then the per-device token bucket.
-/// Every error becomes problem+json (`GatewayProblemMiddleware`).
+/// Every error becomes problem+json (`ProblemMiddleware`, which also answers the request id).
 package func addGatewayRoutes(to router: Router<GatewayRequestContext>, dependencies d: GatewayDependencies) {
-    router.add(middleware: GatewayProblemMiddleware(maxBodyBytes: d.pipeline.settings.limits.maxBodyBytes))
+    router.add(middleware: ProblemMiddleware<GatewayRequestContext>(ProblemMapper(maxBodyBytes: d.pipeline.settings.limits.maxBodyBytes)))
     let v1 = router.group("v1")
         .add(middleware: DeviceAuthMiddleware(signer: d.signer, cache: d.cache, now: d.now))
         .add(middleware: RateLimitMiddleware(limiter: d.limiter))

@@ -56,13 +56,12 @@ public struct ProblemMapper: Sendable {
         return ProblemDetails(type: "about:blank", title: "Content Too Large", status: 413, detail: "the body is too large")
     }
 
-    /// The problem+json response, with `WWW-Authenticate` on a 401 and `Retry-After` when the problem
-    /// carries one.
-    public static func response(_ problem: ProblemDetails) -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(problem)) ?? Data("{\"title\":\"error\",\"status\":\(problem.status)}".utf8)
-        var headers: HTTPFields = [.contentType: ProblemDetails.mediaType]
+    /// The problem+json response (the protocol's wire encoding), with `WWW-Authenticate` on a 401,
+    /// `Retry-After` when the problem carries one, and `headers`.
+    public static func response(_ problem: ProblemDetails, headers extra: HTTPFields = [:]) -> Response {
+        let body = (try? ProtocolCodec.wire.encode(problem)) ?? Array("{\"title\":\"error\",\"status\":\(problem.status)}".utf8)
+        var headers = extra
+        headers[.contentType] = ProblemDetails.mediaType
         if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
         if let retry = problem.retryAfterSeconds { headers[.retryAfter] = String(retry) }
         return Response(
@@ -72,7 +71,8 @@ public struct ProblemMapper: Sendable {
 
 /// Every error a route throws becomes problem+json (`ProblemMapper`), with the request path as its
 /// `instance`; a 5xx is logged. Control characters in the request are refused first (`RequestTextGuard`);
-/// every answer carries the hardening headers (`ResponseHardening`).
+/// every answer carries the hardening headers (`ResponseHardening`), and the request's id when the
+/// context has one (`RequestIdentifiedContext`).
 public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     public let mapper: ProblemMapper
 
@@ -88,6 +88,9 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             response = try await next(request, context)
         } catch {
             response = ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
+        }
+        if let identified = context as? any RequestIdentifiedContext, response.headers[RequestIdentifiedContextHeader.name] == nil {
+            response.headers[RequestIdentifiedContextHeader.name] = identified.requestId
         }
         ResponseHardening.apply(to: &response)
         return response
@@ -196,4 +199,14 @@ struct ResponseHardeningMiddleware<Context: RequestContext>: RouterMiddleware {
         ResponseHardening.apply(to: &response)
         return response
     }
+}
+
+/// A request context with an id of its request (the gateway's: the raw envelope's `requestId`),
+/// answered as `X-Request-Id` on every response `ProblemMiddleware` passes, problems included.
+public protocol RequestIdentifiedContext: RequestContext {
+    var requestId: String { get }
+}
+
+enum RequestIdentifiedContextHeader {
+    static let name = HTTPFields.Element.Name(HTTPHeader.requestId)!
 }

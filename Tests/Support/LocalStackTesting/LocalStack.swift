@@ -79,6 +79,19 @@ public enum LocalStack {
         "\(prefix).\(UInt32.random(in: 0...UInt32.max))"
     }
 
+    /// A registry feed of the caller's own: a new compacted topic named `registry.changes.<random>` on
+    /// the local broker. A test whose registry tables live in a schema of its own publishes them
+    /// there, so no other test's registry (whose shard UUIDs and majors are the same) reaches its caches.
+    public static func newRegistryFeedTopic() async throws -> String {
+        try ensureStarted()
+        let topic = uniqueName("registry.changes")
+        let admin = try KafkaAdmin(
+            configuration: KafkaConfiguration(bootstrapServers: brokers, brokerQuirks: brokerQuirks, clientId: "test-topics"),
+            logger: logger)
+        _ = try await admin.createTopics([KafkaTopicSpec(name: topic, partitions: 1, config: ["cleanup.policy": "compact"])])
+        return topic
+    }
+
     /// A PostgreSQL client running for the duration of `body`; `searchPath` as the services set it
     /// (`PostgresConfiguration.searchPath`).
     public static func withPostgres<T: Sendable>(searchPath: [String] = [], _ body: (PostgresClient) async throws -> T) async throws -> T {

@@ -256,7 +256,7 @@ struct AttendanceController {
             }
             return GatewayReply.json(body, status: status, headers: headers, requestId: requestId)
         case .problem(let problem, let replayed):
-            return GatewayReply.problem(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:], requestId: requestId)
+            return ProblemMapper.response(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:])
         }
     }
 

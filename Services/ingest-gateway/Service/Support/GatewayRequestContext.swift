@@ -1,6 +1,7 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import ServiceRuntime
 
 /// The device a request authenticated as (its bearer token, checked against `X-Device-Id` and the
 /// registry feed).
@@ -13,7 +14,7 @@ package struct AuthenticatedDevice: Sendable, Hashable {
 /// The request context of the gateway's routes: the authenticated device (set by
 /// `DeviceAuthMiddleware` on every `/v1` route) and the request id (the `X-Request-Id` answer
 /// header and the envelope's `requestId`).
-package struct GatewayRequestContext: RequestContext {
+package struct GatewayRequestContext: RequestIdentifiedContext {
     package var coreContext: CoreRequestContextStorage
     package var device: AuthenticatedDevice?
     package let requestId: String

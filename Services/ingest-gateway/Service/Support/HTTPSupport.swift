@@ -62,17 +62,4 @@ enum GatewayReply {
         return Response(
             status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
-
-    static func problem(_ problem: ProblemDetails, headers extra: HTTPFields = [:], requestId: String? = nil) -> Response {
-        let bytes = (try? ProtocolCodec.wire.encode(problem)) ?? Array("{\"title\":\"error\",\"status\":\(problem.status)}".utf8)
-        var headers = extra
-        headers[.contentType] = ProblemDetails.mediaType
-        if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
-        if let retry = problem.retryAfterSeconds { headers[.retryAfter] = String(retry) }
-        if let requestId { headers[.requestId] = requestId }
-        return Response(
-            status: HTTPResponse.Status(code: problem.status), headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
-        )
-    }
 }
