@@ -133,3 +133,11 @@ public struct AdminAuthMiddleware<Context: AdminRequestContext>: RouterMiddlewar
         return try await next(request, context)
     }
 }
+
+extension ServiceKit {
+    /// The admin API key check of a service with admin routes: the registry's `api_keys` in its
+    /// schema (`REGISTRY_SCHEMA`), read on this service's pool.
+    public func adminKeyVerifier(environment env: EnvironmentReader) throws(ConfigurationError) -> PostgresAdminKeyVerifier {
+        PostgresAdminKeyVerifier(client: postgres, schema: try RegistrySchema.load(from: env), logger: logger)
+    }
+}

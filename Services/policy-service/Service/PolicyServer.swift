@@ -19,13 +19,12 @@ package enum PolicyServer {
             service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
             settings: { try PolicyServiceConfiguration.load(from: $0) }, migrations: .policy, schema: \.schema)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
-        let registrySchema = try RegistrySchema.load(from: env)
+        let keyVerifier = try kit.adminKeyVerifier(environment: env)
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.
         let cache = RegistryCache()
         let gatt = try GattConfiguration.load(from: env, registry: cache)
         let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
-
         let pipelineConfiguration = PolicyPipelineConfiguration(topics: topics)
         var consumerConfiguration = KafkaConsumerConfiguration(
             client: kafka, groupId: pipelineConfiguration.groupId, topics: [pipelineConfiguration.rawTopic])
@@ -57,7 +56,7 @@ package enum PolicyServer {
         ) { router in
             addPolicyAdminRoutes(
                 to: router, controller: PolicyAdminController(repository: repository, refresher: refresher, hostedRules: engine.ruleIDs),
-                keyVerifier: PostgresAdminKeyVerifier(client: client, schema: registrySchema, logger: logger))
+                keyVerifier: keyVerifier)
         }
         logger.info(
             "policy book loaded",

@@ -13,7 +13,7 @@ package enum SessionMergerServer {
         let (kit, merger) = try await ServiceKit.start(
             service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
             settings: { try SessionMergerConfiguration.load(from: $0) }, migrations: .merger, schema: \.schema)
-        let client = kit.postgres, logger = kit.logger, registrySchema = try RegistrySchema.load(from: env)
+        let client = kit.postgres, logger = kit.logger
 
         let producer = try kit.makeProducer()
         let cache = RegistryCache()
@@ -31,7 +31,7 @@ package enum SessionMergerServer {
             configuration: kit.configuration,
             sessions: PostgresSessionQueryRepository(client: client, logger: logger),
             shifts: RegistryCacheShiftProvider(loader: registry),
-            keyVerifier: PostgresAdminKeyVerifier(client: client, schema: registrySchema, logger: logger),
+            keyVerifier: try kit.adminKeyVerifier(environment: env),
             groupId: merger.groupId,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)
