@@ -73,6 +73,28 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A batch takes its timelines out of its processor's cache and puts them back after the commit:
+        /// a timeline another replica changed in between is rebuilt from the table, never applied to
+        /// from the stale copy, and the events of all three batches are in it.
+        @Test func aTimelineAnotherReplicaChangedIsRebuiltNotTakenFromTheCache() async throws {
+            try await MergerDB.run { db in
+                let replica = VettedBatchProcessor(
+                    client: db.client, configuration: db.configuration, deadLetters: db.deadLetters, logger: MergerDB.logger)
+                let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())", now = Date()
+                try await db.process([Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sessionKey)], from: 0)
+                #expect(db.processor.cachedTimelines == 1)
+                try await db.process([Make.event(.heartbeat, user: user, site: site, at: now.minus(minutes: 20))], from: 1, with: replica)
+                let last = try await db.process([Make.event(.heartbeat, user: user, site: site, at: now.minus(minutes: 10))], from: 2)
+                #expect(last.verdicts.map(\.outcome) == [.accepted])
+                #expect(db.processor.cachedTimelines == 1)
+                #expect(
+                    try await db.count("SELECT event_count FROM timelines WHERE user_id = \(user) AND site_id = \(site) AND version = 3")
+                        == 3)
+                let sessions = try await db.sessions(user: user)
+                #expect(sessions.count == 1 && sessions.first?.status == "open")
+            }
+        }
+
         /// Two replicas (each its own processor and timeline cache) apply events of one new timeline at
         /// once: whichever inserts the row second loses the race, retries on the row the first wrote,
         /// and both events are in the timeline.
