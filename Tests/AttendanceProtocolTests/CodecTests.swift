@@ -169,6 +169,21 @@ struct MemberSourceTests {
         #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: Array(raw)) == vetted.raw)
     }
 
+    /// What a store decodes of a vetted event is what the full decoding says, for every payload kind,
+    /// and the source bytes it keeps are the whole envelope.
+    @Test(arguments: [
+        RawEventPayload.event(Sample.seedEvent), .event(Sample.extendedEvent), .checkIn(Sample.checkIn), .checkOut(Sample.checkOut),
+        .heartbeat(Sample.heartbeat),
+    ])
+    func aVettedEventRecordIsTheFullEventLessThePayloadsDetails(payload: RawEventPayload) throws {
+        let vetted = VettedEvent(raw: Sample.raw(payload), decision: Sample.decision)
+        let bytes = try ProtocolCodec.wire.encode(vetted)
+        let (record, source) = try ProtocolCodec.wire.decode(VettedEventRecord.self, from: bytes, keepingSourceOf: "raw")
+        #expect(record == VettedEventRecord(vetted))
+        #expect(record.raw.payload.eventTime == payload.eventTime && record.raw.payload.eventType == payload.eventType)
+        #expect(try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: Array(try #require(source))) == vetted.raw)
+    }
+
     @Test func onlyTheTopLevelMemberCountsAndStringsDoNotConfuseTheScan() throws {
         struct Doc: Decodable { var inner: [String: String]; var raw: [String: String] }
         let text = #" { "inner" : {"raw":"not this}"} , "raw" :  {"a":"}\"{","b":"x"}  } "#

@@ -74,31 +74,26 @@ package struct AttendanceFact: Codable, Hashable, Sendable {
     package init(
         vetted: VettedEvent, siteForSessionKey: (String) -> String? = { _ in nil }
     ) throws(FactMappingError) {
-        let raw = vetted.raw
-        guard vetted.decision.outcome == .accept else {
-            throw .rejectedByPolicy(idempotencyKey: raw.idempotencyKey, reasons: vetted.decision.reasons)
+        try self.init(record: VettedEventRecord(vetted), siteForSessionKey: siteForSessionKey)
+    }
+
+    /// The same from what the merger decodes of a vetted event (`VettedEventRecord`).
+    package init(
+        record: VettedEventRecord, siteForSessionKey: (String) -> String? = { _ in nil }
+    ) throws(FactMappingError) {
+        let raw = record.raw
+        guard record.decision.outcome == .accept else {
+            throw .rejectedByPolicy(idempotencyKey: raw.idempotencyKey, reasons: record.decision.reasons)
         }
         let payload = raw.payload
-        let bodySite: String?
-        let gate: String?
-        switch payload {
-        case .event(let event):
-            bodySite = event.siteId
-            gate = event.beacon.canonicalId
-        case .checkIn(let request):
-            bodySite = request.siteId
-            gate = nil
-        case .checkOut, .heartbeat:
-            bodySite = nil
-            gate = nil
-        }
-        let site = raw.siteId ?? bodySite ?? payload.sessionKey.flatMap(siteForSessionKey)
+        let site = raw.siteId ?? payload.siteId ?? payload.sessionKey.flatMap(siteForSessionKey)
         guard let site, !site.isEmpty else {
             throw .unknownSite(idempotencyKey: raw.idempotencyKey, sessionKey: payload.sessionKey)
         }
         self.init(
             idempotencyKey: raw.idempotencyKey, userId: raw.userId, siteId: site, kind: Kind(payload.eventType),
-            eventTime: payload.eventTime, sessionKey: payload.sessionKey, gateId: gate, receivedAt: raw.receivedAt)
+            eventTime: payload.eventTime, sessionKey: payload.sessionKey, gateId: payload.beacon?.canonicalId,
+            receivedAt: raw.receivedAt)
     }
 
     /// The total order sessions are derived in: event time, then kind (`rank`), then idempotency key.
