@@ -54,21 +54,45 @@ public struct RawEventEnvelope: TopicMessage {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        _ = try c.decodeSchemaVersion(forKey: .schemaVersion, supported: Self.schemaVersion, required: true)
-        requestId = try c.decode(String.self, forKey: .requestId)
-        idempotencyKey = try c.decode(String.self, forKey: .idempotencyKey)
-        userId = try c.decode(String.self, forKey: .userId)
-        deviceId = try c.decode(String.self, forKey: .deviceId)
-        siteId = try c.decodeIfPresent(String.self, forKey: .siteId)
-        appVersion = try c.decodeIfPresent(String.self, forKey: .appVersion)
-        gatewayInstance = try c.decode(String.self, forKey: .gatewayInstance)
-        receivedAt = try c.decodeTimestamp(forKey: .receivedAt)
-        payloadFingerprint = try c.decode(String.self, forKey: .payloadFingerprint)
-        switch try c.decode(RawEventKind.self, forKey: .kind) {
+        let head = try Head(c)
+        let payload: RawEventPayload
+        switch head.kind {
         case .event: payload = .event(try c.decode(AttendanceEvent.self, forKey: .payload))
         case .checkIn: payload = .checkIn(try c.decode(CheckInRequest.self, forKey: .payload))
         case .checkOut: payload = .checkOut(try c.decode(CheckOutRequest.self, forKey: .payload))
         case .heartbeat: payload = .heartbeat(try c.decode(HeartbeatRequest.self, forKey: .payload))
+        }
+        self.init(
+            requestId: head.requestId, idempotencyKey: head.idempotencyKey, userId: head.userId, deviceId: head.deviceId,
+            siteId: head.siteId, appVersion: head.appVersion, gatewayInstance: head.gatewayInstance, receivedAt: head.receivedAt,
+            payloadFingerprint: head.payloadFingerprint, payload: payload)
+    }
+
+    /// The members before the payload, read one way by this decoder and by `VettedEventRecord`'s.
+    struct Head {
+        let requestId: String
+        let idempotencyKey: String
+        let userId: String
+        let deviceId: String
+        let siteId: String?
+        let appVersion: String?
+        let gatewayInstance: String
+        let receivedAt: Date
+        let payloadFingerprint: String
+        let kind: RawEventKind
+
+        init(_ c: KeyedDecodingContainer<CodingKeys>) throws {
+            _ = try c.decodeSchemaVersion(forKey: .schemaVersion, supported: RawEventEnvelope.schemaVersion, required: true)
+            requestId = try c.decode(String.self, forKey: .requestId)
+            idempotencyKey = try c.decode(String.self, forKey: .idempotencyKey)
+            userId = try c.decode(String.self, forKey: .userId)
+            deviceId = try c.decode(String.self, forKey: .deviceId)
+            siteId = try c.decodeIfPresent(String.self, forKey: .siteId)
+            appVersion = try c.decodeIfPresent(String.self, forKey: .appVersion)
+            gatewayInstance = try c.decode(String.self, forKey: .gatewayInstance)
+            receivedAt = try c.decodeTimestamp(forKey: .receivedAt)
+            payloadFingerprint = try c.decode(String.self, forKey: .payloadFingerprint)
+            kind = try c.decode(RawEventKind.self, forKey: .kind)
         }
     }
 

@@ -69,18 +69,10 @@ public struct VettedEventRecord: Decodable, Hashable, Sendable {
 
 extension VettedEventRecord.Envelope: Decodable {
     public init(from decoder: any Decoder) throws {
-        typealias Keys = RawEventEnvelope.CodingKeys
-        let c = try decoder.container(keyedBy: Keys.self)
-        _ = try c.decodeSchemaVersion(forKey: .schemaVersion, supported: RawEventEnvelope.schemaVersion, required: true)
-        requestId = try c.decode(String.self, forKey: .requestId)
-        idempotencyKey = try c.decode(String.self, forKey: .idempotencyKey)
-        userId = try c.decode(String.self, forKey: .userId)
-        deviceId = try c.decode(String.self, forKey: .deviceId)
-        siteId = try c.decodeIfPresent(String.self, forKey: .siteId)
-        gatewayInstance = try c.decode(String.self, forKey: .gatewayInstance)
-        receivedAt = try c.decodeTimestamp(forKey: .receivedAt)
-        payloadFingerprint = try c.decode(String.self, forKey: .payloadFingerprint)
-        let kind = try c.decode(RawEventKind.self, forKey: .kind)
+        let c = try decoder.container(keyedBy: RawEventEnvelope.CodingKeys.self)
+        let head = try RawEventEnvelope.Head(c)
+        let kind = head.kind
+        let payload: VettedEventRecord.Payload
         switch kind {
         case .event:
             let p = try c.nestedContainer(keyedBy: AttendanceEvent.CodingKeys.self, forKey: .payload)
@@ -104,5 +96,9 @@ extension VettedEventRecord.Envelope: Decodable {
                 kind: kind, eventType: .heartbeat, eventTime: try p.decodeTimestamp(forKey: .ts),
                 sessionKey: try p.decode(String.self, forKey: .sessionKey))
         }
+        self.init(
+            requestId: head.requestId, idempotencyKey: head.idempotencyKey, userId: head.userId, deviceId: head.deviceId,
+            siteId: head.siteId, gatewayInstance: head.gatewayInstance, receivedAt: head.receivedAt,
+            payloadFingerprint: head.payloadFingerprint, payload: payload)
     }
 }
