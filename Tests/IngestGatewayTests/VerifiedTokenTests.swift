@@ -33,6 +33,21 @@ struct VerifiedTokenTests {
             uri: "/whoami", method: .get, headers: [.authorization: token, HTTPFieldName(HTTPHeader.deviceId)!: device])
     }
 
+    /// `ProblemMiddleware` over the gateway's context: a refusal carries the request id as a success
+    /// does, each request its own.
+    @Test("every answer carries its own X-Request-Id, refusals included")
+    func everyAnswerCarriesItsRequestId() async throws {
+        let device = TestDevice.make()
+        let token = TestKeys.token(device: device.deviceId, user: device.userId, issuedAt: Date(), lifetime: .seconds(600))
+        try await Self.app(clock: Clock(Date())).test(.router) { client in
+            let accepted = try await Self.get(client, token: "Bearer \(token)", device: device.deviceId)
+            let refused = try await Self.get(client, token: "Bearer not-a-token", device: device.deviceId)
+            #expect(accepted.status == .ok && refused.status == .unauthorized)
+            let ids = [accepted, refused].compactMap { $0.headers[HTTPFieldName(HTTPHeader.requestId)!] }
+            #expect(ids.count == 2 && Set(ids).count == 2, "\(ids)")
+        }
+    }
+
     @Test("a remembered token still expires at its expiry, not later")
     func rememberedTokenExpires() async throws {
         let issued = Date()

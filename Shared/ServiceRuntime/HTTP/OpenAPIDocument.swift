@@ -138,9 +138,7 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
             detail: "\(request.method) is not served here; allowed: \(methods.map(\.rawValue).sorted().joined(separator: ", "))"
         )
         problem.instance = request.uri.path
-        var response = ProblemMapper.response(problem)
-        response.headers[.allow] = methods.map(\.rawValue).sorted().joined(separator: ", ")
-        return response
+        return ProblemMapper.response(problem, headers: [.allow: methods.map(\.rawValue).sorted().joined(separator: ", ")])
     }
 }
 

@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -75,9 +76,18 @@ public struct ProblemMapper: Sendable {
 /// context has one (`RequestIdentifiedContext`).
 public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     public let mapper: ProblemMapper
+    /// The context's request id, for a context that has one.
+    private let requestId: (@Sendable (Context) -> String)?
 
     public init(_ mapper: ProblemMapper = ProblemMapper()) {
         self.mapper = mapper
+        self.requestId = nil
+    }
+
+    /// For a context with a request id: every answer also carries it as `X-Request-Id`.
+    public init(_ mapper: ProblemMapper = ProblemMapper()) where Context: RequestIdentifiedContext {
+        self.mapper = mapper
+        self.requestId = { $0.requestId }
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -89,9 +99,7 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             response = ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
         }
-        if let identified = context as? any RequestIdentifiedContext, response.headers[RequestIdentifiedContextHeader.name] == nil {
-            response.headers[RequestIdentifiedContextHeader.name] = identified.requestId
-        }
+        if let requestId, response.headers[.requestId] == nil { response.headers[.requestId] = requestId(context) }
         ResponseHardening.apply(to: &response)
         return response
     }
@@ -207,6 +215,7 @@ public protocol RequestIdentifiedContext: RequestContext {
     var requestId: String { get }
 }
 
-enum RequestIdentifiedContextHeader {
-    static let name = HTTPFields.Element.Name(HTTPHeader.requestId)!
+extension HTTPField.Name {
+    /// `X-Request-Id`: the id of the request an answer is for.
+    public static var requestId: Self { Self(HTTPHeader.requestId)! }
 }

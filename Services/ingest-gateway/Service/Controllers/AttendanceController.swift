@@ -52,7 +52,7 @@ struct AttendanceController {
             .init(
                 idempotencyKey: key, payload: .event(event), device: device, appVersion: appVersion, requestId: context.requestId
             ), now: now())
-        return Self.render(answer, requestId: context.requestId)
+        return Self.render(answer)
     }
 
     @Sendable func postBatch(_ request: Request, context: GatewayRequestContext) async throws -> Response {
@@ -113,7 +113,7 @@ struct AttendanceController {
             }
             results[index] = Self.item(event.idempotencyKey, answer)
         }
-        return GatewayReply.json(BatchEventsResponse(results: results.map { $0! }), status: 200, requestId: context.requestId)
+        return GatewayReply.json(BatchEventsResponse(results: results.map { $0! }), status: 200)
     }
 
     func postContract<T: Decodable & Validatable & Sendable>(
@@ -135,7 +135,7 @@ struct AttendanceController {
             .init(
                 idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
             ), now: now())
-        var response = Self.render(answer, requestId: context.requestId)
+        var response = Self.render(answer)
         response.headers[.idempotencyKey] = key
         return response
     }
@@ -149,19 +149,19 @@ struct AttendanceController {
         }
         let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
         if let remembered, remembered.outcome != nil {
-            return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId)
+            return GatewayReply.json(remembered.response, status: 200)
         }
         let stored: EventOutcomeResponse?
         do {
             stored = try await repository.outcome(idempotencyKey: key, deviceId: device.deviceId)
         } catch {
             // In flight here: pending is still a true answer without the database.
-            if let remembered { return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId) }
+            if let remembered { return GatewayReply.json(remembered.response, status: 200) }
             context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        if let stored { return GatewayReply.json(stored, status: 200, requestId: context.requestId) }
-        if let remembered { return GatewayReply.json(remembered.response, status: 200, requestId: context.requestId) }
+        if let stored { return GatewayReply.json(stored, status: 200) }
+        if let remembered { return GatewayReply.json(remembered.response, status: 200) }
         throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
     }
 
@@ -198,7 +198,7 @@ struct AttendanceController {
             next = events.last?.receivedAt ?? asOf
         }
         let body = PendingResponse(deviceId: device.deviceId, since: since, asOf: next, events: events, openSessions: sessions)
-        return GatewayReply.json(body, status: 200, requestId: context.requestId)
+        return GatewayReply.json(body, status: 200)
     }
 
     // MARK: Checks and rendering
@@ -244,7 +244,7 @@ struct AttendanceController {
         return value
     }
 
-    static func render(_ answer: IngestPipeline.Answer, requestId: String) -> Response {
+    static func render(_ answer: IngestPipeline.Answer) -> Response {
         GatewayMetrics.answered(status: answer.status)
         switch answer {
         case .accepted(let body, let status, let replayed):
@@ -254,7 +254,7 @@ struct AttendanceController {
                 headers[.location] = url
                 headers[.retryAfter] = "1"
             }
-            return GatewayReply.json(body, status: status, headers: headers, requestId: requestId)
+            return GatewayReply.json(body, status: status, headers: headers)
         case .problem(let problem, let replayed):
             return ProblemMapper.response(problem, headers: replayed ? [.idempotentReplayed: "true"] : [:])
         }

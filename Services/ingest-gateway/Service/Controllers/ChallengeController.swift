@@ -29,7 +29,7 @@ struct ChallengeController {
             let (nonce, expiresAt) = nonces.issue(beacon: beacon, deviceId: device.deviceId, now: now())
             return GatewayReply.json(
                 ChallengeResponse(beaconId: beacon.description, nonce: nonce, expiresAt: expiresAt), status: 200,
-                headers: [.cacheControl: "no-store"], requestId: context.requestId
+                headers: [.cacheControl: "no-store"]
             )
         }
     }

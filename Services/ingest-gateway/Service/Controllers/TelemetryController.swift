@@ -39,6 +39,6 @@ struct TelemetryController {
             throw ProblemDetails.unavailable(
                 "the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        return GatewayReply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202, requestId: context.requestId)
+        return GatewayReply.json(TelemetryUploadResponse(accepted: upload.events.count), status: 202)
     }
 }

@@ -11,7 +11,6 @@ extension HTTPFieldName {
     static let deviceId = Self(HTTPHeader.deviceId)!
     static let appVersion = Self(HTTPHeader.appVersion)!
     static let idempotentReplayed = Self(HTTPHeader.idempotentReplayed)!
-    static let requestId = Self(HTTPHeader.requestId)!
 }
 
 /// Reading device request bodies: `application/json` only (415), at most `maxBytes` (413, checked
@@ -52,13 +51,12 @@ enum DeviceBody {
     }
 }
 
-/// JSON answers in the protocol's wire format.
+/// JSON answers in the protocol's wire format (`ProblemMiddleware` adds the request id).
 enum GatewayReply {
-    static func json<T: Encodable>(_ value: T, status: Int, headers extra: HTTPFields = [:], requestId: String? = nil) -> Response {
+    static func json<T: Encodable>(_ value: T, status: Int, headers extra: HTTPFields = [:]) -> Response {
         let bytes = (try? ProtocolCodec.wire.encode(value)) ?? Array("{}".utf8)
         var headers = extra
         headers[.contentType] = MediaType.json
-        if let requestId { headers[.requestId] = requestId }
         return Response(
             status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
