@@ -1,7 +1,9 @@
 import AttendanceProtocol
 import BeaconRegistryCore
+import BeaconRegistryStore
 import Foundation
 import KafkaClient
+import LocalStackTesting
 import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
@@ -141,6 +143,34 @@ struct RegistryFeedIntegrationTests {
             try await Stack.withProducer { producer in
                 let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
                 try await Stack.drainOutbox(publisher)
+            }
+            #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
+        }
+    }
+
+    @Test("the relay's lock is per schema: a relay holding one registry's outbox never blocks another's")
+    func relayLockIsPerSchema() async throws {
+        try await Stack.withRepository { repository, client in
+            let organization = try await repository.createOrganization(NewOrganization(name: "Lock \(UUID().uuidString.prefix(8))"))
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
+                // Another schema's relay in the middle of its round: it holds its own lock.
+                try await LocalStack.withMigratedSchema(.registry, prefix: "registry_lock") { other, _ in
+                    try await other.withTransaction(logger: Stack.logger) { connection in
+                        #expect(
+                            try await RegistryChangePublisher.takeRoundLock(
+                                of: RegistryChangeOutbox(), on: connection, logger: Stack.logger))
+                        let round = try await publisher.publishRound()
+                        #expect(!round.lockedElsewhere && round.published >= 1, "\(round)")
+                    }
+                }
+                // This schema's lock held elsewhere: its relay waits its turn.
+                try await client.withTransaction(logger: Stack.logger) { connection in
+                    let taken = try await RegistryChangePublisher.takeRoundLock(
+                        of: RegistryChangeOutbox(), on: connection, logger: Stack.logger)
+                    let round = try await publisher.publishRound()
+                    #expect(taken && round.lockedElsewhere, "\(round)")
+                }
             }
             #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
         }

@@ -8,7 +8,9 @@ import Synchronization
 /// announce, and how each row becomes a message. `OutboxRelay` moves them to Kafka.
 public protocol OutboxTable: Sendable {
     /// The transaction-scoped advisory lock key: with several replicas, one relays at a time, so the
-    /// rows reach the topic in commit order.
+    /// rows reach the topic in commit order. The relay mixes it with the schema the outbox is in (the
+    /// first on the pool's search path), so outboxes of the same kind in two schemas never wait on
+    /// each other.
     var lockKey: Int64 { get }
     /// What the log calls these rows ("registry changes", "session changes").
     var name: String { get }
@@ -105,14 +107,23 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
 
     /// One round (see the type's documentation).
     @discardableResult
+    /// Takes a round's lock on `connection`, inside its transaction (released at its end): `false`
+    /// when another relay of the same outbox (same `lockKey`, same schema) holds it.
+    public static func takeRoundLock(of table: Table, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query(
+            "SELECT pg_try_advisory_xact_lock(\(table.lockKey) # hashtext(current_schema())::int8)", logger: logger)
+        var locked = false
+        for try await acquired in rows.decode(Bool.self) { locked = acquired }
+        return locked
+    }
+
     public func publishRound() async throws -> OutboxRound {
         let table = self.table, producer = self.producer, logger = self.logger, batchSize = configuration.batchSize
         return try await PostgresFailure.unwrapping {
             try await client.withTransaction(logger: logger) { connection in
-                let lock = try await connection.query("SELECT pg_try_advisory_xact_lock(\(table.lockKey))", logger: logger)
-                var locked = false
-                for try await acquired in lock.decode(Bool.self) { locked = acquired }
-                guard locked else { return OutboxRound(published: 0, lockedElsewhere: true) }
+                guard try await Self.takeRoundLock(of: table, on: connection, logger: logger) else {
+                    return OutboxRound(published: 0, lockedElsewhere: true)
+                }
                 let rows = try await table.pending(limit: batchSize, on: connection, logger: logger)
                 guard !rows.isEmpty else { return OutboxRound(published: 0, lockedElsewhere: false) }
                 let reports = try await producer.sendBatch(rows.map(\.message))
