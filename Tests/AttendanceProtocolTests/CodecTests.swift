@@ -109,6 +109,23 @@ struct CodecTests {
         #expect(String(decoding: shuffled, as: UTF8.self) == canonical)
     }
 
+    @Test(arguments: [
+        RawEventPayload.event(Sample.seedEvent), .checkIn(Sample.checkIn), .checkOut(Sample.checkOut), .heartbeat(Sample.heartbeat),
+    ])
+    func aPayloadEncodedOnceGivesTheBytesOfEncodingItAgain(_ payload: RawEventPayload) throws {
+        let encoded = try PreEncoded(payload)
+        for codec in [ProtocolCodec.wire, .pretty, .canonical] {
+            #expect(encoded.bytes(codec) == (try codec.encode(payload)))
+        }
+        // Nested in its envelope, the kept encoding is written where the payload would be encoded.
+        let envelope = Sample.raw(payload)
+        #expect(try envelope.wireBytes(payload: encoded) == ProtocolCodec.wire.encode(envelope))
+        // Outside the codec (Foundation's encoder), the value encodes itself.
+        let foundation = JSONEncoder()
+        foundation.outputFormatting = .sortedKeys
+        #expect(try foundation.encode(encoded) == foundation.encode(payload))
+    }
+
     @Test func prettyLayout() throws {
         struct Doc: Encodable { var empty: [Int] = []; var nested: [[Int]] = [[1], []]; var object: [String: Int] = [:] }
         #expect(

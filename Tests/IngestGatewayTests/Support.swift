@@ -112,9 +112,9 @@ final class FakePipeline: GatewayPublisher, Sendable {
         }
     }
 
-    func publish(_ envelope: RawEventEnvelope) async throws {
-        // The envelope must survive the wire.
-        let decoded = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: try ProtocolCodec.wire.encode(envelope))
+    func publish(_ envelope: RawEventEnvelope, payload: PreEncoded<RawEventPayload>) async throws {
+        // The envelope must survive the wire, as the Kafka publisher writes it.
+        let decoded = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: try envelope.wireBytes(payload: payload))
         let (decision, delay) = state.withLock { state in
             (state.decision, state.delay)
         }

@@ -58,16 +58,12 @@ package enum IdempotencyKeys {
 
     /// Lowercase hex sha256 of the payload's canonical encoding.
     package static func fingerprint(_ payload: RawEventPayload) throws(ProtocolEncodingError) -> String {
-        switch payload {
-        case .event(let event): return try fingerprint(of: event)
-        case .checkIn(let request): return try fingerprint(of: request)
-        case .checkOut(let request): return try fingerprint(of: request)
-        case .heartbeat(let request): return try fingerprint(of: request)
-        }
+        fingerprint(try PreEncoded(payload))
     }
 
-    package static func fingerprint<T: Encodable>(of value: T) throws(ProtocolEncodingError) -> String {
-        sha256Hex(try ProtocolCodec.canonical.encode(value))
+    /// The same, from a payload already encoded (the gateway then produces that encoding too).
+    package static func fingerprint(_ payload: PreEncoded<RawEventPayload>) -> String {
+        sha256Hex(payload.bytes(.canonical))
     }
 
     package static func sha256Hex(_ bytes: [UInt8]) -> String {

@@ -48,7 +48,8 @@ final class OrderedJSONEncoder: Encoder {
         OrderedSingleValueContainer(encoder: self)
     }
 
-    fileprivate func set(_ value: EncodedValue) {
+    /// Replaces what this encoder produced (a single value, or a `PreEncoded` tree).
+    func set(_ value: EncodedValue) {
         storage = value
     }
 }

@@ -41,7 +41,12 @@ public struct ProtocolCodec: Sendable {
         } catch {
             throw Self.encodingError(from: error)
         }
-        return JSONWriter.write(tree, layout: layout)
+        return write(tree)
+    }
+
+    /// An encoded tree's bytes in this codec's layout.
+    func write(_ tree: EncodedValue) -> [UInt8] {
+        JSONWriter.write(tree, layout: layout)
     }
 
     public func encodeToString<T: Encodable>(_ value: T) throws(ProtocolEncodingError) -> String {

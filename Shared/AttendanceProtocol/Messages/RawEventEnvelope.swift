@@ -97,6 +97,24 @@ public struct RawEventEnvelope: TopicMessage {
     }
 
     public func encode(to encoder: any Encoder) throws {
+        try encode(to: encoder, payload: payload)
+    }
+
+    /// The wire bytes of this envelope with its payload written from `encodedPayload` (which must
+    /// hold this envelope's payload) instead of encoded again: the same bytes as
+    /// `ProtocolCodec.wire.encode(self)`.
+    public func wireBytes(payload encodedPayload: PreEncoded<RawEventPayload>) throws(ProtocolEncodingError) -> [UInt8] {
+        assert(encodedPayload.value == payload, "the pre-encoded payload is another envelope's")
+        return try ProtocolCodec.wire.encode(WithEncodedPayload(envelope: self, payload: encodedPayload))
+    }
+
+    private struct WithEncodedPayload: Encodable {
+        let envelope: RawEventEnvelope
+        let payload: PreEncoded<RawEventPayload>
+        func encode(to encoder: any Encoder) throws { try envelope.encode(to: encoder, payload: payload) }
+    }
+
+    private func encode(to encoder: any Encoder, payload encodedPayload: some Encodable) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(Self.schemaVersion, forKey: .schemaVersion)
         try c.encode(requestId, forKey: .requestId)
@@ -109,12 +127,7 @@ public struct RawEventEnvelope: TopicMessage {
         try c.encodeTimestamp(receivedAt, forKey: .receivedAt)
         try c.encode(payloadFingerprint, forKey: .payloadFingerprint)
         try c.encode(payload.kind, forKey: .kind)
-        switch payload {
-        case .event(let event): try c.encode(event, forKey: .payload)
-        case .checkIn(let request): try c.encode(request, forKey: .payload)
-        case .checkOut(let request): try c.encode(request, forKey: .payload)
-        case .heartbeat(let request): try c.encode(request, forKey: .payload)
-        }
+        try c.encode(encodedPayload, forKey: .payload)
     }
 }
 
@@ -130,12 +143,22 @@ public enum RawEventKind: String, ClosedWireEnum {
     case heartbeat
 }
 
-/// The device's request body, one case per endpoint.
-public enum RawEventPayload: Hashable, Sendable {
+/// The device's request body, one case per endpoint. It encodes as the body itself (the envelope's
+/// `kind` says which one it is).
+public enum RawEventPayload: Hashable, Sendable, Encodable {
     case event(AttendanceEvent)
     case checkIn(CheckInRequest)
     case checkOut(CheckOutRequest)
     case heartbeat(HeartbeatRequest)
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .event(let event): try event.encode(to: encoder)
+        case .checkIn(let request): try request.encode(to: encoder)
+        case .checkOut(let request): try request.encode(to: encoder)
+        case .heartbeat(let request): try request.encode(to: encoder)
+        }
+    }
 
     public var kind: RawEventKind {
         switch self {

@@ -5,7 +5,8 @@ import KafkaClient
 /// call returns once the message is durable (the broker's delivery report) and throws otherwise,
 /// in which case the device is answered 503 and keeps the event.
 package protocol GatewayPublisher: Sendable {
-    func publish(_ envelope: RawEventEnvelope) async throws
+    /// `payload` is the envelope's payload already encoded (for its fingerprint): produced as is.
+    func publish(_ envelope: RawEventEnvelope, payload: PreEncoded<RawEventPayload>) async throws
     func publish(_ batch: DeviceTelemetryBatch) async throws
 }
 
@@ -20,8 +21,9 @@ package struct KafkaGatewayPublisher: GatewayPublisher {
         self.topics = topics
     }
 
-    package func publish(_ envelope: RawEventEnvelope) async throws {
-        try await send(envelope, topic: topics.rawEvents)
+    package func publish(_ envelope: RawEventEnvelope, payload: PreEncoded<RawEventPayload>) async throws {
+        let value = try envelope.wireBytes(payload: payload)
+        try await producer.send(KafkaOutgoingMessage(topic: topics.rawEvents, key: envelope.partitionKey.value, value: value))
     }
 
     package func publish(_ batch: DeviceTelemetryBatch) async throws {

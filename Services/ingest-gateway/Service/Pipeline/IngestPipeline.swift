@@ -60,12 +60,14 @@ package final class IngestPipeline: Sendable {
 
     package func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
         let key = submission.idempotencyKey
-        let fingerprint: String
+        // Encoded once: the fingerprint hashes it and the producer sends it inside the envelope.
+        let encodedPayload: PreEncoded<RawEventPayload>
         do {
-            fingerprint = try IdempotencyKeys.fingerprint(submission.payload)
+            encodedPayload = try PreEncoded(submission.payload)
         } catch {
             return .problem(.validation([FieldError(field: error.path, reason: error.reason)]), replayed: false)
         }
+        let fingerprint = IdempotencyKeys.fingerprint(encodedPayload)
         switch table.begin(
             key: key, deviceId: submission.device.deviceId, fingerprint: fingerprint, requestId: submission.requestId,
             eventTime: submission.payload.eventTime, now: now
@@ -87,7 +89,7 @@ package final class IngestPipeline: Sendable {
             gatewayInstance: instanceId, receivedAt: now, payloadFingerprint: fingerprint, payload: submission.payload
         )
         do {
-            try await publisher.publish(envelope)
+            try await publisher.publish(envelope, payload: encodedPayload)
         } catch {
             table.abandon(key: key, requestId: submission.requestId)
             GatewayMetrics.produceFailures.increment()
