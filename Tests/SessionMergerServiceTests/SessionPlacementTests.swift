@@ -41,6 +41,29 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test func aSessionKeyKeepsTheFirstSiteItWasSeenAtWhicheverReplicaRemembersIt() async throws {
+            try await MergerDB.run { db in
+                let replica = VettedBatchProcessor(
+                    client: db.client, configuration: db.configuration, deadLetters: db.deadLetters, logger: MergerDB.logger)
+                let user = "u-\(token())", first = "site-a-\(token())", second = "site-b-\(token())", sessionKey = "sk-\(token())"
+                let now = Date()
+                try await db.process([Make.checkIn(user: user, site: first, at: now.minus(minutes: 30), sessionKey: sessionKey)], from: 0)
+                // Another replica sees the same session key with another site: the stored site stays,
+                // and the replica must not remember the site it tried to store.
+                try await db.process(
+                    [Make.checkIn(user: user, site: second, at: now.minus(minutes: 20), sessionKey: sessionKey)], from: 1,
+                    with: replica)
+                let onReplica = try await db.process(
+                    [Make.heartbeat(user: user, at: now.minus(minutes: 10), sessionKey: sessionKey)], from: 2, with: replica)
+                let onFirst = try await db.process([Make.heartbeat(user: user, at: now.minus(minutes: 5), sessionKey: sessionKey)], from: 3)
+                #expect(onReplica.verdicts.map(\.siteId) == [first])
+                #expect(onFirst.verdicts.map(\.siteId) == [first])
+                let rows = try await db.count(
+                    "SELECT count(*)::int FROM session_keys WHERE user_id = \(user) AND session_key = \(sessionKey) AND site_id = \(first)")
+                #expect(rows == 1)
+            }
+        }
+
         @Test func outOfOrderEventsGiveTheSameSessionsAsInOrder() async throws {
             let site = "site-\(token())"
             // The check-out overtakes its check-in: the registry says where the user works.

@@ -113,6 +113,37 @@ final class TimelineCache: Sendable {
     var count: Int { entries.withLock { $0.count } }
 }
 
+/// The site of each (user, device session key) known to be stored in `session_keys`. A stored row
+/// never changes (the first site seen wins) and is never deleted, so an entry never goes stale: a
+/// batch neither looks up nor inserts a key found here. Filled only after a commit; emptied when full.
+final class SessionKeySiteCache: Sendable {
+    private let entries = Mutex<[MergerStore.UserSessionKey: String]>([:])
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// The cached sites of `keys` (the keys not found are not in the result).
+    func sites(of keys: some Sequence<MergerStore.UserSessionKey>) -> [MergerStore.UserSessionKey: String] {
+        entries.withLock { entries in
+            var found: [MergerStore.UserSessionKey: String] = [:]
+            for key in keys { if let site = entries[key] { found[key] = site } }
+            return found
+        }
+    }
+
+    /// After the transaction that read or wrote them committed.
+    func store(_ sites: [MergerStore.UserSessionKey: String]) {
+        guard capacity > 0, !sites.isEmpty else { return }
+        entries.withLock { entries in
+            if entries.count + sites.count > capacity { entries.removeAll(keepingCapacity: true) }
+            // A site already cached is the stored one: keep it (an insert of another site did nothing).
+            entries.merge(sites) { cached, _ in cached }
+        }
+    }
+}
+
 /// The SQL of the merger's tables, on a connection inside a transaction.
 enum MergerStore {
     // MARK: Reading
@@ -473,18 +504,27 @@ enum MergerStore {
         }
     }
 
-    /// Remembers the site of each (user, device session key) first seen with one.
-    static func insertSessionKeys(_ entries: [UserSessionKey: String], on connection: PostgresConnection, logger: Logger) async throws {
-        guard !entries.isEmpty else { return }
+    /// Remembers the site of each (user, device session key) first seen with one. Returns the entries
+    /// stored now (a key stored before keeps its first site and is not returned).
+    static func insertSessionKeys(
+        _ entries: [UserSessionKey: String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [UserSessionKey: String] {
+        guard !entries.isEmpty else { return [:] }
         let sorted = entries.sorted { ($0.key.userId, $0.key.sessionKey) < ($1.key.userId, $1.key.sessionKey) }
-        try await connection.query(
+        let rows = try await connection.query(
             """
             INSERT INTO session_keys (user_id, session_key, site_id)
             SELECT * FROM UNNEST(\(sorted.map(\.key.userId))::text[], \(sorted.map(\.key.sessionKey))::text[], \(sorted.map(\.value))::text[])
             ON CONFLICT (user_id, session_key) DO NOTHING
+            RETURNING user_id, session_key, site_id
             """,
             logger: logger
         )
+        var stored: [UserSessionKey: String] = [:]
+        for try await (user, key, site) in rows.decode((String, String, String).self) {
+            stored[UserSessionKey(userId: user, sessionKey: key)] = site
+        }
+        return stored
     }
 
     /// Writes timelines back: updates rows at their loaded version, inserts new ones. Throws

@@ -45,6 +45,7 @@ package final class VettedBatchProcessor: Sendable {
     private let clock: @Sendable () -> Date
     private let userSites: @Sendable (String) -> [String]?
     private let timelineCache: TimelineCache
+    private let sessionKeySites: SessionKeySiteCache
 
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
@@ -61,6 +62,8 @@ package final class VettedBatchProcessor: Sendable {
         self.clock = clock
         self.userSites = userSites
         self.timelineCache = TimelineCache(capacity: configuration.timelineCacheCapacity)
+        // Keys are far fewer than events (one per device session); the same bound serves.
+        self.sessionKeySites = SessionKeySiteCache(capacity: configuration.timelineCacheCapacity)
     }
 
     /// Timelines held in memory between batches.
@@ -89,6 +92,7 @@ package final class VettedBatchProcessor: Sendable {
             try await self.apply(decoded, nextOffsets: nextOffsets, now: self.clock(), on: connection)
         }
         timelineCache.store(outcome.timelines)
+        sessionKeySites.store(outcome.sessionKeySites)
         return VettedBatchResult(
             verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes, nextOffsets: nextOffsets,
             attempts: attempts)
@@ -164,6 +168,8 @@ package final class VettedBatchProcessor: Sendable {
         var changes: [SessionDelta]
         /// The timelines written, at the version they had before (for the cache).
         var timelines: [MergerStore.TimelineKey: LoadedTimeline]
+        /// Session keys this transaction found or stored in `session_keys`, with their site.
+        var sessionKeySites: [MergerStore.UserSessionKey: String]
     }
 
     private func apply(
@@ -186,7 +192,10 @@ package final class VettedBatchProcessor: Sendable {
             }
         }
         wantedKeys.subtract(batchKeySites.keys)
-        let storedKeySites = try await MergerStore.sitesOfSessionKeys(wantedKeys, on: connection, logger: logger)
+        let cachedKeySites = sessionKeySites.sites(of: wantedKeys.union(batchKeySites.keys))
+        var storedKeySites = try await MergerStore.sitesOfSessionKeys(
+            wantedKeys.filter { cachedKeySites[$0] == nil }, on: connection, logger: logger)
+        storedKeySites.merge(cachedKeySites) { stored, _ in stored }
         // A session key nobody has seen yet (its check-in is late): the user's only site, from the
         // registry, else from the user's timelines.
         var userFallback: [String: String] = [:]
@@ -342,11 +351,13 @@ package final class VettedBatchProcessor: Sendable {
         }
 
         try await MergerStore.insertEvents(events, on: connection, logger: logger)
-        try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
+        let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
         try await MergerStore.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection, logger: logger)
-        return TransactionOutcome(verdicts: verdicts, changes: changes, timelines: timelines)
+        return TransactionOutcome(
+            verdicts: verdicts, changes: changes, timelines: timelines,
+            sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored })
     }
 
     /// The site the envelope or the body names (events and check-ins always do).
