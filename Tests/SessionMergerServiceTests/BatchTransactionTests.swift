@@ -71,6 +71,36 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test func aRedeliveredKeyAmongNewOnesIsAnsweredFromItsRecord() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())", now = Date()
+                let checkIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sessionKey)
+                let first = try await db.process([checkIn], from: 0)
+                #expect(first.attempts == 1)
+
+                // Tried as all new, the insert finds the check-in recorded: the batch is decided again
+                // with its keys looked up.
+                let mixed = try await db.process(
+                    [
+                        Make.heartbeat(user: user, at: now.minus(minutes: 20), sessionKey: sessionKey), checkIn,
+                        Make.heartbeat(user: user, at: now.minus(minutes: 15), sessionKey: sessionKey),
+                    ], from: 1)
+                #expect(mixed.verdicts.map(\.outcome) == [.accepted, .duplicate, .accepted])
+                #expect(mixed.verdicts[1].serverReceiptId == first.verdicts.first?.serverReceiptId)
+                #expect(mixed.attempts == 2)
+                // After a redelivery the next batch is looked up first (once), then tried as all new again.
+                for offset in Int64(4)...5 {
+                    let next = try await db.process(
+                        [Make.heartbeat(user: user, at: now.minus(minutes: Double(14 - offset)), sessionKey: sessionKey)], from: offset)
+                    #expect(next.verdicts.map(\.outcome) == [.accepted])
+                    #expect(next.attempts == 1)
+                }
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user)") == 5)
+                #expect(try await db.sessions(user: user).count == 1)
+                #expect(try await db.storedOffset() == 6)
+            }
+        }
+
         @Test func aDifferentPayloadUnderTheSameKeyIsAMismatch() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", key = newKey(), now = Date()

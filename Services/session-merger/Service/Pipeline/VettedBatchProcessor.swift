@@ -5,6 +5,7 @@ import Logging
 import PostgresNIO
 import ServiceRuntime
 import SessionMergerCore
+import Synchronization
 
 /// What one batch did, after its transaction committed.
 package struct VettedBatchResult: Sendable {
@@ -23,10 +24,13 @@ package struct VettedBatchResult: Sendable {
 /// Turns a polled batch of `attendance.events.vetted` messages into ONE PostgreSQL transaction:
 ///
 /// 1. decode; undecodable messages become dead letters (sent before the transaction);
-/// 2. look the idempotency keys up in `merger.events`: a key recorded earlier, or earlier in this
-///    batch, is not applied again; it is answered `duplicate` (same fingerprint, accepted original:
-///    the original receipt and session), `rejected` (same fingerprint, rejected original: its
-///    reasons and action) or `payloadMismatch` (different fingerprint);
+/// 2. a key recorded earlier, or earlier in this batch, is not applied again; it is answered
+///    `duplicate` (same fingerprint, accepted original: the original receipt and session),
+///    `rejected` (same fingerprint, rejected original: its reasons and action) or `payloadMismatch`
+///    (different fingerprint). Keys recorded earlier are found in `merger.events` only when needed:
+///    a batch is first tried as all new, and the events insert itself reports a key already there
+///    (`ON CONFLICT DO NOTHING`); then that transaction is rolled back and the batch is decided
+///    again with the keys looked up first (a redelivery, after a device retry or a restart);
 /// 3. policy-rejected events and events without a site are recorded `rejected` (409) and never
 ///    reach a timeline;
 /// 4. accepted events are applied to the `SessionTimeline` of their (user, site), loaded and locked
@@ -46,6 +50,8 @@ package final class VettedBatchProcessor: Sendable {
     private let userSites: @Sendable (String) -> [String]?
     private let timelineCache: TimelineCache
     private let sessionKeySites: SessionKeySiteCache
+    /// The last batch held keys recorded before it: look the next one's keys up first.
+    private let redeliveriesSeen = Atomic<Bool>(false)
 
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
@@ -85,12 +91,30 @@ package final class VettedBatchProcessor: Sendable {
     package func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
         let (decoded, letters) = await decode(messages, failedAt: clock())
         let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
-        let (outcome, attempts) = try await BatchTransaction.run(
-            client: client, deadLetters: letters, to: deadLetters, retries: configuration.conflictRetries, logger: logger,
-            isConflict: { $0 is MergerWriteConflict }
-        ) { connection in
-            try await self.apply(decoded, nextOffsets: nextOffsets, now: self.clock(), on: connection)
+        func transaction(_ letters: [DeadLetter], lookUpRecorded: Bool) async throws -> (TransactionOutcome, Int) {
+            try await BatchTransaction.run(
+                client: client, deadLetters: letters, to: deadLetters, retries: configuration.conflictRetries, logger: logger,
+                isConflict: { $0 is MergerWriteConflict }
+            ) { connection in
+                try await self.apply(
+                    decoded, nextOffsets: nextOffsets, now: self.clock(), lookUpRecorded: lookUpRecorded, on: connection)
+            }
         }
+        let outcome: TransactionOutcome, attempts: Int
+        if redeliveriesSeen.load(ordering: .relaxed) {
+            (outcome, attempts) = try await transaction(letters, lookUpRecorded: true)
+        } else {
+            do {
+                (outcome, attempts) = try await transaction(letters, lookUpRecorded: false)
+            } catch is RecordedKeysInBatch {
+                // The dead letters went out with the first try.
+                let (retried, retries) = try await transaction([], lookUpRecorded: true)
+                (outcome, attempts) = (retried, retries + 1)
+            }
+        }
+        // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
+        // holds none.
+        redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
         timelineCache.store(outcome.timelines)
         sessionKeySites.store(outcome.sessionKeySites)
         return VettedBatchResult(
@@ -163,6 +187,9 @@ package final class VettedBatchProcessor: Sendable {
         case accepted(AttendanceFact)
     }
 
+    /// A batch tried as all new holds keys recorded before it: decide it again knowing them.
+    struct RecordedKeysInBatch: Error {}
+
     struct TransactionOutcome {
         var verdicts: [AttendanceVerdict]
         var changes: [SessionDelta]
@@ -170,14 +197,19 @@ package final class VettedBatchProcessor: Sendable {
         var timelines: [MergerStore.TimelineKey: LoadedTimeline]
         /// Session keys this transaction found or stored in `session_keys`, with their site.
         var sessionKeySites: [MergerStore.UserSessionKey: String]
+        /// Keys of the batch recorded before it (looked up first; 0 when the batch was tried as all new).
+        var recordedBefore: Int
     }
 
     private func apply(
-        _ batch: [DecodedMessage], nextOffsets: [TopicPartition: Int64], now: Date, on connection: PostgresConnection
+        _ batch: [DecodedMessage], nextOffsets: [TopicPartition: Int64], now: Date, lookUpRecorded: Bool,
+        on connection: PostgresConnection
     ) async throws -> TransactionOutcome {
         let logger = self.logger
         let policy = configuration.policy
-        let recorded = try await MergerStore.recordedEvents(keys: Array(Set(batch.map(\.key))), on: connection, logger: logger)
+        let recorded =
+            lookUpRecorded
+            ? try await MergerStore.recordedEvents(keys: Array(Set(batch.map(\.key))), on: connection, logger: logger) : [:]
 
         // Sites of device session keys: this batch's events first, then the table.
         var batchKeySites: [MergerStore.UserSessionKey: String] = [:]
@@ -350,14 +382,20 @@ package final class VettedBatchProcessor: Sendable {
             }
         }
 
-        try await MergerStore.insertEvents(events, on: connection, logger: logger)
+        let inserted = try await MergerStore.insertEvents(events, on: connection, logger: logger)
+        if inserted < events.count {
+            // Keys looked up first and recorded since: a concurrent transaction (retried as a conflict).
+            // Not looked up: recorded before this batch, which was decided as all new.
+            guard lookUpRecorded else { throw RecordedKeysInBatch() }
+            throw MergerWriteConflict(what: "\(events.count - inserted) idempotency keys were recorded by a concurrent transaction")
+        }
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
         try await MergerStore.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection, logger: logger)
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
-            sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored })
+            sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)
     }
 
     /// The site the envelope or the body names (events and check-ins always do).
