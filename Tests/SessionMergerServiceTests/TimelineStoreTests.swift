@@ -41,6 +41,34 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test func aStoredHeaderIsFoundationsSortedJSONAndRowsWrittenByFoundationStillRead() async throws {
+            try await MergerDB.run { db in
+                let user = "u/\(token())", site = "site/\(token())", sessionKey = "sk-\(token())", now = Date()
+                try await db.process(
+                    [
+                        Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sessionKey),
+                        Make.heartbeat(user: user, at: now.minus(minutes: 20), sessionKey: sessionKey),
+                        Make.checkOut(user: user, at: now.minus(minutes: 10), sessionKey: sessionKey),
+                    ], from: 0)
+                let rows = try await db.client.query(
+                    "SELECT state FROM timelines WHERE user_id = \(user) AND site_id = \(site)", logger: MergerDB.logger)
+                var stored: [String] = []
+                for try await state in rows.decode(String.self) { stored.append(state) }
+                let state = try #require(stored.first)
+                let header = try #require(try StoredTimeline.header(from: state))
+                #expect(header.userId == user && header.siteId == site)
+
+                // What Foundation's encoder wrote for the same header (rows stored before this codec).
+                struct Envelope: Encodable { var format: Int, header: TimelineState.Header }
+                let foundation = JSONEncoder()
+                foundation.outputFormatting = .sortedKeys
+                let old = String(decoding: try foundation.encode(Envelope(format: StoredTimeline.format, header: header)), as: UTF8.self)
+                #expect(old.contains(#"\/"#)) // Foundation escapes the slash; the codec does not
+                #expect(state == old.replacingOccurrences(of: #"\/"#, with: "/"))
+                #expect(try StoredTimeline.header(from: old) == header)
+            }
+        }
+
         @Test func aTimelineSavedAtAVersionItNoLongerHasIsAWriteConflict() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())"

@@ -47,16 +47,17 @@ enum StoredTimeline {
         var header: TimelineState.Header
     }
 
+    /// Sorted members, no whitespace: the protocol codec's canonical layout, the bytes Foundation's
+    /// `JSONEncoder` with `.sortedKeys` wrote before but for its `\/` escapes (rows written either
+    /// way read back the same).
     static func encode(_ header: TimelineState.Header) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: try encoder.encode(Envelope(format: format, header: header)), as: UTF8.self)
+        try ProtocolCodec.canonical.encodeToString(Envelope(format: format, header: header))
     }
 
     /// The header of a row written in this format; nil for a row holding a whole `TimelineState`.
     static func header(from state: String) throws -> TimelineState.Header? {
         guard state.hasPrefix("{\"format\":") else { return nil }
-        let envelope = try JSONDecoder().decode(Envelope.self, from: Data(state.utf8))
+        let envelope = try ProtocolCodec.wire.decode(Envelope.self, from: state)
         guard envelope.format == format else {
             throw StoredTimelineError(description: "timeline row format \(envelope.format) is not \(format)")
         }
