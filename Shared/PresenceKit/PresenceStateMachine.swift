@@ -492,12 +492,15 @@ public struct PresenceStateMachine: Sendable {
     // MARK: Check-in / check-out
 
     /// Weak evidence at a gate: remembered (the first moment becomes the check-in's time) until the
-    /// device comes to rest or `dwellWindowMs` passes without it.
+    /// device comes to rest or `dwellWindowMs` passes without it. Of a site's evidence, the strongest
+    /// beacon is kept: the gate the person came through, not the one nearest where they sat down.
     mutating func noteDwellEvidence(_ weak: BeaconCandidate, at now: Timestamp) {
-        if dwellCandidate?.siteIndex != weak.siteIndex || now - dwellLastAt > config.dwellWindowMs {
+        if let held = dwellCandidate, held.siteIndex == weak.siteIndex, now - dwellLastAt <= config.dwellWindowMs {
+            if weak.smoothedRssi > held.smoothedRssi { dwellCandidate = weak }
+        } else {
             dwellSince = now
+            dwellCandidate = weak
         }
-        dwellCandidate = weak
         dwellLastAt = now
     }
 
