@@ -44,6 +44,15 @@ struct StateMachineTests {
         #expect(checkIn.tStart == atGate + 2_000 && checkIn.timestamp == checkIn.tStart) // the third reading
         #expect(checkIn.decidedAt == arrived.now)
 
+        // Walking in past another gate of the site, heard weakly near the desk: the check-in names the
+        // gate the person came through (the strongest evidence), not the last one heard.
+        var throughA = try DeviceHarness(config: Self.continuous)
+        try throughA.arrive()
+        try throughA.run(seconds: 6) { _ in [(World.gateA, -72), (World.gateB, -84)] }
+        try throughA.run(seconds: 20) { _ in [(World.gateA, nil), (World.gateB, -80)] }
+        try throughA.send(.motionActivity(.stationary))
+        #expect(throughA.checkIns.map(\.beacon.minor) == [World.gateA.minor])
+
         // A passer-by heard at the same level keeps walking: no check-in, and a stop after the dwell
         // window is not a stop at the gate.
         var passerBy = try DeviceHarness(config: Self.continuous)
