@@ -88,6 +88,34 @@ struct CoreTests {
         #expect(await task.value == nil)
     }
 
+    @Test func eachWaitEndsAtItsOwnDeadlineWhateverOtherWaitsArePending() async {
+        let table = IdempotencyTable()
+        for key in ["long", "short"] { _ = table.begin(key: key, deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil) }
+        async let long = table.waitForOutcome(key: "long", timeout: .seconds(30))
+        try? await Task.sleep(for: .milliseconds(20))
+        // A shorter wait queued behind a longer one still ends at its own deadline.
+        let start = ContinuousClock.now
+        #expect(await table.waitForOutcome(key: "short", timeout: .milliseconds(100)) == nil)
+        let waited = ContinuousClock.now - start
+        #expect(waited >= .milliseconds(100) && waited < .seconds(5))
+        table.complete(key: "long", outcome: Self.outcome())
+        #expect(await long?.outcome == .accepted)
+
+        // Many waits at once all end, completed or timed out.
+        let keys = (0..<500).map { "many-\($0)" }
+        for key in keys { _ = table.begin(key: key, deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil) }
+        await withTaskGroup(of: Bool.self) { group in
+            for (i, key) in keys.enumerated() {
+                group.addTask { await table.waitForOutcome(key: key, timeout: .milliseconds(i % 2 == 0 ? 50 : 5_000)) != nil }
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+            for (i, key) in keys.enumerated() where i % 2 == 1 { table.complete(key: key, outcome: Self.outcome()) }
+            var answered = 0
+            for await got in group where got { answered += 1 }
+            #expect(answered == 250)
+        }
+    }
+
     @Test func tokenBucket() {
         let limiter = DeviceRateLimiter(settings: TokenBucketConfiguration(ratePerSecond: 2, burst: 3))
         let t0 = ContinuousClock.now

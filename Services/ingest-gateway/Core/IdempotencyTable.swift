@@ -123,7 +123,9 @@ package struct IdempotencyTableConfiguration: Sendable, Hashable {
 /// their verdict) or finished (with the outcome, for replays and the status endpoint).
 ///
 /// One `Mutex` guards the dictionary; waiting is a continuation per waiter, resumed by `complete`,
-/// `abandon` or the waiter's own timeout/cancellation, whichever comes first.
+/// `abandon`, its cancellation or its deadline, whichever comes first. Deadlines are kept in one
+/// queue that a single sweeper task ends (it runs while waits are pending): a wait costs no task
+/// and no timer of its own.
 package final class IdempotencyTable: Sendable {
     package let settings: IdempotencyTableConfiguration
     private let state = Mutex(State())
@@ -138,6 +140,49 @@ package final class IdempotencyTable: Sendable {
     struct State {
         var slots: [String: Slot] = [:]
         var nextWaiter: UInt64 = 0
+        var deadlines = DeadlineQueue()
+        /// A sweeper task is running (it stops when no deadline is left).
+        var sweeping = false
+    }
+
+    /// Pending waits by deadline, earliest first. A wait that ended otherwise stays until its
+    /// deadline and is skipped then.
+    struct DeadlineQueue {
+        struct Item {
+            var at: ContinuousClock.Instant
+            var key: String
+            var waiter: UInt64
+        }
+
+        private var items: [Item] = []
+        private var head = 0
+
+        var first: Item? { head < items.count ? items[head] : nil }
+
+        mutating func insert(_ item: Item) {
+            // Waits share one timeout, so a deadline is almost always the latest.
+            if let last = items.last, last.at > item.at {
+                var low = head, high = items.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if items[mid].at <= item.at { low = mid + 1 } else { high = mid }
+                }
+                items.insert(item, at: low)
+            } else {
+                items.append(item)
+            }
+        }
+
+        mutating func removeFirst() {
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1_024, head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+        }
     }
 
     package init(settings: IdempotencyTableConfiguration = IdempotencyTableConfiguration()) {
@@ -206,15 +251,32 @@ package final class IdempotencyTable: Sendable {
     package func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
         if let outcome = state.withLock({ $0.slots[key]?.entry.outcome }) { return outcome }
         guard timeout > .zero else { return nil }
-        return await withTaskGroup(of: RecordedOutcome?.self) { group in
-            group.addTask { await self.waitUntilCompleted(key: key) }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
+        let deadline = ContinuousClock.now + timeout
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter &+= 1
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<RecordedOutcome?, Never>) in
+                let (immediate, startSweeper) = state.withLock { state -> (RecordedOutcome??, Bool) in
+                    guard var slot = state.slots[key] else { return (.some(nil), false) }
+                    if let outcome = slot.entry.outcome { return (.some(outcome), false) }
+                    // Checked under the lock the cancellation handler takes: either the handler
+                    // finds this waiter, or this sees the cancellation.
+                    if Task.isCancelled { return (.some(nil), false) }
+                    slot.waiters[id] = continuation
+                    state.slots[key] = slot
+                    state.deadlines.insert(DeadlineQueue.Item(at: deadline, key: key, waiter: id))
+                    let start = !state.sweeping
+                    state.sweeping = true
+                    return (.none, start)
+                }
+                if case .some(let outcome) = immediate { continuation.resume(returning: outcome) }
+                if startSweeper { Task { await self.endWaitsAtTheirDeadlines() } }
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        } onCancel: {
+            let waiter = state.withLock { $0.slots[key]?.waiters.removeValue(forKey: id) }
+            waiter?.resume(returning: nil)
         }
     }
 
@@ -268,30 +330,31 @@ package final class IdempotencyTable: Sendable {
         return dropped
     }
 
-    private func waitUntilCompleted(key: String) async -> RecordedOutcome? {
-        let id = state.withLock { state -> UInt64 in
-            state.nextWaiter &+= 1
-            return state.nextWaiter
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<RecordedOutcome?, Never>) in
-                let immediate = state.withLock { state -> RecordedOutcome?? in
-                    guard var slot = state.slots[key] else { return .some(nil) }
-                    if let outcome = slot.entry.outcome { return .some(outcome) }
-                    // Checked under the lock the cancellation handler takes: either the handler
-                    // finds this waiter, or this sees the cancellation.
-                    if Task.isCancelled { return .some(nil) }
-                    slot.waiters[id] = continuation
-                    state.slots[key] = slot
-                    return .none
+    /// Ends each pending wait at its deadline (up to `sweepGranularity` late); returns when none is left.
+    private func endWaitsAtTheirDeadlines() async {
+        while true {
+            let (due, next) = state.withLock { state -> ([CheckedContinuation<RecordedOutcome?, Never>], ContinuousClock.Instant?) in
+                let now = ContinuousClock.now
+                var due: [CheckedContinuation<RecordedOutcome?, Never>] = []
+                while let first = state.deadlines.first, first.at <= now {
+                    state.deadlines.removeFirst()
+                    if let waiter = state.slots[first.key]?.waiters.removeValue(forKey: first.waiter) { due.append(waiter) }
                 }
-                if case .some(let outcome) = immediate { continuation.resume(returning: outcome) }
+                guard let first = state.deadlines.first else {
+                    state.sweeping = false
+                    return (due, nil)
+                }
+                return (due, first.at)
             }
-        } onCancel: {
-            let waiter = state.withLock { $0.slots[key]?.waiters.removeValue(forKey: id) }
-            waiter?.resume(returning: nil)
+            for waiter in due { waiter.resume(returning: nil) }
+            guard let next else { return }
+            let now = ContinuousClock.now
+            try? await Task.sleep(until: min(max(next, now + Self.sweepGranularity), now + .milliseconds(100)), clock: .continuous)
         }
     }
+
+    /// The sweeper sleeps at least this long between rounds: waits end at most this much late.
+    static let sweepGranularity = Duration.milliseconds(10)
 
     static func seconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
