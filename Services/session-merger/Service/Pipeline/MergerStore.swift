@@ -451,9 +451,8 @@ enum MergerStore {
         }
     }
 
-    /// Inserts new events. Throws `MergerWriteConflict` when a key was recorded meanwhile by another
-    /// transaction (the retry then answers it as a duplicate).
-    /// Inserts the rows whose key is not recorded yet; returns how many were inserted.
+    /// Inserts the rows whose key is not recorded yet; returns how many were inserted (fewer than the
+    /// rows: a key was recorded before, by an earlier batch or a concurrent transaction).
     static func insertEvents(_ rows: [EventRow], on connection: PostgresConnection, logger: Logger) async throws -> Int {
         guard !rows.isEmpty else { return 0 }
         let c = try EventColumns(rows)
