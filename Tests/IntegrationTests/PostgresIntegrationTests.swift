@@ -83,6 +83,25 @@ struct PostgresIntegrationTests {
         }
     }
 
+    @Test func aPoolsConnectionsCarryTheirServicesName() async throws {
+        var settings = try LocalStack.postgres
+        settings.searchPath = ["public"]
+        settings.applicationName = "it-app-\(UInt32.random(in: 0...UInt32.max))"
+        let client = settings.makeClient(logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let rows = try await client.query(
+                "SELECT current_setting('application_name'), current_setting('search_path')", logger: logger)
+            var seen: [(String, String)] = []
+            for try await row in rows.decode((String, String).self) { seen.append(row) }
+            // Both startup parameters reach the server, the name beside the search path.
+            #expect(seen.count == 1)
+            #expect(seen.first?.0 == settings.applicationName)
+            #expect(seen.first?.1 == "public")
+        }
+    }
+
     @Test func editedMigrationIsRefused() async throws {
         let service = "it_edit_\(UInt32.random(in: 0...UInt32.max))"
         try await LocalStack.withPostgres { db in

@@ -38,6 +38,12 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test func aReceiptIsTheFirst128BitsOfTheKeysSHA256InLowercaseHex() {
+            // Receipts recorded by earlier versions must be derived again identically: a fixed vector.
+            #expect(ServerReceipt.id(forIdempotencyKey: "abc") == "rcpt_ba7816bf8f01cfea414140de5dae2223")
+            #expect(ServerReceipt.id(forIdempotencyKey: "") == "rcpt_e3b0c44298fc1c149afbf4c8996fb924")
+        }
+
         @Test func theSameEventThreeTimesIsRecordedOnceAndAnsweredWithTheOriginalReceipt() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", key = newKey(), now = Date()

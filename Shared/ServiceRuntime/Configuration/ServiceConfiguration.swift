@@ -78,6 +78,7 @@ public struct ServiceConfiguration: Sendable {
             ),
             postgres: try PostgresConfiguration.load(from: env)
         )
+        configuration.postgres.applicationName = service
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
         configuration.topics = TopicNames.load(from: env)
         let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: 1_000, in: 0...600_000)
@@ -118,6 +119,10 @@ public struct PostgresConfiguration: Sendable, Equatable {
     /// keeps the server's. A service's queries name no schema: `ServiceKit.start` puts the service's own
     /// first, so the schema is a parameter (`MERGER_SCHEMA`, ...) and a test can give it one of its own.
     public var searchPath: [String] = []
+    /// What PostgreSQL shows as this pool's `application_name` (`pg_stat_activity`): the service's name
+    /// (`ServiceConfiguration.load`), so an operator, and the pipeline benchmark, can tell whose
+    /// connection each backend is. `nil` leaves it empty.
+    public var applicationName: String?
 
     public init(host: String, port: Int, username: String, password: String, database: String, maxConnections: Int = 20) {
         self.host = host

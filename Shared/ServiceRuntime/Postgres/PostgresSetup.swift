@@ -11,7 +11,10 @@ extension PostgresConfiguration {
         configuration.options.connectTimeout = .seconds(5)
         if !searchPath.isEmpty {
             // Unqualified table names resolve in these schemas, on every connection of the pool.
-            configuration.options.additionalStartupParameters = [("search_path", searchPath.joined(separator: ","))]
+            configuration.options.additionalStartupParameters.append(("search_path", searchPath.joined(separator: ",")))
+        }
+        if let applicationName {
+            configuration.options.additionalStartupParameters.append(("application_name", applicationName))
         }
         return PostgresClient(configuration: configuration, backgroundLogger: logger)
     }

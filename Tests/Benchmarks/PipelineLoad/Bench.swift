@@ -78,8 +78,20 @@ struct PipelineBench {
             pgbench = try await pgbenchCeiling()
         }
         if phases.contains(.merger) {
-            say("the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows…")
-            merger = try await mergerAlone()
+            // The telemetry aggregator records every verdict the merger produces (a row each): its work
+            // and its PostgreSQL's are the pipeline's, not the merger's. Paused meanwhile, it catches up after.
+            let telemetry = StackCPU.pids(of: .telemetry)
+            say(
+                "the merger alone: \(options.mergerEvents) vetted events produced to its topic, until all are rows"
+                    + (telemetry.isEmpty ? "…" : " (the telemetry aggregator paused meanwhile)…"))
+            for pid in telemetry { kill(pid, SIGSTOP) }
+            do {
+                merger = try await mergerAlone()
+                for pid in telemetry { kill(pid, SIGCONT) }
+            } catch {
+                for pid in telemetry { kill(pid, SIGCONT) }
+                throw error
+            }
             say(
                 String(
                     format: "    %.0f rows/s; cores busy %.0f %% of %d; CPU per row: ", merger!.rowsPerSecond, merger!.cpu.busyShare * 100,
@@ -124,7 +136,7 @@ struct PipelineBench {
                 say(
                     String(
                         format:
-                            "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (target >= 0.50; into merger.events, 2 clients)",
+                            "  vs pgbench %3d-row batches ......... %8.0f rows/s   ratio %.2f   (into merger.events, 2 clients)",
                         options.mergerBatch, same.rowsPerSecond, merger.rowsPerSecond / same.rowsPerSecond))
                 say(
                     String(
@@ -143,9 +155,25 @@ struct PipelineBench {
                         merger.cpu.total(perUnit: merger.rows) * 1e6, merger.cpu.cores, allowed))
                 say(
                     String(
-                        format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)",
-                        merger.cpu.seconds(of: .postgres, perUnit: merger.rows) * 1e6, same.postgresMicrosecondsPerRow))
+                        format: "  PostgreSQL's CPU per row ........... %8.0f µs   (pgbench's: %.0f µs)", merger.postgresMicrosecondsPerRow,
+                        same.postgresMicrosecondsPerRow))
+                say(
+                    String(
+                        format: "    without other services' backends %8.0f µs   (pgbench's: %.0f µs)",
+                        merger.postgresOwnMicrosecondsPerRow,
+                        same.postgresOwnMicrosecondsPerRow))
+                say("    by backend: " + PostgresCPU.line(merger.postgresByOwner, perUnits: merger.rows))
+                say("  PostgreSQL's time per merger row, by statement (pg_stat_statements):")
+                for line in StatementProfile.lines(merger.statements, perUnits: merger.rows) { say(line) }
+                say("  and per pgbench row (2 clients):")
+                for line in StatementProfile.lines(same.statements, perUnits: same.rows, limit: 3) { say(line) }
             }
+        }
+        say("")
+        for line in PerformanceBars.lines(
+            saturated: saturated.map { ($0, saturatedCPU) }, bare: bare, half: half, merger: merger, pgbench: pgbench?.sameTable)
+        {
+            say(line)
         }
     }
 
@@ -249,8 +277,17 @@ struct PipelineBench {
         var rowsPerSecond: Double
         var rows: Int
         var cpu: StackCPU.Usage
+        /// PostgreSQL's time per statement meanwhile.
+        var statements: [StatementProfile.Counters]
+        /// PostgreSQL's CPU seconds by whose backend spent them.
+        var postgresByOwner: [String: Double]
 
         var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
+        /// Without what the services' connections spent meanwhile.
+        var postgresOwnMicrosecondsPerRow: Double {
+            max(0, cpu.seconds(of: .postgres, perUnit: rows) - PostgresCPU.othersSeconds(postgresByOwner, own: "pgbench") / Double(rows))
+                * 1e6
+        }
 
         func report(_ label: String) {
             say(
@@ -262,41 +299,45 @@ struct PipelineBench {
     }
 
     private func pgbenchCeiling() async throws -> PgbenchCeiling {
-        // Keys under a prefix of this run: in the database's C collation they form one range of the
-        // primary key, so the rows are found and removed without scanning the table.
+        // The rows of this run are found and removed through their devices (an index), not scanning the table.
         let tag = "pgbench-\(UUID().uuidString.prefix(8).lowercased())-"
-        let sameTable = try await pgbench(into: "merger.events", keyPrefix: tag, clients: 2)
+        let devices = (0..<fleet.devices.count).map { "\(tag)device-\($0)" }
+        let sameTable = try await pgbench(into: "merger.events", tag: tag, clients: 2)
         sameTable.report("into merger.events, 2 clients")
-        let singleClient = try await pgbench(into: "merger.events", keyPrefix: tag, clients: 1)
+        let singleClient = try await pgbench(into: "merger.events", tag: tag, clients: 1)
         singleClient.report("into merger.events, 1 client")
         let deleted = try await postgres.query(
-            "WITH d AS (DELETE FROM merger.events WHERE idempotency_key >= \(tag) AND idempotency_key < \(tag.dropLast() + ".") RETURNING 1) SELECT count(*)::int FROM d",
+            "WITH d AS (DELETE FROM merger.events WHERE device_id = ANY(\(devices)) RETURNING 1) SELECT count(*)::int FROM d",
             logger: logger)
         for try await n in deleted.decode(Int.self) { say("    (\(n) pgbench rows removed from merger.events)") }
 
         _ = try await postgres.query("CREATE SCHEMA IF NOT EXISTS bench", logger: logger)
         _ = try await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
         _ = try await postgres.query("CREATE TABLE bench.merger_events (LIKE merger.events INCLUDING ALL)", logger: logger)
-        let emptyCopy = try await pgbench(into: "bench.merger_events", keyPrefix: tag, clients: 2)
+        let emptyCopy = try await pgbench(into: "bench.merger_events", tag: tag, clients: 2)
         emptyCopy.report("into an empty copy, 2 clients")
         _ = try? await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
         return PgbenchCeiling(sameTable: sameTable, singleClient: singleClient, emptyCopy: emptyCopy)
     }
 
-    private func pgbench(into table: String, keyPrefix: String, clients: Int) async throws -> PgbenchRun {
+    private func pgbench(into table: String, tag: String, clients: Int) async throws -> PgbenchRun {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("merger-batch-\(UUID().uuidString).sql")
-        // One transaction of `mergerBatch` rows shaped like the merger's (text keys, timestamps, a
-        // JSON envelope of the stored envelopes' average size, ~1,280 bytes), keyed uniquely per
-        // client and transaction.
+        // One transaction of `mergerBatch` rows shaped like the merger's: 64 hex digits of key spread
+        // over the whole primary key (as SHA-256 keys are), timestamps, a JSON envelope of the stored
+        // envelopes' average size (~1,280 bytes), and as many users, devices and sessions as the load's
+        // fleet. (Keys under one prefix, and one user, device and session, put every index entry of a
+        // batch in a few leaves: a cheaper insert than the merger's, whose entries land all over.)
+        // The lateral's `g * 0` makes it draw a device per row rather than once per statement.
         let envelope = String(repeating: "x", count: 1_270)
         let sql = """
             INSERT INTO \(table) (idempotency_key, request_id, user_id, device_id, site_id, kind, event_type, session_key,
               event_time, received_at, recorded_at, payload_fingerprint, outcome, http_status, server_receipt_id, session_id,
               reasons, action, decided_at, envelope, gateway_instance, source_topic, source_partition, source_offset)
-            SELECT '\(keyPrefix)' || md5(:client_id || '-' || random()::text || '-' || g), 'req', 'pgbench', 'device', 'site', 'event', 'heartbeat', 'sk',
-              now(), now(), now(), md5(g::text), 'accepted', 201, md5(random()::text || g), 'ses', '[]'::jsonb, 'none', now(),
-              json_build_object('pad', '\(envelope)'), 'pgbench', 'attendance.events.vetted', 0, g
-            FROM generate_series(1, \(options.mergerBatch)) g
+            SELECT md5(:client_id || '-' || random()::text || '-' || g) || md5(random()::text), 'req', '\(tag)user-' || d,
+              '\(tag)device-' || d, 'site', 'event', 'heartbeat', 'sk-' || d, now(), now(), now(), md5(g::text), 'accepted', 201,
+              md5(random()::text || g), '\(tag)session-' || d, '[]'::jsonb, 'none', now(), json_build_object('pad', '\(envelope)'),
+              'pgbench', 'attendance.events.vetted', 0, g
+            FROM generate_series(1, \(options.mergerBatch)) g, LATERAL (SELECT floor(random() * \(fleet.devices.count) + g * 0)::int AS d) device
             ON CONFLICT DO NOTHING;
             """
         try sql.write(to: script, atomically: true, encoding: .utf8)
@@ -316,16 +357,23 @@ struct PipelineBench {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        let statementsAtStart = await StatementProfile.snapshot(postgres, logger: logger)
+        let backendsAtStart = await PostgresCPU.snapshot(postgres, logger: logger)
         let start = StackCPU.snapshot()
         try process.run()
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let cpu = StackCPU.usage(from: start, to: StackCPU.snapshot())
+        // pgbench's backends are gone by now: its share is what is left of the total.
+        let backends = PostgresCPU.usage(from: backendsAtStart, to: await PostgresCPU.snapshot(postgres, logger: logger))
+        let statements = await StatementProfile.difference(statementsAtStart, postgres: postgres, logger: logger)
         guard process.terminationStatus == 0,
             let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
             let tps = Double(line.dropFirst(6).prefix { $0 != " " })
         else { throw LoadError("pgbench failed:\n\(output)") }
-        return PgbenchRun(rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu)
+        return PgbenchRun(
+            rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu,
+            statements: statements, postgresByOwner: backends)
     }
 
     // MARK: The merger alone
@@ -335,6 +383,21 @@ struct PipelineBench {
         var rows: Int
         /// From the first produce until every row was stored.
         var cpu: StackCPU.Usage
+        /// PostgreSQL's time per statement meanwhile.
+        var statements: [StatementProfile.Counters]
+        /// PostgreSQL's CPU seconds by whose backend spent them.
+        var postgresByOwner: [String: Double]
+
+        var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
+        /// Without what the other services' connections spent meanwhile (the telemetry aggregator
+        /// records the merger's verdicts).
+        var postgresOwnMicrosecondsPerRow: Double {
+            max(
+                0,
+                cpu.seconds(of: .postgres, perUnit: rows) - PostgresCPU.othersSeconds(postgresByOwner, own: "session-merger") / Double(rows)
+            )
+                * 1e6
+        }
     }
 
     private func mergerAlone() async throws -> MergerAlone {
@@ -373,6 +436,8 @@ struct PipelineBench {
                 messages.append(KafkaOutgoingMessage(topic: Topic.vettedEvents.name, key: record.key, value: record.value))
             }
             // Timed from the first produce (the broker takes them far faster than PostgreSQL).
+            let statementsAtStart = await StatementProfile.snapshot(postgres, logger: logger)
+            let backendsAtStart = await PostgresCPU.snapshot(postgres, logger: logger)
             let start = ContinuousClock.now
             let cpuAtStart = StackCPU.snapshot()
             let reports = try await producer.sendBatch(messages)
@@ -399,6 +464,8 @@ struct PipelineBench {
                 if caughtUp == partitions.count {
                     let elapsed = (ContinuousClock.now - start).seconds
                     let cpu = StackCPU.usage(from: cpuAtStart, to: StackCPU.snapshot())
+                    let backends = PostgresCPU.usage(from: backendsAtStart, to: await PostgresCPU.snapshot(postgres, logger: logger))
+                    let statements = await StatementProfile.difference(statementsAtStart, postgres: postgres, logger: logger)
                     let counted = try await postgres.query(
                         "SELECT count(*)::int FROM merger.events WHERE request_id LIKE \("req-\(runTag)-%")", logger: logger
                     )
@@ -407,7 +474,8 @@ struct PipelineBench {
                     guard stored == options.mergerEvents else {
                         throw LoadError("the merger stored \(stored) of \(options.mergerEvents) rows")
                     }
-                    return MergerAlone(rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu)
+                    return MergerAlone(
+                        rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu, statements: statements, postgresByOwner: backends)
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -103,6 +103,18 @@ struct StackCPU {
         return Snapshot(seconds: seconds, machineBusy: busy, machineTotal: total)
     }
 
+    /// The running processes of `part`.
+    static func pids(of part: Part) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry in
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                Part(processName: String(stat[stat.index(after: open)..<close])) == part
+            else { return nil }
+            return pid
+        }
+    }
+
     static func usage(from start: Snapshot, to end: Snapshot) -> Usage {
         var seconds: [Part: Double] = [:]
         for part in Part.allCases {

@@ -135,6 +135,8 @@ struct Bench: AsyncParsableCommand {
         let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
         var settings = try PostgresConfiguration.load(from: env)
         settings.searchPath = try RegistrySchema.searchPath(from: env)
+        // Its own backends' CPU is not counted as the merger's or pgbench's (`PostgresCPU`).
+        settings.applicationName = "pipeline-bench"
         let postgres = settings.makeClient(logger: logger)
         let http = HTTPClient(
             eventLoopGroupProvider: .singleton,

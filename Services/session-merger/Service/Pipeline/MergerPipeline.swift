@@ -15,8 +15,9 @@ extension Duration {
 }
 
 /// The merger's consumer loop: reads `attendance.events.vetted` in batches, hands each batch to the
-/// `VettedBatchProcessor` (one PostgreSQL transaction, offsets included), then produces the verdicts
-/// and commits the offsets to the broker (informational).
+/// `VettedBatchProcessor` (decoded while the previous batch is stored, then one PostgreSQL
+/// transaction, offsets included), then produces the verdicts and commits the offsets to the broker
+/// (informational).
 ///
 /// A batch that fails (PostgreSQL down, say) is retried with backoff, never skipped: the next batch is
 /// not taken before this one committed. On graceful shutdown the current batch finishes; a batch that
@@ -49,7 +50,26 @@ package final class MergerPipeline: Service, Sendable {
 
     package func run() async throws {
         var verdictsInFlight: Task<Void, Never>?
-        try await consumer.consume { batch in try await handle(batch, verdictsInFlight: &verdictsInFlight) }
+        // One batch is stored at a time, in order; the next one is decoded meanwhile (decoding is a
+        // fifth of the merger's CPU, and PostgreSQL need not wait for it). `stores` holds at most one
+        // task, whose answer is the verdicts it started producing, or nil when it could not store.
+        try await withThrowingTaskGroup(of: Task<Void, Never>?.self) { stores in
+            var storing = false
+            try await consumer.consume { batch in
+                let decoded = await processor.decode(batch.messages)
+                if storing {
+                    storing = false
+                    guard let verdicts = try await stores.next() ?? nil else { return false }
+                    verdictsInFlight = verdicts
+                }
+                let previousVerdicts = verdictsInFlight
+                stores.addTask { try await self.store(decoded, previousVerdicts: previousVerdicts) }
+                storing = true
+                return true
+            }
+            // On shutdown the batch being stored finishes.
+            if storing, let verdicts = try await stores.next() ?? nil { verdictsInFlight = verdicts }
+        }
         await verdictsInFlight?.value
     }
 
@@ -58,37 +78,38 @@ package final class MergerPipeline: Service, Sendable {
         consumer.triggerShutdown()
     }
 
-    /// - Parameter verdictsInFlight: the previous batch's verdicts (and broker offset commit), still
-    ///   in progress. A batch's verdicts are produced while the next batch is stored (waiting for
-    ///   their delivery reports took a tenth of each batch's time); one batch's at a time, so they
-    ///   stay in batch order.
-    /// - Returns: false when the batch could not be stored before shutdown (stop consuming).
-    private func handle(_ batch: KafkaMessageBatch, verdictsInFlight: inout Task<Void, Never>?) async throws -> Bool {
+    /// Stores `batch` (retrying until stored), then starts producing its verdicts and committing its
+    /// offsets to the broker once `previousVerdicts` are out: a batch's verdicts are produced while
+    /// the next batch is stored (waiting for their delivery reports took a tenth of each batch's
+    /// time), one batch's at a time, so they stay in batch order.
+    /// - Returns: the task producing the verdicts; nil when the batch could not be stored before
+    ///   shutdown (stop consuming).
+    private func store(_ batch: VettedBatchProcessor.DecodedBatch, previousVerdicts: Task<Void, Never>?) async throws -> Task<Void, Never>?
+    {
         let processor = processor
         guard
             let (result, started) = await BatchStoreRetry.untilStored(
-                messages: batch.messages.count, logger: logger, onFailure: { MergerMetrics.batchFailures.increment() },
+                messages: batch.count, logger: logger, onFailure: { MergerMetrics.batchFailures.increment() },
                 {
                     let started = ContinuousClock.now
-                    return (try await processor.process(batch.messages), started)
+                    return (try await processor.store(batch), started)
                 })
-        else { return false }
+        else { return nil }
         let stored = ContinuousClock.now
         MergerMetrics.record(result, storeDuration: stored - started)
         try await afterCommit(result)
-        await verdictsInFlight?.value
+        await previousVerdicts?.value
         let verdicts = result.verdicts, nextOffsets = result.nextOffsets
-        verdictsInFlight = Task {
-            await self.produceVerdicts(verdicts)
-            await self.commitToBroker(nextOffsets)
-        }
         logger.debug(
             "batch stored",
             metadata: [
-                "messages": "\(batch.messages.count)", "storeMs": "\((stored - started).milliseconds)",
+                "messages": "\(batch.count)", "storeMs": "\((stored - started).milliseconds)",
                 "verdictsWaitMs": "\((ContinuousClock.now - stored).milliseconds)",
             ])
-        return true
+        return Task {
+            await self.produceVerdicts(verdicts)
+            await self.commitToBroker(nextOffsets)
+        }
     }
 
     /// The broker's copy of the offsets is informational (lag metrics, tools); PostgreSQL's is the truth.

@@ -8,12 +8,10 @@ import Foundation
 package enum ServerReceipt {
     /// `rcpt_` + the first 32 hex digits (128 bits) of sha256(idempotency key).
     package static func id(forIdempotencyKey key: String) -> String {
-        let digest = SHA256.hash(data: Data(key.utf8))
-        let hex = digest.map { byte in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
-        return "rcpt_" + hex.prefix(32)
+        // One receipt per event written: `Hex` rather than a string per byte (which took 5 % of the
+        // merger's CPU).
+        let digest = SHA256.hash(data: Array(key.utf8))
+        return "rcpt_" + Hex.encode(Array(digest.prefix(16)))
     }
 }
 

@@ -87,10 +87,31 @@ package final class VettedBatchProcessor: Sendable {
         }
     }
 
-    /// Processes one batch in one transaction (see the type's documentation).
+    /// A batch decoded, ready to be stored.
+    package struct DecodedBatch: Sendable {
+        var decoded: [DecodedMessage]
+        var letters: [DeadLetter]
+        var nextOffsets: [TopicPartition: Int64]
+        /// The messages in the batch.
+        package var count: Int
+    }
+
+    /// Processes one batch in one transaction (see the type's documentation): `decode`, then `store`.
     package func process(_ messages: [KafkaMessage]) async throws -> VettedBatchResult {
+        try await store(await decode(messages))
+    }
+
+    /// Decodes a batch (step 1): no PostgreSQL, so the pipeline decodes the next batch while the
+    /// previous one is being stored.
+    package func decode(_ messages: [KafkaMessage]) async -> DecodedBatch {
         let (decoded, letters) = await decode(messages, failedAt: clock())
-        let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
+        return DecodedBatch(
+            decoded: decoded, letters: letters, nextOffsets: KafkaMessageBatch(messages: messages).nextOffsets, count: messages.count)
+    }
+
+    /// Stores a decoded batch in one transaction (steps 2-5); the dead letters are sent first.
+    package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
+        let decoded = batch.decoded, letters = batch.letters, nextOffsets = batch.nextOffsets
         func transaction(_ letters: [DeadLetter], lookUpRecorded: Bool) async throws -> (TransactionOutcome, Int) {
             try await BatchTransaction.run(
                 client: client, deadLetters: letters, to: deadLetters, retries: configuration.conflictRetries, logger: logger,
