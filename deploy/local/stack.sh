@@ -16,8 +16,7 @@
 #   PG_DIR=$RUN_DIR/postgres    cluster folder (data/, socket, postgres.log); see pg_dir()
 #   PG_OS_USER=postgres         OS user that owns and runs the cluster (when run as root)
 #   PG_BIN_DIR=                 PostgreSQL binaries (default: newest /usr/lib/postgresql/*/bin)
-#   PG_SHARED_BUFFERS=          default a quarter of the machine's memory, 128MB to 4GB
-#   PG_MAX_WAL_SIZE=4GB  PG_CHECKPOINT_TIMEOUT=15min  PG_MAX_CONNECTIONS=200  PG_START_TIMEOUT=60 (s)
+#   PG_SHARED_BUFFERS=256MB  PG_MAX_CONNECTIONS=200  PG_START_TIMEOUT=60 (s)
 #   KAFKA_HOST=127.0.0.1        listen and advertised address of the broker
 #   TANSU_DIR=$RUN_DIR/tansu    pid file and tansu.log
 #   TANSU_STORAGE=memory://tansu/  TANSU_CLUSTER_ID=attendance-local
@@ -30,21 +29,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 source "$HERE/env.sh"
 
 PG_OS_USER="${PG_OS_USER:-postgres}"
-# A quarter of the memory, within 128 MB..4 GB: PostgreSQL's usual sizing. The merger's event table
-# and its indexes outgrow a small buffer pool within a day; every backend then writes evicted pages
-# itself (see docs/DECISIONS.md, "PostgreSQL sized for the machine").
-default_shared_buffers() {
-    local kb
-    kb="$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null)"
-    [[ "$kb" =~ ^[0-9]+$ ]] || kb=$((1024 * 1024))
-    local mb=$((kb / 4 / 1024))
-    ((mb < 128)) && mb=128
-    ((mb > 4096)) && mb=4096
-    printf '%sMB' "$mb"
-}
-PG_SHARED_BUFFERS="${PG_SHARED_BUFFERS:-$(default_shared_buffers)}"
-PG_MAX_WAL_SIZE="${PG_MAX_WAL_SIZE:-4GB}"
-PG_CHECKPOINT_TIMEOUT="${PG_CHECKPOINT_TIMEOUT:-15min}"
+PG_SHARED_BUFFERS="${PG_SHARED_BUFFERS:-256MB}"
 PG_MAX_CONNECTIONS="${PG_MAX_CONNECTIONS:-200}"
 PG_START_TIMEOUT="${PG_START_TIMEOUT:-60}"
 KAFKA_HOST="${KAFKA_HOST:-127.0.0.1}"
@@ -189,13 +174,6 @@ pg_init() {
         as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null
 }
 
-# lz4 where the server has it (PostgreSQL 15 and later), else the built-in compression.
-pg_wal_compression() {
-    local major
-    major="$("$(pg_bin)/postgres" --version | awk '{ split($3, v, "."); print v[1] }')"
-    if [[ "$major" =~ ^[0-9]+$ ]] && ((major >= 15)); then printf 'lz4'; else printf 'on'; fi
-}
-
 pg_write_conf() {
     local sock="${PG_DIR//\'/\'\'}"
     as_pg tee "$PG_DATA/local_stack.conf" >/dev/null <<EOF
@@ -205,12 +183,6 @@ port = $PGPORT
 unix_socket_directories = '$sock'
 max_connections = $PG_MAX_CONNECTIONS
 shared_buffers = $PG_SHARED_BUFFERS
-# Checkpoints spaced by time, not forced every few seconds by a small WAL budget under a write load:
-# after each checkpoint the first change to every page writes the whole page to the WAL again.
-max_wal_size = $PG_MAX_WAL_SIZE
-checkpoint_timeout = $PG_CHECKPOINT_TIMEOUT
-checkpoint_completion_target = 0.9
-wal_compression = $(pg_wal_compression)
 # Durability stays as in production: benchmarks and crash tests measure it.
 fsync = on
 synchronous_commit = on

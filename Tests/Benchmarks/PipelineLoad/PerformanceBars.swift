@@ -28,7 +28,7 @@ enum PerformanceBars {
                 Bar(
                     name: "PostgreSQL CPU per row, merger vs pgbench",
                     figure: String(
-                        format: "%.0f / %.0f µs = %.1fx", merger.postgresOwnMicrosecondsPerRow, pgbench.postgresOwnMicrosecondsPerRow, times
+                        format: "%.0f / %.0f µs = %.2fx", merger.postgresOwnMicrosecondsPerRow, pgbench.postgresOwnMicrosecondsPerRow, times
                     ),
                     bar: "<= 1.5x", met: times <= 1.5))
         }
