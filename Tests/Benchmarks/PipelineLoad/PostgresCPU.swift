@@ -25,17 +25,10 @@ struct PostgresCPU {
                 "SELECT pid, coalesce(nullif(application_name, ''), backend_type, 'server processes') FROM pg_stat_activity", logger: logger
             )
         else { return snapshot }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         do {
             for try await (pid, owner) in rows.decode((Int32, String).self) {
-                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                    let close = stat.lastIndex(of: ")")
-                else { continue }
-                // After ") ": utime and stime are fields 14 and 15 of the line (11 and 12 here).
-                let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
-                guard fields.count > 12 else { continue }
-                let used = fields[11...12].compactMap { Double($0) }.reduce(0, +)
-                snapshot[pid] = Backend(owner: owner, seconds: used / ticks)
+                guard let process = ProcessStat.read(pid: pid) else { continue }
+                snapshot[pid] = Backend(owner: owner, seconds: process.ownSeconds)
             }
         } catch {
             return snapshot
@@ -52,15 +45,21 @@ struct PostgresCPU {
         return byOwner
     }
 
-    /// The services other than `own` whose connections spent some of PostgreSQL's CPU: what is not
-    /// the measured writer's doing.
-    static let otherServices: Set<String> = [
+    /// The connections named after a service or after this benchmark (`application_name`).
+    static let serviceNames: Set<String> = [
         "beacon-registry", "ingest-gateway", "policy-service", "session-merger", "telemetry-aggregator", "pipeline-bench",
     ]
 
     /// Seconds spent by the connections of services other than `own`.
     static func othersSeconds(_ usage: [String: Double], own: String) -> Double {
-        usage.filter { otherServices.contains($0.key) && $0.key != own }.values.reduce(0, +)
+        usage.filter { serviceNames.contains($0.key) && $0.key != own }.values.reduce(0, +)
+    }
+
+    /// PostgreSQL's CPU per row in µs, without what the connections of services other than `own`
+    /// spent meanwhile.
+    static func ownMicrosecondsPerRow(cpu: StackCPU.Usage, byOwner usage: [String: Double], own: String, rows: Int) -> Double {
+        guard rows > 0 else { return 0 }
+        return max(0, cpu.seconds(of: .postgres, perUnit: rows) - othersSeconds(usage, own: own) / Double(rows)) * 1e6
     }
 
     /// "session-merger 61 µs, telemetry-aggregator 33 µs, …" per `units`, largest first.

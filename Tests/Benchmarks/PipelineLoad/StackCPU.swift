@@ -77,19 +77,11 @@ struct StackCPU {
     static func snapshot() -> Snapshot {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         var seconds: [Part: Double] = [:]
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        for entry in entries where entry.first?.isNumber == true {
-            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
-                let part = Part(processName: String(stat[stat.index(after: open)..<close]))
-            else { continue }
-            // After ") ": state is field 3; utime, stime, cutime, cstime are fields 14-17. The
-            // children's times matter for PostgreSQL (a backend that exited, pgbench's included, is
-            // added to the postmaster's) and for pgbench itself (added to the load generator's).
-            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
-            guard fields.count > 14 else { continue }
-            let used = fields[11...14].compactMap { Double($0) }.reduce(0, +)
-            seconds[part, default: 0] += used / ticks
+        for process in ProcessStat.all() {
+            guard let part = Part(processName: process.name) else { continue }
+            // The children's times matter for PostgreSQL (a backend that exited, pgbench's included,
+            // is added to the postmaster's) and for pgbench itself (added to the load generator's).
+            seconds[part, default: 0] += process.ownSeconds + process.childrenSeconds
         }
         var busy = 0.0, total = 0.0
         if let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
@@ -105,14 +97,7 @@ struct StackCPU {
 
     /// The running processes of `part`.
     static func pids(of part: Part) -> [Int32] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap { entry in
-            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
-                Part(processName: String(stat[stat.index(after: open)..<close])) == part
-            else { return nil }
-            return pid
-        }
+        ProcessStat.all().filter { Part(processName: $0.name) == part }.map(\.pid)
     }
 
     static func usage(from start: Snapshot, to end: Snapshot) -> Usage {
@@ -134,5 +119,37 @@ struct StackCPU {
         let start = snapshot()
         let value = try await body()
         return (value, usage(from: start, to: snapshot()))
+    }
+}
+
+/// One process's line of `/proc/<pid>/stat`: its name (the kernel keeps 15 characters) and its CPU
+/// time so far.
+struct ProcessStat {
+    var pid: Int32
+    var name: String
+    /// Its own user and system time.
+    var ownSeconds: Double
+    /// The user and system time of its children that exited and were waited for.
+    var childrenSeconds: Double
+
+    private static let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    static func read(pid: Int32) -> ProcessStat? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+        else { return nil }
+        // After ") ": state is field 3; utime, stime, cutime, cstime are fields 14-17.
+        let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+        guard fields.count > 14 else { return nil }
+        let times = fields[11...14].map { (Double($0) ?? 0) / ticks }
+        return ProcessStat(
+            pid: pid, name: String(stat[stat.index(after: open)..<close]), ownSeconds: times[0] + times[1],
+            childrenSeconds: times[2] + times[3])
+    }
+
+    /// Every process running now.
+    static func all() -> [ProcessStat] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0).flatMap { read(pid: $0) } }
     }
 }
