@@ -101,9 +101,39 @@ struct ValueTypeTests {
 
     @Test func calendarDateRefusesImpossibleDays() {
         #expect(CalendarDate("2024-02-29")?.description == "2024-02-29")
-        for bad in ["2025-02-29", "2025-13-01", "2025-04-31", "25-01-01", "2025-1-01", "1999-12-31"] {
+        #expect(CalendarDate("1900-02-28")?.description == "1900-02-28")
+        for bad in [
+            "2025-02-29", "1900-02-29", "2025-13-01", "2025-00-10", "2025-04-31", "2025-04-00", "25-01-01", "2025-1-01", "2025-01-1x",
+        ] {
             #expect(CalendarDate(bad) == nil, "\(bad)")
         }
+    }
+
+    @Test func calendarDatesCountDaysAcrossMonthsYearsAndTheEpoch() throws {
+        let leapDay = try #require(CalendarDate(year: 2024, month: 2, day: 29))
+        #expect(leapDay.next == CalendarDate(year: 2024, month: 3, day: 1))
+        #expect(CalendarDate(year: 2025, month: 12, day: 31)?.next == CalendarDate(year: 2026, month: 1, day: 1))
+        #expect(CalendarDate(year: 1970, month: 1, day: 1)?.daysSince1970 == 0)
+        #expect(CalendarDate(daysSince1970: -1) == CalendarDate(year: 1969, month: 12, day: 31))
+        let from = try #require(CalendarDate("2025-01-01")), to = try #require(CalendarDate("2025-04-02"))
+        #expect(to.daysSince1970 - from.daysSince1970 == 91)
+        #expect(CalendarDate(daysSince1970: to.daysSince1970) == to)
+        #expect(try ProtocolCodec.wire.decode(CalendarDate.self, from: "\"0999-03-04\"").description == "0999-03-04")
+    }
+
+    @Test func aBatteryDateOutsideTheYears2000To2999IsAFieldError() throws {
+        let beacon = NewBeacon(
+            uuid: "3b8f1c0e-9d2a-4c61-b7f4-2e5a9d0c8e11", major: 1, minor: 2, batteryReplacedOn: CalendarDate("1999-12-31"), gateId: "g1")
+        #expect(
+            throws: RegistryError.invalidInput([
+                FieldError(field: "batteryReplacedOn", reason: "must be a day in the years 2000-2999, got 1999-12-31")
+            ])
+        ) {
+            try beacon.validated()
+        }
+        var recent = beacon
+        recent.batteryReplacedOn = CalendarDate("2025-09-18")
+        #expect(throws: Never.self) { try recent.validated() }
     }
 
     @Test func registryErrorsMapToProblemStatuses() {

@@ -27,7 +27,7 @@ struct AdminHarness: Sendable {
     let lateUser: String
     let onTimeUser: String
     /// The local day (Asia/Ho_Chi_Minh) the fixture's attendance is on.
-    let day: LocalDate
+    let day: CalendarDate
 
     static let zone = TimeZone(identifier: "Asia/Ho_Chi_Minh")!
 
@@ -61,7 +61,7 @@ struct AdminHarness: Sendable {
                 calendar.timeZone = zone
                 let dayStart = calendar.startOfDay(for: Date().addingTimeInterval(-3 * 86_400))
                 let parts = calendar.dateComponents([.year, .month, .day], from: dayStart)
-                let day = LocalDate(year: parts.year!, month: parts.month!, day: parts.day!)
+                let day = try #require(CalendarDate(year: parts.year!, month: parts.month!, day: parts.day!))
                 func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
                 let lateUser = "u-late-\(token())", onTimeUser = "u-ontime-\(token())"
                 try await db.process(
@@ -195,7 +195,7 @@ extension SessionMergerServiceTests {
                     #expect(lateLine.contains(",490,true,20,true,30,true,"))
                 }
                 // Next day: nothing.
-                let next = CivilDays.date(ordinal: CivilDays.ordinal(h.day) + 1)
+                let next = h.day.next
                 let empty = try await client.get("/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(next)&to=\(next)", key: h.viewer)
                     .decode(DailyAttendanceReport.self)
                 #expect(empty.items.isEmpty)

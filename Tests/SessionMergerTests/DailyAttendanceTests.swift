@@ -22,7 +22,7 @@ struct DailyAttendanceTests {
         let rows = try DailyAttendanceCalculator.days(for: [span("s1", "2025-09-18T00:50:00Z", "2025-09-18T10:05:00Z")], shift: saigon)
         #expect(rows.count == 1)
         let row = rows[0]
-        #expect(row.date == LocalDate(year: 2025, month: 9, day: 18))
+        #expect(row.date == CalendarDate(year: 2025, month: 9, day: 18))
         #expect(row.firstIn == utc("2025-09-18T00:50:00Z"))
         #expect(row.lastOut == utc("2025-09-18T10:05:00Z"))
         #expect(row.workedMinutes == 555)

@@ -89,57 +89,6 @@ public struct Beacon: Codable, Hashable, Sendable {
     public var identity: BeaconIdentity { BeaconIdentity(uuid: uuid, major: major, minor: minor) }
 }
 
-/// A date without a time or zone (`YYYY-MM-DD`), such as the day a battery was replaced.
-public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
-    public var year: Int
-    public var month: Int
-    public var day: Int
-
-    /// `nil` unless it is a real Gregorian date in years 2000-2999.
-    public init?(year: Int, month: Int, day: Int) {
-        guard (2000...2999).contains(year), (1...12).contains(month), day >= 1 else { return nil }
-        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        guard day <= days else { return nil }
-        self.year = year
-        self.month = month
-        self.day = day
-    }
-
-    /// Parses `YYYY-MM-DD`.
-    public init?(_ text: String) {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
-            let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
-        else { return nil }
-        self.init(year: y, month: m, day: d)
-    }
-
-    public var description: String {
-        func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(year)-\(pad(month))-\(pad(day))"
-    }
-
-    public static func < (a: CalendarDate, b: CalendarDate) -> Bool {
-        (a.year, a.month, a.day) < (b.year, b.month, b.day)
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = CalendarDate(text) else {
-            throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-09-18"))
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(description)
-    }
-}
-
 /// Whether a beacon is on the air: devices heard it within the window.
 public struct BroadcastVerification: Codable, Hashable, Sendable {
     public var verified: Bool

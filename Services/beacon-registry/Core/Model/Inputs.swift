@@ -95,9 +95,15 @@ extension NewBeacon {
         if let advIntervalMs, !(20...10_240).contains(advIntervalMs) {
             v.fail("advIntervalMs", "must be within 20...10240 ms")
         }
+        if let batteryReplacedOn, !Self.batteryReplacementYears.contains(batteryReplacedOn.year) {
+            v.fail("batteryReplacedOn", "must be a day in the years 2000-2999, got \(batteryReplacedOn)")
+        }
         try v.finish()
         return (beacon, parsed!)
     }
+
+    /// The years a battery replacement date may name.
+    package static let batteryReplacementYears: ClosedRange<Int> = 2000...2999
 }
 
 /// Beacon UUID text: with or without dashes, any case.

@@ -44,7 +44,7 @@ package struct DailyAttendance: Codable, Hashable, Sendable {
     package var userId: String
     package var siteId: String
     /// The local calendar day in the site's time zone.
-    package var date: LocalDate
+    package var date: CalendarDate
     /// Earliest presence in the day (a session from the previous evening starts the day at 00:00).
     package var firstIn: Date
     /// Latest end of presence in the day (a session running past midnight ends the day at 24:00);
@@ -84,7 +84,8 @@ package enum DailyAttendanceCalculator {
         for intervals: [AttendanceInterval], shift: AttendanceShift
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
         let shift = try shift.validated()
-        let calendar = ShiftCalendar(shift: shift)
+        // A validated shift's time zone is known.
+        let calendar = ShiftCalendar(shift: shift)!
         var groups: [String: [AttendanceInterval]] = [:]
         for interval in intervals {
             groups[interval.userId + "\u{1F}" + interval.siteId, default: []].append(interval)
@@ -92,13 +93,13 @@ package enum DailyAttendanceCalculator {
         var rows: [DailyAttendance] = []
         for key in groups.keys.sorted() {
             let group = groups[key]!.sorted { ($0.start, $0.sessionId) < ($1.start, $1.sessionId) }
-            var dates = Set<LocalDate>()
+            var dates = Set<CalendarDate>()
             for interval in group {
                 var date = calendar.localDate(of: interval.start)
                 let last = calendar.localDate(of: interval.end > interval.start ? interval.end.addingTimeInterval(-0.001) : interval.start)
                 while date <= last {
                     dates.insert(date)
-                    date = calendar.next(date)
+                    date = date.next
                 }
             }
             for date in dates.sorted() {
@@ -108,9 +109,9 @@ package enum DailyAttendanceCalculator {
         return rows
     }
 
-    private static func row(for date: LocalDate, _ group: [AttendanceInterval], _ calendar: ShiftCalendar) -> DailyAttendance? {
+    private static func row(for date: CalendarDate, _ group: [AttendanceInterval], _ calendar: ShiftCalendar) -> DailyAttendance? {
         let dayStart = calendar.startOfDay(date)
-        let dayEnd = calendar.startOfDay(calendar.next(date))
+        let dayEnd = calendar.startOfDay(date.next)
         let inDay = group.filter { overlaps($0, dayStart, dayEnd) }
         guard let first = inDay.first else { return nil }
         let shift = calendar.shift
@@ -127,7 +128,7 @@ package enum DailyAttendanceCalculator {
         }
 
         let shiftStart = calendar.instant(date, shift.start)
-        let shiftEnd = calendar.instant(shift.isOvernight ? calendar.next(date) : date, shift.end)
+        let shiftEnd = calendar.instant(shift.isOvernight ? date.next : date, shift.end)
         let windowStart = shiftStart.addingTimeInterval(-Double(shift.checkInBeforeStartMinutes) * 60)
         let windowEnd = shiftEnd.addingTimeInterval(Double(shift.checkOutAfterEndMinutes) * 60)
         let inWindow = group.filter { overlaps($0, windowStart, windowEnd) }
@@ -160,42 +161,41 @@ package enum DailyAttendanceCalculator {
     }
 }
 
-/// Foundation's Gregorian calendar in the shift's time zone.
-struct ShiftCalendar {
+/// Foundation's Gregorian calendar in the shift's time zone: the local days of a site.
+package struct ShiftCalendar {
     let shift: AttendanceShift
     let calendar: Calendar
 
-    init(shift: AttendanceShift) {
+    /// `nil` when the shift's time zone is not a zone this system knows.
+    package init?(shift: AttendanceShift) {
+        guard let zone = TimeZone(identifier: shift.timezone) else { return nil }
         self.shift = shift
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: shift.timezone)!
+        calendar.timeZone = zone
         calendar.locale = Locale(identifier: "en_US_POSIX")
         self.calendar = calendar
     }
 
-    func localDate(of instant: Date) -> LocalDate {
+    func localDate(of instant: Date) -> CalendarDate {
         let c = calendar.dateComponents([.year, .month, .day], from: instant)
-        return LocalDate(year: c.year!, month: c.month!, day: c.day!)
+        // The Gregorian calendar's own components always name a real day.
+        return CalendarDate(year: c.year!, month: c.month!, day: c.day!)!
     }
 
     /// Noon exists on every day in every zone (DST changes happen at night), so days are anchored there.
-    private func noon(_ date: LocalDate) -> Date {
+    private func noon(_ date: CalendarDate) -> Date {
         calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: 12))!
     }
 
-    func next(_ date: LocalDate) -> LocalDate {
-        localDate(of: calendar.date(byAdding: .day, value: 1, to: noon(date))!)
-    }
-
     /// The day's first instant (local midnight, or the first existing time when midnight is skipped).
-    func startOfDay(_ date: LocalDate) -> Date {
+    package func startOfDay(_ date: CalendarDate) -> Date {
         calendar.startOfDay(for: noon(date))
     }
 
     /// The wall-clock time on that day. Foundation resolves a time skipped by a DST change to the
     /// instant the same distance after the change (02:30 on Berlin's spring-forward day is 03:30 CEST)
     /// and a repeated time to its first occurrence.
-    func instant(_ date: LocalDate, _ time: TimeOfDay) -> Date {
+    func instant(_ date: CalendarDate, _ time: TimeOfDay) -> Date {
         calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: time.hour, minute: time.minute))!
     }
 }

@@ -81,8 +81,8 @@ struct PipelineController {
 package struct DailyAttendanceReport: Codable, Sendable {
     package var siteId: String
     package var userId: String?
-    package var from: LocalDate
-    package var to: LocalDate
+    package var from: CalendarDate
+    package var to: CalendarDate
     package var timezone: String
     package var shift: AttendanceShift
     package var items: [DailyAttendance]
@@ -106,8 +106,8 @@ struct DailyAttendanceController {
             var missing: [FieldError] = []
             let siteId = try query.string("siteId")
             let userId = try query.string("userId")
-            let from = try query.localDate("from")
-            let to = try query.localDate("to")
+            let from = try query.calendarDate("from")
+            let to = try query.calendarDate("to")
             if siteId == nil { missing.append(FieldError(field: "siteId", reason: "is required")) }
             if from == nil { missing.append(FieldError(field: "from", reason: "is required (YYYY-MM-DD)")) }
             if to == nil { missing.append(FieldError(field: "to", reason: "is required (YYYY-MM-DD)")) }
@@ -115,7 +115,7 @@ struct DailyAttendanceController {
             guard from <= to else {
                 throw ProblemDetails.validation([FieldError(field: "from", reason: "must not be after to (\(to))")])
             }
-            let days = CivilDays.ordinal(to) - CivilDays.ordinal(from) + 1
+            let days = to.daysSince1970 - from.daysSince1970 + 1
             guard days <= MergerAdminLimits.maxDailyRangeDays else {
                 throw ProblemDetails.validation([
                     FieldError(
@@ -133,12 +133,10 @@ struct DailyAttendanceController {
             case .noShift: throw ProblemDetails.notFound("site \(siteId) has no shift settings")
             case .notReady: throw ProblemDetails.unavailable("the registry feed is still loading", retryAfterSeconds: 2)
             }
-            guard let zone = TimeZone(identifier: shift.timezone),
-                let start = CivilDays.startOfDay(from, in: zone),
-                let end = CivilDays.startOfDay(CivilDays.date(ordinal: CivilDays.ordinal(to) + 1), in: zone)
-            else {
+            guard let calendar = ShiftCalendar(shift: shift) else {
                 throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
             }
+            let start = calendar.startOfDay(from), end = calendar.startOfDay(to.next)
             let sessions = try await repository.sessionsOverlapping(siteId: siteId, userId: userId, start: start, end: end)
             let rows: [DailyAttendance]
             do {

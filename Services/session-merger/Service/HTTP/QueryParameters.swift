@@ -13,38 +13,12 @@ package enum MergerAdminLimits {
 }
 
 extension StrictQuery {
-    func localDate(_ name: String) throws(ProblemDetails) -> LocalDate? {
+    func calendarDate(_ name: String) throws(ProblemDetails) -> CalendarDate? {
         guard let value = self[name] else { return nil }
-        guard let date = LocalDate(value), CivilDays.isValid(date) else {
+        guard let date = CalendarDate(value) else {
             throw .validation([FieldError(field: name, reason: "must be a calendar date YYYY-MM-DD, got \"\(value)\"")])
         }
         return date
-    }
-}
-
-/// Day arithmetic on `LocalDate` (proleptic Gregorian civil days).
-enum CivilDays {
-    /// Days since 1970-01-01.
-    static func ordinal(_ date: LocalDate) -> Int {
-        Int(CivilCalendar.days(year: Int64(date.year), month: Int64(date.month), day: Int64(date.day)))
-    }
-
-    static func date(ordinal: Int) -> LocalDate {
-        let (year, month, day) = CivilCalendar.date(days: Int64(ordinal))
-        return LocalDate(year: Int(year), month: Int(month), day: Int(day))
-    }
-
-    /// False for dates like 2025-02-30.
-    static func isValid(_ date: LocalDate) -> Bool {
-        Self.date(ordinal: ordinal(date)) == date
-    }
-
-    /// The instant a local day starts in `zone`.
-    static func startOfDay(_ date: LocalDate, in zone: TimeZone) -> Date? {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        return calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day))
-            .map { calendar.startOfDay(for: $0) }
     }
 }
 
