@@ -16,7 +16,7 @@ package struct SessionMergerConfiguration: Sendable {
     package var sessionsTopic: String
     package var deadLetterTopic: String
     package var registryTopic: String
-    /// At most this many messages per polled batch (one PostgreSQL transaction each).
+    /// At most this many messages per polled batch (stored in `writeLanes` transactions).
     package var maxBatchSize: Int
     package var pollTimeoutMs: Int
     /// How often the idle sweep closes sessions with no presence past the cutoff.
@@ -39,6 +39,9 @@ package struct SessionMergerConfiguration: Sendable {
     package var conflictRetries: Int
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
     package var timelineCacheCapacity: Int
+    /// Concurrent transactions a large batch is stored in, its users split between them (1: one
+    /// transaction holding the batch and its offsets).
+    package var writeLanes: Int
 
     package init(
         groupId: String = "session-merger",
@@ -47,7 +50,7 @@ package struct SessionMergerConfiguration: Sendable {
         sessionsTopic: String = Topic.sessions.name,
         deadLetterTopic: String = Topic.deadLetters.name,
         registryTopic: String = Topic.registryChanges.name,
-        maxBatchSize: Int = 500,
+        maxBatchSize: Int = 2_000,
         pollTimeoutMs: Int = 100,
         idleSweepInterval: Duration = .seconds(60),
         idleSweepBatchSize: Int = 200,
@@ -57,7 +60,8 @@ package struct SessionMergerConfiguration: Sendable {
         commitOffsetsToBroker: Bool = true,
         compactionThreshold: Int = 512,
         conflictRetries: Int = 5,
-        timelineCacheCapacity: Int = 100_000
+        timelineCacheCapacity: Int = 100_000,
+        writeLanes: Int = 2
     ) {
         self.groupId = groupId
         self.vettedTopic = vettedTopic
@@ -76,10 +80,11 @@ package struct SessionMergerConfiguration: Sendable {
         self.compactionThreshold = compactionThreshold
         self.conflictRetries = conflictRetries
         self.timelineCacheCapacity = timelineCacheCapacity
+        self.writeLanes = writeLanes
     }
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
-    /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, the platform's `TOPIC_<NAME>` overrides
+    /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides
     /// (`TopicNames`); the session thresholds
     /// `MERGER_MERGE_WINDOW_SECONDS`, `MERGER_SOFT_EXIT_GRACE_SECONDS`, `MERGER_NOISE_SECONDS`, `MERGER_IDLE_CUTOFF_SECONDS`,
     /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges).
@@ -105,12 +110,13 @@ package struct SessionMergerConfiguration: Sendable {
             sessionsTopic: env.topicName(.sessions),
             deadLetterTopic: env.topicName(.deadLetters),
             registryTopic: env.topicName(.registryChanges),
-            maxBatchSize: try env.int("MERGER_MAX_BATCH", default: 500, in: 1...10_000),
+            maxBatchSize: try env.int("MERGER_MAX_BATCH", default: 2_000, in: 1...10_000),
             idleSweepInterval: try env.milliseconds("MERGER_IDLE_SWEEP_MS", default: 60_000, in: 100...86_400_000),
             outboxPollInterval: try env.milliseconds("MERGER_OUTBOX_POLL_MS", default: 200, in: 10...60_000),
             policy: policy,
             commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true),
-            timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000)
+            timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000),
+            writeLanes: try env.int("MERGER_WRITE_LANES", default: 2, in: 1...8)
         )
         configuration.schema = try env.schemaName("MERGER_SCHEMA", default: ServiceMigrations.merger.defaultSchema)
         return configuration

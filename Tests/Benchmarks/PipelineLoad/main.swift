@@ -110,7 +110,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Enrolled devices (one per client).") var devices = 256
     @Option(help: "Concurrent clients in the closed loops.") var concurrency = 256
     @Option(help: "Seconds per phase.") var seconds = 20
-    @Option(help: "Rows per pgbench transaction (the merger's batch size).") var mergerBatch = 500
+    @Option(help: "Rows per pgbench transaction (default: the merger's largest batch, MERGER_MAX_BATCH or its default 2000).")
+    var mergerBatch = Int(ProcessInfo.processInfo.environment["MERGER_MAX_BATCH"] ?? "") ?? 2_000
     @Option(help: "Vetted events for the merger-alone phase (fewer than 60,000 last a few seconds: noisy).") var mergerEvents = 60_000
     @Option(help: "Phases to run, comma-separated: bare, e2e, half, pgbench, merger.") var phases = "bare,e2e,half,pgbench,merger"
     @Option(help: "Events/s of the half-load phase (default: half the closed loop's rate).") var halfRate: Double?

@@ -111,14 +111,33 @@ package final class VettedBatchProcessor: Sendable {
 
     /// Stores a decoded batch in one transaction (steps 2-5); the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
-        let decoded = batch.decoded, letters = batch.letters, nextOffsets = batch.nextOffsets
+        let lanes = Self.writeLanes(of: batch.decoded, count: configuration.writeLanes)
+        let outcome: TransactionOutcome, attempts: Int
+        if lanes.count > 1 {
+            (outcome, attempts) = try await storeInLanes(lanes, of: batch)
+        } else {
+            (outcome, attempts) = try await storeLane(batch.decoded, letters: batch.letters, nextOffsets: batch.nextOffsets)
+        }
+        // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
+        // holds none.
+        redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
+        return VettedBatchResult(
+            verdicts: outcome.verdicts, deadLetters: batch.letters, sessionChanges: outcome.changes, nextOffsets: batch.nextOffsets,
+            attempts: attempts)
+    }
+
+    /// Stores `messages` in one transaction, with `nextOffsets` when given, the dead letters sent
+    /// first; then keeps its timelines and session keys in memory.
+    private func storeLane(
+        _ messages: [DecodedMessage], letters: [DeadLetter], nextOffsets: [TopicPartition: Int64]
+    ) async throws -> (TransactionOutcome, Int) {
         func transaction(_ letters: [DeadLetter], lookUpRecorded: Bool) async throws -> (TransactionOutcome, Int) {
             try await BatchTransaction.run(
                 client: client, deadLetters: letters, to: deadLetters, retries: configuration.conflictRetries, logger: logger,
                 isConflict: { $0 is MergerWriteConflict }
             ) { connection in
                 try await self.apply(
-                    decoded, nextOffsets: nextOffsets, now: self.clock(), lookUpRecorded: lookUpRecorded, on: connection)
+                    messages, nextOffsets: nextOffsets, now: self.clock(), lookUpRecorded: lookUpRecorded, on: connection)
             }
         }
         let outcome: TransactionOutcome, attempts: Int
@@ -133,14 +152,70 @@ package final class VettedBatchProcessor: Sendable {
                 (outcome, attempts) = (retried, retries + 1)
             }
         }
-        // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
-        // holds none.
-        redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
         timelineCache.store(outcome.timelines)
         sessionKeySites.store(outcome.sessionKeySites)
-        return VettedBatchResult(
-            verdicts: outcome.verdicts, deadLetters: letters, sessionChanges: outcome.changes, nextOffsets: nextOffsets,
-            attempts: attempts)
+        return (outcome, attempts)
+    }
+
+    /// Stores a batch as concurrent transactions, one per lane (users never span two lanes, so the
+    /// lanes touch disjoint rows), then its offsets once every lane has committed. A failure or a
+    /// crash before the offsets are stored leaves the batch to be read again: the events of lanes
+    /// that committed are then found recorded and answered from their rows, as any redelivery.
+    private func storeInLanes(_ lanes: [[Int]], of batch: DecodedBatch) async throws -> (TransactionOutcome, Int) {
+        let decoded = batch.decoded, letters = batch.letters
+        let outcomes = try await withThrowingTaskGroup(of: (Int, TransactionOutcome, Int).self) { group in
+            for (lane, indices) in lanes.enumerated() {
+                group.addTask {
+                    let (outcome, attempts) = try await self.storeLane(
+                        indices.map { decoded[$0] }, letters: lane == 0 ? letters : [], nextOffsets: [:])
+                    return (lane, outcome, attempts)
+                }
+            }
+            var outcomes = [(TransactionOutcome, Int)?](repeating: nil, count: lanes.count)
+            for try await (lane, outcome, attempts) in group { outcomes[lane] = (outcome, attempts) }
+            return outcomes.compactMap { $0 }
+        }
+        let groupId = configuration.groupId, logger = self.logger, nextOffsets = batch.nextOffsets
+        try await PostgresFailure.unwrapping {
+            try await client.withConnection { connection in
+                try await MergerStore.storeOffsets(groupId: groupId, nextOffsets, on: connection, logger: logger)
+            }
+        }
+        // One verdict per message, back in message order; each lane's session changes in its order.
+        var verdicts = [AttendanceVerdict?](repeating: nil, count: decoded.count)
+        for (indices, (outcome, _)) in zip(lanes, outcomes) {
+            for (index, verdict) in zip(indices, outcome.verdicts) { verdicts[index] = verdict }
+        }
+        return (
+            TransactionOutcome(
+                verdicts: verdicts.compactMap { $0 }, changes: outcomes.flatMap(\.0.changes), timelines: [:], sessionKeySites: [:],
+                recordedBefore: outcomes.reduce(0) { $0 + $1.0.recordedBefore }),
+            outcomes.map(\.1).max() ?? 1
+        )
+    }
+
+    /// The fewest messages a write lane gets: below it, a second transaction costs more than it saves.
+    static let minimumMessagesPerLane = 64
+
+    /// Splits a batch into at most `count` lanes of about the same number of messages, each user's
+    /// messages in one lane and in batch order, as positions in the batch; one lane when the batch is
+    /// too small to share (`minimumMessagesPerLane`).
+    static func writeLanes(of messages: [DecodedMessage], count: Int) -> [[Int]] {
+        let lanes = min(count, messages.count / minimumMessagesPerLane)
+        guard lanes > 1 else { return [Array(messages.indices)] }
+        var perUser: [String: Int] = [:]
+        for message in messages { perUser[message.raw.userId, default: 0] += 1 }
+        // The busiest users first, each to the lane with the fewest messages so far.
+        var laneOfUser: [String: Int] = [:]
+        var sizes = [Int](repeating: 0, count: lanes)
+        for (user, messages) in perUser.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }) {
+            let lane = sizes.indices.min { sizes[$0] < sizes[$1] }!
+            laneOfUser[user] = lane
+            sizes[lane] += messages
+        }
+        var result = [[Int]](repeating: [], count: lanes)
+        for (index, message) in messages.enumerated() { result[laneOfUser[message.raw.userId]!].append(index) }
+        return result.filter { !$0.isEmpty }
     }
 
     /// Decodes a batch, in order. Large batches are split across the cores: decoding is most of the
