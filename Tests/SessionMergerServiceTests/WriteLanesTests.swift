@@ -9,7 +9,7 @@ import Testing
 @testable import SessionMergerService
 
 extension SessionMergerServiceTests {
-    /// A large batch is stored as concurrent transactions split by user (`MERGER_WRITE_LANES`), its
+    /// With `MERGER_WRITE_LANES` above 1, a large batch is stored as concurrent transactions split by user, its
     /// offsets after all of them.
     @Suite("Write lanes")
     struct WriteLanesTests {
@@ -60,25 +60,37 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A processor of `db`'s schema storing large batches in two lanes, with a consumer group of its own.
+        static func lanes(_ db: MergerDB) -> VettedBatchProcessor {
+            var configuration = db.configuration
+            configuration.groupId += "-lanes"
+            configuration.writeLanes = 2
+            return VettedBatchProcessor(
+                client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
+        }
+
+        func storedOffset(_ processor: VettedBatchProcessor, _ db: MergerDB) async throws -> Int64? {
+            let partition = TopicPartition(topic: db.topic, partition: 0)
+            return try await processor.storedOffsets(for: [partition])[partition]
+        }
+
         @Test func aBatchStoredInLanesGivesWhatOneTransactionGives() async throws {
             try await MergerDB.run { db in
-                var single = db.configuration
-                single.groupId += "-single"
-                single.writeLanes = 1
-                let oneTransaction = VettedBatchProcessor(
-                    client: db.client, configuration: single, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
+                try #require(db.configuration.writeLanes == 1, "one transaction per batch is the default")
+                let lanes = Self.lanes(db)
                 let start = Date().minus(hours: 4), run = token()
                 let inLanes = Self.day(users: 60, prefix: "lanes-\(run)", at: start)
                 let inOne = Self.day(users: 60, prefix: "one-\(run)", at: start)
 
-                let laneResult = try await db.process(inLanes, from: 0)
-                let oneResult = try await db.process(inOne, from: 0, with: oneTransaction)
+                let laneResult = try await db.process(inLanes, from: 0, with: lanes)
+                let oneResult = try await db.process(inOne, from: 0)
 
                 #expect(laneResult.verdicts.map(\.requestId) == inLanes.map(\.raw.requestId), "one verdict per message, in message order")
                 #expect(laneResult.verdicts.allSatisfy { $0.outcome == .accepted })
                 #expect(laneResult.verdicts.map(\.outcome) == oneResult.verdicts.map(\.outcome))
                 #expect(laneResult.sessionChanges.count == oneResult.sessionChanges.count)
-                #expect(try await db.storedOffset() == Int64(inLanes.count))
+                #expect(try await storedOffset(lanes, db) == Int64(inLanes.count))
+                #expect(try await db.storedOffset() == Int64(inOne.count))
                 for u in 0..<60 {
                     let lanes = try await db.sessions(user: "lanes-\(run)-\(u)"), one = try await db.sessions(user: "one-\(run)-\(u)")
                     #expect(lanes.map(\.status) == one.map(\.status) && lanes.map(\.closeReason) == one.map(\.closeReason))
@@ -91,23 +103,25 @@ extension SessionMergerServiceTests {
 
         @Test func lanesThatCommittedBeforeTheOffsetsAreAnsweredFromTheirRowsWhenTheBatchComesAgain() async throws {
             try await MergerDB.run { db in
+                let lanes = Self.lanes(db)
                 let events = Self.day(users: 60, prefix: "again-\(token())", at: Date().minus(hours: 4))
-                let first = try await db.process(events, from: 0)
+                let first = try await db.process(events, from: 0, with: lanes)
                 try #require(first.verdicts.count == events.count)
                 // A crash after the lanes committed and before the offsets: the batch is read again.
                 try await db.client.query(
-                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.groupId)", logger: MergerDB.logger)
+                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.groupId + "-lanes")", logger: MergerDB.logger)
+                #expect(try await storedOffset(lanes, db) == nil)
                 let sessionsBefore = try await db.count("SELECT count(*)::int8 FROM sessions WHERE user_id LIKE 'again-%'")
                 let changesBefore = try await db.count("SELECT count(*)::int8 FROM session_change_outbox WHERE user_id LIKE 'again-%'")
 
-                let again = try await db.process(events, from: 0)
+                let again = try await db.process(events, from: 0, with: lanes)
                 #expect(again.verdicts.allSatisfy { $0.outcome == .duplicate })
                 #expect(again.verdicts.map(\.serverReceiptId) == first.verdicts.map(\.serverReceiptId))
                 #expect(again.verdicts.map(\.sessionId) == first.verdicts.map(\.sessionId))
                 #expect(try await db.count("SELECT count(*)::int8 FROM sessions WHERE user_id LIKE 'again-%'") == sessionsBefore)
                 #expect(
                     try await db.count("SELECT count(*)::int8 FROM session_change_outbox WHERE user_id LIKE 'again-%'") == changesBefore)
-                #expect(try await db.storedOffset() == Int64(events.count))
+                #expect(try await storedOffset(lanes, db) == Int64(events.count))
             }
         }
     }

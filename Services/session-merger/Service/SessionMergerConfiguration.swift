@@ -39,8 +39,8 @@ package struct SessionMergerConfiguration: Sendable {
     package var conflictRetries: Int
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
     package var timelineCacheCapacity: Int
-    /// Concurrent transactions a large batch is stored in, its users split between them (1: one
-    /// transaction holding the batch and its offsets).
+    /// Concurrent transactions a large batch is stored in, its users split between them, its offsets
+    /// stored once all have committed. 1 (the default): one transaction holds the batch and its offsets.
     package var writeLanes: Int
 
     package init(
@@ -61,7 +61,7 @@ package struct SessionMergerConfiguration: Sendable {
         compactionThreshold: Int = 512,
         conflictRetries: Int = 5,
         timelineCacheCapacity: Int = 100_000,
-        writeLanes: Int = 2
+        writeLanes: Int = 1
     ) {
         self.groupId = groupId
         self.vettedTopic = vettedTopic
@@ -116,7 +116,7 @@ package struct SessionMergerConfiguration: Sendable {
             policy: policy,
             commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true),
             timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000),
-            writeLanes: try env.int("MERGER_WRITE_LANES", default: 2, in: 1...8)
+            writeLanes: try env.int("MERGER_WRITE_LANES", default: 1, in: 1...8)
         )
         configuration.schema = try env.schemaName("MERGER_SCHEMA", default: ServiceMigrations.merger.defaultSchema)
         return configuration

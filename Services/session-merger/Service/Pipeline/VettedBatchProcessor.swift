@@ -41,6 +41,10 @@ package struct VettedBatchResult: Sendable {
 /// A write conflict (a concurrent transaction recorded a key or wrote a timeline first) rolls back
 /// and retries; the retry sees the other transaction's result. Every other error is thrown with the
 /// transaction rolled back: nothing of the batch is stored and the caller retries it.
+///
+/// With `writeLanes` above 1, a batch of at least `2 * minimumMessagesPerLane` messages is split by
+/// user into that many transactions run concurrently (steps 2-5 each, without the offsets), and its
+/// offsets are stored once every lane has committed (`storeInLanes`).
 package final class VettedBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: SessionMergerConfiguration
@@ -109,7 +113,7 @@ package final class VettedBatchProcessor: Sendable {
             decoded: decoded, letters: letters, nextOffsets: KafkaMessageBatch(messages: messages).nextOffsets, count: messages.count)
     }
 
-    /// Stores a decoded batch in one transaction (steps 2-5); the dead letters are sent first.
+    /// Stores a decoded batch in one transaction (steps 2-5), or in lanes; the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
         let lanes = Self.writeLanes(of: batch.decoded, count: configuration.writeLanes)
         let outcome: TransactionOutcome, attempts: Int
