@@ -3,7 +3,9 @@
 ///
 /// Every value is a real day of the proleptic Gregorian calendar (no 2025-02-29); what range of
 /// years a field accepts is that field's rule (the registry's battery dates: 2000-2999).
-public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+public struct CalendarDate: Hashable, Sendable, Comparable, TextCodable {
+    public static let textFormat = "a date like 2025-09-18"
+
     public private(set) var year: Int
     public private(set) var month: Int
     public private(set) var day: Int
@@ -50,20 +52,6 @@ public struct CalendarDate: Hashable, Sendable, Comparable, Codable, CustomStrin
 
     public static func < (a: CalendarDate, b: CalendarDate) -> Bool {
         (a.year, a.month, a.day) < (b.year, b.month, b.day)
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = CalendarDate(text) else {
-            throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date like 2025-09-18"))
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(description)
     }
 
     private static func days(inMonth month: Int, of year: Int) -> Int {

@@ -2,7 +2,9 @@ import Foundation
 
 /// A wall-clock time of day, `HH:MM` (24 h), encoded as that string. Local to a site's time zone:
 /// shift start and end as the registry stores them and daily attendance judges them.
-public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringConvertible {
+public struct TimeOfDay: Hashable, Sendable, Comparable, TextCodable {
+    public static let textFormat = "a time like 08:30"
+
     public let hour: Int
     public let minute: Int
 
@@ -31,20 +33,6 @@ public struct TimeOfDay: Hashable, Sendable, Comparable, Codable, CustomStringCo
     }
 
     public static func < (a: Self, b: Self) -> Bool { a.minutesSinceMidnight < b.minutesSinceMidnight }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = Self(text) else {
-            throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a time like 08:30"))
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(description)
-    }
 }
 
 extension Character {

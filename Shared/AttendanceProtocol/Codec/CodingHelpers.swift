@@ -128,3 +128,27 @@ extension OpenWireEnum {
         try container.encode(rawValue)
     }
 }
+
+/// A value JSON carries as its text (`CalendarDate`, `TimeOfDay`): decoded with `init?(_:)`, encoded
+/// as its `description`; text that does not parse is a data error that says what was expected.
+public protocol TextCodable: Codable, CustomStringConvertible {
+    init?(_ text: String)
+    /// What the text looks like, for the error: "a date like 2025-09-18".
+    static var textFormat: String { get }
+}
+
+extension TextCodable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(text) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not \(Self.textFormat)"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}

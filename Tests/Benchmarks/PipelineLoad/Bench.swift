@@ -126,7 +126,7 @@ struct PipelineBench {
         if let half, let halfRate {
             say(
                 String(
-                    format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (target p99 <= 250 ms)", halfRate, half.p50,
+                    format: "latency at half load (%5.0f/s) ....... p50 %.1f ms  p99 %.1f ms   (bar p99 <= 150 ms)", halfRate, half.p50,
                     half.p99))
         }
         if let merger {
