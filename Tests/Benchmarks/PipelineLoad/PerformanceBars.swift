@@ -20,7 +20,7 @@ enum PerformanceBars {
             bars.append(
                 Bar(
                     name: "merger rows/s vs pgbench, 2 clients",
-                    figure: String(format: "%.0f / %.0f = %.2f", merger.rowsPerSecond, pgbench.rowsPerSecond, ratio),
+                    figure: String(format: "%.0f / %.0f = %.3f", merger.rowsPerSecond, pgbench.rowsPerSecond, ratio),
                     bar: ">= 0.35", met: ratio >= 0.35))
             // Without the other services' connections (the telemetry aggregator records the verdicts).
             let times = merger.postgresOwnMicrosecondsPerRow / max(pgbench.postgresOwnMicrosecondsPerRow, 1e-9)
@@ -28,21 +28,21 @@ enum PerformanceBars {
                 Bar(
                     name: "PostgreSQL CPU per row, merger vs pgbench",
                     figure: String(
-                        format: "%.0f / %.0f µs = %.2fx", merger.postgresOwnMicrosecondsPerRow, pgbench.postgresOwnMicrosecondsPerRow, times
+                        format: "%.0f / %.0f µs = %.3fx", merger.postgresOwnMicrosecondsPerRow, pgbench.postgresOwnMicrosecondsPerRow, times
                     ),
                     bar: "<= 1.5x", met: times <= 1.5))
         }
         if let merger {
             let perRow = merger.cpu.seconds(of: .merger, perUnit: merger.rows) * 1e6
             bars.append(
-                Bar(name: "merger process CPU per row", figure: String(format: "%.0f µs", perRow), bar: "<= 50 µs", met: perRow <= 50))
+                Bar(name: "merger process CPU per row", figure: String(format: "%.1f µs", perRow), bar: "<= 50 µs", met: perRow <= 50))
         }
         if let (result, cpu) = saturated, result.accepted > 0 {
             if let cpu {
                 let perEvent = cpu.seconds(of: .gateway, perUnit: result.accepted) * 1e3
                 bars.append(
                     Bar(
-                        name: "gateway CPU per accepted event", figure: String(format: "%.2f ms", perEvent), bar: "<= 0.15 ms",
+                        name: "gateway CPU per accepted event", figure: String(format: "%.3f ms", perEvent), bar: "<= 0.15 ms",
                         met: perEvent <= 0.15))
             }
             if let bare, bare > 0 {
@@ -50,7 +50,7 @@ enum PerformanceBars {
                 bars.append(
                     Bar(
                         name: "end to end vs bare Hummingbird decode",
-                        figure: String(format: "%.0f / %.0f = %.2f", result.acceptedPerSecond, bare, ratio), bar: ">= 0.35",
+                        figure: String(format: "%.0f / %.0f = %.3f", result.acceptedPerSecond, bare, ratio), bar: ">= 0.35",
                         met: ratio >= 0.35))
             }
         }
