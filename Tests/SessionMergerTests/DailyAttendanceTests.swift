@@ -16,6 +16,20 @@ struct DailyAttendanceTests {
         timezone: "Asia/Ho_Chi_Minh", start: hhmm("08:00"), end: hhmm("17:00"), checkInBeforeStartMinutes: 60,
         checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
 
+    @Test("a local day and its start convert both ways, before the year 1 too")
+    func localDaysRoundTrip() throws {
+        let calendar = try #require(ShiftCalendar(shift: saigon))
+        let today = try #require(CalendarDate(year: 2025, month: 9, day: 18))
+        // 2025-09-18 12:00 UTC is 19:00 in Ho Chi Minh City, the same local day.
+        #expect(calendar.localDate(of: Date(timeIntervalSince1970: Double(today.daysSince1970) * 86_400 + 12 * 3_600)) == today)
+        // Foundation's calendar is Julian before 1582; a day's label still converts both ways, and 1 BC is year 0.
+        for date in [today, CalendarDate(year: 0, month: 2, day: 29), CalendarDate(year: 1, month: 1, day: 1)] {
+            let day = try #require(date)
+            #expect(calendar.localDate(of: calendar.startOfDay(day)) == day, "\(day)")
+        }
+        #expect(ShiftCalendar(shift: AttendanceShift(timezone: "Mars/Olympus", start: hhmm("08:00"), end: hhmm("17:00"))) == nil)
+    }
+
     @Test("on time: first in, last out, worked minutes, no flags")
     func onTime() throws {
         // 07:50-17:05 local.

@@ -176,10 +176,11 @@ package struct ShiftCalendar {
         self.calendar = calendar
     }
 
-    func localDate(of instant: Date) -> CalendarDate {
-        let c = calendar.dateComponents([.year, .month, .day], from: instant)
-        // The Gregorian calendar's own components always name a real day.
-        return CalendarDate(year: c.year!, month: c.month!, day: c.day!)!
+    package func localDate(of instant: Date) -> CalendarDate {
+        let c = calendar.dateComponents([.era, .year, .month, .day], from: instant)
+        // Foundation counts years before 1 AD backwards from era 0; CalendarDate's are proleptic (0 is 1 BC).
+        let year = c.era == 0 ? 1 - (c.year ?? 1) : (c.year ?? 1970)
+        return CalendarDate(year: year, month: c.month ?? 1, day: c.day ?? 1) ?? CalendarDate(daysSince1970: 0)
     }
 
     /// Noon exists on every day in every zone (DST changes happen at night), so days are anchored there.

@@ -213,12 +213,12 @@ package final class VettedBatchProcessor: Sendable {
         var laneOfUser: [String: Int] = [:]
         var sizes = [Int](repeating: 0, count: lanes)
         for (user, messages) in perUser.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }) {
-            let lane = sizes.indices.min { sizes[$0] < sizes[$1] }!
+            let lane = sizes.indices.min { sizes[$0] < sizes[$1] } ?? 0
             laneOfUser[user] = lane
             sizes[lane] += messages
         }
         var result = [[Int]](repeating: [], count: lanes)
-        for (index, message) in messages.enumerated() { result[laneOfUser[message.raw.userId]!].append(index) }
+        for (index, message) in messages.enumerated() { result[laneOfUser[message.raw.userId] ?? 0].append(index) }
         return result.filter { !$0.isEmpty }
     }
 
