@@ -19,6 +19,17 @@ struct ValidationTests {
         return event
     }
 
+    @Test func identifiersRefuseWhitespaceAndControlCharactersInAnyScript() {
+        for bad in ["u 1", "u\t1", "u\n", "\u{7F}u", "u\u{00A0}1", "u\u{3000}1", "u\u{2028}", "ü\u{0085}"] {
+            #expect(FieldValidator.containsWhitespaceOrControl(bad), "\(bad.unicodeScalars.map(\.value))")
+        }
+        for good in ["u_1024", "dev-ABC.9:x", "ü-1", "社員-42", "😀"] {
+            #expect(!FieldValidator.containsWhitespaceOrControl(good), "\(good)")
+        }
+        #expect(fields(with { $0.userId = "u\u{3000}1" }) == ["userId"])
+        #expect(fields(with { $0.userId = "u_ü" }).isEmpty)
+    }
+
     @Test func theSeedPayloadIsValid() {
         #expect(Sample.seedEvent.validate(now: now, limits: limits) == [])
         #expect(Sample.extendedEvent.validate(now: ts("2025-09-18T06:40:00Z"), limits: limits) == [])
