@@ -67,12 +67,16 @@ struct MergerDB: Sendable {
     func process(
         _ events: [VettedEvent], partition: Int32 = 0, from offset: Int64, with processor: VettedBatchProcessor? = nil
     ) async throws -> VettedBatchResult {
-        let messages = try events.enumerated().map { index, event in
+        try await (processor ?? self.processor).process(messages(events, partition: partition, from: offset))
+    }
+
+    /// `events` as a polled batch of this database's topic, offsets from `offset` on, keyed by user.
+    func messages(_ events: [VettedEvent], partition: Int32 = 0, from offset: Int64 = 0) throws -> [KafkaMessage] {
+        try events.enumerated().map { index, event in
             KafkaMessage(
                 topic: topic, partition: partition, offset: offset + Int64(index), key: Array(event.raw.userId.utf8),
                 value: try ProtocolCodec.wire.encode(event))
         }
-        return try await (processor ?? self.processor).process(messages)
     }
 
     func count(_ query: PostgresQuery) async throws -> Int {

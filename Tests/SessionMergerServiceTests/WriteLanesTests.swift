@@ -31,21 +31,13 @@ extension SessionMergerServiceTests {
             .map(\.element)
         }
 
-        func messages(_ events: [VettedEvent], topic: String = "vetted") throws -> [KafkaMessage] {
-            try events.enumerated().map { index, event in
-                KafkaMessage(
-                    topic: topic, partition: 0, offset: Int64(index), key: Array(event.raw.userId.utf8),
-                    value: try ProtocolCodec.wire.encode(event))
-            }
-        }
-
         @Test func aLargeBatchIsSplitByUserIntoBalancedLanesAndASmallOneIsNot() async throws {
             try await MergerDB.run { db in
                 let events = Self.day(users: 60, prefix: "lanes-\(token())", at: Date().minus(hours: 4))
-                let batch = await db.processor.decode(try messages(events))
+                let batch = await db.processor.decode(try db.messages(events))
                 try #require(batch.decoded.count == events.count && events.count >= 2 * VettedBatchProcessor.minimumMessagesPerLane)
 
-                let lanes = VettedBatchProcessor.writeLanes(of: batch.decoded, count: 2)
+                let lanes = try #require(VettedBatchProcessor.writeLanes(of: batch.decoded, count: 2))
                 try #require(lanes.count == 2)
                 #expect(lanes.flatMap { $0 }.sorted() == Array(events.indices))
                 for lane in lanes { #expect(lane == lane.sorted(), "a lane keeps batch order") }
@@ -54,9 +46,14 @@ extension SessionMergerServiceTests {
                 #expect(abs(lanes[0].count - lanes[1].count) <= 6, "lanes of \(lanes[0].count) and \(lanes[1].count) messages")
 
                 let small = await db.processor.decode(
-                    try messages(Array(events.prefix(2 * VettedBatchProcessor.minimumMessagesPerLane - 1))))
-                #expect(VettedBatchProcessor.writeLanes(of: small.decoded, count: 2).count == 1)
-                #expect(VettedBatchProcessor.writeLanes(of: batch.decoded, count: 1) == [Array(events.indices)])
+                    try db.messages(Array(events.prefix(2 * VettedBatchProcessor.minimumMessagesPerLane - 1))))
+                #expect(VettedBatchProcessor.writeLanes(of: small.decoded, count: 2) == nil)
+                #expect(VettedBatchProcessor.writeLanes(of: batch.decoded, count: 1) == nil)
+                // One user's messages never span two lanes, so they fill one: stored in one transaction.
+                let oneUser = (0..<(2 * VettedBatchProcessor.minimumMessagesPerLane)).map { i in
+                    Make.heartbeat(user: "lanes-one-user", at: Date().minus(seconds: Double(i)), sessionKey: "sk-one")
+                }
+                #expect(VettedBatchProcessor.writeLanes(of: await db.processor.decode(try db.messages(oneUser)).decoded, count: 2) == nil)
             }
         }
 

@@ -115,9 +115,8 @@ package final class VettedBatchProcessor: Sendable {
 
     /// Stores a decoded batch in one transaction (steps 2-5), or in lanes; the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
-        let lanes = Self.writeLanes(of: batch.decoded, count: configuration.writeLanes)
         let outcome: TransactionOutcome, attempts: Int
-        if lanes.count > 1 {
+        if let lanes = Self.writeLanes(of: batch.decoded, count: configuration.writeLanes) {
             (outcome, attempts) = try await storeInLanes(lanes, of: batch)
         } else {
             (outcome, attempts) = try await storeLane(batch.decoded, letters: batch.letters, nextOffsets: batch.nextOffsets)
@@ -202,11 +201,11 @@ package final class VettedBatchProcessor: Sendable {
     static let minimumMessagesPerLane = 64
 
     /// Splits a batch into at most `count` lanes of about the same number of messages, each user's
-    /// messages in one lane and in batch order, as positions in the batch; one lane when the batch is
-    /// too small to share (`minimumMessagesPerLane`).
-    static func writeLanes(of messages: [DecodedMessage], count: Int) -> [[Int]] {
+    /// messages in one lane and in batch order, as positions in the batch; nil when it is to be stored
+    /// in one transaction (one lane asked, or too few messages to share: `minimumMessagesPerLane`).
+    static func writeLanes(of messages: [DecodedMessage], count: Int) -> [[Int]]? {
         let lanes = min(count, messages.count / minimumMessagesPerLane)
-        guard lanes > 1 else { return [Array(messages.indices)] }
+        guard lanes > 1 else { return nil }
         var perUser: [String: Int] = [:]
         for message in messages { perUser[message.raw.userId, default: 0] += 1 }
         // The busiest users first, each to the lane with the fewest messages so far.
@@ -219,7 +218,9 @@ package final class VettedBatchProcessor: Sendable {
         }
         var result = [[Int]](repeating: [], count: lanes)
         for (index, message) in messages.enumerated() { result[laneOfUser[message.raw.userId] ?? 0].append(index) }
-        return result.filter { !$0.isEmpty }
+        let filled = result.filter { !$0.isEmpty }
+        // One user's batch fills one lane only.
+        return filled.count > 1 ? filled : nil
     }
 
     /// Decodes a batch, in order. Large batches are split across the cores: decoding is most of the
