@@ -5,8 +5,10 @@ import Testing
 
 @Suite("Gateway core: idempotency table, token bucket, keys")
 struct CoreTests {
-    static func outcome(_ outcome: VerdictOutcome = .accepted) -> RecordedOutcome {
-        RecordedOutcome(outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses", decidedAt: Date())
+    static func outcome(_ outcome: VerdictOutcome = .accepted) -> AttendanceVerdict {
+        AttendanceVerdict(
+            requestId: "r", idempotencyKey: "k", userId: "u", deviceId: "d", outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses",
+            decidedAt: Date(), gatewayInstance: "g")
     }
 
     @Test func beginReportsEveryState() {

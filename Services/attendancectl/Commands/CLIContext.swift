@@ -15,16 +15,6 @@ package struct CLIContext: Sendable {
     /// The transport registry commands use; `nil` is HTTP (`HTTPRegistryTransport`).
     package var registryTransport: (any RegistryTransport)?
 
-    package init(
-        out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void,
-        environment: [String: String], registryTransport: (any RegistryTransport)? = nil
-    ) {
-        self.out = out
-        self.err = err
-        self.environment = environment
-        self.registryTransport = registryTransport
-    }
-
     /// The process's own standard output, standard error and environment.
     package static let standard = CLIContext(
         out: { line in print(line) },

@@ -14,19 +14,6 @@ package struct PostedEvent: Sendable, Hashable, Codable {
     package var decidedAt: Int64
     /// The gate whose beacon the event names (nil: a beacon of no simulated gate).
     package var gate: Int?
-
-    package init(
-        key: String, kind: String, siteId: String, sessionKey: String, reason: String, timestamp: Int64, decidedAt: Int64, gate: Int? = nil
-    ) {
-        self.key = key
-        self.kind = kind
-        self.siteId = siteId
-        self.sessionKey = sessionKey
-        self.reason = reason
-        self.timestamp = timestamp
-        self.decidedAt = decidedAt
-        self.gate = gate
-    }
 }
 
 /// Everything one simulated phone did.

@@ -162,14 +162,6 @@ package struct TruthEvent: Sendable, Hashable, Codable {
     package var kind: Kind
     package var at: Int64
     package var gate: Int
-
-    package init(person: Int, siteId: String, kind: Kind, at: Int64, gate: Int) {
-        self.person = person
-        self.siteId = siteId
-        self.kind = kind
-        self.at = at
-        self.gate = gate
-    }
 }
 
 /// One simulated person: kind, home site, itinerary and the true gate passes.

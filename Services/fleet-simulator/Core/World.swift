@@ -122,15 +122,7 @@ package struct BeaconPlacement: Sendable, Hashable {
     package var gateIndex: Int
     /// What this beacon really transmits minus its calibrated 1 m power, dB (installers' error, a weak
     /// battery, a beacon behind a sign): the phone sees every reading shifted by it.
-    package var txErrorDb: Double
-
-    package init(identity: BeaconIdentity, position: Point, advertisingIntervalMs: Int, gateIndex: Int, txErrorDb: Double = 0) {
-        self.identity = identity
-        self.position = position
-        self.advertisingIntervalMs = advertisingIntervalMs
-        self.gateIndex = gateIndex
-        self.txErrorDb = txErrorDb
-    }
+    package var txErrorDb: Double = 0
 }
 
 /// A door in the building's front wall (y = 0): people pass it going north (in) or south (out).
@@ -151,19 +143,6 @@ package struct SiteLayout: Sendable, Hashable {
     package var major: UInt16
     /// This site's own radio, when it differs from the world's (a sweep draws one per site).
     package var radio: RadioParameters?
-
-    package init(
-        id: String, center: GeoPoint, geofenceRadiusMeters: Double, gates: [Gate], beacons: [BeaconPlacement], major: UInt16,
-        radio: RadioParameters? = nil
-    ) {
-        self.id = id
-        self.center = center
-        self.geofenceRadiusMeters = geofenceRadiusMeters
-        self.gates = gates
-        self.beacons = beacons
-        self.major = major
-        self.radio = radio
-    }
 
     /// Is `point` inside the building (past the front wall, beyond the open doorway)?
     package func isInsideBuilding(_ point: Point) -> Bool { point.y > 0 }

@@ -2,39 +2,7 @@ import AttendanceProtocol
 import Foundation
 import Synchronization
 
-/// The final outcome of a request as the verdict told it.
-package struct RecordedOutcome: Sendable, Hashable {
-    package var outcome: VerdictOutcome
-    package var httpStatus: Int
-    package var serverReceiptId: String?
-    package var sessionId: String?
-    package var reasons: [String]
-    package var action: AppAction
-    package var retryAfterSeconds: Int?
-    package var decidedAt: Date
-
-    package init(
-        outcome: VerdictOutcome, httpStatus: Int? = nil, serverReceiptId: String? = nil, sessionId: String? = nil,
-        reasons: [String] = [], action: AppAction = .noAction, retryAfterSeconds: Int? = nil, decidedAt: Date
-    ) {
-        self.outcome = outcome
-        self.httpStatus = httpStatus ?? outcome.httpStatus
-        self.serverReceiptId = serverReceiptId
-        self.sessionId = sessionId
-        self.reasons = reasons
-        self.action = action
-        self.retryAfterSeconds = retryAfterSeconds
-        self.decidedAt = decidedAt
-    }
-
-    package init(_ verdict: AttendanceVerdict) {
-        self.init(
-            outcome: verdict.outcome, httpStatus: verdict.httpStatus, serverReceiptId: verdict.serverReceiptId,
-            sessionId: verdict.sessionId, reasons: verdict.reasons, action: verdict.action,
-            retryAfterSeconds: verdict.retryAfterSeconds, decidedAt: verdict.decidedAt
-        )
-    }
-
+extension AttendanceVerdict {
     /// The `GET /v1/attendance/events/{key}` status: a duplicate is an accepted event.
     package var eventStatus: EventOutcomeStatus {
         switch outcome {
@@ -53,20 +21,7 @@ package struct IdempotencyEntry: Sendable, Hashable {
     package let requestId: String
     package let eventTime: Date?
     package let receivedAt: Date
-    package internal(set) var outcome: RecordedOutcome?
-
-    package init(
-        key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, receivedAt: Date,
-        outcome: RecordedOutcome? = nil
-    ) {
-        self.key = key
-        self.deviceId = deviceId
-        self.fingerprint = fingerprint
-        self.requestId = requestId
-        self.eventTime = eventTime
-        self.receivedAt = receivedAt
-        self.outcome = outcome
-    }
+    package internal(set) var outcome: AttendanceVerdict? = nil
 
     /// As the status endpoint shows it (`pending` until the verdict).
     package var response: EventOutcomeResponse {
@@ -96,7 +51,7 @@ package enum BeginResult: Sendable, Hashable {
     /// The first request with this key has no outcome yet (409 in flight).
     case inFlight(IdempotencyEntry)
     /// The same payload already has its outcome (replay it).
-    case completed(IdempotencyEntry, RecordedOutcome)
+    case completed(IdempotencyEntry, AttendanceVerdict)
     /// The key was used with another payload (422).
     case mismatch(IdempotencyEntry)
 }
@@ -132,7 +87,7 @@ package final class IdempotencyTable: Sendable {
 
     struct Slot {
         var entry: IdempotencyEntry
-        var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
+        var waiters: [UInt64: CheckedContinuation<AttendanceVerdict?, Never>] = [:]
         /// When the outcome arrived (this process's clock).
         var completedAt: Date?
     }
@@ -195,8 +150,8 @@ package final class IdempotencyTable: Sendable {
     package func begin(
         key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, now: Date = Date()
     ) -> BeginResult {
-        let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
-            var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+        let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<AttendanceVerdict?, Never>]) in
+            var dropped: [CheckedContinuation<AttendanceVerdict?, Never>] = []
             if let slot = state.slots[key] {
                 if !isExpired(slot, now: now) {
                     if slot.entry.fingerprint != fingerprint { return (.mismatch(slot.entry), []) }
@@ -220,7 +175,7 @@ package final class IdempotencyTable: Sendable {
 
     /// Forgets a request that could not be produced (the device keeps it and retries).
     package func abandon(key: String, requestId: String) {
-        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<AttendanceVerdict?, Never>] in
             guard let slot = state.slots[key], slot.entry.requestId == requestId, slot.entry.outcome == nil else { return [] }
             state.slots[key] = nil
             return Array(slot.waiters.values)
@@ -231,8 +186,8 @@ package final class IdempotencyTable: Sendable {
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
     /// request with that key (restarted, or forgotten): nothing waits for it.
     @discardableResult
-    package func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
-        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
+    package func complete(key: String, outcome: AttendanceVerdict, now: Date = Date()) -> Bool {
+        let waiters = state.withLock { state -> [CheckedContinuation<AttendanceVerdict?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
             if slot.completedAt == nil { slot.completedAt = now }
             slot.entry.outcome = outcome
@@ -248,7 +203,7 @@ package final class IdempotencyTable: Sendable {
 
     /// Waits up to `timeout` for the outcome of `key`; `nil` on timeout, cancellation, or when the
     /// request was abandoned.
-    package func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
+    package func waitForOutcome(key: String, timeout: Duration) async -> AttendanceVerdict? {
         if let outcome = state.withLock({ $0.slots[key]?.entry.outcome }) { return outcome }
         guard timeout > .zero else { return nil }
         let deadline = ContinuousClock.now + timeout
@@ -257,8 +212,8 @@ package final class IdempotencyTable: Sendable {
             return state.nextWaiter
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<RecordedOutcome?, Never>) in
-                let (immediate, startSweeper) = state.withLock { state -> (RecordedOutcome??, Bool) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<AttendanceVerdict?, Never>) in
+                let (immediate, startSweeper) = state.withLock { state -> (AttendanceVerdict??, Bool) in
                     guard var slot = state.slots[key] else { return (.some(nil), false) }
                     if let outcome = slot.entry.outcome { return (.some(outcome), false) }
                     // Checked under the lock the cancellation handler takes: either the handler
@@ -316,9 +271,9 @@ package final class IdempotencyTable: Sendable {
     }
 
     /// Removes expired entries, then (beyond `keepUpTo`) the oldest finished ones.
-    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<RecordedOutcome?, Never>] {
+    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<AttendanceVerdict?, Never>] {
         let limit = keepUpTo ?? max(0, settings.maxEntries - 1)
-        var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+        var dropped: [CheckedContinuation<AttendanceVerdict?, Never>] = []
         for (key, slot) in state.slots where isExpired(slot, now: now) {
             dropped += slot.waiters.values
             state.slots[key] = nil
@@ -335,9 +290,9 @@ package final class IdempotencyTable: Sendable {
     /// none is left.
     private func endWaitsAtTheirDeadlines() async {
         while true {
-            let (due, next) = state.withLock { state -> ([CheckedContinuation<RecordedOutcome?, Never>], ContinuousClock.Instant?) in
+            let (due, next) = state.withLock { state -> ([CheckedContinuation<AttendanceVerdict?, Never>], ContinuousClock.Instant?) in
                 let now = ContinuousClock.now
-                var due: [CheckedContinuation<RecordedOutcome?, Never>] = []
+                var due: [CheckedContinuation<AttendanceVerdict?, Never>] = []
                 while let first = state.deadlines.first, first.at <= now {
                     state.deadlines.removeFirst()
                     if let waiter = state.slots[first.key]?.waiters.removeValue(forKey: first.waiter) { due.append(waiter) }

@@ -13,20 +13,9 @@ package struct PunchRecord: Hashable, Sendable {
     package var type: AttendanceEventType
     /// Event time (the device's), not receipt time: offline events land where they happened.
     package var time: Date
+}
 
-    package init(
-        idempotencyKey: String, userId: String, deviceId: String, siteId: String?, gateId: String?,
-        type: AttendanceEventType, time: Date
-    ) {
-        self.idempotencyKey = idempotencyKey
-        self.userId = userId
-        self.deviceId = deviceId
-        self.siteId = siteId
-        self.gateId = gateId
-        self.type = type
-        self.time = time
-    }
-
+extension PunchRecord {
     /// The punch an event makes, its gate resolved through the registry.
     package init(event: RawEventEnvelope, registry: any RegistryView) {
         var gateId: String?

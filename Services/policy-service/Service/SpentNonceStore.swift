@@ -33,11 +33,6 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
     let client: PostgresClient
     let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
     package func claim(_ claims: [NonceClaim]) async throws -> [String: String] {
         guard !claims.isEmpty else { return [:] }
         // One claim per nonce, the first in offset order: the in-memory history judges later
@@ -109,11 +104,6 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
 package struct GattNonceLedger: Sendable {
     package let store: any SpentNonceStore
     package let nonces: GattNonceCodec
-
-    package init(store: any SpentNonceStore, nonces: GattNonceCodec) {
-        self.store = store
-        self.nonces = nonces
-    }
 
     /// The claims a batch makes, in order.
     package func claims(for events: [RawEventEnvelope]) -> [NonceClaim] {

@@ -7,81 +7,41 @@ import SessionMergerCore
 /// protocol's `Topic` names; tests point them at topics of their own.
 package struct SessionMergerConfiguration: Sendable {
     /// The consumer group, also the key of `merger.consumer_offsets`.
-    package var groupId: String
+    package var groupId: String = "session-merger"
     /// `MERGER_SCHEMA`: the PostgreSQL schema of the merger's tables (default `merger`). The merger's
     /// queries name no schema; its pool's search path starts with this one.
     package var schema = ServiceMigrations.merger.defaultSchema
-    package var vettedTopic: String
-    package var verdictsTopic: String
-    package var sessionsTopic: String
-    package var deadLetterTopic: String
-    package var registryTopic: String
+    package var vettedTopic: String = Topic.vettedEvents.name
+    package var verdictsTopic: String = Topic.verdicts.name
+    package var sessionsTopic: String = Topic.sessions.name
+    package var deadLetterTopic: String = Topic.deadLetters.name
+    package var registryTopic: String = Topic.registryChanges.name
     /// At most this many messages per polled batch (stored in `writeLanes` transactions).
-    package var maxBatchSize: Int
-    package var pollTimeoutMs: Int
+    package var maxBatchSize: Int = 2_000
+    package var pollTimeoutMs: Int = 100
     /// How often the idle sweep closes sessions with no presence past the cutoff.
-    package var idleSweepInterval: Duration
+    package var idleSweepInterval: Duration = .seconds(60)
     /// Timelines per idle-sweep transaction.
-    package var idleSweepBatchSize: Int
+    package var idleSweepBatchSize: Int = 200
     /// How long the outbox publisher waits after a round that found nothing.
-    package var outboxPollInterval: Duration
+    package var outboxPollInterval: Duration = .milliseconds(200)
     /// Session changes per outbox round (one transaction, one produce batch).
-    package var outboxBatchSize: Int
+    package var outboxBatchSize: Int = 500
     /// The session thresholds (validated at start).
-    package var policy: SessionPolicy
+    package var policy: SessionPolicy = .default
     /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
     /// seeks to `merger.consumer_offsets` on assignment).
-    package var commitOffsetsToBroker: Bool
+    package var commitOffsetsToBroker: Bool = true
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
-    package var compactionThreshold: Int
+    package var compactionThreshold: Int = 512
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
     /// timeline) is retried at once before the error goes to the pipeline (which retries with backoff).
-    package var conflictRetries: Int
+    package var conflictRetries: Int = 5
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
-    package var timelineCacheCapacity: Int
+    package var timelineCacheCapacity: Int = 100_000
     /// Concurrent transactions a large batch is stored in, its users split between them, its offsets
     /// stored once all have committed. 1 (the default): one transaction holds the batch and its offsets.
-    package var writeLanes: Int
-
-    package init(
-        groupId: String = "session-merger",
-        vettedTopic: String = Topic.vettedEvents.name,
-        verdictsTopic: String = Topic.verdicts.name,
-        sessionsTopic: String = Topic.sessions.name,
-        deadLetterTopic: String = Topic.deadLetters.name,
-        registryTopic: String = Topic.registryChanges.name,
-        maxBatchSize: Int = 2_000,
-        pollTimeoutMs: Int = 100,
-        idleSweepInterval: Duration = .seconds(60),
-        idleSweepBatchSize: Int = 200,
-        outboxPollInterval: Duration = .milliseconds(200),
-        outboxBatchSize: Int = 500,
-        policy: SessionPolicy = .default,
-        commitOffsetsToBroker: Bool = true,
-        compactionThreshold: Int = 512,
-        conflictRetries: Int = 5,
-        timelineCacheCapacity: Int = 100_000,
-        writeLanes: Int = 1
-    ) {
-        self.groupId = groupId
-        self.vettedTopic = vettedTopic
-        self.verdictsTopic = verdictsTopic
-        self.sessionsTopic = sessionsTopic
-        self.deadLetterTopic = deadLetterTopic
-        self.registryTopic = registryTopic
-        self.maxBatchSize = maxBatchSize
-        self.pollTimeoutMs = pollTimeoutMs
-        self.idleSweepInterval = idleSweepInterval
-        self.idleSweepBatchSize = idleSweepBatchSize
-        self.outboxPollInterval = outboxPollInterval
-        self.outboxBatchSize = outboxBatchSize
-        self.policy = policy
-        self.commitOffsetsToBroker = commitOffsetsToBroker
-        self.compactionThreshold = compactionThreshold
-        self.conflictRetries = conflictRetries
-        self.timelineCacheCapacity = timelineCacheCapacity
-        self.writeLanes = writeLanes
-    }
+    package var writeLanes: Int = 1
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
     /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides

@@ -101,15 +101,9 @@ package struct LatencyPercentiles: Codable, Hashable, Sendable {
     package var p90Ms: UInt64?
     package var p99Ms: UInt64?
     package var p999Ms: UInt64?
+}
 
-    package init(count: Int64, p50Ms: UInt64?, p90Ms: UInt64?, p99Ms: UInt64?, p999Ms: UInt64?) {
-        self.count = count
-        self.p50Ms = p50Ms
-        self.p90Ms = p90Ms
-        self.p99Ms = p99Ms
-        self.p999Ms = p999Ms
-    }
-
+extension LatencyPercentiles {
     package init(_ histogram: LogHistogram) {
         self.init(
             count: histogram.totalCount,

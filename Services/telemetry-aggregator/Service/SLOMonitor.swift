@@ -80,22 +80,9 @@ package struct SLOMonitor: Service {
     let metrics: TelemetryServiceMetrics
     let objective: SLOObjective
     let interval: Duration
-    let prune: (@Sendable () async throws -> Void)?
     let pruneInterval: Duration
+    let prune: (@Sendable () async throws -> Void)?
     let logger: Logger
-
-    package init(
-        repository: any TelemetryQueryRepository, metrics: TelemetryServiceMetrics, objective: SLOObjective, interval: Duration,
-        pruneInterval: Duration, prune: (@Sendable () async throws -> Void)?, logger: Logger
-    ) {
-        self.repository = repository
-        self.metrics = metrics
-        self.objective = objective
-        self.interval = interval
-        self.prune = prune
-        self.pruneInterval = pruneInterval
-        self.logger = logger
-    }
 
     /// One evaluation (also what the HTTP handlers' numbers are made of).
     @discardableResult

@@ -6,58 +6,26 @@ import ServiceRuntime
 /// the protocol's `Topic` names; tests point them, the schema and the group at their own.
 package struct TelemetryConfiguration: Sendable {
     /// The consumer group, also the key of `<schema>.consumer_offsets`.
-    package var groupId: String
+    package var groupId: String = "telemetry-aggregator"
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
-    package var schema: String
-    package var telemetryTopic: String
-    package var rawEventsTopic: String
-    package var verdictsTopic: String
-    package var sessionsTopic: String
-    package var deadLetterTopic: String
+    package var schema: String = "telemetry"
+    package var telemetryTopic: String = Topic.deviceTelemetry.name
+    package var rawEventsTopic: String = Topic.rawEvents.name
+    package var verdictsTopic: String = Topic.verdicts.name
+    package var sessionsTopic: String = Topic.sessions.name
+    package var deadLetterTopic: String = Topic.deadLetters.name
     /// At most this many messages per polled batch (one PostgreSQL transaction each).
-    package var maxBatchSize: Int
-    package var pollTimeoutMs: Int
+    package var maxBatchSize: Int = 1_000
+    package var pollTimeoutMs: Int = 100
     /// How often the SLO gauges on `/metrics` are recomputed.
-    package var sloRefreshInterval: Duration
+    package var sloRefreshInterval: Duration = .seconds(15)
     /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
-    package var retentionDays: Int
+    package var retentionDays: Int = 35
     /// How often the pruning runs.
-    package var pruneInterval: Duration
-    package var objective: TelemetrySLOConfiguration
+    package var pruneInterval: Duration = .seconds(600)
+    package var objective: TelemetrySLOConfiguration = TelemetrySLOConfiguration()
     /// Also commit offsets to the broker after the PostgreSQL commit (informational).
-    package var commitOffsetsToBroker: Bool
-
-    package init(
-        groupId: String = "telemetry-aggregator",
-        schema: String = "telemetry",
-        telemetryTopic: String = Topic.deviceTelemetry.name,
-        rawEventsTopic: String = Topic.rawEvents.name,
-        verdictsTopic: String = Topic.verdicts.name,
-        sessionsTopic: String = Topic.sessions.name,
-        deadLetterTopic: String = Topic.deadLetters.name,
-        maxBatchSize: Int = 1_000,
-        pollTimeoutMs: Int = 100,
-        sloRefreshInterval: Duration = .seconds(15),
-        retentionDays: Int = 35,
-        pruneInterval: Duration = .seconds(600),
-        objective: TelemetrySLOConfiguration = TelemetrySLOConfiguration(),
-        commitOffsetsToBroker: Bool = true
-    ) {
-        self.groupId = groupId
-        self.schema = schema
-        self.telemetryTopic = telemetryTopic
-        self.rawEventsTopic = rawEventsTopic
-        self.verdictsTopic = verdictsTopic
-        self.sessionsTopic = sessionsTopic
-        self.deadLetterTopic = deadLetterTopic
-        self.maxBatchSize = maxBatchSize
-        self.pollTimeoutMs = pollTimeoutMs
-        self.sloRefreshInterval = sloRefreshInterval
-        self.retentionDays = retentionDays
-        self.pruneInterval = pruneInterval
-        self.objective = objective
-        self.commitOffsetsToBroker = commitOffsetsToBroker
-    }
+    package var commitOffsetsToBroker: Bool = true
 
     package var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
 
@@ -89,11 +57,6 @@ package struct TelemetryConfiguration: Sendable {
 /// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the
 /// specification: docs/SPECIFICATION.md, "8. Telemetry and the SLO").
 package struct TelemetrySLOConfiguration: Sendable, Hashable {
-    package var targetPermyriad: Int
-    package var thresholdSeconds: Int
-
-    package init(targetPermyriad: Int = 9_900, thresholdSeconds: Int = 300) {
-        self.targetPermyriad = targetPermyriad
-        self.thresholdSeconds = thresholdSeconds
-    }
+    package var targetPermyriad: Int = 9_900
+    package var thresholdSeconds: Int = 300
 }

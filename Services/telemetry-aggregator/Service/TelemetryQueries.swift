@@ -9,12 +9,6 @@ package struct MetricsFilter: Hashable, Sendable, Codable {
     package var site: String?
     package var appVersion: String?
     package var deviceModel: String?
-
-    package init(site: String? = nil, appVersion: String? = nil, deviceModel: String? = nil) {
-        self.site = site
-        self.appVersion = appVersion
-        self.deviceModel = deviceModel
-    }
 }
 
 /// A dimension to break numbers down by.
@@ -99,11 +93,6 @@ package protocol TelemetryQueryRepository: Sendable {
 package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
     let client: PostgresClient
     let logger: Logger
-
-    package init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
 
     /// `WHERE` conditions for the minute range and the filter, binds appended to `binds`.
     private func conditions(_ filter: MetricsFilter, minutes: ClosedRange<Int64>, binds: inout PostgresBindings) -> String {

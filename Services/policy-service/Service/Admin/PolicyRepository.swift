@@ -16,13 +16,8 @@ package struct StoredPolicyVersion: Codable, Hashable, Sendable {
 /// What the store holds for the service's book: the active (latest) version of every scope and
 /// the global kill switch, `nil` when never set.
 package struct StoredPolicies: Hashable, Sendable {
-    package var policies: [SitePolicy]
+    package var policies: [SitePolicy] = []
     package var globalKillSwitch: Bool?
-
-    package init(policies: [SitePolicy] = [], globalKillSwitch: Bool? = nil) {
-        self.policies = policies
-        self.globalKillSwitch = globalKillSwitch
-    }
 }
 
 /// Versioned policy storage. Versions are per scope (a site, or the default policy) and only grow.

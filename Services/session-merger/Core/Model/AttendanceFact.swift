@@ -120,14 +120,9 @@ struct StoredFact: Hashable, Sendable {
     /// Milliseconds since 1970.
     var time: Int64
     var sessionKey: String?
+}
 
-    init(key: String, kind: AttendanceFact.Kind, time: Int64, sessionKey: String?) {
-        self.key = key
-        self.kind = kind
-        self.time = time
-        self.sessionKey = sessionKey
-    }
-
+extension StoredFact {
     init(_ fact: AttendanceFact) {
         self.init(key: fact.idempotencyKey, kind: fact.kind, time: Millis(fact.eventTime), sessionKey: fact.sessionKey)
     }

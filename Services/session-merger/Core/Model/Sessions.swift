@@ -63,13 +63,6 @@ package struct SessionDelta: Codable, Hashable, Sendable {
     /// For a superseded session: the id of the session its events now belong to.
     package var supersededBy: String?
 
-    package init(change: SessionChangeKind, session: SessionSnapshot, version: Int64, supersededBy: String? = nil) {
-        self.change = change
-        self.session = session
-        self.version = version
-        self.supersededBy = supersededBy
-    }
-
     /// The `attendance.sessions` message for this change.
     package func sessionChange(changedAt: Date) -> SessionChange {
         SessionChange(
@@ -113,11 +106,6 @@ package struct ApplyOutcome: Hashable, Sendable {
     package var disposition: Disposition
     /// Every session change the event caused, including corrections of earlier sessions.
     package var changes: [SessionDelta]
-
-    package init(disposition: Disposition, changes: [SessionDelta]) {
-        self.disposition = disposition
-        self.changes = changes
-    }
 
     /// The session the event is in now, if any (the verdict's `sessionId`).
     package var sessionId: String? {

@@ -33,13 +33,12 @@ package struct TimelineState: Codable, Hashable, Sendable {
     var retired: [RetiredSession]
 
     init(userId: String, siteId: String) {
-        self.userId = userId
-        self.siteId = siteId
-        self.facts = []
-        self.clock = nil
-        self.watermark = nil
-        self.sessions = []
-        self.retired = []
+        self.init(header: Header(userId: userId, siteId: siteId, sessions: [], retired: []), facts: [])
+    }
+
+    private init(header: Header, facts: [StoredFact]) {
+        (userId, siteId, clock, watermark) = (header.userId, header.siteId, header.clock, header.watermark)
+        (sessions, retired, self.facts) = (header.sessions, header.retired, facts)
     }
 
     /// Events held (inside the horizon).
@@ -54,22 +53,19 @@ package struct TimelineState: Codable, Hashable, Sendable {
     /// users or sites, events before the watermark (recorded as beyond the horizon) and repeated keys
     /// are left out; order does not matter.
     package init(header: Header, events: [AttendanceFact]) {
-        self.init(userId: header.userId, siteId: header.siteId)
-        clock = header.clock
-        watermark = header.watermark
-        sessions = header.sessions
-        retired = header.retired
         var seen = Set<String>()
-        facts =
+        let facts =
             events
-            .filter { $0.userId == userId && $0.siteId == siteId && seen.insert($0.idempotencyKey).inserted }
+            .filter { $0.userId == header.userId && $0.siteId == header.siteId && seen.insert($0.idempotencyKey).inserted }
             .map(StoredFact.init)
-            .filter { watermark == nil || $0.time >= watermark! }
+            .filter { header.watermark == nil || $0.time >= header.watermark! }
             .sorted(by: AttendanceFact.precedes)
+        self.init(header: header, facts: facts)
     }
 
     /// Everything but the events: clock, watermark, the reported sessions and retired ids.
     package struct Header: Codable, Hashable, Sendable {
+        var format = TimelineFormat()
         package let userId: String
         package let siteId: String
         var clock: Millis?
@@ -81,79 +77,45 @@ package struct TimelineState: Codable, Hashable, Sendable {
         package var watermarkDate: Date? { watermark?.date }
 
         enum CodingKeys: String, CodingKey {
-            case formatVersion = "v", userId, siteId, clock, watermark, sessions, retired
-        }
-
-        init(userId: String, siteId: String, clock: Millis?, watermark: Millis?, sessions: [SessionRecord], retired: [RetiredSession]) {
-            self.userId = userId
-            self.siteId = siteId
-            self.clock = clock
-            self.watermark = watermark
-            self.sessions = sessions
-            self.retired = retired
-        }
-
-        package init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            let version = try c.decode(Int.self, forKey: .formatVersion)
-            guard version == TimelineState.formatVersion else {
-                throw DecodingError.dataCorruptedError(
-                    forKey: .formatVersion, in: c,
-                    debugDescription: "timeline header format \(version) is not \(TimelineState.formatVersion)")
-            }
-            userId = try c.decode(String.self, forKey: .userId)
-            siteId = try c.decode(String.self, forKey: .siteId)
-            clock = try c.decodeIfPresent(Int64.self, forKey: .clock)
-            watermark = try c.decodeIfPresent(Int64.self, forKey: .watermark)
-            sessions = try c.decode([SessionRecord].self, forKey: .sessions)
-            retired = try c.decode([RetiredSession].self, forKey: .retired)
-        }
-
-        package func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(TimelineState.formatVersion, forKey: .formatVersion)
-            try c.encode(userId, forKey: .userId)
-            try c.encode(siteId, forKey: .siteId)
-            try c.encodeIfPresent(clock, forKey: .clock)
-            try c.encodeIfPresent(watermark, forKey: .watermark)
-            try c.encode(sessions, forKey: .sessions)
-            try c.encode(retired, forKey: .retired)
+            case format = "v", userId, siteId, clock, watermark, sessions, retired
         }
     }
 
-    enum CodingKeys: String, CodingKey {
-        case formatVersion = "v", userId, siteId, clock, watermark, facts, sessions, retired
-    }
+    /// The key of the events, written beside the header's keys in the same object.
+    enum FactsKey: String, CodingKey { case facts }
 
+    /// The header's fields, then the events: one JSON object.
     package init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        let version = try c.decode(Int.self, forKey: .formatVersion)
-        guard version == Self.formatVersion else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .formatVersion, in: c, debugDescription: "timeline state format \(version) is not \(Self.formatVersion)")
-        }
-        userId = try c.decode(String.self, forKey: .userId)
-        siteId = try c.decode(String.self, forKey: .siteId)
-        clock = try c.decodeIfPresent(Int64.self, forKey: .clock)
-        watermark = try c.decodeIfPresent(Int64.self, forKey: .watermark)
-        let decoded = try c.decode([StoredFact].self, forKey: .facts)
+        let header = try Header(from: decoder)
+        let decoded = try decoder.container(keyedBy: FactsKey.self).decode([StoredFact].self, forKey: .facts)
         // Whatever wrote it, the sweep needs the canonical order and unique keys.
         var seen = Set<String>()
-        facts = decoded.sorted(by: AttendanceFact.precedes).filter { seen.insert($0.key).inserted }
-        sessions = try c.decode([SessionRecord].self, forKey: .sessions)
-        retired = try c.decode([RetiredSession].self, forKey: .retired)
+        self.init(header: header, facts: decoded.sorted(by: AttendanceFact.precedes).filter { seen.insert($0.key).inserted })
     }
 
     package func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(Self.formatVersion, forKey: .formatVersion)
-        try c.encode(userId, forKey: .userId)
-        try c.encode(siteId, forKey: .siteId)
-        try c.encodeIfPresent(clock, forKey: .clock)
-        try c.encodeIfPresent(watermark, forKey: .watermark)
+        try header.encode(to: encoder)
+        var c = encoder.container(keyedBy: FactsKey.self)
         try c.encode(facts, forKey: .facts)
-        try c.encode(sessions, forKey: .sessions)
-        try c.encode(retired, forKey: .retired)
+    }
+}
+
+/// The `v` of a stored timeline: written as `TimelineState.formatVersion`; any other is refused.
+struct TimelineFormat: Codable, Hashable, Sendable {
+    init() {}
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let version = try c.decode(Int.self)
+        guard version == TimelineState.formatVersion else {
+            throw DecodingError.dataCorruptedError(
+                in: c, debugDescription: "timeline format \(version) is not \(TimelineState.formatVersion)")
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(TimelineState.formatVersion)
     }
 }
 

@@ -37,19 +37,7 @@ package struct SessionFilter: Sendable, Hashable {
     package var from: Date?
     package var to: Date?
     package var status: SessionStatus?
-    package var includeSuperseded: Bool
-
-    package init(
-        userId: String? = nil, siteId: String? = nil, from: Date? = nil, to: Date? = nil, status: SessionStatus? = nil,
-        includeSuperseded: Bool = false
-    ) {
-        self.userId = userId
-        self.siteId = siteId
-        self.from = from
-        self.to = to
-        self.status = status
-        self.includeSuperseded = includeSuperseded
-    }
+    package var includeSuperseded: Bool = false
 }
 
 /// Keyset position: the last (check-in, session id) of the previous page.
