@@ -43,7 +43,7 @@ struct SecretsCommandTests {
 
     @Test func aFileWhereTheDirectoryShouldBeIsOneErrorLine() async throws {
         let path = temporaryDirectory()
-        FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
         defer { try? FileManager.default.removeItem(atPath: path) }
         let run = await runCLI(["secrets", "init", "--dir", path])
         #expect(run.code == 1, "\(run)")

@@ -23,7 +23,7 @@ struct BootstrapKeyFileTests {
 
     @Test func anUnwritablePlaceIsRefusedBeforeAnyKeyIsCreated() throws {
         let blocker = NSTemporaryDirectory() + "bootstrap-blocker-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: blocker, contents: Data("a file, not a directory".utf8))
+        #expect(FileManager.default.createFile(atPath: blocker, contents: Data("a file, not a directory".utf8)))
         defer { try? FileManager.default.removeItem(atPath: blocker) }
         let file = BootstrapKeyFile(path: blocker + "/secrets/admin-api-key")
         #expect(throws: BootstrapKeyFile.Unwritable.self) { try file.checkWritable() }

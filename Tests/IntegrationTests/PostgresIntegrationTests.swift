@@ -56,7 +56,7 @@ struct PostgresIntegrationTests {
     @Test func runnersOfSeveralServicesStartTogetherOnANewDatabase() async throws {
         // A brand-new database, as on a first deploy where every service starts at once.
         let database = "it_fresh_\(UInt32.random(in: 0...UInt32.max))"
-        try await LocalStack.withPostgres { db in
+        _ = try await LocalStack.withPostgres { db in
             try await db.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(database)"), logger: logger)
         }
         var settings = try LocalStack.postgres
@@ -78,7 +78,7 @@ struct PostgresIntegrationTests {
             #expect(applied == 16)
             group.cancelAll()
         }
-        try await LocalStack.withPostgres { db in
+        _ = try await LocalStack.withPostgres { db in
             try await db.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(database) WITH (FORCE)"), logger: logger)
         }
     }

@@ -169,7 +169,7 @@ struct AdversarialTests {
     @Test(arguments: AdversarialTests.gattAttacks)
     func gattAttackIsRefusedByTheChallenge(_ attack: Attack) {
         let history = PolicyHistory()
-        for e in attack.before { Gatt.decide(e, policy: Gatt.strict(), history: history) }
+        for e in attack.before { _ = Gatt.decide(e, policy: Gatt.strict(), history: history) }
         let decision = Gatt.decide(attack.attack, policy: Gatt.strict(), history: history)
         #expect(decision.outcome == .reject, "\(attack.name) accepted: \(decision.ruleResults)")
         #expect(decision.result(.gattChallenge)?.fired == true, "\(attack.name): \(decision.reasons)")
@@ -184,7 +184,7 @@ struct AdversarialTests {
         for attack in Self.fullSetAttacks + Self.gattAttacks {
             let history = PolicyHistory()
             // Honest setup events carry a proof; the spent-nonce setup is refused on purpose.
-            for e in attack.before { Gatt.decide(Self.withProof(e), policy: Gatt.strict(), history: history) }
+            for e in attack.before { _ = Gatt.decide(Self.withProof(e), policy: Gatt.strict(), history: history) }
             let isGatt = Self.gattAttacks.contains { $0.name == attack.name }
             let decision = Gatt.decide(isGatt ? attack.attack : Self.withProof(attack.attack), policy: Gatt.strict(), history: history)
             if decision.outcome == .reject { refused += 1 } else { accepted.append(attack.name) }

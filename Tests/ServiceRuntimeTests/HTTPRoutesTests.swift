@@ -59,7 +59,9 @@ struct HTTPRoutesTests {
 
     @Test func metricsExposesPrometheusText() async throws {
         let registry = PrometheusCollectorRegistry()
-        registry.makeCounter(name: "events_total", labels: [("outcome", "accepted")]).increment(by: Int64(3))
+        registry.makeCounter(
+            descriptor: MetricNameDescriptor(metricName: "events", unitName: "total", helpText: "Events"), labels: [("outcome", "accepted")]
+        ).increment(by: Int64(3))
         try await app(checks: [], registry: registry).test(.router) { client in
             try await client.execute(uri: "/metrics", method: .get) { response in
                 #expect(response.status == .ok)

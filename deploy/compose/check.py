@@ -76,6 +76,7 @@ class Checker:
         code = self.sources(["Services", "Shared"])
         names = set(re.findall(r'(?:Counter|Gauge|Timer|Recorder|Meter|FloatingPointCounter)\(\s*label:\s*"([a-z_:][a-z0-9_:]*)"', code))
         names |= set(re.findall(r'make(?:Counter|Gauge|DurationHistogram|ValueHistogram|FloatingPointCounter)\(\s*name:\s*"([a-z_:][a-z0-9_:]*)"', code))
+        names |= set(re.findall(r'metricName:\s*"([a-z_:][a-z0-9_:]*)"', code))
         return names | LIBRARY_METRICS
 
     # --- the checks ----------------------------------------------------------------------------

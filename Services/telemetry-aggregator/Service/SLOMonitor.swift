@@ -20,36 +20,41 @@ package final class TelemetryServiceMetrics: Sendable {
     let lastEvaluation: Gauge
 
     package init(registry: PrometheusCollectorRegistry, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
+        /// A metric's whole name (its unit, `total` or `seconds`, included) and its help line.
+        func metric(metricName: String, help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(metricName: metricName, unitName: "", helpText: help)
+        }
+        let aggregated = metric(metricName: "telemetry_aggregated_total", help: "Messages counted into the rollups for the first time")
         var newMessages: [String: Counter] = [:]
         for kind in ["telemetry_event", "raw_event", "verdict", "session_change"] {
-            newMessages[kind] = registry.makeCounter(
-                name: "telemetry_aggregated_total", labels: [("kind", kind)], help: "Messages counted into the rollups for the first time")
+            newMessages[kind] = registry.makeCounter(descriptor: aggregated, labels: [("kind", kind)])
         }
         self.newMessages = newMessages
-        duplicates = registry.makeCounter(name: "telemetry_duplicates_total", help: "Messages or events seen before, not counted again")
-        deadLetters = registry.makeCounter(name: "telemetry_dead_letters_total", help: "Undecodable messages sent to the DLQ")
+        duplicates = registry.makeCounter(
+            descriptor: metric(metricName: "telemetry_duplicates_total", help: "Messages or events seen before, not counted again"))
+        deadLetters = registry.makeCounter(
+            descriptor: metric(metricName: "telemetry_dead_letters_total", help: "Undecodable messages sent to the DLQ"))
+        let complianceMetric = metric(metricName: "telemetry_slo_compliance", help: "Share of events received within the SLO threshold")
+        let burnRateMetric = metric(metricName: "telemetry_slo_burn_rate", help: "Error rate divided by the error budget fraction")
         var compliance: [SLOWindow: Gauge] = [:], burnRate: [SLOWindow: Gauge] = [:]
         for window in SLOWindow.allCases {
-            compliance[window] = registry.makeGauge(
-                name: "telemetry_slo_compliance", labels: [("window", window.rawValue)],
-                help: "Share of events received within the SLO threshold")
-            burnRate[window] = registry.makeGauge(
-                name: "telemetry_slo_burn_rate", labels: [("window", window.rawValue)],
-                help: "Error rate divided by the error budget fraction")
+            compliance[window] = registry.makeGauge(descriptor: complianceMetric, labels: [("window", window.rawValue)])
+            burnRate[window] = registry.makeGauge(descriptor: burnRateMetric, labels: [("window", window.rawValue)])
         }
         self.compliance = compliance
         self.burnRate = burnRate
         budgetRemaining = registry.makeGauge(
-            name: "telemetry_slo_error_budget_remaining", help: "Share of the 30-day error budget left (negative: overspent)")
-        sloTarget = registry.makeGauge(name: "telemetry_slo_target", help: "The SLO target (0.99)")
+            descriptor: metric(
+                metricName: "telemetry_slo_error_budget_remaining", help: "Share of the 30-day error budget left (negative: overspent)"))
+        sloTarget = registry.makeGauge(descriptor: metric(metricName: "telemetry_slo_target", help: "The SLO target (0.99)"))
+        let firing = metric(metricName: "telemetry_slo_alert_firing", help: "1 while the multi-window burn-rate alert fires")
         var alertFiring: [String: Gauge] = [:]
         for rule in rules {
-            alertFiring[rule.name] = registry.makeGauge(
-                name: "telemetry_slo_alert_firing", labels: [("alert", rule.name), ("severity", rule.severity)],
-                help: "1 while the multi-window burn-rate alert fires")
+            alertFiring[rule.name] = registry.makeGauge(descriptor: firing, labels: [("alert", rule.name), ("severity", rule.severity)])
         }
         self.alertFiring = alertFiring
-        lastEvaluation = registry.makeGauge(name: "telemetry_slo_last_evaluation_seconds", help: "Unix time of the last SLO evaluation")
+        lastEvaluation = registry.makeGauge(
+            descriptor: metric(metricName: "telemetry_slo_last_evaluation_seconds", help: "Unix time of the last SLO evaluation"))
     }
 
     func record(_ result: TelemetryBatchResult) {

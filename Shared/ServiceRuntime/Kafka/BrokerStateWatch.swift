@@ -154,7 +154,7 @@ public final class BrokerStateWatch: Service, Sendable {
             return
         }
         let watchedTopics = self.watchedTopics
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             var ledger = BrokerStateLedger(watchedTopics: watchedTopics)
             while !Task.isCancelled {
                 if let observation = await self.look(), let reason = ledger.observe(observation) {

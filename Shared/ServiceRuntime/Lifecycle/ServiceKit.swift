@@ -206,7 +206,7 @@ struct AfterPreparation: Service {
     let preparation: Preparation
 
     func run() async throws {
-        let ready = (try? await cancelWhenGracefulShutdown { await preparation.succeeded() }) ?? false
+        let ready = await cancelWhenGracefulShutdown { await preparation.succeeded() }
         guard ready, !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
         try await service.run()
     }
