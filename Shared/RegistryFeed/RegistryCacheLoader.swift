@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import Logging
 import ServiceLifecycle
+import ServiceRuntime
 import Synchronization
 
 /// Settings of a `RegistryCacheLoader`.
@@ -79,12 +80,7 @@ public final class RegistryCacheLoader: Service, Sendable {
 
     /// Waits until `isCaughtUp`; `false` when `timeout` passed first (or the task was cancelled).
     public func waitUntilCaughtUp(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !isCaughtUp {
-            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        await poll(timeout: timeout) { isCaughtUp }
     }
 
     /// Waits until the cache holds every change the feed held at `instant` or later: once `instant`

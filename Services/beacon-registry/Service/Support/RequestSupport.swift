@@ -76,21 +76,8 @@ struct PageRequest: Sendable {
 /// The body of a POST that takes none; an empty request body reads as this.
 struct EmptyBody: Codable {}
 
-/// Opaque cursors: base64url of `c1:<last id>`.
+/// Opaque cursors: `PageCursorText` of version `c1` and the last id.
 enum PageCursor {
-    static func encode(_ id: String) -> String {
-        Data("c1:\(id)".utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ cursor: String) -> String? {
-        guard !cursor.isEmpty, cursor.count <= 400 else { return nil }
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
-            text.hasPrefix("c1:"), text.count > 3, !RequestTextGuard.containsControlCharacter(text)
-        else { return nil }
-        return String(text.dropFirst(3))
-    }
+    static func encode(_ id: String) -> String { PageCursorText.encode(version: "c1", id) }
+    static func decode(_ cursor: String) -> String? { PageCursorText.decode(cursor, version: "c1", maxLength: 400) }
 }

@@ -118,14 +118,11 @@ extension OutboxRelay where Table == RegistryChangeOutbox {
     package static func waitUntilPublished(
         client: PostgresClient, logger: Logger, timeout: Duration, interval: Duration = .milliseconds(200)
     ) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        try await poll(every: interval, timeout: timeout) {
             let rows = try await client.query("SELECT count(*)::int FROM change_outbox WHERE published_at IS NULL", logger: logger)
             var pending = 1
             for try await n in rows.decode(Int.self) { pending = n }
-            if pending == 0 { return true }
-            try await Task.sleep(for: interval)
+            return pending == 0
         }
-        return false
     }
 }

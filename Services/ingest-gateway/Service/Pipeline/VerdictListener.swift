@@ -45,12 +45,7 @@ package final class VerdictListener: Service, Sendable {
     package var isAssigned: Bool { !consumer.assignment.isEmpty }
 
     package func waitUntilAssigned(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !isAssigned {
-            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        await poll(timeout: timeout) { isAssigned }
     }
 
     /// `verdicts`: failing until the partitions are assigned.
