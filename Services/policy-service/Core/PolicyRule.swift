@@ -28,7 +28,7 @@ package struct RuleFiring: Hashable, Sendable {
     /// Whether an enforced firing refuses the event. `false` for a finding that changes how the
     /// event is read but is no reason to refuse it (the hysteresis fold of `rate_limit`): the
     /// verdict lists the rule as fired with its reason, and the event is accepted.
-    package var refuses: Bool = true
+    package var refuses = true
 }
 
 /// The result of one rule on one event.

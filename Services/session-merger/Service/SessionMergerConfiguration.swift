@@ -7,41 +7,41 @@ import SessionMergerCore
 /// protocol's `Topic` names; tests point them at topics of their own.
 package struct SessionMergerConfiguration: Sendable {
     /// The consumer group, also the key of `merger.consumer_offsets`.
-    package var groupId: String = "session-merger"
+    package var groupId = "session-merger"
     /// `MERGER_SCHEMA`: the PostgreSQL schema of the merger's tables (default `merger`). The merger's
     /// queries name no schema; its pool's search path starts with this one.
     package var schema = ServiceMigrations.merger.defaultSchema
-    package var vettedTopic: String = Topic.vettedEvents.name
-    package var verdictsTopic: String = Topic.verdicts.name
-    package var sessionsTopic: String = Topic.sessions.name
-    package var deadLetterTopic: String = Topic.deadLetters.name
-    package var registryTopic: String = Topic.registryChanges.name
+    package var vettedTopic = Topic.vettedEvents.name
+    package var verdictsTopic = Topic.verdicts.name
+    package var sessionsTopic = Topic.sessions.name
+    package var deadLetterTopic = Topic.deadLetters.name
+    package var registryTopic = Topic.registryChanges.name
     /// At most this many messages per polled batch (stored in `writeLanes` transactions).
-    package var maxBatchSize: Int = 2_000
-    package var pollTimeoutMs: Int = 100
+    package var maxBatchSize = 2_000
+    package var pollTimeoutMs = 100
     /// How often the idle sweep closes sessions with no presence past the cutoff.
     package var idleSweepInterval: Duration = .seconds(60)
     /// Timelines per idle-sweep transaction.
-    package var idleSweepBatchSize: Int = 200
+    package var idleSweepBatchSize = 200
     /// How long the outbox publisher waits after a round that found nothing.
     package var outboxPollInterval: Duration = .milliseconds(200)
     /// Session changes per outbox round (one transaction, one produce batch).
-    package var outboxBatchSize: Int = 500
+    package var outboxBatchSize = 500
     /// The session thresholds (validated at start).
     package var policy: SessionPolicy = .default
     /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
     /// seeks to `merger.consumer_offsets` on assignment).
-    package var commitOffsetsToBroker: Bool = true
+    package var commitOffsetsToBroker = true
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
-    package var compactionThreshold: Int = 512
+    package var compactionThreshold = 512
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
     /// timeline) is retried at once before the error goes to the pipeline (which retries with backoff).
-    package var conflictRetries: Int = 5
+    package var conflictRetries = 5
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
-    package var timelineCacheCapacity: Int = 100_000
+    package var timelineCacheCapacity = 100_000
     /// Concurrent transactions a large batch is stored in, its users split between them, its offsets
     /// stored once all have committed. 1 (the default): one transaction holds the batch and its offsets.
-    package var writeLanes: Int = 1
+    package var writeLanes = 1
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
     /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides

@@ -6,26 +6,26 @@ import ServiceRuntime
 /// the protocol's `Topic` names; tests point them, the schema and the group at their own.
 package struct TelemetryConfiguration: Sendable {
     /// The consumer group, also the key of `<schema>.consumer_offsets`.
-    package var groupId: String = "telemetry-aggregator"
+    package var groupId = "telemetry-aggregator"
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
-    package var schema: String = "telemetry"
-    package var telemetryTopic: String = Topic.deviceTelemetry.name
-    package var rawEventsTopic: String = Topic.rawEvents.name
-    package var verdictsTopic: String = Topic.verdicts.name
-    package var sessionsTopic: String = Topic.sessions.name
-    package var deadLetterTopic: String = Topic.deadLetters.name
+    package var schema = "telemetry"
+    package var telemetryTopic = Topic.deviceTelemetry.name
+    package var rawEventsTopic = Topic.rawEvents.name
+    package var verdictsTopic = Topic.verdicts.name
+    package var sessionsTopic = Topic.sessions.name
+    package var deadLetterTopic = Topic.deadLetters.name
     /// At most this many messages per polled batch (one PostgreSQL transaction each).
-    package var maxBatchSize: Int = 1_000
-    package var pollTimeoutMs: Int = 100
+    package var maxBatchSize = 1_000
+    package var pollTimeoutMs = 100
     /// How often the SLO gauges on `/metrics` are recomputed.
     package var sloRefreshInterval: Duration = .seconds(15)
     /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
-    package var retentionDays: Int = 35
+    package var retentionDays = 35
     /// How often the pruning runs.
     package var pruneInterval: Duration = .seconds(600)
-    package var objective: TelemetrySLOConfiguration = TelemetrySLOConfiguration()
+    package var objective = TelemetrySLOConfiguration()
     /// Also commit offsets to the broker after the PostgreSQL commit (informational).
-    package var commitOffsetsToBroker: Bool = true
+    package var commitOffsetsToBroker = true
 
     package var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
 
@@ -57,6 +57,6 @@ package struct TelemetryConfiguration: Sendable {
 /// The SLO's two knobs as configuration (the rest of `SLOObjective` is fixed by the
 /// specification: docs/SPECIFICATION.md, "8. Telemetry and the SLO").
 package struct TelemetrySLOConfiguration: Sendable, Hashable {
-    package var targetPermyriad: Int = 9_900
-    package var thresholdSeconds: Int = 300
+    package var targetPermyriad = 9_900
+    package var thresholdSeconds = 300
 }

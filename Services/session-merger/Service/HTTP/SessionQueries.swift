@@ -37,7 +37,7 @@ package struct SessionFilter: Sendable, Hashable {
     package var from: Date?
     package var to: Date?
     package var status: SessionStatus?
-    package var includeSuperseded: Bool = false
+    package var includeSuperseded = false
 }
 
 /// Keyset position: the last (check-in, session id) of the previous page.
