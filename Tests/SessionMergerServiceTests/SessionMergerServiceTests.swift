@@ -1,6 +1,5 @@
 import Testing
 
-/// Every suite of this target shares the merger's tables (the outbox publisher drains every row, the
-/// idle sweep looks at every due timeline), so they run one at a time.
-@Suite("Session merger service", .serialized)
+/// The target's suites; each test works in a schema of its own (`MergerDB`), so the suites run side by side.
+@Suite("Session merger service")
 struct SessionMergerServiceTests {}
