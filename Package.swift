@@ -20,6 +20,22 @@ let productLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld"], .when(platforms: [.linux])),
 ]
 
+// The dependencies' products the targets use, each named once.
+extension Target.Dependency {
+    static let argumentParser: Self = .product(name: "ArgumentParser", package: "swift-argument-parser")
+    static let asyncAlgorithms: Self = .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")
+    static let asyncHTTPClient: Self = .product(name: "AsyncHTTPClient", package: "async-http-client")
+    static let crypto: Self = .product(name: "Crypto", package: "swift-crypto")
+    static let hummingbird: Self = .product(name: "Hummingbird", package: "hummingbird")
+    static let hummingbirdTesting: Self = .product(name: "HummingbirdTesting", package: "hummingbird")
+    static let logging: Self = .product(name: "Logging", package: "swift-log")
+    static let metrics: Self = .product(name: "Metrics", package: "swift-metrics")
+    static let postgresNIO: Self = .product(name: "PostgresNIO", package: "postgres-nio")
+    static let prometheus: Self = .product(name: "Prometheus", package: "swift-prometheus")
+    static let propertyBased: Self = .product(name: "PropertyBased", package: "swift-property-based")
+    static let serviceLifecycle: Self = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+}
+
 let package = Package(
     name: "beacon-attendance",
     platforms: [.macOS(.v15)],
@@ -59,15 +75,13 @@ let package = Package(
         .target(
             name: "AttendanceProtocol",
             // Crypto: the beacon GATT keys travel sealed (ChaCha20-Poly1305) on the registry feed.
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [.crypto],
             path: "Shared/AttendanceProtocol"
         ),
         // The device-side detection library a phone app (and the fleet simulator) ships.
         .target(
             name: "PresenceKit",
-            dependencies: [
-                .product(name: "Crypto", package: "swift-crypto")
-            ],
+            dependencies: [.crypto],
             path: "Shared/PresenceKit",
             exclude: ["README.md"]
         ),
@@ -80,13 +94,7 @@ let package = Package(
         // A thin Swift layer over librdkafka: producer, consumer, admin.
         .target(
             name: "KafkaClient",
-            dependencies: [
-                "CRdKafka",
-                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["CRdKafka", .asyncAlgorithms, .logging, .metrics, .serviceLifecycle],
             path: "Shared/KafkaClient"
         ),
         // Config, logging, metrics, health, Postgres + migrations, lifecycle.
@@ -95,13 +103,13 @@ let package = Package(
             dependencies: [
                 "AttendanceProtocol",
                 "KafkaClient",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                .logging,
+                .metrics,
+                .prometheus,
+                .serviceLifecycle,
+                .hummingbird,
+                .postgresNIO,
+                .crypto,
             ],
             path: "Shared/ServiceRuntime"
         ),
@@ -109,37 +117,21 @@ let package = Package(
         // The registry's change feed as an in-memory lookup cache, for every service that needs it.
         .target(
             name: "RegistryFeed",
-            dependencies: [
-                "ServiceRuntime",
-                "AttendanceProtocol",
-                "KafkaClient",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["ServiceRuntime", "AttendanceProtocol", "KafkaClient", .logging, .serviceLifecycle],
             path: "Shared/RegistryFeed"
         ),
 
         // Who may call: admin API keys with roles and device tokens, checked the same way by every service.
         .target(
             name: "AccessControl",
-            dependencies: [
-                "AttendanceProtocol",
-                "ServiceRuntime",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-            ],
+            dependencies: ["AttendanceProtocol", "ServiceRuntime", .crypto, .hummingbird, .logging, .postgresNIO],
             path: "Shared/AccessControl"
         ),
 
         // A client of the beacon registry's REST API, for the admin CLI, the fleet simulator and any other caller.
         .target(
             name: "RegistryClient",
-            dependencies: [
-                "AttendanceProtocol",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
+            dependencies: ["AttendanceProtocol", .asyncHTTPClient],
             path: "Shared/RegistryClient"
         ),
 
@@ -148,12 +140,7 @@ let package = Package(
         // Beacon registry: places, beacons, shard allocation, devices, credentials, validation (core, pure).
         .target(
             name: "BeaconRegistryCore",
-            dependencies: [
-                "AccessControl",
-                "AttendanceProtocol",
-                "ServiceRuntime",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: ["AccessControl", "AttendanceProtocol", "ServiceRuntime", .crypto],
             path: "Services/beacon-registry/Core"
         ),
         // Beacon registry: its PostgreSQL repository, migrations and change-feed publisher (store).
@@ -165,10 +152,10 @@ let package = Package(
                 "AttendanceProtocol",
                 "KafkaClient",
                 "ServiceRuntime",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                .serviceLifecycle,
+                .logging,
+                .postgresNIO,
+                .crypto,
             ],
             path: "Services/beacon-registry/Store",
             resources: [.copy("Migrations")]
@@ -184,9 +171,9 @@ let package = Package(
                 "KafkaClient",
                 "ServiceRuntime",
                 "AccessControl",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .argumentParser,
+                .logging,
+                .postgresNIO,
             ],
             path: "Services/attendancectl/Commands"
         ),
@@ -207,11 +194,11 @@ let package = Package(
                 "BeaconRegistryStore",
                 "KafkaClient",
                 "ServiceRuntime",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .logging,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Services/beacon-registry/Service",
             resources: [.copy("Resources")]
@@ -224,10 +211,7 @@ let package = Package(
         // Ingest gateway: idempotency, per-device token bucket, key derivation, pure.
         .target(
             name: "IngestGatewayCore",
-            dependencies: [
-                "AttendanceProtocol",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: ["AttendanceProtocol", .crypto],
             path: "Services/ingest-gateway/Core"
         ),
         // Ingest gateway: the device API in front of attendance.events.raw / attendance.verdicts.
@@ -240,12 +224,12 @@ let package = Package(
                 "KafkaClient",
                 "RegistryFeed",
                 "ServiceRuntime",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .logging,
+                .metrics,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Services/ingest-gateway/Service",
             resources: [.copy("Resources")]
@@ -273,13 +257,13 @@ let package = Package(
                 "RegistryFeed",
                 "ServiceRuntime",
                 "SessionMergerCore",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .crypto,
+                .hummingbird,
+                .logging,
+                .metrics,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Services/session-merger/Service",
             exclude: ["README.md"],
@@ -293,10 +277,7 @@ let package = Package(
         // Policy / anti-fraud rule engine, pure.
         .target(
             name: "PolicyServiceCore",
-            dependencies: [
-                "AttendanceProtocol",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: ["AttendanceProtocol", .crypto],
             path: "Services/policy-service/Core"
         ),
 
@@ -310,12 +291,12 @@ let package = Package(
                 "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .crypto,
+                .hummingbird,
+                .logging,
+                .metrics,
+                .postgresNIO,
+                .serviceLifecycle,
             ],
             path: "Services/policy-service/Service",
             resources: [.copy("Migrations"), .copy("Resources")]
@@ -341,11 +322,11 @@ let package = Package(
                 "KafkaClient",
                 "ServiceRuntime",
                 "TelemetryAggregatorCore",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .logging,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Services/telemetry-aggregator/Service",
             resources: [.copy("Migrations"), .copy("Resources")]
@@ -372,10 +353,10 @@ let package = Package(
                 "AttendanceProtocol",
                 "RegistryClient",
                 "ServiceRuntime",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .argumentParser,
+                .asyncHTTPClient,
+                .logging,
+                .postgresNIO,
             ],
             path: "Services/fleet-simulator/Service"
         ),
@@ -395,10 +376,7 @@ let package = Package(
 
         .executableTarget(
             name: "KafkaBenchmark",
-            dependencies: [
-                "KafkaClient",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["KafkaClient", .argumentParser],
             path: "Tests/Benchmarks/KafkaBenchmark"
         ),
         .executableTarget(
@@ -410,8 +388,8 @@ let package = Package(
                 "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/Benchmarks/RegistryLookupBenchmark"
         ),
@@ -422,18 +400,18 @@ let package = Package(
             dependencies: [
                 "RegistryTestFixtures",
                 "KafkaClient",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                .hummingbird,
                 "AccessControl",
                 "AttendanceProtocol",
                 "BeaconRegistryCore",
                 "BeaconRegistryStore",
                 "PresenceKit",
                 "ServiceRuntime",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .argumentParser,
+                .asyncHTTPClient,
+                .crypto,
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/Benchmarks/PipelineLoad"
         ),
@@ -458,19 +436,12 @@ let package = Package(
         ),
         .testTarget(
             name: "PresenceKitTests",
-            dependencies: [
-                "PresenceKit",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ],
+            dependencies: ["PresenceKit", .propertyBased],
             path: "Tests/PresenceKitTests"
         ),
         .testTarget(
             name: "KafkaClientTests",
-            dependencies: [
-                "KafkaClient",
-                "CRdKafka",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["KafkaClient", "CRdKafka", .logging],
             path: "Tests/KafkaClientTests"
         ),
         .testTarget(
@@ -479,11 +450,11 @@ let package = Package(
                 "ServiceRuntime",
                 "AttendanceProtocol",
                 "AccessControl",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .metrics,
+                .prometheus,
             ],
             path: "Tests/ServiceRuntimeTests"
         ),
@@ -496,8 +467,8 @@ let package = Package(
                 "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/BeaconRegistryTests"
         ),
@@ -514,10 +485,10 @@ let package = Package(
                 "BeaconRegistryStore",
                 "AttendanceProtocol",
                 "ServiceRuntime",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/BeaconRegistryServiceTests"
         ),
@@ -533,9 +504,9 @@ let package = Package(
                 "AttendanceProtocol",
                 "KafkaClient",
                 "ServiceRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .logging,
+                .postgresNIO,
+                .serviceLifecycle,
             ],
             path: "Tests/RegistryFeedTests"
         ),
@@ -557,11 +528,11 @@ let package = Package(
                 "ServiceRuntime",
                 "SessionMergerCore",
                 "SessionMergerService",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
+                .serviceLifecycle,
             ],
             path: "Tests/SessionMergerServiceTests"
         ),
@@ -584,8 +555,8 @@ let package = Package(
                 "PolicyServiceCore",
                 "RegistryFeed",
                 "ServiceRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/PolicyPipelineTests"
         ),
@@ -600,10 +571,10 @@ let package = Package(
                 "PolicyService",
                 "PolicyServiceCore",
                 "ServiceRuntime",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/PolicyAdminTests"
         ),
@@ -621,12 +592,12 @@ let package = Package(
                 "LocalStackTesting",
                 "RegistryClient",
                 "ServiceRuntime",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .argumentParser,
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
+                .prometheus,
             ],
             path: "Tests/AttendanceCtlTests"
         ),
@@ -643,12 +614,12 @@ let package = Package(
                 "RegistryFeed",
                 "ServiceRuntime",
                 "SessionMergerService",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Tests/IngestGatewayTests"
         ),
@@ -664,10 +635,10 @@ let package = Package(
                 "BeaconRegistryStore",
                 "LocalStackTesting",
                 "ServiceRuntime",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .asyncHTTPClient,
+                .crypto,
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/PipelineEndToEndTests"
         ),
@@ -682,11 +653,11 @@ let package = Package(
                 "ServiceRuntime",
                 "TelemetryAggregatorCore",
                 "TelemetryAggregatorService",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
+                .prometheus,
             ],
             path: "Tests/TelemetryAggregatorTests"
         ),
@@ -706,9 +677,9 @@ let package = Package(
                 "FleetSimulatorService",
                 "LocalStackTesting",
                 "ServiceRuntime",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .asyncHTTPClient,
+                .logging,
+                .postgresNIO,
             ],
             path: "Tests/FleetEndToEndTests"
         ),
@@ -722,11 +693,7 @@ let package = Package(
         ),
         .target(
             name: "LocalStackTesting",
-            dependencies: [
-                "ServiceRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-            ],
+            dependencies: ["ServiceRuntime", .logging, .postgresNIO],
             path: "Tests/Support/LocalStackTesting"
         ),
         // Against the real local broker and PostgreSQL started by deploy/local.
@@ -744,13 +711,13 @@ let package = Package(
                 "PolicyService",
                 "SessionMergerService",
                 "TelemetryAggregatorService",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .argumentParser,
+                .hummingbird,
+                .hummingbirdTesting,
+                .logging,
+                .postgresNIO,
+                .prometheus,
+                .serviceLifecycle,
             ],
             path: "Tests/IntegrationTests"
         ),
