@@ -231,7 +231,8 @@ extension SessionMergerServiceTests {
                 #expect(result.verdicts.map(\.outcome) == [.accepted, .rejected])
                 // What the merger received: times at the wire's millisecond precision.
                 func onTheWire(_ event: VettedEvent) throws -> RawEventEnvelope {
-                    try ProtocolCodec.wire.decode(VettedEvent.self, from: ProtocolCodec.wire.encode(event)).raw
+                    let decoded: VettedEvent = try ProtocolCodec.wire.decode(from: try ProtocolCodec.wire.encode(event))
+                    return decoded.raw
                 }
 
                 struct Row: Equatable {
