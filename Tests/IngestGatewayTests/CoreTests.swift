@@ -5,10 +5,8 @@ import Testing
 
 @Suite("Gateway core: idempotency table, token bucket, keys")
 struct CoreTests {
-    static func outcome(_ outcome: VerdictOutcome = .accepted) -> AttendanceVerdict {
-        AttendanceVerdict(
-            requestId: "r", idempotencyKey: "k", userId: "u", deviceId: "d", outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses",
-            decidedAt: Date(), gatewayInstance: "g")
+    static func outcome(_ outcome: VerdictOutcome = .accepted) -> RecordedOutcome {
+        RecordedOutcome(outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses", decidedAt: Date())
     }
 
     @Test func beginReportsEveryState() {

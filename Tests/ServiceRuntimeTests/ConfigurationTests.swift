@@ -57,7 +57,9 @@ struct ConfigurationTests {
         #expect(try env.bool("A", default: false))
         #expect(try !env.bool("B", default: true))
         #expect(throws: ConfigurationError.self) { try env.bool("C", default: true) }
-        #expect(try env.milliseconds("T", default: 1) == .milliseconds(250))
+        #expect(try env.milliseconds("T", default: .milliseconds(1)) == .milliseconds(250))
+        #expect(try env.milliseconds("unset", default: .seconds(3)) == .seconds(3))
+        #expect(throws: ConfigurationError.self) { try env.milliseconds("T", default: .seconds(3), in: 1_000...2_000) }
     }
 
     @Test func secretsComeFromFilesWhenTheVariableIsUnset() throws {

@@ -2,7 +2,41 @@ import AttendanceProtocol
 import Foundation
 import Synchronization
 
-extension AttendanceVerdict {
+/// The final outcome of a request as the verdict told it: only the fields its answer needs. The
+/// request's identity (key, device, request id, event time) is the entry's, so the table, up to
+/// `maxEntries` (200,000 by default) outcomes, does not hold it twice.
+package struct RecordedOutcome: Sendable, Hashable {
+    package var outcome: VerdictOutcome
+    package var httpStatus: Int
+    package var serverReceiptId: String?
+    package var sessionId: String?
+    package var reasons: [String]
+    package var action: AppAction
+    package var retryAfterSeconds: Int?
+    package var decidedAt: Date
+
+    package init(
+        outcome: VerdictOutcome, httpStatus: Int? = nil, serverReceiptId: String? = nil, sessionId: String? = nil,
+        reasons: [String] = [], action: AppAction = .noAction, retryAfterSeconds: Int? = nil, decidedAt: Date
+    ) {
+        self.outcome = outcome
+        self.httpStatus = httpStatus ?? outcome.httpStatus
+        self.serverReceiptId = serverReceiptId
+        self.sessionId = sessionId
+        self.reasons = reasons
+        self.action = action
+        self.retryAfterSeconds = retryAfterSeconds
+        self.decidedAt = decidedAt
+    }
+
+    package init(_ verdict: AttendanceVerdict) {
+        self.init(
+            outcome: verdict.outcome, httpStatus: verdict.httpStatus, serverReceiptId: verdict.serverReceiptId,
+            sessionId: verdict.sessionId, reasons: verdict.reasons, action: verdict.action,
+            retryAfterSeconds: verdict.retryAfterSeconds, decidedAt: verdict.decidedAt
+        )
+    }
+
     /// The `GET /v1/attendance/events/{key}` status: a duplicate is an accepted event.
     package var eventStatus: EventOutcomeStatus {
         switch outcome {
@@ -21,7 +55,7 @@ package struct IdempotencyEntry: Sendable, Hashable {
     package let requestId: String
     package let eventTime: Date?
     package let receivedAt: Date
-    package internal(set) var outcome: AttendanceVerdict? = nil
+    package internal(set) var outcome: RecordedOutcome? = nil
 
     /// As the status endpoint shows it (`pending` until the verdict).
     package var response: EventOutcomeResponse {
@@ -51,7 +85,7 @@ package enum BeginResult: Sendable, Hashable {
     /// The first request with this key has no outcome yet (409 in flight).
     case inFlight(IdempotencyEntry)
     /// The same payload already has its outcome (replay it).
-    case completed(IdempotencyEntry, AttendanceVerdict)
+    case completed(IdempotencyEntry, RecordedOutcome)
     /// The key was used with another payload (422).
     case mismatch(IdempotencyEntry)
 }
@@ -87,7 +121,7 @@ package final class IdempotencyTable: Sendable {
 
     struct Slot {
         var entry: IdempotencyEntry
-        var waiters: [UInt64: CheckedContinuation<AttendanceVerdict?, Never>] = [:]
+        var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
         /// When the outcome arrived (this process's clock).
         var completedAt: Date?
     }
@@ -150,8 +184,8 @@ package final class IdempotencyTable: Sendable {
     package func begin(
         key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, now: Date = Date()
     ) -> BeginResult {
-        let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<AttendanceVerdict?, Never>]) in
-            var dropped: [CheckedContinuation<AttendanceVerdict?, Never>] = []
+        let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
+            var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
             if let slot = state.slots[key] {
                 if !isExpired(slot, now: now) {
                     if slot.entry.fingerprint != fingerprint { return (.mismatch(slot.entry), []) }
@@ -175,7 +209,7 @@ package final class IdempotencyTable: Sendable {
 
     /// Forgets a request that could not be produced (the device keeps it and retries).
     package func abandon(key: String, requestId: String) {
-        let waiters = state.withLock { state -> [CheckedContinuation<AttendanceVerdict?, Never>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
             guard let slot = state.slots[key], slot.entry.requestId == requestId, slot.entry.outcome == nil else { return [] }
             state.slots[key] = nil
             return Array(slot.waiters.values)
@@ -186,8 +220,8 @@ package final class IdempotencyTable: Sendable {
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
     /// request with that key (restarted, or forgotten): nothing waits for it.
     @discardableResult
-    package func complete(key: String, outcome: AttendanceVerdict, now: Date = Date()) -> Bool {
-        let waiters = state.withLock { state -> [CheckedContinuation<AttendanceVerdict?, Never>]? in
+    package func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
+        let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
             if slot.completedAt == nil { slot.completedAt = now }
             slot.entry.outcome = outcome
@@ -203,7 +237,7 @@ package final class IdempotencyTable: Sendable {
 
     /// Waits up to `timeout` for the outcome of `key`; `nil` on timeout, cancellation, or when the
     /// request was abandoned.
-    package func waitForOutcome(key: String, timeout: Duration) async -> AttendanceVerdict? {
+    package func waitForOutcome(key: String, timeout: Duration) async -> RecordedOutcome? {
         if let outcome = state.withLock({ $0.slots[key]?.entry.outcome }) { return outcome }
         guard timeout > .zero else { return nil }
         let deadline = ContinuousClock.now + timeout
@@ -212,8 +246,8 @@ package final class IdempotencyTable: Sendable {
             return state.nextWaiter
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<AttendanceVerdict?, Never>) in
-                let (immediate, startSweeper) = state.withLock { state -> (AttendanceVerdict??, Bool) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<RecordedOutcome?, Never>) in
+                let (immediate, startSweeper) = state.withLock { state -> (RecordedOutcome??, Bool) in
                     guard var slot = state.slots[key] else { return (.some(nil), false) }
                     if let outcome = slot.entry.outcome { return (.some(outcome), false) }
                     // Checked under the lock the cancellation handler takes: either the handler
@@ -271,9 +305,9 @@ package final class IdempotencyTable: Sendable {
     }
 
     /// Removes expired entries, then (beyond `keepUpTo`) the oldest finished ones.
-    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<AttendanceVerdict?, Never>] {
+    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<RecordedOutcome?, Never>] {
         let limit = keepUpTo ?? max(0, settings.maxEntries - 1)
-        var dropped: [CheckedContinuation<AttendanceVerdict?, Never>] = []
+        var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
         for (key, slot) in state.slots where isExpired(slot, now: now) {
             dropped += slot.waiters.values
             state.slots[key] = nil
@@ -290,9 +324,9 @@ package final class IdempotencyTable: Sendable {
     /// none is left.
     private func endWaitsAtTheirDeadlines() async {
         while true {
-            let (due, next) = state.withLock { state -> ([CheckedContinuation<AttendanceVerdict?, Never>], ContinuousClock.Instant?) in
+            let (due, next) = state.withLock { state -> ([CheckedContinuation<RecordedOutcome?, Never>], ContinuousClock.Instant?) in
                 let now = ContinuousClock.now
-                var due: [CheckedContinuation<AttendanceVerdict?, Never>] = []
+                var due: [CheckedContinuation<RecordedOutcome?, Never>] = []
                 while let first = state.deadlines.first, first.at <= now {
                     state.deadlines.removeFirst()
                     if let waiter = state.slots[first.key]?.waiters.removeValue(forKey: first.waiter) { due.append(waiter) }

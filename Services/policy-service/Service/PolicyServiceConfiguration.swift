@@ -14,7 +14,7 @@ package struct PolicyServiceConfiguration: Sendable {
     package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PolicyServiceConfiguration {
         PolicyServiceConfiguration(
             maxBatch: try env.int("POLICY_MAX_BATCH", default: 500, in: 1...10_000),
-            refreshInterval: try env.milliseconds("POLICY_REFRESH_MS", default: 2_000, in: 100...600_000),
+            refreshInterval: try env.milliseconds("POLICY_REFRESH_MS", default: .seconds(2), in: 100...600_000),
             schema: try env.schemaName("POLICY_SCHEMA", default: ServiceMigrations.policy.defaultSchema)
         )
     }

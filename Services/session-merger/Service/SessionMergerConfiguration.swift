@@ -63,22 +63,25 @@ package struct SessionMergerConfiguration: Sendable {
             throw ConfigurationError(
                 key: "MERGER_*_SECONDS", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
         }
-        var configuration = SessionMergerConfiguration(
-            groupId: env.string("MERGER_GROUP_ID", default: "session-merger"),
-            vettedTopic: env.topicName(.vettedEvents),
-            verdictsTopic: env.topicName(.verdicts),
-            sessionsTopic: env.topicName(.sessions),
-            deadLetterTopic: env.topicName(.deadLetters),
-            registryTopic: env.topicName(.registryChanges),
-            maxBatchSize: try env.int("MERGER_MAX_BATCH", default: 2_000, in: 1...10_000),
-            idleSweepInterval: try env.milliseconds("MERGER_IDLE_SWEEP_MS", default: 60_000, in: 100...86_400_000),
-            outboxPollInterval: try env.milliseconds("MERGER_OUTBOX_POLL_MS", default: 200, in: 10...60_000),
-            policy: policy,
-            commitOffsetsToBroker: try env.bool("MERGER_COMMIT_TO_BROKER", default: true),
-            timelineCacheCapacity: try env.int("MERGER_TIMELINE_CACHE", default: 100_000, in: 0...10_000_000),
-            writeLanes: try env.int("MERGER_WRITE_LANES", default: 1, in: 1...8)
-        )
-        configuration.schema = try env.schemaName("MERGER_SCHEMA", default: ServiceMigrations.merger.defaultSchema)
+        // Unset variables keep the defaults declared above.
+        var configuration = SessionMergerConfiguration()
+        configuration.groupId = env.string("MERGER_GROUP_ID", default: configuration.groupId)
+        configuration.vettedTopic = env.topicName(.vettedEvents)
+        configuration.verdictsTopic = env.topicName(.verdicts)
+        configuration.sessionsTopic = env.topicName(.sessions)
+        configuration.deadLetterTopic = env.topicName(.deadLetters)
+        configuration.registryTopic = env.topicName(.registryChanges)
+        configuration.maxBatchSize = try env.int("MERGER_MAX_BATCH", default: configuration.maxBatchSize, in: 1...10_000)
+        configuration.idleSweepInterval = try env.milliseconds(
+            "MERGER_IDLE_SWEEP_MS", default: configuration.idleSweepInterval, in: 100...86_400_000)
+        configuration.outboxPollInterval = try env.milliseconds(
+            "MERGER_OUTBOX_POLL_MS", default: configuration.outboxPollInterval, in: 10...60_000)
+        configuration.policy = policy
+        configuration.commitOffsetsToBroker = try env.bool("MERGER_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
+        configuration.timelineCacheCapacity = try env.int(
+            "MERGER_TIMELINE_CACHE", default: configuration.timelineCacheCapacity, in: 0...10_000_000)
+        configuration.writeLanes = try env.int("MERGER_WRITE_LANES", default: configuration.writeLanes, in: 1...8)
+        configuration.schema = try env.schemaName("MERGER_SCHEMA", default: configuration.schema)
         return configuration
     }
 }

@@ -8,7 +8,7 @@ package struct TelemetryConfiguration: Sendable {
     /// The consumer group, also the key of `<schema>.consumer_offsets`.
     package var groupId = "telemetry-aggregator"
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
-    package var schema = "telemetry"
+    package var schema = ServiceMigrations.telemetry.defaultSchema
     package var telemetryTopic = Topic.deviceTelemetry.name
     package var rawEventsTopic = Topic.rawEvents.name
     package var verdictsTopic = Topic.verdicts.name
@@ -34,23 +34,25 @@ package struct TelemetryConfiguration: Sendable {
     /// overrides (`TopicNames`), and the SLO `TELEMETRY_SLO_TARGET_PERMYRIAD`
     /// (9900 = 99 %), `TELEMETRY_SLO_THRESHOLD_SECONDS` (300).
     package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
-        let schema = try env.schemaName("TELEMETRY_SCHEMA", default: ServiceMigrations.telemetry.defaultSchema)
-        return TelemetryConfiguration(
-            groupId: env.string("TELEMETRY_GROUP_ID", default: "telemetry-aggregator"),
-            schema: schema,
-            telemetryTopic: env.topicName(.deviceTelemetry),
-            rawEventsTopic: env.topicName(.rawEvents),
-            verdictsTopic: env.topicName(.verdicts),
-            sessionsTopic: env.topicName(.sessions),
-            deadLetterTopic: env.topicName(.deadLetters),
-            maxBatchSize: try env.int("TELEMETRY_MAX_BATCH", default: 1_000, in: 1...10_000),
-            sloRefreshInterval: try env.milliseconds("TELEMETRY_SLO_REFRESH_MS", default: 15_000, in: 100...3_600_000),
-            retentionDays: try env.int("TELEMETRY_RETENTION_DAYS", default: 35, in: 31...3_650),
-            objective: TelemetrySLOConfiguration(
-                targetPermyriad: try env.int("TELEMETRY_SLO_TARGET_PERMYRIAD", default: 9_900, in: 1...9_999),
-                thresholdSeconds: try env.int("TELEMETRY_SLO_THRESHOLD_SECONDS", default: 300, in: 1...86_400)),
-            commitOffsetsToBroker: try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: true)
-        )
+        // Unset variables keep the defaults declared above.
+        var configuration = TelemetryConfiguration()
+        configuration.groupId = env.string("TELEMETRY_GROUP_ID", default: configuration.groupId)
+        configuration.schema = try env.schemaName("TELEMETRY_SCHEMA", default: configuration.schema)
+        configuration.telemetryTopic = env.topicName(.deviceTelemetry)
+        configuration.rawEventsTopic = env.topicName(.rawEvents)
+        configuration.verdictsTopic = env.topicName(.verdicts)
+        configuration.sessionsTopic = env.topicName(.sessions)
+        configuration.deadLetterTopic = env.topicName(.deadLetters)
+        configuration.maxBatchSize = try env.int("TELEMETRY_MAX_BATCH", default: configuration.maxBatchSize, in: 1...10_000)
+        configuration.sloRefreshInterval = try env.milliseconds(
+            "TELEMETRY_SLO_REFRESH_MS", default: configuration.sloRefreshInterval, in: 100...3_600_000)
+        configuration.retentionDays = try env.int("TELEMETRY_RETENTION_DAYS", default: configuration.retentionDays, in: 31...3_650)
+        configuration.objective.targetPermyriad = try env.int(
+            "TELEMETRY_SLO_TARGET_PERMYRIAD", default: configuration.objective.targetPermyriad, in: 1...9_999)
+        configuration.objective.thresholdSeconds = try env.int(
+            "TELEMETRY_SLO_THRESHOLD_SECONDS", default: configuration.objective.thresholdSeconds, in: 1...86_400)
+        configuration.commitOffsetsToBroker = try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
+        return configuration
     }
 }
 

@@ -146,11 +146,12 @@ public struct EnvironmentReader: Sendable {
         }
     }
 
-    /// A duration given in milliseconds.
+    /// A duration given in whole milliseconds (`range`); `defaultValue` when unset.
     public func milliseconds(
-        _ key: String, default defaultValue: Int, in range: ClosedRange<Int> = 0...86_400_000
+        _ key: String, default defaultValue: Duration, in range: ClosedRange<Int> = 0...86_400_000
     ) throws(ConfigurationError) -> Duration {
-        .milliseconds(try int(key, default: defaultValue, in: range))
+        guard raw(key) != nil else { return defaultValue }
+        return .milliseconds(try int(key, default: range.lowerBound, in: range))
     }
 
     public func choice<T: RawRepresentable & CaseIterable>(_ key: String, default defaultValue: T) throws(ConfigurationError) -> T

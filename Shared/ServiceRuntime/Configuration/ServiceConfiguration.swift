@@ -81,7 +81,7 @@ public struct ServiceConfiguration: Sendable {
         configuration.postgres.applicationName = service
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
         configuration.topics = TopicNames.load(from: env)
-        let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: 1_000, in: 0...600_000)
+        let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: .seconds(1), in: 0...600_000)
         configuration.brokerWatchInterval = watch == .zero ? nil : watch
         return configuration
     }

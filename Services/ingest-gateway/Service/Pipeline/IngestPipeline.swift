@@ -120,7 +120,7 @@ package final class IngestPipeline: Sendable {
     @discardableResult
     package func receive(_ verdict: AttendanceVerdict, now: Date = Date()) -> Bool {
         guard verdict.gatewayInstance == instanceId else { return false }
-        return table.complete(key: verdict.idempotencyKey, outcome: verdict, now: now)
+        return table.complete(key: verdict.idempotencyKey, outcome: RecordedOutcome(verdict), now: now)
     }
 
     /// The site of a request: the beacon's (through the registry feed) for an event, else the
@@ -138,7 +138,7 @@ package final class IngestPipeline: Sendable {
 
     /// The answer for a verdict: accepted 201 (200 when replayed), duplicate 200, rejected 409 with
     /// reasons and action, payload mismatch 422.
-    static func answer(for outcome: AttendanceVerdict, key: String, replayed: Bool) -> Answer {
+    static func answer(for outcome: RecordedOutcome, key: String, replayed: Bool) -> Answer {
         let instance = APIPath.event(idempotencyKey: key)
         switch outcome.outcome {
         case .accepted:

@@ -47,7 +47,7 @@ package struct GatewayConfiguration: Sendable {
     ///   [the `Topic` names].
     package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewayConfiguration {
         var settings = GatewayConfiguration()
-        settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: 3_000, in: 0...60_000)
+        settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: settings.verdictWait, in: 0...60_000)
         settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))
         settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
         settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
