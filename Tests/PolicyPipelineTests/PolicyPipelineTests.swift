@@ -209,6 +209,10 @@ struct PipelineHarness: Sendable {
             pipelineConfiguration.rawTopic = rawTopic
             pipelineConfiguration.vettedTopic = vettedTopic
             pipelineConfiguration.deadLetterTopic = dlq
+            // The tests publish registry changes by hand after producing the event; with every suite
+            // running side by side that can take longer than a real publisher's 150 ms, so the
+            // pipeline here waits for the feed as of receipt plus 3 s.
+            pipelineConfiguration.registryPublishMargin = .seconds(3)
             let consumer = try KafkaConsumer(
                 configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]),
                 logger: logger
