@@ -137,7 +137,8 @@ struct EventFlowTests {
             h.fake.set(.accept, delay: .milliseconds(600))
             let slow = Sample.event(for: device)
             async let first = client.postEvent(slow, as: device)
-            try await Task.sleep(for: .milliseconds(150))
+            // The first request is in flight once the (slow) merger holds it.
+            try await eventually("the first request in flight") { h.fake.envelopes.count == 2 }
             var changed = slow
             changed.type = .checkout
             try await client.postEvent(changed, as: device).problem(422, .payloadMismatch)
