@@ -205,7 +205,7 @@ struct PipelineHarness: Sendable {
             let loader = try RegistryCacheLoader(
                 cache: cache, configuration: RegistryCacheLoaderConfiguration(kafka: kafka, topic: feed), logger: logger)
             var pipelineConfiguration = PolicyPipelineConfiguration()
-            pipelineConfiguration.groupId = LocalStack.uniqueName("policy")
+            pipelineConfiguration.consumer.groupId = LocalStack.uniqueName("policy")
             pipelineConfiguration.rawTopic = rawTopic
             pipelineConfiguration.vettedTopic = vettedTopic
             pipelineConfiguration.deadLetterTopic = dlq
@@ -214,7 +214,8 @@ struct PipelineHarness: Sendable {
             // pipeline here waits for the feed as of receipt plus 3 s.
             pipelineConfiguration.registryPublishMargin = .seconds(3)
             let consumer = try KafkaConsumer(
-                configuration: KafkaConsumerConfiguration(client: kafka, groupId: pipelineConfiguration.groupId, topics: [rawTopic]),
+                configuration: KafkaConsumerConfiguration(
+                    client: kafka, groupId: pipelineConfiguration.consumer.groupId, topics: [rawTopic]),
                 logger: logger
             )
             let pipeline = PolicyPipeline(
@@ -223,7 +224,7 @@ struct PipelineHarness: Sendable {
             )
             let harness = PipelineHarness(
                 repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
-                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.groupId
+                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.consumer.groupId
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await producer.run() }

@@ -62,6 +62,23 @@ struct ConfigurationTests {
         #expect(throws: ConfigurationError.self) { try env.milliseconds("T", default: .seconds(3), in: 1_000...2_000) }
     }
 
+    @Test func aConsumerGroupIsReadUnderTheServicesPrefixAndABadBatchSizeIsNamed() throws {
+        let base = ConsumerGroupConfiguration(groupId: "svc", maxBatchSize: 500)
+        #expect(try base.overridden(prefix: "SVC", from: EnvironmentReader([:])) == base)
+        let set = try base.overridden(prefix: "SVC", from: EnvironmentReader(["SVC_GROUP_ID": "svc-b", "SVC_MAX_BATCH": "20"]))
+        #expect(set == ConsumerGroupConfiguration(groupId: "svc-b", maxBatchSize: 20))
+        for bad in ["0", "10001", "many"] {
+            do {
+                _ = try base.overridden(prefix: "SVC", from: EnvironmentReader(["SVC_MAX_BATCH": bad]))
+                Issue.record("SVC_MAX_BATCH=\(bad) was accepted")
+            } catch {
+                #expect(error.description.contains("SVC_MAX_BATCH"), "\(error)")
+            }
+        }
+        let consumer = KafkaConsumerConfiguration(client: KafkaConfiguration(bootstrapServers: "b:9092"), group: set, topics: ["t"])
+        #expect(consumer.groupId == "svc-b" && consumer.maxBatchSize == 20 && consumer.topics == ["t"])
+    }
+
     @Test func secretsComeFromFilesWhenTheVariableIsUnset() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("env-file-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -25,12 +25,14 @@ struct ConfigurationVocabularyTests {
     }
 
     /// Literal keys handed to an `EnvironmentReader` getter or looked up in the process environment,
-    /// in every product source file, plus the topic overrides `TopicNames` builds from `Topic`.
+    /// in every product source file, plus the topic overrides `TopicNames` builds from `Topic` and the
+    /// consumer-group variables `ConsumerGroupConfiguration` builds from a prefix.
     static func readByCode() throws -> [String: [String]] {
         let getter = try Regex(
             #"\.(?:string|optionalString|requiredString|int|optionalInt|double|bool|milliseconds|choice|port|schemaName)\(\s*"([A-Z][A-Z0-9_]+)""#
         )
         let lookup = try Regex(#"(?:environment|env)\["([A-Z][A-Z0-9_]+)"\]"#)
+        let consumerPrefix = try Regex(#"\.overridden\(prefix: "([A-Z][A-Z0-9_]*)""#)
         var found: [String: [String]] = [:]
         for folder in ["Services", "Shared"] {
             let base = root.appendingPathComponent(folder)
@@ -43,6 +45,11 @@ struct ConfigurationVocabularyTests {
                             found[key, default: []].append(file.path.replacingOccurrences(of: root.path + "/", with: ""))
                         }
                     }
+                }
+                for match in source.matches(of: consumerPrefix) {
+                    guard let prefix = match.output[1].substring.map(String.init) else { continue }
+                    let names = ConsumerGroupConfiguration.variableNames(prefix: prefix)
+                    for key in [names.groupId, names.maxBatch] { found[key, default: []].append("ConsumerGroupConfiguration") }
                 }
             }
         }

@@ -76,7 +76,7 @@ struct AdminHarness: Sendable {
                     sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
                     shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
                     keyVerifier: PostgresAdminKeyVerifier(client: db.client, schema: registrySchema, logger: logger),
-                    groupId: db.configuration.groupId)
+                    groupId: db.configuration.consumer.groupId)
                 let harness = AdminHarness(
                     db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
                     lateUser: lateUser, onTimeUser: onTimeUser, day: day)
@@ -129,7 +129,7 @@ extension SessionMergerServiceTests {
                 // Operations data needs the admin role.
                 try await client.get("/v1/admin/pipeline", key: h.viewer).problem(.forbidden)
                 let status = try await client.get("/v1/admin/pipeline", key: h.admin).decode(PipelineStatus.self)
-                #expect(status.groupId == h.db.configuration.groupId)
+                #expect(status.groupId == h.db.configuration.consumer.groupId)
                 #expect(status.offsets.map(\.nextOffset) == [4])
             }
         }

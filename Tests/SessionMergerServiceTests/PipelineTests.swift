@@ -38,8 +38,9 @@ extension SessionMergerServiceTests {
 
         func configuration(_ topics: Topics, group: String) -> SessionMergerConfiguration {
             SessionMergerConfiguration(
-                groupId: group, vettedTopic: topics.vetted, verdictsTopic: topics.verdicts, sessionsTopic: topics.sessions,
-                deadLetterTopic: topics.dlq, maxBatchSize: 7, outboxPollInterval: .milliseconds(50),
+                consumer: ConsumerGroupConfiguration(groupId: group, maxBatchSize: 7), vettedTopic: topics.vetted,
+                verdictsTopic: topics.verdicts, sessionsTopic: topics.sessions, deadLetterTopic: topics.dlq,
+                outboxPollInterval: .milliseconds(50),
                 // The broker's committed offsets stay absent: only merger.consumer_offsets can resume.
                 commitOffsetsToBroker: false)
         }

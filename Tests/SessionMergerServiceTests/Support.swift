@@ -49,7 +49,8 @@ struct MergerDB: Sendable {
         userSites: @escaping @Sendable (String) -> [String]? = { _ in nil }, _ body: @escaping @Sendable (MergerDB) async throws -> Void
     ) async throws {
         try await withSchema { client, schema in
-            var configuration = SessionMergerConfiguration(groupId: LocalStack.uniqueName("merger-test"))
+            var configuration = SessionMergerConfiguration()
+            configuration.consumer.groupId = LocalStack.uniqueName("merger-test")
             configuration.schema = schema
             let sink = CollectingDeadLetters()
             let db = MergerDB(

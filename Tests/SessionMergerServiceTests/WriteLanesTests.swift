@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
+import ServiceRuntime
 import SessionMergerCore
 import Testing
 
@@ -60,7 +61,7 @@ extension SessionMergerServiceTests {
         /// A processor of `db`'s schema storing large batches in two lanes, with a consumer group of its own.
         static func lanes(_ db: MergerDB) -> VettedBatchProcessor {
             var configuration = db.configuration
-            configuration.groupId += "-lanes"
+            configuration.consumer.groupId += "-lanes"
             configuration.writeLanes = 2
             return VettedBatchProcessor(
                 client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
@@ -106,7 +107,8 @@ extension SessionMergerServiceTests {
                 try #require(first.verdicts.count == events.count)
                 // A crash after the lanes committed and before the offsets: the batch is read again.
                 try await db.client.query(
-                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.groupId + "-lanes")", logger: MergerDB.logger)
+                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.consumer.groupId + "-lanes")", logger: MergerDB.logger
+                )
                 #expect(try await storedOffset(lanes, db) == nil)
                 let sessionsBefore = try await db.count("SELECT count(*)::int8 FROM sessions WHERE user_id LIKE 'again-%'")
                 let changesBefore = try await db.count("SELECT count(*)::int8 FROM session_change_outbox WHERE user_id LIKE 'again-%'")

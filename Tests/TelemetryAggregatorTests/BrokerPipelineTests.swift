@@ -37,7 +37,7 @@ struct BrokerPipelineTests {
         try LocalStack.ensureStarted()
         try await TelemetryDB.run { db in
             var configuration = db.configuration
-            configuration.maxBatchSize = 13
+            configuration.consumer.maxBatchSize = 13
             configuration.commitOffsetsToBroker = false
             let admin = try KafkaAdmin(configuration: kafka(), logger: logger)
             try await admin.createTopics(

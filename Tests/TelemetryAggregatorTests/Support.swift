@@ -39,7 +39,7 @@ struct TelemetryDB: Sendable {
         try await LocalStack.withMigratedSchema(.telemetry, prefix: "telemetry_t") { client, schema in
             let suffix = schema.dropFirst("telemetry_t_".count)
             let configuration = TelemetryConfiguration(
-                groupId: "telemetry-test-\(suffix)", schema: schema,
+                consumer: ConsumerGroupConfiguration(groupId: "telemetry-test-\(suffix)", maxBatchSize: 1_000), schema: schema,
                 telemetryTopic: "test.\(suffix).device.telemetry", rawEventsTopic: "test.\(suffix).attendance.events.raw",
                 verdictsTopic: "test.\(suffix).attendance.verdicts", sessionsTopic: "test.\(suffix).attendance.sessions",
                 deadLetterTopic: "test.\(suffix).attendance.dlq")

@@ -11,7 +11,7 @@ import Synchronization
 
 /// Topic names and batching of the policy pipeline (tests use their own topics).
 package struct PolicyPipelineConfiguration: Sendable {
-    package var groupId = "policy-service"
+    package var consumer = ConsumerGroupConfiguration.policy
     package var rawTopic: String
     package var vettedTopic: String
     package var deadLetterTopic: String
@@ -257,7 +257,7 @@ package final class PolicyPipeline: Service, Sendable {
     }
 
     private func deadLetter(_ message: KafkaMessage, error: ProtocolDecodingError, now: Date) -> KafkaOutgoingMessage {
-        encode(DeadLetter(undecodable: message, error: error, consumer: configuration.groupId, failedAt: now), message: message)
+        encode(DeadLetter(undecodable: message, error: error, consumer: configuration.consumer.groupId, failedAt: now), message: message)
     }
 
     private func deadLetter(
@@ -266,7 +266,7 @@ package final class PolicyPipeline: Service, Sendable {
         let letter = DeadLetter(
             sourceTopic: message.topic, partition: message.partition, offset: message.offset, key: message.keyString,
             payload: Data(message.value ?? []), reason: reason, detail: detail, errorField: field,
-            consumer: configuration.groupId, failedAt: now
+            consumer: configuration.consumer.groupId, failedAt: now
         )
         return encode(letter, message: message)
     }

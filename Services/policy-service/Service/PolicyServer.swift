@@ -25,11 +25,11 @@ package enum PolicyServer {
         let gatt = try GattConfiguration.load(from: env, registry: cache)
         let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
-        let pipelineConfiguration = PolicyPipelineConfiguration(topics: topics)
-        var consumerConfiguration = KafkaConsumerConfiguration(
-            client: kafka, groupId: pipelineConfiguration.groupId, topics: [pipelineConfiguration.rawTopic])
-        consumerConfiguration.maxBatchSize = settings.maxBatch
-        let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
+        var pipelineConfiguration = PolicyPipelineConfiguration(topics: topics)
+        pipelineConfiguration.consumer = settings.consumer
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: kafka, group: settings.consumer, topics: [pipelineConfiguration.rawTopic]),
+            logger: logger)
         let producer = try kit.makeProducer()
         let loader = try RegistryCacheLoader(
             cache: cache,

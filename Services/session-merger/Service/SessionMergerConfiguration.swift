@@ -6,8 +6,9 @@ import SessionMergerCore
 /// The merger's own settings (the shared ones are `ServiceConfiguration`). Topic names default to the
 /// protocol's `Topic` names; tests point them at topics of their own.
 package struct SessionMergerConfiguration: Sendable {
-    /// The consumer group, also the key of `merger.consumer_offsets`.
-    package var groupId = "session-merger"
+    /// The consumer group (also the key of `merger.consumer_offsets`); at most 2,000 messages per polled
+    /// batch (stored in `writeLanes` transactions).
+    package var consumer = ConsumerGroupConfiguration(groupId: "session-merger", maxBatchSize: 2_000)
     /// `MERGER_SCHEMA`: the PostgreSQL schema of the merger's tables (default `merger`). The merger's
     /// queries name no schema; its pool's search path starts with this one.
     package var schema = ServiceMigrations.merger.defaultSchema
@@ -16,9 +17,6 @@ package struct SessionMergerConfiguration: Sendable {
     package var sessionsTopic = Topic.sessions.name
     package var deadLetterTopic = Topic.deadLetters.name
     package var registryTopic = Topic.registryChanges.name
-    /// At most this many messages per polled batch (stored in `writeLanes` transactions).
-    package var maxBatchSize = 2_000
-    package var pollTimeoutMs = 100
     /// How often the idle sweep closes sessions with no presence past the cutoff.
     package var idleSweepInterval: Duration = .seconds(60)
     /// Timelines per idle-sweep transaction.
@@ -29,9 +27,6 @@ package struct SessionMergerConfiguration: Sendable {
     package var outboxBatchSize = 500
     /// The session thresholds (validated at start).
     package var policy: SessionPolicy = .default
-    /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
-    /// seeks to `merger.consumer_offsets` on assignment).
-    package var commitOffsetsToBroker = true
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
     package var compactionThreshold = 512
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
@@ -42,6 +37,9 @@ package struct SessionMergerConfiguration: Sendable {
     /// Concurrent transactions a large batch is stored in, its users split between them, its offsets
     /// stored once all have committed. 1 (the default): one transaction holds the batch and its offsets.
     package var writeLanes = 1
+    /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
+    /// seeks to `merger.consumer_offsets` on assignment).
+    package var commitOffsetsToBroker = true
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
     /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides
@@ -65,19 +63,18 @@ package struct SessionMergerConfiguration: Sendable {
         }
         // Unset variables keep the defaults declared above.
         var configuration = SessionMergerConfiguration()
-        configuration.groupId = env.string("MERGER_GROUP_ID", default: configuration.groupId)
+        configuration.consumer = try configuration.consumer.overridden(prefix: "MERGER", from: env)
+        configuration.commitOffsetsToBroker = try env.bool("MERGER_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
         configuration.vettedTopic = env.topicName(.vettedEvents)
         configuration.verdictsTopic = env.topicName(.verdicts)
         configuration.sessionsTopic = env.topicName(.sessions)
         configuration.deadLetterTopic = env.topicName(.deadLetters)
         configuration.registryTopic = env.topicName(.registryChanges)
-        configuration.maxBatchSize = try env.int("MERGER_MAX_BATCH", default: configuration.maxBatchSize, in: 1...10_000)
         configuration.idleSweepInterval = try env.milliseconds(
             "MERGER_IDLE_SWEEP_MS", default: configuration.idleSweepInterval, in: 100...86_400_000)
         configuration.outboxPollInterval = try env.milliseconds(
             "MERGER_OUTBOX_POLL_MS", default: configuration.outboxPollInterval, in: 10...60_000)
         configuration.policy = policy
-        configuration.commitOffsetsToBroker = try env.bool("MERGER_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
         configuration.timelineCacheCapacity = try env.int(
             "MERGER_TIMELINE_CACHE", default: configuration.timelineCacheCapacity, in: 0...10_000_000)
         configuration.writeLanes = try env.int("MERGER_WRITE_LANES", default: configuration.writeLanes, in: 1...8)

@@ -32,7 +32,7 @@ package enum SessionMergerServer {
             sessions: PostgresSessionQueryRepository(client: client, logger: logger),
             shifts: RegistryCacheShiftProvider(loader: registry),
             keyVerifier: try kit.adminKeyVerifier(environment: env),
-            groupId: merger.groupId,
+            groupId: merger.consumer.groupId,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)
         try await kit.run(
@@ -42,7 +42,8 @@ package enum SessionMergerServer {
                     producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic],
                     feed: merger.registryTopic,
                     forgetPositions: {
-                        await StoredOffsetsTable.forget(groupId: merger.groupId, table: "consumer_offsets", client: client, logger: logger)
+                        await StoredOffsetsTable.forget(
+                            groupId: merger.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)
                     }),
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),

@@ -36,7 +36,7 @@ package enum TelemetryAggregatorServer {
                     producer: producer, topics: telemetry.topics,
                     forgetPositions: {
                         await StoredOffsetsTable.forget(
-                            groupId: telemetry.groupId, table: "consumer_offsets", client: client, logger: logger)
+                            groupId: telemetry.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)
                     }),
                 monitor,
                 try TelemetryPipeline(

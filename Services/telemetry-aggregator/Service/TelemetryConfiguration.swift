@@ -5,8 +5,9 @@ import ServiceRuntime
 /// The aggregator's own settings (the shared ones are `ServiceConfiguration`). Topic names default to
 /// the protocol's `Topic` names; tests point them, the schema and the group at their own.
 package struct TelemetryConfiguration: Sendable {
-    /// The consumer group, also the key of `<schema>.consumer_offsets`.
-    package var groupId = "telemetry-aggregator"
+    /// The consumer group (also the key of `<schema>.consumer_offsets`); at most 1,000 messages per
+    /// polled batch (one PostgreSQL transaction each).
+    package var consumer = ConsumerGroupConfiguration(groupId: "telemetry-aggregator", maxBatchSize: 1_000)
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
     package var schema = ServiceMigrations.telemetry.defaultSchema
     package var telemetryTopic = Topic.deviceTelemetry.name
@@ -14,9 +15,6 @@ package struct TelemetryConfiguration: Sendable {
     package var verdictsTopic = Topic.verdicts.name
     package var sessionsTopic = Topic.sessions.name
     package var deadLetterTopic = Topic.deadLetters.name
-    /// At most this many messages per polled batch (one PostgreSQL transaction each).
-    package var maxBatchSize = 1_000
-    package var pollTimeoutMs = 100
     /// How often the SLO gauges on `/metrics` are recomputed.
     package var sloRefreshInterval: Duration = .seconds(15)
     /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
@@ -36,14 +34,14 @@ package struct TelemetryConfiguration: Sendable {
     package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> TelemetryConfiguration {
         // Unset variables keep the defaults declared above.
         var configuration = TelemetryConfiguration()
-        configuration.groupId = env.string("TELEMETRY_GROUP_ID", default: configuration.groupId)
+        configuration.consumer = try configuration.consumer.overridden(prefix: "TELEMETRY", from: env)
+        configuration.commitOffsetsToBroker = try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
         configuration.schema = try env.schemaName("TELEMETRY_SCHEMA", default: configuration.schema)
         configuration.telemetryTopic = env.topicName(.deviceTelemetry)
         configuration.rawEventsTopic = env.topicName(.rawEvents)
         configuration.verdictsTopic = env.topicName(.verdicts)
         configuration.sessionsTopic = env.topicName(.sessions)
         configuration.deadLetterTopic = env.topicName(.deadLetters)
-        configuration.maxBatchSize = try env.int("TELEMETRY_MAX_BATCH", default: configuration.maxBatchSize, in: 1...10_000)
         configuration.sloRefreshInterval = try env.milliseconds(
             "TELEMETRY_SLO_REFRESH_MS", default: configuration.sloRefreshInterval, in: 100...3_600_000)
         configuration.retentionDays = try env.int("TELEMETRY_RETENTION_DAYS", default: configuration.retentionDays, in: 31...3_650)
@@ -51,7 +49,6 @@ package struct TelemetryConfiguration: Sendable {
             "TELEMETRY_SLO_TARGET_PERMYRIAD", default: configuration.objective.targetPermyriad, in: 1...9_999)
         configuration.objective.thresholdSeconds = try env.int(
             "TELEMETRY_SLO_THRESHOLD_SECONDS", default: configuration.objective.thresholdSeconds, in: 1...86_400)
-        configuration.commitOffsetsToBroker = try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
         return configuration
     }
 }

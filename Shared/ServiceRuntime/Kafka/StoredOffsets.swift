@@ -28,16 +28,16 @@ public struct StoredOffsetsListener: KafkaRebalanceListener {
 }
 
 extension KafkaConsumer {
-    /// A group consumer for an owner that keeps its offsets in its own database, written in the same
-    /// transaction as what it stored: it reads from the earliest offset where it has none and seeks to
-    /// the stored ones on every assignment (`StoredOffsetsListener`).
+    /// A group consumer of `topics` for an owner that keeps its offsets in its own database, written in
+    /// the same transaction as what it stored: it reads from the earliest offset where it has none and
+    /// seeks to the stored ones on every assignment (`StoredOffsetsListener`).
+    /// - Parameter background: off the request path: long broker waits, few idle fetches.
     public static func resumingFromStoredOffsets(
-        _ configuration: KafkaConsumerConfiguration, maxBatchSize: Int, pollTimeoutMs: Int, logger: Logger,
+        client: KafkaConfiguration, topics: [String], group: ConsumerGroupConfiguration, background: Bool = false, logger: Logger,
         storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
     ) throws(KafkaError) -> KafkaConsumer {
-        var configuration = configuration
-        configuration.maxBatchSize = maxBatchSize
-        configuration.pollTimeoutMs = pollTimeoutMs
+        var configuration = KafkaConsumerConfiguration(client: client, group: group, topics: topics)
+        if background { configuration.fetchWaitMaxMs = KafkaConsumerConfiguration.backgroundFetchWaitMaxMs }
         configuration.autoOffsetReset = .earliest
         return try KafkaConsumer(
             configuration: configuration, rebalanceListener: StoredOffsetsListener(logger: logger, storedOffsets: storedOffsets),

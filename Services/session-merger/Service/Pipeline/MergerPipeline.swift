@@ -38,8 +38,7 @@ package final class MergerPipeline: Service, Sendable {
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
         self.consumer = try .resumingFromStoredOffsets(
-            KafkaConsumerConfiguration(client: kafka, groupId: configuration.groupId, topics: [configuration.vettedTopic]),
-            maxBatchSize: configuration.maxBatchSize, pollTimeoutMs: configuration.pollTimeoutMs, logger: logger
+            client: kafka, topics: [configuration.vettedTopic], group: configuration.consumer, logger: logger
         ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.producer = producer

@@ -80,11 +80,11 @@ package final class VettedBatchProcessor: Sendable {
     package var cachedTimelines: Int { timelineCache.count }
 
     /// The consumer identity written into dead letters.
-    var consumerName: String { "session-merger/\(configuration.groupId)" }
+    var consumerName: String { "session-merger/\(configuration.consumer.groupId)" }
 
     /// The stored next offsets of `partitions` (the rebalance listener seeks there).
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let groupId = configuration.groupId
+        let groupId = configuration.consumer.groupId
         let logger = self.logger
         return try await client.withConnection { connection in
             try await MergerStore.storedOffsets(groupId: groupId, partitions: partitions, on: connection, logger: logger)
@@ -178,7 +178,7 @@ package final class VettedBatchProcessor: Sendable {
             for try await (lane, outcome, attempts) in group { outcomes[lane] = (outcome, attempts) }
             return outcomes.compactMap { $0 }
         }
-        let groupId = configuration.groupId, logger = self.logger, nextOffsets = batch.nextOffsets
+        let groupId = configuration.consumer.groupId, logger = self.logger, nextOffsets = batch.nextOffsets
         try await PostgresFailure.unwrapping {
             try await client.withConnection { connection in
                 try await MergerStore.storeOffsets(groupId: groupId, nextOffsets, on: connection, logger: logger)
@@ -493,7 +493,7 @@ package final class VettedBatchProcessor: Sendable {
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
-        try await MergerStore.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection, logger: logger)
+        try await MergerStore.storeOffsets(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
             sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)

@@ -52,10 +52,10 @@ package final class TelemetryBatchProcessor: Sendable {
             targetPermyriad: configuration.objective.targetPermyriad, thresholdSeconds: configuration.objective.thresholdSeconds)
     }
 
-    var consumerName: String { "telemetry-aggregator/\(configuration.groupId)" }
+    var consumerName: String { "telemetry-aggregator/\(configuration.consumer.groupId)" }
 
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let groupId = configuration.groupId
+        let groupId = configuration.consumer.groupId
         let store = self.store
         return try await client.withConnection { connection in
             try await store.storedOffsets(groupId: groupId, partitions: partitions, on: connection)
@@ -172,7 +172,7 @@ package final class TelemetryBatchProcessor: Sendable {
         result.duplicates += batch.sessions.count - freshSessions.count
 
         try await store.add(delta, on: connection)
-        try await store.storeOffsets(groupId: configuration.groupId, nextOffsets, on: connection)
+        try await store.storeOffsets(groupId: configuration.consumer.groupId, nextOffsets, on: connection)
         return result
     }
 
