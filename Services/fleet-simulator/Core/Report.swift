@@ -256,7 +256,7 @@ package struct FleetReport: Sendable, Codable {
         let clock = realTime ? "" : " virtual"
         let wall =
             realTime
-            ? "; request to verdict p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")"
+            ? "; request to verdict (over the phone's network) p50 \(throughput.wallLatencyMs.p50.map { String(format: "%.0fms", $0) } ?? "n/a") p99 \(throughput.wallLatencyMs.p99.map { String(format: "%.0fms", $0) } ?? "n/a")"
             : ""
         let server = serverSLO.map { "; status page (\($0.source)) \(pct($0.compliance)) of \($0.total)" } ?? ""
         let missed = targets.filter { !$0.met }
