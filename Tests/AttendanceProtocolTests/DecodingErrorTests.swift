@@ -124,7 +124,7 @@ struct DecodingErrorTests {
     @Test func unsupportedSchemaVersionNestedInAVettedEvent() throws {
         let vetted = VettedEvent(raw: Sample.raw(.event(Sample.seedEvent)), decision: Sample.decision)
         let json = try edited(try ProtocolCodec.wire.encode(vetted)) { object in
-            var raw = object["raw"]!.objectValue!
+            var raw = try #require(object["raw"]?.objectValue)
             raw["schemaVersion"] = 3
             object["raw"] = .object(raw)
         }
@@ -156,8 +156,8 @@ struct DecodingErrorTests {
     @Test func errorsInsideAnEmbeddedPayloadCarryTheFullPath() throws {
         let raw = Sample.raw(.checkIn(Sample.checkIn))
         let json = try edited(try ProtocolCodec.wire.encode(raw)) { object in
-            var payload = object["payload"]!.objectValue!
-            var meta = payload["deviceMeta"]!.objectValue!
+            var payload = try #require(object["payload"]?.objectValue)
+            var meta = try #require(payload["deviceMeta"]?.objectValue)
             meta["appVersion"] = nil
             payload["deviceMeta"] = .object(meta)
             object["payload"] = .object(payload)

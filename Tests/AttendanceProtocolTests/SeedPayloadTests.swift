@@ -68,7 +68,9 @@ struct SeedPayloadTests {
 
         // Order: the specified keys appear in the verbatim text in the order the encoder writes them.
         let text = String(decoding: verbatim, as: UTF8.self)
-        let positions = AttendanceEvent.CodingKeys.seedFields.map { text.range(of: "\"\($0.rawValue)\":")!.lowerBound }
+        let positions = try AttendanceEvent.CodingKeys.seedFields.map { field in
+            try #require(text.range(of: "\"\(field.rawValue)\":"), "\(field.rawValue) is missing").lowerBound
+        }
         #expect(positions == positions.sorted())
     }
 

@@ -71,9 +71,9 @@ func decodingError<T: Decodable>(
 }
 
 /// Edits a JSON document through `JSONValue` (for building broken inputs from a good fixture).
-func edited(_ json: [UInt8], _ edit: (inout [String: JSONValue]) -> Void) throws -> String {
+func edited(_ json: [UInt8], _ edit: (inout [String: JSONValue]) throws -> Void) throws -> String {
     var object = try #require(try ProtocolCodec.wire.decode(JSONValue.self, from: json).objectValue)
-    edit(&object)
+    try edit(&object)
     return try ProtocolCodec.wire.encodeToString(JSONValue.object(object))
 }
 

@@ -9,7 +9,7 @@ struct ScheduleAndScoringTests {
     static let midnight: Int64 = 1_767_571_200_000
     static let day = ScheduleGenerator.dayMs
 
-    @Test func anEmployeeArrivesAroundEightAndLeavesAroundHalfPastFive() {
+    @Test func anEmployeeArrivesAroundEightAndLeavesAroundHalfPastFive() throws {
         let site = World.standard(sites: 1).sites[0]
         for index in 0..<50 {
             var random = SimulationRandom(seed: 11, stream: UInt64(index))
@@ -20,13 +20,14 @@ struct ScheduleAndScoringTests {
             // In, (out, in for lunch,) out: alternating, starting with an arrival.
             #expect(kinds.count == 2 || kinds.count == 4, "\(kinds)")
             for (i, k) in kinds.enumerated() { #expect(k == (i % 2 == 0 ? .arrival : .departure)) }
-            let arrival = p.truth[0].at - Self.midnight
+            let first = try #require(p.truth.first), last = try #require(p.truth.last)
+            let arrival = first.at - Self.midnight
             #expect(arrival > 6 * 3_600_000 && arrival < 10 * 3_600_000)
-            let leave = p.truth.last!.at - Self.midnight
+            let leave = last.at - Self.midnight
             #expect(leave > 15 * 3_600_000 && leave < 20 * 3_600_000)
             // At the moment of the true arrival the person is at the doorway.
-            let here = p.itinerary.whereabouts(at: p.truth[0].at)
-            #expect(here.position.distance(to: site.gates[p.truth[0].gate].position) < 1.5)
+            let here = p.itinerary.whereabouts(at: first.at)
+            #expect(here.position.distance(to: site.gates[first.gate].position) < 1.5)
             // Segments are back to back.
             for (a, b) in zip(p.itinerary.segments, p.itinerary.segments.dropFirst()) { #expect(a.end == b.start && a.to == b.from) }
         }

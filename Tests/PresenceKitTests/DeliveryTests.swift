@@ -88,7 +88,7 @@ struct DeliveryTests {
             guard case .deadline(_, let reason) = report.stop else { Issue.record("should stop at the deadline"); return }
             #expect(reason == "timeout")
             #expect(clock.now() <= World.start + RetryPolicy.backgroundBudgetMs)
-            #expect(box.entries().map { String(decoding: try! box.payload(of: $0.id), as: UTF8.self) } == ["e2", "e3", "e4", "e5"])
+            #expect(try box.entries().map { String(decoding: try box.payload(of: $0.id), as: UTF8.self) } == ["e2", "e3", "e4", "e5"])
             #expect(box.first()?.state == .sentAwaitingVerdict)
             // Later, online: everything drains in order.
             clock.advance(by: 60_000)

@@ -218,7 +218,7 @@ struct OutboxTests {
             #expect(d.checkIns.count == 1)
             #expect(box.count == 1)
             #expect(box.lastSnapshot()?.session?.sessionKey == d.checkIns[0].sessionKey)
-            let stored = try PresenceCoding.decodeEvent(try box.payload(of: box.first()!.id))
+            let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
             #expect(stored == d.checkIns[0])
             #expect(box.first()?.kind == AttendanceEvent.Kind.checkIn.outboxKind)
             #expect(box.first()?.evictable == false)

@@ -87,7 +87,8 @@ struct JSONLogHandlerTests {
         logger.info("hello", metadata: ["user": "u-1"])
         logger.debug("dropped")
         #expect(lines.items.count == 1)
-        let object = try JSONSerialization.jsonObject(with: Data(lines.items[0].utf8)) as! [String: Any]
+        let line = try #require(lines.items.first)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect(object["msg"] as? String == "hello")
         #expect(object["level"] as? String == "info")
         #expect(object["service"] as? String == "svc")
