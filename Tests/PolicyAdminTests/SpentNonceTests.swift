@@ -122,6 +122,7 @@ struct SpentNonceTests {
                 Self.checkIn(key: "k_1", nonce: nonce), Self.checkIn(key: "k_1", nonce: nonce), Self.checkIn(key: "k_2", nonce: nonce),
             ])
             #expect(decisions.map(\.outcome) == [.accept, .accept, .reject])
+            try #require(decisions.count > 2)
             #expect(Self.isReuse(decisions[2]))
         }
     }

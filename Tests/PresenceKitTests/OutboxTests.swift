@@ -36,6 +36,7 @@ struct OutboxTests {
             #expect(box.recovery.recordsRead == 9)
             let entries = box.entries()
             #expect(entries.map(\.id) == [1, 3, 4, 5])
+            try #require(entries.count > 1)
             #expect(entries[0].state == .sentAwaitingVerdict)
             #expect(entries[1].state == .pending)
             #expect(entries[1].kind == 2 && entries[1].createdAt == World.start + 3_000)
@@ -217,6 +218,7 @@ struct OutboxTests {
             try d.run(seconds: 5) { _ in -62 }
             #expect(d.checkIns.count == 1)
             #expect(box.count == 1)
+            try #require(d.checkIns.count > 0)
             #expect(box.lastSnapshot()?.session?.sessionKey == d.checkIns[0].sessionKey)
             let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
             #expect(stored == d.checkIns[0])

@@ -118,6 +118,7 @@ struct StateMachineTests {
         #expect(out.timestamp == t0 + 105_000)
         #expect(out.tStart == t0 + 3_000)
         #expect(out.reason == .beaconLost)
+        try #require(d.checkIns.count > 0)
         #expect(out.sessionKey == d.checkIns[0].sessionKey)
         #expect(d.notifications.map(\.kind) == [.checkedIn, .checkedOut])
     }
@@ -164,6 +165,7 @@ struct StateMachineTests {
         #expect(d.phase == .present && d.checkOuts.isEmpty)
         for _ in 0..<300 where d.phase != .confirmingExit { try d.run(seconds: 1) { _ in -90 } }
         try d.send(.beaconRegionState(inside: false))
+        try #require(d.checkOuts.count > 0)
         #expect(d.checkOuts.count == 1 && d.checkOuts[0].reason == .regionStateOutside)
         #expect(d.phase == .armed)
     }
@@ -328,6 +330,7 @@ struct StateMachineTests {
         try d.advance(ms: 1_200_000) // 20 min, no readings: still present, heartbeats every 5 min
         #expect(d.phase == .present)
         #expect(d.heartbeats.map(\.timestamp) == (1...4).map { checkedInAt + Int64($0) * 300_000 })
+        try #require(d.checkIns.count > 0)
         #expect(Set(d.heartbeats.map(\.sessionKey)) == [d.checkIns[0].sessionKey])
         let exitAt = d.now
         try d.send(.beaconRegionExited)

@@ -61,6 +61,7 @@ extension SessionMergerServiceTests {
                 #expect(first.verdicts.allSatisfy { $0.serverReceiptId == receipt && $0.sessionId == session })
                 // Each verdict goes back to the gateway holding that request.
                 #expect(first.verdicts.map(\.gatewayInstance) == ["gw-1", "gw-1", "gw-2"])
+                try #require(first.verdicts.count > 2)
                 #expect(first.verdicts[2].requestId == "req-retry")
 
                 // Three more across later batches.
@@ -92,6 +93,7 @@ extension SessionMergerServiceTests {
                         Make.heartbeat(user: user, at: now.minus(minutes: 15), sessionKey: sessionKey),
                     ], from: 1)
                 #expect(mixed.verdicts.map(\.outcome) == [.accepted, .duplicate, .accepted])
+                try #require(mixed.verdicts.count > 1)
                 #expect(mixed.verdicts[1].serverReceiptId == first.verdicts.first?.serverReceiptId)
                 #expect(mixed.attempts == 2)
                 // After a redelivery the next batch is looked up first (once), then tried as all new again.
@@ -115,6 +117,7 @@ extension SessionMergerServiceTests {
                     user: user, site: site, at: now.minus(minutes: 4), sessionKey: "sk-1", key: key, fingerprint: "fp-other")
                 let batch = try await db.process([original, altered], from: 0)
                 #expect(batch.verdicts.map(\.outcome) == [.accepted, .payloadMismatch])
+                try #require(batch.verdicts.count > 1)
                 #expect(batch.verdicts[1].httpStatus == 422)
                 let later = try await db.process([altered], from: 2)
                 #expect(later.verdicts.map(\.httpStatus) == [422])

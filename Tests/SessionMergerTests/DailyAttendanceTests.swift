@@ -35,6 +35,7 @@ struct DailyAttendanceTests {
         // 07:50-17:05 local.
         let rows = try DailyAttendanceCalculator.days(for: [span("s1", "2025-09-18T00:50:00Z", "2025-09-18T10:05:00Z")], shift: saigon)
         #expect(rows.count == 1)
+        try #require(rows.count > 0)
         let row = rows[0]
         #expect(row.date == CalendarDate(year: 2025, month: 9, day: 18))
         #expect(row.firstIn == utc("2025-09-18T00:50:00Z"))
@@ -84,6 +85,7 @@ struct DailyAttendanceTests {
                 span("am", "2025-09-18T01:00:00Z", "2025-09-18T05:00:00Z"),
             ], shift: saigon)
         #expect(rows.count == 1)
+        try #require(rows.count > 0)
         #expect(rows[0].workedMinutes == 480)
         #expect(rows[0].firstIn == utc("2025-09-18T01:00:00Z"))
         #expect(rows[0].lastOut == utc("2025-09-18T10:00:00Z"))
@@ -98,6 +100,7 @@ struct DailyAttendanceTests {
         let rows = try DailyAttendanceCalculator.days(for: [night], shift: saigon)
         #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19"])
         #expect(rows.map(\.workedMinutes) == [120, 360])
+        try #require(rows.count > 1)
         #expect(rows[0].firstIn == utc("2025-09-18T15:00:00Z"))
         #expect(rows[0].lastOut == utc("2025-09-18T17:00:00Z")) // local midnight
         #expect(rows[1].firstIn == utc("2025-09-18T17:00:00Z"))
@@ -145,6 +148,7 @@ struct DailyAttendanceTests {
             ], shift: berlin)
         #expect(rows.map { "\($0.userId) \($0.date)" } == ["u1 2025-03-29", "u1 2025-03-30", "u2 2025-03-30", "u3 2025-03-30"])
 
+        try #require(rows.count > 3)
         let (u1Saturday, u1Sunday, u2Sunday, u3Sunday) = (rows[0], rows[1], rows[2], rows[3])
         #expect(u1Saturday.workedMinutes == 120)
         #expect(u1Saturday.shiftStart == utc("2025-03-29T07:00:00Z")) // 08:00 CET
@@ -174,6 +178,7 @@ struct DailyAttendanceTests {
         let rows = try DailyAttendanceCalculator.days(
             for: [span("w", "2025-10-25T22:00:00Z", "2025-10-26T23:00:00Z")], shift: berlin)
         #expect(rows.map(\.date.description) == ["2025-10-26"])
+        try #require(rows.count > 0)
         #expect(rows[0].workedMinutes == 25 * 60)
         #expect(rows[0].shiftStart == utc("2025-10-26T07:00:00Z")) // 08:00 CET again
     }
@@ -220,6 +225,7 @@ struct DailyAttendanceTests {
             timezone: "UTC", start: hhmm("08:00"), end: hhmm("17:00"), lateEntryGraceMinutes: 5, earlyExitGraceMinutes: 5)
         let rows = try DailyAttendanceCalculator.days(for: timeline.sessions.map(AttendanceInterval.init), shift: shift)
         #expect(rows.count == 1)
+        try #require(rows.count > 0)
         #expect(rows[0].firstIn == at(7, 59, 40))
         #expect(rows[0].lastOut == at(17))
         #expect(rows[0].workedSeconds == 5 * 3_600 + 20 + 3 * 3_600)

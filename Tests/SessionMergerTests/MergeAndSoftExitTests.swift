@@ -20,6 +20,7 @@ struct MergeWindowTests {
 
         let sessions = timeline.sessions
         #expect(sessions.count == 1)
+        try #require(sessions.count > 0)
         #expect(sessions[0].id == sid("a"))
         #expect(sessions[0].status == .open)
         #expect(sessions[0].checkInAt == at(8, 0, 0))
@@ -37,9 +38,11 @@ struct MergeWindowTests {
 
         // The check-out is younger than the 10 s noise threshold when applied: still open.
         #expect(out.changes.kinds == [.extended])
+        try #require(out.changes.count > 0)
         #expect(out.changes[0].session.status == .open)
         #expect(second.changes.kinds == [.closed, .opened])
         #expect(second.changes.ids == [sid("a"), sid("c")])
+        try #require(second.changes.count > 1)
         #expect(second.changes[0].session.closeReason == .checkOut)
         #expect(second.changes[0].session.checkOutAt == at(8, 0, 20))
         #expect(second.changes[0].version == 3)
@@ -48,6 +51,7 @@ struct MergeWindowTests {
         let sessions = timeline.sessions
         #expect(sessions.map(\.id) == [sid("a"), sid("c")])
         #expect(sessions.map(\.status) == [.closed, .open])
+        try #require(sessions.count > 1)
         #expect(sessions[0].eventIds == ["a", "b"])
         #expect(sessions[1].eventIds == ["c"])
     }
@@ -62,6 +66,7 @@ struct MergeWindowTests {
         #expect(out.changes.kinds == [.softExit])
         #expect(back.changes.kinds == [.reopened])
         #expect(timeline.sessions.count == 1)
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].reopenCount == 1)
         #expect(timeline.sessions[0].eventIds == ["a", "b", "c"])
     }
@@ -74,6 +79,7 @@ struct MergeWindowTests {
             checkIn("a", at(8, 0, 0)), checkOut("b", at(8, 0, 20), received: at(8, 0, 35)), checkIn("c", at(8, 1, 0)),
         ])
         #expect(timeline.sessions.map(\.id) == [sid("a")])
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].status == .open)
 
         // 50 s after the check-out is outside both: a new session.
@@ -89,6 +95,7 @@ struct MergeWindowTests {
         var timeline = try newTimeline()
         try timeline.applyAll([checkIn("a", at(8, 0, 0), key: "K1"), checkIn("b", at(8, 0, 30), key: "K2")])
         #expect(timeline.sessions.count == 1)
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].sessionKeys == ["K1", "K2"])
         #expect(timeline.sessions[0].primarySessionKey == "K1")
     }
@@ -105,6 +112,7 @@ struct SoftExitTests {
 
         #expect(opened.changes.kinds == [.opened])
         #expect(exit.changes.kinds == [.softExit])
+        try #require(exit.changes.count > 0)
         #expect(exit.changes[0].session.status == .softExit)
         #expect(exit.changes[0].session.checkOutAt == at(12))
         #expect(back.changes.kinds == [.reopened])
@@ -124,6 +132,7 @@ struct SoftExitTests {
         let back = try timeline.apply(heartbeat("h", at(12, 5)))
         #expect(back.changes.kinds == [.reopened])
         #expect(timeline.sessions.map(\.status) == [.open])
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].lastSeenAt == at(12, 5))
     }
 
@@ -159,6 +168,7 @@ struct SoftExitTests {
         var inside = try newTimeline()
         try inside.applyAll([checkIn("a", at(8)), checkOut("b", at(12)), heartbeat("h", at(12, 5, 0))])
         #expect(inside.sessions.count == 1)
+        try #require(inside.sessions.count > 0)
         #expect(inside.sessions[0].reopenCount == 1)
 
         var outside = try newTimeline()
@@ -204,6 +214,7 @@ struct NoiseTests {
             #expect(!all.contains { $0.change == .closed && $0.session.closeReason != .superseded }, "gap \(gap) order \(order)")
             #expect(!all.contains { $0.change == .softExit })
             #expect(timeline.sessions.count == 1)
+            try #require(timeline.sessions.count > 0)
             #expect(timeline.sessions[0].status == .open)
             #expect(timeline.sessions[0].checkOutAt == nil)
             #expect(timeline.sessions[0].reopenCount == 0)
@@ -218,6 +229,8 @@ struct NoiseTests {
         #expect(exit.changes.kinds == [.softExit])
         let noise = try timeline.apply(heartbeat("c", at(9, 0, 5), received: at(9, 4)))
         #expect(noise.changes.kinds == [.reopened])
+        try #require(noise.changes.count > 0)
+        try #require(timeline.sessions.count > 0)
         #expect(noise.changes[0].session.checkOutAt == nil)
         #expect(timeline.sessions[0].reopenCount == 0) // it was noise, not a real soft exit
     }
@@ -227,6 +240,7 @@ struct NoiseTests {
         var timeline = try newTimeline()
         try timeline.applyAll([checkIn("a", at(8)), checkOut("b", at(9)), heartbeat("c", at(9, 0, 10))])
         #expect(timeline.sessions.count == 1)
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].reopenCount == 1)
     }
 
@@ -234,10 +248,12 @@ struct NoiseTests {
     func pendingThenSoftExit() throws {
         var timeline = try newTimeline()
         try timeline.applyAll([checkIn("a", at(8)), checkOut("b", at(9))])
+        try #require(timeline.sessions.count > 0)
         #expect(timeline.sessions[0].status == .open)
         #expect(timeline.closeIdle(now: at(9, 0, 9)).isEmpty)
         let changes = timeline.closeIdle(now: at(9, 0, 10))
         #expect(changes.kinds == [.softExit])
+        try #require(changes.count > 0)
         #expect(changes[0].session.checkOutAt == at(9))
     }
 }

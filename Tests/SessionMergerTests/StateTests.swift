@@ -267,6 +267,7 @@ struct MappingTests {
         var timeline = try newTimeline()
         _ = try timeline.apply(checkIn("a", at(8), key: "K1"))
         let outcome = try timeline.apply(checkOut("b", at(12), key: "K1", received: at(12, 1)))
+        try #require(outcome.changes.count > 0)
         let message = outcome.changes[0].sessionChange(changedAt: at(12, 1))
         #expect(message.sessionId == sid("a"))
         #expect(message.userId == userId)
