@@ -100,7 +100,14 @@ public enum LocalStack {
         settings.searchPath = searchPath
         let client = settings.makeClient(logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
+            // `body` leases connections once the client's run() has begun (PostgresNIO warns of a lease
+            // before it, once per test).
+            let (started, starting) = AsyncStream<Void>.makeStream()
+            group.addTask {
+                starting.finish()
+                await client.run()
+            }
+            for await _ in started {}
             defer { group.cancelAll() }
             return try await body(client)
         }
