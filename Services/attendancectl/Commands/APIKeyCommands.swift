@@ -12,17 +12,15 @@ extension AttendanceCtl {
     /// api-keys create` is the normal way, but it needs an admin key already; this is for when none is
     /// at hand (a database the bootstrap key was never saved for, a lost key), for whoever holds the
     /// database credentials.
-    package struct APIKeys: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct APIKeys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             commandName: "api-keys",
             abstract: "Admin API keys straight in the registry's database (break-glass; prefer 'registry api-keys').",
             subcommands: [Mint.self]
         )
 
-        package init() {}
-
-        package struct Mint: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Mint: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Create an API key in PostgreSQL and print its secret once."
             )
             @OptionGroup var options: GlobalOptions
@@ -30,9 +28,7 @@ extension AttendanceCtl {
             @Option(help: "admin, installer or viewer.") var role: String = APIRole.admin.rawValue
             @Option(help: "Also write the secret to this file (mode 600).") var secretFile: String?
 
-            package init() {}
-
-            package func validate() throws {
+            func validate() throws {
                 guard APIRole(rawValue: role) != nil else {
                     throw ValidationError(
                         "--role must be one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(role)\"")
@@ -42,7 +38,7 @@ extension AttendanceCtl {
                 }
             }
 
-            package func run() async throws {
+            func run() async throws {
                 var postgres = try options.postgres()
                 postgres.searchPath = try RegistrySchema.searchPath(from: EnvironmentReader(options.environment))
                 let settings = postgres

@@ -97,25 +97,21 @@ package struct GlobalOptions: ParsableArguments {
 }
 
 extension AttendanceCtl {
-    package struct Topics: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Topics: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "The platform's Kafka topics.",
             subcommands: [Ensure.self, List.self]
         )
 
-        package init() {}
-
-        package struct Ensure: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Ensure: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Create every topic the protocol defines (existing ones are kept).")
             @OptionGroup var options: GlobalOptions
             @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
             @Option(help: "Partitions of every partitioned topic (default: $TOPIC_PARTITIONS, else the protocol's count).")
             var partitions: Int32?
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let kafka = try options.kafka()
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
@@ -134,13 +130,11 @@ extension AttendanceCtl {
             }
         }
 
-        package struct List: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "The platform's topics as the broker reports them.")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The platform's topics as the broker reports them.")
             @OptionGroup var options: GlobalOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let kafka = try options.kafka()
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let onBroker = try await CLIError.wrap("reading broker metadata from \(kafka.bootstrapServers)") {
@@ -156,13 +150,11 @@ extension AttendanceCtl {
     }
 
     /// Checks that the broker and PostgreSQL answer and that a message makes a round trip.
-    package struct Doctor: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
+    struct Doctor: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
         @OptionGroup var options: GlobalOptions
 
-        package init() {}
-
-        package func run() async throws {
+        func run() async throws {
             var rows: [[String]] = []
             var failed = false
             func record(_ name: String, _ body: () async throws -> String) async {

@@ -35,16 +35,14 @@ package enum PlatformSecret: String, CaseIterable, Sendable {
 }
 
 extension AttendanceCtl {
-    package struct Secrets: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Secrets: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "The platform's shared secrets (files the services read through KEY_FILE).",
             subcommands: [Init.self]
         )
 
-        package init() {}
-
-        package struct Init: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Init: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Create every missing secret file in a directory; existing files are kept."
             )
             @Option(help: "Directory for the secret files (created with mode 700; files get 600).")
@@ -52,9 +50,7 @@ extension AttendanceCtl {
             @Flag(name: .long, help: "Print JSON instead of a table.")
             var json = false
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let rows = try SecretFiles.ensure(in: dir)
                 Output.print(rows: rows, headers: ["SECRET", "VARIABLE", "FILE", "STATUS"], json: json)
             }

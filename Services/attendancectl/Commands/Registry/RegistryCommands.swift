@@ -9,8 +9,8 @@ import RegistryClient
 // `RegistryTables` (or the registry's JSON with `--json`).
 
 extension AttendanceCtl {
-    package struct Registry: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Registry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Manage the beacon registry over its REST API.",
             discussion: """
                 Every command takes --url (default $REGISTRY_URL or \(RegistryClient.defaultURL)), --api-key (default \
@@ -22,78 +22,64 @@ extension AttendanceCtl {
             ]
         )
 
-        package init() {}
     }
 }
 
 extension AttendanceCtl.Registry {
     // MARK: Organizations
 
-    package struct Organizations: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Organizations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Organizations (customers).", subcommands: [Create.self, List.self, Get.self], aliases: ["orgs"]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create an organization (admin).")
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createOrganization(NewOrganization(id: id, name: name))
-                    }, table: RegistryTables.organization)
+            func run() async throws {
+                try await registry.show(RegistryTables.organization) { client throws(RegistryClientError) in
+                    try await client.createOrganization(NewOrganization(id: id, name: name))
+                }
             }
         }
 
-        package struct List: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List organizations (viewer).")
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.listOrganizations(page.query)
-                    }, table: RegistryTables.organizations)
+            func run() async throws {
+                try await registry.show(RegistryTables.organizations) { client throws(RegistryClientError) in
+                    try await client.listOrganizations(page.query)
+                }
             }
         }
 
-        package struct Get: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show an organization (viewer).")
             @Argument(help: "The organization's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.organization(id: id)
-                    }, table: RegistryTables.organization)
+            func run() async throws {
+                try await registry.show(RegistryTables.organization) { client throws(RegistryClientError) in
+                    try await client.organization(id: id)
+                }
             }
         }
     }
 
     // MARK: Sites
 
-    package struct Sites: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Sites: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Sites: time zone, geofence and shift.", subcommands: [Create.self, List.self, Get.self]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
@@ -110,8 +96,6 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
@@ -123,167 +107,137 @@ extension AttendanceCtl.Registry {
                 )
             }
 
-            package func run() async throws {
+            func run() async throws {
                 let body = body
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createSite(body)
-                    }, table: RegistryTables.site)
+                try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
+                    try await client.createSite(body)
+                }
             }
         }
 
-        package struct List: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List an organization's sites (viewer).")
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.listSites(organizationId: organization, page.query)
-                    }, table: RegistryTables.sites)
+            func run() async throws {
+                try await registry.show(RegistryTables.sites) { client throws(RegistryClientError) in
+                    try await client.listSites(organizationId: organization, page.query)
+                }
             }
         }
 
-        package struct Get: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a site (viewer).")
             @Argument(help: "The site's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.site(id: id)
-                    }, table: RegistryTables.site)
+            func run() async throws {
+                try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
+                    try await client.site(id: id)
+                }
             }
         }
     }
 
     // MARK: Gates
 
-    package struct Gates: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Gates: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Gates (entrances, desks, rooms) of a site.", subcommands: [Create.self, List.self, Get.self]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create a gate (installer).")
             @Option(help: "The site's id.") var site: String
             @Option(help: "Its name.") var name: String
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createGate(NewGate(id: id, siteId: site, name: name))
-                    }, table: RegistryTables.gate)
+            func run() async throws {
+                try await registry.show(RegistryTables.gate) { client throws(RegistryClientError) in
+                    try await client.createGate(NewGate(id: id, siteId: site, name: name))
+                }
             }
         }
 
-        package struct List: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List a site's gates (viewer).")
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.listGates(siteId: site, page.query)
-                    }, table: RegistryTables.gates)
+            func run() async throws {
+                try await registry.show(RegistryTables.gates) { client throws(RegistryClientError) in
+                    try await client.listGates(siteId: site, page.query)
+                }
             }
         }
 
-        package struct Get: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a gate (viewer).")
             @Argument(help: "The gate's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.gate(id: id)
-                    }, table: RegistryTables.gate)
+            func run() async throws {
+                try await registry.show(RegistryTables.gate) { client throws(RegistryClientError) in
+                    try await client.gate(id: id)
+                }
             }
         }
     }
 
     // MARK: Allocation
 
-    package struct Namespaces: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Namespaces: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "An organization's namespace: its shard UUID and major.", subcommands: [Allocate.self]
         )
 
-        package init() {}
-
-        package struct Allocate: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Allocate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Allocate the organization's namespace (admin; returns the existing one when there is one)."
             )
             @Argument(help: "The organization's id.") var organization: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.allocateNamespace(organizationId: organization)
-                    }, table: RegistryTables.namespace)
+            func run() async throws {
+                try await registry.show(RegistryTables.namespace) { client throws(RegistryClientError) in
+                    try await client.allocateNamespace(organizationId: organization)
+                }
             }
         }
     }
 
-    package struct Minors: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Minors: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Minors: a gate's number inside its organization's namespace.", subcommands: [Allocate.self]
         )
 
-        package init() {}
-
-        package struct Allocate: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
+        struct Allocate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Allocate the next free minor to a gate (installer).")
             @Argument(help: "The gate's id.") var gate: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.allocateMinor(gateId: gate)
-                    }, table: RegistryTables.minor)
+            func run() async throws {
+                try await registry.show(RegistryTables.minor) { client throws(RegistryClientError) in
+                    try await client.allocateMinor(gateId: gate)
+                }
             }
         }
     }
 
     // MARK: Beacons
 
-    package struct Beacons: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Beacons: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Beacons: register, inspect, retire, provision, verify.",
             subcommands: [Register.self, Get.self, List.self, SetStatus.self, RotateKey.self, Plan.self, Verify.self, RecordSighting.self]
         )
 
-        package init() {}
-
-        package struct Register: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Register: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Register a beacon at a gate (installer); vendors' factory-default UUIDs are refused."
             )
             @Option(help: "The gate's id.") var gate: String
@@ -299,88 +253,73 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let body = NewBeacon(
                     id: id, uuid: uuid, major: major, minor: minor, serial: serial, mac: mac, txPower: txPower,
                     advIntervalMs: advIntervalMs, batteryReplacedOn: batteryReplacedOn, gateId: gate
                 )
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.registerBeacon(body)
-                    }, table: RegistryTables.beacon)
+                try await registry.show(RegistryTables.beacon) { client throws(RegistryClientError) in
+                    try await client.registerBeacon(body)
+                }
             }
         }
 
-        package struct Get: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a beacon (viewer).")
             @Argument(help: "The beacon's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.beacon(id: id)
-                    }, table: RegistryTables.beacon)
+            func run() async throws {
+                try await registry.show(RegistryTables.beacon) { client throws(RegistryClientError) in
+                    try await client.beacon(id: id)
+                }
             }
         }
 
-        package struct List: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the beacons of a site's gates (viewer).")
             @Option(help: "The site's id.") var site: String
             @OptionGroup var page: PageOptions
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.listBeacons(siteId: site, page.query)
-                    }, table: RegistryTables.beacons)
+            func run() async throws {
+                try await registry.show(RegistryTables.beacons) { client throws(RegistryClientError) in
+                    try await client.listBeacons(siteId: site, page.query)
+                }
             }
         }
 
-        package struct SetStatus: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
+        struct SetStatus: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Change a beacon's status (installer).")
             @Argument(help: "The beacon's id.") var id: String
             @Argument(help: "active, retired or lost.") var status: BeaconStatusArgument
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let status = BeaconStatus(rawValue: status.rawValue) ?? .active
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.setBeaconStatus(id: id, status: status)
-                    }, table: RegistryTables.beacon)
+                try await registry.show(RegistryTables.beacon) { client throws(RegistryClientError) in
+                    try await client.setBeaconStatus(id: id, status: status)
+                }
             }
         }
 
-        package struct RotateKey: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct RotateKey: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 commandName: "rotate-key",
                 abstract: "Give a beacon a new GATT challenge key (admin); write it into the beacon from its plan."
             )
             @Argument(help: "The beacon's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.rotateBeaconKey(id: id)
-                    }, table: RegistryTables.keyRotation)
+            func run() async throws {
+                try await registry.show(RegistryTables.keyRotation) { client throws(RegistryClientError) in
+                    try await client.rotateBeaconKey(id: id)
+                }
             }
         }
 
-        package struct Plan: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Plan: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "The DX-Smart CP28 write sequence for a beacon, as hex frames (viewer)."
             )
             @Argument(help: "The beacon's id.") var id: String
@@ -395,41 +334,38 @@ extension AttendanceCtl.Registry {
                 false
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let query = ProvisioningPlanQuery(
                     deviceName: deviceName, measuredPower: measuredPower, advertisingIntervalUnits: advertisingIntervalUnits,
                     txPowerIndex: txPowerIndex
                 )
                 let framesOnly = framesOnly
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.provisioningPlan(beaconId: id, query)
-                    }, table: { framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0) })
+                let table: (ProvisioningPlanResponse) -> String = {
+                    framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0)
+                }
+                try await registry.show(table) { client throws(RegistryClientError) in
+                    try await client.provisioningPlan(beaconId: id, query)
+                }
             }
         }
 
-        package struct Verify: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Verify: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Whether devices reported the beacon recently (viewer)."
             )
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("within-minutes"), help: "The window, 1-1440 minutes (default 15).") var withinMinutes: Int?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
-                    }, table: RegistryTables.verification)
+            func run() async throws {
+                try await registry.show(RegistryTables.verification) { client throws(RegistryClientError) in
+                    try await client.verifyBroadcast(beaconId: id, withinMinutes: withinMinutes)
+                }
             }
         }
 
-        package struct RecordSighting: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
+        struct RecordSighting: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Record that a device heard a beacon (installer).")
             @Option(help: "The beacon's proximity UUID.") var uuid: String
             @Option(help: "Major, 0-65535.") var major: Int
             @Option(help: "Minor, 0-65535.") var minor: Int
@@ -437,120 +373,99 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("seen-at"), help: "RFC 3339 time, e.g. 2025-09-18T08:30:00Z (default now).") var seenAt: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func validate() throws {
+            func validate() throws {
                 if let seenAt, WireTimestamp.date(from: seenAt) == nil {
                     throw ValidationError("--seen-at \"\(seenAt)\" is not an RFC 3339 time such as 2025-09-18T08:30:00Z")
                 }
             }
 
-            package func run() async throws {
+            func run() async throws {
                 let body = BeaconSightingReport(
                     beacon: BeaconIdentity(uuid: uuid, major: major, minor: minor), deviceId: device,
                     seenAt: seenAt.flatMap(WireTimestamp.date(from:))
                 )
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.recordSighting(body)
-                    }, table: { _ in "sighting recorded" })
+                try await registry.show({ _ in "sighting recorded" }) { client throws(RegistryClientError) in
+                    try await client.recordSighting(body)
+                }
             }
         }
     }
 
     // MARK: Users and devices
 
-    package struct Users: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "People whose attendance is taken.", subcommands: [Create.self]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create a user (admin).")
             @Option(help: "Their name.") var name: String
             @Option(name: .customLong("site"), help: "A site they work at (repeat for several).") var sites: [String] = []
             @Option(help: "Their id, often the HR system's employee id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let body = NewUser(id: id, name: name, siteIds: sites)
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createUser(body)
-                    }, table: RegistryTables.user)
+                try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
+                    try await client.createUser(body)
+                }
             }
         }
     }
 
-    package struct EnrollmentCodes: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct EnrollmentCodes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             commandName: "enrollment-codes", abstract: "One-time codes that bind a phone to a user.", subcommands: [Create.self]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Issue an enrollment code for a user (admin); it is shown once.")
             @Option(help: "The user's id.") var user: String
             @Option(name: .customLong("validity-minutes"), help: "How long it is valid, 1-43200 minutes (default 1440).")
             var validityMinutes: Int?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
-                    }, table: RegistryTables.enrollmentCode)
+            func run() async throws {
+                try await registry.show(RegistryTables.enrollmentCode) { client throws(RegistryClientError) in
+                    try await client.createEnrollmentCode(userId: user, validityMinutes: validityMinutes)
+                }
             }
         }
     }
 
-    package struct Devices: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Devices: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Enrolled phones.", subcommands: [Get.self, Revoke.self, Enroll.self]
         )
 
-        package init() {}
-
-        package struct Get: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a device (viewer).")
             @Argument(help: "The device's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.device(id: id)
-                    }, table: RegistryTables.device)
+            func run() async throws {
+                try await registry.show(RegistryTables.device) { client throws(RegistryClientError) in
+                    try await client.device(id: id)
+                }
             }
         }
 
-        package struct Revoke: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Revoke a device (admin); its token stops working.")
             @Argument(help: "The device's id.") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.revokeDevice(id: id)
-                    }, table: RegistryTables.device)
+            func run() async throws {
+                try await registry.show(RegistryTables.device) { client throws(RegistryClientError) in
+                    try await client.revokeDevice(id: id)
+                }
             }
         }
 
-        package struct Enroll: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Enroll: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Exchange an enrollment code for device credentials, as the phone app does (no API key)."
             )
             @Option(help: "The one-time code, XXXXX-XXXXX.") var code: String
@@ -558,154 +473,125 @@ extension AttendanceCtl.Registry {
             @Option(help: "The phone's model.") var model: String?
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let body = DeviceEnrollment(code: code, appVersion: appVersion, model: model)
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.enrollDevice(body)
-                    }, table: RegistryTables.credentials)
+                try await registry.show(RegistryTables.credentials) { client throws(RegistryClientError) in
+                    try await client.enrollDevice(body)
+                }
             }
         }
     }
 
     // MARK: API keys
 
-    package struct APIKeys: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct APIKeys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             commandName: "api-keys", abstract: "Admin API keys.", subcommands: [Create.self, Revoke.self]
         )
 
-        package init() {}
-
-        package struct Create: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create an API key (admin); its secret is shown once.")
             @Option(help: "What it is for.") var name: String
             @Option(help: "viewer, installer or admin.") var role: RoleArgument
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let role = APIRole(rawValue: role.rawValue) ?? .viewer
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.createAPIKey(name: name, role: role)
-                    }, table: RegistryTables.issuedAPIKey)
+                try await registry.show(RegistryTables.issuedAPIKey) { client throws(RegistryClientError) in
+                    try await client.createAPIKey(name: name, role: role)
+                }
             }
         }
 
-        package struct Revoke: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Revoke an API key (admin).")
             @Argument(help: "The key's id (the part between brk_ and the dot).") var id: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.revokeAPIKey(id: id)
-                    }, table: RegistryTables.apiKey)
+            func run() async throws {
+                try await registry.show(RegistryTables.apiKey) { client throws(RegistryClientError) in
+                    try await client.revokeAPIKey(id: id)
+                }
             }
         }
     }
 
     // MARK: Lookups
 
-    package struct Lookup: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Lookup: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "Who owns a beacon identity, answered from the registry's in-memory cache (viewer).",
             subcommands: [Beacon.self, Business.self, UUIDBeacons.self, MAC.self]
         )
 
-        package init() {}
-
-        package struct Beacon: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct Beacon: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 abstract: "Resolve (uuid, major, minor) to beacon, gate, site and organization.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @Argument(help: "Major, 0-65535.") var major: Int
             @Argument(help: "Minor, 0-65535.") var minor: Int
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
-                    }, table: RegistryTables.beaconLookup)
+            func run() async throws {
+                try await registry.show(RegistryTables.beaconLookup) { client throws(RegistryClientError) in
+                    try await client.lookupBeacon(uuid: uuid, major: major, minor: minor)
+                }
             }
         }
 
-        package struct Business: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Resolve a namespace (uuid, major) to its organization.")
+        struct Business: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Resolve a namespace (uuid, major) to its organization.")
             @Argument(help: "The shard UUID.") var uuid: String
             @Argument(help: "Major, 0-65535.") var major: Int
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.lookupBusiness(uuid: uuid, major: major)
-                    }, table: RegistryTables.businessLookup)
+            func run() async throws {
+                try await registry.show(RegistryTables.businessLookup) { client throws(RegistryClientError) in
+                    try await client.lookupBusiness(uuid: uuid, major: major)
+                }
             }
         }
 
-        package struct UUIDBeacons: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct UUIDBeacons: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 commandName: "uuid", abstract: "Every registered beacon broadcasting a UUID.")
             @Argument(help: "The proximity UUID.") var uuid: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.lookupBeacons(uuid: uuid)
-                    }, table: RegistryTables.beaconsByUUID)
+            func run() async throws {
+                try await registry.show(RegistryTables.beaconsByUUID) { client throws(RegistryClientError) in
+                    try await client.lookupBeacons(uuid: uuid)
+                }
             }
         }
 
-        package struct MAC: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct MAC: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 commandName: "mac", abstract: "The beacon with a Bluetooth MAC address (any common spelling).")
             @Argument(help: "The MAC, e.g. AC:23:3F:A1:B2:C3.") var mac: String
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
-                try await registry.show(
-                    { client throws(RegistryClientError) in
-                        try await client.lookupBeacon(mac: mac)
-                    }, table: RegistryTables.beaconLookup)
+            func run() async throws {
+                try await registry.show(RegistryTables.beaconLookup) { client throws(RegistryClientError) in
+                    try await client.lookupBeacon(mac: mac)
+                }
             }
         }
     }
 
     // MARK: Service
 
-    package struct Service: AsyncParsableCommand {
-        package static let configuration = CommandConfiguration(
+    struct Service: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
             abstract: "The registry process: health, OpenAPI document, metrics (no API key).",
             subcommands: [Health.self, OpenAPI.self, Metrics.self]
         )
 
-        package init() {}
-
-        package struct Health: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Liveness and readiness; exits 1 when not ready.")
+        struct Health: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Liveness and readiness; exits 1 when not ready.")
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 let (live, ready) = try await registry.client().health()
                 let out = CLIContext.current.out
                 if registry.json {
@@ -717,25 +603,21 @@ extension AttendanceCtl.Registry {
             }
         }
 
-        package struct OpenAPI: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(
+        struct OpenAPI: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
                 commandName: "openapi", abstract: "Print the OpenAPI document the registry serves.")
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 CLIContext.current.out(try await registry.client().openAPIDocument())
             }
         }
 
-        package struct Metrics: AsyncParsableCommand {
-            package static let configuration = CommandConfiguration(abstract: "Print the registry's Prometheus metrics.")
+        struct Metrics: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print the registry's Prometheus metrics.")
             @OptionGroup var registry: RegistryOptions
 
-            package init() {}
-
-            package func run() async throws {
+            func run() async throws {
                 CLIContext.current.out(try await registry.client().metrics())
             }
         }

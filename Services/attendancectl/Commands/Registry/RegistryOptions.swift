@@ -36,7 +36,7 @@ package struct RegistryOptions: ParsableArguments {
 
     /// Calls the registry and prints the answer: its JSON with `--json`, else `table(value)`.
     func show<Value>(
-        _ call: (RegistryClient) async throws(RegistryClientError) -> RegistryReply<Value>, table: (Value) -> String
+        _ table: (Value) -> String, _ call: (RegistryClient) async throws(RegistryClientError) -> RegistryReply<Value>
     ) async throws {
         let reply = try await call(try client())
         let out = CLIContext.current.out
