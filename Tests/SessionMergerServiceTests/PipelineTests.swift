@@ -37,12 +37,15 @@ extension SessionMergerServiceTests {
         }
 
         func configuration(_ topics: Topics, group: String) -> SessionMergerConfiguration {
-            SessionMergerConfiguration(
-                consumer: ConsumerGroupConfiguration(groupId: group, maxBatchSize: 7), vettedTopic: topics.vetted,
-                verdictsTopic: topics.verdicts, sessionsTopic: topics.sessions, deadLetterTopic: topics.dlq,
-                outboxPollInterval: .milliseconds(50),
+            var configuration = SessionMergerConfiguration(
+                consumer: ConsumerGroupConfiguration(groupId: group, maxBatchSize: 7), outboxPollInterval: .milliseconds(50),
                 // The broker's committed offsets stay absent: only merger.consumer_offsets can resume.
                 commitOffsetsToBroker: false)
+            configuration.topics[.vettedEvents] = topics.vetted
+            configuration.topics[.verdicts] = topics.verdicts
+            configuration.topics[.sessions] = topics.sessions
+            configuration.topics[.deadLetters] = topics.dlq
+            return configuration
         }
 
         func readAll<M: TopicMessage>(

@@ -41,7 +41,7 @@ struct BrokerPipelineTests {
             configuration.commitOffsetsToBroker = false
             let admin = try KafkaAdmin(configuration: kafka(), logger: logger)
             try await admin.createTopics(
-                (configuration.topics + [configuration.deadLetterTopic]).map { KafkaTopicSpec(name: $0, partitions: 1) })
+                (configuration.consumedTopics + [configuration.topics[.deadLetters]]).map { KafkaTopicSpec(name: $0, partitions: 1) })
             let site = "site-\(token())"
             let log = try RollupStoreTests.fixture(configuration, site: site)
 
@@ -53,7 +53,7 @@ struct BrokerPipelineTests {
             }
             try await produce(log.messages, producer: producer)
 
-            let sink = KafkaDeadLetterSink(producer: producer, topic: configuration.deadLetterTopic)
+            let sink = KafkaDeadLetterSink(producer: producer, topic: configuration.topics[.deadLetters])
             let first = try TelemetryPipeline(
                 kafka: kafka(), configuration: configuration,
                 processor: TelemetryBatchProcessor(client: db.client, configuration: configuration, deadLetters: sink, logger: logger),
@@ -63,10 +63,10 @@ struct BrokerPipelineTests {
             // The reference is taken once every partition is stored at its end (not merely once some
             // numbers showed up: the rest of the stream may still be in flight).
             let ends: [TopicPartition: Int64] = [
-                TopicPartition(topic: configuration.rawEventsTopic, partition: 0): 41,
-                TopicPartition(topic: configuration.verdictsTopic, partition: 0): 40,
-                TopicPartition(topic: configuration.telemetryTopic, partition: 0): 2,
-                TopicPartition(topic: configuration.sessionsTopic, partition: 0): 2,
+                TopicPartition(topic: configuration.topics[.rawEvents], partition: 0): 41,
+                TopicPartition(topic: configuration.topics[.verdicts], partition: 0): 40,
+                TopicPartition(topic: configuration.topics[.deviceTelemetry], partition: 0): 2,
+                TopicPartition(topic: configuration.topics[.sessions], partition: 0): 2,
             ]
             let allStored = ContinuousClock.now + .seconds(60)
             while try await first.processor.storedOffsets(for: Array(ends.keys)) != ends, ContinuousClock.now < allStored {
@@ -87,7 +87,7 @@ struct BrokerPipelineTests {
                 processor: TelemetryBatchProcessor(client: db.client, configuration: configuration, deadLetters: sink, logger: logger),
                 metrics: nil, logger: logger)
             let runningAgain = Task { try await second.run() }
-            let rawTopic = TopicPartition(topic: configuration.rawEventsTopic, partition: 0)
+            let rawTopic = TopicPartition(topic: configuration.topics[.rawEvents], partition: 0)
             let deadline = ContinuousClock.now + .seconds(60)
             while (try await second.processor.storedOffsets(for: [rawTopic])[rawTopic] ?? 0) < 82, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(200))

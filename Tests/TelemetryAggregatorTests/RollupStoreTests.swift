@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
+import ServiceRuntime
 import TelemetryAggregatorCore
 import Testing
 
@@ -103,14 +104,14 @@ struct RollupStoreTests {
 
             // The stored offsets are where a new owner seeks: one past the last message of each partition.
             let partitions = [
-                db.configuration.rawEventsTopic, db.configuration.verdictsTopic, db.configuration.telemetryTopic,
-                db.configuration.sessionsTopic,
+                db.configuration.topics[.rawEvents], db.configuration.topics[.verdicts], db.configuration.topics[.deviceTelemetry],
+                db.configuration.topics[.sessions],
             ]
             .map { TopicPartition(topic: $0, partition: 0) }
             let stored = try await restarted.storedOffsets(for: partitions)
-            #expect(stored[TopicPartition(topic: db.configuration.rawEventsTopic, partition: 0)] == 41)
-            #expect(stored[TopicPartition(topic: db.configuration.verdictsTopic, partition: 0)] == 40)
-            #expect(stored[TopicPartition(topic: db.configuration.telemetryTopic, partition: 0)] == 2)
+            #expect(stored[TopicPartition(topic: db.configuration.topics[.rawEvents], partition: 0)] == 41)
+            #expect(stored[TopicPartition(topic: db.configuration.topics[.verdicts], partition: 0)] == 40)
+            #expect(stored[TopicPartition(topic: db.configuration.topics[.deviceTelemetry], partition: 0)] == 2)
         }
     }
 

@@ -38,11 +38,12 @@ struct TelemetryDB: Sendable {
     static func run(_ body: @escaping @Sendable (TelemetryDB) async throws -> Void) async throws {
         try await LocalStack.withMigratedSchema(.telemetry, prefix: "telemetry_t") { client, schema in
             let suffix = schema.dropFirst("telemetry_t_".count)
-            let configuration = TelemetryConfiguration(
-                consumer: ConsumerGroupConfiguration(groupId: "telemetry-test-\(suffix)", maxBatchSize: 1_000), schema: schema,
-                telemetryTopic: "test.\(suffix).device.telemetry", rawEventsTopic: "test.\(suffix).attendance.events.raw",
-                verdictsTopic: "test.\(suffix).attendance.verdicts", sessionsTopic: "test.\(suffix).attendance.sessions",
-                deadLetterTopic: "test.\(suffix).attendance.dlq")
+            var configuration = TelemetryConfiguration(
+                consumer: ConsumerGroupConfiguration(groupId: "telemetry-test-\(suffix)", maxBatchSize: 1_000), schema: schema)
+            // Topics of the test's own: test.<suffix>.<the protocol's name>.
+            for topic in [Topic.deviceTelemetry, .rawEvents, .verdicts, .sessions, .deadLetters] {
+                configuration.topics[topic] = "test.\(suffix).\(topic.name)"
+            }
             try await body(
                 TelemetryDB(
                     client: client, configuration: configuration, deadLetters: CollectingDeadLetters(),
@@ -111,12 +112,12 @@ struct MessageLog {
                 value: try ProtocolCodec.wire.encode(message)))
     }
 
-    mutating func telemetry(_ batch: DeviceTelemetryBatch) throws { try append(batch, topic: configuration.telemetryTopic) }
-    mutating func raw(_ raw: RawEventEnvelope) throws { try append(raw, topic: configuration.rawEventsTopic) }
-    mutating func verdict(_ verdict: AttendanceVerdict) throws { try append(verdict, topic: configuration.verdictsTopic) }
-    mutating func session(_ change: SessionChange) throws { try append(change, topic: configuration.sessionsTopic) }
+    mutating func telemetry(_ batch: DeviceTelemetryBatch) throws { try append(batch, topic: configuration.topics[.deviceTelemetry]) }
+    mutating func raw(_ raw: RawEventEnvelope) throws { try append(raw, topic: configuration.topics[.rawEvents]) }
+    mutating func verdict(_ verdict: AttendanceVerdict) throws { try append(verdict, topic: configuration.topics[.verdicts]) }
+    mutating func session(_ change: SessionChange) throws { try append(change, topic: configuration.topics[.sessions]) }
     mutating func garbage() {
-        let topic = configuration.telemetryTopic
+        let topic = configuration.topics[.deviceTelemetry]
         let offset = next[topic, default: 0]
         next[topic] = offset + 1
         messages.append(KafkaMessage(topic: topic, partition: 0, offset: offset, key: nil, value: Array("{not json".utf8)))

@@ -12,11 +12,8 @@ package struct SessionMergerConfiguration: Sendable {
     /// `MERGER_SCHEMA`: the PostgreSQL schema of the merger's tables (default `merger`). The merger's
     /// queries name no schema; its pool's search path starts with this one.
     package var schema = ServiceMigrations.merger.defaultSchema
-    package var vettedTopic = Topic.vettedEvents.name
-    package var verdictsTopic = Topic.verdicts.name
-    package var sessionsTopic = Topic.sessions.name
-    package var deadLetterTopic = Topic.deadLetters.name
-    package var registryTopic = Topic.registryChanges.name
+    /// The platform's topic names (`TOPIC_<NAME>` overrides).
+    package var topics = TopicNames()
     /// How often the idle sweep closes sessions with no presence past the cutoff.
     package var idleSweepInterval: Duration = .seconds(60)
     /// Timelines per idle-sweep transaction.
@@ -65,11 +62,7 @@ package struct SessionMergerConfiguration: Sendable {
         var configuration = SessionMergerConfiguration()
         configuration.consumer = try configuration.consumer.overridden(prefix: "MERGER", from: env)
         configuration.commitOffsetsToBroker = try env.bool("MERGER_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
-        configuration.vettedTopic = env.topicName(.vettedEvents)
-        configuration.verdictsTopic = env.topicName(.verdicts)
-        configuration.sessionsTopic = env.topicName(.sessions)
-        configuration.deadLetterTopic = env.topicName(.deadLetters)
-        configuration.registryTopic = env.topicName(.registryChanges)
+        configuration.topics = TopicNames.load(from: env)
         configuration.idleSweepInterval = try env.milliseconds(
             "MERGER_IDLE_SWEEP_MS", default: configuration.idleSweepInterval, in: 100...86_400_000)
         configuration.outboxPollInterval = try env.milliseconds(

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import KafkaClient
 import RegistryFeed
 import ServiceRuntime
@@ -18,14 +19,14 @@ package enum SessionMergerServer {
         let producer = try kit.makeProducer()
         let cache = RegistryCache()
         let processor = VettedBatchProcessor(
-            client: client, configuration: merger, deadLetters: KafkaDeadLetterSink(producer: producer, topic: merger.deadLetterTopic),
+            client: client, configuration: merger, deadLetters: KafkaDeadLetterSink(producer: producer, topic: merger.topics[.deadLetters]),
             logger: logger, userSites: { cache.user(id: $0)?.siteIds })
         let pipeline = try MergerPipeline(
             kafka: kit.configuration.kafka, configuration: merger, processor: processor, producer: producer, logger: logger)
         let registry = try RegistryCacheLoader(
             cache: cache,
             configuration: RegistryCacheLoaderConfiguration(
-                kafka: kit.configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.registryTopic),
+                kafka: kit.configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.topics[.registryChanges]),
             logger: logger)
         let app = buildApplication(
             configuration: kit.configuration,
@@ -39,8 +40,8 @@ package enum SessionMergerServer {
             [
                 producer,
                 try kit.brokerStateWatch(
-                    producer: producer, topics: [merger.vettedTopic, merger.verdictsTopic, merger.sessionsTopic],
-                    feed: merger.registryTopic,
+                    producer: producer, topics: [merger.topics[.vettedEvents], merger.topics[.verdicts], merger.topics[.sessions]],
+                    feed: merger.topics[.registryChanges],
                     forgetPositions: {
                         await StoredOffsetsTable.forget(
                             groupId: merger.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)

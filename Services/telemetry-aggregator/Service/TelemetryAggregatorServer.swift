@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import KafkaClient
 import ServiceRuntime
 import TelemetryAggregatorCore
@@ -20,7 +21,7 @@ package enum TelemetryAggregatorServer {
         let serviceMetrics = TelemetryServiceMetrics(registry: kit.metrics)
         let processor = TelemetryBatchProcessor(
             client: client, configuration: telemetry,
-            deadLetters: KafkaDeadLetterSink(producer: producer, topic: telemetry.deadLetterTopic), logger: logger)
+            deadLetters: KafkaDeadLetterSink(producer: producer, topic: telemetry.topics[.deadLetters]), logger: logger)
         let repository = PostgresTelemetryQueryRepository(client: client, logger: logger)
         let monitor = SLOMonitor(
             repository: repository, metrics: serviceMetrics, objective: objective, interval: telemetry.sloRefreshInterval,
@@ -33,7 +34,7 @@ package enum TelemetryAggregatorServer {
             [
                 producer,
                 try kit.brokerStateWatch(
-                    producer: producer, topics: telemetry.topics,
+                    producer: producer, topics: telemetry.consumedTopics,
                     forgetPositions: {
                         await StoredOffsetsTable.forget(
                             groupId: telemetry.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)

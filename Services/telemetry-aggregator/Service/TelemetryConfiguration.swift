@@ -10,11 +10,8 @@ package struct TelemetryConfiguration: Sendable {
     package var consumer = ConsumerGroupConfiguration(groupId: "telemetry-aggregator", maxBatchSize: 1_000)
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
     package var schema = ServiceMigrations.telemetry.defaultSchema
-    package var telemetryTopic = Topic.deviceTelemetry.name
-    package var rawEventsTopic = Topic.rawEvents.name
-    package var verdictsTopic = Topic.verdicts.name
-    package var sessionsTopic = Topic.sessions.name
-    package var deadLetterTopic = Topic.deadLetters.name
+    /// The platform's topic names (`TOPIC_<NAME>` overrides).
+    package var topics = TopicNames()
     /// How often the SLO gauges on `/metrics` are recomputed.
     package var sloRefreshInterval: Duration = .seconds(15)
     /// Rollups and seen identities older than this many days are pruned (beyond the 30-day budget window).
@@ -25,7 +22,8 @@ package struct TelemetryConfiguration: Sendable {
     /// Also commit offsets to the broker after the PostgreSQL commit (informational).
     package var commitOffsetsToBroker = true
 
-    package var topics: [String] { [telemetryTopic, rawEventsTopic, verdictsTopic, sessionsTopic] }
+    /// The four topics the aggregator consumes.
+    package var consumedTopics: [String] { [topics[.deviceTelemetry], topics[.rawEvents], topics[.verdicts], topics[.sessions]] }
 
     /// Reads `TELEMETRY_GROUP_ID`, `TELEMETRY_SCHEMA`, `TELEMETRY_MAX_BATCH`, `TELEMETRY_SLO_REFRESH_MS`,
     /// `TELEMETRY_RETENTION_DAYS`, `TELEMETRY_COMMIT_TO_BROKER`, the platform's `TOPIC_<NAME>`
@@ -37,11 +35,7 @@ package struct TelemetryConfiguration: Sendable {
         configuration.consumer = try configuration.consumer.overridden(prefix: "TELEMETRY", from: env)
         configuration.commitOffsetsToBroker = try env.bool("TELEMETRY_COMMIT_TO_BROKER", default: configuration.commitOffsetsToBroker)
         configuration.schema = try env.schemaName("TELEMETRY_SCHEMA", default: configuration.schema)
-        configuration.telemetryTopic = env.topicName(.deviceTelemetry)
-        configuration.rawEventsTopic = env.topicName(.rawEvents)
-        configuration.verdictsTopic = env.topicName(.verdicts)
-        configuration.sessionsTopic = env.topicName(.sessions)
-        configuration.deadLetterTopic = env.topicName(.deadLetters)
+        configuration.topics = TopicNames.load(from: env)
         configuration.sloRefreshInterval = try env.milliseconds(
             "TELEMETRY_SLO_REFRESH_MS", default: configuration.sloRefreshInterval, in: 100...3_600_000)
         configuration.retentionDays = try env.int("TELEMETRY_RETENTION_DAYS", default: configuration.retentionDays, in: 31...3_650)

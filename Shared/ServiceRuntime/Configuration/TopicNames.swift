@@ -19,8 +19,10 @@ public struct TopicNames: Sendable, Equatable {
         return topics
     }
 
+    /// A test points a topic at one of its own by setting it.
     public subscript(topic: Topic) -> String {
-        names[topic] ?? topic.name
+        get { names[topic] ?? topic.name }
+        set { names[topic] = newValue }
     }
 }
 

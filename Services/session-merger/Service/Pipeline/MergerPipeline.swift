@@ -38,7 +38,7 @@ package final class MergerPipeline: Service, Sendable {
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
         self.consumer = try .resumingFromStoredOffsets(
-            client: kafka, topics: [configuration.vettedTopic], group: configuration.consumer, logger: logger
+            client: kafka, topics: [configuration.topics[.vettedEvents]], group: configuration.consumer, logger: logger
         ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.producer = producer
@@ -124,7 +124,7 @@ package final class MergerPipeline: Service, Sendable {
         do {
             let messages = try verdicts.map { verdict in
                 KafkaOutgoingMessage(
-                    topic: configuration.verdictsTopic, key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict))
+                    topic: configuration.topics[.verdicts], key: verdict.partitionKey.value, value: try ProtocolCodec.wire.encode(verdict))
             }
             let reports = try await producer.sendBatch(messages)
             let failed = reports.filter { !$0.isDelivered }.count

@@ -38,7 +38,7 @@ package typealias SessionChangePublisher = OutboxRelay<SessionChangeOutbox>
 extension OutboxRelay where Table == SessionChangeOutbox {
     package convenience init(client: PostgresClient, producer: KafkaProducer, configuration: SessionMergerConfiguration, logger: Logger) {
         self.init(
-            table: SessionChangeOutbox(topic: configuration.sessionsTopic), client: client, producer: producer,
+            table: SessionChangeOutbox(topic: configuration.topics[.sessions]), client: client, producer: producer,
             configuration: OutboxRelayConfiguration(
                 pollInterval: configuration.outboxPollInterval, batchSize: configuration.outboxBatchSize),
             logger: logger)

@@ -84,19 +84,19 @@ package final class TelemetryBatchProcessor: Sendable {
             }
             do {
                 switch message.topic {
-                case configuration.telemetryTopic:
+                case configuration.topics[.deviceTelemetry]:
                     decoded.telemetry.append(try ProtocolCodec.wire.decode(DeviceTelemetryBatch.self, from: value))
-                case configuration.rawEventsTopic:
+                case configuration.topics[.rawEvents]:
                     let raw = try ProtocolCodec.wire.decode(RawEventEnvelope.self, from: value)
                     if seenKeys.insert(raw.idempotencyKey).inserted { decoded.raw.append(RawEventFacts(raw)) } else { decoded.repeats += 1 }
-                case configuration.verdictsTopic:
+                case configuration.topics[.verdicts]:
                     let verdict = try ProtocolCodec.wire.decode(AttendanceVerdict.self, from: value)
                     if seenVerdicts.insert(verdict.idempotencyKey).inserted {
                         decoded.verdicts.append(verdict)
                     } else {
                         decoded.repeats += 1
                     }
-                case configuration.sessionsTopic:
+                case configuration.topics[.sessions]:
                     let change = try ProtocolCodec.wire.decode(SessionChange.self, from: value)
                     if seenSessions.insert(.init(sessionId: change.sessionId, version: change.version)).inserted {
                         decoded.sessions.append(change)

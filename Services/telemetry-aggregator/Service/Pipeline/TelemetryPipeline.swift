@@ -21,7 +21,7 @@ package final class TelemetryPipeline: Service, Sendable {
     ) throws(KafkaError) {
         // Off the request path: long broker waits keep its idle fetches cheap for the broker.
         self.consumer = try .resumingFromStoredOffsets(
-            client: kafka, topics: configuration.topics, group: configuration.consumer, background: true, logger: logger
+            client: kafka, topics: configuration.consumedTopics, group: configuration.consumer, background: true, logger: logger
         ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.configuration = configuration
