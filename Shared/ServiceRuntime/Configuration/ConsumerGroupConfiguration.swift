@@ -21,13 +21,13 @@ public struct ConsumerGroupConfiguration: Sendable, Hashable {
         ("\(prefix)_GROUP_ID", "\(prefix)_MAX_BATCH")
     }
 
-    /// These settings with `<prefix>_GROUP_ID` and `<prefix>_MAX_BATCH` (1-10,000) applied where set.
+    /// This configuration with `<prefix>_GROUP_ID` and `<prefix>_MAX_BATCH` (1-10,000) applied where set.
     public func overridden(prefix: String, from env: EnvironmentReader) throws(ConfigurationError) -> ConsumerGroupConfiguration {
         let names = Self.variableNames(prefix: prefix)
-        var settings = self
-        settings.groupId = env.string(names.groupId, default: groupId)
-        settings.maxBatchSize = try env.int(names.maxBatch, default: maxBatchSize, in: 1...10_000)
-        return settings
+        var configuration = self
+        configuration.groupId = env.string(names.groupId, default: groupId)
+        configuration.maxBatchSize = try env.int(names.maxBatch, default: maxBatchSize, in: 1...10_000)
+        return configuration
     }
 }
 
