@@ -25,10 +25,10 @@ package enum PolicyServer {
         let gatt = try GattConfiguration.load(from: env, registry: cache)
         let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
-        var pipelineConfiguration = PolicyPipelineConfiguration(topics: topics)
-        pipelineConfiguration.consumer = settings.consumer
+        let pipelineConfiguration = settings.pipeline
         let consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(client: kafka, group: settings.consumer, topics: [pipelineConfiguration.rawTopic]),
+            configuration: KafkaConsumerConfiguration(
+                client: kafka, group: pipelineConfiguration.consumer, topics: [pipelineConfiguration.rawTopic]),
             logger: logger)
         let producer = try kit.makeProducer()
         let loader = try RegistryCacheLoader(
