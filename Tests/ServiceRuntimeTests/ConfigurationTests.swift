@@ -77,6 +77,9 @@ struct ConfigurationTests {
         }
         let consumer = KafkaConsumerConfiguration(client: KafkaConfiguration(bootstrapServers: "b:9092"), group: set, topics: ["t"])
         #expect(consumer.groupId == "svc-b" && consumer.maxBatchSize == 20 && consumer.topics == ["t"])
+        let background = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: "b:9092"), group: set, topics: ["t"], background: true)
+        #expect(background.fetchWaitMaxMs == KafkaConsumerConfiguration.backgroundFetchWaitMaxMs && background.maxBatchSize == 20)
     }
 
     @Test func secretsComeFromFilesWhenTheVariableIsUnset() throws {

@@ -33,8 +33,12 @@ public struct ConsumerGroupConfiguration: Sendable, Hashable {
 
 extension KafkaConsumerConfiguration {
     /// A consumer of `topics` in `group`, with its batch size and poll wait.
-    public init(client: KafkaConfiguration, group: ConsumerGroupConfiguration, topics: [String]) {
-        self.init(client: client, groupId: group.groupId, topics: topics)
+    /// - Parameter background: off the request path (`background(client:groupId:topics:)`).
+    public init(client: KafkaConfiguration, group: ConsumerGroupConfiguration, topics: [String], background: Bool = false) {
+        self =
+            background
+            ? .background(client: client, groupId: group.groupId, topics: topics)
+            : KafkaConsumerConfiguration(client: client, groupId: group.groupId, topics: topics)
         maxBatchSize = group.maxBatchSize
         pollTimeoutMs = group.pollTimeoutMs
     }

@@ -36,8 +36,7 @@ extension KafkaConsumer {
         client: KafkaConfiguration, topics: [String], group: ConsumerGroupConfiguration, background: Bool = false, logger: Logger,
         storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
     ) throws(KafkaError) -> KafkaConsumer {
-        var configuration = KafkaConsumerConfiguration(client: client, group: group, topics: topics)
-        if background { configuration.fetchWaitMaxMs = KafkaConsumerConfiguration.backgroundFetchWaitMaxMs }
+        var configuration = KafkaConsumerConfiguration(client: client, group: group, topics: topics, background: background)
         configuration.autoOffsetReset = .earliest
         return try KafkaConsumer(
             configuration: configuration, rebalanceListener: StoredOffsetsListener(logger: logger, storedOffsets: storedOffsets),
