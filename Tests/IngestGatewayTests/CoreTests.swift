@@ -71,7 +71,7 @@ struct CoreTests {
         let start = ContinuousClock.now
         #expect(await table.waitForOutcome(key: "slow", timeout: .milliseconds(100)) == nil)
         // Returns after its own timeout, not anyone else's (a generous bound: the suite runs beside 600 others).
-        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(ContinuousClock.now - start < .seconds(30))
 
         // Abandoning wakes the waiters with nothing.
         async let abandoned = table.waitForOutcome(key: "slow", timeout: .seconds(5))

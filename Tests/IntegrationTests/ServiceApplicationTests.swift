@@ -30,9 +30,16 @@ struct ServiceApplicationTests {
         }
         app.addServices(postgres, producer)
         try await app.test(.live) { client in
-            try await client.execute(uri: "/health/ready", method: .get) { response in
-                #expect(response.status == .ok, "\(String(buffer: response.body))")
+            // Ready once both dependencies answer; like an orchestrator, the test asks until then
+            // (a starved pool can delay the first metadata answer past the check's own timeout).
+            var last = ""
+            let ready = try await poll(every: .milliseconds(200), timeout: .seconds(60)) {
+                try await client.execute(uri: "/health/ready", method: .get) { response in
+                    last = "\(response.status.code) \(String(buffer: response.body))"
+                    return response.status == .ok
+                }
             }
+            #expect(ready, "\(last)")
             try await client.execute(uri: "/v1/hello", method: .get) { response in
                 #expect(String(buffer: response.body) == "hello")
             }

@@ -65,7 +65,8 @@ struct ServiceKitTests {
             try await tasks.waitForAll()
         }
         #expect(journal.all.isEmpty, "a service started although the preparation never finished: \(journal.all)")
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Far under the preparation's hour, far over a starved pool's delays (12 s seen beside a build).
+        #expect(ContinuousClock.now - started < .seconds(600))
     }
 
     @Test func aFailedPreparationStartsNothingAndFailsTheGroup() async throws {
