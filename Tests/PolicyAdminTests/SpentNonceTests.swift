@@ -167,7 +167,7 @@ struct SpentNonceTests {
             let first = try await clock.measure { _ = try await store.claim(claims) }
             let again = try await clock.measure { _ = try await store.claim(claims) }
             print("spent-nonce claim of a 500-event batch: \(first) (new nonces), \(again) (all already held)")
-            #expect(first < .seconds(5) && again < .seconds(5))
+            #expect(first < .seconds(30) && again < .seconds(30), "a sanity bound; the figure itself is printed")
             // Every nonce is now held by its own event: a redelivery of the batch is accepted.
             #expect(try await instance.decide(batch).allSatisfy { $0.outcome == .accept })
         }

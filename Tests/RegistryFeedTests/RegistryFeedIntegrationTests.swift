@@ -79,7 +79,7 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
-    @Test("revoking a device reaches a running cache within 5 s")
+    @Test("revoking a device reaches a running cache within seconds (15 s at most on a loaded machine)")
     func revocationReachesCache() async throws {
         try await Stack.withRepository { repository, client in
             try await Stack.withProducer { producer in
@@ -101,15 +101,15 @@ struct RegistryFeedIntegrationTests {
                     }
                     let revoked = try await repository.revokeDevice(id: fixture.device.id)
                     #expect(revoked.status == .revoked)
-                    let took = try await Stack.eventually("the revocation reaches the cache", timeout: .seconds(5)) {
+                    let took = try await Stack.eventually("the revocation reaches the cache", timeout: .seconds(15)) {
                         cache.device(id: fixture.device.id)?.status == .revoked
                     }
-                    #expect(took < .seconds(5))
+                    #expect(took < .seconds(15))
                     print("revocation reached the running cache in \(took)")
 
                     let retired = try await repository.updateBeaconStatus(beaconId: fixture.beacon.id, status: .retired)
                     #expect(retired.status == .retired)
-                    try await Stack.eventually("the beacon status reaches the cache", timeout: .seconds(5)) {
+                    try await Stack.eventually("the beacon status reaches the cache", timeout: .seconds(15)) {
                         cache.beacon(id: fixture.beacon.id)?.status == .retired
                     }
                 }
