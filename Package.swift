@@ -465,6 +465,7 @@ let package = Package(
         .testTarget(
             name: "BeaconRegistryTests",
             dependencies: [
+                "RegistryTestFixtures",
                 "AccessControl",
                 "LocalStackTesting",
                 "BeaconRegistryCore",

@@ -6,6 +6,7 @@ import BeaconRegistryStore
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import RegistryTestFixtures
 import Testing
 
 /// The GATT key routes: rotation (admin, problem+json on bad input) and the key in the installer's
@@ -25,7 +26,7 @@ struct BeaconKeyRouteTests {
     }
 
     static func registerBeacon(_ h: Harness) async throws -> Beacon {
-        let fixture = try await Fixture.make(h.repository)
+        let fixture = try await RegistryFixture.make(h.repository)
         let minor = try await h.repository.allocateMinor(gateId: fixture.gate.id)
         return try await h.repository.registerBeacon(NewBeacon(identity: minor.identity, gateId: fixture.gate.id))
     }

@@ -7,6 +7,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryServiceTests {
@@ -121,7 +122,7 @@ extension RegistryServiceTests {
 
         @Test func enrollmentCodeIsExchangedOnceThenRevoked() async throws {
             try await Harness.run { h, client in
-                let f = try await Fixture.make(h.repository)
+                let f = try await RegistryFixture.make(h.repository)
                 let user = try await client.send(
                     .post, "/v1/admin/users", key: h.admin, json: #"{"name":"Trần Thị Bình","siteIds":["\#(f.site.id)"]}"#
                 )
@@ -163,7 +164,7 @@ extension RegistryServiceTests {
 
         @Test func listsPageWithOpaqueCursors() async throws {
             try await Harness.run { h, client in
-                let f = try await Fixture.make(h.repository)
+                let f = try await RegistryFixture.make(h.repository)
                 for i in 1...4 { _ = try await h.repository.createGate(NewGate(siteId: f.site.id, name: "Gate \(i)")) }
                 var all = Set<String>()
                 var cursor: String?

@@ -11,6 +11,7 @@ import LocalStackTesting
 import Logging
 import PostgresNIO
 import RegistryFeed
+import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
@@ -177,7 +178,7 @@ enum FeedHarness {
                 installer: try await repository.createAPIKey(name: "lookup installer", role: .installer).secret,
                 viewer: try await repository.createAPIKey(name: "lookup viewer", role: .viewer).secret
             )
-            let fixture = try await Fixture.make(repository)
+            let fixture = try await RegistryFixture.make(repository)
             _ = try await repository.allocateNamespace(organizationId: fixture.organization.id)
             let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
             let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")

@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryServiceTests {
@@ -30,7 +31,7 @@ extension RegistryServiceTests {
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         }
 
-        static func cases(t: String, f: Fixture, beaconId: String) -> [Case] {
+        static func cases(t: String, f: RegistryFixture, beaconId: String) -> [Case] {
             let org = f.organization.id, site = f.site.id, gate = f.gate.id, user = f.user.id
             let missing = "missing-\(t)"
             let uuid = allowedUUID().uuidString
@@ -282,7 +283,7 @@ extension RegistryServiceTests {
         @Test func everyEndpointAnswersBadInputWithAProblemAndWritesNothing() async throws {
             try await Harness.run { h, client in
                 let t = token()
-                let f = try await Fixture.make(h.repository)
+                let f = try await RegistryFixture.make(h.repository)
                 let beacon = try await h.repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 2, gateId: f.gate.id))
                 let cases = Self.cases(t: t, f: f, beaconId: beacon.id)
@@ -337,7 +338,7 @@ extension RegistryServiceTests {
 
         @Test func bannedUUIDIs422NamingTheVendor() async throws {
             try await Harness.run { h, client in
-                let f = try await Fixture.make(h.repository)
+                let f = try await RegistryFixture.make(h.repository)
                 for entry in BanList.entries {
                     let uuid = entry.prefix + "-A4E2-4FB1-AFCF-C6EB07647825"
                     let response = try await client.send(

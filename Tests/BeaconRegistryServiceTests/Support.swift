@@ -117,23 +117,6 @@ enum Sample {
     }
 }
 
-/// An organization with one site, one gate and one user, all new (through the repository).
-struct Fixture: Sendable {
-    let organization: Organization
-    let site: Site
-    let gate: Gate
-    let user: User
-
-    static func make(_ repository: PostgresRegistryRepository) async throws -> Fixture {
-        let organization = try await repository.createOrganization(NewOrganization(name: "Org \(token())"))
-        let site = try await repository.createSite(
-            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
-        return Fixture(organization: organization, site: site, gate: gate, user: user)
-    }
-}
-
 /// A UUID that is not on the ban list.
 func allowedUUID() -> UUID {
     while true {

@@ -3,6 +3,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
@@ -10,7 +11,7 @@ extension RegistryDatabaseTests {
     struct Allocation {
         @Test func hundredParallelMinorAllocationsForOneGateGetMinorsOneToHundred() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let allocations = try await withThrowingTaskGroup(of: MinorAllocation.self) { group in
                     for _ in 0..<100 {
                         group.addTask { try await repository.allocateMinor(gateId: fixture.gate.id) }
@@ -79,7 +80,7 @@ extension RegistryDatabaseTests {
 
         @Test func theLowestFreeMinorIsReused() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 for expected in 1...3 { #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == expected) }
                 let namespace = try await repository.allocateNamespace(organizationId: fixture.organization.id)
                 // Free minor 2 behind the repository's back (no release operation exists yet).
@@ -94,9 +95,9 @@ extension RegistryDatabaseTests {
 
         @Test func gatesOfOneOrganizationShareItsNamespace() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let otherSite = try await repository.createSite(
-                    Fixture.sampleSite(organizationId: fixture.organization.id, name: "Warehouse"))
+                    NewSite.dayShift(organizationId: fixture.organization.id, name: "Warehouse"))
                 let otherGate = try await repository.createGate(NewGate(siteId: otherSite.id, name: "Dock"))
                 let first = try await repository.allocateMinor(gateId: fixture.gate.id)
                 let second = try await repository.allocateMinor(gateId: otherGate.id)

@@ -3,6 +3,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
@@ -32,7 +33,7 @@ extension RegistryDatabaseTests {
 
         @Test func aRegisteredBeaconGetsARandomKeyPublishedSealedAndShownToTheInstaller() async throws {
             try await Self.withKeyedRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let first = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: fixture.gate.id))
                 let second = try await repository.registerBeacon(
@@ -63,7 +64,7 @@ extension RegistryDatabaseTests {
 
         @Test func rotationCreatesANewVersionAndPublishesIt() async throws {
             try await Self.withKeyedRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
                 let before = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
@@ -98,7 +99,7 @@ extension RegistryDatabaseTests {
                 }
             }
             try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
                 do {
@@ -116,7 +117,7 @@ extension RegistryDatabaseTests {
                 // Registered while the registry had no sealing key (as before this feature).
                 let unkeyed = PostgresRegistryRepository(
                     client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer)
-                let fixture = try await Fixture.make(unkeyed)
+                let fixture = try await RegistryFixture.make(unkeyed)
                 let beaconId = try await unkeyed.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 3, minor: 1, gateId: fixture.gate.id)
                 ).id

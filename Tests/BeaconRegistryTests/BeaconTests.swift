@@ -3,6 +3,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
@@ -10,7 +11,7 @@ extension RegistryDatabaseTests {
     struct Beacons {
         @Test func registeredBeaconIsStoredNormalizedAndPublished() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
                 let mac = Self.randomMAC()
                 let beacon = try await repository.registerBeacon(
@@ -38,7 +39,7 @@ extension RegistryDatabaseTests {
 
         @Test func everyBannedPrefixIsRefusedNamingItsVendorAndAGoodUUIDIsAccepted() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 for entry in BanList.entries {
                     let uuid = entry.prefix + "-0000-4000-8000-" + String(UUID().uuidString.suffix(12))
                     do {
@@ -69,7 +70,7 @@ extension RegistryDatabaseTests {
 
         @Test func duplicateIdentityOrMACIsRefusedAndNothingIsWritten() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let uuid = allowedUUID()
                 let mac = Self.randomMAC()
                 let first = try await repository.registerBeacon(
@@ -100,7 +101,7 @@ extension RegistryDatabaseTests {
 
         @Test func aMinorAllocatedToAnotherGateIsRefused() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let otherGate = try await repository.createGate(NewGate(siteId: fixture.site.id, name: "Back door"))
                 let minor = try await repository.allocateMinor(gateId: fixture.gate.id)
                 await #expect(throws: RegistryError.minorAllocatedToAnotherGate(minor.identity, gateId: fixture.gate.id)) {
@@ -135,7 +136,7 @@ extension RegistryDatabaseTests {
 
         @Test func statusChangesArePublished() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 2, gateId: fixture.gate.id))
                 let lost = try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)

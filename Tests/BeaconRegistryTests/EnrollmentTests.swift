@@ -4,6 +4,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
@@ -11,7 +12,7 @@ extension RegistryDatabaseTests {
     struct Enrollment {
         @Test func codeIsExchangedOnceForCredentialsTheGatewayCanVerify() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(3_600))
                 #expect(issued.code.count == 11)
                 #expect(issued.enrollment.usedAt == nil)
@@ -52,7 +53,7 @@ extension RegistryDatabaseTests {
             // Whole seconds, so the stored expiry (microseconds) is exactly `created + 60`.
             let created = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
             try await RegistryTestDatabase.withRepository(now: { created }) { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let early = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(60))
                 let late = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(60))
                 func repositoryAt(_ offset: TimeInterval) -> PostgresRegistryRepository {
@@ -71,7 +72,7 @@ extension RegistryDatabaseTests {
 
         @Test func concurrentExchangesOfOneCodeEnrollOneDevice() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
                 let outcomes = await withTaskGroup(of: Result<DeviceCredentials, RegistryError>.self) { group in
                     for _ in 0..<10 {
@@ -109,7 +110,7 @@ extension RegistryDatabaseTests {
 
         @Test func revokedDeviceIsPublishedAndRevokingAgainChangesNothing() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
                 let device = try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription(model: "Pixel 8")).device
 

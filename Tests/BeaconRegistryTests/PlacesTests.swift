@@ -3,6 +3,7 @@ import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
 import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
@@ -10,7 +11,7 @@ extension RegistryDatabaseTests {
     struct Places {
         @Test func everyCreateIsStoredAndAppendedToTheOutboxWithItsEntity() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 #expect(fixture.site.shift.start == TimeOfDay(hour: 8, minute: 30))
                 #expect(fixture.site.shift.lateEntryGraceMinutes == 10)
                 #expect(fixture.site.geofence.radiusMeters == 200)
@@ -37,7 +38,7 @@ extension RegistryDatabaseTests {
         @Test func invalidSiteIsRefusedFieldByFieldAndNothingIsWritten() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
                 let organization = try await repository.createOrganization(NewOrganization(name: "Invalid sites"))
-                var site = Fixture.sampleSite(organizationId: organization.id)
+                var site = NewSite.dayShift(organizationId: organization.id)
                 site.id = "site_invalid_\(UInt32.random(in: 0...UInt32.max))"
                 site.timezone = "Mars/Olympus_Mons"
                 site.geofence = Geofence(latitude: 91, longitude: 106, radiusMeters: 5)
@@ -54,7 +55,7 @@ extension RegistryDatabaseTests {
                 }
                 #expect(try await outboxRows(client, type: "site", id: site.id!).isEmpty)
 
-                var radiusTooLarge = Fixture.sampleSite(organizationId: organization.id)
+                var radiusTooLarge = NewSite.dayShift(organizationId: organization.id)
                 radiusTooLarge.geofence.radiusMeters = 5_001
                 await #expect(throws: RegistryError.self) { try await repository.createSite(radiusTooLarge) }
             }
@@ -62,9 +63,9 @@ extension RegistryDatabaseTests {
 
         @Test func missingParentsDuplicatesAndTakenIdsAreTyped() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 await #expect(throws: RegistryError.notFound(.organization, id: "org_missing")) {
-                    try await repository.createSite(Fixture.sampleSite(organizationId: "org_missing"))
+                    try await repository.createSite(NewSite.dayShift(organizationId: "org_missing"))
                 }
                 await #expect(throws: RegistryError.notFound(.site, id: "site_missing")) {
                     try await repository.createGate(NewGate(siteId: "site_missing", name: "Door"))

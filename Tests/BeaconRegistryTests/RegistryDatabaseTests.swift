@@ -4,6 +4,7 @@ import BeaconRegistryStore
 import Foundation
 import LocalStackTesting
 import PostgresNIO
+import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
@@ -60,7 +61,7 @@ extension RegistryDatabaseTests {
 
         @Test func databaseItselfRefusesBannedUUIDsAndBadRanges() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
-                let fixture = try await Fixture.make(repository)
+                let fixture = try await RegistryFixture.make(repository)
                 let gateId = fixture.gate.id
                 let banned = UUID(uuidString: "FDA50693-A4E2-4FB1-AFCF-C6EB07647825")!
                 // Straight SQL, bypassing the repository's checks: the constraints still hold.

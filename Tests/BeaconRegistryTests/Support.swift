@@ -39,34 +39,6 @@ enum RegistryTestDatabase {
     }
 }
 
-/// An organization with one site, one gate and one user, all new.
-struct Fixture {
-    let organization: Organization
-    let site: Site
-    let gate: Gate
-    let user: User
-
-    static func make(_ repository: some RegistryRepository) async throws -> Fixture {
-        let organization = try await repository.createOrganization(NewOrganization(name: "Org \(UUID().uuidString.prefix(8))"))
-        let site = try await repository.createSite(sampleSite(organizationId: organization.id))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let user = try await repository.createUser(NewUser(name: "Nguyễn Văn An", siteIds: [site.id]))
-        return Fixture(organization: organization, site: site, gate: gate, user: user)
-    }
-
-    static func sampleSite(organizationId: String, name: String = "Head office") -> NewSite {
-        NewSite(
-            organizationId: organizationId, name: name, timezone: "Asia/Ho_Chi_Minh",
-            geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-            shift: ShiftSettings(
-                start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120,
-                lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-            )
-        )
-    }
-}
-
 /// A UUID that is not on the ban list (a random v4 UUID starts with a banned prefix with
 /// probability about 7 / 2^32; redraw to be exact).
 func allowedUUID() -> UUID {

@@ -217,21 +217,11 @@ actor RunningPipeline {
         // The pool lives as long as the test process.
         Task.detached { await postgres.run() }
         let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
-        let tag = LocalStack.uniqueName("e2e")
-        let organization = try await repository.createOrganization(NewOrganization(name: "E2E \(tag)"))
-        _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(
-            NewSite.dayShift(organizationId: organization.id, name: "E2E site"))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(
-            NewBeacon(
-                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "E2E-\(minor.minor)",
-                mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
-            ))
+        let place = try await BeaconedSite.make(
+            repository, name: "E2E \(LocalStack.uniqueName("e2e"))", serialPrefix: "E2E", advIntervalMs: 700)
         return RunningPipeline(
-            http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: site.id,
-            beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)
+            http: HTTPClient(eventLoopGroupProvider: .singleton), postgres: postgres, repository: repository, siteId: place.site.id,
+            beacon: place.identity
         )
     }
 
@@ -258,10 +248,7 @@ actor RunningPipeline {
 
     /// A new user with an enrolled device, published to the gateway's and the policy's caches.
     func enroll() async throws -> EnrolledDevice {
-        let user = try await repository.createUser(NewUser(name: "E2E user", siteIds: [siteId]))
-        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(
-            code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+        let (user, credentials) = try await repository.enrolledUser(name: "E2E user", siteIds: [siteId])
         // The running registry publishes its outbox; wait until it did, and a little for the caches.
         _ = try await RegistryChangePublisher.waitUntilPublished(
             client: postgres, logger: Self.logger, timeout: .seconds(60), interval: .milliseconds(100))

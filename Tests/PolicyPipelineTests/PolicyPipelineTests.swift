@@ -66,11 +66,8 @@ struct PolicyPipelineTests {
     /// for the feed as of the event's receipt, and the check-in is accepted.
     @Test func aCheckInRightAfterEnrollmentIsAcceptedNotRefusedFromAStaleView() async throws {
         try await PipelineHarness.run { h in
-            let user = try await h.repository.createUser(NewUser(name: "Newcomer", siteIds: [h.fixture.site.id]))
-            let code = try await h.repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-            let device = try await h.repository.exchangeEnrollmentCode(
-                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")
-            ).device
+            let (user, credentials) = try await h.repository.enrolledUser(name: "Newcomer", siteIds: [h.fixture.site.id])
+            let device = credentials.device
             #expect(h.cache.device(id: device.id) == nil)
             try await h.produceRaw([h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3), user: user.id, device: device.id)])
             // The registry's publisher, woken by the commit, puts the new user and device on the feed a moment later.
@@ -122,20 +119,9 @@ struct PolicyPipelineTests {
         try await PipelineHarness.run { h in
             // A user of another organization, assigned to that organization's site, enrolled.
             let other = try await h.repository.createOrganization(NewOrganization(name: "Tenant \(UUID().uuidString.prefix(8))"))
-            let otherSite = try await h.repository.createSite(
-                NewSite(
-                    organizationId: other.id, name: "Elsewhere", timezone: "Asia/Ho_Chi_Minh",
-                    geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                    shift: ShiftSettings(
-                        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!,
-                        checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5
-                    )
-                ))
-            let stranger = try await h.repository.createUser(NewUser(name: "Stranger", siteIds: [otherSite.id]))
-            let code = try await h.repository.createEnrollmentCode(userId: stranger.id, validity: .seconds(600))
-            let device = try await h.repository.exchangeEnrollmentCode(
-                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8")
-            ).device
+            let otherSite = try await h.repository.createSite(NewSite.dayShift(organizationId: other.id, name: "Elsewhere"))
+            let (stranger, credentials) = try await h.repository.enrolledUser(name: "Stranger", siteIds: [otherSite.id])
+            let device = credentials.device
             try await h.publishRegistryChanges()
             try await h.eventually("the stranger in the cache") {
                 h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil
@@ -357,21 +343,8 @@ struct PipelineFixture: Sendable {
     let device: Device
 
     static func make(_ repository: PostgresRegistryRepository) async throws -> PipelineFixture {
-        let organization = try await repository.createOrganization(NewOrganization(name: "Policy \(UUID().uuidString.prefix(8))"))
-        _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(
-            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(
-            NewBeacon(
-                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-                mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
-            ))
-        let user = try await repository.createUser(NewUser(name: "Policy tester", siteIds: [site.id]))
-        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(
-            code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
-        return PipelineFixture(site: site, beacon: beacon, user: user, device: credentials.device)
+        let place = try await BeaconedSite.make(repository, name: "Policy \(UUID().uuidString.prefix(8))")
+        let (user, credentials) = try await repository.enrolledUser(name: "Policy tester", siteIds: [place.site.id])
+        return PipelineFixture(site: place.site, beacon: place.beacon, user: user, device: credentials.device)
     }
 }

@@ -122,25 +122,12 @@ struct FeedFixture {
     let device: Device
 
     static func make(_ repository: some RegistryRepository) async throws -> FeedFixture {
-        let organization = try await repository.createOrganization(NewOrganization(name: "Feed \(UUID().uuidString.prefix(8))"))
-        let namespace = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(
-            NewSite.dayShift(organizationId: organization.id, name: "Head office"))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let minor = try await repository.allocateMinor(gateId: gate.id)
-        let mac = (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
-        let beacon = try await repository.registerBeacon(
-            NewBeacon(
-                uuid: minor.uuid.uuidString.lowercased(), major: minor.major, minor: minor.minor, serial: "CP28-\(minor.minor)",
-                mac: mac.lowercased(), txPower: -59, advIntervalMs: 350, gateId: gate.id
-            ))
-        let user = try await repository.createUser(NewUser(name: "Trần Thị Bình", siteIds: [site.id]))
-        let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-        let credentials = try await repository.exchangeEnrollmentCode(
-            code.code, device: DeviceDescription(appVersion: "1.0.0", model: "Pixel 8"))
+        let mac = (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined(separator: ":")
+        let place = try await BeaconedSite.make(repository, name: "Feed \(UUID().uuidString.prefix(8))", mac: mac)
+        let (user, credentials) = try await repository.enrolledUser(name: "Trần Thị Bình", siteIds: [place.site.id])
         return FeedFixture(
-            organization: organization, namespace: namespace, site: site, gate: gate, minor: minor, beacon: beacon,
-            user: user, device: credentials.device
+            organization: place.organization, namespace: place.namespace, site: place.site, gate: place.gate, minor: place.minor,
+            beacon: place.beacon, user: user, device: credentials.device
         )
     }
 }

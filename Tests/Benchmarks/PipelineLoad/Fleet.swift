@@ -26,28 +26,14 @@ struct LoadFleet: Sendable {
     static func enroll(devices count: Int, client: PostgresClient, signer: DeviceTokenSigner, logger: Logger) async throws -> LoadFleet {
         let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
         let tag = String(UUID().uuidString.prefix(8)).lowercased()
-        let organization = try await repository.createOrganization(NewOrganization(name: "Load \(tag)"))
-        _ = try await repository.allocateNamespace(organizationId: organization.id)
-        let site = try await repository.createSite(
-            NewSite.dayShift(organizationId: organization.id, name: "Load site \(tag)"))
-        let gate = try await repository.createGate(NewGate(siteId: site.id, name: "Main entrance"))
-        let minor = try await repository.allocateMinor(gateId: gate.id)
-        let beacon = try await repository.registerBeacon(
-            NewBeacon(
-                uuid: minor.uuid.uuidString, major: minor.major, minor: minor.minor, serial: "LOAD-\(tag)",
-                mac: nil, txPower: -59, advIntervalMs: 700, gateId: gate.id
-            ))
+        let place = try await BeaconedSite.make(repository, name: "Load \(tag)", serialPrefix: "LOAD-\(tag)", advIntervalMs: 700)
         var devices: [Device] = []
         for index in 0..<count {
-            let user = try await repository.createUser(NewUser(name: "Load user \(tag)-\(index)", siteIds: [site.id]))
-            let code = try await repository.createEnrollmentCode(userId: user.id, validity: .seconds(600))
-            let credentials = try await repository.exchangeEnrollmentCode(
-                code.code, device: DeviceDescription(appVersion: "1.12.0", model: "Pixel 8"))
+            let (user, credentials) = try await repository.enrolledUser(name: "Load user \(tag)-\(index)", siteIds: [place.site.id])
             devices.append(Device(userId: user.id, deviceId: credentials.device.id, token: credentials.token))
         }
         return LoadFleet(
-            siteId: site.id, beacon: BeaconIdentity(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor),
-            beaconId: beacon.id, devices: devices
+            siteId: place.site.id, beacon: place.identity, beaconId: place.beacon.id, devices: devices
         )
     }
 
