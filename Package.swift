@@ -641,7 +641,6 @@ let package = Package(
                 "LocalStackTesting",
                 "ServiceRuntime",
                 .asyncHTTPClient,
-                .crypto,
                 .logging,
                 .postgresNIO,
             ],
@@ -698,7 +697,7 @@ let package = Package(
         ),
         .target(
             name: "LocalStackTesting",
-            dependencies: ["ServiceRuntime", .logging, .postgresNIO],
+            dependencies: ["AttendanceProtocol", "ServiceRuntime", .logging, .postgresNIO],
             path: "Tests/Support/LocalStackTesting"
         ),
         // Against the real local broker and PostgreSQL started by deploy/local.

@@ -22,11 +22,7 @@ struct LiveRegistry: Sendable {
     let installer: String
     let viewer: String
 
-    static let logger: Logger = {
-        var logger = Logger(label: "attendancectl-tests")
-        logger.logLevel = .warning
-        return logger
-    }()
+    static let logger = LocalStack.logger(label: "attendancectl-tests")
 
     static func run(_ body: @escaping @Sendable (LiveRegistry) async throws -> Void) async throws {
         try LocalStack.ensureStarted()

@@ -6,6 +6,7 @@ import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LocalStackTesting
 import PostgresNIO
 import Testing
 

@@ -6,6 +6,7 @@ import BeaconRegistryStore
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import LocalStackTesting
 import RegistryTestFixtures
 import Testing
 

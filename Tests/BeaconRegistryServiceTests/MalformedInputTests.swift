@@ -5,6 +5,7 @@ import BeaconRegistryStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LocalStackTesting
 import PostgresNIO
 import RegistryTestFixtures
 import Testing

@@ -18,11 +18,7 @@ import Testing
 /// migrations applied to a schema of the test's own, the registry router over it, and one fresh API
 /// key per role.
 enum ServiceTestDatabase {
-    static let logger: Logger = {
-        var logger = Logger(label: "registry-service-tests")
-        logger.logLevel = .warning
-        return logger
-    }()
+    static let logger = LocalStack.logger(label: "registry-service-tests")
 
     static let signer: DeviceTokenSigner = {
         let key = try! DeviceSigningKey(id: "svc-test", secret: Array(repeating: 9, count: 32))
@@ -67,9 +63,6 @@ struct Harness: Sendable {
         return 0
     }
 }
-
-/// A short random token to mark the ids and names a test uses.
-func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
 
 extension TestClientProtocol {
     /// One request; `json` is sent verbatim as the body.

@@ -11,11 +11,7 @@ import ServiceRuntime
 /// The real local PostgreSQL (started by `deploy/local/stack.sh start`, as the integration tests
 /// do) with the registry migrations applied to a schema of the test's own.
 enum RegistryTestDatabase {
-    static let logger: Logger = {
-        var logger = Logger(label: "registry-tests")
-        logger.logLevel = .warning
-        return logger
-    }()
+    static let logger = LocalStack.logger(label: "registry-tests")
 
     static let signer: DeviceTokenSigner = {
         let key = try! DeviceSigningKey(id: "test-2025", secret: Array(repeating: 7, count: 32))

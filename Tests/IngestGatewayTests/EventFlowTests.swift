@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import IngestGatewayCore
 import IngestGatewayService
+import LocalStackTesting
 import RegistryFeed
 import Synchronization
 import Testing

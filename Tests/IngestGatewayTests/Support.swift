@@ -276,13 +276,3 @@ extension TestResponse {
         return problem
     }
 }
-
-/// Polls `condition` every 20 ms until it holds, or fails after `timeout`.
-func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting for \(what)")
-}

@@ -6,29 +6,20 @@ import Testing
 /// Compose Specification schema and consistency with the code (deploy/compose/check.py).
 @Suite("docker-compose.yml")
 struct ComposeFileTests {
-    func runCheck(composeFile: String? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [LocalStack.root.appendingPathComponent("deploy/compose/check.sh").path]
+    func runCheck(composeFile: String? = nil) async throws -> (status: Int32, output: String) {
         var environment = ProcessInfo.processInfo.environment
         if let composeFile { environment["COMPOSE_FILE"] = composeFile }
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
+        return try await LocalStack.run(
+            "/bin/bash", [LocalStack.root.appendingPathComponent("deploy/compose/check.sh").path], environment: environment)
     }
 
-    @Test func composeFileIsValidAndMatchesTheCode() throws {
-        let (status, output) = try runCheck()
+    @Test func composeFileIsValidAndMatchesTheCode() async throws {
+        let (status, output) = try await runCheck()
         #expect(status == 0, "\(output)")
         #expect(output.contains("0 failed"))
     }
 
-    @Test func checkCatchesAnUnknownCommandAnUnreadVariableAndABadKey() throws {
+    @Test func checkCatchesAnUnknownCommandAnUnreadVariableAndABadKey() async throws {
         let broken = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
         defer { try? FileManager.default.removeItem(at: broken) }
         try """
@@ -43,7 +34,7 @@ struct ComposeFileTests {
           db:
             image: postgres
         """.write(to: broken, atomically: true, encoding: .utf8)
-        let (status, output) = try runCheck(composeFile: broken.path)
+        let (status, output) = try await runCheck(composeFile: broken.path)
         #expect(status != 0)
         #expect(output.contains("compose schema"))
         #expect(output.contains("command 'no-such-binary' is a product"))
@@ -55,7 +46,7 @@ struct ComposeFileTests {
     /// stack's, without its health check, a dashboard querying a metric nobody exports, an alert
     /// pointing at a runbook section that does not exist, a secret file outside any mounted volume, a
     /// query PromQL cannot parse.
-    @Test func checkCatchesPortDriftUnknownMetricsAndDanglingRunbookLinks() throws {
+    @Test func checkCatchesPortDriftUnknownMetricsAndDanglingRunbookLinks() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("compose-obs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let prometheus = folder.appendingPathComponent("prometheus")
@@ -105,7 +96,7 @@ struct ComposeFileTests {
             image: grafana/grafana:11.3.1
             volumes: ["\(folder.path)/provisioning:/etc/grafana/provisioning:ro", "\(dashboards.path):/var/lib/grafana/dashboards:ro"]
         """.write(to: compose, atomically: true, encoding: .utf8)
-        let (status, output) = try runCheck(composeFile: compose.path)
+        let (status, output) = try await runCheck(composeFile: compose.path)
         #expect(status != 0)
         #expect(output.contains("session-merger: HTTP_PORT 9999 is the local stack's port 8082"), "\(output)")
         #expect(output.contains("session-merger: health check on /health/ready at 9999"), "\(output)")

@@ -3,7 +3,6 @@ import AsyncHTTPClient
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryStore
-import Crypto
 import Foundation
 import LocalStackTesting
 import Logging
@@ -258,7 +257,7 @@ actor RunningPipeline {
 
     nonisolated func event(device: EnrolledDevice, type: AttendanceEventType, at time: Date, offline: Bool = false) -> AttendanceEvent {
         AttendanceEvent(
-            id: UUID().uuidString, idempotencyKey: Self.newKey(), userId: device.userId, deviceId: device.deviceId,
+            id: UUID().uuidString, idempotencyKey: newKey(), userId: device.userId, deviceId: device.deviceId,
             timestamp: time, type: type, siteId: siteId, beacon: beacon, rssiSeries: [-75, -71, -68, -66, -70], txPower: -59,
             motion: .init(state: .walking, steps2min: 42), geofence: .init(inside: true, radius: 200), handshake: nil,
             network: .init(online: !offline, latencyMs: 40), app: .init(version: "1.12.0", build: 345),
@@ -266,11 +265,6 @@ actor RunningPipeline {
             queuedOffline: offline ? true : nil, location: .init(lat: 10.7772, lon: 106.7012, accuracyM: 15),
             attestation: .init(jailbroken: false, simulatedLocation: false)
         )
-    }
-
-    /// A key shaped like the app's: lowercase hex sha256 (here of a random UUID).
-    nonisolated static func newKey() -> String {
-        SHA256.hash(data: Array(UUID().uuidString.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// One POST; `token: nil` sends none.

@@ -41,7 +41,7 @@ struct PolicyPipelineTests {
             #expect(letters.first?.consumer == h.groupId)
 
             // Committed only after delivery: the group's committed offset reaches the end.
-            try await h.eventually("offsets committed") { try await h.committedRawOffset() == 4 }
+            try await eventually("offsets committed") { try await h.committedRawOffset() == 4 }
         }
     }
 
@@ -52,7 +52,7 @@ struct PolicyPipelineTests {
 
             _ = try await h.repository.revokeDevice(id: h.fixture.device.id)
             try await h.publishRegistryChanges()
-            try await h.eventually("revocation in the cache") { h.cache.device(id: h.fixture.device.id)?.isActive == false }
+            try await eventually("revocation in the cache") { h.cache.device(id: h.fixture.device.id)?.isActive == false }
 
             try await h.produceRaw([h.event(key: "k_after", time: Date().addingTimeInterval(-1))])
             let after = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_after" }
@@ -103,7 +103,7 @@ struct PolicyPipelineTests {
 
             _ = try await h.repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
             try await h.publishRegistryChanges()
-            try await h.eventually("the lost beacon in the cache") {
+            try await eventually("the lost beacon in the cache") {
                 h.cache.beacon(id: beacon.id)?.status == .lost
             }
             try await h.produceRaw([h.event(key: "k_made_up", minor: 65_000), h.event(key: "k_lost", minor: beacon.minor)])
@@ -123,7 +123,7 @@ struct PolicyPipelineTests {
             let (stranger, credentials) = try await h.repository.enrolledUser(name: "Stranger", siteIds: [otherSite.id])
             let device = credentials.device
             try await h.publishRegistryChanges()
-            try await h.eventually("the stranger in the cache") {
+            try await eventually("the stranger in the cache") {
                 h.cache.device(id: device.id) != nil && h.cache.user(id: stranger.id) != nil
             }
 
@@ -220,7 +220,7 @@ struct PipelineHarness: Sendable {
                 group.addTask { try await pipeline.run() }
                 defer { group.cancelAll() }
                 #expect(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
-                try await harness.eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
+                try await eventually("fixture in the cache") { cache.device(id: fixture.device.id) != nil }
                 try await body(harness)
             }
         }
@@ -303,7 +303,7 @@ struct PipelineHarness: Sendable {
             defer { consumer.triggerShutdown(); group.cancelAll() }
             while let result = try await group.next() {
                 if let messages = result { return messages }
-                throw TimeoutError(what: "\(count) messages on \(topic)")
+                throw TimedOut("\(count) messages on \(topic)")
             }
             return []
         }
@@ -317,20 +317,6 @@ struct PipelineHarness: Sendable {
         let committed = try await consumer.committed((0..<3).map { TopicPartition(topic: rawTopic, partition: $0) })
         for (_, offset) in committed where offset > 0 { total += offset }
         return total
-    }
-
-    func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw TimeoutError(what: what)
-    }
-
-    struct TimeoutError: Error, CustomStringConvertible {
-        let what: String
-        var description: String { "timed out: \(what)" }
     }
 }
 

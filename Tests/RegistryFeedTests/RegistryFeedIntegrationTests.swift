@@ -96,12 +96,12 @@ struct RegistryFeedIntegrationTests {
                     try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
 
                     let fixture = try await FeedFixture.make(repository)
-                    try await Stack.eventually("the new device reaches the cache", timeout: .seconds(15)) {
+                    try await eventually("the new device reaches the cache", timeout: .seconds(15)) {
                         cache.device(id: fixture.device.id)?.status == .enrolled
                     }
                     let revoked = try await repository.revokeDevice(id: fixture.device.id)
                     #expect(revoked.status == .revoked)
-                    let took = try await Stack.eventually("the revocation reaches the cache", timeout: .seconds(15)) {
+                    let took = try await eventually("the revocation reaches the cache", timeout: .seconds(15)) {
                         cache.device(id: fixture.device.id)?.status == .revoked
                     }
                     #expect(took < .seconds(15))
@@ -109,7 +109,7 @@ struct RegistryFeedIntegrationTests {
 
                     let retired = try await repository.updateBeaconStatus(beaconId: fixture.beacon.id, status: .retired)
                     #expect(retired.status == .retired)
-                    try await Stack.eventually("the beacon status reaches the cache", timeout: .seconds(15)) {
+                    try await eventually("the beacon status reaches the cache", timeout: .seconds(15)) {
                         cache.beacon(id: fixture.beacon.id)?.status == .retired
                     }
                 }
@@ -190,7 +190,7 @@ struct RegistryFeedIntegrationTests {
                 try await Task.sleep(for: .seconds(1))
                 let organization = try await repository.createOrganization(NewOrganization(name: "Wake \(UUID().uuidString.prefix(8))"))
                 let committed = ContinuousClock.now
-                _ = try await Stack.eventually("the organization is published", timeout: .seconds(15)) {
+                _ = try await eventually("the organization is published", timeout: .seconds(15)) {
                     (try? await Self.unpublished(client, type: "organization", id: organization.id)) == 0
                 }
                 #expect(ContinuousClock.now - committed < .seconds(15))
@@ -219,7 +219,7 @@ struct RegistryFeedIntegrationTests {
                 tasks.addTask { try await group.run() }
                 let organization = try await repository.createOrganization(NewOrganization(name: "Group \(UUID().uuidString.prefix(8))"))
                 try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
-                try await Stack.eventually("the organization reaches the cache", timeout: .seconds(10)) {
+                try await eventually("the organization reaches the cache", timeout: .seconds(10)) {
                     cache.organization(id: organization.id) != nil
                 }
                 let start = ContinuousClock.now

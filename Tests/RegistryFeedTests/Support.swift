@@ -14,11 +14,7 @@ import ServiceRuntime
 /// The real local stack (started by `deploy/local/stack.sh start`, as the other integration tests
 /// do): PostgreSQL with the registry migrations, and the broker with the platform's topics.
 enum FeedTestStack {
-    static let logger: Logger = {
-        var logger = Logger(label: "registry-feed-tests")
-        logger.logLevel = .warning
-        return logger
-    }()
+    static let logger = LocalStack.logger(label: "registry-feed-tests")
 
     static var brokers: String { LocalStack.brokers }
 
@@ -89,23 +85,7 @@ enum FeedTestStack {
             if round.published == 0, !round.lockedElsewhere { return }
             if round.lockedElsewhere { try await Task.sleep(for: .milliseconds(100)) }
         }
-        throw TimeoutError(what: "draining the outbox")
-    }
-
-    /// Polls `condition` every 20 ms until it holds; returns how long it took, or throws after `timeout`.
-    @discardableResult
-    static func eventually(_ what: String, timeout: Duration, _ condition: () async throws -> Bool) async throws -> Duration {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < timeout {
-            if try await condition() { return ContinuousClock.now - start }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TimeoutError(what: what)
-    }
-
-    struct TimeoutError: Error, CustomStringConvertible {
-        let what: String
-        var description: String { "timed out: \(what)" }
+        throw TimedOut("draining the outbox")
     }
 }
 

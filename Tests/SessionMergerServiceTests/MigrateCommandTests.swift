@@ -22,21 +22,9 @@ extension SessionMergerServiceTests {
             let path = LocalStack.builtProduct(product).path
             try #require(
                 FileManager.default.isExecutableFile(atPath: path), "no \(product) at \(path) (swift build --build-tests builds it)")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
             var merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
             for key in unset { merged[key] = nil }
-            process.environment = merged
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-                do { try process.run() } catch { continuation.resume(throwing: error) }
-            }
-            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            return (status, output)
+            return try await LocalStack.run(path, arguments, environment: merged)
         }
 
         /// The merger's and the registry's schemas are parameters (`MERGER_SCHEMA`, `REGISTRY_SCHEMA`).

@@ -11,25 +11,6 @@ import Testing
 
 @testable import SessionMergerService
 
-/// A short random token to mark the ids a test uses (the database is shared with every other test).
-func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
-
-/// A random 64-hex idempotency key.
-func newKey() -> String {
-    (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
-}
-
-/// Dead letters kept in memory.
-final class CollectingDeadLetters: DeadLetterSink {
-    let letters = Mutex<[DeadLetter]>([])
-
-    func send(_ letters: [DeadLetter]) async throws {
-        self.letters.withLock { $0 += letters }
-    }
-
-    var all: [DeadLetter] { letters.withLock { $0 } }
-}
-
 /// The real local PostgreSQL with the merger migrations applied and a processor of a group of its own.
 struct MergerDB: Sendable {
     let client: PostgresClient

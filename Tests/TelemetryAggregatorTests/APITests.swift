@@ -16,7 +16,7 @@ import Testing
 func seedFastBurn(_ db: TelemetryDB, site: String) async throws {
     var log = MessageLog(configuration: db.configuration)
     for index in 0..<100 {
-        let key = Make.key()
+        let key = newKey()
         let trigger = fixtureNow.addingTimeInterval(-Double(index) * 2 - 1)
         let delay: TimeInterval = index % 5 == 0 ? 360 : 1
         try log.raw(Make.raw(key: key, site: site, trigger: trigger, delay: delay))

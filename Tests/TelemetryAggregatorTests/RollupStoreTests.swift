@@ -18,7 +18,7 @@ struct RollupStoreTests {
         var log = MessageLog(configuration: configuration)
         let t0 = fixtureNow.addingTimeInterval(-1_800)
         for index in 0..<40 {
-            let key = Make.key()
+            let key = newKey()
             let trigger = t0.addingTimeInterval(Double(index) * 20)
             let delay: TimeInterval = index < 2 ? 360 : 2
             try log.raw(Make.raw(key: key, site: site, trigger: trigger, delay: delay, offline: index == 5))
@@ -177,7 +177,7 @@ struct RollupStoreTests {
     func verdictBeforeRaw() async throws {
         try await TelemetryDB.run { db in
             let site = "site-\(token())"
-            let key = Make.key()
+            let key = newKey()
             let trigger = fixtureNow.addingTimeInterval(-600)
             var first = MessageLog(configuration: db.configuration)
             try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))

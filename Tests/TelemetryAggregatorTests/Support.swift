@@ -11,17 +11,8 @@ import Testing
 
 @testable import TelemetryAggregatorService
 
-/// A short random token for ids (the database and the broker are shared with other engineers' runs).
-func token() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
-
 /// A fixed "now" for the fixtures: 2026-11-20T10:30:30Z.
 let fixtureNow = Date(timeIntervalSince1970: 1_795_170_630)
-
-final class CollectingDeadLetters: DeadLetterSink {
-    let letters = Mutex<[DeadLetter]>([])
-    func send(_ letters: [DeadLetter]) async throws { self.letters.withLock { $0 += letters } }
-    var all: [DeadLetter] { letters.withLock { $0 } }
-}
 
 /// The real local PostgreSQL with the telemetry migrations applied to a schema of this test's own
 /// (`LocalStack.withMigratedSchema`).
@@ -128,10 +119,6 @@ struct MessageLog {
 enum Make {
     static let model = "iPhone15,2"
     static let version = "2.4.0"
-
-    static func key() -> String {
-        (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
-    }
 
     static func telemetry(
         device: String, site: String?, received: Date, events: [TelemetryEvent], appVersion: String = version, model: String = model
