@@ -3,9 +3,9 @@ import Foundation
 import PolicyServiceCore
 import Testing
 
-/// Policy decisions per second on one core, every rule enforced, the history recorded as the
-/// service does. Not a pass/fail figure: run it in release for the number
-/// (`swift build -c release --build-tests && swift test -c release --skip-build --filter Benchmark`).
+/// Punches of many users through every rule, the history recorded as the service does, timed.
+/// In `make test` it checks the workload's outcome on 2,000 decisions (a debug build); the figure to
+/// quote is `make bench-policy`'s (release, one core).
 enum PolicyEngineBenchmark {
     struct Result {
         var decisions: Int
@@ -58,12 +58,12 @@ enum PolicyEngineBenchmark {
 @Suite("Benchmark")
 struct BenchmarkTests {
     @Test func policyDecisionsPerSecond() {
-        let result = PolicyEngineBenchmark.run()
+        let result = PolicyEngineBenchmark.run(users: 200)
         print(
             "policy decisions/s (one core, every rule enforced): \(Int(result.perSecond)) — \(result.decisions) decisions, \(result.accepted) accepted, \(String(format: "%.3f", result.seconds)) s"
         )
-        #expect(result.decisions == 20_000)
+        #expect(result.decisions == 2_000)
         // Punches 4 and 9 (5 s after 3 and 8, same gate) are refused; the rest are accepted.
-        #expect(result.accepted == 16_000)
+        #expect(result.accepted == 1_600)
     }
 }
