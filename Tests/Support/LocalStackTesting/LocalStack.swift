@@ -14,20 +14,12 @@ public enum LocalStack {
 
     /// Runs the start script once per test process.
     static let started: Result<Void, StackError> = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [root.appendingPathComponent("deploy/local/stack.sh").path, "start"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
         do {
-            try process.run()
+            let (status, output) = try runBlocking("/bin/bash", [root.appendingPathComponent("deploy/local/stack.sh").path, "start"])
+            return status == 0 ? .success(()) : .failure(StackError(output: output))
         } catch {
             return .failure(StackError(output: "could not run stack.sh: \(error)"))
         }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return process.terminationStatus == 0 ? .success(()) : .failure(StackError(output: text))
     }()
 
     public struct StackError: Error, CustomStringConvertible {
