@@ -6,7 +6,11 @@ import Testing
 @Suite("Gateway core: idempotency table, token bucket, keys")
 struct CoreTests {
     static func outcome(_ outcome: VerdictOutcome = .accepted) -> RecordedOutcome {
-        RecordedOutcome(outcome: outcome, serverReceiptId: "rcpt", sessionId: "ses", decidedAt: Date())
+        RecordedOutcome(
+            AttendanceVerdict(
+                requestId: "r", idempotencyKey: "k", userId: "u", deviceId: "d", outcome: outcome, serverReceiptId: "rcpt",
+                sessionId: "ses",
+                decidedAt: Date(), gatewayInstance: "gw"))
     }
 
     @Test func beginReportsEveryState() {

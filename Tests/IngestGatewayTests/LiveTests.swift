@@ -161,7 +161,7 @@ struct LiveApplicationTests {
             var settings = GatewayConfiguration()
             settings.topics = live.topics
             let configuration = ServiceConfiguration(
-                serviceName: IngestGatewayServer.serviceName, instanceId: instance, httpHost: "127.0.0.1", httpPort: 0,
+                serviceName: IngestGatewayServer.descriptor.name, instanceId: instance, httpHost: "127.0.0.1", httpPort: 0,
                 logFormat: .text, logLevel: .warning, kafka: live.kafka, postgres: try LocalStack.postgres
             )
             let publisher = KafkaGatewayPublisher(producer: live.producer, topics: live.topics)

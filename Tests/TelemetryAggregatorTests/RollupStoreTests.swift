@@ -45,10 +45,7 @@ struct RollupStoreTests {
             let site = "site-\(token())"
             let log = try Self.fixture(db.configuration, site: site)
             let result = try await db.processor().process(log.messages)
-            #expect(result.newRawEvents == 40)
-            #expect(result.newVerdicts == 40)
-            #expect(result.newTelemetryEvents == 4)
-            #expect(result.newSessionChanges == 1)
+            #expect(result.new == [.rawEvent: 40, .verdict: 40, .telemetryEvent: 4, .sessionChange: 1])
             #expect(result.duplicates == 1 + 4 + 1)
 
             let counts = try await db.repository.sloCounts(filter: MetricsFilter(site: site), windows: [.hour1, .days30], now: fixtureNow)
@@ -149,7 +146,7 @@ struct RollupStoreTests {
             try log.telemetry(
                 Make.telemetry(device: "d2", site: site, received: fixtureNow, events: [Make.event("late-1", .bgTimeout, at: lateTime)]))
             let result = try await db.processor().process(log.messages)
-            #expect(result.newTelemetryEvents == 3)
+            #expect(result.new[.telemetryEvent] == 3)
             #expect(result.deadLetters == 1)
             #expect(db.deadLetters.all.count == 1)
             #expect(db.deadLetters.all.first?.reason == .decodeFailed)
@@ -157,7 +154,7 @@ struct RollupStoreTests {
             // A second upload of the late event a day later (device retry): still once.
             var again = MessageLog(configuration: db.configuration)
             try again.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow.addingTimeInterval(86_400), events: [late]))
-            #expect(try await db.processor().process(again.messages).newTelemetryEvents == 0)
+            #expect(try await db.processor().process(again.messages).new[.telemetryEvent, default: 0] == 0)
 
             #expect(try await db.counter("telemetry.bg_timeout", site: site, minute: lateMinute) == 2)
             #expect(
@@ -182,12 +179,12 @@ struct RollupStoreTests {
             var first = MessageLog(configuration: db.configuration)
             try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
             let r1 = try await db.processor().process(first.messages)
-            #expect(r1.newVerdicts == 1)
+            #expect(r1.new[.verdict] == 1)
             var second = MessageLog(configuration: db.configuration)
             try second.raw(Make.raw(key: key, site: site, trigger: trigger, delay: 0.4))
             try second.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger, outcome: .duplicate))
             let r2 = try await db.processor().process(second.messages)
-            #expect(r2.newRawEvents == 1 && r2.newVerdicts == 0)
+            #expect(r2.new[.rawEvent] == 1 && r2.new[.verdict, default: 0] == 0)
             #expect(try await db.counter("slo.events", site: site) == 1)
             #expect(try await db.counter("verdict.accepted", site: site) == 1)
             #expect(try await db.counter("verdict.duplicate", site: site) == 0)

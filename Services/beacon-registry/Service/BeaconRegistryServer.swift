@@ -11,12 +11,11 @@ import ServiceRuntime
 /// publisher, the lookup cache, the sightings collector and the HTTP server. Its own settings:
 /// `RegistryConfiguration` and the device token keys.
 package enum BeaconRegistryServer {
-    package static let serviceName = "beacon-registry"
+    package static let descriptor = ServiceDescriptor(
+        name: "beacon-registry", defaultHTTPPort: beaconRegistryDefaultHTTPPort, migrations: .registry)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try await ServiceKit.start(
-            service: serviceName, defaultHTTPPort: beaconRegistryDefaultHTTPPort, environment: env,
-            settings: { try RegistryConfiguration.load(from: $0) }, migrations: .registry, schema: \.schema)
+        let (kit, settings) = try await ServiceKit.start(descriptor, RegistryConfiguration.self, environment: env)
         let signer = try DeviceTokenSigner.load(from: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let repository = PostgresRegistryRepository(

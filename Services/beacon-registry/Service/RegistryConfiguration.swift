@@ -13,7 +13,7 @@ import ServiceRuntime
 ///   that have none at start-up, and serves rotation; without it beacons have no GATT key.
 /// - `REGISTRY_SCHEMA` (`RegistrySchema`): the schema of its tables; its queries name no schema, and
 ///   its pool's search path starts with this one.
-package struct RegistryConfiguration: Sendable {
+package struct RegistryConfiguration: SchemaSettings {
     package var schema = RegistrySchema.defaultName
     package var bootstrapKeyFile: BootstrapKeyFile?
     package var beaconKeySealer: BeaconKeySealer?

@@ -15,26 +15,16 @@ package struct RecordedOutcome: Sendable, Hashable {
     package var retryAfterSeconds: Int?
     package var decidedAt: Date
 
-    package init(
-        outcome: VerdictOutcome, httpStatus: Int? = nil, serverReceiptId: String? = nil, sessionId: String? = nil,
-        reasons: [String] = [], action: AppAction = .noAction, retryAfterSeconds: Int? = nil, decidedAt: Date
-    ) {
-        self.outcome = outcome
-        self.httpStatus = httpStatus ?? outcome.httpStatus
-        self.serverReceiptId = serverReceiptId
-        self.sessionId = sessionId
-        self.reasons = reasons
-        self.action = action
-        self.retryAfterSeconds = retryAfterSeconds
-        self.decidedAt = decidedAt
-    }
-
+    /// The answer part of a verdict.
     package init(_ verdict: AttendanceVerdict) {
-        self.init(
-            outcome: verdict.outcome, httpStatus: verdict.httpStatus, serverReceiptId: verdict.serverReceiptId,
-            sessionId: verdict.sessionId, reasons: verdict.reasons, action: verdict.action,
-            retryAfterSeconds: verdict.retryAfterSeconds, decidedAt: verdict.decidedAt
-        )
+        outcome = verdict.outcome
+        httpStatus = verdict.httpStatus
+        serverReceiptId = verdict.serverReceiptId
+        sessionId = verdict.sessionId
+        reasons = verdict.reasons
+        action = verdict.action
+        retryAfterSeconds = verdict.retryAfterSeconds
+        decidedAt = verdict.decidedAt
     }
 
     /// The `GET /v1/attendance/events/{key}` status: a duplicate is an accepted event.

@@ -13,12 +13,10 @@ import ServiceRuntime
 /// registry feed caught up. PostgreSQL is not part of it: without the database only the status and
 /// pending endpoints fail (503), events still flow.
 package enum IngestGatewayServer {
-    package static let serviceName = "ingest-gateway"
+    package static let descriptor = ServiceDescriptor(name: "ingest-gateway", defaultHTTPPort: ingestGatewayDefaultHTTPPort)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try await ServiceKit.start(
-            service: serviceName, defaultHTTPPort: ingestGatewayDefaultHTTPPort, environment: env,
-            settings: { try GatewayConfiguration.load(from: $0) })
+        let (kit, settings) = try await ServiceKit.start(descriptor, GatewayConfiguration.self, environment: env)
         let signer = try DeviceTokenSigner.load(from: env)
         let challenges = try GatewayConfiguration.challengeNonces(from: env)
         let logger = kit.logger, kafka = kit.configuration.kafka

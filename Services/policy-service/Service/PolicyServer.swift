@@ -12,12 +12,11 @@ package let policyServiceDefaultHTTPPort = 8081
 /// producer, the broker watch, the registry feed's cache, the raw → vetted pipeline, the policy-book
 /// refresher and policy administration over HTTP. Its own settings: `PolicyServiceConfiguration`.
 package enum PolicyServer {
-    package static let serviceName = "policy-service"
+    package static let descriptor = ServiceDescriptor(
+        name: "policy-service", defaultHTTPPort: policyServiceDefaultHTTPPort, migrations: .policy)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, settings) = try await ServiceKit.start(
-            service: serviceName, defaultHTTPPort: policyServiceDefaultHTTPPort, environment: env,
-            settings: { try PolicyServiceConfiguration.load(from: $0) }, migrations: .policy, schema: \.schema)
+        let (kit, settings) = try await ServiceKit.start(descriptor, PolicyServiceConfiguration.self, environment: env)
         let client = kit.postgres, logger = kit.logger, kafka = kit.configuration.kafka, topics = kit.configuration.topics
         let keyVerifier = try kit.adminKeyVerifier(environment: env)
         // The registry feed's cache: the rules' registry view, and the source of the beacons' GATT keys.

@@ -8,7 +8,7 @@ import ServiceRuntime
 /// - `POLICY_SCHEMA`: the PostgreSQL schema of the stored policies and spent GATT nonces (default `policy`).
 /// The base rule configuration (`POLICY_BOOK_FILE`, `PolicyBookLoader`) and the GATT keys
 /// (`GATT_NONCE_KEY`, `BEACON_KEY_SEAL_KEY`, `GattConfiguration`) are read with the engine they configure.
-package struct PolicyServiceConfiguration: Sendable {
+package struct PolicyServiceConfiguration: SchemaSettings {
     package var pipeline: PolicyPipelineConfiguration
     package var refreshInterval: Duration
     package var schema: String

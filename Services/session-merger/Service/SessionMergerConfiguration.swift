@@ -5,7 +5,7 @@ import SessionMergerCore
 
 /// The merger's own settings (the shared ones are `ServiceConfiguration`). Topic names default to the
 /// protocol's `Topic` names; tests point them at topics of their own.
-package struct SessionMergerConfiguration: Sendable {
+package struct SessionMergerConfiguration: SchemaSettings {
     /// The consumer group (also the key of `merger.consumer_offsets`); at most 2,000 messages per polled
     /// batch (stored in `writeLanes` transactions).
     package var consumer = ConsumerGroupConfiguration(groupId: "session-merger", maxBatchSize: 2_000)

@@ -8,12 +8,11 @@ import ServiceRuntime
 /// registry feed (site shifts for daily attendance), the session-change outbox publisher, the idle
 /// sweep, the consumer pipeline and the admin HTTP server. Its own settings: `SessionMergerConfiguration.load`.
 package enum SessionMergerServer {
-    package static let serviceName = "session-merger"
+    package static let descriptor = ServiceDescriptor(
+        name: "session-merger", defaultHTTPPort: sessionMergerDefaultHTTPPort, migrations: .merger)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, merger) = try await ServiceKit.start(
-            service: serviceName, defaultHTTPPort: sessionMergerDefaultHTTPPort, environment: env,
-            settings: { try SessionMergerConfiguration.load(from: $0) }, migrations: .merger, schema: \.schema)
+        let (kit, merger) = try await ServiceKit.start(descriptor, SessionMergerConfiguration.self, environment: env)
         let client = kit.postgres, logger = kit.logger
 
         let producer = try kit.makeProducer()

@@ -9,7 +9,7 @@ import TelemetryAggregatorCore
 /// sites, its budget and the burn-rate alerts: `telemetry_slo_alert_firing{alert,severity}` is 1 while
 /// an alert fires, for Prometheus/Alertmanager to route.
 package final class TelemetryServiceMetrics: Sendable {
-    let newMessages: [String: Counter]
+    let newMessages: [AggregatedKind: Counter]
     let duplicates: Counter
     let deadLetters: Counter
     let compliance: [SLOWindow: Gauge]
@@ -25,9 +25,9 @@ package final class TelemetryServiceMetrics: Sendable {
             MetricNameDescriptor(metricName: metricName, unitName: "", helpText: help)
         }
         let aggregated = metric(metricName: "telemetry_aggregated_total", help: "Messages counted into the rollups for the first time")
-        var newMessages: [String: Counter] = [:]
-        for kind in ["telemetry_event", "raw_event", "verdict", "session_change"] {
-            newMessages[kind] = registry.makeCounter(descriptor: aggregated, labels: [("kind", kind)])
+        var newMessages: [AggregatedKind: Counter] = [:]
+        for kind in AggregatedKind.allCases {
+            newMessages[kind] = registry.makeCounter(descriptor: aggregated, labels: [("kind", kind.rawValue)])
         }
         self.newMessages = newMessages
         duplicates = registry.makeCounter(
@@ -58,10 +58,7 @@ package final class TelemetryServiceMetrics: Sendable {
     }
 
     func record(_ result: TelemetryBatchResult) {
-        newMessages["telemetry_event"]?.increment(by: Int64(result.newTelemetryEvents))
-        newMessages["raw_event"]?.increment(by: Int64(result.newRawEvents))
-        newMessages["verdict"]?.increment(by: Int64(result.newVerdicts))
-        newMessages["session_change"]?.increment(by: Int64(result.newSessionChanges))
+        for (kind, count) in result.new { newMessages[kind]?.increment(by: Int64(count)) }
         duplicates.increment(by: Int64(result.duplicates))
         deadLetters.increment(by: Int64(result.deadLetters))
     }

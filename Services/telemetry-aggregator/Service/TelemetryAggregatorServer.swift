@@ -7,12 +7,11 @@ import TelemetryAggregatorCore
 /// the broker watch, the consumer pipeline, the SLO monitor (gauges, pruning) and the HTTP server.
 /// Its own settings: `TelemetryConfiguration.load`.
 package enum TelemetryAggregatorServer {
-    package static let serviceName = "telemetry-aggregator"
+    package static let descriptor = ServiceDescriptor(
+        name: "telemetry-aggregator", defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, migrations: .telemetry)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
-        let (kit, telemetry) = try await ServiceKit.start(
-            service: serviceName, defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, environment: env,
-            settings: { try TelemetryConfiguration.load(from: $0) }, migrations: .telemetry, schema: \.schema)
+        let (kit, telemetry) = try await ServiceKit.start(descriptor, TelemetryConfiguration.self, environment: env)
         let client = kit.postgres, logger = kit.logger
         let objective = SLOObjective(
             targetPermyriad: telemetry.objective.targetPermyriad, thresholdSeconds: telemetry.objective.thresholdSeconds)

@@ -4,10 +4,12 @@ import ServiceRuntime
 
 /// The aggregator's own settings (the shared ones are `ServiceConfiguration`). Topic names default to
 /// the protocol's `Topic` names; tests point them, the schema and the group at their own.
-package struct TelemetryConfiguration: Sendable {
+package struct TelemetryConfiguration: SchemaSettings {
     /// The consumer group (also the key of `<schema>.consumer_offsets`); at most 1,000 messages per
     /// polled batch (one PostgreSQL transaction each).
     package var consumer = ConsumerGroupConfiguration(groupId: "telemetry-aggregator", maxBatchSize: 1_000)
+    /// Also commit offsets to the broker after the PostgreSQL commit (informational).
+    package var commitOffsetsToBroker = true
     /// The PostgreSQL schema of the rollups (`telemetry`); a plain lower-case identifier.
     package var schema = ServiceMigrations.telemetry.defaultSchema
     /// The platform's topic names (`TOPIC_<NAME>` overrides).
@@ -19,8 +21,6 @@ package struct TelemetryConfiguration: Sendable {
     /// How often the pruning runs.
     package var pruneInterval: Duration = .seconds(600)
     package var objective = TelemetrySLOConfiguration()
-    /// Also commit offsets to the broker after the PostgreSQL commit (informational).
-    package var commitOffsetsToBroker = true
 
     /// The four topics the aggregator consumes.
     package var consumedTopics: [String] { [topics[.deviceTelemetry], topics[.rawEvents], topics[.verdicts], topics[.sessions]] }

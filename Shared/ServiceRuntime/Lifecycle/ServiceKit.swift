@@ -7,6 +7,32 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
+/// Who a service is to `ServiceKit.start`: its name (logs, metrics, the command line's usage), the
+/// HTTP port it listens on unless `HTTP_PORT` says otherwise, and its migrations (`nil`: it keeps no
+/// tables).
+public struct ServiceDescriptor: Sendable {
+    public let name: String
+    public let defaultHTTPPort: Int
+    public let migrations: ServiceMigrations?
+
+    public init(name: String, defaultHTTPPort: Int, migrations: ServiceMigrations? = nil) {
+        self.name = name
+        self.defaultHTTPPort = defaultHTTPPort
+        self.migrations = migrations
+    }
+}
+
+/// A service's own settings (the shared ones are `ServiceConfiguration`), read from the environment
+/// once, at start.
+public protocol ServiceSettings: Sendable {
+    static func load(from env: EnvironmentReader) throws(ConfigurationError) -> Self
+}
+
+/// Settings that name the PostgreSQL schema of the service's tables (`<SERVICE>_SCHEMA`).
+public protocol SchemaSettings: ServiceSettings {
+    var schema: String { get }
+}
+
 /// What every service starts from, made the same way for each: its shared configuration (read first,
 /// so a bad value ends the process with one line and exit 78 before anything starts), logging, the
 /// Prometheus registry, and a PostgreSQL pool.
@@ -43,29 +69,27 @@ public struct ServiceKit: Sendable {
     public let metrics: PrometheusCollectorRegistry
     public let postgres: PostgresClient
 
-    /// - Parameters:
-    ///   - settings: the service's own settings, read before logging starts (a bad value is a
-    ///     configuration error, like a bad shared one).
-    ///   - migrations: the service's migrations, into `schema(settings)` (their default when `nil`).
-    ///     Started as `<service> migrate`, this applies them and ends the process (exit 0) before the
-    ///     service reads anything else, such as its secrets. A service's queries name no schema: the
-    ///     pool's search path is that schema, then `public` (`PostgresConfiguration.searchPath`).
+    /// Reads the shared configuration and the service's own settings (`Settings.load`, before logging
+    /// starts: a bad value is a configuration error, like a bad shared one), then sets up logging,
+    /// metrics and the pool. Started as `<service> migrate`, this applies the service's migrations, into
+    /// `settings.schema` (their default schema for settings without one), and ends the process (exit 0)
+    /// before the service reads anything else, such as its secrets. A service's queries name no schema:
+    /// the pool's search path is that schema, then `public` (`PostgresConfiguration.searchPath`).
     ///   - arguments: the command line after the executable's name (`Command`).
-    public static func start<Settings>(
-        service: String, defaultHTTPPort: Int, environment env: EnvironmentReader,
-        settings: (EnvironmentReader) throws -> Settings, migrations: ServiceMigrations? = nil,
-        schema: (Settings) -> String? = { _ in nil },
+    public static func start<Settings: ServiceSettings>(
+        _ service: ServiceDescriptor, _ settingsType: Settings.Type, environment env: EnvironmentReader,
         arguments: [String] = Array(CommandLine.arguments.dropFirst())
     ) async throws -> (kit: ServiceKit, settings: Settings) {
-        let command = try Command.parse(service: service, arguments: arguments)
-        var configuration = try ServiceConfiguration.load(service: service, defaultHTTPPort: defaultHTTPPort, from: env)
-        let settings = try settings(env)
-        if let migrations { configuration.postgres.searchPath = [schema(settings) ?? migrations.defaultSchema, "public"] }
-        LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: service)
-        var logger = Logger(label: service)
+        let command = try Command.parse(service: service.name, arguments: arguments)
+        var configuration = try ServiceConfiguration.load(service: service.name, defaultHTTPPort: service.defaultHTTPPort, from: env)
+        let settings = try Settings.load(from: env)
+        let schema = (settings as? any SchemaSettings)?.schema
+        if let migrations = service.migrations { configuration.postgres.searchPath = [schema ?? migrations.defaultSchema, "public"] }
+        LoggingSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel, service: service.name)
+        var logger = Logger(label: service.name)
         logger[metadataKey: "instance"] = .string(configuration.instanceId)
         let kit = ServiceKit(
-            command: command, migrations: migrations, schema: schema(settings), configuration: configuration, logger: logger,
+            command: command, migrations: service.migrations, schema: schema, configuration: configuration, logger: logger,
             metrics: MetricsSetup.bootstrap(),
             postgres: configuration.postgres.makeClient(logger: logger)
         )

@@ -21,7 +21,7 @@ package struct GatewayTopics: Sendable, Hashable {
 }
 
 /// What the gateway's behaviour depends on, besides the shared `ServiceConfiguration`.
-package struct GatewayConfiguration: Sendable {
+package struct GatewayConfiguration: ServiceSettings {
     /// How long a request waits for its verdict before it is answered 202 with a status URL.
     package var verdictWait: Duration = .milliseconds(3_000)
     /// Field limits, the accepted event-time window and the body size (413 beyond).

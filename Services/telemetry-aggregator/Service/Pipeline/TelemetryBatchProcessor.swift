@@ -6,13 +6,20 @@ import PostgresNIO
 import ServiceRuntime
 import TelemetryAggregatorCore
 
+/// The four kinds of message the aggregator counts; the raw values are the `kind` label of
+/// `telemetry_aggregated_total`.
+package enum AggregatedKind: String, CaseIterable, Sendable, Hashable {
+    /// One event of a telemetry upload (not the upload).
+    case telemetryEvent = "telemetry_event"
+    case rawEvent = "raw_event"
+    case verdict
+    case sessionChange = "session_change"
+}
+
 /// What one batch did, after its transaction committed.
 package struct TelemetryBatchResult: Sendable, Hashable {
-    /// Counted for the first time, per kind (`telemetry` counts events, not uploads).
-    package var newTelemetryEvents = 0
-    package var newRawEvents = 0
-    package var newVerdicts = 0
-    package var newSessionChanges = 0
+    /// Counted for the first time, per kind.
+    package var new: [AggregatedKind: Int] = [:]
     /// Seen before (a replay, a re-upload, a gateway retry, a repeated verdict).
     package var duplicates = 0
     package var deadLetters = 0
@@ -134,7 +141,7 @@ package final class TelemetryBatchProcessor: Sendable {
         for facts in batch.raw where freshKeys.contains(facts.idempotencyKey) {
             Aggregation.addRawEvent(facts, objective: objective, into: &delta)
         }
-        result.newRawEvents = freshKeys.count
+        result.new[.rawEvent] = freshKeys.count
         result.duplicates += batch.raw.count - freshKeys.count
 
         let attributions = try await store.recordVerdicts(batch.verdicts, on: connection)
@@ -142,7 +149,7 @@ package final class TelemetryBatchProcessor: Sendable {
             guard let attribution = attributions[verdict.idempotencyKey] else { continue }
             Aggregation.addVerdict(verdict, trigger: attribution.triggerAt, dimensions: attribution.dimensions, into: &delta)
         }
-        result.newVerdicts = attributions.count
+        result.new[.verdict] = attributions.count
         result.duplicates += batch.verdicts.count - attributions.count
 
         var eventIds: [TelemetryStore.DeviceEventID] = []
@@ -155,7 +162,7 @@ package final class TelemetryBatchProcessor: Sendable {
         }
         var fresh = try await store.recordTelemetryEvents(eventIds, on: connection)
         let totalEvents = batch.telemetry.reduce(0) { $0 + $1.events.count }
-        result.newTelemetryEvents = fresh.count
+        result.new[.telemetryEvent] = fresh.count
         result.duplicates += totalEvents - fresh.count
         for upload in batch.telemetry {
             // `remove` makes a repeat of an event later in the batch count as seen.
@@ -168,7 +175,7 @@ package final class TelemetryBatchProcessor: Sendable {
         for change in batch.sessions where freshSessions.contains(.init(sessionId: change.sessionId, version: change.version)) {
             Aggregation.addSessionChange(change, into: &delta)
         }
-        result.newSessionChanges = freshSessions.count
+        result.new[.sessionChange] = freshSessions.count
         result.duplicates += batch.sessions.count - freshSessions.count
 
         try await store.add(delta, on: connection)
