@@ -13,8 +13,8 @@ enum World {
     /// A site of another organization.
     static let otherOrgSite = "S_OTHER_ORG"
     /// Ho Chi Minh City and Hanoi.
-    static let hqFence = SiteGeofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200)
-    static let branchFence = SiteGeofence(latitude: 21.0285, longitude: 105.8542, radiusMeters: 200)
+    static let hqFence = Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200)
+    static let branchFence = Geofence(latitude: 21.0285, longitude: 105.8542, radiusMeters: 200)
 
     static let user = "u_1024"
     static let otherUser = "u_2048"

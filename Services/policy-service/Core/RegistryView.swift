@@ -3,24 +3,14 @@ import Foundation
 
 /// What the policy knows about a registered beacon.
 package struct RegisteredBeacon: Hashable, Sendable {
-    /// A beacon's lifecycle state, with the registry's wire values. (Nested so as not to clash
-    /// with the registry module's own `BeaconStatus` where both are imported.)
-    package enum Status: String, Codable, Hashable, Sendable, CaseIterable {
-        case active
-        /// Taken out of service on purpose.
-        case retired
-        /// Missing: its sightings are suspicious until it is found.
-        case lost
-    }
-
     /// The registry's beacon id, when known.
     package var beaconId: String?
-    package var status: Status
+    package var status: BeaconStatus
     package var gateId: String?
     /// The beacon's site: from the beacon record, else through its gate.
     package var siteId: String?
 
-    package init(beaconId: String? = nil, status: Status, gateId: String?, siteId: String?) {
+    package init(beaconId: String? = nil, status: BeaconStatus, gateId: String?, siteId: String?) {
         self.beaconId = beaconId
         self.status = status
         self.gateId = gateId
@@ -28,32 +18,13 @@ package struct RegisteredBeacon: Hashable, Sendable {
     }
 }
 
-/// A site's geofence: a circle around its centre.
-package struct SiteGeofence: Codable, Hashable, Sendable {
-    package var latitude: Double
-    package var longitude: Double
-    package var radiusMeters: Double
-
-    package init(latitude: Double, longitude: Double, radiusMeters: Double) {
-        self.latitude = latitude
-        self.longitude = longitude
-        self.radiusMeters = radiusMeters
-    }
-}
-
-/// A device's enrollment state (the registry's wire values).
-package enum DeviceBindingStatus: String, Codable, Hashable, Sendable, CaseIterable {
-    case enrolled
-    case revoked
-}
-
 /// Which user a device is bound to.
 package struct DeviceBinding: Hashable, Sendable {
     package var deviceId: String
     package var userId: String
-    package var status: DeviceBindingStatus
+    package var status: DeviceStatus
 
-    package init(deviceId: String, userId: String, status: DeviceBindingStatus) {
+    package init(deviceId: String, userId: String, status: DeviceStatus) {
         self.deviceId = deviceId
         self.userId = userId
         self.status = status
@@ -64,7 +35,7 @@ package struct DeviceBinding: Hashable, Sendable {
 package protocol RegistryView: Sendable {
     /// The beacon broadcasting this identity; the UUID is matched case-insensitively.
     func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon?
-    func geofence(siteId: String) -> SiteGeofence?
+    func geofence(siteId: String) -> Geofence?
     func device(id: String) -> DeviceBinding?
     /// The sites the user is assigned to (nil: a user the registry has not published).
     func assignedSiteIds(userId: String) -> [String]?
@@ -88,7 +59,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     struct StoredBeacon: Hashable, Sendable {
         var id: String?
-        var status: RegisteredBeacon.Status
+        var status: BeaconStatus
         var gateId: String?
         var siteId: String?
     }
@@ -96,7 +67,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     private var beacons: [RegistryBeaconKey: StoredBeacon] = [:]
     private var beaconKeyById: [String: RegistryBeaconKey] = [:]
     private var gateSites: [String: String] = [:]
-    private var geofences: [String: SiteGeofence] = [:]
+    private var geofences: [String: Geofence] = [:]
     private var devices: [String: DeviceBinding] = [:]
     private var userSites: [String: [String]] = [:]
     /// Upper-case hex digits, no dashes.
@@ -116,7 +87,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
         return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
     }
 
-    package func geofence(siteId: String) -> SiteGeofence? { geofences[siteId] }
+    package func geofence(siteId: String) -> Geofence? { geofences[siteId] }
 
     package func device(id: String) -> DeviceBinding? { devices[id] }
 
@@ -147,7 +118,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     /// Adds or replaces a beacon. With an `id`, a later upsert of the same id under a new identity
     /// moves it (the old identity stops resolving).
     package mutating func upsertBeacon(
-        id: String? = nil, uuid: UUID, major: Int, minor: Int, status: RegisteredBeacon.Status, gateId: String?, siteId: String? = nil
+        id: String? = nil, uuid: UUID, major: Int, minor: Int, status: BeaconStatus, gateId: String?, siteId: String? = nil
     ) {
         // An identity outside 0...65535 cannot be broadcast, so it cannot be looked up either.
         guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
@@ -171,7 +142,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     package mutating func upsertGate(id: String, siteId: String) { gateSites[id] = siteId }
     package mutating func removeGate(id: String) { gateSites[id] = nil }
 
-    package mutating func upsertSite(id: String, geofence: SiteGeofence?) { geofences[id] = geofence }
+    package mutating func upsertSite(id: String, geofence: Geofence?) { geofences[id] = geofence }
     package mutating func removeSite(id: String) { geofences[id] = nil }
 
     package mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
@@ -236,7 +207,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
         var uuid: String
         var major: Int
         var minor: Int
-        var status: RegisteredBeacon.Status
+        var status: BeaconStatus
         var gateId: String?
         var siteId: String?
     }
@@ -246,7 +217,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     }
 
     private struct SitePayload: Decodable {
-        var geofence: SiteGeofence?
+        var geofence: Geofence?
     }
 
     private struct UserPayload: Decodable {
@@ -255,7 +226,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     private struct DevicePayload: Decodable {
         var userId: String
-        var status: DeviceBindingStatus
+        var status: DeviceStatus
     }
 
     static func normalizedHex(_ text: String) -> String {

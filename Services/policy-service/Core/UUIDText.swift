@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import Synchronization
 
@@ -19,7 +20,7 @@ package enum UUIDText {
                         i += 1
                         continue
                     }
-                    guard let high = nibble(utf8[i]), let low = nibble(utf8[i + 1]) else { return false }
+                    guard let high = Hex.value(utf8[i]), let low = Hex.value(utf8[i + 1]) else { return false }
                     raw[out] = high << 4 | low
                     out += 1
                     i += 2
@@ -28,16 +29,6 @@ package enum UUIDText {
             }
         }
         return ok ? UUID(uuid: bytes) : nil
-    }
-
-    @inline(__always)
-    static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c &- UInt8(ascii: "A") &+ 10
-        default: return nil
-        }
     }
 }
 

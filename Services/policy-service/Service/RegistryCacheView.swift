@@ -26,10 +26,7 @@ package struct RegistryCacheView: RegistryView {
         )
     }
 
-    package func geofence(siteId: String) -> SiteGeofence? {
-        guard let fence = cache.site(id: siteId)?.geofence else { return nil }
-        return SiteGeofence(latitude: fence.latitude, longitude: fence.longitude, radiusMeters: fence.radiusMeters)
-    }
+    package func geofence(siteId: String) -> Geofence? { cache.site(id: siteId)?.geofence }
 
     package func device(id: String) -> DeviceBinding? {
         guard let device = cache.device(id: id) else { return nil }
@@ -42,7 +39,7 @@ package struct RegistryCacheView: RegistryView {
 
     /// A status this build does not know is treated as not active: a beacon in an unknown state
     /// must not vouch for attendance.
-    static func status(_ status: CachedBeaconStatus) -> RegisteredBeacon.Status {
+    static func status(_ status: CachedBeaconStatus) -> BeaconStatus {
         switch status {
         case .active: return .active
         case .retired: return .retired

@@ -37,7 +37,7 @@ func fmt(_ v: Double, _ digits: Int = 1) -> String {
 
 let companyUUID = UUID(uuidString: "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34")!
 let site = "S_HQ"
-let fence = SiteGeofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200)
+let fence = Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200)
 let users = 2_000
 let punchesPerUser = 10
 let t0 = Date(timeIntervalSince1970: 1_758_177_312)

@@ -1,15 +1,10 @@
 import AttendanceProtocol
 import Foundation
 
-/// Where a session stands.
-package enum SessionStatus: String, Codable, Hashable, Sendable {
-    /// Present (a check-out younger than the noise threshold still counts as present).
-    case open
-    /// Checked out; presence within the soft-exit grace reopens it.
-    case softExit = "soft_exit"
-    /// Final unless a late event changes history.
-    case closed
-}
+/// Where a session stands: `open` (present; a check-out younger than the noise threshold still
+/// counts as present), `softExit` (checked out; presence within the soft-exit grace reopens it) or
+/// `closed` (final unless a late event changes history). The protocol's wire enum.
+package typealias SessionStatus = SessionState
 
 /// A session as derived from a timeline's events.
 package struct SessionSnapshot: Codable, Hashable, Sendable {

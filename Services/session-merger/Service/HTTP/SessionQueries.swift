@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import Logging
 import PostgresNIO
