@@ -144,87 +144,8 @@ struct SemanticVersionTests {
     }
 }
 
-@Suite("Registry snapshot")
+@Suite("Registry snapshot: the banned prefixes")
 struct RegistrySnapshotTests {
-    @Test func appliesTheChangeFeed() throws {
-        var registry = RegistrySnapshot()
-        let at = World.t0
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .site, entityId: "S_HQ", version: 1, changedAt: at,
-                    payload: [
-                        "geofence": ["latitude": 10.7769, "longitude": 106.7009, "radiusMeters": 200], "name": "HQ",
-                    ])))
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .gate, entityId: "G_MAIN", version: 1, changedAt: at, payload: ["siteId": "S_HQ", "name": "Main"])))
-        // The golden beacon change of the protocol module (site and gate in the payload).
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .beacon, entityId: "B_0003", version: 12, changedAt: at,
-                    payload: [
-                        "gateId": "G_MAIN", "major": 10, "minor": 3, "siteId": "S_HQ", "status": "active", "txPower": -59,
-                        "uuid": "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34",
-                    ])))
-        // A beacon without siteId finds its site through its gate.
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .beacon, entityId: "B_0004", version: 1, changedAt: at,
-                    payload: [
-                        "gateId": "G_MAIN", "major": 10, "minor": 4, "status": "lost", "uuid": "8d4f2a61-3c7b-4e19-a5d0-6b2e9f1c7a34",
-                    ])))
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .device, entityId: "d_1", version: 3, changedAt: at,
-                    payload: [
-                        "userId": "u_1", "status": "revoked", "tokenKeyId": "k1",
-                    ])))
-        #expect(
-            try registry.apply(
-                .upsert(RegistryChange(entityType: .organization, entityId: "O_1", version: 1, changedAt: at, payload: ["name": "x"])))
-                == false)
-
-        #expect(registry.geofence(siteId: "S_HQ") == World.hqFence)
-        #expect(
-            registry.beacon(uuid: World.companyUUID, major: 10, minor: 3)
-                == RegisteredBeacon(beaconId: "B_0003", status: .active, gateId: "G_MAIN", siteId: "S_HQ"))
-        #expect(registry.beacon(uuid: World.companyUUID.lowercased(), major: 10, minor: 4)?.siteId == "S_HQ")
-        #expect(registry.device(id: "d_1") == DeviceBinding(deviceId: "d_1", userId: "u_1", status: .revoked))
-
-        // Moving a beacon to another minor retires its old identity; a tombstone removes it.
-        try registry.apply(
-            .upsert(
-                RegistryChange(
-                    entityType: .beacon, entityId: "B_0003", version: 13, changedAt: at,
-                    payload: [
-                        "gateId": "G_MAIN", "major": 10, "minor": 7, "status": "active", "uuid": .string(World.companyUUID),
-                    ])))
-        #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 3) == nil)
-        #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 7) != nil)
-        try registry.apply(.delete(RegistryKey(entityType: .beacon, entityId: "B_0003")))
-        #expect(registry.beacon(uuid: World.companyUUID, major: 10, minor: 7) == nil)
-        try registry.apply(.delete(RegistryKey(entityType: .device, entityId: "d_1")))
-        #expect(registry.device(id: "d_1") == nil)
-    }
-
-    @Test func malformedPayloadIsAnError() {
-        var registry = RegistrySnapshot()
-        #expect(throws: ProtocolDecodingError.self) {
-            try registry.apply(
-                .upsert(
-                    RegistryChange(
-                        entityType: .beacon, entityId: "B", version: 1, changedAt: World.t0,
-                        payload: [
-                            "major": 1, "minor": 1, "status": "melted", "uuid": .string(World.companyUUID),
-                        ])))
-        }
-    }
-
     @Test func bannedPrefixesIgnoreCaseAndDashes() {
         let registry = RegistrySnapshot()
         #expect(registry.bannedPrefix(of: "e2c56db5-dffb-48d2-b060-d0f5a71096e0") == "E2C56DB5")

@@ -43,12 +43,11 @@ package protocol RegistryView: Sendable {
     func bannedPrefix(of uuid: String) -> String?
 }
 
-/// An in-memory `RegistryView`: a value the service fills from the registry change feed
-/// (`apply(_:)`) or by hand (`upsert...`), and hands to each decision.
+/// An in-memory `RegistryView` filled by hand (`upsert...`): the rules' registry in tests and
+/// benchmarks, and the holder of the banned UUID prefixes. The service reads the registry feed
+/// through `RegistryCacheView` (the feed is parsed in one place, `RegistryCache`).
 ///
-/// A value type: a copy handed to a decision is a consistent snapshot, whatever is applied after.
-/// Keep one copy per consumer and mutate it between decisions (copy-on-write copies the tables
-/// only if a context still holds the old snapshot when the next change is applied).
+/// A value type: a copy handed to a decision is a consistent snapshot, whatever is changed after.
 package struct RegistrySnapshot: RegistryView, Hashable {
     /// Factory-default iBeacon UUID prefixes, the same list as the registry's `BanList`
     /// (Services/beacon-registry/Core/BanList.swift); the feed carries no ban list, so the policy
@@ -153,80 +152,6 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     package mutating func setBannedPrefixes(_ prefixes: [String]) {
         bannedPrefixes = prefixes.map(Self.normalizedHex)
-    }
-
-    // MARK: Change feed
-
-    /// Applies one record of `registry.changes`. Returns whether it concerned the policy (beacons,
-    /// gates, sites, devices, users); other entity types are skipped. Deletions remove the entity.
-    ///
-    /// Payloads are read leniently: only the fields the policy needs, unknown fields ignored.
-    /// beacon `{uuid, major, minor, status, gateId?, siteId?}`, gate `{siteId}`,
-    /// site `{geofence?: {latitude, longitude, radiusMeters}}`, device `{userId, status}`, user `{siteIds}`.
-    @discardableResult
-    package mutating func apply(_ record: RegistryRecord) throws(ProtocolDecodingError) -> Bool {
-        switch record {
-        case .delete(let key):
-            switch key.entityType {
-            case .beacon: removeBeacon(id: key.entityId)
-            case .gate: removeGate(id: key.entityId)
-            case .site: removeSite(id: key.entityId)
-            case .device: removeDevice(id: key.entityId)
-            case .user: removeUser(id: key.entityId)
-            default: return false
-            }
-            return true
-        case .upsert(let change):
-            switch change.entityType {
-            case .beacon:
-                let beacon = try change.decodePayload(as: BeaconPayload.self)
-                guard let uuid = UUID(uuidString: beacon.uuid) else {
-                    throw .invalidValue(path: "payload.uuid", reason: "\"\(beacon.uuid)\" is not a UUID")
-                }
-                upsertBeacon(
-                    id: change.entityId, uuid: uuid, major: beacon.major, minor: beacon.minor, status: beacon.status,
-                    gateId: beacon.gateId, siteId: beacon.siteId
-                )
-            case .gate:
-                upsertGate(id: change.entityId, siteId: try change.decodePayload(as: GatePayload.self).siteId)
-            case .site:
-                upsertSite(id: change.entityId, geofence: try change.decodePayload(as: SitePayload.self).geofence)
-            case .device:
-                let device = try change.decodePayload(as: DevicePayload.self)
-                upsertDevice(DeviceBinding(deviceId: change.entityId, userId: device.userId, status: device.status))
-            case .user:
-                upsertUser(id: change.entityId, siteIds: try change.decodePayload(as: UserPayload.self).siteIds ?? [])
-            default:
-                return false
-            }
-            return true
-        }
-    }
-
-    private struct BeaconPayload: Decodable {
-        var uuid: String
-        var major: Int
-        var minor: Int
-        var status: BeaconStatus
-        var gateId: String?
-        var siteId: String?
-    }
-
-    private struct GatePayload: Decodable {
-        var siteId: String
-    }
-
-    private struct SitePayload: Decodable {
-        var geofence: Geofence?
-    }
-
-    private struct UserPayload: Decodable {
-        var siteIds: [String]?
-    }
-
-    private struct DevicePayload: Decodable {
-        var userId: String
-        var status: DeviceStatus
     }
 
     static func normalizedHex(_ text: String) -> String {
