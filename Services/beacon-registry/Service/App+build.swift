@@ -9,9 +9,6 @@ import Prometheus
 import RegistryFeed
 import ServiceRuntime
 
-/// The registry's default HTTP port (`HTTP_PORT` overrides it).
-package let beaconRegistryDefaultHTTPPort = 8083
-
 /// The registry's HTTP application: health, metrics and request logs from `ServiceApplication`,
 /// then the registry routes (`addRegistryRoutes`).
 package func buildApplication(

@@ -11,8 +11,7 @@ import ServiceRuntime
 /// publisher, the lookup cache, the sightings collector and the HTTP server. Its own settings:
 /// `RegistryConfiguration` and the device token keys.
 package enum BeaconRegistryServer {
-    package static let descriptor = ServiceDescriptor(
-        name: "beacon-registry", defaultHTTPPort: beaconRegistryDefaultHTTPPort, migrations: .registry)
+    package static let descriptor = ServiceDescriptor(name: "beacon-registry", defaultHTTPPort: 8083, migrations: .registry)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(descriptor, RegistryConfiguration.self, environment: env)

@@ -8,9 +8,6 @@ import Prometheus
 import RegistryFeed
 import ServiceRuntime
 
-/// The gateway's default HTTP port (`HTTP_PORT` overrides it).
-package let ingestGatewayDefaultHTTPPort = 8080
-
 /// What the gateway's routes work with.
 package struct GatewayDependencies: Sendable {
     package var pipeline: IngestPipeline

@@ -13,7 +13,7 @@ import ServiceRuntime
 /// registry feed caught up. PostgreSQL is not part of it: without the database only the status and
 /// pending endpoints fail (503), events still flow.
 package enum IngestGatewayServer {
-    package static let descriptor = ServiceDescriptor(name: "ingest-gateway", defaultHTTPPort: ingestGatewayDefaultHTTPPort)
+    package static let descriptor = ServiceDescriptor(name: "ingest-gateway", defaultHTTPPort: 8080)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(descriptor, GatewayConfiguration.self, environment: env)

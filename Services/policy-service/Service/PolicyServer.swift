@@ -6,14 +6,11 @@ import PolicyServiceCore
 import RegistryFeed
 import ServiceRuntime
 
-package let policyServiceDefaultHTTPPort = 8081
-
 /// What `policy-service` runs (`ServiceKit`): its migrations and the stored policies, then the
 /// producer, the broker watch, the registry feed's cache, the raw → vetted pipeline, the policy-book
 /// refresher and policy administration over HTTP. Its own settings: `PolicyServiceConfiguration`.
 package enum PolicyServer {
-    package static let descriptor = ServiceDescriptor(
-        name: "policy-service", defaultHTTPPort: policyServiceDefaultHTTPPort, migrations: .policy)
+    package static let descriptor = ServiceDescriptor(name: "policy-service", defaultHTTPPort: 8081, migrations: .policy)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(descriptor, PolicyServiceConfiguration.self, environment: env)

@@ -5,9 +5,6 @@ import Logging
 import Prometheus
 import ServiceRuntime
 
-/// The merger's default HTTP port (`HTTP_PORT` overrides it).
-package let sessionMergerDefaultHTTPPort = 8082
-
 /// The merger's HTTP application: health, metrics and request logs from `ServiceApplication`, then the
 /// admin routes (`addMergerRoutes`).
 package func buildApplication(

@@ -8,8 +8,7 @@ import ServiceRuntime
 /// registry feed (site shifts for daily attendance), the session-change outbox publisher, the idle
 /// sweep, the consumer pipeline and the admin HTTP server. Its own settings: `SessionMergerConfiguration.load`.
 package enum SessionMergerServer {
-    package static let descriptor = ServiceDescriptor(
-        name: "session-merger", defaultHTTPPort: sessionMergerDefaultHTTPPort, migrations: .merger)
+    package static let descriptor = ServiceDescriptor(name: "session-merger", defaultHTTPPort: 8082, migrations: .merger)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, merger) = try await ServiceKit.start(descriptor, SessionMergerConfiguration.self, environment: env)

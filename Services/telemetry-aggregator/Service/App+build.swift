@@ -5,9 +5,6 @@ import Prometheus
 import ServiceRuntime
 import TelemetryAggregatorCore
 
-/// The aggregator's default HTTP port (`HTTP_PORT` overrides it; deploy/local uses `TELEMETRY_PORT`).
-package let telemetryAggregatorDefaultHTTPPort = 8084
-
 /// The HTTP application: health, metrics and request logs from `ServiceApplication`, then the
 /// read-only telemetry routes (`addTelemetryRoutes`).
 package func buildApplication(

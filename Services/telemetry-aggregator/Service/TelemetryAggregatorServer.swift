@@ -7,8 +7,7 @@ import TelemetryAggregatorCore
 /// the broker watch, the consumer pipeline, the SLO monitor (gauges, pruning) and the HTTP server.
 /// Its own settings: `TelemetryConfiguration.load`.
 package enum TelemetryAggregatorServer {
-    package static let descriptor = ServiceDescriptor(
-        name: "telemetry-aggregator", defaultHTTPPort: telemetryAggregatorDefaultHTTPPort, migrations: .telemetry)
+    package static let descriptor = ServiceDescriptor(name: "telemetry-aggregator", defaultHTTPPort: 8084, migrations: .telemetry)
 
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, telemetry) = try await ServiceKit.start(descriptor, TelemetryConfiguration.self, environment: env)
