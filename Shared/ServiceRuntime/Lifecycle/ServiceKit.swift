@@ -75,7 +75,7 @@ public struct ServiceKit: Sendable {
     /// `settings.schema` (their default schema for settings without one), and ends the process (exit 0)
     /// before the service reads anything else, such as its secrets. A service's queries name no schema:
     /// the pool's search path is that schema, then `public` (`PostgresConfiguration.searchPath`).
-    ///   - arguments: the command line after the executable's name (`Command`).
+    /// `arguments` is the command line after the executable's name (`Command`).
     public static func start<Settings: ServiceSettings>(
         _ service: ServiceDescriptor, _ settingsType: Settings.Type, environment env: EnvironmentReader,
         arguments: [String] = Array(CommandLine.arguments.dropFirst())
