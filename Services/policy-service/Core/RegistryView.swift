@@ -56,14 +56,8 @@ package struct RegistrySnapshot: RegistryView, Hashable {
         "E2C56DB5", "B9407F30", "FDA50693", "F7826DA6", "74278BDA", "00000000", "FFFFFFFF",
     ]
 
-    struct StoredBeacon: Hashable, Sendable {
-        var id: String?
-        var status: BeaconStatus
-        var gateId: String?
-        var siteId: String?
-    }
-
-    private var beacons: [RegistryBeaconKey: StoredBeacon] = [:]
+    /// As upserted: `siteId` is the beacon record's own; a lookup falls back to its gate's site.
+    private var beacons: [RegistryBeaconKey: RegisteredBeacon] = [:]
     private var beaconKeyById: [String: RegistryBeaconKey] = [:]
     private var gateSites: [String: String] = [:]
     private var geofences: [String: Geofence] = [:]
@@ -80,10 +74,10 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     package func beacon(uuid: String, major: Int, minor: Int) -> RegisteredBeacon? {
         guard let parsed = UUIDText.parse(uuid), let key = RegistryBeaconKey(uuid: parsed, major: major, minor: minor),
-            let stored = beacons[key]
+            var beacon = beacons[key]
         else { return nil }
-        let siteId = stored.siteId ?? stored.gateId.flatMap { gateSites[$0] }
-        return RegisteredBeacon(beaconId: stored.id, status: stored.status, gateId: stored.gateId, siteId: siteId)
+        beacon.siteId = beacon.siteId ?? beacon.gateId.flatMap { gateSites[$0] }
+        return beacon
     }
 
     package func geofence(siteId: String) -> Geofence? { geofences[siteId] }
@@ -125,7 +119,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
             if let old = beaconKeyById[id], old != key { beacons[old] = nil }
             beaconKeyById[id] = key
         }
-        beacons[key] = StoredBeacon(id: id, status: status, gateId: gateId, siteId: siteId)
+        beacons[key] = RegisteredBeacon(beaconId: id, status: status, gateId: gateId, siteId: siteId)
     }
 
     package mutating func removeBeacon(id: String) {
@@ -135,7 +129,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     package mutating func removeBeacon(uuid: UUID, major: Int, minor: Int) {
         guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
-        if let id = beacons.removeValue(forKey: key)?.id { beaconKeyById[id] = nil }
+        if let id = beacons.removeValue(forKey: key)?.beaconId { beaconKeyById[id] = nil }
     }
 
     package mutating func upsertGate(id: String, siteId: String) { gateSites[id] = siteId }
