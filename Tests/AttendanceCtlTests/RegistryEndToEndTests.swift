@@ -26,10 +26,7 @@ struct LiveRegistry: Sendable {
 
     static func run(_ body: @escaping @Sendable (LiveRegistry) async throws -> Void) async throws {
         try LocalStack.ensureStarted()
-        var env = ProcessInfo.processInfo.environment
-        env["HTTP_PORT"] = "0"
-        env["HTTP_HOST"] = "127.0.0.1"
-        let configuration = try ServiceConfiguration.load(service: "beacon-registry", defaultHTTPPort: 0, from: EnvironmentReader(env))
+        let configuration = try LocalStack.serviceConfiguration(service: "beacon-registry")
         let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "ctl-test", secret: Array(repeating: 7, count: 32)))
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_ctl") { postgres, _ in
             let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)

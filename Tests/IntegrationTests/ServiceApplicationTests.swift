@@ -14,9 +14,7 @@ import Testing
 struct ServiceApplicationTests {
     @Test func readyWithRealDependenciesAndServesMetricsAndOwnRoutes() async throws {
         try LocalStack.ensureStarted()
-        var env = ProcessInfo.processInfo.environment
-        env["HTTP_PORT"] = "0"
-        let configuration = try ServiceConfiguration.load(service: "test-service", defaultHTTPPort: 0, from: EnvironmentReader(env))
+        let configuration = try LocalStack.serviceConfiguration(service: "test-service")
         let logger = LocalStack.logger
         let registry = PrometheusCollectorRegistry()
         let postgres = configuration.postgres.makeClient(logger: logger)

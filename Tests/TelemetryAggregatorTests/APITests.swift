@@ -147,11 +147,7 @@ struct APITests {
                 prune: nil, logger: TelemetryDB.logger)
             let report = try await monitor.evaluate(now: fixtureNow)
             #expect(report.alerts.allSatisfy { $0.firing })
-            var env = ProcessInfo.processInfo.environment
-            env["HTTP_PORT"] = "0"
-            env["HTTP_HOST"] = "127.0.0.1"
-            let configuration = try ServiceConfiguration.load(
-                service: "telemetry-aggregator", defaultHTTPPort: 0, from: EnvironmentReader(env))
+            let configuration = try LocalStack.serviceConfiguration(service: "telemetry-aggregator")
             let app = buildApplication(
                 configuration: configuration, repository: db.repository, objective: .standard, readiness: [], metrics: registry,
                 logger: TelemetryDB.logger, now: { fixtureNow })

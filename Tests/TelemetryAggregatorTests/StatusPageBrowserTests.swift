@@ -74,11 +74,7 @@ struct StatusPageBrowserTests {
         try await TelemetryDB.run { db in
             let site = "site-\(token())"
             try await seedFastBurn(db, site: site)
-            var env = ProcessInfo.processInfo.environment
-            env["HTTP_PORT"] = "0"
-            env["HTTP_HOST"] = "127.0.0.1"
-            let configuration = try ServiceConfiguration.load(
-                service: "telemetry-aggregator", defaultHTTPPort: 0, from: EnvironmentReader(env))
+            let configuration = try LocalStack.serviceConfiguration(service: "telemetry-aggregator")
             let app = buildApplication(
                 configuration: configuration, repository: db.repository, objective: .standard, readiness: [],
                 metrics: PrometheusCollectorRegistry(), logger: TelemetryDB.logger, now: { fixtureNow })

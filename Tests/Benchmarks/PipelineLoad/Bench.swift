@@ -39,7 +39,7 @@ struct PipelineBench {
     func run() async throws {
         let contract = ContractClient(http: http, gateway: options.gateway, requestTimeout: .seconds(10))
         let phases = options.phases
-        var bare: Double?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: MergerAlone?
+        var bare: Double?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: StorageRun?
         var saturatedCPU: StackCPU.Usage?
 
         if phases.contains(.bare) {
@@ -267,15 +267,19 @@ struct PipelineBench {
     /// pgbench rows/s into `merger.events` itself (the table the merger writes, at its size and with
     /// its indexes; the rows are deleted afterwards) and into an empty copy of it.
     struct PgbenchCeiling {
-        var sameTable: PgbenchRun
+        var sameTable: StorageRun
         /// One client: one transaction at a time, as the merger reading one partition.
-        var singleClient: PgbenchRun
-        var emptyCopy: PgbenchRun
+        var singleClient: StorageRun
+        var emptyCopy: StorageRun
     }
 
-    struct PgbenchRun {
+    /// Rows stored into PostgreSQL by one writer (`owner`: the `application_name` of its
+    /// connections, `pgbench` or `session-merger`), with what it cost.
+    struct StorageRun {
+        var owner: String
         var rowsPerSecond: Double
         var rows: Int
+        /// From the first write until every row was stored.
         var cpu: StackCPU.Usage
         /// PostgreSQL's time per statement meanwhile.
         var statements: [StatementProfile.Counters]
@@ -283,9 +287,10 @@ struct PipelineBench {
         var postgresByOwner: [String: Double]
 
         var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
-        /// Without what the services' connections spent meanwhile.
+        /// Without what other connections spent meanwhile (the telemetry aggregator records the
+        /// merger's verdicts, for one).
         var postgresOwnMicrosecondsPerRow: Double {
-            PostgresCPU.ownMicrosecondsPerRow(cpu: cpu, byOwner: postgresByOwner, own: "pgbench", rows: rows)
+            PostgresCPU.ownMicrosecondsPerRow(cpu: cpu, byOwner: postgresByOwner, own: owner, rows: rows)
         }
 
         func report(_ label: String) {
@@ -323,7 +328,7 @@ struct PipelineBench {
         return PgbenchCeiling(sameTable: sameTable, singleClient: singleClient, emptyCopy: emptyCopy)
     }
 
-    private func pgbench(into table: String, tag: String, clients: Int) async throws -> PgbenchRun {
+    private func pgbench(into table: String, tag: String, clients: Int) async throws -> StorageRun {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("merger-batch-\(UUID().uuidString).sql")
         // One transaction of `mergerBatch` rows shaped like the merger's: 64 hex digits of key spread
         // over the whole primary key (as SHA-256 keys are), timestamps, a JSON envelope of the stored
@@ -374,36 +379,18 @@ struct PipelineBench {
             let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
             let tps = Double(line.dropFirst(6).prefix { $0 != " " })
         else { throw LoadError("pgbench failed:\n\(output)") }
-        return PgbenchRun(
-            rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu,
+        return StorageRun(
+            owner: "pgbench", rowsPerSecond: tps * Double(options.mergerBatch), rows: perClient * clients * options.mergerBatch, cpu: cpu,
             statements: statements, postgresByOwner: backends)
     }
 
     // MARK: The merger alone
 
-    struct MergerAlone {
-        var rowsPerSecond: Double
-        var rows: Int
-        /// From the first produce until every row was stored.
-        var cpu: StackCPU.Usage
-        /// PostgreSQL's time per statement meanwhile.
-        var statements: [StatementProfile.Counters]
-        /// PostgreSQL's CPU seconds by whose backend spent them.
-        var postgresByOwner: [String: Double]
-
-        var postgresMicrosecondsPerRow: Double { cpu.seconds(of: .postgres, perUnit: rows) * 1e6 }
-        /// Without what the other services' connections spent meanwhile (the telemetry aggregator
-        /// records the merger's verdicts).
-        var postgresOwnMicrosecondsPerRow: Double {
-            PostgresCPU.ownMicrosecondsPerRow(cpu: cpu, byOwner: postgresByOwner, own: "session-merger", rows: rows)
-        }
-    }
-
-    private func mergerAlone() async throws -> MergerAlone {
+    private func mergerAlone() async throws -> StorageRun {
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
                 client: KafkaConfiguration(bootstrapServers: options.brokers, clientId: "pipeline-bench")), logger: logger)
-        return try await withThrowingTaskGroup(of: MergerAlone?.self) { group in
+        return try await withThrowingTaskGroup(of: StorageRun?.self) { group in
             group.addTask {
                 try await producer.run(); return nil
             }
@@ -473,8 +460,9 @@ struct PipelineBench {
                     guard stored == options.mergerEvents else {
                         throw LoadError("the merger stored \(stored) of \(options.mergerEvents) rows")
                     }
-                    return MergerAlone(
-                        rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu, statements: statements, postgresByOwner: backends)
+                    return StorageRun(
+                        owner: "session-merger", rowsPerSecond: Double(stored) / elapsed, rows: stored, cpu: cpu, statements: statements,
+                        postgresByOwner: backends)
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }

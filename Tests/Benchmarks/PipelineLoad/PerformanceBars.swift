@@ -12,7 +12,7 @@ enum PerformanceBars {
 
     static func bars(
         saturated: (PipelineBench.LoopResult, StackCPU.Usage?)?, bare: Double?, half: PipelineBench.Latency?,
-        merger: PipelineBench.MergerAlone?, pgbench: PipelineBench.PgbenchRun?
+        merger: PipelineBench.StorageRun?, pgbench: PipelineBench.StorageRun?
     ) -> [Bar] {
         var bars: [Bar] = []
         if let merger, let pgbench, pgbench.rowsPerSecond > 0 {
@@ -63,7 +63,7 @@ enum PerformanceBars {
 
     static func lines(
         saturated: (PipelineBench.LoopResult, StackCPU.Usage?)?, bare: Double?, half: PipelineBench.Latency?,
-        merger: PipelineBench.MergerAlone?, pgbench: PipelineBench.PgbenchRun?
+        merger: PipelineBench.StorageRun?, pgbench: PipelineBench.StorageRun?
     ) -> [String] {
         let bars = bars(saturated: saturated, bare: bare, half: half, merger: merger, pgbench: pgbench)
         guard !bars.isEmpty else { return [] }

@@ -42,61 +42,43 @@ struct Verify: AsyncParsableCommand {
         guard devices > 0, rate > 0, duration > 0 else { throw ValidationError("--devices, --rate and --duration must be positive") }
         var logger = Logger(label: "pipeline-load")
         logger.logLevel = .warning
-        let env = EnvironmentReader()
-        let signer = try DeviceTokenSigner.load(from: env)
-        var settings = try PostgresConfiguration.load(from: env)
-        settings.searchPath = try RegistrySchema.searchPath(from: env)
-        let postgres = settings.makeClient(logger: logger)
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
-        do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await postgres.run() }
-                defer { group.cancelAll() }
-                print("enrolling \(devices) devices through the registry…")
-                let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
-                try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
-                let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-                guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
-                print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
-                let run = LoadRun(
-                    options: .init(
-                        gateways: gateways, devices: devices, rate: rate, duration: .seconds(duration),
-                        drainTimeout: .seconds(drainTimeout), requestTimeout: .seconds(requestTimeout)
-                    ),
-                    fleet: fleet,
-                    client: ContractClient(http: http, gateways: gateways, requestTimeout: .seconds(Int64(requestTimeout))),
-                    postgres: postgres, logger: logger
-                )
-                let result = try await run.run()
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                let json = String(decoding: try encoder.encode(result), as: UTF8.self)
-                print(json)
-                if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
+        try await EnrolledLoad.run(devices: devices, connectionsPerGateway: 64, applicationName: nil, logger: logger) {
+            fleet, http, postgres in
+            let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
+            print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
+            let run = LoadRun(
+                options: .init(
+                    gateways: gateways, devices: devices, rate: rate, duration: .seconds(duration),
+                    drainTimeout: .seconds(drainTimeout), requestTimeout: .seconds(requestTimeout)
+                ),
+                fleet: fleet,
+                client: ContractClient(http: http, gateways: gateways, requestTimeout: .seconds(Int64(requestTimeout))),
+                postgres: postgres, logger: logger
+            )
+            let result = try await run.run()
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            let json = String(decoding: try encoder.encode(result), as: UTF8.self)
+            print(json)
+            if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
+            print(
+                "sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
+                    + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
+                    + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
+            for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
                 print(
-                    "sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
-                        + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
-                        + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
-                for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
-                    print(
-                        "gateway \(name): \(figures.devicesHomed) devices, \(figures.eventsAsked) events asked first, "
-                            + "\(figures.acceptedOnFirstAttempt) accepted on the first attempt, \(figures.finalAnswers) final answers given"
-                    )
-                }
-                let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
-                if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
-                    + result.sessionMismatches + silentGateways > 0
-                {
-                    throw ExitCode(1)
-                }
+                    "gateway \(name): \(figures.devicesHomed) devices, \(figures.eventsAsked) events asked first, "
+                        + "\(figures.acceptedOnFirstAttempt) accepted on the first attempt, \(figures.finalAnswers) final answers given"
+                )
             }
-        } catch {
-            try? await http.shutdown()
-            throw error
+            let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
+            if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
+                + result.sessionMismatches + silentGateways > 0
+            {
+                throw ExitCode(1)
+            }
         }
-        try await http.shutdown()
     }
 }
 
@@ -131,17 +113,40 @@ struct Bench: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "pipeline-bench")
         logger.logLevel = .warning
+        let brokers = EnvironmentReader().string("KAFKA_BROKERS", default: "127.0.0.1:19092")
+        // Its own backends' CPU is not counted as the merger's or pgbench's (`PostgresCPU`).
+        try await EnrolledLoad.run(
+            devices: devices, connectionsPerGateway: concurrency, applicationName: "pipeline-bench", logger: logger
+        ) { fleet, http, postgres in
+            let bench = PipelineBench(
+                options: .init(
+                    gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents,
+                    brokers: brokers, phases: try parsedPhases(), halfRate: halfRate),
+                fleet: fleet, http: http, postgres: postgres, logger: logger
+            )
+            try await bench.run()
+        }
+    }
+}
+
+/// What both subcommands start from: the registry's PostgreSQL (its search path) and an HTTP client
+/// with `connectionsPerGateway` connections per gateway, `devices` enrolled through the registry and
+/// published on its feed; then `body`. The client is shut down whatever `body` does.
+enum EnrolledLoad {
+    static func run(
+        devices: Int, connectionsPerGateway: Int, applicationName: String?, logger: Logger,
+        _ body: (LoadFleet, HTTPClient, PostgresClient) async throws -> Void
+    ) async throws {
         let env = EnvironmentReader()
         let signer = try DeviceTokenSigner.load(from: env)
-        let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
         var settings = try PostgresConfiguration.load(from: env)
         settings.searchPath = try RegistrySchema.searchPath(from: env)
-        // Its own backends' CPU is not counted as the merger's or pgbench's (`PostgresCPU`).
-        settings.applicationName = "pipeline-bench"
+        if let applicationName { settings.applicationName = applicationName }
         let postgres = settings.makeClient(logger: logger)
         let http = HTTPClient(
             eventLoopGroupProvider: .singleton,
-            configuration: .init(connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)))
+            configuration: .init(
+                connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerGateway)))
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await postgres.run() }
@@ -149,13 +154,7 @@ struct Bench: AsyncParsableCommand {
                 print("enrolling \(devices) devices through the registry…")
                 let fleet = try await LoadFleet.enroll(devices: devices, client: postgres, signer: signer, logger: logger)
                 try await LoadFleet.waitUntilPublished(client: postgres, logger: logger)
-                let bench = PipelineBench(
-                    options: .init(
-                        gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents,
-                        brokers: brokers, phases: try parsedPhases(), halfRate: halfRate),
-                    fleet: fleet, http: http, postgres: postgres, logger: logger
-                )
-                try await bench.run()
+                try await body(fleet, http, postgres)
             }
         } catch {
             try? await http.shutdown()

@@ -10,20 +10,12 @@
 // polled batch rather than per decision (PolicyAdminTests/SpentNonceTests prints its cost).
 
 import AttendanceProtocol
+import Dispatch
 import Foundation
 import PolicyServiceCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-func monotonicNanos() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
+/// A monotonic clock reading in nanoseconds.
+func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
 func out(_ key: String, _ value: Any) { print("\(key)=\(value)") }
 

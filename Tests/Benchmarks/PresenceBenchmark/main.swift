@@ -5,6 +5,7 @@
 //   >= 1,000,000 RSSI samples/s through smoothing + state machine on one core,
 //   <= 2 KiB per tracked device state (outbox excluded).
 
+import Dispatch
 import PresenceKit
 
 #if canImport(Glibc)
@@ -15,11 +16,8 @@ import Darwin
 
 // MARK: Helpers
 
-func monotonicNanos() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
+/// A monotonic clock reading in nanoseconds.
+func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
 /// Resident set size of this process in bytes (Linux `/proc/self/statm`, second field, in pages).
 func residentBytes() -> Int {

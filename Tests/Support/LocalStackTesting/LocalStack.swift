@@ -58,6 +58,15 @@ public enum LocalStack {
         get throws { try PostgresConfiguration.load(from: EnvironmentReader()) }
     }
 
+    /// A service's shared configuration for a server a test starts in process: the stack's
+    /// environment (database, broker), listening on 127.0.0.1 at a port the system picks.
+    public static func serviceConfiguration(service: String) throws -> ServiceConfiguration {
+        var env = ProcessInfo.processInfo.environment
+        env["HTTP_PORT"] = "0"
+        env["HTTP_HOST"] = "127.0.0.1"
+        return try ServiceConfiguration.load(service: service, defaultHTTPPort: 0, from: EnvironmentReader(env))
+    }
+
     public static let logger = logger(label: "integration")
 
     /// A logger for tests: warnings and worse only.
