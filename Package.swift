@@ -24,6 +24,12 @@ let productLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld"], .when(platforms: [.linux])),
 ]
 
+// A service's or tool's executable: `Services/<name>/Main`, a `main.swift` over the targets that
+// hold its code.
+func serviceExecutable(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(name: name, dependencies: dependencies, path: "Services/\(name)/Main")
+}
+
 // The dependencies' products the targets use, each named once.
 extension Target.Dependency {
     static let argumentParser: Self = .product(name: "ArgumentParser", package: "swift-argument-parser")
@@ -181,11 +187,7 @@ let package = Package(
             ],
             path: "Services/attendancectl/Commands"
         ),
-        .executableTarget(
-            name: "attendancectl",
-            dependencies: ["AttendanceCtlCommands"],
-            path: "Services/attendancectl/Main"
-        ),
+        serviceExecutable("attendancectl", ["AttendanceCtlCommands"]),
 
         // Beacon registry admin REST service.
         .target(
@@ -207,11 +209,7 @@ let package = Package(
             path: "Services/beacon-registry/Service",
             resources: [.copy("Resources")]
         ),
-        .executableTarget(
-            name: "beacon-registry",
-            dependencies: ["BeaconRegistryService"],
-            path: "Services/beacon-registry/Main"
-        ),
+        serviceExecutable("beacon-registry", ["BeaconRegistryService"]),
         // Ingest gateway: idempotency, per-device token bucket, key derivation, pure.
         .target(
             name: "IngestGatewayCore",
@@ -238,11 +236,7 @@ let package = Package(
             path: "Services/ingest-gateway/Service",
             resources: [.copy("Resources")]
         ),
-        .executableTarget(
-            name: "ingest-gateway",
-            dependencies: ["IngestGatewayService", "ServiceRuntime"],
-            path: "Services/ingest-gateway/Main"
-        ),
+        serviceExecutable("ingest-gateway", ["IngestGatewayService", "ServiceRuntime"]),
         // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
         .target(
             name: "SessionMergerCore",
@@ -273,11 +267,7 @@ let package = Package(
             exclude: ["README.md"],
             resources: [.copy("Migrations"), .copy("Resources")]
         ),
-        .executableTarget(
-            name: "session-merger",
-            dependencies: ["SessionMergerService", "ServiceRuntime"],
-            path: "Services/session-merger/Main"
-        ),
+        serviceExecutable("session-merger", ["SessionMergerService", "ServiceRuntime"]),
         // Policy / anti-fraud rule engine, pure.
         .target(
             name: "PolicyServiceCore",
@@ -305,11 +295,7 @@ let package = Package(
             path: "Services/policy-service/Service",
             resources: [.copy("Migrations"), .copy("Resources")]
         ),
-        .executableTarget(
-            name: "policy-service",
-            dependencies: ["PolicyService", "ServiceRuntime"],
-            path: "Services/policy-service/Main"
-        ),
+        serviceExecutable("policy-service", ["PolicyService", "ServiceRuntime"]),
 
         // Telemetry aggregator: histograms, minute rollups, SLO / error budget / burn rates, pure.
         .target(
@@ -335,11 +321,7 @@ let package = Package(
             path: "Services/telemetry-aggregator/Service",
             resources: [.copy("Migrations"), .copy("Resources")]
         ),
-        .executableTarget(
-            name: "telemetry-aggregator",
-            dependencies: ["TelemetryAggregatorService", "ServiceRuntime"],
-            path: "Services/telemetry-aggregator/Main"
-        ),
+        serviceExecutable("telemetry-aggregator", ["TelemetryAggregatorService", "ServiceRuntime"]),
         // Fleet simulator: world model, people, ground truth, scoring, reports, trace
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
         .target(
@@ -364,11 +346,7 @@ let package = Package(
             ],
             path: "Services/fleet-simulator/Service"
         ),
-        .executableTarget(
-            name: "fleet-simulator",
-            dependencies: ["FleetSimulatorService"],
-            path: "Services/fleet-simulator/Main"
-        ),
+        serviceExecutable("fleet-simulator", ["FleetSimulatorService"]),
 
         // MARK: Benchmarks (release builds; `make bench`)
 
