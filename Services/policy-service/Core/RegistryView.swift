@@ -49,12 +49,8 @@ package protocol RegistryView: Sendable {
 ///
 /// A value type: a copy handed to a decision is a consistent snapshot, whatever is changed after.
 package struct RegistrySnapshot: RegistryView, Hashable {
-    /// Factory-default iBeacon UUID prefixes, the same list as the registry's `BanList`
-    /// (Services/beacon-registry/Core/BanList.swift); the feed carries no ban list, so the policy
-    /// starts from this copy. Replace it with `bannedPrefixes` if the registry's list changes.
-    package static let defaultBannedPrefixes: [String] = [
-        "E2C56DB5", "B9407F30", "FDA50693", "F7826DA6", "74278BDA", "00000000", "FFFFFFFF",
-    ]
+    /// The factory-default iBeacon UUID prefixes (`BanList`); the feed carries no ban list.
+    package static let defaultBannedPrefixes = BanList.entries.map(\.prefix)
 
     /// As upserted: `siteId` is the beacon record's own; a lookup falls back to its gate's site.
     private var beacons: [RegistryBeaconKey: RegisteredBeacon] = [:]

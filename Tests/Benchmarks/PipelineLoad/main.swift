@@ -42,10 +42,10 @@ struct Verify: AsyncParsableCommand {
         guard devices > 0, rate > 0, duration > 0 else { throw ValidationError("--devices, --rate and --duration must be positive") }
         var logger = Logger(label: "pipeline-load")
         logger.logLevel = .warning
+        let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
         try await EnrolledLoad.run(devices: devices, connectionsPerGateway: 64, applicationName: nil, logger: logger) {
             fleet, http, postgres in
-            let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
             print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
             let run = LoadRun(
                 options: .init(
@@ -114,6 +114,7 @@ struct Bench: AsyncParsableCommand {
         var logger = Logger(label: "pipeline-bench")
         logger.logLevel = .warning
         let brokers = EnvironmentReader().string("KAFKA_BROKERS", default: "127.0.0.1:19092")
+        let phases = try parsedPhases()
         // Its own backends' CPU is not counted as the merger's or pgbench's (`PostgresCPU`).
         try await EnrolledLoad.run(
             devices: devices, connectionsPerGateway: concurrency, applicationName: "pipeline-bench", logger: logger
@@ -121,7 +122,7 @@ struct Bench: AsyncParsableCommand {
             let bench = PipelineBench(
                 options: .init(
                     gateway: gateway, concurrency: concurrency, seconds: seconds, mergerBatch: mergerBatch, mergerEvents: mergerEvents,
-                    brokers: brokers, phases: try parsedPhases(), halfRate: halfRate),
+                    brokers: brokers, phases: phases, halfRate: halfRate),
                 fleet: fleet, http: http, postgres: postgres, logger: logger
             )
             try await bench.run()

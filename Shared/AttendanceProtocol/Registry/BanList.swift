@@ -1,13 +1,18 @@
 import Foundation
 
 /// A UUID refused because its prefix is a vendor's factory default.
-package struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
+public struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The eight upper-case hex digits that matched, e.g. `E2C56DB5`.
-    package var prefix: String
+    public var prefix: String
     /// Who ships it, in words: "Apple AirLocate sample", "Estimote", ...
-    package var vendor: String
+    public var vendor: String
 
-    package var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
+    public init(prefix: String, vendor: String) {
+        self.prefix = prefix
+        self.vendor = vendor
+    }
+
+    public var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
 }
 
 /// Factory-default iBeacon UUID prefixes.
@@ -15,10 +20,10 @@ package struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible 
 /// A beacon still broadcasting one of these was never configured: every unconfigured beacon of the
 /// same vendor (thousands of strangers' beacons) shares it, so attendance keyed on it could be
 /// triggered by any of them. The registry refuses to register such a UUID, and the shard pool never
-/// contains one. The same list is mirrored in SQL (`registry.is_banned_uuid`) so the database refuses
-/// it too.
-package enum BanList {
-    package static let entries: [BannedUUID] = [
+/// contains one. The same list is mirrored in SQL (`registry.is_banned_uuid`) so the registry's
+/// database refuses it too; the policy's `beacon_validity` rule refuses events naming one.
+public enum BanList {
+    public static let entries: [BannedUUID] = [
         BannedUUID(prefix: "E2C56DB5", vendor: "Apple AirLocate sample"),
         BannedUUID(prefix: "B9407F30", vendor: "Estimote"),
         BannedUUID(prefix: "FDA50693", vendor: "generic Chinese bulk"),
@@ -32,13 +37,13 @@ package enum BanList {
 
     /// The ban entry matching `uuid`, or `nil` when it is allowed. Case-insensitive; dashes are
     /// ignored, so `e2c56db5-dffb-...` and `E2C56DB5DFFB...` are both found.
-    package static func check(_ uuid: String) -> BannedUUID? {
+    public static func check(_ uuid: String) -> BannedUUID? {
         let hex = uuid.unicodeScalars.lazy.filter { $0 != "-" }.prefix(8)
         guard hex.count == 8 else { return nil }
         return byPrefix[String(String.UnicodeScalarView(hex)).uppercased()]
     }
 
-    package static func check(_ uuid: UUID) -> BannedUUID? {
+    public static func check(_ uuid: UUID) -> BannedUUID? {
         check(uuid.uuidString)
     }
 }
