@@ -1,7 +1,7 @@
-import AttendanceProtocol
 import Foundation
 import Testing
 
+@testable import AttendanceProtocol
 @testable import BeaconRegistryCore
 
 @Suite("DX-Smart CP28 provisioning plan")

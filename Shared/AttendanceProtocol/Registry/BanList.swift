@@ -7,11 +7,6 @@ public struct BannedUUID: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Who ships it, in words: "Apple AirLocate sample", "Estimote", ...
     public var vendor: String
 
-    public init(prefix: String, vendor: String) {
-        self.prefix = prefix
-        self.vendor = vendor
-    }
-
     public var description: String { "UUID prefix \(prefix) is the \(vendor) factory default" }
 }
 

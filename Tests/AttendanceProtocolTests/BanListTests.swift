@@ -1,8 +1,7 @@
-import AttendanceProtocol
 import Foundation
 import Testing
 
-@testable import BeaconRegistryCore
+@testable import AttendanceProtocol
 
 @Suite("Ban list of factory-default UUID prefixes")
 struct BanListTests {
