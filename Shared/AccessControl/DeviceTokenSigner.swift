@@ -12,14 +12,6 @@ public struct DeviceClaims: Hashable, Sendable, Codable {
     public var expiresAt: Date
     /// The signing key, so keys can rotate while older tokens stay valid.
     public var keyId: String
-
-    public init(deviceId: String, userId: String, issuedAt: Date, expiresAt: Date, keyId: String) {
-        self.deviceId = deviceId
-        self.userId = userId
-        self.issuedAt = issuedAt
-        self.expiresAt = expiresAt
-        self.keyId = keyId
-    }
 }
 
 /// Why a token was refused.

@@ -227,11 +227,6 @@ public struct ConfigIssue: Sendable, Hashable, CustomStringConvertible {
     public var key: String
     public var message: String
 
-    public init(key: String, message: String) {
-        self.key = key
-        self.message = message
-    }
-
     public var description: String { "\(key): \(message)" }
 }
 

@@ -98,11 +98,6 @@ public struct UserNotification: Sendable, Hashable, Codable {
 
     public var kind: Kind
     public var message: String
-
-    public init(kind: Kind, message: String) {
-        self.kind = kind
-        self.message = message
-    }
 }
 
 /// Why an attendance event was produced (sent as `reason`).
@@ -201,10 +196,4 @@ public struct PresenceSnapshot: Sendable, Hashable, Codable {
     public var session: SessionCheckpoint?
     public var insideSiteIds: [String]
     public var savedAt: Timestamp
-
-    public init(session: SessionCheckpoint?, insideSiteIds: [String], savedAt: Timestamp) {
-        self.session = session
-        self.insideSiteIds = insideSiteIds
-        self.savedAt = savedAt
-    }
 }

@@ -5,11 +5,6 @@ import Foundation
 public struct RegistryReply<Value: Sendable>: Sendable {
     public var value: Value
     public var json: Data
-
-    public init(value: Value, json: Data) {
-        self.value = value
-        self.json = json
-    }
 }
 
 /// A client of the beacon registry's REST API (the registry's OpenAPI document): one method

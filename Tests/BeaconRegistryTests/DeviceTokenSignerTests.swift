@@ -1,9 +1,10 @@
-import AccessControl
 import AttendanceProtocol
 import BeaconRegistryCore
 import Foundation
 import ServiceRuntime
 import Testing
+
+@testable import AccessControl
 
 @Suite("Device tokens verified without the database")
 struct DeviceTokenSignerTests {

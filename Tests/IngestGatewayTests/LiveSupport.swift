@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import IngestGatewayCore
-import IngestGatewayService
 import KafkaClient
 import LocalStackTesting
 import Logging
@@ -14,6 +13,8 @@ import ServiceRuntime
 import SessionMergerService
 import Synchronization
 import Testing
+
+@testable import IngestGatewayService
 
 /// The session merger's tables, built by its own migrations in a schema of the tests' own (the
 /// gateway only reads them): the database may also hold the merger's real schema, which these tests

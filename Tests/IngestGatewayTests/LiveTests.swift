@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import IngestGatewayCore
-import IngestGatewayService
 import KafkaClient
 import LocalStackTesting
 import PostgresNIO
@@ -12,6 +11,8 @@ import RegistryFeed
 import ServiceRuntime
 import Synchronization
 import Testing
+
+@testable import IngestGatewayService
 
 /// The gateway against the real broker and PostgreSQL, with a fake policy+merger on the raw topic.
 @Suite("Gateway on the real broker and PostgreSQL", .serialized)

@@ -3,8 +3,9 @@ import KafkaClient
 import LocalStackTesting
 import Logging
 import PostgresNIO
-import ServiceRuntime
 import Testing
+
+@testable import ServiceRuntime
 
 @Suite("Service runtime on the local PostgreSQL and broker", .serialized, .timeLimit(.minutes(2)))
 struct PostgresIntegrationTests {

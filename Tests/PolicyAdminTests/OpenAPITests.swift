@@ -3,10 +3,11 @@ import AttendanceProtocol
 import Foundation
 import Hummingbird
 import LocalStackTesting
-import PolicyService
 import PolicyServiceCore
 import ServiceRuntime
 import Testing
+
+@testable import PolicyService
 
 /// The document kept beside the code (`Service/Resources/openapi.yaml`) lists exactly the routes
 /// the policy service serves; schemathesis checks it against the running service in `make test`.

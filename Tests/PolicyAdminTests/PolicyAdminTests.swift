@@ -6,12 +6,13 @@ import HummingbirdTesting
 import LocalStackTesting
 import Logging
 import NIOCore
-import PolicyService
 import PolicyServiceCore
 import PostgresNIO
 import ServiceRuntime
 import Synchronization
 import Testing
+
+@testable import PolicyService
 
 /// Admin keys without the registry: the middleware and the PostgreSQL verifier are tested with the
 /// registry; here only the roles matter.

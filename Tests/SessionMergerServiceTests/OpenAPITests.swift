@@ -4,8 +4,9 @@ import Foundation
 import LocalStackTesting
 import RegistryFeed
 import ServiceRuntime
-import SessionMergerService
 import Testing
+
+@testable import SessionMergerService
 
 extension SessionMergerServiceTests {
     /// The document kept beside the code (`Service/Resources/openapi.yaml`) lists exactly the routes

@@ -31,12 +31,6 @@ package struct DeviceResult: Sendable {
     /// Telemetry records the server took, and those still pending at the end.
     package var telemetryUploaded = 0
     package var telemetryPending = 0
-
-    package init(person: Int, userId: String, deviceId: String) {
-        self.person = person
-        self.userId = userId
-        self.deviceId = deviceId
-    }
 }
 
 /// Waits for the wall clock in runs against the real stack (the simulation's time never ahead of it).

@@ -156,23 +156,39 @@ package struct SweepFigures: Sendable, Encodable {
     package var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
     package var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
 
+    /// The counts that add up when worlds are pooled: each with its JSON key, where it is kept, and where
+    /// a world's `Score` has it.
+    typealias Count = (
+        key: CodingKeys, figure: any WritableKeyPath<SweepFigures, Int> & Sendable, score: any KeyPath<Score, Int> & Sendable
+    )
+    static let counts: [Count] = [
+        (.arrivals, \.arrivals, \.arrivals), (.matchedArrivals, \.matchedArrivals, \.matchedArrivals),
+        (.checkIns, \.checkIns, \.checkIns), (.falseCheckIns, \.falseCheckIns, \.falseCheckIns),
+        (.repeatedCheckIns, \.repeatedCheckIns, \.repeatedCheckIns), (.falseCheckOuts, \.falseCheckOuts, \.falseCheckOuts),
+        (.departures, \.departures, \.departures), (.accurateCheckOuts, \.accurateCheckOuts, \.accurateCheckOuts),
+        (.rightGateCheckIns, \.rightGateCheckIns, \.rightGateCheckIns),
+    ]
+
     /// One world's figures.
     init(_ s: Score) {
         worlds = 1
-        arrivals = s.arrivals
-        matchedArrivals = s.matchedArrivals
-        checkIns = s.checkIns
-        falseCheckIns = s.falseCheckIns
-        repeatedCheckIns = s.repeatedCheckIns
+        for count in Self.counts { self[keyPath: count.figure] = s[keyPath: count.score] }
         falseCheckInsByKind = s.falseCheckInsByKind
-        falseCheckOuts = s.falseCheckOuts
-        departures = s.departures
-        accurateCheckOuts = s.accurateCheckOuts
-        rightGateCheckIns = s.rightGateCheckIns
         missedSample = Array(s.missedArrivalsSample.prefix(5))
         falseSample = Array(s.falseCheckInsSample.prefix(5))
         latencies = s.detectionLatencies
         detectionLatencySeconds = s.detectionLatencySeconds
+    }
+
+    /// Adds another set of worlds to these.
+    mutating func merge(_ other: SweepFigures) {
+        worlds += other.worlds
+        for count in Self.counts { self[keyPath: count.figure] += other[keyPath: count.figure] }
+        for (k, v) in other.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
+        missedSample = Array((missedSample + other.missedSample).prefix(20))
+        falseSample = Array((falseSample + other.falseSample).prefix(20))
+        latencies += other.latencies
+        detectionLatencySeconds = Percentiles(latencies)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -184,21 +200,13 @@ package struct SweepFigures: Sendable, Encodable {
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(worlds, forKey: .worlds)
-        try c.encode(arrivals, forKey: .arrivals)
-        try c.encode(matchedArrivals, forKey: .matchedArrivals)
-        try c.encode(checkIns, forKey: .checkIns)
-        try c.encode(falseCheckIns, forKey: .falseCheckIns)
-        try c.encode(repeatedCheckIns, forKey: .repeatedCheckIns)
+        for count in Self.counts { try c.encode(self[keyPath: count.figure], forKey: count.key) }
         try c.encode(falseCheckInsByKind, forKey: .falseCheckInsByKind)
-        try c.encode(falseCheckOuts, forKey: .falseCheckOuts)
-        try c.encode(departures, forKey: .departures)
-        try c.encode(accurateCheckOuts, forKey: .accurateCheckOuts)
-        try c.encode(rightGateCheckIns, forKey: .rightGateCheckIns)
         try c.encode(detectionLatencySeconds, forKey: .detectionLatencySeconds)
-        try c.encode(recall, forKey: .recall)
-        try c.encode(precision, forKey: .precision)
-        try c.encode(checkOutAccuracy, forKey: .checkOutAccuracy)
-        try c.encode(rightGateShare, forKey: .rightGateShare)
+        let ratios: [(CodingKeys, Double)] = [
+            (.recall, recall), (.precision, precision), (.checkOutAccuracy, checkOutAccuracy), (.rightGateShare, rightGateShare),
+        ]
+        for (key, value) in ratios { try c.encode(value, forKey: key) }
         try c.encode(missedSample, forKey: .missedSample)
         try c.encode(falseSample, forKey: .falseSample)
     }
@@ -363,26 +371,6 @@ package struct SweepReport: Sendable, Encodable {
         try encoder.encode(self).write(to: URL(fileURLWithPath: json))
         try Data(SweepHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
         return (json, html)
-    }
-}
-
-extension SweepFigures {
-    mutating func merge(_ other: SweepFigures) {
-        worlds += other.worlds
-        arrivals += other.arrivals
-        matchedArrivals += other.matchedArrivals
-        checkIns += other.checkIns
-        falseCheckIns += other.falseCheckIns
-        repeatedCheckIns += other.repeatedCheckIns
-        for (k, v) in other.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
-        falseCheckOuts += other.falseCheckOuts
-        departures += other.departures
-        accurateCheckOuts += other.accurateCheckOuts
-        rightGateCheckIns += other.rightGateCheckIns
-        missedSample = Array((missedSample + other.missedSample).prefix(20))
-        falseSample = Array((falseSample + other.falseSample).prefix(20))
-        latencies += other.latencies
-        detectionLatencySeconds = Percentiles(latencies)
     }
 }
 

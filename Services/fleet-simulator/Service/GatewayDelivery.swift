@@ -49,13 +49,6 @@ package struct GatewayDelivery: DeliveryDriver {
     /// Bounds the end-of-run sync (no background budget then) in wall time.
     package var finalSyncWall: Duration = .seconds(180)
 
-    package init(http: HTTPClient, gateway: String, tokens: [String: String], clock: VirtualClock) {
-        self.http = http
-        self.gateway = gateway
-        self.tokens = tokens
-        self.clock = clock
-    }
-
     package func drain(
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,
         random: inout SimulationRandom, attempts: inout AttemptLog

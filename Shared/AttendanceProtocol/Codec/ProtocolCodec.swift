@@ -141,10 +141,4 @@ public struct TopicRecord: Hashable, Sendable {
     public var topic: Topic
     public var key: String
     public var value: [UInt8]?
-
-    public init(topic: Topic, key: String, value: [UInt8]?) {
-        self.topic = topic
-        self.key = key
-        self.value = value
-    }
 }

@@ -69,11 +69,6 @@ public struct ProtocolEncodingError: Error, Hashable, Sendable, CustomStringConv
     public var path: String
     public var reason: String
 
-    public init(path: String, reason: String) {
-        self.path = path
-        self.reason = reason
-    }
-
     public var description: String {
         "cannot encode field '\(CodingPath.display(path))': \(reason)"
     }

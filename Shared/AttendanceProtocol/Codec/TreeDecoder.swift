@@ -230,11 +230,6 @@ private struct TreeUnkeyedContainer: UnkeyedDecodingContainer {
     let codingPath: [any CodingKey]
     var currentIndex = 0
 
-    init(items: [JSONNode], codingPath: [any CodingKey]) {
-        self.items = items
-        self.codingPath = codingPath
-    }
-
     var count: Int? { items.count }
     var isAtEnd: Bool { currentIndex >= items.count }
 

@@ -75,14 +75,10 @@ public struct ProblemType: Hashable, Sendable {
     public let title: String
     public let status: Int
 
-    public init(uri: String, title: String, status: Int) {
-        self.uri = uri
+    private init(_ name: String, _ title: String, _ status: Int) {
+        uri = "urn:problem:attendance:\(name)"
         self.title = title
         self.status = status
-    }
-
-    private init(_ name: String, _ title: String, _ status: Int) {
-        self.init(uri: "urn:problem:attendance:\(name)", title: title, status: status)
     }
 
     public static let validation = ProblemType("validation", "The request is not valid", 400)

@@ -67,11 +67,6 @@ struct FieldValidator {
     let limits: ValidationLimits
     private(set) var errors: [FieldError] = []
 
-    init(now: Date, limits: ValidationLimits) {
-        self.now = now
-        self.limits = limits
-    }
-
     mutating func fail(_ field: String, _ reason: String) {
         errors.append(FieldError(field: field, reason: reason))
     }

@@ -53,13 +53,8 @@ public struct KafkaReadinessCheck: ReadinessCheck {
 /// `/health/live` answers while the process serves HTTP; `/health/ready` only when every
 /// dependency answers, so an orchestrator routes traffic only to instances that can work.
 public struct HealthController<Context: RequestContext>: Sendable {
-    let checks: [any ReadinessCheck]
     let service: String
-
-    public init(service: String, checks: [any ReadinessCheck]) {
-        self.service = service
-        self.checks = checks
-    }
+    let checks: [any ReadinessCheck]
 
     public func addRoutes(to router: Router<Context>) {
         router.get("/health/live") { _, _ in

@@ -15,10 +15,6 @@ public enum MetricsSetup {
 public struct MetricsController<Context: RequestContext>: Sendable {
     let registry: PrometheusCollectorRegistry
 
-    public init(registry: PrometheusCollectorRegistry) {
-        self.registry = registry
-    }
-
     public func addRoutes(to router: Router<Context>) {
         router.get("/metrics") { _, _ -> Response in
             var buffer = ByteBuffer()

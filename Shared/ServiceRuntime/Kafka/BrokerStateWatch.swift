@@ -89,10 +89,6 @@ public protocol BrokerStateSource: Sendable {
 public struct KafkaBrokerStateSource: BrokerStateSource {
     let admin: KafkaAdmin
 
-    public init(admin: KafkaAdmin) {
-        self.admin = admin
-    }
-
     public func topics() async throws -> [String: Int32] {
         try await admin.topics(timeoutMs: 2_000)
     }

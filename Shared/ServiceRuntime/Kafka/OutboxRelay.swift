@@ -49,11 +49,6 @@ public struct OutboxRound: Hashable, Sendable {
     public var published: Int
     /// Another relay held the lock; nothing was done.
     public var lockedElsewhere: Bool
-
-    public init(published: Int, lockedElsewhere: Bool) {
-        self.published = published
-        self.lockedElsewhere = lockedElsewhere
-    }
 }
 
 /// A round's messages that the broker did not acknowledge: the rows stay in the outbox.

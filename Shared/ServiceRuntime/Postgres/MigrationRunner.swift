@@ -9,12 +9,6 @@ public struct Migration: Sendable, Hashable {
     public let name: String
     public let sql: String
 
-    public init(version: Int, name: String, sql: String) {
-        self.version = version
-        self.name = name
-        self.sql = sql
-    }
-
     /// Detects an applied migration whose file was edited afterwards.
     public var checksum: String {
         SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()

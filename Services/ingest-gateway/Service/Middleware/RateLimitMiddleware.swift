@@ -8,10 +8,6 @@ package struct RateLimitMiddleware: RouterMiddleware {
     package typealias Context = GatewayRequestContext
     let limiter: DeviceRateLimiter
 
-    package init(limiter: DeviceRateLimiter) {
-        self.limiter = limiter
-    }
-
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let device = try context.requireDevice()
         if case .limited(let retryAfter) = limiter.acquire(device.deviceId) {

@@ -16,11 +16,6 @@ package struct KafkaGatewayPublisher: GatewayPublisher {
     let producer: KafkaProducer
     let topics: GatewayTopics
 
-    package init(producer: KafkaProducer, topics: GatewayTopics) {
-        self.producer = producer
-        self.topics = topics
-    }
-
     package func publish(_ envelope: RawEventEnvelope, payload: PreEncoded<RawEventPayload>) async throws {
         let value = try envelope.wireBytes(payload: payload)
         try await producer.send(KafkaOutgoingMessage(topic: topics.rawEvents, key: envelope.partitionKey.value, value: value))

@@ -101,11 +101,6 @@ package struct FlagReadinessCheck: ReadinessCheck {
     package let name: String
     let problem: @Sendable () -> String?
 
-    package init(name: String, problem: @escaping @Sendable () -> String?) {
-        self.name = name
-        self.problem = problem
-    }
-
     package func check() async throws {
         if let problem = problem() { throw NotReady(description: problem) }
     }

@@ -48,12 +48,6 @@ package struct PolicyAdminController: Sendable {
     let refresher: PolicyBookRefresher
     let hostedRules: [PolicyRuleID]
 
-    package init(repository: any PolicyRepository, refresher: PolicyBookRefresher, hostedRules: [PolicyRuleID]) {
-        self.repository = repository
-        self.refresher = refresher
-        self.hostedRules = hostedRules
-    }
-
     package func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("policies") { request, context in
             try context.authorize(.viewer)

@@ -42,11 +42,6 @@ package struct PostgresPolicyRepository: PolicyRepository {
     let client: PostgresClient
     let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
     static func scope(_ siteId: String?) -> String { siteId ?? defaultScope }
 
     package func activePolicies() async throws -> StoredPolicies {

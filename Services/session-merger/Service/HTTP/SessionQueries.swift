@@ -82,11 +82,6 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
     let client: PostgresClient
     let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
     package func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView] {
         let status = filter.status?.rawValue
         let afterTime = cursor?.checkInAt

@@ -24,19 +24,16 @@ package struct RegistryCacheShiftProvider: SiteShiftProvider {
     let cache: RegistryCache
     let isReady: @Sendable () -> Bool
 
-    package init(cache: RegistryCache, isReady: @escaping @Sendable () -> Bool) {
-        self.cache = cache
-        self.isReady = isReady
-    }
-
-    package init(loader: RegistryCacheLoader) {
-        self.init(cache: loader.cache, isReady: { loader.isCaughtUp })
-    }
-
     package func shift(siteId: String) -> SiteShiftLookup {
         guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
         guard let shift = site.shift else { return .noShift }
         return .found(
             AttendanceShift(timezone: site.timezone, settings: shift))
+    }
+}
+
+extension RegistryCacheShiftProvider {
+    package init(loader: RegistryCacheLoader) {
+        self.init(cache: loader.cache, isReady: { loader.isCaughtUp })
     }
 }
