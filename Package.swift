@@ -650,19 +650,11 @@ let package = Package(
             dependencies: ["FleetSimulatorCore", "FleetSimulatorService", "PresenceKit"],
             path: "Tests/FleetSimulatorTests"
         ),
-        // make run's demo against the services as processes (services.sh under the shared services
-        // lock): nothing lost or duplicated, every printed target met, the status page in agreement.
+        // make run's main job (deploy/local/run.sh) against the services as processes, under the shared
+        // services lock: nothing lost or duplicated, every printed target met, the status page in agreement.
         .testTarget(
             name: "FleetEndToEndTests",
-            dependencies: [
-                "FleetSimulatorCore",
-                "FleetSimulatorService",
-                "LocalStackTesting",
-                "ServiceRuntime",
-                .asyncHTTPClient,
-                .logging,
-                .postgresNIO,
-            ],
+            dependencies: ["FleetSimulatorCore", "LocalStackTesting", .asyncHTTPClient],
             path: "Tests/FleetEndToEndTests"
         ),
         // Starts the real local stack once per test process (deploy/local/stack.sh) for every

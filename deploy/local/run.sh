@@ -13,6 +13,7 @@
 #   FLEET_DEVICES=1000 FLEET_SITES=4 FLEET_DURATION=3m FLEET_SEED=7 deploy/local/run.sh
 #   # an SLO burning (phones offline longer than the 5-minute objective), for a look at the alerts:
 #   FLEET_DURATION=10m FLEET_OFFLINE_SHARE=0.5 FLEET_OFFLINE_TIME=9m deploy/local/run.sh
+#   SKIP_BUILD=1 deploy/local/run.sh   # the binaries are built already (make test runs it so)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
@@ -30,10 +31,12 @@ fleet_options=()
 FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
 
 "$here/stack.sh" start
-for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator fleet-simulator; do
-    echo "==> swift build --product $product"
-    swift build --product "$product"
-done
+if [[ "${SKIP_BUILD:-}" != 1 ]]; then
+    for product in attendancectl beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator fleet-simulator; do
+        echo "==> swift build --product $product"
+        swift build --product "$product"
+    done
+fi
 bin="$(swift build --show-bin-path)"
 
 echo "==> attendancectl topics ensure"

@@ -2,10 +2,11 @@
 # The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
 # the broker, builds, checks the code style, and runs every test target (unit, mock-cluster,
 # integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
-# starts the services as processes (services.sh), schemathesis against three services' OpenAPI
+# starts the services as processes (services.sh), schemathesis against two services' OpenAPI
 # documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
-# the fleet's end-to-end demo, then schemathesis against the other two services' documents
-# (api-conformance.sh).
+# `make run`'s main job (deploy/local/run.sh, started as soon as the services are built, while the
+# tests build), FleetEndToEndTests on its report and status page, then schemathesis against the other
+# three services' documents (api-conformance.sh).
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -22,61 +23,76 @@ step() { echo "==> [${SECONDS}s] $*"; }
 
 step "what the build needs (install.sh: Debian packages, librdkafka, the broker)"
 INSTALL_QUIET=1 "$here/install.sh"
-# CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's stack,
-# the compose check's Python tools and promtool, headless Chromium for the telemetry status-page test
+# CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's two
+# stacks (test, and e2e for the chain beside), the compose check's Python tools and promtool, headless Chromium for the telemetry status-page test
 # (a Debian package; skipped when present).
 prepare_log="$LOCAL/test-prepare.log"
 (
     "$here/stack.sh" start
     # Services an interrupted earlier run left on this stack would drain the outboxes the tests read.
     "$here/services.sh" stop >/dev/null
+    (
+        export ATTENDANCE_STACK=e2e
+        # shellcheck source=deploy/local/env.sh
+        source "$here/env.sh"
+        "$here/stack.sh" start
+        "$here/services.sh" stop >/dev/null
+    )
     "$ROOT/deploy/compose/check.sh" --install-only
     "$here/install.sh" chromium
 ) >"$prepare_log" 2>&1 &
 prepare_pid=$!
 
-step "swift build --build-tests (beside it: the stack and the test tools, log $prepare_log)"
-swift build --build-tests
-if ! wait "$prepare_pid"; then
-    cat "$prepare_log"
-    echo "test.sh: starting the stack or installing the test tools failed (above)" >&2
-    exit 1
-fi
 if (($# > 0)); then
+    step "swift build --build-tests (beside it: the stack and the test tools, log $prepare_log)"
+    swift build --build-tests
+    wait "$prepare_pid" || { cat "$prepare_log"; exit 1; }
     step "swift test $*"
     swift test --skip-build "$@"
     exit
 fi
-step "swift format lint (the style in .swift-format; \`make format\` applies it)"
-swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
+step "swift build: the services, the CLI, the simulator, the benchmarks (beside it: the stacks and the test tools, log $prepare_log)"
+swift build
+if ! wait "$prepare_pid"; then
+    cat "$prepare_log"
+    echo "test.sh: starting the stacks or installing the test tools failed (above)" >&2
+    exit 1
+fi
 # Two chains run side by side, each on a stack of its own, so the wall time is the longer one's:
-# - ATTENDANCE_STACK=e2e: the fleet's demo (about two minutes, mostly real time), then schemathesis
-#   against the registry's and the policy's OpenAPI documents (api-conformance.sh restarts the services
-#   with a per-device rate limit the run cannot exhaust). Its output is printed at the end.
-# - ATTENDANCE_STACK=test: every other target, the simulator's, the pipeline's end-to-end target (it
-#   restarts its broker under the services), schemathesis against the gateway's, the merger's and the
-#   telemetry's documents, then docs/device-api.md against the services.
-# The schemathesis runs are split so that the two chains take about as long (in a clean-clone run the
-# demo chain ended 56 s after the other with the gateway's run on its side; that run takes about 30 s).
-# The test runner itself is started for the first, not `swift test`: SwiftPM lets one instance at a
+# - ATTENDANCE_STACK=e2e: `make run`'s main job (run.sh with SKIP_BUILD=1; about two minutes, mostly
+#   real time, so it runs while the tests build), FleetEndToEndTests on its report and the services it
+#   left running, then schemathesis against the registry's, the policy's and the gateway's OpenAPI
+#   documents (api-conformance.sh restarts the services with a per-device rate limit the run cannot
+#   exhaust). Its output is printed at the end.
+# - ATTENDANCE_STACK=test: the tests' build, then every other target, the simulator's, the pipeline's
+#   end-to-end target (it restarts its broker under the services), schemathesis against the merger's
+#   and the telemetry's documents, then docs/device-api.md against the services.
+# The test runner itself is started on the e2e side, not `swift test`: SwiftPM lets one instance at a
 # time use .build.
 side_log="$LOCAL/e2e-chain.log"
+tests_built="$LOCAL/tests-built"
+rm -f "$tests_built"
 # Job control gives the chain a process group of its own, so that stopping it early (a failure on this
 # side, Ctrl-C) also stops the test runner and the scripts it started.
 set -m
-step "beside the runs below, on its own stack: FleetEndToEndTests (make run's demo), then schemathesis on two services; output at the end"
+step "beside the runs below, on its own stack: make run's main job, FleetEndToEndTests, schemathesis on three services; output at the end"
 (
     export ATTENDANCE_STACK=e2e
     # shellcheck source=deploy/local/env.sh
     source "$here/env.sh"
-    "$here/stack.sh" start >/dev/null
     status=0
-    step "FleetEndToEndTests (make run's demo against the services)"
-    "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
+    step "deploy/local/run.sh (make run's main job; SKIP_BUILD=1)"
+    # A run that lost an event exits 1 after writing its report: FleetEndToEndTests says what.
+    SKIP_BUILD=1 FLEET_REPORT_DIR="$RUN_DIR/fleet-report" "$here/run.sh" || status=$?
+    step "waiting for the tests' build"
+    while [[ ! -e "$tests_built" ]]; do sleep 1; done
+    step "FleetEndToEndTests (on run.sh's report and the services it left running)"
+    FLEET_DEMO_REPORT="$RUN_DIR/fleet-report/fleet-report.json" \
+        "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
         --filter FleetEndToEndTests || status=$?
-    step "schemathesis: the registry's and the policy's OpenAPI documents (deploy/local/api-conformance.sh)"
+    step "schemathesis: the registry's, the policy's and the gateway's OpenAPI documents (deploy/local/api-conformance.sh)"
     "$here/services.sh" stop >/dev/null
-    "$here/api-conformance.sh" beacon-registry policy-service || status=$?
+    "$here/api-conformance.sh" beacon-registry policy-service ingest-gateway || status=$?
     "$here/services.sh" stop >/dev/null
     exit "$status"
 ) >"$side_log" 2>&1 &
@@ -84,6 +100,11 @@ side_pid=$!
 set +m
 trap 'kill -- -"$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/services.sh" stop >/dev/null 2>&1 || true; "$here/services.sh" stop >/dev/null 2>&1 || true' EXIT
 
+step "swift build --build-tests"
+swift build --build-tests
+touch "$tests_built"
+step "swift format lint (the style in .swift-format; \`make format\` applies it)"
+swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 step "swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
 # The simulator's scenarios keep both cores busy; beside the other targets they starved the timing of
@@ -92,9 +113,9 @@ step "swift test --filter FleetSimulatorTests"
 swift test --skip-build --filter FleetSimulatorTests
 step "swift test --filter PipelineEndToEndTests (services as processes)"
 swift test --skip-build --filter PipelineEndToEndTests
-step "schemathesis: the gateway's, the merger's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
+step "schemathesis: the merger's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
 "$here/services.sh" stop >/dev/null
-"$here/api-conformance.sh" ingest-gateway session-merger telemetry-aggregator
+"$here/api-conformance.sh" session-merger telemetry-aggregator
 step "docs/device-api.md, command by command, against the services"
 "$here/device-api-walkthrough.sh"
 "$here/services.sh" stop >/dev/null

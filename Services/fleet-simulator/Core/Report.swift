@@ -273,9 +273,21 @@ package struct FleetReport: Sendable, Codable {
     package func json() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: Self.infinity, negativeInfinity: "-" + Self.infinity, nan: Self.notANumber)
         return String(decoding: try encoder.encode(self), as: UTF8.self)
     }
+
+    /// A report as `json()` wrote it (`fleet-report.json`).
+    package init(json: Data) throws {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+            positiveInfinity: Self.infinity, negativeInfinity: "-" + Self.infinity, nan: Self.notANumber)
+        self = try decoder.decode(Self.self, from: json)
+    }
+
+    /// How the JSON report spells the numbers JSON has no literal for.
+    static let infinity = "inf", notANumber = "nan"
 }
 
 extension FleetReport.Delivery {
