@@ -18,8 +18,9 @@ package struct SessionMergerConfiguration: SchemaSettings {
     package var idleSweepInterval: Duration = .seconds(60)
     /// Timelines per idle-sweep transaction.
     package var idleSweepBatchSize = 200
-    /// How long the outbox publisher waits after a round that found nothing.
-    package var outboxPollInterval: Duration = .milliseconds(200)
+    /// How long the outbox publisher waits after a round that found nothing when no notification
+    /// comes: the outbox's trigger wakes it at each commit, so this is only a fallback.
+    package var outboxPollInterval: Duration = .seconds(5)
     /// Session changes per outbox round (one transaction, one produce batch).
     package var outboxBatchSize = 500
     /// The session thresholds (validated at start).

@@ -22,8 +22,9 @@ public protocol OutboxTable: Sendable {
 
 /// Settings of an `OutboxRelay`.
 public struct OutboxRelayConfiguration: Sendable {
-    /// How long to wait after a round that found nothing (without a notification channel, the delay
-    /// between a commit and its message; with one, only a fallback).
+    /// How long to wait after a round that found nothing: without a notification channel, the delay
+    /// between a commit and its message; with one, only a fallback for a notification missed while
+    /// the listening connection was being replaced (it also wakes the relay once it listens again).
     public var pollInterval: Duration
     /// Rows per round (one transaction, one produce batch).
     public var batchSize: Int
@@ -100,8 +101,6 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
         }
     }
 
-    /// One round (see the type's documentation).
-    @discardableResult
     /// Takes a round's lock on `connection`, inside its transaction (released at its end): `false`
     /// when another relay of the same outbox (same `lockKey`, same schema) holds it.
     public static func takeRoundLock(of table: Table, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
@@ -112,6 +111,8 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
         return locked
     }
 
+    /// One round (see the type's documentation).
+    @discardableResult
     public func publishRound() async throws -> OutboxRound {
         let table = self.table, producer = self.producer, logger = self.logger, batchSize = configuration.batchSize
         return try await PostgresFailure.unwrapping {

@@ -99,10 +99,11 @@ package struct RegistryChangeOutbox: OutboxTable {
 package typealias RegistryChangePublisher = OutboxRelay<RegistryChangeOutbox>
 
 extension OutboxRelay where Table == RegistryChangeOutbox {
-    /// The registry's relay: woken by the outbox's trigger, polling every 200 ms as a fallback.
+    /// The registry's relay: woken by the outbox's trigger at each commit, polling every 5 s only as
+    /// a fallback (every 200 ms before: 300 transactions a minute on an idle registry).
     package convenience init(
         client: PostgresClient, producer: KafkaProducer, topic: String = Topic.registryChanges.name,
-        pollInterval: Duration = .milliseconds(200), logger: Logger
+        pollInterval: Duration = .seconds(5), logger: Logger
     ) {
         self.init(
             table: RegistryChangeOutbox(topic: topic), client: client, producer: producer,

@@ -12,6 +12,8 @@ package struct SessionChangeOutbox: OutboxTable {
     /// `pg_advisory_xact_lock` key: "mrgsess1" as ASCII.
     package var lockKey: Int64 { 0x6D72_6773_6573_7331 }
     package var name: String { "session changes" }
+    /// The channel the outbox's insert trigger notifies at commit (migration 0004).
+    package static let notificationChannel = "session_change_outbox"
 
     package func pending(
         limit: Int, on connection: PostgresConnection, logger: Logger
@@ -40,7 +42,8 @@ extension OutboxRelay where Table == SessionChangeOutbox {
         self.init(
             table: SessionChangeOutbox(topic: configuration.topics[.sessions]), client: client, producer: producer,
             configuration: OutboxRelayConfiguration(
-                pollInterval: configuration.outboxPollInterval, batchSize: configuration.outboxBatchSize),
+                pollInterval: configuration.outboxPollInterval, batchSize: configuration.outboxBatchSize,
+                notificationChannel: SessionChangeOutbox.notificationChannel),
             logger: logger)
     }
 }
