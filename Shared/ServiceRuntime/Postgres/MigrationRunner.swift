@@ -55,6 +55,19 @@ public struct MigrationRunner: Sendable {
         }.sorted { $0.version < $1.version }
     }
 
+    /// The trigger function that wakes an `OutboxRelay` at the commit of rows added to its table.
+    /// Created with `schema_migrations`, before any migration runs, so that a service's migration
+    /// names it in the outbox table's trigger, with the channel of the relay's `notificationChannel`:
+    /// `AFTER INSERT ON <table> FOR EACH STATEMENT EXECUTE FUNCTION public.notify_outbox_relay('<channel>')`.
+    static let outboxNotifyFunction: PostgresQuery = """
+        CREATE OR REPLACE FUNCTION public.notify_outbox_relay() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify(TG_ARGV[0], '');
+            RETURN NULL;
+        END
+        $$
+        """
+
     /// - Returns: the migrations this call applied (empty when the schema was up to date).
     @discardableResult
     public func run() async throws -> [Migration] {
@@ -75,6 +88,7 @@ public struct MigrationRunner: Sendable {
                         PRIMARY KEY (service, version)
                     )
                     """, logger: logger)
+                try await connection.query(Self.outboxNotifyFunction, logger: logger)
             }
         } catch {
             let message = PostgresFailure(error)?.message ?? String(reflecting: PostgresFailure.cause(of: error))
