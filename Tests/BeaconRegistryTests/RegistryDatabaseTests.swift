@@ -19,7 +19,10 @@ extension RegistryDatabaseTests {
         @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
             let bundled = try ServiceMigrations.registry.load()
             #expect(bundled.map(\.version) == [1, 2, 3, 4, 5])
-            #expect(bundled.map(\.name) == ["registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify", "change_outbox_shared_notify"])
+            #expect(
+                bundled.map(\.name) == [
+                    "registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify", "change_outbox_shared_notify",
+                ])
             try await LocalStack.withMigratedSchema(.registry, prefix: "registry_test") { client, schema in
                 // The harness applied them already; both entry points now find nothing to do.
                 let logger = RegistryTestDatabase.logger
