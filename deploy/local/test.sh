@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite on the native local stack: installs what is missing, starts PostgreSQL and
-# the broker, builds, checks the code style, and runs every test target (unit, mock-cluster,
+# The whole test suite on the native local stack: installs what is missing, checks the code style,
+# starts PostgreSQL and the broker, builds, and runs every test target (unit, mock-cluster,
 # integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
 # starts the services as processes (services.sh), schemathesis against two services' OpenAPI
 # documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
@@ -23,6 +23,12 @@ step() { echo "==> [${SECONDS}s] $*"; }
 
 step "what the build needs (install.sh: Debian packages, librdkafka, the broker)"
 INSTALL_QUIET=1 "$here/install.sh"
+# First, so that a style error stops the suite before it builds or starts anything (not for one
+# `swift test` run with arguments).
+if (($# == 0)); then
+    step "swift format lint (the style in .swift-format; \`make format\` applies it)"
+    swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
+fi
 # CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's two
 # stacks (test, and e2e for the chain beside), the compose check's Python tools and promtool, headless Chromium for the telemetry status-page test
 # (a Debian package; skipped when present).
@@ -37,6 +43,9 @@ prepare_log="$LOCAL/test-prepare.log"
         source "$here/env.sh"
         "$here/stack.sh" start
         "$here/services.sh" stop >/dev/null
+        # A fresh (in-memory) broker: a chain stopped midway (a failed build, Ctrl-C) can leave a
+        # consumer group on it that no later member joins, and run.sh's services then wait forever.
+        "$here/stack.sh" restart-broker
     )
     "$ROOT/deploy/compose/check.sh" --install-only
     "$here/install.sh" chromium
@@ -103,8 +112,6 @@ trap 'kill -- -"$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/serv
 step "swift build --build-tests"
 swift build --build-tests
 touch "$tests_built"
-step "swift format lint (the style in .swift-format; \`make format\` applies it)"
-swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 step "swift test (every target but the fleet simulator's and the end-to-end ones)"
 swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
 # The simulator's scenarios keep both cores busy; beside the other targets they starved the timing of
