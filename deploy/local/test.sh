@@ -29,15 +29,16 @@ if (($# == 0)); then
     step "swift format lint (the style in .swift-format; \`make format\` applies it)"
     swift format lint --strict --recursive --parallel Services Shared Tests Package.swift
 fi
-# CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's two
-# stacks (test, and e2e for the chain beside), the compose check's Python tools and promtool, headless Chromium for the telemetry status-page test
-# (a Debian package; skipped when present).
+# CPU-light and mostly waiting on disk and network, so it runs beside the build: the suite's stack
+# (and, for the whole suite, the e2e stack of the chain beside), the compose check's Python tools and
+# promtool, headless Chromium for the telemetry status-page test (a Debian package; skipped when
+# present).
 prepare_log="$LOCAL/test-prepare.log"
 (
     "$here/stack.sh" start
     # Services an interrupted earlier run left on this stack would drain the outboxes the tests read.
     "$here/services.sh" stop >/dev/null
-    (
+    (($# > 0)) || (
         export ATTENDANCE_STACK=e2e
         # shellcheck source=deploy/local/env.sh
         source "$here/env.sh"
@@ -90,13 +91,14 @@ step "beside the runs below, on its own stack: make run's main job, FleetEndToEn
     # shellcheck source=deploy/local/env.sh
     source "$here/env.sh"
     status=0
+    report_dir="$RUN_DIR/fleet-report"
     step "deploy/local/run.sh (make run's main job; SKIP_BUILD=1)"
     # A run that lost an event exits 1 after writing its report: FleetEndToEndTests says what.
-    SKIP_BUILD=1 FLEET_REPORT_DIR="$RUN_DIR/fleet-report" "$here/run.sh" || status=$?
+    SKIP_BUILD=1 FLEET_REPORT_DIR="$report_dir" "$here/run.sh" || status=$?
     step "waiting for the tests' build"
     while [[ ! -e "$tests_built" ]]; do sleep 1; done
     step "FleetEndToEndTests (on run.sh's report and the services it left running)"
-    FLEET_DEMO_REPORT="$RUN_DIR/fleet-report/fleet-report.json" \
+    FLEET_DEMO_REPORT="$report_dir/fleet-report.json" \
         "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
         --filter FleetEndToEndTests || status=$?
     step "schemathesis: the registry's, the policy's and the gateway's OpenAPI documents (deploy/local/api-conformance.sh)"
