@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on the native local stack: installs what is missing, checks the code style,
 # starts PostgreSQL and the broker, builds, and runs every test target (unit, mock-cluster,
-# integration, compose check), the fleet simulator's, then the pipeline's end-to-end target, which
-# starts the services as processes (services.sh), schemathesis against two services' OpenAPI
+# integration, compose check), then the fleet simulator's beside the pipeline's end-to-end target,
+# which starts the services as processes (services.sh), schemathesis against two services' OpenAPI
 # documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
 # `make run`'s main job (deploy/local/run.sh, started as soon as the services are built, while the
 # tests build), FleetEndToEndTests on its report and status page, then schemathesis against the other
@@ -74,11 +74,15 @@ fi
 #   left running, then schemathesis against the registry's, the policy's and the gateway's OpenAPI
 #   documents (api-conformance.sh restarts the services with a per-device rate limit the run cannot
 #   exhaust). Its output is printed at the end.
-# - ATTENDANCE_STACK=test: the tests' build, then every other target, the simulator's, the pipeline's
-#   end-to-end target (it restarts its broker under the services), schemathesis against the merger's
-#   and the telemetry's documents, then docs/device-api.md against the services.
-# The test runner itself is started on the e2e side, not `swift test`: SwiftPM lets one instance at a
-# time use .build.
+# - ATTENDANCE_STACK=test: the tests' build, then every other target, then the simulator's (CPU, no
+#   stack) beside the pipeline's end-to-end target (mostly waiting on services; it restarts its broker
+#   under them), schemathesis against the merger's and the telemetry's documents, then
+#   docs/device-api.md against the services.
+# Once built, the test bundle is started directly, not through `swift test`: SwiftPM lets one instance
+# at a time use .build, and each `swift test --skip-build` spent about 4 s of CPU loading the package
+# and running an empty XCTest pass before the tests.
+tests_bundle="$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest"
+run_tests() { "$tests_bundle" --testing-library swift-testing "$@"; }
 side_log="$LOCAL/e2e-chain.log"
 tests_built="$LOCAL/tests-built"
 rm -f "$tests_built"
@@ -98,9 +102,7 @@ step "beside the runs below, on its own stack: make run's main job, FleetEndToEn
     step "waiting for the tests' build"
     while [[ ! -e "$tests_built" ]]; do sleep 1; done
     step "FleetEndToEndTests (on run.sh's report and the services it left running)"
-    FLEET_DEMO_REPORT="$report_dir/fleet-report.json" \
-        "$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest" --testing-library swift-testing \
-        --filter FleetEndToEndTests || status=$?
+    FLEET_DEMO_REPORT="$report_dir/fleet-report.json" run_tests --filter FleetEndToEndTests || status=$?
     step "schemathesis: the registry's, the policy's and the gateway's OpenAPI documents (deploy/local/api-conformance.sh)"
     "$here/services.sh" stop >/dev/null
     "$here/api-conformance.sh" beacon-registry policy-service ingest-gateway || status=$?
@@ -114,14 +116,22 @@ trap 'kill -- -"$side_pid" 2>/dev/null || true; ATTENDANCE_STACK=e2e "$here/serv
 step "swift build --build-tests"
 swift build --build-tests
 touch "$tests_built"
-step "swift test (every target but the fleet simulator's and the end-to-end ones)"
-swift test --skip-build --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
+step "the tests: every target but the fleet simulator's and the end-to-end ones"
+run_tests --skip PipelineEndToEndTests --skip FleetEndToEndTests --skip FleetSimulatorTests
 # The simulator's scenarios keep both cores busy; beside the other targets they starved the timing of
-# the gateway's and policy's tests.
-step "swift test --filter FleetSimulatorTests"
-swift test --skip-build --filter FleetSimulatorTests
-step "swift test --filter PipelineEndToEndTests (services as processes)"
-swift test --skip-build --filter PipelineEndToEndTests
+# the gateway's and policy's tests. The pipeline's end-to-end tests mostly wait on the services they
+# start, so the two run side by side, in two processes: in one, the simulator's synchronous scenarios
+# held both threads of the test runner's pool and the pipeline's tests waited for them.
+step "FleetSimulatorTests beside PipelineEndToEndTests (services as processes); the simulator's output follows"
+simulator_log="$LOCAL/fleet-simulator-tests.log"
+run_tests --filter FleetSimulatorTests >"$simulator_log" 2>&1 &
+simulator_pid=$!
+pipeline_status=0
+run_tests --filter PipelineEndToEndTests || pipeline_status=$?
+simulator_status=0
+wait "$simulator_pid" || simulator_status=$?
+cat "$simulator_log"
+((pipeline_status == 0 && simulator_status == 0)) || exit 1
 step "schemathesis: the merger's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
 "$here/services.sh" stop >/dev/null
 "$here/api-conformance.sh" session-merger telemetry-aggregator
