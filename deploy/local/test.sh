@@ -5,8 +5,8 @@
 # which starts the services as processes (services.sh), schemathesis against two services' OpenAPI
 # documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
 # `make run`'s main job (deploy/local/run.sh, started as soon as the services are built, while the
-# tests build), FleetEndToEndTests on its report and status page, then schemathesis against the other
-# three services' documents (api-conformance.sh).
+# tests build), schemathesis against the policy's document, FleetEndToEndTests on the run's report and
+# status page, then schemathesis against the registry's and the gateway's documents (api-conformance.sh).
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -82,7 +82,14 @@ fi
 # at a time use .build, and each `swift test --skip-build` spent about 4 s of CPU loading the package
 # and running an empty XCTest pass before the tests.
 tests_bundle="$(swift build --show-bin-path)/beacon-attendancePackageTests.xctest"
-run_tests() { "$tests_bundle" --testing-library swift-testing "$@"; }
+run_tests() {
+    # Colours only on a terminal, as `swift test` has them.
+    if [[ -t 1 ]]; then
+        "$tests_bundle" --testing-library swift-testing "$@"
+    else
+        NO_COLOR=1 "$tests_bundle" --testing-library swift-testing "$@"
+    fi
+}
 side_log="$LOCAL/e2e-chain.log"
 tests_built="$LOCAL/tests-built"
 rm -f "$tests_built"
