@@ -20,8 +20,9 @@ import Glibc
 
 /// The pipeline's integration tests on the real local stack with the registry, policy service, merger
 /// and gateway running as processes (`deploy/local/services.sh`, debug binaries built by
-/// `swift build --build-tests`). `deploy/local/test.sh` runs this target on its own, after the
-/// other targets, so no other test shares the merger's tables with the running services.
+/// `swift build --build-tests`). `deploy/local/test.sh` runs this target in a process of its own,
+/// after the other targets (beside only the fleet simulator's, which use no stack), so no other test
+/// shares the merger's tables or the broker with the running services.
 @Suite("Pipeline end to end: services as processes", .serialized, .timeLimit(.minutes(10)))
 struct PipelineEndToEndTests {
     @Test func anEventSentThreeTimesConcurrentlyIsOneRowWithOneReceipt() async throws {
