@@ -77,6 +77,14 @@ struct PostgresIntegrationTests {
                 return try await runners.reduce(0, +)
             }
             #expect(applied == 16)
+            // The trigger function they created is the one a later start compares with, so that start
+            // finds the bookkeeping current and takes no lock.
+            let rows = try await fresh.query(
+                "SELECT prosrc FROM pg_proc WHERE proname = 'notify_outbox_relay' AND pronamespace = 'public'::regnamespace",
+                logger: logger)
+            var bodies: [String] = []
+            for try await body in rows.decode(String.self) { bodies.append(body) }
+            #expect(bodies == [MigrationRunner.outboxNotifyBody])
             group.cancelAll()
         }
         _ = try await LocalStack.withPostgres { db in

@@ -59,37 +59,58 @@ public struct MigrationRunner: Sendable {
     /// Created with `schema_migrations`, before any migration runs, so that a service's migration
     /// names it in the outbox table's trigger, with the channel of the relay's `notificationChannel`:
     /// `AFTER INSERT ON <table> FOR EACH STATEMENT EXECUTE FUNCTION public.notify_outbox_relay('<channel>')`.
-    static let outboxNotifyFunction: PostgresQuery = """
-        CREATE OR REPLACE FUNCTION public.notify_outbox_relay() RETURNS trigger LANGUAGE plpgsql AS $$
+    static var outboxNotifyFunction: PostgresQuery {
+        PostgresQuery(
+            unsafeSQL: "CREATE OR REPLACE FUNCTION public.notify_outbox_relay() RETURNS trigger LANGUAGE plpgsql AS $$\(outboxNotifyBody)$$"
+        )
+    }
+
+    /// The function's body, as PostgreSQL keeps it (`pg_proc.prosrc`).
+    static let outboxNotifyBody = """
+
         BEGIN
             PERFORM pg_notify(TG_ARGV[0], '');
             RETURN NULL;
         END
-        $$
+
         """
+
+    /// Creates `public.schema_migrations` and the current `public.notify_outbox_relay()` unless both
+    /// are there already, and only then takes the database-wide lock: starts that find them (every
+    /// start after the first) never wait on one another.
+    private func createBookkeepingUnlessCurrent() async throws {
+        let body = Self.outboxNotifyBody
+        let rows = try await client.query(
+            """
+            SELECT to_regclass('public.schema_migrations') IS NOT NULL AND EXISTS (
+                SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = 'public' AND p.proname = 'notify_outbox_relay' AND p.prosrc = \(body))
+            """, logger: logger)
+        for try await current in rows.decode(Bool.self) where current { return }
+        try await client.withTransaction(logger: logger) { connection in
+            // Concurrent `CREATE TABLE IF NOT EXISTS` can still fail on a new database (a unique
+            // violation in the catalog) when replicas or services start together: serialize it.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))", logger: logger)
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS public.schema_migrations (
+                    service text NOT NULL,
+                    version integer NOT NULL,
+                    name text NOT NULL,
+                    checksum text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (service, version)
+                )
+                """, logger: logger)
+            try await connection.query(Self.outboxNotifyFunction, logger: logger)
+        }
+    }
 
     /// - Returns: the migrations this call applied (empty when the schema was up to date).
     @discardableResult
     public func run() async throws -> [Migration] {
-        // Concurrent `CREATE TABLE IF NOT EXISTS` can still fail on a new database (a unique
-        // violation in the catalog) when replicas or services start together: serialize it.
-        let logger = self.logger
         do {
-            try await client.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))", logger: logger)
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS public.schema_migrations (
-                        service text NOT NULL,
-                        version integer NOT NULL,
-                        name text NOT NULL,
-                        checksum text NOT NULL,
-                        applied_at timestamptz NOT NULL DEFAULT now(),
-                        PRIMARY KEY (service, version)
-                    )
-                    """, logger: logger)
-                try await connection.query(Self.outboxNotifyFunction, logger: logger)
-            }
+            try await createBookkeepingUnlessCurrent()
         } catch {
             let message = PostgresFailure(error)?.message ?? String(reflecting: PostgresFailure.cause(of: error))
             throw MigrationError(description: "creating schema_migrations failed: \(message)")
