@@ -29,6 +29,9 @@ fleet_options=()
 [[ -z "${FLEET_OFFLINE_SHARE:-}" ]] || fleet_options+=(--offline-share "$FLEET_OFFLINE_SHARE")
 [[ -z "${FLEET_OFFLINE_TIME:-}" ]] || fleet_options+=(--offline-time "$FLEET_OFFLINE_TIME")
 FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
+# An earlier run's report goes first, so that a run that fails before its own never leaves one behind
+# that reads as this run's.
+rm -rf "$FLEET_REPORT_DIR"
 
 "$here/stack.sh" start
 if [[ "${SKIP_BUILD:-}" != 1 ]]; then
@@ -56,7 +59,6 @@ echo "==> start the services"
 "$here/admin-key.sh" "local operator (make run)"
 
 echo "==> fleet-simulator run ${fleet_options[*]}: a morning rush in real time"
-rm -rf "$FLEET_REPORT_DIR"
 fleet_status=0
 "$bin/fleet-simulator" run --gateway "http://127.0.0.1:$GATEWAY_PORT" --telemetry "http://127.0.0.1:$TELEMETRY_PORT" \
     "${fleet_options[@]}" \

@@ -100,7 +100,7 @@ package typealias RegistryChangePublisher = OutboxRelay<RegistryChangeOutbox>
 
 extension OutboxRelay where Table == RegistryChangeOutbox {
     /// The registry's relay: woken by the outbox's trigger at each commit, polling every 5 s only as
-    /// a fallback (every 200 ms before: 300 transactions a minute on an idle registry).
+    /// a fallback.
     package convenience init(
         client: PostgresClient, producer: KafkaProducer, topic: String = Topic.registryChanges.name,
         pollInterval: Duration = .seconds(5), logger: Logger
