@@ -36,7 +36,7 @@ APT_PACKAGES=(
     postgresql postgresql-contrib
     build-essential pkg-config dpkg-dev
     libssl-dev zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev
-    python3 python3-pip
+    python3 python3-pip ccache
     debian-archive-keyring
 )
 
