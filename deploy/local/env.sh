@@ -83,12 +83,13 @@ unset -f _local_env_prepend
 # the working directory not at all, so two clones share the entries (the debug info of a C object may
 # then name the clone that first compiled it). Off when BUILD_CACHE_DIR is empty, ccache is missing,
 # or CC is set to another compiler.
-if [[ -n "$BUILD_CACHE_DIR" && (-z "${CC:-}" || "$CC" == */deploy/local/ccache-clang) ]] &&
-    command -v ccache >/dev/null 2>&1 && command -v swift >/dev/null 2>&1; then
-    export CC="$ROOT/deploy/local/ccache-clang"
-    CCACHE_COMPILER="$(dirname "$(readlink -f "$(command -v swift)")")/clang"
-    export CCACHE_COMPILER CCACHE_DIR="$BUILD_CACHE_DIR/ccache" CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+_local_clang="$(command -v swift >/dev/null 2>&1 && dirname "$(readlink -f "$(command -v swift)")")/clang"
+if [[ -n "$BUILD_CACHE_DIR" && (-z "${CC:-}" || "$CC" == */deploy/local/ccache-clang) && -x "$_local_clang" ]] &&
+    command -v ccache >/dev/null 2>&1; then
+    export CC="$ROOT/deploy/local/ccache-clang" CCACHE_COMPILER="$_local_clang"
+    export CCACHE_DIR="$BUILD_CACHE_DIR/ccache" CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
 fi
+unset _local_clang
 
 # The services' HTTP ports on the local stack (deploy/local/services.sh; docker-compose uses the same).
 export GATEWAY_PORT="${GATEWAY_PORT:-8080}"

@@ -62,7 +62,15 @@ if (($# > 0)); then
     exit
 fi
 step "swift build: the services, the CLI, the simulator, the benchmarks (beside it: the stacks and the test tools, log $prepare_log)"
+# With C compiling through ccache (env.sh), the log says how many compiles its store served.
+if [[ "${CC:-}" == */deploy/local/ccache-clang ]]; then
+    export CCACHE_STATSLOG="$LOCAL/ccache-stats.log"
+    rm -f "$CCACHE_STATSLOG"
+fi
 swift build
+if [[ -n "${CCACHE_STATSLOG:-}" && -s "$CCACHE_STATSLOG" ]]; then
+    echo "    C compiles served by ccache's store ($CCACHE_DIR): $(ccache --show-log-stats 2>/dev/null | sed -n 's/^ *Hits: *//p' | head -n 1)"
+fi
 if ! wait "$prepare_pid"; then
     cat "$prepare_log"
     echo "test.sh: starting the stacks or installing the test tools failed (above)" >&2
