@@ -78,6 +78,11 @@ public struct PresenceConfig: Sendable, Hashable {
     public var dwellEnterRssi: Int = -85
     /// How long weak evidence waits for the device to come to rest. 0 turns dwell confirmation off.
     public var dwellWindowMs: Int64 = 120_000
+    /// Strong evidence checks in only once every reading for this long has passed the rule; the check-in
+    /// is stamped with the first of them. 0 (the default) checks in at the first passing reading. A site
+    /// whose pavement runs close to its doors can trade latency for fewer walk-pasts and fewer check-ins
+    /// decided on the approach: the README has the sweep's figures for 1-3 s.
+    public var enterHoldMs: Int64 = 0
     /// Longest ranging burst (`ranging_window_ms`, 5-10 s).
     public var rangingWindowMs: Int64 = 8_000
     /// When a ranging window ends without a candidate while the beacon region is still inside and a
@@ -160,6 +165,7 @@ public struct PresenceConfig: Sendable, Hashable {
         if dwellWindowMs != 0 {
             check("thresholds.dwell_window_ms", dwellWindowMs, 10_000...600_000, " ms", " or 0 to disable")
         }
+        check("thresholds.enter_hold_ms", enterHoldMs, 0...10_000, " ms")
         check("thresholds.smoothing_window", smoothingWindow, 1...RssiSmoother.maxWindow, " samples")
         if (1...RssiSmoother.maxWindow).contains(smoothingWindow) {
             check("thresholds.min_readings", minReadings, 1...smoothingWindow, "", " (at most thresholds.smoothing_window)")

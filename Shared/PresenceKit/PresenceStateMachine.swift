@@ -33,7 +33,8 @@
 // Thresholds: a session starts when the nearest beacon's last `minReadings` readings have a median
 // above `enterRssi` (-65) and a standard deviation below `maxStdDevDb`, or when a median above
 // `dwellEnterRssi` (-85) is followed within `dwellWindowMs` by the device coming to rest (dwell
-// confirmation, see `confirmDwell`); present turns into a soft exit
+// confirmation, see `confirmDwell`); with `enterHoldMs` set, strong evidence must pass at every reading
+// for that long first, and the check-in is stamped with its first moment; present turns into a soft exit
 // when the smoothed RSSI of every beacon of the site is at or below `leaveRssi` (-75), when the site is
 // silent for `signalLossMs` while scanning continuously, or on a region exit; a soft exit resumes as
 // soon as the site is heard above `leaveRssi` again (see `tryRecover` for why not `enterRssi`).
@@ -189,6 +190,11 @@ public struct PresenceStateMachine: Sendable {
     var dwellCandidate: BeaconCandidate?
     var dwellSince = Timestamp.distantPast
     var dwellLastAt = Timestamp.distantPast
+    /// Strong evidence held for `PresenceConfig.enterHoldMs`: its site, and when it was first and last
+    /// seen. Not persisted.
+    var holdSiteIndex: Int32 = -1
+    var holdSince = Timestamp.distantPast
+    var holdLastAt = Timestamp.distantPast
     var rng: SplitMix64
 
     /// - Parameters:
@@ -437,9 +443,21 @@ public struct PresenceStateMachine: Sendable {
         }
         var fx: [PresenceEffect] = []
         if let candidate {
-            confirm(candidate, at: now, &fx)
+            guard config.enterHoldMs > 0 else {
+                confirm(candidate, at: now, &fx)
+                return fx
+            }
+            // The hold: every reading since `holdSince` passed the rule for this site (a reading that did
+            // not, or a silence longer than the hold, starts it again).
+            if candidate.siteIndex != holdSiteIndex || now - holdLastAt > config.enterHoldMs {
+                holdSiteIndex = candidate.siteIndex
+                holdSince = now
+            }
+            holdLastAt = now
+            if now - holdSince >= config.enterHoldMs { confirm(candidate, at: now, since: holdSince, &fx) }
             return fx
         }
+        holdSiteIndex = -1
         if config.dwellWindowMs > 0 {
             let inside = insideSites
             let requireGeofence = config.flags.requireGeofence
@@ -558,7 +576,8 @@ public struct PresenceStateMachine: Sendable {
         checkIn(candidate, handshake: nil, at: now, since: since, &fx)
     }
 
-    /// - Parameter since: when the evidence began, if earlier than `now` (dwell confirmation): the
+    /// - Parameter since: when the evidence began, if earlier than `now` (dwell confirmation, the enter
+    ///   hold): the
     ///   session's start and the check-in's timestamp; `decidedAt` stays `now`.
     mutating func checkIn(
         _ candidate: BeaconCandidate, handshake: AttendanceEvent.Handshake?, at now: Timestamp, since: Timestamp? = nil,
@@ -569,6 +588,7 @@ public struct PresenceStateMachine: Sendable {
         let user = identity.userId
         let tStart = min(since ?? now, now)
         dwellCandidate = nil
+        holdSiteIndex = -1
         session = OpenSession(
             siteId: siteId, beacon: candidate.beacon, tStart: tStart, key: key, userId: user, checkInPosted: user != nil)
         sessionSiteIndex = candidate.siteIndex

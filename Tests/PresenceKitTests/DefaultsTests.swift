@@ -42,6 +42,27 @@ struct DefaultsTests {
         #expect(out.timestamp == walkOut + 4_000, "the last reading of the site dates the departure, not the arrival")
     }
 
+    @Test("with an enter hold, strong evidence checks in once it has held, stamped with its first moment; a dip starts the hold again")
+    func enterHold() throws {
+        #expect(PresenceConfig().enterHoldMs == 0, "the default checks in at the first passing reading")
+        var config = PresenceConfig()
+        config.enterHoldMs = 3_000
+        var d = try DeviceHarness(config: config)
+        try d.arrive()
+        // A shadow peak on the approach: strong for two seconds, then weak again. No check-in.
+        let peak = [-80, -62, -62, -62, -80, -80, -80]
+        try d.run(seconds: peak.count) { peak[$0] }
+        #expect(d.checkIns.isEmpty)
+        // At the door: strong from the first reading on, and checked in three seconds later.
+        try d.run(seconds: 2) { _ in -60 }
+        let first = d.now
+        #expect(d.checkIns.isEmpty)
+        try d.run(seconds: 4) { _ in -60 }
+        let checkIn = try #require(d.checkIns.first)
+        #expect(d.checkIns.count == 1)
+        #expect(checkIn.timestamp <= first, "stamped when the evidence began, not when the hold ended")
+    }
+
     @Test("a cold phone under the enter threshold checks in when it comes to rest (dwell)")
     func coldPhoneDwell() throws {
         var d = try DeviceHarness(config: PresenceConfig())

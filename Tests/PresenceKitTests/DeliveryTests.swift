@@ -142,6 +142,7 @@ struct RemoteConfigTests {
         #expect(short.presence.motion.minSteps == 25 && short.presence.flags.gattChallenge)
         #expect(short.presence.smoothing == .ema(alpha: 0.4))
         #expect(try RemoteConfig.decode("{}").presence == PresenceConfig())
+        #expect(try RemoteConfig.decode(#"{"thresholds": {"enter_hold_ms": 3000}}"#).presence.enterHoldMs == 3_000)
     }
 
     @Test("validation errors name the key and say why — all of them at once")
@@ -174,6 +175,10 @@ struct RemoteConfigTests {
         #expect(issues("[1, 2]").map(\.description) == ["(document): must be a JSON object, got an array"])
         #expect(issues("{\"a\": ").first?.key == "(document)")
         #expect(issues(#"{"checkout_trigger": "never"}"#).first?.message == #"must be one of "beacon_loss", "geofence_exit", got "never""#)
+        #expect(
+            issues(#"{"thresholds": {"enter_hold_ms": 20000}}"#).map(\.description) == [
+                "thresholds.enter_hold_ms: must be between 0 and 10000 ms, got 20000"
+            ])
         // Misspelled or unknown keys are refused by name, at every level, all at once (flags are an open set).
         let unknown = issues(
             #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}, "gatt_challenge": {"enabeld": true}, "min_steps_window": {"stepz": 3}, "feature_flags": {"new_ui": true}}"#
