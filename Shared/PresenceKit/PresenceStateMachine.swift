@@ -577,8 +577,7 @@ public struct PresenceStateMachine: Sendable {
     }
 
     /// - Parameter since: when the evidence began, if earlier than `now` (dwell confirmation, the enter
-    ///   hold): the
-    ///   session's start and the check-in's timestamp; `decidedAt` stays `now`.
+    ///   hold): the session's start and the check-in's timestamp; `decidedAt` stays `now`.
     mutating func checkIn(
         _ candidate: BeaconCandidate, handshake: AttendanceEvent.Handshake?, at now: Timestamp, since: Timestamp? = nil,
         _ fx: inout [PresenceEffect]

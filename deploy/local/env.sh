@@ -56,7 +56,7 @@ export TANSU_BIN="${TANSU_BIN:-$LOCAL/tansu/bin/tansu}"
 # librdkafka 2.8 built from source (bookworm's 2.0.2 cannot talk to Tansu).
 export RDKAFKA_PREFIX="${RDKAFKA_PREFIX:-$LOCAL/librdkafka}"
 # Machine-wide cache of what every clone would otherwise build or install again: librdkafka trees
-# (install.sh) and the Python tools' venv (python-env.sh). Empty: no cache.
+# (install.sh), the Python tools' venv (python-env.sh) and ccache's C objects (below). Empty: no cache.
 export BUILD_CACHE_DIR="${BUILD_CACHE_DIR-${XDG_CACHE_HOME:-$HOME/.cache}/beacon-attendance}"
 
 # _local_env_prepend VAR DIR: put DIR in front of the colon-separated list in VAR,
