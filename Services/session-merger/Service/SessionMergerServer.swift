@@ -41,8 +41,7 @@ package enum SessionMergerServer {
                     producer: producer, topics: [merger.topics[.vettedEvents], merger.topics[.verdicts], merger.topics[.sessions]],
                     feed: merger.topics[.registryChanges],
                     forgetPositions: {
-                        await StoredOffsetsTable.forget(
-                            groupId: merger.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)
+                        await StoredOffsetsTable.forget(groupId: merger.consumer.groupId, client: client, logger: logger)
                     }),
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),

@@ -34,8 +34,7 @@ package enum TelemetryAggregatorServer {
                 try kit.brokerStateWatch(
                     producer: producer, topics: telemetry.consumedTopics,
                     forgetPositions: {
-                        await StoredOffsetsTable.forget(
-                            groupId: telemetry.consumer.groupId, table: "consumer_offsets", client: client, logger: logger)
+                        await StoredOffsetsTable.forget(groupId: telemetry.consumer.groupId, client: client, logger: logger)
                     }),
                 monitor,
                 try TelemetryPipeline(

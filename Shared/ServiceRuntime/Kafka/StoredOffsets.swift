@@ -56,17 +56,61 @@ extension KafkaConsumer {
     }
 }
 
-/// The table in which an owner stores its consumer offsets with its results (columns `group_id`,
-/// `topic`, `partition`, `next_offset`).
+/// The `consumer_offsets` table in which an owner stores its consumer offsets with its results, in
+/// the schema first on the connection's search path: `group_id`, `topic`, `partition`, `next_offset`,
+/// `updated_at`, keyed by (`group_id`, `topic`, `partition`). Each owner's migrations create it.
 public enum StoredOffsetsTable {
-    /// Deletes `groupId`'s offsets in `table` (a trusted name, possibly schema-qualified): the broker
-    /// lost its state and they point into topics that no longer exist. The next assignment reads each
-    /// partition from its start; the owner's unique keys make the re-read harmless. A failure is
-    /// logged only: the process is about to exit, and offsets past a partition's new end are still
-    /// caught when it is assigned.
-    public static func forget(groupId: String, table: String, client: PostgresClient, logger: Logger) async {
+    /// The stored next offsets of `partitions` for `groupId`; a partition without one is absent.
+    public static func load(
+        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            """
+            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+            JOIN unnest(\(partitions.map(\.topic))::text[], \(partitions.map(\.partition))::int4[]) AS q(topic, partition)
+              ON o.topic = q.topic AND o.partition = q.partition
+            WHERE o.group_id = \(groupId)
+            """, logger: logger)
+        var found: [TopicPartition: Int64] = [:]
+        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
+            found[TopicPartition(topic: topic, partition: partition)] = offset
+        }
+        return found
+    }
+
+    /// `load` on a connection of `client`'s pool.
+    public static func load(
+        groupId: String, partitions: [TopicPartition], client: PostgresClient, logger: Logger
+    ) async throws -> [TopicPartition: Int64] {
+        try await client.withConnection { try await load(groupId: groupId, partitions: partitions, on: $0, logger: logger) }
+    }
+
+    /// Stores `offsets` (the next offset to read per partition) for `groupId`, in the caller's
+    /// transaction. They replace the stored ones, not a maximum: after a broker that lost its log the
+    /// consumer re-reads a partition from its start, and the offsets must follow it back.
+    public static func store(
+        groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        guard !offsets.isEmpty else { return }
+        let sorted = offsets.sorted { $0.key < $1.key }
+        try await connection.query(
+            """
+            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
+            SELECT \(groupId), u.topic, u.partition, u.next_offset, now()
+            FROM unnest(\(sorted.map(\.key.topic))::text[], \(sorted.map(\.key.partition))::int4[], \(sorted.map(\.value))::int8[])
+                 AS u(topic, partition, next_offset)
+            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()
+            """, logger: logger)
+    }
+
+    /// Deletes `groupId`'s offsets: the broker lost its state and they point into topics that no
+    /// longer exist. The next assignment reads each partition from its start; the owner's unique keys
+    /// make the re-read harmless. A failure is logged only: the process is about to exit, and offsets
+    /// past a partition's new end are still caught when it is assigned.
+    public static func forget(groupId: String, client: PostgresClient, logger: Logger) async {
         do {
-            try await client.query("DELETE FROM \(unescaped: table) WHERE group_id = \(groupId)", logger: logger)
+            try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
             logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
         } catch {
             logger.error("forgetting the stored offsets failed", metadata: ["error": .string("\(error)")])

@@ -331,29 +331,6 @@ enum MergerStore {
         return loaded
     }
 
-    /// The stored next offsets of `partitions` for `groupId`.
-    static func storedOffsets(
-        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [TopicPartition: Int64] {
-        guard !partitions.isEmpty else { return [:] }
-        let topics = partitions.map(\.topic)
-        let numbers = partitions.map(\.partition)
-        let rows = try await connection.query(
-            """
-            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-            JOIN UNNEST(\(topics)::text[], \(numbers)::int4[]) AS q(topic, partition)
-              ON o.topic = q.topic AND o.partition = q.partition
-            WHERE o.group_id = \(groupId)
-            """,
-            logger: logger
-        )
-        var found: [TopicPartition: Int64] = [:]
-        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
-            found[TopicPartition(topic: topic, partition: partition)] = offset
-        }
-        return found
-    }
-
     // MARK: Writing
 
     /// One `merger.events` row.
@@ -710,24 +687,6 @@ enum MergerStore {
             FROM UNNEST(\(sessionIds)::text[], \(userIds)::text[], \(versions)::int8[], \(payloads)::text[])
                  WITH ORDINALITY AS u(session_id, user_id, version, payload, n)
             ORDER BY u.n
-            """,
-            logger: logger
-        )
-    }
-
-    /// Stores the next offsets to read.
-    static func storeOffsets(
-        groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger
-    ) async throws {
-        guard !offsets.isEmpty else { return }
-        let sorted = offsets.sorted { $0.key < $1.key }
-        try await connection.query(
-            """
-            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
-            SELECT \(groupId), u.topic, u.partition, u.next_offset, now()
-            FROM UNNEST(\(sorted.map(\.key.topic))::text[], \(sorted.map(\.key.partition))::int4[], \(sorted.map(\.value))::int8[])
-                 AS u(topic, partition, next_offset)
-            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()
             """,
             logger: logger
         )

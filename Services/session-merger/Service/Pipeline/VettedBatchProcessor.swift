@@ -84,11 +84,7 @@ package final class VettedBatchProcessor: Sendable {
 
     /// The stored next offsets of `partitions` (the rebalance listener seeks there).
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let groupId = configuration.consumer.groupId
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            try await MergerStore.storedOffsets(groupId: groupId, partitions: partitions, on: connection, logger: logger)
-        }
+        try await StoredOffsetsTable.load(groupId: configuration.consumer.groupId, partitions: partitions, client: client, logger: logger)
     }
 
     /// A batch decoded, ready to be stored.
@@ -181,7 +177,7 @@ package final class VettedBatchProcessor: Sendable {
         let groupId = configuration.consumer.groupId, logger = self.logger, nextOffsets = batch.nextOffsets
         try await PostgresFailure.unwrapping {
             try await client.withConnection { connection in
-                try await MergerStore.storeOffsets(groupId: groupId, nextOffsets, on: connection, logger: logger)
+                try await StoredOffsetsTable.store(groupId: groupId, nextOffsets, on: connection, logger: logger)
             }
         }
         // One verdict per message, back in message order; each lane's session changes in its order.
@@ -493,7 +489,7 @@ package final class VettedBatchProcessor: Sendable {
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
-        try await MergerStore.storeOffsets(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
+        try await StoredOffsetsTable.store(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
             sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)

@@ -62,11 +62,7 @@ package final class TelemetryBatchProcessor: Sendable {
     var consumerName: String { "telemetry-aggregator/\(configuration.consumer.groupId)" }
 
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let groupId = configuration.consumer.groupId
-        let store = self.store
-        return try await client.withConnection { connection in
-            try await store.storedOffsets(groupId: groupId, partitions: partitions, on: connection)
-        }
+        try await StoredOffsetsTable.load(groupId: configuration.consumer.groupId, partitions: partitions, client: client, logger: logger)
     }
 
     /// The decoded contents of a batch, repeats inside the batch already dropped.
@@ -179,7 +175,7 @@ package final class TelemetryBatchProcessor: Sendable {
         result.duplicates += batch.sessions.count - freshSessions.count
 
         try await store.add(delta, on: connection)
-        try await store.storeOffsets(groupId: configuration.consumer.groupId, nextOffsets, on: connection)
+        try await StoredOffsetsTable.store(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
         return result
     }
 

@@ -28,43 +28,6 @@ struct TelemetryStore: Sendable {
         var dimensions: Dimensions
     }
 
-    // MARK: Offsets
-
-    func storedOffsets(
-        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection
-    ) async throws -> [TopicPartition: Int64] {
-        guard !partitions.isEmpty else { return [:] }
-        let topics = partitions.map(\.topic)
-        let numbers = partitions.map { Int32($0.partition) }
-        let rows = try await connection.query(
-            """
-            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-            JOIN unnest(\(topics)::text[], \(numbers)::int4[]) AS p(topic, partition) ON p.topic = o.topic AND p.partition = o.partition
-            WHERE o.group_id = \(groupId)
-            """, logger: logger)
-        var result: [TopicPartition: Int64] = [:]
-        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
-            result[TopicPartition(topic: topic, partition: partition)] = offset
-        }
-        return result
-    }
-
-    /// The batch's next offsets replace the stored ones (not a maximum: after a broker that lost its
-    /// log the consumer re-reads a partition from its start, and the offsets must follow it back).
-    func storeOffsets(groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection) async throws {
-        guard !offsets.isEmpty else { return }
-        let sorted = offsets.sorted { $0.key < $1.key }
-        let topics = sorted.map(\.key.topic)
-        let numbers = sorted.map { Int32($0.key.partition) }
-        let next = sorted.map(\.value)
-        try await connection.query(
-            """
-            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
-            SELECT \(groupId), t, p, o, now() FROM unnest(\(topics)::text[], \(numbers)::int4[], \(next)::int8[]) AS x(t, p, o)
-            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at
-            """, logger: logger)
-    }
-
     // MARK: Identities
 
     /// Records device event ids; returns those not recorded before.
