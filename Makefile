@@ -91,8 +91,8 @@ services-stop: ## Stop every service (graceful)
 services-status: ## One line per service
 	deploy/local/services.sh status
 
-compose-check: ## Validate docker-compose.yml against the Compose Specification and the code
-	deploy/compose/check.sh
+compose-check: ## Validate docker-compose.yml against the Compose Specification and the code (runs the built products)
+	$(ENV) swift build && deploy/compose/check.sh
 
 clean: ## Remove build output and the local stack's run folders (keeps installed tools)
 	deploy/local/stack.sh reset

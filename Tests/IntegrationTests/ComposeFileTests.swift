@@ -9,6 +9,8 @@ struct ComposeFileTests {
     func runCheck(composeFile: String? = nil) async throws -> (status: Int32, output: String) {
         var environment = ProcessInfo.processInfo.environment
         if let composeFile { environment["COMPOSE_FILE"] = composeFile }
+        // The check runs the products (`--help`, `attendancectl secrets init`): the ones built with these tests.
+        environment["BIN_DIR"] = LocalStack.builtProduct("attendancectl").deletingLastPathComponent().path
         return try await LocalStack.run(
             "/bin/bash", [LocalStack.root.appendingPathComponent("deploy/compose/check.sh").path], environment: environment)
     }
@@ -40,6 +42,42 @@ struct ComposeFileTests {
         #expect(output.contains("command 'no-such-binary' is a product"))
         #expect(output.contains("env NOT_READ_ANYWHERE is one no-such-binary reads (docs/CONFIGURATION.md)"), "\(output)")
         #expect(output.contains("db: image pinned"))
+    }
+
+    /// What the check learns by running the products and the local stack's scripts: a subcommand and
+    /// an option the built product does not have, a secret file no secret is written to, a service
+    /// without a variable the native stack gives it (`services.sh describe`).
+    @Test func checkRunsTheProductsAndTheLocalStackScripts() async throws {
+        let broken = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
+        defer { try? FileManager.default.removeItem(at: broken) }
+        try """
+        services:
+          topics:
+            build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+            image: beacon-attendance:dev
+            command: ["attendancectl", "topics", "ensure-all"]
+            restart: "no"
+          fleet-simulator:
+            image: beacon-attendance:dev
+            command: ["fleet-simulator", "run", "--gateway", "http://ingest-gateway:8080", "--no-such-option"]
+          beacon-registry:
+            image: beacon-attendance:dev
+            command: ["beacon-registry"]
+            environment:
+              HTTP_HOST: 0.0.0.0
+              HTTP_PORT: "8083"
+              LOG_FORMAT: json
+              DEVICE_TOKEN_KEYS_FILE: /var/lib/attendance/secrets/device-token-key
+            volumes: ["platform-secrets:/var/lib/attendance/secrets:ro"]
+        """.write(to: broken, atomically: true, encoding: .utf8)
+        let (status, output) = try await runCheck(composeFile: broken.path)
+        #expect(status != 0)
+        #expect(output.contains("topics: 'attendancectl topics ensure-all' is a command of attendancectl"), "\(output)")
+        #expect(output.contains("fleet-simulator: option --no-such-option exists in 'fleet-simulator run'"), "\(output)")
+        #expect(!output.contains("option --gateway exists"), "\(output)")
+        #expect(output.contains("beacon-registry: DEVICE_TOKEN_KEYS_FILE names the file of DEVICE_TOKEN_KEYS"), "\(output)")
+        #expect(output.contains("beacon-registry: gets the secret BEACON_KEY_SEAL_KEY it reads"), "\(output)")
+        #expect(output.contains("beacon-registry: gets REGISTRY_BOOTSTRAP as on the local stack (services.sh describe)"), "\(output)")
     }
 
     /// The observability files and the local-stack parity: a service on another port than the local

@@ -4,18 +4,18 @@ container engine (none runs where this is developed).
 1. The Compose Specification JSON schema ($COMPOSE_SPEC, else shared/compose-spec.json in the
    repository's parent or an ancestor folder, else the workspace's /work/shared).
 2. Images: every image is pinned (no `latest`, no untagged image).
-3. The Dockerfile: build targets exist; the products it builds are exactly Package.swift's
-   executables; every command a service runs is one of them.
+3. The Dockerfile: build targets exist; the products it builds are exactly the package's
+   executables (`swift package dump-package`); every command a service runs is one of them.
 4. Commands: a project service runs a real product, with subcommands and `--options` that the
-   product's sources declare.
+   built product's `--help` lists (the products of $BIN_DIR, else of `swift build --show-bin-path`).
 5. Environment: every variable given to a project service is one docs/CONFIGURATION.md says that
    product reads (a test holds that table equal to the code; `KEY_FILE` counts as `KEY`); every
-   `KEY_FILE` points into a volume the service mounts and names a secret `attendancectl secrets
-   init` makes.
-6. The local stack: each long-running service listens on the port the native stack gives it
-   (deploy/local/env.sh, services.sh), publishes it, is health-checked on `/health/ready` there,
-   and gets the variables services.sh gives it; services.sh makes its secrets with
-   `attendancectl secrets init`, as compose's secrets job does.
+   `KEY_FILE` names a platform secret (what `attendancectl secrets init --json` makes, run into a
+   scratch folder) inside a volume the service mounts, and every secret the table says the product
+   reads reaches it.
+6. The local stack: each long-running service listens on the port the native stack gives it,
+   publishes it, is health-checked on `/health/ready` there, and gets the variables the native
+   stack gives it (both from `deploy/local/services.sh describe`).
 7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
    service that has a health check; every long-running service waits for the secrets and topics
    jobs (each service applies its own migrations at start).
@@ -27,6 +27,7 @@ Prints one line per failure and `compose check: N passed, M failed`.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,15 +70,83 @@ class Checker:
                             chunks.append(f.read())
         return "\n".join(chunks)
 
-    def product_sources(self, product):
-        return self.sources([os.path.join("Services", product), "Shared"])
-
     def known_metrics(self):
         code = self.sources(["Services", "Shared"])
         names = set(re.findall(r'(?:Counter|Gauge|Timer|Recorder|Meter|FloatingPointCounter)\(\s*label:\s*"([a-z_:][a-z0-9_:]*)"', code))
         names |= set(re.findall(r'make(?:Counter|Gauge|DurationHistogram|ValueHistogram|FloatingPointCounter)\(\s*name:\s*"([a-z_:][a-z0-9_:]*)"', code))
         names |= set(re.findall(r'metricName:\s*"([a-z_:][a-z0-9_:]*)"', code))
         return names | LIBRARY_METRICS
+
+    # --- facts, by running what holds them -------------------------------------------------------
+
+    def run_tool(self, name, arguments, stdout_only=False, **kwargs):
+        """Runs a command of the repository; (exit code, output). A missing program is a failure."""
+        try:
+            result = subprocess.run(arguments, capture_output=True, text=True, cwd=self.root, timeout=300, **kwargs)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            self.check(name, False, str(error))
+            return 1, ""
+        return result.returncode, result.stdout if stdout_only else result.stdout + result.stderr
+
+    def package_executables(self):
+        """The shipped executables: the package's executable products (benchmarks are targets only)."""
+        # Its stdout only: a SwiftPM running beside it says on stderr that it waits for it.
+        status, output = self.run_tool("swift package dump-package", ["swift", "package", "dump-package"], stdout_only=True)
+        try:
+            products = json.loads(output)["products"] if status == 0 else []
+        except (ValueError, KeyError, TypeError):
+            products = []
+        self.check("swift package dump-package lists the products", products, output[-400:])
+        return {p["name"] for p in products if "executable" in (p.get("type") or {})}
+
+    def built_products(self):
+        """Where the built executables are: $BIN_DIR, else `swift build --show-bin-path`."""
+        folder = os.environ.get("BIN_DIR")
+        if not folder:
+            status, output = self.run_tool("swift build --show-bin-path", ["swift", "build", "--show-bin-path"], stdout_only=True)
+            folder = output.strip().splitlines()[-1] if status == 0 and output.strip() else ""
+        for product in sorted(self.executables):
+            self.check(f"{product} is built in {folder} (swift build)", os.access(os.path.join(folder, product), os.X_OK))
+        return folder
+
+    def platform_secrets(self):
+        """The platform's secrets, variable -> file name: what `attendancectl secrets init` makes."""
+        scratch = tempfile.mkdtemp(prefix="compose-check-secrets-")
+        try:
+            status, output = self.run_tool(
+                "attendancectl secrets init", [os.path.join(self.bin_dir, "attendancectl"), "secrets", "init", "--dir", scratch, "--json"],
+                stdout_only=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            rows = json.loads(output) if status == 0 else []
+        except ValueError:
+            rows = []
+        self.check("attendancectl secrets init lists the platform's secrets", rows, output[-400:])
+        return {row["variable"]: row["secret"] for row in rows if isinstance(row, dict) and "variable" in row and "secret" in row}
+
+    def local_stack(self):
+        """The native stack's services: name -> (port, the variables each gets beyond every service's)."""
+        status, output = self.run_tool(
+            "services.sh describe", ["bash", self.path("deploy", "local", "services.sh"), "describe"], env=self.clean_environment())
+        services = {}
+        for line in output.splitlines() if status == 0 else []:
+            words = line.split()
+            if len(words) >= 2 and words[1].isdigit():
+                services[words[0]] = (words[1], words[2:])
+        self.check("services.sh describe names the long-running services", services, output[-400:])
+        return services
+
+    def local_environment(self):
+        """The variable names deploy/local/env.sh exports."""
+        status, output = self.run_tool(
+            "deploy/local/env.sh", ["bash", "-c", 'source deploy/local/env.sh >/dev/null 2>&1 && env'], env=self.clean_environment())
+        return {line.split("=", 1)[0] for line in output.splitlines() if "=" in line} if status == 0 else set()
+
+    @staticmethod
+    def clean_environment():
+        # The scripts' own defaults, not whatever the caller's shell (or a test's stack) overrides.
+        return {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "TERM", "LANG", "BUILD_CACHE_DIR")}
 
     # --- the checks ----------------------------------------------------------------------------
 
@@ -93,19 +162,14 @@ class Checker:
             return
 
         self.schema(compose)
-        package = self.read("Package.swift")
-        # The shipped executables: the package's executable products (benchmarks are targets only).
-        self.executables = set(re.findall(r'\.executable\(\s*name:\s*"([^"]+)"', package))
+        # The facts compose must agree with, each from the one place that holds it, by running it.
+        self.executables = self.package_executables()
+        self.bin_dir = self.built_products()
+        self.secrets = self.platform_secrets()
+        local = self.local_stack()
+        local_ports = {name: port for name, (port, _) in local.items()}
         services = compose.get("services") or {}
         self.services = services
-        local_env = self.read("deploy", "local", "env.sh")
-        services_sh = self.read("deploy", "local", "services.sh")
-        local_ports = self.local_ports(local_env, services_sh)
-        reader = self.read("Shared", "ServiceRuntime", "Configuration", "EnvironmentReader.swift")
-        backed = re.search(r"fileBackedKeys: Set<String> = \[(.*?)\]", reader, re.S)
-        self.file_backed_keys = set(re.findall(r'"(\w+)"', backed.group(1))) if backed else set()
-        self.secret_variables = set(re.findall(r'return "([A-Z][A-Z0-9_]+)"', self.read("Services", "attendancectl", "Commands", "SecretsCommands.swift")))
-        secret_names = set(re.findall(r'case\s+\w+\s*=\s*"([a-z0-9-]+)"', self.read("Services", "attendancectl", "Commands", "SecretsCommands.swift")))
 
         project_images = {s.get("image") for s in services.values() if isinstance(s, dict) and "build" in s}
         dockerfile_products = set()
@@ -130,15 +194,11 @@ class Checker:
                 continue
             self.check(f"{name}: command '{product}' is a product", product in self.executables, f"executables: {sorted(self.executables)}")
             if product in self.executables:
-                code = self.product_sources(product)
-                self.command_arguments(name, product, command[1:], code)
-            else:
-                code = self.sources(["Services", "Shared"])
-            self.environment(name, product, service, secret_names)
+                self.command_arguments(name, product, command[1:])
+            self.environment(name, product, service)
             if service.get("restart") != "no" and name not in JOB_NAMES:
                 long_running.append(name)
-                self.long_running(name, service, local_ports, services_sh)
-                self.secrets_given(name, product, service, services_sh)
+                self.long_running(name, service, local.get(name))
 
         if dockerfile_products:
             self.check("Dockerfile builds every executable product", dockerfile_products == self.executables,
@@ -148,11 +208,10 @@ class Checker:
                 if isinstance(command, list) and command and command[0] in self.executables:
                     self.check(f"{name}: the image holds '{command[0]}'", command[0] in dockerfile_products)
 
-        # The containers get the same variables as the local stack.
+        # The containers get the platform's variables as the local stack does.
+        exported = self.local_environment()
         for key in ["KAFKA_BROKERS", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "DATABASE_URL"]:
-            self.check(f"local stack exports {key}", re.search(rf"export {key}=", local_env) is not None)
-        self.check("services.sh makes its secrets with `attendancectl secrets init`, as compose does",
-                   "/attendancectl\"" in services_sh and re.search(r'"\$ctl" secrets init', services_sh) is not None)
+            self.check(f"local stack exports {key}", key in exported)
 
         if "prometheus" in services:
             self.prometheus(services["prometheus"], long_running, local_ports)
@@ -198,20 +257,22 @@ class Checker:
             return [(d, None) for d in depends]
         return [(d, (c or {}).get("condition")) for d, c in depends.items()]
 
-    def command_arguments(self, name, product, arguments, code):
-        declared = set(re.findall(r"@(?:Option|Flag)\b(?:(?!@(?:Option|Flag)\b).){0,400}?\bvar\s+(\w+)", code, re.S))
-        subcommands = set(re.findall(r"struct\s+(\w+)\s*:\s*(?:Async)?ParsableCommand", code))
-        subcommands |= set(re.findall(r'commandName:\s*"([\w-]+)"', code))
-        positional = True
+    def command_arguments(self, name, product, arguments):
+        """The subcommands and options of a compose command, as the built product's `--help` lists them."""
+        positional = []
         for argument in arguments:
             if argument.startswith("--"):
-                positional = False
-                flag = argument[2:].split("=", 1)[0]
-                camel = re.sub(r"-([a-z])", lambda m: m.group(1).upper(), flag)
-                self.check(f"{name}: option {argument.split('=', 1)[0]} exists in {product}", camel in declared)
-            elif positional:
-                self.check(f"{name}: subcommand '{argument}' exists in {product}",
-                           argument in subcommands or argument.capitalize() in subcommands or argument.replace("-", "").lower() in {s.lower() for s in subcommands})
+                break
+            positional.append(argument)
+        options = [a.split("=", 1)[0] for a in arguments if a.startswith("--")]
+        if not positional and not options:
+            return
+        status, output = self.run_tool(f"{name}: {product} --help", [os.path.join(self.bin_dir, product)] + positional + ["--help"])
+        # An unknown subcommand with --help prints its parent's help: the usage line names the whole command.
+        command = " ".join([product] + positional)
+        self.check(f"{name}: '{command}' is a command of {product}", status == 0 and re.search(rf"USAGE: {re.escape(command)}(\s|$)", output), output[-400:])
+        for option in options:
+            self.check(f"{name}: option {option} exists in '{command}'", re.search(rf"{re.escape(option)}\b", output) is not None)
 
     def documented_variables(self):
         """docs/CONFIGURATION.md's table: variable -> who reads it (ConfigurationVocabularyTests holds
@@ -225,7 +286,7 @@ class Checker:
     READERS = {"gateway": "ingest-gateway", "policy": "policy-service", "merger": "session-merger", "registry": "beacon-registry",
                "telemetry": "telemetry-aggregator", "CLI": "attendancectl", "fleet simulator": "fleet-simulator"}
 
-    def environment(self, name, product, service, secret_names):
+    def environment(self, name, product, service):
         environment = service.get("environment")
         if isinstance(environment, dict):
             items = [(k, v) for k, v in environment.items() if k != "<<"]
@@ -242,23 +303,21 @@ class Checker:
                                             ("CLI" in readers and product == "attendancectl"))
             self.check(f"{name}: env {key} is one {product} reads (docs/CONFIGURATION.md)", read, f"read by: {readers}")
             if key.endswith("_FILE"):
-                self.check(f"{name}: {base} may come from a file (EnvironmentReader.fileBackedKeys)", base in self.file_backed_keys)
                 path = str(value)
+                self.check(f"{name}: {base} is a platform secret (attendancectl secrets init)", base in self.secrets)
                 self.check(f"{name}: {key} is inside a mounted volume", any(path.startswith(m.rstrip("/") + "/") for m in mounts), f"{path} not under {mounts}")
-                self.check(f"{name}: {key} names a secret attendancectl makes", os.path.basename(path) in secret_names, path)
+                self.check(f"{name}: {key} names the file of {base}", os.path.basename(path) == self.secrets.get(base), path)
+        # A secret the product reads must reach it (a missing GATT key silently turns the challenge off).
+        given = {k[:-5] if k.endswith("_FILE") else k for k, _ in items}
+        for variable in sorted(self.secrets):
+            readers = self.documented_variables().get(variable, "")
+            if any(self.READERS.get(r.strip()) == product for r in readers.split(",")):
+                self.check(f"{name}: gets the secret {variable} it reads", variable in given)
 
-    def local_ports(self, local_env, services_sh):
-        defaults = dict(re.findall(r'export (\w+_PORT)="\$\{\w+:-(\d+)\}"', local_env))
-        ports = {}
-        for service, variable in re.findall(r"^\s*([a-z-]+)\) echo \"\$(\w+_PORT)\" ;;", services_sh, re.M):
-            if variable in defaults:
-                ports[service] = defaults[variable]
-        return ports
-
-    def long_running(self, name, service, local_ports, services_sh):
+    def long_running(self, name, service, local):
         environment = service.get("environment") or {}
         port = str(environment.get("HTTP_PORT", ""))
-        expected = local_ports.get(name)
+        expected, variables = local or (None, [])
         self.check(f"{name}: HTTP_PORT {port or '(unset)'} is the local stack's port {expected}", expected is not None and port == expected)
         published = [str(p) for p in (service.get("ports") or [])]
         self.check(f"{name}: publishes {port}", f"{port}:{port}" in published, f"ports: {published}")
@@ -266,25 +325,11 @@ class Checker:
         command = " ".join(test) if isinstance(test, list) else str(test)
         self.check(f"{name}: health check on /health/ready at {port}", f"127.0.0.1:{port}/health/ready" in command, command)
         self.check(f"{name}: HTTP_HOST listens beyond loopback", environment.get("HTTP_HOST") == "0.0.0.0")
-        for key in ["LOG_FORMAT"]:
-            self.check(f"{name}: gets {key} as on the local stack", key in environment and key in services_sh)
-        if name == "beacon-registry":
-            self.check(f"{name}: REGISTRY_BOOTSTRAP as on the local stack", str(environment.get("REGISTRY_BOOTSTRAP")) == "1")
+        given = {k[:-5] if k.endswith("_FILE") else k for k in environment}
+        for variable in variables:
+            self.check(f"{name}: gets {variable} as on the local stack (services.sh describe)", variable in given)
         waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
         self.check(f"{name}: waits for the secrets and topics jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
-
-    def secrets_given(self, name, product, service, services_sh):
-        # A secret the service's own code reads must reach it (a missing GATT key silently turns the
-        # challenge off), and what services.sh hands only to some services, compose hands to them too.
-        environment = service.get("environment") or {}
-        given = {k[:-5] if k.endswith("_FILE") else k for k in environment}
-        own_code = self.sources([os.path.join("Services", product)])
-        for variable in sorted(self.secret_variables):
-            if variable in own_code:
-                self.check(f"{name}: gets the secret {variable} its code reads", variable in given)
-        for services, variable in re.findall(r"^\s*([a-z| -]+)\) extra\+=\((\w+)=", services_sh, re.M):
-            if name in [s.strip() for s in services.split("|")]:
-                self.check(f"{name}: gets {variable} as services.sh gives it", variable in given)
 
     def prometheus(self, service, long_running, local_ports):
         mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}

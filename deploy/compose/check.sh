@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Validates docker-compose.yml without a container engine: the Compose Specification schema, and
-# that it matches the code (commands are real products, environment variables are read by the
-# code, images pinned, Dockerfile targets exist). Python deps live in the project-local venv
-# (deploy/local/python-env.sh).
+# that it matches the code (commands and options the built products take, environment variables the
+# code reads, the local stack's ports and variables, images pinned, Dockerfile targets). Needs a build.
+# Python deps live in the project-local venv (deploy/local/python-env.sh).
 #
 #   deploy/compose/check.sh [--install-only]
 set -euo pipefail

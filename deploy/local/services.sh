@@ -9,6 +9,7 @@
 #   services.sh restart NAME       stop, start, wait until ready
 #   services.sh wait-ready [NAME...]  wait until each (default: every instance) answers /health/ready
 #   services.sh logs NAME [-f]     the service's log
+#   services.sh describe           each service's port and the variables it gets beyond every service's
 #
 # NAME is one of: beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator,
 # optionally with @N for a further instance (N = 2..9): `policy-service@2` listens on the service's
@@ -102,7 +103,8 @@ known_instances() {
 running_pid() { live_pid "$(pid_file "$1")"; }
 
 # The shared secrets (one file each, made once by `attendancectl secrets init`, kept afterwards), read
-# into the variables the services take. The GATT challenge: the gateway signs nonces with
+# into the variables the services take (a value already in the environment wins). Not exported: each
+# service gets only its own (service_secrets). The GATT challenge: the gateway signs nonces with
 # GATT_NONCE_KEY (the policy checks them); the registry creates a random key per beacon and stores and
 # publishes it sealed with BEACON_KEY_SEAL_KEY, which only the registry and the policy hold. The rule
 # itself is off until a site's policy switches it on.
@@ -112,10 +114,28 @@ ensure_secrets() {
     "$ctl" secrets init --dir "$SECRETS_DIR" >/dev/null
     DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$SECRETS_DIR/device-token-keys")}"
     GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
-    export DEVICE_TOKEN_KEYS GATT_NONCE_KEY
-    # Not exported: start_one hands it to the registry and the policy service only.
     BEACON_KEY_SEAL_KEY="${BEACON_KEY_SEAL_KEY:-$(cat "$SECRETS_DIR/beacon-key-seal-key")}"
-    export -n BEACON_KEY_SEAL_KEY
+    export -n DEVICE_TOKEN_KEYS GATT_NONCE_KEY BEACON_KEY_SEAL_KEY
+}
+
+# What a service gets beyond what every service gets (env.sh's broker and PostgreSQL, HTTP_HOST,
+# HTTP_PORT, INSTANCE_ID, LOG_FORMAT): the secrets its code reads, and its own settings.
+# docker-compose.yml gives each service the same; the compose check reads them from `describe`.
+service_secrets() {
+    case "$1" in
+        beacon-registry) echo DEVICE_TOKEN_KEYS BEACON_KEY_SEAL_KEY ;;
+        policy-service) echo GATT_NONCE_KEY BEACON_KEY_SEAL_KEY ;;
+        ingest-gateway) echo DEVICE_TOKEN_KEYS GATT_NONCE_KEY ;;
+        *) echo ;;
+    esac
+}
+
+# service_settings NAME: appends the service's own settings (KEY=value) to the array `settings`.
+service_settings() {
+    case "$1" in
+        # The first admin API key goes to its secrets file (mode 0600), never to the log.
+        beacon-registry) settings+=(REGISTRY_BOOTSTRAP=1 REGISTRY_BOOTSTRAP_KEY_PATH="$SECRETS_DIR/admin-api-key") ;;
+    esac
 }
 
 wait_ready() {
@@ -148,15 +168,13 @@ launch_one() {
     local bin; bin="$(bin_dir)/$service"
     [[ -x "$bin" ]] || die "$bin is not built (swift build -c $BUILD_CONFIG --product $service)"
     mkdir -p "$SERVICES_DIR"
-    local extra=()
-    # The first admin API key goes to its secrets file (mode 0600), never to the log.
-    [[ "$service" == beacon-registry ]] && extra+=(REGISTRY_BOOTSTRAP=1 REGISTRY_BOOTSTRAP_KEY_PATH="$SECRETS_DIR/admin-api-key")
-    case "$service" in
-        beacon-registry | policy-service) extra+=(BEACON_KEY_SEAL_KEY="$BEACON_KEY_SEAL_KEY") ;;
-    esac
+    local settings=() key
+    for key in $(service_secrets "$service"); do settings+=("$key=${!key}"); done
+    service_settings "$service"
     # setsid: the supervisor and its service outlive this script; a kill9 hits only the service.
     rm -f "$(pid_file "$name")"
-    env HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="$(instance_id_of "$name")" LOG_FORMAT="${LOG_FORMAT:-json}" "${extra[@]}" \
+    env -u DEVICE_TOKEN_KEYS -u GATT_NONCE_KEY -u BEACON_KEY_SEAL_KEY \
+        HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="$(instance_id_of "$name")" LOG_FORMAT="${LOG_FORMAT:-json}" "${settings[@]}" \
         setsid "$SUPERVISE" "$name" "$(pid_file "$name")" "$(log_file "$name")" -- "$bin" </dev/null >/dev/null 2>&1 &
     echo $! >"$(supervisor_file "$name")"
 }
@@ -251,12 +269,21 @@ case "$cmd" in
         done
         exit "$rc"
         ;;
+    describe)
+        # One line a service: its name, its port, and the variables it gets beyond every service's
+        # (LOG_FORMAT, its secrets, its settings). Starts nothing; the compose check compares it.
+        for n in "${ALL[@]}"; do
+            settings=()
+            service_settings "$n"
+            echo "$n $(base_port_of "$n") LOG_FORMAT $(service_secrets "$n") ${settings[*]%%=*}"
+        done
+        ;;
     logs)
         [[ $# -ge 1 ]] || die "usage: services.sh logs NAME [-f]"
         port_of "$1" >/dev/null
         if [[ "${2:-}" == "-f" ]]; then tail -n 50 -f "$(log_file "$1")"; else tail -n 50 "$(log_file "$1")"; fi
         ;;
     *)
-        die "usage: services.sh start|stop|status|kill9|restart|wait-ready|logs [NAME...]"
+        die "usage: services.sh start|stop|status|kill9|restart|wait-ready|describe|logs [NAME...]"
         ;;
 esac
