@@ -15,6 +15,14 @@ struct ComposeFileTests {
             "/bin/bash", [LocalStack.root.appendingPathComponent("deploy/compose/check.sh").path], environment: environment)
     }
 
+    /// The check on a compose file with this text (in a scratch file).
+    func runCheck(composeText: String) async throws -> (status: Int32, output: String) {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try composeText.write(to: file, atomically: true, encoding: .utf8)
+        return try await runCheck(composeFile: file.path)
+    }
+
     @Test func composeFileIsValidAndMatchesTheCode() async throws {
         let (status, output) = try await runCheck()
         #expect(status == 0, "\(output)")
@@ -22,21 +30,19 @@ struct ComposeFileTests {
     }
 
     @Test func checkCatchesAnUnknownCommandAnUnreadVariableAndABadKey() async throws {
-        let broken = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
-        defer { try? FileManager.default.removeItem(at: broken) }
-        try """
-        services:
-          topics:
-            build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
-            image: beacon-attendance:dev
-            command: ["no-such-binary"]
-            environment:
-              NOT_READ_ANYWHERE: "1"
-            restartt: always
-          db:
-            image: postgres
-        """.write(to: broken, atomically: true, encoding: .utf8)
-        let (status, output) = try await runCheck(composeFile: broken.path)
+        let (status, output) = try await runCheck(
+            composeText: """
+                services:
+                  topics:
+                    build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+                    image: beacon-attendance:dev
+                    command: ["no-such-binary"]
+                    environment:
+                      NOT_READ_ANYWHERE: "1"
+                    restartt: always
+                  db:
+                    image: postgres
+                """)
         #expect(status != 0)
         #expect(output.contains("compose schema"))
         #expect(output.contains("command 'no-such-binary' is a product"))
@@ -48,29 +54,27 @@ struct ComposeFileTests {
     /// an option the built product does not have, a secret file no secret is written to, a service
     /// without a variable the native stack gives it (`services.sh describe`).
     @Test func checkRunsTheProductsAndTheLocalStackScripts() async throws {
-        let broken = FileManager.default.temporaryDirectory.appendingPathComponent("compose-\(UUID().uuidString).yml")
-        defer { try? FileManager.default.removeItem(at: broken) }
-        try """
-        services:
-          topics:
-            build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
-            image: beacon-attendance:dev
-            command: ["attendancectl", "topics", "ensure-all"]
-            restart: "no"
-          fleet-simulator:
-            image: beacon-attendance:dev
-            command: ["fleet-simulator", "run", "--gateway", "http://ingest-gateway:8080", "--no-such-option"]
-          beacon-registry:
-            image: beacon-attendance:dev
-            command: ["beacon-registry"]
-            environment:
-              HTTP_HOST: 0.0.0.0
-              HTTP_PORT: "8083"
-              LOG_FORMAT: json
-              DEVICE_TOKEN_KEYS_FILE: /var/lib/attendance/secrets/device-token-key
-            volumes: ["platform-secrets:/var/lib/attendance/secrets:ro"]
-        """.write(to: broken, atomically: true, encoding: .utf8)
-        let (status, output) = try await runCheck(composeFile: broken.path)
+        let (status, output) = try await runCheck(
+            composeText: """
+                services:
+                  fleet-simulator:
+                    image: beacon-attendance:dev
+                    command: ["fleet-simulator", "run", "--gateway", "http://ingest-gateway:8080", "--no-such-option"]
+                  topics:
+                    image: beacon-attendance:dev
+                    command: ["attendancectl", "topics", "ensure-all"]
+                    restart: "no"
+                  beacon-registry:
+                    build: {context: ., dockerfile: deploy/docker/Dockerfile, target: runtime}
+                    image: beacon-attendance:dev
+                    command: ["beacon-registry"]
+                    environment:
+                      HTTP_HOST: 0.0.0.0
+                      HTTP_PORT: "8083"
+                      LOG_FORMAT: json
+                      DEVICE_TOKEN_KEYS_FILE: /var/lib/attendance/secrets/device-token-key
+                    volumes: ["platform-secrets:/var/lib/attendance/secrets:ro"]
+                """)
         #expect(status != 0)
         #expect(output.contains("topics: 'attendancectl topics ensure-all' is a command of attendancectl"), "\(output)")
         #expect(output.contains("fleet-simulator: option --no-such-option exists in 'fleet-simulator run'"), "\(output)")
