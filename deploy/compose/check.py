@@ -39,6 +39,9 @@ import yaml
 LIBRARY_METRICS = {"hb_requests", "hb_request_errors", "http_server_request_duration", "http_server_active_requests", "up"}
 PROMQL_WORDS = {"by", "without", "and", "or", "unless", "offset", "bool", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
 JOB_NAMES = {"secrets", "topics"}
+# What every service gets alike, in compose through its shared blocks (x-kafka-env, x-postgres-env, x-service-env).
+PLATFORM_VARIABLES = {"KAFKA_BROKERS", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "DATABASE_URL", "HTTP_HOST", "HTTP_PORT",
+                      "LOG_FORMAT", "LOG_LEVEL"}
 
 
 class Checker:
@@ -328,6 +331,9 @@ class Checker:
         given = {k[:-5] if k.endswith("_FILE") else k for k in environment}
         for variable in variables:
             self.check(f"{name}: gets {variable} as on the local stack (services.sh describe)", variable in given)
+        # And nothing else of its own: a setting only compose gives is a platform that behaves otherwise there.
+        for variable in sorted(given - set(variables) - PLATFORM_VARIABLES):
+            self.check(f"{name}: {variable} is given on the local stack too (services.sh describe)", False)
         waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
         self.check(f"{name}: waits for the secrets and topics jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
 
