@@ -15,7 +15,7 @@ container engine (none runs where this is developed).
    reads reaches it.
 6. The local stack: each long-running service listens on the port the native stack gives it,
    publishes it, is health-checked on `/health/ready` there, and gets the variables the native
-   stack gives it (both from `deploy/local/services.sh describe`).
+   stack gives it, and no setting of its own beyond them (both from `deploy/local/services.sh describe`).
 7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
    service that has a health check; every long-running service waits for the secrets and topics
    jobs (each service applies its own migrations at start).
