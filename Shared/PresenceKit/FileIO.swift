@@ -15,7 +15,7 @@ enum FileIO {
 
     static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(OutboxError) -> Int32 {
         while true {
-            let fd = Glibc_open(path, flags, mode)
+            let fd = cOpen(path, flags, mode)
             if fd >= 0 { return fd }
             if errno == EINTR { continue }
             throw error("open", path)
@@ -70,7 +70,7 @@ enum FileIO {
     }
 
     static func fsync(_ fd: Int32, path: String) throws(OutboxError) {
-        while Glibc_fsync(fd) != 0 {
+        while cFsync(fd) != 0 {
             if errno == EINTR { continue }
             throw error("fsync", path)
         }
@@ -90,7 +90,7 @@ enum FileIO {
     }
 
     static func close(_ fd: Int32) {
-        _ = Glibc_close(fd)
+        _ = cClose(fd)
     }
 
     static func exists(_ path: String) -> Bool {
@@ -98,11 +98,11 @@ enum FileIO {
     }
 
     static func unlink(_ path: String) {
-        _ = Glibc_unlink(path)
+        _ = cUnlink(path)
     }
 
     static func rename(_ from: String, _ to: String) throws(OutboxError) {
-        guard Glibc_rename(from, to) == 0 else { throw error("rename", from + " -> " + to) }
+        guard cRename(from, to) == 0 else { throw error("rename", from + " -> " + to) }
     }
 
     /// fsync of the directory holding `path`, so a create or rename survives a power loss.
@@ -119,56 +119,13 @@ enum FileIO {
     }
 }
 
-// Unambiguous names for the libc functions that `FileIO` shadows.
-@inline(__always) private func Glibc_open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.open(path, flags, mode)
-    #elseif canImport(Musl)
-    return Musl.open(path, flags, mode)
-    #else
-    return Glibc.open(path, flags, mode)
-    #endif
-}
-
-@inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.fsync(fd)
-    #elseif canImport(Musl)
-    return Musl.fsync(fd)
-    #else
-    return Glibc.fsync(fd)
-    #endif
-}
-
-@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.close(fd)
-    #elseif canImport(Musl)
-    return Musl.close(fd)
-    #else
-    return Glibc.close(fd)
-    #endif
-}
-
-@inline(__always) private func Glibc_unlink(_ path: String) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.unlink(path)
-    #elseif canImport(Musl)
-    return Musl.unlink(path)
-    #else
-    return Glibc.unlink(path)
-    #endif
-}
-
-@inline(__always) private func Glibc_rename(_ from: String, _ to: String) -> Int32 {
-    #if canImport(Darwin)
-    return Darwin.rename(from, to)
-    #elseif canImport(Musl)
-    return Musl.rename(from, to)
-    #else
-    return Glibc.rename(from, to)
-    #endif
-}
+// The C library's calls under names `FileIO`'s own `open`, `fsync`, ... do not shadow: at file scope the
+// unqualified names are the C functions.
+@inline(__always) private func cOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
+@inline(__always) private func cFsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always) private func cClose(_ fd: Int32) -> Int32 { close(fd) }
+@inline(__always) private func cUnlink(_ path: String) -> Int32 { unlink(path) }
+@inline(__always) private func cRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
 
 /// Little-endian byte building for outbox records.
 struct ByteWriter {
