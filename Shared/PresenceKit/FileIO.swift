@@ -161,19 +161,15 @@ struct ByteReader {
         return bytes[position]
     }
 
-    mutating func u32() -> UInt32? {
-        guard position + 4 <= end else { return nil }
-        var v: UInt32 = 0
-        for i in 0..<4 { v |= UInt32(bytes[position + i]) << (8 * UInt32(i)) }
-        position += 4
-        return v
-    }
+    mutating func u32() -> UInt32? { littleEndian(UInt32.self) }
+    mutating func u64() -> UInt64? { littleEndian(UInt64.self) }
 
-    mutating func u64() -> UInt64? {
-        guard position + 8 <= end else { return nil }
-        var v: UInt64 = 0
-        for i in 0..<8 { v |= UInt64(bytes[position + i]) << (8 * UInt64(i)) }
-        position += 8
+    private mutating func littleEndian<T: FixedWidthInteger & UnsignedInteger>(_: T.Type) -> T? {
+        let size = MemoryLayout<T>.size
+        guard position + size <= end else { return nil }
+        var v: T = 0
+        for i in 0..<size { v |= T(bytes[position + i]) << (8 * i) }
+        position += size
         return v
     }
 
