@@ -289,6 +289,13 @@ class Checker:
     READERS = {"gateway": "ingest-gateway", "policy": "policy-service", "merger": "session-merger", "registry": "beacon-registry",
                "telemetry": "telemetry-aggregator", "CLI": "attendancectl", "fleet simulator": "fleet-simulator"}
 
+    def reads(self, product, variable):
+        """Whether docs/CONFIGURATION.md says `product` reads `variable`."""
+        readers = self.documented_variables().get(variable)
+        return readers is not None and ("every service" in readers and product != "attendancectl" or
+                                        any(self.READERS.get(r.strip()) == product for r in readers.split(",")) or
+                                        ("CLI" in readers and product == "attendancectl"))
+
     def environment(self, name, product, service):
         environment = service.get("environment")
         if isinstance(environment, dict):
@@ -300,22 +307,17 @@ class Checker:
         mounts = [str(v).split(":")[1] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v]
         for key, value in items:
             base = key[:-5] if key.endswith("_FILE") else key
-            readers = self.documented_variables().get(base)
-            read = readers is not None and ("every service" in readers and product != "attendancectl" or
-                                            any(self.READERS.get(r.strip()) == product for r in readers.split(",")) or
-                                            ("CLI" in readers and product == "attendancectl"))
-            self.check(f"{name}: env {key} is one {product} reads (docs/CONFIGURATION.md)", read, f"read by: {readers}")
+            self.check(f"{name}: env {key} is one {product} reads (docs/CONFIGURATION.md)", self.reads(product, base),
+                       f"read by: {self.documented_variables().get(base)}")
             if key.endswith("_FILE"):
                 path = str(value)
                 self.check(f"{name}: {base} is a platform secret (attendancectl secrets init)", base in self.secrets)
                 self.check(f"{name}: {key} is inside a mounted volume", any(path.startswith(m.rstrip("/") + "/") for m in mounts), f"{path} not under {mounts}")
                 self.check(f"{name}: {key} names the file of {base}", os.path.basename(path) == self.secrets.get(base), path)
         # A secret the product reads must reach it (a missing GATT key silently turns the challenge off).
-        given = {k[:-5] if k.endswith("_FILE") else k for k, _ in items}
-        for variable in sorted(self.secrets):
-            readers = self.documented_variables().get(variable, "")
-            if any(self.READERS.get(r.strip()) == product for r in readers.split(",")):
-                self.check(f"{name}: gets the secret {variable} it reads", variable in given)
+        given = given_variables(k for k, _ in items)
+        for variable in sorted(v for v in self.secrets if self.reads(product, v)):
+            self.check(f"{name}: gets the secret {variable} it reads", variable in given)
 
     def long_running(self, name, service, local):
         environment = service.get("environment") or {}
@@ -328,7 +330,7 @@ class Checker:
         command = " ".join(test) if isinstance(test, list) else str(test)
         self.check(f"{name}: health check on /health/ready at {port}", f"127.0.0.1:{port}/health/ready" in command, command)
         self.check(f"{name}: HTTP_HOST listens beyond loopback", environment.get("HTTP_HOST") == "0.0.0.0")
-        given = {k[:-5] if k.endswith("_FILE") else k for k in environment}
+        given = given_variables(environment)
         for variable in variables:
             self.check(f"{name}: gets {variable} as on the local stack (services.sh describe)", variable in given)
         # And nothing else of its own: a setting only compose gives is a platform that behaves otherwise there.
@@ -485,6 +487,11 @@ class Checker:
         if os.path.exists(path) and anchor:
             headings = [github_anchor(h) for h in re.findall(r"(?m)^#+\s+(.+?)\s*$", open(path).read())]
             self.check(f"{where}: runbook section #{anchor} exists", anchor in headings)
+
+
+def given_variables(keys):
+    """The variables a service environment gives, `KEY_FILE` counted as `KEY`."""
+    return {k[:-5] if k.endswith("_FILE") else k for k in keys}
 
 
 def promql_metric_names(expr):

@@ -115,8 +115,11 @@ ensure_secrets() {
     DEVICE_TOKEN_KEYS="${DEVICE_TOKEN_KEYS:-$(cat "$SECRETS_DIR/device-token-keys")}"
     GATT_NONCE_KEY="${GATT_NONCE_KEY:-$(cat "$SECRETS_DIR/gatt-nonce-key")}"
     BEACON_KEY_SEAL_KEY="${BEACON_KEY_SEAL_KEY:-$(cat "$SECRETS_DIR/beacon-key-seal-key")}"
-    export -n DEVICE_TOKEN_KEYS GATT_NONCE_KEY BEACON_KEY_SEAL_KEY
+    export -n "${PLATFORM_SECRETS[@]}"
 }
+
+# Every secret variable above; a service is started without them, then given its own (service_secrets).
+PLATFORM_SECRETS=(DEVICE_TOKEN_KEYS GATT_NONCE_KEY BEACON_KEY_SEAL_KEY)
 
 # What a service gets beyond what every service gets (env.sh's broker and PostgreSQL, HTTP_HOST,
 # HTTP_PORT, INSTANCE_ID, LOG_FORMAT): the secrets its code reads, and its own settings.
@@ -168,12 +171,13 @@ launch_one() {
     local bin; bin="$(bin_dir)/$service"
     [[ -x "$bin" ]] || die "$bin is not built (swift build -c $BUILD_CONFIG --product $service)"
     mkdir -p "$SERVICES_DIR"
-    local settings=() key
+    local settings=() unset=() key
+    for key in "${PLATFORM_SECRETS[@]}"; do unset+=(-u "$key"); done
     for key in $(service_secrets "$service"); do settings+=("$key=${!key}"); done
     service_settings "$service"
     # setsid: the supervisor and its service outlive this script; a kill9 hits only the service.
     rm -f "$(pid_file "$name")"
-    env -u DEVICE_TOKEN_KEYS -u GATT_NONCE_KEY -u BEACON_KEY_SEAL_KEY \
+    env "${unset[@]}" \
         HTTP_HOST=127.0.0.1 HTTP_PORT="$port" INSTANCE_ID="$(instance_id_of "$name")" LOG_FORMAT="${LOG_FORMAT:-json}" "${settings[@]}" \
         setsid "$SUPERVISE" "$name" "$(pid_file "$name")" "$(log_file "$name")" -- "$bin" </dev/null >/dev/null 2>&1 &
     echo $! >"$(supervisor_file "$name")"
