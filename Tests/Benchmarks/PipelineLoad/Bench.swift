@@ -318,6 +318,14 @@ struct PipelineBench {
             "WITH d AS (DELETE FROM merger.events WHERE device_id = ANY(\(devices)) RETURNING 1) SELECT count(*)::int FROM d",
             logger: logger)
         for try await n in deleted.decode(Int.self) { say("    (\(n) pgbench rows removed from merger.events)") }
+        // Reclaimed now, not by autovacuum during a later phase: dead rows keep their heap pages and index
+        // entries, so each run would grow the table by its pgbench rows and slow the merger phases after it
+        // (docs/PERFORMANCE.md, "The bars depend on how much merger.events holds").
+        let vacuumStart = ContinuousClock.now
+        _ = try await postgres.query("VACUUM merger.events", logger: logger)
+        let vacuumed = (ContinuousClock.now - vacuumStart).components
+        let vacuumSeconds = Double(vacuumed.seconds) + Double(vacuumed.attoseconds) / 1e18
+        say(String(format: "    (merger.events vacuumed in %.1f s)", vacuumSeconds))
 
         _ = try await postgres.query("CREATE SCHEMA IF NOT EXISTS bench", logger: logger)
         _ = try await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
