@@ -39,13 +39,17 @@ struct PipelineBench {
     func run() async throws {
         let contract = ContractClient(http: http, gateway: options.gateway, requestTimeout: .seconds(10))
         let phases = options.phases
-        var bare: Double?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: StorageRun?
+        var bare: BareCeiling?, saturated: LoopResult?, half: Latency?, halfRate: Double?, pgbench: PgbenchCeiling?, merger: StorageRun?
         var saturatedCPU: StackCPU.Usage?
 
         if phases.contains(.bare) {
             say("ceiling: bare Hummingbird endpoint decoding the event JSON (\(options.concurrency) clients, \(options.seconds) s)…")
-            bare = try await bareEndpointCeiling()
-            say(String(format: "    %.0f requests/s", bare!))
+            let ceiling = try await bareEndpointCeiling()
+            bare = ceiling
+            say(
+                String(
+                    format: "    %.0f requests/s; the endpoint's process %.3f ms of CPU per request", ceiling.requestsPerSecond,
+                    ceiling.cpuSecondsPerRequest * 1e3))
         }
         if phases.contains(.e2e) {
             say("end to end, closed loop (\(options.concurrency) clients, \(options.seconds) s)…")
@@ -110,8 +114,15 @@ struct PipelineBench {
             if let bare {
                 say(
                     String(
-                        format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare, saturated.acceptedPerSecond / bare)
-                )
+                        format: "  vs bare Hummingbird decode ......... %8.0f req/s   ratio %.2f", bare.requestsPerSecond,
+                        saturated.acceptedPerSecond / bare.requestsPerSecond))
+            }
+            if let bare, let cpu = saturatedCPU, saturated.accepted > 0, bare.cpuSecondsPerRequest > 0 {
+                let gateway = cpu.seconds(of: .gateway, perUnit: saturated.accepted)
+                say(
+                    String(
+                        format: "  gateway CPU per event vs bare ...... %8.3f ms   ratio %.1f   (the bare endpoint: %.3f ms per request)",
+                        gateway * 1e3, gateway / bare.cpuSecondsPerRequest, bare.cpuSecondsPerRequest * 1e3))
             }
             if let cpu = saturatedCPU, saturated.accepted > 0 {
                 // What 2,000/s would leave each event: every core's second shared by 2,000 events.
@@ -171,7 +182,8 @@ struct PipelineBench {
         }
         say("")
         for line in PerformanceBars.lines(
-            saturated: saturated.map { ($0, saturatedCPU) }, bare: bare, half: half, merger: merger, pgbench: pgbench?.sameTable)
+            saturated: saturated.map { ($0, saturatedCPU) }, bare: bare?.requestsPerSecond, half: half, merger: merger,
+            pgbench: pgbench?.sameTable)
         {
             say(line)
         }
@@ -234,32 +246,43 @@ struct PipelineBench {
 
     // MARK: Ceiling 1: the same JSON decoded by a bare Hummingbird endpoint
 
-    private func bareEndpointCeiling() async throws -> Double {
-        let router = Router()
-        router.post("/v1/attendance/events") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 64 * 1_024)
-            let event = try ProtocolCodec.wire.decode(AttendanceEvent.self, from: body.readableBytesView)
-            return Response(
-                status: .created, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
+    /// The bare endpoint's rate, and its CPU per request: it runs in a process of its own
+    /// (`pipeline-load bare-endpoint`), so its CPU is told apart from the load generator's and the
+    /// gateway's CPU per event has a floor measured in the same run.
+    struct BareCeiling {
+        var requestsPerSecond: Double
+        var cpuSecondsPerRequest: Double
+    }
+
+    private func bareEndpointCeiling() async throws -> BareCeiling {
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["bare-endpoint"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
         }
-        let port = Mutex<Int?>(nil)
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } },
-            logger: Logger(label: "bare-endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        return try await withThrowingTaskGroup(of: Double?.self) { group in
-            group.addTask {
-                try await app.runService(); return nil
-            }
-            while port.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-            let bareContract = ContractClient(
-                http: http, gateway: "http://127.0.0.1:\(port.withLock { $0 }!)", requestTimeout: .seconds(10))
-            let result = await closedLoop(contract: bareContract, seconds: options.seconds)
-            group.cancelAll()
-            return result.acceptedPerSecond
+        // Its first line names the port it listens on.
+        var line: [UInt8] = []
+        while true {
+            let byte = pipe.fileHandleForReading.readData(ofLength: 1)
+            guard let first = byte.first else { throw LoadError("the bare endpoint exited before it listened") }
+            if first == UInt8(ascii: "\n") { break }
+            line.append(first)
         }
+        guard let port = Int(String(decoding: line, as: UTF8.self).dropFirst("port ".count)) else {
+            throw LoadError("the bare endpoint said \"\(String(decoding: line, as: UTF8.self))\", not its port")
+        }
+        let contract = ContractClient(http: http, gateway: "http://127.0.0.1:\(port)", requestTimeout: .seconds(10))
+        let before = ProcessStat.read(pid: process.processIdentifier)?.ownSeconds ?? 0
+        let result = await closedLoop(contract: contract, seconds: options.seconds)
+        let cpu = (ProcessStat.read(pid: process.processIdentifier)?.ownSeconds ?? 0) - before
+        return BareCeiling(
+            requestsPerSecond: result.acceptedPerSecond, cpuSecondsPerRequest: result.accepted > 0 ? cpu / Double(result.accepted) : 0)
     }
 
     // MARK: Ceiling 2: pgbench with the merger's batch size

@@ -3,6 +3,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import AttendanceProtocol
 import Foundation
+import Hummingbird
 import Logging
 import NIOCore
 import PostgresNIO
@@ -15,7 +16,7 @@ struct PipelineLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipeline-load",
         abstract: "Load the running pipeline under the no-loss contract.",
-        subcommands: [Verify.self, Bench.self],
+        subcommands: [Verify.self, Bench.self, BareEndpoint.self],
         defaultSubcommand: Verify.self
     )
 }
@@ -172,8 +173,37 @@ do {
     switch command {
     case let verify as Verify: try await verify.run()
     case let bench as Bench: try await bench.run()
+    case let bare as BareEndpoint: try await bare.run()
     default: try command.run()
     }
 } catch {
     PipelineLoad.exit(withError: error)
+}
+
+/// The pipeline benchmark's first ceiling, in a process of its own: a bare Hummingbird endpoint that
+/// decodes the event JSON and answers 201. `bench` starts it; its first line is `port N`.
+struct BareEndpoint: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bare-endpoint", abstract: "Serve the benchmark's bare decoding endpoint (started by bench).", shouldDisplay: false)
+
+    @Option(help: "Port on 127.0.0.1 (0: any free port).") var port = 0
+
+    func run() async throws {
+        let router = Router()
+        router.post("/v1/attendance/events") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 64 * 1_024)
+            let event = try ProtocolCodec.wire.decode(AttendanceEvent.self, from: body.readableBytesView)
+            return Response(
+                status: .created, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
+        }
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            onServerRunning: { channel in
+                FileHandle.standardOutput.write(Data("port \(channel.localAddress?.port ?? 0)\n".utf8))
+            },
+            logger: Logger(label: "bare-endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        try await app.runService()
+    }
 }
