@@ -205,6 +205,9 @@ SELECT format('CREATE ROLE %I LOGIN CREATEDB PASSWORD %L', :'role', :'pw')
 SELECT format('ALTER ROLE %I LOGIN CREATEDB PASSWORD %L', :'role', :'pw') \gexec
 SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+-- The pipeline benchmark starts each storage phase at a checkpoint (PostgreSQL 15 and later).
+SELECT format('GRANT pg_checkpoint TO %I', :'role')
+ WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pg_checkpoint') \gexec
 SQL
         die "could not create role $PGUSER / database $PGDATABASE"
     # The statement counters' view, readable by the application role (its own statements' text).

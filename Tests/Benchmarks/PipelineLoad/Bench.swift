@@ -90,6 +90,7 @@ struct PipelineBench {
                     + (telemetry.isEmpty ? "…" : " (the telemetry aggregator paused meanwhile)…"))
             for pid in telemetry { kill(pid, SIGSTOP) }
             do {
+                await settleDatabase()
                 merger = try await mergerAlone()
                 for pid in telemetry { kill(pid, SIGCONT) }
             } catch {
@@ -333,8 +334,10 @@ struct PipelineBench {
         // started) reads most index leaves from disk, and the ceiling would be a fraction of itself
         // (measured: 6,496 rows/s cold, 24,255-35,567 warm).
         _ = try await pgbench(into: "merger.events", tag: tag, clients: 2)
+        await settleDatabase()
         let sameTable = try await pgbench(into: "merger.events", tag: tag, clients: 2)
         sameTable.report("into merger.events, 2 clients")
+        await settleDatabase()
         let singleClient = try await pgbench(into: "merger.events", tag: tag, clients: 1)
         singleClient.report("into merger.events, 1 client")
         let deleted = try await postgres.query(
@@ -345,7 +348,7 @@ struct PipelineBench {
         // entries, so each run would grow the table by its pgbench rows and slow the merger phases after it
         // (docs/PERFORMANCE.md, "The bars depend on how much merger.events holds").
         let vacuumStart = ContinuousClock.now
-        _ = try await postgres.query("VACUUM merger.events", logger: logger)
+        _ = try await postgres.query("VACUUM (ANALYZE) merger.events", logger: logger)
         let vacuumed = (ContinuousClock.now - vacuumStart).components
         let vacuumSeconds = Double(vacuumed.seconds) + Double(vacuumed.attoseconds) / 1e18
         say(String(format: "    (merger.events vacuumed in %.1f s)", vacuumSeconds))
@@ -353,10 +356,36 @@ struct PipelineBench {
         _ = try await postgres.query("CREATE SCHEMA IF NOT EXISTS bench", logger: logger)
         _ = try await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
         _ = try await postgres.query("CREATE TABLE bench.merger_events (LIKE merger.events INCLUDING ALL)", logger: logger)
+        await settleDatabase()
         let emptyCopy = try await pgbench(into: "bench.merger_events", tag: tag, clients: 2)
         emptyCopy.report("into an empty copy, 2 clients")
         _ = try? await postgres.query("DROP TABLE IF EXISTS bench.merger_events", logger: logger)
         return PgbenchCeiling(sameTable: sameTable, singleClient: singleClient, emptyCopy: emptyCopy)
+    }
+
+    /// Each storage phase starts from the same state: no autovacuum worker at work (the rows of the
+    /// phase before may have started one) and a checkpoint just taken, so that no phase pays for
+    /// another's dirty pages or shares the cores with a vacuum it did not cause. The local stack grants
+    /// the application role `pg_checkpoint`; without it the phase runs unsettled and says so.
+    private func settleDatabase() async {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            var workers = 0
+            do {
+                let rows = try await postgres.query(
+                    "SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'", logger: logger)
+                for try await count in rows.decode(Int.self) { workers = count }
+            } catch {
+                break
+            }
+            if workers == 0 { break }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+        do {
+            _ = try await postgres.query("CHECKPOINT", logger: logger)
+        } catch {
+            say("    (no checkpoint before this phase: \(String(reflecting: error)))")
+        }
     }
 
     private func pgbench(into table: String, tag: String, clients: Int) async throws -> StorageRun {
