@@ -33,6 +33,12 @@ struct WireTimestampTests {
         #expect(WireTimestamp.date(from: WireTimestamp.string(from: now)) == rounded)
     }
 
+    @Test func yearsArePaddedToFourDigitsAndMayHaveMore() {
+        #expect(WireTimestamp.string(from: Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00Z")
+        #expect(WireTimestamp.string(from: Date(timeIntervalSince1970: -59_042_995_199.05)) == "0099-01-01T00:00:00.950Z")
+        #expect(WireTimestamp.string(from: Date(timeIntervalSince1970: 253_402_300_800)) == "10000-01-01T00:00:00Z")
+    }
+
     @Test func offsetsAreNormalisedToUTC() {
         #expect(WireTimestamp.date(from: "2025-09-18T13:35:12+07:00") == WireTimestamp.date(from: "2025-09-18T06:35:12Z"))
         #expect(WireTimestamp.date(from: "2025-09-18T01:05:12-05:30") == WireTimestamp.date(from: "2025-09-18T06:35:12Z"))
