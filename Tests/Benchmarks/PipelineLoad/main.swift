@@ -181,12 +181,11 @@ do {
 }
 
 /// The pipeline benchmark's first ceiling, in a process of its own: a bare Hummingbird endpoint that
-/// decodes the event JSON and answers 201. `bench` starts it; its first line is `port N`.
+/// decodes the event JSON and answers 201, on a free loopback port. `bench` starts it; its first line
+/// is `port N`.
 struct BareEndpoint: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bare-endpoint", abstract: "Serve the benchmark's bare decoding endpoint (started by bench).", shouldDisplay: false)
-
-    @Option(help: "Port on 127.0.0.1 (0: any free port).") var port = 0
 
     func run() async throws {
         let router = Router()
@@ -198,7 +197,7 @@ struct BareEndpoint: AsyncParsableCommand {
                 body: .init(byteBuffer: ByteBuffer(string: "{\"serverReceiptId\":\"\(event.idempotencyKey.prefix(8))\"}")))
         }
         let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in
                 FileHandle.standardOutput.write(Data("port \(channel.localAddress?.port ?? 0)\n".utf8))
             },
