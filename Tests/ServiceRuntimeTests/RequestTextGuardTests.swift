@@ -65,6 +65,16 @@ struct RequestTextGuardTests {
             #expect(query.status == .badRequest)
             #expect(try Self.problem(query).errors?.first?.field == "siteId")
 
+            // A value that is not valid percent-encoded UTF-8 would reach the route as U+FFFD.
+            let encoding = try await client.execute(uri: "/items/1?limit=5&siteId=a%ffb", method: .get)
+            #expect(encoding.status == .badRequest)
+            #expect(try Self.problem(encoding).errors?.map(\.field) == ["siteId"])
+            let name = try await client.execute(uri: "/items/1?%e2%82=1", method: .get)
+            #expect(name.status == .badRequest)
+            #expect(try Self.problem(name).errors?.first?.field == "query")
+            let fine = try await client.execute(uri: "/items/1?siteId=caf%C3%A9%20x&empty=&flag", method: .get)
+            #expect(fine.status == .ok)
+
             let path = try await client.execute(uri: "/items/a%00b", method: .get)
             #expect(path.status == .badRequest)
             #expect(try Self.problem(path).errors?.first?.field == "path")

@@ -20,6 +20,7 @@ public enum RequestTextGuard {
         } else if path.removingPercentEncoding == nil {
             problems.append(FieldError(field: "path", reason: "is not valid percent-encoded UTF-8"))
         }
+        problems += invalidQueryEncodings(request.uri.query)
         for (name, value) in request.uri.queryParameters {
             if containsControl(String(name)) {
                 problems.append(FieldError(field: "query", reason: "a parameter name contains control characters"))
@@ -34,6 +35,25 @@ public enum RequestTextGuard {
         throw ProblemDetails.validation([
             FieldError(field: fieldWithControl(in: Data(body.readableBytesView)) ?? "", reason: "must not contain control characters")
         ])
+    }
+
+    /// A query parameter whose name or value is not valid percent-encoded UTF-8 (`siteId=%ff`): the
+    /// decoded parameters would carry U+FFFD in its place and match nothing, so it is refused instead,
+    /// named by its name (or `query` when the name itself is broken).
+    static func invalidQueryEncodings(_ query: String?) -> [FieldError] {
+        guard let query, !query.isEmpty else { return [] }
+        var problems: [FieldError] = []
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = parts[0].removingPercentEncoding else {
+                problems.append(FieldError(field: "query", reason: "a parameter name is not valid percent-encoded UTF-8"))
+                continue
+            }
+            if parts.count == 2, parts[1].removingPercentEncoding == nil {
+                problems.append(FieldError(field: name, reason: "is not valid percent-encoded UTF-8"))
+            }
+        }
+        return problems
     }
 
     /// The body limit when a service names none.
