@@ -10,8 +10,8 @@ import Testing
 @testable import SessionMergerService
 
 extension SessionMergerServiceTests {
-    /// With `MERGER_WRITE_LANES` above 1, a large batch is stored as concurrent transactions split by user, its
-    /// offsets after all of them.
+    /// With `MERGER_WRITE_LANES` above 1 (2 by default), a large batch is stored as concurrent transactions, one
+    /// per lane of users, each with its own lane's offsets.
     @Suite("Write lanes")
     struct WriteLanesTests {
         /// `users` users with 1 to 6 events each: a check-in, heartbeats, a check-out.
@@ -32,7 +32,7 @@ extension SessionMergerServiceTests {
             .map(\.element)
         }
 
-        @Test func aLargeBatchIsSplitByUserIntoBalancedLanesAndASmallOneIsNot() async throws {
+        @Test func aLargeBatchIsSplitIntoItsUsersStableLanesAndASmallOneIsNot() async throws {
             try await MergerDB.run { db in
                 let events = Self.day(users: 60, prefix: "lanes-\(token())", at: Date().minus(hours: 4))
                 let batch = await db.processor.decode(try db.messages(events))
@@ -40,11 +40,15 @@ extension SessionMergerServiceTests {
 
                 let lanes = try #require(VettedBatchProcessor.writeLanes(of: batch.decoded, count: 2))
                 try #require(lanes.count == 2)
-                #expect(lanes.flatMap { $0 }.sorted() == Array(events.indices))
-                for lane in lanes { #expect(lane == lane.sorted(), "a lane keeps batch order") }
-                let usersOf = lanes.map { Set($0.map { events[$0].raw.userId }) }
-                #expect(usersOf[0].isDisjoint(with: usersOf[1]), "a user's events stay in one lane")
-                #expect(abs(lanes[0].count - lanes[1].count) <= 6, "lanes of \(lanes[0].count) and \(lanes[1].count) messages")
+                #expect(lanes.map(\.lane) == [0, 1])
+                #expect(lanes.flatMap(\.indices).sorted() == Array(events.indices))
+                for lane in lanes {
+                    #expect(lane.indices == lane.indices.sorted(), "a lane keeps batch order")
+                    for index in lane.indices {
+                        #expect(
+                            VettedBatchProcessor.lane(ofUser: events[index].raw.userId, count: 2) == lane.lane, "a user's lane is stable")
+                    }
+                }
 
                 let small = await db.processor.decode(
                     try db.messages(Array(events.prefix(2 * VettedBatchProcessor.minimumMessagesPerLane - 1))))
@@ -58,6 +62,19 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// The stored lane offsets assume each user's lane: the hash may never change.
+        @Test func aUsersLaneIsPinned() {
+            #expect(VettedBatchProcessor.lane(ofUser: "usr_d77ffd3516089dfaedb92bd4", count: 1) == 0)
+            #expect(
+                ["usr_d77ffd3516089dfaedb92bd4", "usr_cbcd6e5d5c6c2b9e65304c2f", "u-1", ""].map {
+                    VettedBatchProcessor.lane(ofUser: $0, count: 2)
+                } == [1, 0, 0, 1])
+            #expect(
+                ["usr_d77ffd3516089dfaedb92bd4", "usr_cbcd6e5d5c6c2b9e65304c2f", "u-1", ""].map {
+                    VettedBatchProcessor.lane(ofUser: $0, count: 8)
+                } == [3, 6, 2, 5])
+        }
+
         /// A processor of `db`'s schema storing large batches in two lanes, with a consumer group of its own.
         static func lanes(_ db: MergerDB) -> VettedBatchProcessor {
             var configuration = db.configuration
@@ -67,28 +84,50 @@ extension SessionMergerServiceTests {
                 client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
         }
 
+        /// A processor of `db`'s schema storing every batch in one transaction, with a consumer group of its own.
+        static func oneTransaction(_ db: MergerDB) -> VettedBatchProcessor {
+            var configuration = db.configuration
+            configuration.consumer.groupId += "-one"
+            configuration.writeLanes = 1
+            return VettedBatchProcessor(
+                client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
+        }
+
         func storedOffset(_ processor: VettedBatchProcessor, _ db: MergerDB) async throws -> Int64? {
             let partition = TopicPartition(topic: db.topic, partition: 0)
             return try await processor.storedOffsets(for: [partition])[partition]
         }
 
+        /// The stored rows of the lanes processor's group: (lane, lane count, next offset), by lane.
+        func laneRows(_ db: MergerDB) async throws -> [[Int64]] {
+            let rows = try await db.client.query(
+                """
+                SELECT lane::int8, lanes::int8, next_offset FROM consumer_offsets
+                WHERE group_id = \(db.configuration.consumer.groupId + "-lanes") ORDER BY lane
+                """, logger: MergerDB.logger)
+            var result: [[Int64]] = []
+            for try await (lane, lanes, next) in rows.decode((Int64, Int64, Int64).self) { result.append([lane, lanes, next]) }
+            return result
+        }
+
         @Test func aBatchStoredInLanesGivesWhatOneTransactionGives() async throws {
             try await MergerDB.run { db in
-                try #require(db.configuration.writeLanes == 1, "one transaction per batch is the default")
-                let lanes = Self.lanes(db)
+                try #require(db.configuration.writeLanes == 2, "two lanes are the default")
+                let lanes = Self.lanes(db), one = Self.oneTransaction(db)
                 let start = Date().minus(hours: 4), run = token()
                 let inLanes = Self.day(users: 60, prefix: "lanes-\(run)", at: start)
                 let inOne = Self.day(users: 60, prefix: "one-\(run)", at: start)
 
                 let laneResult = try await db.process(inLanes, from: 0, with: lanes)
-                let oneResult = try await db.process(inOne, from: 0)
+                let oneResult = try await db.process(inOne, from: 0, with: one)
 
                 #expect(laneResult.verdicts.map(\.requestId) == inLanes.map(\.raw.requestId), "one verdict per message, in message order")
                 #expect(laneResult.verdicts.allSatisfy { $0.outcome == .accepted })
                 #expect(laneResult.verdicts.map(\.outcome) == oneResult.verdicts.map(\.outcome))
                 #expect(laneResult.sessionChanges.count == oneResult.sessionChanges.count)
                 #expect(try await storedOffset(lanes, db) == Int64(inLanes.count))
-                #expect(try await db.storedOffset() == Int64(inOne.count))
+                #expect(try await laneRows(db) == [[0, 2, Int64(inLanes.count)], [1, 2, Int64(inLanes.count)]], "each lane's row")
+                #expect(try await storedOffset(one, db) == Int64(inOne.count))
                 for u in 0..<60 {
                     let lanes = try await db.sessions(user: "lanes-\(run)-\(u)"), one = try await db.sessions(user: "one-\(run)-\(u)")
                     #expect(lanes.map(\.status) == one.map(\.status) && lanes.map(\.closeReason) == one.map(\.closeReason))
@@ -99,28 +138,99 @@ extension SessionMergerServiceTests {
             }
         }
 
-        @Test func lanesThatCommittedBeforeTheOffsetsAreAnsweredFromTheirRowsWhenTheBatchComesAgain() async throws {
+        /// A crash after one lane committed and before the other did: each lane's transaction held its
+        /// own offsets, so the restarted merger resumes at the lane behind and skips what the other
+        /// lane stored. Every event is stored once; nothing is answered twice.
+        @Test func aCrashBetweenTwoLanesCommitsStoresEveryEventOnce() async throws {
             try await MergerDB.run { db in
-                let lanes = Self.lanes(db)
-                let events = Self.day(users: 60, prefix: "again-\(token())", at: Date().minus(hours: 4))
-                let first = try await db.process(events, from: 0, with: lanes)
-                try #require(first.verdicts.count == events.count)
-                // A crash after the lanes committed and before the offsets: the batch is read again.
-                try await db.client.query(
-                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.consumer.groupId + "-lanes")", logger: MergerDB.logger
-                )
-                #expect(try await storedOffset(lanes, db) == nil)
-                let sessionsBefore = try await db.count("SELECT count(*)::int8 FROM sessions WHERE user_id LIKE 'again-%'")
-                let changesBefore = try await db.count("SELECT count(*)::int8 FROM session_change_outbox WHERE user_id LIKE 'again-%'")
+                let run = token()
+                let first = Self.day(users: 60, prefix: "crash-a-\(run)", at: Date().minus(hours: 6))
+                let second = Self.day(users: 60, prefix: "crash-b-\(run)", at: Date().minus(hours: 4))
+                try #require(try await db.process(first, from: 0, with: Self.lanes(db)).verdicts.count == first.count)
+                let end1 = Int64(first.count), end2 = end1 + Int64(second.count)
 
-                let again = try await db.process(events, from: 0, with: lanes)
-                #expect(again.verdicts.allSatisfy { $0.outcome == .duplicate })
-                #expect(again.verdicts.map(\.serverReceiptId) == first.verdicts.map(\.serverReceiptId))
-                #expect(again.verdicts.map(\.sessionId) == first.verdicts.map(\.sessionId))
-                #expect(try await db.count("SELECT count(*)::int8 FROM sessions WHERE user_id LIKE 'again-%'") == sessionsBefore)
+                // Lane 1's transaction fails at its offsets, after lane 0 has committed: the crash.
+                try await db.client.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            CREATE FUNCTION crash_lane_one() RETURNS trigger LANGUAGE plpgsql AS $$
+                            BEGIN PERFORM pg_sleep(0.5); RAISE EXCEPTION 'the merger died before lane 1 committed'; END $$
+                            """), logger: MergerDB.logger)
+                try await db.client.query(
+                    """
+                    CREATE TRIGGER crash_lane_one BEFORE INSERT OR UPDATE ON consumer_offsets
+                    FOR EACH ROW WHEN (NEW.lane = 1) EXECUTE FUNCTION crash_lane_one()
+                    """, logger: MergerDB.logger)
+                await #expect(throws: (any Error).self) { try await db.process(second, from: end1, with: Self.lanes(db)) }
+                try await db.client.query("DROP TRIGGER crash_lane_one ON consumer_offsets", logger: MergerDB.logger)
+                #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end1]])
+                let laneOf = { (event: VettedEvent) in VettedBatchProcessor.lane(ofUser: event.raw.userId, count: 2) }
+                let storedBefore = try await db.count("SELECT count(*)::int8 FROM events WHERE user_id LIKE 'crash-b-%'")
+                try #require(storedBefore == second.filter { laneOf($0) == 0 }.count, "lane 0 committed, lane 1 did not")
+
+                // Had the broker lost the partition, the consumer would read a new log from offset 0:
+                // nothing of it is skipped as stored.
+                let newLog = Self.day(users: 60, prefix: "crash-d-\(run)", at: Date().minus(hours: 4))
+                let reset = Self.lanes(db)
+                #expect(try await storedOffset(reset, db) == end1)
+                let fromStart = try await reset.process(try db.messages(newLog, from: 0))
+                #expect(fromStart.verdicts.count == newLog.count && fromStart.verdicts.allSatisfy { $0.outcome == .accepted })
+                #expect(try await db.count("SELECT count(*)::int8 FROM events WHERE user_id LIKE 'crash-d-%'") == newLog.count)
+                try await db.client.query(
+                    """
+                    UPDATE consumer_offsets SET next_offset = CASE lane WHEN 0 THEN \(end2) ELSE \(end1) END
+                    WHERE group_id = \(db.configuration.consumer.groupId + "-lanes")
+                    """, logger: MergerDB.logger)
+
+                // The restarted merger: resumes at lane 1's offset, re-reads the batch, stores lane 1's share.
+                let restarted = Self.lanes(db)
+                #expect(try await storedOffset(restarted, db) == end1)
+                let again = try await db.process(second, from: end1, with: restarted)
+                let laneOne = second.filter { laneOf($0) == 1 }
+                #expect(again.verdicts.map(\.requestId) == laneOne.map(\.raw.requestId), "lane 0's events are not answered again")
+                #expect(again.verdicts.allSatisfy { $0.outcome == .accepted })
+                #expect(try await db.count("SELECT count(*)::int8 FROM events WHERE user_id LIKE 'crash-b-%'") == second.count)
                 #expect(
-                    try await db.count("SELECT count(*)::int8 FROM session_change_outbox WHERE user_id LIKE 'again-%'") == changesBefore)
-                #expect(try await storedOffset(lanes, db) == Int64(events.count))
+                    try await db.count("SELECT count(DISTINCT idempotency_key)::int8 FROM events WHERE user_id LIKE 'crash-b-%'")
+                        == second.count)
+                #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end2]])
+                // Every user's day is what one transaction gives.
+                let one = try await db.process(
+                    Self.day(users: 60, prefix: "crash-c-\(run)", at: Date().minus(hours: 4)), from: 0, with: Self.oneTransaction(db))
+                try #require(one.verdicts.count == second.count)
+                for u in 0..<60 {
+                    let lanes = try await db.sessions(user: "crash-b-\(run)-\(u)"),
+                        single = try await db.sessions(user: "crash-c-\(run)-\(u)")
+                    #expect(lanes.map(\.status) == single.map(\.status) && lanes.map(\.closeReason) == single.map(\.closeReason))
+                }
+                // The next batch goes on from both lanes' offset.
+                #expect(try await storedOffset(Self.lanes(db), db) == end2)
+            }
+        }
+
+        /// Changing the lane count: rows written under another count are replaced by the new count's,
+        /// at their smallest offset; rows that do not cover every lane of their count are dropped, and the
+        /// partition is read again from its committed offset (the events' unique keys answer the repeats).
+        @Test func rowsOfAnotherLaneCountAreReplacedAtTheirSmallestOffset() async throws {
+            try await MergerDB.run { db in
+                let events = Self.day(users: 60, prefix: "count-\(token())", at: Date().minus(hours: 4))
+                try #require(try await db.process(events, from: 0, with: Self.lanes(db)).verdicts.count == events.count)
+                let end = Int64(events.count)
+                var single = db.configuration
+                single.consumer.groupId += "-lanes"
+                single.writeLanes = 1
+                let oneLane = VettedBatchProcessor(
+                    client: db.client, configuration: single, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
+                #expect(try await storedOffset(oneLane, db) == end)
+                #expect(try await laneRows(db) == [[0, 1, end]])
+                #expect(try await storedOffset(Self.lanes(db), db) == end)
+                #expect(try await laneRows(db) == [[0, 2, end], [1, 2, end]])
+
+                // Lane 1 of 2 lost (never written): under one lane nothing says what lane 1's users stored.
+                try await db.client.query(
+                    "DELETE FROM consumer_offsets WHERE group_id = \(single.consumer.groupId) AND lane = 1", logger: MergerDB.logger)
+                #expect(try await storedOffset(oneLane, db) == nil)
+                #expect(try await laneRows(db) == [])
             }
         }
     }

@@ -32,9 +32,10 @@ package struct SessionMergerConfiguration: SchemaSettings {
     package var conflictRetries = 5
     /// Timelines kept in memory between batches (`TimelineCache`); 0 turns the cache off.
     package var timelineCacheCapacity = 100_000
-    /// Concurrent transactions a large batch is stored in, its users split between them, its offsets
-    /// stored once all have committed. 1 (the default): one transaction holds the batch and its offsets.
-    package var writeLanes = 1
+    /// Concurrent transactions a large batch (at least 128 events) is stored in, each user always in the
+    /// same one, each holding its own share's offsets. 2 by default: under a backlog one transaction at a
+    /// time left a core idle while PostgreSQL committed; 1 stores every batch in one transaction.
+    package var writeLanes = 2
     /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
     /// seeks to `merger.consumer_offsets` on assignment).
     package var commitOffsetsToBroker = true

@@ -56,51 +56,131 @@ extension KafkaConsumer {
     }
 }
 
+/// Where one partition resumes, and what each write lane of its owner has stored.
+public struct StoredPartitionOffsets: Sendable, Hashable {
+    /// Per lane, in lane order: every message of that lane below it is stored (0: nothing yet).
+    public var lanes: [Int64]
+    /// The next offset to read: the smallest of the lanes'.
+    public var resume: Int64 { lanes.min() ?? 0 }
+
+    public init(lanes: [Int64]) {
+        self.lanes = lanes
+    }
+}
+
 /// The `consumer_offsets` table in which an owner stores its consumer offsets with its results, in
-/// the schema first on the connection's search path: `group_id`, `topic`, `partition`, `next_offset`,
-/// `updated_at`, keyed by (`group_id`, `topic`, `partition`). Each owner's migrations create it.
+/// the schema first on the connection's search path: `group_id`, `topic`, `partition`, `lane`,
+/// `lanes`, `next_offset`, `updated_at`, keyed by (`group_id`, `topic`, `partition`, `lane`). Each
+/// owner's migrations create it.
+///
+/// An owner that stores a batch in one transaction has one lane (lane 0 of 1). An owner that stores a
+/// batch as `lanes` concurrent transactions, its messages split between them by a stable key, stores
+/// each lane's row in that lane's transaction, so each transaction holds its data and the offsets that
+/// cover them; the partition resumes at the smallest lane offset, and a message of a lane below that
+/// lane's offset is already stored.
 public enum StoredOffsetsTable {
-    /// The stored next offsets of `partitions` for `groupId`; a partition without one is absent.
+    /// The stored next offsets of `partitions` for `groupId`, an owner storing in one lane; a
+    /// partition without one is absent.
     public static func load(
-        groupId: String, partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger
+        groupId: String, partitions: [TopicPartition], client: PostgresClient, logger: Logger
     ) async throws -> [TopicPartition: Int64] {
+        try await load(groupId: groupId, partitions: partitions, lanes: 1, client: client, logger: logger).mapValues(\.resume)
+    }
+
+    /// The stored offsets of `partitions` for an owner storing in `lanes` lanes; a partition without
+    /// any is absent. Rows written under another lane count (the owner's setting changed) say nothing
+    /// per lane: they are replaced, in the same transaction, by `lanes` rows at their smallest offset
+    /// (or removed, when they do not cover every lane of their count), so a lane batch always finds
+    /// a complete set of its own count.
+    public static func load(
+        groupId: String, partitions: [TopicPartition], lanes: Int, client: PostgresClient, logger: Logger
+    ) async throws -> [TopicPartition: StoredPartitionOffsets] {
+        try await client.withTransaction(logger: logger) { connection in
+            try await load(groupId: groupId, partitions: partitions, lanes: lanes, on: connection, logger: logger)
+        }
+    }
+
+    /// `load` with `lanes` lanes, in the caller's transaction.
+    public static func load(
+        groupId: String, partitions: [TopicPartition], lanes: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [TopicPartition: StoredPartitionOffsets] {
+        precondition(lanes >= 1, "an owner stores in at least one lane")
         guard !partitions.isEmpty else { return [:] }
         let rows = try await connection.query(
             """
-            SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+            SELECT o.topic, o.partition, o.lane, o.lanes, o.next_offset FROM consumer_offsets o
             JOIN unnest(\(partitions.map(\.topic))::text[], \(partitions.map(\.partition))::int4[]) AS q(topic, partition)
               ON o.topic = q.topic AND o.partition = q.partition
             WHERE o.group_id = \(groupId)
             """, logger: logger)
-        var found: [TopicPartition: Int64] = [:]
-        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
-            found[TopicPartition(topic: topic, partition: partition)] = offset
+        var stored: [TopicPartition: [(lane: Int, lanes: Int, offset: Int64)]] = [:]
+        for try await (topic, partition, lane, count, offset) in rows.decode((String, Int32, Int, Int, Int64).self) {
+            stored[TopicPartition(topic: topic, partition: partition), default: []].append((lane, count, offset))
+        }
+        var found: [TopicPartition: StoredPartitionOffsets] = [:]
+        for (partition, rows) in stored {
+            let counts = Set(rows.map(\.lanes))
+            if counts == [lanes] {
+                // A lane without a row has stored nothing yet (its first batch did not commit).
+                var offsets = [Int64](repeating: 0, count: lanes)
+                for row in rows { offsets[row.lane] = row.offset }
+                found[partition] = StoredPartitionOffsets(lanes: offsets)
+                continue
+            }
+            let complete = counts.count == 1 && Set(rows.map(\.lane)).count == counts.first!
+            try await connection.query(
+                """
+                DELETE FROM consumer_offsets
+                WHERE group_id = \(groupId) AND topic = \(partition.topic) AND partition = \(partition.partition)
+                """, logger: logger)
+            guard complete, let resume = rows.map(\.offset).min() else {
+                logger.warning(
+                    "stored offsets of another lane count with a lane missing: the partition is read again from its committed offset",
+                    metadata: ["partition": "\(partition)"])
+                continue
+            }
+            let normalized = [partition: resume]
+            try await store(groupId: groupId, normalized, lanes: Array(0..<lanes), of: lanes, on: connection, logger: logger)
+            found[partition] = StoredPartitionOffsets(lanes: [Int64](repeating: resume, count: lanes))
         }
         return found
     }
 
-    /// `load` on a connection of `client`'s pool.
-    public static func load(
-        groupId: String, partitions: [TopicPartition], client: PostgresClient, logger: Logger
-    ) async throws -> [TopicPartition: Int64] {
-        try await client.withConnection { try await load(groupId: groupId, partitions: partitions, on: $0, logger: logger) }
-    }
-
-    /// Stores `offsets` (the next offset to read per partition) for `groupId`, in the caller's
-    /// transaction. They replace the stored ones, not a maximum: after a broker that lost its log the
-    /// consumer re-reads a partition from its start, and the offsets must follow it back.
+    /// Stores `offsets` (the next offset to read per partition) for `groupId`, one lane, in the
+    /// caller's transaction.
     public static func store(
         groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger
     ) async throws {
-        guard !offsets.isEmpty else { return }
+        try await store(groupId: groupId, offsets, lanes: [0], of: 1, on: connection, logger: logger)
+    }
+
+    /// Stores `offsets` as the offsets of each of `lanes` (of `count`) in the caller's transaction.
+    /// They replace the stored ones, not a maximum: after a broker that lost its log the consumer
+    /// re-reads a partition from its start, and the offsets must follow it back.
+    public static func store(
+        groupId: String, _ offsets: [TopicPartition: Int64], lanes: [Int], of count: Int, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        guard !offsets.isEmpty, !lanes.isEmpty else { return }
+        precondition(lanes.allSatisfy { (0..<count).contains($0) }, "lanes \(lanes) of \(count)")
         let sorted = offsets.sorted { $0.key < $1.key }
+        var topics: [String] = [], partitions: [Int32] = [], laneColumn: [Int32] = [], nextOffsets: [Int64] = []
+        for (partition, offset) in sorted {
+            for lane in lanes {
+                topics.append(partition.topic)
+                partitions.append(partition.partition)
+                laneColumn.append(Int32(lane))
+                nextOffsets.append(offset)
+            }
+        }
         try await connection.query(
             """
-            INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, updated_at)
-            SELECT \(groupId), u.topic, u.partition, u.next_offset, now()
-            FROM unnest(\(sorted.map(\.key.topic))::text[], \(sorted.map(\.key.partition))::int4[], \(sorted.map(\.value))::int8[])
-                 AS u(topic, partition, next_offset)
-            ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()
+            INSERT INTO consumer_offsets (group_id, topic, partition, lane, lanes, next_offset, updated_at)
+            SELECT \(groupId), u.topic, u.partition, u.lane, \(count), u.next_offset, now()
+            FROM unnest(\(topics)::text[], \(partitions)::int4[], \(laneColumn)::int4[], \(nextOffsets)::int8[])
+                 AS u(topic, partition, lane, next_offset)
+            ON CONFLICT (group_id, topic, partition, lane)
+            DO UPDATE SET lanes = EXCLUDED.lanes, next_offset = EXCLUDED.next_offset, updated_at = now()
             """, logger: logger)
     }
 

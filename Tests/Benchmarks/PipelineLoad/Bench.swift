@@ -497,8 +497,9 @@ struct PipelineBench {
             while ContinuousClock.now < deadline {
                 let rows = try await postgres.query(
                     """
-                    SELECT partition, next_offset FROM merger.consumer_offsets
+                    SELECT partition, min(next_offset) FROM merger.consumer_offsets
                     WHERE group_id = 'session-merger' AND topic = \(Topic.vettedEvents.name) AND partition = ANY(\(partitions))
+                    GROUP BY partition
                     """, logger: logger
                 )
                 var caughtUp = 0

@@ -127,7 +127,10 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
 
     package func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus {
         let rows = try await client.query(
-            "SELECT topic, partition, next_offset, updated_at FROM consumer_offsets WHERE group_id = \(groupId) ORDER BY topic, partition",
+            """
+            SELECT topic, partition, min(next_offset), max(updated_at) FROM consumer_offsets WHERE group_id = \(groupId)
+            GROUP BY topic, partition ORDER BY topic, partition
+            """,
             logger: logger)
         var offsets: [PipelineStatus.PartitionOffset] = []
         for try await (topic, partition, next, updated) in rows.decode((String, Int, Int64, Date).self) {

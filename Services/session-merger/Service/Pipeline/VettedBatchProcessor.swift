@@ -42,9 +42,12 @@ package struct VettedBatchResult: Sendable {
 /// and retries; the retry sees the other transaction's result. Every other error is thrown with the
 /// transaction rolled back: nothing of the batch is stored and the caller retries it.
 ///
-/// With `writeLanes` above 1, a batch of at least `2 * minimumMessagesPerLane` messages is split by
-/// user into that many transactions run concurrently (steps 2-5 each, without the offsets), and its
-/// offsets are stored once every lane has committed (`storeInLanes`).
+/// With `writeLanes` above 1, every user belongs to one lane (`lane(ofUser:count:)`, a stable hash), and
+/// a batch of at least `2 * minimumMessagesPerLane` messages is stored as one transaction per lane that
+/// has messages, run concurrently (steps 2-5 each, each with its lane's offsets: see
+/// `StoredOffsetsTable`). After a crash between two lanes' commits, the partition resumes at the
+/// smallest lane offset and the messages of a lane below its own offset are skipped: each message is
+/// stored once, with its offsets, as in one transaction.
 package final class VettedBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: SessionMergerConfiguration
@@ -56,6 +59,9 @@ package final class VettedBatchProcessor: Sendable {
     private let sessionKeySites: SessionKeySiteCache
     /// The last batch held keys recorded before it: look the next one's keys up first.
     private let redeliveriesSeen = Atomic<Bool>(false)
+    /// Per assigned partition whose lanes stored up to different offsets: each lane's offset (its
+    /// messages below it are stored). Set on assignment, dropped once a batch passes them all.
+    private let laneOffsets = Mutex<[TopicPartition: [Int64]]>([:])
 
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
@@ -82,9 +88,52 @@ package final class VettedBatchProcessor: Sendable {
     /// The consumer identity written into dead letters.
     var consumerName: String { "session-merger/\(configuration.consumer.groupId)" }
 
-    /// The stored next offsets of `partitions` (the rebalance listener seeks there).
+    /// The stored next offsets of `partitions` (the rebalance listener seeks there): the smallest of
+    /// their lanes'. The lanes' own offsets are kept to skip what each lane already stored.
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        try await StoredOffsetsTable.load(groupId: configuration.consumer.groupId, partitions: partitions, client: client, logger: logger)
+        let stored = try await StoredOffsetsTable.load(
+            groupId: configuration.consumer.groupId, partitions: partitions, lanes: configuration.writeLanes, client: client,
+            logger: logger)
+        laneOffsets.withLock { offsets in
+            for partition in partitions { offsets[partition] = nil }
+            for (partition, lanes) in stored where lanes.lanes.contains(where: { $0 > lanes.resume }) {
+                offsets[partition] = lanes.lanes
+            }
+        }
+        return stored.mapValues(\.resume)
+    }
+
+    /// The write lane of a user's messages among `count`: FNV-1a of the user id, so a user keeps their
+    /// lane across batches and restarts (the stored lane offsets depend on it).
+    static func lane(ofUser userId: String, count: Int) -> Int {
+        guard count > 1 else { return 0 }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in userId.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return Int(hash % UInt64(count))
+    }
+
+    /// `messages` without those a lane stored before a restart (below that lane's stored offset). A
+    /// partition read from below its resume offset is not the log the offsets were stored against (the
+    /// broker lost it, and the consumer reads the new one from its start): nothing of it is skipped.
+    private func withoutStored(_ messages: [DecodedMessage], nextOffsets: [TopicPartition: Int64]) -> [DecodedMessage] {
+        let lanes = configuration.writeLanes
+        return laneOffsets.withLock { offsets in
+            guard !offsets.isEmpty else { return messages }
+            for item in messages {
+                let partition = TopicPartition(topic: item.message.topic, partition: item.message.partition)
+                if let stored = offsets[partition], item.message.offset < stored.min() ?? 0 { offsets[partition] = nil }
+            }
+            let kept = messages.filter { item in
+                let partition = TopicPartition(topic: item.message.topic, partition: item.message.partition)
+                guard let stored = offsets[partition] else { return true }
+                return item.message.offset >= stored[Self.lane(ofUser: item.raw.userId, count: lanes)]
+            }
+            for (partition, next) in nextOffsets where (offsets[partition]?.max() ?? .max) <= next { offsets[partition] = nil }
+            return kept
+        }
     }
 
     /// A batch decoded, ready to be stored.
@@ -112,10 +161,12 @@ package final class VettedBatchProcessor: Sendable {
     /// Stores a decoded batch in one transaction (steps 2-5), or in lanes; the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
         let outcome: TransactionOutcome, attempts: Int
-        if let lanes = Self.writeLanes(of: batch.decoded, count: configuration.writeLanes) {
-            (outcome, attempts) = try await storeInLanes(lanes, of: batch)
+        let messages = withoutStored(batch.decoded, nextOffsets: batch.nextOffsets)
+        if let lanes = Self.writeLanes(of: messages, count: configuration.writeLanes) {
+            (outcome, attempts) = try await storeInLanes(lanes, of: messages, letters: batch.letters, nextOffsets: batch.nextOffsets)
         } else {
-            (outcome, attempts) = try await storeLane(batch.decoded, letters: batch.letters, nextOffsets: batch.nextOffsets)
+            (outcome, attempts) = try await storeLane(
+                messages, letters: batch.letters, nextOffsets: batch.nextOffsets, offsetLanes: Array(0..<configuration.writeLanes))
         }
         // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
         // holds none.
@@ -125,10 +176,10 @@ package final class VettedBatchProcessor: Sendable {
             attempts: attempts)
     }
 
-    /// Stores `messages` in one transaction, with `nextOffsets` when given, the dead letters sent
-    /// first; then keeps its timelines and session keys in memory.
+    /// Stores `messages` in one transaction with `nextOffsets` as the offsets of `offsetLanes`, the
+    /// dead letters sent first; then keeps its timelines and session keys in memory.
     private func storeLane(
-        _ messages: [DecodedMessage], letters: [DeadLetter], nextOffsets: [TopicPartition: Int64]
+        _ messages: [DecodedMessage], letters: [DeadLetter], nextOffsets: [TopicPartition: Int64], offsetLanes: [Int]
     ) async throws -> (TransactionOutcome, Int) {
         func transaction(_ letters: [DeadLetter], lookUpRecorded: Bool) async throws -> (TransactionOutcome, Int) {
             try await BatchTransaction.run(
@@ -136,7 +187,8 @@ package final class VettedBatchProcessor: Sendable {
                 isConflict: { $0 is MergerWriteConflict }
             ) { connection in
                 try await self.apply(
-                    messages, nextOffsets: nextOffsets, now: self.clock(), lookUpRecorded: lookUpRecorded, on: connection)
+                    messages, nextOffsets: nextOffsets, offsetLanes: offsetLanes, now: self.clock(), lookUpRecorded: lookUpRecorded,
+                    on: connection)
             }
         }
         let outcome: TransactionOutcome, attempts: Int
@@ -156,34 +208,33 @@ package final class VettedBatchProcessor: Sendable {
         return (outcome, attempts)
     }
 
-    /// Stores a batch as concurrent transactions, one per lane (users never span two lanes, so the
-    /// lanes touch disjoint rows), then its offsets once every lane has committed. A failure or a
-    /// crash before the offsets are stored leaves the batch to be read again: the events of lanes
-    /// that committed are then found recorded and answered from their rows, as any redelivery.
-    private func storeInLanes(_ lanes: [[Int]], of batch: DecodedBatch) async throws -> (TransactionOutcome, Int) {
-        let decoded = batch.decoded, letters = batch.letters
+    /// Stores a batch as concurrent transactions, one per lane with messages (users never span two
+    /// lanes, so the lanes touch disjoint rows), each with its lane's offsets; the first also stores
+    /// those of the lanes without messages in this batch (they have nothing of it to store). A failure
+    /// leaves the batch to be stored again: the events of lanes that committed are then found recorded
+    /// and answered from their rows, as any redelivery.
+    private func storeInLanes(
+        _ lanes: [(lane: Int, indices: [Int])], of decoded: [DecodedMessage], letters: [DeadLetter],
+        nextOffsets: [TopicPartition: Int64]
+    ) async throws -> (TransactionOutcome, Int) {
+        let idle = Set(0..<configuration.writeLanes).subtracting(lanes.map(\.lane)).sorted()
         let outcomes = try await withThrowingTaskGroup(of: (Int, TransactionOutcome, Int).self) { group in
-            for (lane, indices) in lanes.enumerated() {
+            for (position, lane) in lanes.enumerated() {
                 group.addTask {
                     let (outcome, attempts) = try await self.storeLane(
-                        indices.map { decoded[$0] }, letters: lane == 0 ? letters : [], nextOffsets: [:])
-                    return (lane, outcome, attempts)
+                        lane.indices.map { decoded[$0] }, letters: position == 0 ? letters : [], nextOffsets: nextOffsets,
+                        offsetLanes: position == 0 ? [lane.lane] + idle : [lane.lane])
+                    return (position, outcome, attempts)
                 }
             }
             var outcomes = [(TransactionOutcome, Int)?](repeating: nil, count: lanes.count)
-            for try await (lane, outcome, attempts) in group { outcomes[lane] = (outcome, attempts) }
+            for try await (position, outcome, attempts) in group { outcomes[position] = (outcome, attempts) }
             return outcomes.compactMap { $0 }
-        }
-        let groupId = configuration.consumer.groupId, logger = self.logger, nextOffsets = batch.nextOffsets
-        try await PostgresFailure.unwrapping {
-            try await client.withConnection { connection in
-                try await StoredOffsetsTable.store(groupId: groupId, nextOffsets, on: connection, logger: logger)
-            }
         }
         // One verdict per message, back in message order; each lane's session changes in its order.
         var verdicts = [AttendanceVerdict?](repeating: nil, count: decoded.count)
-        for (indices, (outcome, _)) in zip(lanes, outcomes) {
-            for (index, verdict) in zip(indices, outcome.verdicts) { verdicts[index] = verdict }
+        for (lane, (outcome, _)) in zip(lanes, outcomes) {
+            for (index, verdict) in zip(lane.indices, outcome.verdicts) { verdicts[index] = verdict }
         }
         return (
             TransactionOutcome(
@@ -196,26 +247,20 @@ package final class VettedBatchProcessor: Sendable {
     /// The fewest messages a write lane gets: below it, a second transaction costs more than it saves.
     static let minimumMessagesPerLane = 64
 
-    /// Splits a batch into at most `count` lanes of about the same number of messages, each user's
-    /// messages in one lane and in batch order, as positions in the batch; nil when it is to be stored
-    /// in one transaction (one lane asked, or too few messages to share: `minimumMessagesPerLane`).
-    static func writeLanes(of messages: [DecodedMessage], count: Int) -> [[Int]]? {
-        let lanes = min(count, messages.count / minimumMessagesPerLane)
-        guard lanes > 1 else { return nil }
-        var perUser: [String: Int] = [:]
-        for message in messages { perUser[message.raw.userId, default: 0] += 1 }
-        // The busiest users first, each to the lane with the fewest messages so far.
+    /// Splits a batch into its users' lanes (`lane(ofUser:count:)`), each lane's messages in batch
+    /// order, as positions in the batch; nil when it is to be stored in one transaction (one lane asked,
+    /// fewer than `2 * minimumMessagesPerLane` messages, or every message in one lane).
+    static func writeLanes(of messages: [DecodedMessage], count: Int) -> [(lane: Int, indices: [Int])]? {
+        guard count > 1, messages.count >= 2 * minimumMessagesPerLane else { return nil }
+        var result = [[Int]](repeating: [], count: count)
         var laneOfUser: [String: Int] = [:]
-        var sizes = [Int](repeating: 0, count: lanes)
-        for (user, messages) in perUser.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }) {
-            let lane = sizes.indices.min { sizes[$0] < sizes[$1] } ?? 0
+        for (index, message) in messages.enumerated() {
+            let user = message.raw.userId
+            let lane = laneOfUser[user] ?? lane(ofUser: user, count: count)
             laneOfUser[user] = lane
-            sizes[lane] += messages
+            result[lane].append(index)
         }
-        var result = [[Int]](repeating: [], count: lanes)
-        for (index, message) in messages.enumerated() { result[laneOfUser[message.raw.userId] ?? 0].append(index) }
-        let filled = result.filter { !$0.isEmpty }
-        // One user's batch fills one lane only.
+        let filled = result.enumerated().filter { !$0.element.isEmpty }.map { (lane: $0.offset, indices: $0.element) }
         return filled.count > 1 ? filled : nil
     }
 
@@ -299,7 +344,7 @@ package final class VettedBatchProcessor: Sendable {
     }
 
     private func apply(
-        _ batch: [DecodedMessage], nextOffsets: [TopicPartition: Int64], now: Date, lookUpRecorded: Bool,
+        _ batch: [DecodedMessage], nextOffsets: [TopicPartition: Int64], offsetLanes: [Int], now: Date, lookUpRecorded: Bool,
         on connection: PostgresConnection
     ) async throws -> TransactionOutcome {
         let logger = self.logger
@@ -489,7 +534,9 @@ package final class VettedBatchProcessor: Sendable {
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
-        try await StoredOffsetsTable.store(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
+        try await StoredOffsetsTable.store(
+            groupId: configuration.consumer.groupId, nextOffsets, lanes: offsetLanes, of: configuration.writeLanes, on: connection,
+            logger: logger)
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
             sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)
