@@ -75,23 +75,20 @@ extension SessionMergerServiceTests {
                 } == [3, 6, 2, 5])
         }
 
-        /// A processor of `db`'s schema storing large batches in two lanes, with a consumer group of its own.
-        static func lanes(_ db: MergerDB) -> VettedBatchProcessor {
+        /// A processor of `db`'s schema storing in `lanes` lanes, in the consumer group `db`'s plus `group`.
+        static func processor(_ db: MergerDB, lanes: Int, group: String = "-lanes") -> VettedBatchProcessor {
             var configuration = db.configuration
-            configuration.consumer.groupId += "-lanes"
-            configuration.writeLanes = 2
+            configuration.consumer.groupId += group
+            configuration.writeLanes = lanes
             return VettedBatchProcessor(
                 client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
         }
 
-        /// A processor of `db`'s schema storing every batch in one transaction, with a consumer group of its own.
-        static func oneTransaction(_ db: MergerDB) -> VettedBatchProcessor {
-            var configuration = db.configuration
-            configuration.consumer.groupId += "-one"
-            configuration.writeLanes = 1
-            return VettedBatchProcessor(
-                client: db.client, configuration: configuration, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
-        }
+        /// Two lanes, in a consumer group of their own.
+        static func lanes(_ db: MergerDB) -> VettedBatchProcessor { processor(db, lanes: 2) }
+
+        /// Every batch in one transaction, in another consumer group of its own.
+        static func oneTransaction(_ db: MergerDB) -> VettedBatchProcessor { processor(db, lanes: 1, group: "-one") }
 
         func storedOffset(_ processor: VettedBatchProcessor, _ db: MergerDB) async throws -> Int64? {
             let partition = TopicPartition(topic: db.topic, partition: 0)
@@ -216,11 +213,7 @@ extension SessionMergerServiceTests {
                 let events = Self.day(users: 60, prefix: "count-\(token())", at: Date().minus(hours: 4))
                 try #require(try await db.process(events, from: 0, with: Self.lanes(db)).verdicts.count == events.count)
                 let end = Int64(events.count)
-                var single = db.configuration
-                single.consumer.groupId += "-lanes"
-                single.writeLanes = 1
-                let oneLane = VettedBatchProcessor(
-                    client: db.client, configuration: single, deadLetters: CollectingDeadLetters(), logger: MergerDB.logger)
+                let oneLane = Self.processor(db, lanes: 1)
                 #expect(try await storedOffset(oneLane, db) == end)
                 #expect(try await laneRows(db) == [[0, 1, end]])
                 #expect(try await storedOffset(Self.lanes(db), db) == end)
@@ -228,7 +221,8 @@ extension SessionMergerServiceTests {
 
                 // Lane 1 of 2 lost (never written): under one lane nothing says what lane 1's users stored.
                 try await db.client.query(
-                    "DELETE FROM consumer_offsets WHERE group_id = \(single.consumer.groupId) AND lane = 1", logger: MergerDB.logger)
+                    "DELETE FROM consumer_offsets WHERE group_id = \(db.configuration.consumer.groupId + "-lanes") AND lane = 1",
+                    logger: MergerDB.logger)
                 #expect(try await storedOffset(oneLane, db) == nil)
                 #expect(try await laneRows(db) == [])
             }
