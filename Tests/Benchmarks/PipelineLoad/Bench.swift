@@ -153,7 +153,7 @@ struct PipelineBench {
                 say(
                     String(
                         format:
-                            "  vs pgbench, one client ............. %8.0f rows/s   ratio %.2f   (one transaction at a time, as the merger on one partition)",
+                            "  vs pgbench, one client ............. %8.0f rows/s   ratio %.2f   (one transaction at a time, as the merger with MERGER_WRITE_LANES=1)",
                         single.rowsPerSecond, merger.rowsPerSecond / single.rowsPerSecond))
                 say(
                     String(
@@ -292,7 +292,7 @@ struct PipelineBench {
     /// its indexes; the rows are deleted afterwards) and into an empty copy of it.
     struct PgbenchCeiling {
         var sameTable: StorageRun
-        /// One client: one transaction at a time, as the merger reading one partition.
+        /// One client: one transaction at a time, as the merger reading one partition in one lane.
         var singleClient: StorageRun
         var emptyCopy: StorageRun
     }
