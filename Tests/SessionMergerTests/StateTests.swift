@@ -1,12 +1,19 @@
 import AttendanceProtocol
 import Foundation
-import SessionMergerCore
 import Testing
 
 import struct PresenceKit.SplitMix64
 
+@testable import SessionMergerCore
+
 @Suite("Horizon and persisted state")
 struct StateTests {
+    @Test("a session's event digest is pinned: stored timelines compare it across releases")
+    func eventDigestIsPinned() {
+        #expect(SessionRecord.digest(["ev-1", "ev-2"]) == "436d222cd804c1aa")
+        #expect(SessionRecord.digest([]) == "cbf29ce484222325")
+    }
+
     @Test("compaction drops final history older than the horizon; older events are then beyond it")
     func compaction() throws {
         var timeline = try newTimeline()

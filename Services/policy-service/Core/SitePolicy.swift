@@ -50,11 +50,11 @@ package struct RuleConfig: Codable, Hashable, Sendable {
 
     /// 0...99, the same on every machine and run (Swift's `Hasher` is seeded per process, so not it).
     package static func canaryBucket(ruleId: PolicyRuleID, userId: String) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in ruleId.rawValue.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        hash = (hash ^ UInt64(UInt8(ascii: "|"))) &* 0x0000_0100_0000_01b3
-        for byte in userId.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return Int(hash % 100)
+        var hash = FNV1a()
+        hash.combine(ruleId.rawValue.utf8)
+        hash.combine(UInt8(ascii: "|"))
+        hash.combine(userId.utf8)
+        return Int(hash.value % 100)
     }
 
     enum CodingKeys: String, CodingKey { case mode, canaryPercent }

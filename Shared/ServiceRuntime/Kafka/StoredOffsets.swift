@@ -101,7 +101,7 @@ public enum StoredOffsetsTable {
     }
 
     /// `load` with `lanes` lanes, in the caller's transaction.
-    public static func load(
+    private static func load(
         groupId: String, partitions: [TopicPartition], lanes: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [TopicPartition: StoredPartitionOffsets] {
         precondition(lanes >= 1, "an owner stores in at least one lane")
@@ -127,7 +127,7 @@ public enum StoredOffsetsTable {
                 found[partition] = StoredPartitionOffsets(lanes: offsets)
                 continue
             }
-            let complete = counts.count == 1 && Set(rows.map(\.lane)).count == counts.first!
+            let complete = counts.count == 1 && Set(rows.map(\.lane)) == Set(0..<rows[0].lanes)
             try await connection.query(
                 """
                 DELETE FROM consumer_offsets

@@ -180,16 +180,12 @@ struct SessionRecord: Codable, Hashable, Sendable {
     }
 
     static func digest(_ ids: [String]) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var hash = FNV1a()
         for id in ids {
-            for byte in id.utf8 {
-                hash ^= UInt64(byte)
-                hash &*= 0x0000_0100_0000_01b3
-            }
-            hash ^= 0x1f
-            hash &*= 0x0000_0100_0000_01b3
+            hash.combine(id.utf8)
+            hash.combine(0x1f)
         }
-        let hex = String(hash, radix: 16)
+        let hex = String(hash.value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }

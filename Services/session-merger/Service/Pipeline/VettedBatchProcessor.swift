@@ -107,12 +107,7 @@ package final class VettedBatchProcessor: Sendable {
     /// lane across batches and restarts (the stored lane offsets depend on it).
     static func lane(ofUser userId: String, count: Int) -> Int {
         guard count > 1 else { return 0 }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in userId.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        return Int(hash % UInt64(count))
+        return Int(FNV1a.hash(userId) % UInt64(count))
     }
 
     /// `messages` without those a lane stored before a restart (below that lane's stored offset). A
