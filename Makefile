@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV := source deploy/local/env.sh &&
 
-.PHONY: help run test stop status logs install format build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection api-check crash-test services-start services-stop services-status compose-check clean
+.PHONY: help run test stop status logs install format build bench bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-codec bench-detection api-check crash-test services-start services-stop services-status compose-check clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ format: ## Apply the code style (.swift-format) to every Swift file; make test c
 build: ## Debug build of everything
 	$(ENV) swift build
 
-bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-detection ## Every benchmark (release builds)
+bench: bench-kafka bench-presence bench-registry bench-pipeline bench-telemetry bench-policy bench-codec bench-detection ## Every benchmark (release builds)
 
 bench-kafka: ## Kafka client throughput vs librdkafka's rdkafka_performance
 	deploy/local/stack.sh start
@@ -69,6 +69,9 @@ bench-detection: ## PresenceKit's defaults across 200 seeded radio worlds vs the
 
 bench-telemetry: ## Telemetry events aggregated/s on one core vs a decode-only baseline (release)
 	$(ENV) swift build -c release --product TelemetryBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/TelemetryBenchmark"
+
+bench-codec: ## The wire codec's hot paths (merger, gateway) on one core vs Foundation's JSON coders (release)
+	$(ENV) swift build -c release --product CodecBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/CodecBenchmark"
 
 bench-policy: ## Policy decisions/s on one core, every rule on (GATT included) vs every rule off
 	$(ENV) swift build -c release --product PolicyBenchmark && taskset -c 0 "$$(swift build -c release --show-bin-path)/PolicyBenchmark"

@@ -403,6 +403,11 @@ let package = Package(
             path: "Tests/Benchmarks/PolicyBenchmark"
         ),
         .executableTarget(
+            name: "CodecBenchmark",
+            dependencies: ["AttendanceProtocol"],
+            path: "Tests/Benchmarks/CodecBenchmark"
+        ),
+        .executableTarget(
             name: "PresenceBenchmark",
             dependencies: ["PresenceKit"],
             path: "Tests/Benchmarks/PresenceBenchmark"

@@ -108,6 +108,26 @@ struct DecodingErrorTests {
         #expect(decodingError(AttendanceEvent.self, json) == .malformedJSON(reason: "duplicate member name \"type\" at line 1, column 21"))
     }
 
+    private struct Accented: Decodable {
+        var value: Int
+        enum CodingKeys: String, CodingKey { case value = "caf\u{E9}" }
+    }
+
+    /// JSON compares member names by code point: "é" written as one scalar and as "e" + U+0301 are
+    /// two names (Swift's `==` takes them for one), in small objects and in indexed large ones.
+    @Test(arguments: [0, 20])
+    func memberNamesCompareByCodePoint(fillers: Int) throws {
+        let filler = (0..<fillers).map { "\"f\($0)\": 0, " }.joined()
+        let twoNames = "{\(filler)\"cafe\u{301}\": 2, \"caf\u{E9}\": 1}"
+        #expect(try ProtocolCodec.wire.decode(Accented.self, from: twoNames).value == 1)
+        let oneNameTwice = "{\(filler)\"caf\u{E9}\": 1, \"caf\u{E9}\": 2}"
+        guard case .malformedJSON(let reason)? = decodingError(Accented.self, oneNameTwice) else {
+            Issue.record("a repeated name was not refused")
+            return
+        }
+        #expect(reason.hasPrefix("duplicate member name \"caf\u{E9}\""))
+    }
+
     @Test func documentOfTheWrongShape() throws {
         #expect(decodingError(AttendanceEvent.self, "[1, 2]") == .wrongType(path: "", expected: "object"))
     }

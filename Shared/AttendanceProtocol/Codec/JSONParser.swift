@@ -26,9 +26,9 @@ enum JSONNode {
 /// and through an index for large ones.
 final class JSONObjectNode {
     let members: [(key: String, value: JSONNode)]
-    private lazy var index: [String: Int] = {
-        var index = [String: Int](minimumCapacity: members.count)
-        for (i, member) in members.enumerated() { index[member.key] = i }
+    private lazy var index: [MemberName: Int] = {
+        var index = [MemberName: Int](minimumCapacity: members.count)
+        for (i, member) in members.enumerated() { index[MemberName(member.key)] = i }
         return index
     }()
 
@@ -38,10 +38,29 @@ final class JSONObjectNode {
 
     subscript(key: String) -> JSONNode? {
         if members.count <= 16 {
-            for member in members where member.key == key { return member.value }
+            for member in members where MemberName.same(member.key, key) { return member.value }
             return nil
         }
-        return index[key].map { members[$0].value }
+        return index[MemberName(key)].map { members[$0].value }
+    }
+}
+
+/// A member name compared as JSON compares them: by its UTF-8 bytes (code points), not by Swift's
+/// canonical equivalence, which would also take "é" and "e\u{301}" for one name. Comparing the
+/// byte counts first makes the common mismatch one integer comparison.
+struct MemberName: Hashable {
+    let text: String
+
+    init(_ text: String) { self.text = text }
+
+    static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+    }
+
+    static func == (a: MemberName, b: MemberName) -> Bool { same(a.text, b.text) }
+
+    func hash(into hasher: inout Hasher) {
+        for byte in text.utf8 { hasher.combine(byte) }
     }
 }
 
@@ -112,7 +131,7 @@ struct JSONParser {
         var members: [(key: String, value: JSONNode)] = []
         // The protocol's objects have up to about 16 members: one allocation instead of five regrowths.
         members.reserveCapacity(16)
-        var seen: Set<String>? = nil
+        var seen: Set<MemberName>? = nil
         skipWhitespace()
         if peek() == UInt8(ascii: "}") {
             index += 1
@@ -126,9 +145,9 @@ struct JSONParser {
             let key = try parseString()
             // Duplicate detection: linear while small, a set once the object grows.
             if members.count >= 16 {
-                if seen == nil { seen = Set(members.map(\.key)) }
-                if !seen!.insert(key).inserted { throw error("duplicate member name \"\(key)\"", at: keyStart) }
-            } else if members.contains(where: { $0.key == key }) {
+                if seen == nil { seen = Set(members.map { MemberName($0.key) }) }
+                if !seen!.insert(MemberName(key)).inserted { throw error("duplicate member name \"\(key)\"", at: keyStart) }
+            } else if members.contains(where: { MemberName.same($0.key, key) }) {
                 throw error("duplicate member name \"\(key)\"", at: keyStart)
             }
             skipWhitespace()

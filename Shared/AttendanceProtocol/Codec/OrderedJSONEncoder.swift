@@ -74,27 +74,29 @@ enum EncodedValue {
     }
 }
 
+// The containers' storage is only reached through the encoder of one value on one thread, so the
+// runtime's exclusivity checks on it (a few per cent of an encode in its profile) are off.
 final class EncodedArray {
-    var items: [EncodedValue] = []
+    @exclusivity(unchecked) var items: [EncodedValue] = []
 }
 
 final class EncodedObject {
-    private(set) var keys: [String] = []
-    private(set) var values: [EncodedValue] = []
+    @exclusivity(unchecked) private(set) var keys: [String] = []
+    @exclusivity(unchecked) private(set) var values: [EncodedValue] = []
 
     /// Positions by key, once the object is too large for a linear search.
-    private var index: [String: Int]?
+    @exclusivity(unchecked) private var index: [MemberName: Int]?
 
     /// Sets `value` for `key`; a key encoded twice keeps its first position and its last value.
     func set(_ value: EncodedValue, for key: String) {
         if keys.count >= 32, index == nil {
-            index = Dictionary(keys.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            index = Dictionary(keys.enumerated().map { (MemberName($1), $0) }, uniquingKeysWith: { first, _ in first })
         }
-        let existing = index.map { $0[key] } ?? keys.firstIndex(of: key)
+        let existing = index.map { $0[MemberName(key)] } ?? keys.firstIndex { MemberName.same($0, key) }
         if let existing {
             values[existing] = value
         } else {
-            index?[key] = keys.count
+            index?[MemberName(key)] = keys.count
             keys.append(key)
             values.append(value)
         }
