@@ -155,7 +155,8 @@ trap - EXIT
 echo "==> this run's exits, as the services and their supervisors logged them:"
 for name in "${instances[@]}"; do
     tail -c +"$((log_start[$name] + 1))" "$RUN_DIR/services/$name.log" |
-        grep -E "broker state lost|exited with status" | sed -E 's/^.*"msg":"([^"]*)".*$/\1/' | cut -c1-200 | sed "s/^/    $name: /"
+        { grep -E "broker state lost|exited with status" || true; } | sed -E 's/^.*"msg":"([^"]*)".*$/\1/' | cut -c1-200 |
+        sed "s/^/    $name: /"
 done
 echo "==> heal times ($heal_report):"
 cat "$heal_report"
