@@ -45,7 +45,9 @@ struct Verify: AsyncParsableCommand {
         logger.logLevel = .warning
         let gateways = gateway.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !gateways.isEmpty else { throw ValidationError("--gateway names no gateway") }
-        try await EnrolledLoad.run(devices: devices, connectionsPerGateway: 64, applicationName: nil, logger: logger) {
+        // A connection per device at most, as phones have: fewer, and a slow verdict (a request holds its
+        // connection for the verdict wait) queues requests in this client until they time out here.
+        try await EnrolledLoad.run(devices: devices, connectionsPerGateway: max(64, devices), applicationName: nil, logger: logger) {
             fleet, http, postgres in
             print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
             let run = LoadRun(
