@@ -118,6 +118,7 @@ extension SessionMergerServiceTests {
                 let laneResult = try await db.process(inLanes, from: 0, with: lanes)
                 let oneResult = try await db.process(inOne, from: 0, with: one)
 
+                #expect(laneResult.transactions == 2 && oneResult.transactions == 1)
                 #expect(laneResult.verdicts.map(\.requestId) == inLanes.map(\.raw.requestId), "one verdict per message, in message order")
                 #expect(laneResult.verdicts.allSatisfy { $0.outcome == .accepted })
                 #expect(laneResult.verdicts.map(\.outcome) == oneResult.verdicts.map(\.outcome))

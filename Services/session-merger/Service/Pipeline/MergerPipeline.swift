@@ -146,6 +146,8 @@ enum MergerMetrics {
 
     static func record(_ result: VettedBatchResult, storeDuration: Duration) {
         batchStore.recordNanoseconds(storeDuration.nanoseconds)
+        // How many batches the write lanes split (`MERGER_WRITE_LANES`): transactions="2" and up.
+        Counter(label: "merger_batches_total", dimensions: [("transactions", String(result.transactions))]).increment()
         var byOutcome: [VerdictOutcome: Int] = [:]
         for verdict in result.verdicts { byOutcome[verdict.outcome, default: 0] += 1 }
         for (outcome, count) in byOutcome {

@@ -19,6 +19,8 @@ package struct VettedBatchResult: Sendable {
     package var nextOffsets: [TopicPartition: Int64]
     /// Transaction attempts (more than 1 when a write conflict forced a retry).
     package var attempts: Int
+    /// The transactions the batch was stored in: 1, or one per write lane with messages.
+    package var transactions = 1
 }
 
 /// Turns a polled batch of `attendance.events.vetted` messages into ONE PostgreSQL transaction:
@@ -156,9 +158,11 @@ package final class VettedBatchProcessor: Sendable {
     /// Stores a decoded batch in one transaction (steps 2-5), or in lanes; the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
         let outcome: TransactionOutcome, attempts: Int
+        var transactions = 1
         let messages = withoutStored(batch.decoded, nextOffsets: batch.nextOffsets)
         if let lanes = Self.writeLanes(of: messages, count: configuration.writeLanes) {
             (outcome, attempts) = try await storeInLanes(lanes, of: messages, letters: batch.letters, nextOffsets: batch.nextOffsets)
+            transactions = lanes.count
         } else {
             (outcome, attempts) = try await storeLane(
                 messages, letters: batch.letters, nextOffsets: batch.nextOffsets, offsetLanes: Array(0..<configuration.writeLanes))
@@ -168,7 +172,7 @@ package final class VettedBatchProcessor: Sendable {
         redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
         return VettedBatchResult(
             verdicts: outcome.verdicts, deadLetters: batch.letters, sessionChanges: outcome.changes, nextOffsets: batch.nextOffsets,
-            attempts: attempts)
+            attempts: attempts, transactions: transactions)
     }
 
     /// Stores `messages` in one transaction with `nextOffsets` as the offsets of `offsetLanes`, the
