@@ -60,7 +60,8 @@ struct MemberName: Hashable {
     static func == (a: MemberName, b: MemberName) -> Bool { same(a.text, b.text) }
 
     func hash(into hasher: inout Hasher) {
-        for byte in text.utf8 { hasher.combine(byte) }
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
 
