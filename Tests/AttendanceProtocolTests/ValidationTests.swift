@@ -218,4 +218,17 @@ struct ValidationTests {
         let request = TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: [event, late])
         #expect(request.validate(now: now, limits: limits).map(\.field) == ["events[1].at"])
     }
+
+    @Test("a telemetry value beyond ±10⁹ is refused with its field named, so the aggregator's sums cannot overflow")
+    func telemetryValueRange() {
+        func fields(_ values: [Double]) -> [String] {
+            let events = values.enumerated().map {
+                TelemetryEvent(eventId: "d_7f3a-\($0.offset)", name: .offlineEnqueue, at: now, value: $0.element)
+            }
+            return TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: events)
+                .validate(now: now, limits: limits).map(\.field)
+        }
+        #expect(fields([0, 1e9, -1e9, 0.25]) == [])
+        #expect(fields([1e300, 1e9 + 1, -2e9, .nan, .infinity, 12]) == (0..<5).map { "events[\($0)].value" })
+    }
 }

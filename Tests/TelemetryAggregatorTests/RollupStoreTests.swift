@@ -170,6 +170,35 @@ struct RollupStoreTests {
         }
     }
 
+    @Test("value sums past int8 stay at its bound: every batch is stored and the summary reads without trapping")
+    func valueSumsSaturate() async throws {
+        try await TelemetryDB.run { db in
+            let site = "site-\(token())"
+            let at = fixtureNow.addingTimeInterval(-30)
+            // Values beyond what the gateway accepts (a message from elsewhere): each is held at 10⁹, so
+            // 10,000 of them in one minute row sum past int8's 9.2 * 10¹⁸ millionths.
+            for round in 0..<2 {
+                var log = MessageLog(configuration: db.configuration)
+                for upload in 0..<5 {
+                    let events = (0..<1_000).map { Make.event("v\(round)-\(upload)-\($0)", .offlineEnqueue, at: at, value: 1e300) }
+                    try log.telemetry(Make.telemetry(device: "d1", site: site, received: fixtureNow, events: events))
+                    try log.telemetry(
+                        Make.telemetry(
+                            device: "d1", site: site, received: fixtureNow,
+                            events: [Make.event("s\(round)-\(upload)", .outboxSent, at: at, value: 9e18)]))
+                }
+                #expect(try await db.processor().process(log.messages).new[.telemetryEvent] == 5_005)
+            }
+            let minutes = SLOWindow.hour1.minuteRange(endingAt: fixtureNow)
+            let totals = try await db.repository.counters(filter: MetricsFilter(site: site), minutes: minutes, groupBy: nil)[""] ?? [:]
+            let enqueued = try #require(totals["value.offline_enqueue"])
+            #expect(enqueued.count == 10_000)
+            #expect(enqueued.sumMicros == Int64.max)
+            let summary = MetricsSummary(counters: totals, histograms: [:])
+            #expect(summary.outboxBacklog.averageReported ?? 0 > 0)
+        }
+    }
+
     @Test("a verdict read before its raw event: counted once, receipt counted when it arrives")
     func verdictBeforeRaw() async throws {
         try await TelemetryDB.run { db in

@@ -83,17 +83,26 @@ package struct CounterCell: Hashable, Sendable {
         self.sumMicros = sumMicros
     }
 
+    /// A value in millionths, within the ±10⁹ the gateway accepts (a message from elsewhere is clamped
+    /// to it; not finite counts as 0).
     package static func micros(_ value: Double) -> Int64 {
         guard value.isFinite else { return 0 }
         let scaled = (value * 1_000_000).rounded()
-        return Int64(max(min(scaled, 9.0e15), -9.0e15))
+        return Int64(max(min(scaled, 1.0e15), -1.0e15))
     }
 
     package var sum: Double { Double(sumMicros) / 1_000_000 }
 
+    /// Adds another cell; a total beyond `Int64` stays at its bound (it never traps).
     package mutating func add(_ other: CounterCell) {
-        count += other.count
-        sumMicros += other.sumMicros
+        count = Self.saturating(count, other.count)
+        sumMicros = Self.saturating(sumMicros, other.sumMicros)
+    }
+
+    package static func saturating(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        guard overflow else { return sum }
+        return b > 0 ? .max : .min
     }
 }
 

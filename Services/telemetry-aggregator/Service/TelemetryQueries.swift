@@ -113,7 +113,7 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         var binds = PostgresBindings()
         let group = groupBy?.column ?? "''::text"
         let sql = """
-            SELECT \(group), metric, sum(count)::int8, sum(sum_micros)::int8 FROM rollup_minute
+            SELECT \(group), metric, sum(count)::int8, \(TelemetryStore.int8Bounded("sum(sum_micros)")) FROM rollup_minute
             WHERE \(conditions(filter, minutes: minutes, binds: &binds)) GROUP BY 1, 2
             """
         let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)

@@ -131,6 +131,10 @@ extension TelemetryUploadRequest: Validatable {
             v.identifier(event.eventId, "\(prefix).eventId")
             v.token(event.name.rawValue, "\(prefix).name", maxLength: limits.maxShortStringLength)
             v.eventTime(event.at, "\(prefix).at")
+            if let value = event.value, !(abs(value) <= limits.maxTelemetryValueMagnitude) {
+                let bound = Int(limits.maxTelemetryValueMagnitude)
+                v.fail("\(prefix).value", "must be a number between -\(bound) and \(bound)")
+            }
             if let attributes = event.attributes {
                 if attributes.count > limits.maxTelemetryAttributes {
                     v.fail("\(prefix).attributes", "must have at most \(limits.maxTelemetryAttributes) entries, has \(attributes.count)")

@@ -41,6 +41,9 @@ public struct ValidationLimits: Hashable, Sendable {
     public var maxBatchEvents = 100
     public var maxTelemetryEvents = 1_000
     public var maxTelemetryAttributes = 32
+    /// A telemetry event's `value` lies within plus or minus this (a backlog size, milliseconds, a battery
+    /// level): the aggregator's sums stay exact and cannot overflow.
+    public var maxTelemetryValueMagnitude = 1e9
     /// Request bodies above this are 413 (the gateway checks before decoding).
     public var maxBodyBytes = 64 * 1024
 

@@ -109,6 +109,12 @@ struct TelemetryStore: Sendable {
 
     // MARK: Rollups
 
+    /// `expression` (numeric) held within `int8`: a sum past its bounds stays at them, as
+    /// `CounterCell.add` does, rather than failing the batch for ever.
+    static func int8Bounded(_ expression: String) -> String {
+        "LEAST(GREATEST(\(expression), \(Int64.min)), \(Int64.max))::int8"
+    }
+
     /// Adds a delta to the minute rollups. Rows go in key order so two replicas adding to the same
     /// rows lock them in the same order (no deadlock between them).
     func add(_ delta: RollupDelta, on connection: PostgresConnection) async throws {
@@ -122,7 +128,8 @@ struct TelemetryStore: Sendable {
                                      \(rows.map(\.key.dimensions.deviceModel))::text[], \(rows.map(\.value.count))::int8[],
                                      \(rows.map(\.value.sumMicros))::int8[])
                 ON CONFLICT (metric, minute, site, app_version, device_model)
-                DO UPDATE SET count = r.count + excluded.count, sum_micros = r.sum_micros + excluded.sum_micros
+                DO UPDATE SET count = r.count + excluded.count,
+                              sum_micros = \(unescaped: Self.int8Bounded("r.sum_micros::numeric + excluded.sum_micros"))
                 """, logger: logger)
         }
         if !delta.histograms.isEmpty {
