@@ -63,6 +63,42 @@ struct CoreTests {
         #expect(table.lookup(key: "k299", deviceId: "d") != nil)
     }
 
+    @Test("a full table forgets the finished entries whose outcome came first, and never one in flight")
+    func aFullTableEvictsTheOldestOutcomesFirst() {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(maxEntries: 1_000))
+        let t0 = Date()
+        for i in 0..<10 { _ = table.begin(key: "waiting-\(i)", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) }
+        for i in 0..<20_000 {
+            _ = table.begin(key: "k\(i)", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil, now: t0)
+            // Outcomes arrive out of request order: each odd key's just before its even neighbour's.
+            if i % 2 == 1 {
+                table.complete(key: "k\(i)", outcome: Self.outcome(), now: t0)
+                table.complete(key: "k\(i - 1)", outcome: Self.outcome(), now: t0)
+            }
+        }
+        #expect(table.count == 1_000)
+        for i in 0..<10 { #expect(table.lookup(key: "waiting-\(i)", deviceId: "d", now: t0) != nil) }
+        #expect(table.lookup(key: "k19999", deviceId: "d", now: t0) != nil)
+        #expect(table.lookup(key: "k19010", deviceId: "d", now: t0) != nil)
+        #expect(table.lookup(key: "k19009", deviceId: "d", now: t0) == nil)
+        // Past their lifetime, the janitor's purge empties the table and its queue of outcomes.
+        table.purgeExpired(now: t0 + 3_601)
+        #expect(table.count == 0)
+    }
+
+    @Test("a verdict for an earlier request with the same key does not complete the request that replaced it")
+    func aLateVerdictOfAnEarlierRequestIsIgnored() {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
+        let t0 = Date()
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p1", requestId: "r1", eventTime: nil, now: t0) == .started)
+        // r1's verdict is late; after the in-flight time the key is taken by r2, with another payload.
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p2", requestId: "r2", eventTime: nil, now: t0 + 11) == .started)
+        #expect(!table.complete(key: "k", requestId: "r1", outcome: Self.outcome(), now: t0 + 12))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 12)?.outcome == nil)
+        #expect(table.complete(key: "k", requestId: "r2", outcome: Self.outcome(.payloadMismatch), now: t0 + 13))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 13)?.outcome?.outcome == .payloadMismatch)
+    }
+
     @Test func waitersGetTheOutcomeOrTimeOut() async {
         let table = IdempotencyTable()
         _ = table.begin(key: "k", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)

@@ -120,8 +120,33 @@ package final class IdempotencyTable: Sendable {
         var slots: [String: Slot] = [:]
         var nextWaiter: UInt64 = 0
         var deadlines = DeadlineQueue()
+        /// Keys in the order their outcome arrived: a full table evicts from the front without
+        /// sorting. A key that was forgotten or started again since is skipped when it comes up.
+        var finished = KeyQueue()
         /// A sweeper task is running (it stops when no deadline is left).
         var sweeping = false
+    }
+
+    /// A first-in, first-out queue of keys.
+    struct KeyQueue {
+        private var items: [String] = []
+        private var head = 0
+
+        var first: String? { head < items.count ? items[head] : nil }
+        var count: Int { items.count - head }
+
+        mutating func append(_ key: String) { items.append(key) }
+
+        mutating func removeFirst() {
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1_024, head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+        }
     }
 
     /// Pending waits by deadline, earliest first. A wait that ended otherwise stays until its
@@ -185,7 +210,7 @@ package final class IdempotencyTable: Sendable {
                 dropped = Array(slot.waiters.values)
             }
             if state.slots[key] == nil, state.slots.count >= settings.maxEntries {
-                dropped += purge(&state, now: now)
+                evictOldestFinished(&state, downTo: settings.maxEntries - 1)
             }
             state.slots[key] = Slot(
                 entry: IdempotencyEntry(
@@ -208,12 +233,18 @@ package final class IdempotencyTable: Sendable {
     }
 
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
-    /// request with that key (restarted, or forgotten): nothing waits for it.
+    /// request with that key (restarted, or forgotten), or, given `requestId`, when the key's request
+    /// is another one (a verdict for an earlier request that outlived its in-flight time): nothing
+    /// waits for it, and the later request keeps waiting for its own verdict.
     @discardableResult
-    package func complete(key: String, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
+    package func complete(key: String, requestId: String? = nil, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
-            if slot.completedAt == nil { slot.completedAt = now }
+            if let requestId, slot.entry.requestId != requestId { return nil }
+            if slot.completedAt == nil {
+                slot.completedAt = now
+                state.finished.append(key)
+            }
             slot.entry.outcome = outcome
             let waiters = Array(slot.waiters.values)
             slot.waiters = [:]
@@ -277,9 +308,18 @@ package final class IdempotencyTable: Sendable {
         .sorted { ($0.receivedAt, $0.key) < ($1.receivedAt, $1.key) }
     }
 
-    /// Drops expired entries (call now and then; `begin` also does when the table is full).
+    /// Drops expired entries (call now and then: a full table only evicts finished entries).
     package func purgeExpired(now: Date = Date()) {
-        let dropped = state.withLock { state in purge(&state, now: now, keepUpTo: Int.max) }
+        let dropped = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
+            var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+            for (key, slot) in state.slots where isExpired(slot, now: now) {
+                dropped += slot.waiters.values
+                state.slots[key] = nil
+            }
+            // Outcomes expire in the order they arrived: the front of the queue is now gone.
+            while let key = state.finished.first, state.slots[key]?.completedAt == nil { state.finished.removeFirst() }
+            return dropped
+        }
         for waiter in dropped { waiter.resume(returning: nil) }
     }
 
@@ -294,19 +334,14 @@ package final class IdempotencyTable: Sendable {
         return now.timeIntervalSince(slot.entry.receivedAt) > Self.seconds(settings.inFlightTTL)
     }
 
-    /// Removes expired entries, then (beyond `keepUpTo`) the oldest finished ones.
-    private func purge(_ state: inout State, now: Date, keepUpTo: Int? = nil) -> [CheckedContinuation<RecordedOutcome?, Never>] {
-        let limit = keepUpTo ?? max(0, settings.maxEntries - 1)
-        var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
-        for (key, slot) in state.slots where isExpired(slot, now: now) {
-            dropped += slot.waiters.values
-            state.slots[key] = nil
+    /// Forgets the finished entries whose outcome arrived first until at most `limit` are left, in
+    /// constant time per entry (a finished entry has no waiters). Requests in flight stay: they
+    /// leave when their verdict comes or their in-flight time runs out.
+    private func evictOldestFinished(_ state: inout State, downTo limit: Int) {
+        while state.slots.count > limit, let key = state.finished.first {
+            state.finished.removeFirst()
+            if state.slots[key]?.completedAt != nil { state.slots[key] = nil }
         }
-        if state.slots.count > limit {
-            let finished = state.slots.values.filter { $0.entry.outcome != nil }.map(\.entry).sorted { $0.receivedAt < $1.receivedAt }
-            for entry in finished.prefix(state.slots.count - limit) { state.slots[entry.key] = nil }
-        }
-        return dropped
     }
 
     /// Ends each pending wait at its deadline, up to `sweepGranularity` late (up to 100 ms for a wait

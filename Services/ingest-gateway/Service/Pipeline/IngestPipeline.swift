@@ -120,7 +120,7 @@ package final class IngestPipeline: Sendable {
     @discardableResult
     package func receive(_ verdict: AttendanceVerdict, now: Date = Date()) -> Bool {
         guard verdict.gatewayInstance == instanceId else { return false }
-        return table.complete(key: verdict.idempotencyKey, outcome: RecordedOutcome(verdict), now: now)
+        return table.complete(key: verdict.idempotencyKey, requestId: verdict.requestId, outcome: RecordedOutcome(verdict), now: now)
     }
 
     /// The site of a request: the beacon's (through the registry feed) for an event, else the
