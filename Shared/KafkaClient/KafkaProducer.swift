@@ -68,7 +68,11 @@ public final class KafkaProducer: Service, Sendable {
     /// acknowledged. The reports arrive whether or not anyone awaits them.
     public func enqueue(_ messages: [KafkaOutgoingMessage]) async throws(KafkaError) -> KafkaPendingDelivery {
         guard !messages.isEmpty else { return KafkaPendingDelivery(batch: nil) }
-        try checkAcceptingWork()
+        if let fatal = handle.fatalError { throw fatal }
+        // Counted while it hands messages over: the poll loop polls until every enqueue that passed
+        // this check has finished, so no message is queued after the final flush without a report.
+        guard state.withLock({ $0.beginEnqueue() }) else { throw KafkaError.shutdown() }
+        defer { state.withLock { $0.endEnqueue() } }
         let batch = DeliveryBatch(messages: messages)
         batch.keepAliveUntilComplete()
         var topic: (name: String, handle: TopicHandle)?
@@ -156,7 +160,7 @@ public final class KafkaProducer: Service, Sendable {
         let configuration = self.configuration
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             pollQueue.async { [self] in
-                while state.withLock({ $0.isRunning }) {
+                while state.withLock({ $0.mustPoll }) {
                     rd_kafka_poll(handle.pointer, 100)
                 }
                 let err = rd_kafka_flush(handle.pointer, Int32(configuration.flushTimeoutMs))
@@ -179,6 +183,8 @@ public final class KafkaProducer: Service, Sendable {
 struct ProducerStateMachine: Sendable {
     enum State: Sendable { case created, running, draining, finished }
     private(set) var state: State = .created
+    /// `enqueue` calls handing messages to librdkafka now.
+    private(set) var enqueuing = 0
 
     /// Returns false when `run()` was already called.
     mutating func start() -> Bool {
@@ -193,8 +199,20 @@ struct ProducerStateMachine: Sendable {
 
     mutating func finish() { state = .finished }
 
+    /// Admits an `enqueue` call; false once shutdown began.
+    mutating func beginEnqueue() -> Bool {
+        guard acceptsWork else { return false }
+        enqueuing += 1
+        return true
+    }
+
+    mutating func endEnqueue() { enqueuing -= 1 }
+
     var isRunning: Bool { state == .running }
     var acceptsWork: Bool { state == .created || state == .running }
+    /// The poll loop goes on while running, and while an admitted `enqueue` may still produce: the
+    /// flush after it then covers every message produced.
+    var mustPoll: Bool { state == .running || enqueuing > 0 }
 }
 
 /// `rd_kafka_topic_t*`, created once per topic and freed with the producer.

@@ -66,6 +66,21 @@ struct KafkaErrorTests {
         #expect(parts.count >= 2 && (parts[0] > 2 || (parts[0] == 2 && parts[1] >= 8)), "librdkafka \(librdkafkaVersion)")
     }
 
+    @Test("the producer polls until every admitted enqueue has handed its messages over, then flushes")
+    func producerPollsUntilAdmittedEnqueuesFinish() {
+        var producer = ProducerStateMachine()
+        let started = producer.start()
+        let admitted = producer.beginEnqueue()
+        #expect(started && admitted)
+        producer.beginDraining()
+        // Shutdown began while a send was between its check and librdkafka: polling goes on.
+        let admittedAfterShutdown = producer.beginEnqueue()
+        #expect(!admittedAfterShutdown)
+        #expect(producer.mustPoll)
+        producer.endEnqueue()
+        #expect(!producer.mustPoll)
+    }
+
     @Test func stateMachinesRefuseWorkAfterShutdown() {
         var producer = ProducerStateMachine()
         let started = producer.start()
