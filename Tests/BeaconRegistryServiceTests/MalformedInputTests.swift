@@ -206,6 +206,15 @@ extension RegistryServiceTests {
                     method: .post, path: "/v1/admin/sightings",
                     body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1},"deviceId":"dev-\#(t)","seenAt":"yesterday"}"#,
                     status: .badRequest, field: "seenAt"),
+                // a time far ahead would keep the beacon "verified" for years; a year-old one is no proof
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1},"deviceId":"dev-\#(t)","seenAt":"2099-01-01T00:00:00Z"}"#,
+                    status: .badRequest, field: "seenAt"),
+                Case(
+                    method: .post, path: "/v1/admin/sightings",
+                    body: #"{"beacon":{"uuid":"\#(uuid)","major":1,"minor":1},"deviceId":"dev-\#(t)","seenAt":"2001-01-01T00:00:00Z"}"#,
+                    status: .badRequest, field: "seenAt"),
                 // devices
                 Case(method: .post, path: "/v1/devices/enroll", body: "{", status: .badRequest, field: "", key: .none),
                 Case(

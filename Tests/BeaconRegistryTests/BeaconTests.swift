@@ -169,6 +169,14 @@ extension RegistryDatabaseTests {
                         beacon: BeaconIdentity(uuid: beacon.uuid, major: 42, minor: 8), deviceId: "dev_z", seenAt: now
                     ))
 
+                // A time far ahead of the clock (it would keep the beacon verified for years), or over a
+                // week old, is refused by the admin route and skipped by the collector's bulk insert.
+                for offset: TimeInterval in [600, 365 * 86_400, -8 * 86_400] {
+                    let sighting = BeaconSighting(beacon: beacon, deviceId: "dev_f", seenAt: now.addingTimeInterval(offset))
+                    await #expect(throws: RegistryError.self) { try await repository.recordSighting(sighting) }
+                    #expect(try await repository.recordSightings([sighting]) == 0)
+                }
+
                 let fiveMinutes = try await repository.verifyBroadcast(beacon, withinMinutes: 5)
                 #expect(fiveMinutes.verified)
                 #expect(fiveMinutes.deviceCount == 2)

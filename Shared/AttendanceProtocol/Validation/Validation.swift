@@ -164,12 +164,12 @@ struct FieldValidator {
 }
 
 extension Duration {
-    var timeInterval: TimeInterval {
+    package var timeInterval: TimeInterval {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
-    var humanReadable: String {
+    package var humanReadable: String {
         let seconds = Int(timeInterval)
         if seconds % 86_400 == 0 { return "\(seconds / 86_400) day\(seconds == 86_400 ? "" : "s")" }
         if seconds % 3600 == 0 { return "\(seconds / 3600) h" }

@@ -93,6 +93,12 @@ extension PostgresRegistryRepository {
         if !(0...65_535).contains(sighting.beacon.major) { v.fail("beacon.major", "must be within 0...65535") }
         if !(0...65_535).contains(sighting.beacon.minor) { v.fail("beacon.minor", "must be within 0...65535") }
         if !(1...128).contains(sighting.deviceId.unicodeScalars.count) { v.fail("deviceId", "must be 1-128 characters") }
+        let window = Self.sightingTimes(now: now())
+        if sighting.seenAt < window.lowerBound {
+            v.fail("seenAt", "is more than \(Self.sightingLimits.maxEventAge.humanReadable) in the past")
+        } else if sighting.seenAt > window.upperBound {
+            v.fail("seenAt", "is more than \(Self.sightingLimits.maxClockSkewAhead.humanReadable) in the future")
+        }
         try v.finish()
         let (beacon, deviceId, seenAt) = (sighting.beacon, sighting.deviceId, sighting.seenAt)
         // Telemetry, not a registry entity: nothing goes to the change outbox.
@@ -108,9 +114,11 @@ extension PostgresRegistryRepository {
 
     package func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int {
         var uuids: [UUID] = [], majors: [Int] = [], minors: [Int] = [], devices: [String] = [], times: [Date] = []
+        let window = Self.sightingTimes(now: now())
         for sighting in sightings {
             guard let uuid = BeaconUUID.parse(sighting.beacon.uuid), (0...65_535).contains(sighting.beacon.major),
-                (0...65_535).contains(sighting.beacon.minor), (1...128).contains(sighting.deviceId.unicodeScalars.count)
+                (0...65_535).contains(sighting.beacon.minor), (1...128).contains(sighting.deviceId.unicodeScalars.count),
+                window.contains(sighting.seenAt)
             else { continue }
             uuids.append(uuid)
             majors.append(sighting.beacon.major)
@@ -131,6 +139,15 @@ extension PostgresRegistryRepository {
         return count
     }
 
+    /// A sighting's time obeys the rule of device event times: at most a week old, at most 5 minutes
+    /// ahead of this clock. (A time years ahead would keep a beacon "verified" and never be pruned.)
+    static let sightingLimits = ValidationLimits()
+
+    static func sightingTimes(now: Date) -> ClosedRange<Date> {
+        now.addingTimeInterval(-sightingLimits.maxEventAge.timeInterval)...now.addingTimeInterval(
+            sightingLimits.maxClockSkewAhead.timeInterval)
+    }
+
     package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
         try await write("prune sightings") { db in
             let rows = try await db.rows("DELETE FROM beacon_sightings WHERE seen_at < \(cutoff) RETURNING 1", logger: logger)
@@ -146,6 +163,7 @@ extension PostgresRegistryRepository {
         if !(1...1_440).contains(minutes) { v.fail("withinMinutes", "must be within 1...1440") }
         try v.finish()
         let since = now().addingTimeInterval(-Double(minutes) * 60)
+        let latest = Self.sightingTimes(now: now()).upperBound
         let (major, minor) = (beacon.major, beacon.minor)
         return try await read("verify broadcast") { db in
             // Two index range reads on (uuid, major, minor, seen_at): the newest sighting, and the
@@ -154,9 +172,9 @@ extension PostgresRegistryRepository {
                 """
                 SELECT
                     (SELECT max(seen_at) FROM beacon_sightings
-                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor)),
+                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at <= \(latest)),
                     (SELECT count(DISTINCT device_id) FROM beacon_sightings
-                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at >= \(since))
+                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at >= \(since) AND seen_at <= \(latest))
                 """, logger: logger
             )
             let (lastSeen, devices) = try row.decode((Date?, Int).self)
