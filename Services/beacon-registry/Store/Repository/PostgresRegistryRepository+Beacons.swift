@@ -144,8 +144,9 @@ extension PostgresRegistryRepository {
     static let sightingLimits = ValidationLimits()
 
     static func sightingTimes(now: Date) -> ClosedRange<Date> {
-        now.addingTimeInterval(-sightingLimits.maxEventAge.timeInterval)...now.addingTimeInterval(
-            sightingLimits.maxClockSkewAhead.timeInterval)
+        now.addingTimeInterval(
+            -sightingLimits.maxEventAge.timeInterval)...now.addingTimeInterval(
+                sightingLimits.maxClockSkewAhead.timeInterval)
     }
 
     package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
