@@ -144,9 +144,8 @@ extension PostgresRegistryRepository {
     static let sightingLimits = ValidationLimits()
 
     static func sightingTimes(now: Date) -> ClosedRange<Date> {
-        now.addingTimeInterval(
-            -sightingLimits.maxEventAge.timeInterval)...now.addingTimeInterval(
-                sightingLimits.maxClockSkewAhead.timeInterval)
+        let earliest = now.addingTimeInterval(-sightingLimits.maxEventAge.timeInterval)
+        return earliest...now.addingTimeInterval(sightingLimits.maxClockSkewAhead.timeInterval)
     }
 
     package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
