@@ -333,4 +333,30 @@ struct PolicyAdminTests {
             #expect(h.refresher.current.sites[site]?.rules[.gattChallenge] == RuleConfig(.monitor, canaryPercent: 25))
         }
     }
+
+    @Test("a stored version this instance cannot run leaves the site on the version it runs, not on the file's policy")
+    func aPolicyThisInstanceCannotRunKeepsTheSitesCurrentOne() async throws {
+        let rule = GattChallengeRule(
+            nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)),
+            keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
+        try await PolicyAdminHarness.run(hostedRules: PolicyEngine.withGatt(rule).ruleIDs) { h, client in
+            // An instance without the GATT keys, over the same store.
+            let other = PolicyBookRefresher(
+                base: PolicyBook(), repository: h.repository, hostedRules: PolicyEngine.standard.ruleIDs,
+                logger: PolicyAdminHarness.logger
+            ) { _ in }
+            let site = siteName()
+            let off = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"automaticAttendance": false}"#)
+            #expect(off.status == .ok, "\(off.text)")
+            try await other.refresh()
+            #expect(other.current.sites[site]?.version == 1)
+            let gatt = try await client.send(
+                .put, "/v1/admin/policies/\(site)",
+                json: #"{"automaticAttendance": false, "rules": {"gatt_challenge": {"mode": "monitor"}}}"#)
+            #expect(gatt.status == .ok, "\(gatt.text)")
+            try await other.refresh()
+            #expect(other.current.sites[site]?.version == 1)
+            #expect(decide(heartbeat(site: site), book: other.current).action == .manualCheckin)
+        }
+    }
 }

@@ -45,6 +45,20 @@ struct PolicyPipelineTests {
         }
     }
 
+    @Test("the pipeline forgets users idle past the history's retention, and keeps the ones it just saw")
+    func theHistoryForgetsIdleUsers() async throws {
+        let history = PolicyHistory()
+        try await PipelineHarness.run(history: history) { h in
+            let old = h.event(key: "k_old", time: Date().addingTimeInterval(-PolicyPipeline.historyRetention - 3_600), user: "u_idle")
+            history.record(PunchRecord(event: old, registry: RegistryCacheView(cache: h.cache)))
+            #expect(history.userCount == 1)
+            try await h.produceRaw([h.event(key: "k_now")])
+            #expect(try await h.readVetted(count: 1).first?.decision.outcome == .accept)
+            try await eventually("the idle user pruned") { history.lastPunch(userId: "u_idle") == nil }
+            #expect(history.lastPunch(userId: h.fixture.user.id)?.idempotencyKey == "k_now")
+        }
+    }
+
     @Test func revokedDeviceIsRefusedOnceTheFeedCarriesIt() async throws {
         try await PipelineHarness.run { h in
             try await h.produceRaw([h.event(key: "k_before")])
@@ -171,7 +185,9 @@ struct PipelineHarness: Sendable {
         KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "policy-pipeline-tests")
     }
 
-    static func run(_ body: @escaping @Sendable (PipelineHarness) async throws -> Void) async throws {
+    static func run(
+        history: PolicyHistory = PolicyHistory(), _ body: @escaping @Sendable (PipelineHarness) async throws -> Void
+    ) async throws {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
         _ = try await TopicBootstrap.ensureTopics(admin)
@@ -206,7 +222,7 @@ struct PipelineHarness: Sendable {
             )
             let pipeline = PolicyPipeline(
                 consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
-                registryLoader: loader, configuration: pipelineConfiguration, logger: logger
+                registryLoader: loader, history: history, configuration: pipelineConfiguration, logger: logger
             )
             let harness = PipelineHarness(
                 repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,

@@ -64,6 +64,7 @@ package final class PolicyPipeline: Service, Sendable {
     /// The durable, shared spent-nonce check (`nil` when `gatt_challenge` is not hosted).
     private let nonceLedger: GattNonceLedger?
     private let lastNoncePrune = Mutex<Date>(.distantPast)
+    private let lastHistoryPrune = Mutex<Date>(.distantPast)
     private let configuration: PolicyPipelineConfiguration
     private let logger: Logger
     private let clock: @Sendable () -> Date
@@ -128,6 +129,27 @@ package final class PolicyPipeline: Service, Sendable {
         }
         try await earlier?.value
         if nonceLedger != nil { await pruneNoncesIfDue() }
+        pruneHistoryIfDue()
+    }
+
+    /// How long a user's punches stay in the history after their latest one: the longest look-back
+    /// of any rule (a 7-day multi-device window either side of an event time up to 7 days old) and a
+    /// day to spare. Pruned at most once an hour.
+    package static let historyRetention: TimeInterval = 15 * 86_400
+
+    private func pruneHistoryIfDue() {
+        let now = clock()
+        guard Self.isDue(lastHistoryPrune, now: now, every: 3_600) else { return }
+        history.prune(before: now.addingTimeInterval(-Self.historyRetention))
+    }
+
+    /// Whether `every` seconds have passed since `last`, which then becomes `now`.
+    private static func isDue(_ last: borrowing Mutex<Date>, now: Date, every interval: TimeInterval) -> Bool {
+        last.withLock { last in
+            guard now.timeIntervalSince(last) >= interval else { return false }
+            last = now
+            return true
+        }
     }
 
     /// One outgoing message per message of `batch`: its vetted event, or a dead letter.
@@ -202,12 +224,7 @@ package final class PolicyPipeline: Service, Sendable {
     private func pruneNoncesIfDue() async {
         guard let nonceLedger else { return }
         let now = clock()
-        let due = lastNoncePrune.withLock { last in
-            guard now.timeIntervalSince(last) >= configuration.noncePruneInterval else { return false }
-            last = now
-            return true
-        }
-        guard due else { return }
+        guard Self.isDue(lastNoncePrune, now: now, every: configuration.noncePruneInterval) else { return }
         do {
             try await nonceLedger.store.prune(expiredBefore: now.addingTimeInterval(-configuration.spentNonceRetention))
         } catch {

@@ -46,6 +46,7 @@ package final class PolicyBookRefresher: Service, Sendable {
     @discardableResult
     package func refresh() async throws -> PolicyBook {
         let stored = try await repository.activePolicies()
+        let running = current
         var book = base
         for policy in stored.policies {
             let issues = policy.validationIssues(hostedRules: hostedRules)
@@ -56,6 +57,13 @@ package final class PolicyBookRefresher: Service, Sendable {
                         "siteId": .string(policy.siteId ?? "default"), "version": "\(policy.version)",
                         "issues": .string(issues.map(\.description).joined(separator: "; ")),
                     ])
+                // The scope keeps the policy it runs now (an earlier stored version, say with its kill
+                // switch on), never falls back to the file's.
+                if let siteId = policy.siteId {
+                    if let kept = running.sites[siteId] { book.upsert(kept) }
+                } else {
+                    book.upsert(running.defaultPolicy)
+                }
                 continue
             }
             book.upsert(policy)
