@@ -48,7 +48,8 @@ struct RollupStoreTests {
             #expect(result.new == [.rawEvent: 40, .verdict: 40, .telemetryEvent: 4, .sessionChange: 1])
             #expect(result.duplicates == 1 + 4 + 1)
 
-            let counts = try await db.repository.sloCounts(filter: MetricsFilter(site: site), windows: [.hour1, .days30], now: fixtureNow)
+            let counts = try await db.repository.sloCounts(
+                filter: MetricsFilter(site: site), windows: [.hour1, .days30], now: fixtureNow, filedBy: .trigger)
             #expect(counts[.hour1] == SLICount(good: 38, total: 40))
             let report = SLOReport(counts: counts)
             // 2 bad of 40 = 5 % error rate = burn 5.

@@ -91,10 +91,10 @@ struct StatusPageBrowserTests {
                 #expect(dom.contains("<strong class=\"bad\">exhausted: 20 bad events against 1 allowed, 20× the budget</strong>"))
                 #expect(try PageReader.negativePercentage(in: dom) == nil)
                 #expect(dom.contains(">exhausted: 20× the budget</text>")) // the budget bar's label
-                // The time the data covers: the triggers of the seeded check-ins, 10:27:11 to 10:30:29.
+                // The time the data covers: the triggers of the seeded check-ins, 10:21:20 to 10:30:29.
                 #expect(
                     dom.contains(
-                        "Data from <strong>2026-11-20 10:27 UTC</strong> to <strong>2026-11-20 10:30 UTC</strong> "
+                        "Data from <strong>2026-11-20 10:21 UTC</strong> to <strong>2026-11-20 10:30 UTC</strong> "
                             + "(30-day window; 100 events at 1 site)"))
                 #expect(dom.contains("fast-burn (page) FIRING"))
                 #expect(dom.contains("slow-burn (ticket) FIRING"))

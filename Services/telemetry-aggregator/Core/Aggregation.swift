@@ -107,13 +107,17 @@ package enum Aggregation {
         }
     }
 
-    /// Adds the first receipt of an attendance event: the SLO's good/total, the offline count and the
-    /// trigger-to-receipt latency.
+    /// Adds the first receipt of an attendance event: the SLO's good/total (under the trigger's minute,
+    /// and again under the receipt's for the alerts), the offline count and the trigger-to-receipt
+    /// latency.
     package static func addRawEvent(_ facts: RawEventFacts, objective: SLOObjective, into delta: inout RollupDelta) {
-        let minute = facts.minute
+        let minute = facts.minute, receiptMinute = EpochMinute.of(facts.receivedAt)
+        let good = objective.isGood(latencyMs: facts.receiptLatencyMs)
         delta.count(CounterMetric.sloEvents, minute: minute, facts.dimensions)
-        if objective.isGood(latencyMs: facts.receiptLatencyMs) {
+        delta.count(CounterMetric.sloEventsByReceipt, minute: receiptMinute, facts.dimensions)
+        if good {
             delta.count(CounterMetric.sloGood, minute: minute, facts.dimensions)
+            delta.count(CounterMetric.sloGoodByReceipt, minute: receiptMinute, facts.dimensions)
         }
         if facts.queuedOffline {
             delta.count(CounterMetric.offlineEvents, minute: minute, facts.dimensions)

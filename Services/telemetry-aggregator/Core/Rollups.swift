@@ -45,6 +45,10 @@ package enum CounterMetric {
     package static let sloEvents = "slo.events"
     /// ... of which received within the SLO threshold after the trigger.
     package static let sloGood = "slo.good"
+    /// The same two, filed under the minute of the receipt instead of the trigger's: what the burn-rate
+    /// alerts count (a late event burns the budget when the server learns of it).
+    package static let sloEventsByReceipt = "slo.events_by_receipt"
+    package static let sloGoodByReceipt = "slo.good_by_receipt"
     /// Attendance events the device had queued offline (`queuedOffline`).
     package static let offlineEvents = "events.offline"
     /// First verdict of an idempotency key, by outcome (`verdict.accepted`, `verdict.rejected`, ...).
@@ -55,6 +59,17 @@ package enum CounterMetric {
     package static let batteryDrainPoints = "battery.drain_points"
     /// ... and the hours those readings span (sum = hours).
     package static let batteryDrainHours = "battery.drain_hours"
+}
+
+/// The minute an SLO count is filed under, and its two counters.
+package enum SLOFiling: Sendable, Hashable {
+    /// The trigger's minute: the windows and the error budget.
+    case trigger
+    /// The receipt's minute: the burn-rate alerts.
+    case receipt
+
+    package var goodMetric: String { self == .trigger ? CounterMetric.sloGood : CounterMetric.sloGoodByReceipt }
+    package var eventsMetric: String { self == .trigger ? CounterMetric.sloEvents : CounterMetric.sloEventsByReceipt }
 }
 
 /// The latency histograms of the minute rollup (`telemetry.latency_minute.metric`).

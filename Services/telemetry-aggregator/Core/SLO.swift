@@ -162,10 +162,16 @@ package struct SLOReport: Hashable, Sendable, Codable {
     package var errorBudget: ErrorBudget
     package var alerts: [BurnRateAlertState]
 
+    /// `counts` are filed by trigger minute (the windows, the budget); `alertCounts` by receipt minute
+    /// (the alerts: a bad event is only known once it arrives, at least the SLO threshold after its
+    /// trigger, so a short window of trigger minutes can never hold one). Without `alertCounts` the
+    /// alerts read `counts`.
     package init(
-        counts: [SLOWindow: SLICount], objective: SLOObjective = .standard, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard
+        counts: [SLOWindow: SLICount], alertCounts: [SLOWindow: SLICount]? = nil, objective: SLOObjective = .standard,
+        rules: [BurnRateAlertRule] = BurnRateAlertRule.standard
     ) {
         func count(_ window: SLOWindow) -> SLICount { counts[window] ?? SLICount(good: 0, total: 0) }
+        func alertCount(_ window: SLOWindow) -> SLICount { (alertCounts ?? counts)[window] ?? SLICount(good: 0, total: 0) }
         self.objective =
             "\(Double(objective.targetPermyriad) / 100) % of events reach the server within \(objective.thresholdSeconds / 60) minutes of the trigger, offline cases included"
         target = objective.target
@@ -178,7 +184,7 @@ package struct SLOReport: Hashable, Sendable, Codable {
         }
         errorBudget = ErrorBudget(count(.days30), objective: objective)
         alerts = rules.map { rule in
-            let long = count(rule.longWindow), short = count(rule.shortWindow)
+            let long = alertCount(rule.longWindow), short = alertCount(rule.shortWindow)
             return BurnRateAlertState(
                 name: rule.name, severity: rule.severity, longWindow: rule.longWindow.rawValue, shortWindow: rule.shortWindow.rawValue,
                 threshold: rule.threshold, longBurnRate: long.burnRate(objective), shortBurnRate: short.burnRate(objective),

@@ -89,8 +89,7 @@ package struct SLOMonitor: Service {
     /// One evaluation (also what the HTTP handlers' numbers are made of).
     @discardableResult
     package func evaluate(now: Date = Date()) async throws -> SLOReport {
-        let counts = try await repository.sloCounts(filter: MetricsFilter(), windows: SLOWindow.allCases, now: now)
-        let report = SLOReport(counts: counts, objective: objective)
+        let report = try await repository.sloReport(filter: MetricsFilter(), now: now, objective: objective)
         metrics.update(report, at: now)
         return report
     }

@@ -75,8 +75,8 @@ package protocol TelemetryQueryRepository: Sendable {
     func histograms(
         filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
     ) async throws -> [String: [String: LogHistogram]]
-    /// The SLO's good / total of each window ending at `now`.
-    func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date) async throws -> [SLOWindow: SLICount]
+    /// The SLO's good / total of each window ending at `now`, counted in minutes of `filing`.
+    func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date, filedBy filing: SLOFiling) async throws -> [SLOWindow: SLICount]
     /// Good / total per hour over the last `hours` hours.
     func hourlySLI(filter: MetricsFilter, hours: Int, now: Date) async throws -> [HourlySLI]
     /// A latency metric per hour over the last `hours` hours.
@@ -88,6 +88,16 @@ package protocol TelemetryQueryRepository: Sendable {
     func siteLatency(
         filter: MetricsFilter, metric: String, minutes: ClosedRange<Int64>, sites: [String]
     ) async throws -> [String: LogHistogram]
+}
+
+extension TelemetryQueryRepository {
+    /// The SLO report of the windows ending at `now`: windows and budget by trigger minute, alerts by
+    /// receipt minute.
+    package func sloReport(filter: MetricsFilter, now: Date, objective: SLOObjective) async throws -> SLOReport {
+        async let byTrigger = sloCounts(filter: filter, windows: SLOWindow.allCases, now: now, filedBy: .trigger)
+        async let byReceipt = sloCounts(filter: filter, windows: SLOWindow.allCases, now: now, filedBy: .receipt)
+        return SLOReport(counts: try await byTrigger, alertCounts: try await byReceipt, objective: objective)
+    }
 }
 
 package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
@@ -142,7 +152,9 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         return result
     }
 
-    package func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date) async throws -> [SLOWindow: SLICount] {
+    package func sloCounts(
+        filter: MetricsFilter, windows: [SLOWindow], now: Date, filedBy filing: SLOFiling
+    ) async throws -> [SLOWindow: SLICount] {
         guard let widest = windows.max(by: { $0.minutes < $1.minutes }) else { return [:] }
         var binds = PostgresBindings()
         let whereSQL = conditions(filter, minutes: widest.minuteRange(endingAt: now), binds: &binds)
@@ -150,12 +162,12 @@ package struct PostgresTelemetryQueryRepository: TelemetryQueryRepository {
         for window in windows {
             binds.append(EpochMinute.date(window.minuteRange(endingAt: now).lowerBound))
             let start = "$\(binds.count)"
-            columns.append("coalesce(sum(count) FILTER (WHERE metric = 'slo.good' AND minute >= \(start)), 0)::int8")
-            columns.append("coalesce(sum(count) FILTER (WHERE metric = 'slo.events' AND minute >= \(start)), 0)::int8")
+            columns.append("coalesce(sum(count) FILTER (WHERE metric = '\(filing.goodMetric)' AND minute >= \(start)), 0)::int8")
+            columns.append("coalesce(sum(count) FILTER (WHERE metric = '\(filing.eventsMetric)' AND minute >= \(start)), 0)::int8")
         }
         let sql = """
             SELECT \(columns.joined(separator: ", ")) FROM rollup_minute
-            WHERE metric IN ('slo.good', 'slo.events') AND \(whereSQL)
+            WHERE metric IN ('\(filing.goodMetric)', '\(filing.eventsMetric)') AND \(whereSQL)
             """
         let rows = try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
         var result: [SLOWindow: SLICount] = [:]

@@ -56,10 +56,8 @@ struct SLOController<Context: RequestContext>: Sendable {
             let query = try StrictQuery(request, allowed: Self.parameters)
             let filter = try query.filter()
             let now = self.now()
-            let counts = try await repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
-            return try TelemetryJSON.response(
-                SLOResponse(
-                    generatedAt: TelemetryJSON.timestamp(now), filter: filter, slo: SLOReport(counts: counts, objective: objective)))
+            let report = try await repository.sloReport(filter: filter, now: now, objective: objective)
+            return try TelemetryJSON.response(SLOResponse(generatedAt: TelemetryJSON.timestamp(now), filter: filter, slo: report))
         }
     }
 }
@@ -123,7 +121,7 @@ struct StatusPageController<Context: RequestContext>: Sendable {
             let repository = self.repository
             let lastHour = SLOWindow.hour1.minuteRange(endingAt: now)
             let budgetWindow = SLOWindow.days30.minuteRange(endingAt: now)
-            async let countsQuery = repository.sloCounts(filter: filter, windows: SLOWindow.allCases, now: now)
+            async let reportQuery = repository.sloReport(filter: filter, now: now, objective: objective)
             async let hourlySLIQuery = repository.hourlySLI(filter: filter, hours: 24, now: now)
             async let hourlyLatencyQuery = repository.hourlyLatency(
                 filter: filter, metric: LatencyMetric.triggerToVerdict, hours: 24, now: now)
@@ -132,13 +130,13 @@ struct StatusPageController<Context: RequestContext>: Sendable {
             let sites = try await repository.siteSLI(filter: filter, minutes: budgetWindow, limit: StatusPage.siteLimit)
             let siteLatency = try await repository.siteLatency(
                 filter: filter, metric: LatencyMetric.triggerToVerdict, minutes: budgetWindow, sites: sites.sites.map(\.site))
-            let counts = try await countsQuery
+            let report = try await reportQuery
             let hourlySLI = try await hourlySLIQuery
             let hourlyLatency = try await hourlyLatencyQuery
             let totals = try await totalsQuery
             let histograms = try await histogramsQuery
             let page = StatusPage(
-                now: now, filter: filter, report: SLOReport(counts: counts, objective: objective),
+                now: now, filter: filter, report: report,
                 summary: MetricsSummary(counters: totals[""] ?? [:], histograms: histograms[""] ?? [:]),
                 hourlySLI: hourlySLI, hourlyLatency: hourlyLatency, objective: objective, sites: sites, siteLatency: siteLatency)
             return Response(
