@@ -96,8 +96,9 @@ public struct MotionGate: Sendable, Hashable {
         }
         newestBucket = max(newestBucket, current)
         let i = Int(((current % n) + n) % n)
-        let total = Int(bucket(i)) + count
-        setBucket(i, UInt16(clamping: total))
+        // Saturating: a bucket holds at most UInt16.max steps, whatever count the host reports.
+        let (total, overflow) = Int(bucket(i)).addingReportingOverflow(count)
+        setBucket(i, overflow ? UInt16.max : UInt16(clamping: total))
     }
 
     /// Steps counted in the window ending at `now` (to one bucket's precision).

@@ -30,6 +30,8 @@ public struct OutboxEntry: Sendable, Hashable {
     /// Send attempts since the outbox was opened (drives the retry backoff; not persisted).
     public internal(set) var attempts: Int
     public let payloadLength: Int
+    /// The answer that parked the entry (`Outbox.park`), nil for an entry in the drain order.
+    public internal(set) var parkedStatus: Int?
     let payloadOffset: Int64
     /// Size of the APPEND record that holds this entry (for live-bytes accounting).
     let recordBytes: Int64
@@ -96,7 +98,7 @@ public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
 ///     record  = length:u32le  crc32:u32le  body[length]        (crc32 of body, IEEE)
 ///     body    = 0x01 APPEND  id:u64 createdAt:i64 kind:u8 flags:u8 payloadLength:u32 payload
 ///                            hasCheckpoint:u8 [checkpointLength:u32 checkpoint]
-///             | 0x02 STATE   id:u64 state:u8 (1 sent-awaiting-verdict, 2 done) status:i32 at:i64
+///             | 0x02 STATE   id:u64 state:u8 (1 sent-awaiting-verdict, 2 done, 3 parked) status:i32 at:i64
 ///             | 0x03 CHECKPOINT hasCheckpoint:u8 [checkpoint...]
 ///
 /// Append-only: state changes are new records. **Durability:** `append`, `markDone` and
@@ -108,6 +110,8 @@ public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
 /// over the file (atomic) and fsyncs the directory. **Bounded:** at most `maxLiveEntries` live entries
 /// and a file below about twice its live bytes plus `compactionMinDeadBytes`. Memory holds only the
 /// index (~100 bytes per live entry), not the payloads.
+/// **Parked entries** (`park`) are kept in the file and listed by `parkedEntries()`, but are out of the
+/// drain order: `first()`, `entries()` and `count` do not include them. They leave only by `markDone`.
 ///
 /// **Concurrency.** A `final class` whose only mutable state sits in a `Mutex` from `Synchronization`:
 /// every method locks it for its whole duration, so calls from any thread or task are serialised and
@@ -119,6 +123,9 @@ public final class Outbox: Sendable {
     public let recovery: OutboxRecoveryReport
     private let clock: any PresenceClock
     private let state: Mutex<State>
+    /// Makes a create or a rename in the outbox's directory durable (`FileIO.fsyncDirectory`; tests
+    /// substitute a failing one).
+    private let syncDirectory: @Sendable (String) throws(OutboxError) -> Void
 
     static let magic: [UInt8] = Array("PKOUTBX1".utf8)
     static let maxRecordBytes = 1 << 20
@@ -127,6 +134,7 @@ public final class Outbox: Sendable {
     static let typeCheckpoint: UInt8 = 3
     static let stateSent: UInt8 = 1
     static let stateDone: UInt8 = 2
+    static let stateParked: UInt8 = 3
     /// Offset of the payload inside an APPEND record: frame (8) + type (1) + id (8) + createdAt (8)
     /// + kind (1) + flags (1) + payloadLength (4).
     static let payloadOffsetInRecord: Int64 = 31
@@ -135,6 +143,8 @@ public final class Outbox: Sendable {
         var fd: Int32
         var fileSize: Int64
         var entries: [UInt64: OutboxEntry] = [:]
+        /// Entries out of the drain order (`park`); their records count in `liveRecordBytes`.
+        var parked: [UInt64: OutboxEntry] = [:]
         /// Ids in append order; ids of entries that left are skipped lazily.
         var order: [UInt64] = []
         var orderHead = 0
@@ -143,13 +153,31 @@ public final class Outbox: Sendable {
         var checkpoint: [UInt8]?
         var closed = false
         var compactions = 0
+        /// A compaction renamed its file over the outbox but the directory fsync failed: the rename may
+        /// not survive a power loss yet. Every fsynced write retries the directory fsync first and
+        /// fails while it cannot be done, so nothing counts as stored before the file it is in is.
+        var directorySyncPending = false
     }
 
     /// Opens (creating if needed) the outbox at `path` and recovers its content.
-    public init(path: String, options: OutboxOptions = OutboxOptions(), clock: any PresenceClock = SystemClock()) throws(OutboxError) {
+    public convenience init(
+        path: String, options: OutboxOptions = OutboxOptions(), clock: any PresenceClock = SystemClock()
+    ) throws(OutboxError) {
+        try self.init(
+            path: path, options: options, clock: clock,
+            syncDirectory: { (path: String) throws(OutboxError) in try FileIO.fsyncDirectory(of: path) })
+    }
+
+    /// - Parameter syncDirectory: called with the outbox's path to make a create or rename in its
+    ///   directory durable.
+    init(
+        path: String, options: OutboxOptions, clock: any PresenceClock,
+        syncDirectory: @escaping @Sendable (String) throws(OutboxError) -> Void
+    ) throws(OutboxError) {
         self.path = path
         self.options = options
         self.clock = clock
+        self.syncDirectory = syncDirectory
         var report = OutboxRecoveryReport(
             createdNewFile: false, fileBytesBefore: 0, recordsRead: 0, liveEntries: 0, truncatedBytes: 0,
             removedStaleCompactionFile: false)
@@ -167,7 +195,7 @@ public final class Outbox: Sendable {
             if size == 0 {
                 try FileIO.write(fd, Outbox.magic, at: 0, path: path)
                 try FileIO.fsync(fd, path: path)
-                try FileIO.fsyncDirectory(of: path)
+                try syncDirectory(path)
                 st.fileSize = Int64(Outbox.magic.count)
                 report.createdNewFile = true
             } else {
@@ -257,18 +285,18 @@ public final class Outbox: Sendable {
                 st.checkpoint = ck
             }
             guard r.remaining == 0 else { return nil }
-            if st.entries[id] == nil {
+            if st.entries[id] == nil && st.parked[id] == nil {
                 let recordBytes = Int64(8 + len)
                 st.entries[id] = OutboxEntry(
                     id: id, createdAt: Timestamp(millisecondsSinceEpoch: created), kind: kind,
                     evictable: flags & 1 == 1, state: .pending, attempts: 0, payloadLength: Int(payloadLength),
-                    payloadOffset: payloadOffset, recordBytes: recordBytes)
+                    parkedStatus: nil, payloadOffset: payloadOffset, recordBytes: recordBytes)
                 st.order.append(id)
                 st.liveRecordBytes += recordBytes
             }
             st.nextId = max(st.nextId, id + 1)
         case typeState:
-            guard let id = r.u64(), let newState = r.u8(), r.i32() != nil, r.i64() != nil, r.remaining == 0 else { return nil }
+            guard let id = r.u64(), let newState = r.u8(), let status = r.i32(), r.i64() != nil, r.remaining == 0 else { return nil }
             if var entry = st.entries[id] {
                 if newState == stateDone {
                     st.entries[id] = nil
@@ -276,7 +304,14 @@ public final class Outbox: Sendable {
                 } else if newState == stateSent {
                     entry.state = .sentAwaitingVerdict
                     st.entries[id] = entry
+                } else if newState == stateParked {
+                    st.entries[id] = nil
+                    entry.parkedStatus = Int(status)
+                    st.parked[id] = entry
                 }
+            } else if newState == stateDone, let entry = st.parked[id] {
+                st.parked[id] = nil
+                st.liveRecordBytes -= entry.recordBytes
             }
         case typeCheckpoint:
             guard let has = r.u8() else { return nil }
@@ -352,7 +387,13 @@ public final class Outbox: Sendable {
         guard record.count - 8 <= Outbox.maxRecordBytes else { throw .payloadTooLarge(size: record.count, limit: Outbox.maxRecordBytes) }
         do throws(OutboxError) {
             try FileIO.write(st.fd, record, at: st.fileSize, path: path)
-            if sync { try FileIO.fsync(st.fd, path: path) }
+            if sync {
+                try FileIO.fsync(st.fd, path: path)
+                if st.directorySyncPending {
+                    try syncDirectory(path)
+                    st.directorySyncPending = false
+                }
+            }
         } catch {
             try? FileIO.truncate(st.fd, to: st.fileSize, path: path)
             throw error
@@ -385,7 +426,7 @@ public final class Outbox: Sendable {
             st.nextId += 1
             let entry = OutboxEntry(
                 id: id, createdAt: now, kind: kind, evictable: evictable, state: .pending, attempts: 0,
-                payloadLength: payload.count, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
+                payloadLength: payload.count, parkedStatus: nil, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
                 recordBytes: Int64(record.count))
             st.entries[id] = entry
             st.order.append(id)
@@ -425,17 +466,42 @@ public final class Outbox: Sendable {
         state.withLock { st in st.entries[id]?.attempts += 1 }
     }
 
-    /// A final verdict arrived (201/200/409/422/400): the entry leaves the outbox. Fsynced. May compact.
+    /// A final verdict arrived (201/200/409/422/400), or the host is done with a parked entry (it
+    /// exported it): the entry leaves the outbox. Fsynced. May compact.
     public func markDone(_ id: UInt64, status: Int) throws(OutboxError) {
         let now = clock.now()
         try state.withLock { (st: inout State) throws(OutboxError) in
-            guard let entry = st.entries[id] else { throw .unknownEntry(id: id) }
+            guard let entry = st.entries[id] ?? st.parked[id] else { throw .unknownEntry(id: id) }
             try write(Outbox.stateRecord(id: id, state: Outbox.stateDone, status: Int32(clamping: status), at: now), &st, sync: true)
             st.entries[id] = nil
+            st.parked[id] = nil
             st.liveRecordBytes -= entry.recordBytes
             while st.orderHead < st.order.count && st.entries[st.order[st.orderHead]] == nil { st.orderHead += 1 }
             try compactIfWorthIt(&st)
         }
+    }
+
+    /// Moves a live entry out of the drain order because it can never be delivered as things stand (the
+    /// drainer parks an entry of another user or device answered 403): it stays in the file, is listed
+    /// by `parkedEntries()` with `status`, and leaves only by `markDone`. Fsynced.
+    @discardableResult
+    public func park(_ id: UInt64, status: Int) throws(OutboxError) -> OutboxEntry {
+        let now = clock.now()
+        return try state.withLock { (st: inout State) throws(OutboxError) -> OutboxEntry in
+            guard var entry = st.entries[id] else { throw .unknownEntry(id: id) }
+            let code = Int32(clamping: status)
+            try write(Outbox.stateRecord(id: id, state: Outbox.stateParked, status: code, at: now), &st, sync: true)
+            st.entries[id] = nil
+            entry.parkedStatus = Int(code)
+            st.parked[id] = entry
+            while st.orderHead < st.order.count && st.entries[st.order[st.orderHead]] == nil { st.orderHead += 1 }
+            return entry
+        }
+    }
+
+    /// Parked entries (`park`), oldest first: kept until the host exports them and calls `markDone`.
+    public func parkedEntries() -> [OutboxEntry] {
+        state.withLock { st in st.parked.values.sorted { $0.id < $1.id } }
     }
 
     /// Replaces the checkpoint (opaque bytes; nil clears it). Fsynced.
@@ -480,10 +546,11 @@ public final class Outbox: Sendable {
     public var fileSize: Int64 { state.withLock { $0.fileSize } }
     public var compactionCount: Int { state.withLock { $0.compactions } }
 
+    /// The stored payload of a live or parked entry.
     public func payload(of id: UInt64) throws(OutboxError) -> [UInt8] {
         try state.withLock { (st: inout State) throws(OutboxError) -> [UInt8] in
             guard !st.closed else { throw .closed }
-            guard let e = st.entries[id] else { throw .unknownEntry(id: id) }
+            guard let e = st.entries[id] ?? st.parked[id] else { throw .unknownEntry(id: id) }
             return try FileIO.read(st.fd, count: e.payloadLength, at: e.payloadOffset, path: path)
         }
     }
@@ -509,6 +576,7 @@ public final class Outbox: Sendable {
         FileIO.unlink(tmpPath)
         let tmp = try FileIO.open(tmpPath, flags: O_RDWR | O_CREAT | O_TRUNC)
         var newEntries: [UInt64: OutboxEntry] = [:]
+        var newParked: [UInt64: OutboxEntry] = [:]
         var newOrder: [UInt64] = []
         var offset: Int64 = 0
         var liveBytes: Int64 = 0
@@ -521,43 +589,58 @@ public final class Outbox: Sendable {
             }
             buffer.raw(Outbox.magic)
             let now = clock.now()
-            for i in st.orderHead..<st.order.count {
-                guard let e = st.entries[st.order[i]] else { continue }
+            // Copies one entry's APPEND record (and its states) into the new file; returns it as moved.
+            func copy(_ e: OutboxEntry) throws(OutboxError) -> OutboxEntry {
                 let payload = try FileIO.read(st.fd, count: e.payloadLength, at: e.payloadOffset, path: path)
                 let record = Outbox.appendRecord(
                     id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, payload: payload, checkpoint: nil)
                 let recordStart = offset + Int64(buffer.bytes.count)
                 buffer.raw(record)
-                var moved = OutboxEntry(
+                let moved = OutboxEntry(
                     id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, state: e.state,
-                    attempts: e.attempts, payloadLength: e.payloadLength,
+                    attempts: e.attempts, payloadLength: e.payloadLength, parkedStatus: e.parkedStatus,
                     payloadOffset: recordStart + Outbox.payloadOffsetInRecord, recordBytes: Int64(record.count))
                 if e.state == .sentAwaitingVerdict {
                     buffer.raw(Outbox.stateRecord(id: e.id, state: Outbox.stateSent, status: 0, at: now))
                 }
-                moved.state = e.state
-                newEntries[e.id] = moved
-                newOrder.append(e.id)
+                if let status = e.parkedStatus {
+                    buffer.raw(Outbox.stateRecord(id: e.id, state: Outbox.stateParked, status: Int32(clamping: status), at: now))
+                }
                 liveBytes += moved.recordBytes
                 if buffer.bytes.count >= 1 << 20 { try flush() }
+                return moved
+            }
+            for e in st.parked.values.sorted(by: { $0.id < $1.id }) {
+                newParked[e.id] = try copy(e)
+            }
+            for i in st.orderHead..<st.order.count {
+                guard let e = st.entries[st.order[i]] else { continue }
+                newEntries[e.id] = try copy(e)
+                newOrder.append(e.id)
             }
             if st.checkpoint != nil { buffer.raw(Outbox.checkpointRecord(st.checkpoint)) }
             try flush()
             try FileIO.fsync(tmp, path: tmpPath)
             try FileIO.rename(tmpPath, path)
-            try FileIO.fsyncDirectory(of: path)
         } catch {
             FileIO.close(tmp)
             FileIO.unlink(tmpPath)
             throw error
         }
+        // The rename succeeded: `path` now names the new file and the old one is unlinked. From here on
+        // every write goes to the new file, whatever the directory fsync says; writing on into the old,
+        // unlinked file would lose everything written after this point at the next open.
         FileIO.close(st.fd)
         st.fd = tmp
         st.fileSize = offset
         st.entries = newEntries
+        st.parked = newParked
         st.order = newOrder
         st.orderHead = 0
         st.liveRecordBytes = liveBytes
         st.compactions += 1
+        st.directorySyncPending = true
+        try syncDirectory(path)
+        st.directorySyncPending = false
     }
 }

@@ -18,8 +18,12 @@ public enum PresenceCoding {
         Array(try! encoder().encode(event))
     }
 
+    /// Decodes a stored event. An empty `rssiSeries` (stored by earlier versions) comes back nil, so a
+    /// host mapping it to the REST payload leaves the member out instead of sending a refused `[]`.
     public static func decodeEvent(_ bytes: [UInt8]) throws -> AttendanceEvent {
-        try JSONDecoder().decode(AttendanceEvent.self, from: Data(bytes))
+        var event = try JSONDecoder().decode(AttendanceEvent.self, from: Data(bytes))
+        if event.rssiSeries?.isEmpty == true { event.rssiSeries = nil }
+        return event
     }
 
     public static func encode(_ snapshot: PresenceSnapshot) -> [UInt8] {

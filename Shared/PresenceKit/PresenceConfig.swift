@@ -103,7 +103,7 @@ public struct PresenceConfig: Sendable, Hashable {
     /// Heartbeat period while present (the heartbeat contract). 0 disables heartbeats.
     public var heartbeatIntervalMs: Int64 = 300_000
     public var gattTimeoutMs: Int64 = 3_000
-    /// After a failed GATT challenge, wait this long before challenging again.
+    /// After a failed GATT challenge, wait this long before challenging again (0...600,000 ms).
     public var gattRetryCooldownMs: Int64 = 30_000
     /// Gate beacons: people walk out of their range into the building right after checking in, so the
     /// default ends a session when the device leaves the site's geofence (see `CheckOutTrigger`).
@@ -117,6 +117,11 @@ public struct PresenceConfig: Sendable, Hashable {
     public var flags = FeatureFlags()
 
     public init() {}
+
+    /// Largest accepted Kalman process noise (q), dB² per reading.
+    public static let maxKalmanProcessNoise: Float = 1_000
+    /// Largest accepted Kalman measurement noise (r), dB².
+    public static let maxKalmanMeasurementNoise: Float = 10_000
 
     public var confidenceRule: ConfidenceRule {
         ConfidenceRule(minReadings: minReadings, maxStdDevDb: maxStdDevDb, enterRssi: enterRssi)
@@ -183,11 +188,19 @@ public struct PresenceConfig: Sendable, Hashable {
                 issues.append(ConfigIssue(key: "thresholds.ema_alpha", message: "must be in (0, 1], got \(alpha)"))
             }
         case .kalman(let q, let r):
-            if !(q > 0 && q.isFinite) {
-                issues.append(ConfigIssue(key: "thresholds.kalman_process_noise", message: "must be positive, got \(q)"))
+            // Bounded so the filter's variance stays finite: a huge finite noise overflows Float in the
+            // update and turns the smoothed RSSI into NaN.
+            if !(q > 0 && q <= PresenceConfig.maxKalmanProcessNoise) {
+                issues.append(
+                    ConfigIssue(
+                        key: "thresholds.kalman_process_noise",
+                        message: "must be positive and at most \(Int(PresenceConfig.maxKalmanProcessNoise)) dB², got \(q)"))
             }
-            if !(r > 0 && r.isFinite) {
-                issues.append(ConfigIssue(key: "thresholds.kalman_measurement_noise", message: "must be positive, got \(r)"))
+            if !(r > 0 && r <= PresenceConfig.maxKalmanMeasurementNoise) {
+                issues.append(
+                    ConfigIssue(
+                        key: "thresholds.kalman_measurement_noise",
+                        message: "must be positive and at most \(Int(PresenceConfig.maxKalmanMeasurementNoise)) dB², got \(r)"))
             }
         }
         check("thresholds.ranging_extensions", rangingExtensions, 0...5, " windows")
@@ -215,6 +228,7 @@ public struct PresenceConfig: Sendable, Hashable {
         check("min_steps_window.steps", motion.minSteps, 0...10_000, " steps")
         check("min_steps_window.window_ms", motion.stepsWindowMs, 30_000...600_000, " ms")
         check("gatt_challenge.timeout_ms", gattTimeoutMs, 500...10_000, " ms")
+        check("gatt_challenge.retry_cooldown_ms", gattRetryCooldownMs, 0...600_000, " ms")
         check("thresholds.geofence_exit_margin_m", geofenceExitMarginMeters, 0...500, " m")
         return issues
     }

@@ -170,7 +170,9 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     public var decidedAt: Timestamp
     /// Groups the check-in, heartbeats and check-out of one session (the session contracts).
     public var sessionKey: String
-    public var rssiSeries: [Int]
+    /// The session beacon's readings in the smoothing window, oldest first; nil (absent from the JSON)
+    /// when the machine holds none, e.g. after a relaunch: the gateway refuses an empty series.
+    public var rssiSeries: [Int]?
     public var reason: AttendanceReason
     public var motion: Motion
     public var geofence: GeofenceInfo

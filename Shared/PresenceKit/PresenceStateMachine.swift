@@ -287,7 +287,15 @@ public struct PresenceStateMachine: Sendable {
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
         if config.flags.killSwitch {
             switch event {
-            case .userIdChanged(let user): identity.userId = user
+            case .userIdChanged(let user):
+                guard user != identity.userId else { return [] }
+                identity.userId = user
+                if let s = session, !s.checkInPosted {
+                    // As in `onUserChanged`: the new user must not inherit a session with no check-in.
+                    session = nil
+                    sessionSiteIndex = -1
+                    return [.persistSnapshot(snapshot(at: now))]
+                }
             case .appTerminated:
                 return [.persistSnapshot(snapshot(at: now))]
             default: break
@@ -348,11 +356,13 @@ public struct PresenceStateMachine: Sendable {
     }
 
     /// Replaces the configuration at runtime (a new remote config). Samples tracked so far are dropped
-    /// when the smoothing settings change.
+    /// when the smoothing settings change. A GATT retry cooldown running under the old configuration
+    /// ends: the new one may have fixed what made the challenge fail (or the cooldown itself).
     public mutating func apply(config newConfig: PresenceConfig, at now: Timestamp) throws(ConfigValidationError) -> [PresenceEffect] {
         let new = try newConfig.validated()
         let old = config
         config = new
+        gattCooldownUntil = .distantPast
         var fx: [PresenceEffect] = []
         if old.smoothingWindow != new.smoothingWindow || old.smoothing != new.smoothing || old.signalLossMs != new.signalLossMs {
             tracker = BeaconTracker(window: new.smoothingWindow, mode: new.smoothing, freshnessMs: new.signalLossMs)
@@ -562,11 +572,13 @@ public struct PresenceStateMachine: Sendable {
                 at: now, &fx)
             return
         }
+        // A GATT cooldown refuses the candidate before anything changes: checking out of the open
+        // session first would leave the machine in a soft exit with no session.
+        if config.flags.gattChallenge && now < gattCooldownUntil { return }
         if session != nil {
             checkOut(reason: .siteChanged, at: now, &fx)
         }
         if config.flags.gattChallenge {
-            guard now >= gattCooldownUntil else { return }
             pendingCandidate = candidate
             phase = .verifying
             fx.append(.performGattChallenge(candidate.beacon))
@@ -588,8 +600,9 @@ public struct PresenceStateMachine: Sendable {
         let tStart = min(since ?? now, now)
         dwellCandidate = nil
         holdSiteIndex = -1
-        session = OpenSession(
+        let opened = OpenSession(
             siteId: siteId, beacon: candidate.beacon, tStart: tStart, key: key, userId: user, checkInPosted: user != nil)
+        session = opened
         sessionSiteIndex = candidate.siteIndex
         phase = .present
         lastPresentAt = now
@@ -601,7 +614,8 @@ public struct PresenceStateMachine: Sendable {
         cancel(.exitConfirmation, &fx)
         stopRanging(&fx)
         if let user {
-            let event = makeEvent(.checkIn, reason: .rangingConfirmed, timestamp: tStart, userId: user, handshake: handshake, at: now)
+            let event = makeEvent(
+                .checkIn, of: opened, reason: .rangingConfirmed, timestamp: tStart, userId: user, handshake: handshake, at: now)
             fx.append(.postCheckIn(event))
         } else {
             fx.append(.log(.warning, "check-in at \(siteId) skipped: no persisted user id"))
@@ -620,7 +634,8 @@ public struct PresenceStateMachine: Sendable {
             // Leaving the geofence, the last reading of the site (however weak: the walk out past the
             // gate) dates the departure; otherwise the last moment of presence does.
             let lastSeen = reason == .geofenceExit ? min(max(lastPresentAt, lastSiteReadingAt), now) : lastPresentAt
-            let event = makeEvent(.checkOut, reason: reason, timestamp: max(lastSeen, s.tStart), userId: user, handshake: nil, at: now)
+            let event = makeEvent(
+                .checkOut, of: s, reason: reason, timestamp: max(lastSeen, s.tStart), userId: user, handshake: nil, at: now)
             fx.append(.postCheckOut(event))
         } else {
             fx.append(.log(.warning, "check-out at \(s.siteId) skipped: its check-in was never posted (no persisted user id)"))
@@ -636,16 +651,18 @@ public struct PresenceStateMachine: Sendable {
     }
 
     mutating func makeEvent(
-        _ kind: AttendanceEvent.Kind, reason: AttendanceReason, timestamp: Timestamp, userId: String,
+        _ kind: AttendanceEvent.Kind, of s: OpenSession, reason: AttendanceReason, timestamp: Timestamp, userId: String,
         handshake: AttendanceEvent.Handshake?, at now: Timestamp
     ) -> AttendanceEvent {
-        let s = session!
         let nonce = IdempotencyKey.nonce(using: &rng)
         let eventId = UUIDBits.random(using: &rng).uuidString
         let keyTime = kind == .checkIn ? s.tStart : timestamp
         let key = IdempotencyKey.make(
             userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: keyTime, nonce: nonce)
-        let series = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
+        // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
+        // nearer beacons): then no series at all, never an empty one, which the gateway refuses.
+        let samples = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
+        let series: [Int]? = samples.isEmpty ? nil : samples
         let radius =
             sessionSiteIndex >= 0
             ? (directory[sessionSiteIndex].radiusMeters ?? config.geofenceRadiusMeters) : config.geofenceRadiusMeters
@@ -787,7 +804,8 @@ public struct PresenceStateMachine: Sendable {
                 // means the OS still reports the region, so presence extends to now.
                 if !continuousScanActive { lastPresentAt = now }
                 if s.checkInPosted, let user = s.userId {
-                    let event = makeEvent(.heartbeat, reason: .stillPresent, timestamp: now, userId: user, handshake: nil, at: now)
+                    let event = makeEvent(
+                        .heartbeat, of: s, reason: .stillPresent, timestamp: now, userId: user, handshake: nil, at: now)
                     fx.append(.postHeartbeat(event))
                 }
                 fx.append(.persistSnapshot(snapshot(at: now)))
@@ -1064,6 +1082,9 @@ public struct PresenceStateMachine: Sendable {
         return fx
     }
 
+    /// A session whose check-in was posted is checked out for its user. A session whose check-in was
+    /// never posted (opened with no user id) is dropped without a post: resuming it would give the new
+    /// user no check-in for the whole stay, so detection starts afresh for them.
     mutating func onUserChanged(_ user: String?, at now: Timestamp) -> [PresenceEffect] {
         guard user != identity.userId else { return [] }
         var fx: [PresenceEffect] = []
@@ -1072,6 +1093,21 @@ public struct PresenceStateMachine: Sendable {
             stopRanging(&fx)
             pendingCandidate = nil
             phase = restingPhase
+        } else if let s = session, !s.checkInPosted {
+            fx.append(
+                .log(.info, "session at \(s.siteId) dropped: its check-in was never posted; detection starts afresh for the new user"))
+            session = nil
+            sessionSiteIndex = -1
+            cancel(.heartbeat, &fx)
+            cancel(.signalWatchdog, &fx)
+            cancel(.softExitGrace, &fx)
+            cancel(.exitConfirmation, &fx)
+            stopRanging(&fx)
+            pendingCandidate = nil
+            phase = restingPhase
+            fx.append(.persistSnapshot(snapshot(at: now)))
+            // Without the continuous scan nothing would look for the beacon until the next region event.
+            if !continuousScanActive && beaconRegionInside && phase == .armed { startRangingWindow(at: now, &fx) }
         }
         identity.userId = user
         return fx

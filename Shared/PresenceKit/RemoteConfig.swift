@@ -11,7 +11,7 @@ import Foundation
 ///       "ranging_window_ms": 8000,                 // 5000...10000
 ///       "geofence_radius": 200,                    // meters, 150...300
 ///       "min_steps_window": {"steps": 30, "window_ms": 120000},   // or just 30 (steps, 2-minute window)
-///       "gatt_challenge": false,                   // or {"enabled": true, "timeout_ms": 3000}
+///       "gatt_challenge": false,                   // or {"enabled": true, "timeout_ms": 3000, "retry_cooldown_ms": 30000}
 ///       "checkout_trigger": "geofence_exit",       // or "beacon_loss"
 ///       "thresholds": {
 ///         "enter_rssi": -65, "leave_rssi": -75, "max_stddev_db": 12, "min_readings": 3,
@@ -133,7 +133,7 @@ public struct RemoteConfig: Sendable, Hashable {
                     default: unknown(path)
                     }
                 }
-            } else if let v = bool(value, key, expected: "a boolean or an object {\"enabled\", \"timeout_ms\"}") {
+            } else if let v = bool(value, key, expected: "a boolean or an object {\"enabled\", \"timeout_ms\", \"retry_cooldown_ms\"}") {
                 config.flags.gattChallenge = v
             }
         }

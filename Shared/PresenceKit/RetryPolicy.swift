@@ -95,24 +95,36 @@ public struct DeliveryClassifier: Sendable, Hashable {
 }
 
 /// Sends outbox entries in their original append order with the retry policy, until the outbox is
-/// empty or the deadline stops it. Strictly in order (head-of-line): the server never sees a
-/// check-out before the check-in it closes.
+/// empty, the deadline stops it or its task is cancelled. Strictly in order (head-of-line): the server
+/// never sees a check-out before the check-in it closes.
+///
+/// One exception keeps the line moving: an entry that the identity the drain sends as can never deliver.
+/// When the answer is 403 and the entry's `deviceId` or `userId` is not the drain's `identity` (an event
+/// of the device before a re-enrolment, the previous user's `user_changed` check-out sent with the new
+/// user's token), the entry is parked (`Outbox.park`): kept in the outbox, listed by
+/// `Outbox.parkedEntries()` for the host to export, never sent again by the drain and never deleted
+/// by it, and the drain goes on with the next entry. A 403 for an entry of the current identity is
+/// retried like any other answer that is not a verdict.
 public struct OutboxDrainer: Sendable {
     public var outbox: Outbox
     public var policy: RetryPolicy
     public var classifier: DeliveryClassifier
     public var clock: any PresenceClock
+    /// The user and device the requests are authenticated as; nil turns parking off (every 403 is
+    /// retried).
+    public var identity: DeviceIdentity?
     /// Waits `ms` milliseconds: `Task.sleep` in production, `ManualClock.advance` in virtual time.
     public var sleep: @Sendable (Int64) async -> Void
 
     public init(
         outbox: Outbox, policy: RetryPolicy = RetryPolicy(), classifier: DeliveryClassifier = DeliveryClassifier(),
-        clock: any PresenceClock, sleep: @escaping @Sendable (Int64) async -> Void
+        clock: any PresenceClock, sendingAs identity: DeviceIdentity? = nil, sleep: @escaping @Sendable (Int64) async -> Void
     ) {
         self.outbox = outbox
         self.policy = policy
         self.classifier = classifier
         self.clock = clock
+        self.identity = identity
         self.sleep = sleep
     }
 
@@ -121,21 +133,34 @@ public struct OutboxDrainer: Sendable {
         public var status: Int
     }
 
+    /// An entry moved out of the drain order because the current identity cannot deliver it.
+    public struct Parked: Sendable, Hashable {
+        public var id: UInt64
+        public var status: Int
+    }
+
     public enum Stop: Sendable, Hashable {
         /// Everything was delivered.
         case empty
-        /// The deadline came (or the next retry would start after it); resume at `retryAt` or later.
+        /// The deadline came (or the next retry would start after it), or the drain's task was
+        /// cancelled (`lastReason` "cancelled"); resume at `retryAt` or later.
         case deadline(retryAt: Timestamp, lastReason: String?)
     }
 
     public struct Report: Sendable, Hashable {
         public var delivered: [Delivered] = []
+        public var parked: [Parked] = []
         public var attempts = 0
         public var stop = Stop.empty
     }
 
-    /// Drains until empty or `deadline`. `send` performs one request for the entry with the stored
-    /// payload (and must reuse the idempotency key inside it).
+    /// `lastReason` of a drain stopped by the cancellation of its task.
+    public static let cancelledReason = "cancelled"
+
+    /// Drains until empty, `deadline`, or the cancellation of the calling task (checked before every
+    /// send and after every wait: a `sleep` that returns early when cancelled must not turn the retry
+    /// loop into a busy loop). `send` performs one request for the entry with the stored payload (and
+    /// must reuse the idempotency key inside it).
     public func drain(
         deadline: Timestamp?,
         random: inout some RandomNumberGenerator,
@@ -144,6 +169,10 @@ public struct OutboxDrainer: Sendable {
         var report = Report()
         while let entry = outbox.first() {
             let now = clock.now()
+            if Task.isCancelled {
+                report.stop = .deadline(retryAt: now, lastReason: Self.cancelledReason)
+                return report
+            }
             if let deadline, now >= deadline {
                 report.stop = .deadline(retryAt: now, lastReason: nil)
                 return report
@@ -152,6 +181,11 @@ public struct OutboxDrainer: Sendable {
             let sent = try outbox.markSent(entry.id)
             let result = await send(sent, payload)
             report.attempts += 1
+            if case .response(let status, _, _) = result, status == 403, belongsToAnotherIdentity(payload) {
+                try outbox.park(entry.id, status: status)
+                report.parked.append(Parked(id: entry.id, status: status))
+                continue
+            }
             switch classifier.verdict(for: result) {
             case .final(let status):
                 try outbox.markDone(entry.id, status: status)
@@ -165,9 +199,20 @@ public struct OutboxDrainer: Sendable {
                     return report
                 }
                 await sleep(delay)
+                if Task.isCancelled {
+                    report.stop = .deadline(retryAt: max(next, clock.now()), lastReason: Self.cancelledReason)
+                    return report
+                }
             }
         }
         report.stop = .empty
         return report
+    }
+
+    /// True when `payload` is an `AttendanceEvent` of another user or device than `identity` (never
+    /// for a payload that is not one, nor without an identity).
+    func belongsToAnotherIdentity(_ payload: [UInt8]) -> Bool {
+        guard let identity, let event = try? PresenceCoding.decodeEvent(payload) else { return false }
+        return event.deviceId != identity.deviceId || event.userId != identity.userId
     }
 }

@@ -1,7 +1,9 @@
 /// One device telemetry record, as the app uploads it to `POST /v1/telemetry` (the host maps it to
 /// the protocol's `TelemetryEvent`). `name` is the wire name (`region_enter`, `ranging_stop`, ...).
 public struct TelemetryRecord: Sendable, Hashable, Codable {
-    /// Unique per device: the aggregator counts a re-uploaded record once.
+    /// Unique per install and launch (`<install>-<launch>-<sequence>`, hexadecimal install and launch):
+    /// the aggregator counts a re-uploaded record once, and a record of a later launch is never
+    /// mistaken for one of an earlier launch.
     public var eventId: String
     public var name: String
     public var at: Timestamp
@@ -38,7 +40,8 @@ public struct TelemetryRecord: Sendable, Hashable, Codable {
 /// - `bg_timeout`: a background drain stopped by the OS budget with entries left.
 /// - `battery`: a battery level reading 0...1 (the host reads the OS and calls `recordBattery`).
 ///
-/// Bounded: past `capacity` records the oldest are dropped and counted in `dropped`.
+/// Bounded: past `capacity` records the oldest are dropped and counted in `dropped`. Acknowledge an
+/// upload with `acknowledge(eventIds:)`: records dropped meanwhile make a count point past the upload.
 public struct TelemetryRecorder: Sendable {
     public private(set) var pending: [TelemetryRecord] = []
     public private(set) var dropped = 0
@@ -51,10 +54,14 @@ public struct TelemetryRecorder: Sendable {
     private var sessionOpen = false
 
     /// `installId` makes record ids unique across reinstalls of the app on one device (a random
-    /// value drawn once per install).
-    public init(installId: UInt64, capacity: Int = 2_000) {
+    /// value drawn once per install); `launchId` makes them unique across launches of one install, as
+    /// the sequence starts again at 1 in every process. nil (production) draws it from the system
+    /// generator; tests pass a fixed one.
+    public init(installId: UInt64, launchId: UInt64? = nil, capacity: Int = 2_000) {
         self.capacity = max(1, capacity)
-        idPrefix = String(installId, radix: 16)
+        var system = SystemRandomNumberGenerator()
+        let launch = launchId ?? system.next()
+        idPrefix = String(installId, radix: 16) + "-" + String(launch, radix: 16)
     }
 
     /// Records what an input to the state machine says (call with every event the host delivers).
@@ -119,9 +126,17 @@ public struct TelemetryRecorder: Sendable {
         append("battery", at: now, value: min(max(level, 0), 1))
     }
 
-    /// The upload went through: forget the first `count` pending records.
+    /// The upload went through: forget the first `count` pending records. Only right when no record
+    /// was dropped for capacity since the host read `pending`; `acknowledge(eventIds:)` always is.
     public mutating func acknowledge(_ count: Int) {
         pending.removeFirst(min(max(count, 0), pending.count))
+    }
+
+    /// The upload of these records went through: forget them (ids no longer pending are ignored).
+    public mutating func acknowledge(eventIds: some Sequence<String>) {
+        let uploaded = Set(eventIds)
+        guard !uploaded.isEmpty else { return }
+        pending.removeAll { uploaded.contains($0.eventId) }
     }
 
     private mutating func startSearch(_ mode: ScanMode, at now: Timestamp) {

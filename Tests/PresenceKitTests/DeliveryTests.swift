@@ -4,6 +4,22 @@ import Testing
 
 @testable import PresenceKit
 
+/// A counter tasks share (a `Mutex` cannot be captured by an escaping closure).
+final class SharedCounter: Sendable {
+    private let count = Mutex(0)
+
+    var value: Int { count.withLock { $0 } }
+
+    /// Adds one; returns the new value.
+    @discardableResult
+    func increment() -> Int {
+        count.withLock { n in
+            n += 1
+            return n
+        }
+    }
+}
+
 @Suite("Retry policy and outbox drain")
 struct DeliveryTests {
     @Test("100 ms, 500 ms, 2 s, 5 s, then full-jitter exponential backoff with a cap")
@@ -99,6 +115,98 @@ struct DeliveryTests {
             }
             #expect(order.withLock { $0 } == ["e2", "e3", "e4", "e5"])
             #expect(second.stop == .empty && box.isEmpty)
+        }
+    }
+
+    @Test("a cancelled drain stops at once, even when its sleep returns early on cancellation")
+    func cancelledDrainStops() async throws {
+        try await withTempDir { dir in
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: dir + "/d.wal", clock: clock)
+            try box.append(Array("e0".utf8))
+            // A production-style sleep on a cancelled task returns at once; virtual time does not move.
+            let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { _ in })
+            let attempts = SharedCounter()
+            let started = SharedCounter()
+            let task = Task {
+                var rng = SplitMix64(seed: 5)
+                while started.value == 0 { await Task.yield() }
+                return try await drainer.drain(deadline: nil, random: &rng) { _, _ in
+                    // Bounded so a drain that ignores cancellation still ends (and fails the test).
+                    attempts.increment() < 1_000 ? .response(status: 503, retryAfterMs: 60_000) : .response(status: 201)
+                }
+            }
+            task.cancel()
+            started.increment()
+            let report = try await task.value
+            #expect(attempts.value == 0)
+            #expect(report.stop == .deadline(retryAt: World.start, lastReason: OutboxDrainer.cancelledReason))
+            #expect(box.count == 1)
+            // Cancelled between a failed attempt and its retry: no second attempt.
+            let once = SharedCounter()
+            let cancelling = OutboxDrainer(
+                outbox: box, clock: clock,
+                sleep: { _ in withUnsafeCurrentTask { $0?.cancel() } })
+            let second = try await Task {
+                var rng = SplitMix64(seed: 6)
+                return try await cancelling.drain(deadline: nil, random: &rng) { _, _ in
+                    once.increment() < 1_000 ? .response(status: 503, retryAfterMs: 60_000) : .response(status: 201)
+                }
+            }.value
+            #expect(once.value == 1)
+            guard case .deadline(_, let reason) = second.stop else { Issue.record("a cancelled drain reports a stop"); return }
+            #expect(reason == OutboxDrainer.cancelledReason)
+            #expect(box.count == 1)
+        }
+    }
+
+    @Test("a 403 for an entry of another device or user parks it; the queue goes on; a 403 of the current identity is retried")
+    func foreignEntriesAreParked() async throws {
+        try await withTempDir { dir in
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: dir + "/d.wal", clock: clock)
+            var old = try DeviceHarness(config: StateMachineTests.continuous, userId: "u_old", deviceId: "d_old", seed: 1)
+            try old.arrive()
+            try old.run(seconds: 3) { _ in -60 }
+            var current = try DeviceHarness(config: StateMachineTests.continuous, userId: "u_new", deviceId: "d_new", seed: 2)
+            try current.arrive()
+            try current.run(seconds: 3) { _ in -60 }
+            try current.send(.userIdChanged("u_other")) // the check-out of u_new: now another user's
+            var other = try DeviceHarness(config: StateMachineTests.continuous, userId: "u_other", deviceId: "d_new", seed: 3)
+            try other.arrive()
+            try other.run(seconds: 3) { _ in -60 }
+            for event in old.checkIns + current.checkIns + current.checkOuts + other.checkIns {
+                try box.append(PresenceCoding.encode(event), kind: event.type.outboxKind)
+            }
+            let ids = box.entries().map(\.id)
+            try #require(ids.count == 4)
+            let identity = DeviceIdentity(userId: "u_other", deviceId: "d_new")
+            let drainer = OutboxDrainer(outbox: box, clock: clock, sendingAs: identity, sleep: { ms in clock.advance(by: ms) })
+            var rng = SplitMix64(seed: 4)
+            let sent = Mutex<[UInt64]>([])
+            let report = try await drainer.drain(deadline: clock.now() + RetryPolicy.backgroundBudgetMs, random: &rng) { entry, payload in
+                sent.withLock { $0.append(entry.id) }
+                guard let event = try? PresenceCoding.decodeEvent(payload) else { return .response(status: 400) }
+                return event.deviceId == identity.deviceId && event.userId == identity.userId
+                    ? .response(status: 201) : .response(status: 403)
+            }
+            #expect(sent.withLock { $0 } == ids)
+            #expect(report.parked == [.init(id: ids[0], status: 403), .init(id: ids[1], status: 403), .init(id: ids[2], status: 403)])
+            #expect(report.delivered == [.init(id: ids[3], status: 201)])
+            #expect(report.stop == .empty && box.isEmpty)
+            #expect(box.parkedEntries().map(\.id) == Array(ids.prefix(3)))
+            #expect(try PresenceCoding.decodeEvent(try box.payload(of: ids[2])).reason == .userChanged)
+
+            // The current identity's own 403 (a revoked device) keeps the entry at the head of the line.
+            try box.append(PresenceCoding.encode(try #require(other.checkIns.first)))
+            try box.append(Array("not an event".utf8))
+            let forbidden = try await drainer.drain(deadline: clock.now() + RetryPolicy.backgroundBudgetMs, random: &rng) { _, _ in
+                .response(status: 403)
+            }
+            #expect(forbidden.parked.isEmpty && forbidden.delivered.isEmpty)
+            #expect(box.count == 2 && box.parkedEntries().count == 3)
+            guard case .deadline(_, let reason) = forbidden.stop else { Issue.record("should stop at the deadline"); return }
+            #expect(reason == "HTTP 403")
         }
     }
 }
@@ -208,5 +316,43 @@ struct RemoteConfigTests {
         bad.leaveRssi = -60 // above the enter threshold
         #expect(throws: ConfigValidationError.self) { _ = try machine.apply(config: bad, at: Timestamp.seconds(1_001)) }
         #expect(machine.config == good)
+    }
+
+    @Test("gatt_challenge.retry_cooldown_ms and the Kalman noises are range-checked, naming the key")
+    func cooldownAndKalmanRanges() throws {
+        func issues(_ json: String) -> [ConfigIssue] {
+            do {
+                _ = try RemoteConfig.decode(json)
+                return []
+            } catch {
+                return error.issues
+            }
+        }
+        #expect(
+            issues(#"{"gatt_challenge": {"enabled": true, "retry_cooldown_ms": 86400000000}}"#) == [
+                ConfigIssue(key: "gatt_challenge.retry_cooldown_ms", message: "must be between 0 and 600000 ms, got 86400000000")
+            ])
+        #expect(issues(#"{"gatt_challenge": {"retry_cooldown_ms": -1}}"#).map(\.key) == ["gatt_challenge.retry_cooldown_ms"])
+        #expect(try RemoteConfig.decode(#"{"gatt_challenge": {"retry_cooldown_ms": 0}}"#).presence.gattRetryCooldownMs == 0)
+        #expect(try RemoteConfig.decode(#"{"gatt_challenge": {"retry_cooldown_ms": 600000}}"#).presence.gattRetryCooldownMs == 600_000)
+        #expect(
+            issues(#"{"thresholds": {"smoothing": "kalman", "kalman_process_noise": 1e30, "kalman_measurement_noise": 1e30}}"#) == [
+                ConfigIssue(key: "thresholds.kalman_process_noise", message: "must be positive and at most 1000 dB², got 1e+30"),
+                ConfigIssue(key: "thresholds.kalman_measurement_noise", message: "must be positive and at most 10000 dB², got 1e+30"),
+            ])
+        let atTheBounds = #"{"thresholds": {"smoothing": "kalman", "kalman_process_noise": 1000, "kalman_measurement_noise": 10000}}"#
+        #expect(issues(atTheBounds).isEmpty)
+        // What the bound prevents: huge finite noises overflow the filter into NaN. At the bounds it stays finite.
+        var huge = RssiSmoother(window: 5, mode: .kalman(processNoise: 3e38, measurementNoise: 3e38))
+        var bounded = RssiSmoother(
+            window: 5,
+            mode: .kalman(processNoise: PresenceConfig.maxKalmanProcessNoise, measurementNoise: PresenceConfig.maxKalmanMeasurementNoise))
+        for i in 0..<10_000 {
+            huge.add(i % 2 == 0 ? -70 : -40)
+            bounded.add(i % 2 == 0 ? -70 : -40)
+        }
+        #expect(try #require(huge.smoothed).isNaN)
+        let smoothed = try #require(bounded.smoothed)
+        #expect(smoothed >= -70 && smoothed <= -40)
     }
 }

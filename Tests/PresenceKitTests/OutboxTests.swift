@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PresenceKit
@@ -224,6 +225,72 @@ struct OutboxTests {
             #expect(stored == d.checkIns[0])
             #expect(box.first()?.kind == AttendanceEvent.Kind.checkIn.outboxKind)
             #expect(box.first()?.evictable == false)
+        }
+    }
+
+    @Test("a directory fsync failing after compaction's rename: later appends go to the new file and survive a reopen")
+    func directorySyncFailsAfterRename() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let failDirectorySync = Mutex(false)
+            let box = try Outbox(
+                path: path, options: OutboxOptions(), clock: SystemClock(),
+                syncDirectory: { (directory: String) throws(OutboxError) in
+                    if failDirectorySync.withLock({ $0 }) { throw .io(operation: "fsync", path: directory, errno: EIO) }
+                })
+            let first = try box.append(payload(0))
+            try box.append(payload(1))
+            try box.markDone(first.id, status: 201)
+            failDirectorySync.withLock { $0 = true }
+            #expect(throws: OutboxError.io(operation: "fsync", path: path, errno: EIO)) { try box.compact() }
+            // While the directory cannot be synced, nothing counts as stored: the append fails, and
+            // leaves no record behind.
+            #expect(throws: OutboxError.self) { try box.append(payload(2)) }
+            failDirectorySync.withLock { $0 = false }
+            try box.append(payload(3))
+            try box.saveCheckpoint([7])
+            box.close()
+            let reopened = try Outbox(path: path)
+            #expect(reopened.recovery.truncatedBytes == 0)
+            #expect(try reopened.entries().map { try reopened.payload(of: $0.id) } == [payload(1), payload(3)])
+            #expect(reopened.checkpoint == [7])
+            #expect(!FileManager.default.fileExists(atPath: path + ".compact"))
+        }
+    }
+
+    @Test("a parked entry leaves the drain order, survives reopen and compaction, and leaves only by markDone")
+    func parkedEntries() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let box = try Outbox(path: path)
+            let foreign = try box.append(payload(0))
+            let mine = try box.append(payload(1))
+            try box.markSent(foreign.id)
+            let parked = try box.park(foreign.id, status: 403)
+            #expect(parked.parkedStatus == 403)
+            #expect(box.first()?.id == mine.id && box.count == 1)
+            #expect(box.entries().map(\.id) == [mine.id])
+            #expect(box.parkedEntries().map(\.id) == [foreign.id])
+            #expect(try box.payload(of: foreign.id) == payload(0))
+            #expect(throws: OutboxError.unknownEntry(id: foreign.id)) { try box.park(foreign.id, status: 403) }
+            box.close()
+            let reopened = try Outbox(path: path)
+            #expect(reopened.entries().map(\.id) == [mine.id])
+            #expect(reopened.parkedEntries().map(\.id) == [foreign.id])
+            #expect(reopened.parkedEntries().first?.parkedStatus == 403)
+            try reopened.compact()
+            #expect(reopened.parkedEntries().map(\.id) == [foreign.id])
+            #expect(try reopened.payload(of: foreign.id) == payload(0))
+            reopened.close()
+            let compacted = try Outbox(path: path)
+            #expect(compacted.parkedEntries().map { $0.parkedStatus } == [403])
+            #expect(try compacted.payload(of: foreign.id) == payload(0))
+            #expect(compacted.first()?.id == mine.id)
+            // Exported by the host: it leaves.
+            try compacted.markDone(foreign.id, status: 403)
+            #expect(compacted.parkedEntries().isEmpty)
+            compacted.close()
+            #expect(try Outbox(path: path).parkedEntries().isEmpty)
         }
     }
 }

@@ -247,6 +247,17 @@ struct GeofenceMotionTests {
         #expect(c.isSatisfied(at: t0 + 30_000))
         #expect(!c.isSatisfied(at: t0 + 70_000))
     }
+
+    @Test("an absurd step count saturates its bucket instead of trapping")
+    func absurdStepCount() {
+        let t0 = World.start
+        var gate = MotionGate()
+        gate.record(steps: 10, at: t0)
+        gate.record(steps: Int.max, at: t0)
+        gate.record(steps: Int.max, at: t0)
+        #expect(gate.steps(at: t0) == Int(UInt16.max))
+        #expect(gate.isSatisfied(at: t0))
+    }
 }
 
 @Suite("Idempotency key, CRC32, UUID")

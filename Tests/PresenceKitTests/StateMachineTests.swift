@@ -410,4 +410,137 @@ struct StateMachineTests {
         #expect(d.checkOuts.map(\.reason) == [.siteChanged])
         #expect(attendanceViolations(d.posts).isEmpty)
     }
+
+    @Test("a check-out whose beacon is no longer tracked (after a relaunch) carries no RSSI series, never an empty one")
+    func noSeriesWithoutReadings() throws {
+        let snapshot = PresenceSnapshot(
+            session: SessionCheckpoint(
+                sessionKey: "s-1", userId: "u_123", siteId: "S_HQ", beacon: World.gateA, tStart: World.start - 600_000,
+                lastPresentAt: World.start - 60_000, checkInPosted: true),
+            insideSiteIds: ["S_HQ"], savedAt: World.start - 60_000)
+        var d = try DeviceHarness(config: Self.continuous, restoring: snapshot)
+        try d.send(.appLaunched)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        let checkOut = try #require(d.checkOuts.first)
+        #expect(checkOut.rssiSeries == nil)
+        let json = String(decoding: PresenceCoding.encode(checkOut), as: UTF8.self)
+        #expect(!json.contains("rssiSeries"))
+        // An event stored with an empty series by an earlier version decodes without one.
+        var stored = checkOut
+        stored.rssiSeries = []
+        #expect(try PresenceCoding.decodeEvent(PresenceCoding.encode(stored)).rssiSeries == nil)
+        // With readings, the series is there.
+        var live = try DeviceHarness(config: Self.continuous)
+        try live.arrive()
+        try live.run(seconds: 3) { _ in -60 }
+        #expect(live.checkIns.first?.rssiSeries?.allSatisfy { $0 == -60 } == true)
+    }
+
+    @Test("a session opened with no user id is dropped when a user logs in: the user checks in at that site")
+    func loginDuringUnpostedSession() throws {
+        var d = try DeviceHarness(config: Self.continuous, userId: nil)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.phase == .present && d.posts.isEmpty)
+        try d.send(.userIdChanged("u_9"))
+        #expect(d.machine.openSession == nil)
+        #expect(d.effects.last == .persistSnapshot(d.machine.snapshot(at: d.now)))
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.map(\.userId) == ["u_9"])
+        #expect(d.checkOuts.isEmpty)
+        #expect(d.machine.openSession?.checkInPosted == true)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.checkOuts.map(\.userId) == ["u_9"])
+        #expect(attendanceViolations(d.posts).isEmpty)
+
+        // Ranging bursts: the login starts a search at once while the region is inside.
+        var ranging = try DeviceHarness(userId: nil)
+        try ranging.arrive()
+        try ranging.send(.beaconRegionEntered)
+        try ranging.run(seconds: 3) { _ in -60 }
+        #expect(ranging.phase == .present && ranging.posts.isEmpty && !ranging.isScanning)
+        try ranging.send(.userIdChanged("u_9"))
+        #expect(ranging.isScanning && ranging.phase == .candidate)
+        try ranging.runScanning(seconds: 3) { _ in [(World.gateA, -60)] }
+        #expect(ranging.checkIns.map(\.userId) == ["u_9"])
+
+        // The same under the kill switch: the session is not kept for after it.
+        var stopped = try DeviceHarness(config: Self.continuous, userId: nil)
+        try stopped.arrive()
+        try stopped.run(seconds: 3) { _ in -60 }
+        var off = Self.continuous
+        off.flags.killSwitch = true
+        try stopped.record(try stopped.agent.apply(config: off, at: stopped.now))
+        try stopped.send(.userIdChanged("u_9"))
+        #expect(stopped.machine.openSession == nil)
+        try stopped.record(try stopped.agent.apply(config: Self.continuous, at: stopped.now))
+        try stopped.run(seconds: 3) { _ in -60 }
+        #expect(stopped.checkIns.map(\.userId) == ["u_9"])
+    }
+
+    @Test("a new configuration ends the GATT retry cooldown")
+    func gattCooldownEndsWithNewConfig() throws {
+        let config = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.gattChallenge = true
+            $0.gattRetryCooldownMs = 600_000
+        }
+        var d = try DeviceHarness(config: config)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        try d.send(.gattChallengeResult(ok: false, roundTripMs: 0))
+        let challenges = { (d: DeviceHarness) in
+            d.effects.filter {
+                if case .performGattChallenge = $0 { return true }; return false
+            }.count
+        }
+        try d.run(seconds: 5) { _ in -60 }
+        #expect(challenges(d) == 1)
+        var fixed = config
+        fixed.gattRetryCooldownMs = 30_000
+        try d.record(try d.agent.apply(config: fixed, at: d.now))
+        try d.run(seconds: 1) { _ in -60 }
+        #expect(challenges(d) == 2 && d.phase == .verifying)
+    }
+
+    @Test("a site change refused by the GATT cooldown leaves the open session as it was")
+    func gattCooldownBeforeSiteChange() throws {
+        let config = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.gattChallenge = true
+        }
+        var machine = try PresenceStateMachine(
+            config: config, directory: World.directory, identity: DeviceIdentity(userId: "u_123", deviceId: "d_456"), seed: 9)
+        var now = World.start
+        var effects: [PresenceEffect] = []
+        func send(_ event: PresenceEvent) { effects += machine.handle(event, at: now) }
+        send(.geofenceEntered(siteId: "S_HQ"))
+        send(.geofenceEntered(siteId: "S_LAB"))
+        send(.motionActivity(.walking))
+        for _ in 0..<3 {
+            now = now + 1_000
+            send(.beaconReading(BeaconReading(beacon: World.gateA, rssi: -60)))
+        }
+        send(.gattChallengeResult(ok: true, roundTripMs: 120))
+        #expect(machine.openSession?.siteId == "S_HQ")
+        machine.gattCooldownUntil = now + 60_000 // a challenge failed moments ago
+        for _ in 0..<6 {
+            now = now + 1_000
+            send(.beaconReading(BeaconReading(beacon: World.gateA, rssi: -95)))
+            send(.beaconReading(BeaconReading(beacon: World.lab, rssi: -60)))
+        }
+        #expect(machine.phase == .softExitPending)
+        #expect(machine.openSession?.siteId == "S_HQ")
+        let checkOuts = { effects.compactMap { if case .postCheckOut(let e) = $0 { e } else { nil } } }
+        #expect(checkOuts().isEmpty)
+        // Once the cooldown is over, the other site takes over as usual.
+        now = now + 60_000
+        for _ in 0..<3 {
+            now = now + 1_000
+            send(.beaconReading(BeaconReading(beacon: World.lab, rssi: -60)))
+        }
+        #expect(checkOuts().map(\.reason) == [.siteChanged])
+        #expect(effects.contains(.performGattChallenge(World.lab)))
+        #expect(machine.phase == .verifying)
+    }
 }

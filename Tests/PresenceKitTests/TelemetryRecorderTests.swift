@@ -17,7 +17,7 @@ struct TelemetryRecorderTests {
     }
 
     @Test func aSearchRunsFromTheScanStartToTheCheckInAndMonitoringAfterItIsNotRanging() throws {
-        var recorder = TelemetryRecorder(installId: 0xABC)
+        var recorder = TelemetryRecorder(installId: 0xABC, launchId: 0x12)
         recorder.observe([.startScanning(.continuous)], at: Self.at(0))
         recorder.observe(.beaconRegionEntered, at: Self.at(3))
         recorder.observe(.motionActivity(.walking), at: Self.at(4))
@@ -28,7 +28,7 @@ struct TelemetryRecorderTests {
         #expect(recorder.pending.map(\.name) == ["ranging_start", "region_enter", "motion_query", "ranging_stop"])
         let stop = try #require(recorder.pending.last)
         #expect(stop.value == 12_000 && stop.attributes == ["mode": "continuous"])
-        #expect(recorder.pending.map(\.eventId) == ["abc-1", "abc-2", "abc-3", "abc-4"])
+        #expect(recorder.pending.map(\.eventId) == ["abc-12-1", "abc-12-2", "abc-12-3", "abc-12-4"])
     }
 
     @Test func aScanStoppedWithoutACheckInEndsTheSearchAndACheckOutStartsAnother() throws {
@@ -60,5 +60,27 @@ struct TelemetryRecorderTests {
         #expect(recorder.pending.map(\.name) == ["api_409", "battery", "outbox_sent"])
         recorder.acknowledge(99)
         #expect(recorder.pending.isEmpty)
+    }
+
+    @Test func recordIdsOfTwoLaunchesOfOneInstallDiffer() {
+        var first = TelemetryRecorder(installId: 0xABC)
+        var relaunched = TelemetryRecorder(installId: 0xABC)
+        first.recordBackgroundTimeout(at: Self.at(0))
+        relaunched.recordBackgroundTimeout(at: Self.at(60))
+        let ids = [first.pending[0].eventId, relaunched.pending[0].eventId]
+        #expect(ids[0] != ids[1])
+        #expect(ids.allSatisfy { $0.hasPrefix("abc-") && $0.hasSuffix("-1") })
+    }
+
+    @Test func acknowledgingByIdKeepsWhatArrivedDuringTheUploadEvenWhenTheBoundDroppedRecords() {
+        var recorder = TelemetryRecorder(installId: 3, launchId: 1, capacity: 3)
+        for s in 0..<3 { recorder.recordBattery(level: 0.5, at: Self.at(Int64(s))) }
+        let uploaded = recorder.pending
+        recorder.recordBackgroundTimeout(at: Self.at(10)) // during the upload: the oldest is dropped
+        #expect(recorder.dropped == 1)
+        recorder.acknowledge(eventIds: uploaded.map(\.eventId))
+        #expect(recorder.pending.map(\.name) == ["bg_timeout"])
+        recorder.acknowledge(eventIds: ["3-1-99"])
+        #expect(recorder.pending.count == 1)
     }
 }

@@ -123,7 +123,9 @@ package struct DeviceSimulation: Sendable {
         var hint = 0
         var seedCounter: UInt64 = 0
         // The app's telemetry (uploaded after each drain) and the battery it reports.
-        var telemetry = TelemetryRecorder(installId: (UInt64(person.index) &* 0x9E37_79B9_7F4A_7C15) ^ start.magnitude)
+        // One recorder for the whole simulated stay (it outlives the app's relaunches), so a fixed launch
+        // id keeps its record ids unique and the run reproducible.
+        var telemetry = TelemetryRecorder(installId: (UInt64(person.index) &* 0x9E37_79B9_7F4A_7C15) ^ start.magnitude, launchId: 0)
         var scanningMs: Int64 = 0
         func batteryLevel(at t: Int64) -> Double {
             let hours = Double(t - start) / 3_600_000, scanHours = Double(scanningMs) / 3_600_000

@@ -238,7 +238,7 @@ package enum TraceReplay {
                         Decision(
                             type: e.type.rawValue, timestamp: e.timestamp.iso8601Milliseconds, decidedAt: e.decidedAt.iso8601Milliseconds,
                             siteId: e.siteId, beacon: e.beacon.beaconId, reason: e.reason.rawValue, sessionKey: e.sessionKey,
-                            rssiSeries: e.rssiSeries))
+                            rssiSeries: e.rssiSeries ?? []))
                 case .persistSnapshot(let s): lastSnapshot = s
                 case .notifyUser(let n): notifications.append("\(now.iso8601Milliseconds) \(n.kind.rawValue): \(n.message)")
                 default: break

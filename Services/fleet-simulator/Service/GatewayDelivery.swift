@@ -194,7 +194,7 @@ package struct GatewayDelivery: DeliveryDriver {
             timestamp: Date(timeIntervalSince1970: Double(e.timestamp.millisecondsSinceEpoch) / 1000), type: type, siteId: e.siteId,
             beacon: AttendanceProtocol.BeaconIdentity(
                 uuid: e.beacon.uuid.uuidString, major: Int(e.beacon.major), minor: Int(e.beacon.minor)),
-            rssiSeries: e.rssiSeries.isEmpty ? nil : e.rssiSeries, txPower: -59,
+            rssiSeries: e.rssiSeries?.isEmpty == false ? e.rssiSeries : nil, txPower: -59,
             motion: .init(state: MotionState(rawValue: e.motion.state.rawValue), steps2min: e.motion.steps2min),
             geofence: .init(inside: e.geofence.inside, radius: e.geofence.radius),
             handshake: e.handshake.map { .init(ok: $0.ok, rt: $0.rt) },
