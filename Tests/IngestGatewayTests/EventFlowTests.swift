@@ -352,6 +352,12 @@ struct EventFlowTests {
             #expect(pending.events.map(\.idempotencyKey) == [stored.idempotencyKey, queued.idempotencyKey])
             #expect(pending.events.map(\.status) == [.accepted, .pending])
             #expect(pending.openSessions == [session])
+            // The next `since` stops at the request still pending, so the next poll shows its outcome.
+            let queuedAt = try #require(pending.events.last?.receivedAt)
+            #expect(pending.asOf <= queuedAt && queuedAt.timeIntervalSince(pending.asOf) < 0.001)
+            let again = try await client.device(.get, "\(APIPath.pending)?since=\(WireTimestamp.string(from: pending.asOf))", as: device)
+                .decode(PendingResponse.self, status: 200)
+            #expect(again.events.map(\.idempotencyKey) == [queued.idempotencyKey])
 
             let problem = try await client.device(.get, APIPath.pending, as: device).problem(400, .validation)
             #expect(problem.errors?.first?.field == "since")

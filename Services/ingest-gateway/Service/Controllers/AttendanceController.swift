@@ -197,6 +197,12 @@ struct AttendanceController {
             // Truncated: the next page starts at the last event returned.
             next = events.last?.receivedAt ?? asOf
         }
+        // `asOf` is the next `since`: it never passes a request still pending, whose outcome a later
+        // poll must show (it keeps its receipt time, which is before now).
+        // (Down to its millisecond, the precision `asOf` travels with.)
+        if let oldestPending = events.first(where: { $0.status == .pending }) {
+            next = min(next, Date(timeIntervalSince1970: (oldestPending.receivedAt.timeIntervalSince1970 * 1_000).rounded(.down) / 1_000))
+        }
         let body = PendingResponse(deviceId: device.deviceId, since: since, asOf: next, events: events, openSessions: sessions)
         return GatewayReply.json(body, status: 200)
     }

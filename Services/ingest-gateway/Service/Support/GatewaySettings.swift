@@ -42,7 +42,7 @@ package struct GatewayConfiguration: ServiceSettings {
     /// - `MAX_BODY_BYTES` [65536]: larger bodies are 413;
     /// - `RATE_LIMIT_PER_SECOND` [2], `RATE_LIMIT_BURST` [20]: the per-device token bucket;
     /// - `IDEMPOTENCY_TTL_SECONDS` [3600], `INFLIGHT_TTL_SECONDS` [120], `IDEMPOTENCY_MAX_ENTRIES` [200000];
-    /// - `PENDING_MAX_EVENTS` [200];
+    /// - `PENDING_MAX_EVENTS` [200, at least 100];
     /// - `TOPIC_RAW_EVENTS`, `TOPIC_VERDICTS`, `TOPIC_DEVICE_TELEMETRY`, `TOPIC_REGISTRY_CHANGES`
     ///   [the `Topic` names].
     package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewayConfiguration {
@@ -60,7 +60,8 @@ package struct GatewayConfiguration: ServiceSettings {
             inFlightTTL: .seconds(try env.int("INFLIGHT_TTL_SECONDS", default: 120, in: 1...86_400)),
             maxEntries: try env.int("IDEMPOTENCY_MAX_ENTRIES", default: 200_000, in: 100...10_000_000)
         )
-        settings.pendingMaxEvents = try env.int("PENDING_MAX_EVENTS", default: 200, in: 1...5_000)
+        // At least a batch's events, which share one receipt time: a cut page's cursor then always moves.
+        settings.pendingMaxEvents = try env.int("PENDING_MAX_EVENTS", default: 200, in: ValidationLimits().maxBatchEvents...5_000)
         settings.topics = GatewayTopics(
             rawEvents: env.topicName(.rawEvents),
             verdicts: env.topicName(.verdicts),
