@@ -163,5 +163,22 @@ extension SessionMergerServiceTests {
                     try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user) AND session_id = \(survivor)") == 2)
             }
         }
+
+        @Test("two late check-ins in one batch, each earlier than the last: every event row follows the final survivor")
+        func aChainOfSupersededSessionsLeadsEveryRowToTheLastSurvivor() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sk = "sk-\(token())", now = Date()
+                let c = Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: sk)
+                let b = Make.checkIn(user: user, site: site, at: now.minus(minutes: 40), sessionKey: sk)
+                let a = Make.checkIn(user: user, site: site, at: now.minus(minutes: 50), sessionKey: sk)
+                try await db.process([c], from: 0)
+                // B supersedes C's session, then A supersedes B's, in the same transaction.
+                try await db.process([b, a], from: 1)
+                let survivor = SessionSnapshot.id(anchorIdempotencyKey: a.raw.idempotencyKey)
+                #expect(try await db.sessions(user: user).filter { $0.status == "open" }.map(\.id) == [survivor])
+                #expect(
+                    try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user) AND session_id = \(survivor)") == 3)
+            }
+        }
     }
 }

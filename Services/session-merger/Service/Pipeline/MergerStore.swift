@@ -634,10 +634,20 @@ enum MergerStore {
             logger: logger
         )
 
-        // Events of a superseded session now belong to the survivor.
-        let remaps = deltas.compactMap { delta -> (String, String)? in
-            guard delta.session.closeReason == .superseded, let survivor = delta.supersededBy else { return nil }
-            return (delta.session.id, survivor)
+        // Events of a superseded session now belong to the survivor: the last one of a chain (A
+        // superseding B superseding C in one batch moves C's rows to A, not to B).
+        var survivors: [String: String] = [:]
+        for delta in deltas where delta.session.closeReason == .superseded {
+            if let survivor = delta.supersededBy { survivors[delta.session.id] = survivor }
+        }
+        let remaps = survivors.keys.sorted().map { old -> (String, String) in
+            var survivor = survivors[old] ?? old
+            var steps = 0
+            while let next = survivors[survivor], steps < survivors.count {
+                survivor = next
+                steps += 1
+            }
+            return (old, survivor)
         }
         if !remaps.isEmpty {
             try await connection.query(
