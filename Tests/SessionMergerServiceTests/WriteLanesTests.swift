@@ -139,29 +139,71 @@ extension SessionMergerServiceTests {
         /// A crash after one lane committed and before the other did: each lane's transaction held its
         /// own offsets, so the restarted merger resumes at the lane behind and skips what the other
         /// lane stored. Every event is stored once; nothing is answered twice.
+        /// Stores a day of 60 users in lanes, then a second day whose lane 1 fails at its offsets after
+        /// lane 0 has committed (a crash between the lanes' commits). Returns the two days.
+        func crashBetweenLanes(_ db: MergerDB, run: String) async throws -> (first: [VettedEvent], second: [VettedEvent]) {
+            let first = Self.day(users: 60, prefix: "crash-a-\(run)", at: Date().minus(hours: 6))
+            let second = Self.day(users: 60, prefix: "crash-b-\(run)", at: Date().minus(hours: 4))
+            try #require(try await db.process(first, from: 0, with: Self.lanes(db)).verdicts.count == first.count)
+            let end1 = Int64(first.count), end2 = end1 + Int64(second.count)
+            try await failOffsetWrites(db, lane: 1, "the merger died before lane 1 committed")
+            await #expect(throws: (any Error).self) { try await db.process(second, from: end1, with: Self.lanes(db)) }
+            try await db.client.query("DROP TRIGGER fail_offsets ON consumer_offsets", logger: MergerDB.logger)
+            #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end1]])
+            return (first, second)
+        }
+
+        /// Makes every write of `lane`'s offsets (nil: of any lane) fail until `fail_offsets` is dropped.
+        func failOffsetWrites(_ db: MergerDB, lane: Int?, _ message: String) async throws {
+            try await db.client.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE OR REPLACE FUNCTION fail_offsets() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN PERFORM pg_sleep(0.5); RAISE EXCEPTION '\(message)'; END $$
+                        """), logger: MergerDB.logger)
+            let condition = lane.map { "NEW.lane = \($0)" } ?? "true"
+            try await db.client.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE TRIGGER fail_offsets BEFORE INSERT OR UPDATE ON consumer_offsets
+                        FOR EACH ROW WHEN (\(condition)) EXECUTE FUNCTION fail_offsets()
+                        """), logger: MergerDB.logger)
+        }
+
+        @Test("after a crash between lanes, a batch that fails once and is stored again still answers each event once")
+        func aRetriedBatchAfterACrashBetweenLanesAnswersLaneOnesEventsOnly() async throws {
+            try await MergerDB.run { db in
+                let run = token()
+                let (first, second) = try await crashBetweenLanes(db, run: run)
+                let end1 = Int64(first.count), end2 = end1 + Int64(second.count)
+                let laneOne = Set(second.filter { VettedBatchProcessor.lane(ofUser: $0.raw.userId, count: 2) == 1 }.map(\.raw.requestId))
+                let restarted = Self.lanes(db)
+                #expect(try await storedOffset(restarted, db) == end1)
+                // A small first batch is stored in one transaction: lane 0 keeps its further offset.
+                let head = Array(second.prefix(10))
+                let small = try await db.process(head, from: end1, with: restarted)
+                #expect(small.verdicts.map(\.requestId) == head.map(\.raw.requestId).filter(laneOne.contains))
+                #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end1 + 10]])
+                // The rest fails once (PostgreSQL restarted, say) and is stored again by the same processor.
+                let rest = Array(second.dropFirst(10))
+                try await failOffsetWrites(db, lane: nil, "PostgreSQL went away")
+                await #expect(throws: (any Error).self) { try await db.process(rest, from: end1 + 10, with: restarted) }
+                try await db.client.query("DROP TRIGGER fail_offsets ON consumer_offsets", logger: MergerDB.logger)
+                let again = try await db.process(rest, from: end1 + 10, with: restarted)
+                #expect(again.verdicts.map(\.requestId) == rest.map(\.raw.requestId).filter(laneOne.contains))
+                #expect(again.verdicts.allSatisfy { $0.outcome == .accepted })
+                #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end2]])
+                #expect(
+                    try await db.count("SELECT count(DISTINCT idempotency_key)::int8 FROM events WHERE user_id LIKE 'crash-b-%'")
+                        == second.count)
+            }
+        }
+
         @Test func aCrashBetweenTwoLanesCommitsStoresEveryEventOnce() async throws {
             try await MergerDB.run { db in
                 let run = token()
-                let first = Self.day(users: 60, prefix: "crash-a-\(run)", at: Date().minus(hours: 6))
-                let second = Self.day(users: 60, prefix: "crash-b-\(run)", at: Date().minus(hours: 4))
-                try #require(try await db.process(first, from: 0, with: Self.lanes(db)).verdicts.count == first.count)
+                let (first, second) = try await crashBetweenLanes(db, run: run)
                 let end1 = Int64(first.count), end2 = end1 + Int64(second.count)
-
-                // Lane 1's transaction fails at its offsets, after lane 0 has committed: the crash.
-                try await db.client.query(
-                    PostgresQuery(
-                        unsafeSQL: """
-                            CREATE FUNCTION crash_lane_one() RETURNS trigger LANGUAGE plpgsql AS $$
-                            BEGIN PERFORM pg_sleep(0.5); RAISE EXCEPTION 'the merger died before lane 1 committed'; END $$
-                            """), logger: MergerDB.logger)
-                try await db.client.query(
-                    """
-                    CREATE TRIGGER crash_lane_one BEFORE INSERT OR UPDATE ON consumer_offsets
-                    FOR EACH ROW WHEN (NEW.lane = 1) EXECUTE FUNCTION crash_lane_one()
-                    """, logger: MergerDB.logger)
-                await #expect(throws: (any Error).self) { try await db.process(second, from: end1, with: Self.lanes(db)) }
-                try await db.client.query("DROP TRIGGER crash_lane_one ON consumer_offsets", logger: MergerDB.logger)
-                #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end1]])
                 let laneOf = { (event: VettedEvent) in VettedBatchProcessor.lane(ofUser: event.raw.userId, count: 2) }
                 let storedBefore = try await db.count("SELECT count(*)::int8 FROM events WHERE user_id LIKE 'crash-b-%'")
                 try #require(storedBefore == second.filter { laneOf($0) == 0 }.count, "lane 0 committed, lane 1 did not")

@@ -115,7 +115,7 @@ package final class VettedBatchProcessor: Sendable {
     /// `messages` without those a lane stored before a restart (below that lane's stored offset). A
     /// partition read from below its resume offset is not the log the offsets were stored against (the
     /// broker lost it, and the consumer reads the new one from its start): nothing of it is skipped.
-    private func withoutStored(_ messages: [DecodedMessage], nextOffsets: [TopicPartition: Int64]) -> [DecodedMessage] {
+    private func withoutStored(_ messages: [DecodedMessage]) -> [DecodedMessage] {
         let lanes = configuration.writeLanes
         return laneOffsets.withLock { offsets in
             guard !offsets.isEmpty else { return messages }
@@ -123,14 +123,43 @@ package final class VettedBatchProcessor: Sendable {
                 let partition = TopicPartition(topic: item.message.topic, partition: item.message.partition)
                 if let stored = offsets[partition], item.message.offset < stored.min() ?? 0 { offsets[partition] = nil }
             }
-            let kept = messages.filter { item in
+            return messages.filter { item in
                 let partition = TopicPartition(topic: item.message.topic, partition: item.message.partition)
                 guard let stored = offsets[partition] else { return true }
                 return item.message.offset >= stored[Self.lane(ofUser: item.raw.userId, count: lanes)]
             }
-            for (partition, next) in nextOffsets where (offsets[partition]?.max() ?? .max) <= next { offsets[partition] = nil }
-            return kept
         }
+    }
+
+    /// Forgets the lane offsets a committed batch has gone past (kept until then: a batch stored again
+    /// after a failure must skip the same messages).
+    private func forgetLaneOffsets(passedBy nextOffsets: [TopicPartition: Int64]) {
+        laneOffsets.withLock { offsets in
+            guard !offsets.isEmpty else { return }
+            for (partition, next) in nextOffsets where (offsets[partition]?.max() ?? .max) <= next { offsets[partition] = nil }
+        }
+    }
+
+    /// The offsets to store for each of `lanes`: `nextOffsets`, except that a lane stored further
+    /// before a restart keeps its offset (its messages up to there were skipped as stored, and a lower
+    /// offset would have them read and answered again after another restart). Lanes with the same
+    /// offsets share one entry.
+    private func offsetsToStore(_ nextOffsets: [TopicPartition: Int64], lanes: [Int]) -> [([TopicPartition: Int64], [Int])] {
+        let known = laneOffsets.withLock { $0 }
+        guard !known.isEmpty else { return [(nextOffsets, lanes)] }
+        var groups: [([TopicPartition: Int64], [Int])] = []
+        for lane in lanes {
+            var offsets = nextOffsets
+            for (partition, next) in nextOffsets {
+                if let stored = known[partition], stored.indices.contains(lane) { offsets[partition] = max(next, stored[lane]) }
+            }
+            if let index = groups.firstIndex(where: { $0.0 == offsets }) {
+                groups[index].1.append(lane)
+            } else {
+                groups.append((offsets, [lane]))
+            }
+        }
+        return groups
     }
 
     /// A batch decoded, ready to be stored.
@@ -159,7 +188,7 @@ package final class VettedBatchProcessor: Sendable {
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
         let outcome: TransactionOutcome, attempts: Int
         var transactions = 1
-        let messages = withoutStored(batch.decoded, nextOffsets: batch.nextOffsets)
+        let messages = withoutStored(batch.decoded)
         if let lanes = Self.writeLanes(of: messages, count: configuration.writeLanes) {
             (outcome, attempts) = try await storeInLanes(lanes, of: messages, letters: batch.letters, nextOffsets: batch.nextOffsets)
             transactions = lanes.count
@@ -167,6 +196,7 @@ package final class VettedBatchProcessor: Sendable {
             (outcome, attempts) = try await storeLane(
                 messages, letters: batch.letters, nextOffsets: batch.nextOffsets, offsetLanes: Array(0..<configuration.writeLanes))
         }
+        forgetLaneOffsets(passedBy: batch.nextOffsets)
         // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
         // holds none.
         redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
@@ -533,9 +563,11 @@ package final class VettedBatchProcessor: Sendable {
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
-        try await StoredOffsetsTable.store(
-            groupId: configuration.consumer.groupId, nextOffsets, lanes: offsetLanes, of: configuration.writeLanes, on: connection,
-            logger: logger)
+        for (offsets, lanes) in offsetsToStore(nextOffsets, lanes: offsetLanes) {
+            try await StoredOffsetsTable.store(
+                groupId: configuration.consumer.groupId, offsets, lanes: lanes, of: configuration.writeLanes, on: connection,
+                logger: logger)
+        }
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
             sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)
