@@ -291,6 +291,24 @@ struct MappingTests {
         #expect(decoded == message)
     }
 
+    @Test("a session of more events than a change carries: the latest ids and the count of all")
+    func aLongSessionsChangeCarriesItsLatestIds() throws {
+        var timeline = try newTimeline()
+        _ = try timeline.apply(checkIn("c", at(8), key: "K1"))
+        var last: SessionDelta?
+        // A phone left by the gate: a heartbeat every 5 seconds here, 1,200 of them.
+        for n in 0..<1_200 {
+            let outcome = try timeline.apply(heartbeat("h\(n)", at(8).addingTimeInterval(Double(n + 1) * 5), key: "K1"))
+            last = outcome.changes.last ?? last
+        }
+        let message = try #require(last).sessionChange(changedAt: at(12))
+        #expect(message.eventCount == 1_201)
+        #expect(message.eventIds.count == SessionChange.maxEventIds)
+        #expect(message.eventIds.first == "h200" && message.eventIds.last == "h1199")
+        let decoded = try JSONDecoder().decode(SessionChange.self, from: JSONEncoder().encode(message))
+        #expect(decoded == message)
+    }
+
     @Test("the superseded close reason travels as an open wire value")
     func supersededOnTheWire() throws {
         #expect(SessionCloseReason.superseded.rawValue == "superseded")

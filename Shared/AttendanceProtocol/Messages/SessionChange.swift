@@ -19,15 +19,22 @@ public struct SessionChange: TopicMessage {
     /// The latest presence seen (event or heartbeat time).
     public var lastSeenAt: Date?
     public var closeReason: SessionCloseReason?
-    /// The idempotency keys of the events merged into this session so far.
+    /// The idempotency keys of the events merged into this session so far, in session order: the
+    /// latest `maxEventIds` of them when it holds more (a phone left by a gate sends a heartbeat every
+    /// 5 minutes for as long as it lies there; the message stays far below the broker's size limit).
     public var eventIds: [String]
+    /// How many events the session holds (`eventIds.count` unless the list was cut).
+    public var eventCount: Int
     public var version: Int64
+
+    /// The most event ids one change carries.
+    public static let maxEventIds = 1_000
     public var changedAt: Date
 
     public init(
         sessionId: String, userId: String, siteId: String, sessionKey: String? = nil, change: SessionChangeKind,
         checkInAt: Date, checkOutAt: Date? = nil, lastSeenAt: Date? = nil, closeReason: SessionCloseReason? = nil,
-        eventIds: [String], version: Int64, changedAt: Date
+        eventIds: [String], eventCount: Int? = nil, version: Int64, changedAt: Date
     ) {
         self.sessionId = sessionId
         self.userId = userId
@@ -39,6 +46,7 @@ public struct SessionChange: TopicMessage {
         self.lastSeenAt = lastSeenAt
         self.closeReason = closeReason
         self.eventIds = eventIds
+        self.eventCount = eventCount ?? eventIds.count
         self.version = version
         self.changedAt = changedAt
     }
@@ -47,7 +55,7 @@ public struct SessionChange: TopicMessage {
 
     enum CodingKeys: String, CodingKey {
         case schemaVersion, sessionId, userId, siteId, sessionKey, change, checkInAt, checkOutAt, lastSeenAt
-        case closeReason, eventIds, version, changedAt
+        case closeReason, eventIds, eventCount, version, changedAt
     }
 
     public init(from decoder: any Decoder) throws {
@@ -63,6 +71,8 @@ public struct SessionChange: TopicMessage {
         lastSeenAt = try c.decodeTimestampIfPresent(forKey: .lastSeenAt)
         closeReason = try c.decodeIfPresent(SessionCloseReason.self, forKey: .closeReason)
         eventIds = try c.decode([String].self, forKey: .eventIds)
+        // Absent from changes produced before the count was added: their list was never cut.
+        eventCount = try c.decodeIfPresent(Int.self, forKey: .eventCount) ?? eventIds.count
         version = try c.decode(Int64.self, forKey: .version)
         changedAt = try c.decodeTimestamp(forKey: .changedAt)
     }
@@ -80,6 +90,7 @@ public struct SessionChange: TopicMessage {
         try c.encodeTimestampIfPresent(lastSeenAt, forKey: .lastSeenAt)
         try c.encodeIfPresent(closeReason, forKey: .closeReason)
         try c.encode(eventIds, forKey: .eventIds)
+        try c.encode(eventCount, forKey: .eventCount)
         try c.encode(version, forKey: .version)
         try c.encodeTimestamp(changedAt, forKey: .changedAt)
     }

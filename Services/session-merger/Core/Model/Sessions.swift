@@ -64,7 +64,8 @@ package struct SessionDelta: Codable, Hashable, Sendable {
             sessionId: session.id, userId: session.userId, siteId: session.siteId,
             sessionKey: session.primarySessionKey, change: change, checkInAt: session.checkInAt,
             checkOutAt: session.checkOutAt, lastSeenAt: session.lastSeenAt, closeReason: session.closeReason,
-            eventIds: session.eventIds, version: version, changedAt: changedAt)
+            eventIds: Array(session.eventIds.suffix(SessionChange.maxEventIds)), eventCount: session.eventIds.count,
+            version: version, changedAt: changedAt)
     }
 }
 
