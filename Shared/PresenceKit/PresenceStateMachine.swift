@@ -632,8 +632,16 @@ public struct PresenceStateMachine: Sendable {
         guard let s = session else { return }
         if s.checkInPosted, let user = s.userId {
             // Leaving the geofence, the last reading of the site (however weak: the walk out past the
-            // gate) dates the departure; otherwise the last moment of presence does.
-            let lastSeen = reason == .geofenceExit ? min(max(lastPresentAt, lastSiteReadingAt), now) : lastPresentAt
+            // gate) dates the departure; otherwise the last moment of presence does. A session restored
+            // after a relaunch whose site this process has not heard since did not see the walk out:
+            // the exit itself dates it (the OS reports it soon after), not the presence persisted before
+            // the relaunch (the arrival, for a desk out of the gate's range).
+            let lastSeen: Timestamp
+            if reason == .geofenceExit {
+                lastSeen = lastSiteReadingAt == .distantPast ? now : min(max(lastPresentAt, lastSiteReadingAt), now)
+            } else {
+                lastSeen = lastPresentAt
+            }
             let event = makeEvent(
                 .checkOut, of: s, reason: reason, timestamp: max(lastSeen, s.tStart), userId: user, handshake: nil, at: now)
             fx.append(.postCheckOut(event))

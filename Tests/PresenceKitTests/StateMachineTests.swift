@@ -436,6 +436,23 @@ struct StateMachineTests {
         #expect(live.checkIns.first?.rssiSeries?.allSatisfy { $0 == -60 } == true)
     }
 
+    @Test("a geofence exit after a relaunch that heard nothing of the site is dated by the exit, not by the presence before the relaunch")
+    func geofenceExitAfterARelaunchIsDatedByTheExit() throws {
+        // Checked in at 09:00; at the desk, out of the gate's range; the app killed during the day.
+        let snapshot = PresenceSnapshot(
+            session: SessionCheckpoint(
+                sessionKey: "s-1", userId: "u_123", siteId: "S_HQ", beacon: World.gateA, tStart: World.start - 9 * 3_600_000,
+                lastPresentAt: World.start - 9 * 3_600_000 + 60_000, checkInPosted: true),
+            insideSiteIds: ["S_HQ"], savedAt: World.start - 8 * 3_600_000)
+        var d = try DeviceHarness(config: Self.continuous, restoring: snapshot)
+        // Relaunched by the OS for the geofence exit, at the end of the day.
+        try d.send(.appLaunched)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        let checkOut = try #require(d.checkOuts.first)
+        #expect(checkOut.reason == .geofenceExit)
+        #expect(checkOut.timestamp == World.start)
+    }
+
     @Test("a session opened with no user id is dropped when a user logs in: the user checks in at that site")
     func loginDuringUnpostedSession() throws {
         var d = try DeviceHarness(config: Self.continuous, userId: nil)
