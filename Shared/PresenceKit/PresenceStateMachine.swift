@@ -648,14 +648,19 @@ public struct PresenceStateMachine: Sendable {
         } else {
             fx.append(.log(.warning, "check-out at \(s.siteId) skipped: its check-in was never posted (no persisted user id)"))
         }
+        endSession(&fx)
+        fx.append(.persistSnapshot(snapshot(at: now)))
+        fx.append(.notifyUser(UserNotification(kind: .checkedOut, message: "Checked out of \(s.siteId)")))
+    }
+
+    /// Forgets the open session and cancels its timers (nothing is posted).
+    mutating func endSession(_ fx: inout [PresenceEffect]) {
         session = nil
         sessionSiteIndex = -1
         cancel(.heartbeat, &fx)
         cancel(.signalWatchdog, &fx)
         cancel(.softExitGrace, &fx)
         cancel(.exitConfirmation, &fx)
-        fx.append(.persistSnapshot(snapshot(at: now)))
-        fx.append(.notifyUser(UserNotification(kind: .checkedOut, message: "Checked out of \(s.siteId)")))
     }
 
     mutating func makeEvent(
@@ -1104,12 +1109,7 @@ public struct PresenceStateMachine: Sendable {
         } else if let s = session, !s.checkInPosted {
             fx.append(
                 .log(.info, "session at \(s.siteId) dropped: its check-in was never posted; detection starts afresh for the new user"))
-            session = nil
-            sessionSiteIndex = -1
-            cancel(.heartbeat, &fx)
-            cancel(.signalWatchdog, &fx)
-            cancel(.softExitGrace, &fx)
-            cancel(.exitConfirmation, &fx)
+            endSession(&fx)
             stopRanging(&fx)
             pendingCandidate = nil
             phase = restingPhase

@@ -128,16 +128,16 @@ public struct OutboxDrainer: Sendable {
         self.sleep = sleep
     }
 
-    public struct Delivered: Sendable, Hashable {
+    /// An entry and the answer that ended its turn in the drain.
+    public struct EntryStatus: Sendable, Hashable {
         public var id: UInt64
         public var status: Int
     }
 
+    /// An entry that got its final verdict.
+    public typealias Delivered = EntryStatus
     /// An entry moved out of the drain order because the current identity cannot deliver it.
-    public struct Parked: Sendable, Hashable {
-        public var id: UInt64
-        public var status: Int
-    }
+    public typealias Parked = EntryStatus
 
     public enum Stop: Sendable, Hashable {
         /// Everything was delivered.

@@ -255,14 +255,6 @@ struct RemoteConfigTests {
 
     @Test("validation errors name the key and say why — all of them at once")
     func errors() {
-        func issues(_ json: String) -> [ConfigIssue] {
-            do {
-                _ = try RemoteConfig.decode(json)
-                return []
-            } catch {
-                return error.issues
-            }
-        }
         let typeErrors = issues(
             #"{"ranging_window_ms": "8000", "thresholds": {"enter_rssi": -70.5, "smoothing": "fancy"}, "feature_flags": {"kill_switch": 1}, "geofence_radius": null}"#
         )
@@ -320,14 +312,6 @@ struct RemoteConfigTests {
 
     @Test("gatt_challenge.retry_cooldown_ms and the Kalman noises are range-checked, naming the key")
     func cooldownAndKalmanRanges() throws {
-        func issues(_ json: String) -> [ConfigIssue] {
-            do {
-                _ = try RemoteConfig.decode(json)
-                return []
-            } catch {
-                return error.issues
-            }
-        }
         #expect(
             issues(#"{"gatt_challenge": {"enabled": true, "retry_cooldown_ms": 86400000000}}"#) == [
                 ConfigIssue(key: "gatt_challenge.retry_cooldown_ms", message: "must be between 0 and 600000 ms, got 86400000000")
@@ -354,5 +338,15 @@ struct RemoteConfigTests {
         #expect(try #require(huge.smoothed).isNaN)
         let smoothed = try #require(bounded.smoothed)
         #expect(smoothed >= -70 && smoothed <= -40)
+    }
+}
+
+/// The issues `RemoteConfig.decode` reports for `json` (none when it decodes).
+private func issues(_ json: String) -> [ConfigIssue] {
+    do {
+        _ = try RemoteConfig.decode(json)
+        return []
+    } catch {
+        return error.issues
     }
 }

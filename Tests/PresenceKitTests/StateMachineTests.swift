@@ -189,12 +189,18 @@ struct StateMachineTests {
         #expect(fx.contains(.startScanning(.ranging)) && ranging.phase == .candidate)
     }
 
-    @Test("no persisted user id: attendance effects are skipped with a warning")
-    func missingUserId() throws {
+    /// A device with no persisted user id, arrived and present at the gate: nothing posted.
+    static func presentWithoutUser() throws -> DeviceHarness {
         var d = try DeviceHarness(config: Self.continuous, userId: nil)
         try d.arrive()
         try d.run(seconds: 3) { _ in -60 }
         #expect(d.phase == .present && d.posts.isEmpty)
+        return d
+    }
+
+    @Test("no persisted user id: attendance effects are skipped with a warning")
+    func missingUserId() throws {
+        var d = try Self.presentWithoutUser()
         #expect(d.logs.contains { $0.0 == .warning && $0.1 == "check-in at S_HQ skipped: no persisted user id" })
         try d.run(seconds: 300) { _ in -90 }
         #expect(d.posts.isEmpty && d.phase == .armed)
@@ -455,10 +461,7 @@ struct StateMachineTests {
 
     @Test("a session opened with no user id is dropped when a user logs in: the user checks in at that site")
     func loginDuringUnpostedSession() throws {
-        var d = try DeviceHarness(config: Self.continuous, userId: nil)
-        try d.arrive()
-        try d.run(seconds: 3) { _ in -60 }
-        #expect(d.phase == .present && d.posts.isEmpty)
+        var d = try Self.presentWithoutUser()
         try d.send(.userIdChanged("u_9"))
         #expect(d.machine.openSession == nil)
         #expect(d.effects.last == .persistSnapshot(d.machine.snapshot(at: d.now)))

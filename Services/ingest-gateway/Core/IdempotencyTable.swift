@@ -119,62 +119,42 @@ package final class IdempotencyTable: Sendable {
     struct State {
         var slots: [String: Slot] = [:]
         var nextWaiter: UInt64 = 0
-        var deadlines = DeadlineQueue()
+        /// Pending waits by deadline, earliest first. A wait that ended otherwise stays until its
+        /// deadline and is skipped then.
+        var deadlines = ArrayQueue<Deadline>()
         /// Keys in the order their outcome arrived: a full table evicts from the front without
         /// sorting. A key that was forgotten or started again since is skipped when it comes up.
-        var finished = KeyQueue()
+        var finished = ArrayQueue<String>()
         /// A sweeper task is running (it stops when no deadline is left).
         var sweeping = false
     }
 
-    /// A first-in, first-out queue of keys.
-    struct KeyQueue {
-        private var items: [String] = []
-        private var head = 0
-
-        var first: String? { head < items.count ? items[head] : nil }
-        var count: Int { items.count - head }
-
-        mutating func append(_ key: String) { items.append(key) }
-
-        mutating func removeFirst() {
-            head += 1
-            if head == items.count {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1_024, head * 2 >= items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-        }
+    struct Deadline {
+        var at: ContinuousClock.Instant
+        var key: String
+        var waiter: UInt64
     }
 
-    /// Pending waits by deadline, earliest first. A wait that ended otherwise stays until its
-    /// deadline and is skipped then.
-    struct DeadlineQueue {
-        struct Item {
-            var at: ContinuousClock.Instant
-            var key: String
-            var waiter: UInt64
-        }
-
-        private var items: [Item] = []
+    /// A first-in, first-out queue over an array: taking the front moves an index, and the array
+    /// drops its taken front now and then (constant time per element, amortized).
+    struct ArrayQueue<Element> {
+        private var items: [Element] = []
         private var head = 0
 
-        var first: Item? { head < items.count ? items[head] : nil }
+        var first: Element? { head < items.count ? items[head] : nil }
 
-        mutating func insert(_ item: Item) {
-            // Waits share one timeout, so a deadline is almost always the latest.
-            if let last = items.last, last.at > item.at {
-                var low = head, high = items.count
-                while low < high {
-                    let mid = (low + high) / 2
-                    if items[mid].at <= item.at { low = mid + 1 } else { high = mid }
-                }
-                items.insert(item, at: low)
-            } else {
-                items.append(item)
+        mutating func append(_ element: Element) { items.append(element) }
+
+        /// Inserts `element` after every element not ordered after it (`less`), searching only when
+        /// it does not belong at the end.
+        mutating func insert(_ element: Element, orderedBy less: (Element, Element) -> Bool) {
+            guard let last = items.last, less(element, last) else { return items.append(element) }
+            var low = head, high = items.count
+            while low < high {
+                let mid = (low + high) / 2
+                if less(element, items[mid]) { high = mid } else { low = mid + 1 }
             }
+            items.insert(element, at: low)
         }
 
         mutating func removeFirst() {
@@ -276,7 +256,8 @@ package final class IdempotencyTable: Sendable {
                     if Task.isCancelled { return (.some(nil), false) }
                     slot.waiters[id] = continuation
                     state.slots[key] = slot
-                    state.deadlines.insert(DeadlineQueue.Item(at: deadline, key: key, waiter: id))
+                    // Waits share one timeout, so a deadline almost always belongs at the end.
+                    state.deadlines.insert(Deadline(at: deadline, key: key, waiter: id)) { $0.at < $1.at }
                     let start = !state.sweeping
                     state.sweeping = true
                     return (.none, start)
