@@ -298,6 +298,25 @@ public struct PresenceStateMachine: Sendable {
                 }
             case .appTerminated:
                 return [.persistSnapshot(snapshot(at: now))]
+            case .geofenceEntered(let siteId), .geofenceExited(let siteId):
+                // Detection is off, but where the device is stays known: the OS reports each crossing
+                // once, and a membership missed now would keep a site "inside" after the kill switch.
+                guard let index = directory.siteIndex(id: siteId) else { return [] }
+                var fx: [PresenceEffect] = []
+                if case .geofenceEntered = event {
+                    insideSites.insert(index)
+                } else {
+                    insideSites.remove(index)
+                    if sessionSiteIndex == index, session != nil {
+                        // Nothing is posted while the switch is on; the server ends the session at its
+                        // idle cutoff, and the next arrival is a new check-in.
+                        fx.append(.log(.info, "left \(siteId) with the kill switch on: its session ends here, without a check-out"))
+                        endSession(&fx)
+                    }
+                }
+                if session == nil { phase = restingPhase }
+                fx.append(.persistSnapshot(snapshot(at: now)))
+                return fx
             default: break
             }
             return []

@@ -273,6 +273,26 @@ struct StateMachineTests {
         #expect(d.posts.isEmpty)
     }
 
+    @Test("a departure during the kill switch is not lost: the next day's arrival is a new check-in")
+    func leavingDuringTheKillSwitch() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.count == 1)
+        var off = Self.continuous
+        off.flags.killSwitch = true
+        _ = try d.agent.apply(config: off, at: d.now)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.machine.openSession == nil && d.machine.insideSiteIds.isEmpty)
+        #expect(d.posts.count == 1)
+        _ = try d.agent.apply(config: Self.continuous, at: d.now)
+        // The next morning.
+        try d.run(seconds: 60) { _ in nil }
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.count == 2)
+    }
+
     @Test("motion gate: near but not moving waits; walking or steps unlock at once")
     func motionGating() throws {
         var d = try DeviceHarness(config: Self.continuous)
