@@ -42,6 +42,9 @@ public struct CalendarDate: Hashable, Sendable, Comparable, TextCodable {
     /// The next day.
     public var next: CalendarDate { CalendarDate(daysSince1970: daysSince1970 + 1) }
 
+    /// The day before.
+    public var previous: CalendarDate { CalendarDate(daysSince1970: daysSince1970 - 1) }
+
     public var description: String {
         func pad(_ n: Int, _ width: Int) -> String {
             let digits = String(n)

@@ -31,7 +31,14 @@ struct AdminHarness: Sendable {
 
     static let zone = TimeZone(identifier: "Asia/Ho_Chi_Minh")!
 
-    static func run(_ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void) async throws {
+    /// The fixture site's shift: 08:30-17:30, an hour's allowance before, two after.
+    static let dayShift = ShiftSettings(
+        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
+        checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5)
+
+    static func run(
+        shift: ShiftSettings = dayShift, _ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void
+    ) async throws {
         // The registry's API keys in a schema of their own, read by the merger as it reads the registry's.
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_merger") { registryClient, registrySchema in
             try await MergerDB.run { db in
@@ -49,10 +56,7 @@ struct AdminHarness: Sendable {
                 let site = Site(
                     id: siteId, organizationId: "org-\(token())", name: "Head office", timezone: zone.identifier,
                     geofence: Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 200),
-                    shift: ShiftSettings(
-                        start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
-                        checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5),
-                    createdAt: Date())
+                    shift: shift, createdAt: Date())
                 let cache = RegistryCache()
                 cache.apply(.upsert(try RegistryChange.upsert(.site, id: siteId, version: 1, changedAt: Date(), entity: site)))
 
@@ -158,6 +162,60 @@ extension SessionMergerServiceTests {
                 #expect(window.items.map(\.userId) == [h.lateUser])
                 let open = try await client.get("/v1/admin/sessions?siteId=\(h.siteId)&status=open", key: h.viewer).decode(SessionPage.self)
                 #expect(open.items.isEmpty)
+            }
+        }
+
+        @Test("paging one session at a time through check-ins on odd milliseconds returns each once, then ends")
+        func pagesOfOneAtOddMilliseconds() async throws {
+            try await AdminHarness.run { h, client in
+                let user = "u-ms-\(token())", base = Date().addingTimeInterval(-2 * 86_400)
+                var events: [VettedEvent] = []
+                for (n, ms) in [0.074, 0.222, 0.5].enumerated() {
+                    let checkIn = base.addingTimeInterval(Double(n) * 7_200 + ms), checkOut = checkIn.addingTimeInterval(1_800)
+                    events.append(Make.checkIn(user: user, site: h.siteId, at: checkIn, sessionKey: "sk-\(user)-\(n)", received: checkIn))
+                    events.append(Make.checkOut(user: user, at: checkOut, sessionKey: "sk-\(user)-\(n)", received: checkOut))
+                }
+                try await h.db.process(events, from: 4)
+                var seen: [String] = [], cursor: String?
+                for _ in 0..<6 {
+                    let uri = "/v1/admin/sessions?userId=\(user)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
+                    let page = try await client.get(uri, key: h.viewer).decode(SessionPage.self)
+                    seen += page.items.map(\.sessionId)
+                    cursor = page.nextCursor
+                    if cursor == nil { break }
+                }
+                #expect(seen.count == 3 && Set(seen).count == 3, "\(seen)")
+                #expect(cursor == nil)
+            }
+        }
+
+        @Test("a night shift's row counts the presence after midnight, whatever the requested range ends with")
+        func aNightShiftsRowSeesThePresenceAfterMidnight() async throws {
+            let night = ShiftSettings(
+                start: TimeOfDay(hour: 22, minute: 0)!, end: TimeOfDay(hour: 6, minute: 0)!, checkInBeforeStartMinutes: 60,
+                checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 0, earlyExitGraceMinutes: 0)
+            try await AdminHarness.run(shift: night) { h, client in
+                var calendar = Calendar(identifier: .gregorian)
+                calendar.timeZone = AdminHarness.zone
+                let day = h.day.previous
+                let dayStart = try #require(
+                    calendar.date(from: DateComponents(year: day.year, month: day.month, day: day.day, hour: 0, minute: 0)))
+                func at(_ h: Int, _ m: Int) -> Date { dayStart.addingTimeInterval(Double(h * 3_600 + m * 60)) }
+                let user = "u-night-\(token())"
+                // 21:55 to 01:00, a break, then 01:20 to 06:05 the next morning.
+                try await h.db.process(
+                    [
+                        Make.checkIn(user: user, site: h.siteId, at: at(21, 55), sessionKey: "sk-\(user)-1", received: at(21, 55)),
+                        Make.checkOut(user: user, at: at(25, 0), sessionKey: "sk-\(user)-1", received: at(25, 0)),
+                        Make.checkIn(user: user, site: h.siteId, at: at(25, 20), sessionKey: "sk-\(user)-2", received: at(25, 20)),
+                        Make.checkOut(user: user, at: at(30, 5), sessionKey: "sk-\(user)-2", received: at(30, 5)),
+                    ], from: 4)
+                for to in [day, day.next] {
+                    let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&userId=\(user)&from=\(day)&to=\(to)"
+                    let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                    let row = try #require(report.items.first { $0.date == day }, "to=\(to)")
+                    #expect(!row.late && !row.earlyExit, "to=\(to): \(row)")
+                }
             }
         }
 

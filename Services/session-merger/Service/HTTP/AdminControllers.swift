@@ -136,7 +136,10 @@ struct DailyAttendanceController {
             guard let calendar = ShiftCalendar(shift: shift) else {
                 throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
             }
-            let start = calendar.startOfDay(from), end = calendar.startOfDay(to.next)
+            // A day's row judges its whole shift window, which an overnight shift or an allowance carries
+            // into the day before or after: the sessions of those days are loaded too, and only the
+            // rows of `from...to` are answered.
+            let start = calendar.startOfDay(from.previous), end = calendar.startOfDay(to.next.next)
             let sessions = try await repository.sessionsOverlapping(siteId: siteId, userId: userId, start: start, end: end)
             let rows: [DailyAttendance]
             do {

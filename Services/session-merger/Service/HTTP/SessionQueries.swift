@@ -84,7 +84,10 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
 
     package func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView] {
         let status = filter.status?.rawValue
-        let afterTime = cursor?.checkInAt
+        // The cursor's time as whole milliseconds since 1970, as `check_in_at` holds it: a `Date` bound
+        // as timestamptz is truncated to the microsecond (…00.074 becomes …00.073999), and the row the
+        // cursor names would come back on the next page.
+        let afterMillis = cursor.map { Int64(($0.checkInAt.timeIntervalSince1970 * 1_000).rounded()) }
         let afterId = cursor?.sessionId
         let rows = try await client.query(
             """
@@ -97,7 +100,8 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
               AND (\(filter.to)::timestamptz IS NULL OR check_in_at < \(filter.to)::timestamptz)
               AND (\(status)::text IS NULL OR status = \(status)::text)
               AND (\(filter.includeSuperseded) OR close_reason IS DISTINCT FROM 'superseded')
-              AND (\(afterTime)::timestamptz IS NULL OR (check_in_at, session_id) > (\(afterTime)::timestamptz, \(afterId)::text))
+              AND (\(afterMillis)::int8 IS NULL
+                   OR (check_in_at, session_id) > ('epoch'::timestamptz + \(afterMillis)::int8 * interval '1 millisecond', \(afterId)::text))
             ORDER BY check_in_at, session_id
             LIMIT \(limit)
             """,
