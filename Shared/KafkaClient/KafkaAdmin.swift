@@ -107,8 +107,17 @@ public final class KafkaMockCluster: Sendable {
 
     /// Makes the next `count` produce requests to `topic`'s leader fail with `error` (to test retries).
     public func failNextProduceRequests(count: Int, with error: Int32) {
+        failNextRequests(apiKey: 0, count: count, with: error)
+    }
+
+    /// Makes the next `count` offset commits fail with `error`.
+    public func failNextOffsetCommits(count: Int, with error: Int32) {
+        failNextRequests(apiKey: 8, count: count, with: error)
+    }
+
+    private func failNextRequests(apiKey: Int16, count: Int, with error: Int32) {
         var errors = [rd_kafka_resp_err_t](repeating: rd_kafka_resp_err_t(rawValue: error), count: count)
-        rd_kafka_mock_push_request_errors_array(cluster.pointer, 0, errors.count, &errors)
+        rd_kafka_mock_push_request_errors_array(cluster.pointer, apiKey, errors.count, &errors)
     }
 }
 

@@ -152,6 +152,20 @@ public final class KafkaConsumer: Service, Sendable {
         try await commit(batch.nextOffsets)
     }
 
+    /// Commits the offsets after every message of `batch` where the group's committed offsets are what
+    /// the consumer resumes from. A commit that fails (the group rebalancing, the coordinator out of
+    /// reach) is logged, never thrown: the next commit covers this batch, and a restart before it reads
+    /// the batch again, which every reader of the platform's topics dedupes. Stopping the process for
+    /// it would turn a rolling deploy into a crash.
+    public func commitOrWarn(_ batch: KafkaMessageBatch, logger: Logger) async {
+        do {
+            try await commit(batch)
+        } catch {
+            logger.warning(
+                "committing offsets failed; the next commit covers them", metadata: ["error": .string("\(error)")])
+        }
+    }
+
     /// The group's committed offsets for the given partitions (nil where none).
     public func committed(_ partitions: [TopicPartition], timeoutMs: Int32 = 5_000) async throws(KafkaError) -> [TopicPartition: Int64] {
         try await handle.blocking { [handle] () throws(KafkaError) in

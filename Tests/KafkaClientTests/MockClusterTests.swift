@@ -44,6 +44,20 @@ struct MockClusterTests {
         }
     }
 
+    @Test("a commit that fails is thrown by commit and only logged by commitOrWarn")
+    func aFailedCommitIsLoggedNotThrown() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("events", partitions: 1)
+        let consumer = try makeConsumer(cluster, group: "g-commit", topic: "events")
+        // As a broker answers the commits of a member whose group is rebalancing.
+        cluster.failNextOffsetCommits(count: 2, with: 22) // ILLEGAL_GENERATION
+        let batch = KafkaMessageBatch(messages: [
+            KafkaMessage(topic: "events", partition: 0, offset: 0, key: nil, value: [1])
+        ])
+        await #expect(throws: KafkaError.self) { try await consumer.commit(batch) }
+        await consumer.commitOrWarn(batch, logger: logger)
+    }
+
     @Test func batchSendReturnsOrderedReportsAndConsumerReadsEverythingInKeyOrder() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("events", partitions: 3)

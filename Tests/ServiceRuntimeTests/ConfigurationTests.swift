@@ -28,6 +28,7 @@ struct ConfigurationTests {
         (["KAFKA_BROKERS": "localhost"], "KAFKA_BROKERS"),
         (["DATABASE_URL": "mysql://u:p@h/db"], "DATABASE_URL"),
         (["PG_MAX_CONNECTIONS": "0"], "PG_MAX_CONNECTIONS"),
+        (["PG_MAX_CONNECTIONS": "1"], "PG_MAX_CONNECTIONS"),
     ])
     func badValueNamesTheKeyInOneLine(env: [String: String], key: String) {
         do {

@@ -124,7 +124,7 @@ package final class PolicyPipeline: Service, Sendable {
         previous = Task {
             try await self.confirmDelivery(of: outgoing, enqueued: enqueued)
             try await earlier?.value
-            try await self.consumer.commit(batch)
+            await self.consumer.commitOrWarn(batch, logger: self.logger)
             self.processed.add(batch.messages.count, ordering: .relaxed)
         }
         try await earlier?.value

@@ -135,7 +135,9 @@ public struct PostgresConfiguration: Sendable, Equatable {
 
     /// `DATABASE_URL` (postgres://user:password@host:port/database) wins over the `PG*` variables.
     public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresConfiguration {
-        let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 1...500)
+        // At least 2: an outbox relay keeps one connection listening for notifications for as long as it
+        // runs, and with a pool of one every other query would wait for it for ever.
+        let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 2...500)
         if let url = env.optionalString("DATABASE_URL") {
             guard let components = URLComponents(string: url),
                 components.scheme == "postgres" || components.scheme == "postgresql",

@@ -70,7 +70,7 @@ package final class BeaconSightingCollector: Service, Sendable {
                 try await Task.sleep(for: .seconds(min(attempt, 10)))
             }
         }
-        try await consumer.commit(batch)
+        await consumer.commitOrWarn(batch, logger: logger)
     }
 
     /// The newest sighting per (beacon, device) in `messages`.
