@@ -6,6 +6,20 @@ import Testing
 
 @Suite("Configuration from the environment")
 struct ConfigurationTests {
+    @Test("topics get the configured replicas, and min.insync.replicas 2 from three replicas up")
+    func topicReplication() throws {
+        let local = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader([:]))
+        #expect(local.topicReplicationFactor == 1)
+        #expect(TopicBootstrap.specs().allSatisfy { $0.replicationFactor == 1 && $0.config["min.insync.replicas"] == nil })
+        let cluster = try ServiceConfiguration.load(
+            service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader(["TOPIC_REPLICATION_FACTOR": "3"]))
+        #expect(cluster.topicReplicationFactor == 3)
+        let specs = TopicBootstrap.specs(replicationFactor: cluster.topicReplicationFactor)
+        #expect(specs.allSatisfy { $0.replicationFactor == 3 && $0.config["min.insync.replicas"] == "2" })
+        // The topic's own settings stay.
+        #expect(specs.allSatisfy { $0.config["cleanup.policy"] != nil })
+    }
+
     @Test func defaultsWhenUnset() throws {
         let config = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader([:]))
         #expect(config.httpPort == 8080)
@@ -29,6 +43,7 @@ struct ConfigurationTests {
         (["DATABASE_URL": "mysql://u:p@h/db"], "DATABASE_URL"),
         (["PG_MAX_CONNECTIONS": "0"], "PG_MAX_CONNECTIONS"),
         (["PG_MAX_CONNECTIONS": "1"], "PG_MAX_CONNECTIONS"),
+        (["TOPIC_REPLICATION_FACTOR": "0"], "TOPIC_REPLICATION_FACTOR"),
     ])
     func badValueNamesTheKeyInOneLine(env: [String: String], key: String) {
         do {

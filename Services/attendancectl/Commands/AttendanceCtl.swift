@@ -107,7 +107,7 @@ extension AttendanceCtl {
             static let configuration = CommandConfiguration(
                 abstract: "Create every topic the protocol defines (existing ones are kept).")
             @OptionGroup var options: GlobalOptions
-            @Option(help: "Replication factor for new topics.") var replicationFactor: Int32 = 1
+            @Option(help: "Replication factor for new topics (default: $TOPIC_REPLICATION_FACTOR, else 1).") var replicationFactor: Int32?
             @Option(help: "Partitions of every partitioned topic (default: $TOPIC_PARTITIONS, else the protocol's count).")
             var partitions: Int32?
 
@@ -116,6 +116,9 @@ extension AttendanceCtl {
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
                 let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
                 if let partitions, partitions < 1 { throw ValidationError("--partitions must be at least 1") }
+                let replicationFactor =
+                    try self.replicationFactor ?? Int32(EnvironmentReader().int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
+                if replicationFactor < 1 { throw ValidationError("--replication-factor must be at least 1") }
                 let names = TopicNames.load(from: EnvironmentReader())
                 let created = try await CLIError.wrap("creating topics on \(kafka.bootstrapServers)") {
                     try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions, names: names)

@@ -22,6 +22,9 @@ public struct ServiceConfiguration: Sendable {
     /// `TOPIC_PARTITIONS`: the partition count of the partitioned topics this service creates when
     /// they are missing (`TopicBootstrap`); nil keeps the protocol's counts.
     public var topicPartitions: Int32?
+    /// `TOPIC_REPLICATION_FACTOR` (default 1, the local single broker's): the replicas of each topic
+    /// this service creates when it is missing. A cluster of three or more brokers wants 3.
+    public var topicReplicationFactor: Int32 = 1
     /// The topics' names on the broker (`TOPIC_<NAME>` overrides, `TopicNames`).
     public var topics = TopicNames()
     /// `BROKER_WATCH_INTERVAL_MS` (default 1000, 0 = off): how often `BrokerStateWatch` checks that
@@ -44,11 +47,13 @@ public struct ServiceConfiguration: Sendable {
 
     /// Creates the platform's topics that are missing, with `topicPartitions`.
     public func ensureTopics(logger: Logger) async throws {
-        try await TopicBootstrap.ensureTopics(KafkaAdmin(configuration: kafka, logger: logger), partitions: topicPartitions, names: topics)
+        try await TopicBootstrap.ensureTopics(
+            KafkaAdmin(configuration: kafka, logger: logger), replicationFactor: topicReplicationFactor, partitions: topicPartitions,
+            names: topics)
     }
 
     /// Reads `HTTP_HOST`, `HTTP_PORT`, `LOG_FORMAT`, `LOG_LEVEL`, `INSTANCE_ID`, `KAFKA_BROKERS`, `KAFKA_BROKER_QUIRKS`,
-    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS`, the `TOPIC_<NAME>` overrides,
+    /// `KAFKA_LINGER_MS`, `KAFKA_FETCH_WAIT_MAX_MS`, `TOPIC_PARTITIONS`, `TOPIC_REPLICATION_FACTOR`, the `TOPIC_<NAME>` overrides,
     /// `BROKER_WATCH_INTERVAL_MS` and the PostgreSQL settings (`DATABASE_URL` or `PGHOST`/`PGPORT`/`PGUSER`/`PGPASSWORD`/`PGDATABASE`).
     public static func load(
         service: String, defaultHTTPPort: Int, from env: EnvironmentReader = EnvironmentReader()
@@ -80,6 +85,7 @@ public struct ServiceConfiguration: Sendable {
         )
         configuration.postgres.applicationName = service
         configuration.topicPartitions = try env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+        configuration.topicReplicationFactor = Int32(try env.int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
         configuration.topics = TopicNames.load(from: env)
         let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: .seconds(1), in: 0...600_000)
         configuration.brokerWatchInterval = watch == .zero ? nil : watch

@@ -9,6 +9,10 @@ import Logging
 /// one; single-partition topics such as the registry feed stay single): a deployment sizes its
 /// topics to its consumers. On one small machine with Tansu, whose cost is per record batch, fewer
 /// partitions mean fewer, fuller batches (`TOPIC_PARTITIONS`; the README's "Performance").
+///
+/// `replicationFactor` (`TOPIC_REPLICATION_FACTOR`) is 1 on the local single broker. With 3 or more
+/// replicas a topic also gets `min.insync.replicas` 2: the producers' `acks=all` then means two copies
+/// before an event counts as queued, so one broker lost loses nothing.
 public enum TopicBootstrap {
     public static func specs(replicationFactor: Int32 = 1, partitions: Int32? = nil, names: TopicNames = TopicNames()) -> [KafkaTopicSpec] {
         Topic.allCases.map { topic in
@@ -16,7 +20,7 @@ public enum TopicBootstrap {
                 name: names[topic],
                 partitions: partitionCount(of: topic, override: partitions),
                 replicationFactor: replicationFactor,
-                config: topic.topicConfig
+                config: replicationFactor >= 3 ? topic.topicConfig.merging(["min.insync.replicas": "2"]) { $1 } : topic.topicConfig
             )
         }
     }
