@@ -71,10 +71,19 @@ struct GattChallengeTests {
         #expect(firing.reason.contains("no GATT challenge proof"))
     }
 
-    @Test func checkOutsHeartbeatsAndContractsPassWithoutProof() {
+    @Test func checkOutsAndHeartbeatsPassWithoutProof() {
         #expect(rule.run(event { $0.type = .checkout }) == .passed)
         #expect(rule.run(heartbeat(at: World.t0)) == .passed)
-        #expect(rule.run(contractCheckIn()) == .passed)
+    }
+
+    @Test("a contract check-in carries no proof: refused where the challenge is enforced, whatever requireSensorData says")
+    func aContractCheckInIsRefusedWhereTheChallengeIsEnforced() throws {
+        let firing = try #require(rule.run(contractCheckIn()).firing)
+        #expect(firing.action == .walkToGate)
+        var settings = PolicySettings()
+        settings.requireSensorData = false
+        let policy = SitePolicy.all(.enforce, version: 9, siteId: World.hq, settings: settings, hostedRules: Gatt.engine.ruleIDs)
+        #expect(Gatt.decide(contractCheckIn(), policy: policy, history: PolicyHistory()).outcome == .reject)
     }
 
     @Test func tamperedNonceIsForged() throws {

@@ -7,13 +7,14 @@ import Foundation
 /// event, not presented before by another event, and HMAC(nonce, beacon key) computed by the beacon.
 ///
 /// Hosted only when the service has the nonce key and the beacons' keys (`PolicyEngine.withGatt(_:)`).
-/// Applies to device check-ins; check-outs, heartbeats and the session contracts pass (the contract
-/// check-in names no beacon; `beacon_validity` with `requireSensorData` refuses those). A redelivery of
-/// the same event (same idempotency key) is not a reuse.
+/// Applies to check-ins; check-outs and heartbeats pass. A check-in through the session contract
+/// names no beacon and carries no proof, so it fires as "no proof": otherwise a site that enforces
+/// the challenge would accept a check-in posted from anywhere through the contract. A redelivery of the
+/// same event (same idempotency key) is not a reuse.
 ///
 /// | finding | action | risk |
 /// |---|---|---|
-/// | no proof sent | walk_to_gate | 0.5 |
+/// | no proof sent (a contract check-in included) | walk_to_gate | 0.5 |
 /// | nonce not issued for this beacon and device (forged or borrowed) | contact_admin | 0.9 |
 /// | nonce expired | walk_to_gate | 0.3 |
 /// | nonce already used by another event | contact_admin | 0.9 |
@@ -31,6 +32,10 @@ package struct GattChallengeRule: PolicyRule {
     package var id: PolicyRuleID { .gattChallenge }
 
     package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+        if case .checkIn = event.payload {
+            return .fire(
+                "no GATT challenge proof: a check-in through the session contract cannot carry one", action: .walkToGate, risk: 0.5)
+        }
         guard let body = event.attendanceEvent, body.type == .checkin else { return .passed }
         let beacon = body.beacon
         guard let proof = body.gatt else {
