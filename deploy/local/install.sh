@@ -37,7 +37,7 @@ APT_PACKAGES=(
     postgresql postgresql-contrib
     build-essential pkg-config dpkg-dev
     libssl-dev zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev
-    python3 python3-pip ccache
+    python3 python3-pip python3-venv curl ccache
     debian-archive-keyring
 )
 
