@@ -219,6 +219,17 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test("daily attendance at the first and last dates a query may name: an empty answer, never a 5xx")
+        func dailyAttendanceAtTheEdgesOfTheCalendar() async throws {
+            try await AdminHarness.run { h, client in
+                for day in ["0000-01-01", "9999-12-31"] {
+                    let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(day)&to=\(day)"
+                    let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                    #expect(report.items.isEmpty, "\(day)")
+                }
+            }
+        }
+
         @Test func dailyAttendanceAsJSONAndCSV() async throws {
             try await AdminHarness.run { h, client in
                 let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"

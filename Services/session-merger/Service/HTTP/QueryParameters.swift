@@ -28,8 +28,7 @@ enum SessionCursorCoding {
     static let validMillis: ClosedRange<Int64> = 0...253_402_300_799_999
 
     static func encode(_ cursor: SessionCursor) -> String {
-        let millis = Int64((cursor.checkInAt.timeIntervalSince1970 * 1000).rounded())
-        return PageCursorText.encode(version: "s1", "\(millis):\(cursor.sessionId)")
+        PageCursorText.encode(version: "s1", "\(cursor.checkInMillis):\(cursor.sessionId)")
     }
 
     static func decode(_ text: String) -> SessionCursor? {

@@ -45,6 +45,9 @@ package struct SessionFilter: Sendable, Hashable {
 package struct SessionCursor: Sendable, Hashable {
     package var checkInAt: Date
     package var sessionId: String
+
+    /// The check-in as whole milliseconds since 1970, as `check_in_at` holds it.
+    package var checkInMillis: Int64 { Int64((checkInAt.timeIntervalSince1970 * 1_000).rounded()) }
 }
 
 /// The reads of the admin API.
@@ -87,7 +90,7 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
         // The cursor's time as whole milliseconds since 1970, as `check_in_at` holds it: a `Date` bound
         // as timestamptz is truncated to the microsecond (…00.074 becomes …00.073999), and the row the
         // cursor names would come back on the next page.
-        let afterMillis = cursor.map { Int64(($0.checkInAt.timeIntervalSince1970 * 1_000).rounded()) }
+        let afterMillis = cursor?.checkInMillis
         let afterId = cursor?.sessionId
         let rows = try await client.query(
             """
