@@ -42,7 +42,6 @@ struct AdversarialTests {
             attack: event {
                 $0.type = .checkout; $0.time = World.t0 + 20
             }),
-        Attack(name: "flat RSSI", attack: event { $0.rssi = [-67, -67, -67, -67, -67] }),
         Attack(name: "impossible RSSI", attack: event { $0.rssi = [-60, 3, -61, -59] }),
     ]
 
@@ -146,10 +145,12 @@ struct AdversarialTests {
                 name: "replayed identity with a made-up HMAC",
                 attack: provedEvent(tamper: { $0.gatt!.hmac = String(repeating: "0", count: 64) })),
             Attack(
-                name: "expired nonce",
-                attack: provedEvent {
-                    $0.receivedAt = $0.time + 300; $0.queuedOffline = true
-                }),
+                name: "nonce expired before the event",
+                attack: {
+                    var spec = EventSpec()
+                    spec.gatt = Gatt.proof(for: spec, issuedBefore: 120)
+                    return spec.envelope()
+                }()),
             Attack(
                 name: "reused nonce", before: [spent],
                 attack: punch("k_reuse", at: 10) { $0.gatt = spentProof }),
@@ -176,8 +177,8 @@ struct AdversarialTests {
     }
 
     /// The adversarial list in one figure: every attack of every set refused under the strict
-    /// policy with GATT (replayed identity, flat RSSI, no motion, wrong device, teleport, expired and
-    /// reused nonce, old app, and the rest).
+    /// policy with GATT (replayed identity, no motion, wrong device, teleport, expired and reused
+    /// nonce, old app, and the rest).
     @Test func everyAttackIsRefusedWithGattOn() {
         var refused = 0
         var accepted: [String] = []
@@ -191,6 +192,46 @@ struct AdversarialTests {
         }
         #expect(accepted.isEmpty, "accepted: \(accepted)")
         #expect(refused == Self.fullSetAttacks.count + Self.gattAttacks.count)
+    }
+
+    /// What honest phones send at the edges of the rules, each accepted under the strict policy with
+    /// GATT on (every rule enforced): a refused punch is final on the phone, so each of these would be
+    /// attendance lost.
+    static let honestEdges: [Attack] = [
+        // A phone at rest on a desk ranging in whole dBm: recorded as a risk, not refused.
+        Attack(name: "flat series from a phone at rest", attack: event { $0.rssi = [-67, -67, -67, -68, -67] }),
+        // The geofence flaps at its edge: out at 5 min, back 5 s later.
+        Attack(
+            name: "check-in 5 s after a check-out at the same gate",
+            before: [punch("k_in"), punch("k_out", at: 300) { $0.type = .checkout }],
+            attack: event { $0.time = World.t0 + 305 }),
+        // The gate's beacon was replaced during the shift; the phone still names the old one.
+        Attack(
+            name: "check-out naming a beacon retired since the check-in", before: [punch("k_in")],
+            attack: event {
+                $0.type = .checkout; $0.minor = 5; $0.time = World.t0 + 3_600
+            }),
+        // A coarse fix whose centre is outside the geofence but whose circle reaches into it.
+        Attack(
+            name: "position 400 m out with 300 m accuracy",
+            attack: event { $0.location = .init(lat: 10.7805, lon: 106.7009, accuracyM: 300) }),
+        // Proved at the gate, then queued offline for two hours.
+        Attack(
+            name: "check-in queued offline with its proof",
+            attack: event {
+                $0.queuedOffline = true; $0.receivedAt = World.t0 + 7_200
+            }),
+    ]
+
+    @Test(arguments: AdversarialTests.honestEdges)
+    func honestEdgeIsAcceptedWithEveryRuleEnforced(_ edge: Attack) {
+        let history = PolicyHistory()
+        for e in edge.before {
+            let setup = Gatt.decide(Self.withProof(e), policy: Gatt.strict(), history: history)
+            #expect(setup.outcome == .accept, "setup event of \(edge.name) refused: \(setup.reasons)")
+        }
+        let decision = Gatt.decide(Self.withProof(edge.attack), policy: Gatt.strict(), history: history)
+        #expect(decision.outcome == .accept, "\(edge.name) refused: \(decision.reasons)")
     }
 
     /// The event with a valid proof for its own beacon and device (when it names a beacon and has none yet).

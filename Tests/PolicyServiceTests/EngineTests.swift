@@ -257,7 +257,7 @@ struct RuleModeTests {
         Case(rule: .coLocation, tripping: event { $0.geofence = .init(inside: false) }),
         Case(rule: .motionGating, tripping: event { $0.motion = .init(state: .stationary, steps2min: 3) }),
         Case(rule: .appAttestation, tripping: event { $0.attestation = .init(jailbroken: true) }),
-        Case(rule: .rssiPlausibility, tripping: event { $0.rssi = [-64, -64, -64, -64] }),
+        Case(rule: .rssiPlausibility, tripping: event { $0.rssi = [-64, 2, -63, -64] }),
         Case(
             rule: .impossibleTravel, before: [punch("k0")],
             tripping: event {

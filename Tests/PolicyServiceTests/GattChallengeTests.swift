@@ -105,10 +105,29 @@ struct GattChallengeTests {
     }
 
     @Test func expiredNonceIsRefused() throws {
-        let e = provedEvent { $0.receivedAt = $0.time + 120 } // issued 5 s before, valid 60 s
-        let firing = try #require(rule.run(e).firing)
-        #expect(firing.reason.contains("expired"))
+        // Issued 120 s before the event, valid 60 s: the handshake's proof had expired when the event happened.
+        var spec = EventSpec()
+        spec.gatt = Gatt.proof(for: spec, issuedBefore: 120)
+        let firing = try #require(rule.run(spec.envelope()).firing)
+        #expect(firing.reason == "GATT nonce expired 60 s before the event")
         #expect(firing.action == .walkToGate)
+        // A device clock an hour ahead stamps the event an hour after the nonce's expiry; the receipt
+        // seconds after the handshake is when it is judged.
+        let ahead = provedEvent(
+            tamper: {
+                $0.time = World.t0 + 3_600
+                $0.receivedAt = World.t0 + 1
+            })
+        #expect(rule.run(ahead) == .passed)
+    }
+
+    @Test func aCheckInQueuedOfflineKeepsItsProof() {
+        // Proved 5 s before the event (valid 60 s), delivered two hours later.
+        let queued = provedEvent {
+            $0.queuedOffline = true
+            $0.receivedAt = $0.time + 7_200
+        }
+        #expect(rule.run(queued) == .passed)
     }
 
     @Test func reusedNonceIsRefusedButARedeliveryIsNot() throws {

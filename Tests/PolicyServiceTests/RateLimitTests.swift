@@ -63,6 +63,26 @@ struct RateLimitTests {
         #expect(contract.reasons == ["checked in 20 s ago at site S_HQ"])
     }
 
+    @Test func aCheckInRightAfterACheckOutIsAReEntryAndIsAccepted() {
+        let history = PolicyHistory()
+        decideAndRecord(punch("k_in"), policy: policy, history: history)
+        #expect(decideAndRecord(punch("k_out", at: 300) { $0.type = .checkout }, policy: policy, history: history).outcome == .accept)
+        // The geofence flaps at its edge: back in 5 s after the check-out.
+        let back = decideAndRecord(punch("k_back", at: 305), policy: policy, history: history)
+        #expect(back.outcome == .accept)
+        #expect(back.result(.rateLimit)?.fired == true)
+        #expect(back.reasons == ["re-entry: checked out 5 s ago at this gate; the session reopens"])
+        // A repeated check-in is still a repeated punch.
+        #expect(decideAndRecord(punch("k_again", at: 310), policy: policy, history: history).outcome == .reject)
+        // The session contracts at one site (punch point `site:S_HQ`): the same.
+        let contracts = PolicyHistory.with(contractCheckIn())
+        let out = contractCheckOut(site: World.hq, at: World.t0 + 300, reason: .regionExit)
+        #expect(decideAndRecord(out, policy: policy, history: contracts).outcome == .accept)
+        let contractBack = decideAndRecord(contractCheckIn(key: "k_ci_back", at: World.t0 + 310), policy: policy, history: contracts)
+        #expect(contractBack.outcome == .accept)
+        #expect(contractBack.reasons == ["re-entry: checked out 10 s ago at this site; the session reopens"])
+    }
+
     @Test func softExitCheckOutIsExempt() {
         let history = PolicyHistory()
         decideAndRecord(punch("k_in"), policy: policy, history: history)

@@ -57,6 +57,27 @@ struct BeaconValidityTests {
         #expect(rule.run(event { $0.uuid = "not-a-uuid" }).didFire)
     }
 
+    @Test func checkOutsAndHeartbeatsPassWhateverBeaconTheyName() {
+        // The gate's beacon was replaced during the shift: the old one is retired, or unknown.
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .checkout; $0.minor = 5
+                }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .heartbeat; $0.minor = 999
+                }) == .passed)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .checkout; $0.uuid = World.strangerUUID
+                }) == .passed)
+        // A check-in at the retired beacon is still refused.
+        #expect(rule.run(event { $0.minor = 5 }).didFire)
+    }
+
     @Test func beaconlessCheckInPassesUnlessSensorDataIsRequired() {
         #expect(rule.run(contractCheckIn()) == .passed)
         #expect(rule.run(contractCheckIn()) { $0.requireSensorData = true }.didFire)
@@ -275,6 +296,15 @@ struct CoLocationTests {
         #expect(rule.run(event { $0.location = .init(lat: 10.7869, lon: 106.7009, accuracyM: 2_000) }) == .passed)
     }
 
+    @Test func aFixIsJudgedWithItsStatedAccuracy() throws {
+        // About 400 m north of HQ's centre (radius 200 m, tolerance 50 m).
+        let coarse = event { $0.location = .init(lat: 10.7805, lon: 106.7009, accuracyM: 300) }
+        #expect(rule.run(coarse) == .passed)
+        let fine = event { $0.location = .init(lat: 10.7805, lon: 106.7009, accuracyM: 100) }
+        let firing = try #require(rule.run(fine).firing)
+        #expect(firing.reason == "position is 400 m (accuracy 100 m) from site S_HQ, geofence radius 200 m")
+    }
+
     @Test func beaconNotHeardFiresWithEnableBluetooth() throws {
         let firing = try #require(rule.run(event { $0.rssi = [0, 0, 0] }).firing)
         #expect(firing.action == .enableBluetooth)
@@ -402,10 +432,23 @@ struct RssiPlausibilityTests {
         let firing = try #require(rule.run(event { $0.rssi = [-70, -70, -70, -70] }).firing)
         #expect(firing.reason.hasPrefix("flat RSSI series: 4 readings"))
         #expect(firing.action == .contactAdmin)
+        #expect(firing.risk == 0.7)
         // Std-dev 0.37 dB (one reading 1 dB off among six) is still flat.
         #expect(rule.run(event { $0.rssi = [-70, -70, -70, -70, -70, -71] }).didFire)
         // 0.5 dB exactly is not.
         #expect(rule.run(event { $0.rssi = [-70, -71, -70, -71] }) == .passed)
+    }
+
+    @Test func aFlatSeriesIsRecordedButNeverRefusesAPunch() {
+        // A phone at rest on a desk, ranging in whole dBm: five readings within 1 dB.
+        let resting = event { $0.rssi = [-70, -70, -71, -70, -70] }
+        let decision = PolicyEngine.standard.decide(resting, context: World.context(), policy: only(.rssiPlausibility))
+        #expect(decision.outcome == .accept)
+        #expect(decision.result(.rssiPlausibility)?.fired == true)
+        #expect(abs(decision.riskScore - 0.7) < 1e-9)
+        // An impossible value still refuses.
+        let impossible = event { $0.rssi = [-70, 5, -72, -68] }
+        #expect(PolicyEngine.standard.decide(impossible, context: World.context(), policy: only(.rssiPlausibility)).outcome == .reject)
     }
 
     @Test func impossibleValuesFire() throws {

@@ -4,8 +4,10 @@ import Foundation
 /// `beacon_validity`: the beacon the event names is registered, active, at the event's site, and
 /// not a factory-default (banned) UUID.
 ///
-/// Applies to device events (they name a beacon). The check-in contract names none: it passes,
-/// unless `requireSensorData`, when it fires. Check-outs and heartbeats pass.
+/// Applies to device check-ins (they name a beacon). The check-in contract names none: it passes,
+/// unless `requireSensorData`, when it fires. Check-outs and heartbeats pass whatever beacon they
+/// name: they continue a session this rule judged at its check-in, and the beacon may have been
+/// retired or replaced since (a refused check-out would leave the session open).
 ///
 /// | finding | action | risk |
 /// |---|---|---|
@@ -22,6 +24,7 @@ package struct BeaconValidityRule: PolicyRule {
     package var id: PolicyRuleID { .beaconValidity }
 
     package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
+        if let body = event.attendanceEvent, body.type != .checkin { return .passed }
         guard let beacon = event.attendanceEvent?.beacon else {
             if case .checkIn = event.payload, context.settings.requireSensorData {
                 return .fire("check-in names no beacon", action: .walkToGate, risk: 0.5)

@@ -7,8 +7,10 @@ import Foundation
 ///   (`enable_bluetooth`, risk 0.3).
 /// - Device flag: `geofence.inside == false` fires (`walk_to_gate`, risk 0.6).
 /// - Position: when `location` is sent with an accuracy of at most `maxLocationAccuracyMeters`
-///   (or none stated) and the registry knows the site's geofence, the haversine distance from the
-///   geofence centre must be within its radius plus `geofenceToleranceMeters` (`walk_to_gate`, 0.7).
+///   (or none stated) and the registry knows the site's geofence, the fix's circle (its haversine
+///   distance from the geofence centre, less its stated accuracy) must reach within the radius plus
+///   `geofenceToleranceMeters` (`walk_to_gate`, 0.7): a fix 300 m out with 300 m accuracy may be
+///   a phone at its desk, and is no evidence that it is not.
 /// - Neither a geofence flag nor a usable position: passes, or fires with `requireSensorData`
 ///   (`walk_to_gate`, 0.3).
 ///
@@ -38,11 +40,13 @@ package struct CoLocationRule: PolicyRule {
             let distance = GeoDistance.haversineMeters(
                 lat1: location.lat, lon1: location.lon, lat2: fence.latitude, lon2: fence.longitude
             )
-            if distance > fence.radiusMeters + settings.geofenceToleranceMeters {
+            let accuracy = location.accuracyM.map { $0.isFinite ? max(0, $0) : 0 } ?? 0
+            if distance - accuracy > fence.radiusMeters + settings.geofenceToleranceMeters {
                 firings.append(
                     RuleFiring(
                         reason:
-                            "position is \(Wording.meters(distance)) from site \(siteId), geofence radius \(Wording.meters(fence.radiusMeters))",
+                            "position is \(Wording.meters(distance))\(location.accuracyM == nil ? "" : " (accuracy \(Wording.meters(accuracy)))")"
+                            + " from site \(siteId), geofence radius \(Wording.meters(fence.radiusMeters))",
                         action: .walkToGate, risk: 0.7
                     ))
             }

@@ -3,8 +3,11 @@ import Crypto
 import Foundation
 
 /// `gatt_challenge`: a device check-in proves it talked to the real beacon: its `gatt` member holds
-/// a nonce the gateway issued for this beacon and device, unexpired when the gateway received the
-/// event, not presented before by another event, and HMAC(nonce, beacon key) computed by the beacon.
+/// a nonce the gateway issued for this beacon and device, unexpired at the event's time (or at its
+/// receipt, when the device's clock says later), not presented before by another event, and
+/// HMAC(nonce, beacon key) computed by the beacon. A check-in queued offline keeps its proof: the
+/// handshake happened when the event did, and a device that backdates an event to use an old proof
+/// only records the time it held that proof.
 ///
 /// Hosted only when the service has the nonce key and the beacons' keys (`PolicyEngine.withGatt(_:)`).
 /// Applies to check-ins; check-outs and heartbeats pass. A check-in through the session contract
@@ -45,12 +48,13 @@ package struct GattChallengeRule: PolicyRule {
         else {
             return .fire("beacon \(beacon.canonicalId) is not a valid identity", action: .contactAdmin, risk: 0.9)
         }
-        switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: event.receivedAt) {
+        let judgedAt = min(body.timestamp, event.receivedAt)
+        switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: judgedAt) {
         case .forged:
             return .fire("GATT nonce was not issued for this beacon and device", action: .contactAdmin, risk: 0.9)
         case .expired(let expiresAt):
             return .fire(
-                "GATT nonce expired \(Wording.duration(event.receivedAt.timeIntervalSince(expiresAt))) before the event arrived",
+                "GATT nonce expired \(Wording.duration(judgedAt.timeIntervalSince(expiresAt))) before the event",
                 action: .walkToGate, risk: 0.3
             )
         case .valid:

@@ -8,6 +8,10 @@ import Foundation
 ///   right after a check-in is refused too. The punch point is the beacon's gate; a punch without a
 ///   known gate (the check-in contract) counts at `site:<siteId>`, and one without a site either
 ///   (a check-out contract) is compared with the user's latest punch anywhere.
+/// - Re-entry: a check-in within the interval after a check-out is a person coming back through
+///   the door (or a geofence flapping at its edge), not a repeated punch. It is accepted with a note
+///   (the merger reopens the session it closed), because the phone does not send a refused check-in
+///   again and the person would stay checked out while inside.
 /// - Soft exit: a check-out contract with reason `soft_exit_expired` has already waited the
 ///   device's soft-exit grace without presence, so it is a real exit; with
 ///   `exemptSoftExitCheckouts` (default on) it is exempt when the earlier punch is a check-in.
@@ -65,6 +69,9 @@ package struct RateLimitRule: PolicyRule {
             }
             if let previous, previous.idempotencyKey != punch.idempotencyKey, !isSoftExit(event, after: previous, settings) {
                 let gap = abs(punch.time.timeIntervalSince(previous.time))
+                if gap < minimum, previous.type == .checkout, punch.type == .checkin {
+                    return .note("re-entry: \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place); the session reopens")
+                }
                 if gap < minimum {
                     return .fire(
                         "\(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place)",

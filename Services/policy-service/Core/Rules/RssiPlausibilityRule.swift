@@ -5,8 +5,10 @@ import Foundation
 ///
 /// - A value outside -127...0 dBm is impossible (`contact_admin`, 0.9).
 /// - Flat: at least `flatRssiMinReadings` heard readings (0 means "not heard this second" and is
-///   left out) whose population standard deviation is below `flatRssiMaxStdDevDb`: a spoofer
-///   replaying a constant value (`contact_admin`, 0.7).
+///   left out) whose population standard deviation is below `flatRssiMaxStdDevDb`: what a spoofer
+///   replaying a constant value sends, but also what a phone at rest reading whole dBm can send. So
+///   it is recorded on the verdict with risk 0.7 for review and never refuses, even when the rule
+///   is enforced.
 ///
 /// Applies to device events with a series; no series: passes, or fires with `requireSensorData`
 /// (`enable_bluetooth`, 0.3). Other payloads pass.
@@ -40,10 +42,12 @@ package struct RssiPlausibilityRule: PolicyRule {
         let deviation = variance.squareRoot()
         if deviation < settings.flatRssiMaxStdDevDb {
             let shown = (deviation * 100).rounded() / 100
-            return .fire(
-                "flat RSSI series: \(count) readings with a standard deviation of \(shown) dB (under \(settings.flatRssiMaxStdDevDb))",
-                action: .contactAdmin, risk: 0.7
-            )
+            return .fired(
+                RuleFiring(
+                    reason:
+                        "flat RSSI series: \(count) readings with a standard deviation of \(shown) dB (under \(settings.flatRssiMaxStdDevDb))",
+                    action: .contactAdmin, risk: 0.7, refuses: false
+                ))
         }
         return .passed
     }
