@@ -121,6 +121,46 @@ struct DailyAttendanceTests {
         #expect(!nightRows[0].late && !nightRows[0].earlyExit)
     }
 
+    @Test("a night shift arrived at after midnight is the previous day's shift, late")
+    func nightShiftArrivedAfterMidnight() throws {
+        var overnight = saigon
+        overnight.start = hhmm("22:00")
+        overnight.end = hhmm("06:00")
+        // 00:30 to 06:00 on the 19th, local: the shift that started on the 18th, 150 minutes late.
+        let rows = try DailyAttendanceCalculator.days(for: [span("n", "2025-09-18T17:30:00Z", "2025-09-18T23:00:00Z")], shift: overnight)
+        #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19"])
+        try #require(rows.count == 2)
+        let shiftDay = rows[0]
+        #expect(shiftDay.firstIn == nil && shiftDay.lastOut == nil && shiftDay.workedMinutes == 0)
+        #expect(shiftDay.attendedShift && shiftDay.late && shiftDay.lateMinutes == 150 && !shiftDay.earlyExit)
+        #expect(shiftDay.sessionIds == ["n"])
+        // The 19th holds the presence; its own shift (22:00 on the 19th) was not attended.
+        #expect(rows[1].firstIn == utc("2025-09-18T17:30:00Z"))
+        #expect(rows[1].workedMinutes == 330)
+        #expect(!rows[1].attendedShift && !rows[1].late)
+    }
+
+    @Test("a round-the-clock shift's hand-over is not the next shift's arrival")
+    func roundTheClockHandOver() throws {
+        let allDay = AttendanceShift(
+            timezone: "Asia/Ho_Chi_Minh", start: hhmm("06:00"), end: hhmm("06:00"), checkInBeforeStartMinutes: 60,
+            checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        // u_1 works the 18th's shift, 06:05 to 06:30 the next morning (local), handing over.
+        let outgoing = span("out", "2025-09-17T23:05:00Z", "2025-09-18T23:30:00Z")
+        // u_2 arrives 10 minutes before the 19th's shift and stays to 18:00.
+        let incoming = span("in", "2025-09-18T22:50:00Z", "2025-09-19T11:00:00Z", user: "u_2")
+        let rows = try DailyAttendanceCalculator.days(for: [outgoing, incoming], shift: allDay)
+        let byUser = Dictionary(grouping: rows, by: \.userId)
+        let u1 = try #require(byUser["u_1"])
+        #expect(u1.map(\.date.description) == ["2025-09-18", "2025-09-19"])
+        try #require(u1.count == 2)
+        #expect(u1[0].attendedShift && !u1[0].late && !u1[0].earlyExit)
+        #expect(!u1[1].attendedShift && !u1[1].earlyExit)
+        let u2 = try #require(byUser["u_2"])
+        #expect(u2.map(\.date.description) == ["2025-09-19"])
+        #expect(u2.first?.attendedShift == true && u2.first?.late == false)
+    }
+
     @Test("an open session has no last out and is never an early exit")
     func openSession() throws {
         let row = try #require(

@@ -45,8 +45,10 @@ package struct DailyAttendance: Codable, Hashable, Sendable {
     package var siteId: String
     /// The local calendar day in the site's time zone.
     package var date: CalendarDate
-    /// Earliest presence in the day (a session from the previous evening starts the day at 00:00).
-    package var firstIn: Date
+    /// Earliest presence in the day (a session from the previous evening starts the day at 00:00);
+    /// `nil` on a row that exists only for its shift: the presence of the shift that starts this day
+    /// all fell after midnight (a night shift arrived at after 00:00).
+    package var firstIn: Date?
     /// Latest end of presence in the day (a session running past midnight ends the day at 24:00);
     /// `nil` while a session that is still open has its latest presence in this day.
     package var lastOut: Date?
@@ -79,7 +81,9 @@ package enum DailyAttendanceCalculator {
     /// Sessions crossing local midnight are split between the days; worked time is real elapsed time
     /// (Foundation's calendar in the shift's time zone gives the midnights, so DST days are right).
     /// Late and early-exit flags follow the shift of the row's day (for an overnight shift, the shift
-    /// that *starts* that day) and look only at presence inside that shift's window.
+    /// that *starts* that day) and look only at the presence of the sessions that belong to that
+    /// shift (`shiftDay(of:)`), inside its window. A day whose shift has presence has a row even
+    /// when the day itself has none.
     package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
@@ -93,7 +97,8 @@ package enum DailyAttendanceCalculator {
         var rows: [DailyAttendance] = []
         for key in groups.keys.sorted() {
             let group = groups[key]!.sorted { ($0.start, $0.sessionId) < ($1.start, $1.sessionId) }
-            var dates = Set<CalendarDate>()
+            let shiftDays = group.map { calendar.shiftDay(of: $0) }
+            var dates = Set<CalendarDate>(shiftDays.compactMap { $0 })
             for interval in group {
                 var date = calendar.localDate(of: interval.start)
                 let last = calendar.localDate(of: interval.end > interval.start ? interval.end.addingTimeInterval(-0.001) : interval.start)
@@ -103,35 +108,38 @@ package enum DailyAttendanceCalculator {
                 }
             }
             for date in dates.sorted() {
-                if let row = row(for: date, group, calendar) { rows.append(row) }
+                let ofShift = zip(group, shiftDays).filter { $0.1 == date }.map(\.0)
+                if let row = row(for: date, group, ofShift: ofShift, calendar) { rows.append(row) }
             }
         }
         return rows
     }
 
-    private static func row(for date: CalendarDate, _ group: [AttendanceInterval], _ calendar: ShiftCalendar) -> DailyAttendance? {
+    /// The row of `date`: `group`'s presence inside the day, and the flags of the day's shift from
+    /// `ofShift`, the sessions that belong to it.
+    private static func row(
+        for date: CalendarDate, _ group: [AttendanceInterval], ofShift: [AttendanceInterval], _ calendar: ShiftCalendar
+    ) -> DailyAttendance? {
         let dayStart = calendar.startOfDay(date)
         let dayEnd = calendar.startOfDay(date.next)
         let inDay = group.filter { overlaps($0, dayStart, dayEnd) }
-        guard let first = inDay.first else { return nil }
+        guard let first = inDay.first ?? ofShift.first else { return nil }
         let shift = calendar.shift
         var worked: TimeInterval = 0
-        var firstIn = max(first.start, dayStart)
-        var lastOut = Date.distantPast
+        var firstIn: Date?
+        var lastOut: Date?
         var openInDay = false
         for interval in inDay {
             let from = max(interval.start, dayStart), to = min(interval.end, dayEnd)
             worked += max(0, to.timeIntervalSince(from))
-            firstIn = min(firstIn, from)
-            lastOut = max(lastOut, to)
+            firstIn = min(firstIn ?? from, from)
+            lastOut = max(lastOut ?? to, to)
             if interval.isOpen && interval.end < dayEnd { openInDay = true }
         }
 
-        let shiftStart = calendar.instant(date, shift.start)
-        let shiftEnd = calendar.instant(shift.isOvernight ? date.next : date, shift.end)
-        let windowStart = shiftStart.addingTimeInterval(-Double(shift.checkInBeforeStartMinutes) * 60)
-        let windowEnd = shiftEnd.addingTimeInterval(Double(shift.checkOutAfterEndMinutes) * 60)
-        let inWindow = group.filter { overlaps($0, windowStart, windowEnd) }
+        let (shiftStart, shiftEnd) = calendar.shiftInstants(date)
+        let (windowStart, windowEnd) = calendar.window(date)
+        let inWindow = ofShift.filter { overlaps($0, windowStart, windowEnd) }
         var late = false, lateMinutes = 0, early = false, earlyMinutes = 0
         if !inWindow.isEmpty {
             let arrival = inWindow.map { max($0.start, windowStart) }.min()!
@@ -147,15 +155,19 @@ package enum DailyAttendanceCalculator {
             }
         }
         let seconds = Int(worked.rounded(.down))
+        var sessionIds = inDay.map(\.sessionId)
+        for interval in inWindow where !sessionIds.contains(interval.sessionId) { sessionIds.append(interval.sessionId) }
+        let starts = Dictionary(group.map { ($0.sessionId, $0.start) }, uniquingKeysWith: min)
+        sessionIds.sort { (starts[$0] ?? .distantPast, $0) < (starts[$1] ?? .distantPast, $1) }
         return DailyAttendance(
             userId: first.userId, siteId: first.siteId, date: date, firstIn: firstIn, lastOut: openInDay ? nil : lastOut,
             workedSeconds: seconds, workedMinutes: seconds / 60, shiftStart: shiftStart, shiftEnd: shiftEnd,
             attendedShift: !inWindow.isEmpty, late: late, lateMinutes: lateMinutes, earlyExit: early,
-            earlyExitMinutes: earlyMinutes, sessionIds: inDay.map(\.sessionId))
+            earlyExitMinutes: earlyMinutes, sessionIds: sessionIds)
     }
 
     /// Whether the interval has presence in [from, to): a positive overlap, or an instant inside.
-    private static func overlaps(_ interval: AttendanceInterval, _ from: Date, _ to: Date) -> Bool {
+    static func overlaps(_ interval: AttendanceInterval, _ from: Date, _ to: Date) -> Bool {
         if interval.end > interval.start { return interval.start < to && interval.end > from }
         return interval.start >= from && interval.start < to
     }
@@ -191,6 +203,53 @@ package struct ShiftCalendar {
     /// The day's first instant (local midnight, or the first existing time when midnight is skipped).
     package func startOfDay(_ date: CalendarDate) -> Date {
         calendar.startOfDay(for: noon(date))
+    }
+
+    /// The shift of `date` as instants (an overnight or round-the-clock shift ends the next day).
+    func shiftInstants(_ date: CalendarDate) -> (start: Date, end: Date) {
+        (instant(date, shift.start), instant(shift.isOvernight ? date.next : date, shift.end))
+    }
+
+    /// The shift window of `date`: start - check-in allowance ..< end + check-out allowance.
+    func window(_ date: CalendarDate) -> (start: Date, end: Date) {
+        let (start, end) = shiftInstants(date)
+        return (
+            start.addingTimeInterval(-Double(shift.checkInBeforeStartMinutes) * 60),
+            end.addingTimeInterval(Double(shift.checkOutAfterEndMinutes) * 60)
+        )
+    }
+
+    /// The day whose shift a session belongs to, so that its presence counts for one shift only (a
+    /// round-the-clock shift's hand-over is not the next shift's arrival; a night shift arrived at
+    /// after midnight is the previous day's).
+    /// - The shift whose window holds the session's start; when two windows hold it (a
+    ///   round-the-clock shift's allowances overlap the next one's), the shift whose start is nearest
+    ///   (an arrival 10 minutes before the next shift is that shift's, not the end of the last).
+    /// - A session starting in no window (before the check-in allowance) belongs to the first shift
+    ///   whose window it reaches; one that reaches none belongs to no shift.
+    package func shiftDay(of interval: AttendanceInterval) -> CalendarDate? {
+        // Windows reach at most a day plus an allowance (up to a day) either side of their date.
+        let startDate = localDate(of: interval.start)
+        var date = startDate.previous.previous.previous
+        var holding: [CalendarDate] = []
+        while date <= startDate.next.next {
+            let (from, to) = window(date)
+            if from <= interval.start && interval.start < to { holding.append(date) }
+            date = date.next
+        }
+        if let nearest = holding.min(by: {
+            abs(shiftInstants($0).start.timeIntervalSince(interval.start)) < abs(shiftInstants($1).start.timeIntervalSince(interval.start))
+        }) {
+            return nearest
+        }
+        date = startDate.previous.previous.previous
+        let last = localDate(of: interval.end).next.next
+        while date <= last {
+            let (from, to) = window(date)
+            if DailyAttendanceCalculator.overlaps(interval, from, to) { return date }
+            date = date.next
+        }
+        return nil
     }
 
     /// The wall-clock time on that day. Foundation resolves a time skipped by a DST change to the

@@ -170,7 +170,7 @@ package enum DailyAttendanceCSV {
         var lines = [header.map(field).joined(separator: ",")]
         for row in rows {
             let fields: [String] = [
-                row.userId, row.siteId, row.date.description, WireTimestamp.string(from: row.firstIn),
+                row.userId, row.siteId, row.date.description, row.firstIn.map(WireTimestamp.string(from:)) ?? "",
                 row.lastOut.map(WireTimestamp.string(from:)) ?? "", String(row.workedMinutes), String(row.late),
                 String(row.lateMinutes), String(row.earlyExit), String(row.earlyExitMinutes), String(row.attendedShift),
                 WireTimestamp.string(from: row.shiftStart), WireTimestamp.string(from: row.shiftEnd),

@@ -1,0 +1,23 @@
+import AttendanceProtocol
+import Foundation
+import SessionMergerCore
+import SessionMergerService
+import Testing
+
+@Suite("Daily attendance CSV")
+struct DailyAttendanceCSVTests {
+    @Test func aRowThatExistsOnlyForItsShiftLeavesFirstInAndLastOutEmpty() throws {
+        let night = AttendanceShift(
+            timezone: "Asia/Ho_Chi_Minh", start: try #require(TimeOfDay("22:00")), end: try #require(TimeOfDay("06:00")),
+            checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        // 00:30 to 06:00 local on the 19th: the night shift of the 18th, arrived at after midnight.
+        let arrival = Date(timeIntervalSince1970: 1_758_216_600) // 2025-09-18T17:30:00Z
+        let session = AttendanceInterval(
+            sessionId: "n", userId: "u_1", siteId: "S_HQ", start: arrival, end: arrival.addingTimeInterval(5.5 * 3_600), isOpen: false)
+        let rows = try DailyAttendanceCalculator.days(for: [session], shift: night)
+        let lines = DailyAttendanceCSV.render(rows).components(separatedBy: "\r\n")
+        try #require(lines.count >= 3)
+        #expect(lines[1].hasPrefix("u_1,S_HQ,2025-09-18,,,0,true,150,false,0,true,"))
+        #expect(lines[2].hasPrefix("u_1,S_HQ,2025-09-19,2025-09-18T17:30:00"))
+    }
+}
