@@ -277,12 +277,13 @@ struct EventFlowTests {
             #expect(Set(h.fake.envelopes.map(\.idempotencyKey)).count == 4)
             #expect(h.fake.envelopes.last?.siteId == nil)
 
-            // A header wins over the derived key.
+            // A header wins over the derived key, scoped to the user; the answer echoes it.
             let explicit = Sample.key()
             let second = CheckOutRequest(sessionKey: checkIn.sessionKey, ts: now.addingTimeInterval(240), reason: .manual)
             let withHeader = try await client.device(.post, APIPath.checkOut, as: device, body: Sample.json(second), key: explicit)
             #expect(withHeader.status.code == 201)
-            #expect(h.fake.envelopes.last?.idempotencyKey == explicit)
+            #expect(withHeader.header(HTTPHeader.idempotencyKey) == explicit)
+            #expect(h.fake.envelopes.last?.idempotencyKey == IdempotencyKeys.scoped(header: explicit, userId: device.userId))
 
             // Someone else's check-in.
             var foreign = checkIn
@@ -290,6 +291,28 @@ struct EventFlowTests {
             foreign.sessionKey = "sk_other"
             let problem = try await client.device(.post, APIPath.checkIn, as: device, body: Sample.json(foreign)).problem(403, .forbidden)
             #expect(problem.errors?.first?.field == "userId")
+        }
+    }
+
+    @Test("a contract's header key is the user's own: two users sending hb-1 are two events, each found by its sender")
+    func headerKeysAreScopedToTheUser() async throws {
+        try await RouterHarness.run { h, client in
+            let now = Sample.now()
+            var keys: [String] = []
+            for device in [TestDevice.make(), TestDevice.make()] {
+                let heartbeat = HeartbeatRequest(sessionKey: "sk_shared", ts: now)
+                let answer = try await client.device(.post, APIPath.heartbeat, as: device, body: Sample.json(heartbeat), key: "hb-1")
+                #expect(answer.status.code == 201, "\(answer.text)")
+                #expect(answer.header(HTTPHeader.idempotentReplayed) == nil)
+                let envelope = try #require(h.fake.envelopes.last)
+                #expect(envelope.userId == device.userId)
+                keys.append(envelope.idempotencyKey)
+                // The sender finds its request by the key it sent.
+                let found = try await client.device(.get, APIPath.event(idempotencyKey: "hb-1"), as: device)
+                #expect(try found.decode(EventOutcomeResponse.self, status: 200).idempotencyKey == envelope.idempotencyKey)
+            }
+            #expect(h.fake.envelopes.count == 2)
+            #expect(Set(keys).count == 2)
         }
     }
 

@@ -136,7 +136,7 @@ struct AttendanceController {
                 idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
             ), now: now())
         var response = Self.render(answer)
-        response.headers[.idempotencyKey] = key
+        response.headers[.idempotencyKey] = header ?? key
         return response
     }
 
@@ -147,22 +147,31 @@ struct AttendanceController {
         guard let raw = context.pathParameter("idempotencyKey"), let key = IdempotencyKeys.parseHeader(raw) else {
             throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "is not an idempotency key")])
         }
-        let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
-        if let remembered, remembered.outcome != nil {
-            return GatewayReply.json(remembered.response, status: 200)
+        // The key as the event's own, else as a session contract's header (scoped to the user).
+        for candidate in [key, IdempotencyKeys.scoped(header: key, userId: device.userId)] {
+            if let outcome = try await outcome(of: candidate, device: device, context: context) {
+                return GatewayReply.json(outcome, status: 200)
+            }
         }
+        throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
+    }
+
+    /// What this gateway or the outcome store knows of the device's request `key`; `nil` when neither does.
+    private func outcome(
+        of key: String, device: AuthenticatedDevice, context: GatewayRequestContext
+    ) async throws(ProblemDetails) -> EventOutcomeResponse? {
+        let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
+        if let remembered, remembered.outcome != nil { return remembered.response }
         let stored: EventOutcomeResponse?
         do {
             stored = try await repository.outcome(idempotencyKey: key, deviceId: device.deviceId)
         } catch {
             // In flight here: pending is still a true answer without the database.
-            if let remembered { return GatewayReply.json(remembered.response, status: 200) }
+            if let remembered { return remembered.response }
             context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        if let stored { return GatewayReply.json(stored, status: 200) }
-        if let remembered { return GatewayReply.json(remembered.response, status: 200) }
-        throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
+        return stored ?? remembered?.response
     }
 
     @Sendable func getPending(_ request: Request, context: GatewayRequestContext) async throws -> Response {
