@@ -19,8 +19,9 @@ container engine (none runs where this is developed).
 7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
    service that has a health check; every long-running service waits for the secrets and topics
    jobs (each service applies its own migrations at start).
-8. Prometheus scrapes exactly the long-running services on their ports; Grafana has a data source
-   and dashboards; every metric a dashboard panel or an alert rule queries is exported by the code.
+8. Prometheus scrapes exactly the long-running services on their ports and sends its alerts to the
+   Alertmanager service, whose configuration amtool accepts; Grafana has a data source and dashboards;
+   every metric a dashboard panel or an alert rule queries is exported by the code.
 
 Prints one line per failure and `compose check: N passed, M failed`.
 """
@@ -224,6 +225,10 @@ class Checker:
             self.grafana(services["grafana"])
         else:
             self.check("a grafana service", False)
+        if "alertmanager" in services:
+            self.alertmanager(services["alertmanager"])
+        else:
+            self.check("an alertmanager service", False)
 
     def schema(self, compose):
         if os.path.exists(self.spec_path):
@@ -364,6 +369,13 @@ class Checker:
             self.check(f"prometheus scrapes {name} on {local_ports.get(name)}", targets.get(name) == local_ports.get(name), f"targets: {targets}")
         for host in targets:
             self.check(f"prometheus target {host} is a long-running service", host in long_running)
+        alertmanagers = [
+            target
+            for manager in (config.get("alerting") or {}).get("alertmanagers") or []
+            for static in manager.get("static_configs") or []
+            for target in static.get("targets") or []
+        ]
+        self.check("prometheus: alerts go to alertmanager:9093", alertmanagers == ["alertmanager:9093"], f"{alertmanagers}")
         metrics = self.known_metrics()
         for rule_file in config.get("rule_files") or []:
             local = os.path.join(folder, os.path.relpath(rule_file, "/etc/prometheus"))
@@ -423,6 +435,24 @@ class Checker:
                     self.expression(f"dashboard {file} panel '{panel.get('title')}'", target.get("expr", ""), metrics)
                     queries.append((f"{file} panel '{panel.get('title')}' {target.get('refId')}", target.get("expr", "")))
         self.promtool_queries(queries)
+
+    def alertmanager(self, service):
+        mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}
+        config_dir = mounts.get("/etc/alertmanager")
+        self.check("alertmanager: its configuration folder is mounted", config_dir is not None)
+        self.check("alertmanager: reads the mounted configuration",
+                   "--config.file=/etc/alertmanager/alertmanager.yml" in (service.get("command") or []))
+        self.check("alertmanager: publishes 9093", "9093:9093" in [str(p) for p in service.get("ports") or []])
+        if config_dir is None:
+            return
+        path = os.environ.get("AMTOOL") or self.path(".local", "promtool", "bin", "amtool")
+        if not os.access(path, os.X_OK):
+            self.check("amtool available", False, f"{path} (deploy/local/install.sh promtool)")
+            return
+        config = os.path.join(os.path.normpath(os.path.join(self.root, config_dir)), "alertmanager.yml")
+        result = subprocess.run([path, "check-config", config], capture_output=True, text=True)
+        output = (result.stdout + result.stderr).strip().replace("\n", " | ")
+        self.check("amtool check-config", result.returncode == 0, output[:800])
 
     # --- promtool: Prometheus's own parser ------------------------------------------------------
 

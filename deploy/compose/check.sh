@@ -10,8 +10,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 root="$(cd "$here/../.." && pwd -P)"
 venv="$root/.local/venv"
 "$root/deploy/local/python-env.sh"
-# promtool checks the Prometheus configuration, the alert rules and the dashboards' queries.
-if [[ -z "${PROMTOOL:-}" && ! -x "$root/.local/promtool/bin/promtool" ]]; then
+# promtool checks the Prometheus configuration, the alert rules and the dashboards' queries; amtool
+# the Alertmanager configuration.
+if [[ -z "${PROMTOOL:-}" && ! -x "$root/.local/promtool/bin/promtool" ]] || [[ -z "${AMTOOL:-}" && ! -x "$root/.local/promtool/bin/amtool" ]]; then
     "$root/deploy/local/install.sh" promtool
 fi
 [[ "${1:-}" == "--install-only" ]] && exit 0

@@ -27,7 +27,7 @@
 #
 # Optional: `install.sh chromium` installs only Debian's chromium (the telemetry status page's
 # headless browser test needs it); nothing else needs a browser, so the default run skips it.
-# `install.sh promtool` extracts Prometheus's promtool into .local/promtool (the compose check).
+# `install.sh promtool` extracts Prometheus's promtool and Alertmanager's amtool into .local/promtool (the compose check).
 set -euo pipefail
 
 # shellcheck source=env.sh
@@ -470,31 +470,41 @@ ensure_chromium() {
 }
 
 # ---------------------------------------------------------------------------
-# Optional: promtool, Prometheus's checker, for the compose check (deploy/compose/check.sh): it
-# validates the Prometheus configuration, the alert rules and every dashboard query. Taken from
-# Debian's prometheus package (the system's apt sources) without installing the package: only the
-# one binary is extracted, so no Prometheus server is set up on the machine.
+# Optional: promtool and amtool, Prometheus's and Alertmanager's checkers, for the compose check
+# (deploy/compose/check.sh): they validate the Prometheus configuration, the alert rules, every
+# dashboard query and the Alertmanager routing. Taken from Debian's prometheus and
+# prometheus-alertmanager packages (the system's apt sources) without installing them: only the two
+# binaries are extracted, so no Prometheus server is set up on the machine.
 # ---------------------------------------------------------------------------
 PROMTOOL_BIN="${PROMTOOL_BIN:-$LOCAL/promtool/bin/promtool}"
+AMTOOL_BIN="${AMTOOL_BIN:-$LOCAL/promtool/bin/amtool}"
+
+# extract_tool PACKAGE PATH-IN-PACKAGE DESTINATION: one binary of a Debian package.
+extract_tool() {
+    local package="$1" inside="$2" destination="$3" work
+    work="$(mktemp -d)"
+    log "fetching Debian package $package (for $(basename "$inside") only)"
+    if ! (cd "$work" && apt-get download -q "$package" >/dev/null 2>&1); then
+        [[ "$(id -u)" == 0 ]] || die "cannot download the $package package; run as root: deploy/local/install.sh promtool"
+        apt-get update -q >/dev/null
+        (cd "$work" && apt-get download -q "$package") || die "apt-get download $package failed"
+    fi
+    dpkg-deb -x "$work"/"${package}"_*.deb "$work/root"
+    mkdir -p "$(dirname "$destination")"
+    install -m 755 "$work/root/$inside" "$destination"
+    rm -rf "$work"
+    log "$("$destination" --version 2>&1 | head -n 1) at $destination"
+}
 
 ensure_promtool() {
-    if [[ -x "$PROMTOOL_BIN" ]] && "$PROMTOOL_BIN" --version >/dev/null 2>&1; then
-        return 0
+    if ! { [[ -x "$PROMTOOL_BIN" ]] && "$PROMTOOL_BIN" --version >/dev/null 2>&1; }; then
+        CHANGED=1
+        extract_tool prometheus usr/bin/promtool "$PROMTOOL_BIN"
     fi
-    CHANGED=1
-    local work
-    work="$(mktemp -d)"
-    log "fetching Debian package prometheus (for promtool only)"
-    if ! (cd "$work" && apt-get download -q prometheus >/dev/null 2>&1); then
-        [[ "$(id -u)" == 0 ]] || die "cannot download the prometheus package; run as root: deploy/local/install.sh promtool"
-        apt-get update -q >/dev/null
-        (cd "$work" && apt-get download -q prometheus) || die "apt-get download prometheus failed"
+    if ! { [[ -x "$AMTOOL_BIN" ]] && "$AMTOOL_BIN" --version >/dev/null 2>&1; }; then
+        CHANGED=1
+        extract_tool prometheus-alertmanager usr/bin/amtool "$AMTOOL_BIN"
     fi
-    dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
-    mkdir -p "$(dirname "$PROMTOOL_BIN")"
-    install -m 755 "$work/root/usr/bin/promtool" "$PROMTOOL_BIN"
-    rm -rf "$work"
-    log "$("$PROMTOOL_BIN" --version 2>&1 | head -n 1) at $PROMTOOL_BIN"
 }
 
 # ---------------------------------------------------------------------------
