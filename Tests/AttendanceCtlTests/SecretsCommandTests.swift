@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceCtlCommands
 import AttendanceProtocol
 import Foundation
@@ -39,6 +40,62 @@ struct SecretsCommandTests {
         for secret in PlatformSecret.allCases {
             #expect(try String(contentsOfFile: dir + "/" + secret.rawValue, encoding: .utf8) == values[secret])
         }
+    }
+
+    /// The signer the registry and the gateway load from the directory, as at their start.
+    private func signer(_ dir: String) throws -> DeviceTokenSigner {
+        try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS_FILE": dir + "/device-token-keys"]))
+    }
+
+    @Test func deviceTokenKeysRotateWithoutATokenRefused() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(await runCLI(["secrets", "init", "--dir", dir]).code == 0)
+        let now = Date()
+        let before = try signer(dir).sign(deviceId: "d_1", userId: "u_1", issuedAt: now, lifetime: .seconds(3_600)).token
+
+        // Add: the registry still signs with k1; a gateway restarted now verifies k1 and k2.
+        let added = await runCLI(["secrets", "device-token-keys", "add", "--dir", dir, "--json"])
+        #expect(added.code == 0, "\(added)")
+        #expect(added.stdout.contains("\"k2\"") && !added.stdout.contains("secret"), "\(added)")
+        let afterAdd = try signer(dir)
+        #expect(afterAdd.keyIds == ["k1", "k2"])
+        #expect(try afterAdd.verify(before, now: now).keyId == "k1")
+        #expect(
+            try afterAdd.verify(afterAdd.sign(deviceId: "d_1", userId: "u_1", issuedAt: now, lifetime: .seconds(60)).token, now: now).keyId
+                == "k1")
+
+        // Activate: new tokens are signed with k2, the old ones still verify.
+        #expect(await runCLI(["secrets", "device-token-keys", "activate", "--dir", dir, "--id", "k2"]).code == 0)
+        let afterActivate = try signer(dir)
+        #expect(try afterActivate.verify(before, now: now).keyId == "k1")
+        #expect(afterActivate.sign(deviceId: "d_1", userId: "u_1", issuedAt: now, lifetime: .seconds(60)).claims.keyId == "k2")
+        let list = await runCLI(["secrets", "device-token-keys", "list", "--dir", dir])
+        #expect(list.stdout.contains("k2") && list.stdout.contains("signs and verifies"), "\(list)")
+
+        // The signing key cannot be retired; k1 can, and its tokens then stop verifying.
+        let refused = await runCLI(["secrets", "device-token-keys", "retire", "--dir", dir, "--id", "k2"])
+        #expect(refused.code == 1 && refused.stderr.contains("k2 signs new tokens"), "\(refused)")
+        #expect(await runCLI(["secrets", "device-token-keys", "retire", "--dir", dir, "--id", "k1"]).code == 0)
+        let afterRetire = try signer(dir)
+        #expect(afterRetire.keyIds == ["k2"])
+        #expect(throws: DeviceTokenError.self) { try afterRetire.verify(before, now: now) }
+        let attributes = try FileManager.default.attributesOfItem(atPath: dir + "/device-token-keys")
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.contains(".new-") }.isEmpty)
+    }
+
+    @Test func rotatingAKeyThatIsNotThereIsOneErrorLine() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let missing = await runCLI(["secrets", "device-token-keys", "add", "--dir", dir])
+        #expect(missing.code == 1 && missing.stderr.contains("secrets init"), "\(missing)")
+        #expect(await runCLI(["secrets", "init", "--dir", dir]).code == 0)
+        let unknown = await runCLI(["secrets", "device-token-keys", "activate", "--dir", dir, "--id", "k9"])
+        #expect(unknown.code == 1 && unknown.stderr.contains("no key k9") && unknown.stderr.contains("k1"), "\(unknown)")
+        #expect(FileManager.default.createFile(atPath: dir + "/device-token-keys", contents: Data("not a key list".utf8)))
+        let garbled = await runCLI(["secrets", "device-token-keys", "list", "--dir", dir])
+        #expect(garbled.code == 1 && garbled.stderr.contains("not a list of id:base64secret entries"), "\(garbled)")
     }
 
     @Test func aFileWhereTheDirectoryShouldBeIsOneErrorLine() async throws {

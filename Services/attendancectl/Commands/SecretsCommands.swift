@@ -38,7 +38,7 @@ extension AttendanceCtl {
     struct Secrets: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "The platform's shared secrets (files the services read through KEY_FILE).",
-            subcommands: [Init.self]
+            subcommands: [Init.self, DeviceTokenKeys.self]
         )
 
         struct Init: AsyncParsableCommand {
@@ -54,6 +54,147 @@ extension AttendanceCtl {
                 let rows = try SecretFiles.ensure(in: dir)
                 Output.print(rows: rows, headers: ["SECRET", "VARIABLE", "FILE", "STATUS"], json: json)
             }
+        }
+    }
+}
+
+extension AttendanceCtl.Secrets {
+    /// Rotating the device token signing keys in place, in the order that never has a token refused:
+    /// `add` (restart the gateway: it verifies both), `activate` (restart the registry: it signs with
+    /// the new one), `retire` once the old key's tokens have expired (restart both).
+    struct DeviceTokenKeys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "device-token-keys",
+            abstract: "Rotate the device token signing keys: list, add, activate, retire (deploy/RUNBOOK.md).",
+            subcommands: [List.self, Add.self, Activate.self, Retire.self]
+        )
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The key ids and which one signs new tokens (never the secrets).")
+            @Option(help: "Directory of the secret files.") var dir: String
+            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
+
+            func run() async throws {
+                let (_, entries) = try DeviceTokenKeyFile.read(in: dir)
+                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Add a new key that verifies but does not sign yet; then restart the gateway.")
+            @Option(help: "Directory of the secret files.") var dir: String
+            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
+
+            func run() async throws {
+                var generator = SystemRandomNumberGenerator()
+                let entries = try DeviceTokenKeyFile.add(in: dir, using: &generator)
+                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
+            }
+        }
+
+        struct Activate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Make a key the one new tokens are signed with; then restart the registry.")
+            @Option(help: "Directory of the secret files.") var dir: String
+            @Option(help: "The key id, such as k2.") var id: String
+            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
+
+            func run() async throws {
+                let entries = try DeviceTokenKeyFile.activate(id: id, in: dir)
+                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
+            }
+        }
+
+        struct Retire: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Remove a key that no longer signs, once its tokens have expired; then restart the gateway and registry.")
+            @Option(help: "Directory of the secret files.") var dir: String
+            @Option(help: "The key id, such as k1.") var id: String
+            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
+
+            func run() async throws {
+                let entries = try DeviceTokenKeyFile.retire(id: id, in: dir)
+                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
+            }
+        }
+    }
+}
+
+/// The `device-token-keys` secret: `id:base64secret` entries separated by commas. Every key verifies;
+/// the first signs new tokens (the services' `DEVICE_TOKEN_ACTIVE_KEY` default).
+enum DeviceTokenKeyFile {
+    struct Entry: Equatable {
+        var id: String
+        var secret: String
+    }
+
+    static func read(in directory: String) throws -> (path: String, entries: [Entry]) {
+        let path = (directory as NSString).appendingPathComponent(PlatformSecret.deviceTokenKeys.rawValue)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError("no \(path): run `attendancectl secrets init --dir \(directory)` first")
+        }
+        var entries: [Entry] = []
+        for item in String(decoding: data, as: UTF8.self).split(separator: ",") {
+            let text = item.trimmingCharacters(in: .whitespacesAndNewlines)
+            let parts = text.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, Data(base64Encoded: String(parts[1])) != nil else {
+                throw CLIError("\(path) is not a list of id:base64secret entries")
+            }
+            entries.append(Entry(id: String(parts[0]), secret: String(parts[1])))
+        }
+        guard !entries.isEmpty else { throw CLIError("\(path) holds no key") }
+        return (path, entries)
+    }
+
+    static func rows(_ entries: [Entry]) -> [[String]] {
+        entries.enumerated().map { [$0.element.id, $0.offset == 0 ? "signs and verifies" : "verifies"] }
+    }
+
+    /// Appends a new key `k<n+1>` (after the highest `k<n>` id), so that the signing key stays the same.
+    static func add<G: RandomNumberGenerator>(in directory: String, using generator: inout G) throws -> [Entry] {
+        var (path, entries) = try read(in: directory)
+        let highest = entries.compactMap { $0.id.hasPrefix("k") ? Int($0.id.dropFirst()) : nil }.max() ?? 0
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        entries.append(Entry(id: "k\(highest + 1)", secret: Data(bytes).base64EncodedString()))
+        try write(entries, to: path)
+        return entries
+    }
+
+    /// Moves `id` to the front: the key new tokens are signed with.
+    static func activate(id: String, in directory: String) throws -> [Entry] {
+        var (path, entries) = try read(in: directory)
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { throw unknown(id, path, entries) }
+        entries.insert(entries.remove(at: index), at: 0)
+        try write(entries, to: path)
+        return entries
+    }
+
+    /// Removes `id`, which must not be the signing key.
+    static func retire(id: String, in directory: String) throws -> [Entry] {
+        var (path, entries) = try read(in: directory)
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { throw unknown(id, path, entries) }
+        guard index > 0 else { throw CLIError("\(id) signs new tokens: add and activate another key before retiring it") }
+        entries.remove(at: index)
+        try write(entries, to: path)
+        return entries
+    }
+
+    private static func unknown(_ id: String, _ path: String, _ entries: [Entry]) -> CLIError {
+        CLIError("no key \(id) in \(path) (its keys: \(entries.map(\.id).joined(separator: ", ")))")
+    }
+
+    /// Replaces the file at once (a new file renamed over it, mode 600): a service starting meanwhile
+    /// reads the old list or the new one, never half of one.
+    private static func write(_ entries: [Entry], to path: String) throws {
+        let text = entries.map { "\($0.id):\($0.secret)" }.joined(separator: ",") + "\n"
+        let temporary = path + ".new-\(UUID().uuidString)"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CLIError("cannot write \(temporary) (is the directory writable?)")
+        }
+        guard rename(temporary, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: temporary)
+            throw CLIError("cannot replace \(path): \(String(cString: strerror(errno)))")
         }
     }
 }
