@@ -283,7 +283,9 @@ struct EventFlowTests {
             let withHeader = try await client.device(.post, APIPath.checkOut, as: device, body: Sample.json(second), key: explicit)
             #expect(withHeader.status.code == 201)
             #expect(withHeader.header(HTTPHeader.idempotencyKey) == explicit)
-            #expect(h.fake.envelopes.last?.idempotencyKey == IdempotencyKeys.scoped(header: explicit, userId: device.userId))
+            #expect(
+                h.fake.envelopes.last?.idempotencyKey
+                    == IdempotencyKeys.scoped(header: explicit, userId: device.userId, deviceId: device.deviceId))
 
             // Someone else's check-in.
             var foreign = checkIn
@@ -294,12 +296,17 @@ struct EventFlowTests {
         }
     }
 
-    @Test("a contract's header key is the user's own: two users sending hb-1 are two events, each found by its sender")
-    func headerKeysAreScopedToTheUser() async throws {
+    @Test("a contract's header key is the device's own: two users, or a user's new phone, sending hb-1 are separate events")
+    func headerKeysAreScopedToTheDevice() async throws {
         try await RouterHarness.run { h, client in
             let now = Sample.now()
             var keys: [String] = []
-            for device in [TestDevice.make(), TestDevice.make()] {
+            let first = TestDevice.make()
+            // The same user re-enrolled on a new phone, whose counter starts at hb-1 again.
+            let newPhone = TestDevice(
+                deviceId: "dev_new_\(first.userId)", userId: first.userId,
+                token: TestKeys.token(device: "dev_new_\(first.userId)", user: first.userId))
+            for device in [first, TestDevice.make(), newPhone] {
                 let heartbeat = HeartbeatRequest(sessionKey: "sk_shared", ts: now)
                 let answer = try await client.device(.post, APIPath.heartbeat, as: device, body: Sample.json(heartbeat), key: "hb-1")
                 #expect(answer.status.code == 201, "\(answer.text)")
@@ -311,8 +318,8 @@ struct EventFlowTests {
                 let found = try await client.device(.get, APIPath.event(idempotencyKey: "hb-1"), as: device)
                 #expect(try found.decode(EventOutcomeResponse.self, status: 200).idempotencyKey == envelope.idempotencyKey)
             }
-            #expect(h.fake.envelopes.count == 2)
-            #expect(Set(keys).count == 2)
+            #expect(h.fake.envelopes.count == 3)
+            #expect(Set(keys).count == 3)
         }
     }
 

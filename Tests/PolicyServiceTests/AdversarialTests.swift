@@ -38,10 +38,8 @@ struct AdversarialTests {
         Attack(name: "punching for a colleague", attack: event { $0.payloadUser = World.otherUser }),
         Attack(name: "punch 5 s after the previous one", before: [punch("k_prev")], attack: event { $0.time = World.t0 + 5 }),
         Attack(
-            name: "check-out 20 s after check-in", before: [punch("k_prev")],
-            attack: event {
-                $0.type = .checkout; $0.time = World.t0 + 20
-            }),
+            name: "check-in repeated 20 s later", before: [punch("k_prev")],
+            attack: event { $0.time = World.t0 + 20 }),
         Attack(name: "impossible RSSI", attack: event { $0.rssi = [-60, 3, -61, -59] }),
     ]
 
@@ -152,6 +150,12 @@ struct AdversarialTests {
                     return spec.envelope()
                 }()),
             Attack(
+                name: "an old proof backdating a check-in",
+                attack: provedEvent(
+                    tamper: {
+                        $0.time = World.t0 - 86_400; $0.queuedOffline = true; $0.receivedAt = World.t0 + 86_400
+                    })),
+            Attack(
                 name: "reused nonce", before: [spent],
                 attack: punch("k_reuse", at: 10) { $0.gatt = spentProof }),
             Attack(
@@ -200,11 +204,23 @@ struct AdversarialTests {
     static let honestEdges: [Attack] = [
         // A phone at rest on a desk ranging in whole dBm: recorded as a risk, not refused.
         Attack(name: "flat series from a phone at rest", attack: event { $0.rssi = [-67, -67, -67, -68, -67] }),
-        // The geofence flaps at its edge: out at 5 min, back 5 s later.
+        // The geofence flaps at its edge: out at 5 min, back 5 s later, out again 7 s after that.
         Attack(
             name: "check-in 5 s after a check-out at the same gate",
             before: [punch("k_in"), punch("k_out", at: 300) { $0.type = .checkout }],
             attack: event { $0.time = World.t0 + 305 }),
+        Attack(
+            name: "check-out 7 s after a re-entry at the same gate",
+            before: [punch("k_in"), punch("k_out", at: 300) { $0.type = .checkout }, punch("k_back", at: 305)],
+            attack: event {
+                $0.type = .checkout; $0.time = World.t0 + 312
+            }),
+        // A walk-past that checked in, then left the geofence.
+        Attack(
+            name: "check-out 20 s after a check-in", before: [punch("k_in")],
+            attack: event {
+                $0.type = .checkout; $0.time = World.t0 + 20
+            }),
         // The gate's beacon was replaced during the shift; the phone still names the old one.
         Attack(
             name: "check-out naming a beacon retired since the check-in", before: [punch("k_in")],

@@ -121,6 +121,21 @@ struct GattChallengeTests {
         #expect(rule.run(ahead) == .passed)
     }
 
+    @Test func anOldProofCannotBackdateACheckIn() throws {
+        // Proved at the gate at t0 (valid 60 s); two days later sent as a check-in dated two days before.
+        let backdated = provedEvent(
+            tamper: {
+                $0.time = World.t0 - 2 * 86_400
+                $0.queuedOffline = true
+                $0.receivedAt = World.t0 + 2 * 86_400
+            })
+        let firing = try #require(rule.run(backdated).firing)
+        #expect(firing.reason == "the event is dated 47 h before its GATT nonce was issued")
+        #expect(firing.action == .contactAdmin)
+        // A device clock two minutes behind the gateway's is within the skew allowance (300 s).
+        #expect(rule.run(provedEvent(tamper: { $0.time = World.t0 - 120 })) == .passed)
+    }
+
     @Test func aCheckInQueuedOfflineKeepsItsProof() {
         // Proved 5 s before the event (valid 60 s), delivered two hours later.
         let queued = provedEvent {

@@ -57,7 +57,7 @@ struct BeaconValidityTests {
         #expect(rule.run(event { $0.uuid = "not-a-uuid" }).didFire)
     }
 
-    @Test func checkOutsAndHeartbeatsPassWhateverBeaconTheyName() {
+    @Test func checkOutsPassWhateverBeaconTheyNameAndHeartbeatsARetiredOne() {
         // The gate's beacon was replaced during the shift: the old one is retired, or unknown.
         #expect(
             rule.run(
@@ -67,13 +67,32 @@ struct BeaconValidityTests {
         #expect(
             rule.run(
                 event {
-                    $0.type = .heartbeat; $0.minor = 999
+                    $0.type = .checkout; $0.uuid = World.strangerUUID
                 }) == .passed)
         #expect(
             rule.run(
                 event {
-                    $0.type = .checkout; $0.uuid = World.strangerUUID
+                    $0.type = .heartbeat; $0.minor = 5
                 }) == .passed)
+        // Heartbeats keep a session open: a lost, unknown or another site's beacon is still refused.
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .heartbeat; $0.minor = 6
+                }
+            ).didFire)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .heartbeat; $0.minor = 999
+                }
+            ).didFire)
+        #expect(
+            rule.run(
+                event {
+                    $0.type = .heartbeat; $0.major = 20; $0.minor = 1
+                }
+            ).didFire)
         // A check-in at the retired beacon is still refused.
         #expect(rule.run(event { $0.minor = 5 }).didFire)
     }

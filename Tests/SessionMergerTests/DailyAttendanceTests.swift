@@ -161,6 +161,22 @@ struct DailyAttendanceTests {
         #expect(u2.first?.attendedShift == true && u2.first?.late == false)
     }
 
+    @Test("a double shift attends both shifts; the second is not late")
+    func doubleShift() throws {
+        let allDay = AttendanceShift(
+            timezone: "Asia/Ho_Chi_Minh", start: hhmm("06:00"), end: hhmm("06:00"), checkInBeforeStartMinutes: 60,
+            checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        // 05:55 on the 18th to 06:10 on the 20th, local: the 18th's and the 19th's shifts.
+        let rows = try DailyAttendanceCalculator.days(for: [span("d", "2025-09-17T22:55:00Z", "2025-09-19T23:10:00Z")], shift: allDay)
+        #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19", "2025-09-20"])
+        try #require(rows.count == 3)
+        #expect(rows[0].attendedShift && !rows[0].late && !rows[0].earlyExit)
+        #expect(rows[1].attendedShift && !rows[1].late && !rows[1].earlyExit)
+        #expect(rows[1].workedMinutes == 1_440)
+        // The 20th holds only the hand-over: its shift was not attended.
+        #expect(!rows[2].attendedShift)
+    }
+
     @Test("an open session has no last out and is never an early exit")
     func openSession() throws {
         let row = try #require(

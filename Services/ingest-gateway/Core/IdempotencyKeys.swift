@@ -8,10 +8,12 @@ import Foundation
 /// - `POST /v1/attendance/events` and the batch form carry the device's key
 ///   (sha256(userId|deviceId|beaconId|tStart|nonce)): the header for a single
 ///   event (required; it must equal the body's `idempotencyKey`), the body's field per batch item.
-/// - A session contract's `Idempotency-Key` header is scoped to the authenticated user: the event's
-///   key is `scoped(header:userId:)`, `sha256hex("v1|header|<userId>|<header>")`, so a counter such
-///   as `hb-1` sent by two users is two events, never one user's event answered as the other's
-///   replay or refused as a mismatch. The answer echoes the header; status lookups accept either.
+/// - A session contract's `Idempotency-Key` header is scoped to the authenticated device: the
+///   event's key is `scoped(header:userId:deviceId:)`,
+///   `sha256hex("v1|header|<userId>|<deviceId>|<header>")`, so a counter such as `hb-1` sent by two
+///   users, or by a user's new phone after re-enrolment, is two events, never one answered as the
+///   other's replay or refused as a mismatch. The answer echoes the header; status lookups accept
+///   either key.
 /// - The session contracts are idempotent by `sessionKey`. A request without the header gets the
 ///   key derived by `derived(kind:userId:sessionKey:ts:)`:
 ///   `sha256hex("v1|<kind>|<userId>|<sessionKey>")` for check-in and check-out, and
@@ -34,14 +36,14 @@ package enum IdempotencyKeys {
         return sha256Hex(Array(material.utf8))
     }
 
-    /// The key a session contract's `Idempotency-Key` header stands for, for the authenticated user.
-    package static func scoped(header: String, userId: String) -> String {
-        sha256Hex(Array("v1|header|\(userId)|\(header)".utf8))
+    /// The key a session contract's `Idempotency-Key` header stands for, for the authenticated device.
+    package static func scoped(header: String, userId: String, deviceId: String) -> String {
+        sha256Hex(Array("v1|header|\(userId)|\(deviceId)|\(header)".utf8))
     }
 
-    /// The key for a contract payload: the header's (scoped to the user) when given, else the derived one.
-    package static func key(for payload: RawEventPayload, userId: String, header: String?) -> String? {
-        if let header { return scoped(header: header, userId: userId) }
+    /// The key for a contract payload: the header's (scoped to the device) when given, else the derived one.
+    package static func key(for payload: RawEventPayload, userId: String, deviceId: String, header: String?) -> String? {
+        if let header { return scoped(header: header, userId: userId, deviceId: deviceId) }
         switch payload {
         case .event: return nil
         case .checkIn(let request): return derived(kind: .checkIn, userId: userId, sessionKey: request.sessionKey)

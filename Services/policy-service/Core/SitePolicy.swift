@@ -93,16 +93,13 @@ package struct RuleConfig: Codable, Hashable, Sendable {
 /// A site's thresholds. Every field has a default, and a JSON document may omit any of them.
 package struct PolicySettings: Codable, Hashable, Sendable {
     // Rate limit and dwell
-    /// Minimum seconds between two punches of a user at the same gate (`rate_limit`).
+    /// Minimum seconds between two punches of the same type by a user at the same gate (`rate_limit`).
     package var minSecondsBetweenPunches: Int = 60
     /// Hysteresis against ping-pong between doors: a punch of the same type by a user at another
     /// gate of the same site within this many seconds of the previous one is the same presence: it
     /// is accepted (so the merger folds it into the open session, whose merge window defaults to
     /// 45 s too) and `rate_limit` records that it folded it. 0 turns it off (`rate_limit`).
     package var minSecondsBetweenGates: Int = 45
-    /// A check-out with reason `soft_exit_expired` already waited the device's soft-exit grace,
-    /// so it is a real exit: exempt from the minimum interval after a check-in (`rate_limit`).
-    package var exemptSoftExitCheckouts: Bool = true
     /// A check-in needs the beacon heard (non-zero RSSI) in at least this many readings (`dwell`).
     package var minDwellReadings: Int = 2
     /// A check-in needs `tEnd - timestamp` of at least this many seconds when `tEnd` is sent (`dwell`).
@@ -152,7 +149,7 @@ package struct PolicySettings: Codable, Hashable, Sendable {
     package init() {}
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case minSecondsBetweenPunches, minSecondsBetweenGates, exemptSoftExitCheckouts, minDwellReadings
+        case minSecondsBetweenPunches, minSecondsBetweenGates, minDwellReadings
         case minDwellSeconds, requireSensorData, geofenceToleranceMeters, maxLocationAccuracyMeters, minSteps2min
         case minAppVersion, refuseJailbroken, refuseSimulatedLocation, allowedModelPrefixes, deniedModelPrefixes
         case flatRssiMaxStdDevDb, flatRssiMinReadings, maxDevicesPerUser, multiDeviceWindowSeconds
@@ -166,7 +163,6 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         }
         try read(.minSecondsBetweenPunches, &minSecondsBetweenPunches)
         try read(.minSecondsBetweenGates, &minSecondsBetweenGates)
-        try read(.exemptSoftExitCheckouts, &exemptSoftExitCheckouts)
         try read(.minDwellReadings, &minDwellReadings)
         try read(.minDwellSeconds, &minDwellSeconds)
         try read(.requireSensorData, &requireSensorData)
@@ -192,7 +188,6 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(minSecondsBetweenPunches, forKey: .minSecondsBetweenPunches)
         try c.encode(minSecondsBetweenGates, forKey: .minSecondsBetweenGates)
-        try c.encode(exemptSoftExitCheckouts, forKey: .exemptSoftExitCheckouts)
         try c.encode(minDwellReadings, forKey: .minDwellReadings)
         try c.encode(minDwellSeconds, forKey: .minDwellSeconds)
         try c.encode(requireSensorData, forKey: .requireSensorData)

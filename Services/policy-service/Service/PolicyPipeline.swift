@@ -33,11 +33,10 @@ package struct PolicyPipelineConfiguration: Sendable {
     package var nonceStoreBackoff: Duration = .milliseconds(500)
     /// How often expired spent nonces are pruned.
     package var noncePruneInterval: TimeInterval = 60
-    /// How long a spent nonce is kept after its expiry. An event is judged expired by its
-    /// gateway receipt time, not by when it is decided, so a replay received in time but decided
-    /// late (a backlog after an outage, a lagging partition on another instance) must still find
-    /// the nonce spent: keep rows far longer than any backlog.
-    package var spentNonceRetention: TimeInterval = 86_400
+    /// How long a spent nonce is kept after its expiry. A proof is judged at its event's time, and
+    /// the gateway takes events up to 7 days old (queued offline), so a replay of a nonce dated
+    /// within its life can arrive a week later: keep rows longer than that, and than any backlog.
+    package var spentNonceRetention: TimeInterval = 8 * 86_400
 
     package init(topics: TopicNames = TopicNames()) {
         rawTopic = topics[.rawEvents]

@@ -97,8 +97,8 @@ package struct PostgresSpentNonceStore: SpentNonceStore {
 /// spent before a restart, or on another instance (after a rebalance, or a replay sent under
 /// another user), is refused as reused; a redelivery of the same event is not.
 ///
-/// Only nonces this service issued for the event's beacon and device and unexpired at receipt are
-/// claimed: a forged or expired one is refused on that alone and must not fill the table. A
+/// Only nonces this service issued for the event's beacon and device and unexpired at the moment the
+/// rule judges them (`GattChallengeRule.judgedAt`) are claimed: a forged or expired one is refused on that alone and must not fill the table. A
 /// claimed nonce stays spent whatever the verdict, like the in-memory rule (a refused punch must
 /// not free its nonce for a second try).
 package struct GattNonceLedger: Sendable {
@@ -111,7 +111,8 @@ package struct GattNonceLedger: Sendable {
         for event in events {
             guard let body = event.attendanceEvent, body.type == .checkin, let proof = body.gatt,
                 let beacon = RegistryBeaconKey(body.beacon),
-                case .valid(let expiresAt) = nonces.check(proof.nonce, beacon: beacon, deviceId: event.deviceId, at: event.receivedAt)
+                case .valid(let expiresAt) = nonces.check(
+                    proof.nonce, beacon: beacon, deviceId: event.deviceId, at: GattChallengeRule.judgedAt(event))
             else { continue }
             claims.append(NonceClaim(nonce: proof.nonce, idempotencyKey: event.idempotencyKey, userId: event.userId, expiresAt: expiresAt))
         }

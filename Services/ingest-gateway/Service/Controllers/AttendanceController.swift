@@ -130,7 +130,7 @@ struct AttendanceController {
             throw Self.notYours("userId", "must be the user the device is bound to")
         }
         let payload = wrap(body)
-        let key = IdempotencyKeys.key(for: payload, userId: device.userId, header: header)!
+        let key = IdempotencyKeys.key(for: payload, userId: device.userId, deviceId: device.deviceId, header: header)!
         let answer = await pipeline.submit(
             .init(
                 idempotencyKey: key, payload: payload, device: device, appVersion: appVersion, requestId: context.requestId
@@ -147,8 +147,8 @@ struct AttendanceController {
         guard let raw = context.pathParameter("idempotencyKey"), let key = IdempotencyKeys.parseHeader(raw) else {
             throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "is not an idempotency key")])
         }
-        // The key as the event's own, else as a session contract's header (scoped to the user).
-        for candidate in [key, IdempotencyKeys.scoped(header: key, userId: device.userId)] {
+        // The key as a session contract's header (scoped to the device), else as the event's own.
+        for candidate in [IdempotencyKeys.scoped(header: key, userId: device.userId, deviceId: device.deviceId), key] {
             if let outcome = try await outcome(of: candidate, device: device, context: context) {
                 return GatewayReply.json(outcome, status: 200)
             }

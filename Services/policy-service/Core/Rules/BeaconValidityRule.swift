@@ -4,10 +4,11 @@ import Foundation
 /// `beacon_validity`: the beacon the event names is registered, active, at the event's site, and
 /// not a factory-default (banned) UUID.
 ///
-/// Applies to device check-ins (they name a beacon). The check-in contract names none: it passes,
-/// unless `requireSensorData`, when it fires. Check-outs and heartbeats pass whatever beacon they
-/// name: they continue a session this rule judged at its check-in, and the beacon may have been
-/// retired or replaced since (a refused check-out would leave the session open).
+/// Applies to device check-ins and heartbeats (they name a beacon). The check-in contract names
+/// none: it passes, unless `requireSensorData`, when it fires. Check-outs pass whatever beacon they
+/// name: a refused check-out would leave the session open. A heartbeat naming a beacon retired
+/// since the check-in passes (the gate's beacon was replaced during the shift); one naming a lost,
+/// banned, unknown or another site's beacon is refused, since heartbeats keep a session open.
 ///
 /// | finding | action | risk |
 /// |---|---|---|
@@ -24,7 +25,7 @@ package struct BeaconValidityRule: PolicyRule {
     package var id: PolicyRuleID { .beaconValidity }
 
     package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
-        if let body = event.attendanceEvent, body.type != .checkin { return .passed }
+        if event.attendanceEvent?.type == .checkout { return .passed }
         guard let beacon = event.attendanceEvent?.beacon else {
             if case .checkIn = event.payload, context.settings.requireSensorData {
                 return .fire("check-in names no beacon", action: .walkToGate, risk: 0.5)
@@ -43,7 +44,9 @@ package struct BeaconValidityRule: PolicyRule {
         }
         switch registered.status {
         case .active: break
-        case .retired: return .fire("\(name) is retired", action: .contactAdmin, risk: 0.5)
+        case .retired:
+            if event.attendanceEvent?.type == .heartbeat { break }
+            return .fire("\(name) is retired", action: .contactAdmin, risk: 0.5)
         case .lost: return .fire("\(name) is reported lost", action: .contactAdmin, risk: 0.7)
         }
         guard let beaconSite = registered.siteId else {

@@ -3,11 +3,13 @@ import Crypto
 import Foundation
 
 /// `gatt_challenge`: a device check-in proves it talked to the real beacon: its `gatt` member holds
-/// a nonce the gateway issued for this beacon and device, unexpired at the event's time (or at its
-/// receipt, when the device's clock says later), not presented before by another event, and
+/// a nonce the gateway issued for this beacon and device, alive at the event's time (`judgedAt`: the
+/// event's time, or its receipt when the device's clock says later; between the nonce's issue, less
+/// `maxClockSkewSeconds`, and its expiry), not presented before by another event, and
 /// HMAC(nonce, beacon key) computed by the beacon. A check-in queued offline keeps its proof: the
-/// handshake happened when the event did, and a device that backdates an event to use an old proof
-/// only records the time it held that proof.
+/// handshake happened when the event did. An event dated before its nonce was issued cannot have
+/// been proved then: a device that backdates a check-in to reuse an old proof is refused, and one
+/// dated within the nonce's life records a time at which it held the proof.
 ///
 /// Hosted only when the service has the nonce key and the beacons' keys (`PolicyEngine.withGatt(_:)`).
 /// Applies to check-ins; check-outs and heartbeats pass. A check-in through the session contract
@@ -19,7 +21,8 @@ import Foundation
 /// |---|---|---|
 /// | no proof sent (a contract check-in included) | walk_to_gate | 0.5 |
 /// | nonce not issued for this beacon and device (forged or borrowed) | contact_admin | 0.9 |
-/// | nonce expired | walk_to_gate | 0.3 |
+/// | nonce expired at the event's time | walk_to_gate | 0.3 |
+/// | event dated before the nonce was issued | contact_admin | 0.9 |
 /// | nonce already used by another event | contact_admin | 0.9 |
 /// | beacon has no key | contact_admin | 0.5 |
 /// | wrong HMAC (the beacon did not sign it: replayed identity) | contact_admin | 0.95 |
@@ -33,6 +36,12 @@ package struct GattChallengeRule: PolicyRule {
     }
 
     package var id: PolicyRuleID { .gattChallenge }
+
+    /// The moment a proof is judged at: the event's time, or its receipt when the device's clock
+    /// says later. The spent-nonce ledger claims by the same moment.
+    package static func judgedAt(_ event: RawEventEnvelope) -> Date {
+        min(event.payload.eventTime, event.receivedAt)
+    }
 
     package func evaluate(_ event: RawEventEnvelope, context: PolicyContext) -> RuleOutcome {
         if case .checkIn = event.payload {
@@ -48,7 +57,7 @@ package struct GattChallengeRule: PolicyRule {
         else {
             return .fire("beacon \(beacon.canonicalId) is not a valid identity", action: .contactAdmin, risk: 0.9)
         }
-        let judgedAt = min(body.timestamp, event.receivedAt)
+        let judgedAt = Self.judgedAt(event)
         switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: judgedAt) {
         case .forged:
             return .fire("GATT nonce was not issued for this beacon and device", action: .contactAdmin, risk: 0.9)
@@ -57,8 +66,15 @@ package struct GattChallengeRule: PolicyRule {
                 "GATT nonce expired \(Wording.duration(judgedAt.timeIntervalSince(expiresAt))) before the event",
                 action: .walkToGate, risk: 0.3
             )
-        case .valid:
-            break
+        case .valid(let expiresAt):
+            let issuedAt = expiresAt.addingTimeInterval(-nonces.lifetime)
+            let skew = TimeInterval(context.settings.maxClockSkewSeconds)
+            if judgedAt < issuedAt.addingTimeInterval(-skew) {
+                return .fire(
+                    "the event is dated \(Wording.duration(issuedAt.timeIntervalSince(judgedAt))) before its GATT nonce was issued",
+                    action: .contactAdmin, risk: 0.9
+                )
+            }
         }
         if let usedBy = context.history.nonceUse(userId: event.userId, nonce: proof.nonce), usedBy != event.idempotencyKey {
             return .fire("GATT nonce was already used by another event", action: .contactAdmin, risk: 0.9)

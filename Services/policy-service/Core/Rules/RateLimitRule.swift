@@ -3,18 +3,17 @@ import Foundation
 
 /// `rate_limit`: minimum time between punches of a user at a gate, and hysteresis between gates.
 ///
-/// - A punch (check-in or check-out) less than `minSecondsBetweenPunches` from the user's latest
-///   accepted punch at the same punch point fires, whatever the two punches' types: a check-out
-///   right after a check-in is refused too. The punch point is the beacon's gate; a punch without a
-///   known gate (the check-in contract) counts at `site:<siteId>`, and one without a site either
-///   (a check-out contract) is compared with the user's latest punch anywhere.
-/// - Re-entry: a check-in within the interval after a check-out is a person coming back through
-///   the door (or a geofence flapping at its edge), not a repeated punch. It is accepted with a note
-///   (the merger reopens the session it closed), because the phone does not send a refused check-in
-///   again and the person would stay checked out while inside.
-/// - Soft exit: a check-out contract with reason `soft_exit_expired` has already waited the
-///   device's soft-exit grace without presence, so it is a real exit; with
-///   `exemptSoftExitCheckouts` (default on) it is exempt when the earlier punch is a check-in.
+/// - A punch less than `minSecondsBetweenPunches` from the user's latest accepted punch of the same
+///   type at the same punch point fires: a repeated check-in, or a repeated check-out. The punch
+///   point is the beacon's gate; a punch without a known gate (the check-in contract) counts at
+///   `site:<siteId>`, and one without a site either (a check-out contract) is compared with the
+///   user's latest punch anywhere.
+/// - A punch of the other type within the interval is a change of state, not a repeat: a person
+///   coming back through the door, leaving right after arriving, or a geofence flapping at its edge
+///   (out, in, out). It is accepted with a note; the merger folds the flap (a check-out followed
+///   within seconds by a check-in is noise, a check-in soon after a check-out reopens the session).
+///   The phone does not send a refused punch again, so refusing one would leave the person checked
+///   out while inside, or the session open until the idle cutoff.
 /// - Hysteresis (`minSecondsBetweenGates`, default 45 s, 0 off): a punch of the same type at
 ///   another gate of the same site within that time of the user's latest punch is ping-pong
 ///   between two doors: one presence, not a new punch. It is accepted, not refused (the merger
@@ -67,10 +66,11 @@ package struct RateLimitRule: PolicyRule {
                 previous = history.lastPunch(userId: event.userId)
                 place = previous?.siteId.map { "at site \($0)" } ?? "at the last gate"
             }
-            if let previous, previous.idempotencyKey != punch.idempotencyKey, !isSoftExit(event, after: previous, settings) {
+            if let previous, previous.idempotencyKey != punch.idempotencyKey {
                 let gap = abs(punch.time.timeIntervalSince(previous.time))
-                if gap < minimum, previous.type == .checkout, punch.type == .checkin {
-                    return .note("re-entry: \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place); the session reopens")
+                if gap < minimum, previous.type != punch.type {
+                    let change = punch.type == .checkin ? "re-entry" : "short stay"
+                    return .note("\(change): \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place)")
                 }
                 if gap < minimum {
                     return .fire(
@@ -82,13 +82,6 @@ package struct RateLimitRule: PolicyRule {
         }
 
         return .passed
-    }
-
-    private func isSoftExit(_ event: RawEventEnvelope, after previous: PunchRecord, _ settings: PolicySettings) -> Bool {
-        guard settings.exemptSoftExitCheckouts, previous.type == .checkin,
-            case .checkOut(let request) = event.payload
-        else { return false }
-        return request.reason == .softExitExpired
     }
 
     static func secondsLeft(_ minimum: TimeInterval, _ gap: TimeInterval) -> Int {

@@ -60,7 +60,9 @@ package struct DailyAttendance: Codable, Hashable, Sendable {
     /// This day's shift, as instants (an overnight shift ends the next day).
     package var shiftStart: Date
     package var shiftEnd: Date
-    /// Whether any presence fell in the shift window (start - check-in allowance ... end + check-out allowance).
+    /// Whether the shift's sessions have presence in its window (start - check-in allowance ... end +
+    /// check-out allowance): those that belong to it, and those still present after the previous
+    /// day's shift window closed.
     package var attendedShift: Bool
     /// First presence in the shift window later than start + late-entry grace.
     package var late: Bool
@@ -76,14 +78,15 @@ package struct DailyAttendance: Codable, Hashable, Sendable {
 
 /// Daily attendance from sessions and a site's shift.
 package enum DailyAttendanceCalculator {
-    /// One row per (user, site, local day) that has presence, sorted by user, site, day.
+    /// One row per (user, site, local day) that has presence or whose shift has, sorted by user, site, day.
     ///
     /// Sessions crossing local midnight are split between the days; worked time is real elapsed time
     /// (Foundation's calendar in the shift's time zone gives the midnights, so DST days are right).
     /// Late and early-exit flags follow the shift of the row's day (for an overnight shift, the shift
-    /// that *starts* that day) and look only at the presence of the sessions that belong to that
-    /// shift (`shiftDay(of:)`), inside its window. A day whose shift has presence has a row even
-    /// when the day itself has none.
+    /// that *starts* that day) and look only at the presence, inside its window, of the sessions that
+    /// belong to that shift (`shiftDay(of:)`) or that began earlier and were still present after the
+    /// previous day's shift window closed (a double shift). A day whose shift has presence has a row
+    /// even when the day itself has none.
     package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
@@ -107,8 +110,15 @@ package enum DailyAttendanceCalculator {
                     date = date.next
                 }
             }
+            // A session still present after the previous shift's window closed goes on into this one
+            // (a double shift, a session left open): it counts here too; a hand-over does not.
             for date in dates.sorted() {
-                let ofShift = zip(group, shiftDays).filter { $0.1 == date }.map(\.0)
+                let previousWindowEnd = calendar.window(date.previous).end
+                var ofShift: [AttendanceInterval] = []
+                for (interval, day) in zip(group, shiftDays) {
+                    guard let day else { continue }
+                    if day == date || (day < date && interval.end > previousWindowEnd) { ofShift.append(interval) }
+                }
                 if let row = row(for: date, group, ofShift: ofShift, calendar) { rows.append(row) }
             }
         }
