@@ -36,7 +36,8 @@ extension AdminJSON {
     /// depth) is a 400 naming it, so a misspelled field is never silently ignored, `null` or not.
     /// Which keys `T` reads is what it writes back (`T` is encoded again, in its long form, and the
     /// two key trees compared) and its stored properties (an optional `null` is not written back).
-    /// `tolerating` names top-level keys accepted and ignored.
+    /// `tolerating` names keys accepted and ignored: top-level ones, or nested ones as `parent.child`
+    /// (a field an earlier version had, which old clients still send).
     ///
     /// A number a field cannot hold (a fraction or an integer beyond 64 bits where an integer is
     /// read) is a 400 naming the field, although the decoder itself names none.
@@ -55,7 +56,7 @@ extension AdminJSON {
         }
         var given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
         if var object = given as? [String: Any] {
-            for key in tolerating { object[key] = nil }
+            for key in tolerating { remove(key.split(separator: ".").map(String.init)[...], from: &object) }
             given = object
         }
         let longForm = encoder()
@@ -67,6 +68,18 @@ extension AdminJSON {
             throw ProblemDetails.validation(unknown.prefix(10).map { FieldError(field: $0, reason: "is not a field of this request") })
         }
         return value
+    }
+
+    /// Removes the member at `path` (keys of nested objects), if it is there.
+    static func remove(_ path: ArraySlice<String>, from object: inout [String: Any]) {
+        guard let first = path.first else { return }
+        guard path.count > 1 else {
+            object[first] = nil
+            return
+        }
+        guard var child = object[first] as? [String: Any] else { return }
+        remove(path.dropFirst(), from: &child)
+        object[first] = child
     }
 
     /// Paths of numbers that are not whole or do not fit 64 bits.

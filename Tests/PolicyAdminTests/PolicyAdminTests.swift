@@ -156,6 +156,20 @@ struct PolicyAdminTests {
         }
     }
 
+    @Test func aSettingEarlierVersionsHadIsAcceptedAndIgnoredAndAMisspelledOneNamed() async throws {
+        try await PolicyAdminHarness.run { h, client in
+            let site = siteName()
+            let old = try await client.send(
+                .put, "/v1/admin/policies/\(site)", json: #"{"settings": {"exemptSoftExitCheckouts": false, "minSteps2min": 35}}"#)
+            #expect(old.status == .ok, "\(old.text)")
+            #expect(try old.decode(StoredPolicyVersion.self).policy.settings.minSteps2min == 35)
+            #expect(!old.text.contains("exemptSoftExitCheckouts"))
+            let typo = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"settings": {"minStepsTwoMin": 35}}"#)
+            #expect(typo.status == .badRequest, "\(typo.text)")
+            #expect(typo.text.contains("settings.minStepsTwoMin"))
+        }
+    }
+
     @Test func aStoredVersionSupersedesTheFilesVersion() async throws {
         let site = siteName()
         let base = PolicyBook(sites: [SitePolicy(siteId: site, version: 7)])

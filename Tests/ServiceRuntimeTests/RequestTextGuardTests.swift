@@ -142,4 +142,12 @@ extension AdminBodyTests {
         let body = try AdminJSON.decodeBody(Body.self, from: Data(#"{"name":"x","version":3}"#.utf8), tolerating: ["version"])
         #expect(body.name == "x")
     }
+
+    @Test func toleratedNestedMembersAreIgnoredAndOthersStillNamed() throws {
+        let json = #"{"name":"x","inner":{"a":1,"old":true}}"#
+        #expect(try AdminJSON.decodeBody(Body.self, from: Data(json.utf8), tolerating: ["inner.old"]).name == "x")
+        #expect(
+            performing: { try AdminJSON.decodeBody(Body.self, from: Data(json.utf8), tolerating: ["old"]) },
+            throws: { error in (error as? ProblemDetails)?.errors?.map(\.field) == ["inner.old"] })
+    }
 }

@@ -69,54 +69,50 @@ extension AttendanceCtl.Secrets {
             subcommands: [List.self, Add.self, Activate.self, Retire.self]
         )
 
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "The key ids and which one signs new tokens (never the secrets).")
+        /// The options every subcommand takes, and how each prints the resulting list.
+        struct KeyFileOptions: ParsableArguments {
             @Option(help: "Directory of the secret files.") var dir: String
             @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
 
-            func run() async throws {
-                let (_, entries) = try DeviceTokenKeyFile.read(in: dir)
+            func show(_ entries: [DeviceTokenKeyFile.Entry]) {
                 Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
             }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The key ids and which one signs new tokens (never the secrets).")
+            @OptionGroup var file: KeyFileOptions
+
+            func run() async throws { file.show(try DeviceTokenKeyFile.read(in: file.dir).entries) }
         }
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Add a new key that verifies but does not sign yet; then restart the gateway.")
-            @Option(help: "Directory of the secret files.") var dir: String
-            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
+            @OptionGroup var file: KeyFileOptions
 
             func run() async throws {
                 var generator = SystemRandomNumberGenerator()
-                let entries = try DeviceTokenKeyFile.add(in: dir, using: &generator)
-                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
+                file.show(try DeviceTokenKeyFile.add(in: file.dir, using: &generator))
             }
         }
 
         struct Activate: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Make a key the one new tokens are signed with; then restart the registry.")
-            @Option(help: "Directory of the secret files.") var dir: String
+            @OptionGroup var file: KeyFileOptions
             @Option(help: "The key id, such as k2.") var id: String
-            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
 
-            func run() async throws {
-                let entries = try DeviceTokenKeyFile.activate(id: id, in: dir)
-                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
-            }
+            func run() async throws { file.show(try DeviceTokenKeyFile.activate(id: id, in: file.dir)) }
         }
 
         struct Retire: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Remove a key that no longer signs, once its tokens have expired; then restart the gateway and registry.")
-            @Option(help: "Directory of the secret files.") var dir: String
+            @OptionGroup var file: KeyFileOptions
             @Option(help: "The key id, such as k1.") var id: String
-            @Flag(name: .long, help: "Print JSON instead of a table.") var json = false
 
-            func run() async throws {
-                let entries = try DeviceTokenKeyFile.retire(id: id, in: dir)
-                Output.print(rows: DeviceTokenKeyFile.rows(entries), headers: ["ID", "ROLE"], json: json)
-            }
+            func run() async throws { file.show(try DeviceTokenKeyFile.retire(id: id, in: file.dir)) }
         }
     }
 }

@@ -11,7 +11,10 @@ import Foundation
 package struct SitePolicyDraft: Codable, Hashable, Sendable {
     /// Members of a `GET` answer that a draft sent back as is may carry; ignored (the path names the
     /// site and the store assigns the version).
-    package static let toleratedMembers: Set<String> = ["siteId", "version"]
+    /// Members accepted and ignored: the path's and the server's own (`siteId`, `version`), and
+    /// `settings.exemptSoftExitCheckouts`, which `rate_limit` no longer needs (it refuses no check-out
+    /// after a check-in) but earlier clients still send.
+    package static let toleratedMembers: Set<String> = ["siteId", "version", "settings.exemptSoftExitCheckouts"]
 
     package var automaticAttendance: Bool
     package var rules: [PolicyRuleID: RuleConfig]
