@@ -110,6 +110,22 @@ public final class RegistryCacheLoader: Service, Sendable {
         }
     }
 
+    /// `waitUntilCurrent(asOf:timeout:)`, and then settled: the view holds at least one record and
+    /// no batch arrived for `settle`. After the broker lost the feed, the registry republishes every
+    /// entity and the topic fills again over seconds: a view that is "current" against the refilled
+    /// topic's first records is not the registry yet, and a decision waits for the refill to end
+    /// rather than refusing a device it has not read again. `false` when `timeout` passed first.
+    public func waitUntilSettled(asOf instant: Date, settle: Duration, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        guard await waitUntilCurrent(asOf: instant, timeout: timeout) else { return false }
+        while true {
+            let (records, lastBatchAt) = progress.state.withLock { ($0.recordsRead, $0.lastBatchAt) }
+            if records > 0, let lastBatchAt, ContinuousClock.now - lastBatchAt >= settle { return true }
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     public func run() async throws {
         try await consumer.consume(alongside: { [self] in await self.monitorCatchUp() }) { batch in
             apply(batch)

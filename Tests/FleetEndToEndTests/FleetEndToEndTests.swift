@@ -61,6 +61,11 @@ struct FleetEndToEndTests {
         let d = report.delivery
         #expect(d.eventsPosted > 200, "\(report.headline)")
         #expect(d.lost == 0 && d.duplicated == 0 && d.unexpected == 0 && d.undeliveredAtEnd == 0, "\(report.headline)")
+        // Honest phones: nothing refused or answered as a mismatch, no key posted twice, and every
+        // live session counts exactly the accepted events that name it.
+        #expect(d.refused == 0 && d.mismatched == 0 && d.postedTwice == 0, "\(report.headline)")
+        #expect(d.sessionsMiscounted == 0 && d.eventsOutsideLiveSessions == 0, "\(report.headline)")
+        #expect(d.failures == 0)
         #expect(d.serverEvents == d.eventsPosted, "\(report.headline)")
         // Every target the report prints: recall, precision, false check-outs, latency, no loss, the SLO,
         // and the status page's SLO within half a point of the run's with every event counted. The

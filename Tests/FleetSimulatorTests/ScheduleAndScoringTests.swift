@@ -186,6 +186,27 @@ struct ScheduleAndScoringTests {
         #expect(report.headline.contains("90 s in real time") && report.headline.contains("no departures in the run"))
     }
 
+    @Test func aRefusalAMismatchOrAKeyPostedTwiceFailsTheDeliveryProof() {
+        func posted(_ key: String) -> PostedEvent {
+            PostedEvent(key: key, kind: "checkin", siteId: "S1", sessionKey: "s", reason: "", timestamp: 0, decidedAt: 0, gate: nil)
+        }
+        func answer(_ key: String, _ status: Int) -> DeliveryRecord {
+            DeliveryRecord(key: key, kind: "checkin", status: status, attempts: 1, verdictAt: 0, wallLatencyMs: nil, reachedServerAt: 0)
+        }
+        var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
+        device.posted = [posted("a"), posted("b"), posted("c")]
+        device.deliveries = [answer("a", 201), answer("b", 201), answer("c", 201)]
+        let clean = FleetReport.Delivery(devices: [device], serverKeys: ["a": 1, "b": 1, "c": 1])
+        #expect(clean.failures == 0)
+        // Every row is at the server, yet one was refused, one answered as a mismatch, one key posted twice.
+        device.posted.append(posted("c"))
+        device.deliveries = [answer("a", 201), answer("b", 409), answer("c", 422), answer("c", 200)]
+        let broken = FleetReport.Delivery(devices: [device], serverKeys: ["a": 1, "b": 1, "c": 1])
+        #expect(broken.lost == 0 && broken.duplicated == 0)
+        #expect(broken.refused == 1 && broken.mismatched == 1 && broken.postedTwice == 1)
+        #expect(broken.failures == 3)
+    }
+
     @Test func percentilesAreNearestRank() {
         let p = Percentiles((1...100).map(Double.init))
         #expect(p.p50 == 50 && p.p90 == 90 && p.p99 == 99 && p.max == 100 && p.count == 100)

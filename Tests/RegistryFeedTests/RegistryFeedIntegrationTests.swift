@@ -79,6 +79,42 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
+    @Test("a view waits for a feed being refilled to settle, and an empty view never counts as settled")
+    func settledWaitsForTheRefill() async throws {
+        try await Stack.withRepository { repository, client in
+            let (producer, publisher) = try Stack.publisher(client: client)
+            let cache = RegistryCache()
+            let loader = try RegistryCacheLoader(
+                cache: cache, configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-settle"), logger: Stack.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await producer.run() }
+                group.addTask { try await publisher.run() }
+                group.addTask { try await loader.run() }
+                defer { group.cancelAll() }
+                try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+                // The topic is empty, as right after the broker lost it: current, but not the registry.
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(2)) == false)
+
+                // The registry refills it, batch after batch, for a few seconds.
+                let refill = Task {
+                    var last: FeedFixture?
+                    for _ in 0..<8 {
+                        last = try await FeedFixture.make(repository)
+                        try await Task.sleep(for: .milliseconds(100))
+                    }
+                    return (last, ContinuousClock.now)
+                }
+                try await eventually("the refill's first records reach the cache", timeout: .seconds(15)) { loader.recordsRead > 0 }
+                let settled = await loader.waitUntilSettled(asOf: Date(), settle: .seconds(1), timeout: .seconds(60))
+                let settledAt = ContinuousClock.now
+                let (last, refillEnded) = try await refill.value
+                #expect(settled)
+                #expect(settledAt >= refillEnded, "settled \(refillEnded - settledAt) before the refill ended")
+                #expect(cache.device(id: try #require(last).device.id)?.status == .enrolled)
+            }
+        }
+    }
+
     @Test("revoking a device reaches a running cache within seconds (15 s at most on a loaded machine)")
     func revocationReachesCache() async throws {
         try await Stack.withRepository { repository, client in

@@ -77,6 +77,7 @@ trap 'kill "$load_pid" 2>/dev/null || true' EXIT
 
 # The load spends a few seconds enrolling its devices; its clock starts once the registry has
 # published them (its outbox is empty).
+command -v psql >/dev/null || { echo "crash test: psql is not on PATH (deploy/local/env.sh puts PostgreSQL's there)" >&2; exit 2; }
 for _ in $(seq 1 600); do
     kill -0 "$load_pid" 2>/dev/null || break
     pending="$(psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$PGDATABASE" -Atc \
@@ -111,10 +112,15 @@ victim_of() {
     esac
 }
 
+# A fault must strike while the load is sending, or the run proves nothing about it.
+missed_faults=()
 for fault in "${FAULTS[@]}"; do
-    kill -0 "$load_pid" 2>/dev/null || { echo "crash test: the load ended before the $fault fault" >&2; break; }
     at=$((SECONDS - load_started))
-    ((at < DURATION - 5)) || echo "crash test: WARNING: the $fault fault comes at t+${at}s, after the load's last events (DURATION=$DURATION)"
+    if ! kill -0 "$load_pid" 2>/dev/null || ((at >= DURATION - 5)); then
+        echo "crash test: the $fault fault would come at t+${at}s, after the load's last events: raise DURATION (now $DURATION)" >&2
+        missed_faults+=("$fault")
+        continue
+    fi
     started="$(now_ms)"
     case "$fault" in
         gateway | policy | merger | registry | telemetry)
@@ -151,6 +157,10 @@ set +e
 wait "$load_pid"
 rc=$?
 set -e
+if ((${#missed_faults[@]} > 0)) && ((rc == 0)); then
+    echo "crash test: faults not injected under load: ${missed_faults[*]}" >&2
+    rc=3
+fi
 trap - EXIT
 echo "==> this run's exits, as the services and their supervisors logged them:"
 for name in "${instances[@]}"; do

@@ -76,6 +76,25 @@ package struct FleetReport: Sendable, Codable {
         package var duplicated = 0
         /// Server rows no device of this run wrote.
         package var unexpected = 0
+        /// Final 409 answers: the policy refused the event. Every simulated phone is honest, so each
+        /// is attendance lost (must be 0).
+        package var refused = 0
+        /// Final 422 answers: the server holds another body under the event's key, and the phone drops
+        /// the event (must be 0: a phone resends the same bytes).
+        package var mismatched = 0
+        /// Events posted under a key an earlier posted event of the run already had (must be 0).
+        package var postedTwice = 0
+        /// Live sessions whose event count differs from the accepted events that name them, and
+        /// accepted events that name no live session (both must be 0: an event counted twice, or
+        /// left behind by a merge).
+        package var sessionsMiscounted = 0
+        package var eventsOutsideLiveSessions = 0
+
+        /// What breaks the no-loss contract; a run with any fails.
+        package var failures: Int {
+            lost + duplicated + unexpected + undeliveredAtEnd + refused + mismatched + postedTwice + sessionsMiscounted
+                + eventsOutsideLiveSessions
+        }
         /// Every attempt's status (or timeout / offline / captive_portal / transport_error).
         package var attemptStatuses: [String: Int] = [:]
         package var finalStatuses: [String: Int] = [:]
@@ -264,7 +283,7 @@ package struct FleetReport: Sendable, Codable {
             devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
             check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
             detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
-            events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
+            events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd), refused \(delivery.refused), mismatched \(delivery.mismatched), sessions miscounted \(delivery.sessionsMiscounted + delivery.eventsOutsideLiveSessions); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
             SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)
             targets met: \(targets.filter(\.met).count)/\(targets.count)\(missed.isEmpty ? "" : " (missed: " + missed.map(\.name).joined(separator: ", ") + ")")
             """
@@ -297,6 +316,8 @@ extension FleetReport.Delivery {
         self.init()
         var posted = Set<String>()
         for device in devices {
+            for record in device.deliveries where record.status == 409 { refused += 1 }
+            for record in device.deliveries where record.status == 422 { mismatched += 1 }
             eventsPosted += device.posted.count
             undeliveredAtEnd += device.undelivered
             launches += device.launches
@@ -308,7 +329,7 @@ extension FleetReport.Delivery {
             }
             for (k, v) in device.attempts.statuses { attemptStatuses[k, default: 0] += v }
             for event in device.posted {
-                posted.insert(event.key)
+                if !posted.insert(event.key).inserted { postedTwice += 1 }
                 if serverKeys[event.key] != nil { serverEventsBySite[event.siteId, default: 0] += 1 }
             }
         }

@@ -243,19 +243,37 @@ struct TelemetrySLOError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The server's side of the no-loss figures.
+/// The server's side of the no-loss figures: the merger's rows of the run's users (in the schema
+/// `MERGER_SCHEMA` names, as the merger reads it), and its sessions' counts against them.
 package enum ServerCheck {
     package static func verify(devices: [DeviceResult], postgres: PostgresClient, logger: Logger) async throws -> FleetReport.Delivery {
+        let schema = try EnvironmentReader().schemaName("MERGER_SCHEMA", default: "merger")
         let users = devices.map(\.userId)
         let rows = try await postgres.query(
-            "SELECT idempotency_key, server_receipt_id FROM merger.events WHERE user_id = ANY(\(users))", logger: logger)
+            "SELECT idempotency_key, server_receipt_id FROM \(unescaped: schema).events WHERE user_id = ANY(\(users))", logger: logger)
         var keys: [String: Int] = [:]
         var receipts: [String: Int] = [:]
         for try await (key, receipt) in rows.decode((String, String).self) {
             keys[key, default: 0] += 1
             receipts[receipt, default: 0] += 1
         }
-        return FleetReport.Delivery(devices: devices, serverKeys: keys, duplicateReceipts: receipts.values.map { $0 - 1 }.reduce(0, +))
+        var delivery = FleetReport.Delivery(
+            devices: devices, serverKeys: keys, duplicateReceipts: receipts.values.map { $0 - 1 }.reduce(0, +))
+        let miscounted = try await postgres.query(
+            """
+            SELECT count(*)::int FROM \(unescaped: schema).sessions s
+            WHERE s.user_id = ANY(\(users)) AND s.superseded_by IS NULL
+              AND s.event_count <> (SELECT count(*) FROM \(unescaped: schema).events e WHERE e.session_id = s.session_id AND e.outcome = 'accepted')
+            """, logger: logger)
+        for try await count in miscounted.decode(Int.self) { delivery.sessionsMiscounted = count }
+        let outside = try await postgres.query(
+            """
+            SELECT count(*)::int FROM \(unescaped: schema).events e
+            WHERE e.user_id = ANY(\(users)) AND e.outcome = 'accepted' AND e.session_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM \(unescaped: schema).sessions s WHERE s.session_id = e.session_id AND s.superseded_by IS NULL)
+            """, logger: logger)
+        for try await count in outside.decode(Int.self) { delivery.eventsOutsideLiveSessions = count }
+        return delivery
     }
 }
 

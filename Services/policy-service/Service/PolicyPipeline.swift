@@ -24,8 +24,14 @@ package struct PolicyPipelineConfiguration: Sendable {
     /// registry view lacks (`RegistryView.mayBeBehind`) is decided once the view holds the feed as of
     /// the newest such receipt plus this.
     package var registryPublishMargin: Duration = .milliseconds(150)
-    /// The longest a batch waits for that; then it is decided with what the view holds (a warning).
-    package var registryLagWait: Duration = .seconds(10)
+    /// And until the view has settled: no feed batch for this long (a refill after the broker lost
+    /// the feed arrives batch after batch; see `RegistryCacheLoader.waitUntilSettled`).
+    package var registrySettle: Duration = .seconds(2)
+    /// The longest a batch waits for both; then it is decided with what the view holds (a warning).
+    /// Long enough for the registry to refill the feed after a broker restart: until then every
+    /// device would be refused as not enrolled. The events meanwhile wait in the topic (the gateway
+    /// answers 202).
+    package var registryLagWait: Duration = .seconds(60)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     package var redeliveryBackoff: Duration = .milliseconds(500)
     /// Between attempts to claim a batch's GATT nonces when the spent-nonce store fails: the batch
@@ -173,7 +179,8 @@ package final class PolicyPipeline: Service, Sendable {
 
     /// No final refusal from a stale view: when an event relies on something the registry view lacks
     /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
-    /// as of that event's receipt (plus the registry's publish margin), bounded by `registryLagWait`.
+    /// as of that event's receipt (plus the registry's publish margin) and has settled, bounded by
+    /// `registryLagWait`.
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
@@ -181,7 +188,8 @@ package final class PolicyPipeline: Service, Sendable {
         let margin = configuration.registryPublishMargin
         let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
         let started = ContinuousClock.now
-        let current = await registryLoader.waitUntilCurrent(asOf: asOf, timeout: configuration.registryLagWait)
+        let current = await registryLoader.waitUntilSettled(
+            asOf: asOf, settle: configuration.registrySettle, timeout: configuration.registryLagWait)
         Counter(label: "policy_registry_waits_total", dimensions: [("current", current ? "yes" : "no")]).increment()
         if !current {
             logger.warning(

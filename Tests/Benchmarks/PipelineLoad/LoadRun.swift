@@ -28,6 +28,9 @@ struct LoadRun {
         var lost = 0
         var unexpected = 0
         var outcomeMismatches = 0
+        /// Final answers other than 201 and 200: the load's devices are honest and send each event's
+        /// bytes unchanged, so a refusal (409), a mismatch (422) or a 400 is an event lost (must be 0).
+        var notAccepted = 0
         var duplicatedReceipts = 0
         var acceptedPerSecond = 0.0
         var latencyMs: [String: Double] = [:]
@@ -97,7 +100,11 @@ struct LoadRun {
             report.finalStatuses[String(outcome.status), default: 0] += 1
             report.retriedAttempts += outcome.retried.count
             for status in outcome.retried { report.retriedStatuses[String(status), default: 0] += 1 }
-            if !finalSet.contains(outcome.status) { report.unfinished += 1 }
+            if !finalSet.contains(outcome.status) {
+                report.unfinished += 1
+            } else if outcome.status != 201 && outcome.status != 200 {
+                report.notAccepted += 1
+            }
         }
         let latencies = outcomes.filter { finalSet.contains($0.status) }.map { $0.latency }.sorted()
         for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)] where !latencies.isEmpty {

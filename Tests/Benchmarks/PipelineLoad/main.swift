@@ -68,6 +68,7 @@ struct Verify: AsyncParsableCommand {
             print(
                 "sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
                     + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
+                    + "answered other than 201/200 \(result.notAccepted), "
                     + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
             for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
                 print(
@@ -77,7 +78,7 @@ struct Verify: AsyncParsableCommand {
             }
             let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
             if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
-                + result.sessionMismatches + silentGateways > 0
+                + result.notAccepted + result.sessionMismatches + silentGateways > 0 || result.sent == 0
             {
                 throw ExitCode(1)
             }
