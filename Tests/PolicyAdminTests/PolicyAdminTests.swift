@@ -164,6 +164,9 @@ struct PolicyAdminTests {
             #expect(old.status == .ok, "\(old.text)")
             #expect(try old.decode(StoredPolicyVersion.self).policy.settings.minSteps2min == 35)
             #expect(!old.text.contains("exemptSoftExitCheckouts"))
+            let wrongType = try await client.send(
+                .put, "/v1/admin/policies/\(site)", json: #"{"settings": {"exemptSoftExitCheckouts": {}}}"#)
+            #expect(wrongType.status == .badRequest, "\(wrongType.text)")
             let typo = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"settings": {"minStepsTwoMin": 35}}"#)
             #expect(typo.status == .badRequest, "\(typo.text)")
             #expect(typo.text.contains("settings.minStepsTwoMin"))

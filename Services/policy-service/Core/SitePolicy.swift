@@ -154,6 +154,9 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         case minAppVersion, refuseJailbroken, refuseSimulatedLocation, allowedModelPrefixes, deniedModelPrefixes
         case flatRssiMaxStdDevDb, flatRssiMinReadings, maxDevicesPerUser, multiDeviceWindowSeconds
         case maxTravelSpeedKmh, maxClockSkewSeconds
+        /// Read (a boolean or null, as before) and ignored: `rate_limit` no longer refuses a check-out
+        /// after a check-in, so there is nothing to exempt. Never written.
+        case exemptSoftExitCheckouts
     }
 
     package init(from decoder: any Decoder) throws {
@@ -180,6 +183,7 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         try read(.multiDeviceWindowSeconds, &multiDeviceWindowSeconds)
         try read(.maxTravelSpeedKmh, &maxTravelSpeedKmh)
         try read(.maxClockSkewSeconds, &maxClockSkewSeconds)
+        _ = try c.decodeIfPresent(Bool.self, forKey: .exemptSoftExitCheckouts)
     }
 
     /// Every field is written (the absent `minAppVersion` as nothing), so a stored policy shows its

@@ -3,6 +3,7 @@ import AttendanceProtocol
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceRuntime
 import Synchronization
 
 /// A steady load of keyed events from enrolled devices, each sent under the no-loss contract, then
@@ -48,6 +49,12 @@ struct LoadRun {
         var eventsAsked = 0
         var finalAnswers = 0
         var acceptedOnFirstAttempt = 0
+    }
+
+    /// The merger's schema, as the merger reads it (`MERGER_SCHEMA`, default `merger`); an unusable
+    /// name ends the run with the variable named.
+    static var mergerSchema: String {
+        get throws { try EnvironmentReader().schemaName("MERGER_SCHEMA", default: "merger") }
     }
 
     let options: Options
@@ -114,7 +121,8 @@ struct LoadRun {
 
         let users = fleet.devices.map(\.userId)
         let rows = try await postgres.query(
-            "SELECT idempotency_key, outcome, server_receipt_id FROM merger.events WHERE user_id = ANY(\(users))", logger: logger
+            "SELECT idempotency_key, outcome, server_receipt_id FROM \(unescaped: try Self.mergerSchema).events WHERE user_id = ANY(\(users))",
+            logger: logger
         )
         var stored: [String: String] = [:]
         var receipts: Set<String> = []
@@ -152,12 +160,13 @@ struct LoadRun {
     private func checkSessions(users: [String], into report: inout Report) async throws {
         var acceptedByUser: [String: Int] = [:]
         let accepted = try await postgres.query(
-            "SELECT user_id, count(*)::int FROM merger.events WHERE user_id = ANY(\(users)) AND outcome = 'accepted' GROUP BY user_id",
+            "SELECT user_id, count(*)::int FROM \(unescaped: try Self.mergerSchema).events WHERE user_id = ANY(\(users)) AND outcome = 'accepted' GROUP BY user_id",
             logger: logger)
         for try await (user, count) in accepted.decode((String, Int).self) { acceptedByUser[user] = count }
         var sessionsByUser: [String: [Int]] = [:]
         let sessions = try await postgres.query(
-            "SELECT user_id, event_count FROM merger.sessions WHERE user_id = ANY(\(users)) AND superseded_by IS NULL", logger: logger)
+            "SELECT user_id, event_count FROM \(unescaped: try Self.mergerSchema).sessions WHERE user_id = ANY(\(users)) AND superseded_by IS NULL",
+            logger: logger)
         for try await (user, count) in sessions.decode((String, Int).self) { sessionsByUser[user, default: []].append(count) }
         for user in users {
             let expected = acceptedByUser[user] ?? 0
