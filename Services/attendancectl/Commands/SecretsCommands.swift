@@ -97,22 +97,26 @@ extension AttendanceCtl.Secrets {
             }
         }
 
+        /// The options of the subcommands that act on one key.
+        struct KeyOptions: ParsableArguments {
+            @OptionGroup var file: KeyFileOptions
+            @Option(help: "The key id, such as k2.") var id: String
+        }
+
         struct Activate: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Make a key the one new tokens are signed with; then restart the registry.")
-            @OptionGroup var file: KeyFileOptions
-            @Option(help: "The key id, such as k2.") var id: String
+            @OptionGroup var key: KeyOptions
 
-            func run() async throws { file.show(try DeviceTokenKeyFile.activate(id: id, in: file.dir)) }
+            func run() async throws { key.file.show(try DeviceTokenKeyFile.activate(id: key.id, in: key.file.dir)) }
         }
 
         struct Retire: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Remove a key that no longer signs, once its tokens have expired; then restart the gateway and registry.")
-            @OptionGroup var file: KeyFileOptions
-            @Option(help: "The key id, such as k1.") var id: String
+            @OptionGroup var key: KeyOptions
 
-            func run() async throws { file.show(try DeviceTokenKeyFile.retire(id: id, in: file.dir)) }
+            func run() async throws { key.file.show(try DeviceTokenKeyFile.retire(id: key.id, in: key.file.dir)) }
         }
     }
 }
