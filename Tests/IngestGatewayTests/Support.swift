@@ -158,8 +158,10 @@ final class FakeRepository: AttendanceReadRepository, Sendable {
     let outcomes = Mutex<[String: (deviceId: String, response: EventOutcomeResponse)]>([:])
     let sessions = Mutex<[String: [SessionSummary]]>([:])
 
-    func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
-        outcomes.withLock { $0[idempotencyKey] }.flatMap { $0.deviceId == deviceId ? $0.response : nil }
+    func outcome(idempotencyKeys: [String], deviceId: String) async throws -> EventOutcomeResponse? {
+        outcomes.withLock { stored in
+            idempotencyKeys.compactMap { stored[$0] }.first { $0.deviceId == deviceId }?.response
+        }
     }
 
     func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {

@@ -25,12 +25,16 @@ package enum PlatformSecret: String, CaseIterable, Sendable {
     /// A fresh value: 32 random bytes in base64 (device token keys carry a key id in front, so a
     /// later rotation can add a second key beside it).
     func generate<G: RandomNumberGenerator>(using generator: inout G) -> String {
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let secret = Data(bytes).base64EncodedString()
+        let secret = Self.randomSecret(using: &generator)
         switch self {
         case .deviceTokenKeys: return "k1:\(secret)"
         case .gattNonceKey, .beaconKeySealKey: return secret
         }
+    }
+
+    /// 32 random bytes in base64: every secret's value, and each device token key's.
+    static func randomSecret<G: RandomNumberGenerator>(using generator: inout G) -> String {
+        Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).base64EncodedString()
     }
 }
 
@@ -155,8 +159,7 @@ enum DeviceTokenKeyFile {
     static func add<G: RandomNumberGenerator>(in directory: String, using generator: inout G) throws -> [Entry] {
         var (path, entries) = try read(in: directory)
         let highest = entries.compactMap { $0.id.hasPrefix("k") ? Int($0.id.dropFirst()) : nil }.max() ?? 0
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        entries.append(Entry(id: "k\(highest + 1)", secret: Data(bytes).base64EncodedString()))
+        entries.append(Entry(id: "k\(highest + 1)", secret: PlatformSecret.randomSecret(using: &generator)))
         try write(entries, to: path)
         return entries
     }

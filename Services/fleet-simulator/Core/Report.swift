@@ -316,8 +316,6 @@ extension FleetReport.Delivery {
         self.init()
         var posted = Set<String>()
         for device in devices {
-            for record in device.deliveries where record.status == 409 { refused += 1 }
-            for record in device.deliveries where record.status == 422 { mismatched += 1 }
             eventsPosted += device.posted.count
             undeliveredAtEnd += device.undelivered
             launches += device.launches
@@ -333,6 +331,8 @@ extension FleetReport.Delivery {
                 if serverKeys[event.key] != nil { serverEventsBySite[event.siteId, default: 0] += 1 }
             }
         }
+        refused = finalStatuses["409", default: 0]
+        mismatched = finalStatuses["422", default: 0]
         serverEvents = serverKeys.values.reduce(0, +)
         lost = posted.filter { serverKeys[$0] == nil }.count
         unexpected = serverKeys.keys.filter { !posted.contains($0) }.count

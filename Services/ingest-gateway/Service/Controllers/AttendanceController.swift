@@ -148,30 +148,23 @@ struct AttendanceController {
             throw ProblemDetails.validation([FieldError(field: "idempotencyKey", reason: "is not an idempotency key")])
         }
         // The key as a session contract's header (scoped to the device), else as the event's own.
-        for candidate in [IdempotencyKeys.scoped(header: key, userId: device.userId, deviceId: device.deviceId), key] {
-            if let outcome = try await outcome(of: candidate, device: device, context: context) {
-                return GatewayReply.json(outcome, status: 200)
-            }
+        let keys = [IdempotencyKeys.scoped(header: key, userId: device.userId, deviceId: device.deviceId), key]
+        let at = now()
+        let remembered = keys.compactMap { pipeline.table.lookup(key: $0, deviceId: device.deviceId, now: at) }
+        if let finished = remembered.first(where: { $0.outcome != nil }) {
+            return GatewayReply.json(finished.response, status: 200)
         }
-        throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
-    }
-
-    /// What this gateway or the outcome store knows of the device's request `key`; `nil` when neither does.
-    private func outcome(
-        of key: String, device: AuthenticatedDevice, context: GatewayRequestContext
-    ) async throws(ProblemDetails) -> EventOutcomeResponse? {
-        let remembered = pipeline.table.lookup(key: key, deviceId: device.deviceId, now: now())
-        if let remembered, remembered.outcome != nil { return remembered.response }
         let stored: EventOutcomeResponse?
         do {
-            stored = try await repository.outcome(idempotencyKey: key, deviceId: device.deviceId)
+            stored = try await repository.outcome(idempotencyKeys: keys, deviceId: device.deviceId)
         } catch {
             // In flight here: pending is still a true answer without the database.
-            if let remembered { return remembered.response }
+            if let pending = remembered.first { return GatewayReply.json(pending.response, status: 200) }
             context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
-        return stored ?? remembered?.response
+        if let outcome = stored ?? remembered.first?.response { return GatewayReply.json(outcome, status: 200) }
+        throw ProblemDetails.notFound("no request with this Idempotency-Key from this device")
     }
 
     @Sendable func getPending(_ request: Request, context: GatewayRequestContext) async throws -> Response {

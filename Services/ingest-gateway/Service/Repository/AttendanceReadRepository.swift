@@ -7,8 +7,9 @@ import ServiceRuntime
 /// What the gateway reads from the session merger's tables (read-only; the merger owns and
 /// migrates `merger.events` and `merger.sessions`).
 package protocol AttendanceReadRepository: Sendable {
-    /// The recorded outcome of `idempotencyKey` when it was sent by `deviceId`.
-    func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse?
+    /// The recorded outcome of the first of `idempotencyKeys` that `deviceId` sent (one read for a
+    /// key that may be a contract header or the event's own).
+    func outcome(idempotencyKeys: [String], deviceId: String) async throws -> EventOutcomeResponse?
     /// The device's recorded events received at or after `since`, oldest first, at most `limit`.
     func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse]
     /// The user's sessions that are open or in soft exit, oldest check-in first.
@@ -33,15 +34,16 @@ package struct PostgresAttendanceReadRepository: AttendanceReadRepository {
 
     private typealias EventRow = (String, String, Int64, String, String?, String, String, Date, Date, Date)
 
-    package func outcome(idempotencyKey: String, deviceId: String) async throws -> EventOutcomeResponse? {
+    package func outcome(idempotencyKeys: [String], deviceId: String) async throws -> EventOutcomeResponse? {
         let rows = try await client.query(
             """
             SELECT idempotency_key, outcome, http_status::int8, server_receipt_id, session_id, reasons::text, action,
                    event_time, received_at, decided_at
-            FROM \(unescaped: schema).events WHERE idempotency_key = \(idempotencyKey) AND device_id = \(deviceId)
+            FROM \(unescaped: schema).events WHERE idempotency_key = ANY(\(idempotencyKeys)) AND device_id = \(deviceId)
             """, logger: logger)
-        for try await row in rows.decode(EventRow.self) { return Self.response(row) }
-        return nil
+        var found: [EventOutcomeResponse] = []
+        for try await row in rows.decode(EventRow.self) { found.append(Self.response(row)) }
+        return idempotencyKeys.lazy.compactMap { key in found.first { $0.idempotencyKey == key } }.first
     }
 
     package func events(deviceId: String, since: Date, limit: Int) async throws -> [EventOutcomeResponse] {
