@@ -10,16 +10,21 @@ import Foundation
 // nobody's access.
 
 /// A beacon's GATT key sealed with ChaCha20-Poly1305 (`BeaconKeySealer`), as stored by the registry
-/// and carried in the beacon's payload on `registry.changes` (member `gattKey`).
+/// and carried in the beacon's payload on `registry.changes` (member `gattKey`, and after a rotation
+/// `previousGattKey` with `validUntil`).
 public struct SealedBeaconKey: Codable, Hashable, Sendable {
     /// Starts at 1; each rotation adds one. Bound into the seal, so an old box cannot pass for a new one.
     public var version: Int
     /// Base64 of the combined box: 12-byte nonce, ciphertext, 16-byte tag.
     public var sealed: String
+    /// A beacon's previous key only: proofs it signs still verify until this moment, while an
+    /// installer writes the new key into the physical beacon. `nil` on a current key.
+    public var validUntil: Date?
 
-    public init(version: Int, sealed: String) {
+    public init(version: Int, sealed: String, validUntil: Date? = nil) {
         self.version = version
         self.sealed = sealed
+        self.validUntil = validUntil
     }
 }
 

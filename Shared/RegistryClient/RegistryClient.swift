@@ -130,9 +130,11 @@ public struct RegistryClient: Sendable {
     }
 
     /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
-    /// provisioning plan; the policy verifies with it as soon as it reads the change.
-    public func rotateBeaconKey(id: String) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
-        try await admin(.post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate")
+    /// provisioning plan; the policy verifies with it as soon as it reads the change, and with the
+    /// replaced key for `graceHours` more (server default a week; 0 for a leaked key).
+    public func rotateBeaconKey(id: String, graceHours: Int? = nil) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
+        try await admin(
+            .post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate", query: graceHours.map { ["graceHours": String($0)] } ?? [:])
     }
 
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.

@@ -34,6 +34,9 @@ public struct CachedBeacon: Hashable, Sendable {
     /// The beacon's GATT challenge key, sealed by the registry for the policy service (which alone
     /// holds the key to open it); `nil` when the registry published none. Other readers keep it opaque.
     public var gattKey: SealedBeaconKey? = nil
+    /// The key `gattKey` replaced, with its `validUntil`, during a rotation's grace (the physical
+    /// beacon signs with it until an installer writes the new one); sealed like `gattKey`.
+    public var previousGattKey: SealedBeaconKey? = nil
 }
 
 public struct CachedGate: Hashable, Sendable {
@@ -173,7 +176,7 @@ enum PayloadReader {
         return CachedBeacon(
             id: try string(p, "id"), key: key, mac: optionalString(p, "mac")?.uppercased(),
             txPower: optionalInt(p, "txPower"), status: CachedBeaconStatus(try string(p, "status")),
-            gateId: try string(p, "gateId"), gattKey: sealedKey(p["gattKey"])
+            gateId: try string(p, "gateId"), gattKey: sealedKey(p["gattKey"]), previousGattKey: previousSealedKey(p["previousGattKey"])
         )
     }
 
@@ -181,6 +184,16 @@ enum PayloadReader {
     static func sealedKey(_ p: JSONValue?) -> SealedBeaconKey? {
         guard let p, let version = optionalInt(p, "version"), version >= 1, let sealed = optionalString(p, "sealed") else { return nil }
         return SealedBeaconKey(version: version, sealed: sealed)
+    }
+
+    /// `{version, sealed, validUntil}`; without a readable `validUntil` it is no key (never one
+    /// that verifies for ever).
+    static func previousSealedKey(_ p: JSONValue?) -> SealedBeaconKey? {
+        guard var key = sealedKey(p), let text = p.flatMap({ optionalString($0, "validUntil") }),
+            let validUntil = WireTimestamp.date(from: text)
+        else { return nil }
+        key.validUntil = validUntil
+        return key
     }
 
     static func gate(_ p: JSONValue) throws(PayloadError) -> CachedGate {

@@ -102,6 +102,22 @@ struct ArgumentParsingTests {
         #expect(rotated.code == 0, "\(rotated)")
         #expect(rotation.requests.first?.method == .post && rotation.requests.first?.path == "/v1/admin/beacons/bcn-1/gatt-key/rotate")
         #expect(try rotated.field("key version") == "3")
+        #expect(try rotated.field("previous key") == "stopped verifying")
+
+        let graced = FakeTransport(
+            json:
+                #"{"beaconId":"bcn-1","version":4,"rotatedAt":"2026-11-22T10:00:00.000Z","previousKeyValidUntil":"2026-11-23T10:00:00.000Z"}"#
+        )
+        let rotatedWithGrace = await runCLI(
+            ["registry", "beacons", "rotate-key", "bcn-1", "--grace-hours", "24", "--api-key", "k"], transport: graced)
+        #expect(rotatedWithGrace.code == 0, "\(rotatedWithGrace)")
+        #expect(graced.requests.first?.target == "/v1/admin/beacons/bcn-1/gatt-key/rotate?graceHours=24")
+        #expect(try rotatedWithGrace.field("previous key").hasPrefix("verifies until 2026-11-23"))
+        let outOfRange = FakeTransport(json: "{}")
+        let refused = await runCLI(
+            ["registry", "beacons", "rotate-key", "bcn-1", "--grace-hours", "721", "--api-key", "k"], transport: outOfRange)
+        #expect(refused.code != 0 && refused.stderr.contains("--grace-hours must be 0-720"))
+        #expect(outOfRange.requests.isEmpty)
 
         let plan = FakeTransport { _ in .failure(.unreachable(url: "x", reason: "not needed")) }
         _ = await runCLI(

@@ -59,11 +59,20 @@ struct BeaconKeyRouteTests {
             let rotated = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.admin)
             let rotation = try rotated.decode(BeaconKeyRotation.self)
             #expect(rotation.beaconId == beacon.id && rotation.version == 2)
+            // A week's grace for the replaced key by default; `graceHours` sets it, 0 ends it at once.
+            let grace = try #require(rotation.previousKeyValidUntil).timeIntervalSince(rotation.rotatedAt)
+            #expect(abs(grace - 168 * 3_600) < 0.002)
             // The answer never carries the key.
             #expect(!rotated.text.contains("hex"))
+            let short = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=2", key: h.admin)
+                .decode(BeaconKeyRotation.self)
+            #expect(abs(try #require(short.previousKeyValidUntil).timeIntervalSince(short.rotatedAt) - 2 * 3_600) < 0.002)
+            let immediate = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=0", key: h.admin)
+            #expect(!immediate.text.contains("previousKeyValidUntil"))
+            #expect(try immediate.decode(BeaconKeyRotation.self).version == 4)
 
             let after = try await client.send(.get, "/v1/admin/beacons/\(beacon.id)/provisioning-plan", key: h.installer).decode(Plan.self)
-            #expect(after.gattKey?.version == 2)
+            #expect(after.gattKey?.version == 4)
             #expect(after.gattKey?.hex != before.gattKey?.hex)
         }
     }
@@ -76,6 +85,10 @@ struct BeaconKeyRouteTests {
             try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.viewer).problem(.forbidden)
             try await client.send(.post, "/v1/admin/beacons/bcn_missing_\(token())/gatt-key/rotate", key: h.admin).problem(.notFound)
             try await client.send(.post, "/v1/admin/beacons/bad%20id!/gatt-key/rotate", key: h.admin).problem(.badRequest)
+            for grace in ["-1", "721", "1.5", "week", ""] {
+                try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=\(grace)", key: h.admin)
+                    .problem(.badRequest)
+            }
             // Nothing was rotated by the refused calls.
             #expect(try await h.repository.beaconGattKey(beaconId: beacon.id)?.version == 1)
         }

@@ -25,10 +25,10 @@ extension RegistryDatabaseTests {
         }
 
         /// The sealed key of the latest beacon record in the outbox.
-        static func publishedKey(_ client: PostgresClient, beaconId: String) async throws -> SealedBeaconKey? {
+        static func publishedKey(_ client: PostgresClient, beaconId: String, member: String = "gattKey") async throws -> SealedBeaconKey? {
             let rows = try await outboxRows(client, type: "beacon", id: beaconId)
             let payload = try ProtocolCodec.wire.decode(JSONValue.self, from: try #require(rows.last?.payload))
-            return try payload["gattKey"].map { try $0.decode(as: SealedBeaconKey.self) }
+            return try payload[member].map { try $0.decode(as: SealedBeaconKey.self) }
         }
 
         @Test func aRegisteredBeaconGetsARandomKeyPublishedSealedAndShownToTheInstaller() async throws {
@@ -68,7 +68,7 @@ extension RegistryDatabaseTests {
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
                 let before = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
-                let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id)
+                let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168)
                 #expect(rotation.beaconId == beacon.id)
                 #expect(rotation.version == 2)
                 let after = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
@@ -76,8 +76,30 @@ extension RegistryDatabaseTests {
                 #expect(after.key != before.key)
                 let published = try #require(try await Self.publishedKey(client, beaconId: beacon.id))
                 #expect(published.version == 2)
+                #expect(published.validUntil == nil)
                 #expect(Self.sealer.open(published, beaconId: beacon.id) == after.key)
-                #expect(try await repository.rotateBeaconKey(beaconId: beacon.id).version == 3)
+                // The replaced key is published beside it until the grace ends: the beacon signs with
+                // it until an installer writes the new one.
+                let graceEnd = try #require(rotation.previousKeyValidUntil)
+                #expect(abs(graceEnd.timeIntervalSince(rotation.rotatedAt) - 168 * 3_600) < 0.001)
+                let previous = try #require(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey"))
+                // On the feed to the millisecond.
+                #expect(previous.version == 1)
+                #expect(abs(try #require(previous.validUntil).timeIntervalSince(graceEnd)) < 0.001)
+                #expect(Self.sealer.open(previous, beaconId: beacon.id) == before.key)
+                // A status change publishes both again (the feed keeps only the last record).
+                _ = try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
+                #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey") == previous)
+
+                // A leaked key is replaced with no grace: nothing but the new key is published.
+                let immediate = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 0)
+                #expect(immediate.version == 3 && immediate.previousKeyValidUntil == nil)
+                #expect(try await Self.publishedKey(client, beaconId: beacon.id)?.version == 3)
+                #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey") == nil)
+                // A rotation keeps only the key it replaces (version 3), not the one before.
+                let third = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 1)
+                #expect(third.version == 4)
+                #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey")?.version == 3)
             }
         }
 
@@ -85,17 +107,26 @@ extension RegistryDatabaseTests {
             try await Self.withKeyedRepository { repository, _ in
                 let missing = "bcn_missing_\(UInt32.random(in: 0...UInt32.max))"
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: missing)
+                    _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: 168)
                     Issue.record("an unknown beacon was rotated")
                 } catch {
                     #expect(error as? RegistryError == .notFound(.beacon, id: missing))
                 }
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: "bad id!")
+                    _ = try await repository.rotateBeaconKey(beaconId: "bad id!", graceHours: 168)
                     Issue.record("a malformed id was accepted")
                 } catch {
                     guard case .invalidInput(let errors)? = error as? RegistryError else { Issue.record("\(error)"); return }
                     #expect(errors.map(\.field) == ["beaconId"])
+                }
+                for graceHours in [-1, 721] {
+                    do {
+                        _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: graceHours)
+                        Issue.record("a grace of \(graceHours) hours was accepted")
+                    } catch {
+                        guard case .invalidInput(let errors)? = error as? RegistryError else { Issue.record("\(error)"); return }
+                        #expect(errors.map(\.field) == ["graceHours"])
+                    }
                 }
             }
             try await RegistryTestDatabase.withRepository { repository, _ in
@@ -103,7 +134,7 @@ extension RegistryDatabaseTests {
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id)
+                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168)
                     Issue.record("a registry without a sealing key rotated a key")
                 } catch {
                     #expect(error as? RegistryError == .beaconKeysNotConfigured)

@@ -25,17 +25,22 @@ struct RegistryFeedKeyringTests {
     static let identity = RegistryBeaconKey(uuid: uuid, major: 10, minor: 3)!
 
     /// A beacon record as the registry publishes it, with `gattKey` when given.
-    static func beaconRecord(id: String, version: Int64, gattKey: SealedBeaconKey?) throws -> RegistryRecord {
+    static func beaconRecord(
+        id: String, version: Int64, gattKey: SealedBeaconKey?, previousGattKey: SealedBeaconKey? = nil
+    ) throws -> RegistryRecord {
         var members: [String: JSONValue] = [
             "id": .string(id), "uuid": .string(uuid.uuidString), "major": .integer(10), "minor": .integer(3),
             "status": .string("active"), "gateId": .string("G_MAIN"),
         ]
         if let gattKey { members["gattKey"] = try JSONValue(encoding: gattKey) }
+        if let previousGattKey { members["previousGattKey"] = try JSONValue(encoding: previousGattKey) }
         return .upsert(RegistryChange(entityType: .beacon, entityId: id, version: version, changedAt: Date(), payload: .object(members)))
     }
 
     /// A check-in proved with `beaconKey` (what a beacon holding that key answers).
-    static func provedCheckIn(beaconKey: [UInt8], beacon: RegistryBeaconKey = identity, now: Date = Date()) -> RawEventEnvelope {
+    static func provedCheckIn(
+        beaconKey: [UInt8], beacon: RegistryBeaconKey = identity, now: Date = Date(), receivedAt: Date? = nil
+    ) -> RawEventEnvelope {
         let nonce = codec.issue(beacon: beacon, deviceId: "d_1", now: now).nonce
         let hmac = GattProof.hmac(nonce: nonce, beaconKey: .init(data: beaconKey))
         let body = AttendanceEvent(
@@ -48,7 +53,8 @@ struct RegistryFeedKeyringTests {
         )
         return RawEventEnvelope(
             requestId: "req_1", idempotencyKey: body.idempotencyKey, userId: "u_1", deviceId: "d_1", siteId: "S_HQ", appVersion: "1.12.0",
-            gatewayInstance: "gateway-0", receivedAt: now, payloadFingerprint: String(repeating: "0", count: 64), payload: .event(body)
+            gatewayInstance: "gateway-0", receivedAt: receivedAt ?? now, payloadFingerprint: String(repeating: "0", count: 64),
+            payload: .event(body)
         )
     }
 
@@ -72,6 +78,50 @@ struct RegistryFeedKeyringTests {
         cache.apply(try Self.beaconRecord(id: "bcn_1", version: 2, gattKey: Self.sealer.seal(second, beaconId: "bcn_1", version: 2)))
         #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: first)).didFire)
         #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: second)) == .passed)
+    }
+
+    /// The physical beacon signs with the key it holds until an installer writes the new one, and a
+    /// refused check-in is lost for good: the replaced key verifies, with a note, until its grace ends.
+    @Test func aReplacedKeyVerifiesWithANoteUntilItsGraceEnds() throws {
+        let cache = RegistryCache()
+        let rule = GattChallengeRule(nonces: Self.codec, keyring: RegistryFeedBeaconKeyring(cache: cache, sealer: Self.sealer))
+        let old = BeaconKeySealer.generateBeaconKey()
+        let new = BeaconKeySealer.generateBeaconKey()
+        let now = Date()
+        let graceEnd = now.addingTimeInterval(3_600)
+        var previous = try Self.sealer.seal(old, beaconId: "bcn_1", version: 1)
+        previous.validUntil = graceEnd
+        cache.apply(
+            try Self.beaconRecord(
+                id: "bcn_1", version: 2, gattKey: Self.sealer.seal(new, beaconId: "bcn_1", version: 2), previousGattKey: previous))
+
+        #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: new, now: now)) == .passed)
+        let noted = try #require(Self.verdict(rule, Self.provedCheckIn(beaconKey: old, now: now)).firing)
+        #expect(!noted.refuses)
+        #expect(noted.reason.contains("replaced key (version 1)") && noted.reason.contains("write the new key"))
+        // Proved within the grace, delivered after it (queued offline): the proof holds.
+        let queued = Self.provedCheckIn(beaconKey: old, now: graceEnd.addingTimeInterval(-30), receivedAt: graceEnd.addingTimeInterval(600))
+        #expect(Self.verdict(rule, queued).firing?.refuses == false)
+        // Proved after the grace: refused, as is a key that is neither.
+        let late = try #require(Self.verdict(rule, Self.provedCheckIn(beaconKey: old, now: graceEnd.addingTimeInterval(1))).firing)
+        #expect(late.refuses && late.reason.contains("does not match"))
+        let stranger = try #require(
+            Self.verdict(rule, Self.provedCheckIn(beaconKey: BeaconKeySealer.generateBeaconKey(), now: now)).firing)
+        #expect(stranger.refuses)
+
+        // A previous box without an end, or one that does not open, never verifies.
+        previous.validUntil = nil
+        cache.apply(
+            try Self.beaconRecord(
+                id: "bcn_1", version: 3, gattKey: Self.sealer.seal(new, beaconId: "bcn_1", version: 2), previousGattKey: previous))
+        #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: old, now: now)).firing?.refuses == true)
+        var foreign = try Self.sealer.seal(old, beaconId: "bcn_other", version: 1)
+        foreign.validUntil = graceEnd
+        cache.apply(
+            try Self.beaconRecord(
+                id: "bcn_1", version: 4, gattKey: Self.sealer.seal(new, beaconId: "bcn_1", version: 2), previousGattKey: foreign))
+        #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: old, now: now)).firing?.refuses == true)
+        #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: new, now: now)) == .passed)
     }
 
     @Test func aKeyThatDoesNotOpenIsNoKey() throws {
@@ -138,11 +188,20 @@ struct RegistryFeedKeyringTests {
             #expect(!published.sealed.contains(Data(installed.key).base64EncodedString()))
             #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: installed.key, beacon: identity)) == .passed)
 
-            _ = try await registry.rotateBeaconKey(beaconId: beacon.id)
+            // Rotated with the default grace: the beacon still holding the replaced key verifies,
+            // with a note, until an installer writes the new one.
+            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: BeaconKeyRotation.defaultGraceHours)
             try await readFeed()
             let rotated = try #require(try await registry.beaconGattKey(beaconId: beacon.id))
-            #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: installed.key, beacon: identity)).didFire)
+            #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: installed.key, beacon: identity)).firing?.refuses == false)
             #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: rotated.key, beacon: identity)) == .passed)
+            // Rotated because the key leaked: the replaced key is refused at once.
+            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: 0)
+            try await readFeed()
+            let replacement = try #require(try await registry.beaconGattKey(beaconId: beacon.id))
+            #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: rotated.key, beacon: identity)).firing?.refuses == true)
+            #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: installed.key, beacon: identity)).firing?.refuses == true)
+            #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: replacement.key, beacon: identity)) == .passed)
         }
     }
 }

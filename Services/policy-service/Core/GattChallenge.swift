@@ -13,6 +13,20 @@ import Synchronization
 package protocol BeaconKeyring: Sendable {
     /// The beacon's shared key, or `nil` when it has none.
     func key(for beacon: RegistryBeaconKey) -> SymmetricKey?
+    /// The key the current one replaced, when its grace still lasts at `instant`: the physical
+    /// beacon signs with it until an installer writes the new one. None by default.
+    func previousKey(for beacon: RegistryBeaconKey, at instant: Date) -> PreviousBeaconKey?
+}
+
+extension BeaconKeyring {
+    package func previousKey(for beacon: RegistryBeaconKey, at instant: Date) -> PreviousBeaconKey? { nil }
+}
+
+/// A replaced beacon key that still verifies until `validUntil`.
+package struct PreviousBeaconKey {
+    package var key: SymmetricKey
+    package var version: Int
+    package var validUntil: Date
 }
 
 /// Deterministic per-beacon keys derived from one secret:

@@ -109,13 +109,23 @@ public struct BroadcastVerification: Codable, Hashable, Sendable {
 /// What a key rotation did (never the key itself: the installer reads it from the provisioning plan).
 public struct BeaconKeyRotation: Codable, Hashable, Sendable {
     public var beaconId: String
-    /// The new key's version; the previous one stops verifying once the policy reads the change.
+    /// The new key's version: the policy verifies with it once it reads the change.
     public var version: Int
     public var rotatedAt: Date
+    /// Until when proofs signed with the replaced key still verify (the beacon keeps answering with
+    /// it until an installer writes the new one); absent when it stopped at once (`graceHours=0`).
+    public var previousKeyValidUntil: Date?
 
-    public init(beaconId: String, version: Int, rotatedAt: Date) {
+    /// How long a rotation lets the replaced key verify unless told otherwise: a week, time for an
+    /// installer's visit.
+    public static let defaultGraceHours = 168
+    /// The `graceHours` a rotation accepts: 0 (the replaced key stops at once) to 30 days.
+    public static let graceHoursRange = 0...720
+
+    public init(beaconId: String, version: Int, rotatedAt: Date, previousKeyValidUntil: Date? = nil) {
         self.beaconId = beaconId
         self.version = version
         self.rotatedAt = rotatedAt
+        self.previousKeyValidUntil = previousKeyValidUntil
     }
 }

@@ -60,7 +60,7 @@ let beaconKeys: [RegistryBeaconKey: (id: String, raw: [UInt8], sealed: SealedBea
     return table
 }()
 let keyring = SealedBeaconKeyring(sealer: sealer) { identity in
-    beaconKeys[identity].map { ($0.id, $0.sealed) }
+    beaconKeys[identity].map { ($0.id, $0.sealed, nil) }
 }
 let engine = PolicyEngine.withGatt(GattChallengeRule(nonces: codec, keyring: keyring))
 

@@ -306,14 +306,27 @@ extension AttendanceCtl.Registry {
         struct RotateKey: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "rotate-key",
-                abstract: "Give a beacon a new GATT challenge key (admin); write it into the beacon from its plan."
+                abstract: "Give a beacon a new GATT challenge key (admin); write it into the beacon from its plan.",
+                discussion: """
+                    The replaced key keeps verifying check-ins for the grace period (default 168 hours), \
+                    since the beacon answers with it until an installer writes the new key. \
+                    Use --grace-hours 0 for a leaked key: its check-ins are refused at once.
+                    """
             )
             @Argument(help: "The beacon's id.") var id: String
+            @Option(name: .customLong("grace-hours"), help: "How long the replaced key still verifies, 0-720 hours (default 168).")
+            var graceHours: Int?
             @OptionGroup var registry: RegistryOptions
+
+            func validate() throws {
+                if let graceHours, !BeaconKeyRotation.graceHoursRange.contains(graceHours) {
+                    throw ValidationError("--grace-hours must be 0-720 (0: the replaced key stops verifying at once).")
+                }
+            }
 
             func run() async throws {
                 try await registry.show(RegistryTables.keyRotation) { client throws(RegistryClientError) in
-                    try await client.rotateBeaconKey(id: id)
+                    try await client.rotateBeaconKey(id: id, graceHours: graceHours)
                 }
             }
         }

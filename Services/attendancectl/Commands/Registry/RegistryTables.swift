@@ -140,6 +140,7 @@ package enum RegistryTables {
     package static func keyRotation(_ rotation: BeaconKeyRotation) -> String {
         TableFormatter.render(pairs: [
             ("beacon", rotation.beaconId), ("key version", String(rotation.version)), ("rotated", time(rotation.rotatedAt)),
+            ("previous key", rotation.previousKeyValidUntil.map { "verifies until \(time($0))" } ?? "stopped verifying"),
             ("next", "write the new key from: attendancectl registry beacons plan \(rotation.beaconId)"),
         ])
     }

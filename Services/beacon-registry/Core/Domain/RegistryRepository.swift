@@ -31,8 +31,9 @@ package protocol RegistryRepository: Sendable {
     func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon
     func beacon(id: String) async throws(RegistryError) -> Beacon
     /// A new random GATT key for the beacon (version + 1), published on the feed in the same
-    /// transaction. `.beaconKeysNotConfigured` without a sealing key.
-    func rotateBeaconKey(beaconId: String) async throws(RegistryError) -> BeaconKeyRotation
+    /// transaction. The key it replaces keeps verifying for `graceHours` (0-720; 0 stops it at
+    /// once, for a leaked key). `.beaconKeysNotConfigured` without a sealing key.
+    func rotateBeaconKey(beaconId: String, graceHours: Int) async throws(RegistryError) -> BeaconKeyRotation
     /// The beacon's current GATT key in plain text, for the installer's provisioning plan; `nil`
     /// when the beacon has none yet. `.beaconKeysNotConfigured` without a sealing key.
     func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey?

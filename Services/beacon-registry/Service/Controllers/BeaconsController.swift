@@ -63,10 +63,12 @@ struct BeaconsController {
             return try Reply.json(response, request: request, context: context)
         }
         group.post("beacons/{id}/gatt-key/rotate") { request, context in
-            // Admin only: a rotation invalidates the key written in the physical beacon until an
-            // installer writes the new one (from the provisioning plan).
+            // Admin only: the key written in the physical beacon verifies only until the grace
+            // ends; an installer writes the new one (from the provisioning plan) before then.
             try context.authorize(.admin)
-            let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId())
+            let graceHours = try request.queryInt(
+                "graceHours", default: BeaconKeyRotation.defaultGraceHours, in: BeaconKeyRotation.graceHoursRange)
+            let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId(), graceHours: graceHours)
             return try Reply.json(rotation, request: request, context: context)
         }
         group.get("beacons/{id}/verification") { request, context in

@@ -25,11 +25,13 @@ enum ChangeOutbox {
     }
 
     /// A beacon upsert: the beacon as the registry serves it plus `gattKey`, its GATT key sealed for
-    /// the policy service (`SealedBeaconKey`), when it has one. The REST answers never carry it.
-    static func upsertBeacon(_ beacon: Beacon, gattKey: SealedBeaconKey?, on connection: PostgresConnection, logger: Logger) async throws {
+    /// the policy service (`SealedBeaconKey`), when it has one, and `previousGattKey` (with its
+    /// `validUntil`) during a rotation's grace. The REST answers never carry them.
+    static func upsertBeacon(_ beacon: Beacon, keys: StoredBeaconKeys?, on connection: PostgresConnection, logger: Logger) async throws {
         var payload = try JSONValue(encoding: beacon)
-        if let gattKey, case .object(var members) = payload {
-            members["gattKey"] = try JSONValue(encoding: gattKey)
+        if let keys, case .object(var members) = payload {
+            members["gattKey"] = try JSONValue(encoding: keys.current)
+            if let previous = keys.previous { members["previousGattKey"] = try JSONValue(encoding: previous) }
             payload = .object(members)
         }
         try await upsert(.beacon, id: beacon.id, entity: payload, on: connection, logger: logger)

@@ -8,12 +8,23 @@ import PostgresNIO
 // key is created with the beacon, stored sealed in `beacon_keys`, shown in plain text
 // only in the installer's provisioning plan, and published sealed in the beacon's record on
 // `registry.changes`, where only the policy service (which holds the same `BEACON_KEY_SEAL_KEY`)
-// can open it. A rotation is one transaction: new key, new version, new feed record.
+// can open it. A rotation is one transaction: new key, new version, new feed record; the key it
+// replaces is kept and published as the previous key until its grace ends, because the physical
+// beacon signs with it until an installer writes the new one.
+
+/// A beacon's keys as stored: the current one and, during a rotation's grace, the one it replaced
+/// (with `validUntil` set).
+struct StoredBeaconKeys {
+    var current: SealedBeaconKey
+    var previous: SealedBeaconKey?
+}
 
 extension PostgresRegistryRepository {
-    package func rotateBeaconKey(beaconId: String) async throws(RegistryError) -> BeaconKeyRotation {
+    package func rotateBeaconKey(beaconId: String, graceHours: Int) async throws(RegistryError) -> BeaconKeyRotation {
         var v = InputValidator()
         _ = v.id(beaconId, "beaconId")
+        let range = BeaconKeyRotation.graceHoursRange
+        if !range.contains(graceHours) { v.fail("graceHours", "must be \(range.lowerBound)-\(range.upperBound) hours") }
         try v.finish()
         let sealer = beaconKeySealer
         let now = now()
@@ -27,28 +38,41 @@ extension PostgresRegistryRepository {
             // After the lookup: an unknown beacon is a 404 whatever the configuration.
             guard let sealer else { throw RegistryError.beaconKeysNotConfigured }
             let beacon = try Columns.beacon(row)
-            let current = try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
-            let version = (current?.version ?? 0) + 1
+            let stored = try await Self.storedBeaconKeys(beaconId: beaconId, on: db, logger: logger)
+            let version = (stored?.current.version ?? 0) + 1
             let sealed = try sealer.seal(BeaconKeySealer.generateBeaconKey(), beaconId: beaconId, version: version)
+            // The key being replaced is the one the beacon holds, unless an installer never wrote it
+            // (a second rotation within the grace): only the latest replaced key is kept.
+            let previous = stored.flatMap { stored -> SealedBeaconKey? in
+                guard graceHours > 0 else { return nil }
+                let validUntil = now.addingTimeInterval(TimeInterval(graceHours) * 3_600)
+                return SealedBeaconKey(version: stored.current.version, sealed: stored.current.sealed, validUntil: validUntil)
+            }
             try await db.query(
                 """
-                INSERT INTO beacon_keys (beacon_id, version, sealed_key, created_at, rotated_at)
-                VALUES (\(beaconId), \(version), \(sealed.sealed), \(now), \(now))
+                INSERT INTO beacon_keys (
+                    beacon_id, version, sealed_key, created_at, rotated_at, previous_version, previous_sealed_key, previous_valid_until
+                ) VALUES (
+                    \(beaconId), \(version), \(sealed.sealed), \(now), \(now), \(previous?.version), \(previous?.sealed),
+                    \(previous?.validUntil)
+                )
                 ON CONFLICT (beacon_id) DO UPDATE SET version = EXCLUDED.version, sealed_key = EXCLUDED.sealed_key,
-                    rotated_at = EXCLUDED.rotated_at
+                    rotated_at = EXCLUDED.rotated_at, previous_version = EXCLUDED.previous_version,
+                    previous_sealed_key = EXCLUDED.previous_sealed_key, previous_valid_until = EXCLUDED.previous_valid_until
                 """, logger: logger
             )
-            try await ChangeOutbox.upsertBeacon(beacon, gattKey: sealed, on: db, logger: logger)
-            return BeaconKeyRotation(beaconId: beaconId, version: version, rotatedAt: now)
+            let keys = StoredBeaconKeys(current: sealed, previous: previous)
+            try await ChangeOutbox.upsertBeacon(beacon, keys: keys, on: db, logger: logger)
+            return BeaconKeyRotation(beaconId: beaconId, version: version, rotatedAt: now, previousKeyValidUntil: previous?.validUntil)
         }
     }
 
     package func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey? {
         guard let sealer = beaconKeySealer else { throw .beaconKeysNotConfigured }
-        let sealed = try await read("read beacon key") { db in
-            try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
+        let stored = try await read("read beacon key") { db in
+            try await Self.storedBeaconKeys(beaconId: beaconId, on: db, logger: logger)
         }
-        guard let sealed else { return nil }
+        guard let sealed = stored?.current else { return nil }
         guard let key = sealer.open(sealed, beaconId: beaconId) else {
             // Stored under another sealing key (BEACON_KEY_SEAL_KEY changed): rotating issues a new one.
             throw .storage("the stored GATT key of beacon \(beaconId) does not open with BEACON_KEY_SEAL_KEY; rotate it")
@@ -78,8 +102,8 @@ extension PostgresRegistryRepository {
                 )
                 for row in rows {
                     let beacon = try Columns.beacon(row)
-                    let gattKey = try await createBeaconKey(beaconId: beacon.id, on: db)
-                    try await ChangeOutbox.upsertBeacon(beacon, gattKey: gattKey, on: db, logger: logger)
+                    let keys = try await createBeaconKey(beaconId: beacon.id, on: db)
+                    try await ChangeOutbox.upsertBeacon(beacon, keys: keys, on: db, logger: logger)
                 }
                 return rows.count
             }
@@ -89,7 +113,7 @@ extension PostgresRegistryRepository {
     }
 
     /// Creates version 1 of a beacon's key on the write's connection; `nil` without a sealer.
-    func createBeaconKey(beaconId: String, on db: PostgresConnection) async throws -> SealedBeaconKey? {
+    func createBeaconKey(beaconId: String, on db: PostgresConnection) async throws -> StoredBeaconKeys? {
         guard let sealer = beaconKeySealer else { return nil }
         let sealed = try sealer.seal(BeaconKeySealer.generateBeaconKey(), beaconId: beaconId, version: 1)
         let now = now()
@@ -99,16 +123,24 @@ extension PostgresRegistryRepository {
             VALUES (\(beaconId), 1, \(sealed.sealed), \(now), \(now))
             """, logger: logger
         )
-        return sealed
+        return StoredBeaconKeys(current: sealed)
     }
 
-    static func sealedBeaconKey(beaconId: String, on db: PostgresConnection, logger: Logger) async throws -> SealedBeaconKey? {
+    static func storedBeaconKeys(beaconId: String, on db: PostgresConnection, logger: Logger) async throws -> StoredBeaconKeys? {
         guard
             let row = try await db.firstRow(
-                "SELECT version, sealed_key FROM beacon_keys WHERE beacon_id = \(beaconId)", logger: logger
+                """
+                SELECT version, sealed_key, previous_version, previous_sealed_key, previous_valid_until
+                FROM beacon_keys WHERE beacon_id = \(beaconId)
+                """, logger: logger
             )
         else { return nil }
-        let (version, sealed) = try row.decode((Int, String).self)
-        return SealedBeaconKey(version: version, sealed: sealed)
+        let (version, sealed, previousVersion, previousSealed, previousValidUntil) = try row.decode(
+            (Int, String, Int?, String?, Date?).self)
+        var keys = StoredBeaconKeys(current: SealedBeaconKey(version: version, sealed: sealed))
+        if let previousVersion, let previousSealed, let previousValidUntil {
+            keys.previous = SealedBeaconKey(version: previousVersion, sealed: previousSealed, validUntil: previousValidUntil)
+        }
+        return keys
     }
 }

@@ -45,8 +45,8 @@ extension PostgresRegistryRepository {
             let beacon = try Columns.beacon(row)
             // The beacon's GATT key is born with it, in the same transaction: no beacon is ever
             // published without the key the installer will write into it.
-            let gattKey = try await createBeaconKey(beaconId: id, on: db)
-            try await ChangeOutbox.upsertBeacon(beacon, gattKey: gattKey, on: db, logger: logger)
+            let keys = try await createBeaconKey(beaconId: id, on: db)
+            try await ChangeOutbox.upsertBeacon(beacon, keys: keys, on: db, logger: logger)
             return beacon
         }
     }
@@ -67,8 +67,8 @@ extension PostgresRegistryRepository {
             guard let row else { throw RegistryError.notFound(.beacon, id: beaconId) }
             let beacon = try Columns.beacon(row)
             // The feed is compacted to the latest record per beacon: it must carry the key again.
-            let gattKey = try await Self.sealedBeaconKey(beaconId: beaconId, on: db, logger: logger)
-            try await ChangeOutbox.upsertBeacon(beacon, gattKey: gattKey, on: db, logger: logger)
+            let keys = try await Self.storedBeaconKeys(beaconId: beaconId, on: db, logger: logger)
+            try await ChangeOutbox.upsertBeacon(beacon, keys: keys, on: db, logger: logger)
             return beacon
         }
     }

@@ -26,6 +26,7 @@ import Foundation
 /// | nonce already used by another event | contact_admin | 0.9 |
 /// | beacon has no key | contact_admin | 0.5 |
 /// | wrong HMAC (the beacon did not sign it: replayed identity) | contact_admin | 0.95 |
+/// | signed with the key a rotation replaced, within its grace | note (never refuses) | 0 |
 package struct GattChallengeRule: PolicyRule {
     package let nonces: GattNonceCodec
     package let keyring: any BeaconKeyring
@@ -82,9 +83,16 @@ package struct GattChallengeRule: PolicyRule {
         guard let beaconKey = keyring.key(for: key) else {
             return .fire("beacon \(beacon.canonicalId) has no GATT key", action: .contactAdmin, risk: 0.5)
         }
-        guard GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: beaconKey) else {
-            return .fire("GATT proof does not match beacon \(beacon.canonicalId)'s key", action: .contactAdmin, risk: 0.95)
+        if GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: beaconKey) { return .passed }
+        // A rotated key: the beacon signs with the replaced one until an installer writes the new
+        // one, and a refused check-in is lost for good. Accepted, with a note, until its grace ends.
+        if let previous = keyring.previousKey(for: key, at: judgedAt),
+            GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: previous.key)
+        {
+            return .note(
+                "GATT proof signed with beacon \(beacon.canonicalId)'s replaced key (version \(previous.version)), accepted until "
+                    + "\(WireTimestamp.string(from: previous.validUntil)): write the new key into the beacon")
         }
-        return .passed
+        return .fire("GATT proof does not match beacon \(beacon.canonicalId)'s key", action: .contactAdmin, risk: 0.95)
     }
 }
