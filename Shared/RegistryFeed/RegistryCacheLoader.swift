@@ -85,9 +85,10 @@ public final class RegistryCacheLoader: Service, Sendable {
 
     /// Waits until the cache holds every change the feed held at `instant` or later: once `instant`
     /// has passed, the partitions' high watermarks are read and the loader must have applied up to
-    /// them. `false` when `timeout` passed first (or the feed could not be asked). A decision that
-    /// depends on something the view may not hold yet (a device enrolled a moment ago) waits on this
-    /// instead of refusing from a stale view.
+    /// them. A watermark query that fails (as it may right after a broker restart) is asked again
+    /// until the deadline. `false` when `timeout` passed first (or the task was cancelled). A
+    /// decision that depends on something the view may not hold yet (a device enrolled a moment
+    /// ago) waits on this instead of refusing from a stale view.
     public func waitUntilCurrent(asOf instant: Date, timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         let early = instant.timeIntervalSinceNow
@@ -96,32 +97,64 @@ public final class RegistryCacheLoader: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(Int64(early * 1000)))
         }
         guard await waitUntilCaughtUp(timeout: deadline - ContinuousClock.now) else { return false }
-        let assigned = progress.state.withLock { $0.assigned }
-        var targets: [TopicPartition: Int64] = [:]
-        for tp in assigned {
-            guard let marks = try? await consumer.watermarks(tp) else { return false }
-            if marks.high > marks.low { targets[tp] = marks.high - 1 }
+        var targets: [TopicPartition: Int64]?
+        while targets == nil {
+            targets = await readTargets()
+            if targets == nil {
+                guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+                try? await Task.sleep(for: configuration.checkInterval)
+            }
         }
         while true {
             let read = progress.state.withLock { $0.lastOffset }
-            if targets.allSatisfy({ (read[$0.key] ?? -1) >= $0.value }) { return true }
+            if targets?.allSatisfy({ (read[$0.key] ?? -1) >= $0.value }) == true { return true }
             guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
             try? await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// The last offset of every assigned non-empty partition; `nil` when a query failed.
+    private func readTargets() async -> [TopicPartition: Int64]? {
+        var targets: [TopicPartition: Int64] = [:]
+        for tp in progress.state.withLock({ $0.assigned }) {
+            guard let marks = try? await consumer.watermarks(tp) else { return nil }
+            if marks.high > marks.low { targets[tp] = marks.high - 1 }
+        }
+        return targets
+    }
+
+    /// What `waitUntilSettled` found.
+    public enum Settlement: Sendable, Equatable {
+        /// Current as of the instant, and the feed has been quiet for the settle time since this
+        /// process started reading it.
+        case settled
+        /// Current as of the instant and holding records, but the feed never went quiet before the
+        /// timeout (a registry publishing without pause: a bulk import, or a refill still running).
+        case busy
+        /// Not current as of the instant, or holding no record at all (the feed was lost and not yet
+        /// refilled): nothing can be judged from this view.
+        case behind
     }
 
     /// `waitUntilCurrent(asOf:timeout:)`, and then settled: the view holds at least one record and
     /// no batch arrived for `settle`. After the broker lost the feed, the registry republishes every
     /// entity and the topic fills again over seconds: a view that is "current" against the refilled
     /// topic's first records is not the registry yet, and a decision waits for the refill to end
-    /// rather than refusing a device it has not read again. `false` when `timeout` passed first.
-    public func waitUntilSettled(asOf instant: Date, settle: Duration, timeout: Duration) async -> Bool {
+    /// rather than refusing a device it has not read again. A refill only ever meets a process that
+    /// starts reading (a running one keeps what it read), so once settled the view stays settled, and
+    /// later waits need only be current: a registry that publishes without pause never holds up
+    /// a running process.
+    public func waitUntilSettled(asOf instant: Date, settle: Duration, timeout: Duration) async -> Settlement {
         let deadline = ContinuousClock.now + timeout
-        guard await waitUntilCurrent(asOf: instant, timeout: timeout) else { return false }
+        guard await waitUntilCurrent(asOf: instant, timeout: timeout) else { return .behind }
+        if progress.settled.load(ordering: .acquiring) { return .settled }
         while true {
             let (records, lastBatchAt) = progress.state.withLock { ($0.recordsRead, $0.lastBatchAt) }
-            if records > 0, let lastBatchAt, ContinuousClock.now - lastBatchAt >= settle { return true }
-            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            if records > 0, let lastBatchAt, ContinuousClock.now - lastBatchAt >= settle {
+                progress.settled.store(true, ordering: .releasing)
+                return .settled
+            }
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return records > 0 ? .busy : .behind }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -206,6 +239,7 @@ final class ProgressTracker: Sendable {
 
     let state = Mutex(State())
     let caughtUp = Atomic(false)
+    let settled = Atomic(false)
 }
 
 /// Starts every assigned partition at offset 0 (the consumer moves it up to the low watermark when

@@ -79,7 +79,7 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
-    @Test("a view waits for a feed being refilled to settle, and an empty view never counts as settled")
+    @Test("a view waits for a feed being refilled to settle, an empty view is behind, and once settled a view stays settled")
     func settledWaitsForTheRefill() async throws {
         try await Stack.withRepository { repository, client in
             let (producer, publisher) = try Stack.publisher(client: client)
@@ -93,7 +93,7 @@ struct RegistryFeedIntegrationTests {
                 defer { group.cancelAll() }
                 try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
                 // The topic is empty, as right after the broker lost it: current, but not the registry.
-                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(2)) == false)
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(2)) == .behind)
 
                 // The registry refills it: a first entity, then batch after batch for three seconds
                 // (records of any kind keep the feed busy; these do not decode and are skipped).
@@ -113,8 +113,31 @@ struct RegistryFeedIntegrationTests {
                 let settled = await loader.waitUntilSettled(asOf: Date(), settle: .seconds(2), timeout: .seconds(60))
                 let settledAt = ContinuousClock.now
                 let refillEnded = try await refill.value
-                #expect(settled)
+                #expect(settled == .settled)
                 #expect(settledAt >= refillEnded, "settled \(refillEnded - settledAt) before the refill ended")
+
+                // Settled once, a running view only needs to be current: a registry publishing without
+                // pause (a bulk import) does not hold its decisions for the settle time.
+                let busyFeed = Task {
+                    for index in 0..<40 {
+                        _ = try await producer.send(
+                            KafkaOutgoingMessage(topic: Stack.topic, key: "import-\(index)", value: Array("{}".utf8)))
+                        try await Task.sleep(for: .milliseconds(200))
+                    }
+                    return ContinuousClock.now
+                }
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .seconds(2), timeout: .seconds(60)) == .settled)
+                let answeredAt = ContinuousClock.now
+                // A process that starts reading meanwhile has records but no quiet: busy, after its timeout.
+                let late = try RegistryCacheLoader(
+                    cache: RegistryCache(), configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-busy"),
+                    logger: Stack.logger)
+                group.addTask { try await late.run() }
+                try #require(await late.waitUntilCaughtUp(timeout: .seconds(60)))
+                #expect(await late.waitUntilSettled(asOf: Date(), settle: .seconds(30), timeout: .seconds(1)) == .busy)
+                let importEnded = try await busyFeed.value
+                #expect(answeredAt < importEnded, "the settled view waited for the import to end")
             }
         }
     }

@@ -71,20 +71,20 @@ heal_report="$RUN_DIR/crash-test-heal.txt"
 : >"$heal_report"
 gateway_list="$(IFS=,; echo "${gateways[*]}")"
 echo "==> load: $RATE events/s from $DEVICES devices for $DURATION s over $gateway_list; faults: ${FAULTS[*]}"
-"$bin/PipelineLoad" --gateway "$gateway_list" --devices "$DEVICES" --rate "$RATE" --duration "$DURATION" --report "$report" &
+started_file="$RUN_DIR/crash-test-sending"
+rm -f "$started_file"
+"$bin/PipelineLoad" --gateway "$gateway_list" --devices "$DEVICES" --rate "$RATE" --duration "$DURATION" --report "$report" \
+    --started-file "$started_file" &
 load_pid=$!
 trap 'kill "$load_pid" 2>/dev/null || true' EXIT
 
-# The load spends a few seconds enrolling its devices; its clock starts once the registry has
-# published them (its outbox is empty).
-command -v psql >/dev/null || { echo "crash test: psql is not on PATH (deploy/local/env.sh puts PostgreSQL's there)" >&2; exit 2; }
-for _ in $(seq 1 600); do
-    kill -0 "$load_pid" 2>/dev/null || break
-    pending="$(psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$PGDATABASE" -Atc \
-        "SELECT count(*) FROM registry.change_outbox WHERE published_at IS NULL" 2>/dev/null || echo 1)"
-    [[ "$pending" == 0 ]] && break
-    sleep 0.2
+# The load spends a few seconds enrolling its devices; its clock starts when it says sending began.
+for _ in $(seq 1 1200); do
+    [[ -e "$started_file" ]] && break
+    kill -0 "$load_pid" 2>/dev/null || { echo "crash test: the load ended before sending" >&2; exit 3; }
+    sleep 0.1
 done
+[[ -e "$started_file" ]] || { echo "crash test: the load did not start sending within 120 s" >&2; exit 3; }
 load_started=$SECONDS
 sleep "$FIRST_FAULT_AT"
 

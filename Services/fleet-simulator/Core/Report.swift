@@ -85,8 +85,9 @@ package struct FleetReport: Sendable, Codable {
         /// Events posted under a key an earlier posted event of the run already had (must be 0).
         package var postedTwice = 0
         /// Live sessions whose event count differs from the accepted events that name them, and
-        /// accepted events that name no live session (both must be 0: an event counted twice, or
-        /// left behind by a merge).
+        /// accepted events outside every live session: naming none after a merge, or a check-in or
+        /// check-out placed in no session at all (both must be 0: an event counted twice, or
+        /// attendance stored but in no session). A heartbeat may wait in no session for its check-in.
         package var sessionsMiscounted = 0
         package var eventsOutsideLiveSessions = 0
 

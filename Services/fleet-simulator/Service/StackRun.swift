@@ -269,8 +269,11 @@ package enum ServerCheck {
         let outside = try await postgres.query(
             """
             SELECT count(*)::int FROM \(unescaped: schema).events e
-            WHERE e.user_id = ANY(\(users)) AND e.outcome = 'accepted' AND e.session_id IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM \(unescaped: schema).sessions s WHERE s.session_id = e.session_id AND s.superseded_by IS NULL)
+            WHERE e.user_id = ANY(\(users)) AND e.outcome = 'accepted'
+              AND CASE WHEN e.session_id IS NULL THEN e.event_type <> 'heartbeat'
+                  ELSE NOT EXISTS (
+                      SELECT 1 FROM \(unescaped: schema).sessions s WHERE s.session_id = e.session_id AND s.superseded_by IS NULL)
+                  END
             """, logger: logger)
         for try await count in outside.decode(Int.self) { delivery.eventsOutsideLiveSessions = count }
         return delivery

@@ -27,10 +27,11 @@ package struct PolicyPipelineConfiguration: Sendable {
     /// And until the view has settled: no feed batch for this long (a refill after the broker lost
     /// the feed arrives batch after batch; see `RegistryCacheLoader.waitUntilSettled`).
     package var registrySettle: Duration = .seconds(2)
-    /// The longest a batch waits for both; then it is decided with what the view holds (a warning).
-    /// Long enough for the registry to refill the feed after a broker restart: until then every
-    /// device would be refused as not enrolled. The events meanwhile wait in the topic (the gateway
-    /// answers 202).
+    /// How long a batch waits for the view to settle once it is current; then it is decided (a
+    /// warning): the registry is publishing without pause. A view that is not current, or holds
+    /// nothing (the feed lost and not yet refilled), is never decided from: the batch waits on, a
+    /// warning every `registryLagWait`, since every device would be refused as not enrolled. The
+    /// events meanwhile wait in the topic (the gateway answers 202).
     package var registryLagWait: Duration = .seconds(60)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     package var redeliveryBackoff: Duration = .milliseconds(500)
@@ -167,7 +168,7 @@ package final class PolicyPipeline: Service, Sendable {
         if let nonceLedger {
             try await claimNonces(decoded.compactMap { try? $0.get() }, ledger: nonceLedger)
         }
-        await waitForRegistryIfBehind(decoded.compactMap { try? $0.get() })
+        try await waitForRegistryIfBehind(decoded.compactMap { try? $0.get() })
         for (message, event) in zip(batch.messages, decoded) {
             switch event {
             case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
@@ -179,24 +180,41 @@ package final class PolicyPipeline: Service, Sendable {
 
     /// No final refusal from a stale view: when an event relies on something the registry view lacks
     /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
-    /// as of that event's receipt (plus the registry's publish margin) and has settled, bounded by
-    /// `registryLagWait`.
-    private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async {
+    /// as of that event's receipt (plus the registry's publish margin) and has settled. A view that
+    /// stays behind is never decided from (fail closed, as the nonce claim); one that is current but
+    /// never settles is, after `registryLagWait`. Returns early only on shutdown, by throwing.
+    private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async throws {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
         guard let newest = behind.map(\.receivedAt).max() else { return }
         let margin = configuration.registryPublishMargin
         let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
         let started = ContinuousClock.now
-        let current = await registryLoader.waitUntilSettled(
-            asOf: asOf, settle: configuration.registrySettle, timeout: configuration.registryLagWait)
-        Counter(label: "policy_registry_waits_total", dimensions: [("current", current ? "yes" : "no")]).increment()
-        if !current {
-            logger.warning(
-                "the registry view did not catch up in time; deciding with what it holds",
-                metadata: [
-                    "events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)",
-                ])
+        while true {
+            let attempt = ContinuousClock.now
+            let settlement = await registryLoader.waitUntilSettled(
+                asOf: asOf, settle: configuration.registrySettle, timeout: configuration.registryLagWait)
+            let label: String
+            switch settlement {
+            case .settled: label = "yes"
+            case .busy: label = "busy"
+            case .behind: label = "behind"
+            }
+            Counter(label: "policy_registry_waits_total", dimensions: [("current", label)]).increment()
+            let metadata: Logger.Metadata = ["events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)"]
+            switch settlement {
+            case .settled:
+                return
+            case .busy:
+                logger.warning("the registry feed did not go quiet in time; deciding with the current view", metadata: metadata)
+                return
+            case .behind:
+                try Task.checkCancellation()
+                logger.warning("the registry view is behind the feed or empty; the batch waits", metadata: metadata)
+                // A wait that ended at once (the instant lies beyond the timeout) is not retried in a spin.
+                let minimum = Duration.seconds(1)
+                if ContinuousClock.now - attempt < minimum { try await Task.sleep(for: minimum) }
+            }
         }
     }
 

@@ -33,6 +33,9 @@ struct LoadRun {
         /// bytes unchanged, so a refusal (409), a mismatch (422) or a 400 is an event lost (must be 0).
         var notAccepted = 0
         var duplicatedReceipts = 0
+        /// Events sent under a key an earlier event of the run already had (must be 0: the table keys
+        /// events by idempotency key, so a second event under one key would vanish into the first).
+        var sentTwice = 0
         var acceptedPerSecond = 0.0
         var latencyMs: [String: Double] = [:]
         var wallSeconds = 0.0
@@ -113,6 +116,7 @@ struct LoadRun {
                 report.notAccepted += 1
             }
         }
+        report.sentTwice = outcomes.count - sentByKey.count
         let latencies = outcomes.filter { finalSet.contains($0.status) }.map { $0.latency }.sorted()
         for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)] where !latencies.isEmpty {
             let d = latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))]

@@ -38,6 +38,8 @@ struct Verify: AsyncParsableCommand {
     @Option(help: "Seconds to keep retrying unfinished events after sending stops.") var drainTimeout = 180
     @Option(help: "Per-request timeout in seconds.") var requestTimeout = 10
     @Option(help: "Write the JSON report here too.") var report: String?
+    @Option(help: "Create this file when the devices are enrolled and sending starts (the crash test times its faults from it).")
+    var startedFile: String?
 
     func run() async throws {
         guard devices > 0, rate > 0, duration > 0 else { throw ValidationError("--devices, --rate and --duration must be positive") }
@@ -50,6 +52,7 @@ struct Verify: AsyncParsableCommand {
         try await EnrolledLoad.run(devices: devices, connectionsPerGateway: max(64, devices), applicationName: nil, logger: logger) {
             fleet, http, postgres in
             print("sending \(rate) events/s for \(duration) s to \(gateways.joined(separator: ", "))…")
+            if let startedFile { try Data().write(to: URL(fileURLWithPath: startedFile)) }
             let run = LoadRun(
                 options: .init(
                     gateways: gateways, devices: devices, rate: rate, duration: .seconds(duration),
@@ -68,7 +71,7 @@ struct Verify: AsyncParsableCommand {
             print(
                 "sent \(result.sent), in PostgreSQL \(result.inDatabase), lost \(result.lost), unexpected \(result.unexpected), "
                     + "duplicated receipts \(result.duplicatedReceipts), outcome mismatches \(result.outcomeMismatches), unfinished \(result.unfinished), "
-                    + "answered other than 201/200 \(result.notAccepted), "
+                    + "answered other than 201/200 \(result.notAccepted), keys sent twice \(result.sentTwice), "
                     + "users whose sessions differ from their events \(result.sessionMismatches) of \(result.usersChecked)")
             for (name, figures) in result.gateways.sorted(by: { $0.key < $1.key }) {
                 print(
@@ -78,7 +81,7 @@ struct Verify: AsyncParsableCommand {
             }
             let silentGateways = result.gateways.values.filter { $0.acceptedOnFirstAttempt == 0 }.count
             if result.lost + result.unexpected + result.duplicatedReceipts + result.outcomeMismatches + result.unfinished
-                + result.notAccepted + result.sessionMismatches + silentGateways > 0 || result.sent == 0
+                + result.notAccepted + result.sentTwice + result.sessionMismatches + silentGateways > 0 || result.sent == 0
             {
                 throw ExitCode(1)
             }
