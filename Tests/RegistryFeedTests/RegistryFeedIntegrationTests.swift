@@ -101,14 +101,18 @@ struct RegistryFeedIntegrationTests {
                 try await eventually("the refill's first records reach the cache", timeout: .seconds(15)) {
                     cache.device(id: first.device.id) != nil
                 }
-                let refill = Task {
-                    for index in 0..<15 {
-                        _ = try await producer.send(
-                            KafkaOutgoingMessage(topic: Stack.topic, key: "refill-\(index)", value: Array("{}".utf8)))
-                        try await Task.sleep(for: .milliseconds(200))
+                /// `count` records 200 ms apart; the task answers when the last was sent.
+                func publishSteadily(_ count: Int, keyPrefix: String) -> Task<ContinuousClock.Instant, any Error> {
+                    Task {
+                        for index in 0..<count {
+                            _ = try await producer.send(
+                                KafkaOutgoingMessage(topic: Stack.topic, key: "\(keyPrefix)-\(index)", value: Array("{}".utf8)))
+                            try await Task.sleep(for: .milliseconds(200))
+                        }
+                        return ContinuousClock.now
                     }
-                    return ContinuousClock.now
                 }
+                let refill = publishSteadily(15, keyPrefix: "refill")
                 try await eventually("the refill reaches the loader", timeout: .seconds(15)) { loader.decodeFailures > 0 }
                 let settled = await loader.waitUntilSettled(asOf: Date(), settle: .seconds(2), timeout: .seconds(60))
                 let settledAt = ContinuousClock.now
@@ -118,14 +122,7 @@ struct RegistryFeedIntegrationTests {
 
                 // Settled once, a running view only needs to be current: a registry publishing without
                 // pause (a bulk import) does not hold its decisions for the settle time.
-                let busyFeed = Task {
-                    for index in 0..<40 {
-                        _ = try await producer.send(
-                            KafkaOutgoingMessage(topic: Stack.topic, key: "import-\(index)", value: Array("{}".utf8)))
-                        try await Task.sleep(for: .milliseconds(200))
-                    }
-                    return ContinuousClock.now
-                }
+                let busyFeed = publishSteadily(40, keyPrefix: "import")
                 try await Task.sleep(for: .milliseconds(500))
                 #expect(await loader.waitUntilSettled(asOf: Date(), settle: .seconds(2), timeout: .seconds(60)) == .settled)
                 let answeredAt = ContinuousClock.now
