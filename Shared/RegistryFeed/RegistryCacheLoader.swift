@@ -74,6 +74,10 @@ public final class RegistryCacheLoader: Service, Sendable {
     /// documentation); stays true afterwards.
     public var isCaughtUp: Bool { progress.caughtUp.load(ordering: .acquiring) }
 
+    /// Whether the loader has read the start of a refill of the feed (`RegistryFeedRefill`) and not
+    /// yet its end: the view then holds part of the registry only.
+    public var isReadingRefill: Bool { progress.state.withLock { $0.refillStartedAt != nil } }
+
     /// Records decoded and handed to the cache, and records skipped because they did not decode.
     public var recordsRead: Int { progress.state.withLock { $0.recordsRead } }
     public var decodeFailures: Int { progress.state.withLock { $0.decodeFailures } }
@@ -131,30 +135,33 @@ public final class RegistryCacheLoader: Service, Sendable {
         /// Current as of the instant and holding records, but the feed never went quiet before the
         /// timeout (a registry publishing without pause: a bulk import, or a refill still running).
         case busy
-        /// Not current as of the instant, or holding no record at all (the feed was lost and not yet
-        /// refilled): nothing can be judged from this view.
+        /// Not current as of the instant, holding no record at all (the feed was lost and not yet
+        /// refilled), or in the middle of a refill: nothing can be judged from this view.
         case behind
     }
 
-    /// `waitUntilCurrent(asOf:timeout:)`, and then settled: the view holds at least one record and
-    /// no batch arrived for `settle`. After the broker lost the feed, the registry republishes every
-    /// entity and the topic fills again over seconds: a view that is "current" against the refilled
-    /// topic's first records is not the registry yet, and a decision waits for the refill to end
-    /// rather than refusing a device it has not read again. A refill only ever meets a process that
-    /// starts reading (a running one keeps what it read), so once settled the view stays settled, and
-    /// later waits need only be current: a registry that publishes without pause never holds up
-    /// a running process.
+    /// `waitUntilCurrent(asOf:timeout:)`, and then settled: the view holds at least one record, is
+    /// not inside a refill (it read the refill's end marker, `RegistryFeedRefill`) and no batch
+    /// arrived for `settle`. After the broker lost the feed, the registry republishes every entity
+    /// and the topic fills again over seconds: a view that is "current" against the refilled topic's
+    /// first records is not the registry yet, and a decision waits for the refill to end rather than
+    /// refusing a device it has not read again. The quiet period covers a feed refilled without
+    /// markers. A refill only ever meets a process that starts reading (a running one keeps what it
+    /// read), so once settled the view stays settled, and later waits need only be current: a
+    /// registry that publishes without pause never holds up a running process.
     public func waitUntilSettled(asOf instant: Date, settle: Duration, timeout: Duration) async -> Settlement {
         let deadline = ContinuousClock.now + timeout
         guard await waitUntilCurrent(asOf: instant, timeout: timeout) else { return .behind }
         if progress.settled.load(ordering: .acquiring) { return .settled }
         while true {
-            let (records, lastBatchAt) = progress.state.withLock { ($0.recordsRead, $0.lastBatchAt) }
-            if records > 0, let lastBatchAt, ContinuousClock.now - lastBatchAt >= settle {
+            let (records, inRefill, lastBatchAt) = progress.state.withLock {
+                ($0.recordsRead, $0.refillStartedAt != nil, $0.lastBatchAt)
+            }
+            if records > 0, !inRefill, let lastBatchAt, ContinuousClock.now - lastBatchAt >= settle {
                 progress.settled.store(true, ordering: .releasing)
                 return .settled
             }
-            guard ContinuousClock.now < deadline, !Task.isCancelled else { return records > 0 ? .busy : .behind }
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return records > 0 && !inRefill ? .busy : .behind }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -190,6 +197,7 @@ public final class RegistryCacheLoader: Service, Sendable {
         cache.apply(records)
         let next = batch.nextOffsets
         progress.state.withLock { state in
+            for record in records { state.followRefill(record) }
             for (tp, offset) in next { state.lastOffset[tp] = max(state.lastOffset[tp] ?? -1, offset - 1) }
             state.lastBatchAt = .now
             state.recordsRead += records.count
@@ -235,6 +243,20 @@ final class ProgressTracker: Sendable {
         var lastBatchAt: ContinuousClock.Instant?
         var recordsRead = 0
         var decodeFailures = 0
+        /// The version of the refill start marker read last, until its end marker is read.
+        var refillStartedAt: Int64?
+
+        mutating func followRefill(_ record: RegistryRecord) {
+            guard case .upsert(let change) = record, change.key.entityType.rawValue == RegistryFeedRefill.entityType else { return }
+            switch change.key.entityId {
+            case RegistryFeedRefill.startedId:
+                refillStartedAt = change.version
+            case RegistryFeedRefill.endedId:
+                if change.payload?[RegistryFeedRefill.startedVersionField]?.int64Value == refillStartedAt { refillStartedAt = nil }
+            default:
+                break
+            }
+        }
     }
 
     let state = Mutex(State())

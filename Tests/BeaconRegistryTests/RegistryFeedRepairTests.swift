@@ -1,6 +1,9 @@
 import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryStore
+import Foundation
+import PostgresNIO
+import RegistryTestFixtures
 import Testing
 
 /// When the registry refills its feed topic from the outbox (the end-to-end test restarts the
@@ -13,5 +16,78 @@ struct RegistryFeedRepairTests {
         #expect(!RegistryFeedRepair.isLost(highWatermark: 0, outboxHasPublishedRows: false))
         // A topic written once keeps a high watermark above 0, compacted or not.
         #expect(!RegistryFeedRepair.isLost(highWatermark: 1, outboxHasPublishedRows: true))
+    }
+}
+
+extension RegistryDatabaseTests {
+    @Suite("Registry feed refill")
+    struct FeedRefill {
+        struct Row: Equatable {
+            var id: Int64
+            var type: String
+            var entityId: String
+            var op: String
+            var payload: String?
+        }
+
+        static func unpublished(_ client: PostgresClient) async throws -> [Row] {
+            let rows = try await client.query(
+                "SELECT id, entity_type, entity_id, op, payload::text FROM change_outbox WHERE published_at IS NULL ORDER BY id",
+                logger: RegistryTestDatabase.logger)
+            var result: [Row] = []
+            for try await (id, type, entityId, op, payload) in rows.decode((Int64, String, String, String, String?).self) {
+                result.append(Row(id: id, type: type, entityId: entityId, op: op, payload: payload))
+            }
+            return result
+        }
+
+        static func markAllPublished(_ client: PostgresClient) async throws {
+            try await client.query(
+                "UPDATE change_outbox SET published_at = now() WHERE published_at IS NULL", logger: RegistryTestDatabase.logger)
+        }
+
+        /// The copies arrive between two markers, so a reader that starts during the refill knows when
+        /// its view is the whole registry; the latest change of every entity is copied, deletes included.
+        @Test func aRefillCopiesEveryEntitysLatestChangeBetweenItsMarkers() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let beacon = try await repository.registerBeacon(
+                    NewBeacon(uuid: allowedUUID().uuidString, major: 9, minor: 1, gateId: fixture.gate.id))
+                _ = try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
+                try await Self.markAllPublished(client)
+
+                let queued = try await RegistryFeedRepair.queueRefill(client: client, logger: RegistryTestDatabase.logger)
+                let rows = try await Self.unpublished(client)
+                try #require(rows.count == queued + 2)
+                let start = try #require(rows.first), end = try #require(rows.last)
+                #expect(start.type == "feed" && start.entityId == RegistryFeedRefill.startedId)
+                #expect(end.type == "feed" && end.entityId == RegistryFeedRefill.endedId)
+                let endPayload = try ProtocolCodec.wire.decode(JSONValue.self, from: try #require(end.payload))
+                #expect(endPayload[RegistryFeedRefill.startedVersionField]?.int64Value == start.id)
+
+                // One copy per entity, equal to its latest change, in the order they were written.
+                let copies = Array(rows.dropFirst().dropLast())
+                let latest = try await client.query(
+                    """
+                    SELECT entity_type, entity_id, op, payload::text FROM change_outbox
+                    WHERE id IN (SELECT max(id) FROM change_outbox WHERE entity_type <> 'feed' AND id < \(start.id) GROUP BY entity_type, entity_id)
+                    ORDER BY id
+                    """, logger: RegistryTestDatabase.logger)
+                var expected: [Row] = []
+                for try await (type, entityId, op, payload) in latest.decode((String, String, String, String?).self) {
+                    expected.append(Row(id: 0, type: type, entityId: entityId, op: op, payload: payload))
+                }
+                #expect(copies.map { Row(id: 0, type: $0.type, entityId: $0.entityId, op: $0.op, payload: $0.payload) } == expected)
+                #expect(copies.map(\.id) == copies.map(\.id).sorted())
+                let beaconCopy = try #require(copies.first { $0.type == "beacon" && $0.entityId == beacon.id })
+                #expect(beaconCopy.payload?.contains("\"lost\"") == true)
+
+                // A refill queued and not yet published is not queued twice (a registry restarted
+                // before its publisher produced the first row).
+                #expect(try await RegistryFeedRepair.queueRefill(client: client, logger: RegistryTestDatabase.logger) == 0)
+                #expect(try await Self.unpublished(client) == rows)
+                try await Self.markAllPublished(client)
+            }
+        }
     }
 }

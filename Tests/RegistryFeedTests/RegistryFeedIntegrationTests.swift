@@ -139,6 +139,47 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
+    @Test("a view inside a refill is behind until it reads the end marker that names the refill's start")
+    func aViewInsideARefillIsBehind() async throws {
+        try await Stack.withRepository { repository, client in
+            let (producer, publisher) = try Stack.publisher(client: client)
+            let loader = try RegistryCacheLoader(
+                cache: RegistryCache(), configuration: Stack.loaderConfiguration(groupIdPrefix: "feed-test-refill"), logger: Stack.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await producer.run() }
+                group.addTask { try await publisher.run() }
+                group.addTask { try await loader.run() }
+                defer { group.cancelAll() }
+                _ = try await FeedFixture.make(repository)
+                try #require(await loader.waitUntilCaughtUp(timeout: .seconds(60)))
+
+                /// A marker as the registry's relay publishes it.
+                func marker(_ id: String, version: Int64, payload: [String: JSONValue]) async throws {
+                    let change = RegistryChange(
+                        entityType: RegistryEntityType(rawValue: RegistryFeedRefill.entityType), entityId: id, version: version,
+                        changedAt: Date(), payload: .object(payload))
+                    let report = try await producer.send(
+                        KafkaOutgoingMessage(topic: Stack.topic, key: change.key.description, value: try ProtocolCodec.wire.encode(change)))
+                    try #require(report.isDelivered)
+                }
+                let start = Int64.random(in: 1_000_000...2_000_000)
+                try await marker(RegistryFeedRefill.startedId, version: start, payload: [:])
+                try await eventually("the loader reads the refill's start", timeout: .seconds(15)) { loader.isReadingRefill }
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(3)) == .behind)
+                // The end of another refill does not end this one.
+                try await marker(RegistryFeedRefill.endedId, version: start + 1, payload: ["startedVersion": .integer(start - 1)])
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(3)) == .behind)
+                #expect(loader.isReadingRefill)
+
+                try await marker(RegistryFeedRefill.endedId, version: start + 2, payload: ["startedVersion": .integer(start)])
+                #expect(await loader.waitUntilSettled(asOf: Date(), settle: .milliseconds(200), timeout: .seconds(15)) == .settled)
+                #expect(!loader.isReadingRefill)
+                // Markers are no entity: nothing failed to decode.
+                #expect(loader.decodeFailures == 0)
+            }
+        }
+    }
+
     @Test("revoking a device reaches a running cache within seconds (15 s at most on a loaded machine)")
     func revocationReachesCache() async throws {
         try await Stack.withRepository { repository, client in

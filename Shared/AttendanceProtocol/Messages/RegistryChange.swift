@@ -182,3 +182,15 @@ extension ProtocolDecodingError {
         }
     }
 }
+
+/// The two records that frame a refill of `registry.changes` after the broker lost it: the
+/// registry publishes `feed:refill-started`, then the latest change of every entity again, then
+/// `feed:refill-ended`, whose payload names the start's version (`startedVersion`). A reader that
+/// has read a start and not its end holds part of the registry only. Readers that keep entities
+/// ignore the `feed` type.
+public enum RegistryFeedRefill {
+    public static let entityType = "feed"
+    public static let startedId = "refill-started"
+    public static let endedId = "refill-ended"
+    public static let startedVersionField = "startedVersion"
+}

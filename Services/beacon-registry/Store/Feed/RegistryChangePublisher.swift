@@ -52,7 +52,7 @@ package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConver
 }
 
 /// `change_outbox` as an outbox of the compacted `registry.changes` topic: rows are stamped
-/// `published_at` (kept: `RegistryFeedRepair` queues them again when the broker lost the topic), and
+/// `published_at` (kept: `RegistryFeedRepair` copies each entity's latest when the broker lost the topic), and
 /// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
 package struct RegistryChangeOutbox: OutboxTable {

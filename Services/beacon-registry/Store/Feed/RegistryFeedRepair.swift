@@ -10,9 +10,10 @@ import PostgresNIO
 /// and sites, and a process that starts reads it from the beginning. If the topic comes back empty
 /// (the local stack's Tansu keeps topics in memory and forgets them on restart; a deleted and
 /// recreated topic), every process started afterwards would know nothing and refuse every device.
-/// The outbox keeps every change ever published, so the latest row of each entity is queued again
-/// and the publisher produces it with its original version (the row id): readers that still have
-/// it skip it, readers that start afresh rebuild the whole registry.
+/// The outbox keeps every change ever published, so the latest row of each entity is copied as a
+/// new row and the publisher produces the copies in order, framed by two markers (`RegistryFeedRefill`):
+/// readers that still have an entity apply the same content again, readers that start afresh
+/// rebuild the whole registry and know it is whole once they read the end marker.
 ///
 /// "Lost" is read from the topic's high watermark: offsets never go back, so a topic that was ever
 /// written has a high watermark above 0 even after compaction. An empty topic while the outbox has
@@ -23,7 +24,7 @@ package enum RegistryFeedRepair {
     }
 
     /// Checks the feed and, when it is lost, queues it again. Runs once, at the registry's start.
-    /// - Returns: the outbox rows queued again (0 when the feed is intact).
+    /// - Returns: the entities queued again (0 when the feed is intact).
     @discardableResult
     package static func repairIfLost(
         admin: KafkaAdmin, client: PostgresClient, topic: String = Topic.registryChanges.name, logger: Logger
@@ -34,35 +35,57 @@ package enum RegistryFeedRepair {
         var hasPublished = false
         for try await exists in published.decode(Bool.self) { hasPublished = exists }
         guard isLost(highWatermark: marks.high, outboxHasPublishedRows: hasPublished) else { return 0 }
-        let queued = try await requeueLatest(client: client, logger: logger)
-        // 0: an earlier start queued them and stopped before the publisher produced the first.
+        let queued = try await queueRefill(client: client, logger: logger)
+        // 0: an earlier start queued a refill and stopped before the publisher produced its first row.
         guard queued > 0 else { return 0 }
         logger.warning(
             "the registry feed topic was empty although changes had been published; the latest change of every entity is queued again",
             metadata: [
-                "topic": .string(topic), "rows": "\(queued)",
+                "topic": .string(topic), "entities": "\(queued)",
             ])
         return queued
     }
 
-    /// Marks the latest published outbox row of every entity unpublished (an entity whose latest
-    /// row still waits is published anyway).
-    /// - Returns: the rows marked.
-    static func requeueLatest(client: PostgresClient, logger: Logger) async throws -> Int {
-        let rows = try await client.query(
-            """
-            WITH latest AS (
-                SELECT max(id) AS id FROM change_outbox GROUP BY entity_type, entity_id
-            ), marked AS (
-                UPDATE change_outbox o SET published_at = NULL
-                FROM latest WHERE o.id = latest.id AND o.published_at IS NOT NULL
-                RETURNING 1
-            )
-            SELECT count(*)::int FROM marked
-            """,
-            logger: logger)
-        var marked = 0
-        for try await count in rows.decode(Int.self) { marked = count }
-        return marked
+    /// In one transaction: the start marker, a copy of the latest row of every entity (a delete
+    /// stays a delete; the copy keeps the change's time) in the order they were written, and the end
+    /// marker naming the start. Nothing when a refill is already queued and not yet published.
+    /// - Returns: the entities queued.
+    package static func queueRefill(client: PostgresClient, logger: Logger) async throws -> Int {
+        let feed = RegistryFeedRefill.entityType, started = RegistryFeedRefill.startedId, ended = RegistryFeedRefill.endedId
+        return try await client.withTransaction(logger: logger) { db in
+            // One refill at a time, even with several registry replicas starting together.
+            try await db.query("LOCK TABLE change_outbox IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+            let queuedBefore = try await db.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM change_outbox
+                WHERE entity_type = \(feed) AND entity_id = \(started) AND published_at IS NULL)
+                """, logger: logger)
+            for try await exists in queuedBefore.decode(Bool.self) where exists { return 0 }
+            let start = try await db.query(
+                "INSERT INTO change_outbox (entity_type, entity_id, op, payload) VALUES (\(feed), \(started), 'upsert', '{}') RETURNING id",
+                logger: logger)
+            var startId: Int64 = 0
+            for try await id in start.decode(Int64.self) { startId = id }
+            let copied = try await db.query(
+                """
+                WITH latest AS (
+                    SELECT max(id) AS id FROM change_outbox
+                    WHERE entity_type <> \(feed) AND id < \(startId) GROUP BY entity_type, entity_id
+                ), copied AS (
+                    INSERT INTO change_outbox (entity_type, entity_id, op, payload, created_at)
+                    SELECT o.entity_type, o.entity_id, o.op, o.payload, o.created_at FROM change_outbox o JOIN latest USING (id)
+                    ORDER BY o.id
+                    RETURNING 1
+                )
+                SELECT count(*)::int FROM copied
+                """, logger: logger)
+            var count = 0
+            for try await rows in copied.decode(Int.self) { count = rows }
+            let end = "{\"\(RegistryFeedRefill.startedVersionField)\": \(startId)}"
+            try await db.query(
+                "INSERT INTO change_outbox (entity_type, entity_id, op, payload) VALUES (\(feed), \(ended), 'upsert', \(end)::jsonb)",
+                logger: logger)
+            return count
+        }
     }
 }
