@@ -146,13 +146,14 @@ public final class RegistryCacheLoader: Service, Sendable {
     /// and the topic fills again over seconds: a view that is "current" against the refilled topic's
     /// first records is not the registry yet, and a decision waits for the refill to end rather than
     /// refusing a device it has not read again. The quiet period covers a feed refilled without
-    /// markers. A refill only ever meets a process that starts reading (a running one keeps what it
-    /// read), so once settled the view stays settled, and later waits need only be current: a
-    /// registry that publishes without pause never holds up a running process.
+    /// markers, and is needed once per process: later waits need only be current and outside a
+    /// refill, so a registry that publishes without pause never holds up a running process. A refill
+    /// that meets a running process (a view that settled on part of the feed, a topic deleted and
+    /// recreated) holds it too, until the refill's end marker.
     public func waitUntilSettled(asOf instant: Date, settle: Duration, timeout: Duration) async -> Settlement {
         let deadline = ContinuousClock.now + timeout
         guard await waitUntilCurrent(asOf: instant, timeout: timeout) else { return .behind }
-        if progress.settled.load(ordering: .acquiring) { return .settled }
+        if progress.settled.load(ordering: .acquiring), !isReadingRefill { return .settled }
         while true {
             let (records, inRefill, lastBatchAt) = progress.state.withLock {
                 ($0.recordsRead, $0.refillStartedAt != nil, $0.lastBatchAt)

@@ -77,8 +77,8 @@ extension RegistryDatabaseTests {
                 for try await (type, entityId, op, payload) in latest.decode((String, String, String, String?).self) {
                     expected.append(Row(id: 0, type: type, entityId: entityId, op: op, payload: payload))
                 }
+                // (Both lists in id order: equal lists mean the copies keep the order of the changes.)
                 #expect(copies.map { Row(id: 0, type: $0.type, entityId: $0.entityId, op: $0.op, payload: $0.payload) } == expected)
-                #expect(copies.map(\.id) == copies.map(\.id).sorted())
                 let beaconCopy = try #require(copies.first { $0.type == "beacon" && $0.entityId == beacon.id })
                 #expect(beaconCopy.payload?.contains("\"lost\"") == true)
 

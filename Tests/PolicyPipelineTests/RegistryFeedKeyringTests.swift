@@ -39,9 +39,9 @@ struct RegistryFeedKeyringTests {
 
     /// A check-in proved with `beaconKey` (what a beacon holding that key answers).
     static func provedCheckIn(
-        beaconKey: [UInt8], beacon: RegistryBeaconKey = identity, now: Date = Date(), receivedAt: Date? = nil
+        beaconKey: [UInt8], beacon: RegistryBeaconKey = identity, now: Date = Date(), receivedAt: Date? = nil, nonceIssuedAt: Date? = nil
     ) -> RawEventEnvelope {
-        let nonce = codec.issue(beacon: beacon, deviceId: "d_1", now: now).nonce
+        let nonce = codec.issue(beacon: beacon, deviceId: "d_1", now: nonceIssuedAt ?? now).nonce
         let hmac = GattProof.hmac(nonce: nonce, beaconKey: .init(data: beaconKey))
         let body = AttendanceEvent(
             id: UUID().uuidString, idempotencyKey: "k_\(UUID().uuidString)", userId: "u_1", deviceId: "d_1", timestamp: now, type: .checkin,
@@ -102,6 +102,13 @@ struct RegistryFeedKeyringTests {
         // Proved within the grace, delivered after it (queued offline): the proof holds.
         let queued = Self.provedCheckIn(beaconKey: old, now: graceEnd.addingTimeInterval(-30), receivedAt: graceEnd.addingTimeInterval(600))
         #expect(Self.verdict(rule, queued).firing?.refuses == false)
+        // A nonce issued after the grace, in an event dated within it (inside the allowed clock skew):
+        // backdating does not stretch the grace.
+        let backdated = Self.provedCheckIn(
+            beaconKey: old, now: graceEnd.addingTimeInterval(-60), receivedAt: graceEnd.addingTimeInterval(61),
+            nonceIssuedAt: graceEnd.addingTimeInterval(60))
+        let stretched = try #require(Self.verdict(rule, backdated).firing)
+        #expect(stretched.refuses && stretched.reason.contains("does not match"))
         // Proved after the grace: refused, as is a key that is neither.
         let late = try #require(Self.verdict(rule, Self.provedCheckIn(beaconKey: old, now: graceEnd.addingTimeInterval(1))).firing)
         #expect(late.refuses && late.reason.contains("does not match"))

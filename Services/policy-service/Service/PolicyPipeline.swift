@@ -165,10 +165,13 @@ package final class PolicyPipeline: Service, Sendable {
         let book = self.book.withLock { $0 }
         // Decoded once, up front: the spent-nonce claim needs the whole batch before any decision.
         let decoded = batch.messages.map(Self.decode)
+        let events = decoded.compactMap { try? $0.get() }
+        // Both waits may last as long as a store or the registry is away: shutdown cancels them, and
+        // the batch, neither decided nor committed, is read again by the next owner.
         if let nonceLedger {
-            try await claimNonces(decoded.compactMap { try? $0.get() }, ledger: nonceLedger)
+            try await cancelWhenGracefulShutdown { try await self.claimNonces(events, ledger: nonceLedger) }
         }
-        try await waitForRegistryIfBehind(decoded.compactMap { try? $0.get() })
+        try await cancelWhenGracefulShutdown { try await self.waitForRegistryIfBehind(events) }
         for (message, event) in zip(batch.messages, decoded) {
             switch event {
             case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
@@ -182,7 +185,8 @@ package final class PolicyPipeline: Service, Sendable {
     /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
     /// as of that event's receipt (plus the registry's publish margin) and has settled. A view that
     /// stays behind is never decided from (fail closed, as the nonce claim); one that is current but
-    /// never settles is, after `registryLagWait`. Returns early only on shutdown, by throwing.
+    /// never settles is, after `registryLagWait`. Returns early only when cancelled (the caller
+    /// cancels it at graceful shutdown), by throwing.
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async throws {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
@@ -227,7 +231,8 @@ package final class PolicyPipeline: Service, Sendable {
     }
 
     /// Claims the batch's nonces, retrying until the store answers (fail closed: a batch is never
-    /// decided without the durable reuse check). Returns early only on shutdown, by throwing.
+    /// decided without the durable reuse check). Returns early only when cancelled (the caller
+    /// cancels it at graceful shutdown), by throwing.
     private func claimNonces(_ events: [RawEventEnvelope], ledger: GattNonceLedger) async throws {
         var attempt = 0
         while true {

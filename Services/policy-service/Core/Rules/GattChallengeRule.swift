@@ -59,6 +59,7 @@ package struct GattChallengeRule: PolicyRule {
             return .fire("beacon \(beacon.canonicalId) is not a valid identity", action: .contactAdmin, risk: 0.9)
         }
         let judgedAt = Self.judgedAt(event)
+        let issuedAt: Date
         switch nonces.check(proof.nonce, beacon: key, deviceId: event.deviceId, at: judgedAt) {
         case .forged:
             return .fire("GATT nonce was not issued for this beacon and device", action: .contactAdmin, risk: 0.9)
@@ -68,7 +69,7 @@ package struct GattChallengeRule: PolicyRule {
                 action: .walkToGate, risk: 0.3
             )
         case .valid(let expiresAt):
-            let issuedAt = expiresAt.addingTimeInterval(-nonces.lifetime)
+            issuedAt = expiresAt.addingTimeInterval(-nonces.lifetime)
             let skew = TimeInterval(context.settings.maxClockSkewSeconds)
             if judgedAt < issuedAt.addingTimeInterval(-skew) {
                 return .fire(
@@ -85,8 +86,10 @@ package struct GattChallengeRule: PolicyRule {
         }
         if GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: beaconKey) { return .passed }
         // A rotated key: the beacon signs with the replaced one until an installer writes the new
-        // one, and a refused check-in is lost for good. Accepted, with a note, until its grace ends.
-        if let previous = keyring.previousKey(for: key, at: judgedAt),
+        // one, and a refused check-in is lost for good. Accepted, with a note, until its grace ends:
+        // judged at the event's moment, and the nonce issued before the end (a backdated event cannot
+        // stretch the grace by the clock skew allowed).
+        if let previous = keyring.previousKey(for: key, at: judgedAt), issuedAt < previous.validUntil,
             GattProof.isValid(hmac: proof.hmac, nonce: proof.nonce, beaconKey: previous.key)
         {
             return .note(
