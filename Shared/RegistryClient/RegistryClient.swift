@@ -131,10 +131,15 @@ public struct RegistryClient: Sendable {
 
     /// A new GATT key for the beacon (admin). The installer writes it into the beacon from the
     /// provisioning plan; the policy verifies with it as soon as it reads the change, and with the
-    /// replaced key for `graceHours` more (server default a week; 0 for a leaked key).
-    public func rotateBeaconKey(id: String, graceHours: Int? = nil) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
-        try await admin(
-            .post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate", query: graceHours.map { ["graceHours": String($0)] } ?? [:])
+    /// replaced key for `graceHours` more (server default a week; 0 for a leaked key). Within an
+    /// earlier rotation's grace the server answers 409 unless `force`.
+    public func rotateBeaconKey(
+        id: String, graceHours: Int? = nil, force: Bool = false
+    ) async throws(RegistryClientError) -> RegistryReply<BeaconKeyRotation> {
+        var query: [String: String] = [:]
+        if let graceHours { query["graceHours"] = String(graceHours) }
+        if force { query["force"] = "true" }
+        return try await admin(.post, "/v1/admin/beacons/\(Self.segment(id))/gatt-key/rotate", query: query)
     }
 
     /// The DX-Smart CP28 write sequence for the beacon, as hex frames.

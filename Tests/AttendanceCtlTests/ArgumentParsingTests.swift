@@ -109,9 +109,9 @@ struct ArgumentParsingTests {
                 #"{"beaconId":"bcn-1","version":4,"rotatedAt":"2026-11-22T10:00:00.000Z","previousKeyValidUntil":"2026-11-23T10:00:00.000Z"}"#
         )
         let rotatedWithGrace = await runCLI(
-            ["registry", "beacons", "rotate-key", "bcn-1", "--grace-hours", "24", "--api-key", "k"], transport: graced)
+            ["registry", "beacons", "rotate-key", "bcn-1", "--grace-hours", "24", "--force", "--api-key", "k"], transport: graced)
         #expect(rotatedWithGrace.code == 0, "\(rotatedWithGrace)")
-        #expect(graced.requests.first?.target == "/v1/admin/beacons/bcn-1/gatt-key/rotate?graceHours=24")
+        #expect(graced.requests.first?.target == "/v1/admin/beacons/bcn-1/gatt-key/rotate?force=true&graceHours=24")
         #expect(try rotatedWithGrace.field("previous key").hasPrefix("verifies until 2026-11-23"))
         let outOfRange = FakeTransport(json: "{}")
         let refused = await runCLI(

@@ -178,7 +178,9 @@ struct UnusedRepository: AdminRegistryRepository {
     func registerBeacon(_ input: NewBeacon) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func updateBeaconStatus(beaconId: String, status: BeaconStatus) async throws(RegistryError) -> Beacon { throw .storage("unused") }
     func beacon(id: String) async throws(RegistryError) -> Beacon { throw .storage("unused") }
-    func rotateBeaconKey(beaconId: String, graceHours: Int) async throws(RegistryError) -> BeaconKeyRotation { throw .storage("unused") }
+    func rotateBeaconKey(beaconId: String, graceHours: Int, force: Bool) async throws(RegistryError) -> BeaconKeyRotation {
+        throw .storage("unused")
+    }
     func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey? { throw .storage("unused") }
     func recordSighting(_ sighting: BeaconSighting) async throws(RegistryError) { throw .storage("unused") }
     func recordSightings(_ sightings: [BeaconSighting]) async throws(RegistryError) -> Int { throw .storage("unused") }

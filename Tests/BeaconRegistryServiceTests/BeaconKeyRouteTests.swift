@@ -64,8 +64,13 @@ struct BeaconKeyRouteTests {
             #expect(abs(grace - 168 * 3_600) < 0.002)
             // The answer never carries the key.
             #expect(!rotated.text.contains("hex"))
-            let short = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=2", key: h.admin)
-                .decode(BeaconKeyRotation.self)
+            // Within that grace: 409, unless the installer wrote the current key (`force`).
+            let refused = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=2", key: h.admin)
+                .problem(.conflict)
+            #expect(refused.detail?.contains("force=true") == true)
+            let short = try await client.send(
+                .post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=2&force=true", key: h.admin
+            ).decode(BeaconKeyRotation.self)
             #expect(abs(try #require(short.previousKeyValidUntil).timeIntervalSince(short.rotatedAt) - 2 * 3_600) < 0.002)
             let immediate = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=0", key: h.admin)
             #expect(!immediate.text.contains("previousKeyValidUntil"))
@@ -85,8 +90,8 @@ struct BeaconKeyRouteTests {
             try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.viewer).problem(.forbidden)
             try await client.send(.post, "/v1/admin/beacons/bcn_missing_\(token())/gatt-key/rotate", key: h.admin).problem(.notFound)
             try await client.send(.post, "/v1/admin/beacons/bad%20id!/gatt-key/rotate", key: h.admin).problem(.badRequest)
-            for grace in ["-1", "721", "1.5", "week", ""] {
-                try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=\(grace)", key: h.admin)
+            for query in ["graceHours=-1", "graceHours=721", "graceHours=1.5", "graceHours=week", "graceHours=", "force=yes", "force="] {
+                try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?\(query)", key: h.admin)
                     .problem(.badRequest)
             }
             // Nothing was rotated by the refused calls.

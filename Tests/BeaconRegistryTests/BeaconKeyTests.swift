@@ -68,7 +68,7 @@ extension RegistryDatabaseTests {
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 2, minor: 1, gateId: fixture.gate.id))
                 let before = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
-                let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168)
+                let rotation = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168, force: false)
                 #expect(rotation.beaconId == beacon.id)
                 #expect(rotation.version == 2)
                 let after = try #require(try await repository.beaconGattKey(beaconId: beacon.id))
@@ -91,15 +91,31 @@ extension RegistryDatabaseTests {
                 _ = try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)
                 #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey") == previous)
 
-                // A leaked key is replaced with no grace: nothing but the new key is published.
-                let immediate = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 0)
+                // Within the grace a new rotation is refused: the beacon holds version 1 or 2, whichever
+                // the installer got to, and only one replaced key is kept.
+                do {
+                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168, force: false)
+                    Issue.record("a rotation within the grace was accepted")
+                } catch {
+                    guard case .beaconKeyInGrace(let id, let until)? = error as? RegistryError else { Issue.record("\(error)"); return }
+                    #expect(id == beacon.id && abs(until.timeIntervalSince(graceEnd)) < 0.001)
+                    #expect((error as? RegistryError)?.problemDetails.status == 409)
+                }
+                #expect(try await repository.beaconGattKey(beaconId: beacon.id)?.version == 2)
+
+                // A leaked key is replaced with no grace, grace or not: nothing but the new key is published.
+                let immediate = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 0, force: false)
                 #expect(immediate.version == 3 && immediate.previousKeyValidUntil == nil)
                 #expect(try await Self.publishedKey(client, beaconId: beacon.id)?.version == 3)
                 #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey") == nil)
                 // A rotation keeps only the key it replaces (version 3), not the one before.
-                let third = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 1)
+                let third = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 1, force: false)
                 #expect(third.version == 4)
                 #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey")?.version == 3)
+                // `force`: the installer wrote version 4, so that is the key to keep.
+                let forced = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 1, force: true)
+                #expect(forced.version == 5 && forced.previousKeyValidUntil != nil)
+                #expect(try await Self.publishedKey(client, beaconId: beacon.id, member: "previousGattKey")?.version == 4)
             }
         }
 
@@ -107,13 +123,13 @@ extension RegistryDatabaseTests {
             try await Self.withKeyedRepository { repository, _ in
                 let missing = "bcn_missing_\(UInt32.random(in: 0...UInt32.max))"
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: 168)
+                    _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: 168, force: false)
                     Issue.record("an unknown beacon was rotated")
                 } catch {
                     #expect(error as? RegistryError == .notFound(.beacon, id: missing))
                 }
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: "bad id!", graceHours: 168)
+                    _ = try await repository.rotateBeaconKey(beaconId: "bad id!", graceHours: 168, force: false)
                     Issue.record("a malformed id was accepted")
                 } catch {
                     guard case .invalidInput(let errors)? = error as? RegistryError else { Issue.record("\(error)"); return }
@@ -121,7 +137,7 @@ extension RegistryDatabaseTests {
                 }
                 for graceHours in [-1, 721] {
                     do {
-                        _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: graceHours)
+                        _ = try await repository.rotateBeaconKey(beaconId: missing, graceHours: graceHours, force: false)
                         Issue.record("a grace of \(graceHours) hours was accepted")
                     } catch {
                         guard case .invalidInput(let errors)? = error as? RegistryError else { Issue.record("\(error)"); return }
@@ -134,7 +150,7 @@ extension RegistryDatabaseTests {
                 let beacon = try await repository.registerBeacon(
                     NewBeacon(uuid: allowedUUID().uuidString, major: 4, minor: 1, gateId: fixture.gate.id))
                 do {
-                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168)
+                    _ = try await repository.rotateBeaconKey(beaconId: beacon.id, graceHours: 168, force: false)
                     Issue.record("a registry without a sealing key rotated a key")
                 } catch {
                     #expect(error as? RegistryError == .beaconKeysNotConfigured)

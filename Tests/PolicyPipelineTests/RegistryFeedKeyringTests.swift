@@ -197,13 +197,13 @@ struct RegistryFeedKeyringTests {
 
             // Rotated with the default grace: the beacon still holding the replaced key verifies,
             // with a note, until an installer writes the new one.
-            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: BeaconKeyRotation.defaultGraceHours)
+            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: BeaconKeyRotation.defaultGraceHours, force: false)
             try await readFeed()
             let rotated = try #require(try await registry.beaconGattKey(beaconId: beacon.id))
             #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: installed.key, beacon: identity)).firing?.refuses == false)
             #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: rotated.key, beacon: identity)) == .passed)
             // Rotated because the key leaked: the replaced key is refused at once.
-            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: 0)
+            _ = try await registry.rotateBeaconKey(beaconId: beacon.id, graceHours: 0, force: false)
             try await readFeed()
             let replacement = try #require(try await registry.beaconGattKey(beaconId: beacon.id))
             #expect(Self.verdict(rule, Self.provedCheckIn(beaconKey: rotated.key, beacon: identity)).firing?.refuses == true)

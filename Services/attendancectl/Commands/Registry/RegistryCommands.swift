@@ -310,12 +310,15 @@ extension AttendanceCtl.Registry {
                 discussion: """
                     The replaced key keeps verifying check-ins for the grace period (default 168 hours), \
                     since the beacon answers with it until an installer writes the new key. \
-                    Use --grace-hours 0 for a leaked key: its check-ins are refused at once.
+                    Use --grace-hours 0 for a leaked key: its check-ins are refused at once. \
+                    While an earlier rotation's replaced key still verifies the registry refuses a new one \
+                    (409); --force once the installer has written the current key.
                     """
             )
             @Argument(help: "The beacon's id.") var id: String
             @Option(name: .customLong("grace-hours"), help: "How long the replaced key still verifies, 0-720 hours (default 168).")
             var graceHours: Int?
+            @Flag(help: "Rotate within an earlier rotation's grace (the installer has written the current key).") var force = false
             @OptionGroup var registry: RegistryOptions
 
             func validate() throws {
@@ -326,7 +329,7 @@ extension AttendanceCtl.Registry {
 
             func run() async throws {
                 try await registry.show(RegistryTables.keyRotation) { client throws(RegistryClientError) in
-                    try await client.rotateBeaconKey(id: id, graceHours: graceHours)
+                    try await client.rotateBeaconKey(id: id, graceHours: graceHours, force: force)
                 }
             }
         }

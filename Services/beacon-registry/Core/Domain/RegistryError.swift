@@ -45,6 +45,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case refusedByStorage(operation: String, StorageRefusal)
     /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
     case beaconKeysNotConfigured
+    /// A rotation while the key an earlier rotation replaced still verifies (409): the beacon may hold
+    /// either key, and only one replaced key is kept.
+    case beaconKeyInGrace(beaconId: String, until: Date)
 
     package var description: String {
         switch self {
@@ -82,6 +85,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "beacon GATT keys are not configured on this registry (set BEACON_KEY_SEAL_KEY)"
         case .refusedByStorage(let operation, let refusal):
             return "\(operation): \(refusal.reason)"
+        case .beaconKeyInGrace(let beaconId, let until):
+            return "beacon \"\(beaconId)\" was rotated and its replaced key still verifies until \(WireTimestamp.string(from: until)): "
+                + "rotate again once the installer has written the current key (force=true), or with graceHours=0 for a leaked key"
         }
     }
 
@@ -95,7 +101,7 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-            .minorsExhausted, .enrollmentCodeUsed:
+            .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)

@@ -32,8 +32,10 @@ package protocol RegistryRepository: Sendable {
     func beacon(id: String) async throws(RegistryError) -> Beacon
     /// A new random GATT key for the beacon (version + 1), published on the feed in the same
     /// transaction. The key it replaces keeps verifying for `graceHours` (0-720; 0 stops it at
-    /// once, for a leaked key). `.beaconKeysNotConfigured` without a sealing key.
-    func rotateBeaconKey(beaconId: String, graceHours: Int) async throws(RegistryError) -> BeaconKeyRotation
+    /// once, for a leaked key). While an earlier rotation's replaced key still verifies, a rotation
+    /// with a grace is `.beaconKeyInGrace` unless `force` (the installer wrote the current key).
+    /// `.beaconKeysNotConfigured` without a sealing key.
+    func rotateBeaconKey(beaconId: String, graceHours: Int, force: Bool) async throws(RegistryError) -> BeaconKeyRotation
     /// The beacon's current GATT key in plain text, for the installer's provisioning plan; `nil`
     /// when the beacon has none yet. `.beaconKeysNotConfigured` without a sealing key.
     func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey?

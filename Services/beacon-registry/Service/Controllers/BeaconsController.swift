@@ -68,7 +68,8 @@ struct BeaconsController {
             try context.authorize(.admin)
             let graceHours = try request.queryInt(
                 "graceHours", default: BeaconKeyRotation.defaultGraceHours, in: BeaconKeyRotation.graceHoursRange)
-            let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId(), graceHours: graceHours)
+            let force = try request.queryBool("force", default: false)
+            let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId(), graceHours: graceHours, force: force)
             return try Reply.json(rotation, request: request, context: context)
         }
         group.get("beacons/{id}/verification") { request, context in

@@ -20,7 +20,7 @@ struct StoredBeaconKeys {
 }
 
 extension PostgresRegistryRepository {
-    package func rotateBeaconKey(beaconId: String, graceHours: Int) async throws(RegistryError) -> BeaconKeyRotation {
+    package func rotateBeaconKey(beaconId: String, graceHours: Int, force: Bool) async throws(RegistryError) -> BeaconKeyRotation {
         var v = InputValidator()
         _ = v.id(beaconId, "beaconId")
         let range = BeaconKeyRotation.graceHoursRange
@@ -39,10 +39,15 @@ extension PostgresRegistryRepository {
             guard let sealer else { throw RegistryError.beaconKeysNotConfigured }
             let beacon = try Columns.beacon(row)
             let stored = try await Self.storedBeaconKeys(beaconId: beaconId, on: db, logger: logger)
+            // The beacon holds the key replaced before or the current one, whichever the installer
+            // got to: replacing the current one now would leave the first unverifiable.
+            if graceHours > 0, !force, let until = stored?.previous?.validUntil, until > now {
+                throw RegistryError.beaconKeyInGrace(beaconId: beaconId, until: until)
+            }
             let version = (stored?.current.version ?? 0) + 1
             let sealed = try sealer.seal(BeaconKeySealer.generateBeaconKey(), beaconId: beaconId, version: version)
-            // The key being replaced is the one the beacon holds, unless an installer never wrote it
-            // (a second rotation within the grace): only the latest replaced key is kept.
+            // The key being replaced is the one the beacon holds (a rotation within a grace needs
+            // `force`, the installer's word that it wrote the current key): only it is kept.
             let previous = stored.flatMap { stored -> SealedBeaconKey? in
                 guard graceHours > 0 else { return nil }
                 let validUntil = now.addingTimeInterval(TimeInterval(graceHours) * 3_600)
