@@ -6,6 +6,8 @@ import PostgresNIO
 import RegistryTestFixtures
 import Testing
 
+@testable import BeaconRegistryStore
+
 /// When the registry refills its feed topic from the outbox (the end-to-end test restarts the
 /// broker and checks the whole path).
 @Suite("Registry feed repair")
@@ -22,23 +24,22 @@ struct RegistryFeedRepairTests {
 extension RegistryDatabaseTests {
     @Suite("Registry feed refill")
     struct FeedRefill {
-        struct Row: Equatable {
-            var id: Int64
-            var type: String
-            var entityId: String
-            var op: String
-            var payload: String?
-        }
+        static let columns = "id, entity_type, entity_id, op, payload::text, created_at"
 
-        static func unpublished(_ client: PostgresClient) async throws -> [Row] {
-            let rows = try await client.query(
-                "SELECT id, entity_type, entity_id, op, payload::text FROM change_outbox WHERE published_at IS NULL ORDER BY id",
-                logger: RegistryTestDatabase.logger)
-            var result: [Row] = []
-            for try await (id, type, entityId, op, payload) in rows.decode((Int64, String, String, String, String?).self) {
-                result.append(Row(id: id, type: type, entityId: entityId, op: op, payload: payload))
+        /// `query` selects `columns` from `change_outbox`.
+        static func rows(_ client: PostgresClient, _ query: PostgresQuery) async throws -> [RegistryOutboxRow] {
+            var result: [RegistryOutboxRow] = []
+            for try await (id, type, entityId, op, payload, createdAt) in try await client.query(query, logger: RegistryTestDatabase.logger)
+                .decode((Int64, String, String, String, String?, Date).self)
+            {
+                result.append(
+                    RegistryOutboxRow(id: id, entityType: type, entityId: entityId, op: op, payload: payload, createdAt: createdAt))
             }
             return result
+        }
+
+        static func unpublished(_ client: PostgresClient) async throws -> [RegistryOutboxRow] {
+            try await rows(client, "SELECT \(unescaped: columns) FROM change_outbox WHERE published_at IS NULL ORDER BY id")
         }
 
         static func markAllPublished(_ client: PostgresClient) async throws {
@@ -60,26 +61,28 @@ extension RegistryDatabaseTests {
                 let rows = try await Self.unpublished(client)
                 try #require(rows.count == queued + 2)
                 let start = try #require(rows.first), end = try #require(rows.last)
-                #expect(start.type == "feed" && start.entityId == RegistryFeedRefill.startedId)
-                #expect(end.type == "feed" && end.entityId == RegistryFeedRefill.endedId)
+                #expect(start.entityType == "feed" && start.entityId == RegistryFeedRefill.startedId)
+                #expect(end.entityType == "feed" && end.entityId == RegistryFeedRefill.endedId)
                 let endPayload = try ProtocolCodec.wire.decode(JSONValue.self, from: try #require(end.payload))
                 #expect(endPayload[RegistryFeedRefill.startedVersionField]?.int64Value == start.id)
 
-                // One copy per entity, equal to its latest change, in the order they were written.
+                // One copy per entity, equal to its latest change (its time included), in the order
+                // they were written: both lists are in id order.
                 let copies = Array(rows.dropFirst().dropLast())
-                let latest = try await client.query(
+                let latest = try await Self.rows(
+                    client,
                     """
-                    SELECT entity_type, entity_id, op, payload::text FROM change_outbox
+                    SELECT \(unescaped: Self.columns) FROM change_outbox
                     WHERE id IN (SELECT max(id) FROM change_outbox WHERE entity_type <> 'feed' AND id < \(start.id) GROUP BY entity_type, entity_id)
                     ORDER BY id
-                    """, logger: RegistryTestDatabase.logger)
-                var expected: [Row] = []
-                for try await (type, entityId, op, payload) in latest.decode((String, String, String, String?).self) {
-                    expected.append(Row(id: 0, type: type, entityId: entityId, op: op, payload: payload))
+                    """)
+                func withoutId(_ rows: [RegistryOutboxRow]) -> [RegistryOutboxRow] {
+                    rows.map {
+                        var row = $0; row.id = 0; return row
+                    }
                 }
-                // (Both lists in id order: equal lists mean the copies keep the order of the changes.)
-                #expect(copies.map { Row(id: 0, type: $0.type, entityId: $0.entityId, op: $0.op, payload: $0.payload) } == expected)
-                let beaconCopy = try #require(copies.first { $0.type == "beacon" && $0.entityId == beacon.id })
+                #expect(withoutId(copies) == withoutId(latest))
+                let beaconCopy = try #require(copies.first { $0.entityType == "beacon" && $0.entityId == beacon.id })
                 #expect(beaconCopy.payload?.contains("\"lost\"") == true)
 
                 // A refill queued and not yet published is not queued twice (a registry restarted
