@@ -182,9 +182,9 @@ def run(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
         "--url", base_url(service),
         "--max-examples", os.environ.get("API_CHECK_MAX_EXAMPLES", "25"),
         "--seed", os.environ.get("API_CHECK_SEED", "1"),
-        # 2 s: the bound catches a hang or a pathological path; in `make test` two of these runs share
-        # two cores with their services, PostgreSQL and the broker (docs/DECISIONS.md).
-        "--workers", "1", "--request-timeout", "5", "--max-response-time", "2",
+        # No response-time check: the timeout catches a hang, and speed is the benchmarks' to measure
+        # (in `make test` these runs share two cores with the whole suite; docs/DECISIONS.md).
+        "--workers", "1", "--request-timeout", "5",
         "--generation-database", "none",
         "--report", "junit", "--report-junit-path", str(report),
     ]
