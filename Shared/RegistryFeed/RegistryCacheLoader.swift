@@ -101,17 +101,16 @@ public final class RegistryCacheLoader: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(Int64(early * 1000)))
         }
         guard await waitUntilCaughtUp(timeout: deadline - ContinuousClock.now) else { return false }
-        var targets: [TopicPartition: Int64]?
+        var targets = await readTargets()
         while targets == nil {
+            guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
+            try? await Task.sleep(for: configuration.checkInterval)
             targets = await readTargets()
-            if targets == nil {
-                guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
-                try? await Task.sleep(for: configuration.checkInterval)
-            }
         }
+        guard let targets else { return false }
         while true {
             let read = progress.state.withLock { $0.lastOffset }
-            if targets?.allSatisfy({ (read[$0.key] ?? -1) >= $0.value }) == true { return true }
+            if targets.allSatisfy({ (read[$0.key] ?? -1) >= $0.value }) { return true }
             guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
             try? await Task.sleep(for: .milliseconds(10))
         }

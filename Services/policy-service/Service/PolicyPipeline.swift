@@ -166,12 +166,10 @@ package final class PolicyPipeline: Service, Sendable {
         // Decoded once, up front: the spent-nonce claim needs the whole batch before any decision.
         let decoded = batch.messages.map(Self.decode)
         let events = decoded.compactMap { try? $0.get() }
-        // Both waits may last as long as a store or the registry is away: shutdown cancels them, and
-        // the batch, neither decided nor committed, is read again by the next owner.
-        if let nonceLedger {
-            try await cancelWhenGracefulShutdown { try await self.claimNonces(events, ledger: nonceLedger) }
-        }
-        try await cancelWhenGracefulShutdown { try await self.waitForRegistryIfBehind(events) }
+        // Both waits may last as long as a store or the registry is away; graceful shutdown ends them,
+        // and the batch, neither decided nor committed, is read again by the next owner.
+        if let nonceLedger { try await claimNonces(events, ledger: nonceLedger) }
+        try await waitForRegistryIfBehind(events)
         for (message, event) in zip(batch.messages, decoded) {
             switch event {
             case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
@@ -185,8 +183,8 @@ package final class PolicyPipeline: Service, Sendable {
     /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
     /// as of that event's receipt (plus the registry's publish margin) and has settled. A view that
     /// stays behind is never decided from (fail closed, as the nonce claim); one that is current but
-    /// never settles is, after `registryLagWait`. Returns early only when cancelled (the caller
-    /// cancels it at graceful shutdown), by throwing.
+    /// never settles is, after `registryLagWait`. Returns early only on cancellation or graceful
+    /// shutdown, by throwing (only a batch that waits pays for watching the shutdown).
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async throws {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
@@ -194,30 +192,31 @@ package final class PolicyPipeline: Service, Sendable {
         let margin = configuration.registryPublishMargin
         let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
         let started = ContinuousClock.now
-        while true {
-            let attempt = ContinuousClock.now
-            let settlement = await registryLoader.waitUntilSettled(
-                asOf: asOf, settle: configuration.registrySettle, timeout: configuration.registryLagWait)
-            let label: String
-            switch settlement {
-            case .settled: label = "yes"
-            case .busy: label = "busy"
-            case .behind: label = "behind"
-            }
-            Counter(label: "policy_registry_waits_total", dimensions: [("current", label)]).increment()
-            let metadata: Logger.Metadata = ["events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)"]
-            switch settlement {
-            case .settled:
-                return
-            case .busy:
-                logger.warning("the registry feed did not go quiet in time; deciding with the current view", metadata: metadata)
-                return
-            case .behind:
-                try Task.checkCancellation()
-                logger.warning("the registry view is behind the feed or empty; the batch waits", metadata: metadata)
-                // A wait that ended at once (the instant lies beyond the timeout) is not retried in a spin.
-                let minimum = Duration.seconds(1)
-                if ContinuousClock.now - attempt < minimum { try await Task.sleep(for: minimum) }
+        try await cancelWhenGracefulShutdown { [self] in
+            while true {
+                let attempt = ContinuousClock.now
+                let settlement = await registryLoader.waitUntilSettled(
+                    asOf: asOf, settle: configuration.registrySettle, timeout: configuration.registryLagWait)
+                func count(_ label: String) {
+                    Counter(label: "policy_registry_waits_total", dimensions: [("current", label)]).increment()
+                }
+                let metadata: Logger.Metadata = ["events": "\(behind.count)", "waited": "\(ContinuousClock.now - started)"]
+                switch settlement {
+                case .settled:
+                    count("yes")
+                    return
+                case .busy:
+                    count("busy")
+                    logger.warning("the registry feed did not go quiet in time; deciding with the current view", metadata: metadata)
+                    return
+                case .behind:
+                    count("behind")
+                    try Task.checkCancellation()
+                    logger.warning("the registry view is behind the feed or empty; the batch waits", metadata: metadata)
+                    // A wait that ended at once (the instant lies beyond the timeout) is not retried in a spin.
+                    let minimum = Duration.seconds(1)
+                    if ContinuousClock.now - attempt < minimum { try await Task.sleep(for: minimum) }
+                }
             }
         }
     }
@@ -231,8 +230,8 @@ package final class PolicyPipeline: Service, Sendable {
     }
 
     /// Claims the batch's nonces, retrying until the store answers (fail closed: a batch is never
-    /// decided without the durable reuse check). Returns early only when cancelled (the caller
-    /// cancels it at graceful shutdown), by throwing.
+    /// decided without the durable reuse check). Returns early only on cancellation or graceful
+    /// shutdown, by throwing.
     private func claimNonces(_ events: [RawEventEnvelope], ledger: GattNonceLedger) async throws {
         var attempt = 0
         while true {
@@ -246,6 +245,7 @@ package final class PolicyPipeline: Service, Sendable {
                     metadata: [
                         "attempt": "\(attempt)", "error": .string(String(describing: error)),
                     ])
+                if Task.isShuttingDownGracefully { throw CancellationError() }
                 try await Task.sleep(for: configuration.nonceStoreBackoff)
             }
         }

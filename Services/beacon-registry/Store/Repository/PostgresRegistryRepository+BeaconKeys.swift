@@ -48,11 +48,8 @@ extension PostgresRegistryRepository {
             let sealed = try sealer.seal(BeaconKeySealer.generateBeaconKey(), beaconId: beaconId, version: version)
             // The key being replaced is the one the beacon holds (a rotation within a grace needs
             // `force`, the installer's word that it wrote the current key): only it is kept.
-            let previous = stored.flatMap { stored -> SealedBeaconKey? in
-                guard graceHours > 0 else { return nil }
-                let validUntil = now.addingTimeInterval(TimeInterval(graceHours) * 3_600)
-                return SealedBeaconKey(version: stored.current.version, sealed: stored.current.sealed, validUntil: validUntil)
-            }
+            var previous = graceHours > 0 ? stored?.current : nil
+            previous?.validUntil = now.addingTimeInterval(TimeInterval(graceHours) * 3_600)
             try await db.query(
                 """
                 INSERT INTO beacon_keys (
