@@ -12,9 +12,9 @@ import Testing
 
 @testable import BeaconRegistryStore
 
-/// Against the real PostgreSQL and broker. Serialized: the publisher takes a cluster-wide lock, and
-/// the crash-safety test needs no other publisher to move its rows meanwhile.
-@Suite("Registry change feed (PostgreSQL + broker)", .serialized)
+/// Against the real PostgreSQL and broker. The tests run side by side: each has a registry schema
+/// (with its outbox and its relay's lock) and a feed topic of its own (`FeedTestStack.withRepository`).
+@Suite("Registry change feed (PostgreSQL + broker)")
 struct RegistryFeedIntegrationTests {
     typealias Stack = FeedTestStack
 

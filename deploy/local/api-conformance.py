@@ -10,7 +10,8 @@ coverage, fuzzing, stateful), and fails when any service has a finding.
     python api-conformance.py ROOT [SERVICE ...]
 
 Environment: the ports of deploy/local/env.sh, RUN_DIR (secrets), API_CHECK_MAX_EXAMPLES (default 25),
-API_CHECK_SEED (default 1: a run is repeatable), API_CHECK_REPORT_DIR (default RUN_DIR/api-conformance).
+API_CHECK_SEED (default 1: a run is repeatable), API_CHECK_PARALLEL (services checked at once,
+default 2), API_CHECK_REPORT_DIR (default RUN_DIR/api-conformance).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SERVICES = {
@@ -188,18 +190,37 @@ def run(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
         "--generation-database", "none",
         "--report", "junit", "--report-junit-path", str(report),
     ]
-    print(f"==> schemathesis {service} ({base_url(service)})", flush=True)
     started = time.monotonic()
     completed = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
     output = completed.stdout + completed.stderr
     (scratch / f"{service}.log").write_text(output)
     summary = output[output.rfind("=== SUMMARY ==="):] if "=== SUMMARY ===" in output else output[-4000:]
-    if completed.returncode != 0:
-        failures = output[output.find("=== FAILURES ==="):output.find("=== WARNINGS ===")] if "=== FAILURES ===" in output else ""
-        print(failures[:20000])
-    print(summary.strip())
-    print(f"    {service}: {'no findings' if completed.returncode == 0 else 'FINDINGS'} in {time.monotonic() - started:.0f} s (log: {scratch / (service + '.log')})", flush=True)
+    failures = ""
+    if completed.returncode != 0 and "=== FAILURES ===" in output:
+        failures = output[output.find("=== FAILURES ==="):output.find("=== WARNINGS ===")][:20000] + "\n"
+    # One block per service, printed whole: the services' runs overlap (see main).
+    print(f"==> schemathesis {service} ({base_url(service)})\n{failures}{summary.strip()}\n"
+          f"    {service}: {'no findings' if completed.returncode == 0 else 'FINDINGS'} in {time.monotonic() - started:.0f} s "
+          f"(log: {scratch / (service + '.log')})", flush=True)
     return completed.returncode == 0
+
+
+def check(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
+    """One service's run; the policy service's leaves the kill switch and the default policy as it found them."""
+    if service != "policy-service":
+        return run(root, service, fixture, scratch)
+    policies = base_url("policy-service") + "/v1/admin/policies"
+    switched = must({200}, call("GET", policies, None, fixture.admin), "the policy book")["globalKillSwitch"]
+    default_versions = must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy")
+    try:
+        ok = run(root, service, fixture, scratch)
+    finally:
+        must({200}, call("PUT", base_url("policy-service") + "/v1/admin/kill-switch", {"enabled": switched}, fixture.admin), "the kill switch")
+    if must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy") != default_versions:
+        print("api-conformance: the run wrote a new version of the default policy (restore one with "
+              "POST /v1/admin/policies/default/versions/{version}/restore)", file=sys.stderr)
+        return False
+    return ok
 
 
 def main() -> int:
@@ -214,23 +235,12 @@ def main() -> int:
     scratch = Path(os.environ.get("API_CHECK_REPORT_DIR", run_dir / "api-conformance"))
     scratch.mkdir(parents=True, exist_ok=True)
     fixture = Fixture(admin_key)
-    results = {}
-    for service in services:
-        if service == "policy-service":
-            # The run switches the global kill switch; it is left as it was found.
-            policies = base_url("policy-service") + "/v1/admin/policies"
-            switched = must({200}, call("GET", policies, None, fixture.admin), "the policy book")["globalKillSwitch"]
-            default_versions = must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy")
-            try:
-                results[service] = run(root, service, fixture, scratch)
-            finally:
-                must({200}, call("PUT", base_url("policy-service") + "/v1/admin/kill-switch", {"enabled": switched}, fixture.admin), "the kill switch")
-            if must({200}, call("GET", policies + "/default/versions", None, fixture.admin), "the default policy") != default_versions:
-                print("api-conformance: the run wrote a new version of the default policy (restore one with "
-                      "POST /v1/admin/policies/default/versions/{version}/restore)", file=sys.stderr)
-                results[service] = False
-        else:
-            results[service] = run(root, service, fixture, scratch)
+    # Services are checked side by side (API_CHECK_PARALLEL at a time, default 2): a run mostly waits
+    # on its service's answers, and each service has its own data, so two runs do not meet.
+    parallel = max(1, int(os.environ.get("API_CHECK_PARALLEL", "2")))
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = {service: pool.submit(check, root, service, fixture, scratch) for service in services}
+        results = {service: future.result() for service, future in futures.items()}
     print("==> API conformance: " + ", ".join(f"{s} {'ok' if ok else 'FAILED'}" for s, ok in results.items()))
     return 0 if all(results.values()) else 1
 

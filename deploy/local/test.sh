@@ -2,11 +2,11 @@
 # The whole test suite on the native local stack: installs what is missing, checks the code style,
 # starts PostgreSQL and the broker, builds, and runs every test target (unit, mock-cluster,
 # integration, compose check), then the fleet simulator's beside the pipeline's end-to-end target,
-# which starts the services as processes (services.sh), schemathesis against two services' OpenAPI
-# documents, and docs/device-api.md against the services. Beside all of that, on a stack of its own,
+# which starts the services as processes (services.sh). Beside all of that, on a stack of its own,
 # `make run`'s main job (deploy/local/run.sh, started as soon as the services are built, while the
 # tests build), schemathesis against the policy's document, FleetEndToEndTests on the run's report and
-# status page, then schemathesis against the registry's and the gateway's documents (api-conformance.sh).
+# status page, schemathesis against the other four services' documents (api-conformance.sh), and
+# docs/device-api.md against the services.
 #
 #   deploy/local/test.sh [extra `swift test` arguments, e.g. --filter KafkaClientTests]
 #   (with arguments, only that one `swift test` run is made)
@@ -80,12 +80,12 @@ fi
 # - ATTENDANCE_STACK=e2e: `make run`'s main job (run.sh with SKIP_BUILD=1; about two minutes, mostly
 #   real time, so it runs while the tests build), schemathesis against the policy's OpenAPI document
 #   on the services it left running, FleetEndToEndTests on its report and those services, then
-#   schemathesis against the registry's and the gateway's documents (api-conformance.sh restarts the
-#   services with a per-device rate limit the run cannot exhaust). Its output is printed at the end.
+#   schemathesis against the other four services' documents, two at a time (api-conformance.sh
+#   restarts the services with a per-device rate limit the run cannot exhaust), then
+#   docs/device-api.md against those services. Its output is printed at the end.
 # - ATTENDANCE_STACK=test: the tests' build, then every other target, then the simulator's (CPU, no
 #   stack) beside the pipeline's end-to-end target (mostly waiting on services; it restarts its broker
-#   under them), schemathesis against the merger's and the telemetry's documents, then
-#   docs/device-api.md against the services.
+#   under them).
 # Once built, the test bundle is started directly, not through `swift test`: SwiftPM lets one instance
 # at a time use .build, and each `swift test --skip-build` spent about 4 s of CPU loading the package
 # and running an empty XCTest pass before the tests.
@@ -104,7 +104,7 @@ rm -f "$tests_built"
 # Job control gives the chain a process group of its own, so that stopping it early (a failure on this
 # side, Ctrl-C) also stops the test runner and the scripts it started.
 set -m
-step "beside the runs below, on its own stack: make run's main job, FleetEndToEndTests, schemathesis on three services; output at the end"
+step "beside the runs below, on its own stack: make run's main job, FleetEndToEndTests, schemathesis, docs/device-api.md; output at the end"
 (
     export ATTENDANCE_STACK=e2e
     # shellcheck source=deploy/local/env.sh
@@ -123,9 +123,11 @@ step "beside the runs below, on its own stack: make run's main job, FleetEndToEn
     while [[ ! -e "$tests_built" ]]; do sleep 1; done
     step "FleetEndToEndTests (on run.sh's report and the services it left running)"
     FLEET_DEMO_REPORT="$report_dir/fleet-report.json" run_tests --filter FleetEndToEndTests || status=$?
-    step "schemathesis: the registry's and the gateway's OpenAPI documents (deploy/local/api-conformance.sh)"
+    step "schemathesis: the registry's, the gateway's, the merger's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
     "$here/services.sh" stop >/dev/null
-    "$here/api-conformance.sh" beacon-registry ingest-gateway || status=$?
+    "$here/api-conformance.sh" beacon-registry ingest-gateway session-merger telemetry-aggregator || status=$?
+    step "docs/device-api.md, command by command, against the services"
+    "$here/device-api-walkthrough.sh" || status=$?
     step "the chain's end"
     "$here/services.sh" stop >/dev/null
     exit "$status"
@@ -153,11 +155,6 @@ simulator_status=0
 wait "$simulator_pid" || simulator_status=$?
 cat "$simulator_log"
 ((pipeline_status == 0 && simulator_status == 0)) || exit 1
-step "schemathesis: the merger's and the telemetry's OpenAPI documents (deploy/local/api-conformance.sh)"
-"$here/services.sh" stop >/dev/null
-"$here/api-conformance.sh" session-merger telemetry-aggregator
-step "docs/device-api.md, command by command, against the services"
-"$here/device-api-walkthrough.sh"
 "$here/services.sh" stop >/dev/null
 
 step "the chain beside (its output, from $side_log)"
