@@ -545,6 +545,7 @@ let package = Package(
                 "ServiceRuntime",
                 .logging,
                 .postgresNIO,
+                .serviceLifecycle,
             ],
             path: "Tests/PolicyPipelineTests"
         ),

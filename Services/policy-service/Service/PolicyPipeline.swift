@@ -75,6 +75,7 @@ package final class PolicyPipeline: Service, Sendable {
     private let logger: Logger
     private let clock: @Sendable () -> Date
     private let processed = Atomic<Int>(0)
+    private let behindAnswers = Atomic<Int>(0)
 
     package init(
         consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
@@ -98,6 +99,8 @@ package final class PolicyPipeline: Service, Sendable {
 
     /// Events decided since start (for tests and the log).
     package var processedCount: Int { processed.load(ordering: .relaxed) }
+    /// How often a batch's registry wait found the view behind (as `policy_registry_waits_total{current="behind"}`).
+    package var registryBehindCount: Int { behindAnswers.load(ordering: .relaxed) }
 
     /// Replaces the policy book; the next decision uses it.
     package func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
@@ -111,8 +114,15 @@ package final class PolicyPipeline: Service, Sendable {
             }
         }
         var acknowledging: Task<Void, any Error>?
-        for await batch in consumer.batches.cancelOnGracefulShutdown() {
-            try await handle(batch, after: &acknowledging)
+        do {
+            for await batch in consumer.batches.cancelOnGracefulShutdown() {
+                try await handle(batch, after: &acknowledging)
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            // Graceful shutdown ended a wait for the registry view or the spent-nonce store: that
+            // batch is neither decided nor committed, and the partition's next owner reads it again.
+            // The service stops as on any other shutdown, once the batch before it is acknowledged.
+            logger.info("graceful shutdown ended a batch's wait; it stays uncommitted for the next owner")
         }
         try await acknowledging?.value
     }
@@ -211,6 +221,7 @@ package final class PolicyPipeline: Service, Sendable {
                     return
                 case .behind:
                     count("behind")
+                    behindAnswers.add(1, ordering: .relaxed)
                     try Task.checkCancellation()
                     logger.warning("the registry view is behind the feed or empty; the batch waits", metadata: metadata)
                     // A wait that ended at once (the instant lies beyond the timeout) is not retried in a spin.
