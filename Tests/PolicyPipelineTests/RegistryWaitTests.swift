@@ -20,8 +20,9 @@ import Testing
 struct RegistryWaitTests {
     typealias H = PipelineHarness
 
-    /// One policy process on the test's topics: producer, registry loader, consumer and pipeline in a
-    /// service group, as the service runs them. `registryLagWait` is short so that the wait's loop turns.
+    /// One policy process on the test's topics: its registry loader, consumer and pipeline in a service
+    /// group, as the service runs them (the producer, shared by both processes, runs beside).
+    /// `registryLagWait` is short so that the wait's loop turns.
     struct Process {
         let group: ServiceGroup
         let pipeline: PolicyPipeline
