@@ -187,8 +187,12 @@ struct ScheduleAndScoringTests {
     }
 
     @Test func aRefusalAMismatchOrAKeyPostedTwiceFailsTheDeliveryProof() {
+        // Each key its own time: three attendances, not one posted three times.
         func posted(_ key: String) -> PostedEvent {
-            PostedEvent(key: key, kind: "checkin", siteId: "S1", sessionKey: "s", reason: "", timestamp: 0, decidedAt: 0, gate: nil)
+            PostedEvent(
+                key: key, kind: "checkin", siteId: "S1", sessionKey: "s", reason: "",
+                timestamp: key.utf8.reduce(0) { $0 * 256 + Int64($1) },
+                decidedAt: 0, gate: nil)
         }
         func answer(_ key: String, _ status: Int) -> DeliveryRecord {
             DeliveryRecord(key: key, kind: "checkin", status: status, attempts: 1, verdictAt: 0, wallLatencyMs: nil, reachedServerAt: 0)
@@ -205,6 +209,24 @@ struct ScheduleAndScoringTests {
         #expect(broken.lost == 0 && broken.duplicated == 0)
         #expect(broken.refused == 1 && broken.mismatched == 1 && broken.postedTwice == 1)
         #expect(broken.failures == 3)
+    }
+
+    @Test("one attendance posted again under a new key is a duplicate, though each key is at the server once")
+    func theSameEventUnderTwoKeysIsADuplicate() {
+        var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
+        // Two keys, one check-in (same kind, session and time), and another check-in.
+        device.posted = [Self.posted("checkin", at: 1_000, timestamp: 500), Self.posted("checkin", at: 2_000, timestamp: 500)]
+        device.posted.append(Self.posted("checkin", at: 3_000))
+        let keys = Dictionary(uniqueKeysWithValues: device.posted.map { ($0.key, 1) })
+        let delivery = FleetReport.Delivery(devices: [device], serverKeys: keys)
+        #expect(delivery.lost == 0 && delivery.unexpected == 0)
+        #expect(delivery.postedUnderNewKey == 1 && delivery.duplicated == 1 && delivery.failures == 1)
+        // Another device's event with the same content is its own attendance.
+        var other = DeviceResult(person: 1, userId: "v", deviceId: "e")
+        other.posted = [Self.posted("checkin", at: 4_000, timestamp: 500)]
+        device.posted.removeFirst()
+        let two = FleetReport.Delivery(devices: [device, other], serverKeys: keys.merging([other.posted[0].key: 1]) { $1 })
+        #expect(two.postedUnderNewKey == 0 && two.duplicated == 0)
     }
 
     @Test func percentilesAreNearestRank() {

@@ -72,8 +72,11 @@ package struct FleetReport: Sendable, Codable {
         package var serverEvents = 0
         /// Events a device wrote to its outbox that the server does not hold.
         package var lost = 0
-        /// Server rows beyond one per idempotency key or receipt (must be 0).
+        /// Server rows beyond one per idempotency key or receipt, and `postedUnderNewKey` (must be 0).
         package var duplicated = 0
+        /// Events a device posted again under another key: the same kind, session and time as an
+        /// event it had posted, so one attendance twice, which no key comparison sees.
+        package var postedUnderNewKey = 0
         /// Server rows no device of this run wrote.
         package var unexpected = 0
         /// Final 409 answers: the policy refused the event. Every simulated phone is honest, so each
@@ -317,6 +320,8 @@ extension FleetReport.Delivery {
         self.init()
         var posted = Set<String>()
         for device in devices {
+            /// This device's posted events by what they say (kind, session, time): the key of the first.
+            var keyByContent: [String: String] = [:]
             eventsPosted += device.posted.count
             undeliveredAtEnd += device.undelivered
             launches += device.launches
@@ -329,6 +334,12 @@ extension FleetReport.Delivery {
             for (k, v) in device.attempts.statuses { attemptStatuses[k, default: 0] += v }
             for event in device.posted {
                 if !posted.insert(event.key).inserted { postedTwice += 1 }
+                let content = "\(event.kind) \(event.sessionKey) \(event.timestamp)"
+                if let first = keyByContent[content] {
+                    if first != event.key { postedUnderNewKey += 1 }
+                } else {
+                    keyByContent[content] = event.key
+                }
                 if serverKeys[event.key] != nil { serverEventsBySite[event.siteId, default: 0] += 1 }
             }
         }
@@ -337,7 +348,7 @@ extension FleetReport.Delivery {
         serverEvents = serverKeys.values.reduce(0, +)
         lost = posted.filter { serverKeys[$0] == nil }.count
         unexpected = serverKeys.keys.filter { !posted.contains($0) }.count
-        duplicated = serverKeys.values.map { $0 - 1 }.reduce(0, +) + duplicateReceipts
+        duplicated = serverKeys.values.map { $0 - 1 }.reduce(0, +) + duplicateReceipts + postedUnderNewKey
     }
 
     /// Delivery figures against the in-process server (one row per key by construction).
