@@ -221,12 +221,17 @@ struct ScheduleAndScoringTests {
         let delivery = FleetReport.Delivery(devices: [device], serverKeys: keys)
         #expect(delivery.lost == 0 && delivery.unexpected == 0)
         #expect(delivery.postedUnderNewKey == 1 && delivery.duplicated == 1 && delivery.failures == 1)
+        // A key posted twice is counted once, as posted twice, not again as a new key.
+        device.posted.append(device.posted[1])
+        let again = FleetReport.Delivery(devices: [device], serverKeys: keys)
+        #expect(again.postedTwice == 1 && again.postedUnderNewKey == 1)
         // Another device's event with the same content is its own attendance.
         var other = DeviceResult(person: 1, userId: "v", deviceId: "e")
         other.posted = [Self.posted("checkin", at: 4_000, timestamp: 500)]
-        device.posted.removeFirst()
-        let two = FleetReport.Delivery(devices: [device, other], serverKeys: keys.merging([other.posted[0].key: 1]) { $1 })
-        #expect(two.postedUnderNewKey == 0 && two.duplicated == 0)
+        device.posted = [device.posted[0], device.posted[2]]
+        let posted = (device.posted + other.posted).map { ($0.key, 1) }
+        let two = FleetReport.Delivery(devices: [device, other], serverKeys: Dictionary(uniqueKeysWithValues: posted))
+        #expect(two.postedUnderNewKey == 0 && two.duplicated == 0 && two.failures == 0)
     }
 
     @Test func percentilesAreNearestRank() {

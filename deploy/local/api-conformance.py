@@ -199,9 +199,10 @@ def run(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
     if completed.returncode != 0 and "=== FAILURES ===" in output:
         failures = output[output.find("=== FAILURES ==="):output.find("=== WARNINGS ===")][:20000] + "\n"
     # One block per service, printed whole: the services' runs overlap (see main).
-    print(f"==> schemathesis {service} ({base_url(service)})\n{failures}{summary.strip()}\n"
-          f"    {service}: {'no findings' if completed.returncode == 0 else 'FINDINGS'} in {time.monotonic() - started:.0f} s "
-          f"(log: {scratch / (service + '.log')})", flush=True)
+    sys.stdout.write(f"==> schemathesis {service} ({base_url(service)})\n{failures}{summary.strip()}\n"
+                     f"    {service}: {'no findings' if completed.returncode == 0 else 'FINDINGS'} in {time.monotonic() - started:.0f} s "
+                     f"(log: {scratch / (service + '.log')})\n")
+    sys.stdout.flush()
     return completed.returncode == 0
 
 
@@ -237,9 +238,22 @@ def main() -> int:
     fixture = Fixture(admin_key)
     # Services are checked side by side (API_CHECK_PARALLEL at a time, default 2): a run mostly waits
     # on its service's answers, and each service has its own data, so two runs do not meet.
-    parallel = max(1, int(os.environ.get("API_CHECK_PARALLEL", "2")))
+    try:
+        parallel = max(1, int(os.environ.get("API_CHECK_PARALLEL") or "2"))
+    except ValueError:
+        print(f"api-conformance: API_CHECK_PARALLEL must be a whole number, not {os.environ['API_CHECK_PARALLEL']!r}", file=sys.stderr)
+        return 2
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {service: pool.submit(check, root, service, fixture, scratch) for service in services}
+        def guarded(service: str) -> bool:
+            # A run that could not even start is that service's failure; the others still report.
+            try:
+                return check(root, service, fixture, scratch)
+            except Exception as error:  # noqa: BLE001 - reported, and the run fails
+                sys.stdout.write(f"==> schemathesis {service}: could not run: {error}\n")
+                sys.stdout.flush()
+                return False
+
+        futures = {service: pool.submit(guarded, service) for service in services}
         results = {service: future.result() for service, future in futures.items()}
     print("==> API conformance: " + ", ".join(f"{s} {'ok' if ok else 'FAILED'}" for s, ok in results.items()))
     return 0 if all(results.values()) else 1

@@ -320,8 +320,8 @@ extension FleetReport.Delivery {
         self.init()
         var posted = Set<String>()
         for device in devices {
-            /// This device's posted events by what they say (kind, session, time): the key of the first.
-            var keyByContent: [String: String] = [:]
+            /// This device's posted events by what they say (kind, session, time): the keys they went under.
+            var keysByContent: [String: Set<String>] = [:]
             eventsPosted += device.posted.count
             undeliveredAtEnd += device.undelivered
             launches += device.launches
@@ -334,14 +334,10 @@ extension FleetReport.Delivery {
             for (k, v) in device.attempts.statuses { attemptStatuses[k, default: 0] += v }
             for event in device.posted {
                 if !posted.insert(event.key).inserted { postedTwice += 1 }
-                let content = "\(event.kind) \(event.sessionKey) \(event.timestamp)"
-                if let first = keyByContent[content] {
-                    if first != event.key { postedUnderNewKey += 1 }
-                } else {
-                    keyByContent[content] = event.key
-                }
+                keysByContent["\(event.kind) \(event.sessionKey) \(event.timestamp)", default: []].insert(event.key)
                 if serverKeys[event.key] != nil { serverEventsBySite[event.siteId, default: 0] += 1 }
             }
+            postedUnderNewKey += keysByContent.values.map { $0.count - 1 }.reduce(0, +)
         }
         refused = finalStatuses["409", default: 0]
         mismatched = finalStatuses["422", default: 0]

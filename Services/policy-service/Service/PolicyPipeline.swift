@@ -118,7 +118,7 @@ package final class PolicyPipeline: Service, Sendable {
             for await batch in consumer.batches.cancelOnGracefulShutdown() {
                 try await handle(batch, after: &acknowledging)
             }
-        } catch is CancellationError where Task.isShuttingDownGracefully {
+        } catch is CancellationError where Task.isShuttingDownGracefully && !Task.isCancelled {
             // Graceful shutdown ended a wait for the registry view or the spent-nonce store: that
             // batch is neither decided nor committed, and the partition's next owner reads it again.
             // The service stops as on any other shutdown, once the batch before it is acknowledged.
@@ -216,6 +216,8 @@ package final class PolicyPipeline: Service, Sendable {
                     count("yes")
                     return
                 case .busy:
+                    // A wait that graceful shutdown ended answers busy too: the batch is left to the next owner.
+                    try Task.checkCancellation()
                     count("busy")
                     logger.warning("the registry feed did not go quiet in time; deciding with the current view", metadata: metadata)
                     return
