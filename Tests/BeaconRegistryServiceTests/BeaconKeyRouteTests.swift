@@ -90,7 +90,9 @@ struct BeaconKeyRouteTests {
             try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate", key: h.viewer).problem(.forbidden)
             try await client.send(.post, "/v1/admin/beacons/bcn_missing_\(token())/gatt-key/rotate", key: h.admin).problem(.notFound)
             try await client.send(.post, "/v1/admin/beacons/bad%20id!/gatt-key/rotate", key: h.admin).problem(.badRequest)
-            for query in ["graceHours=-1", "graceHours=721", "graceHours=1.5", "graceHours=week", "graceHours=", "force=yes", "force="] {
+            for query in [
+                "graceHours=-1", "graceHours=721", "graceHours=1.5", "graceHours=week", "graceHours=", "force=yes", "force=", "grace=5",
+            ] {
                 try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?\(query)", key: h.admin)
                     .problem(.badRequest)
             }

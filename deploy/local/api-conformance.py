@@ -231,11 +231,6 @@ def main() -> int:
     if unknown:
         print(f"api-conformance: unknown service {unknown[0]!r} (one of: {', '.join(SERVICES)})", file=sys.stderr)
         return 2
-    run_dir = Path(os.environ.get("RUN_DIR", root / ".local" / "run"))
-    admin_key = (run_dir / "secrets" / "admin-api-key").read_text().strip()
-    scratch = Path(os.environ.get("API_CHECK_REPORT_DIR", run_dir / "api-conformance"))
-    scratch.mkdir(parents=True, exist_ok=True)
-    fixture = Fixture(admin_key)
     # Services are checked side by side (API_CHECK_PARALLEL at a time, default 2): a run mostly waits
     # on its service's answers, and each service has its own data, so two runs do not meet.
     try:
@@ -243,6 +238,11 @@ def main() -> int:
     except ValueError:
         print(f"api-conformance: API_CHECK_PARALLEL must be a whole number, not {os.environ['API_CHECK_PARALLEL']!r}", file=sys.stderr)
         return 2
+    run_dir = Path(os.environ.get("RUN_DIR", root / ".local" / "run"))
+    admin_key = (run_dir / "secrets" / "admin-api-key").read_text().strip()
+    scratch = Path(os.environ.get("API_CHECK_REPORT_DIR", run_dir / "api-conformance"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    fixture = Fixture(admin_key)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         def guarded(service: str) -> bool:
             # A run that could not even start is that service's failure; the others still report.

@@ -66,9 +66,10 @@ struct BeaconsController {
             // Admin only: the key written in the physical beacon verifies only until the grace
             // ends; an installer writes the new one (from the provisioning plan) before then.
             try context.authorize(.admin)
-            let graceHours = try request.queryInt(
+            let query = try StrictQuery(request, allowed: ["graceHours", "force"])
+            let graceHours = try query.int(
                 "graceHours", default: BeaconKeyRotation.defaultGraceHours, in: BeaconKeyRotation.graceHoursRange)
-            let force = try request.queryBool("force", default: false)
+            let force = try query.choice("force", ["true": true, "false": false]) ?? false
             let rotation = try await repository.rotateBeaconKey(beaconId: try context.pathId(), graceHours: graceHours, force: force)
             return try Reply.json(rotation, request: request, context: context)
         }

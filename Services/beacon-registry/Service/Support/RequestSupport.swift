@@ -27,16 +27,6 @@ extension Request {
         return try AdminJSON.decodeBody(T.self, from: Data(buffer.readableBytesView))
     }
 
-    /// An optional boolean query parameter: `true` or `false`.
-    func queryBool(_ name: String, default defaultValue: Bool) throws(ProblemDetails) -> Bool {
-        guard let text = uri.queryParameters.get(name) else { return defaultValue }
-        switch text {
-        case "true": return true
-        case "false": return false
-        default: throw .validation([FieldError(field: name, reason: "must be true or false")])
-        }
-    }
-
     /// An optional integer query parameter within `range`.
     func queryInt(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(ProblemDetails) -> Int {
         guard let text = uri.queryParameters.get(name) else { return defaultValue }
