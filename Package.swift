@@ -326,7 +326,7 @@ let package = Package(
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
         .target(
             name: "FleetSimulatorCore",
-            dependencies: ["PresenceKit"],
+            dependencies: ["PresenceKit", "AttendanceProtocol"],
             path: "Services/fleet-simulator/Core"
         ),
         // Fleet simulator runtime: enrollment through the registry, device actors talking to the

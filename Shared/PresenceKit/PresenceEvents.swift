@@ -1,5 +1,5 @@
 /// Inputs of the `PresenceStateMachine`: everything the platform (or the fleet simulator) observes.
-/// The time of each event is passed alongside it (`handle(_:at:)`).
+/// The time of each event is passed alongside it (`handle(_:at:)`), on the device's steady clock.
 public enum PresenceEvent: Sendable, Hashable {
     /// One RSSI sample of one beacon (a ranging callback entry or a continuous-scan result).
     /// RSSI 0 / 127 is missing data.
@@ -38,6 +38,11 @@ public enum PresenceEvent: Sendable, Hashable {
     case timerFired(TimerID)
     /// The persisted user id changed (login, logout: nil).
     case userIdChanged(String?)
+    /// The clock the device stamps what it sends and persists with now reads `offsetMs` ahead of the
+    /// steady time the host passes as `at:` (behind, when negative): the server's clock once a response
+    /// told it (`ServerClock`), else the phone's wall clock (`SteadyClock.wallClockOffsetMs()`). Deliver
+    /// it whenever it moves. Timers and durations keep to the steady time.
+    case clockOffsetChanged(offsetMs: Int64)
 }
 
 /// Outputs of the `PresenceStateMachine`: what the host should do. Data, never I/O.
@@ -180,7 +185,9 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     public var network: Network
 }
 
-/// An open attendance session as persisted for crash / force-quit recovery.
+/// An open attendance session as persisted for crash / force-quit recovery. Its times are stamped like
+/// the events (`tStart` as the check-in posted it), so a relaunched process whose steady clock starts
+/// elsewhere places them through its own offset.
 public struct SessionCheckpoint: Sendable, Hashable, Codable {
     public var sessionKey: String
     /// User the check-in was posted for (nil when it was skipped for lack of a user id).

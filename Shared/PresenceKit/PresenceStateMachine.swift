@@ -129,7 +129,10 @@ struct TimerDeadlines: Sendable, Hashable {
 struct OpenSession: Sendable, Hashable {
     var siteId: String
     var beacon: BeaconIdentity
+    /// Steady time of the start (for durations).
     var tStart: Timestamp
+    /// The start as the check-in stamped it: every event of the session carries this one.
+    var stampedStart: Timestamp
     var key: String
     var userId: String?
     var checkInPosted: Bool
@@ -160,6 +163,9 @@ public struct PresenceStateMachine: Sendable {
     /// True while a ranging burst runs.
     public private(set) var rangingActive = false
     public private(set) var online = true
+    /// How far the clock the device stamps with reads ahead of the steady time `at:`
+    /// (`.clockOffsetChanged`): what the device sends and persists is stamped `steady + clockOffsetMs`.
+    public private(set) var clockOffsetMs: Int64 = 0
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -202,16 +208,21 @@ public struct PresenceStateMachine: Sendable {
     ///     A relaunched process must not reuse the seed of the previous run (its keys would repeat):
     ///     production passes nil.
     ///   - restoring: the last persisted snapshot after a relaunch (deliver `.appLaunched` next).
+    ///   - clockOffsetMs: how far the clock the device stamps with reads ahead of the steady time this
+    ///     process will pass as `at:` (0 for the wall clock and a `SteadyClock` made at launch); the
+    ///     snapshot's stamped times are placed on the steady time through it.
     public init(
         config: PresenceConfig = PresenceConfig(),
         directory: SiteDirectory,
         identity: DeviceIdentity,
         seed: UInt64? = nil,
-        restoring snapshot: PresenceSnapshot? = nil
+        restoring snapshot: PresenceSnapshot? = nil,
+        clockOffsetMs: Int64 = 0
     ) throws(ConfigValidationError) {
         self.config = try config.validated()
         self.directory = directory
         self.identity = identity
+        self.clockOffsetMs = clockOffsetMs
         self.rng = seed.map { SplitMix64(seed: $0) } ?? SplitMix64()
         self.tracker = BeaconTracker(window: config.smoothingWindow, mode: config.smoothing, freshnessMs: config.signalLossMs)
         self.motion = MotionGate(config: config.motion)
@@ -222,10 +233,10 @@ public struct PresenceStateMachine: Sendable {
             }
             if let s = snapshot.session {
                 session = OpenSession(
-                    siteId: s.siteId, beacon: s.beacon, tStart: s.tStart, key: s.sessionKey,
-                    userId: s.userId, checkInPosted: s.checkInPosted)
+                    siteId: s.siteId, beacon: s.beacon, tStart: s.tStart - clockOffsetMs, stampedStart: s.tStart,
+                    key: s.sessionKey, userId: s.userId, checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
-                lastPresentAt = s.lastPresentAt
+                lastPresentAt = s.lastPresentAt - clockOffsetMs
             }
         }
         phase = restingPhase
@@ -242,8 +253,8 @@ public struct PresenceStateMachine: Sendable {
     public var openSession: SessionCheckpoint? {
         guard let s = session else { return nil }
         return SessionCheckpoint(
-            sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.tStart,
-            lastPresentAt: lastPresentAt, checkInPosted: s.checkInPosted)
+            sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.stampedStart,
+            lastPresentAt: stamp(lastPresentAt), checkInPosted: s.checkInPosted)
     }
 
     /// Ids of the site geofences the device is inside.
@@ -251,8 +262,11 @@ public struct PresenceStateMachine: Sendable {
 
     /// The durable part of the state (written with `persistSnapshot`).
     public func snapshot(at now: Timestamp) -> PresenceSnapshot {
-        PresenceSnapshot(session: openSession, insideSiteIds: insideSiteIds, savedAt: now)
+        PresenceSnapshot(session: openSession, insideSiteIds: insideSiteIds, savedAt: stamp(now))
     }
+
+    /// Steady time `t` as the device stamps it now.
+    func stamp(_ t: Timestamp) -> Timestamp { t + clockOffsetMs }
 
     /// The beacons currently tracked (for diagnostics and tests).
     public var trackedBeacons: BeaconTracker { tracker }
@@ -285,6 +299,11 @@ public struct PresenceStateMachine: Sendable {
     /// Feeds one event that happened at `now`; returns what the host should do, in order.
     /// Steady-state RSSI samples return an empty array (no allocation).
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        if case .clockOffsetChanged(let offset) = event {
+            // Kept with the kill switch on too: the stamps after it depend on it.
+            clockOffsetMs = offset
+            return []
+        }
         if config.flags.killSwitch {
             switch event {
             case .userIdChanged(let user):
@@ -371,6 +390,8 @@ public struct PresenceStateMachine: Sendable {
             return onTerminated(forceQuit: forceQuit, at: now)
         case .userIdChanged(let user):
             return onUserChanged(user, at: now)
+        case .clockOffsetChanged:
+            return [] // taken before the kill switch
         }
     }
 
@@ -620,7 +641,8 @@ public struct PresenceStateMachine: Sendable {
         dwellCandidate = nil
         holdSiteIndex = -1
         let opened = OpenSession(
-            siteId: siteId, beacon: candidate.beacon, tStart: tStart, key: key, userId: user, checkInPosted: user != nil)
+            siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart), key: key, userId: user,
+            checkInPosted: user != nil)
         session = opened
         sessionSiteIndex = candidate.siteIndex
         phase = .present
@@ -688,9 +710,10 @@ public struct PresenceStateMachine: Sendable {
     ) -> AttendanceEvent {
         let nonce = IdempotencyKey.nonce(using: &rng)
         let eventId = UUIDBits.random(using: &rng).uuidString
-        let keyTime = kind == .checkIn ? s.tStart : timestamp
+        // A check-out never before its session's start, whichever way the clock moved since.
+        let time = kind == .checkIn ? s.stampedStart : max(stamp(timestamp), s.stampedStart)
         let key = IdempotencyKey.make(
-            userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: keyTime, nonce: nonce)
+            userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
         // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
         // nearer beacons): then no series at all, never an empty one, which the gateway refuses.
         let samples = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
@@ -700,8 +723,8 @@ public struct PresenceStateMachine: Sendable {
             ? (directory[sessionSiteIndex].radiusMeters ?? config.geofenceRadiusMeters) : config.geofenceRadiusMeters
         return AttendanceEvent(
             id: eventId, type: kind, idempotencyKey: key, nonce: nonce, userId: userId,
-            deviceId: identity.deviceId, siteId: s.siteId, beacon: s.beacon, timestamp: timestamp,
-            tStart: s.tStart, decidedAt: now, sessionKey: s.key, rssiSeries: series, reason: reason,
+            deviceId: identity.deviceId, siteId: s.siteId, beacon: s.beacon, timestamp: time,
+            tStart: s.stampedStart, decidedAt: stamp(now), sessionKey: s.key, rssiSeries: series, reason: reason,
             motion: AttendanceEvent.Motion(state: motion.lastActivity, steps2min: motion.steps(at: now)),
             geofence: AttendanceEvent.GeofenceInfo(
                 inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
@@ -717,7 +740,7 @@ public struct PresenceStateMachine: Sendable {
         softExitSince = now
         cancel(.signalWatchdog, &fx)
         schedule(.softExitGrace, at: now + config.softExitGraceMs, &fx)
-        fx.append(.log(.info, "soft exit at \(session?.siteId ?? "?"): grace until \((now + config.softExitGraceMs).iso8601)"))
+        fx.append(.log(.info, "soft exit at \(session?.siteId ?? "?"): grace until \(stamp(now + config.softExitGraceMs).iso8601)"))
     }
 
     mutating func resumePresence(at now: Timestamp, _ fx: inout [PresenceEffect]) {

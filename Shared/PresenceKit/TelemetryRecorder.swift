@@ -52,6 +52,9 @@ public struct TelemetryRecorder: Sendable {
     private var searchStartedAt: Timestamp?
     private var searchMode: ScanMode?
     private var sessionOpen = false
+    /// Records are stamped `at + clockOffsetMs`, like the attendance events (`.clockOffsetChanged`);
+    /// durations are measured on `at`, the steady time.
+    public private(set) var clockOffsetMs: Int64 = 0
 
     /// `installId` makes record ids unique across reinstalls of the app on one device (a random
     /// value drawn once per install); `launchId` makes them unique across launches of one install, as
@@ -71,6 +74,7 @@ public struct TelemetryRecorder: Sendable {
         case .beaconRegionExited: append("region_exit", at: now)
         case .motionActivity(let activity): append("motion_query", at: now, attributes: ["activity": activity.rawValue])
         case .gattChallengeResult(let ok, let roundTripMs): append(ok ? "gatt_ok" : "gatt_fail", at: now, value: Double(roundTripMs))
+        case .clockOffsetChanged(let offset): clockOffsetMs = offset
         default: break
         }
     }
@@ -158,6 +162,7 @@ public struct TelemetryRecorder: Sendable {
             pending.removeFirst()
             dropped += 1
         }
-        pending.append(TelemetryRecord(eventId: "\(idPrefix)-\(sequence)", name: name, at: now, value: value, attributes: attributes))
+        pending.append(
+            TelemetryRecord(eventId: "\(idPrefix)-\(sequence)", name: name, at: now + clockOffsetMs, value: value, attributes: attributes))
     }
 }

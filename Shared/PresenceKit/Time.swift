@@ -109,7 +109,8 @@ public protocol PresenceClock: Sendable {
     func now() -> Timestamp
 }
 
-/// The wall clock (`CLOCK_REALTIME`), for production.
+/// The wall clock (`CLOCK_REALTIME`): what the device's user and the network set. Good for stamps and
+/// files; the state machine's `at:` wants `SteadyClock`.
 public struct SystemClock: PresenceClock {
     public init() {}
 
@@ -117,6 +118,37 @@ public struct SystemClock: PresenceClock {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Timestamp(millisecondsSinceEpoch: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+}
+
+/// The clock a phone host feeds the state machine with: it never jumps when the wall clock is set.
+/// It starts at the wall clock's reading when it is made (once per process) and counts on with a clock
+/// that keeps running while the device sleeps (`CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on Darwin).
+/// Timers scheduled on it fire after the time they say, whatever the user or the network does to the
+/// wall clock; what the device sends is stamped with the wall clock through
+/// `PresenceEvent.clockOffsetChanged(offsetMs: wallClockOffsetMs())`, or with the server's clock (`ServerClock`).
+public struct SteadyClock: PresenceClock {
+    /// Wall clock minus the running clock, when this clock was made.
+    let originMs: Int64
+
+    public init() {
+        originMs = SystemClock().now().millisecondsSinceEpoch &- Self.runningMs()
+    }
+
+    public func now() -> Timestamp { Timestamp(millisecondsSinceEpoch: originMs &+ Self.runningMs()) }
+
+    /// How far the wall clock reads ahead of this clock now (behind, when negative): 0 until the wall
+    /// clock is set, then the size of every setting so far (plus any slew, a few ms a day).
+    public func wallClockOffsetMs() -> Int64 { SystemClock().now() - now() }
+
+    static func runningMs() -> Int64 {
+        var ts = timespec()
+        #if os(Linux)
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        #else
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        #endif
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
 

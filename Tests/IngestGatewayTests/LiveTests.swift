@@ -197,6 +197,8 @@ struct LiveApplicationTests {
                     }
                     let created = try await client.postEvent(Sample.event(for: device), as: device)
                     #expect(try created.decode(AcceptedResponse.self, status: 201).serverReceiptId != nil)
+                    // Dated (IMF-fixdate): the device learns the server's clock from its answers.
+                    #expect(created.headers[.date]?.hasSuffix(" GMT") == true)
 
                     // The registry revokes the device: refused within seconds, without a restart.
                     let change = RegistryChange(

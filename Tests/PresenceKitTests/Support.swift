@@ -80,14 +80,15 @@ struct DeviceHarness {
 
     init(
         config: PresenceConfig = World.config(), userId: String? = "u_123", deviceId: String = "d_456", seed: UInt64 = 42,
-        clock: ManualClock = ManualClock(World.start), outbox: Outbox? = nil, restoring: PresenceSnapshot? = nil
+        clock: ManualClock = ManualClock(World.start), outbox: Outbox? = nil, restoring: PresenceSnapshot? = nil,
+        clockOffsetMs: Int64 = 0
     ) throws {
         self.clock = clock
         self.outbox = outbox
         agent = PresenceAgent(
             machine: try PresenceStateMachine(
                 config: config, directory: World.directory, identity: DeviceIdentity(userId: userId, deviceId: deviceId),
-                seed: seed, restoring: restoring))
+                seed: seed, restoring: restoring, clockOffsetMs: clockOffsetMs))
     }
 
     var machine: PresenceStateMachine { agent.machine }

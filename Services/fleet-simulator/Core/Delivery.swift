@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import PresenceKit
 import Synchronization
@@ -8,12 +9,29 @@ package struct TransportAnswer: Sendable, Hashable {
     package var contentType: String?
     package var problemType: String?
     package var retryAfterMs: Int64?
+    /// The `Date` header.
+    package var date: String?
 
-    package init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil) {
+    package init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil, date: String? = nil) {
         self.status = status
         self.contentType = contentType
         self.problemType = problemType
         self.retryAfterMs = retryAfterMs
+        self.date = date
+    }
+}
+
+/// An answer's `Date` header and the true times its request left and its answer came back: what
+/// the phone learns the server's clock from (`ServerClock`).
+package struct ServerDate: Sendable, Hashable {
+    package var sentAt: Int64
+    package var answeredAt: Int64
+    package var header: String
+
+    package init(sentAt: Int64, answeredAt: Int64, header: String) {
+        self.sentAt = sentAt
+        self.answeredAt = answeredAt
+        self.header = header
     }
 }
 
@@ -57,9 +75,15 @@ package struct DeliveryRecord: Sendable, Hashable, Codable {
     }
 }
 
-/// Statuses seen per attempt, final or not (the report's status-code mix).
+/// Statuses seen per attempt, final or not (the report's status-code mix), and the `Date` headers of
+/// the answers (for the phone, not the report).
 package struct AttemptLog: Sendable, Hashable, Codable {
     package var statuses: [String: Int] = [:]
+    package var serverDates: [ServerDate] = []
+
+    enum CodingKeys: String, CodingKey {
+        case statuses
+    }
 
     package init() {}
 
@@ -93,10 +117,15 @@ package protocol DeliveryDriver: Sendable {
     func uploadTelemetry(
         _ records: [TelemetryRecord], device: DeviceIdentity, siteId: String, profile: PhoneProfile, at now: Int64, finalSync: Bool
     ) async -> Int
+
+    /// The app's request at launch (`GET /v1/attendance/pending`, what it shows the user) at true virtual
+    /// time `now` through the phone's network: its answer's `Date` header, or nil when none came back.
+    func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> ServerDate?
 }
 
-/// The server side for detection-only runs and scenario tests: dedupes by idempotency key like the
-/// gateway and the merger (first 201, a repeat 200, the same key with another payload 422).
+/// The server side for detection-only runs and scenario tests: refuses an event time outside the
+/// gateway's window (400), dedupes by idempotency key like the gateway and the merger (first 201, a
+/// repeat 200, the same key with another payload 422), and dates every answer.
 package final class InProcessServer: Sendable {
     package struct Stored: Sendable, Hashable {
         package var key: String
@@ -108,12 +137,19 @@ package final class InProcessServer: Sendable {
 
     private let stored = Mutex<[String: Stored]>([:])
     private let telemetryIds = Mutex<Set<String>>([])
+    let limits = ValidationLimits()
 
     package init() {}
 
     package func receive(_ payload: [UInt8], at now: Int64) -> TransportAnswer {
+        let date = Self.date(at: now)
         guard let event = try? PresenceCoding.decodeEvent(payload) else {
-            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation")
+            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation", date: date)
+        }
+        let time = event.timestamp.millisecondsSinceEpoch
+        let maxAge = Int64(limits.maxEventAge.timeInterval * 1000), maxAhead = Int64(limits.maxClockSkewAhead.timeInterval * 1000)
+        guard time >= now - maxAge && time <= now + maxAhead else {
+            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation", date: date)
         }
         let hash = payload.hashValue
         return stored.withLock { table in
@@ -121,12 +157,15 @@ package final class InProcessServer: Sendable {
             if var existing = table[key] {
                 existing.copiesReceived += 1
                 table[key] = existing
-                return TransportAnswer(status: existing.payloadHash == hash ? 200 : 422, contentType: "application/json")
+                return TransportAnswer(status: existing.payloadHash == hash ? 200 : 422, contentType: "application/json", date: date)
             }
             table[key] = Stored(key: key, event: event, receivedAt: now, payloadHash: hash, copiesReceived: 1)
-            return TransportAnswer(status: 201, contentType: "application/json")
+            return TransportAnswer(status: 201, contentType: "application/json", date: date)
         }
     }
+
+    /// The `Date` header of an answer written at true time `now`.
+    package static func date(at now: Int64) -> String { Timestamp(millisecondsSinceEpoch: now).httpDate }
 
     /// Takes a telemetry upload (each record counted once by its id, as the aggregator does).
     package func receiveTelemetry(_ records: [TelemetryRecord], deviceId: String) {
@@ -188,6 +227,9 @@ package struct InProcessDelivery: DeliveryDriver {
                 } else {
                     clock.advance(by: Int64(latency))
                     result = ContractReading.deliveryResult(answer)
+                    if let date = answer.date {
+                        log.serverDates.append(ServerDate(sentAt: t, answeredAt: t + Int64(latency), header: date))
+                    }
                 }
             }
             log.count(result)
@@ -221,5 +263,10 @@ package struct InProcessDelivery: DeliveryDriver {
         guard reachable else { return 0 }
         server.receiveTelemetry(records, deviceId: device.deviceId)
         return records.count
+    }
+
+    package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> ServerDate? {
+        guard case .online(let latency) = profile.network(at: now), Int64(latency) <= requestTimeoutMs else { return nil }
+        return ServerDate(sentAt: now, answeredAt: now + Int64(latency), header: InProcessServer.date(at: now + Int64(latency) / 2))
     }
 }

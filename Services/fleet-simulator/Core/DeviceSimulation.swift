@@ -104,7 +104,15 @@ package struct DeviceSimulation: Sendable {
         defer { outbox.close() }
         var channel = RadioChannel(site: site, radio: world.radio, phoneLossDb: profile.phoneLossDb, random: &random)
         let skew = profile.clockSkewMs
-        func deviceTime(_ t: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: t + skew) }
+        // How far the phone's wall clock was set so far, and how far when the app last launched: the app's
+        // steady clock starts at the wall clock's reading then, and the machine runs on it. What the app
+        // stamps with is the server's clock, learnt from the answers' `Date` headers since the launch.
+        var wallShift: Int64 = 0
+        var launchShift: Int64 = 0
+        var jumpIndex = 0
+        var serverClock = ServerClock()
+        func deviceTime(_ t: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: t + skew + launchShift) }
+        func stampOffset() -> Int64 { serverClock.stampOffsetMs(wallClockOffsetMs: wallShift - launchShift) }
 
         var agent: PresenceAgent?
         var appState = AppState.running
@@ -139,8 +147,21 @@ package struct DeviceSimulation: Sendable {
             seedCounter += 1
             let machine = try PresenceStateMachine(
                 config: config, directory: world.directory, identity: identity,
-                seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot())
+                seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot(), clockOffsetMs: stampOffset())
             return PresenceAgent(machine: machine)
+        }
+
+        // Learns the server's clock from answers (true times on the steady clock) and tells the machine.
+        func learn(_ dates: [ServerDate], at t: Int64) throws {
+            for date in dates {
+                guard let header = Timestamp(httpDate: date.header) else { continue }
+                serverClock.record(serverDate: header, sentAt: deviceTime(date.sentAt), answeredAt: deviceTime(date.answeredAt))
+            }
+            if let a = agent, a.machine.clockOffsetMs != stampOffset() {
+                let event = PresenceEvent.clockOffsetChanged(offsetMs: stampOffset())
+                telemetry.observe(event, at: deviceTime(t))
+                try apply(agent!.handle(event, at: deviceTime(t)), at: t)
+            }
         }
 
         // Acts on a batch of effects: durable ones into the outbox first, then the rest.
@@ -179,8 +200,12 @@ package struct DeviceSimulation: Sendable {
             scanning = (agent?.machine.continuousScanActive ?? false) || (agent?.machine.rangingActive ?? false)
         }
 
-        func launch(at t: Int64) throws {
+        func launch(at t: Int64) async throws {
+            launchShift = wallShift
+            serverClock = ServerClock()
+            if let date = await delivery.launchRequest(device: identity, profile: profile, at: t) { try learn([date], at: t) }
             agent = try makeAgent(at: t)
+            telemetry.observe(.clockOffsetChanged(offsetMs: stampOffset()), at: deviceTime(t))
             appState = .running
             scanning = false
             result.launches += 1
@@ -217,6 +242,7 @@ package struct DeviceSimulation: Sendable {
                 var log = AttemptLog()
                 let records = try await delivery.drain(
                     outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &log)
+                try learn(log.serverDates, at: t)
                 result.attempts.merge(log)
                 result.deliveries.append(contentsOf: records)
                 recordAttempts(log, at: t)
@@ -236,7 +262,7 @@ package struct DeviceSimulation: Sendable {
             result.telemetryUploaded += taken
         }
 
-        try launch(at: start)
+        try await launch(at: start)
         var t = start
         while t < end {
             if let pacer { await pacer.waitUntil(virtual: t) }
@@ -258,8 +284,13 @@ package struct DeviceSimulation: Sendable {
                     regionOS = false
                     pending.removeAll()
                 case .userOpens:
-                    if appState != .running && appState != .rebooting { try launch(at: t) }
+                    if appState != .running && appState != .rebooting { try await launch(at: t) }
                 }
+            }
+            while jumpIndex < profile.wallClockJumps.count && profile.wallClockJumps[jumpIndex].at <= t {
+                wallShift += profile.wallClockJumps[jumpIndex].byMs
+                jumpIndex += 1
+                try learn([], at: t)
             }
             if appState == .rebooting && t >= rebootUntil {
                 appState = .terminated
@@ -328,7 +359,7 @@ package struct DeviceSimulation: Sendable {
                 case .gattResult: event = .gattChallengeResult(ok: true, roundTripMs: 200)
                 }
                 if tracing { print("# \(t) os \(event)") }
-                if agent == nil && relaunches { try launch(at: t) }
+                if agent == nil && relaunches { try await launch(at: t) }
                 guard agent != nil else { continue }
                 telemetry.observe(event, at: deviceTime(t))
                 try apply(agent!.handle(event, at: deviceTime(t)), at: t)
@@ -378,8 +409,9 @@ package struct DeviceSimulation: Sendable {
                 if regionOS { next = min(next, max(t + 1_000, channel.lastHeardAnyAt + Self.regionExitDelayMs)) }
                 if let b = person.itinerary.nextBoundary(after: t, hint: hint) { next = min(next, b) }
                 if let first = pending.min(by: { $0.at < $1.at }) { next = min(next, max(first.at, t + 1)) }
-                if let d = agent?.nextDeadline { next = min(next, max(d.millisecondsSinceEpoch - skew, t + 1)) }
+                if let d = agent?.nextDeadline { next = min(next, max(d.millisecondsSinceEpoch - skew - launchShift, t + 1)) }
                 if lifecycleIndex < profile.lifecycle.count { next = min(next, max(profile.lifecycle[lifecycleIndex].at, t + 1)) }
+                if jumpIndex < profile.wallClockJumps.count { next = min(next, max(profile.wallClockJumps[jumpIndex].at, t + 1)) }
                 if let c = profile.nextNetworkChange(after: t) { next = min(next, c) }
                 if agent != nil { next = min(next, nextWake) }
                 if appState == .rebooting { next = min(next, rebootUntil) }
@@ -391,7 +423,7 @@ package struct DeviceSimulation: Sendable {
 
         if finalSync {
             // The end of the run: the user opens the app on a working network.
-            if agent == nil { try launch(at: end) }
+            if agent == nil { try await launch(at: end) }
             var syncAt = max(end, profile.networkWindows.map(\.to).max() ?? end)
             for _ in 0..<5 where !outbox.isEmpty {
                 var log = AttemptLog()

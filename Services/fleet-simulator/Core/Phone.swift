@@ -35,6 +35,14 @@ package struct ScheduledLifecycle: Sendable, Hashable, Codable {
     package var event: LifecycleEvent
 }
 
+/// The phone's wall clock is set to another time at `at` (a network time correction, the user setting it
+/// by hand): from then on it reads `byMs` later (earlier, when negative) than before. Time itself, and
+/// the phone's steady clock, go on as they were.
+package struct WallClockJump: Sendable, Hashable, Codable {
+    package var at: Int64
+    package var byMs: Int64
+}
+
 /// One phone's circumstances for the whole run.
 package struct PhoneProfile: Sendable, Hashable, Codable {
     /// Normal request latency, ms.
@@ -43,6 +51,8 @@ package struct PhoneProfile: Sendable, Hashable, Codable {
     package var lifecycle: [ScheduledLifecycle]
     /// The phone's clock minus true time, ms (its events carry its clock).
     package var clockSkewMs: Int64
+    /// Moments its wall clock is set to another time, in time order.
+    package var wallClockJumps: [WallClockJump] = []
     /// Extra radio loss of this phone (bag, pocket, case), dB.
     package var phoneLossDb: Double
     package var model: String

@@ -214,6 +214,32 @@ extension Scenario {
             },
             expect: { r in Expect.detection(r) }),
         make(
+            "wall-clock-jumps",
+            "every phone's wall clock is set once between 10:00 and 12:00, 2 minutes to 3 hours forward or back (a network time correction, a hand-set clock), and the OS ends half of the apps at 13:00: nobody is checked out by it, nothing is refused, the times are the server's",
+            phone: { start, p in
+                var p = p
+                let n = UInt64(p.phoneLossDb * 1_000_000) &* 6364136223846793005 &+ 1442695040888963407
+                let size = 120_000 + Int64((n >> 33) % (3 * 3_600_000 - 120_000))
+                let at = start + 10 * 3_600_000 + Int64((n >> 13) % (2 * 3_600_000))
+                p.wallClockJumps = [WallClockJump(at: at, byMs: (n >> 63) == 0 ? size : -size)]
+                if (n >> 62) & 1 == 0 { p.lifecycle = [ScheduledLifecycle(at: start + 13 * 3_600_000, event: .terminated)] }
+                return p
+            },
+            expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
+        make(
+            "wrong-phone-clocks",
+            "every phone's clock is wrong all day: 10 minutes to 3 hours fast, or 8 to 30 days slow (a clock reset when the battery ran flat): nothing is refused, the times are the server's",
+            phone: { _, p in
+                var p = p
+                let n = UInt64(p.phoneLossDb * 1_000_000) &* 2862933555777941757 &+ 3037000493
+                p.clockSkewMs =
+                    (n >> 63) == 0
+                    ? 600_000 + Int64((n >> 20) % (3 * 3_600_000 - 600_000))
+                    : -(8 * 86_400_000 + Int64((n >> 20) % (22 * 86_400_000)))
+                return p
+            },
+            expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
+        make(
             "offline-72h", "every phone offline for 72 hours from the first morning: everything arrives afterwards, once",
             devices: 40, days: 4,
             phone: { start, p in

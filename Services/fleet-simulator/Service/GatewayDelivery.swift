@@ -78,7 +78,10 @@ package struct GatewayDelivery: DeliveryDriver {
             case .online(let latency):
                 if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
                 if let event {
-                    result = await post(event, token: token, model: profile.model)
+                    let sentAt = clock.virtualNow()
+                    let (answer, date) = await post(event, token: token, model: profile.model)
+                    result = answer
+                    if let date { log.serverDates.append(ServerDate(sentAt: sentAt, answeredAt: clock.virtualNow(), header: date)) }
                 } else {
                     result = .response(status: 400, problemType: "undecodable outbox entry", retryAfterMs: nil)
                 }
@@ -141,12 +144,28 @@ package struct GatewayDelivery: DeliveryDriver {
         return taken
     }
 
-    func post(_ event: PresenceKit.AttendanceEvent, token: String, model: String) async -> DeliveryResult {
+    /// The `launchRequest` of the app: `GET /v1/attendance/pending` for the last day.
+    package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> ServerDate? {
+        guard case .online(let latency) = profile.network(at: clock.virtualNow()) else { return nil }
+        if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
+        let since = WireTimestamp.string(from: Date(timeIntervalSince1970: Double(now - 86_400_000) / 1000))
+        var request = HTTPClientRequest(url: gateway + "/v1/attendance/pending?since=" + since)
+        request.headers.add(name: "Authorization", value: "Bearer \(tokens[device.deviceId] ?? "")")
+        request.headers.add(name: "X-Device-Id", value: device.deviceId)
+        request.headers.add(name: "X-App-Version", value: Self.appVersion)
+        let sentAt = clock.virtualNow()
+        guard let response = try? await http.execute(request, timeout: requestTimeout) else { return nil }
+        _ = try? await response.body.collect(upTo: 1 << 20)
+        return response.headers.first(name: "Date").map { ServerDate(sentAt: sentAt, answeredAt: clock.virtualNow(), header: $0) }
+    }
+
+    /// One event; the answer and its `Date` header.
+    func post(_ event: PresenceKit.AttendanceEvent, token: String, model: String) async -> (DeliveryResult, date: String?) {
         let body: [UInt8]
         do {
             body = try ProtocolCodec.wire.encode(Self.wireEvent(event, model: model))
         } catch {
-            return .response(status: 400, problemType: "unencodable: \(error)", retryAfterMs: nil)
+            return (.response(status: 400, problemType: "unencodable: \(error)", retryAfterMs: nil), nil)
         }
         var request = HTTPClientRequest(url: gateway + "/v1/attendance/events")
         request.method = .POST
@@ -166,14 +185,14 @@ package struct GatewayDelivery: DeliveryDriver {
                 problemType = problem.type
             }
             let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }.map { $0 * 1_000 }
-            return ContractReading.deliveryResult(
-                TransportAnswer(
-                    status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
-                    problemType: problemType, retryAfterMs: retryAfter))
+            let answer = TransportAnswer(
+                status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
+                problemType: problemType, retryAfterMs: retryAfter, date: response.headers.first(name: "Date"))
+            return (ContractReading.deliveryResult(answer), answer.date)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
-            return .timeout
+            return (.timeout, nil)
         } catch {
-            return .transportError(String(describing: error))
+            return (.transportError(String(describing: error)), nil)
         }
     }
 

@@ -1,0 +1,85 @@
+/// What the device knows of the server's clock, learnt from the `Date` header of its answers, so that
+/// what it sends is stamped with the time the server will judge it by (an event more than 5 minutes
+/// ahead of the server, or a week behind, is refused) whatever the phone's own clock says.
+///
+/// Each answer bounds the offset, server time minus the host's steady time: the header was written
+/// between the request's send and its answer, and holds whole seconds. The bounds of successive answers
+/// are intersected, so the estimate tightens to well under a second; an answer outside them (the
+/// server's clock was stepped, or the steady clock drifted out of them over days) starts over from
+/// that answer. A host delivers `offsetMs` as `PresenceEvent.clockOffsetChanged` when it moves.
+public struct ServerClock: Sendable, Hashable, Codable {
+    /// The offset's bounds, milliseconds; nil before the first usable answer.
+    public private(set) var bounds: ClosedRange<Int64>?
+
+    /// An answer slower than this says too little to be worth recording.
+    public static let maxRoundTripMs: Int64 = 30_000
+
+    public init() {}
+
+    /// Server time minus steady time (the middle of the bounds); nil before the first usable answer.
+    public var offsetMs: Int64? { bounds.map { $0.lowerBound + ($0.upperBound - $0.lowerBound) / 2 } }
+
+    /// The offset to stamp with: the server's once known, else `wallClockOffsetMs` (the phone's).
+    public func stampOffsetMs(wallClockOffsetMs: Int64) -> Int64 { offsetMs ?? wallClockOffsetMs }
+
+    /// Records one answer: its `Date` header and the steady times of the request's send and of its
+    /// answer. Returns false (and records nothing) for an answer slower than `maxRoundTripMs` or
+    /// answered before it was sent.
+    @discardableResult
+    public mutating func record(serverDate: Timestamp, sentAt: Timestamp, answeredAt: Timestamp) -> Bool {
+        guard answeredAt >= sentAt, answeredAt - sentAt <= Self.maxRoundTripMs else { return false }
+        let answer = (serverDate - answeredAt)...(serverDate + 999 - sentAt)
+        if let known = bounds, known.overlaps(answer) {
+            bounds = max(known.lowerBound, answer.lowerBound)...min(known.upperBound, answer.upperBound)
+        } else {
+            bounds = answer
+        }
+        return true
+    }
+}
+
+extension Timestamp {
+    /// Parses an HTTP `Date` header in the form servers must send (RFC 9110 IMF-fixdate,
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`); nil for anything else.
+    public init?(httpDate: String) {
+        let parts = httpDate.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts[0].hasSuffix(","), Self.weekdays.contains(String(parts[0].dropLast())), parts[5] == "GMT",
+            parts[1].count == 2, let day = Int64(parts[1]), (1...31).contains(day),
+            let month = Self.months.firstIndex(of: String(parts[2])),
+            parts[3].count == 4, let year = Int64(parts[3]), year >= 1970
+        else { return nil }
+        let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }),
+            let hour = Int64(clock[0]), let minute = Int64(clock[1]), let second = Int64(clock[2]),
+            hour < 24, minute < 60, second < 61
+        else { return nil }
+        let days = Self.daysFromCivil(year, Int64(month) + 1, day)
+        self.init(millisecondsSinceEpoch: ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000)
+    }
+
+    /// The same date as an HTTP `Date` header (IMF-fixdate; milliseconds dropped).
+    public var httpDate: String {
+        let seconds = millisecondsSinceEpoch >= 0 ? millisecondsSinceEpoch / 1000 : (millisecondsSinceEpoch - 999) / 1000
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        let (y, m, d) = Self.civilFromDays(days)
+        // 1970-01-01 was a Thursday.
+        let weekday = Self.weekdays[Int(((days % 7) + 7 + 4) % 7)]
+        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return
+            "\(weekday), \(two(d)) \(Self.months[Int(m) - 1]) \(y) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+    }
+
+    static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+
+    /// Howard Hinnant's days-from-civil: (year, month, day) → days since 1970-01-01.
+    static func daysFromCivil(_ y0: Int64, _ m: Int64, _ d: Int64) -> Int64 {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+
+@testable import PresenceKit
+
+/// The machine's time is the device's steady clock; setting the wall clock (a network time correction,
+/// the user) moves only the stamps of what the device sends and persists.
+@Suite("Wall clock set while present")
+struct WallClockTests {
+    /// Continuous scan, check-out on beacon loss, heartbeats every 5 minutes: every timer in play.
+    static let config = World.config {
+        $0.flags.continuousScan = true
+        $0.heartbeatIntervalMs = 300_000
+    }
+    static let hour: Int64 = 3_600_000
+
+    /// Checked in at the gate, then walking about inside (not at rest, so only the signal keeps the
+    /// session): readings every second.
+    static func checkedIn() throws -> DeviceHarness {
+        var d = try DeviceHarness(config: config)
+        try d.arrive()
+        try d.run(seconds: 5) { _ in -60 }
+        try #require(d.checkIns.count == 1 && d.phase == .present)
+        return d
+    }
+
+    @Test("the wall clock set an hour forward: no check-out, no burst of heartbeats, later stamps an hour on")
+    func forward() throws {
+        var d = try Self.checkedIn()
+        let checkIn = try #require(d.checkIns.first)
+        try d.run(seconds: 60) { _ in -62 }
+        try d.send(.clockOffsetChanged(offsetMs: Self.hour))
+        let heartbeatsBefore = d.heartbeats.count
+        try d.run(seconds: 600) { _ in -62 }
+        #expect(d.checkOuts.isEmpty && d.checkIns.count == 1 && d.phase == .present)
+        // 10 minutes of steady time: two heartbeats, each stamped by the wall clock (an hour on).
+        let after = Array(d.heartbeats.dropFirst(heartbeatsBefore))
+        #expect(after.count == 2)
+        for heartbeat in after {
+            #expect(heartbeat.timestamp - heartbeat.decidedAt == 0)
+            #expect(heartbeat.timestamp > checkIn.timestamp + Self.hour)
+            #expect(heartbeat.tStart == checkIn.tStart && heartbeat.sessionKey == checkIn.sessionKey)
+        }
+        // The person leaves: the check-out is decided after the grace in steady time and stamped with
+        // the wall clock's reading of the last moment of presence.
+        let lastSeen = d.now
+        try d.run(seconds: 400) { _ in nil }
+        let out = try #require(d.checkOuts.first)
+        #expect(out.timestamp == lastSeen + Self.hour)
+        #expect(out.tStart == checkIn.tStart)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("a host that feeds the wall clock itself checks a person out when the clock is set forward")
+    func wallFedHostChecksOut() throws {
+        // What `at:` from the wall clock does (and why hosts pass a `SteadyClock`): the hour the clock
+        // skipped looks like an hour of silence, every timer due in it fires, and the person walking
+        // about inside is checked out.
+        var d = try Self.checkedIn()
+        try d.run(seconds: 60) { _ in -62 }
+        d.clock.advance(by: Self.hour)
+        try d.run(seconds: 5) { _ in -62 }
+        #expect(d.checkOuts.map(\.reason) == [.beaconLost])
+    }
+
+    @Test("the wall clock set two hours back: heartbeats go on, no stamp before the session's start")
+    func backward() throws {
+        var d = try Self.checkedIn()
+        let checkIn = try #require(d.checkIns.first)
+        try d.send(.clockOffsetChanged(offsetMs: -2 * Self.hour))
+        try d.run(seconds: 900) { _ in -62 }
+        // 15 minutes: three heartbeats, on time in steady time; the wall clock now reads before the
+        // check-in, so each is stamped no earlier than the session's start.
+        #expect(d.heartbeats.count == 3)
+        #expect(d.heartbeats.allSatisfy { $0.timestamp == checkIn.tStart && $0.tStart == checkIn.tStart })
+        #expect(d.heartbeats.allSatisfy { $0.decidedAt < checkIn.decidedAt })
+        try d.run(seconds: 400) { _ in nil }
+        let out = try #require(d.checkOuts.first)
+        #expect(out.timestamp == checkIn.tStart && out.reason == .beaconLost)
+        #expect(attendanceViolations(d.posts).isEmpty)
+
+        // The same with the wall clock fed as `at:`: no heartbeat for the two hours the clock repeats.
+        var wallFed = try Self.checkedIn()
+        let fedAt = wallFed.now - 2 * Self.hour
+        var agent = wallFed.agent
+        var heartbeats = 0
+        for second in 1...900 {
+            let at = fedAt + Int64(second) * 1_000
+            for effect in agent.handle(.beaconReading(BeaconReading(beacon: World.gateA, rssi: -62)), at: at) {
+                if case .postHeartbeat = effect { heartbeats += 1 }
+            }
+        }
+        #expect(heartbeats == 0)
+    }
+
+    @Test("a relaunch after the clock was set restores the session at the wall clock's times")
+    func relaunch() throws {
+        var d = try Self.checkedIn()
+        let checkIn = try #require(d.checkIns.first)
+        try d.send(.clockOffsetChanged(offsetMs: Self.hour))
+        try d.run(seconds: 30) { _ in -62 }
+        let lastSeen = d.now
+        try d.send(.appTerminated(forceQuit: false))
+        let snapshot = try #require(
+            d.effects.reversed().lazy.compactMap { effect -> PresenceSnapshot? in
+                if case .persistSnapshot(let s) = effect { return s } else { return nil }
+            }.first)
+        let saved = try #require(snapshot.session)
+        #expect(saved.tStart == checkIn.tStart)
+        #expect(saved.lastPresentAt == lastSeen + Self.hour)
+        #expect(snapshot.savedAt == lastSeen + Self.hour)
+
+        // The new process's steady clock starts at the wall clock's reading (offset 0).
+        let clock = ManualClock(lastSeen + Self.hour + 5_000)
+        var relaunched = try DeviceHarness(config: Self.config, clock: clock, restoring: snapshot)
+        #expect(relaunched.machine.openSession == saved)
+        try relaunched.send(.appLaunched)
+        try relaunched.run(seconds: 400) { _ in nil }
+        let out = try #require(relaunched.checkOuts.first)
+        #expect(out.sessionKey == checkIn.sessionKey && out.tStart == checkIn.tStart)
+        #expect(out.timestamp == saved.lastPresentAt)
+
+        // A process whose steady clock reads behind its wall clock places the same times through it.
+        let behind = try DeviceHarness(
+            config: Self.config, clock: ManualClock(lastSeen + 5_000), restoring: snapshot, clockOffsetMs: Self.hour)
+        #expect(behind.machine.openSession == saved)
+    }
+
+    @Test("the kill switch keeps the wall clock's setting")
+    func killSwitch() throws {
+        var d = try Self.checkedIn()
+        var off = Self.config
+        off.flags.killSwitch = true
+        try d.record(d.agent.apply(config: off, at: d.now))
+        try d.send(.clockOffsetChanged(offsetMs: 90_000))
+        #expect(d.machine.clockOffsetMs == 90_000)
+        #expect(d.machine.snapshot(at: d.now).savedAt == d.now + 90_000)
+    }
+
+    @Test("SteadyClock starts at the wall clock and does not go back")
+    func steadyClock() {
+        let clock = SteadyClock()
+        #expect(abs(clock.wallClockOffsetMs()) < 1_000)
+        var last = clock.now()
+        for _ in 0..<1_000 {
+            let now = clock.now()
+            #expect(now >= last)
+            last = now
+        }
+    }
+}
