@@ -166,6 +166,9 @@ public struct PresenceStateMachine: Sendable {
     /// How far the clock the device stamps with reads ahead of the steady time `at:`
     /// (`.clockOffsetChanged`): what the device sends and persists is stamped `steady + clockOffsetMs`.
     public private(set) var clockOffsetMs: Int64 = 0
+    /// The restored session's key and last presence as the snapshot stamped them: until presence is
+    /// seen again they keep those stamps when the offset moves (see `replaceRestored(offset:)`).
+    var restored: (sessionKey: String, lastPresentAt: Timestamp)?
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -237,6 +240,7 @@ public struct PresenceStateMachine: Sendable {
                     key: s.sessionKey, userId: s.userId, checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
+                restored = (s.sessionKey, s.lastPresentAt)
             }
         }
         phase = restingPhase
@@ -267,6 +271,20 @@ public struct PresenceStateMachine: Sendable {
 
     /// Steady time `t` as the device stamps it now.
     func stamp(_ t: Timestamp) -> Timestamp { t + clockOffsetMs }
+
+    /// A snapshot's times were stamped by the previous process, on the clock it had (the server's, once
+    /// it had been answered); this process placed them on its steady time through the offset it was
+    /// built with, which may be the phone's own clock until its first answer. When the offset moves, the
+    /// restored session's start and its last presence (until presence is seen again) are placed anew so
+    /// that they keep their stamps: a check-out dated by them carries the time the snapshot holds.
+    mutating func replaceRestored(offset: Int64) {
+        guard let r = restored else { return }
+        let placedPresence = lastPresentAt == r.lastPresentAt - clockOffsetMs
+        if placedPresence { lastPresentAt = r.lastPresentAt - offset }
+        let sameSession = session?.key == r.sessionKey
+        if sameSession, let s = session { session?.tStart = s.stampedStart - offset }
+        if !placedPresence && !sameSession { restored = nil }
+    }
 
     /// The beacons currently tracked (for diagnostics and tests).
     public var trackedBeacons: BeaconTracker { tracker }
@@ -301,6 +319,7 @@ public struct PresenceStateMachine: Sendable {
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
         if case .clockOffsetChanged(let offset) = event {
             // Kept with the kill switch on too: the stamps after it depend on it.
+            replaceRestored(offset: offset)
             clockOffsetMs = offset
             return []
         }

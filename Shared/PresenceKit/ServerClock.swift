@@ -3,13 +3,18 @@
 /// ahead of the server, or a week behind, is refused) whatever the phone's own clock says.
 ///
 /// Each answer bounds the offset, server time minus the host's steady time: the header was written
-/// between the request's send and its answer, and holds whole seconds. The bounds of successive answers
-/// are intersected, so the estimate tightens to well under a second; an answer outside them (the
-/// server's clock was stepped, or the steady clock drifted out of them over days) starts over from
-/// that answer. A host delivers `offsetMs` as `PresenceEvent.clockOffsetChanged` when it moves.
+/// between the request's send and its answer, holds whole seconds, and may come from a cache a second
+/// old (servers refresh it once a second). The bounds of successive answers are intersected, so the
+/// estimate tightens to about a second within a few answers. Two answers in a row outside them that
+/// agree with each other (the server's clock was stepped, or the steady clock drifted out of them over
+/// days) start over from those two; a single one is taken for a stray. Record only the gateway's own
+/// answers (JSON or problem+json), never a captive portal's or a cache's. A host delivers `offsetMs` as
+/// `PresenceEvent.clockOffsetChanged` when it moves.
 public struct ServerClock: Sendable, Hashable, Codable {
     /// The offset's bounds, milliseconds; nil before the first usable answer.
     public private(set) var bounds: ClosedRange<Int64>?
+    /// The last answer outside `bounds`, waiting for a second one that agrees with it.
+    public private(set) var outlier: ClosedRange<Int64>?
 
     /// An answer slower than this says too little to be worth recording.
     public static let maxRoundTripMs: Int64 = 30_000
@@ -28,13 +33,23 @@ public struct ServerClock: Sendable, Hashable, Codable {
     @discardableResult
     public mutating func record(serverDate: Timestamp, sentAt: Timestamp, answeredAt: Timestamp) -> Bool {
         guard answeredAt >= sentAt, answeredAt - sentAt <= Self.maxRoundTripMs else { return false }
-        let answer = (serverDate - answeredAt)...(serverDate + 999 - sentAt)
-        if let known = bounds, known.overlaps(answer) {
-            bounds = max(known.lowerBound, answer.lowerBound)...min(known.upperBound, answer.upperBound)
+        let answer = (serverDate - answeredAt)...(serverDate + 1_999 - sentAt)
+        if let known = bounds, !known.overlaps(answer) {
+            if let stray = outlier, stray.overlaps(answer) {
+                bounds = Self.intersection(stray, answer)
+                outlier = nil
+            } else {
+                outlier = answer
+            }
         } else {
-            bounds = answer
+            bounds = bounds.map { Self.intersection($0, answer) } ?? answer
+            outlier = nil
         }
         return true
+    }
+
+    static func intersection(_ a: ClosedRange<Int64>, _ b: ClosedRange<Int64>) -> ClosedRange<Int64> {
+        max(a.lowerBound, b.lowerBound)...min(a.upperBound, b.upperBound)
     }
 }
 
@@ -43,23 +58,28 @@ extension Timestamp {
     /// `Sun, 06 Nov 1994 08:49:37 GMT`); nil for anything else.
     public init?(httpDate: String) {
         let parts = httpDate.split(separator: " ", omittingEmptySubsequences: false)
+        func number(_ text: Substring, digits: Int) -> Int64? {
+            guard text.count == digits, text.allSatisfy({ $0.isASCII && $0.isWholeNumber }) else { return nil }
+            return Int64(text)
+        }
         guard parts.count == 6, parts[0].hasSuffix(","), Self.weekdays.contains(String(parts[0].dropLast())), parts[5] == "GMT",
-            parts[1].count == 2, let day = Int64(parts[1]), (1...31).contains(day),
-            let month = Self.months.firstIndex(of: String(parts[2])),
-            parts[3].count == 4, let year = Int64(parts[3]), year >= 1970
+            let day = number(parts[1], digits: 2), let month = Self.months.firstIndex(of: String(parts[2])),
+            let year = number(parts[3], digits: 4), year >= 1970
         else { return nil }
         let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
-        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }),
-            let hour = Int64(clock[0]), let minute = Int64(clock[1]), let second = Int64(clock[2]),
-            hour < 24, minute < 60, second < 61
+        guard clock.count == 3, let hour = number(clock[0], digits: 2), let minute = number(clock[1], digits: 2),
+            let second = number(clock[2], digits: 2), hour < 24, minute < 60, second < 61
         else { return nil }
         let days = Self.daysFromCivil(year, Int64(month) + 1, day)
+        // A day the month does not have (31 Feb) comes back as another date.
+        guard day >= 1, Self.civilFromDays(days) == (year, Int64(month) + 1, day) else { return nil }
         self.init(millisecondsSinceEpoch: ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000)
     }
 
     /// The same date as an HTTP `Date` header (IMF-fixdate; milliseconds dropped).
     public var httpDate: String {
-        let seconds = millisecondsSinceEpoch >= 0 ? millisecondsSinceEpoch / 1000 : (millisecondsSinceEpoch - 999) / 1000
+        // Rounded toward the past, without overflow at the far end.
+        let seconds = millisecondsSinceEpoch >= 0 ? millisecondsSinceEpoch / 1000 : -((-(millisecondsSinceEpoch + 1)) / 1000) - 1
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (y, m, d) = Self.civilFromDays(days)

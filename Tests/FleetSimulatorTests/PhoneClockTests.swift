@@ -1,11 +1,14 @@
-import FleetSimulatorCore
 import Foundation
 import PresenceKit
 import Testing
 
+@testable import FleetSimulatorCore
+
 /// The in-process server judges event times like the gateway, and phones stamp with the server's clock.
 @Suite("Phone clocks")
 struct PhoneClockTests {
+    static let outboxes = ScratchDirectory.fast("fleet-phone-clock-tests")
+
     static let now: Int64 = 1_767_600_000_123
 
     static func payload(timestamp: Int64) throws -> [UInt8] {
@@ -45,5 +48,46 @@ struct PhoneClockTests {
             #expect(date.millisecondsSinceEpoch == Self.now / 1000 * 1000)
         }
         #expect(server.count == 2)
+    }
+
+    @Test("a drain notes the Date header of every answer it got")
+    func drainNotesDates() async throws {
+        let directory = Self.outboxes + "/drain-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let outbox = try Outbox(path: directory + "/outbox.wal")
+        defer { outbox.close() }
+        _ = try outbox.append(try Self.payload(timestamp: Self.now))
+        var random = SimulationRandom(seed: 1)
+        var log = AttemptLog()
+        let records = try await InProcessDelivery(server: InProcessServer()).drain(
+            outbox: outbox, device: DeviceIdentity(userId: "u", deviceId: "d"), profile: PhoneProfile(latencyMs: 120), at: Self.now,
+            budgetMs: nil, random: &random, attempts: &log)
+        #expect(records.map(\.status) == [201])
+        let date = try #require(log.serverDates.first)
+        #expect(log.serverDates.count == 1 && date.answeredAt - date.sentAt == 120)
+        #expect(Timestamp(httpDate: date.header)?.millisecondsSinceEpoch == (Self.now + 60) / 1000 * 1000)
+    }
+
+    @Test("a phone an hour fast, offline when its app starts, learns the server's clock when the network comes back")
+    func offlineAtLaunch() async throws {
+        var options = FleetOptions()
+        options.devices = 20
+        var plan = FleetPlan(options: options)
+        for (index, profile) in plan.profiles {
+            var phone = profile
+            phone.clockSkewMs = 3_600_000
+            phone.networkWindows = [NetworkWindow(from: options.start, to: options.start + 6 * 3_600_000, condition: .offline)]
+            plan.profiles[index] = phone
+        }
+        let server = InProcessServer()
+        let devices = try await DetectionRun(plan: plan, outboxDirectory: Self.outboxes + "/offline").run(server: server)
+        let posted = devices.flatMap(\.posted)
+        let statuses = devices.flatMap(\.deliveries).map(\.status)
+        #expect(!posted.isEmpty && statuses.count == posted.count)
+        #expect(statuses.allSatisfy { $0 == 201 })
+        // Stamped with the server's clock: within seconds of the (true) moment of decision, not an hour on.
+        for event in posted where event.kind == "checkin" {
+            #expect(abs(event.timestamp - event.decidedAt) < 5 * 60_000)
+        }
     }
 }

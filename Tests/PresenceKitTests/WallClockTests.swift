@@ -80,7 +80,7 @@ struct WallClockTests {
         #expect(attendanceViolations(d.posts).isEmpty)
 
         // The same with the wall clock fed as `at:`: no heartbeat for the two hours the clock repeats.
-        var wallFed = try Self.checkedIn()
+        let wallFed = try Self.checkedIn()
         let fedAt = wallFed.now - 2 * Self.hour
         var agent = wallFed.agent
         var heartbeats = 0
@@ -90,7 +90,7 @@ struct WallClockTests {
                 if case .postHeartbeat = effect { heartbeats += 1 }
             }
         }
-        #expect(heartbeats == 0)
+        #expect(heartbeats == 0 && agent.machine.phase == .present)
     }
 
     @Test("a relaunch after the clock was set restores the session at the wall clock's times")
@@ -120,10 +120,48 @@ struct WallClockTests {
         #expect(out.sessionKey == checkIn.sessionKey && out.tStart == checkIn.tStart)
         #expect(out.timestamp == saved.lastPresentAt)
 
-        // A process whose steady clock reads behind its wall clock places the same times through it.
-        let behind = try DeviceHarness(
+        // A process whose steady clock reads an hour behind the clock it stamps with places the same
+        // times through its offset: the check-out carries the snapshot's time.
+        var behind = try DeviceHarness(
             config: Self.config, clock: ManualClock(lastSeen + 5_000), restoring: snapshot, clockOffsetMs: Self.hour)
-        #expect(behind.machine.openSession == saved)
+        try behind.send(.appLaunched)
+        try behind.run(seconds: 400) { _ in nil }
+        #expect(behind.checkOuts.map(\.timestamp) == [saved.lastPresentAt])
+    }
+
+    @Test("restored times keep their stamps when the offset moves before presence is seen again")
+    func offsetChangedAfterRestore() throws {
+        // The previous process stamped with the server's clock, an hour ahead of the phone's own.
+        var d = try DeviceHarness(config: Self.config, clockOffsetMs: Self.hour)
+        try d.arrive()
+        try d.run(seconds: 5) { _ in -60 }
+        let checkIn = try #require(d.checkIns.first)
+        try d.run(seconds: 30) { _ in -62 }
+        let snapshot = d.machine.snapshot(at: d.now)
+        let saved = try #require(snapshot.session)
+        #expect(saved.lastPresentAt == d.now + Self.hour)
+
+        // Relaunched offline: it stamps with the phone's clock (offset 0) until the launch request is
+        // answered, then with the server's again.
+        var relaunched = try DeviceHarness(config: Self.config, clock: ManualClock(d.now + 5_000), restoring: snapshot)
+        try relaunched.send(.appLaunched)
+        try relaunched.run(seconds: 20) { _ in nil }
+        try relaunched.send(.clockOffsetChanged(offsetMs: Self.hour))
+        #expect(relaunched.machine.openSession == saved)
+        try relaunched.run(seconds: 400) { _ in nil }
+        let out = try #require(relaunched.checkOuts.first)
+        #expect(out.timestamp == saved.lastPresentAt && out.tStart == checkIn.tStart)
+
+        // Presence seen again takes over: a later offset change moves only what comes after.
+        var resumed = try DeviceHarness(config: Self.config, clock: ManualClock(d.now + 5_000), restoring: snapshot)
+        try resumed.send(.appLaunched)
+        try resumed.run(seconds: 5) { _ in -60 }
+        #expect(resumed.phase == .present)
+        let heardAt = resumed.now
+        try resumed.send(.clockOffsetChanged(offsetMs: Self.hour))
+        try resumed.run(seconds: 400) { _ in nil }
+        let resumedOut = try #require(resumed.checkOuts.first)
+        #expect(resumedOut.timestamp == heardAt + Self.hour)
     }
 
     @Test("the kill switch keeps the wall clock's setting")

@@ -12,12 +12,18 @@ package struct TransportAnswer: Sendable, Hashable {
     /// The `Date` header.
     package var date: String?
 
-    package init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil, date: String? = nil) {
+    package init(status: Int, contentType: String?, problemType: String? = nil, retryAfterMs: Int64? = nil) {
         self.status = status
         self.contentType = contentType
         self.problemType = problemType
         self.retryAfterMs = retryAfterMs
-        self.date = date
+    }
+
+    /// The same answer with a `Date` header.
+    package func dated(_ date: String?) -> TransportAnswer {
+        var answer = self
+        answer.date = date
+        return answer
     }
 }
 
@@ -27,12 +33,6 @@ package struct ServerDate: Sendable, Hashable {
     package var sentAt: Int64
     package var answeredAt: Int64
     package var header: String
-
-    package init(sentAt: Int64, answeredAt: Int64, header: String) {
-        self.sentAt = sentAt
-        self.answeredAt = answeredAt
-        self.header = header
-    }
 }
 
 package enum ContractReading {
@@ -87,6 +87,12 @@ package struct AttemptLog: Sendable, Hashable, Codable {
 
     package init() {}
 
+    /// Notes an answer's `Date` header (if it had one) and the true times its request left and its
+    /// answer came back.
+    package mutating func note(date header: String?, sentAt: Int64, answeredAt: Int64) {
+        if let header { serverDates.append(ServerDate(sentAt: sentAt, answeredAt: answeredAt, header: header)) }
+    }
+
     package mutating func count(_ result: DeliveryResult) {
         switch result {
         case .response(let status, _, _): statuses[String(status), default: 0] += 1
@@ -99,6 +105,7 @@ package struct AttemptLog: Sendable, Hashable, Codable {
 
     package mutating func merge(_ other: AttemptLog) {
         for (k, v) in other.statuses { statuses[k, default: 0] += v }
+        serverDates += other.serverDates
     }
 }
 
@@ -119,8 +126,8 @@ package protocol DeliveryDriver: Sendable {
     ) async -> Int
 
     /// The app's request at launch (`GET /v1/attendance/pending`, what it shows the user) at true virtual
-    /// time `now` through the phone's network: its answer's `Date` header, or nil when none came back.
-    func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> ServerDate?
+    /// time `now` through the phone's network; notes its answer's `Date` header in `answers`.
+    func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async
 }
 
 /// The server side for detection-only runs and scenario tests: refuses an event time outside the
@@ -144,12 +151,12 @@ package final class InProcessServer: Sendable {
     package func receive(_ payload: [UInt8], at now: Int64) -> TransportAnswer {
         let date = Self.date(at: now)
         guard let event = try? PresenceCoding.decodeEvent(payload) else {
-            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation", date: date)
+            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
         let time = event.timestamp.millisecondsSinceEpoch
         let maxAge = Int64(limits.maxEventAge.timeInterval * 1000), maxAhead = Int64(limits.maxClockSkewAhead.timeInterval * 1000)
         guard time >= now - maxAge && time <= now + maxAhead else {
-            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation", date: date)
+            return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
         let hash = payload.hashValue
         return stored.withLock { table in
@@ -157,10 +164,10 @@ package final class InProcessServer: Sendable {
             if var existing = table[key] {
                 existing.copiesReceived += 1
                 table[key] = existing
-                return TransportAnswer(status: existing.payloadHash == hash ? 200 : 422, contentType: "application/json", date: date)
+                return TransportAnswer(status: existing.payloadHash == hash ? 200 : 422, contentType: "application/json").dated(date)
             }
             table[key] = Stored(key: key, event: event, receivedAt: now, payloadHash: hash, copiesReceived: 1)
-            return TransportAnswer(status: 201, contentType: "application/json", date: date)
+            return TransportAnswer(status: 201, contentType: "application/json").dated(date)
         }
     }
 
@@ -227,9 +234,7 @@ package struct InProcessDelivery: DeliveryDriver {
                 } else {
                     clock.advance(by: Int64(latency))
                     result = ContractReading.deliveryResult(answer)
-                    if let date = answer.date {
-                        log.serverDates.append(ServerDate(sentAt: t, answeredAt: t + Int64(latency), header: date))
-                    }
+                    log.note(date: answer.date, sentAt: t, answeredAt: t + Int64(latency))
                 }
             }
             log.count(result)
@@ -265,8 +270,8 @@ package struct InProcessDelivery: DeliveryDriver {
         return records.count
     }
 
-    package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> ServerDate? {
-        guard case .online(let latency) = profile.network(at: now), Int64(latency) <= requestTimeoutMs else { return nil }
-        return ServerDate(sentAt: now, answeredAt: now + Int64(latency), header: InProcessServer.date(at: now + Int64(latency) / 2))
+    package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async {
+        guard case .online(let latency) = profile.network(at: now), Int64(latency) <= requestTimeoutMs else { return }
+        answers.note(date: InProcessServer.date(at: now + Int64(latency) / 2), sentAt: now, answeredAt: now + Int64(latency))
     }
 }

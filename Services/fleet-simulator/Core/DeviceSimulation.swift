@@ -200,10 +200,18 @@ package struct DeviceSimulation: Sendable {
             scanning = (agent?.machine.continuousScanActive ?? false) || (agent?.machine.rangingActive ?? false)
         }
 
+        // The app's request for its pending state: at launch, and when the network comes back before
+        // any answer of this process told the server's clock.
+        func askServer(at t: Int64) async throws {
+            var answers = AttemptLog()
+            await delivery.launchRequest(device: identity, profile: profile, at: t, answers: &answers)
+            try learn(answers.serverDates, at: t)
+        }
+
         func launch(at t: Int64) async throws {
             launchShift = wallShift
             serverClock = ServerClock()
-            if let date = await delivery.launchRequest(device: identity, profile: profile, at: t) { try learn([date], at: t) }
+            try await askServer(at: t)
             agent = try makeAgent(at: t)
             telemetry.observe(.clockOffsetChanged(offsetMs: stampOffset()), at: deviceTime(t))
             appState = .running
@@ -224,8 +232,13 @@ package struct DeviceSimulation: Sendable {
             scanning = false
         }
 
-        // Every attempt's outcome as the app's telemetry (`api_201`, `api_timeout`, ...).
-        func recordAttempts(_ log: AttemptLog, at t: Int64) {
+        // A drain's answers: the server's clock they tell, the report's status mix, and every attempt's
+        // outcome as the app's telemetry (`api_201`, `api_timeout`, ...).
+        func take(_ log: AttemptLog, at t: Int64) throws {
+            try learn(log.serverDates, at: t)
+            var counted = log
+            counted.serverDates = []
+            result.attempts.merge(counted)
             for (label, n) in log.statuses.sorted(by: { $0.key < $1.key }) {
                 let outcome: DeliveryResult? =
                     if let status = Int(label) { .response(status: status) } else if label == "timeout" { .timeout } else { nil }
@@ -242,10 +255,8 @@ package struct DeviceSimulation: Sendable {
                 var log = AttemptLog()
                 let records = try await delivery.drain(
                     outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &log)
-                try learn(log.serverDates, at: t)
-                result.attempts.merge(log)
+                try take(log, at: t)
                 result.deliveries.append(contentsOf: records)
-                recordAttempts(log, at: t)
                 if !records.isEmpty { telemetry.recordOutboxSent(backlog: outbox.count, at: deviceTime(t)) }
                 if budget != nil && !outbox.isEmpty { telemetry.recordBackgroundTimeout(at: deviceTime(t)) }
             }
@@ -389,6 +400,7 @@ package struct DeviceSimulation: Sendable {
                     let wasOnline: Bool = if case .offline = lastNetwork { false } else { true }
                     lastNetwork = network
                     if online != wasOnline { try apply(agent!.handle(.connectivityChanged(online: online), at: deviceTime(t)), at: t) }
+                    if serverClock.offsetMs == nil, case .online = network { try await askServer(at: t) }
                 }
                 if t >= nextWake {
                     nextWake = t + Self.periodicWakeMs
@@ -430,9 +442,8 @@ package struct DeviceSimulation: Sendable {
                 let records = try await delivery.drain(
                     outbox: outbox, device: identity, profile: PhoneProfile(latencyMs: min(profile.latencyMs, 250)), at: syncAt,
                     budgetMs: nil, random: &random, attempts: &log)
-                result.attempts.merge(log)
+                try take(log, at: syncAt)
                 result.deliveries.append(contentsOf: records)
-                recordAttempts(log, at: syncAt)
                 syncAt += 60_000
             }
             try await uploadTelemetry(at: syncAt, finalSync: true)

@@ -116,6 +116,19 @@ enum Expect {
 }
 
 extension Scenario {
+    /// A phone edit with random draws of the phone's own, the same in every run (seeded by its radio
+    /// loss, which is drawn per phone).
+    static func drawing(
+        _ edit: @escaping @Sendable (_ start: Int64, _ phone: inout PhoneProfile, _ draw: inout SplitMix64) -> Void
+    ) -> @Sendable (Int64, PhoneProfile) -> PhoneProfile {
+        { start, phone in
+            var phone = phone
+            var draw = SplitMix64(seed: UInt64(bitPattern: Int64(phone.phoneLossDb * 1_000_000)))
+            edit(start, &phone, &draw)
+            return phone
+        }
+    }
+
     static func make(
         _ name: String, _ summary: String, devices: Int = 120, days: Int = 1,
         options edit: (inout FleetOptions) -> Void = { _ in },
@@ -215,28 +228,23 @@ extension Scenario {
             expect: { r in Expect.detection(r) }),
         make(
             "wall-clock-jumps",
-            "every phone's wall clock is set once between 10:00 and 12:00, 2 minutes to 3 hours forward or back (a network time correction, a hand-set clock), and the OS ends half of the apps at 13:00: nobody is checked out by it, nothing is refused, the times are the server's",
-            phone: { start, p in
-                var p = p
-                let n = UInt64(p.phoneLossDb * 1_000_000) &* 6364136223846793005 &+ 1442695040888963407
-                let size = 120_000 + Int64((n >> 33) % (3 * 3_600_000 - 120_000))
-                let at = start + 10 * 3_600_000 + Int64((n >> 13) % (2 * 3_600_000))
-                p.wallClockJumps = [WallClockJump(at: at, byMs: (n >> 63) == 0 ? size : -size)]
-                if (n >> 62) & 1 == 0 { p.lifecycle = [ScheduledLifecycle(at: start + 13 * 3_600_000, event: .terminated)] }
-                return p
+            "every phone's wall clock is set once between 10:00 and 12:00, 2 minutes to 3 hours forward or back (a network time correction, a hand-set clock), and the OS ends half of the apps at 15:00: nobody is checked out by it, nothing is refused, the times are the server's",
+            phone: Scenario.drawing { start, p, draw in
+                let size = Int64.random(in: 120_000...(3 * 3_600_000), using: &draw)
+                let at = start + Int64.random(in: (10 * 3_600_000)...(12 * 3_600_000), using: &draw)
+                p.wallClockJumps = [WallClockJump(at: at, byMs: Bool.random(using: &draw) ? size : -size)]
+                if Bool.random(using: &draw) { p.lifecycle = [ScheduledLifecycle(at: start + 15 * 3_600_000, event: .terminated)] }
             },
             expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
         make(
             "wrong-phone-clocks",
             "every phone's clock is wrong all day: 10 minutes to 3 hours fast, or 8 to 30 days slow (a clock reset when the battery ran flat): nothing is refused, the times are the server's",
-            phone: { _, p in
-                var p = p
-                let n = UInt64(p.phoneLossDb * 1_000_000) &* 2862933555777941757 &+ 3037000493
+            phone: Scenario.drawing { _, p, draw in
+                let fast = Bool.random(using: &draw)
                 p.clockSkewMs =
-                    (n >> 63) == 0
-                    ? 600_000 + Int64((n >> 20) % (3 * 3_600_000 - 600_000))
-                    : -(8 * 86_400_000 + Int64((n >> 20) % (22 * 86_400_000)))
-                return p
+                    fast
+                    ? Int64.random(in: 600_000...(3 * 3_600_000), using: &draw)
+                    : -Int64.random(in: (8 * 86_400_000)...(30 * 86_400_000), using: &draw)
             },
             expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
         make(
