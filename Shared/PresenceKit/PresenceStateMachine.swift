@@ -716,6 +716,7 @@ public struct PresenceStateMachine: Sendable {
     /// Forgets the open session and cancels its timers (nothing is posted).
     mutating func endSession(_ fx: inout [PresenceEffect]) {
         session = nil
+        restored = nil
         sessionSiteIndex = -1
         cancel(.heartbeat, &fx)
         cancel(.signalWatchdog, &fx)
@@ -788,7 +789,8 @@ public struct PresenceStateMachine: Sendable {
         guard motion.lastActivity == .stationary,
             !config.flags.requireGeofence || insideSites.contains(sessionSiteIndex)
         else { return false }
-        let walkToSeat = session.map { softExitSince - $0.tStart <= max(config.dwellWindowMs, 120_000) } ?? false
+        let walkToSeat =
+            session.map { softExitSince >= $0.tStart && softExitSince - $0.tStart <= max(config.dwellWindowMs, 120_000) } ?? false
         return motion.lastActiveAt < softExitSince || walkToSeat
     }
 

@@ -33,7 +33,9 @@ public struct ServerClock: Sendable, Hashable, Codable {
     @discardableResult
     public mutating func record(serverDate: Timestamp, sentAt: Timestamp, answeredAt: Timestamp) -> Bool {
         guard answeredAt >= sentAt, answeredAt - sentAt <= Self.maxRoundTripMs else { return false }
-        let answer = (serverDate - answeredAt)...(serverDate + 1_999 - sentAt)
+        let lower = serverDate - answeredAt, upper = serverDate + 1_999 - sentAt
+        guard lower <= upper else { return false } // only for times near the ends of Int64
+        let answer = lower...upper
         if let known = bounds, !known.overlaps(answer) {
             if let stray = outlier, stray.overlaps(answer) {
                 bounds = Self.intersection(stray, answer)

@@ -68,19 +68,21 @@ struct PhoneClockTests {
         #expect(Timestamp(httpDate: date.header)?.millisecondsSinceEpoch == (Self.now + 60) / 1000 * 1000)
     }
 
-    @Test("a phone an hour fast, offline when its app starts, learns the server's clock when the network comes back")
-    func offlineAtLaunch() async throws {
+    @Test(
+        "a phone an hour fast whose app starts without an answer (offline, or too slow for the request's timeout) learns the server's clock later",
+        arguments: [NetworkCondition.offline, .online(latencyMs: 5_000)])
+    func noAnswerAtLaunch(_ condition: NetworkCondition) async throws {
         var options = FleetOptions()
         options.devices = 20
         var plan = FleetPlan(options: options)
         for (index, profile) in plan.profiles {
             var phone = profile
             phone.clockSkewMs = 3_600_000
-            phone.networkWindows = [NetworkWindow(from: options.start, to: options.start + 6 * 3_600_000, condition: .offline)]
+            phone.networkWindows = [NetworkWindow(from: options.start, to: options.start + 6 * 3_600_000, condition: condition)]
             plan.profiles[index] = phone
         }
         let server = InProcessServer()
-        let devices = try await DetectionRun(plan: plan, outboxDirectory: Self.outboxes + "/offline").run(server: server)
+        let devices = try await DetectionRun(plan: plan, outboxDirectory: Self.outboxes + "/\(condition)").run(server: server)
         let posted = devices.flatMap(\.posted)
         let statuses = devices.flatMap(\.deliveries).map(\.status)
         #expect(!posted.isEmpty && statuses.count == posted.count)

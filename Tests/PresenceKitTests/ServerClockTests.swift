@@ -86,10 +86,18 @@ struct ServerClockTests {
         clock.record(serverDate: later + 60_000, sentAt: .zero + 3_760_000, answeredAt: .zero + 3_760_300)
         #expect(abs(try #require(clock.offsetMs) - (before + 60_000)) <= 1_500)
         #expect(clock.outlier == nil)
+        // Two strays that disagree: the second replaces the first, and a third agreeing with it starts over.
+        clock.record(serverDate: later + 900_000, sentAt: .zero + 3_780_000, answeredAt: .zero + 3_780_100)
+        clock.record(serverDate: later + 700_000, sentAt: .zero + 3_790_000, answeredAt: .zero + 3_790_100)
+        let second = try #require(clock.outlier)
+        #expect(clock.offsetMs.map { abs($0 - (before + 60_000)) <= 1_500 } == true)
+        clock.record(serverDate: later + 710_000, sentAt: .zero + 3_800_000, answeredAt: .zero + 3_800_100)
+        #expect(clock.outlier == nil && clock.bounds.map { $0.overlaps(second) } == true)
+        let restarted = try #require(clock.offsetMs)
         // A stray between agreeing answers is forgotten by the next answer inside the bounds.
-        clock.record(serverDate: later + 500_000, sentAt: .zero + 3_800_000, answeredAt: .zero + 3_800_100)
-        clock.record(serverDate: later + 100_000, sentAt: .zero + 3_800_000, answeredAt: .zero + 3_800_100)
+        clock.record(serverDate: later + 2_000_000, sentAt: .zero + 3_810_000, answeredAt: .zero + 3_810_100)
+        clock.record(serverDate: later + 720_000, sentAt: .zero + 3_810_000, answeredAt: .zero + 3_810_100)
         let offset = try #require(clock.offsetMs)
-        #expect(clock.outlier == nil && abs(offset - (before + 60_000)) <= 1_500)
+        #expect(clock.outlier == nil && abs(offset - restarted) <= 1_500)
     }
 }

@@ -159,6 +159,7 @@ struct WallClockTests {
         #expect(resumed.phase == .present)
         let heardAt = resumed.now
         try resumed.send(.clockOffsetChanged(offsetMs: Self.hour))
+        #expect(resumed.machine.session?.tStart == checkIn.tStart - Self.hour)
         try resumed.run(seconds: 400) { _ in nil }
         let resumedOut = try #require(resumed.checkOuts.first)
         #expect(resumedOut.timestamp == heardAt + Self.hour)

@@ -36,6 +36,13 @@ package struct ServerDate: Sendable, Hashable {
 }
 
 package enum ContractReading {
+    /// The `Date` of an answer that is the gateway's own (JSON or problem+json); nil for anything else,
+    /// such as a captive portal's page, whose clock says nothing of the server's.
+    package static func gatewayDate(_ answer: TransportAnswer) -> String? {
+        let type = answer.contentType?.lowercased() ?? ""
+        return type.hasPrefix("application/json") || type.hasPrefix("application/problem+json") ? answer.date : nil
+    }
+
     /// Only the gateway's own JSON answers are verdicts. A captive portal (or a proxy's error page)
     /// answers 200 or 302 with HTML: taking that 200 as "stored" would delete the event from the
     /// outbox and lose it, so anything that is not JSON is a transport failure and is retried.

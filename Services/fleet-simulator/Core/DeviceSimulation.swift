@@ -200,8 +200,8 @@ package struct DeviceSimulation: Sendable {
             scanning = (agent?.machine.continuousScanActive ?? false) || (agent?.machine.rangingActive ?? false)
         }
 
-        // The app's request for its pending state: at launch, and when the network comes back before
-        // any answer of this process told the server's clock.
+        // The app's request for its pending state: at launch and, until an answer of this process has
+        // told the server's clock, whenever the network changes and at every periodic wake.
         func askServer(at t: Int64) async throws {
             var answers = AttemptLog()
             await delivery.launchRequest(device: identity, profile: profile, at: t, answers: &answers)
@@ -406,6 +406,7 @@ package struct DeviceSimulation: Sendable {
                     nextWake = t + Self.periodicWakeMs
                     try apply(agent!.handle(.periodicWake, at: deviceTime(t)), at: t)
                     if !outbox.isEmpty { drainWanted = true }
+                    if serverClock.offsetMs == nil, case .online = network { try await askServer(at: t) }
                 }
                 if drainWanted { try await drain(at: t, budget: Self.backgroundBudgetMs) }
             } else {

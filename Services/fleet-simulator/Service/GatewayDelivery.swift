@@ -146,17 +146,20 @@ package struct GatewayDelivery: DeliveryDriver {
 
     /// The `launchRequest` of the app: `GET /v1/attendance/pending` for the last day.
     package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async {
-        // Not worth holding the app's start for long: 2 s, and no 2G delay on top.
-        guard case .online = profile.network(at: clock.virtualNow()) else { return }
+        guard case .online(let latency) = profile.network(at: clock.virtualNow()) else { return }
+        if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
         let since = WireTimestamp.string(from: Date(timeIntervalSince1970: Double(now - 86_400_000) / 1000))
         var request = HTTPClientRequest(url: gateway + "/v1/attendance/pending?since=" + since)
         request.headers.add(name: "Authorization", value: "Bearer \(tokens[device.deviceId] ?? "")")
         request.headers.add(name: "X-Device-Id", value: device.deviceId)
         request.headers.add(name: "X-App-Version", value: Self.appVersion)
         let sentAt = clock.virtualNow()
-        guard let response = try? await http.execute(request, timeout: .seconds(2)) else { return }
+        guard let response = try? await http.execute(request, timeout: requestTimeout) else { return }
         _ = try? await response.body.collect(upTo: 1 << 20)
-        answers.note(date: response.headers.first(name: "Date"), sentAt: sentAt, answeredAt: clock.virtualNow())
+        let answer = TransportAnswer(status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"))
+        answers.note(
+            date: ContractReading.gatewayDate(answer.dated(response.headers.first(name: "Date"))), sentAt: sentAt,
+            answeredAt: clock.virtualNow())
     }
 
     /// One event; the answer and its `Date` header.
@@ -189,7 +192,7 @@ package struct GatewayDelivery: DeliveryDriver {
                 status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
                 problemType: problemType, retryAfterMs: retryAfter
             ).dated(response.headers.first(name: "Date"))
-            return (ContractReading.deliveryResult(answer), answer.date)
+            return (ContractReading.deliveryResult(answer), ContractReading.gatewayDate(answer))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
             return (.timeout, nil)
         } catch {
