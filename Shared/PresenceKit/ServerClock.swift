@@ -80,16 +80,11 @@ extension Timestamp {
 
     /// The same date as an HTTP `Date` header (IMF-fixdate; milliseconds dropped).
     public var httpDate: String {
-        // Rounded toward the past, without overflow at the far end.
-        let seconds = millisecondsSinceEpoch >= 0 ? millisecondsSinceEpoch / 1000 : -((-(millisecondsSinceEpoch + 1)) / 1000) - 1
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
-        let (y, m, d) = Self.civilFromDays(days)
+        let c = civil
         // 1970-01-01 was a Thursday.
-        let weekday = Self.weekdays[Int(((days % 7) + 7 + 4) % 7)]
-        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return
-            "\(weekday), \(two(d)) \(Self.months[Int(m) - 1]) \(y) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+        let weekday = Self.weekdays[Int(((c.days % 7) + 7 + 4) % 7)]
+        return "\(weekday), \(Self.pad(c.day, 2)) \(Self.months[Int(c.month) - 1]) \(c.year) "
+            + "\(Self.pad(c.secondOfDay / 3600, 2)):\(Self.pad(c.secondOfDay / 60 % 60, 2)):\(Self.pad(c.secondOfDay % 60, 2)) GMT"
     }
 
     static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]

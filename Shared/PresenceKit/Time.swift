@@ -66,6 +66,16 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     public var iso8601Milliseconds: String { iso8601(withMilliseconds: true) }
 
     func iso8601(withMilliseconds: Bool) -> String {
+        let c = civil
+        let pad = Timestamp.pad
+        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.secondOfDay / 3600, 2)):"
+            + "\(pad(c.secondOfDay / 60 % 60, 2)):\(pad(c.secondOfDay % 60, 2))"
+            + (withMilliseconds ? ".\(pad(c.milliseconds, 3))Z" : "Z")
+    }
+
+    /// This time's UTC calendar parts (days since the epoch, date, second of the day, milliseconds),
+    /// rounded toward the past.
+    var civil: (days: Int64, year: Int64, month: Int64, day: Int64, secondOfDay: Int64, milliseconds: Int64) {
         var seconds = millisecondsSinceEpoch / 1000
         var milliseconds = millisecondsSinceEpoch % 1000
         if milliseconds < 0 {
@@ -76,13 +86,13 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         var secondOfDay = seconds % 86_400
         if secondOfDay < 0 { secondOfDay += 86_400; days -= 1 }
         let (y, m, d) = Timestamp.civilFromDays(days)
-        func pad(_ v: Int64, _ width: Int) -> String {
-            let s = String(v)
-            return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
-        }
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):"
-            + "\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
-            + (withMilliseconds ? ".\(pad(milliseconds, 3))Z" : "Z")
+        return (days, y, m, d, secondOfDay, milliseconds)
+    }
+
+    /// `v` in decimal, zero-padded to `width` digits.
+    static func pad(_ v: Int64, _ width: Int) -> String {
+        let s = String(v)
+        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
     }
 
     public var description: String { "\(iso8601)(\(millisecondsSinceEpoch)ms)" }

@@ -39,16 +39,20 @@ package enum ContractReading {
     /// The `Date` of an answer that is the gateway's own (JSON or problem+json); nil for anything else,
     /// such as a captive portal's page, whose clock says nothing of the server's.
     package static func gatewayDate(_ answer: TransportAnswer) -> String? {
+        isGatewayAnswer(answer) ? answer.date : nil
+    }
+
+    /// JSON or problem+json: what the gateway answers, never a captive portal or a proxy's error page.
+    static func isGatewayAnswer(_ answer: TransportAnswer) -> Bool {
         let type = answer.contentType?.lowercased() ?? ""
-        return type.hasPrefix("application/json") || type.hasPrefix("application/problem+json") ? answer.date : nil
+        return type.hasPrefix("application/json") || type.hasPrefix("application/problem+json")
     }
 
     /// Only the gateway's own JSON answers are verdicts. A captive portal (or a proxy's error page)
     /// answers 200 or 302 with HTML: taking that 200 as "stored" would delete the event from the
     /// outbox and lose it, so anything that is not JSON is a transport failure and is retried.
     package static func deliveryResult(_ answer: TransportAnswer) -> DeliveryResult {
-        let type = answer.contentType?.lowercased() ?? ""
-        guard type.hasPrefix("application/json") || type.hasPrefix("application/problem+json") else {
+        guard isGatewayAnswer(answer) else {
             return .transportError("not the gateway: HTTP \(answer.status) \(answer.contentType ?? "without a content type")")
         }
         return .response(status: answer.status, problemType: answer.problemType, retryAfterMs: answer.retryAfterMs)
@@ -160,9 +164,8 @@ package final class InProcessServer: Sendable {
         guard let event = try? PresenceCoding.decodeEvent(payload) else {
             return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
-        let time = event.timestamp.millisecondsSinceEpoch
-        let maxAge = Int64(limits.maxEventAge.timeInterval * 1000), maxAhead = Int64(limits.maxClockSkewAhead.timeInterval * 1000)
-        guard time >= now - maxAge && time <= now + maxAhead else {
+        let window = limits.eventTimes(around: Date(timeIntervalSince1970: Double(now) / 1000))
+        guard window.contains(Date(timeIntervalSince1970: Double(event.timestamp.millisecondsSinceEpoch) / 1000)) else {
             return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
         let hash = payload.hashValue

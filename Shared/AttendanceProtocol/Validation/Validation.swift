@@ -21,6 +21,11 @@ public struct ValidationLimits: Hashable, Sendable {
     public var maxEventAge: Duration = .seconds(7 * 24 * 3600)
     /// How far ahead of the server clock an event time may be (device clock skew).
     public var maxClockSkewAhead: Duration = .seconds(5 * 60)
+
+    /// The event times accepted at server time `now`: `now - maxEventAge ... now + maxClockSkewAhead`.
+    public func eventTimes(around now: Date) -> ClosedRange<Date> {
+        now.addingTimeInterval(-maxEventAge.timeInterval)...now.addingTimeInterval(maxClockSkewAhead.timeInterval)
+    }
     /// iOS reports RSSI in -127...0 dBm, 0 meaning "not heard this second".
     public var rssiRange: ClosedRange<Int> = -127...0
     /// At about 1 Hz, ten minutes of ranging.
@@ -120,13 +125,12 @@ struct FieldValidator {
         }
     }
 
-    /// Within `now - maxEventAge ... now + maxClockSkewAhead`.
+    /// Within `limits.eventTimes(around: now)`.
     mutating func eventTime(_ date: Date, _ field: String) {
-        let earliest = now.addingTimeInterval(-limits.maxEventAge.timeInterval)
-        let latest = now.addingTimeInterval(limits.maxClockSkewAhead.timeInterval)
-        if date < earliest {
+        let window = limits.eventTimes(around: now)
+        if date < window.lowerBound {
             fail(field, "is more than \(limits.maxEventAge.humanReadable) in the past")
-        } else if date > latest {
+        } else if date > window.upperBound {
             fail(field, "is more than \(limits.maxClockSkewAhead.humanReadable) in the future")
         }
     }

@@ -143,10 +143,7 @@ extension PostgresRegistryRepository {
     /// ahead of this clock. (A time years ahead would keep a beacon "verified" and never be pruned.)
     static let sightingLimits = ValidationLimits()
 
-    static func sightingTimes(now: Date) -> ClosedRange<Date> {
-        let earliest = now.addingTimeInterval(-sightingLimits.maxEventAge.timeInterval)
-        return earliest...now.addingTimeInterval(sightingLimits.maxClockSkewAhead.timeInterval)
-    }
+    static func sightingTimes(now: Date) -> ClosedRange<Date> { sightingLimits.eventTimes(around: now) }
 
     package func pruneSightings(before cutoff: Date) async throws(RegistryError) -> Int {
         try await write("prune sightings") { db in
