@@ -29,12 +29,15 @@ public struct OutboxEntry: Sendable, Hashable {
     public internal(set) var state: OutboxEntryState
     /// Send attempts since the outbox was opened (drives the retry backoff; not persisted).
     public internal(set) var attempts: Int
-    public let payloadLength: Int
+    public internal(set) var payloadLength: Int
     /// The answer that parked the entry (`Outbox.park`), nil for an entry in the drain order.
     public internal(set) var parkedStatus: Int?
-    let payloadOffset: Int64
-    /// Size of the APPEND record that holds this entry (for live-bytes accounting).
-    let recordBytes: Int64
+    /// The payload's times are the phone's own clock (`AttendanceEvent.phoneClock`) until
+    /// `replacePayloads` puts corrected ones in its place.
+    public internal(set) var stampedWithPhoneClock: Bool
+    var payloadOffset: Int64
+    /// Size of the records that hold this entry: its APPEND and any REPLACE (for live-bytes accounting).
+    var recordBytes: Int64
 }
 
 public struct OutboxOptions: Sendable, Hashable {
@@ -98,11 +101,14 @@ public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
 ///     record  = length:u32le  crc32:u32le  body[length]        (crc32 of body, IEEE)
 ///     body    = 0x01 APPEND  id:u64 createdAt:i64 kind:u8 flags:u8 payloadLength:u32 payload
 ///                            hasCheckpoint:u8 [checkpointLength:u32 checkpoint]
+///                            (flags: bit 0 evictable, bit 1 stamped with the phone's clock)
 ///             | 0x02 STATE   id:u64 state:u8 (1 sent-awaiting-verdict, 2 done, 3 parked) status:i32 at:i64
 ///             | 0x03 CHECKPOINT hasCheckpoint:u8 [checkpoint...]
+///             | 0x04 REPLACE id:u64 payloadLength:u32 payload   (a live entry's corrected payload)
 ///
-/// Append-only: state changes are new records. **Durability:** `append`, `markDone` and
-/// `saveCheckpoint` call `fsync(2)` before returning — an event counts as stored only then. `markSent`
+/// Append-only: state changes and corrected payloads are new records. A build that predates REPLACE
+/// stops reading at the first one (and keeps what precedes it). **Durability:** `append`, `markDone`,
+/// `replacePayloads` and `saveCheckpoint` call `fsync(2)` before returning — an event counts as stored only then. `markSent`
 /// does not: losing it only means a relaunch resends with the same idempotency key, which the server
 /// dedupes. **Recovery** (on open) replays records and stops at the first one that is torn (short),
 /// oversized or fails its CRC; it truncates the file there and keeps everything before it.
@@ -132,12 +138,17 @@ public final class Outbox: Sendable {
     static let typeAppend: UInt8 = 1
     static let typeState: UInt8 = 2
     static let typeCheckpoint: UInt8 = 3
+    static let typeReplace: UInt8 = 4
+    static let flagEvictable: UInt8 = 1
+    static let flagPhoneClock: UInt8 = 2
     static let stateSent: UInt8 = 1
     static let stateDone: UInt8 = 2
     static let stateParked: UInt8 = 3
     /// Offset of the payload inside an APPEND record: frame (8) + type (1) + id (8) + createdAt (8)
     /// + kind (1) + flags (1) + payloadLength (4).
     static let payloadOffsetInRecord: Int64 = 31
+    /// Offset of the payload inside a REPLACE record: frame (8) + type (1) + id (8) + payloadLength (4).
+    static let payloadOffsetInReplaceRecord: Int64 = 21
 
     struct State {
         var fd: Int32
@@ -289,8 +300,9 @@ public final class Outbox: Sendable {
                 let recordBytes = Int64(8 + len)
                 st.entries[id] = OutboxEntry(
                     id: id, createdAt: Timestamp(millisecondsSinceEpoch: created), kind: kind,
-                    evictable: flags & 1 == 1, state: .pending, attempts: 0, payloadLength: Int(payloadLength),
-                    parkedStatus: nil, payloadOffset: payloadOffset, recordBytes: recordBytes)
+                    evictable: flags & flagEvictable != 0, state: .pending, attempts: 0, payloadLength: Int(payloadLength),
+                    parkedStatus: nil, stampedWithPhoneClock: flags & flagPhoneClock != 0, payloadOffset: payloadOffset,
+                    recordBytes: recordBytes)
                 st.order.append(id)
                 st.liveRecordBytes += recordBytes
             }
@@ -312,6 +324,15 @@ public final class Outbox: Sendable {
             } else if newState == stateDone, let entry = st.parked[id] {
                 st.parked[id] = nil
                 st.liveRecordBytes -= entry.recordBytes
+            }
+        case typeReplace:
+            guard let id = r.u64(), let payloadLength = r.u32() else { return nil }
+            let payloadOffset = Int64(r.position)
+            guard r.skip(Int(payloadLength)), r.remaining == 0 else { return nil }
+            if var entry = st.entries[id] {
+                entry.replacePayload(offset: payloadOffset, length: Int(payloadLength), recordBytes: Int64(8 + len))
+                st.entries[id] = entry
+                st.liveRecordBytes += Int64(8 + len)
             }
         case typeCheckpoint:
             guard let has = r.u8() else { return nil }
@@ -339,14 +360,14 @@ public final class Outbox: Sendable {
     }
 
     static func appendRecord(
-        id: UInt64, createdAt: Timestamp, kind: UInt8, evictable: Bool, payload: [UInt8], checkpoint: [UInt8]?
+        id: UInt64, createdAt: Timestamp, kind: UInt8, evictable: Bool, phoneClock: Bool, payload: [UInt8], checkpoint: [UInt8]?
     ) -> [UInt8] {
         var w = ByteWriter(capacity: payload.count + (checkpoint?.count ?? 0) + 40)
         w.u8(typeAppend)
         w.u64(id)
         w.i64(createdAt.millisecondsSinceEpoch)
         w.u8(kind)
-        w.u8(evictable ? 1 : 0)
+        w.u8((evictable ? flagEvictable : 0) | (phoneClock ? flagPhoneClock : 0))
         w.u32(UInt32(payload.count))
         w.raw(payload)
         if let checkpoint {
@@ -356,6 +377,15 @@ public final class Outbox: Sendable {
         } else {
             w.u8(0)
         }
+        return frame(w.bytes)
+    }
+
+    static func replaceRecord(id: UInt64, payload: [UInt8]) -> [UInt8] {
+        var w = ByteWriter(capacity: payload.count + 13)
+        w.u8(typeReplace)
+        w.u64(id)
+        w.u32(UInt32(payload.count))
+        w.raw(payload)
         return frame(w.bytes)
     }
 
@@ -405,10 +435,12 @@ public final class Outbox: Sendable {
 
     /// Stores one event durably (written and fsynced before returning) and returns its entry.
     /// `checkpoint`, when given, is stored in the same record: the event and the state that goes with it
-    /// are recovered together or not at all.
+    /// are recovered together or not at all. `stampedWithPhoneClock` marks a payload whose times wait
+    /// for a correction (`replacePayloads`).
     @discardableResult
     public func append(
-        _ payload: [UInt8], kind: UInt8 = 0, evictable: Bool = false, checkpoint: [UInt8]? = nil
+        _ payload: [UInt8], kind: UInt8 = 0, evictable: Bool = false, stampedWithPhoneClock: Bool = false,
+        checkpoint: [UInt8]? = nil
     ) throws(OutboxError) -> OutboxEntry {
         guard payload.count <= options.maxPayloadBytes else {
             throw .payloadTooLarge(size: payload.count, limit: options.maxPayloadBytes)
@@ -420,14 +452,15 @@ public final class Outbox: Sendable {
             }
             let id = st.nextId
             let record = Outbox.appendRecord(
-                id: id, createdAt: now, kind: kind, evictable: evictable, payload: payload, checkpoint: checkpoint)
+                id: id, createdAt: now, kind: kind, evictable: evictable, phoneClock: stampedWithPhoneClock, payload: payload,
+                checkpoint: checkpoint)
             let recordStart = st.fileSize
             try write(record, &st, sync: true)
             st.nextId += 1
             let entry = OutboxEntry(
                 id: id, createdAt: now, kind: kind, evictable: evictable, state: .pending, attempts: 0,
-                payloadLength: payload.count, parkedStatus: nil, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
-                recordBytes: Int64(record.count))
+                payloadLength: payload.count, parkedStatus: nil, stampedWithPhoneClock: stampedWithPhoneClock,
+                payloadOffset: recordStart + Outbox.payloadOffsetInRecord, recordBytes: Int64(record.count))
             st.entries[id] = entry
             st.order.append(id)
             st.liveRecordBytes += entry.recordBytes
@@ -445,6 +478,31 @@ public final class Outbox: Sendable {
         try write(Outbox.stateRecord(id: victim.id, state: Outbox.stateDone, status: 0, at: now), &st, sync: false)
         st.entries[victim.id] = nil
         st.liveRecordBytes -= victim.recordBytes
+    }
+
+    /// Puts new payloads in place of live entries' (times moved onto the server's clock: see
+    /// `correctPhoneClockStamps(phoneAheadMs:)`) and clears their `stampedWithPhoneClock`; each keeps its
+    /// id, place in the drain order, state and metadata. One REPLACE record an entry, one fsync for all.
+    /// Each record stands alone: after a crash an entry has its old payload or its new one.
+    public func replacePayloads(_ replacements: [(id: UInt64, payload: [UInt8])]) throws(OutboxError) {
+        guard !replacements.isEmpty else { return }
+        for r in replacements where r.payload.count > options.maxPayloadBytes {
+            throw .payloadTooLarge(size: r.payload.count, limit: options.maxPayloadBytes)
+        }
+        try state.withLock { (st: inout State) throws(OutboxError) in
+            for r in replacements where st.entries[r.id] == nil { throw .unknownEntry(id: r.id) }
+            for (i, r) in replacements.enumerated() {
+                guard var entry = st.entries[r.id] else { continue }
+                let record = Outbox.replaceRecord(id: r.id, payload: r.payload)
+                let recordStart = st.fileSize
+                try write(record, &st, sync: i == replacements.count - 1)
+                entry.replacePayload(
+                    offset: recordStart + Outbox.payloadOffsetInReplaceRecord, length: r.payload.count, recordBytes: Int64(record.count))
+                st.entries[r.id] = entry
+                st.liveRecordBytes += Int64(record.count)
+            }
+            try compactIfWorthIt(&st)
+        }
     }
 
     /// Records that `id` was sent and awaits its verdict; counts an attempt. Not fsynced (see type docs).
@@ -593,13 +651,15 @@ public final class Outbox: Sendable {
             func copy(_ e: OutboxEntry) throws(OutboxError) -> OutboxEntry {
                 let payload = try FileIO.read(st.fd, count: e.payloadLength, at: e.payloadOffset, path: path)
                 let record = Outbox.appendRecord(
-                    id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, payload: payload, checkpoint: nil)
+                    id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, phoneClock: e.stampedWithPhoneClock,
+                    payload: payload, checkpoint: nil)
                 let recordStart = offset + Int64(buffer.bytes.count)
                 buffer.raw(record)
                 let moved = OutboxEntry(
                     id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, state: e.state,
                     attempts: e.attempts, payloadLength: e.payloadLength, parkedStatus: e.parkedStatus,
-                    payloadOffset: recordStart + Outbox.payloadOffsetInRecord, recordBytes: Int64(record.count))
+                    stampedWithPhoneClock: e.stampedWithPhoneClock, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
+                    recordBytes: Int64(record.count))
                 if e.state == .sentAwaitingVerdict {
                     buffer.raw(Outbox.stateRecord(id: e.id, state: Outbox.stateSent, status: 0, at: now))
                 }
@@ -642,5 +702,15 @@ public final class Outbox: Sendable {
         st.directorySyncPending = true
         try syncDirectory(path)
         st.directorySyncPending = false
+    }
+}
+
+extension OutboxEntry {
+    /// Points the entry at a corrected payload held by a REPLACE record of `recordBytes` bytes.
+    mutating func replacePayload(offset: Int64, length: Int, recordBytes extra: Int64) {
+        payloadOffset = offset
+        payloadLength = length
+        recordBytes += extra
+        stampedWithPhoneClock = false
     }
 }

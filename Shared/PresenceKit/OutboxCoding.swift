@@ -50,8 +50,9 @@ extension Outbox {
     /// Stores the durable effects of one `handle` call, in order: each post becomes an entry, carrying
     /// as its checkpoint the `persistSnapshot` that follows it in the same batch (one record, so the
     /// event and the session state that goes with it survive a crash together); a snapshot with no post
-    /// before it is saved on its own. Heartbeats are evictable, check-ins and check-outs are not.
-    /// Other effects are ignored. Returns the new entries.
+    /// before it is saved on its own; `.correctPhoneClockStamps` corrects the entries stamped with the
+    /// phone's clock. Heartbeats are evictable, check-ins and check-outs are not. Other effects are
+    /// ignored. Returns the new entries.
     @discardableResult
     public func store(_ effects: [PresenceEffect]) throws(OutboxError) -> [OutboxEntry] {
         var stored: [OutboxEntry] = []
@@ -63,6 +64,9 @@ extension Outbox {
                 event = e
             case .persistSnapshot(let snapshot):
                 if !consumed.contains(i) { try saveCheckpoint(PresenceCoding.encode(snapshot)) }
+                continue
+            case .correctPhoneClockStamps(let phoneAheadMs):
+                try correctPhoneClockStamps(phoneAheadMs: phoneAheadMs)
                 continue
             default:
                 continue
@@ -83,10 +87,34 @@ extension Outbox {
             }
             let entry = try append(
                 PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
-                checkpoint: checkpoint)
+                stampedWithPhoneClock: event.phoneClock == true, checkpoint: checkpoint)
             stored.append(entry)
         }
         return stored
+    }
+
+    /// Moves the times of every live entry stamped with the phone's own clock back by `phoneAheadMs`
+    /// (how far the phone's clock reads ahead of the server's), onto the server's clock, and clears
+    /// their mark (`replacePayloads`: one fsync). Undecodable payloads are left as they are. Returns how
+    /// many were corrected.
+    ///
+    /// The idempotency key stays: the server cannot tell it from the times (it holds a nonce), and if
+    /// it already holds a copy stamped with the phone's clock (an attempt whose answer was lost), the
+    /// corrected one is answered 422 and the first copy stands: nothing is recorded twice.
+    @discardableResult
+    public func correctPhoneClockStamps(phoneAheadMs: Int64) throws(OutboxError) -> Int {
+        var replacements: [(id: UInt64, payload: [UInt8])] = []
+        for entry in entries() where entry.stampedWithPhoneClock {
+            let bytes = try payload(of: entry.id)
+            guard var event = try? PresenceCoding.decodeEvent(bytes) else { continue }
+            event.timestamp = event.timestamp - phoneAheadMs
+            event.tStart = event.tStart - phoneAheadMs
+            event.decidedAt = event.decidedAt - phoneAheadMs
+            event.phoneClock = nil
+            replacements.append((entry.id, PresenceCoding.encode(event)))
+        }
+        try replacePayloads(replacements)
+        return replacements.count
     }
 
     /// The last persisted `PresenceSnapshot`, decoded (nil when none or unreadable).

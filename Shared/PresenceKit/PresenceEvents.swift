@@ -38,11 +38,20 @@ public enum PresenceEvent: Sendable, Hashable {
     case timerFired(TimerID)
     /// The persisted user id changed (login, logout: nil).
     case userIdChanged(String?)
-    /// The clock the device stamps what it sends and persists with now reads `offsetMs` ahead of the
-    /// steady time the host passes as `at:` (behind, when negative): the server's clock once a response
-    /// told it (`ServerClock`), else the phone's wall clock (`SteadyClock.wallClockOffsetMs()`). Deliver
-    /// it whenever it moves. Timers and durations keep to the steady time.
+    /// The phone's wall clock reads `offsetMs` ahead of the steady time the host passes as `at:` (behind,
+    /// when negative; `SteadyClock.wallClockOffsetMs()`): until the server's clock is known the device
+    /// stamps what it sends and persists with it, and marks those stamps as the phone's
+    /// (`AttendanceEvent.phoneClock`). Deliver it whenever it moves while the server's clock is unknown.
+    /// Timers and durations keep to the steady time.
     case clockOffsetChanged(offsetMs: Int64)
+    /// The server's clock is known (`ServerClock`): it reads `offsetMs` ahead of the steady time, and the
+    /// phone's wall clock reads `phoneAheadMs` ahead of it (`ServerClock.phoneAheadMs(wallClockOffsetMs:)`).
+    /// From now on the device stamps with the server's clock. The first time (after launch, or after a
+    /// `.clockOffsetChanged`) the times stamped so far with the phone's clock are moved back by
+    /// `phoneAheadMs`: the open session's start here, the outbox entries through
+    /// `PresenceEffect.correctPhoneClockStamps`. Deliver it when the server's clock becomes known and
+    /// whenever its estimate moves.
+    case serverClockKnown(offsetMs: Int64, phoneAheadMs: Int64)
 }
 
 /// Outputs of the `PresenceStateMachine`: what the host should do. Data, never I/O.
@@ -66,6 +75,10 @@ public enum PresenceEffect: Sendable, Hashable {
     case requestRegionState
     /// Run the GATT challenge-response with this beacon and report `.gattChallengeResult`.
     case performGattChallenge(BeaconIdentity)
+    /// Move the times of the outbox entries stamped with the phone's own clock back by `phoneAheadMs`,
+    /// onto the server's clock (`Outbox.store(_:)` does it: `Outbox.correctPhoneClockStamps`). Comes
+    /// with the first `.serverClockKnown`, before anything is sent with the server's clock.
+    case correctPhoneClockStamps(phoneAheadMs: Int64)
     /// Drain the outbox now if the network allows (on launch and on every trigger).
     case drainOutbox
     case log(LogLevel, String)
@@ -183,6 +196,12 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     public var geofence: GeofenceInfo
     public var handshake: Handshake?
     public var network: Network
+    /// True when `timestamp`, `tStart` and `decidedAt` are the phone's own clock: stamped before any
+    /// answer had told the device the server's clock. Such times may be far off (a phone kept fast, a
+    /// clock reset to an old date) and the gateway refuses an event time more than 5 minutes ahead or 7
+    /// days behind its own, so the outbox moves them onto the server's clock once it is known
+    /// (`Outbox.correctPhoneClockStamps`). Nil (absent from the JSON) for the server's clock. Never sent.
+    public var phoneClock: Bool?
 }
 
 /// An open attendance session as persisted for crash / force-quit recovery. Its times are stamped like
@@ -197,6 +216,10 @@ public struct SessionCheckpoint: Sendable, Hashable, Codable {
     public var tStart: Timestamp
     public var lastPresentAt: Timestamp
     public var checkInPosted: Bool
+    /// True when `tStart` is the phone's own clock (see `AttendanceEvent.phoneClock`); nil otherwise.
+    public var phoneClockStart: Bool?
+    /// True when `lastPresentAt` is the phone's own clock; nil otherwise.
+    public var phoneClockLastPresent: Bool?
 }
 
 /// Everything the machine needs after a relaunch: the open session (if any) and the geofences it was

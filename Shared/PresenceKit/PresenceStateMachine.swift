@@ -133,6 +133,8 @@ struct OpenSession: Sendable, Hashable {
     var tStart: Timestamp
     /// The start as the check-in stamped it: every event of the session carries this one.
     var stampedStart: Timestamp
+    /// `stampedStart` is the phone's own clock (corrected at `.serverClockKnown`).
+    var startOnPhoneClock: Bool
     var key: String
     var userId: String?
     var checkInPosted: Bool
@@ -163,12 +165,17 @@ public struct PresenceStateMachine: Sendable {
     /// True while a ranging burst runs.
     public private(set) var rangingActive = false
     public private(set) var online = true
-    /// How far the clock the device stamps with reads ahead of the steady time `at:`
-    /// (`.clockOffsetChanged`): what the device sends and persists is stamped `steady + clockOffsetMs`.
+    /// How far the clock the device stamps with reads ahead of the steady time `at:` (the phone's, from
+    /// `.clockOffsetChanged`, or the server's, from `.serverClockKnown`): what the device sends and
+    /// persists is stamped `steady + clockOffsetMs`.
     public private(set) var clockOffsetMs: Int64 = 0
-    /// The restored session's key and last presence as the snapshot stamped them: until presence is
-    /// seen again they keep those stamps when the offset moves (see `replaceRestored(offset:)`).
-    var restored: (sessionKey: String, lastPresentAt: Timestamp)?
+    /// True once `.serverClockKnown` said `clockOffsetMs` is the server's clock; false while it is the
+    /// phone's (its stamps are marked `AttendanceEvent.phoneClock`).
+    public private(set) var stampsWithServerClock = false
+    /// The restored session's key and last presence as the snapshot stamped them, and whether that
+    /// stamp is the phone's clock: until presence is seen again they keep those stamps when the offset
+    /// moves (see `replaceRestored(offset:)`).
+    var restored: (sessionKey: String, lastPresentAt: Timestamp, phoneClock: Bool)?
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -211,9 +218,10 @@ public struct PresenceStateMachine: Sendable {
     ///     A relaunched process must not reuse the seed of the previous run (its keys would repeat):
     ///     production passes nil.
     ///   - restoring: the last persisted snapshot after a relaunch (deliver `.appLaunched` next).
-    ///   - clockOffsetMs: how far the clock the device stamps with reads ahead of the steady time this
-    ///     process will pass as `at:` (0 for the wall clock and a `SteadyClock` made at launch); the
-    ///     snapshot's stamped times are placed on the steady time through it.
+    ///   - clockOffsetMs: how far the phone's wall clock reads ahead of the steady time this process
+    ///     will pass as `at:` (0 for a `SteadyClock` made at launch): the device stamps with it, as the
+    ///     phone's clock, until `.serverClockKnown`; the snapshot's stamped times are placed on the
+    ///     steady time through it.
     public init(
         config: PresenceConfig = PresenceConfig(),
         directory: SiteDirectory,
@@ -237,10 +245,11 @@ public struct PresenceStateMachine: Sendable {
             if let s = snapshot.session {
                 session = OpenSession(
                     siteId: s.siteId, beacon: s.beacon, tStart: s.tStart - clockOffsetMs, stampedStart: s.tStart,
-                    key: s.sessionKey, userId: s.userId, checkInPosted: s.checkInPosted)
+                    startOnPhoneClock: s.phoneClockStart == true, key: s.sessionKey, userId: s.userId,
+                    checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
-                restored = (s.sessionKey, s.lastPresentAt)
+                restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
             }
         }
         phase = restingPhase
@@ -256,9 +265,13 @@ public struct PresenceStateMachine: Sendable {
     /// The open session as it would be persisted, if any.
     public var openSession: SessionCheckpoint? {
         guard let s = session else { return nil }
+        // The restored presence keeps its stamp (and its clock) until presence is seen again.
+        let presenceOnPhoneClock =
+            if let r = restored, lastPresentAt == r.lastPresentAt - clockOffsetMs { r.phoneClock } else { !stampsWithServerClock }
         return SessionCheckpoint(
             sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.stampedStart,
-            lastPresentAt: stamp(lastPresentAt), checkInPosted: s.checkInPosted)
+            lastPresentAt: stamp(lastPresentAt), checkInPosted: s.checkInPosted,
+            phoneClockStart: s.startOnPhoneClock ? true : nil, phoneClockLastPresent: presenceOnPhoneClock ? true : nil)
     }
 
     /// Ids of the site geofences the device is inside.
@@ -284,6 +297,36 @@ public struct PresenceStateMachine: Sendable {
         let sameSession = session?.key == r.sessionKey
         if sameSession, let s = session { session?.tStart = s.stampedStart - offset }
         if !placedPresence && !sameSession { restored = nil }
+    }
+
+    /// Stamps with the server's clock from now on. The first time, the stamps held on the phone's clock
+    /// (the open session's start, the restored presence) move back by `phoneAheadMs`, and the outbox is
+    /// told to move its own (`.correctPhoneClockStamps`), so that a check-in decided before any answer
+    /// and the session's later events carry the server's time. A restored session's start is then
+    /// placed on the steady time through its corrected stamp (`replaceRestored(offset:)`).
+    mutating func onServerClockKnown(offsetMs offset: Int64, phoneAheadMs phoneAhead: Int64, at now: Timestamp) -> [PresenceEffect] {
+        let firstKnown = !stampsWithServerClock
+        var corrected = false
+        if var r = restored, r.phoneClock {
+            let placedPresence = lastPresentAt == r.lastPresentAt - clockOffsetMs
+            r.lastPresentAt = r.lastPresentAt - phoneAhead
+            r.phoneClock = false
+            if placedPresence { lastPresentAt = r.lastPresentAt - clockOffsetMs }
+            restored = r
+            corrected = true
+        }
+        if let s = session, s.startOnPhoneClock {
+            session?.stampedStart = s.stampedStart - phoneAhead
+            session?.startOnPhoneClock = false
+            corrected = true
+        }
+        replaceRestored(offset: offset)
+        clockOffsetMs = offset
+        stampsWithServerClock = true
+        var fx: [PresenceEffect] = []
+        if firstKnown { fx.append(.correctPhoneClockStamps(phoneAheadMs: phoneAhead)) }
+        if corrected { fx.append(.persistSnapshot(snapshot(at: now))) }
+        return fx
     }
 
     /// The beacons currently tracked (for diagnostics and tests).
@@ -317,11 +360,15 @@ public struct PresenceStateMachine: Sendable {
     /// Feeds one event that happened at `now`; returns what the host should do, in order.
     /// Steady-state RSSI samples return an empty array (no allocation).
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        // Both kept with the kill switch on too: the stamps after them depend on them.
         if case .clockOffsetChanged(let offset) = event {
-            // Kept with the kill switch on too: the stamps after it depend on it.
             replaceRestored(offset: offset)
             clockOffsetMs = offset
+            stampsWithServerClock = false
             return []
+        }
+        if case .serverClockKnown(let offset, let phoneAhead) = event {
+            return onServerClockKnown(offsetMs: offset, phoneAheadMs: phoneAhead, at: now)
         }
         if config.flags.killSwitch {
             switch event {
@@ -409,7 +456,7 @@ public struct PresenceStateMachine: Sendable {
             return onTerminated(forceQuit: forceQuit, at: now)
         case .userIdChanged(let user):
             return onUserChanged(user, at: now)
-        case .clockOffsetChanged:
+        case .clockOffsetChanged, .serverClockKnown:
             return [] // taken before the kill switch
         }
     }
@@ -660,8 +707,8 @@ public struct PresenceStateMachine: Sendable {
         dwellCandidate = nil
         holdSiteIndex = -1
         let opened = OpenSession(
-            siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart), key: key, userId: user,
-            checkInPosted: user != nil)
+            siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart),
+            startOnPhoneClock: !stampsWithServerClock, key: key, userId: user, checkInPosted: user != nil)
         session = opened
         sessionSiteIndex = candidate.siteIndex
         phase = .present
@@ -749,7 +796,8 @@ public struct PresenceStateMachine: Sendable {
             geofence: AttendanceEvent.GeofenceInfo(
                 inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
             handshake: handshake,
-            network: AttendanceEvent.Network(online: online))
+            network: AttendanceEvent.Network(online: online),
+            phoneClock: stampsWithServerClock ? nil : true)
     }
 
     // MARK: Soft exit

@@ -8,8 +8,9 @@
 /// estimate tightens to about a second within a few answers. Two answers in a row outside them that
 /// agree with each other (the server's clock was stepped, or the steady clock drifted out of them over
 /// days) start over from those two; a single one is taken for a stray. Record only the gateway's own
-/// answers (JSON or problem+json), never a captive portal's or a cache's. A host delivers `offsetMs` as
-/// `PresenceEvent.clockOffsetChanged` when it moves.
+/// answers (JSON or problem+json), never a captive portal's or a cache's. A host delivers `offsetMs`
+/// (with `phoneAheadMs(wallClockOffsetMs:)`) as `PresenceEvent.serverClockKnown` when it becomes known
+/// and whenever it moves, and the phone's wall clock as `PresenceEvent.clockOffsetChanged` until then.
 public struct ServerClock: Sendable, Hashable, Codable {
     /// The offset's bounds, milliseconds; nil before the first usable answer.
     public private(set) var bounds: ClosedRange<Int64>?
@@ -26,6 +27,10 @@ public struct ServerClock: Sendable, Hashable, Codable {
 
     /// The offset to stamp with: the server's once known, else `wallClockOffsetMs` (the phone's).
     public func stampOffsetMs(wallClockOffsetMs: Int64) -> Int64 { offsetMs ?? wallClockOffsetMs }
+
+    /// How far the phone's wall clock (`wallClockOffsetMs` ahead of the steady time) reads ahead of the
+    /// server's; nil before the first usable answer.
+    public func phoneAheadMs(wallClockOffsetMs: Int64) -> Int64? { offsetMs.map { wallClockOffsetMs - $0 } }
 
     /// Records one answer: its `Date` header and the steady times of the request's send and of its
     /// answer. Returns false (and records nothing) for an answer slower than `maxRoundTripMs` or

@@ -52,8 +52,9 @@ public struct TelemetryRecorder: Sendable {
     private var searchStartedAt: Timestamp?
     private var searchMode: ScanMode?
     private var sessionOpen = false
-    /// Records are stamped `at + clockOffsetMs`, like the attendance events (`.clockOffsetChanged`);
-    /// durations are measured on `at`, the steady time.
+    /// Records are stamped `at + clockOffsetMs`, like the attendance events (`.clockOffsetChanged`,
+    /// `.serverClockKnown`); durations are measured on `at`, the steady time. Records stamped with the
+    /// phone's clock stay so: telemetry is not corrected.
     public private(set) var clockOffsetMs: Int64 = 0
 
     /// `installId` makes record ids unique across reinstalls of the app on one device (a random
@@ -74,7 +75,7 @@ public struct TelemetryRecorder: Sendable {
         case .beaconRegionExited: append("region_exit", at: now)
         case .motionActivity(let activity): append("motion_query", at: now, attributes: ["activity": activity.rawValue])
         case .gattChallengeResult(let ok, let roundTripMs): append(ok ? "gatt_ok" : "gatt_fail", at: now, value: Double(roundTripMs))
-        case .clockOffsetChanged(let offset): clockOffsetMs = offset
+        case .clockOffsetChanged(let offset), .serverClockKnown(let offset, _): clockOffsetMs = offset
         default: break
         }
     }

@@ -92,4 +92,34 @@ struct PhoneClockTests {
             #expect(abs(event.timestamp - event.decidedAt) < 5 * 60_000)
         }
     }
+
+    @Test(
+        "check-ins decided offline before any answer, on a phone an hour fast or eight days slow, reach the server at the server's time",
+        arguments: [Int64(3_600_000), Int64(-8 * 86_400_000)])
+    func decidedBeforeAnyAnswer(skewMs: Int64) async throws {
+        var options = FleetOptions()
+        options.devices = 20
+        var plan = FleetPlan(options: options)
+        for (index, profile) in plan.profiles {
+            var phone = profile
+            phone.clockSkewMs = skewMs
+            phone.networkWindows = [NetworkWindow(from: options.start, to: options.start + 12 * 3_600_000, condition: .offline)]
+            plan.profiles[index] = phone
+        }
+        let devices = try await DetectionRun(plan: plan, outboxDirectory: Self.outboxes + "/before-any-answer\(skewMs)")
+            .run(server: InProcessServer())
+        let checkIns = devices.flatMap(\.posted).filter { $0.kind == "checkin" }
+        let deliveries = devices.flatMap(\.deliveries)
+        try #require(!checkIns.isEmpty)
+        #expect(deliveries.count == devices.flatMap(\.posted).count && deliveries.allSatisfy { $0.status == 201 })
+        let recorded = Dictionary(deliveries.map { ($0.key, $0.timestamp) }, uniquingKeysWith: { a, _ in a })
+        let online = options.start + 12 * 3_600_000
+        #expect(checkIns.contains { $0.decidedAt < online })
+        for checkIn in checkIns {
+            // Decided offline on the phone's clock: stamped with its error, corrected before it was sent.
+            if checkIn.decidedAt < online { #expect(abs(checkIn.timestamp - checkIn.decidedAt - skewMs) < 5 * 60_000) }
+            let time = try #require(recorded[checkIn.key] ?? nil)
+            #expect(abs(time - checkIn.decidedAt) < 5 * 60_000)
+        }
+    }
 }

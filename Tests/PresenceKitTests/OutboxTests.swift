@@ -293,4 +293,69 @@ struct OutboxTests {
             #expect(try Outbox(path: path).parkedEntries().isEmpty)
         }
     }
+
+    @Test("a replaced payload takes the entry's place, clears its mark, and survives reopen and compaction")
+    func replacedPayloads() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let box = try Outbox(path: path)
+            let first = try box.append(payload(0), kind: 1, stampedWithPhoneClock: true)
+            let second = try box.append(payload(1), kind: 3, evictable: true, stampedWithPhoneClock: true)
+            let third = try box.append(payload(2))
+            try box.markSent(second.id)
+            try box.replacePayloads([(first.id, payload(10, size: 80)), (second.id, payload(11, size: 20))])
+            func check(_ box: Outbox) throws {
+                let entries = box.entries()
+                #expect(entries.map(\.id) == [first.id, second.id, third.id])
+                #expect(entries.map(\.stampedWithPhoneClock) == [false, false, false])
+                #expect(entries.map(\.kind) == [1, 3, 0] && entries.map(\.evictable) == [false, true, false])
+                #expect(try box.payload(of: first.id) == payload(10, size: 80))
+                #expect(try box.payload(of: second.id) == payload(11, size: 20))
+                #expect(try box.payload(of: third.id) == payload(2))
+            }
+            try check(box)
+            #expect(box.entries()[1].state == .sentAwaitingVerdict)
+            box.close()
+            let reopened = try Outbox(path: path)
+            #expect(reopened.recovery.truncatedBytes == 0 && reopened.recovery.recordsRead == 6)
+            try check(reopened)
+            try reopened.compact()
+            try check(reopened)
+            reopened.close()
+            try check(try Outbox(path: path))
+            // An unknown entry refuses the whole batch: nothing is written.
+            let again = try Outbox(path: path)
+            let size = again.fileSize
+            #expect(throws: OutboxError.unknownEntry(id: 99)) { try again.replacePayloads([(first.id, payload(5)), (99, payload(6))]) }
+            #expect(again.fileSize == size)
+            #expect(try again.payload(of: first.id) == payload(10, size: 80))
+        }
+    }
+
+    @Test("the mark survives reopen and compaction until replaced; a torn REPLACE leaves the old payload, marked")
+    func tornReplace() throws {
+        try withTempDir { dir in
+            let path = dir + "/outbox.wal"
+            let box = try Outbox(path: path)
+            let entry = try box.append(payload(0), stampedWithPhoneClock: true)
+            try box.compact()
+            #expect(box.entries().map(\.stampedWithPhoneClock) == [true])
+            let before = Int(box.fileSize)
+            try box.replacePayloads([(entry.id, payload(1))])
+            let after = Int(box.fileSize)
+            box.close()
+            for cut in before..<after {
+                try FileManager.default.copyItem(atPath: path, toPath: path + ".torn")
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path + ".torn"))
+                try handle.truncate(atOffset: UInt64(cut))
+                try handle.close()
+                let torn = try Outbox(path: path + ".torn")
+                #expect(torn.recovery.truncatedBytes == Int64(cut - before))
+                #expect(torn.entries().map(\.stampedWithPhoneClock) == [true])
+                #expect(try torn.payload(of: entry.id) == payload(0))
+                torn.close()
+                try FileManager.default.removeItem(atPath: path + ".torn")
+            }
+        }
+    }
 }

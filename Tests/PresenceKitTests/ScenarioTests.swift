@@ -389,7 +389,7 @@ struct ScenarioTests {
                 try d.run(seconds: 400) { _ in nil }
                 let checkOut = try #require(d.checkOuts.first)
                 let record = Outbox.appendRecord(
-                    id: 99, createdAt: clock.now(), kind: 2, evictable: false,
+                    id: 99, createdAt: clock.now(), kind: 2, evictable: false, phoneClock: true,
                     payload: PresenceCoding.encode(checkOut), checkpoint: nil)
                 outbox.close()
                 let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))

@@ -35,13 +35,16 @@ struct TelemetryRecorderTests {
         var recorder = TelemetryRecorder(installId: 2, launchId: 3)
         recorder.observe([.startScanning(.continuous)], at: Self.at(0))
         // The server's clock reads an hour ahead of the phone's steady clock.
-        recorder.observe(.clockOffsetChanged(offsetMs: 3_600_000), at: Self.at(5))
+        recorder.observe(.serverClockKnown(offsetMs: 3_600_000, phoneAheadMs: -3_600_000), at: Self.at(5))
         recorder.observe(.beaconRegionEntered, at: Self.at(6))
         recorder.observe([.postCheckIn(Self.checkIn())], at: Self.at(12))
         #expect(recorder.pending.map(\.name) == ["ranging_start", "region_enter", "ranging_stop"])
         #expect(recorder.pending.map(\.at) == [Self.at(0), Self.at(3_606), Self.at(3_612)])
         #expect(recorder.pending.last?.value == 12_000)
         #expect(recorder.clockOffsetMs == 3_600_000)
+        // Back on the phone's wall clock (the server's not known in a new process, say).
+        recorder.observe(.clockOffsetChanged(offsetMs: 60_000), at: Self.at(13))
+        #expect(recorder.clockOffsetMs == 60_000)
     }
 
     @Test func aScanStoppedWithoutACheckInEndsTheSearchAndACheckOutStartsAnother() throws {

@@ -16,8 +16,8 @@ struct WallClockTests {
 
     /// Checked in at the gate, then walking about inside (not at rest, so only the signal keeps the
     /// session): readings every second.
-    static func checkedIn() throws -> DeviceHarness {
-        var d = try DeviceHarness(config: config)
+    static func checkedIn(outbox: Outbox? = nil) throws -> DeviceHarness {
+        var d = try DeviceHarness(config: config, outbox: outbox)
         try d.arrive()
         try d.run(seconds: 5) { _ in -60 }
         try #require(d.checkIns.count == 1 && d.phase == .present)
@@ -132,7 +132,8 @@ struct WallClockTests {
     @Test("restored times keep their stamps when the offset moves before presence is seen again")
     func offsetChangedAfterRestore() throws {
         // The previous process stamped with the server's clock, an hour ahead of the phone's own.
-        var d = try DeviceHarness(config: Self.config, clockOffsetMs: Self.hour)
+        var d = try DeviceHarness(config: Self.config)
+        try d.send(.serverClockKnown(offsetMs: Self.hour, phoneAheadMs: -Self.hour))
         try d.arrive()
         try d.run(seconds: 5) { _ in -60 }
         let checkIn = try #require(d.checkIns.first)
@@ -146,7 +147,7 @@ struct WallClockTests {
         var relaunched = try DeviceHarness(config: Self.config, clock: ManualClock(d.now + 5_000), restoring: snapshot)
         try relaunched.send(.appLaunched)
         try relaunched.run(seconds: 20) { _ in nil }
-        try relaunched.send(.clockOffsetChanged(offsetMs: Self.hour))
+        try relaunched.send(.serverClockKnown(offsetMs: Self.hour, phoneAheadMs: -Self.hour))
         #expect(relaunched.machine.openSession == saved)
         try relaunched.run(seconds: 400) { _ in nil }
         let out = try #require(relaunched.checkOuts.first)
@@ -158,7 +159,7 @@ struct WallClockTests {
         try resumed.run(seconds: 5) { _ in -60 }
         #expect(resumed.phase == .present)
         let heardAt = resumed.now
-        try resumed.send(.clockOffsetChanged(offsetMs: Self.hour))
+        try resumed.send(.serverClockKnown(offsetMs: Self.hour, phoneAheadMs: -Self.hour))
         #expect(resumed.machine.session?.tStart == checkIn.tStart - Self.hour)
         try resumed.run(seconds: 400) { _ in nil }
         let resumedOut = try #require(resumed.checkOuts.first)

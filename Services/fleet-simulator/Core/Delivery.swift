@@ -72,9 +72,14 @@ package struct DeliveryRecord: Sendable, Hashable, Codable {
     /// Virtual (true) time the event first reached the server: the first attempt the server answered
     /// (any status), the moment the telemetry aggregator's SLO counts as the receipt.
     package var reachedServerAt: Int64
+    /// The event's own time (epoch milliseconds) as the answered request carried it: what the server
+    /// recorded, which the app may have corrected after the event was decided (nil when unknown).
+    package var timestamp: Int64?
 
     package init(
-        key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil, reachedServerAt: Int64? = nil
+        key: String, kind: String, status: Int, attempts: Int, verdictAt: Int64, wallLatencyMs: Double? = nil,
+        reachedServerAt: Int64? = nil,
+        timestamp: Int64? = nil
     ) {
         self.key = key
         self.kind = kind
@@ -83,6 +88,7 @@ package struct DeliveryRecord: Sendable, Hashable, Codable {
         self.verdictAt = verdictAt
         self.wallLatencyMs = wallLatencyMs
         self.reachedServerAt = reachedServerAt ?? verdictAt
+        self.timestamp = timestamp
     }
 }
 
@@ -215,6 +221,7 @@ package struct InProcessDelivery: DeliveryDriver {
         let clock = ManualClock(Timestamp(millisecondsSinceEpoch: now))
         let drainer = OutboxDrainer(outbox: outbox, clock: clock, sleep: { ms in clock.advance(by: ms) })
         var kinds: [UInt64: (String, String)] = [:]
+        var times: [UInt64: Int64] = [:]
         var answered: [UInt64: (at: Int64, attempts: Int)] = [:]
         var reached: [UInt64: Int64] = [:]
         var log = AttemptLog()
@@ -224,8 +231,9 @@ package struct InProcessDelivery: DeliveryDriver {
             deadline: budgetMs.map { Timestamp(millisecondsSinceEpoch: now + $0) }, random: &random.generator
         ) { entry, payload in
             let t = clock.now().millisecondsSinceEpoch
-            if kinds[entry.id] == nil, let event = try? PresenceCoding.decodeEvent(payload) {
+            if let event = try? PresenceCoding.decodeEvent(payload) {
                 kinds[entry.id] = (event.idempotencyKey.hex, event.type.rawValue)
+                times[entry.id] = event.timestamp.millisecondsSinceEpoch
             }
             let result: DeliveryResult
             switch profile.network(at: t) {
@@ -259,7 +267,7 @@ package struct InProcessDelivery: DeliveryDriver {
             records.append(
                 DeliveryRecord(
                     key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at,
-                    reachedServerAt: reached[delivered.id]))
+                    reachedServerAt: reached[delivered.id], timestamp: times[delivered.id]))
         }
         return records
     }

@@ -112,7 +112,8 @@ package struct DeviceSimulation: Sendable {
         var jumpIndex = 0
         var serverClock = ServerClock()
         func deviceTime(_ t: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: t + skew + launchShift) }
-        func stampOffset() -> Int64 { serverClock.stampOffsetMs(wallClockOffsetMs: wallShift - launchShift) }
+        /// How far the phone's wall clock reads ahead of the app's steady clock.
+        func wallOffset() -> Int64 { wallShift - launchShift }
 
         var agent: PresenceAgent?
         var appState = AppState.running
@@ -147,7 +148,7 @@ package struct DeviceSimulation: Sendable {
             seedCounter += 1
             let machine = try PresenceStateMachine(
                 config: config, directory: world.directory, identity: identity,
-                seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot(), clockOffsetMs: stampOffset())
+                seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot(), clockOffsetMs: wallOffset())
             return PresenceAgent(machine: machine)
         }
 
@@ -157,11 +158,23 @@ package struct DeviceSimulation: Sendable {
                 guard let header = Timestamp(httpDate: date.header) else { continue }
                 serverClock.record(serverDate: header, sentAt: deviceTime(date.sentAt), answeredAt: deviceTime(date.answeredAt))
             }
-            if let a = agent, a.machine.clockOffsetMs != stampOffset() {
-                let event = PresenceEvent.clockOffsetChanged(offsetMs: stampOffset())
-                telemetry.observe(event, at: deviceTime(t))
-                try apply(agent!.handle(event, at: deviceTime(t)), at: t)
+            try tellClock(at: t)
+        }
+
+        // Tells the machine (and the telemetry recorder) the clock to stamp with when it moved: the
+        // server's once an answer of this process told it, else the phone's wall clock.
+        func tellClock(at t: Int64) throws {
+            guard let machine = agent?.machine else { return }
+            let event: PresenceEvent
+            if let offset = serverClock.offsetMs, let ahead = serverClock.phoneAheadMs(wallClockOffsetMs: wallOffset()) {
+                guard !machine.stampsWithServerClock || machine.clockOffsetMs != offset else { return }
+                event = .serverClockKnown(offsetMs: offset, phoneAheadMs: ahead)
+            } else {
+                guard machine.clockOffsetMs != wallOffset() else { return }
+                event = .clockOffsetChanged(offsetMs: wallOffset())
             }
+            telemetry.observe(event, at: deviceTime(t))
+            try apply(agent!.handle(event, at: deviceTime(t)), at: t)
         }
 
         // Acts on a batch of effects: durable ones into the outbox first, then the rest.
@@ -213,7 +226,8 @@ package struct DeviceSimulation: Sendable {
             serverClock = ServerClock()
             try await askServer(at: t)
             agent = try makeAgent(at: t)
-            telemetry.observe(.clockOffsetChanged(offsetMs: stampOffset()), at: deviceTime(t))
+            telemetry.observe(.clockOffsetChanged(offsetMs: wallOffset()), at: deviceTime(t))
+            try tellClock(at: t)
             appState = .running
             scanning = false
             result.launches += 1

@@ -285,7 +285,7 @@ package struct FleetReport: Sendable, Codable {
         let missed = targets.filter { !$0.met }
         return """
             devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
-            check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
+            check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), check-in times \(pct(s.checkInTimeAccuracy)) within 3 min, \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
             detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
             events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd), refused \(delivery.refused), mismatched \(delivery.mismatched), sessions miscounted \(delivery.sessionsMiscounted + delivery.eventsOutsideLiveSessions); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
             SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)

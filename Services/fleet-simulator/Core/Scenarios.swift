@@ -100,6 +100,14 @@ enum Expect {
             ]
     }
 
+    static func checkInTime(_ r: FleetReport, atLeast min: Double) -> [String] {
+        r.score.checkInTimeAccuracy >= min
+            ? []
+            : [
+                "check-in recorded within 3 min of the arrival \(r.score.checkInTimeAccuracy) < \(min) (\(r.score.accurateCheckInTimes)/\(r.score.matchedArrivals))"
+            ]
+    }
+
     static func rightGate(_ r: FleetReport, atLeast min: Double) -> [String] {
         r.score.rightGateShare >= min
             ? [] : ["right gate \(r.score.rightGateShare) < \(min) (\(r.score.rightGateCheckIns)/\(r.score.matchedArrivals))"]
@@ -127,6 +135,14 @@ extension Scenario {
             edit(start, &phone, &draw)
             return phone
         }
+    }
+
+    /// A phone clock that is wrong all day: 10 minutes to 3 hours fast (kept fast on purpose), or 8 to 30
+    /// days slow (reset when the battery ran flat).
+    static func wrongClockSkew(_ draw: inout SplitMix64) -> Int64 {
+        Bool.random(using: &draw)
+            ? Int64.random(in: 600_000...(3 * 3_600_000), using: &draw)
+            : -Int64.random(in: (8 * 86_400_000)...(30 * 86_400_000), using: &draw)
     }
 
     static func make(
@@ -239,14 +255,17 @@ extension Scenario {
         make(
             "wrong-phone-clocks",
             "every phone's clock is wrong all day: 10 minutes to 3 hours fast, or 8 to 30 days slow (a clock reset when the battery ran flat): nothing is refused, the times are the server's",
-            phone: Scenario.drawing { _, p, draw in
-                let fast = Bool.random(using: &draw)
-                p.clockSkewMs =
-                    fast
-                    ? Int64.random(in: 600_000...(3 * 3_600_000), using: &draw)
-                    : -Int64.random(in: (8 * 86_400_000)...(30 * 86_400_000), using: &draw)
-            },
+            phone: Scenario.drawing { _, p, draw in p.clockSkewMs = Scenario.wrongClockSkew(&draw) },
             expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
+        make(
+            "offline-wrong-clocks",
+            "every phone's clock is wrong (10 minutes to 3 hours fast, or 8 to 30 days slow) and it has no network until noon, so the app decides the morning's check-ins before any answer has told it the server's clock; the OS ends half of the apps at 10:00: nothing is refused, the times are the server's",
+            phone: Scenario.drawing { start, p, draw in
+                p.clockSkewMs = Scenario.wrongClockSkew(&draw)
+                p.networkWindows = [NetworkWindow(from: start, to: start + 12 * 3_600_000, condition: .offline)]
+                if Bool.random(using: &draw) { p.lifecycle = [ScheduledLifecycle(at: start + 10 * 3_600_000, event: .terminated)] }
+            },
+            expect: { r in Expect.detection(r) + Expect.checkInTime(r, atLeast: 0.99) + Expect.checkOutTime(r, atLeast: 0.99) }),
         make(
             "offline-72h", "every phone offline for 72 hours from the first morning: everything arrives afterwards, once",
             devices: 40, days: 4,

@@ -35,7 +35,7 @@ package struct Score: Sendable, Hashable, Codable {
     /// Check-ins beyond the first for one arrival (a second session opened for the same visit).
     package var repeatedCheckIns = 0
     package var matchedDepartures = 0
-    /// Matched departures whose check-out time is within `checkOutToleranceMs` of the true one.
+    /// Matched departures whose check-out time is within `timeToleranceMs` of the true one.
     package var accurateCheckOuts = 0
     /// Check-outs while the person was really inside (no departure near them) that end a session
     /// opened by a matched check-in: a real session cut short.
@@ -44,6 +44,9 @@ package struct Score: Sendable, Hashable, Codable {
     /// arrival, closed when the person leaves the geofence). Not counted again as false check-outs: the
     /// error is the check-in, already in `falseCheckIns`.
     package var checkOutsOfFalseSessions = 0
+    /// Matched check-ins whose time (as the server recorded it) is within `timeToleranceMs` of the
+    /// true arrival.
+    package var accurateCheckInTimes = 0
     /// Matched check-ins naming the gate the person really came through.
     package var rightGateCheckIns = 0
     /// False check-ins by who made them (`walk_past`, `runner`, `pavement_stopper`, `employee`, ...).
@@ -52,6 +55,8 @@ package struct Score: Sendable, Hashable, Codable {
     package var checkInPrecision = 0.0
     package var checkOutRecall = 0.0
     package var checkOutAccuracy = 0.0
+    /// Share of matched check-ins whose time is within `timeToleranceMs` of the true arrival.
+    package var checkInTimeAccuracy = 0.0
     /// Share of matched check-ins that name the right gate.
     package var rightGateShare = 0.0
     /// Arrival at the doorway to the check-in decision, virtual seconds.
@@ -76,8 +81,8 @@ package struct Score: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
-        case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, rightGateCheckIns
-        case falseCheckInsByKind, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, rightGateShare
+        case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, accurateCheckInTimes, rightGateCheckIns
+        case falseCheckInsByKind, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, checkInTimeAccuracy, rightGateShare
         case detectionLatencySeconds, triggerToVerdictSeconds, checkOutTimeErrorSeconds, decisionToVerdictSeconds
         case sloWithin5Minutes, sloEvents, sloGoodEvents, missedArrivalsSample, falseCheckInsSample
     }
@@ -86,7 +91,8 @@ package struct Score: Sendable, Hashable, Codable {
     package static let arrivalWindowAfterMs: Int64 = 300_000
     package static let departureWindowBeforeMs: Int64 = 60_000
     package static let departureWindowAfterMs: Int64 = 900_000
-    package static let checkOutToleranceMs: Int64 = 180_000
+    /// How far a check-out's or a check-in's recorded time may lie from the true departure or arrival.
+    package static let timeToleranceMs: Int64 = 180_000
 
     package init() {}
 
@@ -107,12 +113,21 @@ package struct Score: Sendable, Hashable, Codable {
                 device.deliveries.filter { $0.status == 201 || $0.status == 200 }.map { ($0.key, $0.verdictAt) },
                 uniquingKeysWith: { a, b in min(a, b) })
             let reachedAt = Dictionary(device.deliveries.map { ($0.key, $0.reachedServerAt) }, uniquingKeysWith: { a, b in min(a, b) })
-            let checkIns = device.posted.filter { $0.kind == "checkin" }.sorted { $0.decidedAt < $1.decidedAt }
-            let checkOuts = device.posted.filter { $0.kind == "checkout" }.sorted { $0.decidedAt < $1.decidedAt }
-            heartbeats += device.posted.filter { $0.kind == "heartbeat" }.count
+            // Each event's time as the server recorded it (the app may have corrected it before sending),
+            // else as it was decided.
+            let recorded = Dictionary(
+                device.deliveries.compactMap { d in d.timestamp.map { (d.key, $0) } }, uniquingKeysWith: { a, _ in a })
+            let posted = device.posted.map { e in
+                var e = e
+                e.timestamp = recorded[e.key] ?? e.timestamp
+                return e
+            }
+            let checkIns = posted.filter { $0.kind == "checkin" }.sorted { $0.decidedAt < $1.decidedAt }
+            let checkOuts = posted.filter { $0.kind == "checkout" }.sorted { $0.decidedAt < $1.decidedAt }
+            heartbeats += posted.filter { $0.kind == "heartbeat" }.count
             self.checkIns += checkIns.count
             self.checkOuts += checkOuts.count
-            for event in device.posted {
+            for event in posted {
                 if let v = verdictAt[event.key] {
                     decisionToVerdict.append(Double(v - event.decidedAt) / 1000)
                     verdict.append(Double(v - event.timestamp) / 1000)
@@ -149,6 +164,7 @@ package struct Score: Sendable, Hashable, Codable {
                 let checkIn = checkIns[first]
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
                 if checkIn.gate == arrival.gate { rightGateCheckIns += 1 }
+                if abs(checkIn.timestamp - arrival.at) <= Self.timeToleranceMs { accurateCheckInTimes += 1 }
             }
             let falseHere = checkIns.count - usedIn.count
             falseCheckIns += falseHere
@@ -179,7 +195,7 @@ package struct Score: Sendable, Hashable, Codable {
                 matchedDepartures += 1
                 let error = checkOuts[m].timestamp - departure.at
                 checkOutError.append(Double(error) / 1000)
-                if abs(error) <= Self.checkOutToleranceMs { accurateCheckOuts += 1 }
+                if abs(error) <= Self.timeToleranceMs { accurateCheckOuts += 1 }
             }
             let falseSessions = Set(checkIns.indices.filter { !usedIn.contains($0) }.map { checkIns[$0].sessionKey })
             for i in checkOuts.indices where !usedOut.contains(i) {
@@ -190,6 +206,7 @@ package struct Score: Sendable, Hashable, Codable {
         checkInPrecision = checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns)
         checkOutRecall = departures == 0 ? 1 : Double(matchedDepartures) / Double(departures)
         checkOutAccuracy = departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures)
+        checkInTimeAccuracy = matchedArrivals == 0 ? 1 : Double(accurateCheckInTimes) / Double(matchedArrivals)
         rightGateShare = matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals)
         detectionLatencySeconds = Percentiles(detection)
         detectionLatencies = detection

@@ -57,16 +57,17 @@ package struct GatewayDelivery: DeliveryDriver {
         let drainer = OutboxDrainer(outbox: outbox, clock: wall, sleep: { ms in try? await Task.sleep(for: .milliseconds(ms)) })
         let budget = budgetMs ?? Int64(finalSyncWall.components.seconds * 1000)
         let deadline = wall.now() + budget
-        var kinds: [UInt64: (key: String, kind: String, firstAttempt: ContinuousClock.Instant)] = [:]
+        var kinds: [UInt64: (key: String, kind: String, timestamp: Int64?, firstAttempt: ContinuousClock.Instant)] = [:]
         var answered: [UInt64: (at: Int64, attempts: Int, wallMs: Double)] = [:]
         var reached: [UInt64: Int64] = [:]
         var log = AttemptLog()
         let token = tokens[device.deviceId] ?? ""
         let report = try await drainer.drain(deadline: deadline, random: &random.generator) { entry, payload in
             let event = try? PresenceCoding.decodeEvent(payload)
-            if kinds[entry.id] == nil {
-                kinds[entry.id] = (event?.idempotencyKey.hex ?? "?", event?.type.rawValue ?? "?", .now)
-            }
+            kinds[entry.id] = (
+                event?.idempotencyKey.hex ?? "?", event?.type.rawValue ?? "?", event?.timestamp.millisecondsSinceEpoch,
+                kinds[entry.id]?.firstAttempt ?? .now
+            )
             // The final sync happens on a working network; before it, the phone's own conditions.
             let condition = budgetMs == nil ? NetworkCondition.online(latencyMs: 0) : profile.network(at: clock.virtualNow())
             let result: DeliveryResult
@@ -102,7 +103,8 @@ package struct GatewayDelivery: DeliveryDriver {
             let a = answered[delivered.id]
             return DeliveryRecord(
                 key: k?.key ?? "?", kind: k?.kind ?? "?", status: delivered.status, attempts: a?.attempts ?? 1,
-                verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs, reachedServerAt: reached[delivered.id])
+                verdictAt: a?.at ?? clock.virtualNow(), wallLatencyMs: a?.wallMs, reachedServerAt: reached[delivered.id],
+                timestamp: k?.timestamp)
         }
     }
 
