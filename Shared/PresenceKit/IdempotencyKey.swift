@@ -16,8 +16,9 @@ import Crypto
 ///
 /// Example: `u_123|d_456|f7826da6-4fa2-4e98-8024-bc5b71e0893e:10:3|1758177312000|0123456789abcdef`.
 ///
-/// The key is computed once, stored with the event in the outbox and reused verbatim by every retry;
-/// the server dedupes on it.
+/// The key is computed once, stored with the event in the outbox and reused verbatim by every retry,
+/// and kept when the event's times are corrected onto the server's clock
+/// (`Outbox.correctPhoneClockStamps`); the server dedupes on it.
 public struct IdempotencyKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// 64 lowercase hexadecimal characters.
     public let hex: String

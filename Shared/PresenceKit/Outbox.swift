@@ -29,15 +29,15 @@ public struct OutboxEntry: Sendable, Hashable {
     public internal(set) var state: OutboxEntryState
     /// Send attempts since the outbox was opened (drives the retry backoff; not persisted).
     public internal(set) var attempts: Int
-    public internal(set) var payloadLength: Int
+    public let payloadLength: Int
     /// The answer that parked the entry (`Outbox.park`), nil for an entry in the drain order.
     public internal(set) var parkedStatus: Int?
-    /// The payload's times are the phone's own clock (`AttendanceEvent.phoneClock`) until
-    /// `replacePayloads` puts corrected ones in its place.
+    /// The payload's times are (some of them) the phone's own clock (`AttendanceEvent.phoneClock`)
+    /// until `replacePayloads` puts corrected ones in its place; the drainer never sends such an entry.
     public internal(set) var stampedWithPhoneClock: Bool
-    var payloadOffset: Int64
-    /// Size of the records that hold this entry: its APPEND and any REPLACE (for live-bytes accounting).
-    var recordBytes: Int64
+    let payloadOffset: Int64
+    /// Size of the APPEND record that holds this entry (for live-bytes accounting).
+    let recordBytes: Int64
 }
 
 public struct OutboxOptions: Sendable, Hashable {
@@ -104,11 +104,10 @@ public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
 ///                            (flags: bit 0 evictable, bit 1 stamped with the phone's clock)
 ///             | 0x02 STATE   id:u64 state:u8 (1 sent-awaiting-verdict, 2 done, 3 parked) status:i32 at:i64
 ///             | 0x03 CHECKPOINT hasCheckpoint:u8 [checkpoint...]
-///             | 0x04 REPLACE id:u64 payloadLength:u32 payload   (a live entry's corrected payload)
 ///
-/// Append-only: state changes and corrected payloads are new records. A build that predates REPLACE
-/// stops reading at the first one (and keeps what precedes it). **Durability:** `append`, `markDone`,
-/// `replacePayloads` and `saveCheckpoint` call `fsync(2)` before returning — an event counts as stored only then. `markSent`
+/// Append-only: state changes are new records; new payloads for entries (`replacePayloads`) are
+/// written by a compaction. **Durability:** `append`, `markDone` and `saveCheckpoint` call `fsync(2)`
+/// before returning — an event counts as stored only then. `markSent`
 /// does not: losing it only means a relaunch resends with the same idempotency key, which the server
 /// dedupes. **Recovery** (on open) replays records and stops at the first one that is torn (short),
 /// oversized or fails its CRC; it truncates the file there and keeps everything before it.
@@ -138,7 +137,6 @@ public final class Outbox: Sendable {
     static let typeAppend: UInt8 = 1
     static let typeState: UInt8 = 2
     static let typeCheckpoint: UInt8 = 3
-    static let typeReplace: UInt8 = 4
     static let flagEvictable: UInt8 = 1
     static let flagPhoneClock: UInt8 = 2
     static let stateSent: UInt8 = 1
@@ -147,8 +145,6 @@ public final class Outbox: Sendable {
     /// Offset of the payload inside an APPEND record: frame (8) + type (1) + id (8) + createdAt (8)
     /// + kind (1) + flags (1) + payloadLength (4).
     static let payloadOffsetInRecord: Int64 = 31
-    /// Offset of the payload inside a REPLACE record: frame (8) + type (1) + id (8) + payloadLength (4).
-    static let payloadOffsetInReplaceRecord: Int64 = 21
 
     struct State {
         var fd: Int32
@@ -325,15 +321,6 @@ public final class Outbox: Sendable {
                 st.parked[id] = nil
                 st.liveRecordBytes -= entry.recordBytes
             }
-        case typeReplace:
-            guard let id = r.u64(), let payloadLength = r.u32() else { return nil }
-            let payloadOffset = Int64(r.position)
-            guard r.skip(Int(payloadLength)), r.remaining == 0 else { return nil }
-            if var entry = st.entries[id] {
-                entry.replacePayload(offset: payloadOffset, length: Int(payloadLength), recordBytes: Int64(8 + len))
-                st.entries[id] = entry
-                st.liveRecordBytes += Int64(8 + len)
-            }
         case typeCheckpoint:
             guard let has = r.u8() else { return nil }
             if has == 1 {
@@ -377,15 +364,6 @@ public final class Outbox: Sendable {
         } else {
             w.u8(0)
         }
-        return frame(w.bytes)
-    }
-
-    static func replaceRecord(id: UInt64, payload: [UInt8]) -> [UInt8] {
-        var w = ByteWriter(capacity: payload.count + 13)
-        w.u8(typeReplace)
-        w.u64(id)
-        w.u32(UInt32(payload.count))
-        w.raw(payload)
         return frame(w.bytes)
     }
 
@@ -480,28 +458,33 @@ public final class Outbox: Sendable {
         st.liveRecordBytes -= victim.recordBytes
     }
 
-    /// Puts new payloads in place of live entries' (times moved onto the server's clock: see
-    /// `correctPhoneClockStamps(phoneAheadMs:)`) and clears their `stampedWithPhoneClock`; each keeps its
-    /// id, place in the drain order, state and metadata. One REPLACE record an entry, one fsync for all.
-    /// Each record stands alone: after a crash an entry has its old payload or its new one.
-    public func replacePayloads(_ replacements: [(id: UInt64, payload: [UInt8])]) throws(OutboxError) {
-        guard !replacements.isEmpty else { return }
+    /// A new payload for an entry, and whether its times are still (some of them) the phone's clock.
+    public struct Replacement: Sendable, Hashable {
+        public var id: UInt64
+        public var payload: [UInt8]
+        public var stampedWithPhoneClock: Bool
+
+        public init(id: UInt64, payload: [UInt8], stampedWithPhoneClock: Bool) {
+            self.id = id
+            self.payload = payload
+            self.stampedWithPhoneClock = stampedWithPhoneClock
+        }
+    }
+
+    /// Puts new payloads in place of live or parked entries' (times moved: see
+    /// `correctPhoneClockStamps(phoneAheadMs:)`); each entry keeps its id, place in the drain order,
+    /// state and metadata. Done by a compaction (`compact()`): the new file is written, fsynced and
+    /// renamed over the old one, so after a crash every entry has its old payload or every one its
+    /// new. An id no longer in the outbox (delivered meanwhile) is skipped.
+    public func replacePayloads(_ replacements: [Replacement]) throws(OutboxError) {
         for r in replacements where r.payload.count > options.maxPayloadBytes {
             throw .payloadTooLarge(size: r.payload.count, limit: options.maxPayloadBytes)
         }
         try state.withLock { (st: inout State) throws(OutboxError) in
-            for r in replacements where st.entries[r.id] == nil { throw .unknownEntry(id: r.id) }
-            for (i, r) in replacements.enumerated() {
-                guard var entry = st.entries[r.id] else { continue }
-                let record = Outbox.replaceRecord(id: r.id, payload: r.payload)
-                let recordStart = st.fileSize
-                try write(record, &st, sync: i == replacements.count - 1)
-                entry.replacePayload(
-                    offset: recordStart + Outbox.payloadOffsetInReplaceRecord, length: r.payload.count, recordBytes: Int64(record.count))
-                st.entries[r.id] = entry
-                st.liveRecordBytes += Int64(record.count)
-            }
-            try compactIfWorthIt(&st)
+            var byId: [UInt64: Replacement] = [:]
+            for r in replacements where st.entries[r.id] != nil || st.parked[r.id] != nil { byId[r.id] = r }
+            guard !byId.isEmpty else { return }
+            try compactLocked(&st, replacing: byId)
         }
     }
 
@@ -617,18 +600,20 @@ public final class Outbox: Sendable {
 
     /// Rewrites the file with only the live entries and the checkpoint.
     public func compact() throws(OutboxError) {
-        try state.withLock { (st: inout State) throws(OutboxError) in try compactLocked(&st) }
+        try state.withLock { (st: inout State) throws(OutboxError) in try compactLocked(&st, replacing: [:]) }
     }
 
     private func compactIfWorthIt(_ st: inout State) throws(OutboxError) {
         let live = st.liveRecordBytes + Int64(Outbox.magic.count) + Int64(st.checkpoint?.count ?? 0)
         let dead = st.fileSize - live
         if dead > options.compactionMinDeadBytes && dead > live {
-            try compactLocked(&st)
+            try compactLocked(&st, replacing: [:])
         }
     }
 
-    private func compactLocked(_ st: inout State) throws(OutboxError) {
+    /// Rewrites the file with the live entries (those in `replacing` with their new payload and mark)
+    /// and the checkpoint.
+    private func compactLocked(_ st: inout State, replacing: [UInt64: Replacement]) throws(OutboxError) {
         guard !st.closed else { throw .closed }
         let tmpPath = path + ".compact"
         FileIO.unlink(tmpPath)
@@ -649,16 +634,23 @@ public final class Outbox: Sendable {
             let now = clock.now()
             // Copies one entry's APPEND record (and its states) into the new file; returns it as moved.
             func copy(_ e: OutboxEntry) throws(OutboxError) -> OutboxEntry {
-                let payload = try FileIO.read(st.fd, count: e.payloadLength, at: e.payloadOffset, path: path)
+                let replacement = replacing[e.id]
+                let payload: [UInt8]
+                if let replacement {
+                    payload = replacement.payload
+                } else {
+                    payload = try FileIO.read(st.fd, count: e.payloadLength, at: e.payloadOffset, path: path)
+                }
+                let phoneClock = replacement?.stampedWithPhoneClock ?? e.stampedWithPhoneClock
                 let record = Outbox.appendRecord(
-                    id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, phoneClock: e.stampedWithPhoneClock,
+                    id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, phoneClock: phoneClock,
                     payload: payload, checkpoint: nil)
                 let recordStart = offset + Int64(buffer.bytes.count)
                 buffer.raw(record)
                 let moved = OutboxEntry(
                     id: e.id, createdAt: e.createdAt, kind: e.kind, evictable: e.evictable, state: e.state,
-                    attempts: e.attempts, payloadLength: e.payloadLength, parkedStatus: e.parkedStatus,
-                    stampedWithPhoneClock: e.stampedWithPhoneClock, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
+                    attempts: e.attempts, payloadLength: payload.count, parkedStatus: e.parkedStatus,
+                    stampedWithPhoneClock: phoneClock, payloadOffset: recordStart + Outbox.payloadOffsetInRecord,
                     recordBytes: Int64(record.count))
                 if e.state == .sentAwaitingVerdict {
                     buffer.raw(Outbox.stateRecord(id: e.id, state: Outbox.stateSent, status: 0, at: now))
@@ -702,15 +694,5 @@ public final class Outbox: Sendable {
         st.directorySyncPending = true
         try syncDirectory(path)
         st.directorySyncPending = false
-    }
-}
-
-extension OutboxEntry {
-    /// Points the entry at a corrected payload held by a REPLACE record of `recordBytes` bytes.
-    mutating func replacePayload(offset: Int64, length: Int, recordBytes extra: Int64) {
-        payloadOffset = offset
-        payloadLength = length
-        recordBytes += extra
-        stampedWithPhoneClock = false
     }
 }

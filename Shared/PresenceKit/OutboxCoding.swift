@@ -50,9 +50,9 @@ extension Outbox {
     /// Stores the durable effects of one `handle` call, in order: each post becomes an entry, carrying
     /// as its checkpoint the `persistSnapshot` that follows it in the same batch (one record, so the
     /// event and the session state that goes with it survive a crash together); a snapshot with no post
-    /// before it is saved on its own; `.correctPhoneClockStamps` corrects the entries stamped with the
-    /// phone's clock. Heartbeats are evictable, check-ins and check-outs are not. Other effects are
-    /// ignored. Returns the new entries.
+    /// before it is saved on its own; `.correctPhoneClockStamps` and `.phoneClockSet` move the times of
+    /// the entries stamped with the phone's clock. Heartbeats are evictable, check-ins and check-outs are
+    /// not. Other effects are ignored. Returns the new entries.
     @discardableResult
     public func store(_ effects: [PresenceEffect]) throws(OutboxError) -> [OutboxEntry] {
         var stored: [OutboxEntry] = []
@@ -67,6 +67,9 @@ extension Outbox {
                 continue
             case .correctPhoneClockStamps(let phoneAheadMs):
                 try correctPhoneClockStamps(phoneAheadMs: phoneAheadMs)
+                continue
+            case .phoneClockSet(let byMs):
+                try movePhoneClockStamps(byMs: byMs, ontoServerClock: false)
                 continue
             default:
                 continue
@@ -87,31 +90,44 @@ extension Outbox {
             }
             let entry = try append(
                 PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
-                stampedWithPhoneClock: event.phoneClock == true, checkpoint: checkpoint)
+                stampedWithPhoneClock: event.phoneClock != nil, checkpoint: checkpoint)
             stored.append(entry)
         }
         return stored
     }
 
-    /// Moves the times of every live entry stamped with the phone's own clock back by `phoneAheadMs`
-    /// (how far the phone's clock reads ahead of the server's), onto the server's clock, and clears
-    /// their mark (`replacePayloads`: one fsync). Undecodable payloads are left as they are. Returns how
-    /// many were corrected.
+    /// Moves the times of every entry (live or parked) stamped with the phone's own clock back by
+    /// `phoneAheadMs` (how far the phone's clock reads ahead of the server's), onto the server's clock,
+    /// and unmarks them: the drainer sends them from then on. One compaction for all
+    /// (`replacePayloads`); a payload that is not an event is unmarked as it is. Returns how many
+    /// entries changed (0, writing nothing, when none is marked).
     ///
-    /// The idempotency key stays: the server cannot tell it from the times (it holds a nonce), and if
-    /// it already holds a copy stamped with the phone's clock (an attempt whose answer was lost), the
-    /// corrected one is answered 422 and the first copy stands: nothing is recorded twice.
+    /// The idempotency key stays: the server cannot tell it from the times (it holds a nonce), and
+    /// the drainer never sent a marked entry, so the server holds no copy with the phone's times.
     @discardableResult
     public func correctPhoneClockStamps(phoneAheadMs: Int64) throws(OutboxError) -> Int {
-        var replacements: [(id: UInt64, payload: [UInt8])] = []
-        for entry in entries() where entry.stampedWithPhoneClock {
+        try movePhoneClockStamps(byMs: -phoneAheadMs, ontoServerClock: true)
+    }
+
+    /// Moves the marked times (`AttendanceEvent.phoneClock`) of every entry stamped with the phone's
+    /// clock by `byMs`: the phone's clock was set by as much (they stay marked), or, `ontoServerClock`,
+    /// they are corrected onto the server's (unmarked). Returns how many entries changed.
+    @discardableResult
+    public func movePhoneClockStamps(byMs shift: Int64, ontoServerClock: Bool) throws(OutboxError) -> Int {
+        var replacements: [Replacement] = []
+        for entry in entries() + parkedEntries() where entry.stampedWithPhoneClock {
             let bytes = try payload(of: entry.id)
-            guard var event = try? PresenceCoding.decodeEvent(bytes) else { continue }
-            event.timestamp = event.timestamp - phoneAheadMs
-            event.tStart = event.tStart - phoneAheadMs
-            event.decidedAt = event.decidedAt - phoneAheadMs
-            event.phoneClock = nil
-            replacements.append((entry.id, PresenceCoding.encode(event)))
+            guard var event = try? PresenceCoding.decodeEvent(bytes) else {
+                if ontoServerClock { replacements.append(Replacement(id: entry.id, payload: bytes, stampedWithPhoneClock: false)) }
+                continue
+            }
+            let marks = event.phoneClock ?? []
+            if marks.contains(.timestamp) { event.timestamp = event.timestamp + shift }
+            if marks.contains(.tStart) { event.tStart = event.tStart + shift }
+            if marks.contains(.decidedAt) { event.decidedAt = event.decidedAt + shift }
+            if ontoServerClock { event.phoneClock = nil }
+            replacements.append(
+                Replacement(id: entry.id, payload: PresenceCoding.encode(event), stampedWithPhoneClock: event.phoneClock != nil))
         }
         try replacePayloads(replacements)
         return replacements.count

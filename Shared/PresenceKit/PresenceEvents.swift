@@ -41,16 +41,18 @@ public enum PresenceEvent: Sendable, Hashable {
     /// The phone's wall clock reads `offsetMs` ahead of the steady time the host passes as `at:` (behind,
     /// when negative; `SteadyClock.wallClockOffsetMs()`): until the server's clock is known the device
     /// stamps what it sends and persists with it, and marks those stamps as the phone's
-    /// (`AttendanceEvent.phoneClock`). Deliver it whenever it moves while the server's clock is unknown.
-    /// Timers and durations keep to the steady time.
+    /// (`AttendanceEvent.phoneClock`). Deliver it whenever it moves while the server's clock is unknown
+    /// (the OS says the clock was set): the stamps marked so far move with it
+    /// (`PresenceEffect.phoneClockSet`), so that one correction fits them all. Timers and durations keep
+    /// to the steady time.
     case clockOffsetChanged(offsetMs: Int64)
     /// The server's clock is known (`ServerClock`): it reads `offsetMs` ahead of the steady time, and the
     /// phone's wall clock reads `phoneAheadMs` ahead of it (`ServerClock.phoneAheadMs(wallClockOffsetMs:)`).
-    /// From now on the device stamps with the server's clock. The first time (after launch, or after a
-    /// `.clockOffsetChanged`) the times stamped so far with the phone's clock are moved back by
-    /// `phoneAheadMs`: the open session's start here, the outbox entries through
-    /// `PresenceEffect.correctPhoneClockStamps`. Deliver it when the server's clock becomes known and
-    /// whenever its estimate moves.
+    /// From now on the device stamps with the server's clock, and the times stamped so far with the
+    /// phone's clock are moved back by `phoneAheadMs`: the open session's start and a restored presence
+    /// here, the outbox entries through `PresenceEffect.correctPhoneClockStamps`. Deliver it when the
+    /// server's clock becomes known, whenever its estimate moves, and before a drain that finds a marked
+    /// entry at the head of the outbox (the drainer never sends one: `OutboxDrainer.Stop.awaitingServerClock`).
     case serverClockKnown(offsetMs: Int64, phoneAheadMs: Int64)
 }
 
@@ -76,9 +78,13 @@ public enum PresenceEffect: Sendable, Hashable {
     /// Run the GATT challenge-response with this beacon and report `.gattChallengeResult`.
     case performGattChallenge(BeaconIdentity)
     /// Move the times of the outbox entries stamped with the phone's own clock back by `phoneAheadMs`,
-    /// onto the server's clock (`Outbox.store(_:)` does it: `Outbox.correctPhoneClockStamps`). Comes
-    /// with the first `.serverClockKnown`, before anything is sent with the server's clock.
+    /// onto the server's clock, and unmark them (`Outbox.store(_:)` does it:
+    /// `Outbox.correctPhoneClockStamps`). Comes with every `.serverClockKnown`.
     case correctPhoneClockStamps(phoneAheadMs: Int64)
+    /// The phone's clock was set by `byMs` before the server's was known: move the times of the outbox
+    /// entries stamped with it by as much; they stay marked (`Outbox.store(_:)` does it:
+    /// `Outbox.movePhoneClockStamps`).
+    case phoneClockSet(byMs: Int64)
     /// Drain the outbox now if the network allows (on launch and on every trigger).
     case drainOutbox
     case log(LogLevel, String)
@@ -196,12 +202,18 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     public var geofence: GeofenceInfo
     public var handshake: Handshake?
     public var network: Network
-    /// True when `timestamp`, `tStart` and `decidedAt` are the phone's own clock: stamped before any
-    /// answer had told the device the server's clock. Such times may be far off (a phone kept fast, a
-    /// clock reset to an old date) and the gateway refuses an event time more than 5 minutes ahead or 7
-    /// days behind its own, so the outbox moves them onto the server's clock once it is known
-    /// (`Outbox.correctPhoneClockStamps`). Nil (absent from the JSON) for the server's clock. Never sent.
-    public var phoneClock: Bool?
+    /// Which of the times are the phone's own clock: stamped before any answer had told the device the
+    /// server's clock (a session restored from a process that knew it may mix the two). Such times may
+    /// be far off (a phone kept fast, a clock reset to an old date), and the gateway refuses an event
+    /// time more than 5 minutes ahead or 7 days behind its own, so the outbox moves them onto the
+    /// server's clock once it is known (`Outbox.correctPhoneClockStamps`) and the drainer never sends
+    /// the event before. Nil (absent from the JSON) when all are the server's. Never sent.
+    public var phoneClock: [StampedTime]?
+
+    /// A time of the event, as named in `phoneClock`.
+    public enum StampedTime: String, Sendable, Hashable, Codable, CaseIterable {
+        case timestamp, tStart, decidedAt
+    }
 }
 
 /// An open attendance session as persisted for crash / force-quit recovery. Its times are stamped like

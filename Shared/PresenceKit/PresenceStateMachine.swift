@@ -265,13 +265,11 @@ public struct PresenceStateMachine: Sendable {
     /// The open session as it would be persisted, if any.
     public var openSession: SessionCheckpoint? {
         guard let s = session else { return nil }
-        // The restored presence keeps its stamp (and its clock) until presence is seen again.
-        let presenceOnPhoneClock =
-            if let r = restored, lastPresentAt == r.lastPresentAt - clockOffsetMs { r.phoneClock } else { !stampsWithServerClock }
+        let presence = stamped(lastPresentAt)
         return SessionCheckpoint(
             sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.stampedStart,
-            lastPresentAt: stamp(lastPresentAt), checkInPosted: s.checkInPosted,
-            phoneClockStart: s.startOnPhoneClock ? true : nil, phoneClockLastPresent: presenceOnPhoneClock ? true : nil)
+            lastPresentAt: presence.time, checkInPosted: s.checkInPosted,
+            phoneClockStart: s.startOnPhoneClock ? true : nil, phoneClockLastPresent: presence.onPhoneClock ? true : nil)
     }
 
     /// Ids of the site geofences the device is inside.
@@ -285,27 +283,67 @@ public struct PresenceStateMachine: Sendable {
     /// Steady time `t` as the device stamps it now.
     func stamp(_ t: Timestamp) -> Timestamp { t + clockOffsetMs }
 
+    /// Steady time `t` stamped, and whether the stamp is the phone's clock: the restored presence keeps
+    /// the snapshot's stamp and clock until presence is seen again; anything else is stamped now.
+    func stamped(_ t: Timestamp) -> (time: Timestamp, onPhoneClock: Bool) {
+        if let r = restored, t == r.lastPresentAt - clockOffsetMs { return (r.lastPresentAt, r.phoneClock) }
+        return (stamp(t), !stampsWithServerClock)
+    }
+
+    /// An event's `phoneClock` marks.
+    static func marks(timestamp: Bool, tStart: Bool, decidedAt: Bool) -> [AttendanceEvent.StampedTime]? {
+        guard timestamp || tStart || decidedAt else { return nil }
+        var marks: [AttendanceEvent.StampedTime] = []
+        if timestamp { marks.append(.timestamp) }
+        if tStart { marks.append(.tStart) }
+        if decidedAt { marks.append(.decidedAt) }
+        return marks
+    }
+
     /// A snapshot's times were stamped by the previous process, on the clock it had (the server's, once
     /// it had been answered); this process placed them on its steady time through the offset it was
     /// built with, which may be the phone's own clock until its first answer. When the offset moves, the
     /// restored session's start and its last presence (until presence is seen again) are placed anew so
     /// that they keep their stamps: a check-out dated by them carries the time the snapshot holds.
-    mutating func replaceRestored(offset: Int64) {
-        guard let r = restored else { return }
+    ///
+    /// A restored presence on the phone's clock moves by `phoneClockShift` first (the phone's clock was
+    /// set by as much: it keeps its place on the steady time); the caller moves the session's start.
+    mutating func replaceRestored(offset: Int64, phoneClockShift: Int64 = 0) {
+        guard var r = restored else { return }
         let placedPresence = lastPresentAt == r.lastPresentAt - clockOffsetMs
+        if r.phoneClock { r.lastPresentAt = r.lastPresentAt + phoneClockShift }
         if placedPresence { lastPresentAt = r.lastPresentAt - offset }
         let sameSession = session?.key == r.sessionKey
         if sameSession, let s = session { session?.tStart = s.stampedStart - offset }
-        if !placedPresence && !sameSession { restored = nil }
+        restored = placedPresence || sameSession ? r : nil
     }
 
-    /// Stamps with the server's clock from now on. The first time, the stamps held on the phone's clock
-    /// (the open session's start, the restored presence) move back by `phoneAheadMs`, and the outbox is
-    /// told to move its own (`.correctPhoneClockStamps`), so that a check-in decided before any answer
-    /// and the session's later events carry the server's time. A restored session's start is then
-    /// placed on the steady time through its corrected stamp (`replaceRestored(offset:)`).
+    /// The phone's wall clock moved (`.clockOffsetChanged`). While the device stamps with it, what it
+    /// stamped so far moves with it (the session's start, a restored presence, the outbox's marked
+    /// entries through `.phoneClockSet`), so that one correction by the server's clock fits them all.
+    mutating func onClockOffsetChanged(_ offset: Int64, at now: Timestamp) -> [PresenceEffect] {
+        let setBy = stampsWithServerClock ? 0 : offset - clockOffsetMs
+        var fx: [PresenceEffect] = []
+        if setBy != 0 {
+            if let s = session, s.startOnPhoneClock { session?.stampedStart = s.stampedStart + setBy }
+            fx.append(.phoneClockSet(byMs: setBy))
+        }
+        replaceRestored(offset: offset, phoneClockShift: setBy)
+        clockOffsetMs = offset
+        stampsWithServerClock = false
+        if setBy != 0 && (session?.startOnPhoneClock == true || restored?.phoneClock == true) {
+            fx.append(.persistSnapshot(snapshot(at: now)))
+        }
+        return fx
+    }
+
+    /// Stamps with the server's clock from now on. The stamps held on the phone's clock (the open
+    /// session's start, the restored presence) move back by `phoneAheadMs`, and the outbox is told to
+    /// move its own (`.correctPhoneClockStamps`, every time: a correction the host could not finish is
+    /// done at the next), so that a check-in decided before any answer and the session's later events
+    /// carry the server's time. A restored session's start is then placed on the steady time through
+    /// its corrected stamp (`replaceRestored(offset:)`).
     mutating func onServerClockKnown(offsetMs offset: Int64, phoneAheadMs phoneAhead: Int64, at now: Timestamp) -> [PresenceEffect] {
-        let firstKnown = !stampsWithServerClock
         var corrected = false
         if var r = restored, r.phoneClock {
             let placedPresence = lastPresentAt == r.lastPresentAt - clockOffsetMs
@@ -323,8 +361,7 @@ public struct PresenceStateMachine: Sendable {
         replaceRestored(offset: offset)
         clockOffsetMs = offset
         stampsWithServerClock = true
-        var fx: [PresenceEffect] = []
-        if firstKnown { fx.append(.correctPhoneClockStamps(phoneAheadMs: phoneAhead)) }
+        var fx: [PresenceEffect] = [.correctPhoneClockStamps(phoneAheadMs: phoneAhead)]
         if corrected { fx.append(.persistSnapshot(snapshot(at: now))) }
         return fx
     }
@@ -362,10 +399,7 @@ public struct PresenceStateMachine: Sendable {
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
         // Both kept with the kill switch on too: the stamps after them depend on them.
         if case .clockOffsetChanged(let offset) = event {
-            replaceRestored(offset: offset)
-            clockOffsetMs = offset
-            stampsWithServerClock = false
-            return []
+            return onClockOffsetChanged(offset, at: now)
         }
         if case .serverClockKnown(let offset, let phoneAhead) = event {
             return onServerClockKnown(offsetMs: offset, phoneAheadMs: phoneAhead, at: now)
@@ -777,8 +811,13 @@ public struct PresenceStateMachine: Sendable {
     ) -> AttendanceEvent {
         let nonce = IdempotencyKey.nonce(using: &rng)
         let eventId = UUIDBits.random(using: &rng).uuidString
-        // A check-out never before its session's start, whichever way the clock moved since.
-        let time = kind == .checkIn ? s.stampedStart : max(stamp(timestamp), s.stampedStart)
+        // A check-out never before its session's start, whichever way the clock moved since; but a time
+        // on the phone's clock and one on the server's are not compared (a restored session).
+        let own = stamped(timestamp)
+        let (time, timeOnPhoneClock) =
+            kind == .checkIn
+            ? (s.stampedStart, s.startOnPhoneClock)
+            : own.onPhoneClock == s.startOnPhoneClock ? (max(own.time, s.stampedStart), own.onPhoneClock) : own
         let key = IdempotencyKey.make(
             userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
         // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
@@ -797,7 +836,7 @@ public struct PresenceStateMachine: Sendable {
                 inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
             handshake: handshake,
             network: AttendanceEvent.Network(online: online),
-            phoneClock: stampsWithServerClock ? nil : true)
+            phoneClock: Self.marks(timestamp: timeOnPhoneClock, tStart: s.startOnPhoneClock, decidedAt: !stampsWithServerClock))
     }
 
     // MARK: Soft exit

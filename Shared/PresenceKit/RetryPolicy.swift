@@ -95,8 +95,9 @@ public struct DeliveryClassifier: Sendable, Hashable {
 }
 
 /// Sends outbox entries in their original append order with the retry policy, until the outbox is
-/// empty, the deadline stops it or its task is cancelled. Strictly in order (head-of-line): the server
-/// never sees a check-out before the check-in it closes.
+/// empty, the deadline stops it, its task is cancelled or the next entry waits for the server's clock
+/// (`Stop.awaitingServerClock`). Strictly in order (head-of-line): the server never sees a check-out
+/// before the check-in it closes.
 ///
 /// One exception keeps the line moving: an entry that the identity the drain sends as can never deliver.
 /// When the answer is 403 and the entry's `deviceId` or `userId` is not the drain's `identity` (an event
@@ -145,6 +146,10 @@ public struct OutboxDrainer: Sendable {
         /// The deadline came (or the next retry would start after it), or the drain's task was
         /// cancelled (`lastReason` "cancelled"); resume at `retryAt` or later.
         case deadline(retryAt: Timestamp, lastReason: String?)
+        /// The next entry's times are the phone's own clock (`OutboxEntry.stampedWithPhoneClock`): it
+        /// waits until an answer tells the server's clock and the host corrects it
+        /// (`PresenceEvent.serverClockKnown`), then the drain goes on.
+        case awaitingServerClock
     }
 
     public struct Report: Sendable, Hashable {
@@ -168,6 +173,11 @@ public struct OutboxDrainer: Sendable {
     ) async throws(OutboxError) -> Report {
         var report = Report()
         while let entry = outbox.first() {
+            // Sent as stamped, it would be refused (the gateway's window) or recorded at the phone's time.
+            if entry.stampedWithPhoneClock {
+                report.stop = .awaitingServerClock
+                return report
+            }
             let now = clock.now()
             if Task.isCancelled {
                 report.stop = .deadline(retryAt: now, lastReason: Self.cancelledReason)

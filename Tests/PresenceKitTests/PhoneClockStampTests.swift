@@ -4,13 +4,14 @@ import Testing
 @testable import PresenceKit
 
 /// Until an answer has told the device the server's clock it stamps with the phone's own clock and
-/// marks those stamps; the first `.serverClockKnown` moves them onto the server's clock, in the
-/// machine and in the outbox, so that a check-in decided offline on a wrong clock is neither refused
-/// nor recorded at the wrong time.
+/// marks those stamps; `.serverClockKnown` moves them onto the server's clock, in the machine and in
+/// the outbox, and the drainer never sends a marked entry, so that a check-in decided offline on a
+/// wrong clock is neither refused nor recorded at the wrong time.
 @Suite("Stamps made on the phone's clock")
 struct PhoneClockStampTests {
-    static let config = WallClockTests.config
     static let hour: Int64 = 3_600_000
+    static let day: Int64 = 86_400_000
+    static let allMarks: [AttendanceEvent.StampedTime] = [.timestamp, .tStart, .decidedAt]
 
     static func snapshot(in effects: [PresenceEffect]) -> PresenceSnapshot? {
         effects.reversed().lazy.compactMap { effect -> PresenceSnapshot? in
@@ -23,19 +24,20 @@ struct PhoneClockStampTests {
         // The phone reads an hour fast; its steady clock starts at that reading (offset 0).
         var d = try WallClockTests.checkedIn()
         let checkIn = try #require(d.checkIns.first)
-        #expect(checkIn.phoneClock == true)
+        #expect(checkIn.phoneClock == Self.allMarks)
         #expect(d.machine.openSession?.phoneClockStart == true && d.machine.openSession?.phoneClockLastPresent == true)
         try d.run(seconds: 60) { _ in -62 }
 
         let fx = try d.send(.serverClockKnown(offsetMs: -Self.hour, phoneAheadMs: Self.hour))
-        #expect(fx.contains(.correctPhoneClockStamps(phoneAheadMs: Self.hour)))
+        #expect(fx.first == .correctPhoneClockStamps(phoneAheadMs: Self.hour))
         let saved = try #require(Self.snapshot(in: fx)?.session)
         #expect(saved.tStart == checkIn.tStart - Self.hour)
         #expect(saved.phoneClockStart == nil && saved.phoneClockLastPresent == nil)
         #expect(d.machine.stampsWithServerClock)
 
-        // Once: a moved estimate changes only what is stamped next.
-        #expect(try d.send(.serverClockKnown(offsetMs: -Self.hour + 800, phoneAheadMs: Self.hour - 800)).isEmpty)
+        // A moved estimate: nothing is marked any more; what is stamped next takes it.
+        let again = try d.send(.serverClockKnown(offsetMs: -Self.hour + 800, phoneAheadMs: Self.hour - 800))
+        #expect(again == [.correctPhoneClockStamps(phoneAheadMs: Self.hour - 800)])
         let lastSeen = d.now
         try d.run(seconds: 400) { _ in nil }
         let out = try #require(d.checkOuts.first)
@@ -44,19 +46,30 @@ struct PhoneClockStampTests {
         #expect(out.tStart == checkIn.tStart - Self.hour && out.sessionKey == checkIn.sessionKey)
     }
 
-    @Test("without the correction the session's later events are held at the fast phone's start")
-    func uncorrectedStartHoldsLaterEvents() throws {
-        // What `.clockOffsetChanged` alone does with the server's offset: the check-out may not be
-        // stamped before its session's start, an hour ahead, which the gateway refuses.
-        var d = try WallClockTests.checkedIn()
-        let checkIn = try #require(d.checkIns.first)
-        try d.send(.clockOffsetChanged(offsetMs: -Self.hour))
-        try d.run(seconds: 400) { _ in nil }
-        let out = try #require(d.checkOuts.first)
-        #expect(out.timestamp == checkIn.tStart && out.phoneClock == true)
+    @Test("the phone's clock set before the first answer: marked stamps move with it, and one correction fits them all")
+    func phoneClockSetBeforeTheAnswer() throws {
+        try withTempDir { dir in
+            // A phone reset to 20 days ago (a flat battery) checks in offline; then the network's time
+            // service sets its clock right, and only then is the launch request answered.
+            let box = try Outbox(path: dir + "/outbox.wal")
+            var d = try WallClockTests.checkedIn(outbox: box)
+            let checkIn = try #require(d.checkIns.first)
+            let fx = try d.send(.clockOffsetChanged(offsetMs: 20 * Self.day))
+            #expect(fx.first == .phoneClockSet(byMs: 20 * Self.day))
+            #expect(Self.snapshot(in: fx)?.session?.tStart == checkIn.tStart + 20 * Self.day)
+            let moved = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
+            #expect(moved.timestamp == checkIn.timestamp + 20 * Self.day && moved.phoneClock == Self.allMarks)
+            #expect(box.first()?.stampedWithPhoneClock == true)
+
+            // The phone's clock is now right: the correction is nothing, and the times are the server's.
+            try d.send(.serverClockKnown(offsetMs: 20 * Self.day, phoneAheadMs: 0))
+            let corrected = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
+            #expect(corrected.timestamp == checkIn.timestamp + 20 * Self.day && corrected.phoneClock == nil)
+            #expect(d.machine.openSession?.tStart == checkIn.tStart + 20 * Self.day)
+        }
     }
 
-    @Test("the outbox moves its marked entries once, keeps their keys, and leaves the server's stamps alone")
+    @Test("the outbox moves its marked entries, keeps their keys, and leaves the server's stamps alone")
     func outboxCorrected() throws {
         try withTempDir { dir in
             let path = dir + "/outbox.wal"
@@ -85,6 +98,32 @@ struct PhoneClockStampTests {
         }
     }
 
+    @Test("the drainer holds a marked entry until it is corrected, then sends it")
+    func drainerHoldsMarkedEntries() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("presencekit-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let box = try Outbox(path: dir + "/outbox.wal")
+        var d = try WallClockTests.checkedIn(outbox: box)
+        let clock = ManualClock(d.now)
+        let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
+        var random = SplitMix64(seed: 1)
+        var sent: [AttendanceEvent] = []
+        let held = try await drainer.drain(deadline: nil, random: &random) { _, payload in
+            if let event = try? PresenceCoding.decodeEvent(payload) { sent.append(event) }
+            return .response(status: 201)
+        }
+        #expect(held.stop == .awaitingServerClock && held.attempts == 0 && box.count == 1)
+
+        try d.send(.serverClockKnown(offsetMs: -Self.hour, phoneAheadMs: Self.hour))
+        let report = try await drainer.drain(deadline: nil, random: &random) { _, payload in
+            if let event = try? PresenceCoding.decodeEvent(payload) { sent.append(event) }
+            return .response(status: 201)
+        }
+        #expect(report.stop == .empty && box.isEmpty)
+        #expect(sent.map(\.timestamp) == d.checkIns.map { $0.timestamp - Self.hour })
+    }
+
     @Test("a relaunch corrects a session restored on the phone's clock and keeps one restored on the server's")
     func restoredSessions() throws {
         // Checked in offline on a phone an hour fast, then the app is ended before any answer.
@@ -95,7 +134,8 @@ struct PhoneClockStampTests {
         #expect(phoneSnapshot.session?.phoneClockStart == true)
 
         // The relaunched process learns the server's clock at launch and is never near the gate again.
-        var relaunched = try DeviceHarness(config: Self.config, clock: ManualClock(offline.now + 60_000), restoring: phoneSnapshot)
+        var relaunched = try DeviceHarness(
+            config: WallClockTests.config, clock: ManualClock(offline.now + 60_000), restoring: phoneSnapshot)
         try relaunched.send(.serverClockKnown(offsetMs: -Self.hour, phoneAheadMs: Self.hour))
         #expect(relaunched.machine.openSession?.tStart == phoneCheckIn.tStart - Self.hour)
         try relaunched.send(.appLaunched)
@@ -105,32 +145,63 @@ struct PhoneClockStampTests {
         #expect(out.timestamp == (try #require(phoneSnapshot.session)).lastPresentAt - Self.hour)
 
         // Checked in by a process that knew the server's clock: a relaunch that learns it again moves nothing.
-        var online = try DeviceHarness(config: Self.config)
-        try online.send(.serverClockKnown(offsetMs: -Self.hour, phoneAheadMs: Self.hour))
-        try online.arrive()
-        try online.run(seconds: 5) { _ in -60 }
-        let serverCheckIn = try #require(online.checkIns.first)
-        #expect(serverCheckIn.phoneClock == nil)
-        let serverSnapshot = try #require(Self.snapshot(in: try online.send(.appTerminated(forceQuit: false))))
+        let serverSnapshot = try Self.serverClockSnapshot()
         let saved = try #require(serverSnapshot.session)
-        #expect(saved.phoneClockStart == nil && saved.phoneClockLastPresent == nil)
-        var again = try DeviceHarness(config: Self.config, clock: ManualClock(online.now + 60_000), restoring: serverSnapshot)
+        var again = try DeviceHarness(config: WallClockTests.config, clock: ManualClock(World.start + Self.hour), restoring: serverSnapshot)
         let fx = try again.send(.serverClockKnown(offsetMs: -Self.hour, phoneAheadMs: Self.hour))
         #expect(fx == [.correctPhoneClockStamps(phoneAheadMs: Self.hour)])
         #expect(again.machine.openSession == saved)
     }
 
+    @Test("a session restored on the server's clock by a process without an answer marks only what it stamps itself")
+    func mixedClocksAfterARelaunch() throws {
+        // The phone is 20 days slow. The first process knew the server's clock; the relaunched one has no
+        // answer yet and ends the session, dated by the restored presence.
+        let serverSnapshot = try Self.serverClockSnapshot()
+        let saved = try #require(serverSnapshot.session)
+        var relaunched = try DeviceHarness(
+            config: WallClockTests.config, clock: ManualClock(World.start + Self.hour), restoring: serverSnapshot)
+        try relaunched.send(.appLaunched)
+        try relaunched.run(seconds: 400) { _ in nil }
+        let out = try #require(relaunched.checkOuts.first)
+        #expect(out.timestamp == saved.lastPresentAt && out.tStart == saved.tStart)
+        #expect(out.phoneClock == [.decidedAt])
+
+        // Corrected once the server's clock is known: only the decision time moves.
+        try withTempDir { dir in
+            let box = try Outbox(path: dir + "/outbox.wal")
+            try box.store([.postCheckOut(out)])
+            try box.store([.correctPhoneClockStamps(phoneAheadMs: -20 * Self.day)])
+            let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
+            #expect(stored.timestamp == out.timestamp && stored.tStart == out.tStart)
+            #expect(stored.decidedAt == out.decidedAt + 20 * Self.day && stored.phoneClock == nil)
+        }
+    }
+
     @Test("back on the phone's clock, stamps are marked again and the next answer corrects them")
     func backOnThePhonesClock() throws {
-        var d = try DeviceHarness(config: Self.config)
+        var d = try DeviceHarness(config: WallClockTests.config)
         try d.send(.serverClockKnown(offsetMs: 0, phoneAheadMs: 0))
-        try d.send(.clockOffsetChanged(offsetMs: 2 * Self.hour))
+        #expect(try d.send(.clockOffsetChanged(offsetMs: 2 * Self.hour)).isEmpty)
         #expect(!d.machine.stampsWithServerClock)
         try d.arrive()
         try d.run(seconds: 5) { _ in -60 }
-        #expect(d.checkIns.first?.phoneClock == true)
+        #expect(d.checkIns.first?.phoneClock == Self.allMarks)
         let fx = try d.send(.serverClockKnown(offsetMs: 0, phoneAheadMs: 2 * Self.hour))
-        #expect(fx.contains(.correctPhoneClockStamps(phoneAheadMs: 2 * Self.hour)))
+        #expect(fx.first == .correctPhoneClockStamps(phoneAheadMs: 2 * Self.hour))
         #expect(d.machine.openSession?.tStart == d.checkIns.first.map { $0.tStart - 2 * Self.hour })
+    }
+
+    /// A process that knew the server's clock (20 days ahead of the phone's) checks in, and is ended.
+    static func serverClockSnapshot() throws -> PresenceSnapshot {
+        var online = try DeviceHarness(config: WallClockTests.config)
+        try online.send(.serverClockKnown(offsetMs: 20 * Self.day, phoneAheadMs: -20 * Self.day))
+        try online.arrive()
+        try online.run(seconds: 5) { _ in -60 }
+        #expect(online.checkIns.first?.phoneClock == nil)
+        try online.run(seconds: 30) { _ in -62 }
+        let snapshot = try #require(Self.snapshot(in: try online.send(.appTerminated(forceQuit: false))))
+        #expect(snapshot.session?.phoneClockStart == nil && snapshot.session?.phoneClockLastPresent == nil)
+        return snapshot
     }
 }

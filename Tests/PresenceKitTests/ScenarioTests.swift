@@ -328,6 +328,8 @@ struct ScenarioTests {
             let path = dir + "/outbox.wal"
             let outbox = try Outbox(path: path, clock: clock)
             var d = try DeviceHarness(config: config(.continuous), clock: clock, outbox: outbox)
+            // The app had an answer before it went offline: it stamps with the server's clock.
+            try d.send(.serverClockKnown(offsetMs: 0, phoneAheadMs: 0))
             try d.send(.connectivityChanged(online: false))
             var noise = Noise(seed: 72)
             // Three working days: arrive 09:00, lunch out 12:00-13:00, leave 18:00 (times relative).

@@ -24,7 +24,7 @@ struct WallClockTests {
         return d
     }
 
-    @Test("the wall clock set an hour forward: no check-out, no burst of heartbeats, later stamps an hour on")
+    @Test("the wall clock set an hour forward: no check-out, no burst of heartbeats, the stamps an hour on")
     func forward() throws {
         var d = try Self.checkedIn()
         let checkIn = try #require(d.checkIns.first)
@@ -33,13 +33,15 @@ struct WallClockTests {
         let heartbeatsBefore = d.heartbeats.count
         try d.run(seconds: 600) { _ in -62 }
         #expect(d.checkOuts.isEmpty && d.checkIns.count == 1 && d.phase == .present)
-        // 10 minutes of steady time: two heartbeats, each stamped by the wall clock (an hour on).
+        // 10 minutes of steady time: two heartbeats, each stamped by the wall clock (an hour on). The
+        // session's start, stamped by the same clock before it was set, moved with it (the stamps are
+        // the phone's until an answer corrects them all at once).
         let after = Array(d.heartbeats.dropFirst(heartbeatsBefore))
         #expect(after.count == 2)
         for heartbeat in after {
             #expect(heartbeat.timestamp - heartbeat.decidedAt == 0)
             #expect(heartbeat.timestamp > checkIn.timestamp + Self.hour)
-            #expect(heartbeat.tStart == checkIn.tStart && heartbeat.sessionKey == checkIn.sessionKey)
+            #expect(heartbeat.tStart == checkIn.tStart + Self.hour && heartbeat.sessionKey == checkIn.sessionKey)
         }
         // The person leaves: the check-out is decided after the grace in steady time and stamped with
         // the wall clock's reading of the last moment of presence.
@@ -47,7 +49,7 @@ struct WallClockTests {
         try d.run(seconds: 400) { _ in nil }
         let out = try #require(d.checkOuts.first)
         #expect(out.timestamp == lastSeen + Self.hour)
-        #expect(out.tStart == checkIn.tStart)
+        #expect(out.tStart == checkIn.tStart + Self.hour)
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
@@ -63,20 +65,21 @@ struct WallClockTests {
         #expect(d.checkOuts.map(\.reason) == [.beaconLost])
     }
 
-    @Test("the wall clock set two hours back: heartbeats go on, no stamp before the session's start")
+    @Test("the wall clock set two hours back: heartbeats go on, the session's start moves with the clock")
     func backward() throws {
         var d = try Self.checkedIn()
         let checkIn = try #require(d.checkIns.first)
         try d.send(.clockOffsetChanged(offsetMs: -2 * Self.hour))
         try d.run(seconds: 900) { _ in -62 }
-        // 15 minutes: three heartbeats, on time in steady time; the wall clock now reads before the
-        // check-in, so each is stamped no earlier than the session's start.
+        // 15 minutes: three heartbeats, on time in steady time, stamped by the wall clock as set, after
+        // the session's start as the same clock now reads it.
         #expect(d.heartbeats.count == 3)
-        #expect(d.heartbeats.allSatisfy { $0.timestamp == checkIn.tStart && $0.tStart == checkIn.tStart })
-        #expect(d.heartbeats.allSatisfy { $0.decidedAt < checkIn.decidedAt })
+        #expect(d.heartbeats.allSatisfy { $0.timestamp == $0.decidedAt && $0.tStart == checkIn.tStart - 2 * Self.hour })
+        #expect(d.heartbeats.allSatisfy { $0.timestamp > $0.tStart && $0.decidedAt < checkIn.decidedAt })
+        let lastSeen = d.now
         try d.run(seconds: 400) { _ in nil }
         let out = try #require(d.checkOuts.first)
-        #expect(out.timestamp == checkIn.tStart && out.reason == .beaconLost)
+        #expect(out.timestamp == lastSeen - 2 * Self.hour && out.reason == .beaconLost)
         #expect(attendanceViolations(d.posts).isEmpty)
 
         // The same with the wall clock fed as `at:`: no heartbeat for the two hours the clock repeats.
@@ -106,7 +109,7 @@ struct WallClockTests {
                 if case .persistSnapshot(let s) = effect { return s } else { return nil }
             }.first)
         let saved = try #require(snapshot.session)
-        #expect(saved.tStart == checkIn.tStart)
+        #expect(saved.tStart == checkIn.tStart + Self.hour)
         #expect(saved.lastPresentAt == lastSeen + Self.hour)
         #expect(snapshot.savedAt == lastSeen + Self.hour)
 
@@ -117,7 +120,7 @@ struct WallClockTests {
         try relaunched.send(.appLaunched)
         try relaunched.run(seconds: 400) { _ in nil }
         let out = try #require(relaunched.checkOuts.first)
-        #expect(out.sessionKey == checkIn.sessionKey && out.tStart == checkIn.tStart)
+        #expect(out.sessionKey == checkIn.sessionKey && out.tStart == saved.tStart)
         #expect(out.timestamp == saved.lastPresentAt)
 
         // A process whose steady clock reads an hour behind the clock it stamps with places the same

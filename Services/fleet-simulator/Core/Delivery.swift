@@ -126,6 +126,15 @@ package struct AttemptLog: Sendable, Hashable, Codable {
     }
 }
 
+/// How long the app waits for an answer.
+package enum DeliveryTimeouts {
+    /// The launch request (`GET /v1/attendance/pending`) tells the server's clock, which the outbox's
+    /// entries stamped with the phone's clock wait for (the drainer holds them), so it waits 20 s where
+    /// an event's request waits 4: a phone on a slow network learns the clock at its first answer instead
+    /// of holding its events until the network is better. Under `ServerClock.maxRoundTripMs`.
+    package static let launchRequestMs: Int64 = 20_000
+}
+
 /// Sends a device's outbox at a moment when the app runs. Implementations: `InProcessDelivery`
 /// (virtual time, an in-process server) and the runtime's HTTP client against the real gateway.
 package protocol DeliveryDriver: Sendable {
@@ -211,6 +220,9 @@ package struct InProcessDelivery: DeliveryDriver {
     package let server: InProcessServer
     /// The app's request timeout (short, 2-4 s).
     package var requestTimeoutMs: Int64 = 4_000
+    /// The launch request's: it tells the server's clock, which the entries stamped with the phone's
+    /// wait for, so it waits longer (`DeliveryTimeouts.launchRequestMs`).
+    package var launchRequestTimeoutMs: Int64 = DeliveryTimeouts.launchRequestMs
 
     package init(server: InProcessServer) { self.server = server }
 
@@ -289,7 +301,7 @@ package struct InProcessDelivery: DeliveryDriver {
     }
 
     package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async {
-        guard case .online(let latency) = profile.network(at: now), Int64(latency) <= requestTimeoutMs else { return }
+        guard case .online(let latency) = profile.network(at: now), Int64(latency) <= launchRequestTimeoutMs else { return }
         answers.note(date: InProcessServer.date(at: now + Int64(latency) / 2), sentAt: now, answeredAt: now + Int64(latency))
     }
 }

@@ -161,13 +161,14 @@ package struct DeviceSimulation: Sendable {
             try tellClock(at: t)
         }
 
-        // Tells the machine (and the telemetry recorder) the clock to stamp with when it moved: the
-        // server's once an answer of this process told it, else the phone's wall clock.
-        func tellClock(at t: Int64) throws {
+        // Tells the machine (and the telemetry recorder) the clock to stamp with when it moved (or, with
+        // `again`, the server's even if it did not: what is still marked gets corrected): the server's once
+        // an answer of this process told it, else the phone's wall clock.
+        func tellClock(at t: Int64, again: Bool = false) throws {
             guard let machine = agent?.machine else { return }
             let event: PresenceEvent
             if let offset = serverClock.offsetMs, let ahead = serverClock.phoneAheadMs(wallClockOffsetMs: wallOffset()) {
-                guard !machine.stampsWithServerClock || machine.clockOffsetMs != offset else { return }
+                guard again || !machine.stampsWithServerClock || machine.clockOffsetMs != offset else { return }
                 event = .serverClockKnown(offsetMs: offset, phoneAheadMs: ahead)
             } else {
                 guard machine.clockOffsetMs != wallOffset() else { return }
@@ -215,10 +216,17 @@ package struct DeviceSimulation: Sendable {
 
         // The app's request for its pending state: at launch and, until an answer of this process has
         // told the server's clock, whenever the network changes and at every periodic wake.
-        func askServer(at t: Int64) async throws {
+        func askServer(at t: Int64, network: PhoneProfile? = nil) async throws {
             var answers = AttemptLog()
-            await delivery.launchRequest(device: identity, profile: profile, at: t, answers: &answers)
+            await delivery.launchRequest(device: identity, profile: network ?? profile, at: t, answers: &answers)
             try learn(answers.serverDates, at: t)
+        }
+
+        // The drainer never sends an entry stamped with the phone's clock: before a drain that would meet
+        // one, the app asks the server's clock, or, knowing it, has the entry corrected.
+        func prepareDrain(at t: Int64, network: PhoneProfile? = nil) async throws {
+            guard outbox.first()?.stampedWithPhoneClock == true else { return }
+            if serverClock.offsetMs == nil { try await askServer(at: t, network: network) } else { try tellClock(at: t, again: true) }
         }
 
         func launch(at t: Int64) async throws {
@@ -264,6 +272,7 @@ package struct DeviceSimulation: Sendable {
         func drain(at t: Int64, budget: Int64?) async throws {
             drainWanted = false
             if case .offline = profile.network(at: t) { return } // reachability: no route, no attempt
+            try await prepareDrain(at: t)
             let sending = !outbox.isEmpty
             if sending {
                 var log = AttemptLog()
@@ -452,11 +461,12 @@ package struct DeviceSimulation: Sendable {
             // The end of the run: the user opens the app on a working network.
             if agent == nil { try await launch(at: end) }
             var syncAt = max(end, profile.networkWindows.map(\.to).max() ?? end)
+            let working = PhoneProfile(latencyMs: min(profile.latencyMs, 250))
             for _ in 0..<5 where !outbox.isEmpty {
+                try await prepareDrain(at: syncAt, network: working)
                 var log = AttemptLog()
                 let records = try await delivery.drain(
-                    outbox: outbox, device: identity, profile: PhoneProfile(latencyMs: min(profile.latencyMs, 250)), at: syncAt,
-                    budgetMs: nil, random: &random, attempts: &log)
+                    outbox: outbox, device: identity, profile: working, at: syncAt, budgetMs: nil, random: &random, attempts: &log)
                 try take(log, at: syncAt)
                 result.deliveries.append(contentsOf: records)
                 syncAt += 60_000

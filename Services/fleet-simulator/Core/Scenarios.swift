@@ -267,6 +267,15 @@ extension Scenario {
             },
             expect: { r in Expect.detection(r) + Expect.checkInTime(r, atLeast: 0.99) + Expect.checkOutTime(r, atLeast: 0.99) }),
         make(
+            "clock-set-right-offline",
+            "every phone's clock reset 8 to 30 days back (a flat battery) and no network until noon; at 11:00, still offline, the clock is set right (the carrier's time): the morning's stamps move with it, nothing is refused, the times are the server's",
+            phone: Scenario.drawing { start, p, draw in
+                p.clockSkewMs = -Int64.random(in: (8 * 86_400_000)...(30 * 86_400_000), using: &draw)
+                p.wallClockJumps = [WallClockJump(at: start + 11 * 3_600_000, byMs: -p.clockSkewMs)]
+                p.networkWindows = [NetworkWindow(from: start, to: start + 12 * 3_600_000, condition: .offline)]
+            },
+            expect: { r in Expect.detection(r) + Expect.checkInTime(r, atLeast: 0.99) + Expect.checkOutTime(r, atLeast: 0.99) }),
+        make(
             "offline-72h", "every phone offline for 72 hours from the first morning: everything arrives afterwards, once",
             devices: 40, days: 4,
             phone: { start, p in

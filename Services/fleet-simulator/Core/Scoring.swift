@@ -113,10 +113,11 @@ package struct Score: Sendable, Hashable, Codable {
                 device.deliveries.filter { $0.status == 201 || $0.status == 200 }.map { ($0.key, $0.verdictAt) },
                 uniquingKeysWith: { a, b in min(a, b) })
             let reachedAt = Dictionary(device.deliveries.map { ($0.key, $0.reachedServerAt) }, uniquingKeysWith: { a, b in min(a, b) })
-            // Each event's time as the server recorded it (the app may have corrected it before sending),
-            // else as it was decided.
+            // Each event's time as the server recorded it (the app may have corrected it before sending):
+            // the time an accepted request carried, else the one it was decided with.
             let recorded = Dictionary(
-                device.deliveries.compactMap { d in d.timestamp.map { (d.key, $0) } }, uniquingKeysWith: { a, _ in a })
+                device.deliveries.compactMap { d in d.status == 201 || d.status == 200 ? d.timestamp.map { (d.key, $0) } : nil },
+                uniquingKeysWith: { a, _ in a })
             let posted = device.posted.map { e in
                 var e = e
                 e.timestamp = recorded[e.key] ?? e.timestamp

@@ -146,7 +146,8 @@ package struct GatewayDelivery: DeliveryDriver {
         return taken
     }
 
-    /// The `launchRequest` of the app: `GET /v1/attendance/pending` for the last day.
+    /// The `launchRequest` of the app: `GET /v1/attendance/pending` for the last day, waiting up to
+    /// `DeliveryTimeouts.launchRequestMs` for its answer.
     package func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async {
         guard case .online(let latency) = profile.network(at: clock.virtualNow()) else { return }
         if latency > 300 { try? await Task.sleep(for: .milliseconds(min(latency, 2_500))) }
@@ -156,7 +157,7 @@ package struct GatewayDelivery: DeliveryDriver {
         request.headers.add(name: "X-Device-Id", value: device.deviceId)
         request.headers.add(name: "X-App-Version", value: Self.appVersion)
         let sentAt = clock.virtualNow()
-        guard let response = try? await http.execute(request, timeout: requestTimeout) else { return }
+        guard let response = try? await http.execute(request, timeout: .milliseconds(DeliveryTimeouts.launchRequestMs)) else { return }
         _ = try? await response.body.collect(upTo: 1 << 20)
         let answer = TransportAnswer(status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"))
         answers.note(
