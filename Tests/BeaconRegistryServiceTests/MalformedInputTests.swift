@@ -71,6 +71,11 @@ extension RegistryServiceTests {
                 Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"\#(org)","name":"Org \#(t)"}"#, status: .conflict),
                 Case(method: .get, path: "/v1/admin/organizations?limit=0", status: .badRequest, field: "limit"),
                 Case(method: .get, path: "/v1/admin/organizations?cursor=not*a*cursor", status: .badRequest, field: "cursor"),
+                // query parameters are checked strictly: unknown, repeated or empty is a 400 naming it
+                Case(method: .get, path: "/v1/admin/organizations?lmit=5", status: .badRequest, field: "lmit"),
+                Case(method: .get, path: "/v1/admin/organizations?limit=5&limit=6", status: .badRequest, field: "limit"),
+                Case(method: .get, path: "/v1/admin/organizations?cursor=", status: .badRequest, field: "cursor"),
+                Case(method: .get, path: "/v1/admin/sites/\(missing)/beacons?sort=name", status: .badRequest, field: "sort"),
                 Case(method: .get, path: "/v1/admin/organizations/\(missing)", status: .notFound),
                 Case(method: .post, path: "/v1/admin/organizations/\(missing)/namespace", status: .notFound),
                 Case(method: .post, path: "/v1/admin/organizations/\(org)/namespace", body: "{oops", status: .badRequest, field: ""),
@@ -189,6 +194,17 @@ extension RegistryServiceTests {
                 Case(
                     method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=1441", status: .badRequest,
                     field: "withinMinutes"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?within=5", status: .badRequest, field: "within"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?txPower=5", status: .badRequest,
+                    field: "txPower"),
+                Case(
+                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?deviceName=%20%20", status: .badRequest,
+                    field: "deviceName"),
+                Case(
+                    method: .get, path: "/v1/admin/lookup/beacon?uuid=\(uuid)&major=1&minor=1&mac=x", status: .badRequest, field: "mac"),
+                Case(method: .get, path: "/v1/admin/lookup/business?uuid=\(uuid)&major=1&minor=1", status: .badRequest, field: "minor"),
                 // sightings
                 Case(method: .post, path: "/v1/admin/sightings", body: "{", status: .badRequest, field: ""),
                 Case(

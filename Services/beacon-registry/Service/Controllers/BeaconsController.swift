@@ -75,7 +75,7 @@ struct BeaconsController {
         }
         group.get("beacons/{id}/verification") { request, context in
             try context.authorize(.viewer)
-            let minutes = try request.queryInt("withinMinutes", default: 15, in: 1...1_440)
+            let minutes = try StrictQuery(request, allowed: ["withinMinutes"]).int("withinMinutes", default: 15, in: 1...1_440)
             let beacon = try await repository.beacon(id: try context.pathId())
             let result = try await repository.verifyBroadcast(beacon.identity, withinMinutes: minutes)
             return try Reply.json(
@@ -95,14 +95,15 @@ struct BeaconsController {
     /// `advertisingIntervalUnits` (1...100 x 100 ms, default from advIntervalMs, else 3) and
     /// `txPowerIndex` (0...7, default 5).
     static func settings(for beacon: Beacon, request: Request) throws -> CP28BeaconSettings {
-        let name = request.uri.queryParameters.get("deviceName") ?? "B\(beacon.minor)"
+        let query = try StrictQuery(request, allowed: ["deviceName", "measuredPower", "advertisingIntervalUnits", "txPowerIndex"])
+        let name = query["deviceName"] ?? "B\(beacon.minor)"
         let defaultPower = beacon.txPower.flatMap { (-127...0).contains($0) ? $0 : nil } ?? -59
         let defaultUnits = beacon.advIntervalMs.map { min(max(($0 + 50) / 100, 1), 100) } ?? 3
         return CP28BeaconSettings(
             deviceName: name, uuid: beacon.uuid.uuidString, major: beacon.major, minor: beacon.minor,
-            measuredPower: try request.queryInt("measuredPower", default: defaultPower, in: -127...0),
-            advertisingIntervalUnits: try request.queryInt("advertisingIntervalUnits", default: defaultUnits, in: 1...100),
-            txPowerIndex: try request.queryInt("txPowerIndex", default: 5, in: 0...7)
+            measuredPower: try query.int("measuredPower", default: defaultPower, in: -127...0),
+            advertisingIntervalUnits: try query.int("advertisingIntervalUnits", default: defaultUnits, in: 1...100),
+            txPowerIndex: try query.int("txPowerIndex", default: 5, in: 0...7)
         )
     }
 }

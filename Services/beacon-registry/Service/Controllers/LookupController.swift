@@ -17,8 +17,9 @@ struct LookupController {
         let lookup = group.group("lookup")
         lookup.get("beacon") { request, context in
             try context.authorize(.viewer)
-            let uuid = try Self.uuid(request.uri.queryParameters.get("uuid"), field: "uuid")
-            let major = try Self.requiredInt(request, "major"), minor = try Self.requiredInt(request, "minor")
+            let query = try StrictQuery(request, allowed: ["uuid", "major", "minor"])
+            let uuid = try Self.uuid(query["uuid"], field: "uuid")
+            let major = try Self.requiredInt(query, "major"), minor = try Self.requiredInt(query, "minor")
             guard let resolution = cache.resolve(uuid: uuid, major: major, minor: minor) else {
                 throw ProblemDetails.notFound("no registered beacon broadcasts \(uuid.uuidString) major \(major) minor \(minor)")
             }
@@ -26,8 +27,9 @@ struct LookupController {
         }
         lookup.get("business") { request, context in
             try context.authorize(.viewer)
-            let uuid = try Self.uuid(request.uri.queryParameters.get("uuid"), field: "uuid")
-            let major = try Self.requiredInt(request, "major")
+            let query = try StrictQuery(request, allowed: ["uuid", "major"])
+            let uuid = try Self.uuid(query["uuid"], field: "uuid")
+            let major = try Self.requiredInt(query, "major")
             guard let business = cache.business(uuid: uuid, major: major) else {
                 throw ProblemDetails.notFound("no organization holds namespace \(uuid.uuidString) major \(major)")
             }
@@ -73,9 +75,9 @@ struct LookupController {
         return uuid
     }
 
-    static func requiredInt(_ request: Request, _ name: String) throws(ProblemDetails) -> Int {
-        guard request.uri.queryParameters.get(name) != nil else { throw .validation([FieldError(field: name, reason: "is required")]) }
-        return try request.queryInt(name, default: 0, in: 0...65_535)
+    static func requiredInt(_ query: StrictQuery, _ name: String) throws(ProblemDetails) -> Int {
+        guard query[name] != nil else { throw .validation([FieldError(field: name, reason: "is required")]) }
+        return try query.int(name, default: 0, in: 0...65_535)
     }
 }
 

@@ -26,15 +26,6 @@ extension Request {
         }
         return try AdminJSON.decodeBody(T.self, from: Data(buffer.readableBytesView))
     }
-
-    /// An optional integer query parameter within `range`.
-    func queryInt(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(ProblemDetails) -> Int {
-        guard let text = uri.queryParameters.get(name) else { return defaultValue }
-        guard let value = Int(text), range.contains(value) else {
-            throw .validation([FieldError(field: name, reason: "must be an integer within \(range.lowerBound)...\(range.upperBound)")])
-        }
-        return value
-    }
 }
 
 extension RequestContext {
@@ -47,15 +38,17 @@ extension RequestContext {
     }
 }
 
-/// `?limit=` (1...200, default 50) and `?cursor=` (opaque: the previous page's `nextCursor`).
+/// `?limit=` (1...200, default 50) and `?cursor=` (opaque: the previous page's `nextCursor`); any other
+/// parameter is refused (`StrictQuery`).
 struct PageRequest: Sendable {
     var after: String?
     var limit: Int
 
     init(_ request: Request) throws(ProblemDetails) {
-        limit = try request.queryInt("limit", default: RegistryLimits.defaultPageSize, in: RegistryLimits.pageSizes)
-        if let cursor = request.uri.queryParameters.get("cursor") {
-            guard let id = PageCursor.decode(String(cursor)) else {
+        let query = try StrictQuery(request, allowed: ["limit", "cursor"])
+        limit = try query.int("limit", default: RegistryLimits.defaultPageSize, in: RegistryLimits.pageSizes)
+        if let cursor = query["cursor"] {
+            guard let id = PageCursor.decode(cursor) else {
                 throw .validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
             }
             after = id
