@@ -26,6 +26,19 @@ extension RegistryServiceTests {
             enum Key: Sendable { case admin, none }
         }
 
+        /// Query parameters are checked strictly: an unknown, repeated or blank one is a 400 naming it.
+        static func strictQueryCases(beaconId: String, missing: String, uuid: String) -> [Case] {
+            [
+                ("/v1/admin/organizations?lmit=5", "lmit"), ("/v1/admin/organizations?limit=5&limit=6", "limit"),
+                ("/v1/admin/organizations?cursor=", "cursor"), ("/v1/admin/sites/\(missing)/beacons?sort=name", "sort"),
+                ("/v1/admin/beacons/\(beaconId)/verification?within=5", "within"),
+                ("/v1/admin/beacons/\(beaconId)/provisioning-plan?txPower=5", "txPower"),
+                ("/v1/admin/beacons/\(beaconId)/provisioning-plan?deviceName=%20%20", "deviceName"),
+                ("/v1/admin/lookup/beacon?uuid=\(uuid)&major=1&minor=1&mac=x", "mac"),
+                ("/v1/admin/lookup/business?uuid=\(uuid)&major=1&minor=1", "minor"),
+            ].map { Case(method: .get, path: $0.0, status: .badRequest, field: $0.1) }
+        }
+
         /// An opaque page cursor carrying `text` (base64url without padding).
         static func cursor(_ text: String) -> String {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
@@ -71,11 +84,6 @@ extension RegistryServiceTests {
                 Case(method: .post, path: "/v1/admin/organizations", body: #"{"id":"\#(org)","name":"Org \#(t)"}"#, status: .conflict),
                 Case(method: .get, path: "/v1/admin/organizations?limit=0", status: .badRequest, field: "limit"),
                 Case(method: .get, path: "/v1/admin/organizations?cursor=not*a*cursor", status: .badRequest, field: "cursor"),
-                // query parameters are checked strictly: unknown, repeated or empty is a 400 naming it
-                Case(method: .get, path: "/v1/admin/organizations?lmit=5", status: .badRequest, field: "lmit"),
-                Case(method: .get, path: "/v1/admin/organizations?limit=5&limit=6", status: .badRequest, field: "limit"),
-                Case(method: .get, path: "/v1/admin/organizations?cursor=", status: .badRequest, field: "cursor"),
-                Case(method: .get, path: "/v1/admin/sites/\(missing)/beacons?sort=name", status: .badRequest, field: "sort"),
                 Case(method: .get, path: "/v1/admin/organizations/\(missing)", status: .notFound),
                 Case(method: .post, path: "/v1/admin/organizations/\(missing)/namespace", status: .notFound),
                 Case(method: .post, path: "/v1/admin/organizations/\(org)/namespace", body: "{oops", status: .badRequest, field: ""),
@@ -194,17 +202,6 @@ extension RegistryServiceTests {
                 Case(
                     method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?withinMinutes=1441", status: .badRequest,
                     field: "withinMinutes"),
-                Case(
-                    method: .get, path: "/v1/admin/beacons/\(beaconId)/verification?within=5", status: .badRequest, field: "within"),
-                Case(
-                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?txPower=5", status: .badRequest,
-                    field: "txPower"),
-                Case(
-                    method: .get, path: "/v1/admin/beacons/\(beaconId)/provisioning-plan?deviceName=%20%20", status: .badRequest,
-                    field: "deviceName"),
-                Case(
-                    method: .get, path: "/v1/admin/lookup/beacon?uuid=\(uuid)&major=1&minor=1&mac=x", status: .badRequest, field: "mac"),
-                Case(method: .get, path: "/v1/admin/lookup/business?uuid=\(uuid)&major=1&minor=1", status: .badRequest, field: "minor"),
                 // sightings
                 Case(method: .post, path: "/v1/admin/sightings", body: "{", status: .badRequest, field: ""),
                 Case(
@@ -303,7 +300,7 @@ extension RegistryServiceTests {
                 Case(method: .get, path: "/v1/admin/organizations?limit=1%00", status: .badRequest, field: "limit"),
                 // unknown routes
                 Case(method: .get, path: "/v1/admin/nothing-here", status: .notFound),
-            ]
+            ] + strictQueryCases(beaconId: beaconId, missing: missing, uuid: uuid)
         }
 
         @Test func everyEndpointAnswersBadInputWithAProblemAndWritesNothing() async throws {
