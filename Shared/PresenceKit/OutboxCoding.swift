@@ -68,8 +68,8 @@ extension Outbox {
             case .correctPhoneClockStamps(let phoneAheadMs):
                 try correctPhoneClockStamps(phoneAheadMs: phoneAheadMs)
                 continue
-            case .phoneClockSet(let byMs):
-                try movePhoneClockStamps(byMs: byMs, ontoServerClock: false)
+            case .phoneClockSet(let byMs, let epoch):
+                try movePhoneClockStamps(byMs: byMs, epoch: epoch)
                 continue
             default:
                 continue
@@ -106,26 +106,37 @@ extension Outbox {
     /// the drainer never sent a marked entry, so the server holds no copy with the phone's times.
     @discardableResult
     public func correctPhoneClockStamps(phoneAheadMs: Int64) throws(OutboxError) -> Int {
-        try movePhoneClockStamps(byMs: -phoneAheadMs, ontoServerClock: true)
+        try movePhoneClockStamps(byMs: -phoneAheadMs, epoch: nil, ontoServerClock: true)
     }
 
-    /// Moves the marked times (`AttendanceEvent.phoneClock`) of every entry stamped with the phone's
-    /// clock by `byMs`: the phone's clock was set by as much (they stay marked), or, `ontoServerClock`,
-    /// they are corrected onto the server's (unmarked). Returns how many entries changed.
+    /// Moves the marked times (`AttendanceEvent.phoneClock`) of the entries stamped with the phone's
+    /// clock by `byMs`: those of `epoch` (the phone's clock was set by as much while that process ran:
+    /// they stay marked), or, `ontoServerClock`, every one, corrected onto the server's (unmarked).
+    /// An entry that left meanwhile is skipped. Not to be run concurrently with itself (the host's
+    /// `store` calls are serial). Returns how many entries changed.
     @discardableResult
-    public func movePhoneClockStamps(byMs shift: Int64, ontoServerClock: Bool) throws(OutboxError) -> Int {
+    public func movePhoneClockStamps(byMs shift: Int64, epoch: String?, ontoServerClock: Bool = false) throws(OutboxError) -> Int {
         var replacements: [Replacement] = []
         for entry in entries() + parkedEntries() where entry.stampedWithPhoneClock {
-            let bytes = try payload(of: entry.id)
+            let bytes: [UInt8]
+            do {
+                bytes = try payload(of: entry.id)
+            } catch .unknownEntry {
+                continue
+            }
             guard var event = try? PresenceCoding.decodeEvent(bytes) else {
                 if ontoServerClock { replacements.append(Replacement(id: entry.id, payload: bytes, stampedWithPhoneClock: false)) }
                 continue
             }
+            if !ontoServerClock && event.phoneClockEpoch != epoch { continue }
             let marks = event.phoneClock ?? []
             if marks.contains(.timestamp) { event.timestamp = event.timestamp + shift }
             if marks.contains(.tStart) { event.tStart = event.tStart + shift }
             if marks.contains(.decidedAt) { event.decidedAt = event.decidedAt + shift }
-            if ontoServerClock { event.phoneClock = nil }
+            if ontoServerClock {
+                event.phoneClock = nil
+                event.phoneClockEpoch = nil
+            }
             replacements.append(
                 Replacement(id: entry.id, payload: PresenceCoding.encode(event), stampedWithPhoneClock: event.phoneClock != nil))
         }

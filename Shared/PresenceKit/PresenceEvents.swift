@@ -81,10 +81,10 @@ public enum PresenceEffect: Sendable, Hashable {
     /// onto the server's clock, and unmark them (`Outbox.store(_:)` does it:
     /// `Outbox.correctPhoneClockStamps`). Comes with every `.serverClockKnown`.
     case correctPhoneClockStamps(phoneAheadMs: Int64)
-    /// The phone's clock was set by `byMs` before the server's was known: move the times of the outbox
-    /// entries stamped with it by as much; they stay marked (`Outbox.store(_:)` does it:
-    /// `Outbox.movePhoneClockStamps`).
-    case phoneClockSet(byMs: Int64)
+    /// The phone's clock was set by `byMs` before the server's was known: move the marked times of the
+    /// outbox entries this process stamped with it (`AttendanceEvent.phoneClockEpoch` == `epoch`) by as
+    /// much; they stay marked (`Outbox.store(_:)` does it: `Outbox.movePhoneClockStamps`).
+    case phoneClockSet(byMs: Int64, epoch: String)
     /// Drain the outbox now if the network allows (on launch and on every trigger).
     case drainOutbox
     case log(LogLevel, String)
@@ -209,6 +209,10 @@ public struct AttendanceEvent: Sendable, Hashable, Codable {
     /// server's clock once it is known (`Outbox.correctPhoneClockStamps`) and the drainer never sends
     /// the event before. Nil (absent from the JSON) when all are the server's. Never sent.
     public var phoneClock: [StampedTime]?
+    /// With `phoneClock`: the process that stamped the times (`PresenceStateMachine.clockEpoch`, 16 hex
+    /// digits), so that a setting of the phone's clock moves only the times made with that process's
+    /// reading of it. Never sent.
+    public var phoneClockEpoch: String?
 
     /// A time of the event, as named in `phoneClock`.
     public enum StampedTime: String, Sendable, Hashable, Codable, CaseIterable {

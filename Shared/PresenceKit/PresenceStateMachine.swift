@@ -172,6 +172,9 @@ public struct PresenceStateMachine: Sendable {
     /// True once `.serverClockKnown` said `clockOffsetMs` is the server's clock; false while it is the
     /// phone's (its stamps are marked `AttendanceEvent.phoneClock`).
     public private(set) var stampsWithServerClock = false
+    /// This process's phone-clock epoch (`AttendanceEvent.phoneClockEpoch`): a setting of the phone's
+    /// clock moves only what this process stamped with it.
+    public let clockEpoch: UInt64
     /// The restored session's key and last presence as the snapshot stamped them, and whether that
     /// stamp is the phone's clock: until presence is seen again they keep those stamps when the offset
     /// moves (see `replaceRestored(offset:)`).
@@ -235,6 +238,8 @@ public struct PresenceStateMachine: Sendable {
         self.identity = identity
         self.clockOffsetMs = clockOffsetMs
         self.rng = seed.map { SplitMix64(seed: $0) } ?? SplitMix64()
+        var epochSource = SplitMix64(seed: rng.state ^ 0xC10C_E90C_0000_0001)
+        self.clockEpoch = epochSource.next()
         self.tracker = BeaconTracker(window: config.smoothingWindow, mode: config.smoothing, freshnessMs: config.signalLossMs)
         self.motion = MotionGate(config: config.motion)
         self.phase = .idle
@@ -305,36 +310,46 @@ public struct PresenceStateMachine: Sendable {
     /// built with, which may be the phone's own clock until its first answer. When the offset moves, the
     /// restored session's start and its last presence (until presence is seen again) are placed anew so
     /// that they keep their stamps: a check-out dated by them carries the time the snapshot holds.
-    ///
-    /// A restored presence on the phone's clock moves by `phoneClockShift` first (the phone's clock was
-    /// set by as much: it keeps its place on the steady time); the caller moves the session's start.
-    mutating func replaceRestored(offset: Int64, phoneClockShift: Int64 = 0) {
-        guard var r = restored else { return }
+    mutating func replaceRestored(offset: Int64) {
+        guard let r = restored else { return }
         let placedPresence = lastPresentAt == r.lastPresentAt - clockOffsetMs
-        if r.phoneClock { r.lastPresentAt = r.lastPresentAt + phoneClockShift }
         if placedPresence { lastPresentAt = r.lastPresentAt - offset }
         let sameSession = session?.key == r.sessionKey
         if sameSession, let s = session { session?.tStart = s.stampedStart - offset }
-        restored = placedPresence || sameSession ? r : nil
+        if !placedPresence && !sameSession { restored = nil }
     }
 
-    /// The phone's wall clock moved (`.clockOffsetChanged`). While the device stamps with it, what it
-    /// stamped so far moves with it (the session's start, a restored presence, the outbox's marked
-    /// entries through `.phoneClockSet`), so that one correction by the server's clock fits them all.
+    /// The phone's wall clock moved (`.clockOffsetChanged`). While the device stamps with it, what this
+    /// process stamped with it so far moves with it (the session's start, the outbox's marked entries of
+    /// its epoch through `.phoneClockSet`), so that one correction by the server's clock fits them; a
+    /// setting under `minimumPhoneClockSettingMs` (a reading's jitter) moves nothing. Times restored
+    /// from an earlier process keep their stamps: the clock they were made with is not this one's.
     mutating func onClockOffsetChanged(_ offset: Int64, at now: Timestamp) -> [PresenceEffect] {
         let setBy = stampsWithServerClock ? 0 : offset - clockOffsetMs
         var fx: [PresenceEffect] = []
-        if setBy != 0 {
-            if let s = session, s.startOnPhoneClock { session?.stampedStart = s.stampedStart + setBy }
-            fx.append(.phoneClockSet(byMs: setBy))
+        var moved = false
+        if abs(setBy) >= Self.minimumPhoneClockSettingMs {
+            if let s = session, s.startOnPhoneClock, restored?.sessionKey != s.key {
+                session?.stampedStart = s.stampedStart + setBy
+                moved = true
+            }
+            fx.append(.phoneClockSet(byMs: setBy, epoch: Self.epochText(clockEpoch)))
         }
-        replaceRestored(offset: offset, phoneClockShift: setBy)
+        replaceRestored(offset: offset)
         clockOffsetMs = offset
         stampsWithServerClock = false
-        if setBy != 0 && (session?.startOnPhoneClock == true || restored?.phoneClock == true) {
-            fx.append(.persistSnapshot(snapshot(at: now)))
-        }
+        if moved { fx.append(.persistSnapshot(snapshot(at: now))) }
         return fx
+    }
+
+    /// A setting of the phone's clock smaller than this moves no stamp (reading the wall clock against
+    /// the steady one jitters by a millisecond or so).
+    static let minimumPhoneClockSettingMs: Int64 = 1_000
+
+    /// An epoch as events carry it: 16 lowercase hex digits.
+    static func epochText(_ epoch: UInt64) -> String {
+        let hex = String(epoch, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Stamps with the server's clock from now on. The stamps held on the phone's clock (the open
@@ -783,8 +798,9 @@ public struct PresenceStateMachine: Sendable {
             } else {
                 lastSeen = lastPresentAt
             }
-            let event = makeEvent(
-                .checkOut, of: s, reason: reason, timestamp: max(lastSeen, s.tStart), userId: user, handshake: nil, at: now)
+            // Never before the session's start: `makeEvent` compares the two stamps when they are on the
+            // same clock (in steady time a restored start on the server's clock may lie ahead).
+            let event = makeEvent(.checkOut, of: s, reason: reason, timestamp: lastSeen, userId: user, handshake: nil, at: now)
             fx.append(.postCheckOut(event))
         } else {
             fx.append(.log(.warning, "check-out at \(s.siteId) skipped: its check-in was never posted (no persisted user id)"))
@@ -818,6 +834,7 @@ public struct PresenceStateMachine: Sendable {
             kind == .checkIn
             ? (s.stampedStart, s.startOnPhoneClock)
             : own.onPhoneClock == s.startOnPhoneClock ? (max(own.time, s.stampedStart), own.onPhoneClock) : own
+        let marks = Self.marks(timestamp: timeOnPhoneClock, tStart: s.startOnPhoneClock, decidedAt: !stampsWithServerClock)
         let key = IdempotencyKey.make(
             userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
         // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
@@ -836,7 +853,7 @@ public struct PresenceStateMachine: Sendable {
                 inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
             handshake: handshake,
             network: AttendanceEvent.Network(online: online),
-            phoneClock: Self.marks(timestamp: timeOnPhoneClock, tStart: s.startOnPhoneClock, decidedAt: !stampsWithServerClock))
+            phoneClock: marks, phoneClockEpoch: marks == nil ? nil : Self.epochText(clockEpoch))
     }
 
     // MARK: Soft exit

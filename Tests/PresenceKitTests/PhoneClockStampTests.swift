@@ -13,6 +13,15 @@ struct PhoneClockStampTests {
     static let day: Int64 = 86_400_000
     static let allMarks: [AttendanceEvent.StampedTime] = [.timestamp, .tStart, .decidedAt]
 
+    /// A check-in decided on the phone's clock (an hour fast, say), with its outbox in a temporary directory.
+    static func withCheckInOnThePhonesClock(_ body: (inout DeviceHarness, Outbox, AttendanceEvent) throws -> Void) throws {
+        try withTempDir { dir in
+            let box = try Outbox(path: dir + "/outbox.wal")
+            var d = try WallClockTests.checkedIn(outbox: box)
+            try body(&d, box, try #require(d.checkIns.first))
+        }
+    }
+
     static func snapshot(in effects: [PresenceEffect]) -> PresenceSnapshot? {
         effects.reversed().lazy.compactMap { effect -> PresenceSnapshot? in
             if case .persistSnapshot(let s) = effect { return s } else { return nil }
@@ -48,14 +57,13 @@ struct PhoneClockStampTests {
 
     @Test("the phone's clock set before the first answer: marked stamps move with it, and one correction fits them all")
     func phoneClockSetBeforeTheAnswer() throws {
-        try withTempDir { dir in
-            // A phone reset to 20 days ago (a flat battery) checks in offline; then the network's time
-            // service sets its clock right, and only then is the launch request answered.
-            let box = try Outbox(path: dir + "/outbox.wal")
-            var d = try WallClockTests.checkedIn(outbox: box)
-            let checkIn = try #require(d.checkIns.first)
+        // A phone reset to 20 days ago (a flat battery) checks in offline; then the network's time
+        // service sets its clock right, and only then is the launch request answered.
+        try Self.withCheckInOnThePhonesClock { d, box, checkIn in
             let fx = try d.send(.clockOffsetChanged(offsetMs: 20 * Self.day))
-            #expect(fx.first == .phoneClockSet(byMs: 20 * Self.day))
+            let epoch = PresenceStateMachine.epochText(d.machine.clockEpoch)
+            #expect(fx.first == .phoneClockSet(byMs: 20 * Self.day, epoch: epoch))
+            #expect(checkIn.phoneClockEpoch == epoch)
             #expect(Self.snapshot(in: fx)?.session?.tStart == checkIn.tStart + 20 * Self.day)
             let moved = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
             #expect(moved.timestamp == checkIn.timestamp + 20 * Self.day && moved.phoneClock == Self.allMarks)
@@ -175,6 +183,51 @@ struct PhoneClockStampTests {
             let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
             #expect(stored.timestamp == out.timestamp && stored.tStart == out.tStart)
             #expect(stored.decidedAt == out.decidedAt + 20 * Self.day && stored.phoneClock == nil)
+        }
+    }
+
+    @Test("a setting of the phone's clock moves only what this process stamped; a restored start keeps its stamp")
+    func settingMovesOnlyThisProcesssStamps() throws {
+        // The first process stamped a check-in on the phone's clock and was ended before any answer.
+        try Self.withCheckInOnThePhonesClock { offline, box, checkIn in
+            let snapshot = try #require(Self.snapshot(in: try offline.send(.appTerminated(forceQuit: false))))
+            // The next process (another epoch) sees the phone's clock set a day forward.
+            var relaunched = try DeviceHarness(
+                config: WallClockTests.config, seed: 43, clock: ManualClock(offline.now + 60_000), outbox: box, restoring: snapshot)
+            #expect(relaunched.machine.clockEpoch != offline.machine.clockEpoch)
+            let fx = try relaunched.send(.clockOffsetChanged(offsetMs: Self.day))
+            #expect(fx == [.phoneClockSet(byMs: Self.day, epoch: PresenceStateMachine.epochText(relaunched.machine.clockEpoch))])
+            #expect(relaunched.machine.openSession?.tStart == checkIn.tStart)
+            let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
+            #expect(stored.timestamp == checkIn.timestamp && stored.phoneClock != nil)
+            // A setting within a reading's jitter moves nothing.
+            #expect(try relaunched.send(.clockOffsetChanged(offsetMs: Self.day + 2)).isEmpty)
+        }
+    }
+
+    @Test("a session restored on the server's clock and left through the geofence is checked out at the phone's time, marked")
+    func restoredServerStartCheckedOutOnThePhonesClock() throws {
+        // The phone is 20 days slow; the process that checked in knew the server's clock; the relaunched
+        // one has no answer when the person leaves.
+        let serverSnapshot = try Self.serverClockSnapshot()
+        let saved = try #require(serverSnapshot.session)
+        var relaunched = try DeviceHarness(
+            config: WallClockTests.config, seed: 43, clock: ManualClock(World.start + Self.hour), restoring: serverSnapshot)
+        try relaunched.send(.appLaunched)
+        try relaunched.run(seconds: 30) { _ in nil }
+        let leftAt = relaunched.now
+        try relaunched.send(.geofenceExited(siteId: "S_HQ"))
+        try relaunched.run(seconds: 400) { _ in nil }
+        let out = try #require(relaunched.checkOuts.first)
+        // Its own time on the phone's clock (not the restored start on the server's, 20 days on).
+        #expect(out.phoneClock == [.timestamp, .decidedAt] && out.tStart == saved.tStart)
+        #expect(out.timestamp >= leftAt && out.timestamp < leftAt + 400_000)
+        // Corrected, it lies after the start, on the server's clock.
+        try withTempDir { dir in
+            let box = try Outbox(path: dir + "/outbox.wal")
+            try box.store([.postCheckOut(out), .correctPhoneClockStamps(phoneAheadMs: -20 * Self.day)])
+            let stored = try PresenceCoding.decodeEvent(try box.payload(of: try #require(box.first()).id))
+            #expect(stored.timestamp == out.timestamp + 20 * Self.day && stored.timestamp > saved.tStart)
         }
     }
 

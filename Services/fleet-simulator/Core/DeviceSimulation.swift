@@ -223,9 +223,9 @@ package struct DeviceSimulation: Sendable {
         }
 
         // The drainer never sends an entry stamped with the phone's clock: before a drain that would meet
-        // one, the app asks the server's clock, or, knowing it, has the entry corrected.
+        // one, the app asks the server's clock, or, knowing it, has the entries corrected.
         func prepareDrain(at t: Int64, network: PhoneProfile? = nil) async throws {
-            guard outbox.first()?.stampedWithPhoneClock == true else { return }
+            guard outbox.entries().contains(where: \.stampedWithPhoneClock) else { return }
             if serverClock.offsetMs == nil { try await askServer(at: t, network: network) } else { try tellClock(at: t, again: true) }
         }
 
@@ -273,15 +273,26 @@ package struct DeviceSimulation: Sendable {
             drainWanted = false
             if case .offline = profile.network(at: t) { return } // reachability: no route, no attempt
             try await prepareDrain(at: t)
-            let sending = !outbox.isEmpty
-            if sending {
+            // A drain held at a marked entry (the clock still unknown) sends nothing from there on; when the
+            // answers of what it did send told the clock, the entries are corrected and it goes on once.
+            var sending = false
+            for _ in 0..<2 {
+                guard outbox.first().map({ !$0.stampedWithPhoneClock }) == true else { break }
+                sending = true
+                let knewClock = serverClock.offsetMs != nil
                 var log = AttemptLog()
                 let records = try await delivery.drain(
                     outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &log)
                 try take(log, at: t)
                 result.deliveries.append(contentsOf: records)
                 if !records.isEmpty { telemetry.recordOutboxSent(backlog: outbox.count, at: deviceTime(t)) }
-                if budget != nil && !outbox.isEmpty { telemetry.recordBackgroundTimeout(at: deviceTime(t)) }
+                if knewClock || serverClock.offsetMs == nil {
+                    if budget != nil && !outbox.isEmpty && outbox.first()?.stampedWithPhoneClock == false {
+                        telemetry.recordBackgroundTimeout(at: deviceTime(t))
+                    }
+                    break
+                }
+                try tellClock(at: t, again: true)
             }
             // Telemetry rides along with attendance sends (one radio wake-up), or goes alone once it piles up.
             if sending || telemetry.pending.count >= 100 { try await uploadTelemetry(at: t, finalSync: budget == nil) }
