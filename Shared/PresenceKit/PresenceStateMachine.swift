@@ -288,11 +288,21 @@ public struct PresenceStateMachine: Sendable {
     /// Steady time `t` as the device stamps it now.
     func stamp(_ t: Timestamp) -> Timestamp { t + clockOffsetMs }
 
-    /// Steady time `t` stamped, and whether the stamp is the phone's clock: the restored presence keeps
-    /// the snapshot's stamp and clock until presence is seen again; anything else is stamped now.
-    func stamped(_ t: Timestamp) -> (time: Timestamp, onPhoneClock: Bool) {
-        if let r = restored, t == r.lastPresentAt - clockOffsetMs { return (r.lastPresentAt, r.phoneClock) }
-        return (stamp(t), !stampsWithServerClock)
+    /// Steady time `t` stamped, whether the stamp is the phone's clock, and whether an earlier process
+    /// made it: the restored presence keeps the snapshot's stamp and clock until presence is seen again;
+    /// anything else is stamped now.
+    func stamped(_ t: Timestamp) -> Stamp {
+        if let r = restored, t == r.lastPresentAt - clockOffsetMs {
+            return Stamp(time: r.lastPresentAt, onPhoneClock: r.phoneClock, restored: true)
+        }
+        return Stamp(time: stamp(t), onPhoneClock: !stampsWithServerClock, restored: false)
+    }
+
+    struct Stamp {
+        var time: Timestamp
+        var onPhoneClock: Bool
+        /// Made by an earlier process (restored from the snapshot).
+        var restored: Bool
     }
 
     /// An event's `phoneClock` marks.
@@ -829,12 +839,18 @@ public struct PresenceStateMachine: Sendable {
         let eventId = UUIDBits.random(using: &rng).uuidString
         // A check-out never before its session's start, whichever way the clock moved since; but a time
         // on the phone's clock and one on the server's are not compared (a restored session).
-        let own = stamped(timestamp)
-        let (time, timeOnPhoneClock) =
-            kind == .checkIn
-            ? (s.stampedStart, s.startOnPhoneClock)
-            : own.onPhoneClock == s.startOnPhoneClock ? (max(own.time, s.stampedStart), own.onPhoneClock) : own
-        let marks = Self.marks(timestamp: timeOnPhoneClock, tStart: s.startOnPhoneClock, decidedAt: !stampsWithServerClock)
+        let start = Stamp(time: s.stampedStart, onPhoneClock: s.startOnPhoneClock, restored: restored?.sessionKey == s.key)
+        var own = stamped(timestamp)
+        if kind == .checkIn || (own.onPhoneClock == start.onPhoneClock && start.time > own.time) { own = start }
+        let time = own.time
+        // The marks name the phone-clock times of the process that made the event's own time: this one's
+        // (they move with a setting of its clock), or an earlier one's (its reading of the clock is not
+        // known here: no epoch, so they are corrected but never moved). A phone-clock time of the other
+        // process is left unmarked; only `timestamp` reaches the server.
+        let earlier = own.onPhoneClock && own.restored
+        let marks = Self.marks(
+            timestamp: own.onPhoneClock, tStart: s.startOnPhoneClock && start.restored == earlier,
+            decidedAt: !stampsWithServerClock && !earlier)
         let key = IdempotencyKey.make(
             userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
         // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
@@ -853,7 +869,7 @@ public struct PresenceStateMachine: Sendable {
                 inside: sessionSiteIndex >= 0 && insideSites.contains(sessionSiteIndex), radius: radius),
             handshake: handshake,
             network: AttendanceEvent.Network(online: online),
-            phoneClock: marks, phoneClockEpoch: marks == nil ? nil : Self.epochText(clockEpoch))
+            phoneClock: marks, phoneClockEpoch: marks == nil || earlier ? nil : Self.epochText(clockEpoch))
     }
 
     // MARK: Soft exit

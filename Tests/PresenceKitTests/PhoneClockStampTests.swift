@@ -205,6 +205,31 @@ struct PhoneClockStampTests {
         }
     }
 
+    @Test("an event dated by an earlier process's phone-clock time names no epoch: corrected, never moved")
+    func earlierProcesssTimeIsNeverMoved() throws {
+        try Self.withCheckInOnThePhonesClock { offline, box, checkIn in
+            try offline.run(seconds: 30) { _ in -62 }
+            let snapshot = try #require(Self.snapshot(in: try offline.send(.appTerminated(forceQuit: false))))
+            let saved = try #require(snapshot.session)
+            // The next process never hears the site again: the check-out is dated by the restored presence.
+            var relaunched = try DeviceHarness(
+                config: WallClockTests.config, seed: 43, clock: ManualClock(offline.now + 60_000), restoring: snapshot)
+            try relaunched.send(.appLaunched)
+            try relaunched.run(seconds: 400) { _ in nil }
+            let out = try #require(relaunched.checkOuts.first)
+            #expect(out.timestamp == saved.lastPresentAt && out.tStart == checkIn.tStart)
+            #expect(out.phoneClock == [.timestamp, .tStart] && out.phoneClockEpoch == nil)
+            let epoch = PresenceStateMachine.epochText(relaunched.machine.clockEpoch)
+            try box.store([.postCheckOut(out), .phoneClockSet(byMs: Self.day, epoch: epoch)])
+            let entry = try #require(box.entries().last)
+            #expect(try PresenceCoding.decodeEvent(try box.payload(of: entry.id)).timestamp == out.timestamp)
+            try box.store([.correctPhoneClockStamps(phoneAheadMs: Self.hour)])
+            let corrected = try PresenceCoding.decodeEvent(try box.payload(of: entry.id))
+            #expect(corrected.timestamp == out.timestamp - Self.hour && corrected.tStart == out.tStart - Self.hour)
+            #expect(corrected.decidedAt == out.decidedAt && corrected.phoneClock == nil)
+        }
+    }
+
     @Test("a session restored on the server's clock and left through the geofence is checked out at the phone's time, marked")
     func restoredServerStartCheckedOutOnThePhonesClock() throws {
         // The phone is 20 days slow; the process that checked in knew the server's clock; the relaunched

@@ -274,25 +274,29 @@ package struct DeviceSimulation: Sendable {
             if case .offline = profile.network(at: t) { return } // reachability: no route, no attempt
             try await prepareDrain(at: t)
             // A drain held at a marked entry (the clock still unknown) sends nothing from there on; when the
-            // answers of what it did send told the clock, the entries are corrected and it goes on once.
+            // answers of what it did send told the clock, the entries are corrected and it goes on once,
+            // from where it stopped, within what is left of its budget.
             var sending = false
-            for _ in 0..<2 {
+            var at = t
+            var remaining = budget
+            for pass in 0..<2 {
                 guard outbox.first().map({ !$0.stampedWithPhoneClock }) == true else { break }
                 sending = true
-                let knewClock = serverClock.offsetMs != nil
                 var log = AttemptLog()
                 let records = try await delivery.drain(
-                    outbox: outbox, device: identity, profile: profile, at: t, budgetMs: budget, random: &random, attempts: &log)
-                try take(log, at: t)
+                    outbox: outbox, device: identity, profile: profile, at: at, budgetMs: remaining, random: &random, attempts: &log)
+                try take(log, at: at)
                 result.deliveries.append(contentsOf: records)
-                if !records.isEmpty { telemetry.recordOutboxSent(backlog: outbox.count, at: deviceTime(t)) }
-                if knewClock || serverClock.offsetMs == nil {
-                    if budget != nil && !outbox.isEmpty && outbox.first()?.stampedWithPhoneClock == false {
-                        telemetry.recordBackgroundTimeout(at: deviceTime(t))
-                    }
+                if !records.isEmpty { telemetry.recordOutboxSent(backlog: outbox.count, at: deviceTime(at)) }
+                guard outbox.first()?.stampedWithPhoneClock == true else {
+                    if budget != nil && !outbox.isEmpty { telemetry.recordBackgroundTimeout(at: deviceTime(at)) }
                     break
                 }
-                try tellClock(at: t, again: true)
+                let ended = records.map(\.verdictAt).max() ?? at
+                remaining = budget.map { $0 - (ended - t) }
+                guard pass == 0, serverClock.offsetMs != nil, (remaining ?? 1) > 0 else { break }
+                at = ended
+                try tellClock(at: at, again: true)
             }
             // Telemetry rides along with attendance sends (one radio wake-up), or goes alone once it piles up.
             if sending || telemetry.pending.count >= 100 { try await uploadTelemetry(at: t, finalSync: budget == nil) }
