@@ -582,6 +582,12 @@ public final class Outbox: Sendable {
     }
 
     public var count: Int { state.withLock { $0.entries.count } }
+    /// Whether any entry, live or parked, is stamped with the phone's clock (a scan of the index).
+    public var hasPhoneClockStamps: Bool {
+        state.withLock { st in
+            st.entries.values.contains(where: \.stampedWithPhoneClock) || st.parked.values.contains(where: \.stampedWithPhoneClock)
+        }
+    }
     public var isEmpty: Bool { count == 0 }
     /// Current file size in bytes.
     public var fileSize: Int64 { state.withLock { $0.fileSize } }

@@ -116,6 +116,7 @@ extension Outbox {
     /// `store` calls are serial). Returns how many entries changed.
     @discardableResult
     public func movePhoneClockStamps(byMs shift: Int64, epoch: String?, ontoServerClock: Bool = false) throws(OutboxError) -> Int {
+        guard hasPhoneClockStamps else { return 0 }
         var replacements: [Replacement] = []
         for entry in entries() + parkedEntries() where entry.stampedWithPhoneClock {
             let bytes: [UInt8]

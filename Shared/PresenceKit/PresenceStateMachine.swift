@@ -357,10 +357,7 @@ public struct PresenceStateMachine: Sendable {
     static let minimumPhoneClockSettingMs: Int64 = 1_000
 
     /// An epoch as events carry it: 16 lowercase hex digits.
-    static func epochText(_ epoch: UInt64) -> String {
-        let hex = String(epoch, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
+    static func epochText(_ epoch: UInt64) -> String { Hex.string(epoch, digits: 16) }
 
     /// Stamps with the server's clock from now on. The stamps held on the phone's clock (the open
     /// session's start, the restored presence) move back by `phoneAheadMs`, and the outbox is told to

@@ -25,9 +25,6 @@ public struct ServerClock: Sendable, Hashable, Codable {
     /// Server time minus steady time (the middle of the bounds); nil before the first usable answer.
     public var offsetMs: Int64? { bounds.map { $0.lowerBound + ($0.upperBound - $0.lowerBound) / 2 } }
 
-    /// The offset to stamp with: the server's once known, else `wallClockOffsetMs` (the phone's).
-    public func stampOffsetMs(wallClockOffsetMs: Int64) -> Int64 { offsetMs ?? wallClockOffsetMs }
-
     /// How far the phone's wall clock (`wallClockOffsetMs` ahead of the steady time) reads ahead of the
     /// server's; nil before the first usable answer.
     public func phoneAheadMs(wallClockOffsetMs: Int64) -> Int64? { offsetMs.map { wallClockOffsetMs - $0 } }

@@ -38,7 +38,7 @@ struct ServerClockTests {
     func tightens() throws {
         var clock = ServerClock()
         #expect(clock.offsetMs == nil)
-        #expect(clock.stampOffsetMs(wallClockOffsetMs: 3_600_000) == 3_600_000)
+        #expect(clock.phoneAheadMs(wallClockOffsetMs: 3_600_000) == nil)
         // The server reads 10 minutes ahead of the steady clock (an hour-fast phone: its steady clock
         // started at the phone's wall clock). True offset: 600,250 ms.
         let trueOffset: Int64 = 600_250
@@ -63,7 +63,7 @@ struct ServerClockTests {
         let tight = try #require(clock.bounds)
         #expect(tight.contains(trueOffset) && tight.upperBound - tight.lowerBound <= 1_400)
         #expect(abs(try #require(clock.offsetMs) - trueOffset) <= 800)
-        #expect(clock.stampOffsetMs(wallClockOffsetMs: 0) == clock.offsetMs)
+        #expect(clock.phoneAheadMs(wallClockOffsetMs: 0) == clock.offsetMs.map { -$0 })
     }
 
     @Test("a slow or backward answer is not recorded; one stray answer is not believed, two that agree start over")

@@ -225,7 +225,7 @@ package struct DeviceSimulation: Sendable {
         // The drainer never sends an entry stamped with the phone's clock: before a drain that would meet
         // one, the app asks the server's clock, or, knowing it, has the entries corrected.
         func prepareDrain(at t: Int64, network: PhoneProfile? = nil) async throws {
-            guard outbox.entries().contains(where: \.stampedWithPhoneClock) else { return }
+            guard outbox.hasPhoneClockStamps else { return }
             if serverClock.offsetMs == nil { try await askServer(at: t, network: network) } else { try tellClock(at: t, again: true) }
         }
 
