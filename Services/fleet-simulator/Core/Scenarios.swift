@@ -91,6 +91,11 @@ enum Expect {
     /// Measured floors where the shipped defaults miss a target (PresenceKit README, "What the sweep shows").
     static let hotPhonesPrecisionFloor = 0.45
     static let sixMetreGatesFloor = 0.92
+    /// People who stand still at the gate before going in are decided once they step inside or come to
+    /// rest: measured p50 5.5 s.
+    static let gateStanderP50FloorSeconds = 10.0
+    /// Phones reading 6-8 dB cold (`weak-walk-out`) wait for dwell: measured p50 38.4 s.
+    static let coldPhonesP50FloorSeconds = 60.0
 
     static func checkOutTime(_ r: FleetReport, atLeast min: Double) -> [String] {
         r.score.checkOutAccuracy >= min
@@ -172,7 +177,7 @@ extension Scenario {
             options: { o in
                 o.phones = PhoneMix(); o.walkPastShare = 0.05; o.gateStanderShare = 0.05; o.visitorShare = 0.02
             },
-            expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) }),
+            expect: { r in Expect.detection(r) + Expect.checkOutTime(r, atLeast: 0.99) + Expect.rightGate(r, atLeast: 0.99) }),
         make(
             "single-beacon-700ms", "one gate, one beacon advertising every 700 ms (no busy door): the latency target",
             devices: 700,
@@ -210,7 +215,7 @@ extension Scenario {
             options: { o in o.gateStanderShare = 1 },
             expect: { r in
                 Expect.recall(r, atLeast: Expect.target) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r)
-                    + Expect.latency(r, p50: 10) + Expect.noLoss(r)
+                    + Expect.latency(r, p50: Expect.gateStanderP50FloorSeconds) + Expect.noLoss(r)
             }),
         make(
             "walk-past", "people who only walk past the gates on the pavement, 2-4 times each: at most one check-in per 200 passes",
@@ -234,7 +239,7 @@ extension Scenario {
             phone: { start, p in
                 var p = p; p.lifecycle = [ScheduledLifecycle(at: start + 9 * 3_600_000, event: .forceQuit)]; return p
             },
-            expect: { r in Expect.noLoss(r) + Expect.precision(r, atLeast: Expect.target) + Expect.noFalseCheckOuts(r) + Expect.latency(r) }
+            expect: { r in Expect.detection(r) }
         ),
         make(
             "app-terminated", "the OS terminates every app at 10:00; a region or geofence event relaunches it",
@@ -322,7 +327,7 @@ extension Scenario {
             config: { c in
                 var c = c; c.checkOutTrigger = .beaconLoss; c.flags.continuousScan = true; return c
             },
-            expect: { r in Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
+            expect: { r in Expect.detection(r) }),
         // The failure modes the detection sweep found, one row each.
         make(
             "resting-in-a-shadow",
@@ -332,7 +337,7 @@ extension Scenario {
                 o.schedule.deskDepth = 2...15; o.schedule.shadowedDeskShare = 1; o.schedule.lunchOutProbability = 0
                 o.detection.checkOutTrigger = .beaconLoss
             },
-            expect: { r in Expect.noFalseCheckOuts(r) + Expect.recall(r, atLeast: Expect.target) + Expect.noLoss(r) }),
+            expect: { r in Expect.detection(r) }),
         make(
             "hot-phones-low-path-loss",
             "a corridor-like site (path-loss exponent 1.8) and phones reading 3-6 dB hot; people walk past 4-8 m from the doors",
@@ -352,7 +357,13 @@ extension Scenario {
             "deep desks and phones reading 6-8 dB cold: the check-out must carry the time of the walk out, not of the arrival",
             devices: 200,
             options: { o in o.phones.phoneLossDb = 6...8 },
-            expect: { r in Expect.checkOutTime(r, atLeast: 0.99) + Expect.noFalseCheckOuts(r) + Expect.noLoss(r) }),
+            // A latency floor, not the 5 s target: a phone this cold stays under the enter threshold at
+            // the door, so most arrivals are confirmed by dwell when the person comes to rest.
+            expect: { r in
+                Expect.recall(r, atLeast: Expect.target) + Expect.precision(r, atLeast: Expect.target)
+                    + Expect.latency(r, p50: Expect.coldPhonesP50FloorSeconds) + Expect.checkOutTime(r, atLeast: 0.99)
+                    + Expect.noFalseCheckOuts(r) + Expect.noLoss(r)
+            }),
         make(
             "gates-6m-apart", "three gates 6 m apart, each heard from the next: the check-in names the gate the person came through",
             devices: 300,
