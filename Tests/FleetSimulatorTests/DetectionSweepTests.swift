@@ -26,14 +26,21 @@ struct DetectionSweepTests {
         // Who the false check-ins are: people who stop or pass right outside a door, not employees.
         let employees = (t.falseCheckInsByKind["employee"] ?? 0) + (t.falseCheckInsByKind["doorway_loiterer"] ?? 0)
         #expect(employees <= 1, "\(t.falseCheckInsByKind)")
+        // Where they were decided: every matched arrival's check-in and every false one, once.
+        let placed = t.checkInsByPlace.values.flatMap(\.values).reduce(0, +)
+        #expect(placed == t.matchedArrivals + t.falseCheckIns, "\(t.checkInsByPlace)")
+        let falseInside = t.checkInsByPlace[DecisionPlace.doorwayOrInside.rawValue]?.filter { $0.key.hasSuffix("(false)") }.values
+        #expect((falseInside?.reduce(0, +) ?? 0) <= 1, "\(t.checkInsByPlace)")
         // The report: text, JSON and HTML, every world in it.
-        #expect(report.targets.count == 8 && report.text.contains("targets met:"))
+        #expect(report.targets.count == 8 && report.text.contains("targets met:") && report.text.contains("check-ins were decided"))
         let dir = NSTemporaryDirectory() + "sweep-report-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let paths = try report.write(to: dir)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: paths.json))) as? [String: Any]
         #expect((json?["worlds"] as? [Any])?.count == 10)
         let html = try String(contentsOfFile: paths.html, encoding: .utf8)
-        #expect(html.contains("id=\"world-9\"") && html.contains("busy-pavement") && html.contains("Targets"))
+        #expect(
+            html.contains("id=\"world-9\"") && html.contains("busy-pavement") && html.contains("Targets")
+                && html.contains("Where check-ins were decided"))
     }
 }

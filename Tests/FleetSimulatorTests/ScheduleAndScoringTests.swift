@@ -101,6 +101,40 @@ struct ScheduleAndScoringTests {
         #expect(score.checkOutTimeErrorSeconds.p50 == 10)
     }
 
+    @Test func checkInsAreCountedByWhereThePersonWasWhenTheDeviceDecided() {
+        let door = Point(x: 0, y: 0)
+        // Walks along the pavement 1.5 m in front of the door, stops 3 m past it, stands a minute, walks in.
+        var b = ItineraryBuilder(start: 0, at: Point(x: -20, y: -1.5))
+        b.walk(to: Point(x: 3, y: -1.5), speed: 1) // 0 ... 23 s
+        b.stay(forMs: 60_000) // 23 ... 83 s
+        b.walk(to: Point(x: 0, y: 10), speed: 1)
+        let arrival = TruthEvent(person: 0, siteId: "S_1", kind: .arrival, at: 85_000, gate: 0)
+        let person = Person(index: 0, kind: .gateStander, siteIndex: 0, itinerary: b.build(until: 200_000), truth: [arrival], speed: 1)
+        var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
+        device.posted = [
+            Self.posted("checkin", at: 20_000, session: "a"), // moving, 1.5 m from the door: false (before the window)
+            Self.posted("checkin", at: 60_000, session: "b"), // still, 3.4 m from the door: matched (the first in the window)
+            Self.posted("checkin", at: 90_000, session: "c"), // inside: a repeat of the same arrival
+        ]
+        let score = Score(people: [person], devices: [device], doors: [[door]])
+        #expect(score.falseCheckIns == 1 && score.matchedArrivals == 1 && score.repeatedCheckIns == 1)
+        #expect(score.checkInsByPlace[DecisionPlace.movingAtDoor.rawValue] == ["gate_stander (false)": 1])
+        #expect(score.checkInsByPlace[DecisionPlace.standingNearDoor.rawValue] == ["gate_stander": 1])
+        #expect(score.checkInsByPlace.count == 2, "a repeated check-in is not counted again: \(score.checkInsByPlace)")
+        // Without the doors the scorer does not know where anyone was.
+        #expect(Score(people: [person], devices: [device]).checkInsByPlace.isEmpty)
+        // The places themselves.
+        func place(_ x: Double, _ y: Double, walking: Bool) -> DecisionPlace {
+            DecisionPlace(
+                Whereabouts(position: Point(x: x, y: y), heading: Point(x: 0, y: 0), walking: walking), doors: [door, Point(x: 8, y: 0)])
+        }
+        #expect(place(0.5, -2, walking: false) == .standingAtDoor)
+        #expect(place(8, -4, walking: false) == .standingNearDoor)
+        #expect(place(4, -1, walking: true) == .movingNearDoor)
+        #expect(place(4, -6, walking: true) == .fartherOutside)
+        #expect(place(0, 0, walking: false) == .doorwayOrInside && place(30, 40, walking: true) == .doorwayOrInside)
+    }
+
     @Test func inARushEveryoneArrivesWithinTheRunAndNobodyLeaves() throws {
         let site = World.standard(sites: 1).sites[0]
         let rush = RushSettings()

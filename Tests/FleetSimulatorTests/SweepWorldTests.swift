@@ -27,6 +27,62 @@ struct SweepWorldTests {
         #expect(Set(moving).count > 5, "moving 5 m at a time with 1 m decorrelation, the shadow must change: \(moving)")
     }
 
+    @Test func withTheShadowSharedNeighbouringGatesReadAlikeAndWithoutItTheyDiffer() {
+        func readings(shared: Double) -> [(Int, Int)] {
+            var radio = RadioParameters()
+            radio.fading = .gaussian(sigmaDb: 0)
+            radio.packetLoss = 0
+            radio.shadowingSigmaDb = 8
+            radio.shadowingDecorrelationMeters = 1
+            radio.beaconShadowCorrelation = shared
+            let world = World.standard(sites: 1, gatesPerSite: 2, busyDoorIntervalMs: 1_000, gateSpacingMeters: 6, radio: radio)
+            var random = SimulationRandom(seed: 4)
+            var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
+            // Walking to and fro halfway between the two gates, as far from one as from the other.
+            return (1...20).compactMap { step in
+                let here = Whereabouts(position: Point(x: 3, y: -4 - Double(step % 2) * 3), heading: Point(x: 0, y: 0), walking: true)
+                let heard = channel.listen(at: Int64(step) * 1_000, here: here, random: &random)
+                return heard.count == 2 ? (heard[0].rssi, heard[1].rssi) : nil
+            }
+        }
+        let shared = readings(shared: 1)
+        #expect(shared.count >= 15 && shared.allSatisfy { $0.0 == $0.1 }, "\(shared)")
+        let own = readings(shared: 0)
+        #expect(own.count >= 15 && own.filter { $0.0 != $0.1 }.count >= 10, "\(own)")
+    }
+
+    @Test func aRangesDocumentNarrowsTheWorldAndEveryBadKeyIsNamed() throws {
+        let ranges = try SweepRanges.decode(Data(#"{"phoneLossDb": 0, "beaconShadowCorrelation": [0.25, 1], "gates": [2, 2]}"#.utf8))
+        #expect(ranges.phoneLossDb == 0...0 && ranges.beaconShadowCorrelation == 0.25...1 && ranges.gates == 2...2)
+        var expected = SweepRanges()
+        (expected.phoneLossDb, expected.beaconShadowCorrelation, expected.gates) = (0...0, 0.25...1, 2...2)
+        #expect(ranges == expected, "absent keys keep their defaults")
+        // Every world draws its shared shadow from the range; a single value is copied, and without the
+        // key nothing else a world draws changes.
+        for i in 0..<10 {
+            let w = SweepWorld(index: i, seed: 3, ranges: ranges)
+            #expect((0.25...1).contains(w.radio.beaconShadowCorrelation))
+            #expect(w.radio.pathLossExponent == SweepWorld(index: i, seed: 3, ranges: SweepRanges()).radio.pathLossExponent)
+        }
+        var fixed = SweepRanges()
+        fixed.beaconShadowCorrelation = 0.5...0.5
+        #expect(SweepWorld(index: 1, seed: 3, ranges: fixed).radio.beaconShadowCorrelation == 0.5)
+        #expect(SweepWorld(index: 1, seed: 3, ranges: SweepRanges()).radio.beaconShadowCorrelation == 0)
+
+        let bad =
+            #"{"phoneLosDb": 0, "packetLoss": [0.2, 0.1], "gates": [1.5, 2], "beaconShadowCorrelation": 2, "rayleighShare": [0, 1], "walkSpeed": "fast"}"#
+        let error = try #require(throws: SweepRangesError.self) { try SweepRanges.decode(Data(bad.utf8)) }
+        #expect(error.problems.count == 6, "\(error)")
+        for key in [
+            "phoneLosDb: not a sweep range", "packetLoss: low 0.2 is above high 0.1", "gates: must be whole numbers",
+            "beaconShadowCorrelation: must lie within 0.0...1.0", "rayleighShare: must be one number", "walkSpeed: expected a number",
+        ] {
+            #expect(error.description.contains(key), "\(key) in \(error)")
+        }
+        #expect(throws: SweepRangesError.self) { try SweepRanges.decode(Data("[1, 2]".utf8)) }
+        #expect(throws: SweepRangesError.self) { try SweepRanges.decode(Data("not json".utf8)) }
+    }
+
     @Test func rayleighFadingHasDeepFadesAndRicianIsCalmer() {
         var random = SimulationRandom(seed: 3)
         let rayleigh = (0..<20_000).map { _ in FastFading.rayleigh.draw(&random) }

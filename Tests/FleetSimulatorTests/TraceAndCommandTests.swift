@@ -150,6 +150,26 @@ struct TraceAndCommandTests {
         #expect(DurationText.range("6m-") == nil && DurationText.range("1e300s") == nil)
     }
 
+    @Test func aSweepRangesFileWithABadKeyIsRefusedByNameBeforeAnyWorldRuns() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sweep-ranges-\(UUID().uuidString).json")
+        try #"{"phoneLossDB": 0, "packetLoss": [0.3, 0.1]}"#.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (path, fragments) in [
+            (file.path, ["phoneLossDB: not a sweep range", "packetLoss: low 0.3 is above high 0.1"]),
+            ("/nonexistent/ranges.json", ["cannot read the ranges file /nonexistent/ranges.json"]),
+        ] {
+            let sweep = try #require(
+                try FleetSimulatorCommand.parseAsRoot(["sweep", "--worlds", "1", "--ranges", path, "--no-progress"]) as? SweepCommand)
+            do {
+                try await sweep.run()
+                Issue.record("swept with \(path)")
+            } catch {
+                let message = FleetSimulatorCommand.message(for: error)
+                for fragment in fragments { #expect(message.contains(fragment), "\(message)") }
+            }
+        }
+    }
+
     @Test func aReplayConfigWithAMisspelledKeyIsRefusedByName() throws {
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("replay-config-\(UUID().uuidString).json")
         try #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}}"#.write(to: config, atomically: true, encoding: .utf8)

@@ -57,6 +57,9 @@ package struct RadioChannel: Sendable {
     var phase: [Double]
     /// Where the shadow was last drawn.
     var shadowAt: Point?
+    /// The part of the shadow every beacon shares (`RadioParameters.beaconShadowCorrelation`); drawn
+    /// only when that is above 0, so a world without it draws the same numbers as before it existed.
+    var sharedShadow = 0.0
 
     /// iOS lists a beacon with RSSI 0 for a few seconds after it was last heard.
     package static let zeroListingMs: Int64 = 5_000
@@ -120,6 +123,8 @@ package struct RadioChannel: Sendable {
         let innovation = (1 - rho * rho).squareRoot() * radio.shadowingSigmaDb
         shadowAt = here.position
         let spread = radio.upperSpreadDb
+        let shared = radio.beaconShadowCorrelation
+        if shared > 0 && moved > 0 { sharedShadow = rho * sharedShadow + innovation * random.gaussian() }
         for (i, beacon) in site.beacons.enumerated() {
             if here.position.distance(to: beacon.position) > radio.maxRangeMeters
                 || loudestMean(beacon: beacon, at: here.position) + spread < radio.sensitivityDbm
@@ -128,7 +133,8 @@ package struct RadioChannel: Sendable {
                 continue
             }
             if moved > 0 { shadow[i] = rho * shadow[i] + innovation * random.gaussian() }
-            let mean = meanRssi(beacon: beacon, at: here) + shadow[i]
+            let shadowHere = shared > 0 ? shared.squareRoot() * sharedShadow + (1 - shared).squareRoot() * shadow[i] : shadow[i]
+            let mean = meanRssi(beacon: beacon, at: here) + shadowHere
             let expected = 1000.0 / Double(beacon.advertisingIntervalMs) + phase[i]
             let packets = Int(expected)
             phase[i] = expected - Double(packets)

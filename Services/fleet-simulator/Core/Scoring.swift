@@ -23,6 +23,32 @@ package struct Percentiles: Sendable, Hashable, Codable {
     }
 }
 
+/// Where a person was when their device decided a check-in, as the phone's evidence goes: still or
+/// moving, in front of the building's front wall (y < 0) or in a doorway or inside, and how far from the
+/// nearest door. Gate standers wait within 2.5 m of a door, outside; pavement stoppers stop 1-4 m in
+/// front of one.
+package enum DecisionPlace: String, Sendable, Hashable, Codable, CaseIterable {
+    case standingAtDoor = "still, outside, within 2.5 m of a door"
+    case standingNearDoor = "still, outside, 2.5-5 m from a door"
+    case movingAtDoor = "moving, outside, within 2.5 m of a door"
+    case movingNearDoor = "moving, outside, 2.5-5 m from a door"
+    case fartherOutside = "outside, over 5 m from a door"
+    case doorwayOrInside = "in a doorway or inside"
+
+    package init(_ w: Whereabouts, doors: [Point]) {
+        let distance = doors.map { $0.distance(to: w.position) }.min() ?? .infinity
+        if w.position.y >= 0 {
+            self = .doorwayOrInside
+        } else if distance > 5 {
+            self = .fartherOutside
+        } else if w.walking {
+            self = distance <= 2.5 ? .movingAtDoor : .movingNearDoor
+        } else {
+            self = distance <= 2.5 ? .standingAtDoor : .standingNearDoor
+        }
+    }
+}
+
 /// Detection quality against the ground truth, and delivery figures, for a set of devices.
 package struct Score: Sendable, Hashable, Codable {
     package var arrivals = 0
@@ -51,6 +77,10 @@ package struct Score: Sendable, Hashable, Codable {
     package var rightGateCheckIns = 0
     /// False check-ins by who made them (`walk_past`, `runner`, `pavement_stopper`, `employee`, ...).
     package var falseCheckInsByKind: [String: Int] = [:]
+    /// Scored check-ins (the first of each matched arrival, and every false one) by where the person was
+    /// when the device decided (`DecisionPlace`), then by who made them: `employee`, or
+    /// `pavement_stopper (false)` for a false one. Filled when the scorer is given the doors.
+    package var checkInsByPlace: [String: [String: Int]] = [:]
     package var checkInRecall = 0.0
     package var checkInPrecision = 0.0
     package var checkOutRecall = 0.0
@@ -82,7 +112,8 @@ package struct Score: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
         case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, accurateCheckInTimes, rightGateCheckIns
-        case falseCheckInsByKind, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, checkInTimeAccuracy, rightGateShare
+        case falseCheckInsByKind, checkInsByPlace, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, checkInTimeAccuracy,
+            rightGateShare
         case detectionLatencySeconds, triggerToVerdictSeconds, checkOutTimeErrorSeconds, decisionToVerdictSeconds
         case sloWithin5Minutes, sloEvents, sloGoodEvents, missedArrivalsSample, falseCheckInsSample
     }
@@ -97,8 +128,11 @@ package struct Score: Sendable, Hashable, Codable {
     package init() {}
 
     /// Scores the true passes inside `window`, leaving out a pass within `edgeMs` of either end (the
-    /// device could not have seen all of it).
-    package init(people: [Person], devices: [DeviceResult], window: Range<Int64>? = nil, edgeMs: Int64 = 300_000) {
+    /// device could not have seen all of it). With `doors` (each site's door positions, by site index),
+    /// also counts where each check-in was decided (`checkInsByPlace`).
+    package init(
+        people: [Person], devices: [DeviceResult], window: Range<Int64>? = nil, edgeMs: Int64 = 300_000, doors: [[Point]]? = nil
+    ) {
         self.init()
         let counted: (TruthEvent) -> Bool = { e in
             guard let window else { return true }
@@ -136,6 +170,11 @@ package struct Score: Sendable, Hashable, Codable {
                 // The server's definition: its first receipt minus the event's own time, as the phone stamped it.
                 if let r = reachedAt[event.key] { slo.append(Double(max(0, r - event.timestamp)) / 1000) } else { slo.append(.infinity) }
             }
+            func notePlace(_ checkIn: PostedEvent, isFalse: Bool) {
+                guard let doors, doors.indices.contains(person.siteIndex) else { return }
+                let place = DecisionPlace(person.itinerary.whereabouts(at: checkIn.decidedAt), doors: doors[person.siteIndex])
+                checkInsByPlace[place.rawValue, default: [:]][person.kind.rawValue + (isFalse ? " (false)" : ""), default: 0] += 1
+            }
             var usedIn = Set<Int>()
             for arrival in person.truth where arrival.kind == .arrival {
                 let matches = checkIns.indices.filter {
@@ -163,6 +202,7 @@ package struct Score: Sendable, Hashable, Codable {
                 repeatedCheckIns += matches.count - 1
                 for m in matches { usedIn.insert(m) }
                 let checkIn = checkIns[first]
+                notePlace(checkIn, isFalse: false)
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
                 if checkIn.gate == arrival.gate { rightGateCheckIns += 1 }
                 if abs(checkIn.timestamp - arrival.at) <= Self.timeToleranceMs { accurateCheckInTimes += 1 }
@@ -170,6 +210,7 @@ package struct Score: Sendable, Hashable, Codable {
             let falseHere = checkIns.count - usedIn.count
             falseCheckIns += falseHere
             if falseHere > 0 { falseCheckInsByKind[person.kind.rawValue, default: 0] += falseHere }
+            for i in checkIns.indices where !usedIn.contains(i) { notePlace(checkIns[i], isFalse: true) }
             for i in checkIns.indices where !usedIn.contains(i) && falseCheckInsSample.count < 20 {
                 let c = checkIns[i]
                 let near = person.truth.filter { abs($0.at - c.decidedAt) < 3_600_000 }.map {

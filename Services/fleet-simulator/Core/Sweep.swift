@@ -16,34 +16,6 @@ package enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
     case busyPavement = "busy-pavement"
 }
 
-/// The ranges a sweep draws its worlds from.
-package struct SweepRanges: Sendable, Hashable, Codable {
-    package var pathLossExponent: ClosedRange<Double> = 1.6...3.5
-    /// Each beacon transmits up to this much above or below its calibrated 1 m power, dB.
-    package var beaconTxErrorDb: Double = 4
-    /// Each phone's extra loss, dB: -6 (reads 6 dB hot) ... 8 (reads 8 dB cold).
-    package var phoneLossDb: ClosedRange<Double> = -6...8
-    package var shadowingSigmaDb: ClosedRange<Double> = 4...8
-    package var shadowingDecorrelationMeters: ClosedRange<Double> = 1...5
-    /// Rician K-factor when the site has a direct path; a third of the sites are Rayleigh.
-    package var ricianKFactorDb: ClosedRange<Double> = 0...10
-    package var rayleighShare = 1.0 / 3
-    package var bodyAttenuationDb: ClosedRange<Double> = 6...12
-    /// The front wall between a phone inside and the gate beacon: a glass front to concrete, dB.
-    package var wallAttenuationDb: ClosedRange<Double> = 3...20
-    package var advertisingIntervalMs: ClosedRange<Int> = 100...1_000
-    package var packetLoss: ClosedRange<Double> = 0.05...0.15
-    package var gateSpacingMeters: ClosedRange<Double> = 4...12
-    package var gates: ClosedRange<Int> = 1...3
-    package var deskDepth: ClosedRange<Double> = 2...70
-    package var shadowedDeskShare = 0.15
-    package var pavementDistance: ClosedRange<Double> = 1...10
-    package var passerSpeed: ClosedRange<Double> = 0.8...2
-    package var walkSpeed: ClosedRange<Double> = 0.7...2
-
-    package init() {}
-}
-
 /// One world of a sweep: what was drawn, and how to build its plan.
 package struct SweepWorld: Sendable, Encodable {
     package var index: Int
@@ -91,6 +63,10 @@ package struct SweepWorld: Sendable, Encodable {
         }
         advertisingIntervalsMs = (0..<gates).map { _ in random.int(ranges.advertisingIntervalMs) }
         beaconTxErrorsDb = (0..<gates).map { _ in random.uniform(-ranges.beaconTxErrorDb...ranges.beaconTxErrorDb) }
+        // Drawn last, and only from a range wider than one value, so that every other draw is the same
+        // with or without it.
+        let shared = ranges.beaconShadowCorrelation
+        self.radio.beaconShadowCorrelation = shared.lowerBound < shared.upperBound ? random.uniform(shared) : shared.lowerBound
     }
 
     /// One site with this world's gates and radio, and `people` people of a working day.
@@ -139,6 +115,8 @@ package struct SweepFigures: Sendable, Encodable {
     package var falseCheckIns = 0
     package var repeatedCheckIns = 0
     package var falseCheckInsByKind: [String: Int] = [:]
+    /// Check-ins by where they were decided, then by who made them (`Score.checkInsByPlace`).
+    package var checkInsByPlace: [String: [String: Int]] = [:]
     package var falseCheckOuts = 0
     package var departures = 0
     package var accurateCheckOuts = 0
@@ -174,6 +152,7 @@ package struct SweepFigures: Sendable, Encodable {
         worlds = 1
         for count in Self.counts { self[keyPath: count.figure] = s[keyPath: count.score] }
         falseCheckInsByKind = s.falseCheckInsByKind
+        checkInsByPlace = s.checkInsByPlace
         missedSample = Array(s.missedArrivalsSample.prefix(5))
         falseSample = Array(s.falseCheckInsSample.prefix(5))
         latencies = s.detectionLatencies
@@ -185,14 +164,28 @@ package struct SweepFigures: Sendable, Encodable {
         worlds += other.worlds
         for count in Self.counts { self[keyPath: count.figure] += other[keyPath: count.figure] }
         for (k, v) in other.falseCheckInsByKind { falseCheckInsByKind[k, default: 0] += v }
+        for (place, byWho) in other.checkInsByPlace {
+            for (who, n) in byWho { checkInsByPlace[place, default: [:]][who, default: 0] += n }
+        }
         missedSample = Array((missedSample + other.missedSample).prefix(20))
         falseSample = Array((falseSample + other.falseSample).prefix(20))
         latencies += other.latencies
         detectionLatencySeconds = Percentiles(latencies)
     }
 
+    /// `byWho` of `checkInsByPlace` in a line: true check-ins, then false ones, each with who made them.
+    static func describe(_ byWho: [String: Int]) -> String {
+        func part(_ isFalse: Bool) -> String {
+            let mine = byWho.filter { $0.key.hasSuffix(" (false)") == isFalse }
+            let who = mine.sorted { $0.key < $1.key }.map { "\($0.key.replacingOccurrences(of: " (false)", with: "")) \($0.value)" }
+            return "\(mine.values.reduce(0, +))" + (who.isEmpty ? "" : " (\(who.joined(separator: ", ")))")
+        }
+        return "true \(part(false)); false \(part(true))"
+    }
+
     enum CodingKeys: String, CodingKey {
-        case worlds, arrivals, matchedArrivals, checkIns, falseCheckIns, repeatedCheckIns, falseCheckInsByKind, falseCheckOuts
+        case worlds, arrivals, matchedArrivals, checkIns, falseCheckIns, repeatedCheckIns, falseCheckInsByKind, checkInsByPlace,
+            falseCheckOuts
         case departures, accurateCheckOuts, rightGateCheckIns, detectionLatencySeconds, recall, precision, checkOutAccuracy, rightGateShare
         case missedSample, falseSample
     }
@@ -202,6 +195,7 @@ package struct SweepFigures: Sendable, Encodable {
         try c.encode(worlds, forKey: .worlds)
         for count in Self.counts { try c.encode(self[keyPath: count.figure], forKey: count.key) }
         try c.encode(falseCheckInsByKind, forKey: .falseCheckInsByKind)
+        try c.encode(checkInsByPlace, forKey: .checkInsByPlace)
         try c.encode(detectionLatencySeconds, forKey: .detectionLatencySeconds)
         let ratios: [(CodingKeys, Double)] = [
             (.recall, recall), (.precision, precision), (.checkOutAccuracy, checkOutAccuracy), (.rightGateShare, rightGateShare),
@@ -240,16 +234,24 @@ package struct SweepReport: Sendable, Encodable {
     package var targets: [Target]
     package var peoplePerWorld: Int
     package var seed: UInt64
+    /// The ranges the worlds were drawn from, and where they came from: `the sweep's own` or a file.
+    package var ranges: SweepRanges
+    package var rangesName: String
     package var wallSeconds: Double
     /// The PresenceKit configuration swept: `library defaults` or the file given.
     package var configuration: String
 
     package var allTargetsMet: Bool { targets.allSatisfy(\.met) }
 
-    package init(worlds: [WorldRow], peoplePerWorld: Int, seed: UInt64, wallSeconds: Double, configuration: String) {
+    package init(
+        worlds: [WorldRow], peoplePerWorld: Int, seed: UInt64, wallSeconds: Double, configuration: String,
+        ranges: SweepRanges = SweepRanges(), rangesName: String = DetectionSweep.ownRanges
+    ) {
         self.worlds = worlds
         self.peoplePerWorld = peoplePerWorld
         self.seed = seed
+        self.ranges = ranges
+        self.rangesName = rangesName
         self.wallSeconds = wallSeconds
         self.configuration = configuration
         var total = SweepFigures()
@@ -323,7 +325,7 @@ package struct SweepReport: Sendable, Encodable {
         func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
         var lines: [String] = []
         lines.append(
-            "sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), \(String(format: "%.1f", wallSeconds)) s wall"
+            "sweep of \(worlds.count) worlds, \(peoplePerWorld) people each, seed \(seed), configuration: \(configuration), world ranges: \(rangesName), \(String(format: "%.1f", wallSeconds)) s wall"
         )
         lines.append("class            worlds arrivals  recall precision  false  out-false checkout-3min right-gate    p50    p99")
         func row(_ name: String, _ f: SweepFigures) -> String {
@@ -337,6 +339,11 @@ package struct SweepReport: Sendable, Encodable {
         for (name, f) in classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", total)] {
             let kinds = f.falseCheckInsByKind.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             lines.append("  \(name): \(kinds.isEmpty ? "none" : kinds)")
+        }
+        lines.append("where the whole sweep's check-ins were decided (true ones, then false ones, by who made them):")
+        for place in DecisionPlace.allCases {
+            let byWho = total.checkInsByPlace[place.rawValue] ?? [:]
+            lines.append("  " + place.rawValue.padding(toLength: 40, withPad: " ", startingAt: 0) + " " + SweepFigures.describe(byWho))
         }
         lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
         for c in classes {
@@ -381,8 +388,12 @@ package struct DetectionSweep: Sendable {
     package var people: Int
     package var seed: UInt64
     package var ranges = SweepRanges()
+    package var rangesName = DetectionSweep.ownRanges
     package var config = PresenceConfig()
     package var configurationName = "library defaults"
+
+    /// `rangesName` of the sweep's own ranges.
+    package static let ownRanges = "the sweep's own"
 
     package init(worlds: Int, people: Int, seed: UInt64) {
         self.worlds = worlds
@@ -400,7 +411,8 @@ package struct DetectionSweep: Sendable {
             runner.config = config
             let devices = try await runner.run(server: InProcessServer())
             let score = Score(
-                people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0)
+                people: plan.people, devices: devices, window: plan.options.simulationStart..<plan.options.simulationEnd, edgeMs: 0,
+                doors: plan.world.sites.map { $0.gates.map(\.position) })
             rows.append(SweepReport.WorldRow(world: world, figures: SweepFigures(score)))
             progress?(i + 1)
         }
@@ -408,7 +420,8 @@ package struct DetectionSweep: Sendable {
         let wall = ContinuousClock.now - started
         return SweepReport(
             worlds: rows, peoplePerWorld: people, seed: seed,
-            wallSeconds: Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18, configuration: configurationName)
+            wallSeconds: Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18, configuration: configurationName,
+            ranges: ranges, rangesName: rangesName)
     }
 }
 
@@ -439,7 +452,7 @@ enum SweepHTML {
             </style></head><body>
             <h1>Detection sweep</h1>
             <p>\(report.worlds.count) seeded worlds of one working day, \(report.peoplePerWorld) people each, seed \(report.seed), \
-            configuration: \(e(report.configuration)). Each world draws its radio (path loss, shadowing, fading, body blocking, packet loss, \
+            configuration: \(e(report.configuration)), world ranges: \(e(report.rangesName)). Each world draws its radio (path loss, shadowing, fading, body blocking, packet loss, \
             advertising intervals, beacon calibration errors), its gates and its people (desk depth, shadowed desks, phones reading hot or \
             cold, walk-pasts, runners, cyclists, pavement stoppers, doorway breaks, lunch trips) from wide ranges.</p>
             <h2>Targets</h2>
@@ -456,6 +469,12 @@ enum SweepHTML {
             html += "<tr><td>\(e(c.worldClass.rawValue))</td><td>\(c.figures.worlds)</td>\(cells(c.figures))<td>\(e(worst))</td></tr>\n"
         }
         html += "<tr><th>all</th><td>\(report.total.worlds)</td>\(cells(report.total))<td></td></tr>\n</table>\n"
+        html += "<h2>Where check-ins were decided</h2>\n<table><tr><th>where the person was</th><th>check-ins, true; false</th></tr>\n"
+        for place in DecisionPlace.allCases {
+            let byWho = report.total.checkInsByPlace[place.rawValue] ?? [:]
+            html += "<tr><td>\(e(place.rawValue))</td><td>\(e(SweepFigures.describe(byWho)))</td></tr>\n"
+        }
+        html += "</table>\n"
         html +=
             "<h2>Every world</h2>\n<table><tr><th>#</th><th>class</th><th>path-loss exponent</th><th>shadowing</th><th>fading</th>"
             + "<th>body</th><th>wall</th><th>packet loss</th><th>gates</th><th>advertising</th><th>beacon error</th>\(head)</tr>\n"
@@ -464,8 +483,10 @@ enum SweepHTML {
             html +=
                 "<tr id=\"world-\(x.index)\"><td>\(x.index)</td><td>\(e(x.worldClass.rawValue))</td>"
                 + String(
-                    format: "<td>%.2f</td><td>%.1f dB / %.1f m</td>", x.radio.pathLossExponent, x.radio.shadowingSigmaDb,
+                    format: "<td>%.2f</td><td>%.1f dB / %.1f m", x.radio.pathLossExponent, x.radio.shadowingSigmaDb,
                     x.radio.shadowingDecorrelationMeters)
+                + (x.radio.beaconShadowCorrelation > 0 ? String(format: ", %.0f %% shared", x.radio.beaconShadowCorrelation * 100) : "")
+                + "</td>"
                 + "<td>\(e(x.radio.fading.description))</td>"
                 + String(
                     format: "<td>%.1f dB</td><td>%.1f dB</td><td>%.0f %%</td>", x.radio.bodyAttenuationDb, x.radio.wallAttenuationDb,

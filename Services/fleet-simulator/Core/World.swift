@@ -75,6 +75,10 @@ package struct RadioParameters: Sendable, Hashable, Codable {
     /// shadow keeps `exp(-d / shadowingDecorrelationMeters)` of itself; standing still it is constant.
     package var shadowingSigmaDb: Double = 5
     package var shadowingDecorrelationMeters: Double = 3.5
+    /// Share of the shadowing's variance that all beacons of a site share as one phone hears them (the
+    /// clutter around the phone rather than around each beacon), 0...1. 0: each beacon's shadow is its
+    /// own, the harsher case for telling neighbouring gates apart.
+    package var beaconShadowCorrelation: Double = 0
     /// Fast fading per packet.
     package var fading = FastFading.gaussian(sigmaDb: 2)
     /// The body between the phone and the beacon when the person faces away from it, dB (6-12).

@@ -361,6 +361,11 @@ package struct SweepCommand: AsyncParsableCommand {
     @Option(help: "Seed of the sweep.") package var seed: UInt64 = 1
     @Option(help: "A remote-config JSON document to sweep instead of the library defaults (an unknown key is an error).")
     package var config: String?
+    @Option(
+        help:
+            "A JSON document narrowing or widening the world's ranges, e.g. {\"phoneLossDb\": 0, \"beaconShadowCorrelation\": [0, 1]} (keys as in sweep.json's \"ranges\"; an unknown key is an error)."
+    )
+    package var ranges: String?
     @Option(help: "Directory for sweep.json and sweep.html.") package var reportDir = "reports/sweep"
     @Flag(help: "No progress bar.") package var noProgress = false
 
@@ -375,6 +380,17 @@ package struct SweepCommand: AsyncParsableCommand {
         var sweep = DetectionSweep(worlds: worlds, people: people, seed: seed)
         sweep.config = try ConfigFile.load(config)
         if let config { sweep.configurationName = config }
+        if let ranges {
+            guard let data = FileManager.default.contents(atPath: ranges) else {
+                throw ValidationError("cannot read the ranges file \(ranges)")
+            }
+            do {
+                sweep.ranges = try SweepRanges.decode(data)
+            } catch {
+                throw ValidationError("ranges \(ranges): \(error)")
+            }
+            sweep.rangesName = ranges
+        }
         let progress = ProgressLine(enabled: !noProgress)
         let total = worlds
         let report = try await sweep.run(outboxDirectory: ScratchDirectory.fast("fleet-sweep")) { done in
