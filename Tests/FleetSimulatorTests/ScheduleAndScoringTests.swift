@@ -220,6 +220,25 @@ struct ScheduleAndScoringTests {
         #expect(report.headline.contains("90 s in real time") && report.headline.contains("no departures in the run"))
     }
 
+    @Test func aRowWithNothingToMeasureFailsEveryRatioItAsserts() {
+        var options = FleetOptions()
+        options.devices = 1
+        let plan = FleetPlan(options: options)
+        let empty = FleetReport(
+            parameters: .init(mode: "test", plan: plan), plan: plan, devices: [], delivery: FleetReport.Delivery(), throughput: .init())
+        #expect(empty.score.arrivals == 0 && empty.score.checkInRecall == 1, "an empty ratio scores 1")
+        let failures =
+            Expect.detection(empty) + Expect.checkOutTime(empty, atLeast: 0.99) + Expect.checkInTime(empty, atLeast: 0.99)
+            + Expect.rightGate(empty, atLeast: 0.99)
+        for missing in [
+            "no check-in recall: the run had no arrivals", "no check-in precision: the run had no check-ins",
+            "no detection latency: the run had no arrivals", "no check-out time: the run had no departures",
+            "no check-in time: the run had no matched arrivals", "no right-gate share: the run had no matched arrivals",
+        ] {
+            #expect(failures.contains(missing), "\(failures)")
+        }
+    }
+
     @Test func aRefusalAMismatchOrAKeyPostedTwiceFailsTheDeliveryProof() {
         // Each key its own time: three attendances, not one posted three times.
         func posted(_ key: String) -> PostedEvent {

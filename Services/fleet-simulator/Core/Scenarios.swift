@@ -55,27 +55,35 @@ enum Expect {
         return f
     }
 
+    /// A ratio whose denominator is zero is no figure at all: a row that asserts it fails, naming what
+    /// was missing, rather than passing on the 1 an empty ratio scores.
+    static func measured(_ count: Int, _ what: String, for figure: String) -> [String] {
+        count > 0 ? [] : ["no \(figure): the run had no \(what)"]
+    }
+
     static func recall(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkInRecall >= min
-            ? []
-            : [
-                "check-in recall \(r.score.checkInRecall) < \(min) (\(r.score.matchedArrivals)/\(r.score.arrivals)); missed: \(r.score.missedArrivalsSample.prefix(3))"
-            ]
+        measured(r.score.arrivals, "arrivals", for: "check-in recall")
+            + (r.score.checkInRecall >= min
+                ? []
+                : [
+                    "check-in recall \(r.score.checkInRecall) < \(min) (\(r.score.matchedArrivals)/\(r.score.arrivals)); missed: \(r.score.missedArrivalsSample.prefix(3))"
+                ])
     }
 
     static func precision(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkInPrecision >= min
-            ? []
-            : [
-                "check-in precision \(r.score.checkInPrecision) < \(min) (\(r.score.falseCheckIns) false, \(r.score.repeatedCheckIns) repeated of \(r.score.checkIns))"
-            ]
+        measured(r.score.checkIns, "check-ins", for: "check-in precision")
+            + (r.score.checkInPrecision >= min
+                ? []
+                : [
+                    "check-in precision \(r.score.checkInPrecision) < \(min) (\(r.score.falseCheckIns) false, \(r.score.repeatedCheckIns) repeated of \(r.score.checkIns))"
+                ])
     }
 
-    /// Detection latency: p50 under 5 s (the target), p99 under `p99` seconds. A run with arrivals but
-    /// no latency figure fails: a missing percentile is not a pass.
+    /// Detection latency: p50 under 5 s (the target), p99 under `p99` seconds. A run without arrivals,
+    /// or with arrivals but no latency figure, fails: a missing percentile is not a pass.
     static func latency(_ r: FleetReport, p50: Double = 5, p99: Double = Expect.p99FloorSeconds) -> [String] {
         let l = r.score.detectionLatencySeconds
-        guard r.score.arrivals > 0 else { return [] }
+        guard r.score.arrivals > 0 else { return measured(0, "arrivals", for: "detection latency") }
         guard let v50 = l.p50, let v99 = l.p99 else { return ["no detection latency figure for \(r.score.arrivals) arrivals"] }
         var f: [String] = []
         if v50 >= p50 { f.append("detection latency p50 \(v50) s >= \(p50) s") }
@@ -98,24 +106,27 @@ enum Expect {
     static let coldPhonesP50FloorSeconds = 60.0
 
     static func checkOutTime(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkOutAccuracy >= min
-            ? []
-            : [
-                "check-out within 3 min of the departure \(r.score.checkOutAccuracy) < \(min) (\(r.score.accurateCheckOuts)/\(r.score.departures))"
-            ]
+        measured(r.score.departures, "departures", for: "check-out time")
+            + (r.score.checkOutAccuracy >= min
+                ? []
+                : [
+                    "check-out within 3 min of the departure \(r.score.checkOutAccuracy) < \(min) (\(r.score.accurateCheckOuts)/\(r.score.departures))"
+                ])
     }
 
     static func checkInTime(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.checkInTimeAccuracy >= min
-            ? []
-            : [
-                "check-in recorded within 3 min of the arrival \(r.score.checkInTimeAccuracy) < \(min) (\(r.score.accurateCheckInTimes)/\(r.score.matchedArrivals))"
-            ]
+        measured(r.score.matchedArrivals, "matched arrivals", for: "check-in time")
+            + (r.score.checkInTimeAccuracy >= min
+                ? []
+                : [
+                    "check-in recorded within 3 min of the arrival \(r.score.checkInTimeAccuracy) < \(min) (\(r.score.accurateCheckInTimes)/\(r.score.matchedArrivals))"
+                ])
     }
 
     static func rightGate(_ r: FleetReport, atLeast min: Double) -> [String] {
-        r.score.rightGateShare >= min
-            ? [] : ["right gate \(r.score.rightGateShare) < \(min) (\(r.score.rightGateCheckIns)/\(r.score.matchedArrivals))"]
+        measured(r.score.matchedArrivals, "matched arrivals", for: "right-gate share")
+            + (r.score.rightGateShare >= min
+                ? [] : ["right gate \(r.score.rightGateShare) < \(min) (\(r.score.rightGateCheckIns)/\(r.score.matchedArrivals))"])
     }
 
     /// Recall, precision and no false check-out at the targets, latency, no loss: every row with arrivals.

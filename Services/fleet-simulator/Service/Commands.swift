@@ -267,14 +267,14 @@ package struct ScenarioCommand: AsyncParsableCommand {
             _ = try outcome.report.write(to: reportDir, name: scenario.name)
             let s = outcome.report.score
             let d = outcome.report.delivery
+            // An empty ratio (no arrivals, no check-ins) prints as n/a, not as the 100 % it scores.
+            func pct(_ v: Double, over count: Int) -> String { count > 0 ? String(format: "%.2f%%", v * 100) : "n/a" }
             print(
-                String(
-                    format:
-                        "%@ %@: recall %.2f%% precision %.2f%% false check-outs %d latency p50 %@ p99 %@ lost %d duplicated %d (%.1f s)",
-                    outcome.passed ? "PASS" : "FAIL", scenario.name, s.checkInRecall * 100, s.checkInPrecision * 100, s.falseCheckOuts,
-                    s.detectionLatencySeconds.p50.map { String(format: "%.1fs", $0) } ?? "n/a",
-                    s.detectionLatencySeconds.p99.map { String(format: "%.1fs", $0) } ?? "n/a", d.lost, d.duplicated,
-                    outcome.report.throughput.wallSeconds))
+                "\(outcome.passed ? "PASS" : "FAIL") \(scenario.name): recall \(pct(s.checkInRecall, over: s.arrivals))"
+                    + " precision \(pct(s.checkInPrecision, over: s.checkIns)) false check-outs \(s.falseCheckOuts)"
+                    + " latency p50 \(s.detectionLatencySeconds.p50.map { String(format: "%.1fs", $0) } ?? "n/a")"
+                    + " p99 \(s.detectionLatencySeconds.p99.map { String(format: "%.1fs", $0) } ?? "n/a")"
+                    + " lost \(d.lost) duplicated \(d.duplicated)" + String(format: " (%.1f s)", outcome.report.throughput.wallSeconds))
             for f in outcome.failures { print("    \(f)") }
             if !outcome.passed { failed += 1 }
         }
