@@ -119,7 +119,7 @@ struct ScheduleAndScoringTests {
         let score = Score(people: [person], devices: [device], doors: [[door]])
         #expect(score.falseCheckIns == 1 && score.matchedArrivals == 1 && score.repeatedCheckIns == 1)
         #expect(score.checkInsByPlace[DecisionPlace.movingAtDoor.rawValue] == ["gate_stander (false)": 1])
-        #expect(score.checkInsByPlace[DecisionPlace.standingNearDoor.rawValue] == ["gate_stander": 1])
+        #expect(score.checkInsByPlace[DecisionPlace.stillNearDoor.rawValue] == ["gate_stander": 1])
         #expect(score.checkInsByPlace.count == 2, "a repeated check-in is not counted again: \(score.checkInsByPlace)")
         // Without the doors the scorer does not know where anyone was.
         #expect(Score(people: [person], devices: [device]).checkInsByPlace.isEmpty)
@@ -128,11 +128,13 @@ struct ScheduleAndScoringTests {
             DecisionPlace(
                 Whereabouts(position: Point(x: x, y: y), heading: Point(x: 0, y: 0), walking: walking), doors: [door, Point(x: 8, y: 0)])
         }
-        #expect(place(0.5, -2, walking: false) == .standingAtDoor)
-        #expect(place(8, -4, walking: false) == .standingNearDoor)
+        #expect(place(0.5, -2, walking: false) == .stillAtDoor)
+        #expect(place(8, -4, walking: false) == .stillNearDoor)
         #expect(place(4, -1, walking: true) == .movingNearDoor)
         #expect(place(4, -6, walking: true) == .fartherOutside)
         #expect(place(0, 0, walking: false) == .doorwayOrInside && place(30, 40, walking: true) == .doorwayOrInside)
+        #expect(DecisionPlace.stillAtDoor.words == "still, outside, within 2.5 m of a door")
+        #expect(DecisionPlace.movingNearDoor.words == "moving, outside, 2.5-5 m from a door")
     }
 
     @Test func inARushEveryoneArrivesWithinTheRunAndNobodyLeaves() throws {

@@ -28,23 +28,31 @@ package struct Percentiles: Sendable, Hashable, Codable {
 /// nearest door. Gate standers wait within 2.5 m of a door, outside; pavement stoppers stop 1-4 m in
 /// front of one.
 package enum DecisionPlace: String, Sendable, Hashable, Codable, CaseIterable {
-    case standingAtDoor = "still, outside, within 2.5 m of a door"
-    case standingNearDoor = "still, outside, 2.5-5 m from a door"
-    case movingAtDoor = "moving, outside, within 2.5 m of a door"
-    case movingNearDoor = "moving, outside, 2.5-5 m from a door"
-    case fartherOutside = "outside, over 5 m from a door"
-    case doorwayOrInside = "in a doorway or inside"
+    case stillAtDoor, stillNearDoor, movingAtDoor, movingNearDoor, fartherOutside, doorwayOrInside
 
     package init(_ w: Whereabouts, doors: [Point]) {
         let distance = doors.map { $0.distance(to: w.position) }.min() ?? .infinity
+        let atDoor = distance <= 2.5
         if w.position.y >= 0 {
             self = .doorwayOrInside
         } else if distance > 5 {
             self = .fartherOutside
         } else if w.walking {
-            self = distance <= 2.5 ? .movingAtDoor : .movingNearDoor
+            self = atDoor ? .movingAtDoor : .movingNearDoor
         } else {
-            self = distance <= 2.5 ? .standingAtDoor : .standingNearDoor
+            self = atDoor ? .stillAtDoor : .stillNearDoor
+        }
+    }
+
+    /// In words, for the reports.
+    package var words: String {
+        switch self {
+        case .doorwayOrInside: return "in a doorway or inside"
+        case .fartherOutside: return "outside, over 5 m from a door"
+        case .stillAtDoor, .stillNearDoor, .movingAtDoor, .movingNearDoor:
+            let still = self == .stillAtDoor || self == .stillNearDoor
+            let near = self == .stillAtDoor || self == .movingAtDoor
+            return "\(still ? "still" : "moving"), outside, \(near ? "within 2.5 m of" : "2.5-5 m from") a door"
         }
     }
 }

@@ -1,21 +1,6 @@
 import Foundation
 import PresenceKit
 
-/// A family of worlds a sweep draws from. Every world draws every radio and people parameter from the
-/// sweep's full ranges (`SweepRanges`); its class narrows the one it is named after.
-package enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Corridors and halls where signals carry: path-loss exponent 1.6-2.2.
-    case openSpace = "open-space"
-    /// An ordinary office: exponent 2.2-2.8.
-    case office
-    /// Concrete, metal, people: exponent 2.8-3.5.
-    case denseBuilding = "dense-building"
-    /// Three or four gates 4-6 m apart, every one heard from the next.
-    case tightGates = "tight-gates"
-    /// Half of the people only pass by, 1-4 m from the doors: walking, running, cycling, stopping.
-    case busyPavement = "busy-pavement"
-}
-
 /// One world of a sweep: what was drawn, and how to build its plan.
 package struct SweepWorld: Sendable, Encodable {
     package var index: Int
@@ -345,7 +330,7 @@ package struct SweepReport: Sendable, Encodable {
         lines.append("where the whole sweep's check-ins were decided (true ones, then false ones, by who made them):")
         for place in DecisionPlace.allCases {
             let byWho = total.checkInsByPlace[place.rawValue] ?? [:]
-            lines.append("  " + place.rawValue.padding(toLength: 40, withPad: " ", startingAt: 0) + " " + SweepFigures.describe(byWho))
+            lines.append("  " + place.words.padding(toLength: 40, withPad: " ", startingAt: 0) + " " + SweepFigures.describe(byWho))
         }
         lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
         for c in classes {
@@ -474,7 +459,7 @@ enum SweepHTML {
         html += "<h2>Where check-ins were decided</h2>\n<table><tr><th>where the person was</th><th>check-ins, true; false</th></tr>\n"
         for place in DecisionPlace.allCases {
             let byWho = report.total.checkInsByPlace[place.rawValue] ?? [:]
-            html += "<tr><td>\(e(place.rawValue))</td><td>\(e(SweepFigures.describe(byWho)))</td></tr>\n"
+            html += "<tr><td>\(e(place.words))</td><td>\(e(SweepFigures.describe(byWho)))</td></tr>\n"
         }
         html += "</table>\n"
         html +=

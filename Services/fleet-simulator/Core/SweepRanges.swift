@@ -1,7 +1,22 @@
 import Foundation
 
+/// A family of worlds a sweep draws from. Every world draws every radio and people parameter from the
+/// sweep's full ranges (`SweepRanges`); its class narrows the one it is named after.
+package enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Corridors and halls where signals carry: path-loss exponent 1.6-2.2.
+    case openSpace = "open-space"
+    /// An ordinary office: exponent 2.2-2.8.
+    case office
+    /// Concrete, metal, people: exponent 2.8-3.5.
+    case denseBuilding = "dense-building"
+    /// Three or four gates 4-6 m apart, every one heard from the next.
+    case tightGates = "tight-gates"
+    /// Half of the people only pass by, 1-4 m from the doors: walking, running, cycling, stopping.
+    case busyPavement = "busy-pavement"
+}
+
 /// The ranges a sweep draws its worlds from. `fleet-simulator sweep --ranges FILE` narrows or widens any
-/// of them (`SweepRanges.load`).
+/// of them (`SweepRanges.decode`).
 package struct SweepRanges: Sendable, Hashable, Encodable {
     package var pathLossExponent: ClosedRange<Double> = 1.6...3.5
     /// Each beacon transmits up to this much above or below its calibrated 1 m power, dB.
@@ -49,24 +64,18 @@ extension SweepRanges {
     /// Every key of a ranges document (the property names, as the sweep's JSON report writes them).
     static var fields: [String: Field] {
         [
-            "pathLossExponent": .range(\.pathLossExponent, allowed: 1...6),
-            "beaconTxErrorDb": .number(\.beaconTxErrorDb, allowed: 0...20),
-            "phoneLossDb": .range(\.phoneLossDb, allowed: -20...30),
-            "shadowingSigmaDb": .range(\.shadowingSigmaDb, allowed: 0...20),
+            "pathLossExponent": .range(\.pathLossExponent, allowed: 1...6), "beaconTxErrorDb": .number(\.beaconTxErrorDb, allowed: 0...20),
+            "phoneLossDb": .range(\.phoneLossDb, allowed: -20...30), "shadowingSigmaDb": .range(\.shadowingSigmaDb, allowed: 0...20),
             "shadowingDecorrelationMeters": .range(\.shadowingDecorrelationMeters, allowed: 0.1...100),
             "beaconShadowCorrelation": .range(\.beaconShadowCorrelation, allowed: 0...1),
-            "ricianKFactorDb": .range(\.ricianKFactorDb, allowed: -10...30),
-            "rayleighShare": .number(\.rayleighShare, allowed: 0...1),
+            "ricianKFactorDb": .range(\.ricianKFactorDb, allowed: -10...30), "rayleighShare": .number(\.rayleighShare, allowed: 0...1),
             "bodyAttenuationDb": .range(\.bodyAttenuationDb, allowed: 0...40),
             "wallAttenuationDb": .range(\.wallAttenuationDb, allowed: 0...60),
             "advertisingIntervalMs": .wholeRange(\.advertisingIntervalMs, allowed: 20...10_000),
-            "packetLoss": .range(\.packetLoss, allowed: 0...0.95),
-            "gateSpacingMeters": .range(\.gateSpacingMeters, allowed: 1...100),
-            "gates": .wholeRange(\.gates, allowed: 1...8),
-            "deskDepth": .range(\.deskDepth, allowed: 0.5...200),
+            "packetLoss": .range(\.packetLoss, allowed: 0...0.95), "gates": .wholeRange(\.gates, allowed: 1...8),
+            "gateSpacingMeters": .range(\.gateSpacingMeters, allowed: 1...100), "deskDepth": .range(\.deskDepth, allowed: 0.5...200),
             "shadowedDeskShare": .number(\.shadowedDeskShare, allowed: 0...1),
-            "pavementDistance": .range(\.pavementDistance, allowed: 0.5...50),
-            "passerSpeed": .range(\.passerSpeed, allowed: 0.2...10),
+            "pavementDistance": .range(\.pavementDistance, allowed: 0.5...50), "passerSpeed": .range(\.passerSpeed, allowed: 0.2...10),
             "walkSpeed": .range(\.walkSpeed, allowed: 0.2...5),
         ]
     }
