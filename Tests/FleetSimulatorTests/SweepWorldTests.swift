@@ -64,6 +64,14 @@ struct SweepWorldTests {
             #expect((0.25...1).contains(w.radio.beaconShadowCorrelation))
             #expect(w.radio.pathLossExponent == SweepWorld(index: i, seed: 3, ranges: SweepRanges()).radio.pathLossExponent)
         }
+        // A range a class would narrow away entirely is the file's to keep, never a trap.
+        let outside = try SweepRanges.decode(Data(#"{"pathLossExponent": 2, "pavementDistance": [5, 10]}"#.utf8))
+        for i in 0..<WorldClass.allCases.count {
+            let w = SweepWorld(index: i, seed: 3, ranges: outside)
+            #expect(w.worldClass == .office || w.worldClass == .denseBuilding ? w.radio.pathLossExponent == 2 : true)
+            _ = w.plan(people: 4, ranges: outside)
+        }
+        #expect(SweepWorld.narrow(1.6...3.5, to: 2.2...2.8) == 2.2...2.8 && SweepWorld.narrow(2...2, to: 2.8...3.5) == 2...2)
         var fixed = SweepRanges()
         fixed.beaconShadowCorrelation = 0.5...0.5
         #expect(SweepWorld(index: 1, seed: 3, ranges: fixed).radio.beaconShadowCorrelation == 0.5)
