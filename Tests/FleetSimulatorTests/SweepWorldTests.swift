@@ -57,12 +57,18 @@ struct SweepWorldTests {
         var expected = SweepRanges()
         (expected.phoneLossDb, expected.beaconShadowCorrelation, expected.gates) = (0...0, 0.25...1, 2...2)
         #expect(ranges == expected, "absent keys keep their defaults")
-        // Every world draws its shared shadow from the range; a single value is copied, and without the
-        // key nothing else a world draws changes.
+        // Every world draws its shared shadow from the range, and nothing else a world draws changes with
+        // it: the whole world, but for that one figure, is the default ranges' world.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var sharedOnly = SweepRanges()
+        sharedOnly.beaconShadowCorrelation = 0.25...1
         for i in 0..<10 {
-            let w = SweepWorld(index: i, seed: 3, ranges: ranges)
+            var w = SweepWorld(index: i, seed: 3, ranges: sharedOnly)
             #expect((0.25...1).contains(w.radio.beaconShadowCorrelation))
-            #expect(w.radio.pathLossExponent == SweepWorld(index: i, seed: 3, ranges: SweepRanges()).radio.pathLossExponent)
+            w.radio.beaconShadowCorrelation = 0
+            let plain = SweepWorld(index: i, seed: 3, ranges: SweepRanges())
+            #expect(try encoder.encode(w) == encoder.encode(plain), "world \(i)")
         }
         // A range a class would narrow away entirely is the file's to keep, never a trap.
         let outside = try SweepRanges.decode(Data(#"{"pathLossExponent": 2, "pavementDistance": [5, 10]}"#.utf8))
@@ -89,6 +95,60 @@ struct SweepWorldTests {
         }
         #expect(throws: SweepRangesError.self) { try SweepRanges.decode(Data("[1, 2]".utf8)) }
         #expect(throws: SweepRangesError.self) { try SweepRanges.decode(Data("not json".utf8)) }
+    }
+
+    @Test func theRangesTableNamesEveryPropertyAndADocumentOfTheDefaultsReadsBackAsThem() throws {
+        var ranges = SweepRanges()
+        #expect(try SweepRanges.decode(JSONEncoder().encode(ranges)) == ranges)
+        let keys = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(ranges)) as? [String: Any]).keys
+        #expect(Set(keys) == Set(SweepRanges.fields.keys), "every property is a key of a ranges document, and only they")
+        (ranges.tightGates, ranges.tightGateSpacingMeters, ranges.rayleighShare, ranges.advertisingIntervalMs) = (
+            2...5, 3...3, 0, 200...200
+        )
+        #expect(try SweepRanges.decode(JSONEncoder().encode(ranges)) == ranges)
+        // The tight-gates class draws its gates from its own keys.
+        let w = SweepWorld(index: WorldClass.allCases.firstIndex(of: .tightGates)!, seed: 5, ranges: ranges)
+        #expect(w.worldClass == .tightGates && (2...5).contains(w.gates) && w.gateSpacingMeters == 3)
+        let error = try #require(throws: SweepRangesError.self) { try SweepRanges.decode(Data(#"{"rayleighShare": 2}"#.utf8)) }
+        #expect(error.description.contains("rayleighShare: must be one number within 0.0...1.0, got 2.0"), "\(error)")
+    }
+
+    @Test func aHalfSharedShadowKeepsEachBeaconsSpreadAndCorrelatesTheTwoByHalf() throws {
+        func residuals(shared: Double) -> [(Double, Double)] {
+            var radio = RadioParameters()
+            radio.fading = .gaussian(sigmaDb: 0)
+            radio.packetLoss = 0
+            radio.shadowingSigmaDb = 6
+            radio.shadowingDecorrelationMeters = 0.01
+            radio.beaconShadowCorrelation = shared
+            let world = World.standard(sites: 1, gatesPerSite: 2, busyDoorIntervalMs: 1_000, gateSpacingMeters: 6, radio: radio)
+            var random = SimulationRandom(seed: 8)
+            var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
+            // A metre between steps is a hundred decorrelation distances: every step draws a new shadow.
+            return (1...3_000).compactMap { step in
+                let here = Whereabouts(position: Point(x: 3, y: -2 - Double(step % 2)), heading: Point(x: 0, y: 0), walking: true)
+                let heard = channel.listen(at: Int64(step) * 1_000, here: here, random: &random)
+                guard heard.count == 2, heard.allSatisfy({ $0.rssi != 0 }) else { return nil }
+                let means = world.sites[0].beacons.map { channel.meanRssi(beacon: $0, at: here) }
+                return (Double(heard[0].rssi) - means[0], Double(heard[1].rssi) - means[1])
+            }
+        }
+        for (shared, low, high) in [(0.0, -0.08, 0.08), (0.5, 0.42, 0.58), (1.0, 0.97, 1.0)] {
+            let r = residuals(shared: shared)
+            try #require(r.count > 2_900, "heard both beacons \(r.count) times")
+            func variance(_ x: [Double]) -> Double {
+                let mean = x.reduce(0, +) / Double(x.count)
+                return x.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(x.count)
+            }
+            let a = r.map(\.0)
+            let b = r.map(\.1)
+            let (meanA, meanB) = (a.reduce(0, +) / Double(a.count), b.reduce(0, +) / Double(b.count))
+            let covariance = zip(a, b).map { ($0 - meanA) * ($1 - meanB) }.reduce(0, +) / Double(r.count)
+            let correlation = covariance / (variance(a) * variance(b)).squareRoot()
+            // Each beacon's shadow keeps its 6 dB spread (36 dB², plus a twelfth for the whole-dB reading).
+            for v in [variance(a), variance(b)] { #expect(abs(v - 36) < 36 * 0.12, "shared \(shared): variance \(v)") }
+            #expect((low...high).contains(correlation), "shared \(shared): correlation \(correlation)")
+        }
     }
 
     @Test func rayleighFadingHasDeepFadesAndRicianIsCalmer() {

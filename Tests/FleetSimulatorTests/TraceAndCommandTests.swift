@@ -158,8 +158,11 @@ struct TraceAndCommandTests {
             (file.path, ["phoneLossDB: not a sweep range", "packetLoss: low 0.3 is above high 0.1"]),
             ("/nonexistent/ranges.json", ["cannot read the ranges file /nonexistent/ranges.json"]),
         ] {
+            let reportDir = FileManager.default.temporaryDirectory.appendingPathComponent("sweep-report-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: reportDir) }
             let sweep = try #require(
-                try FleetSimulatorCommand.parseAsRoot(["sweep", "--worlds", "1", "--ranges", path, "--no-progress"]) as? SweepCommand)
+                try FleetSimulatorCommand.parseAsRoot(
+                    ["sweep", "--worlds", "1", "--ranges", path, "--report-dir", reportDir.path, "--no-progress"]) as? SweepCommand)
             do {
                 try await sweep.run()
                 Issue.record("swept with \(path)")
@@ -167,6 +170,8 @@ struct TraceAndCommandTests {
                 let message = FleetSimulatorCommand.message(for: error)
                 for fragment in fragments { #expect(message.contains(fragment), "\(message)") }
             }
+            // A world that ran would have left its report: nothing was written.
+            #expect(!FileManager.default.fileExists(atPath: reportDir.path), "a report was written for \(path)")
         }
     }
 

@@ -123,7 +123,7 @@ package struct RadioChannel: Sendable {
         let innovation = (1 - rho * rho).squareRoot() * radio.shadowingSigmaDb
         shadowAt = here.position
         let spread = radio.upperSpreadDb
-        let shared = radio.beaconShadowCorrelation
+        let shared = min(max(radio.beaconShadowCorrelation, 0), 1)
         if shared > 0 && moved > 0 { sharedShadow = rho * sharedShadow + innovation * random.gaussian() }
         for (i, beacon) in site.beacons.enumerated() {
             if here.position.distance(to: beacon.position) > radio.maxRangeMeters

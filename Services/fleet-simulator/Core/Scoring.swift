@@ -23,8 +23,8 @@ package struct Percentiles: Sendable, Hashable, Codable {
     }
 }
 
-/// Where a person was when their device decided a check-in, as the phone's evidence goes: still or
-/// moving, in front of the building's front wall (y < 0) or in a doorway or inside, and how far from the
+/// Where a person truly was when their device decided a check-in (the simulated world's truth, not the
+/// phone's evidence): still or moving, in front of the building's front wall (y < 0) or in a doorway or inside, and how far from the
 /// nearest door. Gate standers wait within 2.5 m of a door, outside; pavement stoppers stop 1-4 m in
 /// front of one.
 package enum DecisionPlace: String, Sendable, Hashable, Codable, CaseIterable {

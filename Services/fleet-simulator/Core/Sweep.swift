@@ -40,8 +40,8 @@ package struct SweepWorld: Sendable, Encodable {
         radio.wallAttenuationDb = random.uniform(ranges.wallAttenuationDb)
         self.radio = radio
         if worldClass == .tightGates {
-            gates = random.int(3...4)
-            gateSpacingMeters = random.uniform(4...6)
+            gates = random.int(ranges.tightGates)
+            gateSpacingMeters = random.uniform(ranges.tightGateSpacingMeters)
         } else {
             gates = random.int(ranges.gates)
             gateSpacingMeters = random.uniform(ranges.gateSpacingMeters)

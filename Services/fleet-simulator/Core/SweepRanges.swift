@@ -9,7 +9,8 @@ package enum WorldClass: String, Sendable, Hashable, Codable, CaseIterable {
     case office
     /// Concrete, metal, people: exponent 2.8-3.5.
     case denseBuilding = "dense-building"
-    /// Three or four gates 4-6 m apart, every one heard from the next.
+    /// Three or four gates 4-6 m apart, every one heard from the next (`SweepRanges.tightGates`,
+    /// `tightGateSpacingMeters`).
     case tightGates = "tight-gates"
     /// Half of the people only pass by, 1-4 m from the doors: walking, running, cycling, stopping.
     case busyPavement = "busy-pavement"
@@ -38,6 +39,9 @@ package struct SweepRanges: Sendable, Hashable, Encodable {
     package var packetLoss: ClosedRange<Double> = 0.05...0.15
     package var gateSpacingMeters: ClosedRange<Double> = 4...12
     package var gates: ClosedRange<Int> = 1...3
+    /// The tight-gates class's own gate count and spacing, in place of `gates` and `gateSpacingMeters`.
+    package var tightGates: ClosedRange<Int> = 3...4
+    package var tightGateSpacingMeters: ClosedRange<Double> = 4...6
     package var deskDepth: ClosedRange<Double> = 2...70
     package var shadowedDeskShare = 0.15
     package var pavementDistance: ClosedRange<Double> = 1...10
@@ -73,7 +77,10 @@ extension SweepRanges {
             "wallAttenuationDb": .range(\.wallAttenuationDb, allowed: 0...60),
             "advertisingIntervalMs": .wholeRange(\.advertisingIntervalMs, allowed: 20...10_000),
             "packetLoss": .range(\.packetLoss, allowed: 0...0.95), "gates": .wholeRange(\.gates, allowed: 1...8),
-            "gateSpacingMeters": .range(\.gateSpacingMeters, allowed: 1...100), "deskDepth": .range(\.deskDepth, allowed: 0.5...200),
+            "gateSpacingMeters": .range(\.gateSpacingMeters, allowed: 1...100),
+            "tightGates": .wholeRange(\.tightGates, allowed: 2...8),
+            "tightGateSpacingMeters": .range(\.tightGateSpacingMeters, allowed: 1...100),
+            "deskDepth": .range(\.deskDepth, allowed: 0.5...200),
             "shadowedDeskShare": .number(\.shadowedDeskShare, allowed: 0...1),
             "pavementDistance": .range(\.pavementDistance, allowed: 0.5...50), "passerSpeed": .range(\.passerSpeed, allowed: 0.2...10),
             "walkSpeed": .range(\.walkSpeed, allowed: 0.2...5),
@@ -140,7 +147,9 @@ extension SweepRanges {
                 ranges[keyPath: path] = lo...hi
             case .number(let path, let allowed):
                 guard low == high, allowed.contains(low) else {
-                    problems.append("\(key): must be one number within \(allowed.lowerBound)...\(allowed.upperBound)")
+                    problems.append(
+                        "\(key): must be one number within \(allowed.lowerBound)...\(allowed.upperBound), got \(low == high ? "\(low)" : "\(low)...\(high)")"
+                    )
                     continue
                 }
                 ranges[keyPath: path] = low
