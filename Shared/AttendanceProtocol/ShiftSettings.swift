@@ -30,3 +30,13 @@ public struct ShiftSettings: Codable, Hashable, Sendable {
         self.earlyExitGraceMinutes = earlyExitGraceMinutes
     }
 }
+
+/// What daily attendance counts as presence.
+public enum AttendancePresence {
+    /// A session that ended (checked out) less than this many seconds after its check-in is not
+    /// attendance: a person who stopped at a door or walked past it, whose phone checked in and then
+    /// left the site's geofence minutes later. The session itself is kept; only the daily rows leave it
+    /// out. 10 minutes; the merger's `MERGER_MINIMUM_PRESENCE_SECONDS` sets another, 0 counts every
+    /// session.
+    public static let defaultMinimumSeconds: Double = 600
+}

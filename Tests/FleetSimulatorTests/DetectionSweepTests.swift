@@ -31,8 +31,14 @@ struct DetectionSweepTests {
         #expect(placed == t.matchedArrivals + t.falseCheckIns, "\(t.checkInsByPlace)")
         let falseInside = t.checkInsByPlace[DecisionPlace.doorwayOrInside.rawValue]?.filter { $0.key.hasSuffix("(false)") }.values
         #expect((falseInside?.reduce(0, +) ?? 0) <= 1, "\(t.checkInsByPlace)")
+        // Daily attendance: the stoppers' and walk-pasts' sessions end within the minimum presence, no true
+        // arrival's does.
+        #expect(t.briefMatchedArrivals == 0 && t.briefFalseCheckIns >= t.falseCheckIns * 9 / 10, "\(report.text)")
+        #expect(t.attendancePrecision >= 0.99 && t.attendanceRecall == t.recall, "\(report.text)")
         // The report: text, JSON and HTML, every world in it.
-        #expect(report.targets.count == 8 && report.text.contains("targets met:") && report.text.contains("check-ins were decided"))
+        #expect(
+            report.targets.count == 8 && report.text.contains("targets met:") && report.text.contains("check-ins were decided")
+                && report.text.contains("daily attendance"))
         let dir = NSTemporaryDirectory() + "sweep-report-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let paths = try report.write(to: dir)
@@ -41,6 +47,6 @@ struct DetectionSweepTests {
         let html = try String(contentsOfFile: paths.html, encoding: .utf8)
         #expect(
             html.contains("id=\"world-9\"") && html.contains("busy-pavement") && html.contains("Targets")
-                && html.contains("Where check-ins were decided"))
+                && html.contains("Where check-ins were decided") && html.contains("Daily attendance"))
     }
 }

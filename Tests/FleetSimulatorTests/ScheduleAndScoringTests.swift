@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import PresenceKit
 import Testing
@@ -99,6 +100,30 @@ struct ScheduleAndScoringTests {
         #expect(score.detectionLatencySeconds.p50 == 4)
         #expect(score.triggerToVerdictSeconds.p50 == 2) // the check-in's own time to its verdict
         #expect(score.checkOutTimeErrorSeconds.p50 == 10)
+        // Daily attendance leaves out the walk-past's 200-second session, and nothing else.
+        #expect(score.briefCheckIns == 1 && score.briefFalseCheckIns == 1 && score.briefMatchedArrivals == 0)
+        var figures = SweepFigures()
+        figures.merge(SweepFigures(score))
+        #expect(figures.attendancePrecision == 1 && figures.attendanceRecall == 0.5)
+    }
+
+    @Test func aTrueArrivalWhoseSessionEndsWithinTheMinimumPresenceIsCountedAsLeftOut() {
+        let truth = [TruthEvent(person: 0, siteId: "S_1", kind: .arrival, at: 1_000_000, gate: 0)]
+        let person = Person(index: 0, kind: .employee, siteIndex: 0, itinerary: Itinerary(segments: []), truth: truth, speed: 1.2)
+        var device = DeviceResult(person: 0, userId: "u", deviceId: "d")
+        let minimum = Int64(AttendancePresence.defaultMinimumSeconds * 1000)
+        // Checked out (by its own time) a second short of the minimum: decided much later, which does not count.
+        device.posted = [
+            Self.posted("checkin", at: 1_002_000),
+            Self.posted("checkout", at: 1_002_000 + minimum + 60_000, timestamp: 1_001_000 + minimum),
+        ]
+        let score = Score(people: [person], devices: [device])
+        #expect(score.matchedArrivals == 1 && score.briefCheckIns == 1 && score.briefMatchedArrivals == 1 && score.briefFalseCheckIns == 0)
+        // A check-out stamped exactly at the minimum, or none at all, keeps the session.
+        device.posted[1].timestamp = 1_002_000 + minimum
+        #expect(Score(people: [person], devices: [device]).briefCheckIns == 0)
+        device.posted.removeLast()
+        #expect(Score(people: [person], devices: [device]).briefCheckIns == 0)
     }
 
     @Test func checkInsAreCountedByWhereThePersonWasWhenTheDeviceDecided() {

@@ -268,6 +268,21 @@ extension SessionMergerServiceTests {
                 let empty = try await client.get("/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(next)&to=\(next)", key: h.viewer)
                     .decode(DailyAttendanceReport.self)
                 #expect(empty.items.isEmpty)
+
+                // A passer-by's four minutes at the door: the session is kept, and it is not attendance.
+                let door = try #require(late.firstIn).addingTimeInterval(300)
+                let passer = "u-passer-\(UUID().uuidString.prefix(8))"
+                try await h.db.process(
+                    [
+                        Make.checkIn(user: passer, site: h.siteId, at: door, sessionKey: "sk-\(passer)", received: door),
+                        Make.checkOut(
+                            user: passer, at: door.addingTimeInterval(240), sessionKey: "sk-\(passer)",
+                            received: door.addingTimeInterval(240)),
+                    ], from: 4)
+                let kept = try await client.get("/v1/admin/sessions?userId=\(passer)", key: h.viewer).decode(SessionPage.self)
+                #expect(kept.items.count == 1)
+                let after = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(after.items.map(\.userId).sorted() == [h.lateUser, h.onTimeUser].sorted())
             }
         }
 

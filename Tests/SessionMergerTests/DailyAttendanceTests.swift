@@ -76,6 +76,29 @@ struct DailyAttendanceTests {
         #expect(row.lateMinutes == 0)
     }
 
+    @Test("a session that ended within the minimum presence is not attendance; an open one counts at any length")
+    func briefPresenceIsLeftOut() throws {
+        let tenMinutes = AttendancePresence.defaultMinimumSeconds
+        // A stop at the door at 07:55-08:03 local, then the real arrival at 08:40 (late).
+        let day = [
+            span("stop", "2025-09-18T00:55:00Z", "2025-09-18T01:03:00Z"), span("s1", "2025-09-18T01:40:00Z", "2025-09-18T10:00:00Z"),
+        ]
+        let rows = try DailyAttendanceCalculator.days(for: day, shift: saigon, minimumPresence: tenMinutes)
+        try #require(rows.count == 1)
+        #expect(rows[0].sessionIds == ["s1"] && rows[0].late && rows[0].lateMinutes == 40)
+        #expect(rows[0].firstIn == utc("2025-09-18T01:40:00Z") && rows[0].workedMinutes == 8 * 60 + 20)
+        // Counted when the rule is off, and a day of nothing but a walk past has no row.
+        let all = try DailyAttendanceCalculator.days(for: day, shift: saigon, minimumPresence: 0)
+        #expect(all.count == 1 && all.first?.sessionIds == ["stop", "s1"] && all.first?.late == false)
+        let walkPast = [span("past", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z")]
+        #expect(try DailyAttendanceCalculator.days(for: walkPast, shift: saigon, minimumPresence: tenMinutes).isEmpty)
+        // Exactly the minimum counts; an open session two minutes old counts.
+        let exact = [span("x", "2025-09-18T03:00:00Z", "2025-09-18T03:10:00Z")]
+        #expect(try DailyAttendanceCalculator.days(for: exact, shift: saigon, minimumPresence: tenMinutes).count == 1)
+        let open = [span("o", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z", open: true)]
+        #expect(try DailyAttendanceCalculator.days(for: open, shift: saigon, minimumPresence: tenMinutes).first?.lastOut == nil)
+    }
+
     @Test("two sessions in a day add up; first in and last out span both")
     func twoSessions() throws {
         // 08:00-12:00 and 13:00-17:00 local.

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 
 /// Percentiles of a sample (nearest rank on the sorted values).
@@ -89,6 +90,13 @@ package struct Score: Sendable, Hashable, Codable {
     /// when the device decided (`DecisionPlace`), then by who made them: `employee`, or
     /// `pavement_stopper (false)` for a false one. Filled when the scorer is given the doors.
     package var checkInsByPlace: [String: [String: Int]] = [:]
+    /// Check-ins whose session (to the next check-out, by the events' own times) ended less than
+    /// `AttendancePresence.defaultMinimumSeconds` after them: what the merger's daily attendance leaves
+    /// out. Of them, the false ones, and the first check-ins of matched arrivals (arrivals daily
+    /// attendance would then miss).
+    package var briefCheckIns = 0
+    package var briefFalseCheckIns = 0
+    package var briefMatchedArrivals = 0
     package var checkInRecall = 0.0
     package var checkInPrecision = 0.0
     package var checkOutRecall = 0.0
@@ -120,7 +128,8 @@ package struct Score: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
         case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, accurateCheckInTimes, rightGateCheckIns
-        case falseCheckInsByKind, checkInsByPlace, checkInRecall, checkInPrecision, checkOutRecall, checkOutAccuracy, checkInTimeAccuracy,
+        case falseCheckInsByKind, checkInsByPlace, briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, checkInRecall, checkInPrecision,
+            checkOutRecall, checkOutAccuracy, checkInTimeAccuracy,
             rightGateShare
         case detectionLatencySeconds, triggerToVerdictSeconds, checkOutTimeErrorSeconds, decisionToVerdictSeconds
         case sloWithin5Minutes, sloEvents, sloGoodEvents, missedArrivalsSample, falseCheckInsSample
@@ -183,6 +192,16 @@ package struct Score: Sendable, Hashable, Codable {
                 let place = DecisionPlace(person.itinerary.whereabouts(at: checkIn.decidedAt), doors: doors[person.siteIndex])
                 checkInsByPlace[place.rawValue, default: [:]][person.kind.rawValue + (isFalse ? " (false)" : ""), default: 0] += 1
             }
+            // A check-in's session is brief when a check-out comes before the next check-in and less than
+            // the minimum presence after it.
+            let brief = checkIns.indices.map { i -> Bool in
+                let nextIn = checkIns.indices.contains(i + 1) ? checkIns[i + 1].decidedAt : Int64.max
+                guard let out = checkOuts.first(where: { $0.decidedAt > checkIns[i].decidedAt }), out.decidedAt < nextIn else {
+                    return false
+                }
+                return Double(out.timestamp - checkIns[i].timestamp) < AttendancePresence.defaultMinimumSeconds * 1000
+            }
+            briefCheckIns += brief.filter { $0 }.count
             var usedIn = Set<Int>()
             for arrival in person.truth where arrival.kind == .arrival {
                 let matches = checkIns.indices.filter {
@@ -210,6 +229,7 @@ package struct Score: Sendable, Hashable, Codable {
                 repeatedCheckIns += matches.count - 1
                 for m in matches { usedIn.insert(m) }
                 let checkIn = checkIns[first]
+                if brief[first] { briefMatchedArrivals += 1 }
                 notePlace(checkIn, isFalse: false)
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
                 if checkIn.gate == arrival.gate { rightGateCheckIns += 1 }
@@ -218,7 +238,10 @@ package struct Score: Sendable, Hashable, Codable {
             let falseHere = checkIns.count - usedIn.count
             falseCheckIns += falseHere
             if falseHere > 0 { falseCheckInsByKind[person.kind.rawValue, default: 0] += falseHere }
-            for i in checkIns.indices where !usedIn.contains(i) { notePlace(checkIns[i], isFalse: true) }
+            for i in checkIns.indices where !usedIn.contains(i) {
+                notePlace(checkIns[i], isFalse: true)
+                if brief[i] { briefFalseCheckIns += 1 }
+            }
             for i in checkIns.indices where !usedIn.contains(i) && falseCheckInsSample.count < 20 {
                 let c = checkIns[i]
                 let near = person.truth.filter { abs($0.at - c.decidedAt) < 3_600_000 }.map {

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import PresenceKit
 
@@ -108,6 +109,10 @@ package struct SweepFigures: Sendable, Encodable {
     package var falseCheckInsByKind: [String: Int] = [:]
     /// Check-ins by where they were decided, then by who made them (`Score.checkInsByPlace`).
     package var checkInsByPlace: [String: [String: Int]] = [:]
+    /// Check-ins daily attendance leaves out (`Score.briefCheckIns`): all, false, first of an arrival.
+    package var briefCheckIns = 0
+    package var briefFalseCheckIns = 0
+    package var briefMatchedArrivals = 0
     package var falseCheckOuts = 0
     package var departures = 0
     package var accurateCheckOuts = 0
@@ -124,6 +129,13 @@ package struct SweepFigures: Sendable, Encodable {
     package var precision: Double { checkIns == 0 ? 1 : Double(checkIns - falseCheckIns - repeatedCheckIns) / Double(checkIns) }
     package var checkOutAccuracy: Double { departures == 0 ? 1 : Double(accurateCheckOuts) / Double(departures) }
     package var rightGateShare: Double { matchedArrivals == 0 ? 1 : Double(rightGateCheckIns) / Double(matchedArrivals) }
+    /// Precision and recall of daily attendance: the check-ins left once sessions shorter than the
+    /// minimum presence are dropped.
+    package var attendancePrecision: Double {
+        let kept = checkIns - briefCheckIns
+        return kept == 0 ? 1 : Double(kept - (falseCheckIns - briefFalseCheckIns) - repeatedCheckIns) / Double(kept)
+    }
+    package var attendanceRecall: Double { arrivals == 0 ? 1 : Double(matchedArrivals - briefMatchedArrivals) / Double(arrivals) }
 
     /// The counts that add up when worlds are pooled: each with its JSON key, where it is kept, and where
     /// a world's `Score` has it.
@@ -135,7 +147,9 @@ package struct SweepFigures: Sendable, Encodable {
         (.checkIns, \.checkIns, \.checkIns), (.falseCheckIns, \.falseCheckIns, \.falseCheckIns),
         (.repeatedCheckIns, \.repeatedCheckIns, \.repeatedCheckIns), (.falseCheckOuts, \.falseCheckOuts, \.falseCheckOuts),
         (.departures, \.departures, \.departures), (.accurateCheckOuts, \.accurateCheckOuts, \.accurateCheckOuts),
-        (.rightGateCheckIns, \.rightGateCheckIns, \.rightGateCheckIns),
+        (.rightGateCheckIns, \.rightGateCheckIns, \.rightGateCheckIns), (.briefCheckIns, \.briefCheckIns, \.briefCheckIns),
+        (.briefFalseCheckIns, \.briefFalseCheckIns, \.briefFalseCheckIns),
+        (.briefMatchedArrivals, \.briefMatchedArrivals, \.briefMatchedArrivals),
     ]
 
     /// One world's figures.
@@ -178,6 +192,7 @@ package struct SweepFigures: Sendable, Encodable {
         case worlds, arrivals, matchedArrivals, checkIns, falseCheckIns, repeatedCheckIns, falseCheckInsByKind, checkInsByPlace,
             falseCheckOuts
         case departures, accurateCheckOuts, rightGateCheckIns, detectionLatencySeconds, recall, precision, checkOutAccuracy, rightGateShare
+        case briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, attendancePrecision, attendanceRecall
         case missedSample, falseSample
     }
 
@@ -190,6 +205,7 @@ package struct SweepFigures: Sendable, Encodable {
         try c.encode(detectionLatencySeconds, forKey: .detectionLatencySeconds)
         let ratios: [(CodingKeys, Double)] = [
             (.recall, recall), (.precision, precision), (.checkOutAccuracy, checkOutAccuracy), (.rightGateShare, rightGateShare),
+            (.attendancePrecision, attendancePrecision), (.attendanceRecall, attendanceRecall),
         ]
         for (key, value) in ratios { try c.encode(value, forKey: key) }
         try c.encode(missedSample, forKey: .missedSample)
@@ -340,6 +356,15 @@ package struct SweepReport: Sendable, Encodable {
             let byWho = total.checkInsByPlace[place.rawValue] ?? [:]
             lines.append("  " + place.words.padding(toLength: 40, withPad: " ", startingAt: 0) + " " + SweepFigures.describe(byWho))
         }
+        let minutes = Int(AttendancePresence.defaultMinimumSeconds / 60)
+        lines.append(
+            "daily attendance (the merger leaves out sessions that ended within \(minutes) min of their check-in; not a detection target):")
+        for (name, f) in classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", total)] {
+            lines.append(
+                "  " + name.padding(toLength: 15, withPad: " ", startingAt: 0)
+                    + "precision \(pct(f.attendancePrecision)), recall \(pct(f.attendanceRecall)); left out \(f.briefCheckIns) check-ins, \(f.briefFalseCheckIns) of them false, \(f.briefMatchedArrivals) true arrivals"
+            )
+        }
         lines.append("worst world per class (index: recall / precision / false check-outs / check-out within 3 min / right gate / p99):")
         for c in classes {
             let parts = ["recall", "precision", "falseCheckOuts", "checkOutAccuracy", "rightGate", "latencyP99"].compactMap {
@@ -468,6 +493,15 @@ enum SweepHTML {
         for place in DecisionPlace.allCases {
             let byWho = report.total.checkInsByPlace[place.rawValue] ?? [:]
             html += "<tr><td>\(e(place.words))</td><td>\(e(SweepFigures.describe(byWho)))</td></tr>\n"
+        }
+        html += "</table>\n"
+        html +=
+            "<h2>Daily attendance</h2>\n<p>The merger leaves out sessions that ended within \(Int(AttendancePresence.defaultMinimumSeconds / 60)) min of their check-in (not a detection target).</p>\n"
+        html +=
+            "<table><tr><th>class</th><th>precision</th><th>recall</th><th>check-ins left out</th><th>of them false</th><th>true arrivals left out</th></tr>\n"
+        for (name, f) in report.classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", report.total)] {
+            html += "<tr><td>\(e(name))</td><td>\(pct(f.attendancePrecision))</td><td>\(pct(f.attendanceRecall))</td>"
+            html += "<td>\(f.briefCheckIns)</td><td>\(f.briefFalseCheckIns)</td><td>\(f.briefMatchedArrivals)</td></tr>\n"
         }
         html += "</table>\n"
         html +=

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import Foundation
 import Hummingbird
 import Logging
@@ -13,6 +14,7 @@ package func buildApplication(
     shifts: any SiteShiftProvider,
     keyVerifier: any AdminKeyVerifier,
     groupId: String,
+    minimumPresence: TimeInterval,
     readiness: [any ReadinessCheck],
     metrics: PrometheusCollectorRegistry,
     logger: Logger
@@ -21,17 +23,20 @@ package func buildApplication(
         configuration: configuration, registry: metrics, readiness: readiness, context: AdminContext.self, logger: logger,
         openAPI: .merger
     ) { router in
-        addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
+        addMergerRoutes(
+            to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId,
+            minimumPresence: minimumPresence)
     }
 }
 
 /// The admin routes alone on a new router (tests drive it with `app.test(.router)`).
 package func buildRouter(
     sessions: any SessionQueryRepository, shifts: any SiteShiftProvider, keyVerifier: any AdminKeyVerifier,
-    groupId: String = "session-merger"
+    groupId: String = "session-merger", minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
 ) -> Router<AdminContext> {
     let router = Router(context: AdminContext.self)
-    addMergerRoutes(to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId)
+    addMergerRoutes(
+        to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId, minimumPresence: minimumPresence)
     return router
 }
 
@@ -39,11 +44,11 @@ package func buildRouter(
 /// behind `AdminAuthMiddleware`; every error becomes problem+json.
 package func addMergerRoutes(
     to router: Router<AdminContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
-    keyVerifier: any AdminKeyVerifier, groupId: String
+    keyVerifier: any AdminKeyVerifier, groupId: String, minimumPresence: TimeInterval
 ) {
     router.add(middleware: ProblemMiddleware())
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     SessionsController(repository: sessions).addRoutes(to: admin)
-    DailyAttendanceController(repository: sessions, shifts: shifts).addRoutes(to: admin)
+    DailyAttendanceController(repository: sessions, shifts: shifts, minimumPresence: minimumPresence).addRoutes(to: admin)
     PipelineController(repository: sessions, groupId: groupId).addRoutes(to: admin)
 }

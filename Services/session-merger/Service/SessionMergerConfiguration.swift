@@ -25,6 +25,9 @@ package struct SessionMergerConfiguration: SchemaSettings {
     package var outboxBatchSize = 500
     /// The session thresholds (validated at start).
     package var policy: SessionPolicy = .default
+    /// Daily attendance leaves out sessions that ended sooner than this after their check-in, seconds
+    /// (`AttendancePresence`; 0 counts every session).
+    package var minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.
     package var compactionThreshold = 512
     /// How many times a batch transaction that lost a race (a concurrent writer of the same key or
@@ -44,7 +47,8 @@ package struct SessionMergerConfiguration: SchemaSettings {
     /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides
     /// (`TopicNames`); the session thresholds
     /// `MERGER_MERGE_WINDOW_SECONDS`, `MERGER_SOFT_EXIT_GRACE_SECONDS`, `MERGER_NOISE_SECONDS`, `MERGER_IDLE_CUTOFF_SECONDS`,
-    /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges).
+    /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges); daily attendance's
+    /// `MERGER_MINIMUM_PRESENCE_SECONDS` (0-3,600).
     package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
         let defaults = SessionPolicy.default
         var policy = SessionPolicy(
@@ -73,6 +77,8 @@ package struct SessionMergerConfiguration: SchemaSettings {
         configuration.timelineCacheCapacity = try env.int(
             "MERGER_TIMELINE_CACHE", default: configuration.timelineCacheCapacity, in: 0...10_000_000)
         configuration.writeLanes = try env.int("MERGER_WRITE_LANES", default: configuration.writeLanes, in: 1...8)
+        configuration.minimumPresence = try env.double(
+            "MERGER_MINIMUM_PRESENCE_SECONDS", default: configuration.minimumPresence, in: 0...3_600)
         configuration.schema = try env.schemaName("MERGER_SCHEMA", default: configuration.schema)
         return configuration
     }

@@ -32,6 +32,7 @@ package enum SessionMergerServer {
             shifts: RegistryCacheShiftProvider(loader: registry),
             keyVerifier: try kit.adminKeyVerifier(environment: env),
             groupId: merger.consumer.groupId,
+            minimumPresence: merger.minimumPresence,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
             metrics: kit.metrics, logger: logger)
         try await kit.run(

@@ -87,10 +87,15 @@ package enum DailyAttendanceCalculator {
     /// belong to that shift (`shiftDay(of:)`) or that began earlier and were still present after the
     /// previous day's shift window closed (a double shift). A day whose shift has presence has a row
     /// even when the day itself has none.
+    ///
+    /// A session that ended less than `minimumPresence` seconds after it began is left out altogether
+    /// (`AttendancePresence`): a stop or a walk past a door is not attendance. An open session counts
+    /// whatever its length so far.
     package static func days(
-        for intervals: [AttendanceInterval], shift: AttendanceShift
+        for intervals: [AttendanceInterval], shift: AttendanceShift, minimumPresence: TimeInterval = 0
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
         let shift = try shift.validated()
+        let intervals = intervals.filter { $0.isOpen || $0.end.timeIntervalSince($0.start) >= minimumPresence }
         // A validated shift's time zone is known.
         let calendar = ShiftCalendar(shift: shift)!
         var groups: [String: [AttendanceInterval]] = [:]

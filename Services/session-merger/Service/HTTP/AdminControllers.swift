@@ -98,6 +98,8 @@ struct DailyAttendanceController {
 
     let repository: any SessionQueryRepository
     let shifts: any SiteShiftProvider
+    /// Sessions that ended sooner after their check-in are not attendance (`AttendancePresence`).
+    let minimumPresence: TimeInterval
 
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("attendance/daily") { request, context in
@@ -143,8 +145,10 @@ struct DailyAttendanceController {
             let sessions = try await repository.sessionsOverlapping(siteId: siteId, userId: userId, start: start, end: end)
             let rows: [DailyAttendance]
             do {
-                rows = try DailyAttendanceCalculator.days(for: sessions.map(\.interval), shift: shift)
-                    .filter { $0.date >= from && $0.date <= to }
+                rows = try DailyAttendanceCalculator.days(
+                    for: sessions.map(\.interval), shift: shift, minimumPresence: minimumPresence
+                )
+                .filter { $0.date >= from && $0.date <= to }
             } catch {
                 throw ProblemDetails.unavailable("site \(siteId) has unusable shift settings: \(error)")
             }
