@@ -27,23 +27,34 @@ struct SweepWorldTests {
         #expect(Set(moving).count > 5, "moving 5 m at a time with 1 m decorrelation, the shadow must change: \(moving)")
     }
 
+    /// Two gates 6 m apart whose beacons only shadow (no fading, no loss), heard by a phone walking to
+    /// and fro halfway between them, as far from one as from the other (x = 3 m, y alternating between
+    /// `y` and `y - stepMeters`): each step's reading of each beacon less its mean, when both were heard.
+    static func readingsBetweenTwoGates(
+        shared: Double, sigmaDb: Double, decorrelationMeters: Double, y: Double, stepMeters: Double, steps: Int, seed: UInt64
+    ) -> [(Double, Double)] {
+        var radio = RadioParameters()
+        radio.fading = .gaussian(sigmaDb: 0)
+        radio.packetLoss = 0
+        radio.shadowingSigmaDb = sigmaDb
+        radio.shadowingDecorrelationMeters = decorrelationMeters
+        radio.beaconShadowCorrelation = shared
+        let world = World.standard(sites: 1, gatesPerSite: 2, busyDoorIntervalMs: 1_000, gateSpacingMeters: 6, radio: radio)
+        var random = SimulationRandom(seed: seed)
+        var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
+        return (1...steps).compactMap { step in
+            let here = Whereabouts(position: Point(x: 3, y: y - Double(step % 2) * stepMeters), heading: Point(x: 0, y: 0), walking: true)
+            let heard = channel.listen(at: Int64(step) * 1_000, here: here, random: &random)
+            guard heard.count == 2, heard.allSatisfy({ $0.rssi != 0 }) else { return nil }
+            let means = world.sites[0].beacons.map { channel.meanRssi(beacon: $0, at: here) }
+            return (Double(heard[0].rssi) - means[0], Double(heard[1].rssi) - means[1])
+        }
+    }
+
     @Test func withTheShadowSharedNeighbouringGatesReadAlikeAndWithoutItTheyDiffer() {
-        func readings(shared: Double) -> [(Int, Int)] {
-            var radio = RadioParameters()
-            radio.fading = .gaussian(sigmaDb: 0)
-            radio.packetLoss = 0
-            radio.shadowingSigmaDb = 8
-            radio.shadowingDecorrelationMeters = 1
-            radio.beaconShadowCorrelation = shared
-            let world = World.standard(sites: 1, gatesPerSite: 2, busyDoorIntervalMs: 1_000, gateSpacingMeters: 6, radio: radio)
-            var random = SimulationRandom(seed: 4)
-            var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
-            // Walking to and fro halfway between the two gates, as far from one as from the other.
-            return (1...20).compactMap { step in
-                let here = Whereabouts(position: Point(x: 3, y: -4 - Double(step % 2) * 3), heading: Point(x: 0, y: 0), walking: true)
-                let heard = channel.listen(at: Int64(step) * 1_000, here: here, random: &random)
-                return heard.count == 2 ? (heard[0].rssi, heard[1].rssi) : nil
-            }
+        func readings(shared: Double) -> [(Double, Double)] {
+            Self.readingsBetweenTwoGates(
+                shared: shared, sigmaDb: 8, decorrelationMeters: 1, y: -4, stepMeters: 3, steps: 20, seed: 4)
         }
         let shared = readings(shared: 1)
         #expect(shared.count >= 15 && shared.allSatisfy { $0.0 == $0.1 }, "\(shared)")
@@ -114,24 +125,10 @@ struct SweepWorldTests {
     }
 
     @Test func aHalfSharedShadowKeepsEachBeaconsSpreadAndCorrelatesTheTwoByHalf() throws {
+        // A metre between steps is a hundred decorrelation distances: every step draws a new shadow.
         func residuals(shared: Double) -> [(Double, Double)] {
-            var radio = RadioParameters()
-            radio.fading = .gaussian(sigmaDb: 0)
-            radio.packetLoss = 0
-            radio.shadowingSigmaDb = 6
-            radio.shadowingDecorrelationMeters = 0.01
-            radio.beaconShadowCorrelation = shared
-            let world = World.standard(sites: 1, gatesPerSite: 2, busyDoorIntervalMs: 1_000, gateSpacingMeters: 6, radio: radio)
-            var random = SimulationRandom(seed: 8)
-            var channel = RadioChannel(site: world.sites[0], radio: radio, phoneLossDb: 0, random: &random)
-            // A metre between steps is a hundred decorrelation distances: every step draws a new shadow.
-            return (1...3_000).compactMap { step in
-                let here = Whereabouts(position: Point(x: 3, y: -2 - Double(step % 2)), heading: Point(x: 0, y: 0), walking: true)
-                let heard = channel.listen(at: Int64(step) * 1_000, here: here, random: &random)
-                guard heard.count == 2, heard.allSatisfy({ $0.rssi != 0 }) else { return nil }
-                let means = world.sites[0].beacons.map { channel.meanRssi(beacon: $0, at: here) }
-                return (Double(heard[0].rssi) - means[0], Double(heard[1].rssi) - means[1])
-            }
+            Self.readingsBetweenTwoGates(
+                shared: shared, sigmaDb: 6, decorrelationMeters: 0.01, y: -2, stepMeters: 1, steps: 3_000, seed: 8)
         }
         for (shared, low, high) in [(0.0, -0.08, 0.08), (0.5, 0.42, 0.58), (1.0, 0.97, 1.0)] {
             let r = residuals(shared: shared)
