@@ -154,7 +154,8 @@ package struct ItineraryBuilder {
     }
 }
 
-/// A true gate pass: the person reached the doorway of `siteId` going in (arrival) or out (departure).
+/// A true gate pass at `siteId`: going in, the person reached the check-in point 0.8 m in front of the
+/// door (arrival; a gate stander then waits outside); going out, the person passed the doorway (departure).
 package struct TruthEvent: Sendable, Hashable, Codable {
     package enum Kind: String, Sendable, Hashable, Codable { case arrival, departure }
     package var person: Int
