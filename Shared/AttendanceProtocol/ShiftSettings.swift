@@ -33,10 +33,13 @@ public struct ShiftSettings: Codable, Hashable, Sendable {
 
 /// What daily attendance counts as presence.
 public enum AttendancePresence {
-    /// A session that ended (checked out) less than this many seconds after its check-in is not
+    /// A session closed by its check-out less than this many seconds after its check-in is not
     /// attendance: a person who stopped at a door or walked past it, whose phone checked in and then
     /// left the site's geofence minutes later. The session itself is kept; only the daily rows leave it
     /// out. 10 minutes; the merger's `MERGER_MINIMUM_PRESENCE_SECONDS` sets another, 0 counts every
     /// session.
     public static let defaultMinimumSeconds: Double = 600
+    /// A check-in or heartbeat this soon after a check-out reopens the session instead of starting a
+    /// new one (the merger's soft-exit grace, `MERGER_SOFT_EXIT_GRACE_SECONDS`): 5 minutes.
+    public static let defaultSoftExitGraceSeconds: Double = 300
 }

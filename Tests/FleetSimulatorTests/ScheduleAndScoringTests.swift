@@ -124,6 +124,18 @@ struct ScheduleAndScoringTests {
         #expect(Score(people: [person], devices: [device]).briefCheckIns == 0)
         device.posted.removeLast()
         #expect(Score(people: [person], devices: [device]).briefCheckIns == 0)
+        // A passer-by's check-out followed within the soft-exit grace by the real check-in is one session,
+        // as the merger builds it, and not left out; a minute after the grace, the passing is a session
+        // of its own.
+        let grace = Int64(AttendancePresence.defaultSoftExitGraceSeconds * 1000)
+        for (checkInAt, brief) in [(880_000 + grace - 60_000, 0), (880_000 + grace + 60_000, 1)] {
+            device.posted = [
+                Self.posted("checkin", at: 700_000), Self.posted("checkout", at: 880_000), Self.posted("checkin", at: checkInAt),
+            ]
+            let score = Score(people: [person], devices: [device])
+            #expect(score.falseCheckIns == 1 && score.matchedArrivals == 1, "check-in at \(checkInAt)")
+            #expect(score.briefCheckIns == brief && score.briefFalseCheckIns == brief && score.briefMatchedArrivals == 0)
+        }
     }
 
     @Test func checkInsAreCountedByWhereThePersonWasWhenTheDeviceDecided() {

@@ -31,13 +31,28 @@ struct AdminHarness: Sendable {
 
     static let zone = TimeZone(identifier: "Asia/Ho_Chi_Minh")!
 
+    /// A passer-by checked in at `door` and out four minutes later, on offsets from 4 on: their user id.
+    /// The check-out reaches the merger six minutes after it was made, past the soft-exit grace, so the
+    /// session is closed by it at once (the timeline's clock is its latest receipt).
+    func addPasser(at door: Date) async throws -> String {
+        let passer = "u-passer-\(UUID().uuidString.prefix(8))"
+        let out = door.addingTimeInterval(240)
+        try await db.process(
+            [
+                Make.checkIn(user: passer, site: siteId, at: door, sessionKey: "sk-\(passer)", received: door),
+                Make.checkOut(user: passer, at: out, sessionKey: "sk-\(passer)", received: out.addingTimeInterval(360)),
+            ], from: 4)
+        return passer
+    }
+
     /// The fixture site's shift: 08:30-17:30, an hour's allowance before, two after.
     static let dayShift = ShiftSettings(
         start: TimeOfDay(hour: 8, minute: 30)!, end: TimeOfDay(hour: 17, minute: 30)!, checkInBeforeStartMinutes: 60,
         checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5)
 
     static func run(
-        shift: ShiftSettings = dayShift, _ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void
+        shift: ShiftSettings = dayShift, minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds,
+        _ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         // The registry's API keys in a schema of their own, read by the merger as it reads the registry's.
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_merger") { registryClient, registrySchema in
@@ -80,7 +95,7 @@ struct AdminHarness: Sendable {
                     sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
                     shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
                     keyVerifier: PostgresAdminKeyVerifier(client: db.client, schema: registrySchema, logger: logger),
-                    groupId: db.configuration.consumer.groupId)
+                    groupId: db.configuration.consumer.groupId, minimumPresence: minimumPresence)
                 let harness = AdminHarness(
                     db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
                     lateUser: lateUser, onTimeUser: onTimeUser, day: day)
@@ -270,19 +285,22 @@ extension SessionMergerServiceTests {
                 #expect(empty.items.isEmpty)
 
                 // A passer-by's four minutes at the door: the session is kept, and it is not attendance.
-                let door = try #require(late.firstIn).addingTimeInterval(300)
-                let passer = "u-passer-\(UUID().uuidString.prefix(8))"
-                try await h.db.process(
-                    [
-                        Make.checkIn(user: passer, site: h.siteId, at: door, sessionKey: "sk-\(passer)", received: door),
-                        Make.checkOut(
-                            user: passer, at: door.addingTimeInterval(240), sessionKey: "sk-\(passer)",
-                            received: door.addingTimeInterval(240)),
-                    ], from: 4)
+                let passer = try await h.addPasser(at: try #require(late.firstIn).addingTimeInterval(300))
                 let kept = try await client.get("/v1/admin/sessions?userId=\(passer)", key: h.viewer).decode(SessionPage.self)
-                #expect(kept.items.count == 1)
+                #expect(kept.items.count == 1 && kept.items.first?.closeReason == "check_out", "\(kept.items)")
                 let after = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
                 #expect(after.items.map(\.userId).sorted() == [h.lateUser, h.onTimeUser].sorted())
+            }
+        }
+
+        @Test func withTheMinimumPresenceOffAPassersSessionIsAttendance() async throws {
+            try await AdminHarness.run(minimumPresence: 0) { h, client in
+                let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"
+                let before = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                let firstIn = try #require(before.items.first { $0.userId == h.lateUser }?.firstIn)
+                let passer = try await h.addPasser(at: firstIn.addingTimeInterval(300))
+                let after = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(after.items.map(\.userId).sorted() == [h.lateUser, h.onTimeUser, passer].sorted())
             }
         }
 

@@ -1,10 +1,14 @@
 import AttendanceProtocol
 import Foundation
-import SessionMergerCore
 import Testing
 
-func span(_ id: String, _ start: String, _ end: String, user: String = "u_1", open: Bool = false) -> AttendanceInterval {
-    AttendanceInterval(sessionId: id, userId: user, siteId: "S_HQ", start: utc(start), end: utc(end), isOpen: open)
+@testable import SessionMergerCore
+
+func span(
+    _ id: String, _ start: String, _ end: String, user: String = "u_1", open: Bool = false, checkedOut: Bool = false
+) -> AttendanceInterval {
+    AttendanceInterval(
+        sessionId: id, userId: user, siteId: "S_HQ", start: utc(start), end: utc(end), isOpen: open, checkedOut: checkedOut)
 }
 
 func hhmm(_ text: String) -> TimeOfDay { TimeOfDay(text)! }
@@ -76,27 +80,54 @@ struct DailyAttendanceTests {
         #expect(row.lateMinutes == 0)
     }
 
-    @Test("a session that ended within the minimum presence is not attendance; an open one counts at any length")
+    @Test("a session checked out within the minimum presence is not attendance; open or timed-out ones count")
     func briefPresenceIsLeftOut() throws {
         let tenMinutes = AttendancePresence.defaultMinimumSeconds
-        // A stop at the door at 07:55-08:03 local, then the real arrival at 08:40 (late).
+        func days(_ spans: [AttendanceInterval], _ minimum: TimeInterval = tenMinutes) throws -> [DailyAttendance] {
+            try DailyAttendanceCalculator.days(for: spans, shift: saigon, minimumPresence: minimum)
+        }
+        // A stop at the door at 07:55-08:03 local, checked out, then the real arrival at 08:40 (late).
         let day = [
-            span("stop", "2025-09-18T00:55:00Z", "2025-09-18T01:03:00Z"), span("s1", "2025-09-18T01:40:00Z", "2025-09-18T10:00:00Z"),
+            span("stop", "2025-09-18T00:55:00Z", "2025-09-18T01:03:00Z", checkedOut: true),
+            span("s1", "2025-09-18T01:40:00Z", "2025-09-18T10:00:00Z", checkedOut: true),
         ]
-        let rows = try DailyAttendanceCalculator.days(for: day, shift: saigon, minimumPresence: tenMinutes)
+        let rows = try days(day)
         try #require(rows.count == 1)
         #expect(rows[0].sessionIds == ["s1"] && rows[0].late && rows[0].lateMinutes == 40)
         #expect(rows[0].firstIn == utc("2025-09-18T01:40:00Z") && rows[0].workedMinutes == 8 * 60 + 20)
-        // Counted when the rule is off, and a day of nothing but a walk past has no row.
-        let all = try DailyAttendanceCalculator.days(for: day, shift: saigon, minimumPresence: 0)
+        // Counted when the rule is off; the product's default is the rule.
+        let all = try days(day, 0)
         #expect(all.count == 1 && all.first?.sessionIds == ["stop", "s1"] && all.first?.late == false)
-        let walkPast = [span("past", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z")]
-        #expect(try DailyAttendanceCalculator.days(for: walkPast, shift: saigon, minimumPresence: tenMinutes).isEmpty)
-        // Exactly the minimum counts; an open session two minutes old counts.
-        let exact = [span("x", "2025-09-18T03:00:00Z", "2025-09-18T03:10:00Z")]
-        #expect(try DailyAttendanceCalculator.days(for: exact, shift: saigon, minimumPresence: tenMinutes).count == 1)
-        let open = [span("o", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z", open: true)]
-        #expect(try DailyAttendanceCalculator.days(for: open, shift: saigon, minimumPresence: tenMinutes).first?.lastOut == nil)
+        #expect(try DailyAttendanceCalculator.days(for: day, shift: saigon) == rows)
+        // A day of nothing but a walk past has no row, even across midnight (23:55-00:04 local).
+        #expect(try days([span("past", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z", checkedOut: true)]).isEmpty)
+        #expect(try days([span("night", "2025-09-18T16:55:00Z", "2025-09-18T17:04:00Z", checkedOut: true)]).isEmpty)
+        // Exactly the minimum counts.
+        #expect(try days([span("x", "2025-09-18T03:00:00Z", "2025-09-18T03:10:00Z", checkedOut: true)]).count == 1)
+        // Open, in its soft-exit grace, or closed for want of presence (a phone that died at the door):
+        // not a check-out the device made for good, so it counts.
+        let open = try days([span("o", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z", open: true)])
+        #expect(open.count == 1 && open.first?.lastOut == nil)
+        #expect(try days([span("soft", "2025-09-18T03:00:00Z", "2025-09-18T03:02:00Z")]).count == 1)
+        #expect(
+            AttendanceInterval(
+                sessionId: "z", userId: "u", siteId: "S", start: utc("2025-09-18T03:00:00Z"),
+                end: utc("2025-09-18T03:02:00Z"), isOpen: true, checkedOut: true
+            ).checkedOut == false)
+    }
+
+    @Test("a session's interval knows whether its check-out closed it for good")
+    func checkedOutOnlyWhenClosedByTheCheckOut() throws {
+        let checkIn = utc("2025-09-18T03:00:00Z")
+        var session = SessionSnapshot(
+            id: "ses_a", userId: "u", siteId: "S", status: .softExit, checkInAt: checkIn, lastSeenAt: checkIn,
+            checkOutAt: checkIn.addingTimeInterval(120), closeReason: nil, sessionKeys: ["k"], eventIds: ["a"], reopenCount: 0)
+        #expect(!AttendanceInterval(session).checkedOut, "a soft exit may still reopen")
+        session.status = .closed
+        session.closeReason = .checkOut
+        #expect(AttendanceInterval(session).checkedOut && AttendanceInterval(session).isBrief(minimumPresence: 600))
+        session.closeReason = .presenceTimeout
+        #expect(!AttendanceInterval(session).checkedOut)
     }
 
     @Test("two sessions in a day add up; first in and last out span both")

@@ -90,13 +90,13 @@ package struct Score: Sendable, Hashable, Codable {
     /// when the device decided (`DecisionPlace`), then by who made them: `employee`, or
     /// `pavement_stopper (false)` for a false one. Filled when the scorer is given the doors.
     package var checkInsByPlace: [String: [String: Int]] = [:]
-    /// Check-ins whose session (to the next check-out, by the events' own times) ended less than
-    /// `AttendancePresence.defaultMinimumSeconds` after them: what the merger's daily attendance leaves
-    /// out. Of them, the false ones, and the first check-ins of matched arrivals (arrivals daily
-    /// attendance would then miss).
+    /// Check-ins the merger's daily attendance leaves out (`Score.briefCheckIns(_:_:)`); of them, the
+    /// false ones; matched arrivals all of whose check-ins are left out (arrivals daily attendance would
+    /// miss); and repeats of a matched arrival that are left out.
     package var briefCheckIns = 0
     package var briefFalseCheckIns = 0
     package var briefMatchedArrivals = 0
+    package var briefRepeatedCheckIns = 0
     package var checkInRecall = 0.0
     package var checkInPrecision = 0.0
     package var checkOutRecall = 0.0
@@ -128,7 +128,8 @@ package struct Score: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case arrivals, departures, checkIns, checkOuts, heartbeats, matchedArrivals, falseCheckIns, repeatedCheckIns
         case matchedDepartures, accurateCheckOuts, falseCheckOuts, checkOutsOfFalseSessions, accurateCheckInTimes, rightGateCheckIns
-        case falseCheckInsByKind, checkInsByPlace, briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, checkInRecall, checkInPrecision,
+        case falseCheckInsByKind, checkInsByPlace, briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, briefRepeatedCheckIns,
+            checkInRecall, checkInPrecision,
             checkOutRecall, checkOutAccuracy, checkInTimeAccuracy,
             rightGateShare
         case detectionLatencySeconds, triggerToVerdictSeconds, checkOutTimeErrorSeconds, decisionToVerdictSeconds
@@ -143,6 +144,43 @@ package struct Score: Sendable, Hashable, Codable {
     package static let timeToleranceMs: Int64 = 180_000
 
     package init() {}
+
+    /// Which of a device's check-ins (sorted by decision) daily attendance leaves out, with the sessions
+    /// built as the merger builds them: a check-in opens a session unless one is open or its check-out
+    /// came within the soft-exit grace before it (by the events' own times), which reopens that one. A
+    /// session is left out when its last check-out came less than the minimum presence after its first
+    /// check-in (`AttendancePresence`).
+    static func briefCheckIns(_ checkIns: [PostedEvent], _ checkOuts: [PostedEvent]) -> [Bool] {
+        let graceMs = Int64(AttendancePresence.defaultSoftExitGraceSeconds * 1000)
+        let minimumMs = Int64(AttendancePresence.defaultMinimumSeconds * 1000)
+        let events = (checkIns.indices.map { (checkIns[$0].decidedAt, 0, $0) } + checkOuts.indices.map { (checkOuts[$0].decidedAt, 1, $0) })
+            .sorted { ($0.0, $0.1) < ($1.0, $1.1) }
+        var brief = [Bool](repeating: false, count: checkIns.count)
+        var members: [Int] = []
+        var start: Int64 = 0
+        var checkedOutAt: Int64?
+        func close() {
+            let isBrief = checkedOutAt.map { $0 - start < minimumMs } ?? false
+            for m in members { brief[m] = isBrief }
+            members = []
+        }
+        for (_, kind, i) in events {
+            if kind == 1 {
+                if !members.isEmpty { checkedOutAt = checkOuts[i].timestamp }
+                continue
+            }
+            let reopens = !members.isEmpty && checkedOutAt.map { checkIns[i].timestamp - $0 <= graceMs } ?? true
+            if !reopens {
+                close()
+                start = checkIns[i].timestamp
+            }
+            if members.isEmpty { start = checkIns[i].timestamp }
+            members.append(i)
+            checkedOutAt = nil
+        }
+        close()
+        return brief
+    }
 
     /// Scores the true passes inside `window`, leaving out a pass within `edgeMs` of either end (the
     /// device could not have seen all of it). With `doors` (each site's door positions, by site index),
@@ -192,15 +230,7 @@ package struct Score: Sendable, Hashable, Codable {
                 let place = DecisionPlace(person.itinerary.whereabouts(at: checkIn.decidedAt), doors: doors[person.siteIndex])
                 checkInsByPlace[place.rawValue, default: [:]][person.kind.rawValue + (isFalse ? " (false)" : ""), default: 0] += 1
             }
-            // A check-in's session is brief when a check-out comes before the next check-in and less than
-            // the minimum presence after it.
-            let brief = checkIns.indices.map { i -> Bool in
-                let nextIn = checkIns.indices.contains(i + 1) ? checkIns[i + 1].decidedAt : Int64.max
-                guard let out = checkOuts.first(where: { $0.decidedAt > checkIns[i].decidedAt }), out.decidedAt < nextIn else {
-                    return false
-                }
-                return Double(out.timestamp - checkIns[i].timestamp) < AttendancePresence.defaultMinimumSeconds * 1000
-            }
+            let brief = Self.briefCheckIns(checkIns, checkOuts)
             briefCheckIns += brief.filter { $0 }.count
             var usedIn = Set<Int>()
             for arrival in person.truth where arrival.kind == .arrival {
@@ -229,7 +259,8 @@ package struct Score: Sendable, Hashable, Codable {
                 repeatedCheckIns += matches.count - 1
                 for m in matches { usedIn.insert(m) }
                 let checkIn = checkIns[first]
-                if brief[first] { briefMatchedArrivals += 1 }
+                if matches.allSatisfy({ brief[$0] }) { briefMatchedArrivals += 1 }
+                briefRepeatedCheckIns += matches.dropFirst().filter { brief[$0] }.count
                 notePlace(checkIn, isFalse: false)
                 detection.append(Double(checkIn.decidedAt - arrival.at) / 1000)
                 if checkIn.gate == arrival.gate { rightGateCheckIns += 1 }

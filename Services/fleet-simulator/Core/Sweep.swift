@@ -109,10 +109,12 @@ package struct SweepFigures: Sendable, Encodable {
     package var falseCheckInsByKind: [String: Int] = [:]
     /// Check-ins by where they were decided, then by who made them (`Score.checkInsByPlace`).
     package var checkInsByPlace: [String: [String: Int]] = [:]
-    /// Check-ins daily attendance leaves out (`Score.briefCheckIns`): all, false, first of an arrival.
+    /// Check-ins daily attendance leaves out (`Score.briefCheckIns`): all, false, arrivals all of whose
+    /// check-ins are, repeats of an arrival.
     package var briefCheckIns = 0
     package var briefFalseCheckIns = 0
     package var briefMatchedArrivals = 0
+    package var briefRepeatedCheckIns = 0
     package var falseCheckOuts = 0
     package var departures = 0
     package var accurateCheckOuts = 0
@@ -133,7 +135,8 @@ package struct SweepFigures: Sendable, Encodable {
     /// minimum presence are dropped.
     package var attendancePrecision: Double {
         let kept = checkIns - briefCheckIns
-        return kept == 0 ? 1 : Double(kept - (falseCheckIns - briefFalseCheckIns) - repeatedCheckIns) / Double(kept)
+        let wrong = (falseCheckIns - briefFalseCheckIns) + (repeatedCheckIns - briefRepeatedCheckIns)
+        return kept == 0 ? 1 : Double(kept - wrong) / Double(kept)
     }
     package var attendanceRecall: Double { arrivals == 0 ? 1 : Double(matchedArrivals - briefMatchedArrivals) / Double(arrivals) }
 
@@ -150,6 +153,7 @@ package struct SweepFigures: Sendable, Encodable {
         (.rightGateCheckIns, \.rightGateCheckIns, \.rightGateCheckIns), (.briefCheckIns, \.briefCheckIns, \.briefCheckIns),
         (.briefFalseCheckIns, \.briefFalseCheckIns, \.briefFalseCheckIns),
         (.briefMatchedArrivals, \.briefMatchedArrivals, \.briefMatchedArrivals),
+        (.briefRepeatedCheckIns, \.briefRepeatedCheckIns, \.briefRepeatedCheckIns),
     ]
 
     /// One world's figures.
@@ -192,7 +196,7 @@ package struct SweepFigures: Sendable, Encodable {
         case worlds, arrivals, matchedArrivals, checkIns, falseCheckIns, repeatedCheckIns, falseCheckInsByKind, checkInsByPlace,
             falseCheckOuts
         case departures, accurateCheckOuts, rightGateCheckIns, detectionLatencySeconds, recall, precision, checkOutAccuracy, rightGateShare
-        case briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, attendancePrecision, attendanceRecall
+        case briefCheckIns, briefFalseCheckIns, briefMatchedArrivals, briefRepeatedCheckIns, attendancePrecision, attendanceRecall
         case missedSample, falseSample
     }
 
@@ -358,7 +362,7 @@ package struct SweepReport: Sendable, Encodable {
         }
         let minutes = Int(AttendancePresence.defaultMinimumSeconds / 60)
         lines.append(
-            "daily attendance (the merger leaves out sessions that ended within \(minutes) min of their check-in; not a detection target):")
+            "daily attendance (the merger leaves out sessions closed by a check-out within \(minutes) min of their check-in; not a detection target):")
         for (name, f) in classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", total)] {
             lines.append(
                 "  " + name.padding(toLength: 15, withPad: " ", startingAt: 0)
@@ -496,7 +500,7 @@ enum SweepHTML {
         }
         html += "</table>\n"
         html +=
-            "<h2>Daily attendance</h2>\n<p>The merger leaves out sessions that ended within \(Int(AttendancePresence.defaultMinimumSeconds / 60)) min of their check-in (not a detection target).</p>\n"
+            "<h2>Daily attendance</h2>\n<p>The merger leaves out sessions closed by a check-out within \(Int(AttendancePresence.defaultMinimumSeconds / 60)) min of their check-in (not a detection target).</p>\n"
         html +=
             "<table><tr><th>class</th><th>precision</th><th>recall</th><th>check-ins left out</th><th>of them false</th><th>true arrivals left out</th></tr>\n"
         for (name, f) in report.classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", report.total)] {

@@ -11,21 +11,34 @@ package struct AttendanceInterval: Hashable, Sendable {
     package var end: Date
     /// Still open: `end` is only the latest presence, there is no "out" yet.
     package var isOpen: Bool
+    /// Closed by its check-out for good (the soft-exit grace passed without presence): `end` is a
+    /// departure the device reported, not a timeout or a check-out that may still reopen.
+    package var checkedOut: Bool
 
-    package init(sessionId: String, userId: String, siteId: String, start: Date, end: Date, isOpen: Bool) {
+    package init(
+        sessionId: String, userId: String, siteId: String, start: Date, end: Date, isOpen: Bool, checkedOut: Bool = false
+    ) {
         self.sessionId = sessionId
         self.userId = userId
         self.siteId = siteId
         self.start = start
         self.end = max(start, end)
         self.isOpen = isOpen
+        self.checkedOut = checkedOut && !isOpen
+    }
+
+    /// A session closed by a check-out sooner than `minimumPresence` seconds after its check-in: a stop
+    /// or a walk past a door, not attendance (`AttendancePresence`).
+    package func isBrief(minimumPresence: TimeInterval) -> Bool {
+        checkedOut && end.timeIntervalSince(start) < minimumPresence
     }
 
     /// A derived session; a soft exit counts as ended at its check-out.
     package init(_ session: SessionSnapshot) {
         self.init(
             sessionId: session.id, userId: session.userId, siteId: session.siteId, start: session.checkInAt,
-            end: session.endedAt ?? session.lastSeenAt, isOpen: session.status == .open)
+            end: session.endedAt ?? session.lastSeenAt, isOpen: session.status == .open,
+            checkedOut: session.status == .closed && session.closeReason == .checkOut)
     }
 
     /// The latest `attendance.sessions` change of a session; `nil` for a superseded one (not a session).
@@ -35,7 +48,8 @@ package struct AttendanceInterval: Hashable, Sendable {
         let end = open ? (change.lastSeenAt ?? change.checkInAt) : (change.checkOutAt ?? change.lastSeenAt ?? change.checkInAt)
         self.init(
             sessionId: change.sessionId, userId: change.userId, siteId: change.siteId,
-            start: change.checkInAt, end: end, isOpen: open)
+            start: change.checkInAt, end: end, isOpen: open,
+            checkedOut: change.change == .closed && change.closeReason == .checkOut)
     }
 }
 
@@ -88,14 +102,16 @@ package enum DailyAttendanceCalculator {
     /// previous day's shift window closed (a double shift). A day whose shift has presence has a row
     /// even when the day itself has none.
     ///
-    /// A session that ended less than `minimumPresence` seconds after it began is left out altogether
-    /// (`AttendancePresence`): a stop or a walk past a door is not attendance. An open session counts
-    /// whatever its length so far.
+    /// A session closed by its check-out less than `minimumPresence` seconds after it began is left out
+    /// altogether (`AttendancePresence`): a stop or a walk past a door is not attendance. An open
+    /// session, one in its soft-exit grace and one closed for want of presence count whatever their
+    /// length.
     package static func days(
-        for intervals: [AttendanceInterval], shift: AttendanceShift, minimumPresence: TimeInterval = 0
+        for intervals: [AttendanceInterval], shift: AttendanceShift,
+        minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
         let shift = try shift.validated()
-        let intervals = intervals.filter { $0.isOpen || $0.end.timeIntervalSince($0.start) >= minimumPresence }
+        let intervals = intervals.filter { !$0.isBrief(minimumPresence: minimumPresence) }
         // A validated shift's time zone is known.
         let calendar = ShiftCalendar(shift: shift)!
         var groups: [String: [AttendanceInterval]] = [:]

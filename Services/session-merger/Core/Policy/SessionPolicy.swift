@@ -47,7 +47,7 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
 
     package init(
         mergeWindow: TimeInterval = 45,
-        softExitGrace: TimeInterval = 5 * minute,
+        softExitGrace: TimeInterval = AttendancePresence.defaultSoftExitGraceSeconds,
         noiseThreshold: TimeInterval = 10,
         idleCutoff: TimeInterval = 12 * hour,
         horizon: TimeInterval = 8 * day

@@ -26,7 +26,8 @@ package struct SessionRecordView: Codable, Hashable, Sendable {
         let open = status == SessionStatus.open.rawValue
         return AttendanceInterval(
             sessionId: sessionId, userId: userId, siteId: siteId, start: checkInAt,
-            end: open ? lastSeenAt : (checkOutAt ?? lastSeenAt), isOpen: open)
+            end: open ? lastSeenAt : (checkOutAt ?? lastSeenAt), isOpen: open,
+            checkedOut: status == SessionStatus.closed.rawValue && closeReason == SessionCloseReason.checkOut.rawValue)
     }
 }
 
