@@ -362,7 +362,8 @@ package struct SweepReport: Sendable, Encodable {
         }
         let minutes = Int(AttendancePresence.defaultMinimumSeconds / 60)
         lines.append(
-            "daily attendance (the merger leaves out sessions closed by a check-out within \(minutes) min of their check-in; not a detection target):")
+            "daily attendance (the merger leaves out sessions closed by a check-out within \(minutes) min of their check-in; not a detection target):"
+        )
         for (name, f) in classes.map({ ($0.worldClass.rawValue, $0.figures) }) + [("all", total)] {
             lines.append(
                 "  " + name.padding(toLength: 15, withPad: " ", startingAt: 0)
