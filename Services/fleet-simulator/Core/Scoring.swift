@@ -169,12 +169,12 @@ package struct Score: Sendable, Hashable, Codable {
                 if !members.isEmpty { checkedOutAt = checkOuts[i].timestamp }
                 continue
             }
-            let reopens = !members.isEmpty && checkedOutAt.map { checkIns[i].timestamp - $0 <= graceMs } ?? true
-            if !reopens {
+            // Joins the session when it is still open or its check-out is within the grace.
+            let joins = !members.isEmpty && (checkedOutAt.map { checkIns[i].timestamp - $0 <= graceMs } ?? true)
+            if !joins {
                 close()
                 start = checkIns[i].timestamp
             }
-            if members.isEmpty { start = checkIns[i].timestamp }
             members.append(i)
             checkedOutAt = nil
         }

@@ -25,7 +25,7 @@ package struct SessionMergerConfiguration: SchemaSettings {
     package var outboxBatchSize = 500
     /// The session thresholds (validated at start).
     package var policy: SessionPolicy = .default
-    /// Daily attendance leaves out sessions that ended sooner than this after their check-in, seconds
+    /// Daily attendance leaves out sessions closed by their check-out sooner than this after their check-in, seconds
     /// (`AttendancePresence`; 0 counts every session).
     package var minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     /// A timeline holding more events than this is compacted (`compact(now:)`) when it is written.

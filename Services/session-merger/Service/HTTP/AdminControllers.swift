@@ -98,7 +98,7 @@ struct DailyAttendanceController {
 
     let repository: any SessionQueryRepository
     let shifts: any SiteShiftProvider
-    /// Sessions that ended sooner after their check-in are not attendance (`AttendancePresence`).
+    /// Sessions closed by their check-out sooner after their check-in are not attendance (`AttendancePresence`).
     let minimumPresence: TimeInterval
 
     func addRoutes(to group: RouterGroup<AdminContext>) {
