@@ -83,6 +83,10 @@ public struct PresenceConfig: Sendable, Hashable {
     /// whose pavement runs close to its doors can trade latency for fewer walk-pasts and fewer check-ins
     /// decided on the approach: the README has the sweep's figures for 1-3 s.
     public var enterHoldMs: Int64 = 0
+    /// With a hold: strong evidence at or above this smoothed RSSI checks in at once, without waiting
+    /// (the phone is at the beacon), and only weaker strong evidence is held. 0 (the default) holds all
+    /// strong evidence; else -100...-30 dBm.
+    public var enterAtOnceRssi: Int = 0
     /// Longest ranging burst (`ranging_window_ms`, 5-10 s).
     public var rangingWindowMs: Int64 = 8_000
     /// When a ranging window ends without a candidate while the beacon region is still inside and a
@@ -171,6 +175,9 @@ public struct PresenceConfig: Sendable, Hashable {
             check("thresholds.dwell_window_ms", dwellWindowMs, 10_000...600_000, " ms", " or 0 to disable")
         }
         check("thresholds.enter_hold_ms", enterHoldMs, 0...10_000, " ms")
+        if enterAtOnceRssi != 0 {
+            check("thresholds.enter_at_once_rssi", enterAtOnceRssi, -100...(-30), " dBm", " or 0 to hold all strong evidence")
+        }
         check("thresholds.smoothing_window", smoothingWindow, 1...RssiSmoother.maxWindow, " samples")
         if (1...RssiSmoother.maxWindow).contains(smoothingWindow) {
             check("thresholds.min_readings", minReadings, 1...smoothingWindow, "", " (at most thresholds.smoothing_window)")

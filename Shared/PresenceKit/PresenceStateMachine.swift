@@ -33,8 +33,9 @@
 // Thresholds: a session starts when the nearest beacon's last `minReadings` readings have a median
 // above `enterRssi` (-65) and a standard deviation below `maxStdDevDb`, or when a median above
 // `dwellEnterRssi` (-85) is followed within `dwellWindowMs` by the device coming to rest (dwell
-// confirmation, see `confirmDwell`); with `enterHoldMs` set, strong evidence must pass at every reading
-// for that long first, and the check-in is stamped with its first moment; present turns into a soft exit
+// confirmation, see `confirmDwell`); with `enterHoldMs` set, strong evidence (under `enterAtOnceRssi`,
+// when that is set) must pass at every reading for that long first, and the check-in is stamped with its
+// first moment; present turns into a soft exit
 // when the smoothed RSSI of every beacon of the site is at or below `leaveRssi` (-75), when the site is
 // silent for `signalLossMs` while scanning continuously, or on a region exit; a soft exit resumes as
 // soon as the site is heard above `leaveRssi` again (see `tryRecover` for why not `enterRssi`).
@@ -615,7 +616,8 @@ public struct PresenceStateMachine: Sendable {
         }
         var fx: [PresenceEffect] = []
         if let candidate {
-            guard config.enterHoldMs > 0 else {
+            let atOnce = config.enterAtOnceRssi != 0 && candidate.smoothedRssi >= Float(config.enterAtOnceRssi)
+            guard config.enterHoldMs > 0, !atOnce else {
                 confirm(candidate, at: now, &fx)
                 return fx
             }

@@ -17,6 +17,7 @@ import Foundation
 ///         "enter_rssi": -65, "leave_rssi": -75, "max_stddev_db": 12, "min_readings": 3,
 ///         "dwell_enter_rssi": -85, "dwell_window_ms": 120000,   // 0 turns dwell confirmation off
 ///         "enter_hold_ms": 0,                      // 0...10000: strong evidence held this long first
+///         "enter_at_once_rssi": 0,                 // with a hold, strong evidence this strong is not held (0: all is)
 ///         "smoothing_window": 5, "smoothing": "median",   // "ema" (+ "ema_alpha") or "kalman"
 ///         "ema_alpha": 0.3, "kalman_process_noise": 0.5, "kalman_measurement_noise": 16,
 ///         "ranging_extensions": 2, "signal_loss_ms": 10000, "soft_exit_grace_ms": 180000, "exit_confirmation_ms": 10000,
@@ -154,6 +155,7 @@ public struct RemoteConfig: Sendable, Hashable {
                 case "dwell_enter_rssi": if let x = int(v, path) { config.dwellEnterRssi = x }
                 case "dwell_window_ms": if let x = int(v, path) { config.dwellWindowMs = Int64(x) }
                 case "enter_hold_ms": if let x = int(v, path) { config.enterHoldMs = Int64(x) }
+                case "enter_at_once_rssi": if let x = int(v, path) { config.enterAtOnceRssi = x }
                 case "smoothing_window": if let x = int(v, path) { config.smoothingWindow = x }
                 case "smoothing": smoothingName = string(v, path)
                 case "ema_alpha": if let x = number(v, path) { alpha = Float(x) }

@@ -193,6 +193,31 @@ struct TraceAndCommandTests {
         }
     }
 
+    @Test func aScenarioRunsWithTheConfigGivenAndStillExpectsItsTargets() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("scenario-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func scenario(_ config: String) throws -> ScenarioCommand {
+            let path = dir.appendingPathComponent("config-\(UUID().uuidString).json")
+            try config.write(to: path, atomically: true, encoding: .utf8)
+            let arguments = ["scenario", "walk-past", "--config", path.path, "--report-dir", dir.path]
+            return try #require(try FleetSimulatorCommand.parseAsRoot(arguments) as? ScenarioCommand)
+        }
+        // Entering at -90 dBm checks in people who only walk past: the scenario runs with it, and fails.
+        let loose = try scenario(#"{"thresholds": {"enter_rssi": -90, "leave_rssi": -100, "dwell_enter_rssi": -95}}"#)
+        await #expect(throws: ExitCode.self) { try await loose.run() }
+        let report = try String(contentsOf: dir.appendingPathComponent("walk-past.json"), encoding: .utf8)
+        #expect(report.contains("\"checkIns\""))
+        let misspelled = try scenario(#"{"thresholds": {"enter_rsi": -90}}"#)
+        do {
+            try await misspelled.run()
+            Issue.record("ran a scenario with a misspelled config")
+        } catch {
+            let message = FleetSimulatorCommand.message(for: error)
+            #expect(message.contains("thresholds.enter_rsi: is not a remote-config key of this app"), "\(message)")
+        }
+    }
+
     @Test func theDefaultRunIsTheDemoARealTimeMorningRush() throws {
         let o = try #require(try FleetSimulatorCommand.parseAsRoot(["run"]) as? RunCommand).fleetOptions
         #expect(o.devices == 300 && o.sites == 2 && o.durationMs == 90_000 && o.scheduleKind == .morningRush && o.phones == .rush)

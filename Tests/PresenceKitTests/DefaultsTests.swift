@@ -63,6 +63,31 @@ struct DefaultsTests {
         #expect(checkIn.timestamp <= first, "stamped when the evidence began, not when the hold ended")
     }
 
+    @Test("with an at-once level, strong evidence that reaches it checks in without the hold; weaker strong evidence is held")
+    func conditionalEnterHold() throws {
+        #expect(PresenceConfig().enterAtOnceRssi == 0, "the default holds all strong evidence (when a hold is set)")
+        var config = PresenceConfig()
+        config.enterHoldMs = 3_000
+        config.enterAtOnceRssi = -62
+        // A walk-past: strong (above -65), but under -62, for two seconds. No check-in.
+        var passer = try DeviceHarness(config: config)
+        try passer.arrive()
+        let pass = [-80, -63, -64, -63, -80, -80, -80]
+        try passer.run(seconds: pass.count) { pass[$0] }
+        #expect(passer.checkIns.isEmpty)
+        // The same walk at the door, held for three seconds: checked in, stamped when the evidence began.
+        try passer.run(seconds: 3) { _ in -64 }
+        let held = passer.now
+        try passer.run(seconds: 3) { _ in -64 }
+        #expect(passer.checkIns.count == 1)
+        #expect(try #require(passer.checkIns.first).timestamp <= held)
+        // At the beacon: the third reading at -60 checks in at once, held by nothing.
+        var atDoor = try DeviceHarness(config: config)
+        try atDoor.arrive()
+        try atDoor.run(seconds: 3) { _ in -60 }
+        #expect(atDoor.checkIns.count == 1)
+    }
+
     @Test("a cold phone under the enter threshold checks in when it comes to rest (dwell)")
     func coldPhoneDwell() throws {
         var d = try DeviceHarness(config: PresenceConfig())

@@ -251,6 +251,9 @@ struct RemoteConfigTests {
         #expect(short.presence.smoothing == .ema(alpha: 0.4))
         #expect(try RemoteConfig.decode("{}").presence == PresenceConfig())
         #expect(try RemoteConfig.decode(#"{"thresholds": {"enter_hold_ms": 3000}}"#).presence.enterHoldMs == 3_000)
+        let conditional = try RemoteConfig.decode(#"{"thresholds": {"enter_hold_ms": 3000, "enter_at_once_rssi": -64}}"#)
+        #expect(conditional.presence.enterHoldMs == 3_000 && conditional.presence.enterAtOnceRssi == -64)
+        #expect(try RemoteConfig.decode(#"{"thresholds": {"enter_at_once_rssi": 0}}"#).presence.enterAtOnceRssi == 0)
     }
 
     @Test("validation errors name the key and say why — all of them at once")
@@ -279,6 +282,11 @@ struct RemoteConfigTests {
             issues(#"{"thresholds": {"enter_hold_ms": 20000}}"#).map(\.description) == [
                 "thresholds.enter_hold_ms: must be between 0 and 10000 ms, got 20000"
             ])
+        #expect(
+            issues(#"{"thresholds": {"enter_at_once_rssi": -20}}"#).map(\.description) == [
+                "thresholds.enter_at_once_rssi: must be between -100 and -30 dBm or 0 to hold all strong evidence, got -20"
+            ])
+        #expect(issues(#"{"thresholds": {"enter_at_once_rssi": -64.5}}"#).map(\.key) == ["thresholds.enter_at_once_rssi"])
         // Misspelled or unknown keys are refused by name, at every level, all at once (flags are an open set).
         let unknown = issues(
             #"{"checkout_triger": "geofence_exit", "thresholds": {"max_stdev_db": 6}, "gatt_challenge": {"enabeld": true}, "min_steps_window": {"stepz": 3}, "feature_flags": {"new_ui": true}}"#

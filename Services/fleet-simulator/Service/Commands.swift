@@ -244,6 +244,11 @@ package struct ScenarioCommand: AsyncParsableCommand {
     @Flag(help: "List the scenarios.") package var list = false
     @Option(help: "Directory for one JSON and HTML report per scenario (default reports/scenarios).") package var reportDir =
         "reports/scenarios"
+    @Option(
+        help:
+            "A remote-config JSON document for every phone instead of the library defaults (an unknown key is an error); each scenario still expects its targets."
+    )
+    package var config: String?
 
     package init() {}
 
@@ -259,10 +264,12 @@ package struct ScenarioCommand: AsyncParsableCommand {
             return
         }
         let chosen = name == "all" ? Scenario.all : [Scenario.named(name)!]
+        let detection = try ConfigFile.load(config)
         let outboxes = ScratchDirectory.fast("fleet-scenarios")
         defer { try? FileManager.default.removeItem(atPath: outboxes) }
         var failed = 0
-        for scenario in chosen {
+        for var scenario in chosen {
+            scenario.options.detection = detection
             let outcome = try await scenario.run(outboxDirectory: outboxes)
             _ = try outcome.report.write(to: reportDir, name: scenario.name)
             let s = outcome.report.score
