@@ -154,10 +154,11 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         case minAppVersion, refuseJailbroken, refuseSimulatedLocation, allowedModelPrefixes, deniedModelPrefixes
         case flatRssiMaxStdDevDb, flatRssiMinReadings, maxDevicesPerUser, multiDeviceWindowSeconds
         case maxTravelSpeedKmh, maxClockSkewSeconds
-        /// Read (a boolean or null, as before) and ignored: `rate_limit` no longer refuses a check-out
-        /// after a check-in, so there is nothing to exempt. Never written.
-        case exemptSoftExitCheckouts
     }
+
+    /// Read (a boolean or null, as before) and ignored: `rate_limit` no longer refuses a check-out
+    /// after a check-in, so there is nothing to exempt. Never written.
+    private enum RetiredKeys: String, CodingKey { case exemptSoftExitCheckouts }
 
     package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -183,33 +184,11 @@ package struct PolicySettings: Codable, Hashable, Sendable {
         try read(.multiDeviceWindowSeconds, &multiDeviceWindowSeconds)
         try read(.maxTravelSpeedKmh, &maxTravelSpeedKmh)
         try read(.maxClockSkewSeconds, &maxClockSkewSeconds)
-        _ = try c.decodeIfPresent(Bool.self, forKey: .exemptSoftExitCheckouts)
+        _ = try decoder.container(keyedBy: RetiredKeys.self).decodeIfPresent(Bool.self, forKey: .exemptSoftExitCheckouts)
     }
 
-    /// Every field is written (the absent `minAppVersion` as nothing), so a stored policy shows its
-    /// full effective configuration.
-    package func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(minSecondsBetweenPunches, forKey: .minSecondsBetweenPunches)
-        try c.encode(minSecondsBetweenGates, forKey: .minSecondsBetweenGates)
-        try c.encode(minDwellReadings, forKey: .minDwellReadings)
-        try c.encode(minDwellSeconds, forKey: .minDwellSeconds)
-        try c.encode(requireSensorData, forKey: .requireSensorData)
-        try c.encode(geofenceToleranceMeters, forKey: .geofenceToleranceMeters)
-        try c.encode(maxLocationAccuracyMeters, forKey: .maxLocationAccuracyMeters)
-        try c.encode(minSteps2min, forKey: .minSteps2min)
-        try c.encodeIfPresent(minAppVersion, forKey: .minAppVersion)
-        try c.encode(refuseJailbroken, forKey: .refuseJailbroken)
-        try c.encode(refuseSimulatedLocation, forKey: .refuseSimulatedLocation)
-        try c.encode(allowedModelPrefixes, forKey: .allowedModelPrefixes)
-        try c.encode(deniedModelPrefixes, forKey: .deniedModelPrefixes)
-        try c.encode(flatRssiMaxStdDevDb, forKey: .flatRssiMaxStdDevDb)
-        try c.encode(flatRssiMinReadings, forKey: .flatRssiMinReadings)
-        try c.encode(maxDevicesPerUser, forKey: .maxDevicesPerUser)
-        try c.encode(multiDeviceWindowSeconds, forKey: .multiDeviceWindowSeconds)
-        try c.encode(maxTravelSpeedKmh, forKey: .maxTravelSpeedKmh)
-        try c.encode(maxClockSkewSeconds, forKey: .maxClockSkewSeconds)
-    }
+    // `encode(to:)` is the synthesized one: every field is written (an absent `minAppVersion` as
+    // nothing), so a stored policy shows its full effective configuration.
 }
 
 /// A site's anti-fraud configuration: which rules run and how, their thresholds, the kill switch,
