@@ -78,8 +78,8 @@ public struct PresenceConfig: Sendable, Hashable {
     public var dwellEnterRssi: Int = -85
     /// How long weak evidence waits for the device to come to rest. 0 turns dwell confirmation off.
     public var dwellWindowMs: Int64 = 120_000
-    /// Strong evidence checks in only once every reading for this long has passed the rule; the check-in
-    /// is stamped with the first of them. 0 (the default) checks in at the first passing reading. A site
+    /// Strong evidence checks in only once every reading for this long has passed the rule, or once it
+    /// reaches `enterAtOnceRssi`; the check-in is stamped with the first of them. 0 (the default) checks in at the first passing reading. A site
     /// whose pavement runs close to its doors can trade latency for fewer walk-pasts and fewer check-ins
     /// decided on the approach: the README has the sweep's figures for 1-3 s.
     public var enterHoldMs: Int64 = 0

@@ -616,19 +616,20 @@ public struct PresenceStateMachine: Sendable {
         }
         var fx: [PresenceEffect] = []
         if let candidate {
-            let atOnce = config.enterAtOnceRssi != 0 && candidate.smoothedRssi >= Float(config.enterAtOnceRssi)
-            guard config.enterHoldMs > 0, !atOnce else {
+            guard config.enterHoldMs > 0 else {
                 confirm(candidate, at: now, &fx)
                 return fx
             }
             // The hold: every reading since `holdSince` passed the rule for this site (a reading that did
-            // not, or a silence longer than the hold, starts it again).
+            // not, or a silence longer than the hold, starts it again). Evidence at the at-once level ends
+            // it early; either way the check-in is stamped with the hold's start.
             if candidate.siteIndex != holdSiteIndex || now - holdLastAt > config.enterHoldMs {
                 holdSiteIndex = candidate.siteIndex
                 holdSince = now
             }
             holdLastAt = now
-            if now - holdSince >= config.enterHoldMs { confirm(candidate, at: now, since: holdSince, &fx) }
+            let atOnce = config.enterAtOnceRssi != 0 && candidate.smoothedRssi >= Float(config.enterAtOnceRssi)
+            if atOnce || now - holdSince >= config.enterHoldMs { confirm(candidate, at: now, since: holdSince, &fx) }
             return fx
         }
         holdSiteIndex = -1

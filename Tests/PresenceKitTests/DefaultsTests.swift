@@ -21,8 +21,7 @@ struct DefaultsTests {
         "a walk-in with the defaults: check-in at the door, nothing while the desk is out of range, check-out on leaving the geofence stamped with the walk out"
     )
     func walkInWithDefaults() throws {
-        var d = try DeviceHarness(config: PresenceConfig())
-        try d.arrive()
+        var d = try DeviceHarness.arriving(PresenceConfig())
         #expect(d.isScanning)
         let readings = [-80, -74, -68, -62, -60, -61]
         try d.run(seconds: readings.count) { readings[$0] }
@@ -47,8 +46,7 @@ struct DefaultsTests {
         #expect(PresenceConfig().enterHoldMs == 0, "the default checks in at the first passing reading")
         var config = PresenceConfig()
         config.enterHoldMs = 3_000
-        var d = try DeviceHarness(config: config)
-        try d.arrive()
+        var d = try DeviceHarness.arriving(config)
         // A shadow peak on the approach: strong for two seconds, then weak again. No check-in.
         let peak = [-80, -62, -62, -62, -80, -80, -80]
         try d.run(seconds: peak.count) { peak[$0] }
@@ -70,28 +68,42 @@ struct DefaultsTests {
         config.enterHoldMs = 3_000
         config.enterAtOnceRssi = -62
         // A walk-past: strong (above -65), but under -62, for two seconds. No check-in.
-        var passer = try DeviceHarness(config: config)
-        try passer.arrive()
+        var passer = try DeviceHarness.arriving(config)
         let pass = [-80, -63, -64, -63, -80, -80, -80]
         try passer.run(seconds: pass.count) { pass[$0] }
         #expect(passer.checkIns.isEmpty)
-        // The same walk at the door, held for three seconds: checked in, stamped when the evidence began.
-        try passer.run(seconds: 3) { _ in -64 }
-        let held = passer.now
-        try passer.run(seconds: 3) { _ in -64 }
+        // The same level at the door for longer: the second reading is strong (the median of three
+        // passes), and three seconds later the check-in is stamped with that reading.
+        let door = passer.now
+        try passer.run(seconds: 6) { _ in -64 }
         #expect(passer.checkIns.count == 1)
-        #expect(try #require(passer.checkIns.first).timestamp <= held)
+        #expect(try #require(passer.checkIns.first).timestamp == door + 2_000)
         // At the beacon: the third reading at -60 checks in at once, held by nothing.
-        var atDoor = try DeviceHarness(config: config)
-        try atDoor.arrive()
+        var atDoor = try DeviceHarness.arriving(config)
         try atDoor.run(seconds: 3) { _ in -60 }
         #expect(atDoor.checkIns.count == 1)
     }
 
+    @Test("evidence that reaches the at-once level during a hold ends the hold, stamped with the hold's start")
+    func atOnceLevelDuringAHold() throws {
+        var config = PresenceConfig()
+        config.enterHoldMs = 5_000
+        config.enterAtOnceRssi = -62
+        var d = try DeviceHarness.arriving(config)
+        let start = d.now
+        // Strong from the third reading (median -63), held; the smoothed level (median of five) reaches
+        // -62 only at the sixth reading, three seconds into a five-second hold.
+        let approach = [-80, -63, -63, -50, -50]
+        try d.run(seconds: approach.count) { approach[$0] }
+        #expect(d.checkIns.isEmpty)
+        try d.run(seconds: 1) { _ in -50 }
+        #expect(d.checkIns.count == 1)
+        #expect(try #require(d.checkIns.first).timestamp == start + 3_000)
+    }
+
     @Test("a cold phone under the enter threshold checks in when it comes to rest (dwell)")
     func coldPhoneDwell() throws {
-        var d = try DeviceHarness(config: PresenceConfig())
-        try d.arrive()
+        var d = try DeviceHarness.arriving(PresenceConfig())
         try d.run(seconds: 5) { _ in -72 }
         #expect(d.checkIns.isEmpty)
         try d.send(.motionActivity(.stationary))
@@ -109,8 +121,7 @@ struct DefaultsTests {
             c.checkOutTrigger = .beaconLoss
             c.flags.continuousScan = bits & 1 != 0
             if bits & 2 != 0 { c.softExitGraceMs = 10_000; c.exitConfirmationMs = 3_000 }
-            var d = try DeviceHarness(config: c)
-            try d.arrive()
+            var d = try DeviceHarness.arriving(c)
             try d.send(.beaconRegionEntered)
             try d.run(seconds: 4) { _ in -58 }
             #expect(d.checkIns.count == 1)

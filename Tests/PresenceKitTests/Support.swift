@@ -178,6 +178,13 @@ struct DeviceHarness {
         try send(.geofenceEntered(siteId: site))
         try send(.motionActivity(.walking))
     }
+
+    /// A phone running `config` that has just made the usual arrival.
+    static func arriving(_ config: PresenceConfig) throws -> DeviceHarness {
+        var d = try DeviceHarness(config: config)
+        try d.arrive()
+        return d
+    }
 }
 
 /// A temporary directory removed when the value is dropped by `withTempDir`.

@@ -8,6 +8,8 @@ package struct Scenario: Sendable {
     package var options: FleetOptions
     /// Phone troubles every device of the scenario gets (on top of the plan's own profile).
     package var phone: @Sendable (_ start: Int64, _ profile: PhoneProfile) -> PhoneProfile
+    /// The row's own settings, applied on top of the run's configuration (the library defaults, or the
+    /// document `scenario --config` gives).
     package var config: @Sendable (PresenceConfig) -> PresenceConfig
     /// Returns what is wrong with the outcome (empty: passed).
     package var expect: @Sendable (FleetReport) -> [String]
@@ -358,7 +360,11 @@ extension Scenario {
             devices: 80,
             options: { o in
                 o.schedule.deskDepth = 2...15; o.schedule.shadowedDeskShare = 1; o.schedule.lunchOutProbability = 0
-                o.detection.checkOutTrigger = .beaconLoss
+            },
+            config: { c in
+                var c = c
+                c.checkOutTrigger = .beaconLoss
+                return c
             },
             expect: { r in Expect.detection(r) }),
         make(

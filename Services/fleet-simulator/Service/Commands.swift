@@ -246,7 +246,7 @@ package struct ScenarioCommand: AsyncParsableCommand {
         "reports/scenarios"
     @Option(
         help:
-            "A remote-config JSON document for every phone instead of the library defaults (an unknown key is an error); each scenario still expects its targets."
+            "A remote-config JSON document for every phone instead of the library defaults (an unknown key is an error); a row's own settings still apply on top, and it still expects its targets."
     )
     package var config: String?
 
@@ -264,12 +264,12 @@ package struct ScenarioCommand: AsyncParsableCommand {
             return
         }
         let chosen = name == "all" ? Scenario.all : [Scenario.named(name)!]
-        let detection = try ConfigFile.load(config)
+        let detection = try config.map { try ConfigFile.load($0) }
         let outboxes = ScratchDirectory.fast("fleet-scenarios")
         defer { try? FileManager.default.removeItem(atPath: outboxes) }
         var failed = 0
         for var scenario in chosen {
-            scenario.options.detection = detection
+            if let detection { scenario.options.detection = detection }
             let outcome = try await scenario.run(outboxDirectory: outboxes)
             _ = try outcome.report.write(to: reportDir, name: scenario.name)
             let s = outcome.report.score
