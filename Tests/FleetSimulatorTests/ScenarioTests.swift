@@ -17,6 +17,15 @@ struct ScenarioTests {
         #expect(outcome.report.delivery.eventsPosted > 0 || name == "walk-past" || name == "visitors-without-devices")
     }
 
+    @Test("a row's own detection settings sit in its config edit, so that `scenario --config` cannot undo them")
+    func rowsKeepTheirSettingsInTheirConfigEdit() {
+        for scenario in Scenario.all {
+            #expect(scenario.options.detection == PresenceConfig(), "\(scenario.name) edits options.detection")
+        }
+        let resting = Scenario.named("resting-in-a-shadow")
+        #expect(resting?.config(PresenceConfig()).checkOutTrigger == .beaconLoss)
+    }
+
     @Test func aRunIsRepeatableForItsSeed() async throws {
         var options = FleetOptions()
         options.devices = 20
