@@ -79,9 +79,10 @@ public struct PresenceConfig: Sendable, Hashable {
     /// How long weak evidence waits for the device to come to rest. 0 turns dwell confirmation off.
     public var dwellWindowMs: Int64 = 120_000
     /// Strong evidence checks in only once every reading for this long has passed the rule, or once it
-    /// reaches `enterAtOnceRssi`; the check-in is stamped with the first of them. 0 (the default) checks in at the first passing reading. A site
-    /// whose pavement runs close to its doors can trade latency for fewer walk-pasts and fewer check-ins
-    /// decided on the approach: the README has the sweep's figures for 1-3 s.
+    /// reaches `enterAtOnceRssi`; the check-in is stamped with the first of them. 0 (the default) checks
+    /// in at the first passing reading. A site whose pavement runs close to its doors can trade latency
+    /// for fewer walk-pasts and fewer check-ins decided on the approach: the README has the sweep's
+    /// figures for 1-3 s, with and without an at-once level.
     public var enterHoldMs: Int64 = 0
     /// With a hold: strong evidence at or above this smoothed RSSI checks in at once, without waiting
     /// (the phone is at the beacon), and only weaker strong evidence is held. 0 (the default) holds all
