@@ -150,7 +150,8 @@ let package = Package(
         // Beacon registry: places, beacons, shard allocation, devices, credentials, validation (core, pure).
         .target(
             name: "BeaconRegistryCore",
-            dependencies: ["AccessControl", "AttendanceProtocol", "ServiceRuntime", .crypto],
+            // PresenceKit: a site's detection settings are checked with the reader the phone runs.
+            dependencies: ["AccessControl", "AttendanceProtocol", "PresenceKit", "ServiceRuntime", .crypto],
             path: "Services/beacon-registry/Core"
         ),
         // Beacon registry: its PostgreSQL repository, migrations and change-feed publisher (store).
@@ -472,6 +473,7 @@ let package = Package(
                 "BeaconRegistryCore",
                 "BeaconRegistryStore",
                 "AttendanceProtocol",
+                "PresenceKit",
                 "ServiceRuntime",
                 .hummingbird,
                 .hummingbirdTesting,

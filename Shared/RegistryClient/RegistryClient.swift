@@ -80,6 +80,18 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/beacons", query: page.query)
     }
 
+    /// The site's detection settings (version 0 and `{}` when never set).
+    public func detectionConfig(siteId: String) async throws(RegistryClientError) -> RegistryReply<SiteDetectionConfig> {
+        try await admin(.get, "/v1/admin/sites/\(Self.segment(siteId))/detection-config")
+    }
+
+    /// Replaces the site's detection settings with `document` (a remote-config JSON object, sent as
+    /// given); the registry refuses, naming each key, what the app would refuse.
+    public func setDetectionConfig(siteId: String, document: Data) async throws(RegistryClientError) -> RegistryReply<SiteDetectionConfig> {
+        try await call(
+            RegistryRequest(.put, "/v1/admin/sites/\(Self.segment(siteId))/detection-config", body: document, apiKey: try requireKey()))
+    }
+
     // MARK: Gates
 
     public func createGate(_ body: NewGate) async throws(RegistryClientError) -> RegistryReply<Gate> {
@@ -113,6 +125,12 @@ public struct RegistryClient: Sendable {
     /// Exchanges a one-time code for device credentials, as the phone app does (no API key).
     public func enrollDevice(_ body: DeviceEnrollment) async throws(RegistryClientError) -> RegistryReply<DeviceCredentialsResponse> {
         try await call(RegistryRequest(.post, "/v1/devices/enroll", body: try Self.encode(body)))
+    }
+
+    /// The device's sites and their detection settings, as the phone app fetches them (its token, no API key).
+    public func deviceConfiguration(deviceId: String, token: String) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration>
+    {
+        try await call(RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId))
     }
 
     // MARK: Beacons

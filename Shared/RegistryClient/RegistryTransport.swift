@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import AttendanceProtocol
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -6,7 +7,7 @@ import NIOHTTP1
 /// One HTTP request to the registry, relative to its base URL.
 public struct RegistryRequest: Sendable, Hashable {
     public enum Method: String, Sendable, Hashable {
-        case get = "GET", post = "POST", patch = "PATCH"
+        case get = "GET", post = "POST", patch = "PATCH", put = "PUT"
     }
 
     public var method: Method
@@ -15,15 +16,20 @@ public struct RegistryRequest: Sendable, Hashable {
     public var query: [String: String]
     /// JSON; `nil` sends no body.
     public var body: Data?
-    /// The bearer token; `nil` for the routes that need none.
+    /// The bearer token: an API key, or a device token on the device routes; `nil` for the routes that need none.
     public var apiKey: String?
+    /// `X-Device-Id`, sent with a device token.
+    public var deviceId: String?
 
-    public init(_ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil) {
+    public init(
+        _ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil, deviceId: String? = nil
+    ) {
         self.method = method
         self.path = path
         self.query = query
         self.body = body
         self.apiKey = apiKey
+        self.deviceId = deviceId
     }
 
     /// `path?query` with the query sorted by name and percent-encoded.
@@ -91,6 +97,7 @@ public struct HTTPRegistryTransport: RegistryTransport {
         http.headers.add(name: "Accept", value: "application/json, application/problem+json")
         http.headers.add(name: "User-Agent", value: userAgent)
         if let key = request.apiKey { http.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        if let deviceId = request.deviceId { http.headers.add(name: HTTPHeader.deviceId, value: deviceId) }
         if let body = request.body {
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(body)

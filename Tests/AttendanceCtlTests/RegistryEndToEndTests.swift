@@ -34,7 +34,8 @@ struct LiveRegistry: Sendable {
             let installer = try await repository.createAPIKey(name: "ctl-test installer", role: .installer).secret
             let viewer = try await repository.createAPIKey(name: "ctl-test viewer", role: .viewer).secret
             let app = buildApplication(
-                configuration: configuration, repository: repository, readiness: [PostgresReadinessCheck(client: postgres)],
+                configuration: configuration, repository: repository, devices: DeviceAuthentication(signer: signer),
+                readiness: [PostgresReadinessCheck(client: postgres)],
                 metrics: PrometheusCollectorRegistry(), logger: logger
             )
             try await app.test(.live) { client in
@@ -251,6 +252,47 @@ struct RegistryEndToEndTests {
             #expect(document.stdout.hasPrefix("openapi: 3.1.0"))
             let metrics = await r.ctl(["service", "metrics"], key: nil)
             #expect(metrics.code == 0, "\(metrics)")
+        }
+    }
+
+    /// An operator sets a site's detection settings from a file, reads them back, and a document the
+    /// app would refuse is one line naming each key.
+    @Test func settingASitesDetectionSettingsFromAFile() async throws {
+        try await LiveRegistry.run { r in
+            let t = shortToken()
+            let orgId = try await r.ctl(["organizations", "create", "--name", "Detect \(t)"], key: r.admin).field("id")
+            let siteId = try await r.ctl(
+                [
+                    "sites", "create", "--org", orgId, "--name", "HQ \(t)", "--timezone", "Asia/Ho_Chi_Minh", "--latitude", "10.77",
+                    "--longitude", "106.70", "--shift-start", "08:30", "--shift-end", "17:30",
+                ], key: r.admin
+            ).field("id")
+            let unset = await r.ctl(["sites", "detection-config", siteId], key: r.viewer)
+            #expect(try unset.field("version") == "0 (never set: the app's defaults)" && unset.field("document") == "{}", "\(unset)")
+
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("detect-\(t)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let good = directory.appendingPathComponent("hold.json").path
+            try #"{"thresholds": {"enter_hold_ms": 3000, "enter_at_once_rssi": -64}}"#.write(
+                toFile: good, atomically: true, encoding: .utf8)
+            let set = await r.ctl(["sites", "set-detection-config", siteId, "--file", good], key: r.admin)
+            #expect(try set.field("version") == "1", "\(set)")
+            #expect(try set.field("document") == #"{"thresholds":{"enter_at_once_rssi":-64,"enter_hold_ms":3000}}"#)
+            let json = try await r.ctl(["sites", "detection-config", siteId, "--json"], key: r.viewer).object()
+            #expect(json["version"] as? Int == 1)
+
+            let bad = directory.appendingPathComponent("typo.json").path
+            try #"{"thresholds": {"max_stdev_db": 10}, "checkout_triger": "beacon_loss"}"#.write(
+                toFile: bad, atomically: true, encoding: .utf8)
+            let refused = await r.ctl(["sites", "set-detection-config", siteId, "--file", bad], key: r.admin)
+            #expect(refused.code == 1 && refused.stderr.contains("(HTTP 400)"), "\(refused)")
+            #expect(refused.stderr.contains("thresholds.max_stdev_db: ") && refused.stderr.contains("checkout_triger: "), "\(refused)")
+            #expect(!refused.stderr.contains("\n"))
+            let missingFile = await r.ctl(
+                ["sites", "set-detection-config", siteId, "--file", directory.appendingPathComponent("none").path], key: r.admin)
+            #expect(missingFile.code == 1 && missingFile.stderr.contains("cannot read the detection settings"), "\(missingFile)")
+            #expect(try await r.ctl(["sites", "detection-config", siteId], key: r.viewer).field("version") == "1")
         }
     }
 

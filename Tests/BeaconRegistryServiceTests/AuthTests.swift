@@ -22,6 +22,8 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.get, "/v1/admin/sites/{id}", .viewer),
     (.get, "/v1/admin/sites/{id}/gates", .viewer),
     (.get, "/v1/admin/sites/{id}/beacons", .viewer),
+    (.get, "/v1/admin/sites/{id}/detection-config", .viewer),
+    (.put, "/v1/admin/sites/{id}/detection-config", .admin),
     (.post, "/v1/admin/gates", .installer),
     (.get, "/v1/admin/gates/{id}", .viewer),
     (.post, "/v1/admin/gates/{id}/minor", .installer),
@@ -48,7 +50,7 @@ extension RegistryServiceTests {
     @Suite("Auth and roles")
     struct AuthTests {
         @Test func matrixCoversEveryAdminRoute() throws {
-            let router = buildRouter(repository: UnusedRepository())
+            let router = buildRouter(repository: UnusedRepository(), devices: ServiceTestDatabase.devices)
             let routed = Set(router.routes.map { "\($0.method) \($0.path)" }.filter { $0.contains("/v1/admin") })
             let listed = Set(adminRouteRoles.map { "\($0.method) \($0.path)" })
             #expect(routed == listed)
@@ -164,6 +166,13 @@ struct UnusedRepository: AdminRegistryRepository {
     func organization(id: String) async throws(RegistryError) -> Organization { throw .storage("unused") }
     func site(id: String) async throws(RegistryError) -> Site { throw .storage("unused") }
     func gate(id: String) async throws(RegistryError) -> Gate { throw .storage("unused") }
+    func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig { throw .storage("unused") }
+    func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
+        throw .storage("unused")
+    }
+    func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig {
+        throw .storage("unused")
+    }
     func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] { throw .storage("unused") }
     func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] { throw .storage("unused") }
     func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] { throw .storage("unused") }

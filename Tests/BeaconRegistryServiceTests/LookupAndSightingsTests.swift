@@ -202,7 +202,7 @@ enum FeedHarness {
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 #expect(cache.beacon(id: beacon.id) != nil, "the beacon reached the cache through the feed")
-                let app = Application(router: buildRouter(repository: repository, lookups: cache))
+                let app = Application(router: buildRouter(repository: repository, devices: ServiceTestDatabase.devices, lookups: cache))
                 try await app.test(.router) { testClient in
                     try await body(harness, testClient, beacon, fixture.organization)
                 }

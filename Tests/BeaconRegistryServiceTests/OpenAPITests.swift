@@ -23,7 +23,7 @@ extension RegistryServiceTests {
         /// method, and the document has no operation the router lacks.
         @Test func everyRouteIsDocumentedAndNothingElse() throws {
             let documented = try #require(OpenAPIDocument.registry).operations
-            let routed = OpenAPIDocument.operations(of: buildRouter(repository: UnusedRepository()))
+            let routed = OpenAPIDocument.operations(of: buildRouter(repository: UnusedRepository(), devices: ServiceTestDatabase.devices))
             #expect(routed.count >= 27)
             #expect(routed.subtracting(documented).isEmpty, "undocumented: \(routed.subtracting(documented).sorted())")
             #expect(documented.subtracting(routed).isEmpty, "documented but not routed: \(documented.subtracting(routed).sorted())")

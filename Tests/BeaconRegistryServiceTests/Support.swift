@@ -24,6 +24,7 @@ enum ServiceTestDatabase {
         let key = try! DeviceSigningKey(id: "svc-test", secret: Array(repeating: 9, count: 32))
         return try! DeviceTokenSigner(activeKey: key)
     }()
+    static let devices = DeviceAuthentication(signer: signer)
 }
 
 /// What a test gets: the repository, the raw client for count queries, and a secret per role.
@@ -49,7 +50,7 @@ struct Harness: Sendable {
                 installer: try await repository.createAPIKey(name: "svc-test installer", role: .installer).secret,
                 viewer: try await repository.createAPIKey(name: "svc-test viewer", role: .viewer).secret
             )
-            let app = Application(router: buildRouter(repository: repository))
+            let app = Application(router: buildRouter(repository: repository, devices: ServiceTestDatabase.devices))
             try await app.test(.router) { testClient in
                 try await body(harness, testClient)
             }

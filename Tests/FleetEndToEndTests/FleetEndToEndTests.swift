@@ -58,6 +58,10 @@ struct FleetEndToEndTests {
     }
 
     static func check(_ report: FleetReport) async throws {
+        // Every phone fetched its site's detection settings from the registry: the run's document
+        // (`FLEET_CONFIG`, which `make test` sets) as version 1, else none (version 0).
+        let configured = ProcessInfo.processInfo.environment["FLEET_CONFIG"].map { !$0.isEmpty } ?? false
+        #expect(report.parameters.detectionSettingsVersion == (configured ? 1 : 0), "\(report.parameters)")
         let d = report.delivery
         #expect(d.eventsPosted > 200, "\(report.headline)")
         #expect(d.lost == 0 && d.duplicated == 0 && d.unexpected == 0 && d.undeliveredAtEnd == 0, "\(report.headline)")

@@ -143,6 +143,17 @@ def configuration(service: str, fixture: Fixture) -> str:
         # accepted sightings).
         lines += ["", "[[operations]]", 'include-path = "/v1/admin/sightings"', 'include-method = "POST"',
                   "checks.positive_data_acceptance.enabled = false"]
+        # A site's detection settings must also pass the app's cross-field rules (the leave level below
+        # the enter level, a grace long enough for the readings it needs), which the document says in
+        # words: schema-valid documents are often refused with a 400 naming the key (the registry's
+        # own tests store accepted ones). The fixture's site is used, so accepted ones are stored.
+        lines += ["", "[[operations]]", 'include-path = "/v1/admin/sites/{id}/detection-config"', 'include-method = "PUT"',
+                  f'parameters = {{ "path.id" = {toml_string(fixture.site_id)} }}',
+                  "checks.positive_data_acceptance.enabled = false"]
+        # The device's own operation takes its token, not an API key.
+        lines += ["", "[[operations]]", 'include-path = "/v1/devices/config"',
+                  f"headers = {{ Authorization = {toml_string('Bearer ' + fixture.device_token)} }}",
+                  f'parameters = {{ "header.X-Device-Id" = {toml_string(fixture.device_id)} }}']
     if service == "ingest-gateway":
         # An event's times must lie within the last 7 days and at most 5 minutes ahead of the
         # server's clock, and an event names the authenticated device and user and repeats its

@@ -13,6 +13,7 @@
 #   FLEET_DEVICES=1000 FLEET_SITES=4 FLEET_DURATION=3m FLEET_SEED=7 deploy/local/run.sh
 #   # an SLO burning (phones offline longer than the 5-minute objective), for a look at the alerts:
 #   FLEET_DURATION=10m FLEET_OFFLINE_SHARE=0.5 FLEET_OFFLINE_TIME=9m deploy/local/run.sh
+#   FLEET_CONFIG=site-settings.json deploy/local/run.sh   # the sites' detection settings (see the README)
 #   SKIP_BUILD=1 deploy/local/run.sh   # the binaries are built already (make test runs it so)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -28,6 +29,9 @@ fleet_options=()
 [[ -z "${FLEET_SEED:-}" ]] || fleet_options+=(--seed "$FLEET_SEED")
 [[ -z "${FLEET_OFFLINE_SHARE:-}" ]] || fleet_options+=(--offline-share "$FLEET_OFFLINE_SHARE")
 [[ -z "${FLEET_OFFLINE_TIME:-}" ]] || fleet_options+=(--offline-time "$FLEET_OFFLINE_TIME")
+# A remote-config document set as the fleet's sites' detection settings through the registry; every
+# phone fetches its site's with its own token (the library's defaults without one).
+[[ -z "${FLEET_CONFIG:-}" ]] || fleet_options+=(--config "$FLEET_CONFIG")
 FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
 # An earlier run's report goes first, so that a run that fails before its own never leaves one behind
 # that reads as this run's.

@@ -45,3 +45,13 @@ package final class CapturedOutput: Sendable {
     /// Everything written to standard error.
     package var stderr: String { state.withLock { $0.err.joined(separator: "\n") } }
 }
+
+/// A file a command reads, `-` for standard input; a missing, unreadable or empty one is a readable error.
+enum CLIInput {
+    static func read(_ path: String, what: String) throws -> Data {
+        let data = path == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: path)
+        guard let data else { throw CLIError("cannot read \(what) from \(path)") }
+        guard !data.isEmpty else { throw CLIError("\(path) is empty: \(what) must be a JSON object") }
+        return data
+    }
+}

@@ -14,6 +14,7 @@ import ServiceRuntime
 package func buildApplication(
     configuration: ServiceConfiguration,
     repository: any AdminRegistryRepository,
+    devices: DeviceAuthentication,
     lookups: RegistryCache = RegistryCache(),
     readiness: [any ReadinessCheck],
     metrics: PrometheusCollectorRegistry,
@@ -23,25 +24,30 @@ package func buildApplication(
         configuration: configuration, registry: metrics, readiness: readiness, context: AdminContext.self,
         logger: logger, openAPI: .registry
     ) { router in
-        addRegistryRoutes(to: router, repository: repository, lookups: lookups)
+        addRegistryRoutes(to: router, repository: repository, devices: devices, lookups: lookups)
     }
 }
 
 /// The registry routes alone on a new router (tests drive it with `app.test(.router)`).
-package func buildRouter(repository: any AdminRegistryRepository, lookups: RegistryCache = RegistryCache()) -> Router<AdminContext> {
+package func buildRouter(
+    repository: any AdminRegistryRepository, devices: DeviceAuthentication, lookups: RegistryCache = RegistryCache()
+) -> Router<AdminContext> {
     let router = Router(context: AdminContext.self)
-    addRegistryRoutes(to: router, repository: repository, lookups: lookups)
+    addRegistryRoutes(to: router, repository: repository, devices: devices, lookups: lookups)
     return router
 }
 
 /// Every registry route:
-/// - `POST /v1/devices/enroll` without an API key;
+/// - `POST /v1/devices/enroll` without an API key, `GET /v1/devices/config` with a device token (`devices`);
 /// - `/v1/admin/...` behind `AdminAuthMiddleware`, each handler requiring its role;
 /// - `/v1/admin/lookup/...` answered from `lookups`, the registry feed's in-memory cache.
 /// Every error becomes problem+json (`ProblemMiddleware`).
-package func addRegistryRoutes(to router: Router<AdminContext>, repository: any AdminRegistryRepository, lookups: RegistryCache) {
+package func addRegistryRoutes(
+    to router: Router<AdminContext>, repository: any AdminRegistryRepository, devices: DeviceAuthentication, lookups: RegistryCache
+) {
     router.add(middleware: ProblemMiddleware(.registry))
     EnrollmentController(repository: repository).addRoutes(to: router)
+    DeviceConfigurationController(repository: repository, authentication: devices).addRoutes(to: router)
     let admin = router.group("v1/admin").add(
         middleware: AdminAuthMiddleware<AdminContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)

@@ -37,7 +37,8 @@ package enum BeaconRegistryServer {
                 lookupLoader,
                 try BeaconSightingCollector(kafka: kafka, repository: repository, configuration: .init(topics: topics), logger: logger),
                 buildApplication(
-                    configuration: kit.configuration, repository: repository, lookups: lookups,
+                    configuration: kit.configuration, repository: repository, devices: DeviceAuthentication(signer: signer),
+                    lookups: lookups,
                     readiness: [
                         PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer),
                         RegistryFeedReadinessCheck(loader: lookupLoader),

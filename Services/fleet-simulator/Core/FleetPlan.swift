@@ -67,7 +67,10 @@ package struct FleetOptions: Sendable, Hashable {
 
     /// The PresenceKit configuration of a run: `detection` (the library's defaults unless a config file
     /// says otherwise), with the heartbeat every `heartbeatMinutes` when set.
-    package var presenceConfig: PresenceConfig {
+    package var presenceConfig: PresenceConfig { presenceConfig(detection: detection) }
+
+    /// `detection` (a phone's settings as its site serves them) with the run's heartbeat.
+    package func presenceConfig(detection: PresenceConfig) -> PresenceConfig {
         var config = detection
         if let heartbeatMinutes { config.heartbeatIntervalMs = Int64(heartbeatMinutes * 60_000) }
         return config

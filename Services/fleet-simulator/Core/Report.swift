@@ -17,6 +17,9 @@ package struct FleetReport: Sendable, Codable {
         /// `days` (working days) or `rush` (a morning rush compressed into the run).
         package var schedule: String
         package var gateway: String?
+        /// Real-stack runs: the version of the detection settings the phones fetched from the registry
+        /// for their sites (0: none were set, the library's defaults).
+        package var detectionSettingsVersion: Int?
 
         /// `mode`: `detection-only` (virtual time, as fast as the machine goes, in-process server) or
         /// `real-stack` (real time against the services at `gateway`).

@@ -178,6 +178,7 @@ package struct RunCommand: AsyncParsableCommand {
                 registry ?? ProcessInfo.processInfo.environment["REGISTRY_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? settings.registry
             settings.apiKeyFile = apiKeyFile
             settings.showProgress = !noProgress
+            settings.siteDetectionDocument = try config.map { try ConfigFile.document($0) }
             report = try await StackRun(options: options, settings: settings).run()
         }
         try? FileManager.default.removeItem(atPath: outboxDirectory)
@@ -338,14 +339,17 @@ package struct ReplayCommand: ParsableCommand {
 enum ConfigFile {
     static func load(_ path: String?) throws -> PresenceConfig {
         guard let path else { return PresenceConfig() }
-        guard let json = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ValidationError("cannot read the config file \(path)")
-        }
         do {
-            return try RemoteConfig.decode(json).presence
-        } catch {
+            return try RemoteConfig.decode(Array(try document(path))).presence
+        } catch let error as ConfigValidationError {
             throw ValidationError("config \(path): \(error)")
         }
+    }
+
+    /// The document's bytes as written.
+    static func document(_ path: String) throws -> Data {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read the config file \(path)") }
+        return data
     }
 }
 

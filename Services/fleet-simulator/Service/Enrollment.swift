@@ -106,6 +106,36 @@ package struct EnrolledFleet: Sendable {
         }
     }
 
+    /// Sets `document` as every fleet site's detection settings, as an operator would
+    /// (`attendancectl registry sites set-detection-config`).
+    package func setDetectionSettings(_ document: Data, registry: RegistryClient) async throws {
+        for site in world.sites {
+            _ = try await registry.setDetectionConfig(siteId: site.id, document: document)
+        }
+    }
+
+    /// What each phone applies, by person: the detection settings of its site, fetched with its own
+    /// token (`GET /v1/devices/config`) and read by PresenceKit, as the app does after enrolling; and the
+    /// highest version fetched.
+    package func detectionSettings(registry: RegistryClient) async throws -> (byPerson: [Int: PresenceConfig], version: Int) {
+        var settings: [Int: PresenceConfig] = [:]
+        var version = 0
+        for device in devices {
+            let configuration = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token).value
+            guard let site = configuration.sites.first else {
+                throw FleetError("device \(device.deviceId) got no site in its configuration from the registry")
+            }
+            do {
+                let document = try JSONEncoder().encode(site.detectionConfig.document)
+                settings[device.person] = try RemoteConfig.decode(Array(document)).presence
+            } catch {
+                throw FleetError("the detection settings of site \(site.site.id) do not decode on the phone: \(error)")
+            }
+            version = max(version, site.detectionConfig.version)
+        }
+        return (settings, version)
+    }
+
     /// The admin API key enrollment uses: `ATTENDANCE_API_KEY`, else the file (default the local
     /// stack's `$RUN_DIR/secrets/admin-api-key`, which `deploy/local/admin-key.sh` keeps working).
     package static func adminKey(environment: [String: String] = ProcessInfo.processInfo.environment, keyFile: String?) throws -> String {

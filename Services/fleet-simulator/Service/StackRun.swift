@@ -50,6 +50,9 @@ package struct StackRun {
         package var apiKeyFile: String?
         package var showProgress = true
         package var requestTimeoutSeconds: Int64 = 4
+        /// A remote-config document set as every fleet site's detection settings through the registry
+        /// (`--config`); nil leaves the sites without one, so the phones keep the library's defaults.
+        package var siteDetectionDocument: Data?
 
         package init(outboxDirectory: String) { self.outboxDirectory = outboxDirectory }
     }
@@ -102,6 +105,11 @@ package struct StackRun {
             progress.update(fraction: Double(done) / Double(max(total, 1)), label: "enrolled \(done)/\(total)")
         }
         try await EnrolledFleet.waitUntilPublished(fleet, registry: registry)
+        if let document = settings.siteDetectionDocument {
+            try await fleet.setDetectionSettings(document, registry: registry)
+        }
+        // Each phone applies the detection settings of its site, as it fetched them with its own token.
+        let detection = try await fleet.detectionSettings(registry: registry)
         progress.finish()
         // Real time: the simulation starts now. A rush starts wherever the clock is; working days are
         // laid out from today's midnight (UTC) and the run starts at the current time of day.
@@ -119,9 +127,9 @@ package struct StackRun {
             clock: clock)
         delivery.requestTimeout = .seconds(settings.requestTimeoutSeconds)
         let byPerson = Dictionary(fleet.devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
-        let config = options.presenceConfig
         let phones: [SimulatedPhone] = plan.devicePeople.compactMap { person in
-            guard let enrolled = byPerson[person.index] else { return nil }
+            guard let enrolled = byPerson[person.index], let served = detection.byPerson[person.index] else { return nil }
+            let config = options.presenceConfig(detection: served)
             let path = "\(settings.outboxDirectory)/\(enrolled.deviceId).wal"
             try? FileManager.default.removeItem(atPath: path)
             return SimulatedPhone(
@@ -178,6 +186,7 @@ package struct StackRun {
         var report = FleetReport(
             parameters: .init(mode: "real-stack", plan: plan, gateway: settings.gateway),
             plan: plan, devices: results, delivery: delivery2, throughput: throughput)
+        report.parameters.detectionSettingsVersion = detection.version
         if let telemetry = settings.telemetry {
             progress.message("asking the telemetry aggregator for the run's SLO…")
             let server = TelemetrySLOReader(http: http, baseURL: telemetry)

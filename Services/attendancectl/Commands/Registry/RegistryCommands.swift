@@ -75,7 +75,8 @@ extension AttendanceCtl.Registry {
 
     struct Sites: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Sites: time zone, geofence and shift.", subcommands: [Create.self, List.self, Get.self]
+            abstract: "Sites: time zone, geofence, shift and detection settings.",
+            subcommands: [Create.self, List.self, Get.self, DetectionConfig.self, SetDetectionConfig.self]
         )
 
         struct Create: AsyncParsableCommand {
@@ -136,6 +137,40 @@ extension AttendanceCtl.Registry {
             func run() async throws {
                 try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
                     try await client.site(id: id)
+                }
+            }
+        }
+
+        struct DetectionConfig: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "detection-config", abstract: "Show the detection settings the site's devices apply (viewer).")
+            @Argument(help: "The site's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                try await registry.show(RegistryTables.detectionConfig) { client throws(RegistryClientError) in
+                    try await client.detectionConfig(siteId: id)
+                }
+            }
+        }
+
+        struct SetDetectionConfig: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-detection-config",
+                abstract: "Replace the site's detection settings with a remote-config JSON document (admin).",
+                discussion: """
+                    The document's keys are the app's remote-config keys (docs/SPECIFICATION.md, section 1); `{}` \
+                    restores the defaults. The registry refuses, naming each key, what the app would refuse.
+                    """
+            )
+            @Argument(help: "The site's id.") var id: String
+            @Option(help: ArgumentHelp("The JSON document (- reads standard input).", valueName: "file")) var file: String
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                let document = try CLIInput.read(file, what: "the detection settings")
+                try await registry.show(RegistryTables.detectionConfig) { client throws(RegistryClientError) in
+                    try await client.setDetectionConfig(siteId: id, document: document)
                 }
             }
         }

@@ -52,6 +52,20 @@ package enum RegistryTables {
         ])
     }
 
+    package static func detectionConfig(_ config: SiteDetectionConfig) -> String {
+        TableFormatter.render(pairs: [
+            ("site", config.siteId), ("version", config.version == 0 ? "0 (never set: the app's defaults)" : "\(config.version)"),
+            ("updated", time(config.updatedAt)), ("document", compactJSON(config.document)),
+        ])
+    }
+
+    /// `value` on one line with sorted keys.
+    static func compactJSON(_ value: JSONValue) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? none
+    }
+
     package static func sites(_ page: RegistryPage<Site>) -> String {
         Self.page(page, headers: ["ID", "NAME", "TIMEZONE", "SHIFT", "GEOFENCE"]) {
             [$0.id, $0.name, $0.timezone, shift($0.shift), geofence($0.geofence)]

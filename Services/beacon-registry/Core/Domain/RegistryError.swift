@@ -48,6 +48,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A rotation while the key an earlier rotation replaced still verifies (409): the beacon may hold
     /// either key, and only one replaced key is kept.
     case beaconKeyInGrace(beaconId: String, until: Date)
+    /// A genuine device token whose device is revoked or now bound to another user (`why` says which).
+    case deviceNotActive(deviceId: String, why: String)
 
     package var description: String {
         switch self {
@@ -88,6 +90,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .beaconKeyInGrace(let beaconId, let until):
             return "beacon \"\(beaconId)\" was rotated and its replaced key still verifies until \(WireTimestamp.string(from: until)): "
                 + "rotate again once the installer has written the current key (force=true), or with graceHours=0 for a leaked key"
+        case .deviceNotActive(let deviceId, let why):
+            return "device \(deviceId) \(why); enroll it again"
         }
     }
 
@@ -111,6 +115,10 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return .unavailable("the registry's storage is unavailable; retry later")
         case .shardPoolExhausted, .contention, .beaconKeysNotConfigured:
             return .unavailable(description)
+        case .deviceNotActive:
+            var problem = ProblemDetails.forbidden(description)
+            problem.action = .contactAdmin
+            return problem
         }
     }
 

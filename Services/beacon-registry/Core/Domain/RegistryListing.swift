@@ -10,6 +10,12 @@ package protocol RegistryListing: Sendable {
     func organization(id: String) async throws(RegistryError) -> Organization
     func site(id: String) async throws(RegistryError) -> Site
     func gate(id: String) async throws(RegistryError) -> Gate
+    /// The site's detection settings: version 0 with an empty document when none were ever set.
+    func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig
+    /// What the device needs (`GET /v1/devices/config`): every site of its user, with the namespace and
+    /// detection settings. `userId` is the one its token names: a device revoked or now bound to
+    /// another user is `.deviceNotActive`, an unknown one `.notFound`.
+    func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration
 
     func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization]
     func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site]

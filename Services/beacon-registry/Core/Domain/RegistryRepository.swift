@@ -3,8 +3,8 @@ import AttendanceProtocol
 import Foundation
 
 /// Everything the registry stores, behind one protocol so handlers and the CLI can be tested with a
-/// fake. Every failure is a `RegistryError`. Every write also appends its change to the change
-/// outbox in the same transaction (see `PostgresRegistryRepository`).
+/// fake. Every failure is a `RegistryError`. Every write but sightings and detection settings also
+/// appends its change to the change outbox in the same transaction (see `PostgresRegistryRepository`).
 package protocol RegistryRepository: Sendable {
     // MARK: Places and people
 
@@ -12,6 +12,10 @@ package protocol RegistryRepository: Sendable {
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
     func createUser(_ input: NewUser) async throws(RegistryError) -> User
+
+    /// Replaces the site's detection settings and returns them with the next version; the change is
+    /// not published on the feed (devices fetch it, no service reads it). `.notFound` for no such site.
+    func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig
 
     // MARK: Shard allocation
 

@@ -64,3 +64,20 @@ struct EnrollmentController {
         }
     }
 }
+
+/// `GET /v1/devices/config`: no API key; the device presents its token and `X-Device-Id`
+/// (`DeviceAuthentication`). Answers every site of its user with the beacon namespace to monitor and
+/// the site's detection settings. A revoked device, or one now bound to another user, is a 403.
+struct DeviceConfigurationController {
+    let repository: any AdminRegistryRepository
+    let authentication: DeviceAuthentication
+
+    func addRoutes(to router: Router<AdminContext>) {
+        router.get("v1/devices/config") { request, context in
+            _ = try StrictQuery(request, allowed: [])
+            let claims = try authentication.claims(from: request.headers, now: Date())
+            let configuration = try await repository.deviceConfiguration(deviceId: claims.deviceId, userId: claims.userId)
+            return try Reply.json(configuration, request: request, context: context)
+        }
+    }
+}

@@ -47,7 +47,8 @@ struct OrganizationsController {
     }
 }
 
-/// `/v1/admin/sites`: create (admin), read (viewer), list its gates and beacons (viewer).
+/// `/v1/admin/sites`: create (admin), read (viewer), list its gates and beacons (viewer), read (viewer)
+/// and replace (admin) its detection settings.
 struct SitesController {
     let repository: any AdminRegistryRepository
 
@@ -70,6 +71,17 @@ struct SitesController {
                     try await repository.listGates(siteId: siteId, after: after, limit: limit)
                 }, id: \.id)
             return try Reply.json(page, request: request, context: context)
+        }
+        group.get("sites/{id}/detection-config") { request, context in
+            try context.authorize(.viewer)
+            let config = try await repository.detectionConfig(siteId: try context.pathId())
+            return try Reply.json(config, request: request, context: context)
+        }
+        group.put("sites/{id}/detection-config") { request, context in
+            try context.authorize(.admin)
+            let document = try DetectionConfigDocument(validating: try await request.bodyBytes())
+            let config = try await repository.setDetectionConfig(siteId: try context.pathId(), document)
+            return try Reply.json(config, request: request, context: context)
         }
         group.get("sites/{id}/beacons") { request, context in
             try context.authorize(.viewer)

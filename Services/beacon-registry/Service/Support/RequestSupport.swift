@@ -18,13 +18,20 @@ extension Request {
     /// 400 (`AdminJSON.decodeBody`). An empty body decodes as `{}` when `emptyAs` is given (action
     /// endpoints whose body is optional), else it is a 400.
     func decodeJSON<T: Codable>(_ type: T.Type, emptyAs empty: T? = nil) async throws -> T {
+        let body = try await bodyBytes(required: empty == nil)
+        if body.isEmpty, let empty { return empty }
+        return try AdminJSON.decodeBody(T.self, from: Data(body))
+    }
+
+    /// The body's bytes as sent, read up to `RegistryLimits.maxBodyBytes`; an empty body is a 400 when
+    /// `required`.
+    func bodyBytes(required: Bool = true) async throws -> [UInt8] {
         var request = self
         let buffer = try await request.collectBody(upTo: RegistryLimits.maxBodyBytes)
-        if buffer.readableBytes == 0 {
-            if let empty { return empty }
+        if required, buffer.readableBytes == 0 {
             throw ProblemDetails.validation([FieldError(field: "", reason: "a JSON body is required")])
         }
-        return try AdminJSON.decodeBody(T.self, from: Data(buffer.readableBytesView))
+        return Array(buffer.readableBytesView)
     }
 }
 

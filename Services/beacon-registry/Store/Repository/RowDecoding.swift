@@ -65,6 +65,13 @@ enum Columns {
         return BusinessNamespace(organizationId: organizationId, uuid: uuid, major: major, allocatedAt: allocatedAt)
     }
 
+    static let detectionConfig = "c.site_id, c.document::text, c.version, c.updated_at"
+    static func detectionConfig(_ row: PostgresRow) throws -> SiteDetectionConfig {
+        let (siteId, text, version, updatedAt) = try row.decode((String, String, Int, Date).self)
+        let document = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        return SiteDetectionConfig(siteId: siteId, version: version, updatedAt: updatedAt, document: document)
+    }
+
     static let minor = "m.uuid, m.major, m.minor, m.gate_id, m.allocated_at"
     static func minor(_ row: PostgresRow) throws -> MinorAllocation {
         let (uuid, major, minor, gateId, allocatedAt) = try row.decode((UUID, Int, Int, String, Date).self)

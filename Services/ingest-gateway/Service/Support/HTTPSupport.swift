@@ -8,7 +8,6 @@ package typealias HTTPFieldName = HTTPFields.Element.Name
 
 extension HTTPFieldName {
     static let idempotencyKey = Self(HTTPHeader.idempotencyKey)!
-    static let deviceId = Self(HTTPHeader.deviceId)!
     static let appVersion = Self(HTTPHeader.appVersion)!
     static let idempotentReplayed = Self(HTTPHeader.idempotentReplayed)!
 }

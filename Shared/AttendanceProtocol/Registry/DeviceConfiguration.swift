@@ -1,0 +1,53 @@
+import Foundation
+
+/// A site's detection settings as the registry keeps them: a remote-config document of PresenceKit's
+/// keys (docs/SPECIFICATION.md, "1.8 Remote configuration and switches"). An administrator sets it
+/// (`PUT /v1/admin/sites/{id}/detection-config`); every device of the site receives it with its
+/// configuration (`GET /v1/devices/config`) and applies it on top of the library's defaults.
+public struct SiteDetectionConfig: Codable, Hashable, Sendable {
+    public var siteId: String
+    /// Grows by one with every change; 0 for a site that never had a document.
+    public var version: Int
+    /// When the document was last set; absent for version 0.
+    public var updatedAt: Date?
+    /// The document: a JSON object, `{}` to keep every default. The registry accepted it with the
+    /// same strict reader the phone uses, so every key is one the library knows, in range.
+    public var document: JSONValue
+
+    public init(siteId: String, version: Int, updatedAt: Date?, document: JSONValue) {
+        self.siteId = siteId
+        self.version = version
+        self.updatedAt = updatedAt
+        self.document = document
+    }
+}
+
+/// What a device fetches after enrolling and whenever the app starts (`GET /v1/devices/config`,
+/// with its device token): every site its user is assigned to.
+public struct DeviceConfiguration: Codable, Hashable, Sendable {
+    public var deviceId: String
+    public var userId: String
+    /// Ordered by site id.
+    public var sites: [DeviceSite]
+
+    public init(deviceId: String, userId: String, sites: [DeviceSite]) {
+        self.deviceId = deviceId
+        self.userId = userId
+        self.sites = sites
+    }
+}
+
+/// One site of a device's configuration: the site (geofence, time zone, shift), the beacon region the
+/// phone monitors, and the detection settings it applies there.
+public struct DeviceSite: Codable, Hashable, Sendable {
+    public var site: Site
+    /// The organization's (shard UUID, major); absent until the namespace is allocated.
+    public var namespace: BusinessNamespace?
+    public var detectionConfig: SiteDetectionConfig
+
+    public init(site: Site, namespace: BusinessNamespace?, detectionConfig: SiteDetectionConfig) {
+        self.site = site
+        self.namespace = namespace
+        self.detectionConfig = detectionConfig
+    }
+}
