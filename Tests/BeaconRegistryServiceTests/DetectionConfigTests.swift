@@ -83,6 +83,8 @@ extension RegistryServiceTests {
             (#"{"checkout_triger": "beacon_loss"}"#, ["checkout_triger"]),
             (#"{"thresholds": {"enter_rssi": "strong"}}"#, ["thresholds.enter_rssi"]),
             (#"{"thresholds": {"enter_at_once_rssi": -20}, "geofence_radius": 10}"#, ["geofence_radius", "thresholds.enter_at_once_rssi"]),
+            // Key and type errors first; ranges and combinations once those pass.
+            (#"{"checkout_triger": "x", "geofence_radius": 10}"#, ["checkout_triger"]),
             (#"[1, 2]"#, [""]),
             (#"{"thresholds": "#, [""]),
         ])
@@ -103,6 +105,10 @@ extension RegistryServiceTests {
                 try await client.send(.put, "/v1/admin/sites/missing-\(token())/detection-config", key: h.admin, json: "{}").problem(
                     .notFound)
                 try await client.send(.get, "/v1/admin/sites/missing-\(token())/detection-config", key: h.viewer).problem(.notFound)
+                let malformed = try await client.send(.put, "/v1/admin/sites/-bad/detection-config", key: h.admin, json: "{}")
+                    .problem(.badRequest)
+                #expect(malformed.errors?.map(\.field) == ["id"], "\(malformed)")
+                try await client.send(.get, "/v1/admin/sites/-bad/detection-config", key: h.viewer).problem(.badRequest)
                 let empty = try await client.send(.put, path, key: h.admin).problem(.badRequest)
                 #expect(empty.errors?.first?.field == "")
                 try await client.send(.put, path, key: h.installer, json: "{}").problem(.forbidden)
@@ -128,6 +134,13 @@ extension RegistryServiceTests {
                 #expect(missing.errors?.first?.field == HTTPHeader.deviceId)
                 try await client.send(.get, route, key: phone.token, headers: [.deviceId: otherPhone.device.id]).problem(.forbidden)
                 try await client.send(.get, "\(route)?site=x", key: phone.token, headers: [.deviceId: phone.device.id]).problem(.badRequest)
+
+                // A genuine token of a device this registry does not know (another registry's, or one deleted).
+                let stranger = ServiceTestDatabase.signer.sign(
+                    deviceId: "dev_unknown_\(token())", userId: phone.device.userId, issuedAt: Date(), lifetime: .seconds(600))
+                let unknown = try await client.send(.get, route, key: stranger.token, headers: [.deviceId: stranger.claims.deviceId])
+                    .problem(.forbidden)
+                #expect(unknown.detail?.contains("not enrolled") == true, "\(unknown)")
 
                 _ = try await h.repository.revokeDevice(id: phone.device.id)
                 let revoked = try await client.send(.get, route, key: phone.token, headers: [.deviceId: phone.device.id]).problem(

@@ -19,6 +19,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=deploy/local/env.sh
 source "$here/env.sh"
+caller_dir="$PWD"
 cd "$ROOT"
 
 # The fleet's shape: the simulator's own defaults unless one of these is set.
@@ -31,7 +32,10 @@ fleet_options=()
 [[ -z "${FLEET_OFFLINE_TIME:-}" ]] || fleet_options+=(--offline-time "$FLEET_OFFLINE_TIME")
 # A remote-config document set as the fleet's sites' detection settings through the registry; every
 # phone fetches its site's with its own token (the library's defaults without one).
-[[ -z "${FLEET_CONFIG:-}" ]] || fleet_options+=(--config "$FLEET_CONFIG")
+if [[ -n "${FLEET_CONFIG:-}" ]]; then
+    [[ "$FLEET_CONFIG" == /* ]] || FLEET_CONFIG="$caller_dir/$FLEET_CONFIG"   # relative to where run.sh was called
+    fleet_options+=(--config "$FLEET_CONFIG")
+fi
 FLEET_REPORT_DIR="${FLEET_REPORT_DIR:-$RUN_DIR/fleet-report}"
 # An earlier run's report goes first, so that a run that fails before its own never leaves one behind
 # that reads as this run's.

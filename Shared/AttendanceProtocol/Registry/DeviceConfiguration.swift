@@ -6,7 +6,7 @@ import Foundation
 /// configuration (`GET /v1/devices/config`) and applies it on top of the library's defaults.
 public struct SiteDetectionConfig: Codable, Hashable, Sendable {
     public var siteId: String
-    /// Grows by one with every change; 0 for a site that never had a document.
+    /// Grows by one with every accepted document; 0 for a site that never had one.
     public var version: Int
     /// When the document was last set; absent for version 0.
     public var updatedAt: Date?

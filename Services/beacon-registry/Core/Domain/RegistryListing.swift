@@ -14,7 +14,7 @@ package protocol RegistryListing: Sendable {
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig
     /// What the device needs (`GET /v1/devices/config`): every site of its user, with the namespace and
     /// detection settings. `userId` is the one its token names: a device revoked or now bound to
-    /// another user is `.deviceNotActive`, an unknown one `.notFound`.
+    /// another user, or unknown here, is `.deviceNotActive`.
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration
 
     func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization]

@@ -10,8 +10,9 @@ package struct DetectionConfigDocument: Sendable, Hashable {
     /// The document as stored and served.
     package let value: JSONValue
 
-    /// Checks `body` as the phone will: an unknown key, a wrong type and an out-of-range value are each
-    /// a field error naming its key (`thresholds.enter_rssi`), all of them at once.
+    /// Checks `body` as the phone will: unknown keys and wrong types are each a field error naming its key
+    /// (`thresholds.enter_rssi`); a document free of those is then checked for out-of-range values and
+    /// refused combinations, each named the same way.
     package init(validating body: [UInt8]) throws(RegistryError) {
         do {
             _ = try RemoteConfig.decode(body)

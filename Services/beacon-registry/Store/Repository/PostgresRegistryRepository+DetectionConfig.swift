@@ -7,6 +7,7 @@ import PostgresNIO
 extension PostgresRegistryRepository {
     package func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig
     {
+        try Self.requireSiteId(siteId)
         let text: String
         do {
             text = String(decoding: try AdminJSON.encoder().encode(document.value), as: UTF8.self)
@@ -31,7 +32,8 @@ extension PostgresRegistryRepository {
     }
 
     package func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig {
-        try await read("read detection settings") { db in
+        try Self.requireSiteId(siteId)
+        return try await read("read detection settings") { db in
             try await Self.requireExists(db, table: "sites", id: siteId, kind: .site, logger: logger)
             let row = try await db.firstRow(
                 "SELECT \(unescaped: Columns.detectionConfig) FROM site_detection_configs c WHERE c.site_id = \(siteId)", logger: logger)
@@ -40,11 +42,12 @@ extension PostgresRegistryRepository {
     }
 
     package func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
-        try await read("read device configuration") { db in
+        // One snapshot: a change of the user's sites or of a site's settings meanwhile is all in or all out.
+        try await read("read device configuration", snapshot: true) { db in
             guard
                 let row = try await db.firstRow(
                     "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId)", logger: logger)
-            else { throw RegistryError.notFound(.device, id: deviceId) }
+            else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is not enrolled in this registry") }
             let device = try Columns.device(row)
             guard device.status == .enrolled else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is revoked") }
             guard device.userId == userId else {
@@ -77,6 +80,15 @@ extension PostgresRegistryRepository {
                         site: $0, namespace: namespaceOf[$0.organizationId], detectionConfig: configOf[$0.id] ?? .unset(siteId: $0.id))
                 })
         }
+    }
+}
+
+extension PostgresRegistryRepository {
+    /// A malformed site id is a 400 naming `id`, before the database sees it.
+    static func requireSiteId(_ siteId: String) throws(RegistryError) {
+        var v = InputValidator()
+        _ = v.id(siteId, "id")
+        try v.finish()
     }
 }
 

@@ -85,10 +85,17 @@ package struct PostgresRegistryRepository: RegistryRepository {
         }
     }
 
-    /// Runs a read on a pooled connection, turning failures into `RegistryError`.
-    func read<T: Sendable>(_ operation: String, _ body: (PostgresConnection) async throws -> T) async throws(RegistryError) -> T {
+    /// Runs a read on a pooled connection, turning failures into `RegistryError`; with `snapshot`, its
+    /// statements in one read-only repeatable-read transaction (they all see the same data).
+    func read<T: Sendable>(
+        _ operation: String, snapshot: Bool = false, _ body: (PostgresConnection) async throws -> T
+    ) async throws(RegistryError) -> T {
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            guard snapshot else { return try await client.withConnection { connection in try await body(connection) } }
+            return try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+                return try await body(connection)
+            }
         } catch {
             let cause = PostgresFailure.cause(of: error)
             if let registryError = cause as? RegistryError { throw registryError }
