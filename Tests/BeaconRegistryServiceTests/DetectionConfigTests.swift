@@ -45,6 +45,8 @@ extension RegistryServiceTests {
                 // (Timestamps travel at millisecond precision, so the entities are compared by what identifies them.)
                 #expect(answer.sites.count == 1 && site.site.id == f.site.id && site.site.geofence == f.site.geofence)
                 #expect(site.namespace?.uuid == f.namespace.uuid && site.namespace?.major == f.namespace.major)
+                #expect(
+                    site.beacons == [DeviceBeacon(uuid: f.beacon.uuid, major: f.beacon.major, minor: f.beacon.minor, gateId: f.gate.id)])
                 #expect(site.detectionConfig == second)
 
                 // The phone applies what it received with its own reader.
@@ -74,6 +76,14 @@ extension RegistryServiceTests {
                 #expect(byId[f.site.id]?.detectionConfig.version == 1)
                 #expect(byId[other.id]?.detectionConfig == SiteDetectionConfig(siteId: other.id, version: 0, updatedAt: nil, document: [:]))
                 #expect(byId[other.id]?.namespace?.uuid == f.namespace.uuid && byId[other.id]?.namespace?.major == f.namespace.major)
+                // Only active beacons are check-in points: a retired one is left out.
+                #expect(byId[f.site.id]?.beacons.map(\.minor) == [f.beacon.minor] && byId[other.id]?.beacons == [])
+                _ = try await h.repository.updateBeaconStatus(beaconId: f.beacon.id, status: .retired)
+                let after = try await client.send(
+                    .get, "/v1/devices/config", key: credentials.token, headers: [.deviceId: credentials.device.id]
+                )
+                .decode(DeviceConfiguration.self)
+                #expect(after.sites.first { $0.site.id == f.site.id }?.beacons == [])
             }
         }
 

@@ -51,6 +51,8 @@ package struct DeviceSimulation: Sendable {
     package let profile: PhoneProfile
     package let identity: DeviceIdentity
     package let config: PresenceConfig
+    /// The sites the phone knows (geofences and check-in points): the world's, or what it was served.
+    package let directory: SiteDirectory
     package let outboxPath: String
     package let start: Int64
     package let end: Int64
@@ -67,13 +69,14 @@ package struct DeviceSimulation: Sendable {
 
     package init(
         person: Person, world: World, profile: PhoneProfile, identity: DeviceIdentity, config: PresenceConfig,
-        outboxPath: String, start: Int64, end: Int64, seed: UInt64
+        directory: SiteDirectory? = nil, outboxPath: String, start: Int64, end: Int64, seed: UInt64
     ) {
         self.person = person
         self.world = world
         self.profile = profile
         self.identity = identity
         self.config = config
+        self.directory = directory ?? world.directory
         self.outboxPath = outboxPath
         self.start = start
         self.end = end
@@ -147,7 +150,7 @@ package struct DeviceSimulation: Sendable {
         func makeAgent(at t: Int64) throws -> PresenceAgent {
             seedCounter += 1
             let machine = try PresenceStateMachine(
-                config: config, directory: world.directory, identity: identity,
+                config: config, directory: directory, identity: identity,
                 seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot(), clockOffsetMs: wallOffset())
             return PresenceAgent(machine: machine)
         }

@@ -114,12 +114,20 @@ package struct EnrolledFleet: Sendable {
         }
     }
 
-    /// What each phone applies, by person: the detection settings of its site, fetched with its own
-    /// token (`GET /v1/devices/config`) and read by PresenceKit, as the app does after enrolling; and the
-    /// highest version fetched.
-    package func detectionSettings(registry: RegistryClient) async throws -> (byPerson: [Int: PresenceConfig], version: Int) {
-        var settings: [Int: PresenceConfig] = [:]
-        var version = 0
+    /// What the phones know, as each fetched it with its own token (`GET /v1/devices/config`) after
+    /// enrolling, as the app does.
+    package struct ServedConfigurations: Sendable {
+        /// By person: the detection settings of its site, read by PresenceKit.
+        package var settings: [Int: PresenceConfig] = [:]
+        /// By person: its sites (geofence and check-in points) as PresenceKit matches beacons to them.
+        package var directories: [Int: SiteDirectory] = [:]
+        /// The highest version of the detection settings fetched.
+        package var version = 0
+    }
+
+    package func servedConfigurations(registry: RegistryClient) async throws -> ServedConfigurations {
+        var served = ServedConfigurations()
+        var directoryOf: [String: SiteDirectory] = [:] // one per site: its phones share it
         for device in devices {
             let configuration = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token).value
             guard let site = configuration.sites.first else {
@@ -127,13 +135,27 @@ package struct EnrolledFleet: Sendable {
             }
             do {
                 let document = try JSONEncoder().encode(site.detectionConfig.document)
-                settings[device.person] = try RemoteConfig.decode(Array(document)).presence
+                served.settings[device.person] = try RemoteConfig.decode(Array(document)).presence
             } catch {
                 throw FleetError("the detection settings of site \(site.site.id) do not decode on the phone: \(error)")
             }
-            version = max(version, site.detectionConfig.version)
+            served.version = max(served.version, site.detectionConfig.version)
+            let directory = directoryOf[site.site.id] ?? SiteDirectory(sites: [Self.presenceSite(site)])
+            directoryOf[site.site.id] = directory
+            served.directories[device.person] = directory
         }
-        return (settings, version)
+        return served
+    }
+
+    /// A served site as PresenceKit knows it: its geofence and its active beacons.
+    static func presenceSite(_ served: DeviceSite) -> PresenceKit.Site {
+        let geofence = served.site.geofence
+        return PresenceKit.Site(
+            id: served.site.id, center: GeoPoint(latitude: geofence.latitude, longitude: geofence.longitude),
+            radiusMeters: geofence.radiusMeters,
+            beacons: served.beacons.map {
+                BeaconMatcher($0.uuid.uuidString, major: UInt16(clamping: $0.major), minor: UInt16(clamping: $0.minor))
+            })
     }
 
     /// The admin API key enrollment uses: `ATTENDANCE_API_KEY`, else the file (default the local

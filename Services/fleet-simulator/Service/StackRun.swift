@@ -108,8 +108,8 @@ package struct StackRun {
         if let document = settings.siteDetectionDocument {
             try await fleet.setDetectionSettings(document, registry: registry)
         }
-        // Each phone applies the detection settings of its site, as it fetched them with its own token.
-        let detection = try await fleet.detectionSettings(registry: registry)
+        // Each phone knows its site and applies its detection settings as it fetched them with its own token.
+        let served = try await fleet.servedConfigurations(registry: registry)
         progress.finish()
         // Real time: the simulation starts now. A rush starts wherever the clock is; working days are
         // laid out from today's midnight (UTC) and the run starts at the current time of day.
@@ -128,15 +128,18 @@ package struct StackRun {
         delivery.requestTimeout = .seconds(settings.requestTimeoutSeconds)
         let byPerson = Dictionary(fleet.devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
         let phones: [SimulatedPhone] = plan.devicePeople.compactMap { person in
-            guard let enrolled = byPerson[person.index], let served = detection.byPerson[person.index] else { return nil }
-            let config = options.presenceConfig(detection: served)
+            guard let enrolled = byPerson[person.index], let detection = served.settings[person.index],
+                let directory = served.directories[person.index]
+            else { return nil }
+            let config = options.presenceConfig(detection: detection)
             let path = "\(settings.outboxDirectory)/\(enrolled.deviceId).wal"
             try? FileManager.default.removeItem(atPath: path)
             return SimulatedPhone(
                 simulation: DeviceSimulation(
                     person: person, world: plan.world, profile: plan.profiles[person.index] ?? PhoneProfile(),
                     identity: DeviceIdentity(userId: enrolled.userId, deviceId: enrolled.deviceId), config: config,
-                    outboxPath: path, start: options.simulationStart, end: options.simulationEnd, seed: options.seed))
+                    directory: directory, outboxPath: path, start: options.simulationStart, end: options.simulationEnd,
+                    seed: options.seed))
         }
 
         let started = ContinuousClock.now
@@ -186,7 +189,7 @@ package struct StackRun {
         var report = FleetReport(
             parameters: .init(mode: "real-stack", plan: plan, gateway: settings.gateway),
             plan: plan, devices: results, delivery: delivery2, throughput: throughput)
-        report.parameters.detectionSettingsVersion = detection.version
+        report.parameters.detectionSettingsVersion = served.version
         if let telemetry = settings.telemetry {
             progress.message("asking the telemetry aggregator for the run's SLO…")
             let server = TelemetrySLOReader(http: http, baseURL: telemetry)

@@ -38,16 +38,35 @@ public struct DeviceConfiguration: Codable, Hashable, Sendable {
 }
 
 /// One site of a device's configuration: the site (geofence, time zone, shift), the beacon region the
-/// phone monitors, and the detection settings it applies there.
+/// phone monitors, the site's check-in points, and the detection settings it applies there.
 public struct DeviceSite: Codable, Hashable, Sendable {
     public var site: Site
-    /// The organization's (shard UUID, major); absent until the namespace is allocated.
+    /// The organization's (shard UUID, major), the region the phone monitors; absent until allocated.
     public var namespace: BusinessNamespace?
+    /// The active beacons of the site's gates, ordered by major and minor: which beacon of the region
+    /// is a check-in point of this site (the organization's sites share its namespace).
+    public var beacons: [DeviceBeacon]
     public var detectionConfig: SiteDetectionConfig
 
-    public init(site: Site, namespace: BusinessNamespace?, detectionConfig: SiteDetectionConfig) {
+    public init(site: Site, namespace: BusinessNamespace?, beacons: [DeviceBeacon], detectionConfig: SiteDetectionConfig) {
         self.site = site
         self.namespace = namespace
+        self.beacons = beacons
         self.detectionConfig = detectionConfig
+    }
+}
+
+/// A check-in point as a phone matches it: the beacon's identity and its gate.
+public struct DeviceBeacon: Codable, Hashable, Sendable {
+    public var uuid: UUID
+    public var major: Int
+    public var minor: Int
+    public var gateId: String
+
+    public init(uuid: UUID, major: Int, minor: Int, gateId: String) {
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+        self.gateId = gateId
     }
 }

@@ -71,13 +71,25 @@ extension PostgresRegistryRepository {
                 JOIN user_sites us ON us.site_id = c.site_id WHERE us.user_id = \(userId)
                 """, logger: logger
             ).map(Columns.detectionConfig)
+            var beaconsOf: [String: [DeviceBeacon]] = [:]
+            for row in try await db.rows(
+                """
+                SELECT g.site_id, b.uuid, b.major, b.minor, b.gate_id FROM beacons b JOIN gates g ON g.id = b.gate_id
+                JOIN user_sites us ON us.site_id = g.site_id
+                WHERE us.user_id = \(userId) AND b.status = 'active' ORDER BY b.major, b.minor
+                """, logger: logger)
+            {
+                let (siteId, uuid, major, minor, gateId) = try row.decode((String, UUID, Int, Int, String).self)
+                beaconsOf[siteId, default: []].append(DeviceBeacon(uuid: uuid, major: major, minor: minor, gateId: gateId))
+            }
             let namespaceOf = Dictionary(namespaces.map { ($0.organizationId, $0) }, uniquingKeysWith: { a, _ in a })
             let configOf = Dictionary(configs.map { ($0.siteId, $0) }, uniquingKeysWith: { a, _ in a })
             return DeviceConfiguration(
                 deviceId: deviceId, userId: userId,
                 sites: sites.map {
                     DeviceSite(
-                        site: $0, namespace: namespaceOf[$0.organizationId], detectionConfig: configOf[$0.id] ?? .unset(siteId: $0.id))
+                        site: $0, namespace: namespaceOf[$0.organizationId], beacons: beaconsOf[$0.id] ?? [],
+                        detectionConfig: configOf[$0.id] ?? .unset(siteId: $0.id))
                 })
         }
     }
