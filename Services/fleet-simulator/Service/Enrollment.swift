@@ -148,7 +148,7 @@ package struct EnrolledFleet: Sendable {
     }
 
     /// A served site as PresenceKit knows it: its geofence and its active beacons.
-    static func presenceSite(_ served: DeviceSite) -> PresenceKit.Site {
+    package static func presenceSite(_ served: DeviceSite) -> PresenceKit.Site {
         let geofence = served.site.geofence
         return PresenceKit.Site(
             id: served.site.id, center: GeoPoint(latitude: geofence.latitude, longitude: geofence.longitude),
