@@ -278,6 +278,7 @@ struct RegistryEndToEndTests {
                 toFile: good, atomically: true, encoding: .utf8)
             let set = await r.ctl(["sites", "set-detection-config", siteId, "--file", good], key: r.admin)
             #expect(try set.field("version") == "1", "\(set)")
+            #expect(try set.field("updated by") == String(r.admin.dropFirst(4).prefix(16)), "\(set)") // the admin key's id
             #expect(try set.field("document") == #"{"thresholds":{"enter_at_once_rssi":-64,"enter_hold_ms":3000}}"#)
             let json = try await r.ctl(["sites", "detection-config", siteId, "--json"], key: r.viewer).object()
             #expect(json["version"] as? Int == 1)

@@ -170,7 +170,11 @@ struct UnusedRepository: AdminRegistryRepository {
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
         throw .storage("unused")
     }
-    func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig {
+    func setDetectionConfig(
+        siteId: String, _ document: DetectionConfigDocument, by apiKeyId: String
+    ) async throws(RegistryError)
+        -> SiteDetectionConfig
+    {
         throw .storage("unused")
     }
     func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] { throw .storage("unused") }

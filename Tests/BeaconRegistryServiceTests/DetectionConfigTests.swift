@@ -28,6 +28,8 @@ extension RegistryServiceTests {
                 let document = #"{"thresholds": {"enter_hold_ms": 3000, "enter_at_once_rssi": -64}, "checkout_trigger": "geofence_exit"}"#
                 let first = try await client.send(.put, path, key: h.admin, json: document).decode(SiteDetectionConfig.self)
                 #expect(first.version == 1 && first.updatedAt != nil)
+                let adminKeyId = try #require(try await h.repository.verifyAPIKey(h.admin)).id
+                #expect(first.updatedBy == adminKeyId)
                 #expect(first.document["thresholds"]?["enter_hold_ms"] == .integer(3000))
                 let read = try await client.send(.get, path, key: h.viewer).decode(SiteDetectionConfig.self)
                 #expect(read == first)

@@ -8,16 +8,18 @@ public struct SiteDetectionConfig: Codable, Hashable, Sendable {
     public var siteId: String
     /// Grows by one with every accepted document; 0 for a site that never had one.
     public var version: Int
-    /// When the document was last set; absent for version 0.
+    /// When the document was last set, and the id of the API key that set it; absent for version 0.
     public var updatedAt: Date?
+    public var updatedBy: String?
     /// The document: a JSON object, `{}` to keep every default. The registry accepted it with the
     /// same strict reader the phone uses, so every key is one the library knows, in range.
     public var document: JSONValue
 
-    public init(siteId: String, version: Int, updatedAt: Date?, document: JSONValue) {
+    public init(siteId: String, version: Int, updatedAt: Date?, updatedBy: String? = nil, document: JSONValue) {
         self.siteId = siteId
         self.version = version
         self.updatedAt = updatedAt
+        self.updatedBy = updatedBy
         self.document = document
     }
 }

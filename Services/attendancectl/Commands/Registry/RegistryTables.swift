@@ -55,7 +55,7 @@ package enum RegistryTables {
     package static func detectionConfig(_ config: SiteDetectionConfig) -> String {
         TableFormatter.render(pairs: [
             ("site", config.siteId), ("version", config.version == 0 ? "0 (never set: the app's defaults)" : "\(config.version)"),
-            ("updated", time(config.updatedAt)), ("document", compactJSON(config.document)),
+            ("updated", time(config.updatedAt)), ("updated by", config.updatedBy ?? none), ("document", compactJSON(config.document)),
         ])
     }
 

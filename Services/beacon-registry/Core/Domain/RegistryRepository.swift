@@ -13,9 +13,12 @@ package protocol RegistryRepository: Sendable {
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
     func createUser(_ input: NewUser) async throws(RegistryError) -> User
 
-    /// Replaces the site's detection settings and returns them with the next version; the change is
-    /// not published on the feed (devices fetch it, no service reads it). `.notFound` for no such site.
-    func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig
+    /// Replaces the site's detection settings, set by the API key `apiKeyId`, and returns them with the
+    /// next version; the change is not published on the feed (devices fetch it, no service reads it).
+    /// `.notFound` for no such site.
+    func setDetectionConfig(
+        siteId: String, _ document: DetectionConfigDocument, by apiKeyId: String
+    ) async throws(RegistryError) -> SiteDetectionConfig
 
     // MARK: Shard allocation
 

@@ -80,7 +80,8 @@ struct SitesController {
         group.put("sites/{id}/detection-config") { request, context in
             try context.authorize(.admin)
             let document = try DetectionConfigDocument(validating: try await request.bodyBytes())
-            let config = try await repository.setDetectionConfig(siteId: try context.pathId(), document)
+            let config = try await repository.setDetectionConfig(
+                siteId: try context.pathId(), document, by: context.apiKey?.id ?? "unknown")
             return try Reply.json(config, request: request, context: context)
         }
         group.get("sites/{id}/beacons") { request, context in

@@ -6,5 +6,7 @@ CREATE TABLE __SCHEMA__.site_detection_configs (
         CONSTRAINT site_detection_configs_site_fkey REFERENCES __SCHEMA__.sites (id),
     document json NOT NULL CONSTRAINT site_detection_configs_document_object CHECK (json_typeof(document) = 'object'),
     version integer NOT NULL CONSTRAINT site_detection_configs_version_positive CHECK (version >= 1),
-    updated_at timestamptz NOT NULL
+    updated_at timestamptz NOT NULL,
+    -- The id of the API key that set it.
+    updated_by text NOT NULL CONSTRAINT site_detection_configs_updated_by_length CHECK (char_length(updated_by) BETWEEN 1 AND 64)
 );

@@ -5,8 +5,9 @@ import Foundation
 import PostgresNIO
 
 extension PostgresRegistryRepository {
-    package func setDetectionConfig(siteId: String, _ document: DetectionConfigDocument) async throws(RegistryError) -> SiteDetectionConfig
-    {
+    package func setDetectionConfig(
+        siteId: String, _ document: DetectionConfigDocument, by apiKeyId: String
+    ) async throws(RegistryError) -> SiteDetectionConfig {
         try Self.requireSiteId(siteId)
         let text: String
         do {
@@ -22,10 +23,11 @@ extension PostgresRegistryRepository {
             try Columns.detectionConfig(
                 try await db.singleRow(
                     """
-                    INSERT INTO site_detection_configs AS c (site_id, document, version, updated_at)
-                    VALUES (\(siteId), \(text)::json, 1, \(now))
+                    INSERT INTO site_detection_configs AS c (site_id, document, version, updated_at, updated_by)
+                    VALUES (\(siteId), \(text)::json, 1, \(now), \(apiKeyId))
                     ON CONFLICT (site_id) DO UPDATE
-                        SET document = EXCLUDED.document, version = c.version + 1, updated_at = EXCLUDED.updated_at
+                        SET document = EXCLUDED.document, version = c.version + 1, updated_at = EXCLUDED.updated_at,
+                            updated_by = EXCLUDED.updated_by
                     RETURNING \(unescaped: Columns.detectionConfig)
                     """, logger: logger))
         }

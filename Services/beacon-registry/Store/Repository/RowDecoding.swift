@@ -65,11 +65,11 @@ enum Columns {
         return BusinessNamespace(organizationId: organizationId, uuid: uuid, major: major, allocatedAt: allocatedAt)
     }
 
-    static let detectionConfig = "c.site_id, c.document::text, c.version, c.updated_at"
+    static let detectionConfig = "c.site_id, c.document::text, c.version, c.updated_at, c.updated_by"
     static func detectionConfig(_ row: PostgresRow) throws -> SiteDetectionConfig {
-        let (siteId, text, version, updatedAt) = try row.decode((String, String, Int, Date).self)
+        let (siteId, text, version, updatedAt, updatedBy) = try row.decode((String, String, Int, Date, String).self)
         let document = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
-        return SiteDetectionConfig(siteId: siteId, version: version, updatedAt: updatedAt, document: document)
+        return SiteDetectionConfig(siteId: siteId, version: version, updatedAt: updatedAt, updatedBy: updatedBy, document: document)
     }
 
     static let minor = "m.uuid, m.major, m.minor, m.gate_id, m.allocated_at"
