@@ -72,6 +72,16 @@ port_open() {
     (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
 }
 
+# Whether a socket listens on TCP port $1 (any address), from /proc/net/tcp and tcp6 (state 0A). What
+# decides whether another process has a port: a connect probe to a port of the kernel's ephemeral range
+# can succeed with nothing listening (loopback connects to itself when it picks that port as its own).
+port_listening() {
+    local hex
+    hex="$(printf ':%04X' "$1")"
+    awk -v port="$hex" '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 # ---------------------------------------------------------------------------
 # PostgreSQL
 # ---------------------------------------------------------------------------
@@ -223,7 +233,7 @@ start_postgres() {
     if pid="$(pg_pid)"; then
         log "postgres already running (pid $pid, port $PGPORT)"
     else
-        if port_open 127.0.0.1 "$PGPORT"; then
+        if port_listening "$PGPORT"; then
             die "port $PGPORT is in use by another process; set PGPORT to a free port"
         fi
         if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
@@ -286,10 +296,27 @@ start_broker() {
         return 0
     fi
     [[ -x "$TANSU_BIN" ]] || die "no broker binary at $TANSU_BIN (run deploy/local/install.sh)"
-    if port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+    if port_listening "$KAFKA_PORT"; then
         die "port $KAFKA_PORT is in use by another process; set KAFKA_PORT to a free port"
     fi
+    # As for PostgreSQL: an outgoing connection may hold the port for a moment (the bind fails though
+    # nothing listens). That passes; anything else is fatal.
+    local attempt
+    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+        launch_broker && return 0
+        ((attempt < 10)) && ! port_listening "$KAFKA_PORT" && grep -q "AddrInUse" <(tail -n 20 "$TANSU_LOG" 2>/dev/null) ||
+            die_with_log "broker exited during startup" "$TANSU_LOG"
+        log "port $KAFKA_PORT briefly taken by an outgoing connection; starting again (attempt $((attempt + 1)))"
+        sleep 2
+    done
+}
+
+# One start of the broker: 0 once it listens, 1 when it exited during startup or could not bind (Tansu
+# then logs AddrInUse and may stay up without a listener: it is stopped).
+launch_broker() {
+    local pid url="tcp://$KAFKA_HOST:$KAFKA_PORT" logged
     mkdir -p "$TANSU_DIR"
+    logged=$(wc -l 2>/dev/null <"$TANSU_LOG" || echo 0)
     rm -f "$TANSU_PID_FILE"
     local cmd=("$TANSU_BIN" broker
         --cluster-id "$TANSU_CLUSTER_ID"
@@ -308,11 +335,15 @@ start_broker() {
             >>"$TANSU_LOG" 2>&1 </dev/null
     ) &
     local waited=0
-    until port_open "$KAFKA_HOST" "$KAFKA_PORT"; do
+    until port_listening "$KAFKA_PORT"; do
         sleep 0.2
         ((waited += 1))
-        if ((waited % 5 == 0)) && ! broker_pid >/dev/null; then
-            die_with_log "broker exited during startup" "$TANSU_LOG"
+        if ((waited % 5 == 0)); then
+            broker_pid >/dev/null || return 1
+            if tail -n "+$((logged + 1))" "$TANSU_LOG" 2>/dev/null | grep -q "AddrInUse"; then
+                stop_broker >/dev/null
+                return 1
+            fi
         fi
         ((waited < TANSU_START_TIMEOUT * 5)) ||
             die_with_log "broker not accepting connections on $KAFKA_HOST:$KAFKA_PORT after ${TANSU_START_TIMEOUT}s" "$TANSU_LOG"
