@@ -27,8 +27,9 @@ _local_stack_profile() {
     export ATTENDANCE_STACK
 }
 case "${ATTENDANCE_STACK:-}" in
-    test) _local_stack_profile test 56432 29092 18080 ;;
-    e2e) _local_stack_profile e2e 57432 39092 28080 ;;
+    # Below the kernel's ephemeral range (32768-60999 by default), so no outgoing connection holds them.
+    test) _local_stack_profile test 26432 29092 18080 ;;
+    e2e) _local_stack_profile e2e 27432 29192 28080 ;;
     "") ;;
     *) echo "env.sh: ATTENDANCE_STACK is test, e2e or unset, not '$ATTENDANCE_STACK'" >&2 ;;
 esac
