@@ -68,10 +68,6 @@ close_extra_fds() {
 }
 
 # True when something accepts TCP connections on HOST PORT (bash's /dev/tcp, no tools needed).
-port_open() {
-    (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
-}
-
 # Whether a socket listens on TCP port $1 (any address), from /proc/net/tcp and tcp6 (state 0A). What
 # decides whether another process has a port: a connect probe to a port of the kernel's ephemeral range
 # can succeed with nothing listening (loopback connects to itself when it picks that port as its own).
@@ -374,7 +370,7 @@ stop_broker() {
     # A killed process lets go of its port only once the kernel has reaped it: wait for both, so a
     # restart right after finds the port free.
     waited=0
-    while { kill -0 "$pid" 2>/dev/null || port_open "$KAFKA_HOST" "$KAFKA_PORT"; } && ((waited < 100)); do
+    while { kill -0 "$pid" 2>/dev/null || port_listening "$KAFKA_PORT"; } && ((waited < 100)); do
         sleep 0.1
         ((waited += 1))
     done

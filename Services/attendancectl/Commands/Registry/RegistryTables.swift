@@ -55,15 +55,9 @@ package enum RegistryTables {
     package static func detectionConfig(_ config: SiteDetectionConfig) -> String {
         TableFormatter.render(pairs: [
             ("site", config.siteId), ("version", config.version == 0 ? "0 (never set: the app's defaults)" : "\(config.version)"),
-            ("updated", time(config.updatedAt)), ("updated by", config.updatedBy ?? none), ("document", compactJSON(config.document)),
+            ("updated", time(config.updatedAt)), ("updated by", config.updatedBy ?? none),
+            ("document", (try? AdminJSON.encoder().encode(config.document)).map { String(decoding: $0, as: UTF8.self) } ?? none),
         ])
-    }
-
-    /// `value` on one line with sorted keys.
-    static func compactJSON(_ value: JSONValue) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? none
     }
 
     package static func sites(_ page: RegistryPage<Site>) -> String {

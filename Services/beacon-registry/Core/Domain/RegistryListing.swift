@@ -12,8 +12,8 @@ package protocol RegistryListing: Sendable {
     func gate(id: String) async throws(RegistryError) -> Gate
     /// The site's detection settings: version 0 with an empty document when none were ever set.
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig
-    /// What the device needs (`GET /v1/devices/config`): every site of its user, with the namespace and
-    /// detection settings. `userId` is the one its token names: a device revoked or now bound to
+    /// What the device needs (`GET /v1/devices/config`): every site of its user, with the namespace, its
+    /// active beacons and its detection settings. `userId` is the one its token names: a device revoked or now bound to
     /// another user, or unknown here, is `.deviceNotActive`.
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration
 

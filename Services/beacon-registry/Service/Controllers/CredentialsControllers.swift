@@ -66,8 +66,9 @@ struct EnrollmentController {
 }
 
 /// `GET /v1/devices/config`: no API key; the device presents its token and `X-Device-Id`
-/// (`DeviceAuthentication`). Answers every site of its user with the beacon namespace to monitor and
-/// the site's detection settings. A revoked device, or one now bound to another user, is a 403.
+/// (`DeviceAuthentication`). Answers every site of its user with the beacon namespace to monitor, the
+/// site's active beacons and its detection settings. A device revoked, now bound to another user or
+/// unknown here is a 403.
 struct DeviceConfigurationController {
     let repository: any AdminRegistryRepository
     let authentication: DeviceAuthentication
