@@ -93,12 +93,19 @@ public struct Site: Sendable, Hashable {
     /// `geofence_radius`).
     public var radiusMeters: Double?
     public var beacons: [BeaconMatcher]
+    /// This site's detection settings (its remote-config document read on top of the defaults), in
+    /// force while the device is at the site (`PresenceStateMachine.settingsSiteId`); nil: the
+    /// device's own configuration applies here.
+    public var settings: PresenceConfig?
 
-    public init(id: String, center: GeoPoint, radiusMeters: Double? = nil, beacons: [BeaconMatcher]) {
+    public init(
+        id: String, center: GeoPoint, radiusMeters: Double? = nil, beacons: [BeaconMatcher], settings: PresenceConfig? = nil
+    ) {
         self.id = id
         self.center = center
         self.radiusMeters = radiusMeters
         self.beacons = beacons
+        self.settings = settings
     }
 }
 
@@ -113,6 +120,13 @@ public final class SiteDirectory: Sendable {
     private let byMajor: [UUIDMajor: Int32]
     private let byUUID: [UUIDBits: Int32]
     private let byId: [String: Int32]
+    /// True when some site has settings of its own (else the machine never looks for them).
+    public let hasSiteSettings: Bool
+    /// The sites whose `settings` failed validation, by id: they are dropped (the device's own
+    /// configuration applies there), so the host should report them.
+    public let refusedSettings: [String: ConfigValidationError]
+    private let settingsOf: [PresenceConfig?]
+    private let withSettings: [Bool]
 
     struct UUIDMajor: Hashable {
         var uuid: UUIDBits
@@ -121,7 +135,20 @@ public final class SiteDirectory: Sendable {
 
     /// When two sites claim the same beacon, the first one listed wins.
     public init(sites: [Site]) {
+        var refused: [String: ConfigValidationError] = [:]
+        var sites = sites
+        for i in sites.indices {
+            do {
+                sites[i].settings = try sites[i].settings?.validated()
+            } catch {
+                refused[sites[i].id] = error
+                sites[i].settings = nil
+            }
+        }
         self.sites = sites
+        refusedSettings = refused
+        settingsOf = sites.map(\.settings)
+        withSettings = sites.map { $0.settings != nil }
         var exact: [BeaconIdentity: Int32] = [:]
         var byMajor: [UUIDMajor: Int32] = [:]
         var byUUID: [UUIDBits: Int32] = [:]
@@ -146,6 +173,7 @@ public final class SiteDirectory: Sendable {
         self.byMajor = byMajor
         self.byUUID = byUUID
         self.byId = byId
+        hasSiteSettings = withSettings.contains(true)
     }
 
     /// Index of the site `beacon` belongs to (most specific matcher wins), or nil for a foreign beacon.
@@ -158,6 +186,11 @@ public final class SiteDirectory: Sendable {
     public func siteIndex(id: String) -> Int32? { byId[id] }
 
     public subscript(index: Int32) -> Site { sites[Int(index)] }
+
+    /// The validated settings of a site (`Site.settings`), nil where it has none.
+    public func settings(ofSite index: Int32) -> PresenceConfig? { settingsOf[Int(index)] }
+
+    func hasSettings(_ index: Int32) -> Bool { index >= 0 && withSettings[Int(index)] }
 
     public func geofence(ofSite index: Int32, defaultRadius: Double) -> Geofence {
         let site = sites[Int(index)]

@@ -156,6 +156,8 @@ struct OpenSession: Sendable, Hashable {
 ///   keeps grace + confirmation >= 10 s + `minReadings` readings, so the guarantee holds for every
 ///   valid configuration, not only the 3-minute default.
 public struct PresenceStateMachine: Sendable {
+    /// The configuration in force: the device's own (`deviceConfig`), or the settings of the site the
+    /// device is at (`settingsSiteId`).
     public private(set) var config: PresenceConfig
     public let directory: SiteDirectory
     public private(set) var identity: DeviceIdentity
@@ -215,6 +217,13 @@ public struct PresenceStateMachine: Sendable {
     var holdSiteIndex: Int32 = -1
     var holdSince = Timestamp.distantPast
     var holdLastAt = Timestamp.distantPast
+    /// The device's own configuration while a site's settings are in force (nil while `config` is it).
+    /// Boxed: a device away from such a site pays 8 bytes for it, not a second configuration.
+    var deviceConfigAtSite: ConfigBox?
+    /// The site whose settings are `config` (-1: the device's own configuration).
+    var settingsSiteIndex: Int32 = -1
+    /// The site whose geofence the device entered last: its settings win over an earlier site's.
+    var lastEnteredSiteIndex: Int32 = -1
     var rng: SplitMix64
 
     /// - Parameters:
@@ -258,6 +267,15 @@ public struct PresenceStateMachine: Sendable {
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
             }
         }
+        // A relaunch inside a site with settings of its own starts under them.
+        let site = siteWhoseSettingsApply
+        if site >= 0, let settings = directory.settings(ofSite: site) {
+            deviceConfigAtSite = ConfigBox(self.config)
+            settingsSiteIndex = site
+            self.config = settings
+            tracker = BeaconTracker(window: settings.smoothingWindow, mode: settings.smoothing, freshnessMs: settings.signalLossMs)
+            motion = MotionGate(config: settings.motion)
+        }
         phase = restingPhase
         if session != nil {
             // Not known to be present any more: the relaunch must find the beacon again.
@@ -280,6 +298,14 @@ public struct PresenceStateMachine: Sendable {
 
     /// Ids of the site geofences the device is inside.
     public var insideSiteIds: [String] { insideSites.all.map { directory[$0].id } }
+
+    /// The device's own configuration (`init`, `apply(config:at:)`): `config` unless a site's settings
+    /// are in force.
+    public var deviceConfig: PresenceConfig { deviceConfigAtSite?.config ?? config }
+
+    /// The site whose settings (`Site.settings`) are in force, nil while the device's own
+    /// configuration is.
+    public var settingsSiteId: String? { settingsSiteIndex >= 0 ? directory[settingsSiteIndex].id : nil }
 
     /// The durable part of the state (written with `persistSnapshot`).
     public func snapshot(at now: Timestamp) -> PresenceSnapshot {
@@ -408,6 +434,7 @@ public struct PresenceStateMachine: Sendable {
         var total = heap(identity.userId) + heap(identity.deviceId)
         if let session { total += heap(session.key) }
         if !config.flags.other.isEmpty { total += 64 + config.flags.other.count * 48 }
+        if deviceConfigAtSite != nil { total += (16 + MemoryLayout<PresenceConfig>.size + 15) / 16 * 16 }
         return total
     }
 
@@ -418,8 +445,15 @@ public struct PresenceStateMachine: Sendable {
     // MARK: Events
 
     /// Feeds one event that happened at `now`; returns what the host should do, in order.
-    /// Steady-state RSSI samples return an empty array (no allocation).
+    /// Steady-state RSSI samples return an empty array (no allocation). When the event changed the site
+    /// the device is at, that site's settings (or the device's own configuration) are put in force last.
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        var fx = dispatch(event, at: now)
+        if directory.hasSiteSettings { followSiteSettings(at: now, &fx) }
+        return fx
+    }
+
+    mutating func dispatch(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
         // Both kept with the kill switch on too: the stamps after them depend on them.
         if case .clockOffsetChanged(let offset) = event {
             return onClockOffsetChanged(offset, at: now)
@@ -442,20 +476,35 @@ public struct PresenceStateMachine: Sendable {
                 return [.persistSnapshot(snapshot(at: now))]
             case .geofenceEntered(let siteId), .geofenceExited(let siteId):
                 // Detection is off, but where the device is stays known: the OS reports each crossing
-                // once, and a membership missed now would keep a site "inside" after the kill switch.
+                // once, and a membership missed now would keep a site "inside" after the kill switch
+                // (and a site's own kill switch must end when the device leaves the site).
                 guard let index = directory.siteIndex(id: siteId) else { return [] }
                 var fx: [PresenceEffect] = []
                 if case .geofenceEntered = event {
-                    insideSites.insert(index)
+                    crossWithKillSwitch(index, entering: true, &fx)
                 } else {
-                    insideSites.remove(index)
-                    if sessionSiteIndex == index, session != nil {
-                        // Nothing is posted while the switch is on; the server ends the session at its
-                        // idle cutoff, and the next arrival is a new check-in.
-                        fx.append(.log(.info, "left \(siteId) with the kill switch on: its session ends here, without a check-out"))
-                        endSession(&fx)
+                    crossWithKillSwitch(index, entering: false, &fx)
+                }
+                if session == nil { phase = restingPhase }
+                fx.append(.persistSnapshot(snapshot(at: now)))
+                return fx
+            case .location(let point):
+                var crossed = false
+                var fx: [PresenceEffect] = []
+                for i in 0..<Int32(directory.sites.count) {
+                    let fence = directory.geofence(ofSite: i, defaultRadius: config.geofenceRadiusMeters)
+                    let distance = fence.distance(to: point)
+                    if insideSites.contains(i) {
+                        if distance > fence.radiusMeters + config.geofenceExitMarginMeters {
+                            crossWithKillSwitch(i, entering: false, &fx)
+                            crossed = true
+                        }
+                    } else if distance <= fence.radiusMeters {
+                        crossWithKillSwitch(i, entering: true, &fx)
+                        crossed = true
                     }
                 }
+                guard crossed else { return [] }
                 if session == nil { phase = restingPhase }
                 fx.append(.persistSnapshot(snapshot(at: now)))
                 return fx
@@ -518,11 +567,78 @@ public struct PresenceStateMachine: Sendable {
         }
     }
 
-    /// Replaces the configuration at runtime (a new remote config). Samples tracked so far are dropped
-    /// when the smoothing settings change. A GATT retry cooldown running under the old configuration
-    /// ends: the new one may have fixed what made the challenge fail (or the cooldown itself).
+    /// A geofence crossing while the kill switch is on: membership only (nothing is posted).
+    mutating func crossWithKillSwitch(_ index: Int32, entering: Bool, _ fx: inout [PresenceEffect]) {
+        if entering {
+            if !insideSites.contains(index) { lastEnteredSiteIndex = index }
+            insideSites.insert(index)
+            return
+        }
+        insideSites.remove(index)
+        if sessionSiteIndex == index, session != nil {
+            // Nothing is posted while the switch is on; the server ends the session at its idle cutoff,
+            // and the next arrival is a new check-in.
+            fx.append(.log(.info, "left \(directory[index].id) with the kill switch on: its session ends here, without a check-out"))
+            endSession(&fx)
+        }
+    }
+
+    /// Replaces the device's own configuration at runtime (a new remote config). While a site's
+    /// settings are in force they stay in force (the new configuration applies when the device leaves
+    /// the site), unless it turns the kill switch on: the device's kill switch stops detection at every
+    /// site. See `install(_:at:)` for what a change of configuration does.
     public mutating func apply(config newConfig: PresenceConfig, at now: Timestamp) throws(ConfigValidationError) -> [PresenceEffect] {
         let new = try newConfig.validated()
+        var fx: [PresenceEffect] = []
+        if settingsSiteIndex >= 0 {
+            deviceConfigAtSite = ConfigBox(new)
+        } else {
+            fx = install(new, at: now)
+        }
+        if directory.hasSiteSettings { followSiteSettings(at: now, &fx) }
+        return fx
+    }
+
+    /// The site whose settings should be in force, or -1: the open session's site, else the site whose
+    /// geofence the device entered last, else the first other site it is inside that has settings. A
+    /// session at a site without settings runs under the device's own configuration, as does every
+    /// site while the device's own kill switch is on.
+    var siteWhoseSettingsApply: Int32 {
+        if deviceConfig.flags.killSwitch { return -1 }
+        if sessionSiteIndex >= 0 { return directory.hasSettings(sessionSiteIndex) ? sessionSiteIndex : -1 }
+        if insideSites.contains(lastEnteredSiteIndex) && directory.hasSettings(lastEnteredSiteIndex) {
+            return lastEnteredSiteIndex
+        }
+        if directory.hasSettings(insideSites.a) { return insideSites.a }
+        if directory.hasSettings(insideSites.b) { return insideSites.b }
+        if directory.hasSettings(insideSites.c) { return insideSites.c }
+        if directory.hasSettings(insideSites.d) { return insideSites.d }
+        return -1
+    }
+
+    /// Puts in force the settings of the site the device is at, or its own configuration when it is at
+    /// no site with settings (`siteWhoseSettingsApply`).
+    mutating func followSiteSettings(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        let site = siteWhoseSettingsApply
+        guard site != settingsSiteIndex else { return }
+        let device = deviceConfig
+        if site >= 0, let settings = directory.settings(ofSite: site) {
+            deviceConfigAtSite = deviceConfigAtSite ?? ConfigBox(device)
+            settingsSiteIndex = site
+            fx.append(.log(.info, "detection settings of site \(directory[site].id) in force"))
+            fx.append(contentsOf: install(settings, at: now))
+        } else {
+            deviceConfigAtSite = nil
+            settingsSiteIndex = -1
+            fx.append(.log(.info, "the device's own detection settings in force"))
+            fx.append(contentsOf: install(device, at: now))
+        }
+    }
+
+    /// Puts a validated configuration in force. Samples tracked so far are dropped when the smoothing
+    /// settings change. A GATT retry cooldown running under the old configuration ends: the new one may
+    /// have fixed what made the challenge fail (or the cooldown itself).
+    mutating func install(_ new: PresenceConfig, at now: Timestamp) -> [PresenceEffect] {
         let old = config
         config = new
         gattCooldownUntil = .distantPast
@@ -1124,6 +1240,7 @@ public struct PresenceStateMachine: Sendable {
     mutating func enterGeofence(_ index: Int32, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         guard !insideSites.contains(index) else { return }
         insideSites.insert(index)
+        lastEnteredSiteIndex = index
         fx.append(.drainOutbox)
         if phase == .idle { phase = .armed }
         if config.flags.continuousScan {
@@ -1303,4 +1420,11 @@ public struct PresenceStateMachine: Sendable {
         identity.userId = user
         return fx
     }
+}
+
+/// A configuration held by reference (`PresenceStateMachine.deviceConfigAtSite`).
+final class ConfigBox: Sendable {
+    let config: PresenceConfig
+
+    init(_ config: PresenceConfig) { self.config = config }
 }

@@ -8,10 +8,13 @@ import Testing
 /// matches beacons to: its geofence, and exactly its active beacons (not the rest of the namespace).
 @Suite("A served site as the phone knows it")
 struct ServedSiteTests {
-    @Test func theServedGeofenceAndBeaconsAreWhatThePhoneMatches() throws {
-        let uuid = UUID(uuidString: "3AA28898-81F4-4FED-9D7A-C0ED710805F8")!
+    static let uuid = UUID(uuidString: "3AA28898-81F4-4FED-9D7A-C0ED710805F8")!
+
+    /// The site `site_hq` as the registry serves it, with these detection settings.
+    static func served(_ detectionConfig: SiteDetectionConfig) -> DeviceSite {
+        let uuid = Self.uuid
         let now = Date(timeIntervalSince1970: 1_764_000_000)
-        let served = DeviceSite(
+        return DeviceSite(
             site: AttendanceProtocol.Site(
                 id: "site_hq", organizationId: "org_1", name: "HQ", timezone: "Asia/Ho_Chi_Minh",
                 geofence: AttendanceProtocol.Geofence(latitude: 10.7769, longitude: 106.7009, radiusMeters: 220),
@@ -24,15 +27,46 @@ struct ServedSiteTests {
                 DeviceBeacon(uuid: uuid, major: 7, minor: 1, gateId: "gate_lobby"),
                 DeviceBeacon(uuid: uuid, major: 7, minor: 3, gateId: "gate_back"),
             ],
-            detectionConfig: SiteDetectionConfig(siteId: "site_hq", version: 0, updatedAt: nil, document: [:]))
+            detectionConfig: detectionConfig)
+    }
 
-        let site = EnrolledFleet.presenceSite(served)
+    @Test func theServedGeofenceAndBeaconsAreWhatThePhoneMatches() throws {
+        let uuid = Self.uuid
+        let served = Self.served(SiteDetectionConfig(siteId: "site_hq", version: 0, updatedAt: nil, document: [:]))
+        let site = try EnrolledFleet.presenceSite(served)
         #expect(site.id == "site_hq" && site.radiusMeters == 220)
+        #expect(site.settings == nil) // never set: the phone's own configuration applies there
         #expect(site.center == GeoPoint(latitude: 10.7769, longitude: 106.7009))
         let directory = SiteDirectory(sites: [site])
         #expect(directory.siteIndex(for: PresenceKit.BeaconIdentity(uuid.uuidString, major: 7, minor: 1)) == 0)
         #expect(directory.siteIndex(for: PresenceKit.BeaconIdentity(uuid.uuidString, major: 7, minor: 3)) == 0)
         // Another site's beacon in the same namespace is not this site's check-in point.
         #expect(directory.siteIndex(for: PresenceKit.BeaconIdentity(uuid.uuidString, major: 7, minor: 2)) == nil)
+    }
+
+    @Test func aSitesOwnSettingsAreReadAsThePhoneReadsThemWithTheRunsAdjustment() throws {
+        let served = Self.served(
+            SiteDetectionConfig(
+                siteId: "site_hq", version: 2, updatedAt: nil, document: ["thresholds": ["enter_hold_ms": 3_000]]))
+        let site = try EnrolledFleet.presenceSite(served) {
+            var config = $0
+            config.heartbeatIntervalMs = 60_000
+            return config
+        }
+        var expected = PresenceConfig()
+        expected.enterHoldMs = 3_000
+        expected.heartbeatIntervalMs = 60_000
+        #expect(site.settings == expected)
+    }
+
+    @Test func settingsThePhoneCannotReadStopTheRunNamingTheSite() throws {
+        let served = Self.served(
+            SiteDetectionConfig(siteId: "site_hq", version: 1, updatedAt: nil, document: ["thresholds": ["enter_hold": 3_000]]))
+        #expect {
+            try EnrolledFleet.presenceSite(served)
+        } throws: { error in
+            "\(error)".contains("the detection settings of site site_hq do not decode on the phone")
+                && "\(error)".contains("enter_hold")
+        }
     }
 }

@@ -81,13 +81,13 @@ struct DeviceHarness {
     init(
         config: PresenceConfig = World.config(), userId: String? = "u_123", deviceId: String = "d_456", seed: UInt64 = 42,
         clock: ManualClock = ManualClock(World.start), outbox: Outbox? = nil, restoring: PresenceSnapshot? = nil,
-        clockOffsetMs: Int64 = 0
+        clockOffsetMs: Int64 = 0, directory: SiteDirectory = World.directory
     ) throws {
         self.clock = clock
         self.outbox = outbox
         agent = PresenceAgent(
             machine: try PresenceStateMachine(
-                config: config, directory: World.directory, identity: DeviceIdentity(userId: userId, deviceId: deviceId),
+                config: config, directory: directory, identity: DeviceIdentity(userId: userId, deviceId: deviceId),
                 seed: seed, restoring: restoring, clockOffsetMs: clockOffsetMs))
     }
 

@@ -117,45 +117,58 @@ package struct EnrolledFleet: Sendable {
     /// What the phones know, as each fetched it with its own token (`GET /v1/devices/config`) after
     /// enrolling, as the app does.
     package struct ServedConfigurations: Sendable {
-        /// By person: the detection settings of its site, read by PresenceKit.
-        package var settings: [Int: PresenceConfig] = [:]
-        /// By person: its sites (geofence and check-in points) as PresenceKit matches beacons to them.
+        /// By person: its sites (geofence, check-in points and the site's own detection settings) as
+        /// PresenceKit knows them; the settings of the site a phone is at are in force there.
         package var directories: [Int: SiteDirectory] = [:]
         /// The highest version of the detection settings fetched.
         package var version = 0
     }
 
-    package func servedConfigurations(registry: RegistryClient) async throws -> ServedConfigurations {
+    /// - Parameter adjust: what the run changes in every configuration (its heartbeat), applied to each
+    ///   site's settings as to the phone's own.
+    package func servedConfigurations(
+        registry: RegistryClient, adjust: (PresenceConfig) -> PresenceConfig = { $0 }
+    ) async throws -> ServedConfigurations {
         var served = ServedConfigurations()
-        var directoryOf: [String: SiteDirectory] = [:] // one per site: its phones share it
+        var directoryOf: [[String]: SiteDirectory] = [:] // one per set of sites: their phones share it
         for device in devices {
             let configuration = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token).value
-            guard let site = configuration.sites.first else {
+            guard !configuration.sites.isEmpty else {
                 throw FleetError("device \(device.deviceId) got no site in its configuration from the registry")
             }
-            do {
-                let document = try JSONEncoder().encode(site.detectionConfig.document)
-                served.settings[device.person] = try RemoteConfig.decode(Array(document)).presence
-            } catch {
-                throw FleetError("the detection settings of site \(site.site.id) do not decode on the phone: \(error)")
-            }
-            served.version = max(served.version, site.detectionConfig.version)
-            let directory = directoryOf[site.site.id] ?? SiteDirectory(sites: [Self.presenceSite(site)])
-            directoryOf[site.site.id] = directory
+            for site in configuration.sites { served.version = max(served.version, site.detectionConfig.version) }
+            let ids = configuration.sites.map(\.site.id)
+            let directory =
+                try directoryOf[ids] ?? SiteDirectory(sites: configuration.sites.map { try Self.presenceSite($0, adjust: adjust) })
+            directoryOf[ids] = directory
             served.directories[device.person] = directory
         }
         return served
     }
 
-    /// A served site as PresenceKit knows it: its geofence and its active beacons.
-    package static func presenceSite(_ served: DeviceSite) -> PresenceKit.Site {
+    /// A served site as PresenceKit knows it: its geofence, its active beacons and, when the site has
+    /// detection settings of its own (version above 0), those settings as the phone reads them
+    /// (`RemoteConfig.decode`, on top of the defaults), passed through `adjust`.
+    package static func presenceSite(
+        _ served: DeviceSite, adjust: (PresenceConfig) -> PresenceConfig = { $0 }
+    ) throws -> PresenceKit.Site {
         let geofence = served.site.geofence
+        var settings: PresenceConfig?
+        if served.detectionConfig.version > 0 {
+            do {
+                let document = try JSONEncoder().encode(served.detectionConfig.document)
+                settings = adjust(try RemoteConfig.decode(Array(document)).presence)
+            } catch {
+                throw FleetError("the detection settings of site \(served.site.id) do not decode on the phone: \(error)")
+            }
+        }
         return PresenceKit.Site(
             id: served.site.id, center: GeoPoint(latitude: geofence.latitude, longitude: geofence.longitude),
             radiusMeters: geofence.radiusMeters,
             beacons: served.beacons.map {
                 BeaconMatcher($0.uuid.uuidString, major: UInt16(clamping: $0.major), minor: UInt16(clamping: $0.minor))
-            })
+            },
+            settings: settings)
     }
 
     /// The admin API key enrollment uses: `ATTENDANCE_API_KEY`, else the file (default the local

@@ -108,8 +108,9 @@ package struct StackRun {
         if let document = settings.siteDetectionDocument {
             try await fleet.setDetectionSettings(document, registry: registry)
         }
-        // Each phone knows its site and applies its detection settings as it fetched them with its own token.
-        let served = try await fleet.servedConfigurations(registry: registry)
+        // Each phone knows its sites as it fetched them with its own token; a site's detection settings
+        // are in force while the phone is at that site.
+        let served = try await fleet.servedConfigurations(registry: registry) { options.presenceConfig(detection: $0) }
         progress.finish()
         // Real time: the simulation starts now. A rush starts wherever the clock is; working days are
         // laid out from today's midnight (UTC) and the run starts at the current time of day.
@@ -128,10 +129,11 @@ package struct StackRun {
         delivery.requestTimeout = .seconds(settings.requestTimeoutSeconds)
         let byPerson = Dictionary(fleet.devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
         let phones: [SimulatedPhone] = plan.devicePeople.compactMap { person in
-            guard let enrolled = byPerson[person.index], let detection = served.settings[person.index],
-                let directory = served.directories[person.index]
-            else { return nil }
-            let config = options.presenceConfig(detection: detection)
+            guard let enrolled = byPerson[person.index], let directory = served.directories[person.index] else { return nil }
+            if let refused = directory.refusedSettings.first {
+                print("warning: the phone of person \(person.index) refused the settings of site \(refused.key): \(refused.value)")
+            }
+            let config = options.presenceConfig
             let path = "\(settings.outboxDirectory)/\(enrolled.deviceId).wal"
             try? FileManager.default.removeItem(atPath: path)
             return SimulatedPhone(

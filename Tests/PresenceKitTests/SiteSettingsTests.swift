@@ -1,0 +1,161 @@
+import Testing
+
+@testable import PresenceKit
+
+/// A site's own detection settings (`Site.settings`, the registry's per-site document) are in force
+/// while the device is at that site, and the device's own configuration everywhere else.
+@Suite("Site settings")
+struct SiteSettingsTests {
+    static let device = World.config { $0.flags.continuousScan = true }
+    /// A site whose doors open onto a busy pavement: a stronger reading to check in.
+    static let strict = World.config {
+        $0.flags.continuousScan = true
+        $0.enterRssi = -60
+    }
+    static let killed = World.config {
+        $0.flags.continuousScan = true
+        $0.flags.killSwitch = true
+    }
+
+    /// The two sites of `World`, each with the given settings.
+    static func directory(hq: PresenceConfig?, lab: PresenceConfig? = nil) -> SiteDirectory {
+        SiteDirectory(sites: [
+            Site(
+                id: "S_HQ", center: World.hqCenter, radiusMeters: 200, beacons: [BeaconMatcher(World.companyUUID, major: 10)],
+                settings: hq),
+            Site(
+                id: "S_LAB", center: World.labCenter, radiusMeters: 150,
+                beacons: [BeaconMatcher(World.companyUUID, major: 20, minor: 1)], settings: lab),
+        ])
+    }
+
+    @Test("inside a site's geofence its settings decide; outside it, the device's own")
+    func settingsFollowTheSite() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
+        #expect(d.machine.settingsSiteId == nil && d.machine.config == Self.device)
+        try d.arrive()
+        #expect(d.machine.settingsSiteId == "S_HQ")
+        #expect(d.machine.config.enterRssi == -60 && d.machine.deviceConfig == Self.device)
+        #expect(d.logs.contains { $0.1 == "detection settings of site S_HQ in force" })
+        try d.run(seconds: 10) { _ in -65 } // enough for the device's -70, not for the site's -60
+        #expect(d.checkIns.isEmpty)
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.checkOuts.count == 1)
+        #expect(d.machine.settingsSiteId == nil && d.machine.config == Self.device)
+        // The lab has no settings of its own: the device's -70 decides there.
+        try d.arrive(site: "S_LAB")
+        #expect(d.machine.settingsSiteId == nil)
+        try d.run(seconds: 3, beacon: World.lab) { _ in -65 }
+        #expect(d.checkIns.count == 2 && d.checkIns.last?.siteId == "S_LAB")
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("an open session keeps its site's settings when the device enters a neighbour's geofence")
+    func theSessionsSiteDecides() throws {
+        let lab = World.config {
+            $0.flags.continuousScan = true
+            $0.enterRssi = -68
+        }
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict, lab: lab))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.enterRssi == -60)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.checkOuts.count == 1)
+        #expect(d.machine.settingsSiteId == "S_LAB" && d.machine.config.enterRssi == -68)
+        try d.run(seconds: 3, beacon: World.lab) { _ in -66 }
+        #expect(d.checkIns.count == 2 && d.checkIns.last?.siteId == "S_LAB")
+    }
+
+    @Test("the geofence entered last decides between two sites with settings")
+    func theLastEnteredSiteDecides() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict, lab: Self.device))
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        #expect(d.machine.settingsSiteId == "S_LAB")
+        try d.send(.geofenceEntered(siteId: "S_HQ"))
+        #expect(d.machine.settingsSiteId == "S_HQ")
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.machine.settingsSiteId == "S_LAB")
+    }
+
+    @Test("a site's kill switch stops detection at that site only")
+    func aSitesKillSwitch() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
+        try d.arrive()
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.scanning.isEmpty)
+        try d.run(seconds: 10) { _ in -55 }
+        #expect(d.posts.isEmpty)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.machine.settingsSiteId == nil && !d.machine.config.flags.killSwitch)
+        #expect(d.logs.contains { $0.1 == "kill switch off: detection resumed" })
+        try d.arrive(site: "S_LAB")
+        #expect(d.scanning == [.continuous])
+        try d.run(seconds: 3, beacon: World.lab) { _ in -60 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_LAB")
+    }
+
+    @Test("leaving a site whose kill switch is on is noticed from location fixes too")
+    func aSitesKillSwitchEndsOnALocationFix() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
+        try d.send(.location(World.hqCenter))
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.flags.killSwitch)
+        try d.send(.location(World.hqCenter.moved(meters: 2_000, bearingDegrees: 270)))
+        #expect(d.machine.insideSiteIds.isEmpty)
+        #expect(d.machine.settingsSiteId == nil && !d.machine.config.flags.killSwitch)
+    }
+
+    @Test("the device's own kill switch wins over every site's settings")
+    func theDevicesKillSwitchWins() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
+        try d.arrive()
+        let fx = try d.agent.apply(config: Self.killed, at: d.now)
+        try d.record(fx)
+        #expect(d.machine.settingsSiteId == nil && d.machine.config.flags.killSwitch && d.scanning.isEmpty)
+        try d.run(seconds: 10) { _ in -55 }
+        #expect(d.posts.isEmpty)
+        let resumed = try d.agent.apply(config: Self.device, at: d.now)
+        try d.record(resumed)
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.enterRssi == -60)
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+    }
+
+    @Test("a new device configuration applied at a site with settings takes effect when the device leaves it")
+    func aNewDeviceConfigurationWaitsForTheSite() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
+        try d.arrive()
+        let newer = World.config {
+            $0.flags.continuousScan = true
+            $0.enterRssi = -68
+        }
+        let fx = try d.agent.apply(config: newer, at: d.now)
+        try d.record(fx)
+        #expect(d.machine.config.enterRssi == -60 && d.machine.deviceConfig.enterRssi == -68)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.machine.config == newer)
+    }
+
+    @Test("a relaunch inside a site with settings starts under them")
+    func aRelaunchStartsUnderTheSitesSettings() throws {
+        let snapshot = PresenceSnapshot(session: nil, insideSiteIds: ["S_HQ"], savedAt: World.start)
+        let d = try DeviceHarness(config: Self.device, restoring: snapshot, directory: Self.directory(hq: Self.strict))
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.enterRssi == -60)
+        #expect(d.machine.deviceConfig == Self.device)
+    }
+
+    @Test("a site's settings that fail validation are dropped and reported, never put in force")
+    func refusedSiteSettings() throws {
+        var bad = Self.strict
+        bad.leaveRssi = -50 // above the enter threshold
+        let directory = Self.directory(hq: bad)
+        #expect(directory.refusedSettings["S_HQ"]?.issues.map(\.key) == ["thresholds.leave_rssi"])
+        #expect(directory.settings(ofSite: 0) == nil && !directory.hasSiteSettings)
+        var d = try DeviceHarness(config: Self.device, directory: directory)
+        try d.arrive()
+        #expect(d.machine.settingsSiteId == nil && d.machine.config == Self.device)
+    }
+}
