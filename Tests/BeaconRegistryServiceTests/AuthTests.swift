@@ -47,7 +47,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
 ]
 
 extension RegistryServiceTests {
-    @Suite("Auth and roles")
+    @Suite("Auth and roles", .serialized)
     struct AuthTests {
         @Test func matrixCoversEveryAdminRoute() throws {
             let router = buildRouter(repository: UnusedRepository(), devices: ServiceTestDatabase.devices)

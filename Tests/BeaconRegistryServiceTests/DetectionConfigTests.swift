@@ -12,7 +12,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryServiceTests {
-    @Suite("A site's detection settings and the device configuration")
+    @Suite("A site's detection settings and the device configuration", .serialized)
     struct DetectionConfigTests {
         /// An admin sets a site's document; a viewer reads it back; every change bumps the version; the
         /// device of a user of the site receives it, and what it receives decodes on the phone to the

@@ -12,7 +12,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryServiceTests {
-    @Suite("Endpoints")
+    @Suite("Endpoints", .serialized)
     struct FlowTests {
         /// Organization → namespace → site → gate → minor → beacon → status → plan → sighting → verification.
         @Test func installingABeaconEndToEnd() async throws {

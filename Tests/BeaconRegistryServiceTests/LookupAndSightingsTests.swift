@@ -18,7 +18,7 @@ import Testing
 extension RegistryServiceTests {
     /// The lookup routes answered from the registry feed's cache, and broadcast verification fed by
     /// the sightings collector from device telemetry and raw events, on the real broker.
-    @Suite("Lookups and sightings")
+    @Suite("Lookups and sightings", .serialized)
     struct LookupAndSightingsTests {
         @Test func lookupsAnswerFromTheFeedCache() async throws {
             try await FeedHarness.run { h, client, beacon, organization in

@@ -13,7 +13,7 @@ import Testing
 extension RegistryServiceTests {
     /// Bad JSON, missing fields, wrong types, out-of-range values and unknown ids on every endpoint:
     /// each is a clear 4xx problem+json (never a 500), and none writes anything.
-    @Suite("Malformed input")
+    @Suite("Malformed input", .serialized)
     struct MalformedInputTests {
         struct Case: Sendable {
             var method: HTTPRequest.Method

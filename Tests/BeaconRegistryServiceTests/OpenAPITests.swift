@@ -7,7 +7,7 @@ import ServiceRuntime
 import Testing
 
 extension RegistryServiceTests {
-    @Suite("OpenAPI document")
+    @Suite("OpenAPI document", .serialized)
     struct OpenAPITests {
         @Test func theBundledDocumentIsTheRepositoryFileAndIsOpenAPI31() throws {
             let document = try #require(OpenAPIDocument.registry)

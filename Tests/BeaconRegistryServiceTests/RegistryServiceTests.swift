@@ -1,6 +1,7 @@
 import Testing
 
-/// Every test of the REST service runs on the real PostgreSQL, nested in this suite so they run
-/// one at a time (each opens a pool; the machine and the database are shared).
-@Suite("Beacon registry REST on the local PostgreSQL", .serialized, .timeLimit(.minutes(3)))
+/// Every test of the REST service runs on the real PostgreSQL, nested in this suite. Each nested suite
+/// runs its tests one at a time (each opens a pool on a shared machine and database); the nested
+/// suites run beside each other, each test in a schema of its own.
+@Suite("Beacon registry REST on the local PostgreSQL", .timeLimit(.minutes(3)))
 struct RegistryServiceTests {}

@@ -7,7 +7,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
-    @Suite("Shard allocation under concurrency")
+    @Suite("Shard allocation under concurrency", .serialized)
     struct Allocation {
         @Test func hundredParallelMinorAllocationsForOneGateGetMinorsOneToHundred() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in

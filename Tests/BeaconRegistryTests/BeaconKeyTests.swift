@@ -9,7 +9,7 @@ import Testing
 extension RegistryDatabaseTests {
     /// The registry owns the beacons' GATT keys: created with the beacon, stored and
     /// published sealed, shown in plain text only through `beaconGattKey`, rotated on demand.
-    @Suite("Beacon GATT keys")
+    @Suite("Beacon GATT keys", .serialized)
     struct BeaconKeys {
         static let sealer = BeaconKeySealer(sealingKey: Array(repeating: 0x5A, count: 32))!
 

@@ -7,7 +7,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
-    @Suite("Beacons, ban list and broadcast verification")
+    @Suite("Beacons, ban list and broadcast verification", .serialized)
     struct Beacons {
         @Test func registeredBeaconIsStoredNormalizedAndPublished() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in

@@ -8,7 +8,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
-    @Suite("Device enrollment and revocation")
+    @Suite("Device enrollment and revocation", .serialized)
     struct Enrollment {
         @Test func codeIsExchangedOnceForCredentialsTheGatewayCanVerify() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
@@ -130,7 +130,7 @@ extension RegistryDatabaseTests {
         }
     }
 
-    @Suite("Admin API keys")
+    @Suite("Admin API keys", .serialized)
     struct APIKeys {
         @Test func keysAreStoredHashedAndVerifiedWithTheirRole() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in

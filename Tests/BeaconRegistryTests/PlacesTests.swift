@@ -7,7 +7,7 @@ import RegistryTestFixtures
 import Testing
 
 extension RegistryDatabaseTests {
-    @Suite("Organizations, sites, gates and users")
+    @Suite("Organizations, sites, gates and users", .serialized)
     struct Places {
         @Test func everyCreateIsStoredAndAppendedToTheOutboxWithItsEntity() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in

@@ -8,13 +8,14 @@ import RegistryTestFixtures
 import ServiceRuntime
 import Testing
 
-/// Every test that uses the real PostgreSQL is nested in this suite, which runs them one at a time:
-/// each opens a pool of 20 connections, and the machine and the database are shared.
-@Suite("Beacon registry on the local PostgreSQL", .serialized, .timeLimit(.minutes(3)))
+/// Every test that uses the real PostgreSQL is nested in this suite. Each nested suite runs its tests
+/// one at a time (each opens a pool of up to 20 connections on a shared machine and database); the
+/// nested suites run beside each other, each test in a schema of its own.
+@Suite("Beacon registry on the local PostgreSQL", .timeLimit(.minutes(3)))
 struct RegistryDatabaseTests {}
 
 extension RegistryDatabaseTests {
-    @Suite("Migrations")
+    @Suite("Migrations", .serialized)
     struct Migrations {
         @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
             let bundled = try ServiceMigrations.registry.load()

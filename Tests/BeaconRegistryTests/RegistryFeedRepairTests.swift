@@ -22,7 +22,7 @@ struct RegistryFeedRepairTests {
 }
 
 extension RegistryDatabaseTests {
-    @Suite("Registry feed refill")
+    @Suite("Registry feed refill", .serialized)
     struct FeedRefill {
         static let columns = "id, entity_type, entity_id, op, payload::text, created_at"
 

@@ -169,6 +169,12 @@ struct LiveHarness: Sendable {
                     mergerConsumer.triggerShutdown()
                     group.cancelAll()
                 }
+                // The fake merger answers only once the group gave it the raw topic's partitions: with
+                // every suite joining groups at once, that took longer than a gateway's verdict wait,
+                // and a first event was answered 202 instead of 201.
+                try #require(
+                    await poll(timeout: .seconds(30)) { mergerConsumer.assignment.count == 3 },
+                    "the fake merger's partitions assigned")
                 try await body(harness)
             }
         }
