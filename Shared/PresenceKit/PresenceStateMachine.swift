@@ -222,8 +222,9 @@ public struct PresenceStateMachine: Sendable {
     var deviceConfigAtSite: ConfigBox?
     /// The site whose settings are `config` (-1: the device's own configuration).
     var settingsSiteIndex: Int32 = -1
-    /// The site whose geofence the device entered last: its settings win over an earlier site's.
-    var lastEnteredSiteIndex: Int32 = -1
+    /// The site the device is at (-1: none known): the one whose geofence it entered last, or whose
+    /// beacon last gave evidence for a check-in; forgotten when the device leaves that site's geofence.
+    var atSiteIndex: Int32 = -1
     var rng: SplitMix64
 
     /// - Parameters:
@@ -302,6 +303,9 @@ public struct PresenceStateMachine: Sendable {
     /// The device's own configuration (`init`, `apply(config:at:)`): `config` unless a site's settings
     /// are in force.
     public var deviceConfig: PresenceConfig { deviceConfigAtSite?.config ?? config }
+
+    /// The device's own kill switch (read without copying the configuration: it is asked per event).
+    var deviceKillSwitch: Bool { deviceConfigAtSite?.config.flags.killSwitch ?? config.flags.killSwitch }
 
     /// The site whose settings (`Site.settings`) are in force, nil while the device's own
     /// configuration is.
@@ -434,7 +438,10 @@ public struct PresenceStateMachine: Sendable {
         var total = heap(identity.userId) + heap(identity.deviceId)
         if let session { total += heap(session.key) }
         if !config.flags.other.isEmpty { total += 64 + config.flags.other.count * 48 }
-        if deviceConfigAtSite != nil { total += (16 + MemoryLayout<PresenceConfig>.size + 15) / 16 * 16 }
+        if let box = deviceConfigAtSite {
+            total += (16 + MemoryLayout<PresenceConfig>.size + 15) / 16 * 16
+            if !box.config.flags.other.isEmpty { total += 64 + box.config.flags.other.count * 48 }
+        }
         return total
     }
 
@@ -492,10 +499,10 @@ public struct PresenceStateMachine: Sendable {
                 var crossed = false
                 var fx: [PresenceEffect] = []
                 for i in 0..<Int32(directory.sites.count) {
-                    let fence = directory.geofence(ofSite: i, defaultRadius: config.geofenceRadiusMeters)
+                    let (fence, exitMargin) = self.fence(ofSite: i)
                     let distance = fence.distance(to: point)
                     if insideSites.contains(i) {
-                        if distance > fence.radiusMeters + config.geofenceExitMarginMeters {
+                        if distance > fence.radiusMeters + exitMargin {
                             crossWithKillSwitch(i, entering: false, &fx)
                             crossed = true
                         }
@@ -508,6 +515,21 @@ public struct PresenceStateMachine: Sendable {
                 if session == nil { phase = restingPhase }
                 fx.append(.persistSnapshot(snapshot(at: now)))
                 return fx
+            case .connectivityChanged(let isOnline):
+                // What the outbox already holds is still delivered: nothing recorded is lost.
+                online = isOnline
+                return isOnline ? [.drainOutbox] : []
+            case .motionActivity(let activity):
+                // Kept, as where the device is: leaving a site whose kill switch is on finds it current.
+                motion.record(activity: activity, at: now)
+            case .steps(let count):
+                motion.record(steps: count, at: now)
+            case .beaconRegionEntered:
+                beaconRegionInside = true
+            case .beaconRegionExited:
+                beaconRegionInside = false
+            case .beaconRegionState(let inside):
+                beaconRegionInside = inside
             default: break
             }
             return []
@@ -570,11 +592,12 @@ public struct PresenceStateMachine: Sendable {
     /// A geofence crossing while the kill switch is on: membership only (nothing is posted).
     mutating func crossWithKillSwitch(_ index: Int32, entering: Bool, _ fx: inout [PresenceEffect]) {
         if entering {
-            if !insideSites.contains(index) { lastEnteredSiteIndex = index }
+            if !insideSites.contains(index) { atSiteIndex = index }
             insideSites.insert(index)
             return
         }
         insideSites.remove(index)
+        if atSiteIndex == index { atSiteIndex = -1 }
         if sessionSiteIndex == index, session != nil {
             // Nothing is posted while the switch is on; the server ends the session at its idle cutoff,
             // and the next arrival is a new check-in.
@@ -599,16 +622,14 @@ public struct PresenceStateMachine: Sendable {
         return fx
     }
 
-    /// The site whose settings should be in force, or -1: the open session's site, else the site whose
-    /// geofence the device entered last, else the first other site it is inside that has settings. A
-    /// session at a site without settings runs under the device's own configuration, as does every
-    /// site while the device's own kill switch is on.
+    /// The site whose settings should be in force, or -1 for the device's own configuration: the open
+    /// session's site, else the site the device is at (`atSiteIndex`), else the first other site it is
+    /// inside that has settings. A site without settings runs under the device's own configuration, as
+    /// does every site while the device's own kill switch is on.
     var siteWhoseSettingsApply: Int32 {
-        if deviceConfig.flags.killSwitch { return -1 }
+        if deviceKillSwitch { return -1 }
         if sessionSiteIndex >= 0 { return directory.hasSettings(sessionSiteIndex) ? sessionSiteIndex : -1 }
-        if insideSites.contains(lastEnteredSiteIndex) && directory.hasSettings(lastEnteredSiteIndex) {
-            return lastEnteredSiteIndex
-        }
+        if atSiteIndex >= 0 { return directory.hasSettings(atSiteIndex) ? atSiteIndex : -1 }
         if directory.hasSettings(insideSites.a) { return insideSites.a }
         if directory.hasSettings(insideSites.b) { return insideSites.b }
         if directory.hasSettings(insideSites.c) { return insideSites.c }
@@ -635,9 +656,17 @@ public struct PresenceStateMachine: Sendable {
         }
     }
 
+    /// A site's geofence and exit margin: the site's own radius, else its settings', else the device's
+    /// own configuration's (never those of another site whose settings are in force).
+    func fence(ofSite index: Int32) -> (fence: Geofence, exitMargin: Double) {
+        let own = directory.settings(ofSite: index) ?? deviceConfig
+        return (directory.geofence(ofSite: index, defaultRadius: own.geofenceRadiusMeters), own.geofenceExitMarginMeters)
+    }
+
     /// Puts a validated configuration in force. Samples tracked so far are dropped when the smoothing
     /// settings change. A GATT retry cooldown running under the old configuration ends: the new one may
-    /// have fixed what made the challenge fail (or the cooldown itself).
+    /// have fixed what made the challenge fail (or the cooldown itself). A configuration with the kill
+    /// switch on starts nothing; one that requires a geofence stops what runs outside every geofence.
     mutating func install(_ new: PresenceConfig, at now: Timestamp) -> [PresenceEffect] {
         let old = config
         config = new
@@ -651,12 +680,16 @@ public struct PresenceStateMachine: Sendable {
             gate.record(activity: motion.lastActivity, at: motion.lastActiveAt)
             motion = gate
         }
-        if new.flags.killSwitch && !old.flags.killSwitch {
-            stopAllScans(&fx)
-            for id in TimerID.allCases { cancel(id, &fx) }
-            pendingCandidate = nil
-            if phase != .idle && phase != .armed { phase = restingPhase }
-            fx.append(.log(.warning, "kill switch on: detection stopped"))
+        if new.flags.killSwitch {
+            // From a configuration with the switch off, or from another with it on (a site's, then the
+            // device's): nothing may run either way.
+            if !old.flags.killSwitch {
+                stopAllScans(&fx)
+                for id in TimerID.allCases { cancel(id, &fx) }
+                pendingCandidate = nil
+                if phase != .idle && phase != .armed { phase = restingPhase }
+                fx.append(.log(.warning, "kill switch on: detection stopped"))
+            }
             return fx
         }
         if !new.flags.killSwitch && old.flags.killSwitch {
@@ -668,6 +701,14 @@ public struct PresenceStateMachine: Sendable {
             }
         }
         if phase == .idle && !new.flags.requireGeofence { phase = .armed }
+        if new.flags.requireGeofence && insideSites.isEmpty && session == nil && phase != .idle {
+            // Outside every geofence, as leaving the last one under this configuration would leave it.
+            stopAllScans(&fx)
+            for id in TimerID.allCases { cancel(id, &fx) }
+            pendingCandidate = nil
+            phase = .idle
+            return fx
+        }
         if new.flags.continuousScan && !continuousScanActive && phase != .idle {
             startContinuous(&fx)
         } else if !new.flags.continuousScan && continuousScanActive {
@@ -856,6 +897,27 @@ public struct PresenceStateMachine: Sendable {
         // A GATT cooldown refuses the candidate before anything changes: checking out of the open
         // session first would leave the machine in a soft exit with no session.
         if config.flags.gattChallenge && now < gattCooldownUntil { return }
+        if directory.hasSiteSettings {
+            // A check-in is decided under its site's settings, and never at a site whose kill switch is on.
+            if directory.settings(ofSite: candidate.siteIndex)?.flags.killSwitch == true {
+                gatedLog(
+                    "beacon \(candidate.beacon) of \(siteId) is near but detection is off at that site (its kill switch)", at: now, &fx)
+                return
+            }
+            let wanted = directory.hasSettings(candidate.siteIndex) ? candidate.siteIndex : -1
+            if wanted != settingsSiteIndex {
+                // The evidence was judged under another site's settings (a neighbour whose geofence was
+                // entered last): leave the open session, take this site's settings, and let the next
+                // readings decide under them.
+                if session != nil {
+                    checkOut(reason: .siteChanged, at: now, &fx)
+                }
+                phase = restingPhase
+                atSiteIndex = candidate.siteIndex
+                followSiteSettings(at: now, &fx)
+                return
+            }
+        }
         if session != nil {
             checkOut(reason: .siteChanged, at: now, &fx)
         }
@@ -1240,7 +1302,7 @@ public struct PresenceStateMachine: Sendable {
     mutating func enterGeofence(_ index: Int32, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         guard !insideSites.contains(index) else { return }
         insideSites.insert(index)
-        lastEnteredSiteIndex = index
+        atSiteIndex = index
         fx.append(.drainOutbox)
         if phase == .idle { phase = .armed }
         if config.flags.continuousScan {
@@ -1254,6 +1316,7 @@ public struct PresenceStateMachine: Sendable {
     mutating func exitGeofence(_ index: Int32, at now: Timestamp, _ fx: inout [PresenceEffect]) {
         guard insideSites.contains(index) else { return }
         insideSites.remove(index)
+        if atSiteIndex == index { atSiteIndex = -1 }
         let siteId = directory[index].id
         if sessionSiteIndex == index && session != nil {
             checkOut(reason: .geofenceExit, at: now, &fx)
@@ -1282,10 +1345,10 @@ public struct PresenceStateMachine: Sendable {
     mutating func onLocation(_ point: GeoPoint, at now: Timestamp) -> [PresenceEffect] {
         var fx: [PresenceEffect] = []
         for i in 0..<Int32(directory.sites.count) {
-            let fence = directory.geofence(ofSite: i, defaultRadius: config.geofenceRadiusMeters)
+            let (fence, exitMargin) = self.fence(ofSite: i)
             let distance = fence.distance(to: point)
             if insideSites.contains(i) {
-                if distance > fence.radiusMeters + config.geofenceExitMarginMeters { exitGeofence(i, at: now, &fx) }
+                if distance > fence.radiusMeters + exitMargin { exitGeofence(i, at: now, &fx) }
             } else if distance <= fence.radiusMeters {
                 enterGeofence(i, at: now, &fx)
             }

@@ -101,7 +101,7 @@ struct SiteSettingsTests {
     @Test("leaving a site whose kill switch is on is noticed from location fixes too")
     func aSitesKillSwitchEndsOnALocationFix() throws {
         var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
-        try d.send(.location(World.hqCenter))
+        try d.send(.location(World.hqCenter.moved(meters: 120, bearingDegrees: 270))) // inside the HQ, not the lab
         #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.flags.killSwitch)
         try d.send(.location(World.hqCenter.moved(meters: 2_000, bearingDegrees: 270)))
         #expect(d.machine.insideSiteIds.isEmpty)
@@ -157,5 +157,86 @@ struct SiteSettingsTests {
         var d = try DeviceHarness(config: Self.device, directory: directory)
         try d.arrive()
         #expect(d.machine.settingsSiteId == nil && d.machine.config == Self.device)
+    }
+
+    @Test("evidence for a site whose settings are not in force puts them in force; the next readings decide under them")
+    func evidenceTakesItsSitesSettings() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
+        try d.arrive()
+        try d.send(.geofenceEntered(siteId: "S_LAB")) // entered last, no settings: the device's own -70
+        #expect(d.machine.settingsSiteId == nil)
+        try d.run(seconds: 10) { _ in -65 } // enough for -70: but it is the HQ's beacon, and the HQ asks -60
+        #expect(d.checkIns.isEmpty && d.machine.settingsSiteId == "S_HQ")
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_HQ")
+    }
+
+    @Test("no check-in at a site whose kill switch is on, even while a neighbour's settings are in force")
+    func noCheckInUnderASitesKillSwitch() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
+        try d.arrive()
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        #expect(d.machine.settingsSiteId == nil && d.scanning == [.continuous])
+        try d.run(seconds: 10) { _ in -55 }
+        #expect(d.posts.isEmpty)
+        #expect(d.logs.contains { $0.1.contains("detection is off at that site (its kill switch)") })
+        // Once the HQ's beacon is out of range (10 s without it), the lab's decides.
+        try d.run(seconds: 15, beacon: World.lab) { _ in -60 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_LAB")
+    }
+
+    @Test("one kill switch after another starts nothing")
+    func killSwitchAfterKillSwitch() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
+        try d.arrive()
+        #expect(d.scanning.isEmpty)
+        let fx = try d.agent.apply(config: Self.killed, at: d.now)
+        try d.record(fx)
+        #expect(!fx.contains { if case .startScanning = $0 { return true } else { return false } })
+        #expect(d.scanning.isEmpty && d.machine.config.flags.killSwitch)
+    }
+
+    @Test("leaving the last geofence under a site's settings that need none stops what the device's own stop there")
+    func requireGeofenceFollowsTheSettingsInForce() throws {
+        var anywhere = Self.device
+        anywhere.flags.requireGeofence = false
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: anywhere))
+        try d.arrive()
+        #expect(d.scanning == [.continuous])
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.machine.settingsSiteId == nil && d.phase == .idle && d.scanning.isEmpty)
+    }
+
+    @Test("a relaunch with a session open at a site with settings starts under them, inside its geofence or not")
+    func aRelaunchWithASessionStartsUnderItsSitesSettings() throws {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        var snapshot = d.machine.snapshot(at: d.now)
+        snapshot.insideSiteIds = []
+        let relaunched = try DeviceHarness(config: Self.device, restoring: snapshot, directory: Self.directory(hq: Self.strict))
+        #expect(relaunched.machine.openSession?.siteId == "S_HQ")
+        #expect(relaunched.machine.settingsSiteId == "S_HQ" && relaunched.machine.config.enterRssi == -60)
+    }
+
+    @Test("a site without a radius of its own has its settings' radius, whatever settings are in force")
+    func aSitesRadiusComesFromItsSettings() throws {
+        var small = Self.device
+        small.geofenceRadiusMeters = 150
+        var large = Self.device
+        large.geofenceRadiusMeters = 300
+        let directory = SiteDirectory(sites: [
+            Site(id: "S_HQ", center: World.hqCenter, beacons: [BeaconMatcher(World.companyUUID, major: 10)], settings: small),
+            Site(
+                id: "S_LAB", center: World.labCenter, radiusMeters: 150,
+                beacons: [BeaconMatcher(World.companyUUID, major: 20, minor: 1)]),
+        ])
+        var d = try DeviceHarness(config: large, directory: directory)
+        // 200 m from the HQ: inside the device's 300 m, outside the HQ's own 150 m.
+        try d.send(.location(World.hqCenter.moved(meters: 200, bearingDegrees: 270)))
+        #expect(d.machine.insideSiteIds.isEmpty)
+        try d.send(.location(World.hqCenter.moved(meters: 100, bearingDegrees: 270)))
+        #expect(d.machine.insideSiteIds == ["S_HQ"] && d.machine.settingsSiteId == "S_HQ")
     }
 }
