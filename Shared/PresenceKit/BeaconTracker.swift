@@ -108,6 +108,24 @@ public struct BeaconTracker: Sendable {
         return target
     }
 
+    /// Resolves the site of every beacon followed again (a new site directory): a beacon that belongs
+    /// to no site any more is no longer followed.
+    mutating func resolveSitesAgain(_ resolveSite: (BeaconIdentity) -> Int32?) {
+        for i in 0..<BeaconTracker.capacity where slot(i).occupied {
+            let site = resolveSite(slot(i).beacon)
+            withSlot(i) { s in
+                if let site {
+                    s.siteIndex = site
+                } else {
+                    s.occupied = false
+                    s.smoother.reset()
+                    s.smoothed = -.infinity
+                    s.lastHeard = .distantPast
+                }
+            }
+        }
+    }
+
     /// The fresh beacon with the strongest smoothed RSSI (the nearest one), if any.
     public func nearest(at now: Timestamp) -> Int? {
         nearest(at: now, where: { _ in true })

@@ -50,6 +50,11 @@ public struct PresenceAgent: Sendable {
         Self.hostEffects(try machine.apply(config: config, at: now))
     }
 
+    /// Puts a new site directory in force (see `PresenceStateMachine.replace(directory:at:)`).
+    public mutating func replace(directory: SiteDirectory, at now: Timestamp) -> [PresenceEffect] {
+        Self.hostEffects(machine.replace(directory: directory, at: now))
+    }
+
     static func hostEffects(_ effects: [PresenceEffect]) -> [PresenceEffect] {
         guard
             effects.contains(where: {

@@ -159,7 +159,7 @@ public struct PresenceStateMachine: Sendable {
     /// The configuration in force: the device's own (`deviceConfig`), or the settings of the site the
     /// device is at (`settingsSiteId`).
     public private(set) var config: PresenceConfig
-    public let directory: SiteDirectory
+    public private(set) var directory: SiteDirectory
     public private(set) var identity: DeviceIdentity
     public private(set) var phase: PresencePhase
     public private(set) var beaconRegionInside = false
@@ -619,6 +619,59 @@ public struct PresenceStateMachine: Sendable {
             fx = install(new, at: now)
         }
         if directory.hasSiteSettings { followSiteSettings(at: now, &fx) }
+        return fx
+    }
+
+    /// Puts a new site directory in force while running: the app fetched a changed configuration (a
+    /// site's settings, beacons added or retired, a site added to or removed from its user). What the
+    /// device knows carries over by site id and beacon identity: the geofences it is inside, its open
+    /// session, the beacons it follows and the evidence it holds (a beacon that belongs to no site any
+    /// more is dropped, with a GATT challenge waiting on it); then the settings of the site it is at are
+    /// put in force as they now are. A session whose site is no longer in the directory stays open, as
+    /// a restored one whose site is unknown: it ends on beacon loss, or at the server's idle cutoff.
+    public mutating func replace(directory new: SiteDirectory, at now: Timestamp) -> [PresenceEffect] {
+        let old = directory
+        func moved(_ index: Int32) -> Int32 { index >= 0 ? new.siteIndex(id: old[index].id) ?? -1 : -1 }
+        var inside = InsideSites()
+        for index in [insideSites.a, insideSites.b, insideSites.c, insideSites.d] where index >= 0 {
+            let m = moved(index)
+            if m >= 0 { inside.insert(m) }
+        }
+        let device = deviceConfig
+        insideSites = inside
+        sessionSiteIndex = moved(sessionSiteIndex)
+        atSiteIndex = moved(atSiteIndex)
+        holdSiteIndex = moved(holdSiteIndex)
+        settingsSiteIndex = moved(settingsSiteIndex)
+        directory = new
+        tracker.resolveSitesAgain { new.siteIndex(for: $0) }
+        var fx: [PresenceEffect] = []
+        if let dwell = dwellCandidate {
+            if let site = new.siteIndex(for: dwell.beacon) { dwellCandidate?.siteIndex = site } else { dwellCandidate = nil }
+        }
+        if let pending = pendingCandidate {
+            if let site = new.siteIndex(for: pending.beacon) {
+                pendingCandidate?.siteIndex = site
+            } else {
+                pendingCandidate = nil
+                cancel(.gattTimeout, &fx)
+                if session == nil { phase = restingPhase }
+            }
+        }
+        // The settings of the site the device is at, as they now are (the site may be the same one,
+        // with a new document).
+        let site = siteWhoseSettingsApply
+        let wanted = site >= 0 ? new.settings(ofSite: site) ?? device : device
+        if site != settingsSiteIndex || wanted != config {
+            deviceConfigAtSite = site >= 0 ? ConfigBox(device) : nil
+            settingsSiteIndex = site
+            fx.append(
+                .log(
+                    .info,
+                    site >= 0 ? "detection settings of site \(new[site].id) in force" : "the device's own detection settings in force"))
+            fx.append(contentsOf: install(wanted, at: now))
+        }
+        fx.append(.persistSnapshot(snapshot(at: now)))
         return fx
     }
 

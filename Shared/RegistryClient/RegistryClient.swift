@@ -5,6 +5,8 @@ import Foundation
 public struct RegistryReply<Value: Sendable>: Sendable {
     public var value: Value
     public var json: Data
+    /// The answer's `ETag`, where the route sends one (the device configuration).
+    public var eTag: String? = nil
 }
 
 /// A client of the beacon registry's REST API (the registry's OpenAPI document): one method
@@ -131,6 +133,21 @@ public struct RegistryClient: Sendable {
     public func deviceConfiguration(deviceId: String, token: String) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration>
     {
         try await call(RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId))
+    }
+
+    /// The same, unless the device still holds it: `eTag` is the `eTag` of the answer it holds; nil
+    /// when the registry answered 304 Not Modified.
+    public func deviceConfiguration(
+        deviceId: String, token: String, ifNoneMatch eTag: String
+    ) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration>? {
+        var request = RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId)
+        request.ifNoneMatch = eTag
+        let response = try await transport.send(request, to: baseURL)
+        if response.status == 304 { return nil }
+        guard (200..<300).contains(response.status) else { throw RegistryClientError.from(response) }
+        return RegistryReply(
+            value: try Self.decode(DeviceConfiguration.self, response.body, path: request.path), json: response.body,
+            eTag: response.eTag)
     }
 
     // MARK: Beacons
@@ -261,7 +278,8 @@ public struct RegistryClient: Sendable {
 
     func call<Value: Decodable & Sendable>(_ request: RegistryRequest) async throws(RegistryClientError) -> RegistryReply<Value> {
         let response = try await send(request)
-        return RegistryReply(value: try Self.decode(Value.self, response.body, path: request.path), json: response.body)
+        return RegistryReply(
+            value: try Self.decode(Value.self, response.body, path: request.path), json: response.body, eTag: response.eTag)
     }
 
     /// Sends `request`; any status outside 2xx becomes its problem.

@@ -20,6 +20,8 @@ public struct RegistryRequest: Sendable, Hashable {
     public var apiKey: String?
     /// `X-Device-Id`, sent with a device token.
     public var deviceId: String?
+    /// `If-None-Match`: the entity tag of the answer the caller already holds.
+    public var ifNoneMatch: String?
 
     public init(
         _ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil, deviceId: String? = nil
@@ -51,11 +53,14 @@ public struct RegistryResponse: Sendable, Hashable {
     public var status: Int
     public var contentType: String?
     public var body: Data
+    /// The answer's `ETag`, if it had one.
+    public var eTag: String?
 
-    public init(status: Int, contentType: String? = nil, body: Data) {
+    public init(status: Int, contentType: String? = nil, body: Data, eTag: String? = nil) {
         self.status = status
         self.contentType = contentType
         self.body = body
+        self.eTag = eTag
     }
 }
 
@@ -98,6 +103,7 @@ public struct HTTPRegistryTransport: RegistryTransport {
         http.headers.add(name: "User-Agent", value: userAgent)
         if let key = request.apiKey { http.headers.add(name: "Authorization", value: "Bearer \(key)") }
         if let deviceId = request.deviceId { http.headers.add(name: HTTPHeader.deviceId, value: deviceId) }
+        if let tag = request.ifNoneMatch { http.headers.add(name: "If-None-Match", value: tag) }
         if let body = request.body {
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(body)
@@ -110,7 +116,7 @@ public struct HTTPRegistryTransport: RegistryTransport {
             result = .success(
                 RegistryResponse(
                     status: Int(response.status.code), contentType: response.headers.first(name: "Content-Type"),
-                    body: Data(buffer.readableBytesView)
+                    body: Data(buffer.readableBytesView), eTag: response.headers.first(name: "ETag")
                 ))
         } catch {
             result = .failure(error)

@@ -11,6 +11,7 @@ import LocalStackTesting
 import Logging
 import PostgresNIO
 import Prometheus
+import RegistryClient
 import ServiceRuntime
 import Testing
 
@@ -232,6 +233,16 @@ struct RegistryEndToEndTests {
             let deviceId = try #require(credentials["deviceId"] as? String)
             #expect(credentials["userId"] as? String == "emp-ctl-\(t)" && (credentials["token"] as? String)?.hasPrefix("v1.") == true)
             #expect(try await r.ctl(["devices", "get", deviceId, "--json"], key: r.viewer).object()["status"] as? String == "enrolled")
+            // The device's configuration over HTTP, as the app fetches it: tagged, and not sent again
+            // while the device holds it.
+            let token = try #require(credentials["token"] as? String)
+            let registry = try RegistryClient(baseURL: r.url, apiKey: nil)
+            let configuration = try await registry.deviceConfiguration(deviceId: deviceId, token: token)
+            #expect(configuration.value.sites.map(\.site.id) == ["site-ctl-\(t)"])
+            let tag = try #require(configuration.eTag)
+            #expect(try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) == nil)
+            let stale = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: "\"stale\"")
+            #expect(stale?.eTag == tag && stale?.value.deviceId == deviceId)
             let revoked = try await r.ctl(["devices", "revoke", deviceId, "--json"], key: r.admin).object()
             #expect(revoked["status"] as? String == "revoked" && revoked["revokedAt"] is String)
 

@@ -162,5 +162,43 @@ extension RegistryServiceTests {
                 #expect(try await client.send(.get, route, key: otherPhone.token, headers: [.deviceId: otherPhone.device.id]).status == .ok)
             }
         }
+
+        /// The answer carries a strong `ETag`; a device that sends it back gets 304 with no body until
+        /// something in its configuration changes; a revoked device is refused whatever tag it sends.
+        @Test func aDeviceThatHoldsTheCurrentConfigurationGetsNotModified() async throws {
+            try await Harness.run { h, client in
+                let f = try await BeaconedSite.make(h.repository)
+                let (_, phone) = try await h.repository.enrolledUser(name: "Lê Thu Trang", siteIds: [f.site.id])
+                let route = "/v1/devices/config"
+                func fetch(ifNoneMatch: String?) async throws -> TestResponse {
+                    var headers: HTTPFields = [.deviceId: phone.device.id]
+                    if let ifNoneMatch { headers[.ifNoneMatch] = ifNoneMatch }
+                    return try await client.send(.get, route, key: phone.token, headers: headers)
+                }
+                let first = try await fetch(ifNoneMatch: nil)
+                #expect(first.status == .ok && first.headers[.cacheControl] == "no-cache")
+                let tag = try #require(first.headers[.eTag])
+                #expect(tag.count == 34 && tag.hasPrefix("\"") && tag.hasSuffix("\""), "\(tag)")
+                #expect(try await fetch(ifNoneMatch: nil).headers[.eTag] == tag) // the same configuration, the same tag
+                for condition in [tag, "W/\(tag)", "\"other\", \(tag)", " \(tag) ", "*"] {
+                    let again = try await fetch(ifNoneMatch: condition)
+                    #expect(again.status == .notModified, "\(condition)")
+                    #expect(again.body.readableBytes == 0 && again.headers[.eTag] == tag, "\(condition)")
+                }
+                for condition in ["\"0123\"", "", ",", "W/", String(tag.dropFirst())] {
+                    #expect(try await fetch(ifNoneMatch: condition).status == .ok, "\(condition)")
+                }
+
+                // A new document for the site changes the configuration, and so its tag.
+                _ = try await client.send(
+                    .put, "/v1/admin/sites/\(f.site.id)/detection-config", key: h.admin, json: #"{"thresholds": {"enter_hold_ms": 2000}}"#)
+                let changed = try await fetch(ifNoneMatch: tag)
+                #expect(changed.status == .ok && changed.headers[.eTag] != nil && changed.headers[.eTag] != tag)
+                #expect(try changed.decode(DeviceConfiguration.self).sites.first?.detectionConfig.version == 1)
+
+                _ = try await h.repository.revokeDevice(id: phone.device.id)
+                try await fetch(ifNoneMatch: "*").problem(.forbidden)
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ServiceRuntime
 
-@Suite("Page cursor text and deadline waits")
+@Suite("Page cursor text, deadline waits and entity tags")
 struct SharedHelpersTests {
     @Test func aCursorGivesBackItsPayloadAndNothingElseIsACursor() {
         let cursor = PageCursorText.encode(version: "c1", "site_42:ü")
@@ -18,6 +18,18 @@ struct SharedHelpersTests {
         #expect(PageCursorText.decode(cursor, version: "c1", maxLength: cursor.count - 1) == nil)
         #expect(PageCursorText.decode("", version: "c1", maxLength: 400) == nil)
         #expect(PageCursorText.decode("%%%", version: "c1", maxLength: 400) == nil)
+    }
+
+    @Test func anEntityTagIsStableQuotedAndMatchedWeaklyInAnyListMember() {
+        let tag = Reply.entityTag(of: Data(#"{"a":1}"#.utf8))
+        #expect(tag == Reply.entityTag(of: Data(#"{"a":1}"#.utf8)) && tag != Reply.entityTag(of: Data(#"{"a":2}"#.utf8)))
+        #expect(tag.count == 34 && tag.first == "\"" && tag.last == "\"")
+        for field in [tag, "W/\(tag)", "\"x\",\(tag)", "  \"x\" , W/\(tag)  ", "*"] {
+            #expect(Reply.ifNoneMatch(field, matches: tag), "\(field)")
+        }
+        for field in ["", ",", "\"x\"", String(tag.dropLast()), "w/\(tag)", "\(tag)x", "**"] {
+            #expect(!Reply.ifNoneMatch(field, matches: tag), "\(field)")
+        }
     }
 
     @Test func pollAnswersTrueOnceTheConditionHoldsAndFalseAtTheDeadline() async throws {

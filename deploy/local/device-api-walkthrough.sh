@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs docs/device-api.md: its `sh` blocks in order, as one script, against the running services
 # (from an empty organization to a device's first accepted event), and checks what the document
-# promises: the device receives its site's detection settings, the check-in is 201 accepted and its
-# replay is marked replayed.
+# promises: the device receives its site's detection settings (and 304 for the configuration it holds),
+# the check-in is 201 accepted and its replay is marked replayed.
 #
 #   deploy/local/device-api-walkthrough.sh
 set -euo pipefail
@@ -26,6 +26,7 @@ if ! bash "$script" >"$output" 2>&1; then
 fi
 cat "$output"
 grep -q '"detectionConfig".*"enter_hold_ms":3000' "$output" || { echo "device-api walkthrough: the device did not receive its site's detection settings" >&2; exit 1; }
+grep -q '^HTTP 304 with If-None-Match$' "$output" || { echo "device-api walkthrough: the configuration the device held was sent again (no 304)" >&2; exit 1; }
 grep -q '"status":"accepted"' "$output" || { echo "device-api walkthrough: the check-in was not accepted" >&2; exit 1; }
 grep -q '^HTTP 201$' "$output" || { echo "device-api walkthrough: the check-in was not 201" >&2; exit 1; }
 grep -qi '^idempotent-replayed: true' "$output" || { echo "device-api walkthrough: the replay was not marked" >&2; exit 1; }

@@ -67,8 +67,9 @@ struct EnrollmentController {
 
 /// `GET /v1/devices/config`: no API key; the device presents its token and `X-Device-Id`
 /// (`DeviceAuthentication`). Answers every site of its user with the beacon namespace to monitor, the
-/// site's active beacons and its detection settings. A device revoked, now bound to another user or
-/// unknown here is a 403.
+/// site's active beacons and its detection settings, with an `ETag`: a device that sends the tag of
+/// the configuration it holds (`If-None-Match`) gets 304 while nothing changed. A device revoked, now
+/// bound to another user or unknown here is a 403 (checked before any tag).
 struct DeviceConfigurationController {
     let repository: any AdminRegistryRepository
     let authentication: DeviceAuthentication
@@ -78,7 +79,7 @@ struct DeviceConfigurationController {
             _ = try StrictQuery(request, allowed: [])
             let claims = try authentication.claims(from: request.headers, now: Date())
             let configuration = try await repository.deviceConfiguration(deviceId: claims.deviceId, userId: claims.userId)
-            return try Reply.json(configuration, request: request, context: context)
+            return try Reply.revalidatedJSON(configuration, request: request, context: context)
         }
     }
 }

@@ -1,0 +1,81 @@
+import Testing
+
+@testable import PresenceKit
+
+/// A changed configuration fetched while the app runs (`replace(directory:at:)`): what the device
+/// knows carries over by site id and beacon identity, and the site's settings apply as they now are.
+@Suite("A new site directory while running")
+struct DirectoryReplacementTests {
+    static let device = SiteSettingsTests.device
+
+    @Test("a site's new settings are in force at once, its kill switch included, and lifted again")
+    func aSitesNewSettingsApplyAtOnce() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: SiteSettingsTests.strict))
+        try d.arrive()
+        #expect(d.machine.config.enterRssi == -60 && d.scanning == [.continuous])
+        try d.replace(SiteSettingsTests.directory(hq: SiteSettingsTests.killed))
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.flags.killSwitch && d.scanning.isEmpty)
+        try d.run(seconds: 10) { _ in -55 }
+        #expect(d.posts.isEmpty)
+        try d.replace(SiteSettingsTests.directory(hq: nil))
+        #expect(d.machine.settingsSiteId == nil && d.machine.config == Self.device && d.scanning == [.continuous])
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_HQ")
+    }
+
+    @Test("an open session and the geofences carry over a directory whose sites moved, by site id")
+    func theSessionCarriesOverBySiteId() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: nil))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        let swapped = SiteDirectory(sites: SiteSettingsTests.directory(hq: SiteSettingsTests.strict).sites.reversed())
+        try d.replace(swapped)
+        #expect(d.machine.openSession?.siteId == "S_HQ" && d.machine.insideSiteIds == ["S_HQ"])
+        #expect(d.machine.settingsSiteId == "S_HQ" && d.machine.config.enterRssi == -60)
+        try d.run(seconds: 30) { _ in -62 } // still present: the session's beacon, followed across the change
+        #expect(d.phase == .present && d.checkIns.count == 1)
+        try d.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(d.checkOuts.count == 1 && d.checkOuts.first?.siteId == "S_HQ")
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("a beacon retired from its site is no longer followed; the site's new one is")
+    func retiredAndNewBeacons() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: nil))
+        try d.arrive()
+        try d.run(seconds: 1) { _ in -75 } // gate A followed, too weak to check in
+        let gateBOnly = SiteDirectory(sites: [
+            Site(
+                id: "S_HQ", center: World.hqCenter, radiusMeters: 200,
+                beacons: [BeaconMatcher(World.companyUUID, major: 10, minor: 2)])
+        ])
+        try d.replace(gateBOnly)
+        #expect((0..<BeaconTracker.capacity).allSatisfy { !d.machine.tracker.slot($0).occupied })
+        try d.run(seconds: 5) { _ in -55 } // gate A: no site's beacon any more
+        #expect(d.checkIns.isEmpty)
+        try d.run(seconds: 3, beacon: World.gateB) { _ in -55 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.beacon == World.gateB)
+    }
+
+    @Test("a site removed from the user leaves its open session to end as a restored one whose site is unknown")
+    func aRemovedSite() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: SiteSettingsTests.strict))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        let labOnly = SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]])
+        try d.replace(labOnly)
+        #expect(d.machine.openSession?.siteId == "S_HQ")
+        #expect(d.machine.insideSiteIds.isEmpty && d.machine.settingsSiteId == nil && d.machine.config == Self.device)
+        #expect(d.effects.contains { if case .persistSnapshot(let s) = $0 { return s.insideSiteIds.isEmpty } else { return false } })
+    }
+}
+
+extension DeviceHarness {
+    /// Puts `directory` in force now, recording what the machine asked for.
+    mutating func replace(_ directory: SiteDirectory) throws {
+        let fx = agent.replace(directory: directory, at: clock.now())
+        try record(fx)
+    }
+}
