@@ -25,10 +25,7 @@ struct DirectoryReplacementTests {
 
     @Test("an open session and the geofences carry over a directory whose sites moved, by site id")
     func theSessionCarriesOverBySiteId() throws {
-        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: nil))
-        try d.arrive()
-        try d.run(seconds: 3) { _ in -55 }
-        #expect(d.checkIns.count == 1)
+        var d = try SiteSettingsTests.checkedInAtHQ(settings: nil)
         let swapped = SiteDirectory(sites: SiteSettingsTests.directory(hq: SiteSettingsTests.strict).sites.reversed())
         try d.replace(swapped)
         #expect(d.machine.openSession?.siteId == "S_HQ" && d.machine.insideSiteIds == ["S_HQ"])
@@ -60,10 +57,7 @@ struct DirectoryReplacementTests {
 
     @Test("a site removed from the user leaves its open session to end as a restored one whose site is unknown")
     func aRemovedSite() throws {
-        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: SiteSettingsTests.strict))
-        try d.arrive()
-        try d.run(seconds: 3) { _ in -55 }
-        #expect(d.checkIns.count == 1)
+        var d = try SiteSettingsTests.checkedInAtHQ(settings: SiteSettingsTests.strict)
         let labOnly = SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]])
         try d.replace(labOnly)
         #expect(d.machine.openSession?.siteId == "S_HQ")

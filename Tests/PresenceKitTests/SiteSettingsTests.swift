@@ -29,6 +29,15 @@ struct SiteSettingsTests {
         ])
     }
 
+    /// A phone running `device` that arrived at the HQ (with `hq` as its settings) and checked in there.
+    static func checkedInAtHQ(settings hq: PresenceConfig?) throws -> DeviceHarness {
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: hq))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1)
+        return d
+    }
+
     @Test("inside a site's geofence its settings decide; outside it, the device's own")
     func settingsFollowTheSite() throws {
         var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
@@ -209,10 +218,7 @@ struct SiteSettingsTests {
 
     @Test("a relaunch with a session open at a site with settings starts under them, inside its geofence or not")
     func aRelaunchWithASessionStartsUnderItsSitesSettings() throws {
-        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict))
-        try d.arrive()
-        try d.run(seconds: 3) { _ in -55 }
-        #expect(d.checkIns.count == 1)
+        let d = try Self.checkedInAtHQ(settings: Self.strict)
         var snapshot = d.machine.snapshot(at: d.now)
         snapshot.insideSiteIds = []
         let relaunched = try DeviceHarness(config: Self.device, restoring: snapshot, directory: Self.directory(hq: Self.strict))
