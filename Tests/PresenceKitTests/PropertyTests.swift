@@ -6,10 +6,40 @@ import Testing
 
 /// Drives one device through a random life: readings of every kind (including 0 and 127), silences,
 /// geofence and region events, motion, periodic wakes, stopped scans, GATT answers, user changes, and
-/// force-quit + relaunch from the persisted snapshot. Every posted event is collected, across relaunches.
+/// force-quit + relaunch from the persisted snapshot, and (`configBits` 64) sites with detection settings of
+/// their own, kill switches included, replaced by a changed directory while running. Every posted event is
+/// collected, across relaunches, with the sessions the device ended without a check-out (a kill switch).
 struct RandomLife {
     let configBits: Int
     let ops: [Int]
+
+    /// The site directories a life moves between: without settings, with the HQ's own (stricter, or its
+    /// kill switch on), the sites in another order, the HQ's gate A retired, the HQ removed.
+    var directories: [SiteDirectory] {
+        let plain = World.directory.sites
+        guard configBits & 64 != 0 else { return [World.directory] }
+        var strict = config
+        strict.enterRssi = -60
+        var killed = config
+        killed.flags.killSwitch = true
+        var other = config
+        other.checkOutTrigger = config.checkOutTrigger == .geofenceExit ? .beaconLoss : .geofenceExit
+        func with(_ hq: PresenceConfig?, _ lab: PresenceConfig?, hqBeacons: [BeaconMatcher]? = nil) -> [Site] {
+            var sites = plain
+            sites[0].settings = hq
+            sites[1].settings = lab
+            if let hqBeacons { sites[0].beacons = hqBeacons }
+            return sites
+        }
+        return [
+            SiteDirectory(sites: with(strict, other)),
+            SiteDirectory(sites: with(killed, nil)),
+            SiteDirectory(sites: with(nil, killed).reversed()),
+            SiteDirectory(sites: with(other, strict, hqBeacons: [BeaconMatcher(World.companyUUID, major: 10, minor: 2)])),
+            SiteDirectory(sites: [with(nil, strict)[1]]),
+            World.directory,
+        ]
+    }
 
     static let beacons = [World.gateA, World.gateB, World.lab, World.foreign]
     static let levels: [Int?] = [-55, -62, -68, -72, -76, -85, -95, 0, 127, nil]
@@ -29,18 +59,24 @@ struct RandomLife {
         }
     }
 
-    func run() throws -> (posts: [AttendanceEvent], relaunches: Int) {
+    func run() throws -> (posts: [AttendanceEvent], relaunches: Int, replacements: Int, endedSilently: Set<String>) {
         let clock = ManualClock(World.start)
         var seed: UInt64 = 1
-        var d = try DeviceHarness(config: config, seed: seed, clock: clock)
+        let directories = self.directories
+        var directory = directories[0]
+        var d = try DeviceHarness(config: config, seed: seed, clock: clock, directory: directory)
         var posts: [AttendanceEvent] = []
         var lastSnapshot: PresenceSnapshot?
         var relaunches = 0
+        var replacements = 0
+        var endedSilently = Set<String>()
         func absorb(_ fx: [PresenceEffect]) {
             for effect in fx {
                 switch effect {
                 case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e): posts.append(e)
                 case .persistSnapshot(let s): lastSnapshot = s
+                case .log(_, let text) where text.contains("its session ends here, without a check-out"):
+                    if let key = posts.last(where: { $0.type == .checkIn })?.sessionKey { endedSilently.insert(key) }
                 default: break
                 }
             }
@@ -84,16 +120,21 @@ struct RandomLife {
                     if p % 2 == 0 { absorb(d.agent.handle(.appTerminated(forceQuit: true), at: clock.now())) }
                     clock.advance(by: Int64(p % 900) * 1_000)
                     seed += 1 // a relaunched process draws fresh randomness
-                    d = try DeviceHarness(config: config, seed: seed, clock: clock, restoring: lastSnapshot)
+                    d = try DeviceHarness(config: config, seed: seed, clock: clock, restoring: lastSnapshot, directory: directory)
                     absorb(d.agent.handle(.appLaunched, at: clock.now()))
                     relaunches += 1
+                } else if p % 3 == 2 && directories.count > 1 {
+                    // The app fetched a changed configuration.
+                    directory = directories[(p / 3) % directories.count]
+                    absorb(d.agent.replace(directory: directory, at: clock.now()))
+                    replacements += 1
                 } else {
                     let users: [String?] = [nil, "u_1", "u_2"]
                     absorb(d.agent.handle(.userIdChanged(users[p % 3]), at: clock.now()))
                 }
             }
         }
-        return (posts, relaunches)
+        return (posts, relaunches, replacements, endedSilently)
     }
 }
 
@@ -104,12 +145,16 @@ struct PropertyTests {
         // Tallies that prove the generated lives are not vacuous.
         let tally = Mutex<[AttendanceEvent.Kind: Int]>([:])
         let relaunched = Mutex(0)
-        await propertyCheck(count: 300, input: Gen.int(in: 0...63), Gen.int(in: 0...1_000_000).array(of: 1...150)) { bits, ops in
+        let replaced = Mutex(0)
+        let silent = Mutex(0)
+        await propertyCheck(count: 300, input: Gen.int(in: 0...127), Gen.int(in: 0...1_000_000).array(of: 1...150)) { bits, ops in
             let life = RandomLife(configBits: bits, ops: ops)
             let result = try life.run()
             tally.withLock { t in for e in result.posts { t[e.type, default: 0] += 1 } }
             relaunched.withLock { $0 += result.relaunches }
-            let violations = attendanceViolations(result.posts)
+            replaced.withLock { $0 += result.replacements }
+            silent.withLock { $0 += result.endedSilently.count }
+            let violations = attendanceViolations(result.posts, endedSilently: result.endedSilently)
             #expect(violations.isEmpty, "config \(bits): \(violations)")
             for e in result.posts {
                 #expect(e.idempotencyKey.hex.count == 64)
@@ -123,6 +168,8 @@ struct PropertyTests {
         let counts = tally.withLock { $0 }
         #expect(counts[.checkIn, default: 0] > 100 && counts[.checkOut, default: 0] > 50, "\(counts)")
         #expect(relaunched.withLock { $0 } > 50)
+        // Sites with settings of their own, replaced while running, and sessions a site's kill switch ended.
+        #expect(replaced.withLock { $0 } > 50 && silent.withLock { $0 } > 0, "\(replaced.withLock { $0 }), \(silent.withLock { $0 })")
     }
 
     @Test("a strong signal interrupted by gaps shorter than 10 s never produces a check-out")

@@ -212,7 +212,10 @@ func writeFile(_ path: String, _ bytes: [UInt8]) throws {
 
 /// Invariants every stream of posted events must satisfy (also used by the property tests).
 /// Returns a list of violations (empty when fine).
-func attendanceViolations(_ posts: [AttendanceEvent]) -> [String] {
+///
+/// `endedSilently`: sessions the device ended without a check-out, as it does when it leaves a site
+/// while a kill switch is on (the server closes them at its idle cutoff).
+func attendanceViolations(_ posts: [AttendanceEvent], endedSilently: Set<String> = []) -> [String] {
     var violations: [String] = []
     var openBySite: [String: String] = [:] // site -> open sessionKey
     var keys = Set<String>()
@@ -222,7 +225,7 @@ func attendanceViolations(_ posts: [AttendanceEvent]) -> [String] {
         }
         switch e.type {
         case .checkIn:
-            if let open = openBySite[e.siteId] {
+            if let open = openBySite[e.siteId], !endedSilently.contains(open) {
                 violations.append("second open session at \(e.siteId): \(open) still open when \(e.sessionKey) checked in")
             }
             if openBySite.values.contains(e.sessionKey) { violations.append("session key reused \(e.sessionKey)") }
