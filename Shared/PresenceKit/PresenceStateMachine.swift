@@ -627,8 +627,11 @@ public struct PresenceStateMachine: Sendable {
     /// device knows carries over by site id and beacon identity: the geofences it is inside, its open
     /// session, the beacons it follows and the evidence it holds (a beacon that belongs to no site any
     /// more is dropped, with a GATT challenge waiting on it); then the settings of the site it is at are
-    /// put in force as they now are. A session whose site is no longer in the directory stays open, as
-    /// a restored one whose site is unknown: it ends on beacon loss, or at the server's idle cutoff.
+    /// put in force as they now are. A GATT challenge in flight is dropped (the next readings decide
+    /// again, under the new directory's gates). A present session whose site is no longer in the
+    /// directory is treated as one whose beacon was lost: a soft exit, then what the check-out trigger
+    /// does (on beacon loss a check-out after the grace; on geofence exit, whose geofence is no longer
+    /// known, the server's idle cutoff); it resumes if the site comes back first.
     public mutating func replace(directory new: SiteDirectory, at now: Timestamp) -> [PresenceEffect] {
         let old = directory
         func moved(_ index: Int32) -> Int32 { index >= 0 ? new.siteIndex(id: old[index].id) ?? -1 : -1 }
@@ -638,8 +641,10 @@ public struct PresenceStateMachine: Sendable {
             if m >= 0 { inside.insert(m) }
         }
         let device = deviceConfig
+        let sessionHadItsSite = sessionSiteIndex >= 0
         insideSites = inside
-        sessionSiteIndex = moved(sessionSiteIndex)
+        // By the session's own site id: a site that left an earlier directory and came back is found.
+        sessionSiteIndex = session.flatMap { new.siteIndex(id: $0.siteId) } ?? -1
         atSiteIndex = moved(atSiteIndex)
         holdSiteIndex = moved(holdSiteIndex)
         settingsSiteIndex = moved(settingsSiteIndex)
@@ -649,14 +654,10 @@ public struct PresenceStateMachine: Sendable {
         if let dwell = dwellCandidate {
             if let site = new.siteIndex(for: dwell.beacon) { dwellCandidate?.siteIndex = site } else { dwellCandidate = nil }
         }
-        if let pending = pendingCandidate {
-            if let site = new.siteIndex(for: pending.beacon) {
-                pendingCandidate?.siteIndex = site
-            } else {
-                pendingCandidate = nil
-                cancel(.gattTimeout, &fx)
-                if session == nil { phase = restingPhase }
-            }
+        if pendingCandidate != nil {
+            pendingCandidate = nil
+            cancel(.gattTimeout, &fx)
+            if session == nil { phase = restingPhase }
         }
         // The settings of the site the device is at, as they now are (the site may be the same one,
         // with a new document).
@@ -671,8 +672,23 @@ public struct PresenceStateMachine: Sendable {
                     site >= 0 ? "detection settings of site \(new[site].id) in force" : "the device's own detection settings in force"))
             fx.append(contentsOf: install(wanted, at: now))
         }
+        if sessionHadItsSite && sessionSiteIndex < 0 && phase == .present {
+            enterSoftExit(reason: .beaconLost, at: now, &fx)
+        }
+        _ = settleOutsideEveryGeofence(&fx)
         fx.append(.persistSnapshot(snapshot(at: now)))
         return fx
+    }
+
+    /// Outside every geofence with no session, under a configuration that requires one: stops what
+    /// runs and goes idle, as leaving the last geofence does. True when it did.
+    mutating func settleOutsideEveryGeofence(_ fx: inout [PresenceEffect]) -> Bool {
+        guard config.flags.requireGeofence && insideSites.isEmpty && session == nil && phase != .idle else { return false }
+        stopAllScans(&fx)
+        for id in TimerID.allCases { cancel(id, &fx) }
+        pendingCandidate = nil
+        phase = .idle
+        return true
     }
 
     /// The site whose settings should be in force, or -1 for the device's own configuration: the open
@@ -754,14 +770,8 @@ public struct PresenceStateMachine: Sendable {
             }
         }
         if phase == .idle && !new.flags.requireGeofence { phase = .armed }
-        if new.flags.requireGeofence && insideSites.isEmpty && session == nil && phase != .idle {
-            // Outside every geofence, as leaving the last one under this configuration would leave it.
-            stopAllScans(&fx)
-            for id in TimerID.allCases { cancel(id, &fx) }
-            pendingCandidate = nil
-            phase = .idle
-            return fx
-        }
+        // Outside every geofence, as leaving the last one under this configuration would leave it.
+        if settleOutsideEveryGeofence(&fx) { return fx }
         if new.flags.continuousScan && !continuousScanActive && phase != .idle {
             startContinuous(&fx)
         } else if !new.flags.continuousScan && continuousScanActive {

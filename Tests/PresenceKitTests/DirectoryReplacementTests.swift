@@ -55,14 +55,54 @@ struct DirectoryReplacementTests {
         #expect(d.checkIns.count == 1 && d.checkIns.first?.beacon == World.gateB)
     }
 
-    @Test("a site removed from the user leaves its open session to end as a restored one whose site is unknown")
-    func aRemovedSite() throws {
+    @Test("a site removed from the user: its present session is as one whose beacon was lost, and resumes if the site comes back")
+    func aRemovedSiteThatComesBack() throws {
         var d = try SiteSettingsTests.checkedInAtHQ(settings: SiteSettingsTests.strict)
         let labOnly = SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]])
         try d.replace(labOnly)
-        #expect(d.machine.openSession?.siteId == "S_HQ")
+        #expect(d.machine.openSession?.siteId == "S_HQ" && d.phase == .softExitPending)
         #expect(d.machine.insideSiteIds.isEmpty && d.machine.settingsSiteId == nil && d.machine.config == Self.device)
         #expect(d.effects.contains { if case .persistSnapshot(let s) = $0 { return s.insideSiteIds.isEmpty } else { return false } })
+        try d.run(seconds: 5) { _ in -55 } // the HQ's beacon is nobody's now: no presence
+        #expect(d.phase == .softExitPending)
+        try d.replace(SiteSettingsTests.directory(hq: SiteSettingsTests.strict))
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.phase == .present && d.checkIns.count == 1 && d.checkOuts.isEmpty)
+    }
+
+    @Test("a site removed from the user: its session is checked out after the grace, as a lost beacon's")
+    func aRemovedSitesSessionEnds() throws {
+        var d = try SiteSettingsTests.checkedInAtHQ(settings: nil)
+        try d.replace(SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]]))
+        try d.run(seconds: 240) { _ in -55 }
+        #expect(d.checkOuts.count == 1 && d.checkOuts.first?.siteId == "S_HQ" && d.machine.openSession == nil)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    @Test("a GATT challenge in flight is dropped: the next readings decide under the new directory's gates")
+    func aChallengeInFlightIsDropped() throws {
+        let gatt = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.gattChallenge = true
+        }
+        var d = try DeviceHarness(config: gatt, directory: SiteSettingsTests.directory(hq: nil))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.phase == .verifying)
+        var killed = gatt
+        killed.flags.killSwitch = true
+        try d.replace(SiteSettingsTests.directory(hq: killed))
+        try d.send(.gattChallengeResult(ok: true, roundTripMs: 120))
+        #expect(d.checkIns.isEmpty && d.machine.config.flags.killSwitch)
+    }
+
+    @Test("the only geofence's site removed: the device is outside every geofence, idle and not scanning")
+    func theOnlyGeofencesSiteRemoved() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: nil))
+        try d.arrive()
+        #expect(d.scanning == [.continuous])
+        try d.replace(SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]]))
+        #expect(d.phase == .idle && d.scanning.isEmpty)
     }
 }
 

@@ -59,7 +59,9 @@ struct RandomLife {
         }
     }
 
-    func run() throws -> (posts: [AttendanceEvent], relaunches: Int, replacements: Int, endedSilently: Set<String>) {
+    func run() throws -> (
+        posts: [AttendanceEvent], relaunches: Int, replacements: Int, underASitesKillSwitch: Int, endedSilently: Set<String>
+    ) {
         let clock = ManualClock(World.start)
         var seed: UInt64 = 1
         let directories = self.directories
@@ -69,6 +71,7 @@ struct RandomLife {
         var lastSnapshot: PresenceSnapshot?
         var relaunches = 0
         var replacements = 0
+        var underASitesKillSwitch = 0
         var endedSilently = Set<String>()
         func absorb(_ fx: [PresenceEffect]) {
             for effect in fx {
@@ -82,6 +85,7 @@ struct RandomLife {
             }
         }
         for v in ops {
+            if d.machine.settingsSiteId != nil && d.machine.config.flags.killSwitch { underASitesKillSwitch += 1 }
             let op = v % 16
             let p = v / 16
             switch op {
@@ -130,11 +134,11 @@ struct RandomLife {
                     replacements += 1
                 } else {
                     let users: [String?] = [nil, "u_1", "u_2"]
-                    absorb(d.agent.handle(.userIdChanged(users[p % 3]), at: clock.now()))
+                    absorb(d.agent.handle(.userIdChanged(users[(p / 3) % 3]), at: clock.now()))
                 }
             }
         }
-        return (posts, relaunches, replacements, endedSilently)
+        return (posts, relaunches, replacements, underASitesKillSwitch, endedSilently)
     }
 }
 
@@ -146,14 +150,14 @@ struct PropertyTests {
         let tally = Mutex<[AttendanceEvent.Kind: Int]>([:])
         let relaunched = Mutex(0)
         let replaced = Mutex(0)
-        let silent = Mutex(0)
+        let killed = Mutex(0)
         await propertyCheck(count: 300, input: Gen.int(in: 0...127), Gen.int(in: 0...1_000_000).array(of: 1...150)) { bits, ops in
             let life = RandomLife(configBits: bits, ops: ops)
             let result = try life.run()
             tally.withLock { t in for e in result.posts { t[e.type, default: 0] += 1 } }
             relaunched.withLock { $0 += result.relaunches }
             replaced.withLock { $0 += result.replacements }
-            silent.withLock { $0 += result.endedSilently.count }
+            killed.withLock { $0 += result.underASitesKillSwitch }
             let violations = attendanceViolations(result.posts, endedSilently: result.endedSilently)
             #expect(violations.isEmpty, "config \(bits): \(violations)")
             for e in result.posts {
@@ -168,8 +172,8 @@ struct PropertyTests {
         let counts = tally.withLock { $0 }
         #expect(counts[.checkIn, default: 0] > 100 && counts[.checkOut, default: 0] > 50, "\(counts)")
         #expect(relaunched.withLock { $0 } > 50)
-        // Sites with settings of their own, replaced while running, and sessions a site's kill switch ended.
-        #expect(replaced.withLock { $0 } > 50 && silent.withLock { $0 } > 0, "\(replaced.withLock { $0 }), \(silent.withLock { $0 })")
+        // Sites with settings of their own, replaced while running, and events met under a site's kill switch.
+        #expect(replaced.withLock { $0 } > 50 && killed.withLock { $0 } > 50, "\(replaced.withLock { $0 }), \(killed.withLock { $0 })")
     }
 
     @Test("a strong signal interrupted by gaps shorter than 10 s never produces a check-out")

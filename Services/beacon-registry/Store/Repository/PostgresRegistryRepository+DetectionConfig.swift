@@ -78,7 +78,7 @@ extension PostgresRegistryRepository {
                 """
                 SELECT g.site_id, b.uuid, b.major, b.minor, b.gate_id FROM beacons b JOIN gates g ON g.id = b.gate_id
                 JOIN user_sites us ON us.site_id = g.site_id
-                WHERE us.user_id = \(userId) AND b.status = 'active' ORDER BY b.major, b.minor
+                WHERE us.user_id = \(userId) AND b.status = 'active' ORDER BY b.major, b.minor, b.uuid
                 """, logger: logger)
             {
                 let (siteId, uuid, major, minor, gateId) = try row.decode((String, UUID, Int, Int, String).self)
