@@ -81,10 +81,8 @@ struct DirectoryReplacementTests {
 
     @Test("a GATT challenge in flight is dropped: the next readings decide under the new directory's gates")
     func aChallengeInFlightIsDropped() throws {
-        let gatt = World.config {
-            $0.flags.continuousScan = true
-            $0.flags.gattChallenge = true
-        }
+        var gatt = Self.device
+        gatt.flags.gattChallenge = true
         var d = try DeviceHarness(config: gatt, directory: SiteSettingsTests.directory(hq: nil))
         try d.arrive()
         try d.run(seconds: 3) { _ in -55 }
