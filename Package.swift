@@ -655,7 +655,7 @@ let package = Package(
         // matrix on virtual time, trace parsing, CLI argument errors.
         .testTarget(
             name: "FleetSimulatorTests",
-            dependencies: ["FleetSimulatorCore", "FleetSimulatorService", "PresenceKit", "AttendanceProtocol"],
+            dependencies: ["FleetSimulatorCore", "FleetSimulatorService", "PresenceKit", "AttendanceProtocol", "RegistryClient"],
             path: "Tests/FleetSimulatorTests"
         ),
         // make run's main job (deploy/local/run.sh) against the services as processes, under the shared

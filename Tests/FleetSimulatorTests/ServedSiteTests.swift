@@ -2,6 +2,8 @@ import AttendanceProtocol
 import FleetSimulatorService
 import Foundation
 import PresenceKit
+import RegistryClient
+import Synchronization
 import Testing
 
 /// A site as the registry serves it to a device (`GET /v1/devices/config`) becomes the site PresenceKit
@@ -68,5 +70,54 @@ struct ServedSiteTests {
             "\(error)".contains("the detection settings of site site_hq do not decode on the phone")
                 && "\(error)".contains("enter_hold")
         }
+    }
+
+    /// A phone waking in a real-stack run asks for its configuration again with the tag it holds: 304
+    /// leaves it as it is; a changed configuration comes back as the new directory, its tag kept for
+    /// the next wake; a registry that cannot be asked, or a device without a token, leaves it as it is.
+    @Test func aWakingPhoneGetsANewDirectoryOnlyWhenItsConfigurationChanged() async throws {
+        let configuration = DeviceConfiguration(
+            deviceId: "dev_1", userId: "usr_1",
+            sites: [
+                Self.served(
+                    SiteDetectionConfig(siteId: "site_hq", version: 3, updatedAt: nil, document: ["feature_flags": ["kill_switch": true]]))
+            ])
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(WireTimestamp.string(from: date))
+        }
+        let registry = ScriptedRegistry([
+            RegistryResponse(status: 304, body: Data(), eTag: "\"a\""),
+            RegistryResponse(status: 200, contentType: "application/json", body: try encoder.encode(configuration), eTag: "\"b\""),
+        ])
+        let refresh = ConfigurationRefresh(
+            registry: try RegistryClient(baseURL: "http://127.0.0.1:9", apiKey: nil, transport: registry), tokens: ["dev_1": "tok"],
+            tags: ["dev_1": "\"a\""], adjust: { $0 })
+        #expect(await refresh.refreshed(deviceId: "dev_1") == nil)
+        let directory = try #require(await refresh.refreshed(deviceId: "dev_1"))
+        #expect(directory.sites.map(\.id) == ["site_hq"] && directory.settings(ofSite: 0)?.flags.killSwitch == true)
+        #expect(await refresh.refreshed(deviceId: "dev_1") == nil) // the registry is down now
+        #expect(await refresh.refreshed(deviceId: "dev_unknown") == nil)
+        #expect(registry.requests.map(\.ifNoneMatch) == ["\"a\"", "\"a\"", "\"b\""])
+        #expect(registry.requests.allSatisfy { $0.deviceId == "dev_1" && $0.apiKey == "tok" && $0.path == "/v1/devices/config" })
+    }
+}
+
+/// Answers each request with the next of its answers, then as a registry that cannot be reached.
+final class ScriptedRegistry: RegistryTransport {
+    private let state: Mutex<(answers: [RegistryResponse], requests: [RegistryRequest])>
+
+    init(_ answers: [RegistryResponse]) { state = Mutex((answers, [])) }
+
+    var requests: [RegistryRequest] { state.withLock { $0.requests } }
+
+    func send(_ request: RegistryRequest, to baseURL: String) async throws(RegistryClientError) -> RegistryResponse {
+        let answer = state.withLock { state -> RegistryResponse? in
+            state.requests.append(request)
+            return state.answers.isEmpty ? nil : state.answers.removeFirst()
+        }
+        guard let answer else { throw .unreachable(url: baseURL, reason: "connection refused") }
+        return answer
     }
 }

@@ -154,6 +154,18 @@ package protocol DeliveryDriver: Sendable {
     /// The app's request at launch (`GET /v1/attendance/pending`, what it shows the user) at true virtual
     /// time `now` through the phone's network; notes its answer's `Date` header in `answers`.
     func launchRequest(device: DeviceIdentity, profile: PhoneProfile, at now: Int64, answers: inout AttemptLog) async
+
+    /// The device's configuration asked for again at true virtual time `now` (a background wake)
+    /// through the phone's network: a new site directory when it changed since the one the phone holds,
+    /// nil when it did not or could not be asked (offline, no registry in detection-only runs).
+    func refreshedDirectory(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> SiteDirectory?
+}
+
+extension DeliveryDriver {
+    /// No registry to ask: the phone keeps the directory it has.
+    package func refreshedDirectory(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> SiteDirectory? {
+        nil
+    }
 }
 
 /// The server side for detection-only runs and scenario tests: refuses an event time outside the

@@ -147,10 +147,12 @@ package struct DeviceSimulation: Sendable {
         // FLEET_TRACE_PERSON=<index> prints what this person's phone hears and decides (debugging).
         let tracing = ProcessInfo.processInfo.environment["FLEET_TRACE_PERSON"].flatMap(Int.init) == person.index
 
+        // The sites as the phone last fetched them: a relaunch builds its machine on them.
+        var currentDirectory = directory
         func makeAgent(at t: Int64) throws -> PresenceAgent {
             seedCounter += 1
             let machine = try PresenceStateMachine(
-                config: config, directory: directory, identity: identity,
+                config: config, directory: currentDirectory, identity: identity,
                 seed: random.generator.next() ^ seedCounter, restoring: outbox.lastSnapshot(), clockOffsetMs: wallOffset())
             return PresenceAgent(machine: machine)
         }
@@ -446,6 +448,12 @@ package struct DeviceSimulation: Sendable {
                 if t >= nextWake {
                     nextWake = t + Self.periodicWakeMs
                     try apply(agent!.handle(.periodicWake, at: deviceTime(t)), at: t)
+                    // The app asks for its configuration again (a 304 while nothing changed) and puts a
+                    // changed one in force without a relaunch.
+                    if let newer = await delivery.refreshedDirectory(device: identity, profile: profile, at: t) {
+                        currentDirectory = newer
+                        try apply(agent!.replace(directory: newer, at: deviceTime(t)), at: t)
+                    }
                     if !outbox.isEmpty { drainWanted = true }
                     if serverClock.offsetMs == nil, case .online = network { try await askServer(at: t) }
                 }

@@ -3,6 +3,7 @@ import FleetSimulatorCore
 import Foundation
 import PresenceKit
 import RegistryClient
+import Synchronization
 
 /// The fleet as the registry knows it: sites with gates and beacons laid out like the simulated
 /// world, and one user with one enrolled device (and its token) per simulated phone.
@@ -122,6 +123,8 @@ package struct EnrolledFleet: Sendable {
         package var directories: [Int: SiteDirectory] = [:]
         /// The highest version of the detection settings fetched.
         package var version = 0
+        /// By device id: the `ETag` of the configuration it holds, for asking again.
+        package var eTags: [String: String] = [:]
     }
 
     /// - Parameter adjust: what the run changes in every configuration (its heartbeat), applied to each
@@ -132,18 +135,27 @@ package struct EnrolledFleet: Sendable {
         var served = ServedConfigurations()
         var directoryOf: [[String]: SiteDirectory] = [:] // one per set of sites: their phones share it
         for device in devices {
-            let configuration = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token).value
+            let reply = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token)
+            let configuration = reply.value
+            served.eTags[device.deviceId] = reply.eTag
             guard !configuration.sites.isEmpty else {
                 throw FleetError("device \(device.deviceId) got no site in its configuration from the registry")
             }
             for site in configuration.sites { served.version = max(served.version, site.detectionConfig.version) }
             let ids = configuration.sites.map(\.site.id)
             let directory =
-                try directoryOf[ids] ?? SiteDirectory(sites: configuration.sites.map { try Self.presenceSite($0, adjust: adjust) })
+                try directoryOf[ids] ?? Self.directory(of: configuration, adjust: adjust)
             directoryOf[ids] = directory
             served.directories[device.person] = directory
         }
         return served
+    }
+
+    /// The sites of a served configuration as PresenceKit matches beacons to them, with their settings.
+    package static func directory(
+        of configuration: DeviceConfiguration, adjust: (PresenceConfig) -> PresenceConfig
+    ) throws -> SiteDirectory {
+        SiteDirectory(sites: try configuration.sites.map { try presenceSite($0, adjust: adjust) })
     }
 
     /// A served site as PresenceKit knows it: its geofence, its active beacons and, when the site has
@@ -188,4 +200,44 @@ package struct EnrolledFleet: Sendable {
 package struct FleetError: Error, CustomStringConvertible, Sendable {
     package let description: String
     package init(_ description: String) { self.description = description }
+}
+
+/// What a phone of the fleet does on a background wake: asks the registry for its configuration again
+/// with the tag of the one it holds (`If-None-Match`). A changed configuration comes back as its new
+/// site directory (the phone puts it in force while running); 304, a registry that cannot be asked, or
+/// an answer the phone cannot read leave the phone with what it has.
+package final class ConfigurationRefresh: Sendable {
+    let registry: RegistryClient
+    let tokens: [String: String]
+    let adjust: @Sendable (PresenceConfig) -> PresenceConfig
+    private let tags: Mutex<[String: String]>
+
+    /// - Parameters:
+    ///   - tokens: each device's token, by device id.
+    ///   - tags: the `ETag` of the configuration each device holds, by device id.
+    ///   - adjust: what the run changes in every configuration (its heartbeat).
+    package init(
+        registry: RegistryClient, tokens: [String: String], tags: [String: String],
+        adjust: @escaping @Sendable (PresenceConfig) -> PresenceConfig
+    ) {
+        self.registry = registry
+        self.tokens = tokens
+        self.adjust = adjust
+        self.tags = Mutex(tags)
+    }
+
+    /// The device's new directory when its configuration changed since the one it holds, else nil.
+    package func refreshed(deviceId: String) async -> SiteDirectory? {
+        guard let token = tokens[deviceId], let tag = tags.withLock({ $0[deviceId] }) else { return nil }
+        do {
+            guard let reply = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) else {
+                return nil
+            }
+            let directory = try EnrolledFleet.directory(of: reply.value, adjust: adjust)
+            tags.withLock { $0[deviceId] = reply.eTag }
+            return directory
+        } catch {
+            return nil
+        }
+    }
 }

@@ -48,6 +48,13 @@ package struct GatewayDelivery: DeliveryDriver {
     package var requestTimeout: TimeAmount = .seconds(4)
     /// Bounds the end-of-run sync (no background budget then) in wall time.
     package var finalSyncWall: Duration = .seconds(180)
+    /// Asks the registry for a phone's configuration again on its background wakes (nil: never).
+    package var configurationRefresh: ConfigurationRefresh?
+
+    package func refreshedDirectory(device: DeviceIdentity, profile: PhoneProfile, at now: Int64) async -> SiteDirectory? {
+        guard let configurationRefresh, case .online = profile.network(at: now) else { return nil }
+        return await configurationRefresh.refreshed(deviceId: device.deviceId)
+    }
 
     package func drain(
         outbox: Outbox, device: DeviceIdentity, profile: PhoneProfile, at now: Int64, budgetMs: Int64?,

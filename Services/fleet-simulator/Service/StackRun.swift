@@ -127,6 +127,10 @@ package struct StackRun {
             tokens: Dictionary(fleet.devices.map { ($0.deviceId, $0.token) }, uniquingKeysWith: { a, _ in a }),
             clock: clock)
         delivery.requestTimeout = .seconds(settings.requestTimeoutSeconds)
+        // On each background wake a phone asks for its configuration again (304 while nothing changed).
+        let runOptions = options
+        delivery.configurationRefresh = ConfigurationRefresh(
+            registry: registry, tokens: delivery.tokens, tags: served.eTags, adjust: { runOptions.presenceConfig(detection: $0) })
         let byPerson = Dictionary(fleet.devices.map { ($0.person, $0) }, uniquingKeysWith: { a, _ in a })
         let phones: [SimulatedPhone] = plan.devicePeople.compactMap { person in
             guard let enrolled = byPerson[person.index], let directory = served.directories[person.index] else { return nil }
