@@ -238,10 +238,13 @@ public struct SessionCheckpoint: Sendable, Hashable, Codable {
     public var phoneClockLastPresent: Bool?
 }
 
-/// Everything the machine needs after a relaunch: the open session (if any) and the geofences it was
-/// inside. Small; written as the outbox checkpoint.
+/// Everything the machine needs after a relaunch: the open session (if any), the geofences it was
+/// inside and the site it was at. Small; written as the outbox checkpoint.
 public struct PresenceSnapshot: Sendable, Hashable, Codable {
     public var session: SessionCheckpoint?
     public var insideSiteIds: [String]
     public var savedAt: Timestamp
+    /// The site the device was at (the geofence it entered last, or the site whose beacon last gave
+    /// evidence): its settings win after a relaunch. Absent from snapshots of earlier versions.
+    public var atSiteId: String? = nil
 }

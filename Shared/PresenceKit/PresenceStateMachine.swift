@@ -268,7 +268,8 @@ public struct PresenceStateMachine: Sendable {
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
             }
         }
-        // A relaunch inside a site with settings of its own starts under them.
+        // A relaunch inside a site with settings of its own starts under them: the site it was at first.
+        if let id = snapshot?.atSiteId, let index = directory.siteIndex(id: id) { atSiteIndex = index }
         let site = siteWhoseSettingsApply
         if site >= 0, let settings = directory.settings(ofSite: site) {
             deviceConfigAtSite = ConfigBox(self.config)
@@ -313,7 +314,9 @@ public struct PresenceStateMachine: Sendable {
 
     /// The durable part of the state (written with `persistSnapshot`).
     public func snapshot(at now: Timestamp) -> PresenceSnapshot {
-        PresenceSnapshot(session: openSession, insideSiteIds: insideSiteIds, savedAt: stamp(now))
+        PresenceSnapshot(
+            session: openSession, insideSiteIds: insideSiteIds, savedAt: stamp(now),
+            atSiteId: atSiteIndex >= 0 ? directory[atSiteIndex].id : nil)
     }
 
     /// Steady time `t` as the device stamps it now.

@@ -156,6 +156,29 @@ struct SiteSettingsTests {
         #expect(d.machine.deviceConfig == Self.device)
     }
 
+    @Test("a relaunch inside two sites with settings starts under those of the site it was at")
+    func aRelaunchRemembersTheSiteItWasAt() throws {
+        let lab = World.config {
+            $0.flags.continuousScan = true
+            $0.enterRssi = -68
+        }
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: lab, lab: Self.strict))
+        try d.send(.geofenceEntered(siteId: "S_HQ"))
+        try d.send(.geofenceEntered(siteId: "S_LAB")) // entered last
+        #expect(d.machine.settingsSiteId == "S_LAB")
+        let snapshot = d.machine.snapshot(at: d.now)
+        #expect(snapshot.insideSiteIds == ["S_HQ", "S_LAB"] && snapshot.atSiteId == "S_LAB")
+        let relaunched = try DeviceHarness(config: Self.device, restoring: snapshot, directory: Self.directory(hq: lab, lab: Self.strict))
+        #expect(relaunched.machine.settingsSiteId == "S_LAB" && relaunched.machine.config.enterRssi == -60)
+        // A snapshot of an earlier version (no site it was at): the first site it is inside with settings.
+        var earlier = snapshot
+        earlier.atSiteId = nil
+        let older = try DeviceHarness(config: Self.device, restoring: earlier, directory: Self.directory(hq: lab, lab: Self.strict))
+        #expect(older.machine.settingsSiteId == "S_HQ")
+        let decoded = try PresenceCoding.decodeSnapshot(Array(#"{"insideSiteIds":["S_HQ"],"savedAt":1758177312000}"#.utf8))
+        #expect(decoded.atSiteId == nil && decoded.insideSiteIds == ["S_HQ"])
+    }
+
     @Test("a site's settings that fail validation are dropped and reported, never put in force")
     func refusedSiteSettings() throws {
         var bad = Self.strict
