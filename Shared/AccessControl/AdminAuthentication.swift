@@ -97,12 +97,14 @@ public struct AdminContext: AdminRequestContext {
 
 extension AdminRequestContext {
     /// Throws 401 without a verified key, 403 when its role is below `role`. The first line of
-    /// every admin handler, before the body is read.
-    public func authorize(_ role: APIRole) throws(ProblemDetails) {
+    /// every admin handler, before the body is read. Returns the key (who did it, for an audit).
+    @discardableResult
+    public func authorize(_ role: APIRole) throws(ProblemDetails) -> APIKey {
         guard let apiKey else { throw .unauthorized("send an admin API key: Authorization: Bearer <key>") }
         guard apiKey.role.permits(role) else {
             throw .forbidden("this operation needs the \(role.rawValue) role; API key \(apiKey.id) has \(apiKey.role.rawValue)")
         }
+        return apiKey
     }
 }
 

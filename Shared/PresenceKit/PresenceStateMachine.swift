@@ -643,7 +643,6 @@ public struct PresenceStateMachine: Sendable {
             let m = moved(index)
             if m >= 0 { inside.insert(m) }
         }
-        let device = deviceConfig
         let sessionHadItsSite = sessionSiteIndex >= 0
         insideSites = inside
         // By the session's own site id: a site that left an earlier directory and came back is found.
@@ -664,17 +663,7 @@ public struct PresenceStateMachine: Sendable {
         }
         // The settings of the site the device is at, as they now are (the site may be the same one,
         // with a new document).
-        let site = siteWhoseSettingsApply
-        let wanted = site >= 0 ? new.settings(ofSite: site) ?? device : device
-        if site != settingsSiteIndex || wanted != config {
-            deviceConfigAtSite = site >= 0 ? ConfigBox(device) : nil
-            settingsSiteIndex = site
-            fx.append(
-                .log(
-                    .info,
-                    site >= 0 ? "detection settings of site \(new[site].id) in force" : "the device's own detection settings in force"))
-            fx.append(contentsOf: install(wanted, at: now))
-        }
+        followSiteSettings(at: now, sameSiteToo: true, &fx)
         if sessionHadItsSite && sessionSiteIndex < 0 && phase == .present {
             enterSoftExit(reason: .beaconLost, at: now, &fx)
         }
@@ -710,22 +699,22 @@ public struct PresenceStateMachine: Sendable {
     }
 
     /// Puts in force the settings of the site the device is at, or its own configuration when it is at
-    /// no site with settings (`siteWhoseSettingsApply`).
-    mutating func followSiteSettings(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+    /// no site with settings (`siteWhoseSettingsApply`). Per event only the site is compared;
+    /// `sameSiteToo` also compares the settings (a new directory may carry a new document for the
+    /// same site).
+    mutating func followSiteSettings(at now: Timestamp, sameSiteToo: Bool = false, _ fx: inout [PresenceEffect]) {
         let site = siteWhoseSettingsApply
-        guard site != settingsSiteIndex else { return }
+        guard site != settingsSiteIndex || sameSiteToo else { return }
         let device = deviceConfig
-        if site >= 0, let settings = directory.settings(ofSite: site) {
-            deviceConfigAtSite = deviceConfigAtSite ?? ConfigBox(device)
-            settingsSiteIndex = site
-            fx.append(.log(.info, "detection settings of site \(directory[site].id) in force"))
-            fx.append(contentsOf: install(settings, at: now))
-        } else {
-            deviceConfigAtSite = nil
-            settingsSiteIndex = -1
-            fx.append(.log(.info, "the device's own detection settings in force"))
-            fx.append(contentsOf: install(device, at: now))
-        }
+        let wanted = site >= 0 ? directory.settings(ofSite: site) ?? device : device
+        guard site != settingsSiteIndex || wanted != config else { return }
+        deviceConfigAtSite = site >= 0 ? deviceConfigAtSite ?? ConfigBox(device) : nil
+        settingsSiteIndex = site
+        fx.append(
+            .log(
+                .info,
+                site >= 0 ? "detection settings of site \(directory[site].id) in force" : "the device's own detection settings in force"))
+        fx.append(contentsOf: install(wanted, at: now))
     }
 
     /// A site's geofence and exit margin: the site's own radius, else its settings', else the device's

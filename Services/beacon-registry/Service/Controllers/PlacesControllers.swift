@@ -78,10 +78,9 @@ struct SitesController {
             return try Reply.json(config, request: request, context: context)
         }
         group.put("sites/{id}/detection-config") { request, context in
-            try context.authorize(.admin)
+            let admin = try context.authorize(.admin)
             let document = try DetectionConfigDocument(validating: try await request.bodyBytes())
-            let config = try await repository.setDetectionConfig(
-                siteId: try context.pathId(), document, by: context.apiKey?.id ?? "unknown")
+            let config = try await repository.setDetectionConfig(siteId: try context.pathId(), document, by: admin.id)
             return try Reply.json(config, request: request, context: context)
         }
         group.get("sites/{id}/beacons") { request, context in

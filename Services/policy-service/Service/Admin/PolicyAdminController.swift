@@ -66,10 +66,10 @@ package struct PolicyAdminController: Sendable {
             return try Reply.json(policy, request: request, context: context)
         }
         group.put("policies/:siteId") { request, context in
-            try context.authorize(.admin)
+            let admin = try context.authorize(.admin)
             let siteId = try Self.scope(context)
             let draft = try await Self.readDraft(request)
-            return try await save(draft, siteId: siteId, request: request, context: context)
+            return try await save(draft, siteId: siteId, by: admin, request: request, context: context)
         }
         group.get("policies/:siteId/versions") { request, context in
             try context.authorize(.viewer)
@@ -80,7 +80,7 @@ package struct PolicyAdminController: Sendable {
                 PolicyVersionList(siteId: siteId ?? Self.defaultScopeName, items: versions), request: request, context: context)
         }
         group.post("policies/:siteId/versions/:version/restore") { request, context in
-            try context.authorize(.admin)
+            let admin = try context.authorize(.admin)
             let siteId = try Self.scope(context)
             guard let text = context.pathParameter("version"), let version = Int(text), version > 0 else {
                 throw ProblemDetails.validation([FieldError(field: "version", reason: "must be a positive integer")])
@@ -88,19 +88,22 @@ package struct PolicyAdminController: Sendable {
             guard let stored = try await repository.version(siteId: siteId, version: version) else {
                 throw ProblemDetails.notFound("site \(siteId ?? Self.defaultScopeName) has no stored policy version \(version)")
             }
-            return try await save(SitePolicyDraft(stored.policy), siteId: siteId, request: request, context: context)
+            return try await save(SitePolicyDraft(stored.policy), siteId: siteId, by: admin, request: request, context: context)
         }
         group.put("kill-switch") { request, context in
-            try context.authorize(.admin)
+            let admin = try context.authorize(.admin)
             let bytes = try await Self.readBody(request)
             let body = try AdminJSON.decodeBody(GlobalKillSwitchBody.self, from: Data(bytes))
-            try await repository.setGlobalKillSwitch(body.enabled, by: context.apiKey?.id ?? "unknown")
+            try await repository.setGlobalKillSwitch(body.enabled, by: admin.id)
             let book = try await refresher.refresh()
             return try Reply.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
         }
     }
 
-    private func save(_ draft: SitePolicyDraft, siteId: String?, request: Request, context: AdminContext) async throws -> Response {
+    /// Validates and stores `draft` as the scope's next version, recorded as set by `admin`.
+    private func save(
+        _ draft: SitePolicyDraft, siteId: String?, by admin: APIKey, request: Request, context: AdminContext
+    ) async throws -> Response {
         let candidate = draft.policy(siteId: siteId, version: 1)
         let issues = candidate.validationIssues(hostedRules: hostedRules)
         guard issues.isEmpty else {
@@ -109,7 +112,7 @@ package struct PolicyAdminController: Sendable {
         }
         let current = refresher.current
         let active = siteId.flatMap { current.sites[$0]?.version } ?? (siteId == nil ? current.defaultPolicy.version : 0)
-        let stored = try await repository.save(draft, siteId: siteId, atLeast: active, by: context.apiKey?.id ?? "unknown")
+        let stored = try await repository.save(draft, siteId: siteId, atLeast: active, by: admin.id)
         // This instance applies it now; the others on their next refresh.
         try await refresher.refresh()
         return try Reply.json(stored, status: .ok, request: request, context: context)
