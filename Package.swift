@@ -30,6 +30,28 @@ func serviceExecutable(_ name: String, _ dependencies: [Target.Dependency]) -> T
     .executableTarget(name: name, dependencies: dependencies, path: "Services/\(name)/Main")
 }
 
+// A service's pure core, `Services/<service>/Core`: its domain over the protocol module, with no I/O.
+func coreTarget(_ name: String, service: String, exclude: [String] = [], _ dependencies: [Target.Dependency]) -> Target {
+    .target(name: name, dependencies: ["AttendanceProtocol"] + dependencies, path: "Services/\(service)/Core", exclude: exclude)
+}
+
+// A service's runtime target, `Services/<service>/Service`: the kit every service runs on (the
+// protocol, the broker client, ServiceRuntime, Hummingbird, PostgreSQL, the lifecycle, logging) plus
+// its own dependencies, its bundled `Resources` (the OpenAPI document) and, when it has them, its
+// `Migrations`.
+func serviceTarget(
+    _ name: String, service: String, migrations: Bool, exclude: [String] = [], _ dependencies: [Target.Dependency]
+) -> Target {
+    .target(
+        name: name,
+        dependencies: ["AttendanceProtocol", "KafkaClient", "ServiceRuntime", .hummingbird, .logging, .postgresNIO, .serviceLifecycle]
+            + dependencies,
+        path: "Services/\(service)/Service",
+        exclude: exclude,
+        resources: (migrations ? [.copy("Migrations")] : []) + [.copy("Resources")]
+    )
+}
+
 // The dependencies' products the targets use, each named once.
 extension Target.Dependency {
     static let argumentParser: Self = .product(name: "ArgumentParser", package: "swift-argument-parser")
@@ -148,12 +170,8 @@ let package = Package(
         // MARK: Services (thin executables over library targets)
 
         // Beacon registry: places, beacons, shard allocation, devices, credentials, validation (core, pure).
-        .target(
-            name: "BeaconRegistryCore",
-            // PresenceKit: a site's detection settings are checked with the reader the phone runs.
-            dependencies: ["AccessControl", "AttendanceProtocol", "PresenceKit", "ServiceRuntime", .crypto],
-            path: "Services/beacon-registry/Core"
-        ),
+        // PresenceKit: a site's detection settings are checked with the reader the phone runs.
+        coreTarget("BeaconRegistryCore", service: "beacon-registry", ["AccessControl", "PresenceKit", "ServiceRuntime", .crypto]),
         // Beacon registry: its PostgreSQL repository, migrations and change-feed publisher (store).
         .target(
             name: "BeaconRegistryStore",
@@ -191,145 +209,50 @@ let package = Package(
         serviceExecutable("attendancectl", ["AttendanceCtlCommands"]),
 
         // Beacon registry admin REST service.
-        .target(
-            name: "BeaconRegistryService",
-            dependencies: [
-                "RegistryFeed",
-                "AccessControl",
-                "AttendanceProtocol",
-                "BeaconRegistryCore",
-                "BeaconRegistryStore",
-                "KafkaClient",
-                "ServiceRuntime",
-                .hummingbird,
-                .logging,
-                .postgresNIO,
-                .prometheus,
-                .serviceLifecycle,
-            ],
-            path: "Services/beacon-registry/Service",
-            resources: [.copy("Resources")]
+        serviceTarget(
+            "BeaconRegistryService", service: "beacon-registry", migrations: false,
+            ["RegistryFeed", "AccessControl", "BeaconRegistryCore", "BeaconRegistryStore", .prometheus]
         ),
         serviceExecutable("beacon-registry", ["BeaconRegistryService"]),
         // Ingest gateway: idempotency, per-device token bucket, key derivation, pure.
-        .target(
-            name: "IngestGatewayCore",
-            dependencies: ["AttendanceProtocol", .crypto],
-            path: "Services/ingest-gateway/Core"
-        ),
+        coreTarget("IngestGatewayCore", service: "ingest-gateway", [.crypto]),
         // Ingest gateway: the device API in front of attendance.events.raw / attendance.verdicts.
-        .target(
-            name: "IngestGatewayService",
-            dependencies: [
-                "AccessControl",
-                "AttendanceProtocol",
-                "IngestGatewayCore",
-                "KafkaClient",
-                "RegistryFeed",
-                "ServiceRuntime",
-                .hummingbird,
-                .logging,
-                .metrics,
-                .postgresNIO,
-                .prometheus,
-                .serviceLifecycle,
-            ],
-            path: "Services/ingest-gateway/Service",
-            resources: [.copy("Resources")]
+        serviceTarget(
+            "IngestGatewayService", service: "ingest-gateway", migrations: false,
+            ["AccessControl", "IngestGatewayCore", "RegistryFeed", .metrics, .prometheus]
         ),
         serviceExecutable("ingest-gateway", ["IngestGatewayService", "ServiceRuntime"]),
         // Session merging: sessions per (user, site) by event time, soft exit, daily attendance, pure.
-        .target(
-            name: "SessionMergerCore",
-            dependencies: ["AttendanceProtocol"],
-            path: "Services/session-merger/Core",
-            exclude: ["README.md"]
-        ),
+        coreTarget("SessionMergerCore", service: "session-merger", exclude: ["README.md"], []),
         // Session merger service: vetted events -> sessions in PostgreSQL (one transaction per batch),
         // verdicts and session changes, admin REST for sessions and daily attendance.
-        .target(
-            name: "SessionMergerService",
-            dependencies: [
-                "AccessControl",
-                "AttendanceProtocol",
-                "KafkaClient",
-                "RegistryFeed",
-                "ServiceRuntime",
-                "SessionMergerCore",
-                .crypto,
-                .hummingbird,
-                .logging,
-                .metrics,
-                .postgresNIO,
-                .prometheus,
-                .serviceLifecycle,
-            ],
-            path: "Services/session-merger/Service",
-            exclude: ["README.md"],
-            resources: [.copy("Migrations"), .copy("Resources")]
+        serviceTarget(
+            "SessionMergerService", service: "session-merger", migrations: true, exclude: ["README.md"],
+            ["AccessControl", "RegistryFeed", "SessionMergerCore", .crypto, .metrics, .prometheus]
         ),
         serviceExecutable("session-merger", ["SessionMergerService", "ServiceRuntime"]),
         // Policy / anti-fraud rule engine, pure.
-        .target(
-            name: "PolicyServiceCore",
-            dependencies: ["AttendanceProtocol", .crypto],
-            path: "Services/policy-service/Core"
-        ),
+        coreTarget("PolicyServiceCore", service: "policy-service", [.crypto]),
 
         // Policy service: raw events → rules (registry feed, per-site book) → vetted events.
-        .target(
-            name: "PolicyService",
-            dependencies: [
-                "AccessControl",
-                "AttendanceProtocol",
-                "KafkaClient",
-                "PolicyServiceCore",
-                "RegistryFeed",
-                "ServiceRuntime",
-                .crypto,
-                .hummingbird,
-                .logging,
-                .metrics,
-                .postgresNIO,
-                .serviceLifecycle,
-            ],
-            path: "Services/policy-service/Service",
-            resources: [.copy("Migrations"), .copy("Resources")]
+        serviceTarget(
+            "PolicyService", service: "policy-service", migrations: true,
+            ["AccessControl", "PolicyServiceCore", "RegistryFeed", .crypto, .metrics]
         ),
         serviceExecutable("policy-service", ["PolicyService", "ServiceRuntime"]),
 
         // Telemetry aggregator: histograms, minute rollups, SLO / error budget / burn rates, pure.
-        .target(
-            name: "TelemetryAggregatorCore",
-            dependencies: ["AttendanceProtocol"],
-            path: "Services/telemetry-aggregator/Core"
-        ),
+        coreTarget("TelemetryAggregatorCore", service: "telemetry-aggregator", []),
         // Telemetry aggregator service: the four topics → per-minute rollups in PostgreSQL (offsets in the
         // same transaction), /v1/slo, /v1/metrics/summary, the status page, SLO gauges on /metrics.
-        .target(
-            name: "TelemetryAggregatorService",
-            dependencies: [
-                "AttendanceProtocol",
-                "KafkaClient",
-                "ServiceRuntime",
-                "TelemetryAggregatorCore",
-                .hummingbird,
-                .logging,
-                .postgresNIO,
-                .prometheus,
-                .serviceLifecycle,
-            ],
-            path: "Services/telemetry-aggregator/Service",
-            resources: [.copy("Migrations"), .copy("Resources")]
+        serviceTarget(
+            "TelemetryAggregatorService", service: "telemetry-aggregator", migrations: true,
+            ["TelemetryAggregatorCore", .prometheus]
         ),
         serviceExecutable("telemetry-aggregator", ["TelemetryAggregatorService", "ServiceRuntime"]),
         // Fleet simulator: world model, people, ground truth, scoring, reports, trace
         // replay; pure and deterministic (seeded RNG, virtual clock), PresenceKit inside.
-        .target(
-            name: "FleetSimulatorCore",
-            dependencies: ["PresenceKit", "AttendanceProtocol"],
-            path: "Services/fleet-simulator/Core"
-        ),
+        coreTarget("FleetSimulatorCore", service: "fleet-simulator", ["PresenceKit"]),
         // Fleet simulator runtime: enrollment through the registry, device actors talking to the
         // real gateway over HTTP, the server-side check in PostgreSQL, progress, report files, CLI.
         .target(

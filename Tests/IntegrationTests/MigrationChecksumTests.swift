@@ -24,9 +24,14 @@ struct MigrationChecksumTests {
             "0816b01a9795d16e7846155b244760f6ee7629d08b3091c06094a4dd7e13af9f",
             "2d169955086800f5ae4f568d0ff2cde11a2c62cd356ee421686bffa47c6b50f0",
             "75499d21425f90a6b0cb7c7c69dacea786bc73d078084c4070b375dde396e29b",
+            "3743e6285f97bf7a7b7da7ba41f0c5528b908e856cd3cd71d235758ed5ee6e9e",
+            // 0005: its statements are now `StoredOffsetsTable.byLaneMigration`, named by a placeholder.
+            "102e8cf5b51eea98c19403c296757011a6b206948f0adc55d0d20e408c5cc2ac",
         ],
         "telemetry-aggregator": [
-            "e59ea607b073bcd3741d116966266659e75200f15574d0421f0ccc9866764bc2"
+            "e59ea607b073bcd3741d116966266659e75200f15574d0421f0ccc9866764bc2",
+            // 0002: the same statements as the merger's 0005, from the same placeholder.
+            "d9ae371007ba9af7cbb50175a1a2e5cb9bb509c46689d292af2ce30f8080546d",
         ],
         "policy-service": [
             "152a522673a1f194d91dd6234cd10ebae680a1631edfec7a4ea4c688a2101f98",
@@ -42,6 +47,7 @@ struct MigrationChecksumTests {
         #expect(loaded.count >= pinned.count)
         #expect(Array(loaded.prefix(pinned.count).map(\.checksum)) == pinned)
         #expect(loaded.allSatisfy { !$0.sql.contains(ServiceMigrations.schemaPlaceholder) })
+        #expect(loaded.allSatisfy { migration in ServiceMigrations.fragments.keys.allSatisfy { !migration.sql.contains($0) } })
     }
 
     @Test(arguments: [ServiceMigrations.registry, .merger, .telemetry, .policy])

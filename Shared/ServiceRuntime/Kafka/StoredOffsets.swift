@@ -79,6 +79,22 @@ public struct StoredPartitionOffsets: Sendable, Hashable {
 /// cover them; the partition resumes at the smallest lane offset, and a message of a lane below that
 /// lane's offset is already stored.
 public enum StoredOffsetsTable {
+    /// The statements that give an owner's `consumer_offsets`, as first created with one row per
+    /// (`group_id`, `topic`, `partition`), a row per write lane: existing rows become lane 0 of 1. An
+    /// owner's migration file names them with `byLanePlaceholder`, which `ServiceMigrations` replaces
+    /// with this text, so every owner applies the same statements.
+    public static let byLaneMigration = """
+        ALTER TABLE __SCHEMA__.consumer_offsets
+            ADD COLUMN lane int NOT NULL DEFAULT 0 CHECK (lane >= 0),
+            ADD COLUMN lanes int NOT NULL DEFAULT 1 CHECK (lanes >= 1),
+            ADD CONSTRAINT consumer_offsets_lane_in_range CHECK (lane < lanes);
+        ALTER TABLE __SCHEMA__.consumer_offsets DROP CONSTRAINT consumer_offsets_pkey;
+        ALTER TABLE __SCHEMA__.consumer_offsets ADD PRIMARY KEY (group_id, topic, partition, lane);
+        """
+
+    /// The line of a migration file that stands for `byLaneMigration`.
+    public static let byLanePlaceholder = "__STORED_OFFSETS_BY_LANE__"
+
     /// The stored next offsets of `partitions` for `groupId`, an owner storing in one lane; a
     /// partition without one is absent.
     public static func load(

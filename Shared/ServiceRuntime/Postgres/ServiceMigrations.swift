@@ -7,6 +7,10 @@ import PostgresNIO
 /// is a parameter: production uses the service's own (`merger`, `registry`, ...), a test may use one
 /// of its own on the shared database.
 ///
+/// A file may also name a statement block that ServiceRuntime owns because several services apply it
+/// to a table ServiceRuntime defines (`fragments`, e.g. `StoredOffsetsTable.byLanePlaceholder`); it is
+/// replaced by that block before the schema is substituted.
+///
 /// Each schema is its own migration series in `schema_migrations`: the service's name for the
 /// default schema, `service@schema` for any other, so a test schema never masks the real one.
 /// Substituting the default schema gives back exactly the text that was applied, so checksums of
@@ -19,6 +23,9 @@ public struct ServiceMigrations: Sendable {
 
     /// The placeholder in the migration files.
     public static let schemaPlaceholder = "__SCHEMA__"
+
+    /// The statement blocks a migration file may name, by their placeholder.
+    public static let fragments = [StoredOffsetsTable.byLanePlaceholder: StoredOffsetsTable.byLaneMigration]
 
     /// - Parameter directory: the bundled folder, `Bundle.module.url(forResource: "Migrations", withExtension: nil)`.
     public init(service: String, defaultSchema: String, directory: URL?) {
@@ -54,7 +61,8 @@ public struct ServiceMigrations: Sendable {
                 description: "the \(service) target was built without its Migrations folder (declare resources: [.copy(\"Migrations\")])")
         }
         return try MigrationRunner.load(directory: directory).map {
-            Migration(version: $0.version, name: $0.name, sql: $0.sql.replacingOccurrences(of: Self.schemaPlaceholder, with: schema))
+            let sql = Self.fragments.reduce($0.sql) { sql, fragment in sql.replacingOccurrences(of: fragment.key, with: fragment.value) }
+            return Migration(version: $0.version, name: $0.name, sql: sql.replacingOccurrences(of: Self.schemaPlaceholder, with: schema))
         }
     }
 
