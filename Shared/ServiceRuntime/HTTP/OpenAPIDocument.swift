@@ -64,6 +64,15 @@ public struct OpenAPIDocument: Sendable {
         return Set(routed).union(ServiceApplication.sharedOperations)
     }
 
+    /// How what `router` serves differs from what the document declares; `isEmpty` when the document
+    /// describes exactly the service's routes.
+    public func drift<Context>(from router: Router<Context>) -> OpenAPIDrift {
+        let routed = Self.operations(of: router)
+        let documented = operations
+        return OpenAPIDrift(
+            routed: routed.count, undocumented: routed.subtracting(documented).sorted(), notRouted: documented.subtracting(routed).sorted())
+    }
+
     /// `GET /openapi.yaml`, as `application/yaml`.
     func addRoute<Context: RequestContext>(to router: Router<Context>) {
         let body = ByteBuffer(string: text)
@@ -71,6 +80,19 @@ public struct OpenAPIDocument: Sendable {
             Response(status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"], body: ResponseBody(byteBuffer: body))
         }
     }
+}
+
+/// Where a router and its OpenAPI document disagree (`OpenAPIDocument.drift(from:)`).
+public struct OpenAPIDrift: Sendable, CustomStringConvertible {
+    /// How many operations the router serves.
+    public let routed: Int
+    /// Served, not in the document.
+    public let undocumented: [String]
+    /// In the document, not served.
+    public let notRouted: [String]
+
+    public var isEmpty: Bool { undocumented.isEmpty && notRouted.isEmpty }
+    public var description: String { "undocumented: \(undocumented); documented but not routed: \(notRouted)" }
 }
 
 /// The routes of a built router, for answering a method a path does not have with 405 and `Allow`
