@@ -223,7 +223,8 @@ public struct PresenceStateMachine: Sendable {
     /// The site whose settings are `config` (-1: the device's own configuration).
     var settingsSiteIndex: Int32 = -1
     /// The site the device is at (-1: none known): the one whose geofence it entered last, or whose
-    /// beacon last gave evidence for a check-in; forgotten when the device leaves that site's geofence.
+    /// beacon last gave evidence for a check-in; forgotten when the device leaves that site's geofence,
+    /// or, known from evidence alone (outside its geofence), when the session there ends.
     var atSiteIndex: Int32 = -1
     var rng: SplitMix64
 
@@ -707,7 +708,12 @@ public struct PresenceStateMachine: Sendable {
         guard site != settingsSiteIndex || sameSiteToo else { return }
         let device = deviceConfig
         let wanted = site >= 0 ? directory.settings(ofSite: site) ?? device : device
-        guard site != settingsSiteIndex || wanted != config else { return }
+        guard site != settingsSiteIndex || wanted != config else {
+            // No site's settings in force (a replaced directory dropped the site whose settings were,
+            // and they equalled the device's own): the device's own configuration is `config` itself.
+            if site < 0 { deviceConfigAtSite = nil }
+            return
+        }
         deviceConfigAtSite = site >= 0 ? deviceConfigAtSite ?? ConfigBox(device) : nil
         settingsSiteIndex = site
         fx.append(
@@ -934,6 +940,9 @@ public struct PresenceStateMachine: Sendable {
             return
         }
         let siteId = directory[candidate.siteIndex].id
+        // With no session to leave, the candidate's own site's settings go in force before any gate:
+        // its gates are that site's, not a neighbour's.
+        if session == nil && !takeSettings(ofCandidate: candidate, siteId: siteId, at: now, &fx) { return }
         if config.flags.requireGeofence && !insideSites.contains(candidate.siteIndex) {
             return // tryConfirm only offers eligible candidates; a guard for other callers
         }
@@ -952,27 +961,9 @@ public struct PresenceStateMachine: Sendable {
         // A GATT cooldown refuses the candidate before anything changes: checking out of the open
         // session first would leave the machine in a soft exit with no session.
         if config.flags.gattChallenge && now < gattCooldownUntil { return }
-        if directory.hasSiteSettings {
-            // A check-in is decided under its site's settings, and never at a site whose kill switch is on.
-            if directory.settings(ofSite: candidate.siteIndex)?.flags.killSwitch == true {
-                gatedLog(
-                    "beacon \(candidate.beacon) of \(siteId) is near but detection is off at that site (its kill switch)", at: now, &fx)
-                return
-            }
-            let wanted = directory.hasSettings(candidate.siteIndex) ? candidate.siteIndex : -1
-            if wanted != settingsSiteIndex {
-                // The evidence was judged under another site's settings (a neighbour whose geofence was
-                // entered last): leave the open session, take this site's settings, and let the next
-                // readings decide under them.
-                if session != nil {
-                    checkOut(reason: .siteChanged, at: now, &fx)
-                }
-                phase = restingPhase
-                atSiteIndex = candidate.siteIndex
-                followSiteSettings(at: now, &fx)
-                return
-            }
-        }
+        // Leaving an open session for another site takes the gates of the settings in force (the
+        // session's site's); the new site's settings then decide the check-in.
+        if session != nil && !takeSettings(ofCandidate: candidate, siteId: siteId, at: now, &fx) { return }
         if session != nil {
             checkOut(reason: .siteChanged, at: now, &fx)
         }
@@ -984,6 +975,29 @@ public struct PresenceStateMachine: Sendable {
             return
         }
         checkIn(candidate, handshake: nil, at: now, since: since, &fx)
+    }
+
+    /// A check-in is decided under its site's settings, and never at a site whose kill switch is on.
+    /// True when the candidate may go on under the settings in force; false when it is refused (its
+    /// site's kill switch) or when they were another site's: then the open session is left, the
+    /// candidate's site's settings go in force, and the next readings decide under them.
+    mutating func takeSettings(
+        ofCandidate candidate: BeaconCandidate, siteId: String, at now: Timestamp, _ fx: inout [PresenceEffect]
+    ) -> Bool {
+        guard directory.hasSiteSettings else { return true }
+        if directory.settings(ofSite: candidate.siteIndex)?.flags.killSwitch == true {
+            gatedLog("beacon \(candidate.beacon) of \(siteId) is near but detection is off at that site (its kill switch)", at: now, &fx)
+            return false
+        }
+        let wanted = directory.hasSettings(candidate.siteIndex) ? candidate.siteIndex : -1
+        guard wanted != settingsSiteIndex else { return true }
+        if session != nil {
+            checkOut(reason: .siteChanged, at: now, &fx)
+        }
+        phase = restingPhase
+        atSiteIndex = candidate.siteIndex
+        followSiteSettings(at: now, &fx)
+        return false
     }
 
     /// - Parameter since: when the evidence began, if earlier than `now` (dwell confirmation, the enter
@@ -1055,6 +1069,8 @@ public struct PresenceStateMachine: Sendable {
 
     /// Forgets the open session and cancels its timers (nothing is posted).
     mutating func endSession(_ fx: inout [PresenceEffect]) {
+        // A site known only from its beacons' evidence (no geofence of it entered) is left with its session.
+        if atSiteIndex >= 0 && atSiteIndex == sessionSiteIndex && !insideSites.contains(atSiteIndex) { atSiteIndex = -1 }
         session = nil
         restored = nil
         sessionSiteIndex = -1
@@ -1339,7 +1355,8 @@ public struct PresenceStateMachine: Sendable {
         var fx: [PresenceEffect] = []
         switch phase {
         case .confirmingExit:
-            if inside {
+            // The namespace region says nothing of a session whose site is no longer in the directory.
+            if inside && sessionSiteIndex >= 0 {
                 resumePresence(at: now, &fx)
             } else {
                 finalizeExit(reason: exitReason == .beaconLost ? .regionStateOutside : exitReason, at: now, &fx)

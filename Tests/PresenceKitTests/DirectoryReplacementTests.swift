@@ -70,6 +70,39 @@ struct DirectoryReplacementTests {
         #expect(d.phase == .present && d.checkIns.count == 1 && d.checkOuts.isEmpty)
     }
 
+    @Test(
+        "the site whose settings (equal to the device's own) were in force removed: the device's own kill switch later holds at every site")
+    func aRemovedSettingsSiteLeavesNoStaleDeviceConfiguration() throws {
+        var d = try DeviceHarness(config: Self.device, directory: SiteSettingsTests.directory(hq: Self.device))
+        try d.arrive()
+        #expect(d.machine.settingsSiteId == "S_HQ")
+        // The HQ leaves the user's sites; the lab, with settings of its own, stays.
+        try d.replace(SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil, lab: SiteSettingsTests.strict).sites[1]]))
+        #expect(d.machine.settingsSiteId == nil && d.machine.deviceConfig == d.machine.config)
+        try d.record(d.agent.apply(config: SiteSettingsTests.killed, at: d.now))
+        #expect(d.machine.config.flags.killSwitch && d.machine.deviceConfig.flags.killSwitch && d.scanning.isEmpty)
+        try d.arrive(site: "S_LAB")
+        #expect(d.machine.settingsSiteId == nil && d.machine.config.flags.killSwitch && d.scanning.isEmpty)
+        try d.run(seconds: 10, beacon: World.lab) { _ in -55 }
+        #expect(d.posts.isEmpty)
+    }
+
+    @Test("a site removed from the user: the beacon region does not resume its session")
+    func theRegionDoesNotResumeARemovedSitesSession() throws {
+        var d = try SiteSettingsTests.checkedInAtHQ(settings: nil)
+        try d.replace(SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]]))
+        #expect(d.phase == .softExitPending)
+        for _ in 0..<400 where d.phase != .confirmingExit && d.checkOuts.isEmpty { try d.advance(ms: 1_000) }
+        try #require(d.phase == .confirmingExit)
+        // The organization-wide region says "inside" (the lab's beacons, or the HQ's, now nobody's):
+        // that is no presence at a site the user no longer has.
+        try d.send(.beaconRegionState(inside: true))
+        #expect(d.phase != .present)
+        try #require(d.checkOuts.count == 1)
+        #expect(d.checkOuts[0].siteId == "S_HQ" && d.machine.openSession == nil)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
     @Test("a site removed from the user: its session is checked out after the grace, as a lost beacon's")
     func aRemovedSitesSessionEnds() throws {
         var d = try SiteSettingsTests.checkedInAtHQ(settings: nil)

@@ -203,6 +203,50 @@ struct SiteSettingsTests {
         #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_HQ")
     }
 
+    @Test("a neighbour's gates do not judge a site's evidence: its own settings go in force first")
+    func aNeighboursGatesDoNotJudge() throws {
+        // The HQ gates on motion; the lab, reached by car or lift, does not.
+        let gated = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.motionGating = true
+        }
+        let ungated = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.motionGating = false
+        }
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: gated, lab: ungated))
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        try d.send(.geofenceEntered(siteId: "S_HQ")) // entered last: the HQ's settings, its motion gate
+        try d.send(.motionActivity(.stationary))
+        try d.advance(ms: 300_000) // long at rest: the motion gate is closed
+        #expect(d.machine.settingsSiteId == "S_HQ")
+        try d.run(seconds: 3, beacon: World.lab) { _ in -55 }
+        #expect(d.machine.settingsSiteId == "S_LAB")
+        try d.run(seconds: 3, beacon: World.lab) { _ in -55 }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_LAB")
+    }
+
+    @Test("a site known from its beacons alone stops being the device's site when its session there ends")
+    func anEvidenceOnlySiteEndsWithItsSession() throws {
+        let noFence = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.requireGeofence = false
+        }
+        let hq = World.config {
+            $0.flags.continuousScan = true
+            $0.flags.requireGeofence = false
+            $0.enterRssi = -60
+        }
+        var d = try DeviceHarness(config: noFence, directory: Self.directory(hq: hq))
+        try d.send(.motionActivity(.walking))
+        try d.run(seconds: 3) { _ in -55 }
+        try d.run(seconds: 3) { _ in -55 }
+        #expect(d.checkIns.count == 1 && d.machine.settingsSiteId == "S_HQ")
+        for _ in 0..<600 where d.checkOuts.isEmpty { try d.advance(ms: 1_000) } // walked away: the beacon lost
+        #expect(d.checkOuts.count == 1)
+        #expect(d.machine.settingsSiteId == nil && d.machine.config == noFence)
+    }
+
     @Test("no check-in at a site whose kill switch is on, even while a neighbour's settings are in force")
     func noCheckInUnderASitesKillSwitch() throws {
         var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.killed))
