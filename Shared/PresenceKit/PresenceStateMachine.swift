@@ -635,7 +635,10 @@ public struct PresenceStateMachine: Sendable {
     /// again, under the new directory's gates). A present session whose site is no longer in the
     /// directory is treated as one whose beacon was lost: a soft exit, then what the check-out trigger
     /// does (on beacon loss a check-out after the grace; on geofence exit, whose geofence is no longer
-    /// known, the server's idle cutoff); it resumes if the site comes back first.
+    /// known, the server's idle cutoff); it resumes if the site comes back first. The host registers the
+    /// new directory's geofences (and their radii, `fence(ofSite:)`) with the OS as it did at start:
+    /// there is no effect for it, and a geofence of a new site the device is already inside counts once
+    /// the OS or a location fix reports it.
     public mutating func replace(directory new: SiteDirectory, at now: Timestamp) -> [PresenceEffect] {
         let old = directory
         func moved(_ index: Int32) -> Int32 { index >= 0 ? new.siteIndex(id: old[index].id) ?? -1 : -1 }

@@ -101,6 +101,19 @@ struct ServedSiteTests {
         #expect(await refresh.refreshed(deviceId: "dev_unknown") == nil)
         #expect(registry.requests.map(\.ifNoneMatch) == ["\"a\"", "\"a\"", "\"b\""])
         #expect(registry.requests.allSatisfy { $0.deviceId == "dev_1" && $0.apiKey == "tok" && $0.path == "/v1/devices/config" })
+
+        // A configuration held without a tag (an answer that carried none) is asked for in full, and
+        // the tag of that answer is kept.
+        let untagged = ScriptedRegistry([
+            RegistryResponse(status: 200, contentType: "application/json", body: try encoder.encode(configuration), eTag: "\"c\""),
+            RegistryResponse(status: 304, body: Data(), eTag: "\"c\""),
+        ])
+        let fresh = ConfigurationRefresh(
+            registry: try RegistryClient(baseURL: "http://127.0.0.1:9", apiKey: nil, transport: untagged), tokens: ["dev_1": "tok"],
+            tags: [:], adjust: { $0 })
+        #expect(await fresh.refreshed(deviceId: "dev_1")?.sites.map(\.id) == ["site_hq"])
+        #expect(await fresh.refreshed(deviceId: "dev_1") == nil)
+        #expect(untagged.requests.map(\.ifNoneMatch) == [nil, "\"c\""])
     }
 }
 

@@ -226,12 +226,19 @@ package final class ConfigurationRefresh: Sendable {
         self.tags = Mutex(tags)
     }
 
-    /// The device's new directory when its configuration changed since the one it holds, else nil.
+    /// The device's new directory when its configuration changed since the one it holds, else nil. A
+    /// configuration held without a tag is asked for again in full.
     package func refreshed(deviceId: String) async -> SiteDirectory? {
-        guard let token = tokens[deviceId], let tag = tags.withLock({ $0[deviceId] }) else { return nil }
+        guard let token = tokens[deviceId] else { return nil }
         do {
-            guard let reply = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) else {
-                return nil
+            let reply: RegistryReply<DeviceConfiguration>
+            if let tag = tags.withLock({ $0[deviceId] }) {
+                guard let changed = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) else {
+                    return nil
+                }
+                reply = changed
+            } else {
+                reply = try await registry.deviceConfiguration(deviceId: deviceId, token: token)
             }
             let directory = try EnrolledFleet.directory(of: reply.value, adjust: adjust)
             tags.withLock { $0[deviceId] = reply.eTag }
