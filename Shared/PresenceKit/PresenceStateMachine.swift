@@ -854,6 +854,10 @@ public struct PresenceStateMachine: Sendable {
             return fx
         }
         holdSiteIndex = -1
+        if let other = candidateUnderItsOwnSettings(at: now) {
+            confirm(other, at: now, &fx) // puts that site's settings in force; the next readings decide
+            return fx
+        }
         if config.dwellWindowMs > 0 {
             let inside = insideSites
             let requireGeofence = config.flags.requireGeofence
@@ -871,6 +875,20 @@ public struct PresenceStateMachine: Sendable {
                 at: now, &fx)
         }
         return fx
+    }
+
+    /// With no candidate under the settings in force and no session: the nearest beacon, when its site
+    /// is governed by another configuration (its own settings, or the device's own where a neighbour's
+    /// are in force) whose rule it passes. A site's evidence is never refused by a neighbour's stricter
+    /// rule; only the nearest beacon is considered, so two sites cannot take turns.
+    func candidateUnderItsOwnSettings(at now: Timestamp) -> BeaconCandidate? {
+        guard directory.hasSiteSettings, session == nil, !deviceKillSwitch,
+            let nearest = tracker.nearest(at: now, where: { $0 >= 0 })
+        else { return nil }
+        let site = tracker.slot(nearest).siteIndex
+        let own = directory.settings(ofSite: site) ?? deviceConfig
+        guard own != config, !own.flags.killSwitch, !own.flags.requireGeofence || insideSites.contains(site) else { return nil }
+        return RangingWindow.evaluate(tracker, rule: own.confidenceRule, at: now, eligible: { $0 == site })
     }
 
     /// Soft exit: the session's site heard again above the *leave* threshold (smoothed, or the median

@@ -226,6 +226,25 @@ struct SiteSettingsTests {
         #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_LAB")
     }
 
+    @Test("a neighbour's stricter rule does not hide a site's evidence; the nearest beacon decides, so sites do not take turns")
+    func aNeighboursStricterRuleDoesNotHide() throws {
+        let lab = World.config {
+            $0.flags.continuousScan = true
+            $0.enterRssi = -68
+        }
+        var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict, lab: lab))
+        try d.send(.geofenceEntered(siteId: "S_LAB"))
+        try d.send(.geofenceEntered(siteId: "S_HQ")) // entered last: the HQ's -60
+        try d.send(.motionActivity(.walking))
+        // The HQ's beacon is the nearest: its own -60 decides, and -64 is not enough.
+        try d.run(seconds: 6) { _ in [(World.gateA, -64), (World.lab, -66)] }
+        #expect(d.checkIns.isEmpty && d.machine.settingsSiteId == "S_HQ")
+        // The lab's beacon is the nearest and passes the lab's -68: the lab's settings, then its check-in.
+        try d.run(seconds: 6) { _ in [(World.gateA, -80), (World.lab, -64)] }
+        #expect(d.checkIns.count == 1 && d.checkIns.first?.siteId == "S_LAB")
+        #expect(d.machine.settingsSiteId == "S_LAB")
+    }
+
     @Test("a site known from its beacons alone stops being the device's site when its session there ends")
     func anEvidenceOnlySiteEndsWithItsSession() throws {
         let noFence = World.config {
