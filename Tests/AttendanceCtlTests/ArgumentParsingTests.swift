@@ -34,6 +34,19 @@ struct ArgumentParsingTests {
         #expect(try run.field("timezone") == "Asia/Ho_Chi_Minh")
     }
 
+    /// Sydney and São Paulo: a minus sign starts the value, not an option.
+    @Test func aSouthernOrWesternSiteIsTypedWithAMinusSign() async throws {
+        let transport = FakeTransport(status: 201, json: SampleJSON.site)
+        let run = await runCLI(
+            [
+                "registry", "sites", "create", "--org", "org-1", "--name", "Harbour", "--timezone", "Australia/Sydney",
+                "--latitude", "-33.86", "--longitude", "-46.63", "--shift-start", "08:30", "--shift-end", "17:30", "--api-key", "brk_k.s",
+            ], transport: transport)
+        #expect(run.code == 0, "\(run)")
+        let geofence = try #require(try transport.onlyBody()["geofence"] as? [String: Any])
+        #expect(geofence["latitude"] as? Double == -33.86 && geofence["longitude"] as? Double == -46.63)
+    }
+
     @Test func urlAndKeyComeFromTheEnvironmentUnlessGiven() async throws {
         let environment = ["REGISTRY_URL": "http://registry.test:9000/", "ATTENDANCE_API_KEY": "env-key"]
         let fromEnvironment = FakeTransport(json: SampleJSON.organization)

@@ -177,6 +177,10 @@ extension RegistryServiceTests {
                 Case(
                     method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["txPower"] = 99 }, status: .badRequest, field: "txPower"
                 ),
+                // 40 flags are 40 characters but 80 code points, as the database and `maxLength` count.
+                Case(
+                    method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["serial"] = String(repeating: "🇻🇳", count: 40) },
+                    status: .badRequest, field: "serial"),
                 Case(
                     method: .post, path: "/v1/admin/beacons", body: beaconBody { $0["batteryReplacedOn"] = "2025-13-01" },
                     status: .badRequest, field: "batteryReplacedOn"),

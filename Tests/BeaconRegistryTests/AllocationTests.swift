@@ -107,6 +107,35 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// A beacon registered in the namespace without an allocation holds its minor: the next
+        /// allocation skips it rather than handing another gate an identity already broadcast.
+        @Test func aMinorABeaconBroadcastsIsNotAllocatedAgain() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await RegistryFixture.make(repository)
+                let namespace = try await repository.allocateNamespace(organizationId: fixture.organization.id)
+                #expect(try await repository.allocateMinor(gateId: fixture.gate.id).minor == 1)
+                _ = try await repository.registerBeacon(
+                    NewBeacon(uuid: namespace.uuid.uuidString, major: namespace.major, minor: 2, gateId: fixture.gate.id))
+                let otherGate = try await repository.createGate(NewGate(siteId: fixture.site.id, name: "Back door"))
+                #expect(try await repository.allocateMinor(gateId: otherGate.id).minor == 3)
+            }
+        }
+
+        /// Another organization's (uuid, major) is not registered at a gate of this one: lookups would
+        /// name the other organization as the beacon's business.
+        @Test func aBeaconInAnotherOrganizationsNamespaceIsRefused() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let mine = try await RegistryFixture.make(repository)
+                let theirs = try await RegistryFixture.make(repository)
+                let their = try await repository.allocateNamespace(organizationId: theirs.organization.id)
+                let identity = BeaconIdentity(uuid: their.uuid, major: their.major, minor: 9)
+                await #expect(throws: RegistryError.namespaceOfAnotherOrganization(identity, organizationId: theirs.organization.id)) {
+                    try await repository.registerBeacon(
+                        NewBeacon(uuid: their.uuid.uuidString, major: their.major, minor: 9, gateId: mine.gate.id))
+                }
+            }
+        }
+
         @Test func unknownOrganizationOrGateIsNotFound() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 await #expect(throws: RegistryError.notFound(.organization, id: "org_missing")) {

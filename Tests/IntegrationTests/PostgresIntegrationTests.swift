@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import KafkaClient
 import LocalStackTesting
@@ -160,6 +161,26 @@ struct PostgresIntegrationTests {
             }
             #expect(error is PostgresNotAnswering, "expected the check's own refusal, got \(String(describing: error))")
             group.cancelAll()
+        }
+    }
+
+    /// A database that drops the connection is a 503 with Retry-After (the request can succeed later);
+    /// a value it refuses is still a 400, and a statement it cannot run a 500.
+    @Test func aDatabaseThatGoesAwayIsA503() async throws {
+        let mapper = ProblemMapper()
+        try await LocalStack.withPostgres { db in
+            /// The statement's error, once its rows are read.
+            func failure(_ sql: PostgresQuery) async throws -> any Error {
+                let error = await #expect(throws: (any Error).self) {
+                    for try await _ in try await db.query(sql, logger: logger) {}
+                }
+                return try #require(error)
+            }
+            let dropped = try await failure("SELECT pg_terminate_backend(pg_backend_pid())")
+            let problem = mapper.problem(for: dropped)
+            #expect(problem.status == 503 && problem.retryAfterSeconds == 1, "\(String(reflecting: dropped))")
+            #expect(mapper.problem(for: try await failure("SELECT 1 / 0")).status == 400)
+            #expect(mapper.problem(for: try await failure("SELEC 1")).status == 500)
         }
     }
 }

@@ -1,3 +1,4 @@
+import AttendanceProtocol
 import Foundation
 import KafkaClient
 import Testing
@@ -114,6 +115,20 @@ struct ConfigurationTests {
         // A value in the environment wins over the file (and its unreadable path is not an error).
         #expect(env.optionalString("A") == "set")
         try env.checkFileReferences()
+    }
+
+    /// The gateway signs GATT nonces and the policy service checks them with one reader: the key and
+    /// the lifetime (the policy dates a nonce's issue from its expiry and this lifetime).
+    @Test func theGattNonceCodecIsReadOneWay() throws {
+        #expect(try GattNonceCodec.fromEnvironment(EnvironmentReader([:])) == nil)
+        let key = Data(repeating: 7, count: 16).base64EncodedString()
+        #expect(try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": key]))?.lifetime == 60)
+        let long = try #require(
+            try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": key, "GATT_NONCE_TTL_SECONDS": "600"])))
+        #expect(long.lifetime == 600)
+        for bad in [["GATT_NONCE_KEY": "c2hvcnQ="], ["GATT_NONCE_KEY": key, "GATT_NONCE_TTL_SECONDS": "4"]] {
+            #expect(throws: ConfigurationError.self) { try GattNonceCodec.fromEnvironment(EnvironmentReader(bad)) }
+        }
     }
 
     @Test func anUnreadableSecretFileStopsTheServiceWithOneLine() {

@@ -1,4 +1,5 @@
 import AccessControl
+import AttendanceProtocol
 import IngestGatewayCore
 import KafkaClient
 import RegistryFeed
@@ -7,7 +8,7 @@ import ServiceRuntime
 /// What `ingest-gateway` runs (`ServiceKit`): the producer, the broker watch, the registry feed, the
 /// verdict reader, the idempotency janitor and the HTTP server. PostgreSQL is read only (outcomes and
 /// sessions the merger wrote). Its own settings: `GatewayConfiguration.load`, the device token keys
-/// (`DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`) and the GATT challenge (`challengeNonces`).
+/// (`DEVICE_TOKEN_KEYS`, `DEVICE_TOKEN_ACTIVE_KEY`) and the GATT challenge (`GattNonceCodec.fromEnvironment`).
 ///
 /// `/health/ready` needs the broker (a metadata request), the verdict partitions assigned and the
 /// registry feed caught up. PostgreSQL is not part of it: without the database only the status and
@@ -18,7 +19,7 @@ package enum IngestGatewayServer {
     package static func run(environment env: EnvironmentReader = EnvironmentReader()) async throws {
         let (kit, settings) = try await ServiceKit.start(descriptor, GatewayConfiguration.self, environment: env)
         let signer = try DeviceTokenSigner.load(from: env)
-        let challenges = try GatewayConfiguration.challengeNonces(from: env)
+        let challenges = try GattNonceCodec.fromEnvironment(env)
         let logger = kit.logger, kafka = kit.configuration.kafka
 
         let producer = try kit.makeProducer()

@@ -7,8 +7,8 @@ import ServiceRuntime
 /// The GATT challenge's secrets from the environment. Both or neither: without them the service
 /// does not host `gatt_challenge`, and a policy that switches it on is refused with a clear error.
 ///
-/// - `GATT_NONCE_KEY`: base64 of at least 16 bytes, the same value as the gateway's (it signs the
-///   nonces, the policy checks them);
+/// - `GATT_NONCE_KEY` and `GATT_NONCE_TTL_SECONDS`, the same values as the gateway's (it signs the
+///   nonces, the policy checks them; `GattNonceCodec.fromEnvironment`);
 /// - `BEACON_KEY_SEAL_KEY`: base64 of exactly 32 bytes, the same value as the registry's: it opens
 ///   the per-beacon keys the registry creates and publishes sealed on `registry.changes`
 ///   (`RegistryFeedBeaconKeyring`).
@@ -17,13 +17,13 @@ import ServiceRuntime
 /// beacon's key is random and owned by the registry.
 package enum GattConfiguration {
     package static func load(from env: EnvironmentReader, registry cache: RegistryCache) throws(ConfigurationError) -> GattChallengeRule? {
-        let nonce = try secret("GATT_NONCE_KEY", env)
+        let nonces = try GattNonceCodec.fromEnvironment(env)
         let sealer = try beaconKeySealer(env)
-        switch (nonce, sealer) {
+        switch (nonces, sealer) {
         case (nil, nil):
             return nil
-        case (let nonce?, let sealer?):
-            return GattChallengeRule(nonces: GattNonceCodec(key: nonce), keyring: RegistryFeedBeaconKeyring(cache: cache, sealer: sealer))
+        case (let nonces?, let sealer?):
+            return GattChallengeRule(nonces: nonces, keyring: RegistryFeedBeaconKeyring(cache: cache, sealer: sealer))
         case (nil, _):
             throw ConfigurationError(
                 key: "GATT_NONCE_KEY", value: nil, expected: "set together with BEACON_KEY_SEAL_KEY (base64, at least 16 bytes)")
@@ -41,14 +41,5 @@ package enum GattConfiguration {
             throw ConfigurationError(key: "BEACON_KEY_SEAL_KEY", value: "<redacted>", expected: "base64 of 32 random bytes")
         }
         return sealer
-    }
-
-    /// Base64 of at least 16 bytes; the value is never echoed.
-    package static func secret(_ key: String, _ env: EnvironmentReader) throws(ConfigurationError) -> [UInt8]? {
-        guard let text = env.optionalString(key), !text.isEmpty else { return nil }
-        guard let bytes = Data(base64Encoded: text), bytes.count >= 16 else {
-            throw ConfigurationError(key: key, value: "<redacted>", expected: "base64 of at least 16 random bytes")
-        }
-        return Array(bytes)
     }
 }

@@ -8,8 +8,9 @@ import PostgresNIO
 
 /// Maps any error a handler throws to an RFC 9457 problem: `ProblemDetails` as is, then the
 /// service's own errors (`translate`), the protocol module's decoding errors and Foundation's
-/// `DecodingError` as a 400 naming the field, a body over the limit as 413, Hummingbird's `HTTPError`
-/// with its status. Only an unexpected error is a 500; its details go to the log, not the client.
+/// `DecodingError` as a 400 naming the field, a body over the limit as 413, a database that cannot be
+/// reached as 503 (`PostgresFailure.isUnavailable`), Hummingbird's `HTTPError` with its status. Only an
+/// unexpected error is a 500; its details go to the log, not the client.
 public struct ProblemMapper: Sendable {
     /// The body limit named in a 413 (nil: the 413 does not name one).
     public var maxBodyBytes: Int?
@@ -25,6 +26,7 @@ public struct ProblemMapper: Sendable {
         if let problem = error as? ProblemDetails { return problem }
         if let translated = translate(error) { return translated }
         if let refusal = StorageRefusal(error) { return refusal.problem }
+        if PostgresFailure.isUnavailable(error) { return .unavailable("the database is unavailable; retry later", retryAfterSeconds: 1) }
         switch error {
         case let decoding as ProtocolDecodingError:
             return .decodingFailed(decoding)

@@ -23,6 +23,21 @@ public struct PostgresFailure: Sendable {
     /// can run again as it is.
     public var isConflict: Bool { sqlState == Self.serializationFailure || sqlState == Self.deadlockDetected }
 
+    /// The database could not be reached or gave up on the statement for a reason of its own (a lost
+    /// connection, a closed pool, SQLSTATE classes 08, 40, 53, 57): the same request can succeed later.
+    public static func isUnavailable(_ error: any Error) -> Bool {
+        guard let psql = cause(of: error) as? PSQLError else { return false }
+        switch psql.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown:
+            return true
+        case .server:
+            guard let state = psql.serverInfo?[.sqlState] else { return false }
+            return ["08", "40", "53", "57"].contains(String(state.prefix(2)))
+        default:
+            return false
+        }
+    }
+
     /// `error` without PostgresNIO's transaction wrappers: what the transaction's body threw, else its
     /// commit's or its start's error.
     public static func cause(of error: any Error) -> any Error {

@@ -84,8 +84,9 @@ extension AttendanceCtl.Registry {
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
-            @Option(help: "Geofence centre latitude, -90...90.") var latitude: Double
-            @Option(help: "Geofence centre longitude, -180...180.") var longitude: Double
+            // Unconditional: a southern latitude or a western longitude is typed with a minus sign.
+            @Option(parsing: .unconditional, help: "Geofence centre latitude, -90...90.") var latitude: Double
+            @Option(parsing: .unconditional, help: "Geofence centre longitude, -180...180.") var longitude: Double
             @Option(help: "Geofence radius in metres, 10...5000.") var radius: Double = 200
             @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
             @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:

@@ -27,6 +27,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case duplicateMAC(String)
     /// The uuid/major/minor was allocated to a different gate than the beacon is registered at (409).
     case minorAllocatedToAnotherGate(BeaconIdentity, gateId: String)
+    /// The uuid/major is a namespace allocated to another organization than the gate's (409).
+    case namespaceOfAnotherOrganization(BeaconIdentity, organizationId: String)
     /// Every major of every shard is taken (503: an operator must grow the pool).
     case shardPoolExhausted
     /// All 65535 minors of the namespace are taken (409).
@@ -69,6 +71,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "a beacon with MAC \(mac) is already registered"
         case .minorAllocatedToAnotherGate(let identity, let gateId):
             return "\(identity.canonicalId) is allocated to gate \"\(gateId)\""
+        case .namespaceOfAnotherOrganization(let identity, let organizationId):
+            return "\(identity.uuid):\(identity.major) is the namespace of organization \"\(organizationId)\", not of the gate's"
         case .shardPoolExhausted:
             return "every major of every shard UUID is allocated"
         case .minorsExhausted(let uuid, let major):
@@ -105,7 +109,7 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-            .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
+            .namespaceOfAnotherOrganization, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)

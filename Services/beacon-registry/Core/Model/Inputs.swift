@@ -84,7 +84,8 @@ extension NewBeacon {
         if !(0...65_535).contains(minor) { v.fail("minor", "must be within 0...65535") }
         if let serial {
             let trimmed = serial.trimmingCharacters(in: .whitespaces)
-            if !(1...64).contains(trimmed.count) { v.fail("serial", "must be 1-64 characters") }
+            // Code points, as the database's `char_length` and the document's `maxLength` count them.
+            if !(1...64).contains(trimmed.unicodeScalars.count) { v.fail("serial", "must be 1-64 characters") }
             beacon.serial = trimmed
         }
         if let mac {

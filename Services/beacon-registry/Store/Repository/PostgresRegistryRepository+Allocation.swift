@@ -116,17 +116,20 @@ extension PostgresRegistryRepository {
         ).decode(Int?.self)
     }
 
-    /// The lowest minor in 1...65535 not allocated in the namespace, or `nil` when all are.
+    /// The lowest minor in 1...65535 neither allocated in the namespace nor broadcast by a beacon
+    /// registered there without an allocation, or `nil` when all are taken.
     private func lowestFreeMinor(in namespace: BusinessNamespace, on db: PostgresConnection) async throws -> Int? {
         let (uuid, major) = (namespace.uuid, namespace.major)
         return try await db.singleRow(
             """
+            WITH used AS (
+                SELECT minor FROM minor_allocations WHERE uuid = \(uuid) AND major = \(major)
+                UNION SELECT minor FROM beacons WHERE uuid = \(uuid) AND major = \(major)
+            )
             SELECT CASE
-                WHEN NOT EXISTS (SELECT 1 FROM minor_allocations WHERE uuid = \(uuid) AND major = \(major) AND minor = 1) THEN 1
-                ELSE (SELECT min(a.minor) + 1 FROM minor_allocations a
-                      WHERE a.uuid = \(uuid) AND a.major = \(major) AND a.minor < 65535
-                        AND NOT EXISTS (SELECT 1 FROM minor_allocations b
-                                        WHERE b.uuid = \(uuid) AND b.major = \(major) AND b.minor = a.minor + 1))
+                WHEN NOT EXISTS (SELECT 1 FROM used WHERE minor = 1) THEN 1
+                ELSE (SELECT min(a.minor) + 1 FROM used a
+                      WHERE a.minor < 65535 AND NOT EXISTS (SELECT 1 FROM used b WHERE b.minor = a.minor + 1))
             END
             """, logger: logger
         ).decode(Int?.self)

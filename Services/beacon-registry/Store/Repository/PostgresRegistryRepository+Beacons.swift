@@ -16,6 +16,21 @@ extension PostgresRegistryRepository {
         ]
         if let mac = input.mac { constraintErrors["beacons_mac_key"] = .duplicateMAC(mac) }
         return try await write("register beacon", constraintErrors: constraintErrors) { db in
+            // In one of our namespaces, the beacon queues on the namespace's row as minor allocations do
+            // (each then sees what the other took), and the namespace must be the gate's organization's.
+            if let owner = try await db.firstRow(
+                """
+                SELECT n.organization_id::text, s.organization_id::text FROM namespaces n
+                LEFT JOIN gates g ON g.id = \(input.gateId) LEFT JOIN sites s ON s.id = g.site_id
+                WHERE n.uuid = \(uuid) AND n.major = \(input.major)
+                FOR NO KEY UPDATE OF n
+                """, logger: logger
+            ) {
+                let (namespaceOrganization, gateOrganization) = try owner.decode((String, String?).self)
+                if let gateOrganization, gateOrganization != namespaceOrganization {
+                    throw RegistryError.namespaceOfAnotherOrganization(identity, organizationId: namespaceOrganization)
+                }
+            }
             // A minor allocated in one of our namespaces belongs to its gate: a beacon elsewhere with
             // the same identity would make that gate's check-ins land at the wrong place.
             if let row = try await db.firstRow(

@@ -1,0 +1,18 @@
+import AttendanceProtocol
+import Foundation
+
+extension GattNonceCodec {
+    /// The GATT challenge's nonce codec, read one way by the gateway (which signs nonces) and the policy
+    /// service (which checks them): `GATT_NONCE_KEY`, base64 of at least 16 bytes (nil when unset; the
+    /// value is never echoed), and `GATT_NONCE_TTL_SECONDS` (5-600, default 60), how long a nonce is
+    /// good for. Both services must have the same values: the policy dates a nonce's issue from its
+    /// expiry and this lifetime.
+    public static func fromEnvironment(_ env: EnvironmentReader) throws(ConfigurationError) -> GattNonceCodec? {
+        guard let text = env.optionalString("GATT_NONCE_KEY"), !text.isEmpty else { return nil }
+        guard let key = Data(base64Encoded: text), key.count >= 16 else {
+            throw ConfigurationError(key: "GATT_NONCE_KEY", value: "<redacted>", expected: "base64 of at least 16 random bytes")
+        }
+        let ttl = try env.int("GATT_NONCE_TTL_SECONDS", default: 60, in: 5...600)
+        return GattNonceCodec(key: Array(key), lifetime: TimeInterval(ttl))
+    }
+}
