@@ -116,7 +116,7 @@ struct APITests {
     @Test("bad filters, unknown windows and unknown parameters are problem+json 400s, unknown paths 404")
     func badInput() async throws {
         try await Self.withRouter { _, client in
-            let long = String(repeating: "x", count: 65)
+            let long = String(repeating: "x", count: Dimensions.maxLength + 1)
             let cases: [(String, String)] = [
                 ("/v1/metrics/summary?window=2h", "window"),
                 ("/v1/metrics/summary?window=", "window"),

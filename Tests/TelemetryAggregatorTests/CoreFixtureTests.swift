@@ -88,6 +88,17 @@ struct HistogramTests {
 struct SLOTests {
     let objective = SLOObjective.standard
 
+    @Test("the objective's sentence says a threshold that is not whole minutes in seconds")
+    func objectiveSentence() {
+        func sentence(_ seconds: Int) -> String {
+            SLOReport(counts: [:], objective: SLOObjective(thresholdSeconds: seconds)).objective
+        }
+        #expect(sentence(300).contains("within 5 minutes of the trigger"))
+        #expect(sentence(60).contains("within 1 minute of the trigger"))
+        #expect(sentence(90).contains("within 90 seconds of the trigger"))
+        #expect(sentence(30).contains("within 30 seconds of the trigger"))
+    }
+
     @Test("burn rate = error rate / 1 %; 14.4 exactly at 144 bad of 1000")
     func burnRates() {
         #expect(SLICount(good: 990, total: 1_000).burnRate(objective) == 1.0)
@@ -175,7 +186,7 @@ struct AggregationTests {
 
     @Test("unknown dimensions are 'unknown'; long values are cut")
     func dimensions() {
-        let d = Dimensions(site: nil, appVersion: "  ", deviceModel: String(repeating: "x", count: 100))
+        let d = Dimensions(site: nil, appVersion: "  ", deviceModel: String(repeating: "x", count: Dimensions.maxLength + 36))
         #expect(d.site == "unknown" && d.appVersion == "unknown" && d.deviceModel.count == Dimensions.maxLength)
     }
 

@@ -5,10 +5,11 @@ import Foundation
 ///
 /// A value the message does not carry is `unknown`, a value of its own, so totals over all values
 /// still add up and a filter can ask for the unattributed part. Values are trimmed and cut to
-/// `maxLength` characters: a buggy app cannot create unbounded row keys.
+/// `maxLength` characters (the longest id the registry and the gateway accept): a buggy app cannot
+/// create unbounded row keys.
 package struct Dimensions: Hashable, Sendable, Codable {
     package static let unknown = "unknown"
-    package static let maxLength = 64
+    package static let maxLength = 128
 
     package var site: String
     package var appVersion: String

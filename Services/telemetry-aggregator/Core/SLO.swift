@@ -12,6 +12,12 @@ package struct SLOObjective: Hashable, Sendable, Codable {
     /// The error budget's window, in minutes (30 days).
     package var budgetWindowMinutes: Int
 
+    /// The threshold as the objective's sentence says it: "5 minutes", "1 minute", "90 seconds".
+    package var thresholdText: String {
+        if thresholdSeconds % 60 != 0 { return "\(thresholdSeconds) seconds" }
+        return thresholdSeconds == 60 ? "1 minute" : "\(thresholdSeconds / 60) minutes"
+    }
+
     package init(targetPermyriad: Int = 9_900, thresholdSeconds: Int = 300, budgetWindowMinutes: Int = 30 * 24 * 60) {
         precondition((1..<10_000).contains(targetPermyriad), "the target must be within (0 %, 100 %)")
         self.targetPermyriad = targetPermyriad
@@ -173,7 +179,7 @@ package struct SLOReport: Hashable, Sendable, Codable {
         func count(_ window: SLOWindow) -> SLICount { counts[window] ?? SLICount(good: 0, total: 0) }
         func alertCount(_ window: SLOWindow) -> SLICount { (alertCounts ?? counts)[window] ?? SLICount(good: 0, total: 0) }
         self.objective =
-            "\(Double(objective.targetPermyriad) / 100) % of events reach the server within \(objective.thresholdSeconds / 60) minutes of the trigger, offline cases included"
+            "\(Double(objective.targetPermyriad) / 100) % of events reach the server within \(objective.thresholdText) of the trigger, offline cases included"
         target = objective.target
         thresholdSeconds = objective.thresholdSeconds
         budgetWindow = SLOWindow.days30.rawValue

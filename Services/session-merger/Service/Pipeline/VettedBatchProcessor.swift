@@ -49,7 +49,9 @@ package struct VettedBatchResult: Sendable {
 /// has messages, run concurrently (steps 2-5 each, each with its lane's offsets: see
 /// `StoredOffsetsTable`). After a crash between two lanes' commits, the partition resumes at the
 /// smallest lane offset and the messages of a lane below its own offset are skipped: each message is
-/// stored once, with its offsets, as in one transaction.
+/// stored once, with its offsets, as in one transaction. The batch's verdicts go out once every lane has
+/// committed, so a committed lane's events are then answered only when their devices send them again
+/// (`duplicate`, with the stored receipt), as after a crash right after one transaction's commit.
 package final class VettedBatchProcessor: Sendable {
     private let client: PostgresClient
     private let configuration: SessionMergerConfiguration
