@@ -518,7 +518,7 @@ public final class Outbox: Sendable {
             st.parked[id] = nil
             st.liveRecordBytes -= entry.recordBytes
             while st.orderHead < st.order.count && st.entries[st.order[st.orderHead]] == nil { st.orderHead += 1 }
-            try compactIfWorthIt(&st)
+            compactIfWorthItQuietly(&st)
         }
     }
 
@@ -550,6 +550,8 @@ public final class Outbox: Sendable {
         try state.withLock { (st: inout State) throws(OutboxError) in
             try write(Outbox.checkpointRecord(checkpoint), &st, sync: true)
             st.checkpoint = checkpoint
+            // A phone offline for days writes checkpoints and no verdicts: they are what grows the file then.
+            compactIfWorthItQuietly(&st)
         }
     }
 
@@ -607,6 +609,12 @@ public final class Outbox: Sendable {
     /// Rewrites the file with only the live entries and the checkpoint.
     public func compact() throws(OutboxError) {
         try state.withLock { (st: inout State) throws(OutboxError) in try compactLocked(&st, replacing: [:]) }
+    }
+
+    /// `compactIfWorthIt` after a write that is already durable: a compaction that fails (a full disk)
+    /// leaves the file as it was and is tried again after the next such write; the write stands.
+    private func compactIfWorthItQuietly(_ st: inout State) {
+        do { try compactIfWorthIt(&st) } catch {}
     }
 
     private func compactIfWorthIt(_ st: inout State) throws(OutboxError) {

@@ -183,7 +183,10 @@ public struct PresenceConfig: Sendable, Hashable {
         if (1...RssiSmoother.maxWindow).contains(smoothingWindow) {
             check("thresholds.min_readings", minReadings, 1...smoothingWindow, "", " (at most thresholds.smoothing_window)")
         }
-        if Int64(minReadings) * 1_000 > rangingWindowMs {
+        // Cross-checks run on values within their own ranges only: an out-of-range value is reported
+        // above, and arithmetic on it could overflow (a remote "never" of Int64.max, say).
+        let readingsInRange = (1...RssiSmoother.maxWindow).contains(minReadings)
+        if readingsInRange && Int64(minReadings) * 1_000 > rangingWindowMs {
             issues.append(
                 ConfigIssue(
                     key: "thresholds.min_readings",
@@ -220,8 +223,10 @@ public struct PresenceConfig: Sendable, Hashable {
         // After a gap the signal must be heard for up to `minReadings` readings (1 Hz) before the soft
         // exit ends; the grace plus confirmation must cover that too, or a 9.9 s gap could still end in
         // a check-out.
-        let needed = 10_000 + Int64(minReadings) * 1_000
-        if softExitGraceMs >= 10_000 && softExitGraceMs + exitConfirmationMs < needed {
+        let needed = 10_000 + Int64(readingsInRange ? minReadings : 1) * 1_000
+        if readingsInRange && (10_000...3_600_000).contains(softExitGraceMs) && (0...60_000).contains(exitConfirmationMs)
+            && softExitGraceMs + exitConfirmationMs < needed
+        {
             issues.append(
                 ConfigIssue(
                     key: "thresholds.exit_confirmation_ms",

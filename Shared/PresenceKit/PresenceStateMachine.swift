@@ -477,11 +477,14 @@ public struct PresenceStateMachine: Sendable {
             case .userIdChanged(let user):
                 guard user != identity.userId else { return [] }
                 identity.userId = user
-                if let s = session, !s.checkInPosted {
-                    // As in `onUserChanged`: the new user must not inherit a session with no check-in.
-                    session = nil
-                    sessionSiteIndex = -1
-                    return [.persistSnapshot(snapshot(at: now))]
+                if let s = session, !s.checkInPosted || s.userId != user {
+                    // As in `onUserChanged`, the new user inherits no session: one with no check-in is
+                    // dropped, the previous user's ends unposted (nothing is posted while the switch is
+                    // on; the server closes it at its idle cutoff).
+                    var fx: [PresenceEffect] = []
+                    endSession(&fx)
+                    fx.append(.persistSnapshot(snapshot(at: now)))
+                    return fx
                 }
             case .appTerminated:
                 return [.persistSnapshot(snapshot(at: now))]
@@ -1527,6 +1530,14 @@ public struct PresenceStateMachine: Sendable {
 
     mutating func onLaunched(at now: Timestamp) -> [PresenceEffect] {
         var fx: [PresenceEffect] = [.drainOutbox, .requestRegionState]
+        if let s = session, s.userId != identity.userId {
+            // The user changed while the app was not running (a login or a logout between two runs):
+            // what `onUserChanged` would have done then (the previous user's session checked out, one
+            // with no check-in dropped).
+            let current = identity.userId
+            identity.userId = s.userId
+            fx += onUserChanged(current, at: now)
+        }
         if session != nil {
             phase = .softExitPending
             exitReason = .notFoundAfterRelaunch

@@ -304,6 +304,18 @@ struct RemoteConfigTests {
         }
     }
 
+    @Test("values at the ends of Int64 are refused by name, never trap in the cross-checks")
+    func extremeValuesAreRefusedNotTrapped() {
+        #expect(
+            issues(#"{"thresholds": {"soft_exit_grace_ms": 9223372036854775807}}"#).map(\.key) == ["thresholds.soft_exit_grace_ms"])
+        #expect(
+            issues(#"{"thresholds": {"min_readings": 100000000000000000}}"#).map(\.key) == ["thresholds.min_readings"])
+        #expect(
+            issues(#"{"thresholds": {"exit_confirmation_ms": 9223372036854775807, "soft_exit_grace_ms": 3600000}}"#).map(\.key)
+                == ["thresholds.exit_confirmation_ms"])
+        #expect(!issues(#"{"thresholds": {"soft_exit_grace_ms": -9223372036854775808}}"#).isEmpty)
+    }
+
     @Test("a refused configuration leaves the device on its last good one")
     func refusedConfigKeepsTheLastGoodOne() throws {
         let directory = SiteDirectory(sites: [])

@@ -224,6 +224,43 @@ struct StateMachineTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
+    @Test("a user change while the kill switch is on: the new user inherits no session, the previous user's ends unposted")
+    func userChangeUnderTheKillSwitch() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.map(\.userId) == ["u_123"])
+        var killed = Self.continuous
+        killed.flags.killSwitch = true
+        try d.record(d.agent.apply(config: killed, at: d.now))
+        try d.send(.userIdChanged("u_other"))
+        #expect(d.machine.openSession == nil)
+        try d.record(d.agent.apply(config: Self.continuous, at: d.now))
+        try d.run(seconds: 600) { _ in -60 }
+        // No heartbeat of u_123's session from u_other's phone: u_other checks in.
+        #expect(d.heartbeats.allSatisfy { $0.userId == "u_other" })
+        #expect(d.checkIns.map(\.userId) == ["u_123", "u_other"])
+    }
+
+    @Test("a session restored under another user (a login or a logout between two runs) is handled as a user change")
+    func relaunchUnderAnotherUser() throws {
+        var d = try DeviceHarness(config: Self.continuous)
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        let snapshot = d.machine.snapshot(at: d.now)
+        var other = try DeviceHarness(config: Self.continuous, userId: "u_other", clock: ManualClock(d.now + 60_000), restoring: snapshot)
+        try other.send(.appLaunched)
+        #expect(other.checkOuts.map(\.userId) == ["u_123"] && other.checkOuts.first?.reason == .userChanged)
+        #expect(other.machine.openSession == nil)
+        try other.send(.motionActivity(.walking))
+        try other.run(seconds: 3) { _ in -60 }
+        #expect(other.checkIns.map(\.userId) == ["u_other"])
+        // The same user relaunched: the session goes on.
+        var same = try DeviceHarness(config: Self.continuous, clock: ManualClock(d.now + 60_000), restoring: snapshot)
+        try same.send(.appLaunched)
+        #expect(same.posts.isEmpty && same.machine.openSession != nil)
+    }
+
     @Test("GATT challenge: ok checks in with the handshake, failure or timeout does not")
     func gatt() throws {
         let config = World.config {
