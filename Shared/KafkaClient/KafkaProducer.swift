@@ -84,8 +84,11 @@ public final class KafkaProducer: Service, Sendable {
             if err == RD_KAFKA_RESP_ERR__QUEUE_FULL {
                 // The poll loop drains the queue as the broker acknowledges; wait for room. If the
                 // producer stops meanwhile, the rest fails back to the caller, who keeps it.
-                do {
+                do throws(KafkaError) {
                     try checkAcceptingWork()
+                    // A cancelled caller gets the rest back now: its sleep below would return at once,
+                    // and this loop would spin until librdkafka had room.
+                    if Task.isCancelled { throw KafkaError.shutdown() }
                 } catch {
                     for rest in index..<messages.count { batch.complete(index: rest, partition: -1, offset: -1, error: error) }
                     break
@@ -186,10 +189,15 @@ struct ProducerStateMachine: Sendable {
     /// `enqueue` calls handing messages to librdkafka now.
     private(set) var enqueuing = 0
 
-    /// Returns false when `run()` was already called.
+    /// Whether `run()` was called.
+    private(set) var started = false
+
+    /// Returns false when `run()` was already called. A producer shut down before it ran runs once all
+    /// the same, to flush what was queued meanwhile: its senders wait for those reports.
     mutating func start() -> Bool {
-        guard state == .created else { return false }
-        state = .running
+        guard !started, state != .finished else { return false }
+        started = true
+        if state == .created { state = .running }
         return true
     }
 

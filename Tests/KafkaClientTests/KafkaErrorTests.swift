@@ -88,6 +88,12 @@ struct KafkaErrorTests {
         #expect(started && !startedTwice)
         producer.beginDraining()
         #expect(!producer.acceptsWork)
+        // Shut down before it ran: it runs once, to flush, and only once.
+        var early = ProducerStateMachine()
+        early.beginDraining()
+        let earlyStarted = early.start()
+        let earlyStartedTwice = early.start()
+        #expect(earlyStarted && !earlyStartedTwice && !early.mustPoll && !early.acceptsWork)
         var consumer = ConsumerStateMachine()
         let consumerStarted = consumer.start()
         #expect(consumerStarted)

@@ -239,6 +239,19 @@ struct MockClusterTests {
         }
     }
 
+    /// Shutdown can begin before the producer's `run()` does (a service group cancelled during
+    /// start-up): what was queued before is still flushed and reported, so no sender waits forever.
+    @Test func aProducerShutDownBeforeItRanStillReportsWhatWasQueued() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("early", partitions: 1)
+        let producer = try makeProducer(cluster)
+        let pending = try await producer.enqueue([KafkaOutgoingMessage(topic: "early", key: "k", value: [1])])
+        producer.beginShutdown()
+        try await producer.run()
+        let reports = await pending.reports()
+        #expect(reports.count == 1 && reports.allSatisfy { $0.error == nil }, "\(reports)")
+    }
+
     @Test func sendAfterShutdownFailsRetriably() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("late", partitions: 1)
