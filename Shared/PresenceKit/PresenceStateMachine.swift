@@ -481,7 +481,19 @@ public struct PresenceStateMachine: Sendable {
                     // As in `onUserChanged`, the new user inherits no session: one with no check-in is
                     // dropped, the previous user's ends unposted (nothing is posted while the switch is
                     // on; the server closes it at its idle cutoff).
-                    var fx: [PresenceEffect] = []
+                    var fx: [PresenceEffect] = [
+                        .log(.info, "user changed with the kill switch on: its session ends here, without a check-out")
+                    ]
+                    endSession(&fx)
+                    fx.append(.persistSnapshot(snapshot(at: now)))
+                    return fx
+                }
+            case .appLaunched:
+                if let s = session, s.userId != identity.userId {
+                    // A user change between two runs, while the switch is on: as `.userIdChanged` above.
+                    var fx: [PresenceEffect] = [
+                        .log(.info, "user changed between two runs with the kill switch on: its session ends here, without a check-out")
+                    ]
                     endSession(&fx)
                     fx.append(.persistSnapshot(snapshot(at: now)))
                     return fx

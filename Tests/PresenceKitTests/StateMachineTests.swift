@@ -255,6 +255,12 @@ struct StateMachineTests {
         try other.send(.motionActivity(.walking))
         try other.run(seconds: 3) { _ in -60 }
         #expect(other.checkIns.map(\.userId) == ["u_other"])
+        // Under the kill switch: the previous user's session ends unposted.
+        var killed = Self.continuous
+        killed.flags.killSwitch = true
+        var underSwitch = try DeviceHarness(config: killed, userId: "u_other", clock: ManualClock(d.now + 60_000), restoring: snapshot)
+        try underSwitch.send(.appLaunched)
+        #expect(underSwitch.posts.isEmpty && underSwitch.machine.openSession == nil)
         // The same user relaunched: the session goes on.
         var same = try DeviceHarness(config: Self.continuous, clock: ManualClock(d.now + 60_000), restoring: snapshot)
         try same.send(.appLaunched)
