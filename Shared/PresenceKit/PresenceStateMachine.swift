@@ -479,24 +479,12 @@ public struct PresenceStateMachine: Sendable {
                 identity.userId = user
                 if let s = session, !s.checkInPosted || s.userId != user {
                     // As in `onUserChanged`, the new user inherits no session: one with no check-in is
-                    // dropped, the previous user's ends unposted (nothing is posted while the switch is
-                    // on; the server closes it at its idle cutoff).
-                    var fx: [PresenceEffect] = [
-                        .log(.info, "user changed with the kill switch on: its session ends here, without a check-out")
-                    ]
-                    endSession(&fx)
-                    fx.append(.persistSnapshot(snapshot(at: now)))
-                    return fx
+                    // dropped, the previous user's ends unposted.
+                    return endSessionUnderKillSwitch("user changed", at: now)
                 }
             case .appLaunched:
                 if let s = session, s.userId != identity.userId {
-                    // A user change between two runs, while the switch is on: as `.userIdChanged` above.
-                    var fx: [PresenceEffect] = [
-                        .log(.info, "user changed between two runs with the kill switch on: its session ends here, without a check-out")
-                    ]
-                    endSession(&fx)
-                    fx.append(.persistSnapshot(snapshot(at: now)))
-                    return fx
+                    return endSessionUnderKillSwitch("user changed between two runs", at: now)
                 }
             case .appTerminated:
                 return [.persistSnapshot(snapshot(at: now))]
@@ -606,6 +594,15 @@ public struct PresenceStateMachine: Sendable {
         case .clockOffsetChanged, .serverClockKnown:
             return [] // taken before the kill switch
         }
+    }
+
+    /// Ends the open session without a post (nothing is posted while the kill switch is on; the server
+    /// closes it at its idle cutoff), saying why in the log.
+    mutating func endSessionUnderKillSwitch(_ why: String, at now: Timestamp) -> [PresenceEffect] {
+        var fx: [PresenceEffect] = [.log(.info, "\(why) with the kill switch on: its session ends here, without a check-out")]
+        endSession(&fx)
+        fx.append(.persistSnapshot(snapshot(at: now)))
+        return fx
     }
 
     /// A geofence crossing while the kill switch is on: membership only (nothing is posted).

@@ -17,6 +17,14 @@ struct SiteSettingsTests {
         $0.flags.killSwitch = true
     }
 
+    /// A continuously scanning configuration, changed by `change`.
+    static func continuous(_ change: (inout PresenceConfig) -> Void) -> PresenceConfig {
+        World.config {
+            $0.flags.continuousScan = true
+            change(&$0)
+        }
+    }
+
     /// The two sites of `World`, each with the given settings.
     static func directory(hq: PresenceConfig?, lab: PresenceConfig? = nil) -> SiteDirectory {
         SiteDirectory(sites: [
@@ -206,14 +214,8 @@ struct SiteSettingsTests {
     @Test("a neighbour's gates do not judge a site's evidence: its own settings go in force first")
     func aNeighboursGatesDoNotJudge() throws {
         // The HQ gates on motion; the lab, reached by car or lift, does not.
-        let gated = World.config {
-            $0.flags.continuousScan = true
-            $0.flags.motionGating = true
-        }
-        let ungated = World.config {
-            $0.flags.continuousScan = true
-            $0.flags.motionGating = false
-        }
+        let gated = Self.continuous { $0.flags.motionGating = true }
+        let ungated = Self.continuous { $0.flags.motionGating = false }
         var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: gated, lab: ungated))
         try d.send(.geofenceEntered(siteId: "S_LAB"))
         try d.send(.geofenceEntered(siteId: "S_HQ")) // entered last: the HQ's settings, its motion gate
@@ -228,10 +230,7 @@ struct SiteSettingsTests {
 
     @Test("a neighbour's stricter rule does not hide a site's evidence; the nearest beacon decides, so sites do not take turns")
     func aNeighboursStricterRuleDoesNotHide() throws {
-        let lab = World.config {
-            $0.flags.continuousScan = true
-            $0.enterRssi = -68
-        }
+        let lab = Self.continuous { $0.enterRssi = -68 }
         var d = try DeviceHarness(config: Self.device, directory: Self.directory(hq: Self.strict, lab: lab))
         try d.send(.geofenceEntered(siteId: "S_LAB"))
         try d.send(.geofenceEntered(siteId: "S_HQ")) // entered last: the HQ's -60
@@ -247,12 +246,8 @@ struct SiteSettingsTests {
 
     @Test("a site known from its beacons alone stops being the device's site when its session there ends")
     func anEvidenceOnlySiteEndsWithItsSession() throws {
-        let noFence = World.config {
-            $0.flags.continuousScan = true
-            $0.flags.requireGeofence = false
-        }
-        let hq = World.config {
-            $0.flags.continuousScan = true
+        let noFence = Self.continuous { $0.flags.requireGeofence = false }
+        let hq = Self.continuous {
             $0.flags.requireGeofence = false
             $0.enterRssi = -60
         }
