@@ -98,5 +98,6 @@ compose-check: ## Validate docker-compose.yml against the Compose Specification 
 	$(ENV) swift build && deploy/compose/check.sh
 
 clean: ## Remove build output and the local stack's run folders (keeps installed tools)
+	deploy/local/services.sh stop
 	deploy/local/stack.sh reset
 	rm -rf .build

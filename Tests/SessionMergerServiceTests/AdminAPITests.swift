@@ -245,6 +245,20 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A session that began more than 31 days before the range (a phone that never went 12 hours
+        /// without a heartbeat) still counts on the range's days.
+        @Test func aSessionLongerThanAMonthCountsOnEveryDayItCovers() async throws {
+            try await AdminHarness.run { h, client in
+                try await h.db.client.query(
+                    "UPDATE sessions SET check_in_at = check_in_at - interval '40 days' WHERE user_id = \(h.lateUser)",
+                    logger: MergerDB.logger)
+                let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&userId=\(h.lateUser)&from=\(h.day)&to=\(h.day)"
+                let report = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
+                let row = try #require(report.items.first { $0.userId == h.lateUser && $0.date == h.day }, "\(report.items)")
+                #expect(!row.late && row.workedMinutes > 0)
+            }
+        }
+
         @Test func dailyAttendanceAsJSONAndCSV() async throws {
             try await AdminHarness.run { h, client in
                 let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"

@@ -1,8 +1,9 @@
 """Checks docker-compose.yml, its Dockerfile and its Prometheus and Grafana files without a
 container engine (none runs where this is developed).
 
-1. The Compose Specification JSON schema ($COMPOSE_SPEC, else shared/compose-spec.json in the
-   repository's parent or an ancestor folder, else the workspace's /work/shared).
+1. The Compose Specification JSON schema ($COMPOSE_SPEC, else deploy/compose/compose-spec.json:
+   the compose-spec project's published schema, Apache License 2.0, kept in the repository so the
+   check needs nothing outside it).
 2. Images: every image is pinned (no `latest`, no untagged image).
 3. The Dockerfile: build targets exist; the products it builds are exactly the package's
    executables (`swift package dump-package`); every command a service runs is one of them.
@@ -549,21 +550,8 @@ def github_anchor(heading):
 
 
 def find_compose_spec(root):
-    """The Compose Specification schema ships in the workspace's `shared/` folder beside the
-    repository; a clone elsewhere (CI) finds it in an ancestor's `shared/` or the workspace's."""
-    here = os.path.abspath(root)
-    while True:
-        candidate = os.path.join(here, "shared", "compose-spec.json")
-        if os.path.exists(candidate):
-            return candidate
-        parent = os.path.dirname(here)
-        if parent == here:
-            break
-        here = parent
-    for candidate in [os.path.join(os.path.dirname(os.path.abspath(root)), "shared", "compose-spec.json"), "/work/shared/compose-spec.json"]:
-        if os.path.exists(candidate):
-            return candidate
-    return os.path.join(root, "..", "shared", "compose-spec.json")
+    """The Compose Specification schema kept beside this script."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose-spec.json")
 
 
 def main(root):

@@ -60,7 +60,9 @@ done
 echo "==> attendancectl doctor"
 "$bin/attendancectl" doctor
 
+# Services a previous run left running are stopped first: they would go on serving its binaries.
 echo "==> start the services"
+"$here/services.sh" stop
 "$here/services.sh" start
 
 # The admin REST examples (README) need an admin key.

@@ -78,11 +78,15 @@ pid_file() { echo "$SERVICES_DIR/$1.pid"; }
 supervisor_file() { echo "$SERVICES_DIR/$1.supervisor.pid"; }
 log_file() { echo "$SERVICES_DIR/$1.log"; }
 
-# live_pid FILE: the pid in FILE when that process is alive, else failure.
+# live_pid FILE: the pid in FILE when that process is alive and is the instance's (its supervisor or
+# its product: the command line names the product), else failure. A pid file left by a run before a
+# reboot may name an unrelated process now; it is never signalled.
 live_pid() {
     [[ -f "$1" ]] || return 1
-    local pid; pid="$(cat "$1")"
+    local pid name; pid="$(cat "$1")"
     kill -0 "$pid" 2>/dev/null || return 1
+    name="$(basename "$1")"; name="${name%.pid}"; name="${name%.supervisor}"
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "${name%@*}" || return 1
     echo "$pid"
 }
 supervisor_pid() { live_pid "$(supervisor_file "$1")"; }

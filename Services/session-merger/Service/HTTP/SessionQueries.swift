@@ -80,7 +80,8 @@ package struct PipelineStatus: Codable, Hashable, Sendable {
 
 /// `SessionQueryRepository` over `merger.sessions`.
 package struct PostgresSessionQueryRepository: SessionQueryRepository {
-    /// How far before a window's start a session overlapping it may have checked in (bounds the index scan).
+    /// How far before a window's start an ordinary session overlapping it checked in (bounds the index
+    /// scan); a longer one is found through `sessions_long_idx`, which holds only those.
     package static let longestSession: TimeInterval = 31 * 86_400
 
     let client: PostgresClient
@@ -123,8 +124,10 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
             FROM sessions
             WHERE site_id = \(siteId)
               AND (\(userId)::text IS NULL OR user_id = \(userId)::text)
-              AND check_in_at >= \(earliest) AND check_in_at < \(end)
+              AND check_in_at < \(end)
               AND COALESCE(check_out_at, last_seen_at) >= \(start)
+              AND (check_in_at >= \(earliest)
+                   OR COALESCE(check_out_at, last_seen_at) - check_in_at > interval '31 days')
               AND close_reason IS DISTINCT FROM 'superseded'
             ORDER BY user_id, check_in_at, session_id
             """,
