@@ -29,6 +29,35 @@ public struct ShiftSettings: Codable, Hashable, Sendable {
         self.lateEntryGraceMinutes = lateEntryGraceMinutes
         self.earlyExitGraceMinutes = earlyExitGraceMinutes
     }
+
+    /// The shift's length in wall-clock minutes, 1-1440 (a DST change makes the real length differ; an
+    /// end equal to the start is 24 hours).
+    public var nominalMinutes: Int {
+        let d = end.minutesSinceMidnight - start.minutesSinceMidnight
+        return d > 0 ? d : d + 1_440
+    }
+
+    /// Every rule the shift breaks, each naming its field (empty when usable): every window and grace
+    /// within a day, and the two graces together at most the shift's length. The registry refuses such
+    /// a shift; the merger's daily attendance cannot judge by it.
+    public var issues: [FieldError] {
+        var issues: [FieldError] = []
+        let minutes: [(String, Int)] = [
+            ("checkInBeforeStartMinutes", checkInBeforeStartMinutes), ("checkOutAfterEndMinutes", checkOutAfterEndMinutes),
+            ("lateEntryGraceMinutes", lateEntryGraceMinutes), ("earlyExitGraceMinutes", earlyExitGraceMinutes),
+        ]
+        for (field, value) in minutes where !Self.minutesRange.contains(value) {
+            issues.append(FieldError(field: field, reason: "must be within 0...1440 minutes, got \(value)"))
+        }
+        let graces = lateEntryGraceMinutes + earlyExitGraceMinutes
+        if issues.isEmpty && graces > nominalMinutes {
+            issues.append(
+                FieldError(
+                    field: "earlyExitGraceMinutes",
+                    reason: "late-entry plus early-exit grace (\(graces) min) exceeds the shift (\(nominalMinutes) min)"))
+        }
+        return issues
+    }
 }
 
 /// What daily attendance counts as presence.

@@ -120,6 +120,15 @@ extension RegistryServiceTests {
                             "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
                         ]
                     }, status: .badRequest, field: "shift.checkInBeforeStartMinutes"),
+                // 90 minutes of graces in an hour's shift: daily attendance could not judge by it.
+                Case(
+                    method: .post, path: "/v1/admin/sites",
+                    body: siteBody {
+                        $0["shift"] = [
+                            "start": "09:00", "end": "10:00", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
+                            "lateEntryGraceMinutes": 60, "earlyExitGraceMinutes": 30,
+                        ]
+                    }, status: .badRequest, field: "shift.earlyExitGraceMinutes"),
                 Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["organizationId"] = missing }, status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)", status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)/gates", status: .notFound),

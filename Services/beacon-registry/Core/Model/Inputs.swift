@@ -31,15 +31,7 @@ extension NewSite {
         if !Geofence.radiusRange.contains(geofence.radiusMeters) {
             v.fail("geofence.radiusMeters", "must be within 10...5000 metres (150-300 is typical)")
         }
-        let minutes: [(String, Int)] = [
-            ("shift.checkInBeforeStartMinutes", shift.checkInBeforeStartMinutes),
-            ("shift.checkOutAfterEndMinutes", shift.checkOutAfterEndMinutes),
-            ("shift.lateEntryGraceMinutes", shift.lateEntryGraceMinutes),
-            ("shift.earlyExitGraceMinutes", shift.earlyExitGraceMinutes),
-        ]
-        for (field, value) in minutes where !ShiftSettings.minutesRange.contains(value) {
-            v.fail(field, "must be within 0...1440 minutes")
-        }
+        for issue in shift.issues { v.fail("shift.\(issue.field)", issue.reason) }
         try v.finish()
         return site
     }

@@ -63,38 +63,16 @@ package struct AttendanceShift: Codable, Hashable, Sendable {
     /// An overnight shift ends on the next local day.
     package var isOvernight: Bool { settings.end <= settings.start }
 
-    /// The shift's length in wall-clock minutes (a DST change makes the real length differ).
-    package var nominalMinutes: Int {
-        let d = settings.end.minutesSinceMidnight - settings.start.minutesSinceMidnight
-        return d > 0 ? d : d + 1_440
-    }
+    /// The shift's length in wall-clock minutes (`ShiftSettings.nominalMinutes`).
+    package var nominalMinutes: Int { settings.nominalMinutes }
 
-    /// Every problem, empty when usable.
+    /// Every problem, empty when usable: the time zone, and the shift's own rules (`ShiftSettings.issues`).
     package func validationIssues() -> [ConfigurationIssue] {
         var issues: [ConfigurationIssue] = []
         if TimeZone(identifier: timezone) == nil {
             issues.append(.init(field: "timezone", reason: "\"\(timezone)\" is not an IANA time zone identifier like Europe/Berlin"))
         }
-        let minutes: [(String, Int)] = [
-            ("checkInBeforeStartMinutes", settings.checkInBeforeStartMinutes),
-            ("checkOutAfterEndMinutes", settings.checkOutAfterEndMinutes),
-            ("lateEntryGraceMinutes", settings.lateEntryGraceMinutes), ("earlyExitGraceMinutes", settings.earlyExitGraceMinutes),
-        ]
-        for (field, value) in minutes where !Self.minutesRange.contains(value) {
-            issues.append(.init(field: field, reason: "must be between 0 and 1440 minutes, got \(value)"))
-        }
-        if settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes > nominalMinutes
-            && Self.minutesRange.contains(settings.lateEntryGraceMinutes)
-            && Self.minutesRange.contains(settings.earlyExitGraceMinutes)
-        {
-            issues.append(
-                .init(
-                    field: "earlyExitGraceMinutes",
-                    reason:
-                        "late-entry plus early-exit grace (\(settings.lateEntryGraceMinutes + settings.earlyExitGraceMinutes) min) exceeds the shift (\(nominalMinutes) min)"
-                ))
-        }
-        return issues
+        return issues + settings.issues
     }
 
     package func validated() throws(ShiftSettingsError) -> AttendanceShift {
