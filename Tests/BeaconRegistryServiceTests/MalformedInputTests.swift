@@ -61,6 +61,14 @@ extension RegistryServiceTests {
                 change(&body)
                 return String(decoding: try! JSONSerialization.data(withJSONObject: body), as: UTF8.self)
             }
+            /// A site whose shift has `changes` over the default one.
+            func siteBody(shift changes: [String: Any]) -> String {
+                siteBody {
+                    var shift = $0["shift"] as? [String: Any] ?? [:]
+                    shift.merge(changes) { $1 }
+                    $0["shift"] = shift
+                }
+            }
             func beaconBody(_ change: (inout [String: Any]) -> Void) -> String {
                 var body: [String: Any] = ["id": "bcn-\(t)", "uuid": uuid, "major": 1, "minor": 1, "gateId": gate, "serial": "S-\(t)"]
                 change(&body)
@@ -105,30 +113,16 @@ extension RegistryServiceTests {
                     method: .post, path: "/v1/admin/sites", body: siteBody { $0["timezone"] = "Mars/Olympus" }, status: .badRequest,
                     field: "timezone"),
                 Case(
-                    method: .post, path: "/v1/admin/sites",
-                    body: siteBody {
-                        $0["shift"] = [
-                            "start": "25:00", "end": "17:30", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
-                            "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
-                        ]
-                    }, status: .badRequest, field: "shift.start"),
+                    method: .post, path: "/v1/admin/sites", body: siteBody(shift: ["start": "25:00"]), status: .badRequest,
+                    field: "shift.start"),
                 Case(
-                    method: .post, path: "/v1/admin/sites",
-                    body: siteBody {
-                        $0["shift"] = [
-                            "start": "08:00", "end": "17:30", "checkInBeforeStartMinutes": 2000, "checkOutAfterEndMinutes": 60,
-                            "lateEntryGraceMinutes": 5, "earlyExitGraceMinutes": 5,
-                        ]
-                    }, status: .badRequest, field: "shift.checkInBeforeStartMinutes"),
+                    method: .post, path: "/v1/admin/sites", body: siteBody(shift: ["checkInBeforeStartMinutes": 2000]), status: .badRequest,
+                    field: "shift.checkInBeforeStartMinutes"),
                 // 90 minutes of graces in an hour's shift: daily attendance could not judge by it.
                 Case(
                     method: .post, path: "/v1/admin/sites",
-                    body: siteBody {
-                        $0["shift"] = [
-                            "start": "09:00", "end": "10:00", "checkInBeforeStartMinutes": 60, "checkOutAfterEndMinutes": 60,
-                            "lateEntryGraceMinutes": 60, "earlyExitGraceMinutes": 30,
-                        ]
-                    }, status: .badRequest, field: "shift.earlyExitGraceMinutes"),
+                    body: siteBody(shift: ["start": "09:00", "end": "10:00", "lateEntryGraceMinutes": 60, "earlyExitGraceMinutes": 30]),
+                    status: .badRequest, field: "shift.earlyExitGraceMinutes"),
                 Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["organizationId"] = missing }, status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)", status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)/gates", status: .notFound),
