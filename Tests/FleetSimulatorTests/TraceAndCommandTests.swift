@@ -86,6 +86,28 @@ struct TraceAndCommandTests {
         }
     }
 
+    /// A recording exported on Windows (CR LF line ends) replays as the same recording does.
+    @Test func aTraceWithWindowsLineEndsReplaysAlike() throws {
+        let text = try String(contentsOf: Self.resources.appendingPathComponent("sample-trace.csv"), encoding: .utf8)
+        let windows = text.replacingOccurrences(of: "\n", with: "\r\n")
+        let config = try RemoteConfig.decode(
+            String(contentsOf: Self.resources.appendingPathComponent("sample-config.json"), encoding: .utf8)
+        ).presence
+        let unix = try TraceReplay.run(Trace.parse(text), config: config)
+        let crlf = try TraceReplay.run(Trace.parse(windows), config: config)
+        #expect(crlf.decisions == unix.decisions && !unix.decisions.isEmpty)
+    }
+
+    @Test func aGeofenceOfASiteNoLineDeclaresIsAnErrorNamingItsLine() throws {
+        let trace = try Trace.parse(Self.walkIn(region: true) + "\n11000,geofence,S_hq,enter")
+        do {
+            _ = try TraceReplay.run(trace, config: PresenceConfig())
+            Issue.record("replayed a geofence of an unknown site")
+        } catch let error as TraceError {
+            #expect(error.line == 15 && error.description.contains("S_hq"), "\(error)")
+        }
+    }
+
     @Test(arguments: [
         ("timestamp,event,target,value\n1000,rssi,not-a-beacon,-60\n", 2, "beacon \"not-a-beacon\" is not UUID:major:minor"),
         (
@@ -118,6 +140,8 @@ struct TraceAndCommandTests {
         (["run", "--start-hour", "7.5"], "--start-hour is for detection-only runs over working days"),
         (["run", "--offline-time", "40s-10s"], "--offline-time \"40s-10s\" is not a range of durations like 10s-40s or 6m-7m"),
         (["run", "--offline-share", "1.5"], "--offline-share must be between 0 and 1, got 1.5"),
+        (["run", "--detection-only", "--heartbeat-minutes", "inf"], "--heartbeat-minutes must be 0 (off) or between 1 and 1440"),
+        (["run", "--detection-only", "--heartbeat-minutes", "2e14"], "--heartbeat-minutes must be 0 (off) or between 1 and 1440"),
         (["run", "--schedule", "weekly"], "weekly"),
         (["scenario", "no-such-thing"], "unknown scenario \"no-such-thing\"; one of: all, default-world"),
         (["replay"], "--trace"),

@@ -65,10 +65,9 @@ extension AttendanceCtl {
                     throw CLIError("no answer from PostgreSQL")
                 }
                 if let secretFile {
-                    guard
-                        FileManager.default.createFile(
-                            atPath: secretFile, contents: Data((issued.secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
-                    else { throw CLIError("the key \(issued.key.id) was created but \(secretFile) cannot be written; revoke it") }
+                    guard SecretFiles.writePrivately(issued.secret + "\n", to: secretFile) else {
+                        throw CLIError("the key \(issued.key.id) was created but \(secretFile) cannot be written; revoke it")
+                    }
                 }
                 Output.print(
                     rows: [[issued.key.id, issued.key.name, issued.key.role.rawValue, issued.secret]],

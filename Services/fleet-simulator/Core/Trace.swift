@@ -31,7 +31,8 @@ package struct Trace: Sendable {
         var sawHeader = false
         var number = 0
         var previous: Timestamp?
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Any line break: a recording exported on Windows ends its lines with CR LF, one `Character`.
+        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             number += 1
             let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -214,6 +215,11 @@ package enum TraceReplay {
                 throw TraceError(
                     line: line.number, text: "",
                     message: "beacon \(beacon.beaconId) belongs to no site: add a site line for its UUID or UUID:major")
+            }
+            if case .geofence(let id, _) = line.observation, directory.siteIndex(id: id) == nil {
+                throw TraceError(
+                    line: line.number, text: "",
+                    message: "geofence of \(id), which no site line declares (sites: \(order.joined(separator: ", ")))")
             }
         }
         let lastAt = trace.lines.last?.at ?? Timestamp.zero

@@ -98,7 +98,10 @@ package struct RunCommand: AsyncParsableCommand {
     @Option(help: "Telemetry aggregator base URL, whose /v1/slo the report compares with (\"none\": do not ask).")
     package var telemetry = "http://127.0.0.1:8084"
     @Option(help: "Directory for the JSON and HTML report (default reports/fleet-<time>).") package var reportDir: String?
-    @Option(help: "Directory for the devices' outbox files (default a temporary directory).") package var outboxDir: String?
+    @Option(
+        help:
+            "Directory for the devices' outbox files (default a temporary directory, removed after a run; of a directory named here only the outboxes are removed)."
+    ) package var outboxDir: String?
     @Option(help: "The beacon registry the fleet enrolls through (default: $REGISTRY_URL or http://127.0.0.1:8083).") package
         var registry: String?
     @Option(help: "Admin API key file when ATTENDANCE_API_KEY is not set (default $RUN_DIR/secrets/admin-api-key).") package var apiKeyFile:
@@ -128,8 +131,8 @@ package struct RunCommand: AsyncParsableCommand {
             throw ValidationError(
                 "--start-hour is for detection-only runs over working days: against the stack a run starts now, in real time")
         }
-        if let heartbeatMinutes, !(heartbeatMinutes == 0 || heartbeatMinutes >= 1) {
-            throw ValidationError("--heartbeat-minutes must be 0 (off) or at least 1, got \(heartbeatMinutes)")
+        if let heartbeatMinutes, !(heartbeatMinutes == 0 || (1...1_440).contains(heartbeatMinutes)) {
+            throw ValidationError("--heartbeat-minutes must be 0 (off) or between 1 and 1440, got \(heartbeatMinutes)")
         }
         if let offlineShare, !(0...1).contains(offlineShare) {
             throw ValidationError("--offline-share must be between 0 and 1, got \(offlineShare)")
@@ -181,7 +184,15 @@ package struct RunCommand: AsyncParsableCommand {
             settings.siteDetectionDocument = try config.map { try ConfigFile.document($0) }
             report = try await StackRun(options: options, settings: settings).run()
         }
-        try? FileManager.default.removeItem(atPath: outboxDirectory)
+        // The scratch folder this run made goes; a folder the user named keeps everything but the
+        // phones' outboxes this run wrote there.
+        if outboxDir == nil {
+            try? FileManager.default.removeItem(atPath: outboxDirectory)
+        } else {
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: outboxDirectory)) ?? [] where file.hasSuffix(".wal") {
+                try? FileManager.default.removeItem(atPath: outboxDirectory + "/" + file)
+            }
+        }
         let paths = try report.write(to: reportDirectory)
         print(report.headline)
         print("report: \(paths.json)")
