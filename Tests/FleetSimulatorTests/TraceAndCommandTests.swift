@@ -76,13 +76,19 @@ struct TraceAndCommandTests {
         }
     }
 
-    @Test func aReadingOfABeaconNoSiteClaimsIsAnErrorNamingItsLine() throws {
-        let trace = try Trace.parse(Self.walkIn(region: true) + "\n11000,rssi,a1b2c3d4-0000-4000-8000-000000000001:1:1,-60")
+    /// A line the replay cannot use (a reading of a beacon no site claims, a geofence of a site no line
+    /// declares) stops it, naming the line.
+    @Test(arguments: [
+        ("11000,rssi,a1b2c3d4-0000-4000-8000-000000000001:1:1,-60", "belongs to no site"),
+        ("11000,geofence,S_hq,enter", "S_hq"),
+    ])
+    func aLineNoSiteClaimsIsAnErrorNamingIt(line: String, fragment: String) throws {
+        let trace = try Trace.parse(Self.walkIn(region: true) + "\n" + line)
         do {
             _ = try TraceReplay.run(trace, config: PresenceConfig())
-            Issue.record("replayed a reading of an unknown beacon")
+            Issue.record("replayed \(line)")
         } catch let error as TraceError {
-            #expect(error.line == 15 && error.description.contains("belongs to no site"), "\(error)")
+            #expect(error.line == 15 && error.description.contains(fragment), "\(error)")
         }
     }
 
@@ -96,16 +102,6 @@ struct TraceAndCommandTests {
         let unix = try TraceReplay.run(Trace.parse(text), config: config)
         let crlf = try TraceReplay.run(Trace.parse(windows), config: config)
         #expect(crlf.decisions == unix.decisions && !unix.decisions.isEmpty)
-    }
-
-    @Test func aGeofenceOfASiteNoLineDeclaresIsAnErrorNamingItsLine() throws {
-        let trace = try Trace.parse(Self.walkIn(region: true) + "\n11000,geofence,S_hq,enter")
-        do {
-            _ = try TraceReplay.run(trace, config: PresenceConfig())
-            Issue.record("replayed a geofence of an unknown site")
-        } catch let error as TraceError {
-            #expect(error.line == 15 && error.description.contains("S_hq"), "\(error)")
-        }
     }
 
     @Test(arguments: [
