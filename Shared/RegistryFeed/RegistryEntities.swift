@@ -37,6 +37,9 @@ public struct CachedBeacon: Hashable, Sendable {
     /// The key `gattKey` replaced, with its `validUntil`, during a rotation's grace (the physical
     /// beacon signs with it until an installer writes the new one); sealed like `gattKey`.
     public var previousGattKey: SealedBeaconKey? = nil
+    /// When the registry last changed the beacon (its status, its gate, anything else), as it publishes
+    /// it; nil from a publisher that sends none. A status or gate seen now held no later than this.
+    public var updatedAt: Date? = nil
 }
 
 public struct CachedGate: Hashable, Sendable {
@@ -176,7 +179,8 @@ enum PayloadReader {
         return CachedBeacon(
             id: try string(p, "id"), key: key, mac: optionalString(p, "mac")?.uppercased(),
             txPower: optionalInt(p, "txPower"), status: CachedBeaconStatus(try string(p, "status")),
-            gateId: try string(p, "gateId"), gattKey: sealedKey(p["gattKey"]), previousGattKey: previousSealedKey(p["previousGattKey"])
+            gateId: try string(p, "gateId"), gattKey: sealedKey(p["gattKey"]), previousGattKey: previousSealedKey(p["previousGattKey"]),
+            updatedAt: optionalString(p, "updatedAt").flatMap(WireTimestamp.date(from:))
         )
     }
 

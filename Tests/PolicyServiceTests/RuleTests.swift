@@ -28,6 +28,28 @@ struct BeaconValidityTests {
         #expect(lost.reason.contains("lost"))
     }
 
+    /// A check-in queued offline, uploaded after an admin retired its beacon or moved it to another
+    /// site: the registry changed the beacon after the event was made, so that is a note, never a
+    /// refusal. Made after the change, it fires.
+    @Test func aChangeAfterTheEventIsANoteNotARefusal() throws {
+        let uuid = UUID(uuidString: World.companyUUID)!
+        for (changedAt, refuses) in [(World.t0.addingTimeInterval(3_600), false), (World.t0.addingTimeInterval(-3_600), true)] {
+            var registry = World.registry
+            registry.upsertBeacon(id: "B_5", uuid: uuid, major: 10, minor: 5, status: .retired, gateId: "G_MAIN", changedAt: changedAt)
+            registry.upsertBeacon(id: "B_BR", uuid: uuid, major: 20, minor: 1, status: .active, gateId: "G_BR", changedAt: changedAt)
+            let context = PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0.addingTimeInterval(7_200))
+            for e in [
+                event { $0.minor = 5 },
+                event {
+                    $0.major = 20; $0.minor = 1
+                },
+            ] {
+                let firing = try #require(rule.evaluate(e, context: context).firing)
+                #expect(firing.refuses == refuses, "changed at \(changedAt): \(firing)")
+            }
+        }
+    }
+
     @Test func bannedPrefixFiresEvenWhenRegistered() throws {
         var registry = World.registry
         registry.upsertBeacon(uuid: UUID(uuidString: World.bannedUUID)!, major: 1, minor: 1, status: .active, gateId: "G_MAIN")

@@ -185,6 +185,8 @@ struct RegistryCacheTests {
         let bytes = try ProtocolCodec.wire.encode(change)
         cache.apply(try RegistryRecord.decode(key: "beacon:bcn_1", value: bytes))
         #expect(cache.beacon(id: "bcn_1")?.key == RegistryBeaconKey(uuid: Records.uuid, major: 9, minor: 1))
+        // When the registry last changed it (the policy judges an older event by what it could know).
+        #expect(cache.beacon(id: "bcn_1")?.updatedAt == WireTimestamp.truncatedToWirePrecision(Records.now))
         cache.apply(try RegistryRecord.decode(key: "beacon:bcn_1", value: nil))
         #expect(cache.beacon(id: "bcn_1") == nil)
     }

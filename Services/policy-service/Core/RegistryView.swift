@@ -9,12 +9,15 @@ package struct RegisteredBeacon: Hashable, Sendable {
     package var gateId: String?
     /// The beacon's site: from the beacon record, else through its gate.
     package var siteId: String?
+    /// When the registry last changed the beacon; its status and gate held no later than this.
+    package var changedAt: Date?
 
-    package init(beaconId: String? = nil, status: BeaconStatus, gateId: String?, siteId: String?) {
+    package init(beaconId: String? = nil, status: BeaconStatus, gateId: String?, siteId: String?, changedAt: Date? = nil) {
         self.beaconId = beaconId
         self.status = status
         self.gateId = gateId
         self.siteId = siteId
+        self.changedAt = changedAt
     }
 }
 
@@ -107,7 +110,8 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     /// Adds or replaces a beacon. With an `id`, a later upsert of the same id under a new identity
     /// moves it (the old identity stops resolving).
     package mutating func upsertBeacon(
-        id: String? = nil, uuid: UUID, major: Int, minor: Int, status: BeaconStatus, gateId: String?, siteId: String? = nil
+        id: String? = nil, uuid: UUID, major: Int, minor: Int, status: BeaconStatus, gateId: String?, siteId: String? = nil,
+        changedAt: Date? = nil
     ) {
         // An identity outside 0...65535 cannot be broadcast, so it cannot be looked up either.
         guard let key = RegistryBeaconKey(uuid: uuid, major: major, minor: minor) else { return }
@@ -115,7 +119,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
             if let old = beaconKeyById[id], old != key { beacons[old] = nil }
             beaconKeyById[id] = key
         }
-        beacons[key] = RegisteredBeacon(beaconId: id, status: status, gateId: gateId, siteId: siteId)
+        beacons[key] = RegisteredBeacon(beaconId: id, status: status, gateId: gateId, siteId: siteId, changedAt: changedAt)
     }
 
     package mutating func removeBeacon(id: String) {

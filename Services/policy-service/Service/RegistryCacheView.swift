@@ -22,8 +22,8 @@ package struct RegistryCacheView: RegistryView {
             return nil
         }
         return RegisteredBeacon(
-            beaconId: resolution.beaconId, status: Self.status(resolution.status), gateId: resolution.gateId, siteId: resolution.siteId
-        )
+            beaconId: resolution.beaconId, status: Self.status(resolution.status), gateId: resolution.gateId, siteId: resolution.siteId,
+            changedAt: resolution.beacon.updatedAt)
     }
 
     package func geofence(siteId: String) -> Geofence? { cache.site(id: siteId)?.geofence }

@@ -8,7 +8,10 @@ import Foundation
 /// none: it passes, unless `requireSensorData`, when it fires. Check-outs pass whatever beacon they
 /// name: a refused check-out would leave the session open. A heartbeat naming a beacon retired
 /// since the check-in passes (the gate's beacon was replaced during the shift); one naming a lost,
-/// banned, unknown or another site's beacon is refused, since heartbeats keep a session open.
+/// banned, unknown or another site's beacon is refused, since heartbeats keep a session open. An event
+/// made before the registry's last change of its beacon (a check-in queued offline at a beacon retired
+/// or moved to another site before the upload) is judged by what it cannot know: retired or elsewhere
+/// is then a note, never a refusal.
 ///
 /// | finding | action | risk |
 /// |---|---|---|
@@ -42,10 +45,14 @@ package struct BeaconValidityRule: PolicyRule {
         guard let registered = context.registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor) else {
             return .fire("\(name) is not registered", action: .walkToGate, risk: 0.8)
         }
+        // The registry changed the beacon after the event was made: its status or site now may not be
+        // what the phone saw.
+        let changedSince = registered.changedAt.map { event.payload.eventTime < $0 } ?? false
         switch registered.status {
         case .active: break
         case .retired:
             if event.attendanceEvent?.type == .heartbeat { break }
+            if changedSince { return .note("\(name) was retired after this event was made") }
             return .fire("\(name) is retired", action: .contactAdmin, risk: 0.5)
         case .lost: return .fire("\(name) is reported lost", action: .contactAdmin, risk: 0.7)
         }
@@ -53,6 +60,7 @@ package struct BeaconValidityRule: PolicyRule {
             return .fire("\(name) is not assigned to a known site", action: .walkToGate, risk: 0.8)
         }
         for claimed in event.claimedSiteIds where claimed != beaconSite {
+            if changedSince { return .note("\(name) belongs to site \(beaconSite) since after this event was made, not \(claimed)") }
             return .fire("\(name) belongs to site \(beaconSite), not \(claimed)", action: .walkToGate, risk: 0.8)
         }
         return .passed
