@@ -302,8 +302,18 @@ package struct Score: Sendable, Hashable, Codable {
                 if abs(error) <= Self.timeToleranceMs { accurateCheckOuts += 1 }
             }
             let falseSessions = Set(checkIns.indices.filter { !usedIn.contains($0) }.map { checkIns[$0].sessionKey })
+            // Where the person truly was when the phone decided: after an arrival and before its departure
+            // is inside, whatever was scored of the session's own check-in (one decided too early or too
+            // late for its arrival is false, yet the person is in).
+            func trulyInside(at t: Int64) -> Bool {
+                person.truth.filter { $0.at <= t }.max { $0.at < $1.at }?.kind == .arrival
+            }
             for i in checkOuts.indices where !usedOut.contains(i) {
-                if falseSessions.contains(checkOuts[i].sessionKey) { checkOutsOfFalseSessions += 1 } else { falseCheckOuts += 1 }
+                if falseSessions.contains(checkOuts[i].sessionKey) && !trulyInside(at: checkOuts[i].decidedAt) {
+                    checkOutsOfFalseSessions += 1
+                } else {
+                    falseCheckOuts += 1
+                }
             }
         }
         checkInRecall = arrivals == 0 ? 1 : Double(matchedArrivals) / Double(arrivals)
