@@ -92,5 +92,20 @@ extension RegistryDatabaseTests {
                 try await Self.markAllPublished(client)
             }
         }
+
+        /// A registry whose broker watch saw the broker lose its state queues the refill before it exits:
+        /// a topic another service created again, and that this process then wrote to, is no longer
+        /// empty at the next start, whose empty-topic check would take it for intact.
+        @Test func aRegistryThatSawTheBrokerLoseItsStateQueuesTheRefillBeforeExiting() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                _ = try await RegistryFixture.make(repository)
+                try await Self.markAllPublished(client)
+                await RegistryFeedRepair.queueRefillAfterLoss(client: client, logger: RegistryTestDatabase.logger)
+                let rows = try await Self.unpublished(client)
+                #expect(rows.first?.entityId == RegistryFeedRefill.startedId && rows.last?.entityId == RegistryFeedRefill.endedId)
+                #expect(rows.count > 2)
+                try await Self.markAllPublished(client)
+            }
+        }
     }
 }

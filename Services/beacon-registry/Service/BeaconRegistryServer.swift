@@ -32,7 +32,9 @@ package enum BeaconRegistryServer {
         try await kit.run(
             [
                 producer,
-                try kit.brokerStateWatch(producer: producer, topics: [topics[.deviceTelemetry], topics[.rawEvents]]),
+                try kit.brokerStateWatch(
+                    producer: producer, topics: [topics[.deviceTelemetry], topics[.rawEvents]],
+                    forgetPositions: { await RegistryFeedRepair.queueRefillAfterLoss(client: client, logger: logger) }),
                 RegistryChangePublisher(client: client, producer: producer, topic: topics[.registryChanges], logger: logger),
                 lookupLoader,
                 try BeaconSightingCollector(kafka: kafka, repository: repository, configuration: .init(topics: topics), logger: logger),

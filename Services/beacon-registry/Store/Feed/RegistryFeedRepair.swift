@@ -46,6 +46,22 @@ package enum RegistryFeedRepair {
         return queued
     }
 
+    /// The broker lost its state while this registry ran (its broker watch saw a topic's end go back):
+    /// the feed went with it, and what this process still publishes before it exits may reach a topic
+    /// another service created again, which the next start's empty-topic check would take for intact.
+    /// So the refill is queued now, and the next start's publisher produces it. A failure is logged
+    /// only (the process is about to exit; the start's check remains).
+    package static func queueRefillAfterLoss(client: PostgresClient, logger: Logger) async {
+        do {
+            let queued = try await queueRefill(client: client, logger: logger)
+            logger.warning(
+                "the broker lost its state: the latest change of every entity is queued again for the feed",
+                metadata: ["entities": "\(queued)"])
+        } catch {
+            logger.error("queueing the feed's refill after the broker lost its state failed", metadata: ["error": .string("\(error)")])
+        }
+    }
+
     /// In one transaction: the start marker, a copy of the latest row of every entity (a delete
     /// stays a delete; the copy keeps the change's time) in the order they were written, and the end
     /// marker naming the start. Nothing when a refill is already queued and not yet published.
