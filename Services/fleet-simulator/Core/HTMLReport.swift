@@ -23,7 +23,7 @@ package enum HTMLReport {
         }
         html += "</table>\n<h2>Per site</h2>\n" + siteTable(report)
         let seconds = report.parameters.mode == "real-stack" ? "seconds" : "virtual seconds"
-        html += "<h2>Detection latency (arrival at the doorway to the check-in decision, \(seconds))</h2>\n"
+        html += "<h2>Detection latency (reaching the check-in point to the check-in decision, \(seconds))</h2>\n"
         html += histogram(report.detectionLatencyHistogram)
         html += "<h2>Status-code mix (every attempt)</h2>\n"
         let statuses = report.delivery.attemptStatuses.sorted { $0.key < $1.key }

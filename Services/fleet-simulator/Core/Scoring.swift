@@ -105,7 +105,8 @@ package struct Score: Sendable, Hashable, Codable {
     package var checkInTimeAccuracy = 0.0
     /// Share of matched check-ins that name the right gate.
     package var rightGateShare = 0.0
-    /// Arrival at the doorway to the check-in decision, virtual seconds.
+    /// Reaching the check-in point (0.8 m in front of the door, before any stand) to the check-in decision,
+    /// virtual seconds, over matched arrivals.
     package var detectionLatencySeconds = Percentiles([])
     /// Every value behind `detectionLatencySeconds`, so that scores can be pooled (not in the JSON).
     package var detectionLatencies: [Double] = []
