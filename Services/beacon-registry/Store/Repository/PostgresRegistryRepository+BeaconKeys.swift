@@ -92,7 +92,7 @@ extension PostgresRegistryRepository {
         guard beaconKeySealer != nil else { throw .beaconKeysNotConfigured }
         var created = 0
         while true {
-            let round = try await write("backfill beacon keys") { db -> Int in
+            let round = try await write("backfill beacon keys") { db -> (selected: Int, created: Int) in
                 let rows = try await db.rows(
                     """
                     SELECT \(unescaped: Columns.beacon) FROM beacons b
@@ -102,15 +102,22 @@ extension PostgresRegistryRepository {
                     FOR UPDATE OF b SKIP LOCKED
                     """, logger: logger
                 )
+                var createdHere = 0
                 for row in rows {
                     let beacon = try Columns.beacon(row)
+                    // Another replica may have created it and released the row after this statement's
+                    // snapshot: a new statement sees its commit.
+                    let exists = try await db.firstRow(
+                        "SELECT 1 FROM beacon_keys WHERE beacon_id = \(beacon.id)", logger: logger)
+                    if exists != nil { continue }
+                    createdHere += 1
                     let keys = try await createBeaconKey(beaconId: beacon.id, on: db)
                     try await ChangeOutbox.upsertBeacon(beacon, keys: keys, on: db, logger: logger)
                 }
-                return rows.count
+                return (selected: rows.count, created: createdHere)
             }
-            created += round
-            if round < batchSize { return created }
+            created += round.created
+            if round.selected < batchSize { return created }
         }
     }
 
