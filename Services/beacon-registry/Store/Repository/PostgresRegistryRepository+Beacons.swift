@@ -74,7 +74,7 @@ extension PostgresRegistryRepository {
         return try await write("update beacon status") { db in
             let row = try await db.firstRow(
                 """
-                UPDATE beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at)
+                UPDATE beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at, b.updated_at)
                 WHERE b.id = \(beaconId)
                 RETURNING \(unescaped: Columns.beacon)
                 """, logger: logger
