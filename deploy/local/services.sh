@@ -86,7 +86,7 @@ live_pid() {
     local pid name; pid="$(cat "$1")"
     kill -0 "$pid" 2>/dev/null || return 1
     name="$(basename "$1")"; name="${name%.pid}"; name="${name%.supervisor}"
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "${name%@*}" || return 1
+    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "${name%@*}" || return 1
     echo "$pid"
 }
 supervisor_pid() { live_pid "$(supervisor_file "$1")"; }
