@@ -6,13 +6,14 @@ import Foundation
 import KafkaClient
 import LocalStackTesting
 import Logging
-import PolicyService
 import PolicyServiceCore
 import PostgresNIO
 import RegistryFeed
 import RegistryTestFixtures
 import ServiceRuntime
 import Testing
+
+@testable import PolicyService
 
 /// The policy pipeline on the real local stack: a registry fixture published through the real
 /// change feed, raw events produced to a topic of the test's own, vetted events and dead letters
@@ -56,6 +57,32 @@ struct PolicyPipelineTests {
             #expect(try await h.readVetted(count: 1).first?.decision.outcome == .accept)
             try await eventually("the idle user pruned") { history.lastPunch(userId: "u_idle") == nil }
             #expect(history.lastPunch(userId: h.fixture.user.id)?.idempotencyKey == "k_now")
+        }
+    }
+
+    /// A restart (or a rebalance) does not reset the history rules: the punches an earlier instance
+    /// accepted are read from the policy's database, and what this one accepts is stored there.
+    @Test func aRestartedPolicyRemembersThePunchesAcceptedBeforeIt() async throws {
+        try await PipelineHarness.run(storingPunches: true) { h in
+            let store = try #require(h.punchStore)
+            let view = RegistryCacheView(cache: h.cache)
+            // Accepted and stored by the instance before the restart, 100 s ago, at this gate.
+            let before = h.event(key: "k_before_restart", time: Date().addingTimeInterval(-100))
+            try await store.append([PunchRecord(event: before, registry: view)])
+
+            try await h.produceRaw([h.event(key: "k_repeat", time: Date().addingTimeInterval(-90))])
+            let repeated = try await h.readVetted(count: 1).first?.decision
+            #expect(repeated?.outcome == .reject, "\(String(describing: repeated?.reasons))")
+            #expect(repeated?.ruleResults.contains { $0.ruleId == .rateLimit && $0.fired } == true)
+
+            try await h.produceRaw([h.event(key: "k_now")])
+            let accepted = try await h.readVetted(count: 2).first { $0.raw.idempotencyKey == "k_now" }?.decision
+            #expect(accepted?.outcome == .accept, "\(String(describing: accepted?.reasons))")
+            try await eventually("the accepted check-in stored") {
+                try await store.punches(userIds: [h.fixture.user.id], since: .distantPast).map(\.idempotencyKey) == [
+                    "k_before_restart", "k_now",
+                ]
+            }
         }
     }
 
@@ -179,14 +206,28 @@ struct PipelineHarness: Sendable {
     let vettedTopic: String
     let deadLetterTopic: String
     let groupId: String
+    /// The pipeline's stored punches (`run(storingPunches: true)`).
+    var punchStore: PostgresPunchStore? = nil
 
     static let logger: Logger = LocalStack.logger(label: "policy-pipeline-tests")
     static var kafka: KafkaConfiguration {
         KafkaConfiguration(bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "policy-pipeline-tests")
     }
 
+    /// - Parameter storingPunches: the pipeline keeps its accepted punches in a policy schema of the
+    ///   test's own, as the service does.
     static func run(
-        history: PolicyHistory = PolicyHistory(), _ body: @escaping @Sendable (PipelineHarness) async throws -> Void
+        history: PolicyHistory = PolicyHistory(), storingPunches: Bool = false,
+        _ body: @escaping @Sendable (PipelineHarness) async throws -> Void
+    ) async throws {
+        guard storingPunches else { return try await run(history: history, punchStore: nil, body) }
+        try await LocalStack.withMigratedSchema(.policy, prefix: "policy_pipeline") { client, _ in
+            try await run(history: history, punchStore: PostgresPunchStore(client: client, logger: logger), body)
+        }
+    }
+
+    private static func run(
+        history: PolicyHistory, punchStore: PostgresPunchStore?, _ body: @escaping @Sendable (PipelineHarness) async throws -> Void
     ) async throws {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
@@ -215,18 +256,20 @@ struct PipelineHarness: Sendable {
             // running side by side that can take longer than a real publisher's 150 ms, so the
             // pipeline here waits for the feed as of receipt plus 3 s.
             pipelineConfiguration.registryPublishMargin = .seconds(3)
+            let punchLedger = punchStore.map { PunchLedger(store: $0, retention: PolicyPipeline.historyRetention) }
             let consumer = try KafkaConsumer(
                 configuration: KafkaConsumerConfiguration(
                     client: kafka, groupId: pipelineConfiguration.consumer.groupId, topics: [rawTopic]),
-                logger: logger
+                rebalanceListener: punchLedger, logger: logger
             )
             let pipeline = PolicyPipeline(
                 consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: cache),
-                registryLoader: loader, history: history, configuration: pipelineConfiguration, logger: logger
+                registryLoader: loader, history: history, punchLedger: punchLedger, configuration: pipelineConfiguration, logger: logger
             )
             let harness = PipelineHarness(
                 repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
-                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.consumer.groupId
+                rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.consumer.groupId,
+                punchStore: punchStore
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await producer.run() }

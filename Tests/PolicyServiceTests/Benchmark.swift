@@ -49,7 +49,7 @@ enum PolicyEngineBenchmark {
         for e in events {
             let context = PolicyContext(registry: registry, history: history, now: e.receivedAt)
             let decision = engine.decide(e, context: context, policy: policy)
-            if history.record(decision, for: e, registry: registry) { accepted += 1 }
+            if history.record(decision, for: e, registry: registry) != nil { accepted += 1 }
         }
         let elapsed = clock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

@@ -13,6 +13,13 @@ package struct PunchRecord: Hashable, Sendable {
     package var type: AttendanceEventType
     /// Event time (the device's), not receipt time: offline events land where they happened.
     package var time: Date
+
+    package init(
+        idempotencyKey: String, userId: String, deviceId: String, siteId: String?, gateId: String?, type: AttendanceEventType, time: Date
+    ) {
+        (self.idempotencyKey, self.userId, self.deviceId) = (idempotencyKey, userId, deviceId)
+        (self.siteId, self.gateId, self.type, self.time) = (siteId, gateId, type, time)
+    }
 }
 
 extension PunchRecord {
@@ -84,19 +91,20 @@ package final class PolicyHistory: PunchHistory {
 
     // MARK: Recording
 
-    /// Records the punch of an accepted event. Returns `false` (and records nothing) for a
+    /// Records the punch of an accepted event and returns it; returns `nil` (and records nothing) for a
     /// rejection or a heartbeat. Recording the same idempotency key twice is harmless.
     @discardableResult
-    package func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> Bool {
+    package func record(_ decision: PolicyDecision, for event: RawEventEnvelope, registry: any RegistryView) -> PunchRecord? {
         // A verified nonce is spent whatever the verdict: a refused punch must not free it for reuse.
         if let gatt = event.attendanceEvent?.gatt,
             decision.ruleResults.contains(where: { $0.ruleId == .gattChallenge && !$0.fired })
         {
             recordNonce(gatt.nonce, userId: event.userId, idempotencyKey: event.idempotencyKey)
         }
-        guard decision.outcome == .accept, event.isPunch else { return false }
-        record(PunchRecord(event: event, registry: registry))
-        return true
+        guard decision.outcome == .accept, event.isPunch else { return nil }
+        let punch = PunchRecord(event: event, registry: registry)
+        record(punch)
+        return punch
     }
 
     /// Records an accepted punch (for warming up from stored events too).

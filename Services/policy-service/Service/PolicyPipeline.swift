@@ -35,8 +35,9 @@ package struct PolicyPipelineConfiguration: Sendable {
     package var registryLagWait: Duration = .seconds(60)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     package var redeliveryBackoff: Duration = .milliseconds(500)
-    /// Between attempts to claim a batch's GATT nonces when the spent-nonce store fails: the batch
-    /// waits rather than being decided without the durable reuse check.
+    /// Between attempts to claim a batch's GATT nonces, or to read or store its users' punches, when
+    /// the policy's database fails: the batch waits rather than being decided without them, or
+    /// committed without its punches stored.
     package var nonceStoreBackoff: Duration = .milliseconds(500)
     /// How often expired spent nonces are pruned.
     package var noncePruneInterval: TimeInterval = 60
@@ -58,7 +59,9 @@ package struct PolicyPipelineConfiguration: Sendable {
 /// letter) of the batch has its delivery report. A crash before the commit replays the batch; the
 /// merger's unique idempotency key makes the replay harmless. Decisions are made in offset order
 /// per partition and each accepted punch is recorded in the history before the next decision, so
-/// the rate-limit and dwell rules see the punches earlier in the same batch.
+/// the rate-limit and dwell rules see the punches earlier in the same batch. With a `PunchLedger`,
+/// the history also holds the punches decided before a restart or by the partition's previous owner,
+/// and a batch is committed only once its accepted punches are stored.
 package final class PolicyPipeline: Service, Sendable {
     private let consumer: KafkaConsumer
     private let producer: KafkaProducer
@@ -69,6 +72,8 @@ package final class PolicyPipeline: Service, Sendable {
     private let history: PolicyHistory
     /// The durable, shared spent-nonce check (`nil` when `gatt_challenge` is not hosted).
     private let nonceLedger: GattNonceLedger?
+    /// The durable, shared punch history (`nil`: the history is this process's decisions alone).
+    private let punchLedger: PunchLedger?
     private let lastNoncePrune = Mutex<Date>(.distantPast)
     private let lastHistoryPrune = Mutex<Date>(.distantPast)
     private let configuration: PolicyPipelineConfiguration
@@ -80,7 +85,7 @@ package final class PolicyPipeline: Service, Sendable {
     package init(
         consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
         registry: RegistryCacheView, registryLoader: RegistryCacheLoader?, history: PolicyHistory = PolicyHistory(),
-        nonceLedger: GattNonceLedger? = nil,
+        nonceLedger: GattNonceLedger? = nil, punchLedger: PunchLedger? = nil,
         configuration: PolicyPipelineConfiguration = PolicyPipelineConfiguration(), logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -92,6 +97,7 @@ package final class PolicyPipeline: Service, Sendable {
         self.registryLoader = registryLoader
         self.history = history
         self.nonceLedger = nonceLedger
+        self.punchLedger = punchLedger
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -134,11 +140,14 @@ package final class PolicyPipeline: Service, Sendable {
     /// two batches are in flight. (A commit lost to a shutdown or a rebalance means a redelivery,
     /// which the merger dedupes.)
     func handle(_ batch: KafkaMessageBatch, after previous: inout Task<Void, any Error>?) async throws {
-        let outgoing = try await decideAll(batch)
+        let (outgoing, punches) = try await decideAll(batch)
         let enqueued = try await producer.enqueue(outgoing)
         let earlier = previous
         previous = Task {
             try await self.confirmDelivery(of: outgoing, enqueued: enqueued)
+            if let ledger = self.punchLedger, !punches.isEmpty {
+                try await self.untilStored("storing the batch's accepted punches") { try await ledger.store(punches) }
+            }
             try await earlier?.value
             await self.consumer.commitOrWarn(batch, logger: self.logger)
             self.processed.add(batch.messages.count, ordering: .relaxed)
@@ -157,6 +166,15 @@ package final class PolicyPipeline: Service, Sendable {
         let now = clock()
         guard Self.isDue(lastHistoryPrune, now: now, every: 3_600) else { return }
         history.prune(before: now.addingTimeInterval(-Self.historyRetention))
+        guard let punchLedger else { return }
+        let logger = self.logger
+        Task {
+            do {
+                try await punchLedger.store.prune(before: now.addingTimeInterval(-Self.historyRetention))
+            } catch {
+                logger.warning("pruning stored punches failed", metadata: ["error": .string(String(describing: error))])
+            }
+        }
     }
 
     /// Whether `every` seconds have passed since `last`, which then becomes `now`.
@@ -168,9 +186,11 @@ package final class PolicyPipeline: Service, Sendable {
         }
     }
 
-    /// One outgoing message per message of `batch`: its vetted event, or a dead letter.
-    private func decideAll(_ batch: KafkaMessageBatch) async throws -> [KafkaOutgoingMessage] {
+    /// One outgoing message per message of `batch` (its vetted event, or a dead letter), and the
+    /// punches the batch accepted.
+    private func decideAll(_ batch: KafkaMessageBatch) async throws -> ([KafkaOutgoingMessage], [PunchRecord]) {
         var outgoing: [KafkaOutgoingMessage] = []
+        var punches: [PunchRecord] = []
         outgoing.reserveCapacity(batch.messages.count)
         let book = self.book.withLock { $0 }
         // Decoded once, up front: the spent-nonce claim needs the whole batch before any decision.
@@ -179,14 +199,23 @@ package final class PolicyPipeline: Service, Sendable {
         // Both waits may last as long as a store or the registry is away; graceful shutdown ends them,
         // and the batch, neither decided nor committed, is read again by the next owner.
         if let nonceLedger { try await claimNonces(events, ledger: nonceLedger) }
+        if let punchLedger {
+            let now = clock()
+            try await untilStored("reading the batch's users' punches") {
+                try await punchLedger.warm(events, history: self.history, now: now)
+            }
+        }
         try await waitForRegistryIfBehind(events)
         for (message, event) in zip(batch.messages, decoded) {
             switch event {
-            case .success(let raw): outgoing.append(decide(raw, message: message, book: book))
+            case .success(let raw):
+                let (message, punch) = decide(raw, message: message, book: book)
+                outgoing.append(message)
+                if let punch { punches.append(punch) }
             case .failure(let error): outgoing.append(undecodable(message, error: error))
             }
         }
-        return outgoing
+        return (outgoing, punches)
     }
 
     /// No final refusal from a stale view: when an event relies on something the registry view lacks
@@ -246,19 +275,25 @@ package final class PolicyPipeline: Service, Sendable {
     /// decided without the durable reuse check). Returns early only on cancellation or graceful
     /// shutdown, by throwing.
     private func claimNonces(_ events: [RawEventEnvelope], ledger: GattNonceLedger) async throws {
+        try await untilStored("claiming GATT nonces") { try await ledger.prepare(events, history: self.history) }
+    }
+
+    /// Runs `work` until the policy's database answers: the batch waits meanwhile. Returns early only
+    /// on cancellation or graceful shutdown, by throwing; the batch then stays uncommitted.
+    private func untilStored(_ what: String, _ work: () async throws -> Void) async throws {
         var attempt = 0
         while true {
             do {
-                try await ledger.prepare(events, history: history)
+                try await work()
                 return
             } catch {
                 attempt += 1
                 logger.error(
-                    "claiming GATT nonces failed; the batch waits",
+                    "\(what) failed; the batch waits",
                     metadata: [
                         "attempt": "\(attempt)", "error": .string(String(describing: error)),
                     ])
-                if Task.isShuttingDownGracefully { throw CancellationError() }
+                if Task.isShuttingDownGracefully || Task.isCancelled { throw CancellationError() }
                 try await Task.sleep(for: configuration.nonceStoreBackoff)
             }
         }
@@ -278,7 +313,7 @@ package final class PolicyPipeline: Service, Sendable {
     /// The vetted event for one raw record, or its dead letter when it cannot be read.
     func decide(_ message: KafkaMessage, book: PolicyBook) -> KafkaOutgoingMessage {
         switch Self.decode(message) {
-        case .success(let raw): return decide(raw, message: message, book: book)
+        case .success(let raw): return decide(raw, message: message, book: book).message
         case .failure(let error): return undecodable(message, error: error)
         }
     }
@@ -293,12 +328,13 @@ package final class PolicyPipeline: Service, Sendable {
         return deadLetter(message, error: error, now: clock())
     }
 
-    func decide(_ raw: RawEventEnvelope, message: KafkaMessage, book: PolicyBook) -> KafkaOutgoingMessage {
+    /// The vetted event for one raw event (or its dead letter), and the punch it accepted, if any.
+    func decide(_ raw: RawEventEnvelope, message: KafkaMessage, book: PolicyBook) -> (message: KafkaOutgoingMessage, punch: PunchRecord?) {
         let now = clock()
         let policy = book.policy(for: raw, history: history)
         let context = PolicyContext(registry: registry, history: history, now: now, settings: policy.settings)
         let decision = engine.decide(raw, context: context, policy: policy)
-        history.record(decision, for: raw, registry: registry)
+        let punch = history.record(decision, for: raw, registry: registry)
         Counter(label: "policy_decisions_total", dimensions: [("outcome", decision.outcome.rawValue)]).increment()
         for result in decision.ruleResults where result.fired {
             Counter(label: "policy_rule_fired_total", dimensions: [("rule", result.ruleId.rawValue), ("mode", result.mode.rawValue)])
@@ -307,12 +343,12 @@ package final class PolicyPipeline: Service, Sendable {
         let vetted = VettedEvent(raw: raw, decision: decision)
         do {
             let record = try ProtocolCodec.wire.record(for: vetted)
-            return KafkaOutgoingMessage(topic: configuration.vettedTopic, key: record.key, value: record.value)
+            return (KafkaOutgoingMessage(topic: configuration.vettedTopic, key: record.key, value: record.value), punch)
         } catch {
             // Only a non-finite number can fail to encode; what came in decoded, so this is a bug
             // worth a dead letter rather than a stopped pipeline.
             logger.error("vetted event failed to encode", metadata: ["error": .string(String(describing: error))])
-            return deadLetter(message, reason: .processingFailed, detail: String(describing: error), field: nil, now: now)
+            return (deadLetter(message, reason: .processingFailed, detail: String(describing: error), field: nil, now: now), nil)
         }
     }
 

@@ -22,10 +22,13 @@ package enum PolicyServer {
         let engine = PolicyEngine.withGatt(gatt)
         let book = try PolicyBookLoader.load(from: env, engine: engine)
         let pipelineConfiguration = settings.pipeline
+        // The history rules' punches, kept across restarts; every user is read again after a rebalance.
+        let punchLedger = PunchLedger(
+            store: PostgresPunchStore(client: client, logger: logger), retention: PolicyPipeline.historyRetention)
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 client: kafka, group: pipelineConfiguration.consumer, topics: [pipelineConfiguration.rawTopic]),
-            logger: logger)
+            rebalanceListener: punchLedger, logger: logger)
         let producer = try kit.makeProducer()
         let loader = try RegistryCacheLoader(
             cache: cache,
@@ -38,6 +41,7 @@ package enum PolicyServer {
             nonceLedger: gatt.map {
                 GattNonceLedger(store: PostgresSpentNonceStore(client: client, logger: logger), nonces: $0.nonces)
             },
+            punchLedger: punchLedger,
             configuration: pipelineConfiguration, logger: logger)
         let repository = PostgresPolicyRepository(client: client, logger: logger)
         let refresher = PolicyBookRefresher(

@@ -122,7 +122,7 @@ struct Run {
         let policy = book.policy(for: e, history: history)
         let context = PolicyContext(registry: world, history: history, now: e.receivedAt, settings: policy.settings)
         let decision = engine.decide(e, context: context, policy: policy)
-        if history.record(decision, for: e, registry: world) { accepted += 1 }
+        if history.record(decision, for: e, registry: world) != nil { accepted += 1 }
     }
     return Run(decisions: events.count, seconds: Double(monotonicNanos() - start) / 1e9, accepted: accepted)
 }

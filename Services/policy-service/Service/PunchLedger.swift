@@ -1,0 +1,116 @@
+import AttendanceProtocol
+import Foundation
+import KafkaClient
+import Logging
+import PolicyServiceCore
+import PostgresNIO
+import Synchronization
+
+/// The accepted punches every policy instance shares and keeps across restarts.
+package protocol PunchStore: Sendable {
+    /// Stores accepted punches; a punch already stored (same user and idempotency key) is left as it is.
+    func append(_ punches: [PunchRecord]) async throws
+    /// The stored punches of these users whose event time is `since` or later, oldest first.
+    func punches(userIds: [String], since: Date) async throws -> [PunchRecord]
+    /// Deletes punches whose event time is before `cutoff`. Returns how many.
+    @discardableResult
+    func prune(before cutoff: Date) async throws -> Int
+}
+
+/// `PunchStore` on the policy schema's `accepted_punches` table: one statement per polled batch
+/// for each direction (`unnest` of the batch's punches; `user_id = ANY` of the users not yet read).
+package struct PostgresPunchStore: PunchStore {
+    let client: PostgresClient
+    let logger: Logger
+
+    package func append(_ punches: [PunchRecord]) async throws {
+        guard !punches.isEmpty else { return }
+        // Registry ids are never empty, so an empty text stands for an unknown site or gate.
+        let sites = punches.map { $0.siteId ?? "" }, gates = punches.map { $0.gateId ?? "" }
+        try await client.query(
+            """
+            INSERT INTO accepted_punches (user_id, idempotency_key, device_id, site_id, gate_id, type, event_time)
+            SELECT user_id, idempotency_key, device_id, NULLIF(site_id, ''), NULLIF(gate_id, ''), type, event_time FROM unnest(
+                \(punches.map(\.userId))::text[], \(punches.map(\.idempotencyKey))::text[], \(punches.map(\.deviceId))::text[],
+                \(sites)::text[], \(gates)::text[], \(punches.map(\.type.rawValue))::text[], \(punches.map(\.time))::timestamptz[]
+            ) AS t(user_id, idempotency_key, device_id, site_id, gate_id, type, event_time)
+            ON CONFLICT (user_id, idempotency_key) DO NOTHING
+            """, logger: logger
+        )
+    }
+
+    package func punches(userIds: [String], since: Date) async throws -> [PunchRecord] {
+        guard !userIds.isEmpty else { return [] }
+        let rows = try await client.query(
+            """
+            SELECT user_id, idempotency_key, device_id, site_id, gate_id, type, event_time FROM accepted_punches
+            WHERE user_id = ANY(\(userIds)::text[]) AND event_time >= \(since)
+            ORDER BY event_time, idempotency_key
+            """, logger: logger
+        )
+        var punches: [PunchRecord] = []
+        for try await (user, key, device, site, gate, type, time) in rows.decode(
+            (String, String, String, String?, String?, String, Date).self)
+        {
+            // The table's CHECK admits only the two punch types.
+            guard let type = AttendanceEventType(rawValue: type) else { continue }
+            punches.append(
+                PunchRecord(idempotencyKey: key, userId: user, deviceId: device, siteId: site, gateId: gate, type: type, time: time))
+        }
+        return punches
+    }
+
+    @discardableResult
+    package func prune(before cutoff: Date) async throws -> Int {
+        let rows = try await client.query("DELETE FROM accepted_punches WHERE event_time < \(cutoff) RETURNING 1", logger: logger)
+        var count = 0
+        for try await _ in rows { count += 1 }
+        return count
+    }
+}
+
+/// Makes the history rules durable across restarts and rebalances. The in-memory `PolicyHistory` the
+/// rules read holds what this instance decided; before a batch is decided, the stored punches of each
+/// user the instance has not read since its partitions were last assigned are put in it
+/// (`warm(_:history:now:)`), and a batch's accepted punches are stored before its offsets are
+/// committed (`store(_:)`). Records are keyed by user, so one instance at a time decides a user's
+/// punches: after an assignment, the stored ones are all there is to know.
+///
+/// A crash between storing and committing replays the batch: its punches are then in the history by
+/// their idempotency keys, and a replay is never judged against itself.
+package final class PunchLedger: KafkaRebalanceListener {
+    package let store: any PunchStore
+    /// How far back a user's punches are read: the history's retention.
+    package let retention: TimeInterval
+    /// Users whose stored punches are in the history since the last assignment.
+    private let read = Mutex<Set<String>>([])
+
+    package init(store: any PunchStore, retention: TimeInterval) {
+        self.store = store
+        self.retention = retention
+    }
+
+    /// Puts the stored punches of the batch's users not read since the last assignment in `history`.
+    package func warm(_ events: [RawEventEnvelope], history: PolicyHistory, now: Date) async throws {
+        let unread = read.withLock { read in Array(Set(events.map(\.userId)).subtracting(read)) }
+        guard !unread.isEmpty else { return }
+        for punch in try await store.punches(userIds: unread, since: now.addingTimeInterval(-retention)) { history.record(punch) }
+        read.withLock { $0.formUnion(unread) }
+    }
+
+    /// Stores a batch's accepted punches.
+    package func store(_ punches: [PunchRecord]) async throws { try await store.append(punches) }
+
+    /// Users decided by another instance meanwhile must be read again: every user is unread.
+    package func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        read.withLock { $0.removeAll() }
+        return [:]
+    }
+
+    package func partitionsRevoked(_ partitions: [TopicPartition]) async {
+        read.withLock { $0.removeAll() }
+    }
+
+    /// How many users have been read since the last assignment (for tests).
+    package var readUserCount: Int { read.withLock { $0.count } }
+}
