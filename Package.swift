@@ -63,6 +63,8 @@ extension Target.Dependency {
     static let logging: Self = .product(name: "Logging", package: "swift-log")
     static let metrics: Self = .product(name: "Metrics", package: "swift-metrics")
     static let postgresNIO: Self = .product(name: "PostgresNIO", package: "postgres-nio")
+    /// The connection pool's error type, which `PostgresClient` hands on as it is when its circuit breaker trips.
+    static let postgresConnectionPool: Self = .product(name: "_ConnectionPoolModule", package: "postgres-nio")
     static let prometheus: Self = .product(name: "Prometheus", package: "swift-prometheus")
     static let propertyBased: Self = .product(name: "PropertyBased", package: "swift-property-based")
     static let serviceLifecycle: Self = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
@@ -141,6 +143,7 @@ let package = Package(
                 .serviceLifecycle,
                 .hummingbird,
                 .postgresNIO,
+                .postgresConnectionPool,
                 .crypto,
             ],
             path: "Shared/ServiceRuntime"
@@ -366,6 +369,8 @@ let package = Package(
                 .logging,
                 .metrics,
                 .prometheus,
+                .postgresNIO,
+                .postgresConnectionPool,
             ],
             path: "Tests/ServiceRuntimeTests"
         ),

@@ -26,12 +26,34 @@ struct NotingService: Service {
 
 @Suite("Service kit: nothing starts before the preparation, and shutdown never waits on it", .timeLimit(.minutes(1)))
 struct ServiceKitTests {
-    func group(_ preparation: Preparation, _ services: [any Service]) -> ServiceGroup {
-        ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: preparation, successTerminationBehavior: .ignore)]
-                    + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
-                logger: Logger(label: "test")))
+    func group(_ preparation: Preparation, _ services: [any Service], maximumGracefulShutdown: Duration = .seconds(45)) -> ServiceGroup {
+        ServiceKit.group(
+            first: [], preparation: preparation, services: services, logger: Logger(label: "test"),
+            maximumGracefulShutdown: maximumGracefulShutdown)
+    }
+
+    /// A service stuck in a wait that graceful shutdown does not end (a database that stopped
+    /// answering) is cancelled once the bound passes: the process ends, and a supervisor restarts it.
+    @Test func aServiceThatIgnoresGracefulShutdownIsCancelledAfterTheBound() async throws {
+        struct Stuck: Service {
+            let journal: Journal
+            func run() async throws {
+                journal.add("stuck started")
+                do { try await Task.sleep(for: .seconds(3_600)) } catch { journal.add("stuck cancelled") }
+            }
+        }
+        let journal = Journal()
+        let group = group(Preparation {}, [Stuck(journal: journal)], maximumGracefulShutdown: .milliseconds(300))
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            while journal.all.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            await group.triggerGracefulShutdown()
+            // The group reports the cancelled service's end as an error or not, depending on the version: either way it ends.
+            try? await tasks.waitForAll()
+        }
+        #expect(journal.all == ["stuck started", "stuck cancelled"])
+        #expect(ContinuousClock.now - started < .seconds(600), "far under the service's hour")
     }
 
     @Test func servicesStartAfterThePreparationAndStopInReverseOrder() async throws {

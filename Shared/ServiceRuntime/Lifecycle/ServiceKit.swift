@@ -149,16 +149,33 @@ public struct ServiceKit: Sendable {
             try await migrate()
             try await prepare(postgres)
         }
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: postgres), .init(service: preparation, successTerminationBehavior: .ignore)]
-                    + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                cancellationSignals: [],
-                logger: logger
-            ))
-        try await group.run()
+        try await Self.group(first: [postgres], preparation: preparation, services: services, logger: logger).run()
     }
+
+    /// The process's group: `first` (the pool), the preparation, then `services` once it succeeded;
+    /// SIGTERM and SIGINT shut it down gracefully, within `maximumGracefulShutdown`.
+    static func group(
+        first: [any Service], preparation: Preparation, services: [any Service], logger: Logger,
+        maximumGracefulShutdown: Duration = Self.maximumGracefulShutdown
+    ) -> ServiceGroup {
+        var configuration = ServiceGroupConfiguration(
+            services: first.map { .init(service: $0) } + [.init(service: preparation, successTerminationBehavior: .ignore)]
+                + services.map { .init(service: AfterPreparation(service: $0, preparation: preparation)) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            cancellationSignals: [],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = maximumGracefulShutdown
+        configuration.maximumCancellationDuration = Self.maximumCancellation
+        return ServiceGroup(configuration: configuration)
+    }
+
+    /// How long a graceful shutdown may take before the services are cancelled: a consumer's drain
+    /// (30 s) and a producer's flush (10 s) fit, a wait on a database that stopped answering does not.
+    public static let maximumGracefulShutdown: Duration = .seconds(45)
+    /// How long the cancelled services may take to end before the process stops with a fatal error, so
+    /// that a supervisor restarts it. What was not committed is read again by the next owner.
+    public static let maximumCancellation: Duration = .seconds(10)
 }
 
 /// Runs the preparation once (in the process's group, after the pool started) and lets the services

@@ -1,4 +1,5 @@
 import PostgresNIO
+import _ConnectionPoolModule
 
 /// What PostgreSQL said when it refused: the SQLSTATE, the constraint and the message of a server
 /// error, read through PostgresNIO's transaction wrapper.
@@ -24,9 +25,13 @@ public struct PostgresFailure: Sendable {
     public var isConflict: Bool { sqlState == Self.serializationFailure || sqlState == Self.deadlockDetected }
 
     /// The database could not be reached or gave up on the statement for a reason of its own (a lost
-    /// connection, a closed pool, SQLSTATE classes 08, 40, 53, 57): the same request can succeed later.
+    /// connection, a closed pool, a pool that stopped trying to connect for a while after a run of
+    /// failed attempts, SQLSTATE classes 08, 40, 53, 57): the same request can succeed later.
     public static func isUnavailable(_ error: any Error) -> Bool {
-        guard let psql = cause(of: error) as? PSQLError else { return false }
+        let error = cause(of: error)
+        // PostgresNIO hands the pool's own error on as it is when its connection attempts kept failing.
+        if let pool = error as? ConnectionPoolError { return pool == .connectionCreationCircuitBreakerTripped || pool == .poolShutdown }
+        guard let psql = error as? PSQLError else { return false }
         switch psql.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown:
             return true
