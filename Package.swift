@@ -407,6 +407,7 @@ let package = Package(
                 .hummingbirdTesting,
                 .logging,
                 .postgresNIO,
+                .serviceLifecycle,
             ],
             path: "Tests/BeaconRegistryServiceTests"
         ),

@@ -12,6 +12,7 @@ import Logging
 import PostgresNIO
 import RegistryFeed
 import RegistryTestFixtures
+import ServiceLifecycle
 import ServiceRuntime
 import Testing
 
@@ -152,6 +153,83 @@ extension RegistryServiceTests {
                     #expect(verification.verified && verification.deviceCount == 2)
                     #expect(abs((verification.lastSeen ?? .distantPast).timeIntervalSince(now.addingTimeInterval(-5))) < 0.01)
                 }
+            }
+        }
+    }
+}
+
+extension RegistryServiceTests.LookupAndSightingsTests {
+    /// A database that refuses every sighting does not hold the service up at shutdown: the retries
+    /// end, and the batch, uncommitted, is read again at the next start.
+    @Test(.timeLimit(.minutes(1))) func aShutdownEndsTheRetriesOfSightingsTheDatabaseRefuses() async throws {
+        try LocalStack.ensureStarted()
+        try await LocalStack.withMigratedSchema(.registry, prefix: "registry_sightings_down") { db, schema in
+            // Every insert is refused, and counted outside the refused transaction (a sequence).
+            for statement: PostgresQuery in [
+                "CREATE SEQUENCE \(unescaped: schema).refused_inserts",
+                """
+                CREATE FUNCTION \(unescaped: schema).refuse_sightings() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM nextval('\(unescaped: schema).refused_inserts'); RAISE EXCEPTION 'disk full, say'; END $$
+                """,
+                """
+                CREATE TRIGGER refuse BEFORE INSERT ON \(unescaped: schema).beacon_sightings
+                FOR EACH ROW EXECUTE FUNCTION \(unescaped: schema).refuse_sightings()
+                """,
+            ] {
+                try await db.query(statement)
+            }
+            func refusedInserts() async throws -> Int {
+                let rows = try await db.query(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \(unescaped: schema).refused_inserts")
+                for try await count in rows.decode(Int.self) { return count }
+                return 0
+            }
+            let repository = PostgresRegistryRepository(client: db, logger: FeedHarness.logger, tokenSigner: ServiceTestDatabase.signer)
+            let telemetryTopic = LocalStack.uniqueName("telemetry"), rawTopic = LocalStack.uniqueName("raw")
+            let admin = try KafkaAdmin(configuration: FeedHarness.kafka, logger: FeedHarness.logger)
+            _ = try await admin.createTopics([
+                KafkaTopicSpec(name: telemetryTopic, partitions: 1), KafkaTopicSpec(name: rawTopic, partitions: 1),
+            ])
+            var configuration = BeaconSightingCollector.Configuration()
+            configuration.groupId = LocalStack.uniqueName("sightings")
+            configuration.telemetryTopic = telemetryTopic
+            configuration.rawEventsTopic = rawTopic
+            let collector = try BeaconSightingCollector(
+                kafka: FeedHarness.kafka, repository: repository, configuration: configuration, logger: FeedHarness.logger)
+            let identity = BeaconIdentity(uuid: "8D4F2A61-3C7B-4E19-A5D0-6B2E9F1C7A34", major: 7, minor: 9)
+            let telemetry = DeviceTelemetryBatch(
+                batchId: "b_\(token())", deviceId: "dev-\(token())", appVersion: "1.12.0", deviceModel: "Pixel 8", receivedAt: Date(),
+                events: [
+                    TelemetryEvent(
+                        eventId: "e1", name: .regionEnter, at: Date().addingTimeInterval(-30),
+                        attributes: TelemetryEvent.attributes(for: identity))
+                ])
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: FeedHarness.kafka), logger: FeedHarness.logger)
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(services: [.init(service: collector)], logger: FeedHarness.logger))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await producer.run() }
+                defer { tasks.cancelAll() }
+                let record = try ProtocolCodec.wire.record(for: telemetry)
+                let reports = try await producer.sendBatch([
+                    KafkaOutgoingMessage(topic: telemetryTopic, key: record.key, value: record.value)
+                ])
+                #expect(reports.allSatisfy { $0.isDelivered })
+                let running = Task { try await group.run() }
+                // Two attempts refused: the collector is retrying the batch.
+                try await eventually("two refused attempts", timeout: .seconds(40)) { try await refusedInserts() >= 2 }
+                let stopping = ContinuousClock.now
+                await group.triggerGracefulShutdown()
+                try await running.value
+                #expect(ContinuousClock.now - stopping < .seconds(20), "the retries held the shutdown up")
+                // Nothing committed: the batch is read again at the next start.
+                let probe = try KafkaConsumer(
+                    configuration: KafkaConsumerConfiguration(
+                        client: FeedHarness.kafka, groupId: configuration.groupId, topics: [telemetryTopic]),
+                    logger: FeedHarness.logger)
+                let committed = try await probe.committed([TopicPartition(topic: telemetryTopic, partition: 0)])
+                #expect(committed.values.allSatisfy { $0 <= 0 }, "\(committed)")
             }
         }
     }

@@ -35,10 +35,6 @@ package struct PolicyPipelineConfiguration: Sendable {
     package var registryLagWait: Duration = .seconds(60)
     /// Between attempts to deliver what the broker refused; the batch is not committed meanwhile.
     package var redeliveryBackoff: Duration = .milliseconds(500)
-    /// Between attempts to claim a batch's GATT nonces, or to read or store its users' punches, when
-    /// the policy's database fails: the batch waits rather than being decided without them, or
-    /// committed without its punches stored.
-    package var nonceStoreBackoff: Duration = .milliseconds(500)
     /// How often expired spent nonces are pruned.
     package var noncePruneInterval: TimeInterval = 60
     /// How long a spent nonce is kept after its expiry. A proof is judged at its event's time, and
@@ -146,7 +142,9 @@ package final class PolicyPipeline: Service, Sendable {
         previous = Task {
             try await self.confirmDelivery(of: outgoing, enqueued: enqueued)
             if let ledger = self.punchLedger, !punches.isEmpty {
-                try await self.untilStored("storing the batch's accepted punches") { try await ledger.store(punches) }
+                try await self.untilStored("storing the batch's accepted punches", messages: batch.messages.count) {
+                    try await ledger.store(punches)
+                }
             }
             try await earlier?.value
             await self.consumer.commitOrWarn(batch, logger: self.logger)
@@ -201,7 +199,7 @@ package final class PolicyPipeline: Service, Sendable {
         if let nonceLedger { try await claimNonces(events, ledger: nonceLedger) }
         if let punchLedger {
             let now = clock()
-            try await untilStored("reading the batch's users' punches") {
+            try await untilStored("reading the batch's users' punches", messages: events.count) {
                 try await punchLedger.warm(events, history: self.history, now: now)
             }
         }
@@ -275,28 +273,18 @@ package final class PolicyPipeline: Service, Sendable {
     /// decided without the durable reuse check). Returns early only on cancellation or graceful
     /// shutdown, by throwing.
     private func claimNonces(_ events: [RawEventEnvelope], ledger: GattNonceLedger) async throws {
-        try await untilStored("claiming GATT nonces") { try await ledger.prepare(events, history: self.history) }
+        try await untilStored("claiming GATT nonces", messages: events.count) { try await ledger.prepare(events, history: self.history) }
     }
 
-    /// Runs `work` until the policy's database answers: the batch waits meanwhile. Returns early only
-    /// on cancellation or graceful shutdown, by throwing; the batch then stays uncommitted.
-    private func untilStored(_ what: String, _ work: () async throws -> Void) async throws {
-        var attempt = 0
-        while true {
-            do {
-                try await work()
-                return
-            } catch {
-                attempt += 1
-                logger.error(
-                    "\(what) failed; the batch waits",
-                    metadata: [
-                        "attempt": "\(attempt)", "error": .string(String(describing: error)),
-                    ])
-                if Task.isShuttingDownGracefully || Task.isCancelled { throw CancellationError() }
-                try await Task.sleep(for: configuration.nonceStoreBackoff)
-            }
-        }
+    /// Runs `work` until the policy's database answers (`BatchStoreRetry`): the batch waits meanwhile,
+    /// rather than being decided without the durable checks or committed without its punches stored.
+    /// Returns early only on cancellation or graceful shutdown, by throwing; the batch then stays
+    /// uncommitted for the next owner.
+    private func untilStored(_ what: String, messages: Int, _ work: () async throws -> Void) async throws {
+        var logger = self.logger
+        logger[metadataKey: "step"] = .string(what)
+        let done: Void? = await BatchStoreRetry.untilStored(messages: messages, logger: logger, work)
+        if done == nil { throw CancellationError() }
     }
 
     private func pruneNoncesIfDue() async {

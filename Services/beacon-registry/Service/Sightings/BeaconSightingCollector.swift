@@ -57,19 +57,12 @@ package final class BeaconSightingCollector: Service, Sendable {
 
     private func store(_ batch: KafkaMessageBatch) async throws {
         let sightings = Self.sightings(in: batch.messages, rawEventsTopic: configuration.rawEventsTopic)
-        // Storage errors are retried: the batch is neither committed nor dropped until it is stored.
-        var attempt = 0
-        while true {
-            do {
-                try await repository.recordSightings(sightings)
-                break
-            } catch {
-                attempt += 1
-                logger.warning(
-                    "sightings not stored; retrying", metadata: ["attempt": "\(attempt)", "error": .string(String(describing: error))])
-                try await Task.sleep(for: .seconds(min(attempt, 10)))
-            }
+        // Storage errors are retried: the batch is neither committed nor dropped until it is stored. A
+        // shutdown ends the retries; the batch, uncommitted, is read again at the next start.
+        let stored: Void? = await BatchStoreRetry.untilStored(messages: batch.messages.count, logger: logger) {
+            try await repository.recordSightings(sightings)
         }
+        guard stored != nil else { return }
         await consumer.commitOrWarn(batch, logger: logger)
     }
 
