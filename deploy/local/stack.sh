@@ -16,7 +16,7 @@
 #   PG_DIR=$RUN_DIR/postgres    cluster folder (data/, socket, postgres.log); see pg_dir()
 #   PG_OS_USER=postgres         OS user that owns and runs the cluster (when run as root)
 #   PG_BIN_DIR=                 PostgreSQL binaries (default: newest /usr/lib/postgresql/*/bin)
-#   PG_SHARED_BUFFERS=256MB  PG_MAX_CONNECTIONS=200  PG_START_TIMEOUT=60 (s)
+#   PG_SHARED_BUFFERS=256MB  PG_SERVER_MAX_CONNECTIONS=200  PG_START_TIMEOUT=60 (s)
 #   KAFKA_HOST=127.0.0.1        listen and advertised address of the broker
 #   TANSU_DIR=$RUN_DIR/tansu    pid file and tansu.log
 #   TANSU_STORAGE=memory://tansu/  TANSU_CLUSTER_ID=attendance-local
@@ -30,7 +30,7 @@ source "$HERE/env.sh"
 
 PG_OS_USER="${PG_OS_USER:-postgres}"
 PG_SHARED_BUFFERS="${PG_SHARED_BUFFERS:-256MB}"
-PG_MAX_CONNECTIONS="${PG_MAX_CONNECTIONS:-200}"
+PG_SERVER_MAX_CONNECTIONS="${PG_SERVER_MAX_CONNECTIONS:-200}"
 PG_START_TIMEOUT="${PG_START_TIMEOUT:-60}"
 KAFKA_HOST="${KAFKA_HOST:-127.0.0.1}"
 TANSU_DIR="${TANSU_DIR:-$RUN_DIR/tansu}"
@@ -187,7 +187,7 @@ pg_write_conf() {
 listen_addresses = '127.0.0.1'
 port = $PGPORT
 unix_socket_directories = '$sock'
-max_connections = $PG_MAX_CONNECTIONS
+max_connections = $PG_SERVER_MAX_CONNECTIONS
 shared_buffers = $PG_SHARED_BUFFERS
 # Durability stays as in production: benchmarks and crash tests measure it.
 fsync = on
