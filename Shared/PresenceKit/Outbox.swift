@@ -391,10 +391,16 @@ public final class Outbox: Sendable {
 
     /// Writes `record` at the end of the file; on failure cuts the file back so no partial record stays.
     private func write(_ record: [UInt8], _ st: inout State, sync: Bool) throws(OutboxError) {
-        guard !st.closed else { throw .closed }
         guard record.count - 8 <= Outbox.maxRecordBytes else { throw .payloadTooLarge(size: record.count, limit: Outbox.maxRecordBytes) }
+        try write(records: record, &st, sync: sync)
+    }
+
+    /// Writes whole records (each checked against `maxRecordBytes` by its builder) at the end of the
+    /// file in one write; on failure cuts the file back so none of them stays.
+    private func write(records: [UInt8], _ st: inout State, sync: Bool) throws(OutboxError) {
+        guard !st.closed else { throw .closed }
         do throws(OutboxError) {
-            try FileIO.write(st.fd, record, at: st.fileSize, path: path)
+            try FileIO.write(st.fd, records, at: st.fileSize, path: path)
             if sync {
                 try FileIO.fsync(st.fd, path: path)
                 if st.directorySyncPending {
@@ -406,7 +412,7 @@ public final class Outbox: Sendable {
             try? FileIO.truncate(st.fd, to: st.fileSize, path: path)
             throw error
         }
-        st.fileSize += Int64(record.count)
+        st.fileSize += Int64(records.count)
     }
 
     // MARK: Writing
@@ -420,42 +426,95 @@ public final class Outbox: Sendable {
         _ payload: [UInt8], kind: UInt8 = 0, evictable: Bool = false, stampedWithPhoneClock: Bool = false,
         checkpoint: [UInt8]? = nil
     ) throws(OutboxError) -> OutboxEntry {
-        guard payload.count <= options.maxPayloadBytes else {
+        let stored = try write([
+            .event(payload, kind: kind, evictable: evictable, stampedWithPhoneClock: stampedWithPhoneClock, checkpoint: checkpoint)
+        ])
+        return stored[0]
+    }
+
+    /// One record of a batch (`write(_:)`).
+    public enum Write: Sendable, Hashable {
+        /// An event: see `append`.
+        case event(_ payload: [UInt8], kind: UInt8, evictable: Bool, stampedWithPhoneClock: Bool, checkpoint: [UInt8]?)
+        /// A checkpoint on its own: see `saveCheckpoint`.
+        case checkpoint([UInt8]?)
+    }
+
+    /// Stores a batch all or nothing: its records go to the file in one write and one fsync, and the
+    /// outbox changes only once they are durable. When it throws (a full disk, a payload too large,
+    /// the outbox full of entries none of which may be evicted), nothing of the batch is stored and the
+    /// outbox is as it was. Evictions the batch needs (the oldest evictable entries, when the live
+    /// entries would exceed `maxLiveEntries`) are part of the same write. A crash mid-write keeps a
+    /// prefix of whole records, each event with its own checkpoint. Returns the new entries, in order.
+    @discardableResult
+    public func write(_ batch: [Write]) throws(OutboxError) -> [OutboxEntry] {
+        for case .event(let payload, _, _, _, _) in batch where payload.count > options.maxPayloadBytes {
             throw .payloadTooLarge(size: payload.count, limit: options.maxPayloadBytes)
         }
+        guard !batch.isEmpty else { return [] }
         let now = clock.now()
-        return try state.withLock { (st: inout State) throws(OutboxError) -> OutboxEntry in
-            if st.entries.count >= options.maxLiveEntries {
-                try evictOldest(&st, at: now)
+        return try state.withLock { (st: inout State) throws(OutboxError) -> [OutboxEntry] in
+            let events = batch.filter { if case .event = $0 { return true } else { return false } }.count
+            let victims = try evictionVictims(&st, count: st.entries.count + events - options.maxLiveEntries)
+            var bytes: [UInt8] = []
+            for victim in victims {
+                bytes += Outbox.stateRecord(id: victim.id, state: Outbox.stateDone, status: 0, at: now)
             }
-            let id = st.nextId
-            let record = Outbox.appendRecord(
-                id: id, createdAt: now, kind: kind, evictable: evictable, phoneClock: stampedWithPhoneClock, payload: payload,
-                checkpoint: checkpoint)
-            let recordStart = st.fileSize
-            try write(record, &st, sync: true)
-            st.nextId += 1
-            let entry = OutboxEntry(
-                id: id, createdAt: now, kind: kind, evictable: evictable, state: .pending, attempts: 0,
-                payloadLength: payload.count, parkedStatus: nil, stampedWithPhoneClock: stampedWithPhoneClock,
-                payloadOffset: recordStart + Outbox.payloadOffsetInRecord, recordBytes: Int64(record.count))
-            st.entries[id] = entry
-            st.order.append(id)
-            st.liveRecordBytes += entry.recordBytes
-            if let checkpoint { st.checkpoint = checkpoint }
-            return entry
+            var stored: [OutboxEntry] = []
+            var checkpoint: [UInt8]?? = .none
+            var standaloneCheckpoint = false
+            for item in batch {
+                let record: [UInt8]
+                switch item {
+                case .event(let payload, let kind, let evictable, let phoneClock, let ck):
+                    let id = st.nextId + UInt64(stored.count)
+                    record = Outbox.appendRecord(
+                        id: id, createdAt: now, kind: kind, evictable: evictable, phoneClock: phoneClock, payload: payload, checkpoint: ck)
+                    stored.append(
+                        OutboxEntry(
+                            id: id, createdAt: now, kind: kind, evictable: evictable, state: .pending, attempts: 0,
+                            payloadLength: payload.count, parkedStatus: nil, stampedWithPhoneClock: phoneClock,
+                            payloadOffset: st.fileSize + Int64(bytes.count) + Outbox.payloadOffsetInRecord, recordBytes: Int64(record.count)
+                        ))
+                    if let ck { checkpoint = .some(ck) }
+                case .checkpoint(let ck):
+                    record = Outbox.checkpointRecord(ck)
+                    checkpoint = .some(ck)
+                    standaloneCheckpoint = true
+                }
+                guard record.count - 8 <= Outbox.maxRecordBytes else {
+                    throw .payloadTooLarge(size: record.count, limit: Outbox.maxRecordBytes)
+                }
+                bytes += record
+            }
+            try write(records: bytes, &st, sync: true)
+            for victim in victims {
+                st.entries[victim.id] = nil
+                st.liveRecordBytes -= victim.recordBytes
+            }
+            for entry in stored {
+                st.entries[entry.id] = entry
+                st.order.append(entry.id)
+                st.liveRecordBytes += entry.recordBytes
+            }
+            st.nextId += UInt64(stored.count)
+            if case .some(let ck) = checkpoint { st.checkpoint = ck }
+            // A phone offline for days writes checkpoints and no verdicts: they are what grows the file then.
+            if standaloneCheckpoint { compactIfWorthItQuietly(&st) }
+            return stored
         }
     }
 
-    private func evictOldest(_ st: inout State, at now: Timestamp) throws(OutboxError) {
-        var victim: OutboxEntry?
-        for i in st.orderHead..<st.order.count {
-            if let e = st.entries[st.order[i]], e.evictable { victim = e; break }
+    /// The `count` oldest evictable live entries (none for a count of 0 or less); throws `.full` when
+    /// there are fewer.
+    private func evictionVictims(_ st: inout State, count: Int) throws(OutboxError) -> [OutboxEntry] {
+        guard count > 0 else { return [] }
+        var victims: [OutboxEntry] = []
+        for i in st.orderHead..<st.order.count where victims.count < count {
+            if let e = st.entries[st.order[i]], e.evictable { victims.append(e) }
         }
-        guard let victim else { throw .full(limit: options.maxLiveEntries) }
-        try write(Outbox.stateRecord(id: victim.id, state: Outbox.stateDone, status: 0, at: now), &st, sync: false)
-        st.entries[victim.id] = nil
-        st.liveRecordBytes -= victim.recordBytes
+        guard victims.count == count else { throw .full(limit: options.maxLiveEntries) }
+        return victims
     }
 
     /// A new payload for an entry, and whether its times are still (some of them) the phone's clock.
@@ -547,12 +606,7 @@ public final class Outbox: Sendable {
 
     /// Replaces the checkpoint (opaque bytes; nil clears it). Fsynced.
     public func saveCheckpoint(_ checkpoint: [UInt8]?) throws(OutboxError) {
-        try state.withLock { (st: inout State) throws(OutboxError) in
-            try write(Outbox.checkpointRecord(checkpoint), &st, sync: true)
-            st.checkpoint = checkpoint
-            // A phone offline for days writes checkpoints and no verdicts: they are what grows the file then.
-            compactIfWorthItQuietly(&st)
-        }
+        try write([.checkpoint(checkpoint)])
     }
 
     // MARK: Reading

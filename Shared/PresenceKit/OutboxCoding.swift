@@ -53,9 +53,19 @@ extension Outbox {
     /// before it is saved on its own; `.correctPhoneClockStamps` and `.phoneClockSet` move the times of
     /// the entries stamped with the phone's clock. Heartbeats are evictable, check-ins and check-outs are
     /// not. Other effects are ignored. Returns the new entries.
+    ///
+    /// All or nothing: the posts and snapshots are one write (`write(_:)`), so when it throws none of
+    /// them is stored, and the host keeps the machine as it was before the call (`PresenceAgent`'s
+    /// `storingIn:` calls do). A clock correction between posts splits the batch there: the part before
+    /// it is stored first.
     @discardableResult
     public func store(_ effects: [PresenceEffect]) throws(OutboxError) -> [OutboxEntry] {
         var stored: [OutboxEntry] = []
+        var batch: [Write] = []
+        func flush() throws(OutboxError) {
+            stored += try write(batch)
+            batch = []
+        }
         var consumed = Set<Int>()
         for (i, effect) in effects.enumerated() {
             let event: AttendanceEvent
@@ -63,12 +73,14 @@ extension Outbox {
             case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
                 event = e
             case .persistSnapshot(let snapshot):
-                if !consumed.contains(i) { try saveCheckpoint(PresenceCoding.encode(snapshot)) }
+                if !consumed.contains(i) { batch.append(.checkpoint(PresenceCoding.encode(snapshot))) }
                 continue
             case .correctPhoneClockStamps(let phoneAheadMs):
+                try flush()
                 try correctPhoneClockStamps(phoneAheadMs: phoneAheadMs)
                 continue
             case .phoneClockSet(let byMs, let epoch):
+                try flush()
                 try movePhoneClockStamps(byMs: byMs, epoch: epoch)
                 continue
             default:
@@ -88,11 +100,12 @@ extension Outbox {
                     j += 1
                 }
             }
-            let entry = try append(
-                PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
-                stampedWithPhoneClock: event.phoneClock != nil, checkpoint: checkpoint)
-            stored.append(entry)
+            batch.append(
+                .event(
+                    PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
+                    stampedWithPhoneClock: event.phoneClock != nil, checkpoint: checkpoint))
         }
+        try flush()
         return stored
     }
 

@@ -5,7 +5,9 @@
 /// order, each at its own deadline time) before delivering a later event, and filters the
 /// `scheduleTimer` / `cancelTimer` effects out of what it returns. Everything else (posts, snapshots,
 /// notifications, scanning, logs) is returned in order for the host to act on — typically
-/// `outbox.store(effects)` then send.
+/// `outbox.store(effects)` then send. The `storingIn:` forms do the storing themselves and keep the
+/// machine as it was when the outbox cannot store (a full disk): no decision is ever in the machine
+/// without its post on disk, and the same event (or the timer, still due) decides again later.
 public struct PresenceAgent: Sendable {
     public private(set) var machine: PresenceStateMachine
 
@@ -27,6 +29,36 @@ public struct PresenceAgent: Sendable {
         var out = advance(to: now)
         out.append(contentsOf: Self.hostEffects(machine.handle(event, at: now)))
         return out
+    }
+
+    /// `handle(_:at:)`, its durable effects stored in `outbox` (`Outbox.store`) before the machine moves
+    /// on. When the outbox throws, the machine is as it was before the call and the error is rethrown.
+    public mutating func handle(_ event: PresenceEvent, at now: Timestamp, storingIn outbox: Outbox) throws(OutboxError) -> [PresenceEffect]
+    {
+        try committing(to: outbox) { $0.handle(event, at: now) }
+    }
+
+    /// `advance(to:)`, stored in `outbox` as `handle(_:at:storingIn:)` does.
+    public mutating func advance(to now: Timestamp, storingIn outbox: Outbox) throws(OutboxError) -> [PresenceEffect] {
+        try committing(to: outbox) { $0.advance(to: now) }
+    }
+
+    /// `replace(directory:at:)`, stored in `outbox` as `handle(_:at:storingIn:)` does.
+    public mutating func replace(
+        directory: SiteDirectory, at now: Timestamp, storingIn outbox: Outbox
+    ) throws(OutboxError) -> [PresenceEffect] {
+        try committing(to: outbox) { $0.replace(directory: directory, at: now) }
+    }
+
+    /// Runs `step` on a copy, stores its effects, and only then takes the copy's machine.
+    private mutating func committing(
+        to outbox: Outbox, _ step: (inout PresenceAgent) -> [PresenceEffect]
+    ) throws(OutboxError) -> [PresenceEffect] {
+        var next = self
+        let effects = step(&next)
+        try outbox.store(effects)
+        self = next
+        return effects
     }
 
     /// Fires every timer due at or before `now`, each at its deadline.

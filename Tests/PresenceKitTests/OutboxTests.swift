@@ -232,21 +232,17 @@ struct OutboxTests {
     func directorySyncFailsAfterRename() throws {
         try withTempDir { dir in
             let path = dir + "/outbox.wal"
-            let failDirectorySync = Mutex(false)
-            let box = try Outbox(
-                path: path, options: OutboxOptions(), clock: SystemClock(),
-                syncDirectory: { (directory: String) throws(OutboxError) in
-                    if failDirectorySync.withLock({ $0 }) { throw .io(operation: "fsync", path: directory, errno: EIO) }
-                })
+            let disk = FailingDirectorySync()
+            let box = try disk.outbox(path: path)
             let first = try box.append(payload(0))
             try box.append(payload(1))
             try box.markDone(first.id, status: 201)
-            failDirectorySync.withLock { $0 = true }
+            disk.failing = true
             #expect(throws: OutboxError.io(operation: "fsync", path: path, errno: EIO)) { try box.compact() }
             // While the directory cannot be synced, nothing counts as stored: the append fails, and
             // leaves no record behind.
             #expect(throws: OutboxError.self) { try box.append(payload(2)) }
-            failDirectorySync.withLock { $0 = false }
+            disk.failing = false
             try box.append(payload(3))
             try box.saveCheckpoint([7])
             box.close()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PresenceKit
@@ -113,10 +114,15 @@ struct DeviceHarness {
         effects.compactMap { if case .notifyUser(let n) = $0 { return n } else { return nil } }
     }
 
+    /// Delivers `event` as a phone host does: with an outbox, through `handle(_:at:storingIn:)`, so a
+    /// failed store leaves the machine as it was (and rethrows).
     @discardableResult
     mutating func send(_ event: PresenceEvent) throws -> [PresenceEffect] {
-        let fx = agent.handle(event, at: clock.now())
-        try record(fx)
+        let now = clock.now()
+        let fx =
+            try outbox.map { outbox throws(OutboxError) in try agent.handle(event, at: now, storingIn: outbox) }
+            ?? agent.handle(event, at: now)
+        try record(fx, stored: true)
         return fx
     }
 
@@ -124,7 +130,7 @@ struct DeviceHarness {
     var scanning = Set<ScanMode>()
     var isScanning: Bool { !scanning.isEmpty }
 
-    mutating func record(_ fx: [PresenceEffect]) throws {
+    mutating func record(_ fx: [PresenceEffect], stored: Bool = false) throws {
         for effect in fx {
             switch effect {
             case .startScanning(let mode): scanning.insert(mode)
@@ -133,13 +139,15 @@ struct DeviceHarness {
             }
         }
         effects.append(contentsOf: fx)
-        if let outbox { try outbox.store(fx) }
+        if !stored, let outbox { try outbox.store(fx) }
     }
 
     /// Moves virtual time forward, firing due timers.
     mutating func advance(ms: Int64) throws {
         clock.advance(by: ms)
-        try record(agent.advance(to: clock.now()))
+        let now = clock.now()
+        let fx = try outbox.map { outbox throws(OutboxError) in try agent.advance(to: now, storingIn: outbox) } ?? agent.advance(to: now)
+        try record(fx, stored: true)
     }
 
     mutating func reading(_ beacon: BeaconIdentity, _ rssi: Int) throws {
@@ -184,6 +192,28 @@ struct DeviceHarness {
         var d = try DeviceHarness(config: config)
         try d.arrive()
         return d
+    }
+}
+
+/// A disk whose directory fsync fails while `failing` is on (with `errno`): after a compaction, every
+/// fsynced write of an outbox opened through it fails until the directory fsync succeeds again.
+final class FailingDirectorySync: Sendable {
+    private let on = Mutex(false)
+    let errno: Int32
+
+    init(errno: Int32 = EIO) { self.errno = errno }
+
+    var failing: Bool {
+        get { on.withLock { $0 } }
+        set { on.withLock { $0 = newValue } }
+    }
+
+    func outbox(path: String, options: OutboxOptions = OutboxOptions()) throws -> Outbox {
+        try Outbox(
+            path: path, options: options, clock: SystemClock(),
+            syncDirectory: { (directory: String) throws(OutboxError) in
+                if self.failing { throw .io(operation: "fsync", path: directory, errno: self.errno) }
+            })
     }
 }
 

@@ -180,10 +180,10 @@ package struct DeviceSimulation: Sendable {
                 event = .clockOffsetChanged(offsetMs: wallOffset())
             }
             telemetry.observe(event, at: deviceTime(t))
-            try apply(agent!.handle(event, at: deviceTime(t)), at: t)
+            try apply(agent!.handle(event, at: deviceTime(t), storingIn: outbox), at: t)
         }
 
-        // Acts on a batch of effects: durable ones into the outbox first, then the rest.
+        // Acts on a batch of effects the agent has stored in the outbox (`storingIn:`).
         func apply(_ effects: [PresenceEffect], at t: Int64) throws {
             guard !effects.isEmpty else { return }
             if tracing {
@@ -197,7 +197,6 @@ package struct DeviceSimulation: Sendable {
                     }
                 }
             }
-            try outbox.store(effects)
             telemetry.observe(effects, at: deviceTime(t))
             for effect in effects {
                 switch effect {
@@ -245,16 +244,16 @@ package struct DeviceSimulation: Sendable {
             scanning = false
             result.launches += 1
             telemetry.recordBattery(level: batteryLevel(at: t), at: deviceTime(t))
-            try apply(agent!.handle(.appLaunched, at: deviceTime(t)), at: t)
+            try apply(agent!.handle(.appLaunched, at: deviceTime(t), storingIn: outbox), at: t)
             if case .offline = profile.network(at: t) {
-                try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t)), at: t)
+                try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t), storingIn: outbox), at: t)
             }
-            if walkingOS { try apply(agent!.handle(.motionActivity(activityOS), at: deviceTime(t)), at: t) }
+            if walkingOS { try apply(agent!.handle(.motionActivity(activityOS), at: deviceTime(t), storingIn: outbox), at: t) }
         }
 
         func terminate(at t: Int64, forceQuit: Bool) throws {
             guard var a = agent else { return }
-            try apply(a.handle(.appTerminated(forceQuit: forceQuit), at: deviceTime(t)), at: t)
+            try apply(a.handle(.appTerminated(forceQuit: forceQuit), at: deviceTime(t), storingIn: outbox), at: t)
             agent = nil
             scanning = false
         }
@@ -416,24 +415,24 @@ package struct DeviceSimulation: Sendable {
                 if agent == nil && relaunches { try await launch(at: t) }
                 guard agent != nil else { continue }
                 telemetry.observe(event, at: deviceTime(t))
-                try apply(agent!.handle(event, at: deviceTime(t)), at: t)
+                try apply(agent!.handle(event, at: deviceTime(t), storingIn: outbox), at: t)
                 if case .regionEntered = first.event { drainWanted = true }
                 if case .geofenceEntered = first.event { drainWanted = true }
             }
 
             if agent != nil {
-                try apply(agent!.advance(to: deviceTime(t)), at: t)
+                try apply(agent!.advance(to: deviceTime(t), storingIn: outbox), at: t)
                 if scanning {
                     for entry in ranged {
                         let reading = BeaconReading(beacon: site.beacons[entry.beaconIndex].identity, rssi: entry.rssi)
                         if tracing { print("\(t),rssi,\(reading.beacon.beaconId),\(reading.rssi),\(here.position.x),\(here.position.y)") }
-                        try apply(agent!.handle(.beaconReading(reading), at: deviceTime(t)), at: t)
+                        try apply(agent!.handle(.beaconReading(reading), at: deviceTime(t), storingIn: outbox), at: t)
                     }
                 }
                 if walkingOS && t >= nextStepsAt {
                     // The pedometer counts walking and running, not pedalling.
                     if activityOS != .cycling {
-                        try apply(agent!.handle(.steps(activityOS == .running ? 28 : 18), at: deviceTime(t)), at: t)
+                        try apply(agent!.handle(.steps(activityOS == .running ? 28 : 18), at: deviceTime(t), storingIn: outbox), at: t)
                     }
                     nextStepsAt = t + 10_000
                 }
@@ -442,17 +441,19 @@ package struct DeviceSimulation: Sendable {
                     let online: Bool = if case .offline = network { false } else { true }
                     let wasOnline: Bool = if case .offline = lastNetwork { false } else { true }
                     lastNetwork = network
-                    if online != wasOnline { try apply(agent!.handle(.connectivityChanged(online: online), at: deviceTime(t)), at: t) }
+                    if online != wasOnline {
+                        try apply(agent!.handle(.connectivityChanged(online: online), at: deviceTime(t), storingIn: outbox), at: t)
+                    }
                     if serverClock.offsetMs == nil, case .online = network { try await askServer(at: t) }
                 }
                 if t >= nextWake {
                     nextWake = t + Self.periodicWakeMs
-                    try apply(agent!.handle(.periodicWake, at: deviceTime(t)), at: t)
+                    try apply(agent!.handle(.periodicWake, at: deviceTime(t), storingIn: outbox), at: t)
                     // The app asks for its configuration again (a 304 while nothing changed) and puts a
                     // changed one in force without a relaunch.
                     if let newer = await delivery.refreshedDirectory(device: identity, profile: profile, at: t) {
                         currentDirectory = newer
-                        try apply(agent!.replace(directory: newer, at: deviceTime(t)), at: t)
+                        try apply(agent!.replace(directory: newer, at: deviceTime(t), storingIn: outbox), at: t)
                     }
                     if !outbox.isEmpty { drainWanted = true }
                     if serverClock.offsetMs == nil, case .online = network { try await askServer(at: t) }
