@@ -2,7 +2,8 @@
 /// simulator, scenario tests, a trace replayer.
 ///
 /// The machine records the deadline of every timer it schedules; the agent fires them (in deadline
-/// order, each at its own deadline time) before delivering a later event, and filters the
+/// order, each at its own deadline time, or at the wake-up time when it is more than
+/// `lateTimerToleranceMs` overdue) before delivering a later event, and filters the
 /// `scheduleTimer` / `cancelTimer` effects out of what it returns. Everything else (posts, snapshots,
 /// notifications, scanning, logs) is returned in order for the host to act on — typically
 /// `outbox.store(effects)` then send. The `storingIn:` forms do the storing themselves and keep the
@@ -61,7 +62,15 @@ public struct PresenceAgent: Sendable {
         return effects
     }
 
-    /// Fires every timer due at or before `now`, each at its deadline.
+    /// How overdue a timer may be and still fire at its own deadline. One later than that was due while
+    /// the host could not run it (the app suspended, the phone asleep): it fires at `now`, once, so a
+    /// suspension is not replayed as silence (a person at their desk checked out before the reading
+    /// that woke the app is delivered) nor as a burst of heartbeats. What the machine stamps from its
+    /// last presence (a check-out's time) is unaffected.
+    public static let lateTimerToleranceMs: Int64 = 10_000
+
+    /// Fires every timer due at or before `now`, each at its deadline (at `now` when it is more than
+    /// `lateTimerToleranceMs` overdue).
     public mutating func advance(to now: Timestamp) -> [PresenceEffect] {
         var out: [PresenceEffect] = []
         // A timer handler may schedule another timer that is also due; the bound only guards against
@@ -71,7 +80,8 @@ public struct PresenceAgent: Sendable {
             for id in TimerID.allCases {
                 if let d = machine.deadline(of: id), d <= now, due.map({ d < $0.1 }) ?? true { due = (id, d) }
             }
-            guard let (id, at) = due else { break }
+            guard let (id, deadline) = due else { break }
+            let at = now - deadline > Self.lateTimerToleranceMs ? now : deadline
             out.append(contentsOf: Self.hostEffects(machine.handle(.timerFired(id), at: at)))
         }
         return out

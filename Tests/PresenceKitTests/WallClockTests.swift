@@ -53,16 +53,45 @@ struct WallClockTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
-    @Test("a host that feeds the wall clock itself checks a person out when the clock is set forward")
-    func wallFedHostChecksOut() throws {
-        // What `at:` from the wall clock does (and why hosts pass a `SteadyClock`): the hour the clock
-        // skipped looks like an hour of silence, every timer due in it fires, and the person walking
-        // about inside is checked out.
+    /// The app suspended for two hours at a desk (steady time runs on while the phone sleeps): the
+    /// reading that wakes it is delivered after the timers due meanwhile, and those fire at the wake-up
+    /// time, once. Before, each fired at its own deadline: the whole exit was replayed (a check-out
+    /// stamped two hours back, then a new check-in) before the reading arrived.
+    @Test("two hours suspended at a desk: no check-out, no burst of heartbeats, the session goes on")
+    func suspendedAtADesk() throws {
         var d = try Self.checkedIn()
         try d.run(seconds: 60) { _ in -62 }
-        d.clock.advance(by: Self.hour)
+        let heartbeatsBefore = d.heartbeats.count
+        d.clock.advance(by: 2 * Self.hour)
         try d.run(seconds: 5) { _ in -62 }
-        #expect(d.checkOuts.map(\.reason) == [.beaconLost])
+        #expect(d.checkOuts.isEmpty && d.checkIns.count == 1 && d.phase == .present)
+        #expect(
+            d.heartbeats.count - heartbeatsBefore <= 1, "a heartbeat for each interval missed: \(d.heartbeats.count - heartbeatsBefore)")
+
+        // Suspended again, and the person left meanwhile: the check-out is decided after the grace and
+        // stamped with the last moment of presence, not the wake-up time.
+        let lastSeen = d.now
+        d.clock.advance(by: 2 * Self.hour)
+        try d.run(seconds: 400) { _ in nil }
+        let out = try #require(d.checkOuts.first)
+        #expect(out.reason == .beaconLost && out.timestamp == lastSeen)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
+    /// Without continuous scanning, presence rests on the OS's region: a suspension of an hour is one
+    /// heartbeat at the wake-up, not twelve stamped in the past.
+    @Test("an hour suspended without continuous scanning: one heartbeat at the wake-up")
+    func suspendedWithoutContinuousScan() throws {
+        var d = try DeviceHarness(config: World.config { $0.heartbeatIntervalMs = 300_000 })
+        try d.arrive()
+        try d.send(.beaconRegionEntered)
+        try d.runScanning(seconds: 30) { _ in [(World.gateA, -60)] }
+        try #require(d.checkIns.count == 1 && d.phase == .present)
+        let before = d.heartbeats.count
+        d.clock.advance(by: Self.hour)
+        try d.advance(ms: 1_000)
+        let woke = Array(d.heartbeats.dropFirst(before))
+        #expect(woke.count == 1 && woke.first?.decidedAt == d.now)
     }
 
     @Test("the wall clock set two hours back: heartbeats go on, the session's start moves with the clock")
