@@ -202,14 +202,35 @@ public enum StoredOffsetsTable {
 
     /// Deletes `groupId`'s offsets: the broker lost its state and they point into topics that no
     /// longer exist. The next assignment reads each partition from its start; the owner's unique keys
-    /// make the re-read harmless. A failure is logged only: the process is about to exit, and offsets
-    /// past a partition's new end are still caught when it is assigned.
-    public static func forget(groupId: String, client: PostgresClient, logger: Logger) async {
-        do {
-            try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
-            logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
-        } catch {
-            logger.error("forgetting the stored offsets failed", metadata: ["error": .string("\(error)")])
+    /// make the re-read harmless. Offsets left behind would skip the start of a recreated topic that has
+    /// grown past them by the next start, so a failure (PostgreSQL away for a moment) is retried with
+    /// backoff for up to `retryFor`; only then does the process exit with them (logged as critical:
+    /// offsets past a partition's new end are still caught when it is assigned, others are not).
+    /// Returns whether they were deleted.
+    @discardableResult
+    public static func forget(
+        groupId: String, client: PostgresClient, logger: Logger, retryFor: Duration = .seconds(60)
+    ) async -> Bool {
+        let deadline = ContinuousClock.now + retryFor
+        var backoff = Duration.milliseconds(200)
+        while true {
+            do {
+                try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
+                logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
+                return true
+            } catch {
+                guard ContinuousClock.now + backoff < deadline else {
+                    logger.critical(
+                        "forgetting the stored offsets failed; the next start may skip the start of recreated topics",
+                        metadata: ["group": .string(groupId), "error": .string("\(error)")])
+                    return false
+                }
+                logger.error(
+                    "forgetting the stored offsets failed; retrying",
+                    metadata: ["error": .string("\(error)"), "retryIn": .string("\(backoff)")])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
         }
     }
 }
