@@ -1,6 +1,8 @@
 import AttendanceProtocol
+import Logging
 import PostgresNIO
 import ServiceRuntime
+import Synchronization
 import Testing
 import _ConnectionPoolModule
 
@@ -17,5 +19,29 @@ struct PostgresFailureTests {
         }
         // A request the pool dropped because its caller gave up is not the database's absence.
         #expect(!PostgresFailure.isUnavailable(ConnectionPoolError.requestCancelled))
+    }
+}
+
+/// A consumer that cannot store its batches says so on `/health/ready`.
+@Suite("Readiness while no batch can be stored")
+struct BatchStoreHealthTests {
+    @Test func everyAttemptFailingForTheBoundMakesTheServiceUnreadyAndAStoreMakesItReadyAgain() async throws {
+        let health = BatchStoreHealth(unreadyAfter: .milliseconds(200))
+        let logger = Logger(label: "batch-store-health")
+        let attempts = Mutex(0)
+        struct Refused: Error, CustomStringConvertible { var description: String { "the disk is full" } }
+        let stored: Int? = await BatchStoreRetry.untilStored(messages: 1, logger: logger, health: health) {
+            let attempt = attempts.withLock {
+                $0 += 1; return $0
+            }
+            if attempt == 1 { try await health.check() } // one failure is not unready
+            if attempt < 5 { throw Refused() } // 100 + 200 + 400 ms of failures: past the bound
+            // Still failing up to now: unready, naming the last error.
+            await #expect(throws: BatchStoreHealth.NotStoring.self) { try await health.check() }
+            do { try await health.check() } catch { #expect("\(error)".contains("the disk is full")) }
+            return attempt
+        }
+        #expect(stored == 5)
+        try await health.check()
     }
 }

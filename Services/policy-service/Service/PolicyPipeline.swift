@@ -76,6 +76,8 @@ package final class PolicyPipeline: Service, Sendable {
     private let logger: Logger
     private let clock: @Sendable () -> Date
     private let processed = Atomic<Int>(0)
+    /// Unready while the policy's database refuses every claim, read or store a batch needs (`/health/ready`).
+    package let storeHealth = BatchStoreHealth()
     private let behindAnswers = Atomic<Int>(0)
 
     package init(
@@ -283,7 +285,7 @@ package final class PolicyPipeline: Service, Sendable {
     private func untilStored(_ what: String, messages: Int, _ work: () async throws -> Void) async throws {
         var logger = self.logger
         logger[metadataKey: "step"] = .string(what)
-        let done: Void? = await BatchStoreRetry.untilStored(messages: messages, logger: logger, work)
+        let done: Void? = await BatchStoreRetry.untilStored(messages: messages, logger: logger, health: storeHealth, work)
         if done == nil { throw CancellationError() }
     }
 

@@ -23,8 +23,7 @@ package enum PolicyServer {
         let book = try PolicyBookLoader.load(from: env, engine: engine)
         let pipelineConfiguration = settings.pipeline
         // The history rules' punches, kept across restarts; every user is read again after a rebalance.
-        let punchLedger = PunchLedger(
-            store: PostgresPunchStore(client: client, logger: logger), retention: PolicyPipeline.historyRetention)
+        let punchLedger = PunchLedger(store: PostgresPunchStore(client: client, logger: logger))
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(
                 client: kafka, group: pipelineConfiguration.consumer, topics: [pipelineConfiguration.rawTopic]),
@@ -51,6 +50,7 @@ package enum PolicyServer {
             configuration: kit.configuration, registry: kit.metrics,
             readiness: [
                 PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), RegistryFeedReadinessCheck(loader: loader),
+                pipeline.storeHealth,
             ],
             context: AdminContext.self, logger: logger, openAPI: .policy
         ) { router in

@@ -85,7 +85,7 @@ package final class PunchLedger: KafkaRebalanceListener {
     /// Users whose stored punches are in the history since the last assignment.
     private let read = Mutex<Set<String>>([])
 
-    package init(store: any PunchStore, retention: TimeInterval) {
+    package init(store: any PunchStore, retention: TimeInterval = PolicyPipeline.historyRetention) {
         self.store = store
         self.retention = retention
     }

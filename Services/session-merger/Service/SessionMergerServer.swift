@@ -33,7 +33,7 @@ package enum SessionMergerServer {
             keyVerifier: try kit.adminKeyVerifier(environment: env),
             groupId: merger.consumer.groupId,
             minimumPresence: merger.minimumPresence,
-            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
+            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), pipeline.storeHealth],
             metrics: kit.metrics, logger: logger)
         try await kit.run(
             [

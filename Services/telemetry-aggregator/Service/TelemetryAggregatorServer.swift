@@ -24,9 +24,11 @@ package enum TelemetryAggregatorServer {
         let monitor = SLOMonitor(
             repository: repository, metrics: serviceMetrics, objective: objective, interval: telemetry.sloRefreshInterval,
             pruneInterval: telemetry.pruneInterval, prune: { try await processor.prune() }, logger: logger)
+        let pipeline = try TelemetryPipeline(
+            kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger)
         let app = buildApplication(
             configuration: kit.configuration, repository: repository, objective: objective,
-            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer)],
+            readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), pipeline.storeHealth],
             metrics: kit.metrics, logger: logger)
         try await kit.run(
             [
@@ -37,8 +39,7 @@ package enum TelemetryAggregatorServer {
                         await StoredOffsetsTable.forget(groupId: telemetry.consumer.groupId, client: client, logger: logger)
                     }),
                 monitor,
-                try TelemetryPipeline(
-                    kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger),
+                pipeline,
                 app,
             ])
     }

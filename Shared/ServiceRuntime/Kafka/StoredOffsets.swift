@@ -2,6 +2,7 @@ import KafkaClient
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Seeks every assigned partition to the offset its owner stored in PostgreSQL with its results
 /// (the source of truth; the broker's committed offset may be absent or behind). Partitions without
@@ -237,16 +238,21 @@ public enum StoredOffsetsTable {
 
 /// How a consumer whose offsets live with its results stores a batch: until it is stored. A failure
 /// (PostgreSQL away, a serialization conflict) is logged and the same messages are stored again after
-/// 100 ms, doubling up to 5 s, so nothing is skipped; `nil` when the process shuts down first.
+/// 100 ms, doubling up to 5 s, so nothing is skipped; `nil` when the process shuts down first. With a
+/// `health`, a run of failures that lasts makes the service unready (`BatchStoreHealth`).
 public enum BatchStoreRetry {
     public static func untilStored<Result: Sendable>(
-        messages: Int, logger: Logger, onFailure: () -> Void = {}, _ store: () async throws -> Result
+        messages: Int, logger: Logger, health: BatchStoreHealth? = nil, onFailure: () -> Void = {},
+        _ store: () async throws -> Result
     ) async -> Result? {
         var backoff = Duration.milliseconds(100)
         while true {
             do {
-                return try await store()
+                let result = try await store()
+                health?.stored()
+                return result
             } catch {
+                health?.failed(error)
                 onFailure()
                 logger.error(
                     "storing a batch failed; retrying it",
@@ -256,6 +262,42 @@ public enum BatchStoreRetry {
                 if Task.isCancelled { return nil }
                 backoff = min(backoff * 2, .seconds(5))
             }
+        }
+    }
+}
+
+/// Whether a consumer is storing its batches: a readiness check (`storing`) that fails once every
+/// attempt has failed for `unreadyAfter` (a full disk, a statement the database refuses each time, a
+/// schema changed under the service). The database still answers `SELECT 1` then, so without it
+/// `/health/ready` would say ready while the consumer makes no progress.
+public final class BatchStoreHealth: ReadinessCheck {
+    public let name = "storing"
+    public let unreadyAfter: Duration
+    private let state = Mutex<(failingSince: ContinuousClock.Instant?, lastError: String)>((nil, ""))
+
+    public init(unreadyAfter: Duration = .seconds(60)) { self.unreadyAfter = unreadyAfter }
+
+    func stored() { state.withLock { $0.failingSince = nil } }
+
+    func failed(_ error: any Error) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            if state.failingSince == nil { state.failingSince = now }
+            state.lastError = String(describing: error)
+        }
+    }
+
+    public func check() async throws {
+        let (since, error) = state.withLock { ($0.failingSince, $0.lastError) }
+        if let since, ContinuousClock.now - since >= unreadyAfter { throw NotStoring(since: since, lastError: error) }
+    }
+
+    /// Every attempt to store a batch has failed since `since`.
+    public struct NotStoring: Error, CustomStringConvertible {
+        let since: ContinuousClock.Instant
+        let lastError: String
+        public var description: String {
+            "no batch stored for \((ContinuousClock.now - since).components.seconds) s, every attempt failed; the last: \(lastError)"
         }
     }
 }

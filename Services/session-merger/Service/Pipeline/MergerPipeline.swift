@@ -28,6 +28,8 @@ package final class MergerPipeline: Service, Sendable {
     private let producer: KafkaProducer
     private let configuration: SessionMergerConfiguration
     private let logger: Logger
+    /// Unready while no batch can be stored (`/health/ready`).
+    package let storeHealth = BatchStoreHealth()
     private let afterCommit: @Sendable (VettedBatchResult) async throws -> Void
 
     /// - Parameter afterCommit: called after each commit, before the verdicts are produced (tests
@@ -88,7 +90,7 @@ package final class MergerPipeline: Service, Sendable {
         let processor = processor
         guard
             let (result, started) = await BatchStoreRetry.untilStored(
-                messages: batch.count, logger: logger, onFailure: { MergerMetrics.batchFailures.increment() },
+                messages: batch.count, logger: logger, health: storeHealth, onFailure: { MergerMetrics.batchFailures.increment() },
                 {
                     let started = ContinuousClock.now
                     return (try await processor.store(batch), started)

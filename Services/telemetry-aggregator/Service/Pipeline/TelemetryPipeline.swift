@@ -14,6 +14,8 @@ package final class TelemetryPipeline: Service, Sendable {
     private let configuration: TelemetryConfiguration
     private let metrics: TelemetryServiceMetrics?
     private let logger: Logger
+    /// Unready while no batch can be stored (`/health/ready`).
+    package let storeHealth = BatchStoreHealth()
 
     package init(
         kafka: KafkaConfiguration, configuration: TelemetryConfiguration, processor: TelemetryBatchProcessor,
@@ -42,7 +44,7 @@ package final class TelemetryPipeline: Service, Sendable {
         let processor = processor
         guard
             let result = await BatchStoreRetry.untilStored(
-                messages: batch.messages.count, logger: logger, { try await processor.process(batch.messages) })
+                messages: batch.messages.count, logger: logger, health: storeHealth, { try await processor.process(batch.messages) })
         else { return false }
         metrics?.record(result)
         if configuration.commitOffsetsToBroker { await consumer.commitInformational(result.nextOffsets, logger: logger) }
