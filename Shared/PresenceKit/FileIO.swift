@@ -69,7 +69,13 @@ enum FileIO {
         return out
     }
 
+    /// Makes what was written durable. On Darwin, `fsync` only hands the data to the drive, whose cache
+    /// a power loss or a panic can drop; `F_FULLFSYNC` asks the drive to write it out (plain `fsync` stays
+    /// as the fallback where the file system does not support it).
     static func fsync(_ fd: Int32, path: String) throws(OutboxError) {
+        #if canImport(Darwin)
+        if fcntl(fd, F_FULLFSYNC) == 0 { return }
+        #endif
         while cFsync(fd) != 0 {
             if errno == EINTR { continue }
             throw error("fsync", path)
