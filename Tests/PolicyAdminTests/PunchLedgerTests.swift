@@ -126,3 +126,41 @@ struct PunchLedgerTests {
         }
     }
 }
+
+/// A read of stored punches that an assignment overtakes does not count: the users are read again.
+@Suite("Punch ledger: a read overtaken by an assignment")
+struct PunchLedgerAssignmentRaceTests {
+    /// A store whose read waits until the test lets it answer (nothing stored).
+    final class GatedStore: PunchStore {
+        let entered = AsyncStream<Void>.makeStream()
+        let release = AsyncStream<Void>.makeStream()
+
+        func append(_ punches: [PunchRecord]) async throws {}
+        func prune(before cutoff: Date) async throws -> Int { 0 }
+        func punches(userIds: [String], since: Date) async throws -> [PunchRecord] {
+            entered.continuation.yield()
+            for await _ in release.stream { break }
+            return []
+        }
+    }
+
+    @Test func usersReadAcrossAnAssignmentAreReadAgain() async throws {
+        let store = GatedStore()
+        let ledger = PunchLedger(store: store)
+        let history = PolicyHistory()
+        let event = PunchLedgerTests.punch(key: "k_1", at: Date())
+        async let warmed: Void = ledger.warm([event], history: history, now: Date())
+        for await _ in store.entered.stream { break }
+        // The partition moved away and back while the read was in flight.
+        _ = try await ledger.partitionsAssigned([TopicPartition(topic: "raw", partition: 0)])
+        store.release.continuation.yield()
+        try await warmed
+        #expect(ledger.readUserCount == 0)
+        // Without an assignment meanwhile, a read counts.
+        async let again: Void = ledger.warm([event], history: history, now: Date())
+        for await _ in store.entered.stream { break }
+        store.release.continuation.yield()
+        try await again
+        #expect(ledger.readUserCount == 1)
+    }
+}

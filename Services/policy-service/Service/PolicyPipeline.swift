@@ -128,7 +128,15 @@ package final class PolicyPipeline: Service, Sendable {
             // The service stops as on any other shutdown, once the batch before it is acknowledged.
             logger.info("graceful shutdown ended a batch's wait; it stays uncommitted for the next owner")
         }
-        try await acknowledging?.value
+        // Awaiting a task's value does not hand it the caller's cancellation: without this, a service
+        // cancelled (its graceful shutdown over time) while the broker refuses the last batch would wait
+        // for it until the process is stopped with a fatal error.
+        let last = acknowledging
+        try await withTaskCancellationHandler {
+            try await last?.value
+        } onCancel: {
+            last?.cancel()
+        }
     }
 
     /// Decides `batch` and hands its vetted events to the producer, then lets the broker acknowledge
@@ -152,7 +160,13 @@ package final class PolicyPipeline: Service, Sendable {
             await self.consumer.commitOrWarn(batch, logger: self.logger)
             self.processed.add(batch.messages.count, ordering: .relaxed)
         }
-        try await earlier?.value
+        do {
+            try await earlier?.value
+        } catch {
+            // The service stops on this error: the batch just handed over is not acknowledged either.
+            previous?.cancel()
+            throw error
+        }
         if nonceLedger != nil { await pruneNoncesIfDue() }
         pruneHistoryIfDue()
     }

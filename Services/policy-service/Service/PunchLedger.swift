@@ -82,8 +82,9 @@ package final class PunchLedger: KafkaRebalanceListener {
     package let store: any PunchStore
     /// How far back a user's punches are read: the history's retention.
     package let retention: TimeInterval
-    /// Users whose stored punches are in the history since the last assignment.
-    private let read = Mutex<Set<String>>([])
+    /// Users whose stored punches are in the history since the last assignment, and how many
+    /// assignments or revocations there have been (a read that spans one does not count).
+    private let read = Mutex<(users: Set<String>, assignments: Int)>(([], 0))
 
     package init(store: any PunchStore, retention: TimeInterval = PolicyPipeline.historyRetention) {
         self.store = store
@@ -92,10 +93,12 @@ package final class PunchLedger: KafkaRebalanceListener {
 
     /// Puts the stored punches of the batch's users not read since the last assignment in `history`.
     package func warm(_ events: [RawEventEnvelope], history: PolicyHistory, now: Date) async throws {
-        let unread = read.withLock { read in Array(Set(events.map(\.userId)).subtracting(read)) }
+        let (unread, assignments) = read.withLock { read in (Array(Set(events.map(\.userId)).subtracting(read.users)), read.assignments) }
         guard !unread.isEmpty else { return }
         for punch in try await store.punches(userIds: unread, since: now.addingTimeInterval(-retention)) { history.record(punch) }
-        read.withLock { $0.formUnion(unread) }
+        // Read before an assignment that came meanwhile: another instance may have stored punches of
+        // these users since, so they stay unread and the next batch reads them again.
+        read.withLock { read in if read.assignments == assignments { read.users.formUnion(unread) } }
     }
 
     /// Stores a batch's accepted punches.
@@ -103,14 +106,19 @@ package final class PunchLedger: KafkaRebalanceListener {
 
     /// Users decided by another instance meanwhile must be read again: every user is unread.
     package func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        read.withLock { $0.removeAll() }
+        forgetReads()
         return [:]
     }
 
-    package func partitionsRevoked(_ partitions: [TopicPartition]) async {
-        read.withLock { $0.removeAll() }
+    package func partitionsRevoked(_ partitions: [TopicPartition]) async { forgetReads() }
+
+    private func forgetReads() {
+        read.withLock { read in
+            read.users.removeAll()
+            read.assignments += 1
+        }
     }
 
     /// How many users have been read since the last assignment (for tests).
-    package var readUserCount: Int { read.withLock { $0.count } }
+    package var readUserCount: Int { read.withLock { $0.users.count } }
 }

@@ -6,15 +6,24 @@ import Synchronization
 
 /// Seeks every assigned partition to the offset its owner stored in PostgreSQL with its results
 /// (the source of truth; the broker's committed offset may be absent or behind). Partitions without
-/// a stored offset start from the group's committed offset, else the earliest.
+/// a stored offset start from the group's committed offset, else the earliest. Before partitions are
+/// given up (a rebalance, leaving the group at shutdown), `beforeRevoke` lets the owner finish storing
+/// what it already took from them, so the next owner loads offsets that include it.
 public struct StoredOffsetsListener: KafkaRebalanceListener {
     let storedOffsets: @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
+    let beforeRevoke: @Sendable () async -> Void
     let logger: Logger
 
-    public init(logger: Logger, storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]) {
+    public init(
+        logger: Logger, beforeRevoke: @escaping @Sendable () async -> Void = {},
+        storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
+    ) {
         self.storedOffsets = storedOffsets
+        self.beforeRevoke = beforeRevoke
         self.logger = logger
     }
+
+    public func partitionsRevoked(_ partitions: [TopicPartition]) async { await beforeRevoke() }
 
     public func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
         let stored = try await storedOffsets(partitions)
@@ -35,13 +44,13 @@ extension KafkaConsumer {
     /// - Parameter background: off the request path: long broker waits, few idle fetches.
     public static func resumingFromStoredOffsets(
         client: KafkaConfiguration, topics: [String], group: ConsumerGroupConfiguration, background: Bool = false, logger: Logger,
+        beforeRevoke: @escaping @Sendable () async -> Void = {},
         storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
     ) throws(KafkaError) -> KafkaConsumer {
         var configuration = KafkaConsumerConfiguration(client: client, group: group, topics: topics, background: background)
         configuration.autoOffsetReset = .earliest
-        return try KafkaConsumer(
-            configuration: configuration, rebalanceListener: StoredOffsetsListener(logger: logger, storedOffsets: storedOffsets),
-            logger: logger)
+        let listener = StoredOffsetsListener(logger: logger, beforeRevoke: beforeRevoke, storedOffsets: storedOffsets)
+        return try KafkaConsumer(configuration: configuration, rebalanceListener: listener, logger: logger)
     }
 }
 

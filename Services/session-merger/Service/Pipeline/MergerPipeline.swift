@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import ServiceLifecycle
 import ServiceRuntime
+import Synchronization
 
 extension Duration {
     /// Whole milliseconds, for logs.
@@ -31,6 +32,8 @@ package final class MergerPipeline: Service, Sendable {
     /// Unready while no batch can be stored (`/health/ready`).
     package let storeHealth = BatchStoreHealth()
     private let afterCommit: @Sendable (VettedBatchResult) async throws -> Void
+    /// The batch being stored while the next is read: partitions are given up only once it is stored.
+    private let inFlight: StoreInFlight
 
     /// - Parameter afterCommit: called after each commit, before the verdicts are produced (tests
     ///   use it to die at that moment).
@@ -39,8 +42,14 @@ package final class MergerPipeline: Service, Sendable {
         producer: KafkaProducer, logger: Logger,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
+        let inFlight = StoreInFlight()
+        self.inFlight = inFlight
+        // A partition given up while its batch is still being stored would be read by its next owner from
+        // offsets without that batch: it would store it again (a second verdict) and this store's late
+        // offsets could overwrite the next owner's newer ones.
         self.consumer = try .resumingFromStoredOffsets(
-            client: kafka, topics: [configuration.topics[.vettedEvents]], group: configuration.consumer, logger: logger
+            client: kafka, topics: [configuration.topics[.vettedEvents]], group: configuration.consumer, logger: logger,
+            beforeRevoke: { await inFlight.waitUntilStored(logger: logger) }
         ) { try await processor.storedOffsets(for: $0) }
         self.processor = processor
         self.producer = producer
@@ -64,7 +73,11 @@ package final class MergerPipeline: Service, Sendable {
                     verdictsInFlight = verdicts
                 }
                 let previousVerdicts = verdictsInFlight
-                stores.addTask { try await self.store(decoded, previousVerdicts: previousVerdicts) }
+                inFlight.began()
+                stores.addTask {
+                    defer { self.inFlight.ended() }
+                    return try await self.store(decoded, previousVerdicts: previousVerdicts)
+                }
                 storing = true
                 return true
             }
@@ -164,5 +177,27 @@ extension Duration {
     var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
+
+/// Whether a batch is being stored, for the rebalance to wait on (`waitUntilStored`).
+final class StoreInFlight: Sendable {
+    private let count = Mutex(0)
+
+    func began() { count.withLock { $0 += 1 } }
+    func ended() { count.withLock { $0 -= 1 } }
+    var storing: Bool { count.withLock { $0 > 0 } }
+
+    /// Returns once no batch is being stored, or after `timeout` (a store retrying while PostgreSQL is
+    /// away must not hold the rebalance forever: its offsets then lose to the next owner's, see above).
+    func waitUntilStored(timeout: Duration = .seconds(30), logger: Logger) async {
+        let deadline = ContinuousClock.now + timeout
+        while storing {
+            guard ContinuousClock.now < deadline else {
+                logger.warning("giving up partitions while a batch is still being stored; its next owner may store it again")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
