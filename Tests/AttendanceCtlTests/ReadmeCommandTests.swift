@@ -115,6 +115,7 @@ struct ReadmeCommandTests {
     }
 
     @Test func everyMakeTargetExistsAndEveryLinkedFileIsThere() throws {
+        try #require(!Self.readme.isEmpty, "README.md could not be read")
         let makefile = try String(contentsOf: LocalStack.root.appendingPathComponent("Makefile"), encoding: .utf8)
         let targets = Set(
             makefile.split(separator: "\n").compactMap { line -> String? in

@@ -28,7 +28,8 @@ struct GracefulShutdownTests {
                     batch.messages.map {
                         KafkaOutgoingMessage(topic: output, key: $0.key, value: $0.value)
                     })
-                precondition(reports.allSatisfy { $0.isDelivered })
+                struct NotDelivered: Error {}
+                guard reports.allSatisfy({ $0.isDelivered }) else { throw NotDelivered() }
                 try await consumer.commit(batch)
                 forwarded.values.withLock { $0[0, default: 0] += batch.messages.count }
             }

@@ -71,9 +71,10 @@ struct KafkaIntegrationTests {
         var seen = Set<Int>()
         for await batch in consumer.batches {
             for message in batch.messages {
-                let value = Int(String(decoding: message.value!, as: UTF8.self))!
+                let bytes = try #require(message.value)
+                let value = try #require(Int(String(decoding: bytes, as: UTF8.self)))
                 seen.insert(value)
-                perKey[message.keyString!, default: []].append(value)
+                perKey[try #require(message.keyString), default: []].append(value)
             }
             try await consumer.commit(batch)
             if seen.count == 10_000 { break }

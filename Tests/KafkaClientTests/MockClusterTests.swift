@@ -82,8 +82,8 @@ struct MockClusterTests {
             var count = 0
             for await batch in consumer.batches {
                 for message in batch.messages {
-                    let value = Int(String(decoding: message.value ?? [], as: UTF8.self))!
-                    seenPerKey[message.keyString!, default: []].append(value)
+                    let value = try #require(Int(String(decoding: message.value ?? [], as: UTF8.self)))
+                    seenPerKey[try #require(message.keyString), default: []].append(value)
                 }
                 count += batch.messages.count
                 try await consumer.commit(batch)
@@ -141,6 +141,7 @@ struct MockClusterTests {
                 received += batch.messages
                 if received.count >= 2 { break }
             }
+            try #require(received.count >= 2)
             #expect(received[0].value == nil)
             #expect(received[1].value == [])
         }

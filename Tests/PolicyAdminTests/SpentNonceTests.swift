@@ -79,8 +79,8 @@ struct SpentNonceTests {
 
             // The restarted instance remembers nothing in memory.
             let restarted = Instance(store: store)
-            let replay = try await restarted.decide([Self.checkIn(key: "k_replay", nonce: nonce)])
-            #expect(Self.isReuse(replay[0]), "\(replay[0].ruleResults)")
+            let replay = try #require(try await restarted.decide([Self.checkIn(key: "k_replay", nonce: nonce)]).first)
+            #expect(Self.isReuse(replay), "\(replay.ruleResults)")
             // The same event redelivered (at-least-once) is not a reuse.
             #expect(try await restarted.decide([Self.checkIn(key: "k_first", nonce: nonce)]).map(\.outcome) == [.accept])
         }
@@ -93,10 +93,10 @@ struct SpentNonceTests {
             let second = Instance(store: store)
             let original = try await first.decide([Self.checkIn(key: "k_a", nonce: nonce)])
             #expect(original.map(\.outcome) == [.accept])
-            let replay = try await second.decide([Self.checkIn(key: "k_b", nonce: nonce)])
-            #expect(Self.isReuse(replay[0]))
-            let otherUser = try await second.decide([Self.checkIn(key: "k_c", nonce: nonce, user: "u_other")])
-            #expect(Self.isReuse(otherUser[0]))
+            let replay = try #require(try await second.decide([Self.checkIn(key: "k_b", nonce: nonce)]).first)
+            #expect(Self.isReuse(replay))
+            let otherUser = try #require(try await second.decide([Self.checkIn(key: "k_c", nonce: nonce, user: "u_other")]).first)
+            #expect(Self.isReuse(otherUser))
         }
     }
 
@@ -108,7 +108,9 @@ struct SpentNonceTests {
                 let two = Instance(store: store)
                 async let a = one.decide([Self.checkIn(key: "k_one_\(round)", nonce: nonce)])
                 async let b = two.decide([Self.checkIn(key: "k_two_\(round)", nonce: nonce)])
-                let outcomes = try await [a[0], b[0]]
+                let (first, second) = try await (a, b)
+                try #require(first.count == 1 && second.count == 1)
+                let outcomes = [first[0], second[0]]
                 #expect(outcomes.filter { $0.outcome == .accept }.count == 1, "round \(round): \(outcomes.map(\.ruleResults))")
                 #expect(outcomes.filter(Self.isReuse).count == 1)
             }

@@ -30,7 +30,7 @@ struct PolicyPipelineTests {
             try await h.produceRawBytes(Array("{not json".utf8), key: h.fixture.user.id)
 
             let vetted = try await h.readVetted(count: 3)
-            let byKey = Dictionary(uniqueKeysWithValues: vetted.map { ($0.raw.idempotencyKey, $0) })
+            let byKey = byIdempotencyKey(vetted) { $0 }
             #expect(byKey["k_honest"]?.decision.outcome == .accept)
             #expect(byKey["k_unknown"]?.decision.outcome == .reject)
             #expect(byKey["k_unknown"]?.decision.ruleResults.contains { $0.ruleId == .beaconValidity && $0.fired } == true)
@@ -148,7 +148,7 @@ struct PolicyPipelineTests {
                 h.cache.beacon(id: beacon.id)?.status == .lost
             }
             try await h.produceRaw([h.event(key: "k_made_up", minor: 65_000), h.event(key: "k_lost", minor: beacon.minor)])
-            let vetted = Dictionary(uniqueKeysWithValues: try await h.readVetted(count: 3).map { ($0.raw.idempotencyKey, $0.decision) })
+            let vetted = byIdempotencyKey(try await h.readVetted(count: 3)) { $0.decision }
             for key in ["k_made_up", "k_lost"] {
                 #expect(vetted[key]?.outcome == .reject, "\(key)")
                 #expect(vetted[key]?.ruleResults.contains { $0.ruleId == .beaconValidity && $0.fired } == true, "\(key)")
@@ -170,7 +170,7 @@ struct PolicyPipelineTests {
 
             // This organization's site and beacon, the stranger's genuine device.
             try await h.produceRaw([h.event(key: "k_stranger", user: stranger.id, device: device.id), h.event(key: "k_member")])
-            let vetted = Dictionary(uniqueKeysWithValues: try await h.readVetted(count: 2).map { ($0.raw.idempotencyKey, $0.decision) })
+            let vetted = byIdempotencyKey(try await h.readVetted(count: 2)) { $0.decision }
             #expect(vetted["k_stranger"]?.outcome == .reject)
             #expect(vetted["k_stranger"]?.ruleResults.contains { $0.ruleId == .siteAssignment && $0.fired } == true)
             #expect(vetted["k_member"]?.outcome == .accept)
@@ -193,6 +193,13 @@ struct PolicyPipelineTests {
         let book = try PolicyBookLoader.parse(Data("{\"globalKillSwitch\": true}".utf8), source: "book.json", engine: engine)
         #expect(book.policy(forSite: "any").automaticAttendance == false)
     }
+}
+
+/// Vetted events by idempotency key. A key vetted twice (the at-least-once defect worth catching) fails
+/// the test, not the whole test process.
+func byIdempotencyKey<Value>(_ vetted: [VettedEvent], _ value: (VettedEvent) -> Value) -> [String: Value] {
+    #expect(Set(vetted.map(\.raw.idempotencyKey)).count == vetted.count, "a key vetted twice: \(vetted.map(\.raw.idempotencyKey))")
+    return Dictionary(vetted.map { ($0.raw.idempotencyKey, value($0)) }, uniquingKeysWith: { first, _ in first })
 }
 
 /// One pipeline over topics of its own and the shared registry feed.

@@ -118,7 +118,7 @@ struct OrderTests {
         #expect(Set(results.map { $0.map(\.id) }) == [[sid("a")]])
         try #require(results.count > 0)
         #expect(results.allSatisfy { $0 == results[0] })
-        #expect(results[0][0].reopenCount == 1)
+        #expect(results[0].first?.reopenCount == 1)
     }
 }
 
