@@ -17,12 +17,13 @@ public struct DeviceAuthentication: Sendable {
 
     public init(signer: DeviceTokenSigner) { self.signer = signer }
 
-    /// The verified claims of a request's headers.
-    public func claims(from headers: HTTPFields, now: Date) throws(ProblemDetails) -> DeviceClaims {
+    /// The verified claims of a request's headers (a token expired less than `expiredWithin` ago
+    /// passes: the token refresh's).
+    public func claims(from headers: HTTPFields, now: Date, expiredWithin grace: TimeInterval = 0) throws(ProblemDetails) -> DeviceClaims {
         let token = try Self.bearerToken(in: headers)
         let claims: DeviceClaims
         do {
-            claims = try signer.verify(token, now: now)
+            claims = try signer.verify(token, now: now, expiredWithin: grace)
         } catch {
             throw .unauthorized(error.description)
         }

@@ -125,11 +125,12 @@ public struct DeviceTokenSigner: Sendable {
         return "\(signedPart).\(Base64URL.encode(Array(mac)))"
     }
 
-    /// The claims of a genuine, unexpired token.
+    /// The claims of a genuine token, unexpired (or expired less than `expiredWithin` ago: only the
+    /// token refresh accepts one).
     ///
     /// Checks, in order: shape, payload, key id, signature (constant time), expiry; the first
     /// failure is the error.
-    public func verify(_ token: String, now: Date) throws(DeviceTokenError) -> DeviceClaims {
+    public func verify(_ token: String, now: Date, expiredWithin grace: TimeInterval = 0) throws(DeviceTokenError) -> DeviceClaims {
         guard token.utf8.count <= Self.maxTokenLength else { throw .malformed(reason: "longer than \(Self.maxTokenLength) bytes") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed(reason: "expected v1.<payload>.<signature>") }
@@ -149,7 +150,7 @@ public struct DeviceTokenSigner: Sendable {
         }
         let claims = payload.claims
         guard claims.expiresAt > claims.issuedAt else { throw .malformed(reason: "expiry is not after issue time") }
-        guard now < claims.expiresAt else { throw .expired(at: claims.expiresAt) }
+        guard now < claims.expiresAt.addingTimeInterval(grace) else { throw .expired(at: claims.expiresAt) }
         return claims
     }
 

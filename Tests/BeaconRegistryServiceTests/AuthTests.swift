@@ -207,6 +207,9 @@ struct UnusedRepository: AdminRegistryRepository {
     func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials {
         throw .storage("unused")
     }
+    func refreshDeviceToken(deviceId: String, userId: String) async throws(RegistryError) -> DeviceCredentials {
+        throw .storage("unused")
+    }
     func revokeDevice(id: String) async throws(RegistryError) -> Device { throw .storage("unused") }
     func device(id: String) async throws(RegistryError) -> Device { throw .storage("unused") }
     func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey { throw .storage("unused") }

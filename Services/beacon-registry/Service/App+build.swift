@@ -48,6 +48,7 @@ package func addRegistryRoutes(
     router.add(middleware: ProblemMiddleware(.registry))
     EnrollmentController(repository: repository).addRoutes(to: router)
     DeviceConfigurationController(repository: repository, authentication: devices).addRoutes(to: router)
+    DeviceTokenController(repository: repository, authentication: devices).addRoutes(to: router)
     let admin = router.group("v1/admin").add(
         middleware: AdminAuthMiddleware<AdminContext>(verifier: RepositoryAdminKeyVerifier(repository: repository)))
     OrganizationsController(repository: repository).addRoutes(to: admin)

@@ -68,6 +68,9 @@ package protocol RegistryRepository: Sendable {
     /// Enrolls a device for the code's user and returns its signed credentials. The code is spent:
     /// a second exchange fails with `.enrollmentCodeUsed`, an expired one with `.enrollmentCodeExpired`.
     func exchangeEnrollmentCode(_ code: String, device: DeviceDescription) async throws(RegistryError) -> DeviceCredentials
+    /// A new token for an enrolled device still bound to `userId` (same device id, a full lifetime from
+    /// now); a revoked device, or one now bound to another user, is `.deviceNotActive`.
+    func refreshDeviceToken(deviceId: String, userId: String) async throws(RegistryError) -> DeviceCredentials
     /// Marks the device revoked (idempotent: an already revoked device is returned unchanged).
     func revokeDevice(id: String) async throws(RegistryError) -> Device
     func device(id: String) async throws(RegistryError) -> Device

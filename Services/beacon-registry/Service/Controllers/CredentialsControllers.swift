@@ -55,12 +55,29 @@ struct EnrollmentController {
             let credentials = try await repository.exchangeEnrollmentCode(
                 body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model)
             )
-            return try Reply.json(
-                DeviceCredentialsResponse(
-                    deviceId: credentials.device.id, userId: credentials.device.userId, token: credentials.token,
-                    tokenExpiresAt: credentials.claims.expiresAt, device: credentials.device
-                ), status: .created, request: request, context: context
-            )
+            return try Reply.json(DeviceCredentialsResponse(credentials), status: .created, request: request, context: context)
+        }
+    }
+}
+
+/// `POST /v1/devices/token`: a new token for the device presenting its current one (and
+/// `X-Device-Id`), with the same device id and a full lifetime. A token expired less than
+/// `expiredTokenGrace` ago is accepted, so a phone that was off when its token ran out recovers
+/// without a new enrollment code; a revoked device, or one now bound to another user, is a 403.
+struct DeviceTokenController {
+    let repository: any AdminRegistryRepository
+    let authentication: DeviceAuthentication
+
+    /// How long after its expiry a token can still be exchanged for a new one.
+    static let expiredTokenGrace: TimeInterval = 30 * 86_400
+
+    func addRoutes(to router: Router<AdminContext>) {
+        router.post("v1/devices/token") { request, context in
+            _ = try StrictQuery(request, allowed: [])
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            let claims = try authentication.claims(from: request.headers, now: Date(), expiredWithin: Self.expiredTokenGrace)
+            let credentials = try await repository.refreshDeviceToken(deviceId: claims.deviceId, userId: claims.userId)
+            return try Reply.json(DeviceCredentialsResponse(credentials), request: request, context: context)
         }
     }
 }
@@ -81,5 +98,14 @@ struct DeviceConfigurationController {
             let configuration = try await repository.deviceConfiguration(deviceId: claims.deviceId, userId: claims.userId)
             return try Reply.revalidatedJSON(configuration, request: request, context: context)
         }
+    }
+}
+
+extension DeviceCredentialsResponse {
+    /// What a device is told of its credentials (enrollment, token refresh).
+    init(_ credentials: DeviceCredentials) {
+        self.init(
+            deviceId: credentials.device.id, userId: credentials.device.userId, token: credentials.token,
+            tokenExpiresAt: credentials.claims.expiresAt, device: credentials.device)
     }
 }

@@ -46,15 +46,9 @@ extension PostgresRegistryRepository {
     package func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
         // One snapshot: a change of the user's sites or of a site's settings meanwhile is all in or all out.
         try await read("read device configuration", snapshot: true) { db in
-            guard
-                let row = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId)", logger: logger)
-            else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is not enrolled in this registry") }
-            let device = try Columns.device(row)
-            guard device.status == .enrolled else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is revoked") }
-            guard device.userId == userId else {
-                throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is now bound to another user")
-            }
+            _ = try Self.activeDevice(
+                try await db.firstRow("SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId)", logger: logger),
+                deviceId: deviceId, userId: userId)
             let sites = try await db.rows(
                 """
                 SELECT \(unescaped: Columns.site) FROM user_sites us JOIN sites s ON s.id = us.site_id

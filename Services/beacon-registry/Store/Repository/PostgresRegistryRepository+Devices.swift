@@ -85,6 +85,39 @@ extension PostgresRegistryRepository {
         }
     }
 
+    package func refreshDeviceToken(deviceId: String, userId: String) async throws(RegistryError) -> DeviceCredentials {
+        let now = now()
+        let (signer, lifetime) = (tokenSigner, deviceTokenLifetime)
+        return try await write("refresh device token") { db in
+            _ = try Self.activeDevice(
+                try await db.firstRow(
+                    "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId) FOR UPDATE", logger: logger),
+                deviceId: deviceId, userId: userId)
+            let (token, claims) = signer.sign(deviceId: deviceId, userId: userId, issuedAt: now, lifetime: lifetime)
+            let updated = try await db.singleRow(
+                """
+                UPDATE devices AS d SET token_key_id = \(claims.keyId), token_expires_at = \(claims.expiresAt)
+                WHERE d.id = \(deviceId) RETURNING \(unescaped: Columns.device)
+                """, logger: logger
+            )
+            let device = try Columns.device(updated)
+            try await ChangeOutbox.upsert(.device, id: deviceId, entity: device, on: db, logger: logger)
+            return DeviceCredentials(device: device, token: token, claims: claims)
+        }
+    }
+
+    /// The device of `row`, which must be enrolled (not revoked) and bound to `userId`: what a device's
+    /// own requests (its configuration, its token refresh) need of it.
+    static func activeDevice(_ row: PostgresRow?, deviceId: String, userId: String) throws -> Device {
+        guard let row else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is not enrolled in this registry") }
+        let device = try Columns.device(row)
+        guard device.status == .enrolled else { throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is revoked") }
+        guard device.userId == userId else {
+            throw RegistryError.deviceNotActive(deviceId: deviceId, why: "is now bound to another user")
+        }
+        return device
+    }
+
     package func revokeDevice(id: String) async throws(RegistryError) -> Device {
         var v = InputValidator()
         _ = v.id(id, "id")
