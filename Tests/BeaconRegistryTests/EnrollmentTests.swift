@@ -70,6 +70,53 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// The phone's first answer was lost (a timeout on the lobby's Wi-Fi): the same installation sending
+        /// the same code again gets the device it enrolled, with a new token. Before, the code was spent and
+        /// the phone stayed without a token until an admin issued another code. Anyone else is refused.
+        @Test func theInstallationThatSpentACodeGetsItsDeviceAgainWithinADay() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                let spentAt = Date()
+                func repositoryAt(_ offset: TimeInterval) -> PostgresRegistryRepository {
+                    PostgresRegistryRepository(
+                        client: client, logger: RegistryTestDatabase.logger, tokenSigner: RegistryTestDatabase.signer,
+                        now: { spentAt.addingTimeInterval(offset) })
+                }
+                let installation = "inst-" + UUID().uuidString
+                let first = try await repositoryAt(0).exchangeEnrollmentCode(
+                    issued.code, device: DeviceDescription(model: "Pixel 8", installationId: installation))
+                // After the code's own expiry (10 minutes), within the day.
+                let again = try await repositoryAt(3_600).exchangeEnrollmentCode(
+                    issued.code, device: DeviceDescription(model: "Pixel 8", installationId: installation))
+                #expect(again.device.id == first.device.id && again.device.userId == fixture.user.id)
+                #expect(again.claims.expiresAt > first.claims.expiresAt)
+                #expect(
+                    try RegistryTestDatabase.signer.verify(again.token, now: spentAt.addingTimeInterval(3_600)).deviceId == first.device.id)
+                // Another installation, none, or the same one a day later: the code is spent.
+                for (offset, id) in [(60.0, "inst-" + UUID().uuidString), (60, nil), (86_401, installation)] {
+                    await #expect(throws: RegistryError.enrollmentCodeUsed, "\(offset) \(String(describing: id))") {
+                        try await repositoryAt(offset).exchangeEnrollmentCode(issued.code, device: DeviceDescription(installationId: id))
+                    }
+                }
+                // A revoked device is not handed out again.
+                _ = try await repository.revokeDevice(id: first.device.id)
+                await #expect(throws: RegistryError.self) {
+                    try await repositoryAt(120).exchangeEnrollmentCode(issued.code, device: DeviceDescription(installationId: installation))
+                }
+                // What cannot be an installation's id is refused by name.
+                let other = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                for bad in ["short", String(repeating: "x", count: 129), "has space in it, sixteen+"] {
+                    do {
+                        _ = try await repository.exchangeEnrollmentCode(other.code, device: DeviceDescription(installationId: bad))
+                        Issue.record("\(bad) was accepted")
+                    } catch {
+                        #expect("\(error)".contains("installationId"), "\(error)")
+                    }
+                }
+            }
+        }
+
         @Test func concurrentExchangesOfOneCodeEnrollOneDevice() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 let fixture = try await RegistryFixture.make(repository)

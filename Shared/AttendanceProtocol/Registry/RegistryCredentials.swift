@@ -38,10 +38,13 @@ public struct Device: Codable, Hashable, Sendable {
 public struct DeviceDescription: Codable, Hashable, Sendable {
     public var appVersion: String?
     public var model: String?
+    /// The app installation enrolling (`DeviceEnrollment.installationId`).
+    public var installationId: String?
 
-    public init(appVersion: String? = nil, model: String? = nil) {
+    public init(appVersion: String? = nil, model: String? = nil, installationId: String? = nil) {
         self.appVersion = appVersion
         self.model = model
+        self.installationId = installationId
     }
 }
 

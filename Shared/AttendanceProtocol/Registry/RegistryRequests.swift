@@ -143,11 +143,15 @@ public struct DeviceEnrollment: Codable, Hashable, Sendable {
     public var code: String
     public var appVersion: String?
     public var model: String?
+    /// A random id the app made for this installation (16-128 characters) and kept before asking: the
+    /// same code sent again with it within a day answers the device it enrolled (a lost answer).
+    public var installationId: String?
 
-    public init(code: String, appVersion: String? = nil, model: String? = nil) {
+    public init(code: String, appVersion: String? = nil, model: String? = nil, installationId: String? = nil) {
         self.code = code
         self.appVersion = appVersion
         self.model = model
+        self.installationId = installationId
     }
 }
 

@@ -53,7 +53,7 @@ struct EnrollmentController {
         router.post("v1/devices/enroll") { request, context in
             let body = try await request.decodeJSON(DeviceEnrollment.self)
             let credentials = try await repository.exchangeEnrollmentCode(
-                body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model)
+                body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model, installationId: body.installationId)
             )
             return try Reply.json(DeviceCredentialsResponse(credentials), status: .created, request: request, context: context)
         }

@@ -42,6 +42,7 @@ extension PostgresRegistryRepository {
         guard let normalized = EnrollmentCodeFormat.normalize(code) else { throw .enrollmentCodeUnknown }
         let description = try Self.validated(device)
         let hash = EnrollmentCodeFormat.hash(normalized: normalized)
+        let installation = description.installationId.map(Secrets.sha256Hex)
         let now = now()
         let deviceId = EntityIdGenerator.make("dev")
         let (signer, lifetime) = (tokenSigner, deviceTokenLifetime)
@@ -55,7 +56,15 @@ extension PostgresRegistryRepository {
                 )
             else { throw RegistryError.enrollmentCodeUnknown }
             let enrollment = try Columns.enrollmentCode(codeRow)
-            guard enrollment.usedAt == nil else { throw RegistryError.enrollmentCodeUsed }
+            if let usedAt = enrollment.usedAt {
+                // The installation that spent it asking again within a day: its answer was lost.
+                guard let installation, let enrolled = enrollment.deviceId, now < usedAt.addingTimeInterval(Self.enrollmentRetryWindow),
+                    try await db.firstRow(
+                        "SELECT 1 FROM enrollment_codes e WHERE e.id = \(enrollment.id) AND e.installation_sha256 = \(installation)",
+                        logger: logger) != nil
+                else { throw RegistryError.enrollmentCodeUsed }
+                return try await reissueToken(deviceId: enrolled, userId: enrollment.userId, now: now, on: db)
+            }
             guard now < enrollment.expiresAt else { throw RegistryError.enrollmentCodeExpired(at: enrollment.expiresAt) }
 
             let (token, claims) = signer.sign(deviceId: deviceId, userId: enrollment.userId, issuedAt: now, lifetime: lifetime)
@@ -73,7 +82,7 @@ extension PostgresRegistryRepository {
             let device = try Columns.device(deviceRow)
             let usedRow = try await db.singleRow(
                 """
-                UPDATE enrollment_codes AS e SET used_at = \(now), device_id = \(deviceId)
+                UPDATE enrollment_codes AS e SET used_at = \(now), device_id = \(deviceId), installation_sha256 = \(installation)
                 WHERE e.id = \(enrollment.id)
                 RETURNING \(unescaped: Columns.enrollmentCode)
                 """, logger: logger
@@ -85,25 +94,32 @@ extension PostgresRegistryRepository {
         }
     }
 
+    /// How long after spending a code the installation that spent it may present it again.
+    static let enrollmentRetryWindow: TimeInterval = 86_400
+
     package func refreshDeviceToken(deviceId: String, userId: String) async throws(RegistryError) -> DeviceCredentials {
         let now = now()
-        let (signer, lifetime) = (tokenSigner, deviceTokenLifetime)
-        return try await write("refresh device token") { db in
-            _ = try Self.activeDevice(
-                try await db.firstRow(
-                    "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId) FOR UPDATE", logger: logger),
-                deviceId: deviceId, userId: userId)
-            let (token, claims) = signer.sign(deviceId: deviceId, userId: userId, issuedAt: now, lifetime: lifetime)
-            let updated = try await db.singleRow(
-                """
-                UPDATE devices AS d SET token_key_id = \(claims.keyId), token_expires_at = \(claims.expiresAt)
-                WHERE d.id = \(deviceId) RETURNING \(unescaped: Columns.device)
-                """, logger: logger
-            )
-            let device = try Columns.device(updated)
-            try await ChangeOutbox.upsert(.device, id: deviceId, entity: device, on: db, logger: logger)
-            return DeviceCredentials(device: device, token: token, claims: claims)
+        return try await write("refresh device token") { db in try await reissueToken(deviceId: deviceId, userId: userId, now: now, on: db)
         }
+    }
+
+    /// A new token for an active device of `userId` (`activeDevice`), recorded with the device and
+    /// published on the feed.
+    func reissueToken(deviceId: String, userId: String, now: Date, on db: PostgresConnection) async throws -> DeviceCredentials {
+        _ = try Self.activeDevice(
+            try await db.firstRow(
+                "SELECT \(unescaped: Columns.device) FROM devices d WHERE d.id = \(deviceId) FOR UPDATE", logger: logger),
+            deviceId: deviceId, userId: userId)
+        let (token, claims) = tokenSigner.sign(deviceId: deviceId, userId: userId, issuedAt: now, lifetime: deviceTokenLifetime)
+        let updated = try await db.singleRow(
+            """
+            UPDATE devices AS d SET token_key_id = \(claims.keyId), token_expires_at = \(claims.expiresAt)
+            WHERE d.id = \(deviceId) RETURNING \(unescaped: Columns.device)
+            """, logger: logger
+        )
+        let device = try Columns.device(updated)
+        try await ChangeOutbox.upsert(.device, id: deviceId, entity: device, on: db, logger: logger)
+        return DeviceCredentials(device: device, token: token, claims: claims)
     }
 
     /// The device of `row`, which must be enrolled (not revoked) and bound to `userId`: what a device's
@@ -164,7 +180,16 @@ extension PostgresRegistryRepository {
             if trimmed.unicodeScalars.count > 64 { v.fail(field, "must be at most 64 characters") }
             return trimmed
         }
-        let result = DeviceDescription(appVersion: clean(device.appVersion, "appVersion"), model: clean(device.model, "model"))
+        var installationId: String?
+        if let id = device.installationId {
+            // Random text the app made (a UUID, say): enough of it to be its installation's alone.
+            if !(16...128).contains(id.unicodeScalars.count) || id.unicodeScalars.contains(where: { !(0x21...0x7E).contains($0.value) }) {
+                v.fail("installationId", "must be 16-128 printable ASCII characters without spaces")
+            }
+            installationId = id
+        }
+        let result = DeviceDescription(
+            appVersion: clean(device.appVersion, "appVersion"), model: clean(device.model, "model"), installationId: installationId)
         try v.finish()
         return result
     }
