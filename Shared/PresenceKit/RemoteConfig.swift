@@ -33,12 +33,35 @@ import Foundation
 /// nothing of a refused document applies (`PresenceStateMachine.apply(config:at:)` keeps the last good
 /// configuration). The one open set is `feature_flags`: a flag this version does not know is kept in
 /// `FeatureFlags.other` for the app, so a server can switch on a newer app's feature without breaking
-/// older ones. A key a newer server sends to an older app is refused: version the config
-/// (`schema_version`) and serve each app version a document it knows.
+/// older ones. A key a newer server sends to an older app would be refused, so the host sends the schema
+/// it reads (`schemaVersion`, as `X-Config-Schema` when it fetches its configuration) and the registry
+/// leaves out the keys of later schemas (`keySchemaVersions`).
 public struct RemoteConfig: Sendable, Hashable {
     public var presence: PresenceConfig
     /// `schema_version` / `version` if present.
     public var version: Int?
+
+    /// The remote-config schema this library reads. A library that reads a new key lists it in
+    /// `keySchemaVersions` under the next schema, and raises this to it.
+    public static let schemaVersion = 1
+
+    /// The schema that introduced each key the reader knows, by path (`thresholds.enter_rssi`). The reader
+    /// refuses a key missing here, so a key cannot be added without its schema. `feature_flags` is open: a
+    /// flag of a later app is kept (`FeatureFlags.other`), never refused, so its flags are not listed.
+    public static let keySchemaVersions: [String: Int] = {
+        let first = [
+            "schema_version", "version", "ranging_window_ms", "geofence_radius", "min_steps_window", "gatt_challenge",
+            "checkout_trigger", "thresholds", "feature_flags", "min_steps_window.steps", "min_steps_window.min_steps",
+            "min_steps_window.window_ms", "gatt_challenge.enabled", "gatt_challenge.timeout_ms", "gatt_challenge.retry_cooldown_ms",
+        ]
+        let thresholds = [
+            "enter_rssi", "leave_rssi", "max_stddev_db", "min_readings", "dwell_enter_rssi", "dwell_window_ms", "enter_hold_ms",
+            "enter_at_once_rssi", "smoothing_window", "smoothing", "ema_alpha", "kalman_process_noise", "kalman_measurement_noise",
+            "ranging_extensions", "signal_loss_ms", "soft_exit_grace_ms", "debounce_ms", "exit_confirmation_ms",
+            "heartbeat_interval_ms", "motion_recent_ms", "geofence_exit_margin_m",
+        ]
+        return Dictionary(uniqueKeysWithValues: (first + thresholds.map { "thresholds." + $0 }).map { ($0, 1) })
+    }()
 
     public static func decode(_ json: String, base: PresenceConfig = PresenceConfig()) throws(ConfigValidationError) -> RemoteConfig {
         try decode(Array(json.utf8), base: base)
@@ -71,8 +94,17 @@ public struct RemoteConfig: Sendable, Hashable {
             issues.append(ConfigIssue(key: path, message: "is not a remote-config key of this app"))
         }
 
+        /// Whether `path` is a key of this library's schema (`keySchemaVersions`); records it as unknown if not.
+        mutating func known(_ path: String) -> Bool {
+            guard let since = RemoteConfig.keySchemaVersions[path], since <= RemoteConfig.schemaVersion else {
+                unknown(path)
+                return false
+            }
+            return true
+        }
+
         mutating func parse(_ top: [String: JSONValue]) {
-            for key in top.keys.sorted() {
+            for key in top.keys.sorted() where known(key) {
                 let value = top[key]!
                 switch key {
                 case "schema_version", "version":
@@ -109,7 +141,7 @@ public struct RemoteConfig: Sendable, Hashable {
         mutating func parseSteps(_ value: JSONValue) {
             let key = "min_steps_window"
             if case .object(let o) = value {
-                for k in o.keys.sorted() {
+                for k in o.keys.sorted() where known("\(key).\(k)") {
                     let path = "\(key).\(k)"
                     switch k {
                     case "steps", "min_steps": if let v = int(o[k]!, path) { config.motion.minSteps = v }
@@ -125,7 +157,7 @@ public struct RemoteConfig: Sendable, Hashable {
         mutating func parseGatt(_ value: JSONValue) {
             let key = "gatt_challenge"
             if case .object(let o) = value {
-                for k in o.keys.sorted() {
+                for k in o.keys.sorted() where known("\(key).\(k)") {
                     let path = "\(key).\(k)"
                     switch k {
                     case "enabled": if let v = bool(o[k]!, path) { config.flags.gattChallenge = v }
@@ -144,7 +176,7 @@ public struct RemoteConfig: Sendable, Hashable {
             var alpha: Float = 0.3
             var q: Float = 0.5
             var r: Float = 16
-            for k in o.keys.sorted() {
+            for k in o.keys.sorted() where known("thresholds.\(k)") {
                 let path = "thresholds.\(k)"
                 let v = o[k]!
                 switch k {

@@ -3,6 +3,8 @@ public enum HTTPHeader {
     public static let idempotencyKey = "Idempotency-Key"
     public static let deviceId = "X-Device-Id"
     public static let appVersion = "X-App-Version"
+    /// The remote-config schema the app reads (`GET /v1/devices/config`; PresenceKit's `RemoteConfig.schemaVersion`).
+    public static let configSchema = "X-Config-Schema"
     /// `true` on a 200 that replays an earlier outcome for the same key.
     public static let idempotentReplayed = "Idempotent-Replayed"
     public static let retryAfter = "Retry-After"

@@ -27,3 +27,25 @@ package struct DetectionConfigDocument: Sendable, Hashable {
         }
     }
 }
+
+extension DetectionConfigDocument {
+    /// `document` as an app that reads remote-config schema `schema` can take it: without the keys that
+    /// later schemas introduced (`RemoteConfig.keySchemaVersions`), which that app would refuse, and
+    /// the whole document with them (its kill switch included). An object left empty goes too. Feature
+    /// flags stay: an app keeps the flags it does not know.
+    package static func readable(
+        bySchema schema: Int, _ document: JSONValue, keySchemas: [String: Int] = RemoteConfig.keySchemaVersions
+    ) -> JSONValue {
+        func keep(_ value: JSONValue, under prefix: String?) -> JSONValue? {
+            guard case .object(let members) = value, prefix != "feature_flags" else { return value }
+            var kept: [String: JSONValue] = [:]
+            for (key, member) in members {
+                let path = prefix.map { "\($0).\(key)" } ?? key
+                guard (keySchemas[path] ?? 1) <= schema, let value = keep(member, under: prefix == nil ? key : path) else { continue }
+                kept[key] = value
+            }
+            return prefix != nil && kept.isEmpty && !members.isEmpty ? nil : .object(kept)
+        }
+        return keep(document, under: nil) ?? .object([:])
+    }
+}

@@ -86,7 +86,9 @@ struct DeviceTokenController {
 /// (`DeviceAuthentication`). Answers every site of its user with the beacon namespace to monitor, the
 /// site's active beacons and its detection settings, with an `ETag`: a device that sends the tag of
 /// the configuration it holds (`If-None-Match`) gets 304 while nothing changed. A device revoked, now
-/// bound to another user or unknown here is a 403 (checked before any tag).
+/// bound to another user or unknown here is a 403 (checked before any tag). Each site's detection
+/// settings leave out the keys of remote-config schemas later than the app's `X-Config-Schema` (1 when
+/// absent), which the app would refuse with the whole document.
 struct DeviceConfigurationController {
     let repository: any AdminRegistryRepository
     let authentication: DeviceAuthentication
@@ -95,9 +97,27 @@ struct DeviceConfigurationController {
         router.get("v1/devices/config") { request, context in
             _ = try StrictQuery(request, allowed: [])
             let claims = try authentication.claims(from: request.headers, now: Date())
-            let configuration = try await repository.deviceConfiguration(deviceId: claims.deviceId, userId: claims.userId)
+            let schema = try Self.configSchema(request.headers)
+            var configuration = try await repository.deviceConfiguration(deviceId: claims.deviceId, userId: claims.userId)
+            for i in configuration.sites.indices {
+                configuration.sites[i].detectionConfig.document = DetectionConfigDocument.readable(
+                    bySchema: schema, configuration.sites[i].detectionConfig.document)
+            }
             return try Reply.revalidatedJSON(configuration, request: request, context: context)
         }
+    }
+}
+
+extension DeviceConfigurationController {
+    static let configSchemaHeader = HTTPFields.Element.Name(HTTPHeader.configSchema)!
+
+    /// `X-Config-Schema`: an integer from 1 to 1,000; absent, the first schema.
+    static func configSchema(_ headers: HTTPFields) throws(ProblemDetails) -> Int {
+        guard let text = headers[configSchemaHeader] else { return 1 }
+        guard let schema = Int(text), (1...1_000).contains(schema) else {
+            throw .validation([FieldError(field: HTTPHeader.configSchema, reason: "must be an integer from 1 to 1000")])
+        }
+        return schema
     }
 }
 

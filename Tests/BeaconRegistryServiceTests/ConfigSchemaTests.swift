@@ -1,0 +1,63 @@
+import AccessControl
+import AttendanceProtocol
+import BeaconRegistryCore
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import LocalStackTesting
+import PresenceKit
+import RegistryTestFixtures
+import Testing
+
+extension RegistryServiceTests {
+    /// A site's settings reach an older app without the keys a later library introduced, which that
+    /// app would refuse together with the whole document (its kill switch included).
+    @Suite("Detection settings for the app's remote-config schema", .serialized)
+    struct ConfigSchemaTests {
+        @Test func keysOfLaterSchemasAreLeftOutAndFlagsStay() throws {
+            let document = try JSONDecoder().decode(
+                JSONValue.self,
+                from: Data(
+                    #"{"checkout_trigger": "geofence_exit", "new_top": 5, "thresholds": {"enter_rssi": -70, "new_sub": 1}, "gatt_challenge": {"new_sub": true}, "feature_flags": {"kill_switch": true, "brand_new_flag": true}}"#
+                        .utf8))
+            let later = ["new_top": 2, "thresholds.new_sub": 2, "gatt_challenge.new_sub": 2]
+            let forOne = DetectionConfigDocument.readable(bySchema: 1, document, keySchemas: later)
+            #expect(forOne["new_top"] == nil && forOne["gatt_challenge"] == nil)
+            #expect(forOne["thresholds"] == ["enter_rssi": -70] && forOne["checkout_trigger"] == "geofence_exit")
+            #expect(forOne["feature_flags"] == ["kill_switch": true, "brand_new_flag": true])
+            #expect(DetectionConfigDocument.readable(bySchema: 2, document, keySchemas: later) == document)
+            // Every key of today's library is of the first schema: today's apps get the whole document.
+            #expect(DetectionConfigDocument.readable(bySchema: 1, forOne) == forOne)
+        }
+
+        @Test func theHeaderIsCheckedAndTodaysAppsGetTheWholeDocument() async throws {
+            try await Harness.run { h, client in
+                let f = try await BeaconedSite.make(h.repository)
+                _ = try await client.send(
+                    .put, "/v1/admin/sites/\(f.site.id)/detection-config", key: h.admin, json: #"{"thresholds": {"enter_hold_ms": 3000}}"#
+                )
+                .decode(SiteDetectionConfig.self)
+                let (_, credentials) = try await h.repository.enrolledUser(name: "Trịnh Văn Nam", siteIds: [f.site.id])
+                let device = credentials.device.id
+                for schema in [nil, "\(RemoteConfig.schemaVersion)"] {
+                    var headers: HTTPFields = [.deviceId: device]
+                    if let schema { headers[DeviceConfigurationControllerHeader.name] = schema }
+                    let answer = try await client.send(.get, "/v1/devices/config", key: credentials.token, headers: headers)
+                        .decode(DeviceConfiguration.self)
+                    #expect(answer.sites.first?.detectionConfig.document == ["thresholds": ["enter_hold_ms": 3000]])
+                }
+                for bad in ["0", "abc", "1001"] {
+                    let problem = try await client.send(
+                        .get, "/v1/devices/config", key: credentials.token,
+                        headers: [.deviceId: device, DeviceConfigurationControllerHeader.name: bad]
+                    ).problem(.badRequest)
+                    #expect(problem.errors?.first?.field == HTTPHeader.configSchema)
+                }
+            }
+        }
+    }
+}
+
+enum DeviceConfigurationControllerHeader {
+    static let name = HTTPFields.Element.Name(HTTPHeader.configSchema)!
+}
