@@ -111,8 +111,10 @@ struct PolicyPipelineTests {
             let device = credentials.device
             #expect(h.cache.device(id: device.id) == nil)
             try await h.produceRaw([h.event(key: "k_newcomer", time: Date().addingTimeInterval(-0.3), user: user.id, device: device.id)])
-            // The registry's publisher, woken by the commit, puts the new user and device on the feed a moment later.
-            try await Task.sleep(for: .milliseconds(50))
+            // The registry's publisher, woken by the commit, puts the new user and device on the feed a
+            // moment later: here, once the batch is waiting for the view (so it was not decided before).
+            let pipeline = try #require(h.pipeline)
+            try await eventually("the batch waits for the registry view") { pipeline.registryWaitCount >= 1 }
             try await h.publishRegistryChanges()
             let decision = try await h.readVetted(count: 1).first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
@@ -137,7 +139,8 @@ struct PolicyPipelineTests {
                     mac: nil, txPower: -59, advIntervalMs: 350, gateId: gate.id
                 ))
             try await h.produceRaw([h.event(key: "k_new_beacon", minor: beacon.minor, time: Date().addingTimeInterval(-0.3))])
-            try await Task.sleep(for: .milliseconds(50))
+            let pipeline = try #require(h.pipeline)
+            try await eventually("the batch waits for the registry view") { pipeline.registryWaitCount >= 1 }
             try await h.publishRegistryChanges()
             let decision = try await h.readVetted(count: 1).first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
@@ -215,6 +218,8 @@ struct PipelineHarness: Sendable {
     let groupId: String
     /// The pipeline's stored punches (`run(storingPunches: true)`).
     var punchStore: PostgresPunchStore? = nil
+    /// The pipeline under test (nil for a harness that builds none).
+    var pipeline: PolicyPipeline? = nil
 
     static let logger: Logger = LocalStack.logger(label: "policy-pipeline-tests")
     static var kafka: KafkaConfiguration {
@@ -276,7 +281,7 @@ struct PipelineHarness: Sendable {
             let harness = PipelineHarness(
                 repository: repository, fixture: fixture, cache: cache, producer: producer, publisher: publisher,
                 rawTopic: rawTopic, vettedTopic: vettedTopic, deadLetterTopic: dlq, groupId: pipelineConfiguration.consumer.groupId,
-                punchStore: punchStore
+                punchStore: punchStore, pipeline: pipeline
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await producer.run() }

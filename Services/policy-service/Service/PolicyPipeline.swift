@@ -79,6 +79,7 @@ package final class PolicyPipeline: Service, Sendable {
     /// Unready while the policy's database refuses every claim, read or store a batch needs (`/health/ready`).
     package let storeHealth = BatchStoreHealth()
     private let behindAnswers = Atomic<Int>(0)
+    private let registryWaits = Atomic<Int>(0)
 
     package init(
         consumer: KafkaConsumer, producer: KafkaProducer, engine: PolicyEngine = .standard, book: PolicyBook,
@@ -105,6 +106,8 @@ package final class PolicyPipeline: Service, Sendable {
     package var processedCount: Int { processed.load(ordering: .relaxed) }
     /// How often a batch's registry wait found the view behind (as `policy_registry_waits_total{current="behind"}`).
     package var registryBehindCount: Int { behindAnswers.load(ordering: .relaxed) }
+    /// How many batches have started waiting for the registry view (for tests: a batch is waiting).
+    package var registryWaitCount: Int { registryWaits.load(ordering: .relaxed) }
 
     /// Replaces the policy book; the next decision uses it.
     package func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
@@ -242,6 +245,7 @@ package final class PolicyPipeline: Service, Sendable {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
         guard let newest = behind.map(\.receivedAt).max() else { return }
+        registryWaits.add(1, ordering: .relaxed)
         let margin = configuration.registryPublishMargin
         let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
         let started = ContinuousClock.now
