@@ -500,7 +500,11 @@ public final class Outbox: Sendable {
             st.nextId += UInt64(stored.count)
             if case .some(let ck) = checkpoint { st.checkpoint = ck }
             // A phone offline for days writes checkpoints and no verdicts: they are what grows the file then.
-            if standaloneCheckpoint { compactIfWorthItQuietly(&st) }
+            // A compaction moves the entries: they are answered as they now are.
+            if standaloneCheckpoint {
+                compactIfWorthItQuietly(&st)
+                return stored.map { st.entries[$0.id] ?? $0 }
+            }
             return stored
         }
     }

@@ -73,6 +73,9 @@ public struct PresenceAgent: Sendable {
     /// `lateTimerToleranceMs` overdue).
     public mutating func advance(to now: Timestamp) -> [PresenceEffect] {
         var out: [PresenceEffect] = []
+        // Time never runs backwards for the machine: once a late timer fired at `now`, a timer due
+        // just before it (within the tolerance) fires at `now` too.
+        var firedAt: Timestamp?
         // A timer handler may schedule another timer that is also due; the bound only guards against
         // a (buggy) zero-delay loop.
         for _ in 0..<10_000 {
@@ -81,7 +84,9 @@ public struct PresenceAgent: Sendable {
                 if let d = machine.deadline(of: id), d <= now, due.map({ d < $0.1 }) ?? true { due = (id, d) }
             }
             guard let (id, deadline) = due else { break }
-            let at = now - deadline > Self.lateTimerToleranceMs ? now : deadline
+            var at = now - deadline > Self.lateTimerToleranceMs ? now : deadline
+            if let firedAt, at < firedAt { at = firedAt }
+            firedAt = at
             out.append(contentsOf: Self.hostEffects(machine.handle(.timerFired(id), at: at)))
         }
         return out

@@ -66,6 +66,28 @@ struct OutboxAtomicityTests {
         }
     }
 
+    /// A batch with a checkpoint of its own may compact the file, which moves every entry: the entries it
+    /// answers are the ones the outbox now holds.
+    @Test func theEntriesABatchAnswersAreTheOnesItHoldsAfterACompaction() throws {
+        try withTempDir { dir in
+            let box = try Outbox(path: dir + "/o.wal", options: OutboxOptions(compactionMinDeadBytes: 64))
+            var compactions = 0
+            for i in 0..<40 {
+                let sizeBefore = box.fileSize
+                // Each batch's checkpoint makes the one before it dead bytes: now and then a compaction runs.
+                let stored = try box.write([
+                    .event([UInt8(i)], kind: 1, evictable: false, stampedWithPhoneClock: false, checkpoint: nil),
+                    .checkpoint(Array(repeating: UInt8(i), count: 300)),
+                ])
+                if box.fileSize < sizeBefore { compactions += 1 }
+                let held = box.entries()
+                #expect(stored.allSatisfy { held.contains($0) }, "batch \(i)")
+                #expect(try box.payload(of: try #require(stored.first).id) == [UInt8(i)])
+            }
+            #expect(compactions > 0, "no compaction ran")
+        }
+    }
+
     /// The disk refuses every durable write for a while (here: a directory sync that fails after a
     /// compaction, which fails every fsynced write until it succeeds). The device arrives meanwhile:
     /// its check-in cannot be stored, so the machine does not take it, and once the disk takes writes

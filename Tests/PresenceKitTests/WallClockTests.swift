@@ -78,6 +78,22 @@ struct WallClockTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
+    /// A late timer fires at the wake-up; one due just before it (within the tolerance) then fires at
+    /// the wake-up too, never earlier: the machine's time does not run backwards.
+    @Test("timers due around a late one fire in time order, none before the wake-up")
+    func lateTimersKeepTimeMonotonic() throws {
+        var d = try Self.checkedIn()
+        let heartbeatDue = try #require(d.machine.deadline(of: .heartbeat))
+        // Heard until 25 s before the heartbeat is due: the signal watchdog falls due 10 s later.
+        try d.run(seconds: Int((heartbeatDue - d.now) / 1_000) - 25) { _ in -62 }
+        let watchdogDue = try #require(d.machine.deadline(of: .signalWatchdog))
+        // Woken 5 s after the heartbeat was due: the watchdog is 20 s late, the heartbeat 5 s.
+        d.clock.advance(by: heartbeatDue + 5_000 - d.now)
+        #expect(d.now - watchdogDue > PresenceAgent.lateTimerToleranceMs && d.now - heartbeatDue < PresenceAgent.lateTimerToleranceMs)
+        try d.advance(ms: 0)
+        #expect(d.machine.deadline(of: .heartbeat) == d.now + 300_000, "the heartbeat fired before the wake-up")
+    }
+
     /// Without continuous scanning, presence rests on the OS's region: a suspension of an hour is one
     /// heartbeat at the wake-up, not twelve stamped in the past.
     @Test("an hour suspended without continuous scanning: one heartbeat at the wake-up")

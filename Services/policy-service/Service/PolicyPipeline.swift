@@ -135,10 +135,16 @@ package final class PolicyPipeline: Service, Sendable {
         // cancelled (its graceful shutdown over time) while the broker refuses the last batch would wait
         // for it until the process is stopped with a fatal error.
         let last = acknowledging
-        try await withTaskCancellationHandler {
-            try await last?.value
-        } onCancel: {
-            last?.cancel()
+        do {
+            try await withTaskCancellationHandler {
+                try await last?.value
+            } onCancel: {
+                last?.cancel()
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            // A graceful shutdown ended the last batch's storing or delivery: it stays uncommitted for
+            // the next owner, and the service stops as on any other shutdown.
+            logger.info("graceful shutdown ended the last batch's acknowledgement; it stays uncommitted for the next owner")
         }
     }
 

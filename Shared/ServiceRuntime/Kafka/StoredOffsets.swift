@@ -239,6 +239,7 @@ public enum StoredOffsetsTable {
                     "forgetting the stored offsets failed; retrying",
                     metadata: ["error": .string("\(error)"), "retryIn": .string("\(backoff)")])
                 try? await Task.sleep(for: backoff)
+                if Task.isCancelled { return false }
                 backoff = min(backoff * 2, .seconds(5))
             }
         }

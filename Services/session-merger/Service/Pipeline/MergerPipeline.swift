@@ -66,14 +66,19 @@ package final class MergerPipeline: Service, Sendable {
         try await withThrowingTaskGroup(of: Task<Void, Never>?.self) { stores in
             var storing = false
             try await consumer.consume { batch in
+                // From here on the batch is the pipeline's: a revoke waits until it is stored (it may
+                // still be decoded, or wait for the batch before it).
+                inFlight.began()
                 let decoded = await processor.decode(batch.messages)
                 if storing {
                     storing = false
-                    guard let verdicts = try await stores.next() ?? nil else { return false }
+                    guard let verdicts = try await stores.next() ?? nil else {
+                        inFlight.ended()
+                        return false
+                    }
                     verdictsInFlight = verdicts
                 }
                 let previousVerdicts = verdictsInFlight
-                inFlight.began()
                 stores.addTask {
                     defer { self.inFlight.ended() }
                     return try await self.store(decoded, previousVerdicts: previousVerdicts)
