@@ -81,6 +81,10 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
     private let producer: KafkaProducer
     private let configuration: OutboxRelayConfiguration
     private let logger: Logger
+    private let rounds = Atomic<Int>(0)
+
+    /// Rounds the running relay completed (for tests: its first round is over).
+    public var completedRounds: Int { rounds.load(ordering: .relaxed) }
 
     public init(table: Table, client: PostgresClient, producer: KafkaProducer, configuration: OutboxRelayConfiguration, logger: Logger) {
         self.table = table
@@ -139,6 +143,7 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
                 let round = try await publishRound()
+                rounds.add(1, ordering: .relaxed)
                 backoff = configuration.pollInterval
                 if round.published > 0 { continue }
                 _ = try? await cancelWhenGracefulShutdown { () async throws in await wakeUp.wait(upTo: self.configuration.pollInterval) }
