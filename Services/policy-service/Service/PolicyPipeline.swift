@@ -177,7 +177,7 @@ package final class PolicyPipeline: Service, Sendable {
             throw error
         }
         if nonceLedger != nil { await pruneNoncesIfDue() }
-        pruneHistoryIfDue()
+        await pruneHistoryIfDue()
     }
 
     /// How long a user's punches stay in the history after their latest one: the longest look-back
@@ -185,18 +185,16 @@ package final class PolicyPipeline: Service, Sendable {
     /// day to spare. Pruned at most once an hour.
     package static let historyRetention: TimeInterval = 15 * 86_400
 
-    private func pruneHistoryIfDue() {
+    private func pruneHistoryIfDue() async {
         let now = clock()
         guard Self.isDue(lastHistoryPrune, now: now, every: 3_600) else { return }
         history.prune(before: now.addingTimeInterval(-Self.historyRetention))
+        // Inline, as the nonces' pruning: one statement an hour, and no task outlives the pipeline.
         guard let punchLedger else { return }
-        let logger = self.logger
-        Task {
-            do {
-                try await punchLedger.store.prune(before: now.addingTimeInterval(-Self.historyRetention))
-            } catch {
-                logger.warning("pruning stored punches failed", metadata: ["error": .string(String(describing: error))])
-            }
+        do {
+            try await punchLedger.store.prune(before: now.addingTimeInterval(-Self.historyRetention))
+        } catch {
+            logger.warning("pruning stored punches failed", metadata: ["error": .string(String(describing: error))])
         }
     }
 
