@@ -129,18 +129,21 @@ public struct RegistryClient: Sendable {
         try await call(RegistryRequest(.post, "/v1/devices/enroll", body: try Self.encode(body)))
     }
 
-    /// The device's sites and their detection settings, as the phone app fetches them (its token, no API key).
-    public func deviceConfiguration(deviceId: String, token: String) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration>
-    {
-        try await call(RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId))
+    /// The device's sites and their detection settings, as the phone app fetches them (its token, no API
+    /// key). `configSchema` is the remote-config schema the device's library reads (PresenceKit's
+    /// `RemoteConfig.schemaVersion`): the settings leave out the keys of later schemas.
+    public func deviceConfiguration(
+        deviceId: String, token: String, configSchema: Int
+    ) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration> {
+        try await call(Self.deviceConfigurationRequest(deviceId: deviceId, token: token, configSchema: configSchema))
     }
 
     /// The same, unless the device still holds it: `eTag` is the `eTag` of the answer it holds; nil
     /// when the registry answered 304 Not Modified.
     public func deviceConfiguration(
-        deviceId: String, token: String, ifNoneMatch eTag: String
+        deviceId: String, token: String, configSchema: Int, ifNoneMatch eTag: String
     ) async throws(RegistryClientError) -> RegistryReply<DeviceConfiguration>? {
-        var request = RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId)
+        var request = Self.deviceConfigurationRequest(deviceId: deviceId, token: token, configSchema: configSchema)
         request.ifNoneMatch = eTag
         let response = try await transport.send(request, to: baseURL)
         if response.status == 304 { return nil }
@@ -148,6 +151,12 @@ public struct RegistryClient: Sendable {
         return RegistryReply(
             value: try Self.decode(DeviceConfiguration.self, response.body, path: request.path), json: response.body,
             eTag: response.eTag)
+    }
+
+    static func deviceConfigurationRequest(deviceId: String, token: String, configSchema: Int) -> RegistryRequest {
+        var request = RegistryRequest(.get, "/v1/devices/config", apiKey: token, deviceId: deviceId)
+        request.configSchema = configSchema
+        return request
     }
 
     // MARK: Beacons

@@ -22,6 +22,8 @@ public struct RegistryRequest: Sendable, Hashable {
     public var deviceId: String?
     /// `If-None-Match`: the entity tag of the answer the caller already holds.
     public var ifNoneMatch: String?
+    /// `X-Config-Schema`: the remote-config schema the device reads (the device configuration).
+    public var configSchema: Int?
 
     public init(
         _ method: Method, _ path: String, query: [String: String] = [:], body: Data? = nil, apiKey: String? = nil, deviceId: String? = nil
@@ -104,6 +106,7 @@ public struct HTTPRegistryTransport: RegistryTransport {
         if let key = request.apiKey { http.headers.add(name: "Authorization", value: "Bearer \(key)") }
         if let deviceId = request.deviceId { http.headers.add(name: HTTPHeader.deviceId, value: deviceId) }
         if let tag = request.ifNoneMatch { http.headers.add(name: "If-None-Match", value: tag) }
+        if let schema = request.configSchema { http.headers.add(name: HTTPHeader.configSchema, value: String(schema)) }
         if let body = request.body {
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(body)

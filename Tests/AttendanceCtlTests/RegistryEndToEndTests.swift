@@ -237,12 +237,20 @@ struct RegistryEndToEndTests {
             // while the device holds it.
             let token = try #require(credentials["token"] as? String)
             let registry = try RegistryClient(baseURL: r.url, apiKey: nil)
-            let configuration = try await registry.deviceConfiguration(deviceId: deviceId, token: token)
+            let configuration = try await registry.deviceConfiguration(deviceId: deviceId, token: token, configSchema: 1)
             #expect(configuration.value.sites.map(\.site.id) == ["site-ctl-\(t)"])
             let tag = try #require(configuration.eTag)
-            #expect(try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) == nil)
-            let stale = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: "\"stale\"")
+            #expect(try await registry.deviceConfiguration(deviceId: deviceId, token: token, configSchema: 1, ifNoneMatch: tag) == nil)
+            let stale = try await registry.deviceConfiguration(deviceId: deviceId, token: token, configSchema: 1, ifNoneMatch: "\"stale\"")
             #expect(stale?.eTag == tag && stale?.value.deviceId == deviceId)
+            // The schema goes out as `X-Config-Schema`: one the registry cannot read is refused.
+            do {
+                _ = try await registry.deviceConfiguration(deviceId: deviceId, token: token, configSchema: 0)
+                Issue.record("X-Config-Schema 0 was not refused")
+            } catch {
+                guard case RegistryClientError.problem(let problem) = error else { throw error }
+                #expect(problem.status == 400 && problem.errors?.first?.field == HTTPHeader.configSchema, "\(problem)")
+            }
             let revoked = try await r.ctl(["devices", "revoke", deviceId, "--json"], key: r.admin).object()
             #expect(revoked["status"] as? String == "revoked" && revoked["revokedAt"] is String)
 

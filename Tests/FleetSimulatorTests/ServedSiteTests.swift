@@ -101,6 +101,8 @@ struct ServedSiteTests {
         #expect(await refresh.refreshed(deviceId: "dev_unknown") == nil)
         #expect(registry.requests.map(\.ifNoneMatch) == ["\"a\"", "\"a\"", "\"b\""])
         #expect(registry.requests.allSatisfy { $0.deviceId == "dev_1" && $0.apiKey == "tok" && $0.path == "/v1/devices/config" })
+        // Each asks for the settings its PresenceKit reads, as the app does.
+        #expect(registry.requests.allSatisfy { $0.configSchema == RemoteConfig.schemaVersion })
 
         // A configuration held without a tag (an answer that carried none) is asked for in full, and
         // the tag of that answer is kept.
@@ -114,6 +116,7 @@ struct ServedSiteTests {
         #expect(await fresh.refreshed(deviceId: "dev_1")?.sites.map(\.id) == ["site_hq"])
         #expect(await fresh.refreshed(deviceId: "dev_1") == nil)
         #expect(untagged.requests.map(\.ifNoneMatch) == [nil, "\"c\""])
+        #expect(untagged.requests.map(\.configSchema) == [RemoteConfig.schemaVersion, RemoteConfig.schemaVersion])
     }
 }
 

@@ -135,7 +135,8 @@ package struct EnrolledFleet: Sendable {
         var served = ServedConfigurations()
         var directoryOf: [[String]: SiteDirectory] = [:] // one per set of sites: their phones share it
         for device in devices {
-            let reply = try await registry.deviceConfiguration(deviceId: device.deviceId, token: device.token)
+            let reply = try await registry.deviceConfiguration(
+                deviceId: device.deviceId, token: device.token, configSchema: RemoteConfig.schemaVersion)
             let configuration = reply.value
             served.eTags[device.deviceId] = reply.eTag
             guard !configuration.sites.isEmpty else {
@@ -233,12 +234,16 @@ package final class ConfigurationRefresh: Sendable {
         do {
             let reply: RegistryReply<DeviceConfiguration>
             if let tag = tags.withLock({ $0[deviceId] }) {
-                guard let changed = try await registry.deviceConfiguration(deviceId: deviceId, token: token, ifNoneMatch: tag) else {
+                guard
+                    let changed = try await registry.deviceConfiguration(
+                        deviceId: deviceId, token: token, configSchema: RemoteConfig.schemaVersion, ifNoneMatch: tag)
+                else {
                     return nil
                 }
                 reply = changed
             } else {
-                reply = try await registry.deviceConfiguration(deviceId: deviceId, token: token)
+                reply = try await registry.deviceConfiguration(
+                    deviceId: deviceId, token: token, configSchema: RemoteConfig.schemaVersion)
             }
             let directory = try EnrolledFleet.directory(of: reply.value, adjust: adjust)
             tags.withLock { $0[deviceId] = reply.eTag }
