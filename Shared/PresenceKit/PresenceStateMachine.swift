@@ -918,7 +918,11 @@ public struct PresenceStateMachine: Sendable {
             best > Float(config.leaveRssi)
         {
             lastSiteHeardAt = now
-            resumePresence(at: now, &fx)
+            if presenceGapOutlivesSession(at: now) {
+                startOver(at: now, &fx)
+            } else {
+                resumePresence(at: now, &fx)
+            }
             return fx
         }
         let inside = insideSites
@@ -931,6 +935,31 @@ public struct PresenceStateMachine: Sendable {
             confirm(candidate, at: now, &fx)
         }
         return fx
+    }
+
+    /// How long the server joins new presence to a session after its last presence: the merger's idle
+    /// cutoff (`MERGER_IDLE_CUTOFF_SECONDS`, 12 h by default). Presence it hears later starts over, and
+    /// a heartbeat that carries only the old session's key is then recorded without a session.
+    public static let serverIdleCutoffMs: Int64 = 12 * 3_600_000
+
+    /// True when the open session's last presence is so long ago (the phone was off or suspended) that
+    /// the server would no longer join the next heartbeat, due one interval from now, to it.
+    func presenceGapOutlivesSession(at now: Timestamp) -> Bool {
+        session != nil && now - lastPresentAt + max(0, config.heartbeatIntervalMs) > Self.serverIdleCutoffMs
+    }
+
+    /// Presence found again after a gap the session cannot span: the session is checked out at its last
+    /// presence (`presence_gap`) and detection starts afresh, so that this presence gets a check-in
+    /// (with every check the server makes of one) instead of heartbeats the server cannot place.
+    mutating func startOver(at now: Timestamp, _ fx: inout [PresenceEffect]) {
+        checkOut(reason: .presenceGap, at: now, &fx)
+        phase = restingPhase
+        guard phase != .idle else {
+            stopRanging(&fx)
+            return
+        }
+        if !continuousScanActive { startRangingWindow(at: now, &fx) }
+        fx += tryConfirm(at: now)
     }
 
     // MARK: Check-in / check-out
@@ -966,11 +995,17 @@ public struct PresenceStateMachine: Sendable {
     mutating func confirm(_ candidate: BeaconCandidate, at now: Timestamp, since: Timestamp? = nil, _ fx: inout [PresenceEffect]) {
         guard candidate.siteIndex >= 0 else { return }
         if session != nil && sessionSiteIndex == candidate.siteIndex {
-            // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
-            // exit): the session simply continues. No gates: they guard *new* check-ins.
-            lastSiteHeardAt = now
-            resumePresence(at: now, &fx)
-            return
+            if presenceGapOutlivesSession(at: now) {
+                // Too long since its presence for the server to join this to it: the session ends
+                // there, and this presence goes on as a new check-in, through every gate.
+                checkOut(reason: .presenceGap, at: now, &fx)
+            } else {
+                // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
+                // exit): the session simply continues. No gates: they guard *new* check-ins.
+                lastSiteHeardAt = now
+                resumePresence(at: now, &fx)
+                return
+            }
         }
         let siteId = directory[candidate.siteIndex].id
         // With no session to leave, the candidate's own site's settings go in force before any gate:
@@ -1278,6 +1313,14 @@ public struct PresenceStateMachine: Sendable {
         case .heartbeat:
             guard let s = session, config.heartbeatIntervalMs > 0 else { break }
             if phase == .present {
+                if !continuousScanActive && presenceGapOutlivesSession(at: now) {
+                    // No heartbeat for longer than the server keeps a session: the phone was suspended,
+                    // and whether the person stayed is not known. The beacon must be heard again.
+                    enterSoftExit(reason: .presenceGap, at: now, &fx)
+                    startRanging(at: now, &fx)
+                    schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx)
+                    break
+                }
                 // Without continuous scanning no readings arrive while present; being in `present`
                 // means the OS still reports the region, so presence extends to now.
                 if !continuousScanActive { lastPresentAt = now }
