@@ -30,7 +30,9 @@ struct LiveRegistry: Sendable {
         let configuration = try LocalStack.serviceConfiguration(service: "beacon-registry")
         let signer = try DeviceTokenSigner(activeKey: try DeviceSigningKey(id: "ctl-test", secret: Array(repeating: 7, count: 32)))
         try await LocalStack.withMigratedSchema(.registry, prefix: "registry_ctl") { postgres, _ in
-            let repository = PostgresRegistryRepository(client: postgres, logger: logger, tokenSigner: signer)
+            let repository = PostgresRegistryRepository(
+                client: postgres, logger: logger, tokenSigner: signer,
+                beaconKeySealer: BeaconKeySealer(sealingKey: Array("attendancectl-tests-seal-key-32b".utf8)))
             let admin = try await repository.createAPIKey(name: "ctl-test admin", role: .admin).secret
             let installer = try await repository.createAPIKey(name: "ctl-test installer", role: .installer).secret
             let viewer = try await repository.createAPIKey(name: "ctl-test viewer", role: .viewer).secret
@@ -111,6 +113,23 @@ struct RegistryEndToEndTests {
             let framesOnly = await r.ctl(["beacons", "plan", beaconId, "--device-name", "Gate1", "--frames-only"], key: r.viewer)
             #expect(framesOnly.stdout.split(separator: "\n").count == 24)
             #expect(framesOnly.stdout.split(separator: "\n").allSatisfy { $0.hasPrefix("4E 4F ") })
+            // The GATT key: in the installer's plan, never in the viewer's.
+            #expect(try plan.field("gatt key").hasPrefix("not sent: "), "\(plan)")
+            let installerPlan = await r.ctl(["beacons", "plan", beaconId], key: r.installer)
+            let keyLine = try installerPlan.field("gatt key")
+            #expect(keyLine.hasPrefix("version 1, write after the frames: "))
+            let key = await r.ctl(["beacons", "plan", beaconId, "--key-only"], key: r.installer)
+            let hex = key.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(key.code == 0 && hex.count == 64 && keyLine.hasSuffix(hex), "\(key)")
+            let noKey = await r.ctl(["beacons", "plan", beaconId, "--key-only"], key: r.viewer)
+            #expect(noKey.code == 1 && noKey.stderr.contains("carries no GATT key"), "\(noKey)")
+            // A rotation points at the command that prints the new key, and that command prints it.
+            let rotated = await r.ctl(["beacons", "rotate-key", beaconId, "--grace-hours", "0"], key: r.admin)
+            #expect(try rotated.field("next").contains("beacons plan \(beaconId) --key-only"), "\(rotated)")
+            let newKey = await r.ctl(["beacons", "plan", beaconId, "--key-only"], key: r.installer)
+            let newHex = newKey.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(newKey.code == 0 && newHex.count == 64 && newHex != hex, "\(newKey)")
+            #expect(try await r.ctl(["beacons", "plan", beaconId], key: r.installer).field("gatt key").hasPrefix("version 2, "))
 
             let user = await r.ctl(["users", "create", "--name", "Nguyễn Văn An", "--site", siteId], key: r.admin)
             #expect(user.code == 0, "\(user)")

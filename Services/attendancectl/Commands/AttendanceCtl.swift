@@ -80,7 +80,11 @@ package struct GlobalOptions: ParsableArguments {
     func kafka() throws -> KafkaConfiguration {
         var env = environment
         if let brokers { env["KAFKA_BROKERS"] = brokers }
-        return try ServiceConfiguration.load(service: "attendancectl", defaultHTTPPort: 1, from: EnvironmentReader(env)).kafka
+        let reader = EnvironmentReader(env)
+        try reader.checkFileReferences()
+        try reader.refuseRenamedKeys()
+        return try ServiceConfiguration.kafka(
+            clientId: ServiceConfiguration.instanceId(service: "attendancectl", from: reader), from: reader)
     }
 
     func postgres() throws -> PostgresConfiguration {
@@ -167,7 +171,7 @@ extension AttendanceCtl {
                     rows.append([name, "ok", detail, Output.millis(since: start)])
                 } catch {
                     failed = true
-                    rows.append([name, "FAIL", "\(error)", Output.millis(since: start)])
+                    rows.append([name, "FAIL", Self.reason(error), Output.millis(since: start)])
                 }
             }
             let kafka = try options.kafka()
@@ -186,12 +190,19 @@ extension AttendanceCtl {
             await record("round trip") {
                 try await DoctorChecks.roundTrip(kafka: kafka, logger: logger)
             }
-            let postgres = try options.postgres()
+            // Settings that cannot be read are this row's failure: the rows above are still printed.
             await record("postgres") {
-                try await DoctorChecks.postgresVersion(postgres, logger: logger)
+                try await DoctorChecks.postgresVersion(try options.postgres(), logger: logger)
             }
             Output.print(rows: rows, headers: ["CHECK", "STATUS", "DETAIL", "TIME"], json: options.json)
             if failed { throw ExitCode(1) }
+        }
+
+        /// One line on what failed. PostgresNIO's errors describe themselves only in their debug text
+        /// (their plain description hides the cause); the server's own message comes first.
+        static func reason(_ error: any Error) -> String {
+            guard error is PSQLError else { return "\(error)" }
+            return PostgresFailure(error)?.message ?? String(reflecting: error)
         }
     }
 }

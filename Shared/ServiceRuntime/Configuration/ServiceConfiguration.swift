@@ -65,9 +65,7 @@ public struct ServiceConfiguration: Sendable {
             throw ConfigurationError(
                 key: "LOG_LEVEL", value: levelText, expected: "one of " + Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))
         }
-        let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
-        try validateBrokerList(brokers)
-        let instance = env.string("INSTANCE_ID", default: "\(service)-\(ProcessInfo.processInfo.hostName)-\(getpid())")
+        let instance = instanceId(service: service, from: env)
         var configuration = ServiceConfiguration(
             serviceName: service,
             instanceId: instance,
@@ -76,11 +74,7 @@ public struct ServiceConfiguration: Sendable {
             httpPort: try env.int("HTTP_PORT", default: defaultHTTPPort, in: 0...65_535),
             logFormat: try env.choice("LOG_FORMAT", default: LogFormat.text),
             logLevel: level,
-            kafka: KafkaConfiguration(
-                bootstrapServers: brokers, brokerQuirks: try brokerQuirks(from: env), clientId: instance,
-                lingerMs: try env.optionalInt("KAFKA_LINGER_MS", in: 0...1_000),
-                fetchWaitMaxMs: try env.optionalInt("KAFKA_FETCH_WAIT_MAX_MS", in: 1...5_000)
-            ),
+            kafka: try kafka(clientId: instance, from: env),
             postgres: try PostgresConfiguration.load(from: env)
         )
         configuration.postgres.applicationName = service
@@ -90,6 +84,23 @@ public struct ServiceConfiguration: Sendable {
         let watch = try env.milliseconds("BROKER_WATCH_INTERVAL_MS", default: .seconds(1), in: 0...600_000)
         configuration.brokerWatchInterval = watch == .zero ? nil : watch
         return configuration
+    }
+
+    /// `INSTANCE_ID`, by default `<service>-<host>-<pid>`.
+    public static func instanceId(service: String, from env: EnvironmentReader) -> String {
+        env.string("INSTANCE_ID", default: "\(service)-\(ProcessInfo.processInfo.hostName)-\(getpid())")
+    }
+
+    /// The Kafka settings alone (`KAFKA_BROKERS`, `KAFKA_BROKER_QUIRKS`, `KAFKA_LINGER_MS`,
+    /// `KAFKA_FETCH_WAIT_MAX_MS`): for a tool that checks the broker whatever the other settings say.
+    public static func kafka(clientId: String, from env: EnvironmentReader) throws(ConfigurationError) -> KafkaConfiguration {
+        let brokers = env.string("KAFKA_BROKERS", default: "127.0.0.1:19092")
+        try validateBrokerList(brokers)
+        return KafkaConfiguration(
+            bootstrapServers: brokers, brokerQuirks: try brokerQuirks(from: env), clientId: clientId,
+            lingerMs: try env.optionalInt("KAFKA_LINGER_MS", in: 0...1_000),
+            fetchWaitMaxMs: try env.optionalInt("KAFKA_FETCH_WAIT_MAX_MS", in: 1...5_000)
+        )
     }
 
     /// `KAFKA_BROKER_QUIRKS`: `none` (default; Apache Kafka) or `tansu` (the local stack's broker), the

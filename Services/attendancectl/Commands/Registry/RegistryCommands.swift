@@ -384,20 +384,35 @@ extension AttendanceCtl.Registry {
             @Option(name: .customLong("tx-power-index"), help: "Radio power level 0 (weakest) to 7 (default 5).") var txPowerIndex: Int?
             @Flag(name: .customLong("frames-only"), help: "Print only the frames, one per line (for a provisioning tool).") var framesOnly =
                 false
+            @Flag(
+                name: .customLong("key-only"),
+                help: "Print only the beacon's GATT key in hex, written after the frames (installer or admin key).")
+            var keyOnly = false
             @OptionGroup var registry: RegistryOptions
+
+            func validate() throws {
+                if framesOnly && keyOnly { throw ValidationError("--frames-only and --key-only print different things: pass one") }
+                if keyOnly && registry.json { throw ValidationError("--json prints the whole plan, the key included: drop --key-only") }
+            }
 
             func run() async throws {
                 let query = ProvisioningPlanQuery(
                     deviceName: deviceName, measuredPower: measuredPower, advertisingIntervalUnits: advertisingIntervalUnits,
                     txPowerIndex: txPowerIndex
                 )
-                let framesOnly = framesOnly
-                let table: (ProvisioningPlanResponse) -> String = {
-                    framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0)
-                }
-                try await registry.show(table) { client throws(RegistryClientError) in
+                let id = id
+                let call = { (client: RegistryClient) async throws(RegistryClientError) -> RegistryReply<ProvisioningPlanResponse> in
                     try await client.provisioningPlan(beaconId: id, query)
                 }
+                guard keyOnly else {
+                    let framesOnly = framesOnly
+                    try await registry.show({ framesOnly ? $0.frames.joined(separator: "\n") : RegistryTables.plan($0) }, call)
+                    return
+                }
+                guard let key = try await call(try registry.client()).value.gattKey else {
+                    throw CLIError("beacon \(id): the plan carries no GATT key: " + RegistryTables.noGattKeyReason)
+                }
+                CLIContext.current.out(key.hex)
             }
         }
 

@@ -129,6 +129,7 @@ package enum RegistryTables {
             ("auth service", auth.serviceUUID),
             ("auth characteristic", auth.characteristic + (auth.writeWithResponse ? " (write with response)" : "")),
             ("passwords to try", auth.passwords.joined(separator: ", ")),
+            ("gatt key", gattKey(plan.gattKey)),
         ])
         let steps = TableFormatter.render(
             headers: ["STEP", "NAME", "CHAR", "FRAME"],
@@ -136,6 +137,16 @@ package enum RegistryTables {
         )
         return header + "\n\n" + steps
     }
+
+    /// The key to write after the frames, or why the plan carries none.
+    static func gattKey(_ key: ProvisioningPlanResponse.GattKey?) -> String {
+        guard let key else { return "not sent: " + noGattKeyReason }
+        return "version \(key.version), write after the frames: \(key.hex)"
+    }
+
+    /// Why a provisioning plan carries no GATT key.
+    package static let noGattKeyReason =
+        "the registry sends it to installer and admin keys only, when it holds beacon keys (BEACON_KEY_SEAL_KEY)"
 
     package static func verification(_ verification: BeaconVerificationResponse) -> String {
         TableFormatter.render(pairs: [
@@ -149,7 +160,11 @@ package enum RegistryTables {
         TableFormatter.render(pairs: [
             ("beacon", rotation.beaconId), ("key version", String(rotation.version)), ("rotated", time(rotation.rotatedAt)),
             ("previous key", rotation.previousKeyValidUntil.map { "verifies until \(time($0))" } ?? "stopped verifying"),
-            ("next", "write the new key from: attendancectl registry beacons plan \(rotation.beaconId)"),
+            (
+                "next",
+                "write the new key into the beacon: attendancectl registry beacons plan \(rotation.beaconId) --key-only "
+                    + "(an installer or admin key)"
+            ),
         ])
     }
 
