@@ -19,7 +19,9 @@ container engine (none runs where this is developed).
    stack gives it, and no setting of its own beyond them (both from `deploy/local/services.sh describe`).
 7. Dependencies: `depends_on` names real services; a `service_healthy` condition waits for a
    service that has a health check; every long-running service waits for the secrets and topics
-   jobs (each service applies its own migrations at start).
+   jobs and for PostgreSQL to be healthy (each service applies its own migrations at start); every
+   service that is not a one-shot job (`restart: "no"`) restarts unless stopped, the broker and the
+   database included; PostgreSQL's `max_connections` is the local stack's.
 8. Prometheus scrapes exactly the long-running services on their ports and sends its alerts to the
    Alertmanager service, whose configuration amtool accepts; Grafana has a data source and dashboards;
    every metric a dashboard panel or an alert rule queries is exported by the code.
@@ -52,6 +54,8 @@ class Checker:
         self.compose_path = compose_path
         self.spec_path = spec_path
         self.results = []
+        # (alert rule name, its labels), read with the Prometheus rule files.
+        self.alert_labels = []
 
     def check(self, name, ok, detail=""):
         self.results.append((name, bool(ok), detail))
@@ -191,6 +195,9 @@ class Checker:
                 dockerfile_products |= self.dockerfile(name, service["build"])
             command = service.get("command")
             product = command[0] if isinstance(command, list) and command else None
+            if service.get("restart") != "no":
+                self.check(f"{name}: restarts unless stopped (after a crash or a host restart)", service.get("restart") == "unless-stopped",
+                           f"restart: {service.get('restart')}")
             for dependency, condition in self.dependencies(service):
                 self.check(f"{name}: depends_on {dependency} exists", dependency in services)
                 if condition == "service_healthy" and dependency in services:
@@ -212,6 +219,15 @@ class Checker:
                 command = service.get("command") if isinstance(service, dict) else None
                 if isinstance(command, list) and command and command[0] in self.executables:
                     self.check(f"{name}: the image holds '{command[0]}'", command[0] in dockerfile_products)
+
+        # PostgreSQL takes as many connections as on the local stack, whose services' pools fill it alike.
+        stack = self.read("deploy", "local", "stack.sh")
+        local_max = re.search(r'PG_SERVER_MAX_CONNECTIONS="\$\{PG_SERVER_MAX_CONNECTIONS:-(\d+)\}"', stack)
+        postgres_command = " ".join(str(a) for a in ((services.get("postgres") or {}).get("command") or []))
+        compose_max = re.search(r"max_connections=(\d+)", postgres_command)
+        self.check("postgres: max_connections is the local stack's (stack.sh PG_SERVER_MAX_CONNECTIONS)",
+                   local_max is not None and compose_max is not None and local_max.group(1) == compose_max.group(1),
+                   f"compose: {postgres_command or '(image default 100)'}")
 
         # The containers get the platform's variables as the local stack does.
         exported = self.local_environment()
@@ -344,6 +360,8 @@ class Checker:
             self.check(f"{name}: {variable} is given on the local stack too (services.sh describe)", False)
         waits_for = {d for d, c in self.dependencies(service) if c == "service_completed_successfully"}
         self.check(f"{name}: waits for the secrets and topics jobs", JOB_NAMES <= waits_for, f"waits for {sorted(waits_for)}")
+        healthy = {d for d, c in self.dependencies(service) if c == "service_healthy"}
+        self.check(f"{name}: waits for postgres to be healthy (it migrates at start)", "postgres" in healthy, f"waits for {sorted(healthy)}")
 
     def prometheus(self, service, long_running, local_ports):
         mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in (service.get("volumes") or []) if isinstance(v, str) and ":" in v}
@@ -387,6 +405,7 @@ class Checker:
                 continue
             for group in rules.get("groups") or []:
                 for rule in group.get("rules") or []:
+                    self.alert_labels.append((rule.get("alert"), {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}))
                     self.expression(f"alert {rule.get('alert')}", rule.get("expr", ""), metrics)
                     runbook = (rule.get("annotations") or {}).get("runbook", "")
                     self.runbook_anchor(f"alert {rule.get('alert')}", runbook)
@@ -454,6 +473,30 @@ class Checker:
         result = subprocess.run([path, "check-config", config], capture_output=True, text=True)
         output = (result.stdout + result.stderr).strip().replace("\n", " | ")
         self.check("amtool check-config", result.returncode == 0, output[:800])
+        self.inhibitions(yaml.safe_load(open(config)) or {})
+
+    def inhibitions(self, config):
+        """Each inhibit rule silences some alert of the rules with another (their labels as
+        Prometheus attaches them: the rule's `labels`; `alertname` is the rule's name)."""
+        def matches(labels, matchers):
+            for matcher in matchers:
+                found = re.fullmatch(r'\s*(\w+)\s*(=~|!=|=)\s*"(.*)"\s*', matcher)
+                if not found:
+                    return False
+                name, op, value = found.groups()
+                actual = labels.get(name, "")
+                if (op == "=" and actual != value) or (op == "!=" and actual == value) or (op == "=~" and not re.fullmatch(value, actual)):
+                    return False
+            return True
+        alerts = [dict(labels, alertname=str(name)) for name, labels in self.alert_labels]
+        for index, rule in enumerate(config.get("inhibit_rules") or []):
+            equal = rule.get("equal") or []
+            pairs = [(source["alertname"], target["alertname"]) for source in alerts for target in alerts
+                     if source is not target and matches(source, rule.get("source_matchers") or [])
+                     and matches(target, rule.get("target_matchers") or [])
+                     and all(source.get(label, "") == target.get(label, "") for label in equal)]
+            self.check(f"alertmanager: inhibit rule {index + 1} silences one alert rule with another", bool(pairs),
+                       f"no pair of alert rules matches {rule}")
 
     # --- promtool: Prometheus's own parser ------------------------------------------------------
 
