@@ -115,6 +115,15 @@ public struct RegistryClient: Sendable {
         try await admin(.post, "/v1/admin/users", body: body)
     }
 
+    public func user(id: String) async throws(RegistryClientError) -> RegistryReply<User> {
+        try await admin(.get, "/v1/admin/users/\(Self.segment(id))")
+    }
+
+    /// Replaces the sites the user is assigned to.
+    public func setUserSites(userId: String, siteIds: [String]) async throws(RegistryClientError) -> RegistryReply<User> {
+        try await admin(.put, "/v1/admin/users/\(Self.segment(userId))/sites", body: UserSites(siteIds: siteIds))
+    }
+
     /// A one-time code for the user's phone (the plaintext is in this answer only).
     public func createEnrollmentCode(
         userId: String, validityMinutes: Int? = nil

@@ -135,6 +135,22 @@ struct RegistryEndToEndTests {
             #expect(user.code == 0, "\(user)")
             let userId = try user.field("id")
             #expect(try user.field("sites") == siteId)
+            // Moved to another site and back, keeping the id.
+            let annex = try await r.ctl(
+                [
+                    "sites", "create", "--org", orgId, "--name", "Annex", "--timezone", "Asia/Ho_Chi_Minh", "--latitude", "10.78",
+                    "--longitude", "106.70", "--radius", "150", "--shift-start", "08:30", "--shift-end", "17:30",
+                ], key: r.admin
+            ).field("id")
+            let moved = await r.ctl(["users", "set-sites", userId, "--site", annex, "--site", siteId], key: r.admin)
+            #expect(moved.code == 0, "\(moved)")
+            #expect(try moved.field("sites") == "\(annex), \(siteId)")
+            #expect(try await r.ctl(["users", "get", userId], key: r.viewer).field("sites") == "\(annex), \(siteId)")
+            let notByAViewer = await r.ctl(["users", "set-sites", userId, "--site", siteId], key: r.viewer)
+            #expect(notByAViewer.code == 1 && notByAViewer.stderr.contains("(HTTP 403)"), "\(notByAViewer)")
+            let neither = await r.ctl(["users", "set-sites", userId], key: r.admin)
+            #expect(neither.code != 0 && neither.stderr.contains("--no-sites"), "\(neither)")
+            #expect(try await r.ctl(["users", "set-sites", userId, "--site", siteId], key: r.admin).field("sites") == siteId)
 
             let code = await r.ctl(["enrollment-codes", "create", "--user", userId, "--validity-minutes", "30"], key: r.admin)
             #expect(code.code == 0, "\(code)")

@@ -28,6 +28,8 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.get, "/v1/admin/gates/{id}", .viewer),
     (.post, "/v1/admin/gates/{id}/minor", .installer),
     (.post, "/v1/admin/users", .admin),
+    (.get, "/v1/admin/users/{id}", .viewer),
+    (.put, "/v1/admin/users/{id}/sites", .admin),
     (.post, "/v1/admin/users/{id}/enrollment-codes", .admin),
     (.post, "/v1/admin/beacons", .installer),
     (.get, "/v1/admin/beacons/{id}", .viewer),
@@ -166,6 +168,8 @@ struct UnusedRepository: AdminRegistryRepository {
     func organization(id: String) async throws(RegistryError) -> Organization { throw .storage("unused") }
     func site(id: String) async throws(RegistryError) -> Site { throw .storage("unused") }
     func gate(id: String) async throws(RegistryError) -> Gate { throw .storage("unused") }
+    func user(id: String) async throws(RegistryError) -> User { throw .storage("unused") }
+    func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User { throw .storage("unused") }
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig { throw .storage("unused") }
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
         throw .storage("unused")

@@ -158,6 +158,17 @@ extension RegistryServiceTests {
                     method: .post, path: "/v1/admin/users", body: #"{"id":"usr-\#(t)","name":"U","siteIds":["\#(missing)"]}"#,
                     status: .notFound),
                 Case(method: .post, path: "/v1/admin/users/\(missing)/enrollment-codes", status: .notFound),
+                Case(method: .get, path: "/v1/admin/users/\(missing)", status: .notFound),
+                Case(method: .put, path: "/v1/admin/users/\(missing)/sites", body: #"{"siteIds":["\#(site)"]}"#, status: .notFound),
+                Case(method: .put, path: "/v1/admin/users/\(user)/sites", body: "{}", status: .badRequest, field: "siteIds"),
+                Case(
+                    method: .put, path: "/v1/admin/users/\(user)/sites", body: #"{"siteIds":"\#(site)"}"#, status: .badRequest,
+                    field: "siteIds"),
+                Case(
+                    method: .put, path: "/v1/admin/users/\(user)/sites", body: #"{"siteIds":["\#(missing)"]}"#, status: .notFound),
+                Case(
+                    method: .put, path: "/v1/admin/users/\(user)/sites", body: #"{"siteIds":[],"name":"x"}"#, status: .badRequest,
+                    field: "name"),
                 Case(
                     method: .post, path: "/v1/admin/users/\(user)/enrollment-codes", body: #"{"validityMinutes":0}"#, status: .badRequest,
                     field: "validityMinutes"),

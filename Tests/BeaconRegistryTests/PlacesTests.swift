@@ -88,6 +88,41 @@ extension RegistryDatabaseTests {
                 }
             }
         }
+
+        @Test func aUserMovedToAnotherSiteKeepsTheirIdAndTheFeedCarriesTheNewAssignment() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let warehouse = try await repository.createSite(
+                    NewSite.dayShift(organizationId: fixture.organization.id, name: "Warehouse \(UInt32.random(in: 0...UInt32.max))"))
+                let moved = try await repository.setUserSites(userId: fixture.user.id, siteIds: [warehouse.id, warehouse.id])
+                #expect(moved.id == fixture.user.id && moved.name == fixture.user.name && moved.siteIds == [warehouse.id])
+                #expect(try await repository.user(id: fixture.user.id) == moved)
+                // Published again, after the creation: the feed's caches (the policy's site assignment) follow.
+                let published = try await outboxRows(client, type: "user", id: fixture.user.id)
+                try #require(published.count == 2)
+                let last = try #require(published[1].payload)
+                #expect(published[1].op == "upsert")
+                #expect(try ProtocolCodec.wire.decode(User.self, from: last).siteIds == [warehouse.id])
+
+                // Both sites, then none; a site that does not exist changes nothing.
+                let both = try await repository.setUserSites(userId: fixture.user.id, siteIds: [fixture.site.id, warehouse.id])
+                #expect(Set(both.siteIds) == [fixture.site.id, warehouse.id])
+                await #expect(throws: RegistryError.notFound(.site, id: "site_missing")) {
+                    try await repository.setUserSites(userId: fixture.user.id, siteIds: [warehouse.id, "site_missing"])
+                }
+                #expect(Set(try await repository.user(id: fixture.user.id).siteIds) == [fixture.site.id, warehouse.id])
+                #expect(try await repository.setUserSites(userId: fixture.user.id, siteIds: []).siteIds == [])
+                #expect(try await outboxRows(client, type: "user", id: fixture.user.id).count == 4)
+
+                await #expect(throws: RegistryError.notFound(.user, id: "usr_missing")) {
+                    try await repository.setUserSites(userId: "usr_missing", siteIds: [warehouse.id])
+                }
+                await #expect(throws: RegistryError.notFound(.user, id: "usr_missing")) { try await repository.user(id: "usr_missing") }
+                await #expect(throws: RegistryError.self) {
+                    try await repository.setUserSites(userId: fixture.user.id, siteIds: ["not an id!"])
+                }
+            }
+        }
     }
 }
 

@@ -69,6 +69,13 @@ public struct NewUser: Codable, Hashable, Sendable {
     }
 }
 
+/// `PUT /v1/admin/users/{id}/sites`: the sites the user is assigned to from now on (an empty list: none).
+public struct UserSites: Codable, Hashable, Sendable {
+    public var siteIds: [String]
+
+    public init(siteIds: [String]) { self.siteIds = siteIds }
+}
+
 public struct NewBeacon: Codable, Hashable, Sendable {
     public var id: String?
     /// As read from the beacon or typed: dashes optional, any case.

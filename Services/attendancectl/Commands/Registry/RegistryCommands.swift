@@ -462,7 +462,7 @@ extension AttendanceCtl.Registry {
 
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "People whose attendance is taken.", subcommands: [Create.self]
+            abstract: "People whose attendance is taken.", subcommands: [Create.self, Get.self, SetSites.self]
         )
 
         struct Create: AsyncParsableCommand {
@@ -476,6 +476,41 @@ extension AttendanceCtl.Registry {
                 let body = NewUser(id: id, name: name, siteIds: sites)
                 try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
                     try await client.createUser(body)
+                }
+            }
+        }
+
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a user and their sites (viewer).")
+            @Argument(help: "The user's id.") var id: String
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
+                    try await client.user(id: id)
+                }
+            }
+        }
+
+        struct SetSites: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-sites",
+                abstract: "Replace the sites a user is assigned to (admin); they keep their id, devices and history.")
+            @Argument(help: "The user's id.") var id: String
+            @Option(name: .customLong("site"), help: "A site they work at from now on (repeat for several).") var sites: [String] = []
+            @Flag(name: .customLong("no-sites"), help: "Assign no site at all.") var noSites = false
+            @OptionGroup var registry: RegistryOptions
+
+            func validate() throws {
+                if sites.isEmpty && !noSites {
+                    throw ValidationError("name the sites with --site (repeat for several), or pass --no-sites")
+                }
+                if !sites.isEmpty && noSites { throw ValidationError("--no-sites assigns none: drop --site") }
+            }
+
+            func run() async throws {
+                try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
+                    try await client.setUserSites(userId: id, siteIds: sites)
                 }
             }
         }

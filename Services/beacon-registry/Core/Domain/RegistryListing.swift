@@ -10,6 +10,7 @@ package protocol RegistryListing: Sendable {
     func organization(id: String) async throws(RegistryError) -> Organization
     func site(id: String) async throws(RegistryError) -> Site
     func gate(id: String) async throws(RegistryError) -> Gate
+    func user(id: String) async throws(RegistryError) -> User
     /// The site's detection settings: version 0 with an empty document when none were ever set.
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig
     /// What the device needs (`GET /v1/devices/config`): every site of its user, with the namespace, its

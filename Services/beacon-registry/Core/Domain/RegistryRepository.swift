@@ -12,6 +12,9 @@ package protocol RegistryRepository: Sendable {
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
     func createUser(_ input: NewUser) async throws(RegistryError) -> User
+    /// Replaces the user's site assignment (a user who moves to another site keeps their id and history)
+    /// and publishes the user again.
+    func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User
 
     /// Replaces the site's detection settings, set by the API key `apiKeyId`, and returns them with the
     /// next version; the change is not published on the feed (devices fetch it, no service reads it).

@@ -61,6 +61,18 @@ extension NewUser {
     }
 }
 
+extension UserSites {
+    /// The ids checked and each site once, in the order given.
+    package func validated() throws(RegistryError) -> UserSites {
+        var v = InputValidator()
+        for (i, site) in siteIds.enumerated() { _ = v.id(site, "siteIds[\(i)]") }
+        try v.finish()
+        var unique: [String] = []
+        for site in siteIds where !unique.contains(site) { unique.append(site) }
+        return UserSites(siteIds: unique)
+    }
+}
+
 extension NewBeacon {
     /// The normalized input and its parsed UUID. A banned UUID is its own error (422), reported
     /// before field errors, so the admin learns the real reason first.

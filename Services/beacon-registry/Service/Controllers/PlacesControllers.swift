@@ -119,7 +119,7 @@ struct GatesController {
     }
 }
 
-/// `/v1/admin/users`: create (admin), issue an enrollment code (admin).
+/// `/v1/admin/users`: create (admin), read (viewer), assign to sites (admin), issue an enrollment code (admin).
 struct UsersController {
     let repository: any AdminRegistryRepository
 
@@ -128,6 +128,17 @@ struct UsersController {
             try context.authorize(.admin)
             let user = try await repository.createUser(try await request.decodeJSON(NewUser.self))
             return try Reply.json(user, status: .created, request: request, context: context)
+        }
+        group.get("users/{id}") { request, context in
+            try context.authorize(.viewer)
+            let user = try await repository.user(id: try context.pathId())
+            return try Reply.json(user, request: request, context: context)
+        }
+        group.put("users/{id}/sites") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(UserSites.self)
+            let user = try await repository.setUserSites(userId: try context.pathId(), siteIds: body.siteIds)
+            return try Reply.json(user, request: request, context: context)
         }
         group.post("users/{id}/enrollment-codes") { request, context in
             try context.authorize(.admin)

@@ -38,6 +38,14 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
+    package func user(id: String) async throws(RegistryError) -> User {
+        try await read("read user") { db in
+            guard let row = try await db.firstRow("SELECT \(unescaped: Columns.user) FROM users u WHERE u.id = \(id)", logger: logger)
+            else { throw RegistryError.notFound(.user, id: id) }
+            return try Columns.user(row)
+        }
+    }
+
     package func listOrganizations(after: String?, limit: Int) async throws(RegistryError) -> [Organization] {
         let limit = Self.pageLimit(limit)
         return try await read("list organizations") { db in

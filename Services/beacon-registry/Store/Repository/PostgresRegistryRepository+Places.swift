@@ -95,20 +95,38 @@ extension PostgresRegistryRepository {
                 "users_pkey": .alreadyExists(.user, id: id)
             ]
         ) { db in
-            // Name the missing site precisely (the foreign key error would not say which).
-            let siteIds = input.siteIds
-            let found = try await db.rows("SELECT id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
-                .map { try $0.decode(String.self) }
-            if let missing = siteIds.first(where: { !found.contains($0) }) { throw RegistryError.notFound(.site, id: missing) }
-
+            try await Self.requireSites(input.siteIds, on: db, logger: logger)
             try await db.query("INSERT INTO users (id, name, created_at) VALUES (\(id), \(input.name), \(now))", logger: logger)
-            try await db.query(
-                "INSERT INTO user_sites (user_id, site_id) SELECT \(id), unnest(\(siteIds)::text[])", logger: logger
-            )
-            let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM users u WHERE u.id = \(id)", logger: logger)
-            let user = try Columns.user(row)
-            try await ChangeOutbox.upsert(.user, id: id, entity: user, on: db, logger: logger)
-            return user
+            return try await Self.assign(userId: id, to: input.siteIds, on: db, logger: logger)
         }
+    }
+
+    package func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User {
+        let siteIds = try UserSites(siteIds: siteIds).validated().siteIds
+        return try await write("assign user sites") { db in
+            // The user's row locked: two assignments at once apply one after the other, each published.
+            guard try await db.firstRow("SELECT id FROM users WHERE id = \(userId) FOR UPDATE", logger: logger) != nil else {
+                throw RegistryError.notFound(.user, id: userId)
+            }
+            try await Self.requireSites(siteIds, on: db, logger: logger)
+            try await db.query("DELETE FROM user_sites WHERE user_id = \(userId)", logger: logger)
+            return try await Self.assign(userId: userId, to: siteIds, on: db, logger: logger)
+        }
+    }
+
+    /// Fails naming the first site that does not exist (the foreign key error would not say which).
+    static func requireSites(_ siteIds: [String], on db: PostgresConnection, logger: Logger) async throws {
+        let found = try await db.rows("SELECT id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
+            .map { try $0.decode(String.self) }
+        if let missing = siteIds.first(where: { !found.contains($0) }) { throw RegistryError.notFound(.site, id: missing) }
+    }
+
+    /// Adds the user's sites, and publishes the user as it now is.
+    static func assign(userId: String, to siteIds: [String], on db: PostgresConnection, logger: Logger) async throws -> User {
+        try await db.query("INSERT INTO user_sites (user_id, site_id) SELECT \(userId), unnest(\(siteIds)::text[])", logger: logger)
+        let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM users u WHERE u.id = \(userId)", logger: logger)
+        let user = try Columns.user(row)
+        try await ChangeOutbox.upsert(.user, id: userId, entity: user, on: db, logger: logger)
+        return user
     }
 }
