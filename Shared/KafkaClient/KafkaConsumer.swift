@@ -251,7 +251,12 @@ public final class KafkaConsumer: Service, Sendable {
         let maxBatch = configuration.maxBatchSize
         let timeout = Int32(configuration.pollTimeoutMs)
         return await withCheckedContinuation { continuation in
-            pollQueue.async { [queue, logger] in
+            pollQueue.async { [queue, logger, assigned, handle] in
+                // The rebalance callback runs inside these calls. A revocation served by the second one
+                // comes after the first message was taken: what was taken of a revoked partition must not
+                // reach the owner, whose revoke hook has already run (its offsets could overwrite the next
+                // owner's).
+                let revocationsBefore = assigned.revocations.load(ordering: .sequentiallyConsistent)
                 // rd_kafka_consume_batch_queue waits out its whole timeout unless the batch fills, which
                 // put `pollTimeoutMs` on every hop at low load. So: wait only for the first message,
                 // then take what is already fetched without waiting.
@@ -267,14 +272,29 @@ public final class KafkaConsumer: Service, Sendable {
                         count += max(more, 0)
                     }
                 }
+                let revoked = assigned.revocations.load(ordering: .sequentiallyConsistent) != revocationsBefore
+                let stillAssigned = revoked ? assigned.partitions.withLock { $0 } : []
+                var dropped = 0
                 var messages: [KafkaMessage] = []
                 messages.reserveCapacity(max(count, 0))
                 for i in 0..<max(count, 0) {
                     guard let raw = buffer[i] else { continue }
                     defer { rd_kafka_message_destroy(raw) }
                     let m = raw.pointee
+                    if m.err == RD_KAFKA_RESP_ERR__FATAL {
+                        // The consumer cannot go on (a group consumer hears of it here, not in the error
+                        // callback): the poll loop ends with it.
+                        handle.recordFatalError()
+                        continue
+                    }
                     if m.err != RD_KAFKA_RESP_ERR_NO_ERROR {
                         logger.warning("consumer error", metadata: ["error": .string(KafkaError.from(code: m.err).description)])
+                        continue
+                    }
+                    if revoked,
+                        !stillAssigned.contains(TopicPartition(topic: String(cString: rd_kafka_topic_name(m.rkt)), partition: m.partition))
+                    {
+                        dropped += 1
                         continue
                     }
                     var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
@@ -288,6 +308,9 @@ public final class KafkaConsumer: Service, Sendable {
                             value: m.payload.map { [UInt8](copying: UnsafeRawPointer($0), count: m.len) },
                             timestampMs: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
                         ))
+                }
+                if dropped > 0 {
+                    logger.debug("messages of revoked partitions left out of the batch", metadata: ["count": "\(dropped)"])
                 }
                 continuation.resume(returning: KafkaMessageBatch(messages: messages))
             }
@@ -418,6 +441,8 @@ struct ConsumerStateMachine: Sendable {
 /// The partitions a consumer holds, shared with its rebalance callback.
 final class AssignmentTracker: Sendable {
     let partitions = Mutex<Set<TopicPartition>>([])
+    /// Grows with each revocation (and rebalance error), after `partitions` lost what was revoked.
+    let revocations = Atomic<Int>(0)
 }
 
 /// `rd_kafka_queue_t*` of the consumer, freed with it.
@@ -475,11 +500,13 @@ final class RebalanceCoordinator: Sendable {
                 rd_kafka_assign(rk, nil)
             }
             assigned.partitions.withLock { $0.subtract(tps) }
+            assigned.revocations.add(1, ordering: .sequentiallyConsistent)
             logger.info("partitions revoked", metadata: ["partitions": .string(tps.map(\.description).joined(separator: ","))])
         default:
             logger.error("rebalance error", metadata: ["error": .string(KafkaError.from(code: event).description)])
             rd_kafka_assign(rk, nil)
             assigned.partitions.withLock { $0.removeAll() }
+            assigned.revocations.add(1, ordering: .sequentiallyConsistent)
         }
     }
 

@@ -64,14 +64,7 @@ final class RdKafkaHandle: @unchecked Sendable {
             let text = reason.map { String(cString: $0) } ?? ""
             let err = rd_kafka_resp_err_t(rawValue: code)
             if err == RD_KAFKA_RESP_ERR__FATAL, let handle {
-                var buf = [CChar](repeating: 0, count: 512)
-                let original = rd_kafka_fatal_error(handle, &buf, buf.count)
-                let fatal = KafkaError(
-                    kind: .fatal, code: original.rawValue, codeName: String(cString: rd_kafka_err2name(original)),
-                    message: String(cBuffer: buf), isFatal: true, isRetriable: false
-                )
-                callbacks.fatalError.withLock { if $0 == nil { $0 = fatal } }
-                callbacks.logger.critical("kafka fatal error", metadata: ["error": .string(fatal.description)])
+                RdKafkaHandle.recordFatalError(handle, callbacks)
             } else {
                 // Transport errors are common and recovered from automatically (e.g. broker restart).
                 callbacks.logger.warning("kafka error", metadata: ["error": .string("\(String(cString: rd_kafka_err2name(err))): \(text)")])
@@ -109,6 +102,21 @@ final class RdKafkaHandle: @unchecked Sendable {
     }
 
     var fatalError: KafkaError? { callbacks.fatalError.withLock { $0 } }
+
+    /// Keeps the handle's fatal error (the first one) for `fatalError`. A producer learns of it from the
+    /// error callback; a group consumer from a message carrying `RD_KAFKA_RESP_ERR__FATAL` on its queue.
+    func recordFatalError() { Self.recordFatalError(pointer, callbacks) }
+
+    fileprivate static func recordFatalError(_ handle: OpaquePointer, _ callbacks: RdKafkaCallbacks) {
+        var buf = [CChar](repeating: 0, count: 512)
+        let original = rd_kafka_fatal_error(handle, &buf, buf.count)
+        let fatal = KafkaError(
+            kind: .fatal, code: original.rawValue, codeName: String(cString: rd_kafka_err2name(original)),
+            message: String(cBuffer: buf), isFatal: true, isRetriable: false
+        )
+        callbacks.fatalError.withLock { if $0 == nil { $0 = fatal } }
+        callbacks.logger.critical("kafka fatal error", metadata: ["error": .string(fatal.description)])
+    }
 
     /// Low and high watermarks as the broker knows them (a network round trip).
     func watermarks(_ tp: TopicPartition, timeoutMs: Int32 = 5_000) throws(KafkaError) -> KafkaWatermarks {

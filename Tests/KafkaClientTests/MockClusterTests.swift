@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import KafkaClient
@@ -181,6 +182,42 @@ struct MockClusterTests {
         #expect(listener.revokedPartitions.count == 2)
     }
 
+    /// The owner's revoke hook is its last word on a partition: no batch it receives afterwards holds a
+    /// message of it (until it is assigned again), even when the revocation came while the consumer was
+    /// taking a batch out of what it had already fetched.
+    @Test func noMessageOfARevokedPartitionReachesTheOwnerAfterItsRevokeHook() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("moving", partitions: 4)
+        let producer = try makeProducer(cluster)
+        let listener = RevocationWatch()
+        var config = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers), groupId: "g-moving", topics: ["moving"])
+        config.maxBatchSize = 20
+        let first = try KafkaConsumer(configuration: config, rebalanceListener: listener, logger: logger)
+        let second = try KafkaConsumer(configuration: config, logger: logger)
+        try await withRunning([producer, first]) {
+            let reports = try await producer.sendBatch(
+                (0..<20_000).map { KafkaOutgoingMessage(topic: "moving", key: nil, value: Array("\($0)".utf8), partition: Int32($0 % 4)) })
+            #expect(reports.allSatisfy { $0.isDelivered })
+            var read = 0
+            var late: [KafkaMessage] = []
+            var secondTask: Task<Void, any Error>?
+            for await batch in first.batches {
+                let revoked = listener.revoked
+                late += batch.messages.filter { revoked.contains(TopicPartition(topic: $0.topic, partition: $0.partition)) }
+                read += batch.messages.count
+                // A second member joins while the first has fetched far ahead of what it handed over.
+                if secondTask == nil && read >= 200 { secondTask = Task { try await second.run() } }
+                if listener.rebalances >= 3 || read >= 19_900 { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            second.triggerShutdown()
+            try await secondTask?.value
+            #expect(listener.rebalances >= 3, "the second member's join revoked and reassigned the first's partitions")
+            #expect(late.isEmpty, "messages of revoked partitions after the revoke hook: \(late.prefix(5))")
+        }
+    }
+
     @Test func storedOffsetPastTheEndStartsFromTheBeginning() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("lost", partitions: 1)
@@ -285,6 +322,29 @@ extension KafkaProducer: ServiceRunnable {
 
 extension KafkaConsumer: ServiceRunnable {
     func stop() { triggerShutdown() }
+}
+
+/// Which partitions are revoked and not assigned again, and how many assignments and revocations came.
+final class RevocationWatch: KafkaRebalanceListener, Sendable {
+    private let state = Mutex<(revoked: Set<TopicPartition>, rebalances: Int)>(([], 0))
+
+    var revoked: Set<TopicPartition> { state.withLock { $0.revoked } }
+    var rebalances: Int { state.withLock { $0.rebalances } }
+
+    func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        state.withLock {
+            $0.revoked.subtract(partitions)
+            $0.rebalances += 1
+        }
+        return [:]
+    }
+
+    func partitionsRevoked(_ partitions: [TopicPartition]) async {
+        state.withLock {
+            $0.revoked.formUnion(partitions)
+            $0.rebalances += 1
+        }
+    }
 }
 
 final class RecordingListener: KafkaRebalanceListener, @unchecked Sendable {
