@@ -136,6 +136,29 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// A shard UUID with a major no organization holds yet: the next allocation could hand that
+        /// namespace, the beacon in it, to another organization. A customer's own UUID stays welcome.
+        @Test func aBeaconInANamespaceNobodyHoldsIsRefused() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let mine = try await RegistryFixture.make(repository)
+                let held = try await repository.allocateNamespace(organizationId: mine.organization.id)
+                // The first shard UUID with its last major: no test allocates that far.
+                let rows = try await client.query(
+                    "SELECT uuid FROM shard_pool ORDER BY position LIMIT 1", logger: RegistryTestDatabase.logger)
+                var pool: UUID?
+                for try await uuid in rows.decode(UUID.self) { pool = uuid }
+                let shard = try #require(pool)
+                let identity = BeaconIdentity(uuid: shard, major: 65_535, minor: 1)
+                await #expect(throws: RegistryError.namespaceNotAllocated(identity)) {
+                    try await repository.registerBeacon(NewBeacon(uuid: shard.uuidString, major: 65_535, minor: 1, gateId: mine.gate.id))
+                }
+                #expect(RegistryError.namespaceNotAllocated(identity).problemDetails.status == 409)
+                _ = try await repository.registerBeacon(
+                    NewBeacon(uuid: held.uuid.uuidString, major: held.major, minor: 1, gateId: mine.gate.id))
+                _ = try await repository.registerBeacon(NewBeacon(uuid: allowedUUID().uuidString, major: 1, minor: 1, gateId: mine.gate.id))
+            }
+        }
+
         @Test func unknownOrganizationOrGateIsNotFound() async throws {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 await #expect(throws: RegistryError.notFound(.organization, id: "org_missing")) {

@@ -29,6 +29,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case minorAllocatedToAnotherGate(BeaconIdentity, gateId: String)
     /// The uuid/major is a namespace allocated to another organization than the gate's (409).
     case namespaceOfAnotherOrganization(BeaconIdentity, organizationId: String)
+    /// The uuid is one of the registry's shard UUIDs but no organization holds its major yet: such a
+    /// beacon would sit in a namespace the next allocation hands to someone else (409).
+    case namespaceNotAllocated(BeaconIdentity)
     /// Every major of every shard is taken (503: an operator must grow the pool).
     case shardPoolExhausted
     /// All 65535 minors of the namespace are taken (409).
@@ -73,6 +76,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "\(identity.canonicalId) is allocated to gate \"\(gateId)\""
         case .namespaceOfAnotherOrganization(let identity, let organizationId):
             return "\(identity.uuid):\(identity.major) is the namespace of organization \"\(organizationId)\", not of the gate's"
+        case .namespaceNotAllocated(let identity):
+            return "\(identity.uuid):\(identity.major) is a namespace of the registry's shard pool that no organization holds: "
+                + "allocate the gate's organization's namespace and use its UUID and major"
         case .shardPoolExhausted:
             return "every major of every shard UUID is allocated"
         case .minorsExhausted(let uuid, let major):
@@ -109,7 +115,7 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-            .namespaceOfAnotherOrganization, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
+            .namespaceOfAnotherOrganization, .namespaceNotAllocated, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)

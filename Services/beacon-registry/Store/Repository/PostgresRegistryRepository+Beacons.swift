@@ -30,6 +30,10 @@ extension PostgresRegistryRepository {
                 if let gateOrganization, gateOrganization != namespaceOrganization {
                     throw RegistryError.namespaceOfAnotherOrganization(identity, organizationId: namespaceOrganization)
                 }
+            } else if try await db.firstRow("SELECT 1 FROM shard_pool WHERE uuid = \(uuid)", logger: logger) != nil {
+                // One of our shard UUIDs with a major nobody holds: the next allocation could hand that
+                // namespace, this beacon in it, to another organization. (A customer's own UUID is fine.)
+                throw RegistryError.namespaceNotAllocated(identity)
             }
             // A minor allocated in one of our namespaces belongs to its gate: a beacon elsewhere with
             // the same identity would make that gate's check-ins land at the wrong place.
