@@ -383,6 +383,7 @@ let package = Package(
                 "BeaconRegistryCore",
                 "BeaconRegistryStore",
                 "AttendanceProtocol",
+                "KafkaClient",
                 "ServiceRuntime",
                 .logging,
                 .postgresNIO,

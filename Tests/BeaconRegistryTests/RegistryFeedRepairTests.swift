@@ -2,6 +2,8 @@ import AttendanceProtocol
 import BeaconRegistryCore
 import BeaconRegistryStore
 import Foundation
+import KafkaClient
+import LocalStackTesting
 import PostgresNIO
 import RegistryTestFixtures
 import Testing
@@ -89,6 +91,59 @@ extension RegistryDatabaseTests {
                 // before its publisher produced the first row).
                 #expect(try await RegistryFeedRepair.queueRefill(client: client, logger: RegistryTestDatabase.logger) == 0)
                 #expect(try await Self.unpublished(client) == rows)
+                try await Self.markAllPublished(client)
+            }
+        }
+
+        /// A database restored from a backup is behind the feed: its next ids would be versions the
+        /// consumers already hold, and every change they carry (a revoked device) would be dropped as
+        /// stale. At start the registry moves its ids past the feed's last version and refills the feed.
+        @Test func aDatabaseBehindItsFeedMovesItsIdsPastTheFeedAndRefillsIt() async throws {
+            try LocalStack.ensureStarted()
+            let topic = try await LocalStack.newRegistryFeedTopic()
+            let kafka = KafkaConfiguration(
+                bootstrapServers: LocalStack.brokers, brokerQuirks: LocalStack.brokerQuirks, clientId: "feed-rewind")
+            let logger = RegistryTestDatabase.logger
+            let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+            let reader = KafkaPartitionReader(configuration: kafka, logger: logger)
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                try await Self.markAllPublished(client)
+                // Nothing on the feed yet: nothing to do.
+                #expect(
+                    try await RegistryFeedRepair.repairIfRewound(admin: admin, reader: reader, client: client, topic: topic, logger: logger)
+                        == 0)
+
+                // The feed published versions up to 5,000,000 before the database was restored.
+                let ahead: Int64 = 5_000_000
+                let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
+                let producing = Task { try await producer.run() }
+                let change = RegistryChange(
+                    entityType: .user, entityId: fixture.user.id, op: .upsert, version: ahead, changedAt: Date(),
+                    payload: try ProtocolCodec.wire.decode(JSONValue.self, from: try ProtocolCodec.wire.encode(fixture.user)))
+                let reports = try await producer.sendBatch([
+                    KafkaOutgoingMessage(topic: topic, key: "user:\(fixture.user.id)", value: try ProtocolCodec.wire.encode(change))
+                ])
+                producer.beginShutdown()
+                try await producing.value
+                #expect(reports.allSatisfy { $0.isDelivered })
+                #expect(
+                    try await RegistryFeedRepair.lastPublishedVersion(admin: admin, reader: reader, topic: topic, logger: logger) == ahead)
+
+                let queued = try await RegistryFeedRepair.repairIfRewound(
+                    admin: admin, reader: reader, client: client, topic: topic, logger: logger)
+                #expect(queued > 0)
+                let rows = try await Self.unpublished(client)
+                try #require(rows.count == queued + 2)
+                #expect(rows.allSatisfy { $0.id > ahead }, "every refilled change outranks what the consumers hold")
+                // The next change too, and a second start changes nothing.
+                let revoked = try await repository.setUserSites(userId: fixture.user.id, siteIds: [])
+                #expect(revoked.siteIds.isEmpty)
+                let latest = try #require(try await Self.unpublished(client).last)
+                #expect(latest.id > ahead && latest.entityId == fixture.user.id)
+                #expect(
+                    try await RegistryFeedRepair.repairIfRewound(admin: admin, reader: reader, client: client, topic: topic, logger: logger)
+                        == 0)
                 try await Self.markAllPublished(client)
             }
         }

@@ -8,7 +8,8 @@ import ServiceRuntime
 
 extension BeaconRegistryServer {
     /// Before the registry serves: GATT keys for beacons that have none, the first admin key, and a
-    /// feed topic the broker lost refilled from the outbox before anything reads it (`RegistryFeedRepair`).
+    /// feed topic the broker lost, or one ahead of a restored database, refilled from the outbox before
+    /// anything reads it (`RegistryFeedRepair`).
     static func prepare(
         repository: PostgresRegistryRepository, settings: RegistryConfiguration, kafka: KafkaConfiguration, feed: String,
         client: PostgresClient,
@@ -28,7 +29,9 @@ extension BeaconRegistryServer {
                     "bootstrap admin API key created", metadata: ["apiKey": .string(issued.key.id), "writtenTo": .string(file.path)])
             }
         }
-        try await RegistryFeedRepair.repairIfLost(
-            admin: KafkaAdmin(configuration: kafka, logger: logger), client: client, topic: feed, logger: logger)
+        let admin = try KafkaAdmin(configuration: kafka, logger: logger)
+        try await RegistryFeedRepair.repairIfLost(admin: admin, client: client, topic: feed, logger: logger)
+        try await RegistryFeedRepair.repairIfRewound(
+            admin: admin, reader: KafkaPartitionReader(configuration: kafka, logger: logger), client: client, topic: feed, logger: logger)
     }
 }

@@ -46,6 +46,58 @@ package enum RegistryFeedRepair {
         return queued
     }
 
+    /// True when the feed carries a version the outbox has not reached: the database went back in time
+    /// (restored from a backup, or replaced) while the topic kept what was published since.
+    package static func isRewound(lastPublishedVersion: Int64?, outboxLastId: Int64) -> Bool {
+        guard let lastPublishedVersion else { return false }
+        return lastPublishedVersion > outboxLastId
+    }
+
+    /// The version of the feed's last record (rows are produced in id order onto one partition, and
+    /// compaction keeps a partition's last record); nil for an empty topic or one whose last records
+    /// are tombstones.
+    package static func lastPublishedVersion(
+        admin: KafkaAdmin, reader: KafkaPartitionReader, topic: String, logger: Logger
+    ) async throws -> Int64? {
+        let tp = TopicPartition(topic: topic, partition: 0)
+        let marks = try await admin.watermarks(tp)
+        guard marks.high > marks.low else { return nil }
+        // From the last offset on; a broker whose high watermark is its last batch's base gives the batch.
+        let messages = try await reader.read(
+            tp, from: max(marks.low, marks.high - 1), maxMessages: 100_000, timeoutMs: 10_000, quietMs: 200)
+        var version: Int64?
+        for message in messages {
+            guard let value = message.value else { continue }
+            let change = try ProtocolCodec.wire.decode(RegistryChange.self, from: value)
+            version = max(version ?? change.version, change.version)
+        }
+        return version
+    }
+
+    /// Checks that the outbox is ahead of the feed and, when the database went back in time, moves the
+    /// outbox's ids past the feed's last version and queues the latest change of every entity again. A
+    /// consumer keeps the highest version it has seen of an entity, so without this every change made
+    /// after the restore (a revoked device, a new beacon) would carry a version its caches hold as stale.
+    /// Entities the feed knows and the restored database does not stay in the caches: the runbook says
+    /// how to remove them. Runs once, at the registry's start.
+    /// - Returns: the entities queued again (0 when the outbox is ahead of the feed).
+    @discardableResult
+    package static func repairIfRewound(
+        admin: KafkaAdmin, reader: KafkaPartitionReader, client: PostgresClient, topic: String = Topic.registryChanges.name,
+        logger: Logger
+    ) async throws -> Int {
+        let published = try await lastPublishedVersion(admin: admin, reader: reader, topic: topic, logger: logger)
+        let last = try await client.query(Self.lastIdQuery, logger: logger)
+        var outboxLastId: Int64 = 0
+        for try await value in last.decode(Int64.self) { outboxLastId = value }
+        guard let published, isRewound(lastPublishedVersion: published, outboxLastId: outboxLastId) else { return 0 }
+        let queued = try await queueRefill(client: client, idsAbove: published, logger: logger)
+        logger.warning(
+            "the registry feed carries versions the database never reached (restored from a backup?): ids moved past them and the latest change of every entity queued again",
+            metadata: ["topic": .string(topic), "feedVersion": "\(published)", "outboxLastId": "\(outboxLastId)", "entities": "\(queued)"])
+        return queued
+    }
+
     /// The broker lost its state while this registry ran (its broker watch saw a topic's end go back):
     /// the feed went with it, and what this process still publishes before it exits may reach a topic
     /// another service created again, which the next start's empty-topic check would take for intact.
@@ -66,11 +118,21 @@ package enum RegistryFeedRepair {
     /// stays a delete; the copy keeps the change's time) in the order they were written, and the end
     /// marker naming the start. Nothing when a refill is already queued and not yet published.
     /// - Returns: the entities queued.
-    package static func queueRefill(client: PostgresClient, logger: Logger) async throws -> Int {
+    /// The last id the outbox's sequence gave (0 before the first).
+    static let lastIdQuery: PostgresQuery = "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM change_outbox_id_seq"
+
+    /// - Parameter idsAbove: the refill's rows (and every later change) get ids above this one.
+    package static func queueRefill(client: PostgresClient, idsAbove: Int64? = nil, logger: Logger) async throws -> Int {
         let feed = RegistryFeedRefill.entityType, started = RegistryFeedRefill.startedId, ended = RegistryFeedRefill.endedId
         return try await client.withTransaction(logger: logger) { db in
             // One refill at a time, even with several registry replicas starting together.
             try await db.query("LOCK TABLE change_outbox IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+            if let idsAbove {
+                // Never backwards (another replica may have moved it already): no writer can take an id
+                // while the lock is held.
+                try await db.query(
+                    "SELECT setval('change_outbox_id_seq', greatest((\(unescaped: Self.lastIdQuery.sql)), \(idsAbove)))", logger: logger)
+            }
             let queuedBefore = try await db.query(
                 """
                 SELECT EXISTS (SELECT 1 FROM change_outbox
