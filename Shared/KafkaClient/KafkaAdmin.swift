@@ -12,12 +12,22 @@ public final class KafkaAdmin: Sendable {
             kind: RD_KAFKA_PRODUCER, properties: properties, callbacks: RdKafkaCallbacks(logger: logger), label: "admin")
     }
 
+    /// Runs `body` off the cooperative pool, then serves the handle's queue: nothing else polls an admin
+    /// handle, and the error events a broker outage queues on it would otherwise pile up for as long as
+    /// it lives (the broker watch keeps one for the whole process).
+    private func serving<T: Sendable>(_ body: @escaping @Sendable () throws(KafkaError) -> T) async throws(KafkaError) -> T {
+        try await handle.blocking { [handle] () throws(KafkaError) -> T in
+            defer { rd_kafka_poll(handle.pointer, 0) }
+            return try body()
+        }
+    }
+
     /// Creates the topics that don't exist; existing topics are left as they are.
     /// - Returns: the names of the topics created by this call.
     @discardableResult
     public func createTopics(_ specs: [KafkaTopicSpec], timeoutMs: Int32 = 15_000) async throws(KafkaError) -> [String] {
         guard !specs.isEmpty else { return [] }
-        return try await handle.blocking { [handle] () throws(KafkaError) -> [String] in
+        return try await serving { [handle] () throws(KafkaError) -> [String] in
             var newTopics: [OpaquePointer?] = []
             defer { for topic in newTopics { rd_kafka_NewTopic_destroy(topic) } }
             var errstr = [CChar](repeating: 0, count: 512)
@@ -73,11 +83,11 @@ public final class KafkaAdmin: Sendable {
 
     /// Topic names and partition counts the cluster reports.
     public func topics(timeoutMs: Int32 = 5_000) async throws(KafkaError) -> [String: Int32] {
-        try await handle.blocking { [handle] () throws(KafkaError) in try handle.metadata(timeoutMs: timeoutMs) }
+        try await serving { [handle] () throws(KafkaError) in try handle.metadata(timeoutMs: timeoutMs) }
     }
 
     public func watermarks(_ partition: TopicPartition) async throws(KafkaError) -> KafkaWatermarks {
-        try await handle.blocking { [handle] () throws(KafkaError) in try handle.watermarks(partition) }
+        try await serving { [handle] () throws(KafkaError) in try handle.watermarks(partition) }
     }
 }
 

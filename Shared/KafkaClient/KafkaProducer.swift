@@ -252,7 +252,8 @@ final class DeliveryBatch: @unchecked Sendable {
     private struct State {
         var remaining: Int
         var reports: [KafkaDeliveryReport?]
-        var continuation: CheckedContinuation<[KafkaDeliveryReport], Never>?
+        /// Everyone awaiting the reports (a `KafkaPendingDelivery` is a value: several tasks may hold it).
+        var continuations: [CheckedContinuation<[KafkaDeliveryReport], Never>] = []
         /// librdkafka holds pointers into the batch: it keeps itself alive until the last report.
         var keepAlive: DeliveryBatch?
     }
@@ -264,7 +265,7 @@ final class DeliveryBatch: @unchecked Sendable {
     init(messages: [KafkaOutgoingMessage]) {
         topics = messages.map(\.topic)
         slots = .allocate(capacity: messages.count)
-        state = Mutex(State(remaining: messages.count, reports: Array(repeating: nil, count: messages.count), continuation: nil))
+        state = Mutex(State(remaining: messages.count, reports: Array(repeating: nil, count: messages.count)))
         let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
         for i in 0..<messages.count { (slots + i).initialize(to: Slot(batch: me, index: i)) }
     }
@@ -290,17 +291,19 @@ final class DeliveryBatch: @unchecked Sendable {
     func complete(index: Int, partition: Int32, offset: Int64, error: KafkaError?) {
         let report = KafkaDeliveryReport(topic: topics[index], partition: partition, offset: offset, error: error)
         var released: DeliveryBatch?
-        let finished: (CheckedContinuation<[KafkaDeliveryReport], Never>, [KafkaDeliveryReport])? = state.withLock { state in
+        let finished: ([CheckedContinuation<[KafkaDeliveryReport], Never>], [KafkaDeliveryReport])? = state.withLock { state in
             state.reports[index] = report
             state.remaining -= 1
             guard state.remaining == 0 else { return nil }
             released = state.keepAlive
             state.keepAlive = nil
-            guard let continuation = state.continuation else { return nil }
-            state.continuation = nil
-            return (continuation, state.reports.map { $0! })
+            guard !state.continuations.isEmpty else { return nil }
+            defer { state.continuations = [] }
+            return (state.continuations, state.reports.map { $0! })
         }
-        if let (continuation, reports) = finished { continuation.resume(returning: reports) }
+        if let (continuations, reports) = finished {
+            for continuation in continuations { continuation.resume(returning: reports) }
+        }
         _ = released // released here, outside the lock
     }
 
@@ -308,7 +311,7 @@ final class DeliveryBatch: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             let ready: [KafkaDeliveryReport]? = state.withLock { state in
                 if state.remaining == 0 { return state.reports.map { $0! } }
-                state.continuation = continuation
+                state.continuations.append(continuation)
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }

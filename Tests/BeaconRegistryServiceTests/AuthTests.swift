@@ -169,6 +169,7 @@ struct UnusedRepository: AdminRegistryRepository {
     func site(id: String) async throws(RegistryError) -> Site { throw .storage("unused") }
     func gate(id: String) async throws(RegistryError) -> Gate { throw .storage("unused") }
     func user(id: String) async throws(RegistryError) -> User { throw .storage("unused") }
+    func createFirstAdminKey(name: String) async throws(RegistryError) -> IssuedAPIKey? { throw .storage("unused") }
     func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User { throw .storage("unused") }
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig { throw .storage("unused") }
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
@@ -185,7 +186,6 @@ struct UnusedRepository: AdminRegistryRepository {
     func listSites(organizationId: String, after: String?, limit: Int) async throws(RegistryError) -> [Site] { throw .storage("unused") }
     func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate] { throw .storage("unused") }
     func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] { throw .storage("unused") }
-    func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int { throw .storage("unused") }
     func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization { throw .storage("unused") }
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site { throw .storage("unused") }
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate { throw .storage("unused") }

@@ -218,6 +218,26 @@ extension RegistryDatabaseTests {
                 }
             }
         }
+
+        /// Registries starting together against a fresh database create one first admin key between them
+        /// (two would leave one whose secret was written over and lost, still valid).
+        @Test func registriesStartingTogetherCreateOneFirstAdminKey() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let issued = try await withThrowingTaskGroup(of: IssuedAPIKey?.self) { group in
+                    for _ in 0..<6 { group.addTask { try await repository.createFirstAdminKey(name: "bootstrap admin") } }
+                    var keys: [IssuedAPIKey] = []
+                    for try await key in group { if let key { keys.append(key) } }
+                    return keys
+                }
+                try #require(issued.count == 1)
+                let verified = try await repository.verifyAPIKey(issued[0].secret)
+                #expect(issued[0].key.role == .admin && verified?.id == issued[0].key.id)
+                #expect(try await repository.createFirstAdminKey(name: "bootstrap admin") == nil)
+                // Once no unrevoked admin key is left, the next start creates one again.
+                _ = try await repository.revokeAPIKey(id: issued[0].key.id)
+                #expect(try await repository.createFirstAdminKey(name: "bootstrap admin")?.key.role == .admin)
+            }
+        }
     }
 }
 

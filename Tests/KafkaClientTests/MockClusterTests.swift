@@ -218,6 +218,21 @@ struct MockClusterTests {
         }
     }
 
+    /// A pending delivery is a value: every task holding it gets the reports.
+    @Test func everyTaskAwaitingAPendingDeliveryGetsItsReports() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("shared", partitions: 1)
+        let producer = try makeProducer(cluster)
+        try await withRunning([producer]) {
+            let pending = try await producer.enqueue((0..<50).map { KafkaOutgoingMessage(topic: "shared", key: "k", value: [UInt8($0)]) })
+            async let first = pending.reports()
+            async let second = pending.reports()
+            let (a, b) = await (first, second)
+            #expect(a.count == 50 && a == b && a.allSatisfy { $0.isDelivered })
+            #expect(await pending.reports() == a)
+        }
+    }
+
     @Test func storedOffsetPastTheEndStartsFromTheBeginning() async throws {
         let cluster = try KafkaMockCluster()
         try cluster.createTopic("lost", partitions: 1)

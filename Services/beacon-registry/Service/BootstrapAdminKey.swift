@@ -7,13 +7,12 @@ import Foundation
 /// can create keys, so the first one comes from here: the executable calls `ensure` at start when
 /// `REGISTRY_BOOTSTRAP=1` and writes the secret once to `REGISTRY_BOOTSTRAP_KEY_PATH`
 /// (`BootstrapKeyFile`), never to the log. When an unrevoked admin key exists already it creates
-/// nothing (run it on every start safely).
+/// nothing (run it on every start safely, by every replica).
 package enum BootstrapAdminKey {
     package static func ensure(
         repository: any AdminRegistryRepository, name: String = "bootstrap admin"
     ) async throws(RegistryError) -> IssuedAPIKey? {
-        guard try await repository.activeAPIKeyCount(role: .admin) == 0 else { return nil }
-        return try await repository.createAPIKey(name: name, role: .admin)
+        try await repository.createFirstAdminKey(name: name)
     }
 }
 

@@ -23,9 +23,6 @@ package protocol RegistryListing: Sendable {
     func listGates(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Gate]
     /// The beacons of every gate of the site.
     func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon]
-
-    /// How many unrevoked API keys have `role` (the bootstrap creates an admin key only when none does).
-    func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int
 }
 
 /// What the admin REST service runs on.

@@ -82,6 +82,9 @@ package protocol RegistryRepository: Sendable {
 
     /// A new key; its secret is returned once and stored only as a hash.
     func createAPIKey(name: String, role: APIRole) async throws(RegistryError) -> IssuedAPIKey
+    /// An admin key, unless an unrevoked one exists (nil then): the first key of a fresh registry.
+    /// Registries starting together create one between them.
+    func createFirstAdminKey(name: String) async throws(RegistryError) -> IssuedAPIKey?
     /// The key a presented bearer secret belongs to, or `nil` when it is unknown, wrong or revoked.
     func verifyAPIKey(_ presented: String) async throws(RegistryError) -> APIKey?
     func revokeAPIKey(id: String) async throws(RegistryError) -> APIKey

@@ -101,14 +101,6 @@ extension PostgresRegistryRepository: RegistryListing {
         }
     }
 
-    package func activeAPIKeyCount(role: APIRole) async throws(RegistryError) -> Int {
-        try await read("count API keys") { db in
-            try await db.singleRow(
-                "SELECT count(*)::int FROM api_keys WHERE role = \(role.rawValue) AND revoked_at IS NULL", logger: logger
-            ).decode(Int.self)
-        }
-    }
-
     /// Pages hold 1...1000 rows whatever the caller asks.
     static func pageLimit(_ limit: Int) -> Int { min(max(limit, 1), 1_000) }
 
