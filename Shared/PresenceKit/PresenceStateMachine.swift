@@ -192,6 +192,12 @@ public struct PresenceStateMachine: Sendable {
     var sessionSiteIndex: Int32 = -1
     /// Last moment the device was known present (becomes the check-out `timestamp`).
     var lastPresentAt = Timestamp.distantPast
+    /// When the machine last handled an event (a relaunch: when the snapshot was saved): while the app
+    /// runs it watches, even with no presence to report (a desk out of the beacons' range).
+    var lastHandledAt = Timestamp.distantPast
+    /// The open session outlived a gap in which the phone could not watch (`presenceGapOutlivesSession`):
+    /// set at the first event after it, cleared when the session ends.
+    var sessionOutlivedGap = false
     /// Last valid reading of any beacon of the session's site.
     var lastSiteHeardAt = Timestamp.distantPast
     /// Last reading of any beacon of the session's site at any strength, in any phase: someone leaving
@@ -266,6 +272,7 @@ public struct PresenceStateMachine: Sendable {
                     checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
+                lastHandledAt = max(lastPresentAt, snapshot.savedAt - clockOffsetMs)
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
             }
         }
@@ -459,6 +466,12 @@ public struct PresenceStateMachine: Sendable {
     /// Steady-state RSSI samples return an empty array (no allocation). When the event changed the site
     /// the device is at, that site's settings (or the device's own configuration) are put in force last.
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
+        if session != nil && !sessionOutlivedGap
+            && now - max(lastPresentAt, lastHandledAt) + max(0, config.heartbeatIntervalMs) > Self.serverIdleCutoffMs
+        {
+            sessionOutlivedGap = true
+        }
+        lastHandledAt = max(lastHandledAt, now)
         var fx = dispatch(event, at: now)
         if directory.hasSiteSettings { followSiteSettings(at: now, &fx) }
         return fx
@@ -942,10 +955,12 @@ public struct PresenceStateMachine: Sendable {
     /// a heartbeat that carries only the old session's key is then recorded without a session.
     public static let serverIdleCutoffMs: Int64 = 12 * 3_600_000
 
-    /// True when the open session's last presence is so long ago (the phone was off or suspended) that
-    /// the server would no longer join the next heartbeat, due one interval from now, to it.
+    /// True when the phone could not watch (off, killed or suspended: no event handled) for so long
+    /// that the server would no longer join the next heartbeat, due one interval after the first event
+    /// that followed, to the session. A session held open by a running app (a desk out of the beacons'
+    /// range, waiting for the geofence exit) is not ended by this.
     func presenceGapOutlivesSession(at now: Timestamp) -> Bool {
-        session != nil && now - lastPresentAt + max(0, config.heartbeatIntervalMs) > Self.serverIdleCutoffMs
+        session != nil && sessionOutlivedGap
     }
 
     /// Presence found again after a gap the session cannot span: the session is checked out at its last
@@ -1084,6 +1099,7 @@ public struct PresenceStateMachine: Sendable {
             siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart),
             startOnPhoneClock: !stampsWithServerClock, key: key, userId: user, checkInPosted: user != nil)
         session = opened
+        sessionOutlivedGap = false
         sessionSiteIndex = candidate.siteIndex
         phase = .present
         lastPresentAt = now
@@ -1140,6 +1156,7 @@ public struct PresenceStateMachine: Sendable {
         // A site known only from its beacons' evidence (no geofence of it entered) is left with its session.
         if atSiteIndex >= 0 && atSiteIndex == sessionSiteIndex && !insideSites.contains(atSiteIndex) { atSiteIndex = -1 }
         session = nil
+        sessionOutlivedGap = false
         restored = nil
         sessionSiteIndex = -1
         cancel(.heartbeat, &fx)
