@@ -102,6 +102,21 @@ struct RateLimitTests {
         #expect(contractBack.reasons == ["re-entry: checked out 10 s ago at this site"])
     }
 
+    /// A check-out contract names no site (the app sends only the session key): its punch counts at
+    /// the site whose policy decided it, so a geofence flapping out and in within the interval is a
+    /// re-entry there, not a repeated check-in.
+    @Test func aSitelessCheckOutContractCountsAtTheSiteItEnds() {
+        let history = PolicyHistory.with(contractCheckIn())
+        let out = decideAndRecord(contractCheckOut(at: World.t0 + 20, reason: .geofenceExit), policy: policy, history: history)
+        #expect(out.outcome == .accept)
+        #expect(history.lastPunch(userId: World.user)?.siteId == World.hq)
+        let back = decideAndRecord(contractCheckIn(key: "k_ci_back", at: World.t0 + 35), policy: policy, history: history)
+        #expect(back.outcome == .accept, "\(back.reasons)")
+        #expect(back.reasons == ["re-entry: checked out 15 s ago at this site"])
+        // The next siteless event is decided under that site's policy too.
+        #expect(history.lastPunch(userId: World.user, punchPoint: "site:" + World.hq)?.type == .checkin)
+    }
+
     @Test func otherGatesAndUsersAreCountedApart() {
         let history = PolicyHistory()
         decideAndRecord(punch("k1"), policy: policy, history: history)

@@ -23,15 +23,18 @@ package struct PunchRecord: Hashable, Sendable {
 }
 
 extension PunchRecord {
-    /// The punch an event makes, its gate resolved through the registry.
-    package init(event: RawEventEnvelope, registry: any RegistryView) {
+    /// The punch an event makes, its gate resolved through the registry. Its site is the event's, else
+    /// (a check-out contract names none) the site of the user's latest punch in `history`: the site
+    /// whose policy decided it (`SitePolicies.policy(for:history:)`), where it ends the stay.
+    package init(event: RawEventEnvelope, registry: any RegistryView, history: (any PunchHistory)? = nil) {
         var gateId: String?
         if let beacon = event.attendanceEvent?.beacon {
             gateId = registry.beacon(uuid: beacon.uuid, major: beacon.major, minor: beacon.minor)?.gateId
         }
         self.init(
             idempotencyKey: event.idempotencyKey, userId: event.userId, deviceId: event.deviceId,
-            siteId: event.policySiteId, gateId: gateId, type: event.payload.eventType, time: event.payload.eventTime
+            siteId: event.policySiteId ?? history?.lastPunch(userId: event.userId)?.siteId, gateId: gateId,
+            type: event.payload.eventType, time: event.payload.eventTime
         )
     }
 
@@ -102,7 +105,7 @@ package final class PolicyHistory: PunchHistory {
             recordNonce(gatt.nonce, userId: event.userId, idempotencyKey: event.idempotencyKey)
         }
         guard decision.outcome == .accept, event.isPunch else { return nil }
-        let punch = PunchRecord(event: event, registry: registry)
+        let punch = PunchRecord(event: event, registry: registry, history: self)
         record(punch)
         return punch
     }

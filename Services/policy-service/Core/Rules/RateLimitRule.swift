@@ -38,6 +38,8 @@ package struct RateLimitRule: PolicyRule {
         let history = context.history
         guard !history.hasAccepted(idempotencyKey: event.idempotencyKey, userId: event.userId) else { return .passed }
         let settings = context.settings
+        // Measured from what the event itself names: a check-out contract (no site, no gate) against the
+        // latest punch anywhere. (It is recorded at the site it ends: `PolicyHistory.record`.)
         let punch = PunchRecord(event: event, registry: context.registry)
 
         let gateWindow = TimeInterval(settings.minSecondsBetweenGates)
