@@ -138,7 +138,8 @@ package struct Score: Sendable, Hashable, Codable {
     }
 
     package static let arrivalWindowBeforeMs: Int64 = 30_000
-    package static let arrivalWindowAfterMs: Int64 = 300_000
+    /// A gate stander waits up to 300 s before going in, and walks a few seconds to the spot and back.
+    package static let arrivalWindowAfterMs: Int64 = 330_000
     package static let departureWindowBeforeMs: Int64 = 60_000
     package static let departureWindowAfterMs: Int64 = 900_000
     /// How far a check-out's or a check-in's recorded time may lie from the true departure or arrival.
@@ -309,11 +310,14 @@ package struct Score: Sendable, Hashable, Codable {
             func trulyInside(at t: Int64) -> Bool {
                 person.truth.filter { $0.at <= t }.max { $0.at < $1.at }?.kind == .arrival
             }
+            // A check-out no departure matched: false when the person was truly inside; one of a false
+            // session's when they were not; else a true session's, decided too late for its departure
+            // (already a missed departure, not a check-out of someone inside).
             for i in checkOuts.indices where !usedOut.contains(i) {
-                if falseSessions.contains(checkOuts[i].sessionKey) && !trulyInside(at: checkOuts[i].decidedAt) {
-                    checkOutsOfFalseSessions += 1
-                } else {
+                if trulyInside(at: checkOuts[i].decidedAt) {
                     falseCheckOuts += 1
+                } else if falseSessions.contains(checkOuts[i].sessionKey) {
+                    checkOutsOfFalseSessions += 1
                 }
             }
         }
