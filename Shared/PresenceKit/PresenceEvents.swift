@@ -140,10 +140,6 @@ public enum AttendanceReason: String, Sendable, Hashable, Codable, CaseIterable 
     case userChanged = "user_changed"
     /// Check-out: the machine was relaunched with an open session and did not find the beacon again.
     case notFoundAfterRelaunch = "not_found_after_relaunch"
-    /// Check-out: the session's last presence is too long ago for the server to join new presence to
-    /// it (`PresenceStateMachine.serverIdleCutoffMs`; the phone was off or suspended): it ends there,
-    /// and presence found now needs a check-in of its own.
-    case presenceGap = "presence_gap"
     /// Heartbeat while present.
     case stillPresent = "still_present"
 }

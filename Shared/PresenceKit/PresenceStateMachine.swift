@@ -192,12 +192,6 @@ public struct PresenceStateMachine: Sendable {
     var sessionSiteIndex: Int32 = -1
     /// Last moment the device was known present (becomes the check-out `timestamp`).
     var lastPresentAt = Timestamp.distantPast
-    /// When the machine last handled an event (a relaunch: when the snapshot was saved): while the app
-    /// runs it watches, even with no presence to report (a desk out of the beacons' range).
-    var lastHandledAt = Timestamp.distantPast
-    /// The open session outlived a gap in which the phone could not watch (`presenceGapOutlivesSession`):
-    /// set at the first event after it, cleared when the session ends.
-    var sessionOutlivedGap = false
     /// Last valid reading of any beacon of the session's site.
     var lastSiteHeardAt = Timestamp.distantPast
     /// Last reading of any beacon of the session's site at any strength, in any phase: someone leaving
@@ -272,7 +266,6 @@ public struct PresenceStateMachine: Sendable {
                     checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
-                lastHandledAt = max(lastPresentAt, snapshot.savedAt - clockOffsetMs)
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
             }
         }
@@ -466,12 +459,6 @@ public struct PresenceStateMachine: Sendable {
     /// Steady-state RSSI samples return an empty array (no allocation). When the event changed the site
     /// the device is at, that site's settings (or the device's own configuration) are put in force last.
     public mutating func handle(_ event: PresenceEvent, at now: Timestamp) -> [PresenceEffect] {
-        if session != nil && !sessionOutlivedGap
-            && now - max(lastPresentAt, lastHandledAt) + max(0, config.heartbeatIntervalMs) > Self.serverIdleCutoffMs
-        {
-            sessionOutlivedGap = true
-        }
-        lastHandledAt = max(lastHandledAt, now)
         var fx = dispatch(event, at: now)
         if directory.hasSiteSettings { followSiteSettings(at: now, &fx) }
         return fx
@@ -931,11 +918,7 @@ public struct PresenceStateMachine: Sendable {
             best > Float(config.leaveRssi)
         {
             lastSiteHeardAt = now
-            if presenceGapOutlivesSession(at: now) {
-                startOver(at: now, &fx)
-            } else {
-                resumePresence(at: now, &fx)
-            }
+            resumePresence(at: now, &fx)
             return fx
         }
         let inside = insideSites
@@ -948,33 +931,6 @@ public struct PresenceStateMachine: Sendable {
             confirm(candidate, at: now, &fx)
         }
         return fx
-    }
-
-    /// How long the server joins new presence to a session after its last presence: the merger's idle
-    /// cutoff (`MERGER_IDLE_CUTOFF_SECONDS`, 12 h by default). Presence it hears later starts over, and
-    /// a heartbeat that carries only the old session's key is then recorded without a session.
-    public static let serverIdleCutoffMs: Int64 = 12 * 3_600_000
-
-    /// True when the phone could not watch (off, killed or suspended: no event handled) for so long
-    /// that the server would no longer join the next heartbeat, due one interval after the first event
-    /// that followed, to the session. A session held open by a running app (a desk out of the beacons'
-    /// range, waiting for the geofence exit) is not ended by this.
-    func presenceGapOutlivesSession(at now: Timestamp) -> Bool {
-        session != nil && sessionOutlivedGap
-    }
-
-    /// Presence found again after a gap the session cannot span: the session is checked out at its last
-    /// presence (`presence_gap`) and detection starts afresh, so that this presence gets a check-in
-    /// (with every check the server makes of one) instead of heartbeats the server cannot place.
-    mutating func startOver(at now: Timestamp, _ fx: inout [PresenceEffect]) {
-        checkOut(reason: .presenceGap, at: now, &fx)
-        phase = restingPhase
-        guard phase != .idle else {
-            stopRanging(&fx)
-            return
-        }
-        if !continuousScanActive { startRangingWindow(at: now, &fx) }
-        fx += tryConfirm(at: now)
     }
 
     // MARK: Check-in / check-out
@@ -1010,17 +966,11 @@ public struct PresenceStateMachine: Sendable {
     mutating func confirm(_ candidate: BeaconCandidate, at now: Timestamp, since: Timestamp? = nil, _ fx: inout [PresenceEffect]) {
         guard candidate.siteIndex >= 0 else { return }
         if session != nil && sessionSiteIndex == candidate.siteIndex {
-            if presenceGapOutlivesSession(at: now) {
-                // Too long since its presence for the server to join this to it: the session ends
-                // there, and this presence goes on as a new check-in, through every gate.
-                checkOut(reason: .presenceGap, at: now, &fx)
-            } else {
-                // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
-                // exit): the session simply continues. No gates: they guard *new* check-ins.
-                lastSiteHeardAt = now
-                resumePresence(at: now, &fx)
-                return
-            }
+            // Same site while a session is open (geofence-exit policy after a signal loss, or a soft
+            // exit): the session simply continues. No gates: they guard *new* check-ins.
+            lastSiteHeardAt = now
+            resumePresence(at: now, &fx)
+            return
         }
         let siteId = directory[candidate.siteIndex].id
         // With no session to leave, the candidate's own site's settings go in force before any gate:
@@ -1099,7 +1049,6 @@ public struct PresenceStateMachine: Sendable {
             siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart),
             startOnPhoneClock: !stampsWithServerClock, key: key, userId: user, checkInPosted: user != nil)
         session = opened
-        sessionOutlivedGap = false
         sessionSiteIndex = candidate.siteIndex
         phase = .present
         lastPresentAt = now
@@ -1156,7 +1105,6 @@ public struct PresenceStateMachine: Sendable {
         // A site known only from its beacons' evidence (no geofence of it entered) is left with its session.
         if atSiteIndex >= 0 && atSiteIndex == sessionSiteIndex && !insideSites.contains(atSiteIndex) { atSiteIndex = -1 }
         session = nil
-        sessionOutlivedGap = false
         restored = nil
         sessionSiteIndex = -1
         cancel(.heartbeat, &fx)
@@ -1330,14 +1278,6 @@ public struct PresenceStateMachine: Sendable {
         case .heartbeat:
             guard let s = session, config.heartbeatIntervalMs > 0 else { break }
             if phase == .present {
-                if !continuousScanActive && presenceGapOutlivesSession(at: now) {
-                    // No heartbeat for longer than the server keeps a session: the phone was suspended,
-                    // and whether the person stayed is not known. The beacon must be heard again.
-                    enterSoftExit(reason: .presenceGap, at: now, &fx)
-                    startRanging(at: now, &fx)
-                    schedule(.heartbeat, at: now + config.heartbeatIntervalMs, &fx)
-                    break
-                }
                 // Without continuous scanning no readings arrive while present; being in `present`
                 // means the OS still reports the region, so presence extends to now.
                 if !continuousScanActive { lastPresentAt = now }
