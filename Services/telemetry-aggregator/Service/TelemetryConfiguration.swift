@@ -37,7 +37,7 @@ package struct TelemetryConfiguration: SchemaSettings {
         configuration.schema = try env.schemaName("TELEMETRY_SCHEMA", default: configuration.schema)
         configuration.topics = TopicNames.load(from: env)
         configuration.sloRefreshInterval = try env.milliseconds(
-            "TELEMETRY_SLO_REFRESH_MS", default: configuration.sloRefreshInterval, in: 100...3_600_000)
+            "TELEMETRY_SLO_REFRESH_MS", default: configuration.sloRefreshInterval, in: 100...60_000)
         configuration.retentionDays = try env.int("TELEMETRY_RETENTION_DAYS", default: configuration.retentionDays, in: 31...3_650)
         configuration.objective.targetPermyriad = try env.int(
             "TELEMETRY_SLO_TARGET_PERMYRIAD", default: configuration.objective.targetPermyriad, in: 1...9_999)
