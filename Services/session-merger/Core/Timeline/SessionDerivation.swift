@@ -10,13 +10,10 @@ import Foundation
 /// | current session | check-in / heartbeat at `t` | check-out at `t` |
 /// |---|---|---|
 /// | none | check-in opens; heartbeat is an orphan | orphan |
-/// | open | joins if `t - lastSeen <= idleCutoff` (or key link); else `s` closes `presence_timeout` and a check-in opens a new one, a heartbeat is an orphan (one with `s`'s key opens a new one) | stale key → orphan; else pending check-out `c = t` (within the idle cutoff or key link), else `s` closes `presence_timeout`, orphan |
-/// | pending check-out `c` | `t - c < noise`: the check-out was noise, forgotten; `t - c <= grace`, key link, or a check-in within the merge window of `s`'s last event: reopened; else `s` closes `check_out` at `c` and a check-in opens a new one, a heartbeat is an orphan (one with `s`'s key opens a new one) | stale key → orphan; within grace or key link: the later check-out wins (`c = t`); else `s` closes `check_out`, orphan |
-/// | closed | key link, or a check-in within the merge window of `s`'s last event: reopened; else a check-in opens, a heartbeat is an orphan (one with `s`'s key opens a new one) | key link: `s` gets this later check-out; else orphan |
+/// | open | joins if `t - lastSeen <= idleCutoff` (or key link); else `s` closes `presence_timeout` and a check-in opens a new one, a heartbeat is an orphan | stale key → orphan; else pending check-out `c = t` (within the idle cutoff or key link), else `s` closes `presence_timeout`, orphan |
+/// | pending check-out `c` | `t - c < noise`: the check-out was noise, forgotten; `t - c <= grace`, key link, or a check-in within the merge window of `s`'s last event: reopened; else `s` closes `check_out` at `c` and a check-in opens a new one, a heartbeat is an orphan | stale key → orphan; within grace or key link: the later check-out wins (`c = t`); else `s` closes `check_out`, orphan |
+/// | closed | key link, or a check-in within the merge window of `s`'s last event: reopened; else a check-in opens, a heartbeat is an orphan | key link: `s` gets this later check-out; else orphan |
 ///
-/// *Resumed after a gap*: a heartbeat carrying a key of `s` later than the idle cutoff after `s`'s last
-/// event (a phone switched off overnight at the site resumes its session the next morning) opens a
-/// session of its own, anchored at it: without it, the day's presence would all be orphans.
 /// *Key link*: the event carries a `sessionKey` that `s` already has and is within the idle cutoff of
 /// `s`'s last event: the device says it is the same session, so the soft-exit grace and merge window do
 /// not split it (events of one session share a key). Keys never split sessions: different
@@ -144,11 +141,6 @@ enum SessionDerivation {
                     !s.keys.contains(key) && earlierKeys[key].map { t - $0 <= idle } == true
                 } == true
             let inMergeWindow = f.kind == .checkIn && t - s.lastActivity <= merge
-            // A heartbeat under the session's own key, later than the idle cutoff: the device kept the
-            // session across a gap the server does not span (it was off or suspended overnight and was
-            // switched on at the site). Its check-in was vetted; presence starts over as a new session.
-            let resumesAfterGap = f.kind == .heartbeat && f.sessionKey.map { s.keys.contains($0) } == true && t - s.lastActivity > idle
-            let startsOver = f.kind == .checkIn || resumesAfterGap
             var joins = false
             var opensNew = false
 
@@ -159,7 +151,7 @@ enum SessionDerivation {
                         s.reopen()
                         joins = true
                     } else {
-                        opensNew = startsOver
+                        opensNew = f.kind == .checkIn
                     }
                 case .checkOut:
                     if keyLink {
@@ -181,7 +173,7 @@ enum SessionDerivation {
                         joins = true
                     } else {
                         s.close(.checkOut)
-                        opensNew = startsOver
+                        opensNew = f.kind == .checkIn
                     }
                 case .checkOut:
                     if staleKey {
@@ -201,7 +193,7 @@ enum SessionDerivation {
                         joins = true
                     } else {
                         s.close(.presenceTimeout)
-                        opensNew = startsOver
+                        opensNew = f.kind == .checkIn
                     }
                 case .checkOut:
                     if staleKey {
