@@ -68,6 +68,33 @@ struct PhoneClockTests {
         #expect(Timestamp(httpDate: date.header)?.millisecondsSinceEpoch == (Self.now + 60) / 1000 * 1000)
     }
 
+    /// A request the server stored but whose answer the phone timed out on: the event reached the
+    /// server then, not at the drain hours later that got the answer (the SLO counts first receipts).
+    @Test("an event's time at the server is its first receipt, even when an earlier drain got no answer")
+    func firstReceiptAcrossDrains() async throws {
+        let directory = Self.outboxes + "/first-receipt-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let outbox = try Outbox(path: directory + "/outbox.wal")
+        defer { outbox.close() }
+        _ = try outbox.append(try Self.payload(timestamp: Self.now))
+        let server = InProcessServer()
+        let delivery = InProcessDelivery(server: server)
+        var random = SimulationRandom(seed: 1)
+        var log = AttemptLog()
+        let device = DeviceIdentity(userId: "u", deviceId: "d")
+        // 2G: the server stores the event half a request in, the phone gives up before the answer.
+        let slow = try await delivery.drain(
+            outbox: outbox, device: device, profile: PhoneProfile(latencyMs: 40_000), at: Self.now, budgetMs: 10_000,
+            random: &random, attempts: &log)
+        #expect(slow.isEmpty && server.count == 1)
+        let later = Self.now + 3_600_000
+        let records = try await delivery.drain(
+            outbox: outbox, device: device, profile: PhoneProfile(latencyMs: 100), at: later, budgetMs: nil, random: &random,
+            attempts: &log)
+        #expect(records.map(\.status) == [200])
+        #expect(records.first?.reachedServerAt == Self.now + 20_000)
+    }
+
     @Test(
         "a phone an hour fast whose app starts without an answer (offline, or too slow for the request's timeout) learns the server's clock later",
         arguments: [NetworkCondition.offline, .online(latencyMs: 5_000)])

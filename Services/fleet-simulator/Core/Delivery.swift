@@ -221,6 +221,9 @@ package final class InProcessServer: Sendable {
     /// Distinct telemetry records received.
     package var telemetryCount: Int { telemetryIds.withLock { $0.count } }
 
+    /// When the server first received the event with this key (hex), as the SLO counts it.
+    package func firstReceipt(ofKey key: String) -> Int64? { stored.withLock { $0[key]?.receivedAt } }
+
     package var events: [Stored] { stored.withLock { Array($0.values) } }
     package var count: Int { stored.withLock { $0.count } }
 }
@@ -288,10 +291,12 @@ package struct InProcessDelivery: DeliveryDriver {
         for delivered in report.delivered {
             let (key, kind) = kinds[delivered.id] ?? ("?", "?")
             let answer = answered[delivered.id] ?? (clock.now().millisecondsSinceEpoch, 1)
+            // The server's first receipt, which an earlier drain's attempt may have made (its answer
+            // lost to a timeout), else when this drain's reached it.
             records.append(
                 DeliveryRecord(
                     key: key, kind: kind, status: delivered.status, attempts: answer.attempts, verdictAt: answer.at,
-                    reachedServerAt: reached[delivered.id], timestamp: times[delivered.id]))
+                    reachedServerAt: server.firstReceipt(ofKey: key) ?? reached[delivered.id], timestamp: times[delivered.id]))
         }
         return records
     }
