@@ -50,13 +50,19 @@ struct PhoneClockTests {
         #expect(server.count == 2)
     }
 
-    @Test("a drain notes the Date header of every answer it got")
-    func drainNotesDates() async throws {
-        let directory = Self.outboxes + "/drain-\(UUID().uuidString.prefix(6))"
+    /// A fresh outbox in a folder of its own, holding one event stamped `now`.
+    static func outboxHoldingOneEvent(_ name: String) throws -> Outbox {
+        let directory = outboxes + "/\(name)-\(UUID().uuidString.prefix(6))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let outbox = try Outbox(path: directory + "/outbox.wal")
+        _ = try outbox.append(try payload(timestamp: now))
+        return outbox
+    }
+
+    @Test("a drain notes the Date header of every answer it got")
+    func drainNotesDates() async throws {
+        let outbox = try Self.outboxHoldingOneEvent("drain")
         defer { outbox.close() }
-        _ = try outbox.append(try Self.payload(timestamp: Self.now))
         var random = SimulationRandom(seed: 1)
         var log = AttemptLog()
         let records = try await InProcessDelivery(server: InProcessServer()).drain(
@@ -72,11 +78,8 @@ struct PhoneClockTests {
     /// server then, not at the drain hours later that got the answer (the SLO counts first receipts).
     @Test("an event's time at the server is its first receipt, even when an earlier drain got no answer")
     func firstReceiptAcrossDrains() async throws {
-        let directory = Self.outboxes + "/first-receipt-\(UUID().uuidString.prefix(6))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let outbox = try Outbox(path: directory + "/outbox.wal")
+        let outbox = try Self.outboxHoldingOneEvent("first-receipt")
         defer { outbox.close() }
-        _ = try outbox.append(try Self.payload(timestamp: Self.now))
         let server = InProcessServer()
         let delivery = InProcessDelivery(server: server)
         var random = SimulationRandom(seed: 1)
