@@ -128,7 +128,7 @@ extension RegistryDatabaseTests {
                 try await producing.value
                 #expect(reports.allSatisfy { $0.isDelivered })
                 #expect(
-                    try await RegistryFeedRepair.lastPublishedVersion(admin: admin, reader: reader, topic: topic, logger: logger) == ahead)
+                    try await RegistryFeedRepair.lastPublishedVersion(admin: admin, reader: reader, topic: topic) == ahead)
 
                 let queued = try await RegistryFeedRepair.repairIfRewound(
                     admin: admin, reader: reader, client: client, topic: topic, logger: logger)

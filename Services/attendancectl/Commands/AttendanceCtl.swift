@@ -171,7 +171,9 @@ extension AttendanceCtl {
                     rows.append([name, "ok", detail, Output.millis(since: start)])
                 } catch {
                     failed = true
-                    rows.append([name, "FAIL", Self.reason(error), Output.millis(since: start)])
+                    rows.append([
+                        name, "FAIL", error is PSQLError ? PostgresFailure.description(of: error) : "\(error)", Output.millis(since: start),
+                    ])
                 }
             }
             let kafka = try options.kafka()
@@ -196,13 +198,6 @@ extension AttendanceCtl {
             }
             Output.print(rows: rows, headers: ["CHECK", "STATUS", "DETAIL", "TIME"], json: options.json)
             if failed { throw ExitCode(1) }
-        }
-
-        /// One line on what failed. PostgresNIO's errors describe themselves only in their debug text
-        /// (their plain description hides the cause); the server's own message comes first.
-        static func reason(_ error: any Error) -> String {
-            guard error is PSQLError else { return "\(error)" }
-            return PostgresFailure(error)?.message ?? String(reflecting: error)
         }
     }
 }

@@ -112,8 +112,7 @@ public struct MigrationRunner: Sendable {
         do {
             try await createBookkeepingUnlessCurrent()
         } catch {
-            let message = PostgresFailure(error)?.message ?? String(reflecting: PostgresFailure.cause(of: error))
-            throw MigrationError(description: "creating schema_migrations failed: \(message)")
+            throw MigrationError(description: "creating schema_migrations failed: \(PostgresFailure.description(of: error))")
         }
         var applied: [Migration] = []
         for migration in migrations {

@@ -20,6 +20,12 @@ public struct PostgresFailure: Sendable {
         message = info[.message] ?? state
     }
 
+    /// One line on why a PostgreSQL call failed: the server's own message, else the error's debug text
+    /// (PostgresNIO's errors hide their cause from their plain description).
+    public static func description(of error: any Error) -> String {
+        PostgresFailure(error)?.message ?? String(reflecting: cause(of: error))
+    }
+
     /// Another transaction touched the same rows (a deadlock, a serialization failure): the same work
     /// can run again as it is.
     public var isConflict: Bool { sqlState == Self.serializationFailure || sqlState == Self.deadlockDetected }

@@ -53,11 +53,9 @@ extension NewUser {
         var v = InputValidator()
         let id = v.id(id, "id")
         let name = v.name(name, "name")
-        for (i, site) in siteIds.enumerated() { _ = v.id(site, "siteIds[\(i)]") }
+        let sites = UserSites.checked(siteIds, &v)
         try v.finish()
-        var unique: [String] = []
-        for site in siteIds where !unique.contains(site) { unique.append(site) }
-        return NewUser(id: id, name: name, siteIds: unique)
+        return NewUser(id: id, name: name, siteIds: sites)
     }
 }
 
@@ -65,11 +63,19 @@ extension UserSites {
     /// The ids checked and each site once, in the order given.
     package func validated() throws(RegistryError) -> UserSites {
         var v = InputValidator()
-        for (i, site) in siteIds.enumerated() { _ = v.id(site, "siteIds[\(i)]") }
+        let sites = Self.checked(siteIds, &v)
         try v.finish()
+        return UserSites(siteIds: sites)
+    }
+
+    /// A user's site ids checked (`siteIds[i]`), each once, in the order given.
+    static func checked(_ siteIds: [String], _ v: inout InputValidator) -> [String] {
         var unique: [String] = []
-        for site in siteIds where !unique.contains(site) { unique.append(site) }
-        return UserSites(siteIds: unique)
+        for (i, site) in siteIds.enumerated() {
+            _ = v.id(site, "siteIds[\(i)]")
+            if !unique.contains(site) { unique.append(site) }
+        }
+        return unique
     }
 }
 

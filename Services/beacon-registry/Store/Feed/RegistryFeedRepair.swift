@@ -56,9 +56,7 @@ package enum RegistryFeedRepair {
     /// The version of the feed's last record (rows are produced in id order onto one partition, and
     /// compaction keeps a partition's last record); nil for an empty topic or one whose last records
     /// are tombstones.
-    package static func lastPublishedVersion(
-        admin: KafkaAdmin, reader: KafkaPartitionReader, topic: String, logger: Logger
-    ) async throws -> Int64? {
+    package static func lastPublishedVersion(admin: KafkaAdmin, reader: KafkaPartitionReader, topic: String) async throws -> Int64? {
         let tp = TopicPartition(topic: topic, partition: 0)
         let marks = try await admin.watermarks(tp)
         guard marks.high > marks.low else { return nil }
@@ -78,15 +76,15 @@ package enum RegistryFeedRepair {
     /// outbox's ids past the feed's last version and queues the latest change of every entity again. A
     /// consumer keeps the highest version it has seen of an entity, so without this every change made
     /// after the restore (a revoked device, a new beacon) would carry a version its caches hold as stale.
-    /// Entities the feed knows and the restored database does not stay in the caches: the runbook says
-    /// how to remove them. Runs once, at the registry's start.
+    /// Entities the feed knows and the restored database does not stay in the caches (the runbook says
+    /// so). Runs once, at the registry's start.
     /// - Returns: the entities queued again (0 when the outbox is ahead of the feed).
     @discardableResult
     package static func repairIfRewound(
         admin: KafkaAdmin, reader: KafkaPartitionReader, client: PostgresClient, topic: String = Topic.registryChanges.name,
         logger: Logger
     ) async throws -> Int {
-        let published = try await lastPublishedVersion(admin: admin, reader: reader, topic: topic, logger: logger)
+        let published = try await lastPublishedVersion(admin: admin, reader: reader, topic: topic)
         let last = try await client.query(Self.lastIdQuery, logger: logger)
         var outboxLastId: Int64 = 0
         for try await value in last.decode(Int64.self) { outboxLastId = value }
