@@ -107,6 +107,16 @@ public struct PresenceConfig: Sendable, Hashable {
     public var exitConfirmationMs: Int64 = 10_000
     /// Heartbeat period while present (the heartbeat contract). 0 disables heartbeats.
     public var heartbeatIntervalMs: Int64 = 300_000
+    /// A session restored after a relaunch carries on (the beacon heard again within the grace, or the
+    /// geofence exit the OS reports) only when the earlier process knew it was going less than this long
+    /// ago (its last presence, or its last snapshot); an older one is checked out at its last presence
+    /// (`not_found_after_relaunch`) and detection starts afresh. A phone that died at its desk in the
+    /// evening and is switched on there the next morning then checks in anew, instead of sending
+    /// heartbeats for a session the server closed at its idle cutoff; switched on at home, it does not
+    /// date yesterday's departure this morning. 11 h: below the session merger's idle cutoff
+    /// (`MERGER_IDLE_CUTOFF_SECONDS`, 12 h) by more than two heartbeat periods, so a resumed session's
+    /// next heartbeat still joins it. A deployment that lowers the cutoff lowers this with it.
+    public var sessionResumeLimitMs: Int64 = 39_600_000
     public var gattTimeoutMs: Int64 = 3_000
     /// After a failed GATT challenge, wait this long before challenging again (0...600,000 ms).
     public var gattRetryCooldownMs: Int64 = 30_000
@@ -237,6 +247,7 @@ public struct PresenceConfig: Sendable, Hashable {
         if heartbeatIntervalMs != 0 {
             check("thresholds.heartbeat_interval_ms", heartbeatIntervalMs, 60_000...86_400_000, " ms", " or 0 to disable")
         }
+        check("thresholds.session_resume_limit_ms", sessionResumeLimitMs, 600_000...86_400_000, " ms", " (10 min to 24 h)")
         check("thresholds.motion_recent_ms", motion.recentActivityMs, 30_000...600_000, " ms")
         check("min_steps_window.steps", motion.minSteps, 0...10_000, " steps")
         check("min_steps_window.window_ms", motion.stepsWindowMs, 30_000...600_000, " ms")

@@ -182,6 +182,9 @@ public struct PresenceStateMachine: Sendable {
     /// stamp is the phone's clock: until presence is seen again they keep those stamps when the offset
     /// moves (see `replaceRestored(offset:)`).
     var restored: (sessionKey: String, lastPresentAt: Timestamp, phoneClock: Bool)?
+    /// When the snapshot that restored the open session was written, in steady time: the last moment an
+    /// earlier process knew the session was still going (`onLaunched` measures the gap from it).
+    var restoredSavedAt = Timestamp.distantPast
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -267,6 +270,7 @@ public struct PresenceStateMachine: Sendable {
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
+                restoredSavedAt = snapshot.savedAt - clockOffsetMs
             }
         }
         // A relaunch inside a site with settings of its own starts under them: the site it was at first.
@@ -1546,6 +1550,20 @@ public struct PresenceStateMachine: Sendable {
             let current = identity.userId
             identity.userId = s.userId
             fx += onUserChanged(current, at: now)
+        }
+        if let s = session, now - max(lastPresentAt, restoredSavedAt) > config.sessionResumeLimitMs {
+            // Off for longer than a session may resume (a phone that died at its desk in the evening,
+            // switched on the next morning): what happened meanwhile is not known. The session ends at
+            // its last presence, and detection starts afresh: a check-in of its own if the person is at
+            // the site, never heartbeats for a session the server has closed at its idle cutoff, nor a
+            // departure dated by an exit reported hours after it.
+            fx.append(
+                .log(
+                    .info,
+                    "session at \(s.siteId) restored \((now - max(lastPresentAt, restoredSavedAt)) / 60_000) min after it was last known: checked out at its last presence"
+                ))
+            checkOut(reason: .notFoundAfterRelaunch, at: now, &fx)
+            phase = restingPhase
         }
         if session != nil {
             phase = .softExitPending

@@ -21,7 +21,8 @@ import Foundation
 ///         "smoothing_window": 5, "smoothing": "median",   // "ema" (+ "ema_alpha") or "kalman"
 ///         "ema_alpha": 0.3, "kalman_process_noise": 0.5, "kalman_measurement_noise": 16,
 ///         "ranging_extensions": 2, "signal_loss_ms": 10000, "soft_exit_grace_ms": 180000, "exit_confirmation_ms": 10000,
-///         "heartbeat_interval_ms": 300000, "motion_recent_ms": 180000, "geofence_exit_margin_m": 50
+///         "heartbeat_interval_ms": 300000, "motion_recent_ms": 180000, "geofence_exit_margin_m": 50,
+///         "session_resume_limit_ms": 39600000     // schema 2: a restored session older than this ends
 ///       },
 ///       "feature_flags": {"motion_gating": true, "require_geofence": true, "continuous_scan": true,
 ///                         "use_healthkit": false, "kill_switch": false}
@@ -43,7 +44,7 @@ public struct RemoteConfig: Sendable, Hashable {
 
     /// The remote-config schema this library reads. A library that reads a new key lists it in
     /// `keySchemaVersions` under the next schema, and raises this to it.
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     /// The schema that introduced each key the reader knows, by path (`thresholds.enter_rssi`). The reader
     /// refuses a key missing here, so a key cannot be added without its schema. `feature_flags` is open: a
@@ -60,7 +61,10 @@ public struct RemoteConfig: Sendable, Hashable {
             "ranging_extensions", "signal_loss_ms", "soft_exit_grace_ms", "debounce_ms", "exit_confirmation_ms",
             "heartbeat_interval_ms", "motion_recent_ms", "geofence_exit_margin_m",
         ]
-        return Dictionary(uniqueKeysWithValues: (first + thresholds.map { "thresholds." + $0 }).map { ($0, 1) })
+        // Schema 2: how long after its last presence a restored session may resume.
+        let second = ["thresholds.session_resume_limit_ms"]
+        return Dictionary(
+            uniqueKeysWithValues: (first + thresholds.map { "thresholds." + $0 }).map { ($0, 1) } + second.map { ($0, 2) })
     }()
 
     public static func decode(_ json: String, base: PresenceConfig = PresenceConfig()) throws(ConfigValidationError) -> RemoteConfig {
@@ -198,6 +202,7 @@ public struct RemoteConfig: Sendable, Hashable {
                 case "soft_exit_grace_ms", "debounce_ms": if let x = int(v, path) { config.softExitGraceMs = Int64(x) }
                 case "exit_confirmation_ms": if let x = int(v, path) { config.exitConfirmationMs = Int64(x) }
                 case "heartbeat_interval_ms": if let x = int(v, path) { config.heartbeatIntervalMs = Int64(x) }
+                case "session_resume_limit_ms": if let x = int(v, path) { config.sessionResumeLimitMs = Int64(x) }
                 case "motion_recent_ms": if let x = int(v, path) { config.motion.recentActivityMs = Int64(x) }
                 case "geofence_exit_margin_m": if let x = number(v, path) { config.geofenceExitMarginMeters = x }
                 default: unknown(path)

@@ -26,25 +26,39 @@ extension RegistryServiceTests {
             #expect(forOne["thresholds"] == ["enter_rssi": -70] && forOne["checkout_trigger"] == "geofence_exit")
             #expect(forOne["feature_flags"] == ["kill_switch": true, "brand_new_flag": true])
             #expect(DetectionConfigDocument.readable(bySchema: 2, document, keySchemas: later) == document)
-            // Every key of today's library is of the first schema: today's apps get the whole document.
+            // With today's library's own key schemas: the first schema's keys all stay.
             #expect(DetectionConfigDocument.readable(bySchema: 1, forOne) == forOne)
         }
 
-        @Test func theHeaderIsCheckedAndTodaysAppsGetTheWholeDocument() async throws {
+        @Test func theHeaderIsCheckedAndEachAppGetsTheKeysOfItsSchema() async throws {
             try await Harness.run { h, client in
                 let f = try await BeaconedSite.make(h.repository)
                 _ = try await client.send(
-                    .put, "/v1/admin/sites/\(f.site.id)/detection-config", key: h.admin, json: #"{"thresholds": {"enter_hold_ms": 3000}}"#
+                    .put, "/v1/admin/sites/\(f.site.id)/detection-config", key: h.admin,
+                    json: #"{"thresholds": {"enter_hold_ms": 3000, "session_resume_limit_ms": 3600000}}"#
                 )
                 .decode(SiteDetectionConfig.self)
                 let (_, credentials) = try await h.repository.enrolledUser(name: "Trịnh Văn Nam", siteIds: [f.site.id])
                 let device = credentials.device.id
-                for schema in [nil, "\(RemoteConfig.schemaVersion)"] {
+                // `session_resume_limit_ms` came with schema 2: an app of schema 1 (or one that does not
+                // say) would refuse it, and the whole document with it.
+                let expected: [String?: JSONValue] = [
+                    nil: ["thresholds": ["enter_hold_ms": 3000]], "1": ["thresholds": ["enter_hold_ms": 3000]],
+                    "2": ["thresholds": ["enter_hold_ms": 3000, "session_resume_limit_ms": 3_600_000]],
+                ]
+                #expect(RemoteConfig.schemaVersion == 2)
+                for (schema, document) in expected {
                     var headers: HTTPFields = [.deviceId: device]
                     if let schema { headers[DeviceConfigurationControllerHeader.name] = schema }
                     let answer = try await client.send(.get, "/v1/devices/config", key: credentials.token, headers: headers)
                         .decode(DeviceConfiguration.self)
-                    #expect(answer.sites.first?.detectionConfig.document == ["thresholds": ["enter_hold_ms": 3000]])
+                    #expect(answer.sites.first?.detectionConfig.document == document, "X-Config-Schema \(schema ?? "absent")")
+                    // What the app receives, its own reader takes.
+                    if let received = answer.sites.first?.detectionConfig.document {
+                        let bytes = try JSONEncoder().encode(received)
+                        let config = try RemoteConfig.decode(Array(bytes))
+                        #expect(config.presence.enterHoldMs == 3000)
+                    }
                 }
                 for bad in ["0", "abc", "1001"] {
                     let problem = try await client.send(

@@ -469,4 +469,55 @@ struct ScenarioTests {
             #expect(stored.first?.type == .checkIn && stored.last?.type == .checkOut)
         }
     }
+
+    /// The shipped defaults (geofence-exit check-out, continuous scan). The phone dies at its desk; the
+    /// relaunch comes `hoursOff` later, at the desk or at home.
+    @Test(
+        "a phone off for longer than the resume limit ends its session at its last presence on relaunch, then checks in anew",
+        arguments: [(14.0, true), (14.0, false), (2.0, true)])
+    func relaunchAfterALongTimeOff(hoursOff: Double, atTheDesk: Bool) throws {
+        var d = try DeviceHarness(config: PresenceConfig())
+        try d.arrive()
+        try d.run(seconds: 30) { _ in -60 }
+        let evening = try #require(d.checkIns.first)
+        try d.run(seconds: 600) { _ in -60 }
+        let lastPresence = try #require(d.machine.openSession?.lastPresentAt)
+        let snapshot = d.machine.snapshot(at: d.now) // the last one written before the battery died
+        let offMs = Int64(hoursOff * 3_600_000)
+        let clock = ManualClock(d.now + offMs)
+        var next = try DeviceHarness(config: PresenceConfig(), seed: 43, clock: clock, restoring: snapshot)
+        try next.send(.appLaunched)
+        let stale = offMs > PresenceConfig().sessionResumeLimitMs
+        if stale {
+            // At once, before anything is heard, dated at the evening's last presence.
+            let out = try #require(next.checkOuts.first)
+            #expect(out.sessionKey == evening.sessionKey && out.reason == .notFoundAfterRelaunch)
+            #expect(out.timestamp == lastPresence)
+            #expect(next.machine.openSession == nil)
+        } else {
+            #expect(next.checkOuts.isEmpty && next.machine.openSession?.sessionKey == evening.sessionKey)
+        }
+        if atTheDesk {
+            try next.send(.motionActivity(.walking))
+            try next.run(seconds: 30) { _ in -60 }
+            try next.send(.motionActivity(.stationary))
+            try next.run(seconds: 700) { _ in -60 }
+            #expect(!next.heartbeats.isEmpty)
+            if stale {
+                // A session of its own, whose heartbeats the server can join.
+                let morning = try #require(next.checkIns.first)
+                #expect(morning.sessionKey != evening.sessionKey && morning.timestamp > lastPresence + offMs - 60_000)
+                #expect(next.heartbeats.allSatisfy { $0.sessionKey == morning.sessionKey })
+            } else {
+                #expect(next.checkIns.isEmpty && next.heartbeats.allSatisfy { $0.sessionKey == evening.sessionKey })
+            }
+        } else {
+            // At home: the OS reports the geofence exit soon after the launch.
+            try next.run(seconds: 5) { _ in nil }
+            try next.send(.geofenceExited(siteId: "S_HQ"))
+            #expect(next.checkIns.isEmpty)
+            #expect(next.checkOuts.count == 1 && next.checkOuts.first?.timestamp == lastPresence)
+        }
+        #expect(attendanceViolations(d.posts + next.posts).isEmpty)
+    }
 }
