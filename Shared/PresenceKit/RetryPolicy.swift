@@ -104,15 +104,17 @@ public struct DeliveryClassifier: Sendable, Hashable {
 /// of the device before a re-enrolment, the previous user's `user_changed` check-out sent with the new
 /// user's token), the entry is parked (`Outbox.park`): kept in the outbox, listed by
 /// `Outbox.parkedEntries()` for the host to export, never sent again by the drain and never deleted
-/// by it, and the drain goes on with the next entry. A 403 for an entry of the current identity is
-/// retried like any other answer that is not a verdict.
+/// by it, and the drain goes on with the next entry. A 403 for an entry of the current identity (the
+/// device revoked, or bound to another user) is not a verdict either, but nothing this phone sends will be
+/// taken until an administrator acts: the drain stops there (`Stop.forbidden`), the entry kept, so the
+/// app can tell its user, and the next drain asks once more.
 public struct OutboxDrainer: Sendable {
     public var outbox: Outbox
     public var policy: RetryPolicy
     public var classifier: DeliveryClassifier
     public var clock: any PresenceClock
-    /// The user and device the requests are authenticated as; nil turns parking off (every 403 is
-    /// retried).
+    /// The user and device the requests are authenticated as; nil turns parking off (every 403 stops
+    /// the drain).
     public var identity: DeviceIdentity?
     /// Waits `ms` milliseconds: `Task.sleep` in production, `ManualClock.advance` in virtual time.
     public var sleep: @Sendable (Int64) async -> Void
@@ -150,6 +152,12 @@ public struct OutboxDrainer: Sendable {
         /// waits until an answer tells the server's clock and the host corrects it
         /// (`PresenceEvent.serverClockKnown`), then the drain goes on.
         case awaitingServerClock
+        /// The server refused this phone itself (403 for an entry of the drain's own identity: the
+        /// device revoked, or now bound to another user). The entry is kept; the app tells its user to
+        /// contact their administrator, and drains again at its next occasion (a launch, a region event,
+        /// a periodic wake), which asks the server once more. Retrying at once would only repeat the
+        /// refusal and hold every later event behind it anyway.
+        case forbidden(problemType: String?)
     }
 
     public struct Report: Sendable, Hashable {
@@ -191,10 +199,14 @@ public struct OutboxDrainer: Sendable {
             let sent = try outbox.markSent(entry.id)
             let result = await send(sent, payload)
             report.attempts += 1
-            if case .response(let status, _, _) = result, status == 403, belongsToAnotherIdentity(payload) {
-                try outbox.park(entry.id, status: status)
-                report.parked.append(Parked(id: entry.id, status: status))
-                continue
+            if case .response(let status, let problemType, _) = result, status == 403 {
+                if belongsToAnotherIdentity(payload) {
+                    try outbox.park(entry.id, status: status)
+                    report.parked.append(Parked(id: entry.id, status: status))
+                    continue
+                }
+                report.stop = .forbidden(problemType: problemType)
+                return report
             }
             switch classifier.verdict(for: result) {
             case .final(let status):

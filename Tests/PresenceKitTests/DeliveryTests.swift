@@ -73,6 +73,10 @@ struct DeliveryTests {
         }
         #expect(after == 700)
         #expect(c.verdict(for: .response(status: 409, problemType: "https://attendance/problems/policy-conflict")) == .final(status: 409))
+        // An event stamped ahead of the server's clock: kept, and sent again when the gateway says.
+        #expect(
+            c.verdict(for: .response(status: 425, problemType: "urn:problem:attendance:too-early", retryAfterMs: 300_000))
+                == .retry(reason: "HTTP 425", notBeforeMs: 300_000))
     }
 
     @Test("drain: in append order, retries with the same payload, stops at the deadline, resumes later")
@@ -160,7 +164,7 @@ struct DeliveryTests {
         }
     }
 
-    @Test("a 403 for an entry of another device or user parks it; the queue goes on; a 403 of the current identity is retried")
+    @Test("a 403 for an entry of another device or user parks it; the queue goes on; a 403 of the current identity stops the drain")
     func foreignEntriesAreParked() async throws {
         try await withTempDir { dir in
             let clock = ManualClock(World.start)
@@ -197,16 +201,28 @@ struct DeliveryTests {
             #expect(box.parkedEntries().map(\.id) == Array(ids.prefix(3)))
             #expect(try PresenceCoding.decodeEvent(try box.payload(of: ids[2])).reason == .userChanged)
 
-            // The current identity's own 403 (a revoked device) keeps the entry at the head of the line.
+            // The current identity's own 403 (a revoked device) stops the drain after one request, with
+            // the entry kept at the head of the line; without a deadline too (it would retry for ever).
             try box.append(PresenceCoding.encode(try #require(other.checkIns.first)))
             try box.append(Array("not an event".utf8))
-            let forbidden = try await drainer.drain(deadline: clock.now() + RetryPolicy.backgroundBudgetMs, random: &rng) { _, _ in
-                .response(status: 403)
+            for deadline in [clock.now() + RetryPolicy.backgroundBudgetMs, nil] {
+                let requests = Mutex(0)
+                let forbidden = try await drainer.drain(deadline: deadline, random: &rng) { _, _ in
+                    requests.withLock { $0 += 1 }
+                    return .response(status: 403, problemType: "urn:problem:attendance:forbidden")
+                }
+                #expect(forbidden.parked.isEmpty && forbidden.delivered.isEmpty)
+                #expect(requests.withLock { $0 } == 1 && forbidden.attempts == 1)
+                #expect(forbidden.stop == .forbidden(problemType: "urn:problem:attendance:forbidden"))
+                #expect(box.count == 2 && box.parkedEntries().count == 3)
             }
-            #expect(forbidden.parked.isEmpty && forbidden.delivered.isEmpty)
-            #expect(box.count == 2 && box.parkedEntries().count == 3)
-            guard case .deadline(_, let reason) = forbidden.stop else { Issue.record("should stop at the deadline"); return }
-            #expect(reason == "HTTP 403")
+            // Without an identity nothing is parked, and a 403 stops the drain the same way.
+            let anonymous = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
+            let stopped = try await anonymous.drain(deadline: nil, random: &rng) { _, _ in .response(status: 403) }
+            #expect(stopped.stop == .forbidden(problemType: nil) && stopped.attempts == 1 && box.count == 2)
+            // Once the server takes the phone again, the next drain delivers what waited.
+            let resumed = try await drainer.drain(deadline: nil, random: &rng) { _, _ in .response(status: 201) }
+            #expect(resumed.stop == .empty && resumed.delivered.count == 2 && box.isEmpty)
         }
     }
 }
