@@ -62,6 +62,30 @@ struct ValidationTests {
         #expect(fields(with { $0.timestamp = now.addingTimeInterval(300.001) }) == ["timestamp"])
     }
 
+    /// The first whole second at which an event refused only for being ahead is taken, and nothing for
+    /// an event with another fault, one valid now, or one still refused a day on.
+    @Test func secondsUntilAnEarlyEventIsTaken() {
+        let day: TimeInterval = 86_400
+        func wait(_ event: AttendanceEvent) -> Int? { event.secondsUntilAcceptable(now: now, limits: limits, within: day) }
+        #expect(wait(with { $0.timestamp = now.addingTimeInterval(600) }) == 300)
+        #expect(wait(with { $0.timestamp = now.addingTimeInterval(300.5) }) == 1)
+        let early = with { $0.timestamp = now.addingTimeInterval(4_000.2) }
+        let seconds = wait(early)
+        #expect(seconds == 3_701)
+        if let seconds {
+            #expect(early.validate(now: now.addingTimeInterval(TimeInterval(seconds)), limits: limits).isEmpty)
+            #expect(!early.validate(now: now.addingTimeInterval(TimeInterval(seconds - 1)), limits: limits).isEmpty)
+        }
+        #expect(wait(with { $0.timestamp = now }) == nil)
+        #expect(
+            wait(
+                with {
+                    $0.timestamp = now.addingTimeInterval(600); $0.beacon.minor = 70_000
+                }) == nil)
+        #expect(wait(with { $0.timestamp = now.addingTimeInterval(day + 301) }) == nil)
+        #expect(wait(with { $0.timestamp = now.addingTimeInterval(-8 * day) }) == nil)
+    }
+
     @Test func timestampWindowIsConfigurable() {
         var limits = ValidationLimits()
         limits.maxEventAge = .seconds(72 * 3600)

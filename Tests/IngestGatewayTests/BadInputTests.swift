@@ -126,7 +126,7 @@ struct BadInputTests {
         ("RSSI below -127", { $0.rssiSeries = [-128, -70] }, "rssiSeries[0]"),
         ("too many RSSI readings", { $0.rssiSeries = Array(repeating: -70, count: 601) }, "rssiSeries"),
         ("event time 8 days ago", { $0.timestamp = Date().addingTimeInterval(-8 * 86_400) }, "timestamp"),
-        ("event time 10 minutes ahead", { $0.timestamp = Date().addingTimeInterval(600) }, "timestamp"),
+        ("event time 2 days ahead", { $0.timestamp = Date().addingTimeInterval(2 * 86_400) }, "timestamp"),
         ("malformed beacon UUID", { $0.beacon.uuid = "not-a-uuid" }, "beacon.uuid"),
         ("minor out of range", { $0.beacon.minor = 70_000 }, "beacon.minor"),
         ("oversized device model", { $0.device = .init(model: String(repeating: "x", count: 200), os: "iOS 18.0") }, "device.model"),
@@ -144,6 +144,40 @@ struct BadInputTests {
             let problem = try await client.postEvent(event, as: device).problem(400, .validation)
             #expect(problem.errors?.map(\.field).contains(field) == true, "\(what): \(problem.errors ?? [])")
             #expect(h.fake.envelopes.isEmpty, "\(what)")
+        }
+    }
+
+    @Test("an event whose only fault is a time ahead of the server's clock (by up to a day) is 425 with Retry-After, never a final 400")
+    func aheadOfTheServersClock() async throws {
+        try await RouterHarness.run { h, client in
+            let device = TestDevice.make()
+            // 10 minutes ahead (the event's own stamp is 5 s before the time given): taken in about 5.
+            let early = Sample.event(for: device, at: Date().addingTimeInterval(605))
+            let response = try await client.postEvent(early, as: device)
+            let problem = try response.problem(425, .tooEarly)
+            let retryAfter = try #require(response.headers[.retryAfter].flatMap { Int($0) })
+            #expect((298...301).contains(retryAfter), "Retry-After \(retryAfter)")
+            #expect(problem.retryAfterSeconds == retryAfter && problem.action == .retryAfter)
+            // Anything else wrong with it, or further ahead than a day: the usual 400.
+            var alsoBroken = early
+            alsoBroken.beacon.minor = 70_000
+            alsoBroken.idempotencyKey = Sample.key()
+            let broken = try await client.postEvent(alsoBroken, as: device).problem(400, .validation)
+            #expect(broken.errors?.map(\.field).sorted() == ["beacon.minor", "timestamp"])
+            try await client.postEvent(Sample.event(for: device, at: Date().addingTimeInterval(90_000)), as: device).problem(
+                400, .validation)
+            // The batch form answers the item the same way; the session contracts too.
+            let batch = BatchEventsRequest(events: [
+                Sample.event(for: device), Sample.event(for: device, at: Date().addingTimeInterval(605)),
+            ])
+            let results = try await client.device(.post, APIPath.eventsBatch, as: device, body: Sample.json(batch))
+                .decode(BatchEventsResponse.self, status: 200).results
+            #expect(results.map(\.status) == [201, 425])
+            let checkIn = CheckInRequest(
+                userId: device.userId, siteId: "S_HQ", ts: Date().addingTimeInterval(600), sessionKey: "sk_\(device.deviceId)",
+                deviceMeta: DeviceMeta(model: "iPhone14,5", os: "iOS 18.0", appVersion: "1.12.0"))
+            try await client.device(.post, APIPath.checkIn, as: device, body: Sample.json(checkIn)).problem(425, .tooEarly)
+            #expect(h.fake.envelopes.count == 1)
         }
     }
 

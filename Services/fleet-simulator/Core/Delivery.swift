@@ -169,7 +169,7 @@ extension DeliveryDriver {
 }
 
 /// The server side for detection-only runs and scenario tests: refuses an event time outside the
-/// gateway's window (400), dedupes by idempotency key like the gateway and the merger (first 201, a
+/// gateway's window (400; 425 with the wait when it is at most a day ahead), dedupes by idempotency key like the gateway and the merger (first 201, a
 /// repeat 200, the same key with another payload 422), and dates every answer.
 package final class InProcessServer: Sendable {
     package struct Stored: Sendable, Hashable {
@@ -192,7 +192,16 @@ package final class InProcessServer: Sendable {
             return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
         let window = limits.eventTimes(around: Date(timeIntervalSince1970: Double(now) / 1000))
-        guard window.contains(Date(timeIntervalSince1970: Double(event.timestamp.millisecondsSinceEpoch) / 1000)) else {
+        let eventTime = Date(timeIntervalSince1970: Double(event.timestamp.millisecondsSinceEpoch) / 1000)
+        guard window.contains(eventTime) else {
+            // Ahead by at most a day: 425 with the wait, as the gateway answers (it is taken later).
+            let ahead = eventTime.timeIntervalSince(window.upperBound)
+            if ahead > 0 && ahead <= Double(limits.maxEarlyWait.components.seconds) {
+                return TransportAnswer(
+                    status: 425, contentType: "application/problem+json", problemType: "urn:problem:attendance:too-early",
+                    retryAfterMs: Int64(ahead.rounded(.up)) * 1000
+                ).dated(date)
+            }
             return TransportAnswer(status: 400, contentType: "application/problem+json", problemType: "validation").dated(date)
         }
         let hash = payload.hashValue

@@ -97,13 +97,17 @@ public struct ProblemType: Hashable, Sendable {
     /// The beacon UUID is a factory default on the ban list
     /// (docs/SPECIFICATION.md, "7. Registry, provisioning and enrollment").
     public static let bannedBeaconUUID = ProblemType("banned-beacon-uuid", "The beacon UUID is a factory default", 422)
+    /// The event's times lie ahead of the server's clock by more than the skew allowed, by less than a
+    /// day: a phone clock set wrong between two runs of the app. Not final: the same request is taken
+    /// once the server's clock has caught up (`Retry-After`).
+    public static let tooEarly = ProblemType("too-early", "The event's time is ahead of the server's clock", 425)
     public static let rateLimited = ProblemType("rate-limited", "Too many requests", 429)
     public static let unavailable = ProblemType("unavailable", "The service is temporarily unavailable", 503)
 
     public static let all: [ProblemType] = [
         .validation, .missingIdempotencyKey, .unauthorized, .forbidden, .notFound, .policyConflict, .inFlight,
         .conflict, .payloadTooLarge, .payloadMismatch, .bannedBeaconUUID, .rateLimited, .unavailable,
-        .unsupportedMediaType,
+        .unsupportedMediaType, .tooEarly,
     ]
 }
 
@@ -179,6 +183,10 @@ extension ProblemDetails {
             .bannedBeaconUUID, detail: "UUID prefix \(prefix) is the \(vendor) factory default", instance: instance,
             errors: [FieldError(field: "uuid", reason: "factory default of \(vendor)")]
         )
+    }
+
+    public static func tooEarly(retryAfterSeconds: Int, detail: String, instance: String? = nil) -> ProblemDetails {
+        ProblemDetails(.tooEarly, detail: detail, instance: instance, action: .retryAfter, retryAfterSeconds: retryAfterSeconds)
     }
 
     public static func rateLimited(retryAfterSeconds: Int, instance: String? = nil) -> ProblemDetails {

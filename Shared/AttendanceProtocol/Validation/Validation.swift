@@ -21,6 +21,9 @@ public struct ValidationLimits: Hashable, Sendable {
     public var maxEventAge: Duration = .seconds(7 * 24 * 3600)
     /// How far ahead of the server clock an event time may be (device clock skew).
     public var maxClockSkewAhead: Duration = .seconds(5 * 60)
+    /// An event whose times lie further ahead than the skew, but by no more than this, is answered 425
+    /// with `Retry-After` instead of 400: it is taken once the server's clock catches up.
+    public var maxEarlyWait: Duration = .seconds(24 * 3600)
 
     /// The event times accepted at server time `now`: `now - maxEventAge ... now + maxClockSkewAhead`.
     public func eventTimes(around now: Date) -> ClosedRange<Date> {
@@ -66,6 +69,24 @@ public protocol Validatable {
 extension Validatable {
     public func validate(now: Date = Date()) -> [FieldError] {
         validate(now: now, limits: .default)
+    }
+
+    /// When this payload is refused at `now` only because its times lie ahead of the server's clock by
+    /// more than `limits.maxClockSkewAhead`, and is taken at some time no later than `now + within`: the
+    /// whole seconds until then (at least 1). `nil` when it is valid now, or has another problem, or
+    /// would still be refused then. Each time is accepted over one interval of server time, so the
+    /// payload is over their intersection, and the first accepted second is found by bisection.
+    public func secondsUntilAcceptable(now: Date, limits: ValidationLimits, within: TimeInterval) -> Int? {
+        let horizon = Int(within)
+        guard horizon >= 1, !validate(now: now, limits: limits).isEmpty,
+            validate(now: now.addingTimeInterval(TimeInterval(horizon)), limits: limits).isEmpty
+        else { return nil }
+        var low = 1, high = horizon
+        while low < high {
+            let mid = low + (high - low) / 2
+            if validate(now: now.addingTimeInterval(TimeInterval(mid)), limits: limits).isEmpty { high = mid } else { low = mid + 1 }
+        }
+        return low
     }
 }
 

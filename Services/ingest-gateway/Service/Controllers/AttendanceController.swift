@@ -124,8 +124,12 @@ struct AttendanceController {
         let appVersion = try Self.appVersion(request)
         let bytes = try await DeviceBody.read(request, maxBytes: settings.limits.maxBodyBytes)
         let body = try DeviceBody.decode(T.self, from: bytes)
-        let errors = body.validate(now: now(), limits: settings.limits)
-        if !errors.isEmpty { throw ProblemDetails.validation(errors) }
+        let at = now()
+        let errors = body.validate(now: at, limits: settings.limits)
+        if !errors.isEmpty {
+            try refuseIfEarly(body, at: at)
+            throw ProblemDetails.validation(errors)
+        }
         if let checkIn = body as? CheckInRequest, checkIn.userId != device.userId {
             throw Self.notYours("userId", "must be the user the device is bound to")
         }
@@ -215,6 +219,7 @@ struct AttendanceController {
     /// be the authenticated ones).
     func check(_ event: AttendanceEvent, device: AuthenticatedDevice, at: Date, prefix: String? = nil) throws(ProblemDetails) {
         var errors = event.validate(now: at, limits: settings.limits)
+        if !errors.isEmpty { try refuseIfEarly(event, at: at) }
         if let prefix {
             errors = errors.map { FieldError(field: $0.field.isEmpty ? prefix : "\(prefix).\($0.field)", reason: $0.reason) }
         }
@@ -224,6 +229,22 @@ struct AttendanceController {
             throw Self.notYours(path("deviceId"), "must be the authenticated device (X-Device-Id)")
         }
         guard event.userId == device.userId else { throw Self.notYours(path("userId"), "must be the user the device is bound to") }
+    }
+
+    /// A 425 for a payload whose only problem is that its times lie ahead of the server's clock (by less
+    /// than `limits.maxEarlyWait`): a phone whose clock was set wrong between two runs of the app stamped
+    /// it, and a 400 would make the phone delete an attendance event the server takes once its clock
+    /// catches up. `Retry-After` says when.
+    func refuseIfEarly(_ payload: some Validatable, at: Date) throws(ProblemDetails) {
+        let limits = settings.limits
+        guard let wait = payload.secondsUntilAcceptable(now: at, limits: limits, within: limits.maxEarlyWait.timeInterval) else {
+            return
+        }
+        throw .tooEarly(
+            retryAfterSeconds: wait,
+            detail:
+                "the event's time is more than \(limits.maxClockSkewAhead.humanReadable) ahead of the server's clock; send it again in \(wait) s"
+        )
     }
 
     static func notYours(_ field: String, _ reason: String) -> ProblemDetails {
