@@ -42,13 +42,20 @@ package struct SessionMergerConfiguration: SchemaSettings {
     /// Also commit the offsets to the broker after the PostgreSQL commit (informational: the merger
     /// seeks to `merger.consumer_offsets` on assignment).
     package var commitOffsetsToBroker = true
+    /// How long recorded events are kept (`EventRetention`); nil keeps them for ever. 400 days by
+    /// default: a year of payroll questions and a month to spare.
+    package var eventRetention: Duration? = .seconds(400 * 86_400)
+    /// The accepted `MERGER_EVENT_RETENTION_DAYS` besides 0 (for ever): at least 30 days, well past the
+    /// timeline horizon (8 days) and the gateway's default event-age limit (7 days), so an event a phone
+    /// may still send again is not forgotten.
+    package static let eventRetentionDays = 30...3_650
 
     /// Reads `MERGER_GROUP_ID`, `MERGER_MAX_BATCH`, `MERGER_IDLE_SWEEP_MS`, `MERGER_OUTBOX_POLL_MS`,
     /// `MERGER_COMMIT_TO_BROKER`, `MERGER_TIMELINE_CACHE`, `MERGER_WRITE_LANES`, the platform's `TOPIC_<NAME>` overrides
     /// (`TopicNames`); the session thresholds
     /// `MERGER_MERGE_WINDOW_SECONDS`, `MERGER_SOFT_EXIT_GRACE_SECONDS`, `MERGER_NOISE_SECONDS`, `MERGER_IDLE_CUTOFF_SECONDS`,
     /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges); daily attendance's
-    /// `MERGER_MINIMUM_PRESENCE_SECONDS` (0-3,600).
+    /// `MERGER_MINIMUM_PRESENCE_SECONDS` (0-3,600); `MERGER_EVENT_RETENTION_DAYS` (0 or 30-3,650).
     package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
         let defaults = SessionPolicy.default
         var policy = SessionPolicy(
@@ -80,6 +87,13 @@ package struct SessionMergerConfiguration: SchemaSettings {
         configuration.minimumPresence = try env.double(
             "MERGER_MINIMUM_PRESENCE_SECONDS", default: configuration.minimumPresence, in: 0...3_600)
         configuration.schema = try env.schemaName("MERGER_SCHEMA", default: configuration.schema)
+        let retentionDays = try env.int("MERGER_EVENT_RETENTION_DAYS", default: 400, in: 0...eventRetentionDays.upperBound)
+        if retentionDays != 0 && !eventRetentionDays.contains(retentionDays) {
+            throw ConfigurationError(
+                key: "MERGER_EVENT_RETENTION_DAYS", value: "\(retentionDays)",
+                expected: "0 (keep events for ever) or \(eventRetentionDays.lowerBound)...\(eventRetentionDays.upperBound) days")
+        }
+        configuration.eventRetention = retentionDays == 0 ? nil : .seconds(retentionDays * 86_400)
         return configuration
     }
 }

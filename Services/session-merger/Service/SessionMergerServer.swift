@@ -6,7 +6,7 @@ import ServiceRuntime
 
 /// What `session-merger` runs (`ServiceKit`): its migrations, then the producer, the broker watch, the
 /// registry feed (site shifts for daily attendance), the session-change outbox publisher, the idle
-/// sweep, the consumer pipeline and the admin HTTP server. Its own settings: `SessionMergerConfiguration.load`.
+/// sweep, the event retention, the consumer pipeline and the admin HTTP server. Its own settings: `SessionMergerConfiguration.load`.
 package enum SessionMergerServer {
     package static let descriptor = ServiceDescriptor(name: "session-merger", defaultHTTPPort: 8082, migrations: .merger)
 
@@ -47,6 +47,7 @@ package enum SessionMergerServer {
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
                 IdleSweeper(client: client, configuration: merger, logger: logger),
+                EventRetention(client: client, retention: merger.eventRetention, logger: logger),
                 pipeline,
                 app,
             ])
