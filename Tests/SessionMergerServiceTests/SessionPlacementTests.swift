@@ -119,6 +119,35 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// `merger.events.session_id` follows an event that a later one moves: a late check-out splits the
+        /// session, and the events after it (another key, two hours on) now make a session of their own.
+        @Test(arguments: [false, true])
+        func aRecordedEventsSessionFollowsItWhenALateEventSplitsItsSession(oneBatch: Bool) async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", now = Date(), k1 = "k1-\(token())", k2 = "k2-\(token())"
+                let first = Make.checkIn(user: user, site: site, at: now.minus(hours: 4), sessionKey: k1)
+                let second = Make.checkIn(user: user, site: site, at: now.minus(hours: 2), sessionKey: k2)
+                let heartbeat = Make.heartbeat(user: user, at: now.minus(hours: 1, minutes: 50), sessionKey: k2)
+                let lateCheckOut = Make.checkOut(user: user, at: now.minus(hours: 3), sessionKey: k1)
+                if oneBatch {
+                    try await db.process([first, second, heartbeat, lateCheckOut], from: 0)
+                } else {
+                    let before = try await db.process([first, second, heartbeat], from: 0)
+                    #expect(Set(before.verdicts.map(\.sessionId)) == [SessionSnapshot.id(anchorIdempotencyKey: first.raw.idempotencyKey)])
+                    try await db.process([lateCheckOut], from: 3)
+                }
+                let firstId = SessionSnapshot.id(anchorIdempotencyKey: first.raw.idempotencyKey)
+                let secondId = SessionSnapshot.id(anchorIdempotencyKey: second.raw.idempotencyKey)
+                #expect(Set(try await db.sessions(user: user).map(\.id)) == [firstId, secondId])
+                var recorded: [String: String] = [:]
+                let rows = try await db.client.query(
+                    "SELECT idempotency_key, session_id FROM events WHERE user_id = \(user)", logger: MergerDB.logger)
+                for try await (key, session) in rows.decode((String, String?).self) { recorded[key] = session ?? "none" }
+                #expect(recorded[first.raw.idempotencyKey] == firstId && recorded[lateCheckOut.raw.idempotencyKey] == firstId)
+                #expect(recorded[second.raw.idempotencyKey] == secondId && recorded[heartbeat.raw.idempotencyKey] == secondId)
+            }
+        }
+
         @Test func theIdleSweepClosesSessionsWithoutPresence() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", now = Date()

@@ -92,6 +92,46 @@ struct OrderTests {
         }
     }
 
+    /// What the merger stores per event: the session it was placed in when applied, then, for every event
+    /// a later one moved (`movedKeys`), where it is after that. For any arrival order, that record equals
+    /// where every event ends up: no event keeps a session it left.
+    @Test("each event's recorded session follows it when a late event moves it (50 seeded shuffles and a split)")
+    func recordedSessionsFollowMovedEvents() throws {
+        // A late check-out of K1 at 10:00 splits the 08:00 session: the 12:00 check-in (another key, two
+        // hours after the check-out) and its heartbeat move to a session of their own.
+        let split = [
+            checkIn("s1", at(8), key: "K1"), checkIn("s2", at(12), key: "K2"), heartbeat("s3", at(12, 10), key: "K2"),
+            checkOut("s4", at(10), key: "K1", received: at(12, 20)),
+        ]
+        var rng = SplitMix64(seed: 0x5E55_1012)
+        let orders = [split, workingDay()] + (0..<50).map { _ in workingDay().shuffled(using: &rng) }
+        for (round, events) in orders.enumerated() {
+            var timeline = try newTimeline()
+            var recorded: [String: String?] = [:]
+            var moves = 0
+            for event in events {
+                let outcome = try timeline.apply(event)
+                recorded[event.idempotencyKey] = outcome.sessionId
+                for key in outcome.movedKeys {
+                    #expect(key != event.idempotencyKey && recorded[key] != nil, "round \(round): \(key)")
+                    recorded[key] = timeline.placement(ofIdempotencyKey: key)?.sessionId
+                    moves += 1
+                }
+            }
+            for event in events {
+                #expect(
+                    recorded[event.idempotencyKey] == timeline.placement(ofIdempotencyKey: event.idempotencyKey)?.sessionId,
+                    "round \(round): \(event.idempotencyKey)")
+            }
+            if round == 0 {
+                #expect(timeline.sessions.map(\.id) == [sid("s1"), sid("s2")])
+                #expect(recorded["s2"] == sid("s2") && recorded["s3"] == sid("s2") && moves == 2)
+            }
+            // In arrival order nothing moves.
+            if round == 1 { #expect(moves == 0) }
+        }
+    }
+
     @Test("replaying the same order gives identical changes, versions included")
     func replayIsDeterministic() throws {
         var rng = SplitMix64(seed: 42)

@@ -102,6 +102,10 @@ package struct ApplyOutcome: Hashable, Sendable {
     package var disposition: Disposition
     /// Every session change the event caused, including corrections of earlier sessions.
     package var changes: [SessionDelta]
+    /// The idempotency keys of the other events this one moved to another session, or out of one (a late
+    /// event that splits a session, bridges two, or gives orphans a session): where each is now is
+    /// `SessionTimeline.placement(ofIdempotencyKey:)`.
+    package var movedKeys: [String] = []
 
     /// The session the event is in now, if any (the verdict's `sessionId`).
     package var sessionId: String? {

@@ -120,9 +120,27 @@ package struct SessionTimeline: Sendable {
         state.facts.insert(stored, at: position)
         factsByKey[stored.key] = stored
         state.clock = max(state.clock ?? Millis.min, Millis(fact.receivedAt))
+        let previous = derived
         let kept = rederive(changedFrom: position)
         let changes = publish(keeping: kept)
-        return ApplyOutcome(disposition: .applied(placement(at: position)), changes: changes)
+        return ApplyOutcome(
+            disposition: .applied(placement(at: position)), changes: changes, movedKeys: movedKeys(from: previous, insertedAt: position))
+    }
+
+    /// The keys of the facts other than the one inserted at `position` whose session (its anchor) differs
+    /// from `previous`, the derivation before the insertion. Facts before the point the derivation
+    /// resumed from kept theirs, so only the facts from there on are compared.
+    private func movedKeys(from previous: SessionDerivation.Result, insertedAt position: Int) -> [String] {
+        let start = SessionDerivation.resumePoint(previous, position).map { previous.sessions[$0].anchor } ?? position
+        var moved: [String] = []
+        for index in start..<state.facts.count where index != position {
+            let before = previous.placement[index < position ? index : index - 1]
+            var anchorBefore = before >= 0 ? previous.sessions[before].anchor : -1
+            if anchorBefore >= position { anchorBefore += 1 }
+            let now = derived.placement[index]
+            if anchorBefore != (now >= 0 ? derived.sessions[now].anchor : -1) { moved.append(state.facts[index].key) }
+        }
+        return moved
     }
 
     /// Advances the clock to `now` and returns what time alone changed: open sessions idle past the

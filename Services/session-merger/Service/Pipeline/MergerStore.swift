@@ -593,6 +593,22 @@ enum MergerStore {
         var event_count: Int
     }
 
+    /// Records where events recorded earlier are now (`ApplyOutcome.movedKeys`): a late event split
+    /// their session, bridged two, or gave orphans one (a nil session: an orphan now). Only rows
+    /// whose session differs are written; nothing at all when no event moved.
+    static func moveEvents(_ moves: [(key: String, sessionId: String?)], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !moves.isEmpty else { return }
+        try await connection.query(
+            """
+            UPDATE events e SET session_id = NULLIF(m.session_id, '')
+            FROM UNNEST(\(moves.map(\.key))::text[], \(moves.map { $0.sessionId ?? "" })::text[]) AS m(idempotency_key, session_id)
+            WHERE e.idempotency_key = m.idempotency_key AND e.outcome = 'accepted'
+              AND e.session_id IS DISTINCT FROM NULLIF(m.session_id, '')
+            """,
+            logger: logger
+        )
+    }
+
     /// Applies session changes: the latest version of each session id wins (versions only grow), the
     /// changes go to the outbox in order, and the events of superseded sessions point to the survivor.
     static func applySessionChanges(

@@ -473,12 +473,33 @@ package final class VettedBatchProcessor: Sendable {
         // Apply in message order.
         var changes: [SessionDelta] = []
         var sessionOf: [Int: String] = [:]
+        var moved: [MergerStore.TimelineKey: Set<String>] = [:]
         for (index, disposition) in dispositions.enumerated() {
             guard case .accepted(let fact) = disposition else { continue }
             let key = MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)
             let outcome = try timelines[key]!.timeline.apply(fact)
             changes += outcome.changes
             if let session = outcome.sessionId { sessionOf[index] = session }
+            if !outcome.movedKeys.isEmpty { moved[key, default: []].formUnion(outcome.movedKeys) }
+        }
+        // An event a later one in this batch moved is recorded where it ended up.
+        if !moved.isEmpty {
+            for (index, disposition) in dispositions.enumerated() {
+                guard case .accepted(let fact) = disposition,
+                    moved[MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)]?.contains(fact.idempotencyKey) == true
+                else { continue }
+                sessionOf[index] =
+                    timelines[MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)]!.timeline
+                    .placement(ofIdempotencyKey: fact.idempotencyKey)?.sessionId
+            }
+        }
+        // Where the moved events recorded before are now (written after this batch's rows).
+        var moves: [(key: String, sessionId: String?)] = []
+        for (key, keys) in moved {
+            for eventKey in keys.sorted() {
+                guard let placement = timelines[key]!.timeline.placement(ofIdempotencyKey: eventKey) else { continue }
+                moves.append((eventKey, placement.sessionId))
+            }
         }
         for key in timelineKeys.sorted() {
             changes += timelines[key]!.timeline.closeIdle(now: now)
@@ -565,6 +586,7 @@ package final class VettedBatchProcessor: Sendable {
         let insertedKeySites = try await MergerStore.insertSessionKeys(newKeySites, on: connection, logger: logger)
         try await MergerStore.saveTimelines(timelines, on: connection, logger: logger)
         try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)
+        try await MergerStore.moveEvents(moves, on: connection, logger: logger)
         for (offsets, lanes) in offsetsToStore(nextOffsets, lanes: offsetLanes) {
             try await StoredOffsetsTable.store(
                 groupId: configuration.consumer.groupId, offsets, lanes: lanes, of: configuration.writeLanes, on: connection,
