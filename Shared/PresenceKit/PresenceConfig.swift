@@ -109,7 +109,7 @@ public struct PresenceConfig: Sendable, Hashable {
     public var heartbeatIntervalMs: Int64 = 300_000
     /// A session restored after a relaunch carries on (the beacon heard again within the grace, or the
     /// geofence exit the OS reports) only when the earlier process knew it was going less than this long
-    /// ago (its last presence, or its last snapshot); an older one is checked out at its last presence
+    /// ago (when its last snapshot was written, read on the phone's own clock at both ends); an older one is checked out at its last presence
     /// (`not_found_after_relaunch`) and detection starts afresh. A phone that died at its desk in the
     /// evening and is switched on there the next morning then checks in anew, instead of sending
     /// heartbeats for a session the server closed at its idle cutoff; switched on at home, it does not

@@ -247,4 +247,7 @@ public struct PresenceSnapshot: Sendable, Hashable, Codable {
     /// The site the device was at (the geofence it entered last, or the site whose beacon last gave
     /// evidence): its settings win after a relaunch. Absent from snapshots of earlier versions.
     public var atSiteId: String? = nil
+    /// The phone's own wall clock when it was written (whatever clock `savedAt` is on): a relaunch
+    /// measures how long the app was gone on the same clock. Absent from snapshots of earlier versions.
+    public var phoneClockSavedAt: Timestamp? = nil
 }

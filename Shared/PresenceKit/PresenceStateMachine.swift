@@ -182,9 +182,13 @@ public struct PresenceStateMachine: Sendable {
     /// stamp is the phone's clock: until presence is seen again they keep those stamps when the offset
     /// moves (see `replaceRestored(offset:)`).
     var restored: (sessionKey: String, lastPresentAt: Timestamp, phoneClock: Bool)?
-    /// When the snapshot that restored the open session was written, in steady time: the last moment an
-    /// earlier process knew the session was still going (`onLaunched` measures the gap from it).
-    var restoredSavedAt = Timestamp.distantPast
+    /// The phone's wall clock when the snapshot that restored the open session was written: the last
+    /// moment an earlier process knew the session was still going (`onLaunched` measures the gap from it,
+    /// on the same clock). Nil for a snapshot of an earlier version: the session then resumes.
+    var restoredPhoneClockSavedAt: Timestamp?
+    /// How far the phone's own wall clock reads ahead of the steady time, whatever clock the device stamps
+    /// with (`clockOffsetMs` is the server's once it is known).
+    var phoneClockOffsetMs: Int64 = 0
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -252,6 +256,7 @@ public struct PresenceStateMachine: Sendable {
         self.directory = directory
         self.identity = identity
         self.clockOffsetMs = clockOffsetMs
+        self.phoneClockOffsetMs = clockOffsetMs
         self.rng = seed.map { SplitMix64(seed: $0) } ?? SplitMix64()
         var epochSource = SplitMix64(seed: rng.state ^ 0xC10C_E90C_0000_0001)
         self.clockEpoch = epochSource.next()
@@ -270,7 +275,7 @@ public struct PresenceStateMachine: Sendable {
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
-                restoredSavedAt = snapshot.savedAt - clockOffsetMs
+                restoredPhoneClockSavedAt = snapshot.phoneClockSavedAt
             }
         }
         // A relaunch inside a site with settings of its own starts under them: the site it was at first.
@@ -321,7 +326,7 @@ public struct PresenceStateMachine: Sendable {
     public func snapshot(at now: Timestamp) -> PresenceSnapshot {
         PresenceSnapshot(
             session: openSession, insideSiteIds: insideSiteIds, savedAt: stamp(now),
-            atSiteId: atSiteIndex >= 0 ? directory[atSiteIndex].id : nil)
+            atSiteId: atSiteIndex >= 0 ? directory[atSiteIndex].id : nil, phoneClockSavedAt: now + phoneClockOffsetMs)
     }
 
     /// Steady time `t` as the device stamps it now.
@@ -386,6 +391,7 @@ public struct PresenceStateMachine: Sendable {
         }
         replaceRestored(offset: offset)
         clockOffsetMs = offset
+        phoneClockOffsetMs = offset
         stampsWithServerClock = false
         if moved { fx.append(.persistSnapshot(snapshot(at: now))) }
         return fx
@@ -421,6 +427,7 @@ public struct PresenceStateMachine: Sendable {
         }
         replaceRestored(offset: offset)
         clockOffsetMs = offset
+        phoneClockOffsetMs = offset + phoneAhead
         stampsWithServerClock = true
         var fx: [PresenceEffect] = [.correctPhoneClockStamps(phoneAheadMs: phoneAhead)]
         if corrected { fx.append(.persistSnapshot(snapshot(at: now))) }
@@ -1551,7 +1558,7 @@ public struct PresenceStateMachine: Sendable {
             identity.userId = s.userId
             fx += onUserChanged(current, at: now)
         }
-        if let s = session, now - max(lastPresentAt, restoredSavedAt) > config.sessionResumeLimitMs {
+        if let s = session, let saved = restoredPhoneClockSavedAt, now + phoneClockOffsetMs - saved > config.sessionResumeLimitMs {
             // Off for longer than a session may resume (a phone that died at its desk in the evening,
             // switched on the next morning): what happened meanwhile is not known. The session ends at
             // its last presence, and detection starts afresh: a check-in of its own if the person is at
@@ -1560,7 +1567,7 @@ public struct PresenceStateMachine: Sendable {
             fx.append(
                 .log(
                     .info,
-                    "session at \(s.siteId) restored \((now - max(lastPresentAt, restoredSavedAt)) / 60_000) min after it was last known: checked out at its last presence"
+                    "session at \(s.siteId) restored \((now + phoneClockOffsetMs - saved) / 60_000) min after it was last known: checked out at its last presence"
                 ))
             checkOut(reason: .notFoundAfterRelaunch, at: now, &fx)
             phase = restingPhase

@@ -520,4 +520,36 @@ struct ScenarioTests {
         }
         #expect(attendanceViolations(d.posts + next.posts).isEmpty)
     }
+
+    /// The earlier process stamped with the server's clock while the phone's own read 12 h fast (AM and
+    /// PM swapped, automatic time off); it is still that wrong when the app starts again a minute later.
+    /// The gap is measured on the phone's clock at both ends, so the session resumes; and a phone off
+    /// for 14 h ends it, whatever the clock reads, as long as it reads the same at both ends.
+    @Test("the resume limit measures the time off on the phone's own clock, not against the server's stamps", arguments: [1.0 / 60, 14])
+    func resumeLimitOnThePhonesClock(hoursOff: Double) throws {
+        let phoneAhead: Int64 = 12 * 3_600_000
+        var d = try DeviceHarness(config: PresenceConfig(), clockOffsetMs: phoneAhead)
+        try d.send(.serverClockKnown(offsetMs: 0, phoneAheadMs: phoneAhead))
+        try d.arrive()
+        try d.run(seconds: 30) { _ in -60 }
+        let checkIn = try #require(d.checkIns.first)
+        #expect(checkIn.phoneClock == nil)
+        let snapshot = d.machine.snapshot(at: d.now)
+        #expect(snapshot.savedAt == d.now && snapshot.phoneClockSavedAt == d.now + phoneAhead)
+        let clock = ManualClock(d.now + Int64(hoursOff * 3_600_000))
+        var next = try DeviceHarness(config: PresenceConfig(), seed: 43, clock: clock, restoring: snapshot, clockOffsetMs: phoneAhead)
+        try next.send(.appLaunched)
+        if hoursOff < 1 {
+            #expect(next.checkOuts.isEmpty && next.machine.openSession?.sessionKey == checkIn.sessionKey)
+        } else {
+            #expect(next.checkOuts.map(\.sessionKey) == [checkIn.sessionKey])
+            #expect(next.checkOuts.first?.reason == .notFoundAfterRelaunch && next.machine.openSession == nil)
+        }
+        // A snapshot of an earlier version says nothing of the phone's clock: its session resumes.
+        var old = snapshot
+        old.phoneClockSavedAt = nil
+        var older = try DeviceHarness(config: PresenceConfig(), seed: 44, clock: ManualClock(d.now + 14 * 3_600_000), restoring: old)
+        try older.send(.appLaunched)
+        #expect(older.checkOuts.isEmpty && older.machine.openSession?.sessionKey == checkIn.sessionKey)
+    }
 }

@@ -15,15 +15,17 @@ extension SessionMergerServiceTests {
     struct EventRetentionTests {
         @Test func eventsPastTheRetentionGoUnlessTheirTimelineStillReadsThem() async throws {
             try await MergerDB.run { db in
-                // Timelines compacted whenever written: the first user's watermark passes its closed session.
+                // The first user's timeline compacted whenever written (its watermark passes its closed
+                // session); the third user's never (a few events: no watermark until the retention
+                // compacts it).
                 var compacting = db.configuration
                 compacting.compactionThreshold = 0
                 let processor = VettedBatchProcessor(
                     client: db.client, configuration: compacting, deadLetters: db.deadLetters, logger: MergerDB.logger,
                     userSites: { _ in nil })
                 let now = Date()
-                let site = "site-\(token())", early = "u-\(token())", recent = "u-\(token())"
-                let oldKey = "sk-\(token())", openKey = "sk-\(token())"
+                let site = "site-\(token())", early = "u-\(token())", recent = "u-\(token())", occasional = "u-\(token())"
+                let oldKey = "sk-\(token())", openKey = "sk-\(token())", visitKey = "sk-\(token())"
                 let oldSession = [
                     Make.checkIn(user: early, site: site, at: now.minus(hours: 240), sessionKey: oldKey),
                     Make.checkOut(user: early, at: now.minus(hours: 232), sessionKey: oldKey),
@@ -35,30 +37,49 @@ extension SessionMergerServiceTests {
                 let otherUser = Make.checkIn(user: recent, site: site, at: now.minus(hours: 3), sessionKey: "sk-\(token())")
                 let refused = Make.checkIn(
                     user: recent, site: site, at: now.minus(hours: 1), sessionKey: "sk-\(token())", decision: Make.reject())
+                let visit = [
+                    Make.checkIn(user: occasional, site: site, at: now.minus(hours: 200), sessionKey: visitKey),
+                    Make.checkOut(user: occasional, at: now.minus(hours: 196), sessionKey: visitKey),
+                ]
                 try await db.process(oldSession, from: 0, with: processor)
                 try await db.process(openSession + [otherUser, refused], from: 2, with: processor)
-                let all = try await db.count("SELECT count(*)::int FROM events")
-                #expect(all == 6)
+                try await db.process(visit, from: 6)
+                #expect(try await db.count("SELECT count(*)::int FROM events") == 8)
+                #expect(
+                    try await db.count(
+                        "SELECT count(*)::int FROM timelines WHERE user_id = \(occasional) AND state::json -> 'header' -> 'watermark' IS NULL"
+                    )
+                        == 1)
                 let sessionsBefore = try await db.count("SELECT count(*)::int FROM sessions")
 
-                let retention = EventRetention(client: db.client, retention: .seconds(30 * 86_400), logger: MergerDB.logger)
+                var settings = db.configuration
+                settings.eventRetention = .seconds(30 * 86_400)
+                let retention = EventRetention(client: db.client, configuration: settings, logger: MergerDB.logger)
                 // Ten days on, nothing is past 30 days yet.
                 #expect(try await retention.prune(now: now.addingTimeInterval(10 * 86_400)) == 0)
-                // Thirty-one days on: the refused event and the closed session's two (before the first
-                // user's watermark) go; the open session's and the second user's (whose timeline still
-                // reads them back from its watermark) stay, and so does every session.
-                #expect(try await retention.prune(now: now.addingTimeInterval(31 * 86_400)) == 3)
+                // Thirty-one days on: the refused event, the first user's closed session (before its
+                // watermark) and the third user's visit (once the retention compacted its timeline) go;
+                // the open session's and the second user's stay, and so does every session.
+                #expect(try await retention.prune(now: now.addingTimeInterval(31 * 86_400)) == 5)
                 let kept = try await keys(db)
                 #expect(kept == Set((openSession + [otherUser]).map(\.raw.idempotencyKey)))
                 #expect(try await db.count("SELECT count(*)::int FROM sessions") == sessionsBefore)
-                // The timelines still rebuild from what is left: a heartbeat of the open session joins it.
+                // The timelines rebuild from what is left (a processor with no cached timelines reads them
+                // back from merger.events): a heartbeat of the open session joins it, nothing else changes.
+                var uncached = db.configuration
+                uncached.timelineCacheCapacity = 0
+                let fresh = VettedBatchProcessor(
+                    client: db.client, configuration: uncached, deadLetters: db.deadLetters, logger: MergerDB.logger,
+                    userSites: { _ in nil })
                 let next = try await db.process(
-                    [Make.heartbeat(user: early, at: now.minus(minutes: 30), sessionKey: openKey)], from: 6, with: processor)
+                    [Make.heartbeat(user: early, at: now.minus(minutes: 30), sessionKey: openKey)], from: 8, with: fresh)
                 #expect(next.verdicts.first?.sessionId == SessionSnapshot.id(anchorIdempotencyKey: openSession[0].raw.idempotencyKey))
-                #expect(next.sessionChanges.allSatisfy { $0.change == .extended })
+                #expect(next.sessionChanges.map(\.change) == [.extended])
                 // Kept for ever when the retention is off.
-                let forever = EventRetention(client: db.client, retention: nil, logger: MergerDB.logger)
-                #expect(try await forever.prune(now: now.addingTimeInterval(3_650 * 86_400)) == 0)
+                var forever = db.configuration
+                forever.eventRetention = nil
+                let keepAll = EventRetention(client: db.client, configuration: forever, logger: MergerDB.logger)
+                #expect(try await keepAll.prune(now: now.addingTimeInterval(3_650 * 86_400)) == 0)
             }
         }
 

@@ -47,7 +47,7 @@ package enum SessionMergerServer {
                 registry,
                 SessionChangePublisher(client: client, producer: producer, configuration: merger, logger: logger),
                 IdleSweeper(client: client, configuration: merger, logger: logger),
-                EventRetention(client: client, retention: merger.eventRetention, logger: logger),
+                EventRetention(client: client, configuration: merger, logger: logger),
                 pipeline,
                 app,
             ])

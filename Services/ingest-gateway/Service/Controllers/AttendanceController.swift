@@ -126,13 +126,12 @@ struct AttendanceController {
         let body = try DeviceBody.decode(T.self, from: bytes)
         let at = now()
         let errors = body.validate(now: at, limits: settings.limits)
-        if !errors.isEmpty {
-            try refuseIfEarly(body, at: at)
-            throw ProblemDetails.validation(errors)
-        }
+        let early = errors.isEmpty ? nil : earlyProblem(body, at: at)
+        if early == nil && !errors.isEmpty { throw ProblemDetails.validation(errors) }
         if let checkIn = body as? CheckInRequest, checkIn.userId != device.userId {
             throw Self.notYours("userId", "must be the user the device is bound to")
         }
+        if let early { throw early }
         let payload = wrap(body)
         let key = IdempotencyKeys.key(for: payload, userId: device.userId, deviceId: device.deviceId, header: header)!
         let answer = await pipeline.submit(
@@ -215,32 +214,34 @@ struct AttendanceController {
 
     // MARK: Checks and rendering
 
-    /// Validation (400, every failing field) and ownership (403: the body's device and user must
-    /// be the authenticated ones).
+    /// Validation (400, every failing field), ownership (403: the body's device and user must be the
+    /// authenticated ones), then earliness (425: valid but for times ahead of the server's clock). An
+    /// event of another device or user is refused as such first, so its phone can set it aside.
     func check(_ event: AttendanceEvent, device: AuthenticatedDevice, at: Date, prefix: String? = nil) throws(ProblemDetails) {
         var errors = event.validate(now: at, limits: settings.limits)
-        if !errors.isEmpty { try refuseIfEarly(event, at: at) }
+        let early = errors.isEmpty ? nil : earlyProblem(event, at: at)
         if let prefix {
             errors = errors.map { FieldError(field: $0.field.isEmpty ? prefix : "\(prefix).\($0.field)", reason: $0.reason) }
         }
-        if !errors.isEmpty { throw .validation(errors) }
+        if early == nil && !errors.isEmpty { throw .validation(errors) }
         let path = { (field: String) in prefix.map { "\($0).\(field)" } ?? field }
         guard event.deviceId == device.deviceId else {
             throw Self.notYours(path("deviceId"), "must be the authenticated device (X-Device-Id)")
         }
         guard event.userId == device.userId else { throw Self.notYours(path("userId"), "must be the user the device is bound to") }
+        if let early { throw early }
     }
 
-    /// A 425 for a payload whose only problem is that its times lie ahead of the server's clock (by less
-    /// than `limits.maxEarlyWait`): a phone whose clock was set wrong between two runs of the app stamped
-    /// it, and a 400 would make the phone delete an attendance event the server takes once its clock
-    /// catches up. `Retry-After` says when.
-    func refuseIfEarly(_ payload: some Validatable, at: Date) throws(ProblemDetails) {
+    /// A 425 for a payload whose only problem is that its times lie ahead of the server's clock by more
+    /// than the skew allowed and at most `limits.maxEarlyWait` more: a phone whose clock was set wrong
+    /// between two runs of the app stamped it, and a 400 would make the phone delete an attendance event
+    /// the server takes once its clock catches up. `Retry-After` says when. Nil for any other fault.
+    func earlyProblem(_ payload: some Validatable, at: Date) -> ProblemDetails? {
         let limits = settings.limits
         guard let wait = payload.secondsUntilAcceptable(now: at, limits: limits, within: limits.maxEarlyWait.timeInterval) else {
-            return
+            return nil
         }
-        throw .tooEarly(
+        return .tooEarly(
             retryAfterSeconds: wait,
             detail:
                 "the event's time is more than \(limits.maxClockSkewAhead.humanReadable) ahead of the server's clock; send it again in \(wait) s"
