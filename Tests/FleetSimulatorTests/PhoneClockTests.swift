@@ -37,13 +37,18 @@ struct PhoneClockTests {
         return []
     }
 
-    @Test("an event more than 5 minutes ahead of the server or a week behind it is refused; every answer is dated")
+    @Test(
+        "an event more than 5 minutes ahead of the server is taken later (425 with the wait, up to a day), a week behind or a day ahead is refused; every answer is dated"
+    )
     func window() throws {
         let server = InProcessServer()
-        let cases: [(Int64, Int)] = [(-8 * 86_400_000, 400), (-6 * 86_400_000, 201), (4 * 60_000, 201), (6 * 60_000, 400)]
+        let cases: [(Int64, Int)] = [
+            (-8 * 86_400_000, 400), (-6 * 86_400_000, 201), (4 * 60_000, 201), (6 * 60_000, 425), (2 * 86_400_000, 400),
+        ]
         for (offset, status) in cases {
             let answer = server.receive(try Self.payload(timestamp: Self.now + offset), at: Self.now)
             #expect(answer.status == status, "event time \(offset) ms from the server's")
+            if status == 425 { #expect((60_000...65_000).contains(answer.retryAfterMs ?? 0)) }
             let date = try #require(answer.date.flatMap { Timestamp(httpDate: $0) })
             #expect(date.millisecondsSinceEpoch == Self.now / 1000 * 1000)
         }

@@ -131,7 +131,7 @@ struct LiveTests {
         }
     }
 
-    @Test("the verdict reader is not ready before its partitions are assigned")
+    @Test("the verdict reader is not ready before its partitions are assigned, and no request is taken before it is positioned")
     func readiness() async throws {
         try LocalStack.ensureStarted()
         let logger = LocalStack.logger(label: "gateway-live-tests")
@@ -139,15 +139,32 @@ struct LiveTests {
         let topic = LocalStack.uniqueName("gw.verdicts.ready")
         _ = try await KafkaAdmin(configuration: kafka, logger: logger).createTopics([KafkaTopicSpec(name: topic, partitions: 2)])
         let fake = FakePipeline()
+        var settings = GatewayConfiguration()
+        settings.verdictWait = .milliseconds(100)
         let pipeline = IngestPipeline(
-            instanceId: "gw-ready", settings: GatewayConfiguration(), publisher: fake, cache: .init(), logger: logger)
+            instanceId: "gw-ready", settings: settings, publisher: fake, cache: .init(), logger: logger, verdictsRead: false)
+        fake.attach(pipeline)
         let listener = try VerdictListener(kafka: kafka, topic: topic, pipeline: pipeline, logger: logger)
         await #expect(throws: (any Error).self) { try await listener.readiness.check() }
+        let device = TestDevice.make()
+        func submit() async -> IngestPipeline.Answer {
+            let event = Sample.event(for: device)
+            return await pipeline.submit(
+                .init(
+                    idempotencyKey: event.idempotencyKey, payload: .event(event),
+                    device: AuthenticatedDevice(deviceId: device.deviceId, userId: device.userId, tokenExpiresAt: .distantFuture),
+                    appVersion: nil, requestId: "req-ready"))
+        }
+        // Before the reader is positioned: 503, nothing produced, nothing remembered.
+        let early = await submit()
+        #expect(early.status == 503 && fake.envelopes.isEmpty && pipeline.table.count == 0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await listener.run() }
             defer { group.cancelAll() }
             #expect(await listener.waitUntilAssigned(timeout: .seconds(30)))
             try await listener.readiness.check()
+            #expect(await poll(timeout: .seconds(10)) { await submit().status != 503 })
+            #expect(!fake.envelopes.isEmpty)
         }
     }
 }

@@ -148,6 +148,31 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// In one batch a late check-in supersedes a recorded session and a late check-out then brings it
+        /// back: the session's own rows, and a heartbeat of it in the same batch, stay with it.
+        @Test func aSessionSupersededAndBackInOneBatchKeepsItsEvents() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", now = Date(), early = "kl-\(token())", later = "kx-\(token())"
+                let x = Make.checkIn(user: user, site: site, at: now.minus(minutes: 30), sessionKey: later)
+                try await db.process([x], from: 0)
+                let lateCheckIn = Make.checkIn(user: user, site: site, at: now.minus(minutes: 60), sessionKey: early)
+                let lateCheckOut = Make.checkOut(user: user, at: now.minus(minutes: 59), sessionKey: early)
+                let heartbeat = Make.heartbeat(user: user, at: now.minus(minutes: 25), sessionKey: later)
+                let result = try await db.process([lateCheckIn, lateCheckOut, heartbeat], from: 1)
+                let xId = SessionSnapshot.id(anchorIdempotencyKey: x.raw.idempotencyKey)
+                let lId = SessionSnapshot.id(anchorIdempotencyKey: lateCheckIn.raw.idempotencyKey)
+                // X was superseded on the way and is back.
+                #expect(result.sessionChanges.contains { $0.session.id == xId && $0.session.closeReason == .superseded })
+                #expect(Set(try await db.sessions(user: user).filter { $0.closeReason != "superseded" }.map(\.id)) == [xId, lId])
+                var recorded: [String: String] = [:]
+                let rows = try await db.client.query(
+                    "SELECT idempotency_key, session_id FROM events WHERE user_id = \(user)", logger: MergerDB.logger)
+                for try await (key, session) in rows.decode((String, String?).self) { recorded[key] = session ?? "none" }
+                #expect(recorded[x.raw.idempotencyKey] == xId && recorded[heartbeat.raw.idempotencyKey] == xId)
+                #expect(recorded[lateCheckIn.raw.idempotencyKey] == lId && recorded[lateCheckOut.raw.idempotencyKey] == lId)
+            }
+        }
+
         @Test func theIdleSweepClosesSessionsWithoutPresence() async throws {
             try await MergerDB.run { db in
                 let user = "u-\(token())", site = "site-\(token())", now = Date()

@@ -31,7 +31,8 @@ package enum IngestGatewayServer {
                 kafka: kafka, groupIdPrefix: "ingest-gateway-registry", topic: settings.topics.registryChanges),
             logger: logger)
         let pipeline = IngestPipeline(
-            instanceId: kit.configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger)
+            instanceId: kit.configuration.instanceId, settings: settings, publisher: publisher, cache: cache, logger: logger,
+            verdictsRead: false)
         let verdicts = try VerdictListener(kafka: kafka, topic: settings.topics.verdicts, pipeline: pipeline, logger: logger)
         let dependencies = GatewayDependencies(
             pipeline: pipeline, publisher: publisher, repository: PostgresAttendanceReadRepository(client: kit.postgres, logger: logger),

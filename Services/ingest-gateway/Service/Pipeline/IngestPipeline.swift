@@ -4,6 +4,7 @@ import Foundation
 import IngestGatewayCore
 import Logging
 import RegistryFeed
+import Synchronization
 
 /// What happens to a validated, authenticated request: idempotency check, the raw-event envelope
 /// produced to `attendance.events.raw`, and a bounded wait for its verdict.
@@ -24,16 +25,29 @@ package final class IngestPipeline: Sendable {
     package let cache: RegistryCache
     let publisher: any GatewayPublisher
     let logger: Logger
+    /// False until the verdict reader has fixed where it starts reading (`markVerdictsRead()`). A request
+    /// produced before that could have its verdict written before the reader's start and skipped: its
+    /// phone would wait out the in-flight time (2 minutes) for a confirmation. Until then every request
+    /// is answered 503 with nothing produced or remembered, and the phone retries a second later.
+    private let verdictsRead: Atomic<Bool>
 
-    package init(instanceId: String, settings: GatewayConfiguration, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger)
-    {
+    /// - Parameter verdictsRead: false when a `VerdictListener` will call `markVerdictsRead()` once
+    ///   positioned (the service); true when nothing waits for verdicts to be read (tests over fakes).
+    package init(
+        instanceId: String, settings: GatewayConfiguration, publisher: any GatewayPublisher, cache: RegistryCache, logger: Logger,
+        verdictsRead: Bool = true
+    ) {
         self.instanceId = instanceId
         self.settings = settings
         self.publisher = publisher
         self.cache = cache
         self.logger = logger
         self.table = IdempotencyTable(settings: settings.idempotency)
+        self.verdictsRead = Atomic(verdictsRead)
     }
+
+    /// The verdict reader starts at a fixed position: every request produced from now on has its verdict read.
+    package func markVerdictsRead() { verdictsRead.store(true, ordering: .releasing) }
 
     /// One request to process.
     package struct Submission: Sendable {
@@ -60,6 +74,13 @@ package final class IngestPipeline: Sendable {
 
     package func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
         let key = submission.idempotencyKey
+        guard verdictsRead.load(ordering: .acquiring) else {
+            return .problem(
+                .unavailable(
+                    "the gateway is starting (its verdict reader is not positioned yet); retry with the same Idempotency-Key",
+                    retryAfterSeconds: 1),
+                replayed: false)
+        }
         // Encoded once: the fingerprint hashes it and the producer sends it inside the envelope.
         let encodedPayload: PreEncoded<RawEventPayload>
         do {

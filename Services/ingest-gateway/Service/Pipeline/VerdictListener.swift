@@ -34,7 +34,9 @@ package final class VerdictListener: Service, Sendable {
         configuration.pollTimeoutMs = 50
         configuration.drainTimeoutMs = 2_000
         self.consumer = try KafkaConsumer(
-            configuration: configuration, rebalanceListener: StartAtEnd(admin: try KafkaAdmin(configuration: kafka, logger: logger)),
+            configuration: configuration,
+            rebalanceListener: StartAtEnd(
+                admin: try KafkaAdmin(configuration: kafka, logger: logger), positioned: { [pipeline] in pipeline.markVerdictsRead() }),
             logger: logger
         )
         self.pipeline = pipeline
@@ -83,11 +85,16 @@ package final class VerdictListener: Service, Sendable {
 
 /// Starts every assigned partition at its high watermark, read at assignment time. (With Tansu the
 /// reported watermark may lie inside the last record batch: a few old verdicts are read again and
-/// ignored.) When the watermarks cannot be read the consumer falls back to `latest`.
+/// ignored.) When the watermarks cannot be read the consumer falls back to `latest`. Once the positions
+/// are fixed, `positioned` lets the pipeline take requests.
 struct StartAtEnd: KafkaRebalanceListener {
     let admin: KafkaAdmin
+    let positioned: @Sendable () -> Void
 
     func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        // Also when a watermark cannot be read: the consumer then starts at `latest`, and the gateway
+        // must not refuse every request for it.
+        defer { positioned() }
         var offsets: [TopicPartition: Int64] = [:]
         for partition in partitions {
             offsets[partition] = try await admin.watermarks(partition).high

@@ -651,9 +651,10 @@ enum MergerStore {
         )
 
         // Events of a superseded session now belong to the survivor: the last one of a chain (A
-        // superseding B superseding C in one batch moves C's rows to A, not to B).
+        // superseding B superseding C in one batch moves C's rows to A, not to B). A session superseded
+        // and then back in the same batch (its latest change is not the superseding one) keeps its rows.
         var survivors: [String: String] = [:]
-        for delta in deltas where delta.session.closeReason == .superseded {
+        for delta in latest.values where delta.session.closeReason == .superseded {
             if let survivor = delta.supersededBy { survivors[delta.session.id] = survivor }
         }
         let remaps = survivors.keys.sorted().map { old -> (String, String) in
