@@ -4,6 +4,25 @@ import Foundation
 
 /// Random secrets, their hashes and their text forms: the few primitives credentials are made of.
 public enum Secrets {
+    /// Writes `text` to `path` readable by its owner only from the first byte (created 600, and set to
+    /// 600 if the file was there with a wider mode): a secret is never world-readable, not even while
+    /// it is being written. False when it cannot be written.
+    public static func writePrivately(_ text: String, to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard fchmod(fd, 0o600) == 0 else { return false }
+        let bytes = Array(text.utf8)
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            written += n
+        }
+        return fsync(fd) == 0
+    }
+
     /// `count` bytes from the system's cryptographically secure generator (getrandom on Linux).
     public static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()

@@ -53,8 +53,10 @@ public struct GattNonceCodec: Sendable {
     /// Whether `nonce` was issued by this key for `beacon` and `deviceId`, and is unexpired at `time`.
     public func check(_ nonce: String, beacon: RegistryBeaconKey, deviceId: String, at time: Date) -> Check {
         let parts = nonce.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let expiry = Int64(parts[0]), parts[1].utf8.count == 32,
-            let presented = Hex.decode(parts[2]), presented.count == 16
+        // Only the spelling this key issues (no sign or leading zero in the expiry, a lower-case tag): the
+        // spent-nonce ledger keys on the text, so another spelling of the same nonce must not pass as new.
+        guard parts.count == 3, let expiry = Int64(parts[0]), String(expiry) == parts[0], parts[1].utf8.count == 32,
+            let presented = Hex.decode(parts[2]), presented.count == 16, Hex.encode(presented) == parts[2]
         else { return .forged }
         let random = String(parts[1])
         let expected = mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random)

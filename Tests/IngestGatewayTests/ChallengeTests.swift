@@ -33,6 +33,16 @@ struct ChallengeTests {
                     == .valid(expiresAt: challenge.expiresAt))
             // Another device cannot use it.
             #expect(Self.codec.check(challenge.nonce, beacon: key, deviceId: "someone_else", at: Date()) == .forged)
+            // Nor another spelling of it (a sign or leading zero in the expiry, an upper-case tag): the
+            // spent-nonce ledger keys on the text, so each would count as a nonce of its own.
+            let parts = challenge.nonce.split(separator: ".").map(String.init)
+            try #require(parts.count == 3)
+            for respelled in [
+                "+\(parts[0]).\(parts[1]).\(parts[2])", "0\(parts[0]).\(parts[1]).\(parts[2])",
+                "\(parts[0]).\(parts[1]).\(parts[2].uppercased())",
+            ] {
+                #expect(Self.codec.check(respelled, beacon: key, deviceId: device.deviceId, at: Date()) == .forged, "\(respelled)")
+            }
 
             // The device returns it with the beacon's HMAC: the policy's rule accepts the event.
             var event = Sample.event(for: device)

@@ -139,10 +139,7 @@ extension SessionMergerServiceTests {
                 let firstId = SessionSnapshot.id(anchorIdempotencyKey: first.raw.idempotencyKey)
                 let secondId = SessionSnapshot.id(anchorIdempotencyKey: second.raw.idempotencyKey)
                 #expect(Set(try await db.sessions(user: user).map(\.id)) == [firstId, secondId])
-                var recorded: [String: String] = [:]
-                let rows = try await db.client.query(
-                    "SELECT idempotency_key, session_id FROM events WHERE user_id = \(user)", logger: MergerDB.logger)
-                for try await (key, session) in rows.decode((String, String?).self) { recorded[key] = session ?? "none" }
+                let recorded = try await db.recordedSessions(user: user)
                 #expect(recorded[first.raw.idempotencyKey] == firstId && recorded[lateCheckOut.raw.idempotencyKey] == firstId)
                 #expect(recorded[second.raw.idempotencyKey] == secondId && recorded[heartbeat.raw.idempotencyKey] == secondId)
             }
@@ -164,10 +161,7 @@ extension SessionMergerServiceTests {
                 // X was superseded on the way and is back.
                 #expect(result.sessionChanges.contains { $0.session.id == xId && $0.session.closeReason == .superseded })
                 #expect(Set(try await db.sessions(user: user).filter { $0.closeReason != "superseded" }.map(\.id)) == [xId, lId])
-                var recorded: [String: String] = [:]
-                let rows = try await db.client.query(
-                    "SELECT idempotency_key, session_id FROM events WHERE user_id = \(user)", logger: MergerDB.logger)
-                for try await (key, session) in rows.decode((String, String?).self) { recorded[key] = session ?? "none" }
+                let recorded = try await db.recordedSessions(user: user)
                 #expect(recorded[x.raw.idempotencyKey] == xId && recorded[heartbeat.raw.idempotencyKey] == xId)
                 #expect(recorded[lateCheckIn.raw.idempotencyKey] == lId && recorded[lateCheckOut.raw.idempotencyKey] == lId)
             }

@@ -86,6 +86,16 @@ struct MergerDB: Sendable {
         return result
     }
 
+    /// Each recorded event of `user` (by idempotency key) and the session its row names ("none" for an
+    /// orphan).
+    func recordedSessions(user: String) async throws -> [String: String] {
+        let rows = try await client.query(
+            "SELECT idempotency_key, session_id FROM events WHERE user_id = \(user)", logger: Self.logger)
+        var recorded: [String: String] = [:]
+        for try await (key, session) in rows.decode((String, String?).self) { recorded[key] = session ?? "none" }
+        return recorded
+    }
+
     /// The outbox's session changes of a user, in order.
     func outbox(user: String) async throws -> [SessionChange] {
         let rows = try await client.query(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -244,6 +245,10 @@ def check(root: Path, service: str, fixture: Fixture, scratch: Path) -> bool:
 
 
 def main() -> int:
+    # Stopped from outside (make test ending early stops its whole chain): exit through the `finally`
+    # blocks, so the policy service's kill switch is put back as it was found, never left on for the
+    # stack's next run.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     root = Path(sys.argv[1]).resolve()
     services = sys.argv[2:] or list(SERVICES)
     unknown = [s for s in services if s not in SERVICES]

@@ -65,7 +65,7 @@ extension AttendanceCtl {
                     throw CLIError("no answer from PostgreSQL")
                 }
                 if let secretFile {
-                    guard SecretFiles.writePrivately(issued.secret + "\n", to: secretFile) else {
+                    guard AccessControl.Secrets.writePrivately(issued.secret + "\n", to: secretFile) else {
                         throw CLIError("the key \(issued.key.id) was created but \(secretFile) cannot be written; revoke it")
                     }
                 }

@@ -1,3 +1,4 @@
+import AccessControl
 import ArgumentParser
 import Foundation
 
@@ -192,7 +193,7 @@ enum DeviceTokenKeyFile {
     private static func write(_ entries: [Entry], to path: String) throws {
         let text = entries.map { "\($0.id):\($0.secret)" }.joined(separator: ",") + "\n"
         let temporary = path + ".new-\(UUID().uuidString)"
-        guard SecretFiles.writePrivately(text, to: temporary) else {
+        guard AccessControl.Secrets.writePrivately(text, to: temporary) else {
             throw CLIError("cannot write \(temporary) (is the directory writable?)")
         }
         guard rename(temporary, path) == 0 else {
@@ -203,25 +204,6 @@ enum DeviceTokenKeyFile {
 }
 
 enum SecretFiles {
-    /// Writes `text` to `path` readable by its owner only from the first byte (created 600, and set to
-    /// 600 if the file was there with a wider mode): a secret is never world-readable, not even while
-    /// it is being written. False when it cannot be written.
-    static func writePrivately(_ text: String, to path: String) -> Bool {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        guard fchmod(fd, 0o600) == 0 else { return false }
-        let bytes = Array(text.utf8)
-        var written = 0
-        while written < bytes.count {
-            let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            written += n
-        }
-        return fsync(fd) == 0
-    }
-
     /// Writes each missing secret (never overwrites: rotating a key is a deliberate act, and the
     /// services of a running stack hold the current values).
     static func ensure(in directory: String) throws -> [[String]] {
@@ -245,7 +227,7 @@ enum SecretFiles {
                 continue
             }
             let value = secret.generate(using: &generator) + "\n"
-            guard writePrivately(value, to: path) else {
+            guard AccessControl.Secrets.writePrivately(value, to: path) else {
                 throw CLIError("cannot write \(path) (is \(directory) writable?)")
             }
             rows.append([secret.rawValue, secret.environmentKey, path, "created"])

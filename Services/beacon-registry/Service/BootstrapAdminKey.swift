@@ -43,11 +43,8 @@ package struct BootstrapKeyFile: Sendable {
 
     package func write(_ secret: String) throws {
         let temporary = path + ".tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard
-            FileManager.default.createFile(
-                atPath: temporary, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]
-            )
-        else { throw Unwritable(path: path) }
+        // Readable by its owner only from the first byte, then renamed over the file at once.
+        guard Secrets.writePrivately(secret + "\n", to: temporary) else { throw Unwritable(path: path) }
         guard rename(temporary, path) == 0 else {
             try? FileManager.default.removeItem(atPath: temporary)
             throw Unwritable(path: path)
