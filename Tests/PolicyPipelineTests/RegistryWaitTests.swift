@@ -47,6 +47,35 @@ struct RegistryWaitTests {
         }
     }
 
+    /// Its registry feed never read (the loader not running, as when the broker is down at start), the
+    /// pipeline waits for the catch-up (60 s); a graceful shutdown ends that wait at once.
+    @Test func aGracefulShutdownEndsTheWaitForTheRegistryCatchUp() async throws {
+        try LocalStack.ensureStarted()
+        let raw = LocalStack.uniqueName("raw"), groupId = LocalStack.uniqueName("policy-start")
+        let loader = try RegistryCacheLoader(
+            cache: RegistryCache(),
+            configuration: RegistryCacheLoaderConfiguration(kafka: H.kafka, topic: LocalStack.uniqueName("feed")), logger: H.logger)
+        var configuration = PolicyPipelineConfiguration()
+        configuration.consumer.groupId = groupId
+        configuration.rawTopic = raw
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: H.kafka, groupId: groupId, topics: [raw]), logger: H.logger)
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: H.kafka), logger: H.logger)
+        let pipeline = PolicyPipeline(
+            consumer: consumer, producer: producer, book: PolicyBook(), registry: RegistryCacheView(cache: loader.cache),
+            registryLoader: loader, configuration: configuration, logger: H.logger)
+        #expect(configuration.registryCatchUpTimeout >= .seconds(60))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: [consumer, pipeline], gracefulShutdownSignals: [], logger: H.logger))
+        let run = Task { try await group.run() }
+        try await Task.sleep(for: .seconds(1))
+        let stopping = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        try await run.value
+        #expect(ContinuousClock.now - stopping < .seconds(15))
+        #expect(pipeline.processedCount == 0)
+    }
+
     @Test func aBatchWaitsForAnEmptyViewEndsWithTheServiceAndIsDecidedByTheNextOwner() async throws {
         try LocalStack.ensureStarted()
         let admin = try KafkaAdmin(configuration: H.kafka, logger: H.logger)

@@ -31,7 +31,8 @@ BUILD_CONFIG="${BUILD_CONFIG:-debug}"
 SERVICES_DIR="${SERVICES_DIR:-$RUN_DIR/services}"
 SECRETS_DIR="${SECRETS_DIR:-$RUN_DIR/secrets}"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
-STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
+# Past the services' own graceful budget (45 s, then 10 s of cancellation: ServiceKit), as compose's 60 s.
+STOP_TIMEOUT="${STOP_TIMEOUT:-60}"
 ALL=(beacon-registry policy-service session-merger ingest-gateway telemetry-aggregator)
 SUPERVISE="$HERE/supervise.sh"
 
