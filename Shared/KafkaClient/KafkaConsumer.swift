@@ -471,7 +471,8 @@ final class RebalanceCoordinator: Sendable {
     }
 
     func handle(_ rk: OpaquePointer, _ event: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
-        let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        // NULL while the consumer is closing (its group left before the rebalance was served): eager then.
+        let cooperative = rd_kafka_rebalance_protocol(rk).map { String(cString: $0) == "COOPERATIVE" } ?? false
         let tps = PartitionList.read(partitions).map(\.0)
         switch event {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
