@@ -164,7 +164,12 @@ public final class Outbox: Sendable {
         /// not survive a power loss yet. Every fsynced write retries the directory fsync first and
         /// fails while it cannot be done, so nothing counts as stored before the file it is in is.
         var directorySyncPending = false
+        /// Tests: every write fails with this errno, as on a full disk (`failWrites(errno:)`).
+        var failingWrites: Int32?
     }
+
+    /// Tests: makes every write fail with `errno` (ENOSPC: a full disk) until called with nil.
+    func failWrites(errno code: Int32?) { state.withLock { $0.failingWrites = code } }
 
     /// Opens (creating if needed) the outbox at `path` and recovers its content.
     public convenience init(
@@ -399,6 +404,7 @@ public final class Outbox: Sendable {
     /// file in one write; on failure cuts the file back so none of them stays.
     private func write(records: [UInt8], _ st: inout State, sync: Bool) throws(OutboxError) {
         guard !st.closed else { throw .closed }
+        if let code = st.failingWrites { throw .io(operation: "write", path: path, errno: code) }
         do throws(OutboxError) {
             try FileIO.write(st.fd, records, at: st.fileSize, path: path)
             if sync {

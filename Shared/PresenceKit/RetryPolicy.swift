@@ -152,6 +152,11 @@ public struct OutboxDrainer: Sendable {
         /// waits until an answer tells the server's clock and the host corrects it
         /// (`PresenceEvent.serverClockKnown`), then the drain goes on.
         case awaitingServerClock
+        /// Every entry was sent and answered, but the outbox could not record the answers (a write
+        /// failed: a full disk). The answered entries are still stored and go again at the next drain,
+        /// answered from the server's record (200 with the original receipt), until a write succeeds
+        /// and they leave.
+        case unrecorded(OutboxError)
         /// The server refused this phone itself (403 for an entry of the drain's own identity: the
         /// device revoked, or now bound to another user). The entry is kept; the app tells its user to
         /// contact their administrator, and drains again at its next occasion (a launch, a region event,
@@ -180,7 +185,10 @@ public struct OutboxDrainer: Sendable {
         send: (OutboxEntry, [UInt8]) async -> DeliveryResult
     ) async throws(OutboxError) -> Report {
         var report = Report()
-        while let entry = outbox.first() {
+        // Answered, but the outbox could not record it (a full disk): the server has it, so the drain
+        // goes on with the next entry instead of sending this one again and again.
+        var unrecorded: [UInt64: OutboxError] = [:]
+        while let entry = unrecorded.isEmpty ? outbox.first() : outbox.entries().first(where: { unrecorded[$0.id] == nil }) {
             // Sent as stamped, it would be refused (the gateway's window) or recorded at the phone's time.
             if entry.stampedWithPhoneClock {
                 report.stop = .awaitingServerClock
@@ -196,7 +204,18 @@ public struct OutboxDrainer: Sendable {
                 return report
             }
             let payload = try outbox.payload(of: entry.id)
-            let sent = try outbox.markSent(entry.id)
+            // Noting the attempt only spares a resend with the same key; a disk too full to note it
+            // must not keep the event from the server.
+            let sent: OutboxEntry
+            do {
+                sent = try outbox.markSent(entry.id)
+            } catch {
+                guard case .io = error else { throw error }
+                outbox.recordAttempt(entry.id)
+                var counted = entry
+                counted.attempts += 1
+                sent = counted
+            }
             let result = await send(sent, payload)
             report.attempts += 1
             if case .response(let status, let problemType, _) = result, status == 403 {
@@ -210,7 +229,12 @@ public struct OutboxDrainer: Sendable {
             }
             switch classifier.verdict(for: result) {
             case .final(let status):
-                try outbox.markDone(entry.id, status: status)
+                do {
+                    try outbox.markDone(entry.id, status: status)
+                } catch {
+                    guard case .io = error else { throw error }
+                    unrecorded[entry.id] = error
+                }
                 report.delivered.append(Delivered(id: entry.id, status: status))
             case let .retry(reason, notBefore):
                 var delay = policy.delay(beforeRetry: max(1, sent.attempts), using: &random)
@@ -227,7 +251,7 @@ public struct OutboxDrainer: Sendable {
                 }
             }
         }
-        report.stop = .empty
+        report.stop = unrecorded.values.first.map { .unrecorded($0) } ?? .empty
         return report
     }
 

@@ -164,6 +164,42 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a full disk does not keep the events from the server: each is sent once, answered, and leaves once the disk has room")
+    func fullDisk() async throws {
+        try await withTempDir { dir in
+            let clock = ManualClock(World.start)
+            let box = try Outbox(path: dir + "/full.wal", clock: clock)
+            var d = try DeviceHarness(config: StateMachineTests.continuous)
+            try d.arrive()
+            try d.run(seconds: 3) { _ in -60 }
+            try d.run(seconds: 400) { _ in nil }
+            let events = d.checkIns + d.checkOuts
+            try #require(events.count == 2)
+            for event in events { try box.append(PresenceCoding.encode(event), kind: event.type.outboxKind) }
+            let ids = box.entries().map(\.id)
+            let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
+            var rng = SplitMix64(seed: 5)
+            box.failWrites(errno: ENOSPC)
+            let sent = Mutex<[UInt64]>([])
+            let full = try await drainer.drain(deadline: nil, random: &rng) { entry, _ in
+                sent.withLock { $0.append(entry.id) }
+                return .response(status: 201)
+            }
+            // In order, each once; answered; still stored, since nothing could be written.
+            #expect(sent.withLock { $0 } == ids)
+            #expect(full.delivered.map(\.id) == ids && box.count == 2)
+            guard case .unrecorded(.io(_, _, let code)) = full.stop else {
+                Issue.record("expected .unrecorded, got \(full.stop)")
+                return
+            }
+            #expect(code == ENOSPC)
+            // Room again: the next drain sends them again (the server answers from its record) and they leave.
+            box.failWrites(errno: nil)
+            let room = try await drainer.drain(deadline: nil, random: &rng) { _, _ in .response(status: 200) }
+            #expect(room.stop == .empty && room.delivered.map(\.id) == ids && box.isEmpty)
+        }
+    }
+
     @Test("a 403 for an entry of another device or user parks it; the queue goes on; a 403 of the current identity stops the drain")
     func foreignEntriesAreParked() async throws {
         try await withTempDir { dir in
