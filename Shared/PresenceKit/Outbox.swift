@@ -647,6 +647,22 @@ public final class Outbox: Sendable {
         }
     }
 
+    /// The oldest live entry appended after entry `id` (ids grow in append order): the next one to drain
+    /// when the entries up to `id` stay for a reason of the drain's own.
+    public func first(after id: UInt64) -> OutboxEntry? {
+        state.withLock { st in
+            var low = st.orderHead, high = st.order.count
+            while low < high {
+                let mid = (low + high) / 2
+                if st.order[mid] <= id { low = mid + 1 } else { high = mid }
+            }
+            for i in low..<st.order.count {
+                if let e = st.entries[st.order[i]] { return e }
+            }
+            return nil
+        }
+    }
+
     public var count: Int { state.withLock { $0.entries.count } }
     /// Whether any entry, live or parked, is stamped with the phone's clock (a scan of the index).
     public var hasPhoneClockStamps: Bool {

@@ -186,9 +186,13 @@ public struct OutboxDrainer: Sendable {
     ) async throws(OutboxError) -> Report {
         var report = Report()
         // Answered, but the outbox could not record it (a full disk): the server has it, so the drain
-        // goes on with the next entry instead of sending this one again and again.
-        var unrecorded: [UInt64: OutboxError] = [:]
-        while let entry = unrecorded.isEmpty ? outbox.first() : outbox.entries().first(where: { unrecorded[$0.id] == nil }) {
+        // goes on with the entries after it instead of sending it again and again.
+        var unrecorded: (after: UInt64, error: OutboxError)?
+        func next() -> OutboxEntry? {
+            guard let unrecorded else { return outbox.first() }
+            return outbox.first(after: unrecorded.after)
+        }
+        while let entry = next() {
             // Sent as stamped, it would be refused (the gateway's window) or recorded at the phone's time.
             if entry.stampedWithPhoneClock {
                 report.stop = .awaitingServerClock
@@ -233,7 +237,7 @@ public struct OutboxDrainer: Sendable {
                     try outbox.markDone(entry.id, status: status)
                 } catch {
                     guard case .io = error else { throw error }
-                    unrecorded[entry.id] = error
+                    unrecorded = (entry.id, error)
                 }
                 report.delivered.append(Delivered(id: entry.id, status: status))
             case let .retry(reason, notBefore):
@@ -251,7 +255,7 @@ public struct OutboxDrainer: Sendable {
                 }
             }
         }
-        report.stop = unrecorded.values.first.map { .unrecorded($0) } ?? .empty
+        report.stop = unrecorded.map { .unrecorded($0.error) } ?? .empty
         return report
     }
 

@@ -177,6 +177,7 @@ struct DeliveryTests {
             try #require(events.count == 2)
             for event in events { try box.append(PresenceCoding.encode(event), kind: event.type.outboxKind) }
             let ids = box.entries().map(\.id)
+            #expect(box.first(after: 0)?.id == ids[0] && box.first(after: ids[0])?.id == ids[1] && box.first(after: ids[1]) == nil)
             let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
             var rng = SplitMix64(seed: 5)
             box.failWrites(errno: ENOSPC)

@@ -485,12 +485,10 @@ package final class VettedBatchProcessor: Sendable {
         // An event a later one in this batch moved is recorded where it ended up.
         if !moved.isEmpty {
             for (index, disposition) in dispositions.enumerated() {
-                guard case .accepted(let fact) = disposition,
-                    moved[MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)]?.contains(fact.idempotencyKey) == true
-                else { continue }
-                sessionOf[index] =
-                    timelines[MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)]!.timeline
-                    .placement(ofIdempotencyKey: fact.idempotencyKey)?.sessionId
+                guard case .accepted(let fact) = disposition else { continue }
+                let key = MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)
+                guard moved[key]?.contains(fact.idempotencyKey) == true else { continue }
+                sessionOf[index] = timelines[key]!.timeline.placement(ofIdempotencyKey: fact.idempotencyKey)?.sessionId
             }
         }
         // Where the moved events recorded before are now (written after this batch's rows).
