@@ -369,11 +369,48 @@ struct PolicyAdminTests {
             #expect(other.current.sites[site]?.version == 1)
             let gatt = try await client.send(
                 .put, "/v1/admin/policies/\(site)",
-                json: #"{"automaticAttendance": false, "rules": {"gatt_challenge": {"mode": "monitor"}}}"#)
+                json: #"{"rules": {"gatt_challenge": {"mode": "monitor"}}}"#)
             #expect(gatt.status == .ok, "\(gatt.text)")
             try await other.refresh()
             #expect(other.current.sites[site]?.version == 1)
             #expect(decide(heartbeat(site: site), book: other.current).action == .manualCheckin)
+        }
+    }
+
+    @Test("an instance that starts beside a stored policy it cannot run closes that site instead of running a weaker policy")
+    func aFreshInstanceClosesASiteWhosePolicyItCannotRun() async throws {
+        let rule = GattChallengeRule(
+            nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)),
+            keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
+        try await PolicyAdminHarness.run(hostedRules: PolicyEngine.withGatt(rule).ruleIDs) { h, client in
+            let enforced = siteName()
+            let switchedOff = siteName()
+            let gatt = try await client.send(
+                .put, "/v1/admin/policies/\(enforced)", json: #"{"rules": {"gatt_challenge": {"mode": "enforce"}}}"#)
+            #expect(gatt.status == .ok, "\(gatt.text)")
+            let off = try await client.send(
+                .put, "/v1/admin/policies/\(switchedOff)",
+                json: #"{"automaticAttendance": false, "rules": {"gatt_challenge": {"mode": "enforce"}}}"#)
+            #expect(off.status == .ok, "\(off.text)")
+            // A new instance without the GATT keys, over the same store: neither site may fall back to
+            // the default policy, which would accept their events with no proof.
+            let fresh = PolicyBookRefresher(
+                base: PolicyBook(), repository: h.repository, hostedRules: PolicyEngine.standard.ruleIDs,
+                logger: PolicyAdminHarness.logger
+            ) { _ in }
+            try await fresh.refresh()
+            for site in [enforced, switchedOff] {
+                let policy = try #require(fresh.current.sites[site])
+                #expect(policy.version == 1)
+                #expect(!policy.automaticAttendance)
+                #expect(decide(heartbeat(site: site), book: fresh.current).action == .manualCheckin)
+            }
+            // Once the site's policy is one this instance can run, the site runs it.
+            let monitorOff = try await client.send(.put, "/v1/admin/policies/\(enforced)", json: #"{"rules": {}}"#)
+            #expect(monitorOff.status == .ok, "\(monitorOff.text)")
+            try await fresh.refresh()
+            #expect(fresh.current.sites[enforced]?.version == 2)
+            #expect(decide(heartbeat(site: enforced), book: fresh.current).outcome == .accept)
         }
     }
 }

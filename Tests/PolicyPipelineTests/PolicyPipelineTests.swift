@@ -28,6 +28,7 @@ struct PolicyPipelineTests {
             let banned = h.event(key: "k_banned", uuid: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")
             try await h.produceRaw([honest, unknownBeacon, banned])
             try await h.produceRawBytes(Array("{not json".utf8), key: h.fixture.user.id)
+            try await h.produceRawBytes(Array("{not json either".utf8), key: nil)
 
             let vetted = try await h.readVetted(count: 3)
             let byKey = byIdempotencyKey(vetted) { $0 }
@@ -37,12 +38,16 @@ struct PolicyPipelineTests {
             #expect(byKey["k_banned"]?.decision.outcome == .reject)
             #expect(byKey["k_banned"]?.decision.reasons.joined().contains("E2C56DB5") == true)
 
-            let letters = try await h.readDeadLetters(count: 1)
-            #expect(letters.first?.reason == .decodeFailed)
-            #expect(letters.first?.consumer == h.groupId)
+            let records = try await h.read(topic: h.deadLetterTopic, count: 2)
+            let letters = try records.map { try ProtocolCodec.wire.decode(DeadLetter.self, from: $0.value ?? []) }
+            try #require(letters.count == 2)
+            #expect(letters.allSatisfy { $0.reason == .decodeFailed && $0.consumer == h.groupId })
+            // Keyed as every consumer keys its dead letters: the original key, else the source partition.
+            #expect(records.map(\.keyString) == letters.map(\.partitionKey.value))
+            #expect(Set(letters.map(\.key)) == [h.fixture.user.id, nil])
 
             // Committed only after delivery: the group's committed offset reaches the end.
-            try await eventually("offsets committed") { try await h.committedRawOffset() == 4 }
+            try await eventually("offsets committed") { try await h.committedRawOffset() == 5 }
         }
     }
 
@@ -337,17 +342,13 @@ struct PipelineHarness: Sendable {
         #expect(reports.allSatisfy { $0.isDelivered })
     }
 
-    func produceRawBytes(_ bytes: [UInt8], key: String) async throws {
-        let report = try await producer.send(KafkaOutgoingMessage(topic: rawTopic, key: key, value: bytes))
+    func produceRawBytes(_ bytes: [UInt8], key: String?) async throws {
+        let report = try await producer.send(KafkaOutgoingMessage(topic: rawTopic, key: key.map { Array($0.utf8) }, value: bytes))
         #expect(report.isDelivered)
     }
 
     func readVetted(count: Int) async throws -> [VettedEvent] {
         try await read(topic: vettedTopic, count: count).map { try ProtocolCodec.wire.decode(VettedEvent.self, from: $0.value ?? []) }
-    }
-
-    func readDeadLetters(count: Int) async throws -> [DeadLetter] {
-        try await read(topic: deadLetterTopic, count: count).map { try ProtocolCodec.wire.decode(DeadLetter.self, from: $0.value ?? []) }
     }
 
     /// Reads `topic` from the beginning until `count` messages arrived (or 60 s).

@@ -91,11 +91,6 @@ struct BeaconValidityTests {
                 event {
                     $0.type = .checkout; $0.uuid = World.strangerUUID
                 }) == .passed)
-        #expect(
-            rule.run(
-                event {
-                    $0.type = .heartbeat; $0.minor = 5
-                }) == .passed)
         // Heartbeats keep a session open: a lost, unknown or another site's beacon is still refused.
         #expect(
             rule.run(
@@ -117,6 +112,27 @@ struct BeaconValidityTests {
             ).didFire)
         // A check-in at the retired beacon is still refused.
         #expect(rule.run(event { $0.minor = 5 }).didFire)
+    }
+
+    @Test("a heartbeat naming a beacon retired since the stay's check-in passes; one retired before it fires")
+    func heartbeatsPassABeaconRetiredDuringTheStayOnly() {
+        let uuid = UUID(uuidString: World.companyUUID)!
+        let retiredAt = World.t0.addingTimeInterval(3_600)
+        var registry = World.registry
+        registry.upsertBeacon(id: "B_5", uuid: uuid, major: 10, minor: 5, status: .retired, gateId: "G_MAIN", changedAt: retiredAt)
+        let heartbeat = event {
+            $0.type = .heartbeat; $0.minor = 5; $0.time = World.t0 + 7_200
+        }
+        func outcome(checkInAt seconds: TimeInterval?) -> RuleOutcome {
+            let history = PolicyHistory()
+            if let seconds { history.record(PunchRecord(event: punch("k_in", at: seconds), registry: registry)) }
+            return rule.evaluate(heartbeat, context: PolicyContext(registry: registry, history: history, now: World.t0 + 7_300))
+        }
+        // The gate's beacon was replaced during the shift.
+        #expect(outcome(checkInAt: 0) == .passed)
+        // An old unit retired before the stay began, or no stay the policy knows of.
+        #expect(outcome(checkInAt: 5_400).firing?.refuses == true)
+        #expect(outcome(checkInAt: nil).firing?.refuses == true)
     }
 
     @Test func beaconlessCheckInPassesUnlessSensorDataIsRequired() {
@@ -275,6 +291,20 @@ struct MultiDeviceTests {
                 event {
                     $0.device = World.secondDevice; $0.time = World.t0 + 3_600
                 }, history: history) == .passed)
+    }
+
+    @Test("a late punch is judged against the punches around its own time, not only each device's latest")
+    func aLatePunchSeesAnEarlierPunchOfAnotherDevice() throws {
+        let history = PolicyHistory()
+        history.record(PunchRecord(event: punch("k_0800"), registry: World.registry))
+        history.record(PunchRecord(event: punch("k_0830", at: 1_800), registry: World.registry))
+        // Queued offline on a second phone, dated 5 minutes after the first punch, read after both.
+        let late = punch("k_late", at: 300) { $0.device = World.secondDevice }
+        #expect(rule.run(late, history: history).didFire)
+        #expect(history.devicesSeen(userId: World.user, around: World.t0 + 300, within: 900) == [World.device])
+        history.prune(before: World.t0 + 900)
+        #expect(history.devicesSeen(userId: World.user, around: World.t0 + 300, within: 900) == [])
+        #expect(history.devicesSeen(userId: World.user, around: World.t0 + 1_800, within: 0) == [World.device])
     }
 }
 

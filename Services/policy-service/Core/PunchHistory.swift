@@ -70,14 +70,17 @@ extension PunchHistory {
 ///
 /// A reference type behind a mutex: the consumer records accepts while decisions read, and a
 /// record never copies the tables. Memory is bounded per user (`keysPerUser` idempotency keys,
-/// one record per punch point, one time per device); `prune(before:)` drops users idle since a cutoff.
+/// one record per punch point, the latest `keysPerUser` punch times per device); `prune(before:)` drops
+/// users idle since a cutoff.
 package final class PolicyHistory: PunchHistory {
     struct UserState: Sendable {
         var last: PunchRecord?
         var byPoint: [String: PunchRecord] = [:]
         /// Recent accepted keys, oldest first (a small ring: linear search is fastest at this size).
         var keys: [String] = []
-        var deviceLastSeen: [String: Date] = [:]
+        /// Each device's accepted punch times, ascending, the latest `keysPerUser` of them: a late punch
+        /// is judged against the punches around its own time, not only against each device's latest.
+        var devicePunches: [String: [Date]] = [:]
         var latestActivity: Date = .distantPast
         /// GATT nonces already presented, with the event that presented them, oldest first.
         /// Bounded like `keys`: nonces live a minute, so only a flood could push one out early.
@@ -128,10 +131,17 @@ package final class PolicyHistory: PunchHistory {
         if let point = punch.punchPoint, user.byPoint[point].map({ punch.time >= $0.time }) ?? true {
             user.byPoint[point] = punch
         }
-        if user.deviceLastSeen[punch.deviceId].map({ punch.time > $0 }) ?? true {
-            user.deviceLastSeen[punch.deviceId] = punch.time
-        }
+        Self.insert(punch.time, into: &user.devicePunches[punch.deviceId, default: []], limit: keysPerUser)
         user.latestActivity = max(user.latestActivity, punch.time)
+    }
+
+    /// Inserts `time` into the ascending `times` once, keeping the latest `limit`.
+    private static func insert(_ time: Date, into times: inout [Date], limit: Int) {
+        // Linear: at most `limit` (64 by default) times, and punches arrive mostly in order.
+        let index = times.lastIndex { $0 < time }.map { $0 + 1 } ?? 0
+        guard index == times.count || times[index] != time else { return }
+        times.insert(time, at: index)
+        if times.count > limit { times.removeFirst(times.count - limit) }
     }
 
     /// Marks a GATT nonce as presented by the event with `idempotencyKey`.
@@ -152,8 +162,11 @@ package final class PolicyHistory: PunchHistory {
     package func prune(before cutoff: Date) {
         state.withLock { users in
             users = users.filter { $0.value.latestActivity >= cutoff }
-            for (id, var user) in users where user.deviceLastSeen.values.contains(where: { $0 < cutoff }) {
-                user.deviceLastSeen = user.deviceLastSeen.filter { $0.value >= cutoff }
+            for (id, var user) in users where user.devicePunches.values.contains(where: { ($0.first ?? cutoff) < cutoff }) {
+                user.devicePunches = user.devicePunches.compactMapValues { times in
+                    let kept = times.drop { $0 < cutoff }
+                    return kept.isEmpty ? nil : Array(kept)
+                }
                 users[id] = user
             }
         }
@@ -181,9 +194,11 @@ package final class PolicyHistory: PunchHistory {
 
     package func devicesSeen(userId: String, around time: Date, within window: TimeInterval) -> Set<String> {
         state.withLock { users in
-            guard let seen = users[userId]?.deviceLastSeen else { return [] }
+            guard let punches = users[userId]?.devicePunches else { return [] }
             var devices = Set<String>()
-            for (device, last) in seen where abs(last.timeIntervalSince(time)) <= window { devices.insert(device) }
+            for (device, times) in punches where times.contains(where: { abs($0.timeIntervalSince(time)) <= window }) {
+                devices.insert(device)
+            }
             return devices
         }
     }

@@ -374,7 +374,9 @@ package final class PolicyPipeline: Service, Sendable {
     }
 
     private func deadLetter(_ message: KafkaMessage, error: ProtocolDecodingError, now: Date) -> KafkaOutgoingMessage {
-        encode(DeadLetter(undecodable: message, error: error, consumer: configuration.consumer.groupId, failedAt: now), message: message)
+        KafkaOutgoingMessage(
+            deadLetter: DeadLetter(undecodable: message, error: error, consumer: configuration.consumer.groupId, failedAt: now),
+            topic: configuration.deadLetterTopic)
     }
 
     private func deadLetter(
@@ -385,13 +387,7 @@ package final class PolicyPipeline: Service, Sendable {
             payload: Data(message.value ?? []), reason: reason, detail: detail, errorField: field,
             consumer: configuration.consumer.groupId, failedAt: now
         )
-        return encode(letter, message: message)
-    }
-
-    private func encode(_ letter: DeadLetter, message: KafkaMessage) -> KafkaOutgoingMessage {
-        // A dead letter holds bytes and strings only: it always encodes.
-        let value = (try? ProtocolCodec.wire.encode(letter)) ?? []
-        return KafkaOutgoingMessage(topic: configuration.deadLetterTopic, key: message.key, value: value)
+        return KafkaOutgoingMessage(deadLetter: letter, topic: configuration.deadLetterTopic)
     }
 
     /// Sends until every message has a successful delivery report, sending again only what the

@@ -21,13 +21,20 @@ public struct KafkaDeadLetterSink: DeadLetterSink {
     }
 
     public func send(_ letters: [DeadLetter]) async throws {
-        let messages = try letters.map { letter in
-            KafkaOutgoingMessage(topic: topic, key: letter.partitionKey.value, value: try ProtocolCodec.wire.encode(letter))
-        }
+        let messages = letters.map { KafkaOutgoingMessage(deadLetter: $0, topic: topic) }
         let reports = try await producer.sendBatch(messages)
         if let failed = reports.first(where: { !$0.isDelivered }) {
             throw failed.error ?? KafkaError(kind: .broker, message: "dead letter not delivered", isFatal: false, isRetriable: true)
         }
+    }
+}
+
+extension KafkaOutgoingMessage {
+    /// A dead letter as the DLQ holds it, keyed by `DeadLetter.partitionKey` (the original key, or the
+    /// source partition for a keyless record). A dead letter holds bytes, strings and numbers only, so
+    /// it always encodes.
+    public init(deadLetter letter: DeadLetter, topic: String) {
+        self.init(topic: topic, key: letter.partitionKey.value, value: (try? ProtocolCodec.wire.encode(letter)) ?? [])
     }
 }
 

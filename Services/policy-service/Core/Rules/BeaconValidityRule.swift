@@ -51,8 +51,10 @@ package struct BeaconValidityRule: PolicyRule {
         switch registered.status {
         case .active: break
         case .retired:
-            if event.attendanceEvent?.type == .heartbeat { break }
             if changedSince { return .note("\(name) was retired after this event was made") }
+            if event.attendanceEvent?.type == .heartbeat, Self.retiredDuringTheStay(registered, of: event, history: context.history) {
+                break
+            }
             return .fire("\(name) is retired", action: .contactAdmin, risk: 0.5)
         case .lost: return .fire("\(name) is reported lost", action: .contactAdmin, risk: 0.7)
         }
@@ -64,5 +66,13 @@ package struct BeaconValidityRule: PolicyRule {
             return .fire("\(name) belongs to site \(beaconSite), not \(claimed)", action: .walkToGate, risk: 0.8)
         }
         return .passed
+    }
+
+    /// Whether the beacon was retired after the user's latest accepted punch, a check-in: the stay the
+    /// heartbeat keeps open began while the beacon was active. A beacon retired before it (an old unit
+    /// someone kept) keeps no session open.
+    private static func retiredDuringTheStay(_ beacon: RegisteredBeacon, of event: RawEventEnvelope, history: any PunchHistory) -> Bool {
+        guard let retiredAt = beacon.changedAt, let last = history.lastPunch(userId: event.userId) else { return false }
+        return last.type == .checkin && last.time < retiredAt
     }
 }

@@ -4,7 +4,8 @@ import Foundation
 /// `multi_device`: a user punches from at most `maxDevicesPerUser` distinct devices within
 /// `multiDeviceWindowSeconds` (either side of the event time), this one included.
 ///
-/// Counts accepted punches of the history (each device's latest). Applies to punches; heartbeats
+/// Counts the devices with an accepted punch in the history within the window of the event time (a
+/// late punch is judged against the punches around its own time). Applies to punches; heartbeats
 /// pass. Fires with `contact_admin`, risk 0.5.
 package struct MultiDeviceRule: PolicyRule {
     package init() {}

@@ -11,8 +11,12 @@ import Synchronization
 /// after a change through this instance.
 ///
 /// A stored policy this instance cannot run (a rule it does not host, e.g. `gatt_challenge` without
-/// the keys) is skipped with an error in the log; the site keeps what it had. A store that cannot be
-/// read leaves the current book in place.
+/// the keys) is skipped with an error in the log, and its scope (a site, or the default) fails closed:
+/// it keeps the earlier stored version it runs now, and where it runs none (a fresh instance, or a
+/// scope the store names for the first time) it gets the stored policy with automatic attendance
+/// off, so its events are answered `manual_checkin`, never judged by a weaker policy. A stored policy
+/// with automatic attendance off runs everywhere: no rule is evaluated under it. A store that cannot
+/// be read leaves the current book in place.
 package final class PolicyBookRefresher: Service, Sendable {
     private let base: PolicyBook
     private let repository: any PolicyRepository
@@ -20,8 +24,15 @@ package final class PolicyBookRefresher: Service, Sendable {
     private let interval: Duration
     private let apply: @Sendable (PolicyBook) -> Void
     private let logger: Logger
-    private let state: Mutex<PolicyBook>
+    private let state: Mutex<Running>
     private let refreshes = Atomic<Int>(0)
+
+    /// The book decided with, and the scopes (`nil` for the default) whose policy in it came from the
+    /// store rather than from `base`.
+    private struct Running {
+        var book: PolicyBook
+        var storedScopes: Set<String?> = []
+    }
 
     package init(
         base: PolicyBook, repository: any PolicyRepository, hostedRules: [PolicyRuleID], interval: Duration = .seconds(2),
@@ -33,11 +44,11 @@ package final class PolicyBookRefresher: Service, Sendable {
         self.interval = interval
         self.apply = apply
         self.logger = logger
-        self.state = Mutex(base)
+        self.state = Mutex(Running(book: base))
     }
 
     /// The book the service decides with now.
-    package var current: PolicyBook { state.withLock { $0 } }
+    package var current: PolicyBook { state.withLock { $0.book } }
 
     /// Successful reads of the store since start.
     package var refreshCount: Int { refreshes.load(ordering: .relaxed) }
@@ -46,32 +57,30 @@ package final class PolicyBookRefresher: Service, Sendable {
     @discardableResult
     package func refresh() async throws -> PolicyBook {
         let stored = try await repository.activePolicies()
-        let running = current
+        let running = state.withLock { $0 }
         var book = base
+        var storedScopes: Set<String?> = []
         for policy in stored.policies {
-            let issues = policy.validationIssues(hostedRules: hostedRules)
+            storedScopes.insert(policy.siteId)
+            // Under automatic attendance off no rule runs, so any instance can run such a policy.
+            let issues = policy.automaticAttendance ? policy.validationIssues(hostedRules: hostedRules) : []
             guard issues.isEmpty else {
                 logger.error(
-                    "stored policy skipped: this instance cannot run it",
+                    "stored policy not run: this instance cannot run it; its scope fails closed",
                     metadata: [
                         "siteId": .string(policy.siteId ?? "default"), "version": "\(policy.version)",
                         "issues": .string(issues.map(\.description).joined(separator: "; ")),
                     ])
-                // The scope keeps the policy it runs now (an earlier stored version, say with its kill
-                // switch on), never falls back to the file's.
-                if let siteId = policy.siteId {
-                    if let kept = running.sites[siteId] { book.upsert(kept) }
-                } else {
-                    book.upsert(running.defaultPolicy)
-                }
+                book.upsert(Self.closedScope(for: policy, running: running))
                 continue
             }
             book.upsert(policy)
         }
         if let global = stored.globalKillSwitch { book.globalKillSwitch = global }
         let changed = state.withLock { current -> Bool in
-            guard current != book else { return false }
-            current = book
+            current.storedScopes = storedScopes
+            guard current.book != book else { return false }
+            current.book = book
             return true
         }
         refreshes.add(1, ordering: .relaxed)
@@ -85,6 +94,18 @@ package final class PolicyBookRefresher: Service, Sendable {
                 ])
         }
         return book
+    }
+
+    /// What a scope runs when its stored `policy` cannot be run here: the earlier stored version it
+    /// runs now, else `policy` with automatic attendance off.
+    private static func closedScope(for policy: SitePolicy, running: Running) -> SitePolicy {
+        if running.storedScopes.contains(policy.siteId) {
+            if let siteId = policy.siteId, let kept = running.book.sites[siteId] { return kept }
+            if policy.siteId == nil { return running.book.defaultPolicy }
+        }
+        var closed = policy
+        closed.automaticAttendance = false
+        return closed
     }
 
     package func run() async throws {
