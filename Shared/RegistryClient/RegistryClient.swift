@@ -330,7 +330,14 @@ public struct RegistryClient: Sendable {
             var container = encoder.singleValueContainer()
             try container.encode(WireTimestamp.string(from: date))
         }
-        do { return try encoder.encode(body) } catch { throw .unexpectedAnswer("cannot encode the request: \(error)") }
+        do {
+            return try encoder.encode(body)
+        } catch EncodingError.invalidValue(let value, let context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw .unsendable("\(path.isEmpty ? "the body" : path) cannot be \(value) in JSON")
+        } catch {
+            throw .unsendable("\(error)")
+        }
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ data: Data, path: String) throws(RegistryClientError) -> T {

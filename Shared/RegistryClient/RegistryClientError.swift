@@ -15,6 +15,8 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
     case unexpectedStatus(Int, body: String)
     /// A success status whose body is not what the API document promises.
     case unexpectedAnswer(String)
+    /// A request that cannot be written as JSON (a number that is not finite), so it was never sent.
+    case unsendable(String)
 
     public var description: String {
         switch self {
@@ -32,6 +34,8 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
             return "registry answered HTTP \(status)" + (excerpt.isEmpty ? "" : ": \(excerpt)")
         case .unexpectedAnswer(let reason):
             return "unexpected answer from the registry: \(reason)"
+        case .unsendable(let reason):
+            return "the request was not sent: \(reason)"
         }
     }
 

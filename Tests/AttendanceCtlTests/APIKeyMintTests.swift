@@ -38,6 +38,28 @@ struct APIKeyMintTests {
         }
     }
 
+    @Test("a database setting naming no readable file is an error, never the defaults' database")
+    func anUnreadableDatabaseURLFileIsAnError() async {
+        let run = await runCLI(
+            ["api-keys", "mint", "--name", "ops"],
+            // Empty is unset: the suite's own DATABASE_URL would otherwise win over the file.
+            environment: ["DATABASE_URL": "", "DATABASE_URL_FILE": "/nonexistent/db-url-\(UUID().uuidString)"])
+        #expect(run.code == 1 && run.stderr.contains("DATABASE_URL_FILE"), "\(run)")
+        #expect(run.stdout.isEmpty, "\(run)")
+    }
+
+    @Test("a database that refuses the connection is one line with the reason, within seconds")
+    func aRefusedConnectionFailsAtOnceWithItsReason() async throws {
+        // A port nothing listens on: the pool alone would retry for about a minute and name only its breaker.
+        let start = ContinuousClock.now
+        let run = await runCLI(
+            ["api-keys", "mint", "--name", "ops"], environment: ["DATABASE_URL": "postgres://attendance:x@127.0.0.1:9/attendance"])
+        #expect(run.code == 1, "\(run)")
+        #expect(run.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:9/attendance"), "\(run)")
+        #expect(!run.stderr.contains("CircuitBreaker"), "\(run)")
+        #expect(ContinuousClock.now - start < .seconds(15), "\(run)")
+    }
+
     @Test func aBadRoleOrAnEmptyNameIsOneErrorLine() async {
         let role = await runCLI(["api-keys", "mint", "--name", "x", "--role", "root"])
         #expect(role.code == 64 && role.stderr.contains("--role must be one of viewer, installer, admin"), "\(role)")

@@ -190,6 +190,12 @@ struct ArgumentParsingTests {
             ], "RFC 3339"
         ),
         (["registry", "sites", "get"], "Missing expected argument '<id>'"),
+        (
+            [
+                "registry", "sites", "create", "--org", "o", "--name", "HQ", "--timezone", "UTC", "--latitude", "nan", "--longitude",
+                "1", "--shift-start", "08:00", "--shift-end", "17:00", "--api-key", "k",
+            ], "--latitude must be a finite number"
+        ),
         (["registry", "frobnicate"], "frobnicate"),
     ])
     func malformedArgumentsAreOneLineAndExit64(arguments: [String], expected: String) async {

@@ -47,6 +47,17 @@ struct SecretsCommandTests {
         try DeviceTokenSigner.load(from: EnvironmentReader(["DEVICE_TOKEN_KEYS_FILE": dir + "/device-token-keys"]))
     }
 
+    @Test("a key id with no next id is an error line, not a crash")
+    func aKeyIdAtTheLimitIsAnError() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(await runCLI(["secrets", "init", "--dir", dir]).code == 0)
+        let path = (dir as NSString).appendingPathComponent(PlatformSecret.deviceTokenKeys.rawValue)
+        try "k\(Int.max):\(Data(repeating: 7, count: 32).base64EncodedString())".write(toFile: path, atomically: true, encoding: .utf8)
+        let added = await runCLI(["secrets", "device-token-keys", "add", "--dir", dir])
+        #expect(added.code == 1 && added.stderr.contains("no id follows it"), "\(added)")
+    }
+
     @Test func deviceTokenKeysRotateWithoutATokenRefused() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -43,26 +43,13 @@ extension AttendanceCtl {
                 postgres.searchPath = try RegistrySchema.searchPath(from: EnvironmentReader(options.environment))
                 let settings = postgres
                 let logger = options.logger
-                let client = settings.makeClient(logger: logger)
                 let keyRole = APIRole(rawValue: role) ?? .admin
                 let keyName = name
                 // Device tokens are not signed here; the repository only needs a signer to exist.
                 let signer = try DeviceTokenSigner(activeKey: .random(id: "unused"))
-                let issued = try await withThrowingTaskGroup(of: IssuedAPIKey?.self) { group in
-                    group.addTask {
-                        await client.run(); return nil
-                    }
-                    group.addTask {
-                        try await CLIError.wrap("creating the key in \(settings.host):\(settings.port)/\(settings.database)") {
-                            let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
-                            return try await repository.createAPIKey(name: keyName, role: keyRole)
-                        }
-                    }
-                    defer { group.cancelAll() }
-                    while let result = try await group.next() {
-                        if let result { return result }
-                    }
-                    throw CLIError("no answer from PostgreSQL")
+                let issued = try await PostgresAccess.withClient(settings, what: "creating the key", logger: logger) { client in
+                    let repository = PostgresRegistryRepository(client: client, logger: logger, tokenSigner: signer)
+                    return try await repository.createAPIKey(name: keyName, role: keyRole)
                 }
                 if let secretFile {
                     guard AccessControl.Secrets.writePrivately(issued.secret + "\n", to: secretFile) else {

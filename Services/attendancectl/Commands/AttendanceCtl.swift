@@ -88,7 +88,12 @@ package struct GlobalOptions: ParsableArguments {
     }
 
     func postgres() throws -> PostgresConfiguration {
-        try PostgresConfiguration.load(from: EnvironmentReader(environment))
+        let reader = EnvironmentReader(environment)
+        // A `*_FILE` variable that names no readable file is an error, never a silent fallback to the
+        // defaults (which could be another database).
+        try reader.checkFileReferences()
+        try reader.refuseRenamedKeys()
+        return try PostgresConfiguration.load(from: reader)
     }
 
     /// librdkafka reports every refused connection while it retries; the command's own error line
@@ -118,22 +123,37 @@ extension AttendanceCtl {
             func run() async throws {
                 let kafka = try options.kafka()
                 let admin = try KafkaAdmin(configuration: kafka, logger: options.logger)
-                let partitions = try self.partitions ?? EnvironmentReader().optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
+                let env = EnvironmentReader(options.environment)
+                let partitions = try self.partitions ?? env.optionalInt("TOPIC_PARTITIONS", in: 1...1_000).map { Int32($0) }
                 if let partitions, partitions < 1 { throw ValidationError("--partitions must be at least 1") }
-                let replicationFactor =
-                    try self.replicationFactor ?? Int32(EnvironmentReader().int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
+                let replicationFactor = try self.replicationFactor ?? Int32(env.int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
                 if replicationFactor < 1 { throw ValidationError("--replication-factor must be at least 1") }
-                let names = TopicNames.load(from: EnvironmentReader())
+                let names = TopicNames.load(from: env)
                 let created = try await CLIError.wrap("creating topics on \(kafka.bootstrapServers)") {
                     try await TopicBootstrap.ensureTopics(admin, replicationFactor: replicationFactor, partitions: partitions, names: names)
                 }
-                let rows = Topic.allCases.map {
-                    [
-                        names[$0], String(TopicBootstrap.partitionCount(of: $0, override: partitions)), $0.cleanupPolicy.rawValue,
-                        created.contains(names[$0]) ? "created" : "exists",
+                // What the broker has, not what was asked: an existing topic keeps its partitions.
+                let onBroker = try await CLIError.wrap("reading the topics of \(kafka.bootstrapServers)") { try await admin.topics() }
+                var differing: [String] = []
+                let rows = Topic.allCases.map { topic in
+                    let name = names[topic]
+                    let wanted = TopicBootstrap.partitionCount(of: topic, override: partitions)
+                    let actual = onBroker[name]
+                    if partitions != nil, !created.contains(name), let actual, actual != wanted {
+                        differing.append("\(name) has \(actual)")
+                    }
+                    return [
+                        name, actual.map(String.init) ?? "missing", topic.cleanupPolicy.rawValue,
+                        created.contains(name) ? "created" : "exists",
                     ]
                 }
                 Output.print(rows: rows, headers: ["TOPIC", "PARTITIONS", "CLEANUP", "STATUS"], json: options.json)
+                if let partitions, !differing.isEmpty {
+                    throw CLIError(
+                        "existing topics keep their partitions, \(partitions) were asked for: \(differing.joined(separator: ", ")) "
+                            + "(adding partitions moves users between them: see deploy/RUNBOOK.md, \"Partitions are the unit of parallelism\")"
+                    )
+                }
             }
         }
 
@@ -147,7 +167,7 @@ extension AttendanceCtl {
                 let onBroker = try await CLIError.wrap("reading broker metadata from \(kafka.bootstrapServers)") {
                     try await admin.topics()
                 }
-                let names = TopicNames.load(from: EnvironmentReader())
+                let names = TopicNames.load(from: EnvironmentReader(options.environment))
                 let rows = Topic.allCases.map { topic in
                     [names[topic], onBroker[names[topic]].map(String.init) ?? "missing", topic.keyDescription]
                 }
@@ -172,7 +192,7 @@ extension AttendanceCtl {
                 } catch {
                     failed = true
                     rows.append([
-                        name, "FAIL", error is PSQLError ? PostgresFailure.description(of: error) : "\(error)", Output.millis(since: start),
+                        name, "FAIL", "\(error)", Output.millis(since: start),
                     ])
                 }
             }
@@ -182,7 +202,7 @@ extension AttendanceCtl {
             await record("broker") {
                 let admin = try KafkaAdmin(configuration: kafka, logger: logger)
                 let topics = try await admin.topics()
-                let names = TopicNames.load(from: EnvironmentReader())
+                let names = TopicNames.load(from: EnvironmentReader(options.environment))
                 let missing = Topic.allCases.map { names[$0] }.filter { topics[$0] == nil }
                 guard missing.isEmpty else {
                     throw CLIError("missing topics: \(missing.joined(separator: ", ")) (run: attendancectl topics ensure)")
@@ -244,23 +264,10 @@ enum DoctorChecks {
     }
 
     static func postgresVersion(_ settings: PostgresConfiguration, logger: Logger) async throws -> String {
-        let client = settings.makeClient(logger: logger)
-        return try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask {
-                await client.run(); return nil
-            }
-            group.addTask {
-                try await withTimeout(.seconds(10)) {
-                    let rows = try await client.query("SHOW server_version", logger: logger)
-                    for try await version in rows.decode(String.self) {
-                        return "\(settings.host):\(settings.port)/\(settings.database), PostgreSQL \(version)"
-                    }
-                    throw CLIError("no answer")
-                }
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let result { return result }
+        try await PostgresAccess.withClient(settings, what: "reading the version", logger: logger, timeout: .seconds(10)) { client in
+            let rows = try await client.query("SHOW server_version", logger: logger)
+            for try await version in rows.decode(String.self) {
+                return "\(settings.host):\(settings.port)/\(settings.database), PostgreSQL \(version)"
             }
             throw CLIError("no answer")
         }

@@ -160,7 +160,9 @@ enum DeviceTokenKeyFile {
     static func add<G: RandomNumberGenerator>(in directory: String, using generator: inout G) throws -> [Entry] {
         var (path, entries) = try read(in: directory)
         let highest = entries.compactMap { $0.id.hasPrefix("k") ? Int($0.id.dropFirst()) : nil }.max() ?? 0
-        entries.append(Entry(id: "k\(highest + 1)", secret: PlatformSecret.randomSecret(using: &generator)))
+        let (next, overflow) = highest.addingReportingOverflow(1)
+        guard !overflow else { throw CLIError("\(path) holds key k\(highest): no id follows it; remove or rename that key") }
+        entries.append(Entry(id: "k\(next)", secret: PlatformSecret.randomSecret(using: &generator)))
         try write(entries, to: path)
         return entries
     }

@@ -98,6 +98,12 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
+            func validate() throws {
+                for (option, value) in [("--latitude", latitude), ("--longitude", longitude), ("--radius", radius)] where !value.isFinite {
+                    throw ValidationError("\(option) must be a finite number, got \(value)")
+                }
+            }
+
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
