@@ -51,6 +51,29 @@ struct BeaconKeyRouteTests {
         }
     }
 
+    @Test("a key sealed under another BEACON_KEY_SEAL_KEY is a 409 saying to rotate it, and a rotation gives the plan a key")
+    func aKeySealedUnderAnotherSealingKeyIsAConflict() async throws {
+        try await Harness.run(beaconKeySealer: Self.sealer) { h, client in
+            // Registered while the registry ran with another sealing key.
+            let before = PostgresRegistryRepository(
+                client: h.db, logger: ServiceTestDatabase.logger, tokenSigner: ServiceTestDatabase.signer,
+                beaconKeySealer: BeaconKeySealer(sealingKey: Array(repeating: 0x44, count: 32)))
+            let fixture = try await RegistryFixture.make(before)
+            let minor = try await before.allocateMinor(gateId: fixture.gate.id)
+            let beacon = try await before.registerBeacon(NewBeacon(identity: minor.identity, gateId: fixture.gate.id))
+
+            let path = "/v1/admin/beacons/\(beacon.id)/provisioning-plan"
+            let problem = try await client.send(.get, path, key: h.installer).problem(.conflict)
+            #expect(problem.detail?.contains("rotate it with graceHours=0") == true, "\(problem)")
+            // A viewer's plan has no key to open.
+            #expect(try await client.send(.get, path, key: h.viewer).decode(Plan.self).gattKey == nil)
+
+            let rotated = try await client.send(.post, "/v1/admin/beacons/\(beacon.id)/gatt-key/rotate?graceHours=0", key: h.admin)
+            #expect(rotated.status == .ok, "\(rotated.text)")
+            #expect(try await client.send(.get, path, key: h.installer).decode(Plan.self).gattKey?.version == 2)
+        }
+    }
+
     @Test func adminRotatesAndThePlanShowsTheNewKey() async throws {
         try await Harness.run(beaconKeySealer: Self.sealer) { h, client in
             let beacon = try await Self.registerBeacon(h)

@@ -37,6 +37,13 @@ extension RegistryServiceTests {
                 ("/v1/admin/lookup/beacon?uuid=\(uuid)&major=1&minor=1&mac=x", "mac"),
                 ("/v1/admin/lookup/business?uuid=\(uuid)&major=1&minor=1", "minor"),
             ].map { Case(method: .get, path: $0.0, status: .badRequest, field: $0.1) }
+                // An id in the path that no stored id can have is a 400 naming it, not a lookup that finds nothing.
+                + [
+                    "/v1/admin/organizations/\(String(repeating: "o", count: 300))", "/v1/admin/sites/-site",
+                    "/v1/admin/sites/a%20b/gates", "/v1/admin/users/u%3Bx", "/v1/admin/beacons/%2E%2E",
+                    "/v1/admin/devices/\(String(repeating: "d", count: 129))",
+                ].map { Case(method: .get, path: $0, status: .badRequest, field: "id") }
+                + [Case(method: .post, path: "/v1/admin/api-keys/-key/revoke", status: .badRequest, field: "id")]
         }
 
         /// An opaque page cursor carrying `text` (base64url without padding).

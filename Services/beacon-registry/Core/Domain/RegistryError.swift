@@ -50,6 +50,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     case refusedByStorage(operation: String, StorageRefusal)
     /// The registry runs without `BEACON_KEY_SEAL_KEY`, so it can neither create nor reveal beacon GATT keys (503).
     case beaconKeysNotConfigured
+    /// The beacon's stored GATT key does not open with this registry's `BEACON_KEY_SEAL_KEY` (it was sealed
+    /// under another one) (409): only a rotation gives the beacon a key again.
+    case beaconKeySealedUnderAnotherKey(beaconId: String)
     /// A rotation while the key an earlier rotation replaced still verifies (409): the beacon may hold
     /// either key, and only one replaced key is kept.
     case beaconKeyInGrace(beaconId: String, until: Date)
@@ -102,6 +105,9 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
                 + "rotate again once the installer has written the current key (force=true), or with graceHours=0 for a leaked key"
         case .deviceNotActive(let deviceId, let why):
             return "device \(deviceId) \(why); enroll it again"
+        case .beaconKeySealedUnderAnotherKey(let beaconId):
+            return "the stored GATT key of beacon \"\(beaconId)\" was sealed under another BEACON_KEY_SEAL_KEY than this registry's: "
+                + "rotate it with graceHours=0 and write the new key into the beacon"
         }
     }
 
@@ -115,7 +121,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-            .namespaceOfAnotherOrganization, .namespaceNotAllocated, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace:
+            .namespaceOfAnotherOrganization, .namespaceNotAllocated, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace,
+            .beaconKeySealedUnderAnotherKey:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:
             return .unauthorized(description)

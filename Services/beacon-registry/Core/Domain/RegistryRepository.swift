@@ -47,7 +47,8 @@ package protocol RegistryRepository: Sendable {
     /// `.beaconKeysNotConfigured` without a sealing key.
     func rotateBeaconKey(beaconId: String, graceHours: Int, force: Bool) async throws(RegistryError) -> BeaconKeyRotation
     /// The beacon's current GATT key in plain text, for the installer's provisioning plan; `nil`
-    /// when the beacon has none yet. `.beaconKeysNotConfigured` without a sealing key.
+    /// when the beacon has none yet. `.beaconKeysNotConfigured` without a sealing key,
+    /// `.beaconKeySealedUnderAnotherKey` when the stored key does not open with it.
     func beaconGattKey(beaconId: String) async throws(RegistryError) -> BeaconGattKey?
 
     // MARK: Broadcast verification

@@ -36,10 +36,14 @@ extension Request {
 }
 
 extension RequestContext {
-    /// A path parameter the router guarantees.
+    /// An id in the path: a 400 naming it unless it has the shape of every id the registry stores
+    /// (`EntityId`), so an ill-formed one never reaches the database as a lookup that finds nothing.
     func pathId(_ name: String = "id") throws(ProblemDetails) -> String {
         guard let value = pathParameter(name), !value.isEmpty else {
             throw .validation([FieldError(field: name, reason: "is required in the path")])
+        }
+        guard EntityId.isValid(value) else {
+            throw .validation([FieldError(field: name, reason: EntityId.rule)])
         }
         return value
     }

@@ -75,10 +75,7 @@ extension PostgresRegistryRepository {
             try await Self.storedBeaconKeys(beaconId: beaconId, on: db, logger: logger)
         }
         guard let sealed = stored?.current else { return nil }
-        guard let key = sealer.open(sealed, beaconId: beaconId) else {
-            // Stored under another sealing key (BEACON_KEY_SEAL_KEY changed): rotating issues a new one.
-            throw .storage("the stored GATT key of beacon \(beaconId) does not open with BEACON_KEY_SEAL_KEY; rotate it")
-        }
+        guard let key = sealer.open(sealed, beaconId: beaconId) else { throw .beaconKeySealedUnderAnotherKey(beaconId: beaconId) }
         return BeaconGattKey(version: sealed.version, key: key)
     }
 
