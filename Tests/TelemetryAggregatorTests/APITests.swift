@@ -164,6 +164,15 @@ struct APITests {
                 #expect(text.contains("telemetry_slo_alert_firing{alert=\"fast-burn\",severity=\"page\"} 1.0"))
                 #expect(text.contains("telemetry_slo_alert_firing{alert=\"slow-burn\",severity=\"ticket\"} 1.0"))
                 #expect(text.contains("telemetry_slo_burn_rate{window=\"1h\"} 20.0"))
+                // What each alert compares, by arrival minute: every window of it at or above its threshold.
+                for (alert, window, threshold) in [
+                    ("fast-burn", "1h", 14.4), ("fast-burn", "5m", 14.4), ("slow-burn", "6h", 6), ("slow-burn", "30m", 6),
+                ] {
+                    let prefix = "telemetry_slo_alert_burn_rate{alert=\"\(alert)\",window=\"\(window)\"} "
+                    let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+                    let value = try #require(line.flatMap { Double($0.dropFirst(prefix.count)) }, "\(prefix) in \(text)")
+                    #expect(value >= threshold, "\(prefix)\(value)")
+                }
                 #expect(text.contains("telemetry_slo_error_budget_remaining -19.0"))
             }
         }

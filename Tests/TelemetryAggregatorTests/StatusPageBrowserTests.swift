@@ -104,7 +104,7 @@ struct StatusPageBrowserTests {
                 #expect(dom.contains("data-series=\"p50\"") && dom.contains("data-series=\"p99\""))
                 #expect(dom.contains("<polyline class=\"series\""))
                 #expect(dom.contains("<title>p50 ") && dom.contains("<title>p99 ")) // the latency markers
-                #expect(dom.contains(">20×</text>") && dom.contains(">5m</text>")) // a burn-rate bar's value and window
+                #expect(dom.contains(">20×</text>") && dom.contains(">fast-burn 5m</text>")) // a burn-rate bar's value and window
                 #expect(dom.contains(">now</text>") && dom.contains(">−24 h</text>")) // the time axis
                 // The site's row over the 30 days: events, good, compliance, budget, bad events.
                 #expect(

@@ -17,6 +17,10 @@ package final class TelemetryServiceMetrics: Sendable {
     let budgetRemaining: Gauge
     let sloTarget: Gauge
     let alertFiring: [String: Gauge]
+    /// What each alert compares: its long and short windows' burn rates, counted by arrival minute. The
+    /// `telemetry_slo_burn_rate` of a window counts by trigger minute, so its short windows stay low
+    /// while late events arrive: an on-call reads these against the thresholds.
+    let alertBurnRate: [String: (long: Gauge, short: Gauge)]
     let lastEvaluation: Gauge
 
     package init(registry: PrometheusCollectorRegistry, rules: [BurnRateAlertRule] = BurnRateAlertRule.standard) {
@@ -53,6 +57,17 @@ package final class TelemetryServiceMetrics: Sendable {
             alertFiring[rule.name] = registry.makeGauge(descriptor: firing, labels: [("alert", rule.name), ("severity", rule.severity)])
         }
         self.alertFiring = alertFiring
+        let alertBurn = metric(
+            metricName: "telemetry_slo_alert_burn_rate",
+            help: "Burn rate an alert compares with its threshold, over its long or short window, by the minute events arrived")
+        var alertBurnRate: [String: (long: Gauge, short: Gauge)] = [:]
+        for rule in rules {
+            alertBurnRate[rule.name] = (
+                registry.makeGauge(descriptor: alertBurn, labels: [("alert", rule.name), ("window", rule.longWindow.rawValue)]),
+                registry.makeGauge(descriptor: alertBurn, labels: [("alert", rule.name), ("window", rule.shortWindow.rawValue)])
+            )
+        }
+        self.alertBurnRate = alertBurnRate
         lastEvaluation = registry.makeGauge(
             descriptor: metric(metricName: "telemetry_slo_last_evaluation_seconds", help: "Unix time of the last SLO evaluation"))
     }
@@ -71,7 +86,11 @@ package final class TelemetryServiceMetrics: Sendable {
             burnRate[w]?.set(window.burnRate)
         }
         budgetRemaining.set(report.errorBudget.remaining)
-        for alert in report.alerts { alertFiring[alert.name]?.set(to: alert.firing ? 1.0 : 0.0) }
+        for alert in report.alerts {
+            alertFiring[alert.name]?.set(to: alert.firing ? 1.0 : 0.0)
+            alertBurnRate[alert.name]?.long.set(alert.longBurnRate)
+            alertBurnRate[alert.name]?.short.set(alert.shortBurnRate)
+        }
         lastEvaluation.set(now.timeIntervalSince1970)
     }
 }

@@ -80,8 +80,9 @@ struct StatusPage {
             body += "<td>\(Self.number(alert.shortBurnRate))×</td>"
             body += "<td class=\"\(alert.firing ? "bad" : "ok")\">\(alert.firing ? "firing" : "ok")</td></tr>\n"
         }
-        body += "</table>\n<h2>Burn rate by window</h2>\n"
-        body += "<p class=\"muted\">How many times faster than allowed the budget is spent (1× spends it exactly in 30 days); "
+        body += "</table>\n<h2>Burn rate the alerts compare</h2>\n"
+        body += "<p class=\"muted\">How many times faster than allowed the budget is spent (1× spends it exactly in 30 days), "
+        body += "over each alert's long and short window, counting events in the minute they arrived; "
         body += "dashed: the alert thresholds.</p>\n" + burnRateChart()
         body += "<h2>Compliance per hour (last 24 h)</h2>\n" + complianceChart()
         body += "<h2>Trigger-to-verdict latency per hour (last 24 h)</h2>\n"
@@ -426,15 +427,22 @@ struct StatusPage {
         return burnRateMaxima.first { $0 >= needed } ?? needed
     }
 
+    /// The burn rates the alerts compare with their thresholds: each alert's long, then short window.
     func burnRateChart() -> String {
+        let bars = report.alerts.flatMap { alert in
+            [
+                (label: "\(alert.name) \(alert.longWindow)", rate: alert.longBurnRate),
+                (label: "\(alert.name) \(alert.shortWindow)", rate: alert.shortBurnRate),
+            ]
+        }
         let maxRate = Self.burnRateMax(
-            highestRate: report.windows.map(\.burnRate).max() ?? 0, highestThreshold: report.alerts.map(\.threshold).max() ?? 0)
+            highestRate: bars.map(\.rate).max() ?? 0, highestThreshold: report.alerts.map(\.threshold).max() ?? 0)
         let baseline = Self.height - Self.bottom
-        let slot = (Self.plotRight - Self.left) / Double(max(report.windows.count, 1))
+        let slot = (Self.plotRight - Self.left) / Double(max(bars.count, 1))
         func y(_ rate: Double) -> Double { Self.top + Self.plotHeight * (1 - min(max(rate, 0), maxRate) / maxRate) }
         let thresholds = report.alerts.map { AxisLabel(y: y($0.threshold) + 4, text: "\(Self.number($0.threshold))×", color: "#b42318") }
         let ends = [AxisLabel(y: y(maxRate) + 4, text: "\(Self.number(maxRate))×"), AxisLabel(y: y(0) + 4, text: "0")]
-        var svg = "<svg id=\"chart-burn-rate\" role=\"img\" aria-label=\"burn rate by window\" width=\"\(Int(Self.width))\" "
+        var svg = "<svg id=\"chart-burn-rate\" role=\"img\" aria-label=\"burn rate the alerts compare\" width=\"\(Int(Self.width))\" "
         svg += "height=\"\(Int(Self.height))\" xmlns=\"http://www.w3.org/2000/svg\">\n"
         svg += yAxis(Self.placeYLabels(required: thresholds, optional: ends), grid: [y(maxRate)])
         svg += "<line x1=\"\(Self.format(Self.left))\" x2=\"\(Self.format(Self.plotRight))\" y1=\"\(Self.format(baseline))\" "
@@ -446,21 +454,21 @@ struct StatusPage {
             svg += "y1=\"\(Self.format(ly))\" y2=\"\(Self.format(ly))\" stroke=\"#b42318\" stroke-dasharray=\"4 3\">"
             svg += "<title>\(Self.escape(rule.name)): \(Self.number(rule.threshold))×</title></line>\n"
         }
-        for (index, window) in report.windows.enumerated() {
+        for (index, bar) in bars.enumerated() {
             let center = Self.left + (Double(index) + 0.5) * slot
-            let barTop = y(window.burnRate)
-            let value = "\(Self.number(window.burnRate))×"
+            let barTop = y(bar.rate)
+            let value = "\(Self.number(bar.rate))×"
             svg += "<rect class=\"bar\" x=\"\(Self.format(center - slot / 2 + 10))\" y=\"\(Self.format(barTop))\" "
             svg += "width=\"\(Self.format(slot - 20))\" height=\"\(Self.format(baseline - barTop))\" "
             svg += "fill=\"#3b6fd8\" fill-opacity=\"0.85\">"
-            svg += "<title>\(Self.escape(window.window)): \(value)</title></rect>\n"
+            svg += "<title>\(Self.escape(bar.label)): \(value)</title></rect>\n"
             // The value inside the bar's top when the bar is tall enough, else just above it.
             let inside = baseline - barTop >= 20
             let valueY = inside ? barTop + 14 : barTop - 4
             svg += "<text class=\"bar-value\" x=\"\(Self.format(center))\" y=\"\(Self.format(valueY))\" text-anchor=\"middle\""
             svg += "\(inside ? " style=\"fill:#fff\"" : "")>\(value)</text>\n"
             svg += "<text class=\"bar-label\" x=\"\(Self.format(center))\" y=\"\(Self.format(Self.height - 8))\" text-anchor=\"middle\">"
-            svg += "\(Self.escape(window.window))</text>\n"
+            svg += "\(Self.escape(bar.label))</text>\n"
         }
         return svg + "</svg>\n"
     }
