@@ -99,6 +99,40 @@ struct CoreTests {
         #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 13)?.outcome?.outcome == .payloadMismatch)
     }
 
+    @Test("a verdict delivered again does not replace the first outcome")
+    func aRedeliveredVerdictKeepsTheFirstOutcome() {
+        let table = IdempotencyTable()
+        let t0 = Date()
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "f", requestId: "r1", eventTime: nil, now: t0) == .started)
+        #expect(table.complete(key: "k", requestId: "r1", outcome: Self.outcome(.accepted), now: t0))
+        // The merger answers a redelivered event `duplicate`, with the same request id.
+        #expect(table.complete(key: "k", requestId: "r1", outcome: Self.outcome(.duplicate), now: t0 + 1))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 2)?.outcome?.outcome == .accepted)
+    }
+
+    @Test("a device's entries are its own, whatever leaves the table")
+    func entriesOfADeviceFollowTheTable() {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10), maxEntries: 4))
+        let t0 = Date()
+        for (key, device) in [("a1", "a"), ("b1", "b"), ("a2", "a"), ("b2", "b")] {
+            #expect(table.begin(key: key, deviceId: device, fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
+        }
+        #expect(table.entries(deviceId: "a", since: t0, now: t0).map(\.key) == ["a1", "a2"])
+        table.abandon(key: "a1", requestId: "r")
+        table.complete(key: "b1", outcome: Self.outcome(), now: t0)
+        // Full: b1's outcome, the oldest, makes room.
+        #expect(table.begin(key: "a3", deviceId: "a", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
+        #expect(table.begin(key: "b3", deviceId: "b", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
+        #expect(table.entries(deviceId: "a", since: t0, now: t0).map(\.key) == ["a2", "a3"])
+        #expect(table.entries(deviceId: "b", since: t0, now: t0).map(\.key) == ["b2", "b3"])
+        // An expired in-flight key taken again by another device moves to it.
+        #expect(table.begin(key: "a2", deviceId: "b", fingerprint: "f", requestId: "r", eventTime: nil, now: t0 + 11) == .started)
+        #expect(table.entries(deviceId: "a", since: t0, now: t0 + 11).isEmpty)
+        #expect(table.entries(deviceId: "b", since: t0, now: t0 + 11).map(\.key) == ["a2"])
+        table.purgeExpired(now: t0 + 3_700)
+        #expect(table.count == 0 && table.entries(deviceId: "b", since: t0, now: t0 + 3_700).isEmpty)
+    }
+
     @Test func waitersGetTheOutcomeOrTimeOut() async {
         let table = IdempotencyTable()
         _ = table.begin(key: "k", deviceId: "d", fingerprint: "f", requestId: "r", eventTime: nil)

@@ -118,6 +118,8 @@ package final class IdempotencyTable: Sendable {
 
     struct State {
         var slots: [String: Slot] = [:]
+        /// The keys of each device's slots: a device's pending list reads its own entries, not the table.
+        var keysByDevice: [String: Set<String>] = [:]
         var nextWaiter: UInt64 = 0
         /// Pending waits by deadline, earliest first. A wait that ended otherwise stays until its
         /// deadline and is skipped then.
@@ -127,6 +129,14 @@ package final class IdempotencyTable: Sendable {
         var finished = ArrayQueue<String>()
         /// A sweeper task is running (it stops when no deadline is left).
         var sweeping = false
+
+        /// Forgets the slot of `key` and its place in its device's keys.
+        mutating func remove(_ key: String) {
+            guard let slot = slots.removeValue(forKey: key) else { return }
+            let device = slot.entry.deviceId
+            keysByDevice[device]?.remove(key)
+            if keysByDevice[device]?.isEmpty == true { keysByDevice[device] = nil }
+        }
     }
 
     struct Deadline {
@@ -188,10 +198,12 @@ package final class IdempotencyTable: Sendable {
                     return (.inFlight(slot.entry), [])
                 }
                 dropped = Array(slot.waiters.values)
+                state.remove(key)
             }
-            if state.slots[key] == nil, state.slots.count >= settings.maxEntries {
+            if state.slots.count >= settings.maxEntries {
                 evictOldestFinished(&state, downTo: settings.maxEntries - 1)
             }
+            state.keysByDevice[deviceId, default: []].insert(key)
             state.slots[key] = Slot(
                 entry: IdempotencyEntry(
                     key: key, deviceId: deviceId, fingerprint: fingerprint, requestId: requestId, eventTime: eventTime, receivedAt: now
@@ -206,7 +218,7 @@ package final class IdempotencyTable: Sendable {
     package func abandon(key: String, requestId: String) {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
             guard let slot = state.slots[key], slot.entry.requestId == requestId, slot.entry.outcome == nil else { return [] }
-            state.slots[key] = nil
+            state.remove(key)
             return Array(slot.waiters.values)
         }
         for waiter in waiters { waiter.resume(returning: nil) }
@@ -215,12 +227,15 @@ package final class IdempotencyTable: Sendable {
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
     /// request with that key (restarted, or forgotten), or, given `requestId`, when the key's request
     /// is another one (a verdict for an earlier request that outlived its in-flight time): nothing
-    /// waits for it, and the later request keeps waiting for its own verdict.
+    /// waits for it, and the later request keeps waiting for its own verdict. The first outcome
+    /// stands: a verdict delivered again (the merger answers a redelivered event `duplicate`) changes
+    /// nothing a replay answers.
     @discardableResult
     package func complete(key: String, requestId: String? = nil, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
             if let requestId, slot.entry.requestId != requestId { return nil }
+            if slot.entry.outcome != nil { return [] }
             if slot.completedAt == nil {
                 slot.completedAt = now
                 state.finished.append(key)
@@ -282,9 +297,10 @@ package final class IdempotencyTable: Sendable {
     /// This device's live entries received at or after `since`, oldest first.
     package func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
         state.withLock { state in
-            state.slots.values
-                .filter { $0.entry.deviceId == deviceId && $0.entry.receivedAt >= since && !self.isExpired($0, now: now) }
-                .map(\.entry)
+            (state.keysByDevice[deviceId] ?? []).compactMap { key in
+                guard let slot = state.slots[key], slot.entry.receivedAt >= since, !self.isExpired(slot, now: now) else { return nil }
+                return slot.entry
+            }
         }
         .sorted { ($0.receivedAt, $0.key) < ($1.receivedAt, $1.key) }
     }
@@ -295,7 +311,7 @@ package final class IdempotencyTable: Sendable {
             var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
             for (key, slot) in state.slots where isExpired(slot, now: now) {
                 dropped += slot.waiters.values
-                state.slots[key] = nil
+                state.remove(key)
             }
             // Outcomes expire in the order they arrived: the front of the queue is now gone.
             while let key = state.finished.first, state.slots[key]?.completedAt == nil { state.finished.removeFirst() }
@@ -321,7 +337,7 @@ package final class IdempotencyTable: Sendable {
     private func evictOldestFinished(_ state: inout State, downTo limit: Int) {
         while state.slots.count > limit, let key = state.finished.first {
             state.finished.removeFirst()
-            if state.slots[key]?.completedAt != nil { state.slots[key] = nil }
+            if state.slots[key]?.completedAt != nil { state.remove(key) }
         }
     }
 

@@ -62,13 +62,17 @@ package func buildRouter(dependencies: GatewayDependencies) -> Router<GatewayReq
     return router
 }
 
-/// Every device route under `/v1`, behind device authentication then the per-device token bucket.
-/// Every error becomes problem+json (`ProblemMiddleware`, which also answers the request id).
+/// Every device route under `/v1`, behind device authentication then the per-device token bucket; a
+/// body is read only after both (`RequestBodyGuardMiddleware`), so an anonymous or throttled client is
+/// answered from its headers. Every error becomes problem+json (`ProblemMiddleware`, which also answers
+/// the request id).
 package func addGatewayRoutes(to router: Router<GatewayRequestContext>, dependencies d: GatewayDependencies) {
-    router.add(middleware: ProblemMiddleware<GatewayRequestContext>(ProblemMapper(maxBodyBytes: d.pipeline.settings.limits.maxBodyBytes)))
+    let mapper = ProblemMapper(maxBodyBytes: d.pipeline.settings.limits.maxBodyBytes)
+    router.add(middleware: ProblemMiddleware<GatewayRequestContext>(mapper, checkingBodies: false))
     let v1 = router.group("v1")
         .add(middleware: DeviceAuthMiddleware(signer: d.signer, cache: d.cache, now: d.now))
         .add(middleware: RateLimitMiddleware(limiter: d.limiter))
+        .add(middleware: RequestBodyGuardMiddleware(mapper))
     AttendanceController(pipeline: d.pipeline, repository: d.repository, now: d.now).addRoutes(to: v1)
     TelemetryController(pipeline: d.pipeline, publisher: d.publisher, now: d.now).addRoutes(to: v1)
     ChallengeController(nonces: d.challenges, cache: d.cache, now: d.now).addRoutes(to: v1)

@@ -80,23 +80,29 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     public let mapper: ProblemMapper
     /// The context's request id, for a context that has one.
     private let requestId: (@Sendable (Context) -> String)?
+    /// Whether bodies are checked here; off where `RequestBodyGuardMiddleware` does it after
+    /// authentication.
+    private let checksBodies: Bool
 
-    public init(_ mapper: ProblemMapper = ProblemMapper()) {
+    public init(_ mapper: ProblemMapper = ProblemMapper(), checkingBodies: Bool = true) {
         self.mapper = mapper
         self.requestId = nil
+        self.checksBodies = checkingBodies
     }
 
     /// For a context with a request id: every answer also carries it as `X-Request-Id`.
-    public init(_ mapper: ProblemMapper = ProblemMapper()) where Context: RequestIdentifiedContext {
+    public init(_ mapper: ProblemMapper = ProblemMapper(), checkingBodies: Bool = true) where Context: RequestIdentifiedContext {
         self.mapper = mapper
         self.requestId = { $0.requestId }
+        self.checksBodies = checkingBodies
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
         var response: Response
         do {
-            try await RequestTextGuard.check(&request, maxBodyBytes: mapper.maxBodyBytes ?? RequestTextGuard.defaultMaxBodyBytes)
+            try RequestTextGuard.checkTarget(request)
+            if checksBodies { try await RequestTextGuard.checkBody(&request, maxBodyBytes: mapper.bodyLimit) }
             response = try await next(request, context)
         } catch {
             response = ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
@@ -107,7 +113,24 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// `RequestTextGuard`'s body check, for routes behind authentication: placed after it (and after rate
+/// limiting), so a client that may not send is answered from its headers, before its body is read.
+public struct RequestBodyGuardMiddleware<Context: RequestContext>: RouterMiddleware {
+    let maxBodyBytes: Int
+
+    public init(_ mapper: ProblemMapper) { maxBodyBytes = mapper.bodyLimit }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var request = request
+        try await RequestTextGuard.checkBody(&request, maxBodyBytes: maxBodyBytes)
+        return try await next(request, context)
+    }
+}
+
 extension ProblemMapper {
+    /// The body limit the guard reads up to: the mapper's, else `RequestTextGuard.defaultMaxBodyBytes`.
+    public var bodyLimit: Int { maxBodyBytes ?? RequestTextGuard.defaultMaxBodyBytes }
+
     /// The problem for `error` with the request path as `instance`, a 5xx logged with its cause.
     public func loggedProblem(for error: any Error, request: Request, logger: Logger) -> ProblemDetails {
         var problem = problem(for: error)

@@ -7,12 +7,19 @@ import NIOCore
 /// sends: the decoded path, query parameter names and values, and every string of a JSON body (keys
 /// included, escaped or not). No identifier, name or time zone of this product contains one, and a NUL
 /// is refused by PostgreSQL itself; refusing them at the edge answers a 400 naming the field instead of
-/// letting them reach storage. `ProblemMiddleware` and the gateway's problem middleware run it before
-/// any route.
+/// letting them reach storage. `ProblemMiddleware` runs it before any route; a service that checks who is
+/// asking before it reads a body (the gateway) has it check the path and query there, and the body
+/// after its authentication (`RequestBodyGuardMiddleware`).
 public enum RequestTextGuard {
     /// The body is read (up to `maxBodyBytes`; more is a 413 through `ProblemMapper`) and stays
     /// readable by the route.
     public static func check(_ request: inout Request, maxBodyBytes: Int) async throws {
+        try checkTarget(request)
+        try await checkBody(&request, maxBodyBytes: maxBodyBytes)
+    }
+
+    /// The decoded path and the query, without reading the body.
+    public static func checkTarget(_ request: Request) throws {
         var problems: [FieldError] = []
         let path = request.uri.path
         if let decoded = path.removingPercentEncoding, containsControl(decoded) {
@@ -29,6 +36,10 @@ public enum RequestTextGuard {
             }
         }
         if !problems.isEmpty { throw ProblemDetails.validation(problems) }
+    }
+
+    /// A JSON body's strings (not for GET, HEAD and DELETE, which carry none).
+    public static func checkBody(_ request: inout Request, maxBodyBytes: Int) async throws {
         guard request.method != .get, request.method != .head, request.method != .delete else { return }
         let body = try await request.collectBody(upTo: maxBodyBytes)
         guard body.readableBytes > 0, jsonHasControlCharacter(body.readableBytesView) else { return }

@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import NIOCore
 import Prometheus
 
 /// The HTTP side every service shares: health, metrics, its OpenAPI document at `/openapi.yaml`,
@@ -8,6 +9,11 @@ import Prometheus
 public enum ServiceApplication {
     /// The operations every service has besides its own routes (its document lists them too).
     public static let sharedOperations: Set<String> = ["GET /health/live", "GET /health/ready", "GET /metrics", "GET /openapi.yaml"]
+
+    /// A connection that sends nothing for this long, outside a request being answered, is closed: an
+    /// idle keep-alive, or a client that stopped sending its request midway (a stalled upload holds a
+    /// task and its buffer until then).
+    public static let idleTimeout: TimeAmount = .seconds(60)
 
     public static func build<Context: RequestContext>(
         configuration: ServiceConfiguration,
@@ -31,6 +37,7 @@ public enum ServiceApplication {
         routeTable.record(router)
         return Application(
             router: router,
+            server: .http1(configuration: .init(idleTimeout: idleTimeout)),
             configuration: .init(
                 address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: configuration.serviceName),
             logger: logger
