@@ -64,6 +64,22 @@ extension SessionMergerServiceTests {
             }
         }
 
+        @Test("a key-only heartbeat takes its key's stored site, even beside an event naming another site for that key")
+        func aKeyOnlyEventTakesTheStoredSiteWhateverItsBatchNames() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", first = "site-a-\(token())", second = "site-b-\(token())", sessionKey = "sk-\(token())"
+                let now = Date()
+                try await db.process([Make.checkIn(user: user, site: first, at: now.minus(minutes: 30), sessionKey: sessionKey)], from: 0)
+                let batch = try await db.process(
+                    [
+                        Make.checkIn(user: user, site: second, at: now.minus(minutes: 20), sessionKey: sessionKey),
+                        Make.heartbeat(user: user, at: now.minus(minutes: 10), sessionKey: sessionKey),
+                    ], from: 1)
+                // As if the heartbeat had come in a batch of its own.
+                #expect(batch.verdicts.map(\.siteId) == [second, first])
+            }
+        }
+
         @Test func outOfOrderEventsGiveTheSameSessionsAsInOrder() async throws {
             let site = "site-\(token())"
             // The check-out overtakes its check-in: the registry says where the user works.

@@ -138,9 +138,13 @@ package final class EventRetention: Service, Sendable {
                     var moved: [MergerStore.TimelineKey: LoadedTimeline] = [:]
                     for key in timelines.keys.sorted() {
                         let before = timelines[key]!.timeline.watermark
-                        changes += timelines[key]!.timeline.compact(now: now).changes
-                        // A session still open holds its watermark: nothing to write.
-                        if timelines[key]!.timeline.watermark != before { moved[key] = timelines[key]! }
+                        let compacted = timelines[key]!.timeline.compact(now: now).changes
+                        changes += compacted
+                        // Saved when anything changed: the timeline records the version each session was
+                        // published at, so changes published here without it would be published again,
+                        // under the same versions, by the next batch. A session still open that holds the
+                        // watermark, with nothing else to report, leaves nothing to write.
+                        if timelines[key]!.timeline.watermark != before || !compacted.isEmpty { moved[key] = timelines[key]! }
                     }
                     try await MergerStore.saveTimelines(moved, on: connection, logger: logger)
                     try await MergerStore.applySessionChanges(changes, changedAt: now, on: connection, logger: logger)

@@ -384,7 +384,8 @@ package final class VettedBatchProcessor: Sendable {
             lookUpRecorded
             ? try await MergerStore.recordedEvents(keys: Array(Set(batch.map(\.key))), on: connection, logger: logger) : [:]
 
-        // Sites of device session keys: this batch's events first, then the table.
+        // Sites of device session keys: the site first recorded with the key (the table), else the first
+        // this batch names, so a key-only event goes where it would in any other batching.
         var batchKeySites: [MergerStore.UserSessionKey: String] = [:]
         var wantedKeys = Set<MergerStore.UserSessionKey>()
         for item in batch where item.vetted.decision.outcome == .accept {
@@ -396,15 +397,15 @@ package final class VettedBatchProcessor: Sendable {
                 wantedKeys.insert(key)
             }
         }
-        wantedKeys.subtract(batchKeySites.keys)
-        let cachedKeySites = sessionKeySites.sites(of: wantedKeys.union(batchKeySites.keys))
+        let keys = wantedKeys.union(batchKeySites.keys)
+        let cachedKeySites = sessionKeySites.sites(of: keys)
         var storedKeySites = try await MergerStore.sitesOfSessionKeys(
-            wantedKeys.filter { cachedKeySites[$0] == nil }, on: connection, logger: logger)
+            keys.filter { cachedKeySites[$0] == nil }, on: connection, logger: logger)
         storedKeySites.merge(cachedKeySites) { stored, _ in stored }
         // A session key nobody has seen yet (its check-in is late): the user's only site, from the
         // registry, else from the user's timelines.
         var userFallback: [String: String] = [:]
-        let unresolvedUsers = Set(wantedKeys.filter { storedKeySites[$0] == nil }.map(\.userId))
+        let unresolvedUsers = Set(wantedKeys.filter { storedKeySites[$0] == nil && batchKeySites[$0] == nil }.map(\.userId))
         var askTimelines: [String] = []
         for user in unresolvedUsers {
             if let sites = userSites(user), sites.count == 1 { userFallback[user] = sites[0] } else { askTimelines.append(user) }
@@ -441,7 +442,7 @@ package final class VettedBatchProcessor: Sendable {
             do throws(FactMappingError) {
                 let fact = try AttendanceFact(record: item.vetted) { sessionKey in
                     let key = MergerStore.UserSessionKey(userId: userId, sessionKey: sessionKey)
-                    return batchKeySites[key] ?? storedKeySites[key] ?? userFallback[userId]
+                    return storedKeySites[key] ?? batchKeySites[key] ?? userFallback[userId]
                 }
                 dispositions.append(.accepted(fact))
             } catch {
