@@ -51,20 +51,31 @@ extension Outbox {
     /// as its checkpoint the `persistSnapshot` that follows it in the same batch (one record, so the
     /// event and the session state that goes with it survive a crash together); a snapshot with no post
     /// before it is saved on its own; `.correctPhoneClockStamps` and `.phoneClockSet` move the times of
-    /// the entries stamped with the phone's clock. Heartbeats are evictable, check-ins and check-outs are
-    /// not. Other effects are ignored. Returns the new entries.
+    /// the entries stamped with the phone's clock, the stored ones and this call's posts before them.
+    /// Heartbeats are evictable, check-ins and check-outs are not. Other effects are ignored. Returns
+    /// the new entries.
     ///
-    /// All or nothing: the posts and snapshots are one write (`write(_:)`), so when it throws none of
-    /// them is stored, and the host keeps the machine as it was before the call (`PresenceAgent`'s
-    /// `storingIn:` calls do). A clock correction between posts splits the batch there: the part before
-    /// it is stored first.
+    /// All or nothing for the posts and snapshots: they are one write (`write(_:)`), made after the
+    /// clock corrections (each a compaction of the stored entries), so when anything throws none of them
+    /// is stored, and the host keeps the machine as it was before the call (`PresenceAgent`'s
+    /// `storingIn:` calls do) and gets the same posts again, never a second copy of one already stored.
+    /// A correction onto the server's clock unmarks what it moves, so done again it moves nothing; a
+    /// `.phoneClockSet` whose compaction succeeded before the write failed is moved again when the host
+    /// repeats the call.
     @discardableResult
     public func store(_ effects: [PresenceEffect]) throws(OutboxError) -> [OutboxEntry] {
-        var stored: [OutboxEntry] = []
-        var batch: [Write] = []
-        func flush() throws(OutboxError) {
-            stored += try write(batch)
-            batch = []
+        enum Pending {
+            case event(AttendanceEvent, checkpoint: [UInt8]?)
+            case checkpoint([UInt8]?)
+        }
+        var pending: [Pending] = []
+        /// Moves this call's posts so far as the stored entries were just moved.
+        func movePending(byMs shift: Int64, epoch: String?, ontoServerClock: Bool) {
+            for i in pending.indices {
+                guard case .event(var event, let checkpoint) = pending[i] else { continue }
+                guard Self.move(&event, byMs: shift, epoch: epoch, ontoServerClock: ontoServerClock) else { continue }
+                pending[i] = .event(event, checkpoint: checkpoint)
+            }
         }
         var consumed = Set<Int>()
         for (i, effect) in effects.enumerated() {
@@ -73,15 +84,15 @@ extension Outbox {
             case .postCheckIn(let e), .postCheckOut(let e), .postHeartbeat(let e):
                 event = e
             case .persistSnapshot(let snapshot):
-                if !consumed.contains(i) { batch.append(.checkpoint(PresenceCoding.encode(snapshot))) }
+                if !consumed.contains(i) { pending.append(.checkpoint(PresenceCoding.encode(snapshot))) }
                 continue
             case .correctPhoneClockStamps(let phoneAheadMs):
-                try flush()
                 try correctPhoneClockStamps(phoneAheadMs: phoneAheadMs)
+                movePending(byMs: -phoneAheadMs, epoch: nil, ontoServerClock: true)
                 continue
             case .phoneClockSet(let byMs, let epoch):
-                try flush()
                 try movePhoneClockStamps(byMs: byMs, epoch: epoch)
+                movePending(byMs: byMs, epoch: epoch, ontoServerClock: false)
                 continue
             default:
                 continue
@@ -100,13 +111,19 @@ extension Outbox {
                     j += 1
                 }
             }
-            batch.append(
-                .event(
-                    PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
-                    stampedWithPhoneClock: event.phoneClock != nil, checkpoint: checkpoint))
+            pending.append(.event(event, checkpoint: checkpoint))
         }
-        try flush()
-        return stored
+        return try write(
+            pending.map { item in
+                switch item {
+                case .event(let event, let checkpoint):
+                    return .event(
+                        PresenceCoding.encode(event), kind: event.type.outboxKind, evictable: event.type == .heartbeat,
+                        stampedWithPhoneClock: event.phoneClock != nil, checkpoint: checkpoint)
+                case .checkpoint(let bytes):
+                    return .checkpoint(bytes)
+                }
+            })
     }
 
     /// Moves the times of every entry (live or parked) stamped with the phone's own clock back by
@@ -142,20 +159,27 @@ extension Outbox {
                 if ontoServerClock { replacements.append(Replacement(id: entry.id, payload: bytes, stampedWithPhoneClock: false)) }
                 continue
             }
-            if !ontoServerClock && event.phoneClockEpoch != epoch { continue }
-            let marks = event.phoneClock ?? []
-            if marks.contains(.timestamp) { event.timestamp = event.timestamp + shift }
-            if marks.contains(.tStart) { event.tStart = event.tStart + shift }
-            if marks.contains(.decidedAt) { event.decidedAt = event.decidedAt + shift }
-            if ontoServerClock {
-                event.phoneClock = nil
-                event.phoneClockEpoch = nil
-            }
+            guard Self.move(&event, byMs: shift, epoch: epoch, ontoServerClock: ontoServerClock) else { continue }
             replacements.append(
                 Replacement(id: entry.id, payload: PresenceCoding.encode(event), stampedWithPhoneClock: event.phoneClock != nil))
         }
         try replacePayloads(replacements)
         return replacements.count
+    }
+
+    /// Moves the marked times of `event` as `movePhoneClockStamps` does; false when it is not to move
+    /// (another epoch's).
+    static func move(_ event: inout AttendanceEvent, byMs shift: Int64, epoch: String?, ontoServerClock: Bool) -> Bool {
+        if !ontoServerClock && event.phoneClockEpoch != epoch { return false }
+        let marks = event.phoneClock ?? []
+        if marks.contains(.timestamp) { event.timestamp = event.timestamp + shift }
+        if marks.contains(.tStart) { event.tStart = event.tStart + shift }
+        if marks.contains(.decidedAt) { event.decidedAt = event.decidedAt + shift }
+        if ontoServerClock {
+            event.phoneClock = nil
+            event.phoneClockEpoch = nil
+        }
+        return true
     }
 
     /// The last persisted `PresenceSnapshot`, decoded (nil when none or unreadable).

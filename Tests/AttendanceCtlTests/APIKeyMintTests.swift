@@ -57,7 +57,8 @@ struct APIKeyMintTests {
         #expect(run.code == 1, "\(run)")
         #expect(run.stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:9/attendance"), "\(run)")
         #expect(!run.stderr.contains("CircuitBreaker"), "\(run)")
-        #expect(ContinuousClock.now - start < .seconds(15), "\(run)")
+        // Well under the pool's own retrying (about a minute), even on a loaded machine.
+        #expect(ContinuousClock.now - start < .seconds(45), "\(run)")
     }
 
     @Test func aBadRoleOrAnEmptyNameIsOneErrorLine() async {

@@ -88,6 +88,34 @@ struct OutboxAtomicityTests {
         }
     }
 
+    /// A post and a clock correction in one call, the correction's compaction refused by the disk: none
+    /// of the call is stored, so the host, which keeps its machine as it was, stores the post once when
+    /// it repeats the call. Before, the post was written first and then stored a second time, with
+    /// another idempotency key, by the repeat.
+    @Test func aRefusedClockCorrectionStoresNoneOfItsCall() throws {
+        try withTempDir { dir in
+            let disk = FailingDirectorySync(errno: ENOSPC)
+            let box = try disk.outbox(path: dir + "/o.wal")
+            var d = try DeviceHarness(config: WallClockTests.config)
+            try d.arrive()
+            try d.run(seconds: 400) { _ in -60 }
+            let checkIn = try #require(d.checkIns.first)
+            let heartbeat = try #require(d.heartbeats.first)
+            #expect(checkIn.phoneClock != nil && heartbeat.phoneClock != nil)
+            try box.store([.postCheckIn(checkIn)])
+            let call: [PresenceEffect] = [.postHeartbeat(heartbeat), .correctPhoneClockStamps(phoneAheadMs: 60_000)]
+            disk.failing = true
+            #expect(throws: OutboxError.self) { try box.store(call) }
+            #expect(box.count == 1)
+            disk.failing = false
+            try box.store(call)
+            let stored = try box.entries().map { try PresenceCoding.decodeEvent(box.payload(of: $0.id)) }
+            #expect(stored.map(\.type) == [.checkIn, .heartbeat])
+            #expect(stored.allSatisfy { $0.phoneClock == nil })
+            #expect(stored.last?.timestamp == heartbeat.timestamp - 60_000)
+        }
+    }
+
     /// The disk refuses every durable write for a while (here: a directory sync that fails after a
     /// compaction, which fails every fsynced write until it succeeds). The device arrives meanwhile:
     /// its check-in cannot be stored, so the machine does not take it, and once the disk takes writes
