@@ -51,8 +51,9 @@ public enum PresenceEvent: Sendable, Hashable {
     /// From now on the device stamps with the server's clock, and the times stamped so far with the
     /// phone's clock are moved back by `phoneAheadMs`: the open session's start and a restored presence
     /// here, the outbox entries through `PresenceEffect.correctPhoneClockStamps`. Deliver it when the
-    /// server's clock becomes known, whenever its estimate moves, and before a drain that finds a marked
-    /// entry at the head of the outbox (the drainer never sends one: `OutboxDrainer.Stop.awaitingServerClock`).
+    /// server's clock becomes known, whenever its estimate moves or the phone's wall clock is set
+    /// (`PresenceStateMachine.clockEvent` says when), and before a drain that finds a marked entry at the
+    /// head of the outbox (the drainer never sends one: `OutboxDrainer.Stop.awaitingServerClock`).
     case serverClockKnown(offsetMs: Int64, phoneAheadMs: Int64)
 }
 

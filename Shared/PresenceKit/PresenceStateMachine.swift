@@ -187,8 +187,8 @@ public struct PresenceStateMachine: Sendable {
     /// on the same clock). Nil for a snapshot of an earlier version: the session then resumes.
     var restoredPhoneClockSavedAt: Timestamp?
     /// How far the phone's own wall clock reads ahead of the steady time, whatever clock the device stamps
-    /// with (`clockOffsetMs` is the server's once it is known).
-    var phoneClockOffsetMs: Int64 = 0
+    /// with (`clockOffsetMs` is the server's once it is known). Kept current by `clockEvent`'s events.
+    public private(set) var phoneClockOffsetMs: Int64 = 0
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate
@@ -400,6 +400,25 @@ public struct PresenceStateMachine: Sendable {
     /// A setting of the phone's clock smaller than this moves no stamp (reading the wall clock against
     /// the steady one jitters by a millisecond or so).
     static let minimumPhoneClockSettingMs: Int64 = 1_000
+
+    /// The clock event the host owes the machine, if any, given what it knows now: the server's clock
+    /// (`ServerClock.offsetMs`, nil until an answer told it), how far the phone's wall clock reads ahead
+    /// of it (`ServerClock.phoneAheadMs(wallClockOffsetMs:)`), and the wall clock's own offset. Ask after
+    /// every answer and when the OS says the wall clock was set.
+    ///
+    /// `.serverClockKnown` once the server's clock is known: when the machine does not stamp with it
+    /// yet, when its estimate moved, and when the phone's wall clock moved against it (set by hand, or
+    /// corrected by the network). The last keeps the phone's clock the snapshot records current, so a
+    /// relaunch measures its time off (`sessionResumeLimitMs`) on the clock the phone reads then.
+    /// Before, `.clockOffsetChanged` when the wall clock moved.
+    public func clockEvent(serverOffsetMs: Int64?, phoneAheadMs: Int64?, wallClockOffsetMs: Int64) -> PresenceEvent? {
+        if let offset = serverOffsetMs, let ahead = phoneAheadMs {
+            let phoneMoved = abs(offset + ahead - phoneClockOffsetMs) >= Self.minimumPhoneClockSettingMs
+            guard !stampsWithServerClock || offset != clockOffsetMs || phoneMoved else { return nil }
+            return .serverClockKnown(offsetMs: offset, phoneAheadMs: ahead)
+        }
+        return wallClockOffsetMs != clockOffsetMs ? .clockOffsetChanged(offsetMs: wallClockOffsetMs) : nil
+    }
 
     /// An epoch as events carry it: 16 lowercase hex digits.
     static func epochText(_ epoch: UInt64) -> String { Hex.string(epoch, digits: 16) }

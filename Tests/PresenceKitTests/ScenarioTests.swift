@@ -521,6 +521,31 @@ struct ScenarioTests {
         #expect(attendanceViolations(d.posts + next.posts).isEmpty)
     }
 
+    /// The phone's clock read 12 h slow when the server's became known, then the network corrected it.
+    /// The machine is told (`clockEvent`), so the snapshot records what the phone reads now, and a
+    /// relaunch a minute later resumes the session instead of measuring 12 h off and checking it out.
+    @Test("a phone clock set while the device stamps with the server's is what the snapshot records")
+    func aPhoneClockCorrectedLaterReachesTheSnapshot() throws {
+        let phoneAhead: Int64 = -12 * 3_600_000
+        var d = try DeviceHarness(config: PresenceConfig(), clockOffsetMs: phoneAhead)
+        try d.send(.serverClockKnown(offsetMs: 0, phoneAheadMs: phoneAhead))
+        #expect(d.machine.clockEvent(serverOffsetMs: 0, phoneAheadMs: phoneAhead, wallClockOffsetMs: phoneAhead) == nil)
+        try d.arrive()
+        try d.run(seconds: 30) { _ in -60 }
+        let checkIn = try #require(d.checkIns.first)
+        // Corrected: the phone now reads the server's time.
+        let owed = try #require(d.machine.clockEvent(serverOffsetMs: 0, phoneAheadMs: 0, wallClockOffsetMs: 0))
+        #expect(owed == .serverClockKnown(offsetMs: 0, phoneAheadMs: 0))
+        try d.send(owed)
+        #expect(d.machine.clockEvent(serverOffsetMs: 0, phoneAheadMs: 0, wallClockOffsetMs: 0) == nil)
+        let snapshot = d.machine.snapshot(at: d.now)
+        #expect(snapshot.phoneClockSavedAt == d.now)
+        var next = try DeviceHarness(
+            config: PresenceConfig(), seed: 43, clock: ManualClock(d.now + 60_000), restoring: snapshot, clockOffsetMs: 0)
+        try next.send(.appLaunched)
+        #expect(next.checkOuts.isEmpty && next.machine.openSession?.sessionKey == checkIn.sessionKey)
+    }
+
     /// The earlier process stamped with the server's clock while the phone's own read 12 h fast (AM and
     /// PM swapped, automatic time off); it is still that wrong when the app starts again a minute later.
     /// The gap is measured on the phone's clock at both ends, so the session resumes; and a phone off

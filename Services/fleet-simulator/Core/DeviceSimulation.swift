@@ -166,18 +166,19 @@ package struct DeviceSimulation: Sendable {
             try tellClock(at: t)
         }
 
-        // Tells the machine (and the telemetry recorder) the clock to stamp with when it moved (or, with
-        // `again`, the server's even if it did not: what is still marked gets corrected): the server's once
-        // an answer of this process told it, else the phone's wall clock.
+        // Tells the machine (and the telemetry recorder) the clock to stamp with when it moved
+        // (`PresenceStateMachine.clockEvent`), or, with `again`, the server's even if it did not: what is
+        // still marked gets corrected.
         func tellClock(at t: Int64, again: Bool = false) throws {
             guard let machine = agent?.machine else { return }
+            let offset = serverClock.offsetMs, ahead = serverClock.phoneAheadMs(wallClockOffsetMs: wallOffset())
             let event: PresenceEvent
-            if let offset = serverClock.offsetMs, let ahead = serverClock.phoneAheadMs(wallClockOffsetMs: wallOffset()) {
-                guard again || !machine.stampsWithServerClock || machine.clockOffsetMs != offset else { return }
+            if again, let offset, let ahead {
                 event = .serverClockKnown(offsetMs: offset, phoneAheadMs: ahead)
             } else {
-                guard machine.clockOffsetMs != wallOffset() else { return }
-                event = .clockOffsetChanged(offsetMs: wallOffset())
+                guard let owed = machine.clockEvent(serverOffsetMs: offset, phoneAheadMs: ahead, wallClockOffsetMs: wallOffset())
+                else { return }
+                event = owed
             }
             telemetry.observe(event, at: deviceTime(t))
             try apply(agent!.handle(event, at: deviceTime(t), storingIn: outbox), at: t)
