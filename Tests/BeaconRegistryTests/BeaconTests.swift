@@ -145,6 +145,10 @@ extension RegistryDatabaseTests {
                 let changes = try await outboxRows(client, type: "beacon", id: beacon.id)
                 #expect(changes.count == 2)
                 #expect(try ProtocolCodec.wire.decode(Beacon.self, from: try #require(changes.last?.payload)).status == .lost)
+                // The same status again (a retried request) changes nothing the policy dates a status by.
+                try await Task.sleep(for: .milliseconds(20))
+                #expect(try await repository.updateBeaconStatus(beaconId: beacon.id, status: .lost).updatedAt == lost.updatedAt)
+                #expect(try await repository.updateBeaconStatus(beaconId: beacon.id, status: .retired).updatedAt > lost.updatedAt)
                 await #expect(throws: RegistryError.notFound(.beacon, id: "bcn_missing")) {
                     try await repository.updateBeaconStatus(beaconId: "bcn_missing", status: .retired)
                 }

@@ -79,7 +79,7 @@ struct BeaconValidityTests {
         #expect(rule.run(event { $0.uuid = "not-a-uuid" }).didFire)
     }
 
-    @Test func checkOutsPassWhateverBeaconTheyNameAndHeartbeatsARetiredOne() {
+    @Test func checkOutsPassWhateverBeaconTheyNameAndHeartbeatsNoLostUnknownOrForeignOne() {
         // The gate's beacon was replaced during the shift: the old one is retired, or unknown.
         #expect(
             rule.run(

@@ -78,7 +78,9 @@ extension PostgresRegistryRepository {
         return try await write("update beacon status") { db in
             let row = try await db.firstRow(
                 """
-                UPDATE beacons AS b SET status = \(status.rawValue), updated_at = GREATEST(\(now), b.created_at, b.updated_at)
+                UPDATE beacons AS b SET status = \(status.rawValue),
+                    updated_at = CASE WHEN b.status = \(status.rawValue) THEN b.updated_at
+                        ELSE GREATEST(\(now), b.created_at, b.updated_at) END
                 WHERE b.id = \(beaconId)
                 RETURNING \(unescaped: Columns.beacon)
                 """, logger: logger
