@@ -48,6 +48,12 @@ PLATFORM_VARIABLES = {"KAFKA_BROKERS", "PGHOST", "PGPORT", "PGUSER", "PGPASSWORD
                       "LOG_FORMAT", "LOG_LEVEL"}
 
 
+
+def publishes(service, port):
+    """Whether the service publishes `port` as itself, on every interface or on the one a `${..._BIND:-...}`
+    prefix names."""
+    return any(str(p) == f"{port}:{port}" or str(p).endswith(f":{port}:{port}") for p in service.get("ports") or [])
+
 class Checker:
     def __init__(self, root, compose_path, spec_path):
         self.root = root
@@ -347,7 +353,7 @@ class Checker:
         expected, variables = local or (None, [])
         self.check(f"{name}: HTTP_PORT {port or '(unset)'} is the local stack's port {expected}", expected is not None and port == expected)
         published = [str(p) for p in (service.get("ports") or [])]
-        self.check(f"{name}: publishes {port}", f"{port}:{port}" in published, f"ports: {published}")
+        self.check(f"{name}: publishes {port}", publishes(service, port), f"ports: {published}")
         test = (service.get("healthcheck") or {}).get("test") or []
         command = " ".join(test) if isinstance(test, list) else str(test)
         self.check(f"{name}: health check on /health/ready at {port}", f"127.0.0.1:{port}/health/ready" in command, command)
@@ -462,7 +468,7 @@ class Checker:
         self.check("alertmanager: its configuration folder is mounted", config_dir is not None)
         self.check("alertmanager: reads the mounted configuration",
                    "--config.file=/etc/alertmanager/alertmanager.yml" in (service.get("command") or []))
-        self.check("alertmanager: publishes 9093", "9093:9093" in [str(p) for p in service.get("ports") or []])
+        self.check("alertmanager: publishes 9093", publishes(service, "9093"))
         if config_dir is None:
             return
         path = os.environ.get("AMTOOL") or self.path(".local", "promtool", "bin", "amtool")
