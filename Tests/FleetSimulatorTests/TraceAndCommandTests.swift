@@ -139,6 +139,9 @@ struct TraceAndCommandTests {
         (["run", "--detection-only", "--heartbeat-minutes", "inf"], "--heartbeat-minutes must be 0 (off) or between 1 and 1440"),
         (["run", "--detection-only", "--heartbeat-minutes", "2e14"], "--heartbeat-minutes must be 0 (off) or between 1 and 1440"),
         (["run", "--schedule", "weekly"], "weekly"),
+        (["run", "--detection-only", "--duration", "10000000d"], "--duration 10000000d is longer than 366 days"),
+        (["run", "--detection-only", "--duration", "0.0001"], "--duration \"0.0001\" is not a duration"),
+        (["run", "--quiet-phones", "--offline-share", "0.5"], "--quiet-phones means no phone goes offline"),
         (["scenario", "no-such-thing"], "unknown scenario \"no-such-thing\"; one of: all, default-world"),
         (["replay"], "--trace"),
     ])

@@ -249,8 +249,9 @@ package struct FleetReport: Sendable, Codable {
             Target(name: "events lost", target: "0", actual: "\(delivery.lost)", met: delivery.lost == 0),
             Target(name: "events duplicated", target: "0", actual: "\(delivery.duplicated)", met: delivery.duplicated == 0),
             Target(
-                name: "SLO: events at the server within 5 min of their time", target: ">= 99 %", actual: pct(score.sloWithin5Minutes),
-                met: score.sloWithin5Minutes >= 0.99),
+                name: "SLO: events at the server within 5 min of their time", target: ">= 99 %",
+                actual: score.sloEvents == 0 ? "no event" : pct(score.sloWithin5Minutes),
+                met: score.sloEvents > 0 && score.sloWithin5Minutes >= 0.99),
         ]
         if let serverSLO {
             let gap = abs(serverSLO.compliance - score.sloWithin5Minutes)
@@ -273,6 +274,8 @@ package struct FleetReport: Sendable, Codable {
     package var headline: String {
         let s = score
         func pct(_ v: Double) -> String { String(format: "%.2f%%", v * 100) }
+        // An empty ratio (nothing to count) is n/a, not the 100 % it scores.
+        func pct(_ v: Double, over count: Int) -> String { count > 0 ? pct(v) : "n/a" }
         func sec(_ v: Double?) -> String { v.map { String(format: "%.1fs", $0) } ?? "n/a" }
         let realTime = parameters.mode == "real-stack"
         let span =
@@ -292,10 +295,10 @@ package struct FleetReport: Sendable, Codable {
         let missed = targets.filter { !$0.met }
         return """
             devices \(parameters.devices), sites \(parameters.sites), schedule \(parameters.schedule), \(span) (\(parameters.mode))
-            check-in recall \(pct(s.checkInRecall)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), check-in times \(pct(s.checkInTimeAccuracy)) within 3 min, \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
+            check-in recall \(pct(s.checkInRecall, over: s.arrivals)) (\(s.matchedArrivals)/\(s.arrivals)), precision \(pct(s.checkInPrecision, over: s.checkIns)) (\(s.falseCheckIns) false, \(s.repeatedCheckIns) repeated), check-in times \(pct(s.checkInTimeAccuracy, over: s.matchedArrivals)) within 3 min, \(checkOuts), false check-outs \(s.falseCheckOuts) (+\(s.checkOutsOfFalseSessions) closing false sessions)
             detection latency p50 \(sec(s.detectionLatencySeconds.p50)) p99 \(sec(s.detectionLatencySeconds.p99)); trigger-to-verdict p50 \(sec(s.triggerToVerdictSeconds.p50)) p99 \(sec(s.triggerToVerdictSeconds.p99))\(clock)\(wall)
             events posted \(delivery.eventsPosted), at the server \(delivery.serverEvents), lost \(delivery.lost), duplicated \(delivery.duplicated), unexpected \(delivery.unexpected), undelivered \(delivery.undeliveredAtEnd), refused \(delivery.refused), mismatched \(delivery.mismatched), sessions miscounted \(delivery.sessionsMiscounted + delivery.eventsOutsideLiveSessions); telemetry records uploaded \(delivery.telemetryUploaded); \(String(format: "%.1f", throughput.eventsPerWallSecond)) events/s
-            SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes)) of \(s.sloEvents)\(server)
+            SLO (99 % at the server within 5 min of their time): this run \(pct(s.sloWithin5Minutes, over: s.sloEvents)) of \(s.sloEvents)\(server)
             targets met: \(targets.filter(\.met).count)/\(targets.count)\(missed.isEmpty ? "" : " (missed: " + missed.map(\.name).joined(separator: ", ") + ")")
             """
     }

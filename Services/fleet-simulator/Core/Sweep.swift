@@ -337,6 +337,8 @@ package struct SweepReport: Sendable, Encodable {
     /// The report as the terminal shows it.
     package var text: String {
         func pct(_ v: Double) -> String { String(format: "%6.2f%%", v * 100) }
+        // An empty ratio (no arrival, no check-in) is n/a, not the 100 % it scores.
+        func pct(_ v: Double, over count: Int) -> String { count > 0 ? pct(v) : "    n/a" }
         func sec(_ v: Double?) -> String { v.map { String(format: "%5.1fs", $0) } ?? "    - " }
         var lines: [String] = []
         lines.append(
@@ -345,8 +347,9 @@ package struct SweepReport: Sendable, Encodable {
         lines.append("class            worlds arrivals  recall precision  false  out-false checkout-3min right-gate    p50    p99")
         func row(_ name: String, _ f: SweepFigures) -> String {
             name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %6d %8d", f.worlds, f.arrivals)
-                + " \(pct(f.recall))   \(pct(f.precision))" + String(format: " %6d %10d", f.falseCheckIns, f.falseCheckOuts)
-                + "      \(pct(f.checkOutAccuracy))    \(pct(f.rightGateShare)) \(sec(f.detectionLatencySeconds.p50)) \(sec(f.detectionLatencySeconds.p99))"
+                + " \(pct(f.recall, over: f.arrivals))   \(pct(f.precision, over: f.checkIns))"
+                + String(format: " %6d %10d", f.falseCheckIns, f.falseCheckOuts)
+                + "      \(pct(f.checkOutAccuracy, over: f.departures))    \(pct(f.rightGateShare, over: f.matchedArrivals)) \(sec(f.detectionLatencySeconds.p50)) \(sec(f.detectionLatencySeconds.p99))"
         }
         for c in classes { lines.append(row(c.worldClass.rawValue, c.figures)) }
         lines.append(row("all", total))

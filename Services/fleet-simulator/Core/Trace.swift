@@ -191,6 +191,10 @@ package enum TraceReplay {
         package var notifications: [String]
     }
 
+    /// Timers that may fire between two lines (or after the last): a heartbeat every 5 minutes for about
+    /// a year.
+    static let maxTimerFiringsPerStep = 100_000
+
     package static func run(_ trace: Trace, config: PresenceConfig, options: Options = Options()) throws -> Output {
         var sites: [String: (uuid: String, major: UInt16?)] = [:]
         var order: [String] = []
@@ -252,16 +256,23 @@ package enum TraceReplay {
             }
         }
         /// Fires every timer due up to `t`, each at its own deadline.
-        func runTimers(until t: Timestamp) {
-            // Bounded: a timer that keeps rescheduling itself at the same moment must not hang the replay.
-            for _ in 0..<100_000 {
+        func runTimers(until t: Timestamp) throws {
+            // Bounded: a timer that keeps rescheduling itself at the same moment must not hang the replay,
+            // and a replay stopped short must say so rather than report the end it was given.
+            for _ in 0..<Self.maxTimerFiringsPerStep {
                 guard let due = agent.nextDeadline, due <= t else { return }
                 collect(agent.advance(to: due), at: due)
             }
+            guard let due = agent.nextDeadline, due <= t else { return }
+            throw TraceError(
+                line: 0, text: "",
+                message:
+                    "more than \(Self.maxTimerFiringsPerStep) timers fire before \(t.iso8601Milliseconds) (the next at \(due.iso8601Milliseconds)): end the replay sooner (--end)"
+            )
         }
         for line in trace.lines {
             let now = line.at
-            runTimers(until: now)
+            try runTimers(until: now)
             let event: PresenceEvent?
             switch line.observation {
             case .site: event = nil
@@ -289,7 +300,7 @@ package enum TraceReplay {
             count += 1
             collect(agent.handle(event, at: now), at: now)
         }
-        runTimers(until: end)
+        try runTimers(until: end)
         return Output(
             observations: count, readingsWhileNotScanning: notScanning, endedAt: end.iso8601Milliseconds, decisions: decisions,
             finalPhase: agent.machine.phase.rawValue, notifications: notifications)

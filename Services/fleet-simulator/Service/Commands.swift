@@ -15,8 +15,13 @@ package struct FleetSimulatorCommand: AsyncParsableCommand {
 
     /// Parses and runs (the executable's whole `main`).
     package static func main(arguments: [String]) async {
+        var command: any ParsableCommand
         do {
-            var command = try parseAsRoot(arguments)
+            command = try parseAsRoot(arguments)
+        } catch {
+            exit(withError: error)
+        }
+        do {
             switch command {
             case let run as RunCommand: try await run.run()
             case let scenario as ScenarioCommand: try await scenario.run()
@@ -24,8 +29,31 @@ package struct FleetSimulatorCommand: AsyncParsableCommand {
             case let replay as ReplayCommand: try replay.run()
             default: try command.run()
             }
+        } catch let error as ValidationError {
+            // Found while running (a file's content, the report folder): one line, without the usage.
+            exit(withError: RunFailure(description: error.message))
         } catch {
             exit(withError: error)
+        }
+    }
+}
+
+/// A failure found after the arguments parsed: `Error: <description>`, exit 1.
+struct RunFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The folder a command writes its reports to, made (and checked writable) before anything runs, so an
+/// unwritable one costs nothing but its error line.
+package enum ReportDirectory {
+    package static func prepare(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw ValidationError("--report-dir \(path) cannot be made: \(error.localizedDescription)")
+        }
+        guard FileManager.default.isWritableFile(atPath: path) else {
+            throw ValidationError("--report-dir \(path) cannot be written to")
         }
     }
 }
@@ -46,7 +74,7 @@ package enum DurationText {
             factor = 1_000
             number = t
         }
-        guard let value = Double(number), value > 0, value.isFinite, value * factor < 1e15 else { return nil }
+        guard let value = Double(number), value > 0, value.isFinite, value * factor < 1e15, value * factor >= 1 else { return nil }
         return Int64(value * factor)
     }
 
@@ -110,6 +138,9 @@ package struct RunCommand: AsyncParsableCommand {
 
     package init() {}
 
+    /// A detection-only run simulates each person's days up front: a year at most.
+    static let maxDetectionOnlyDays: Int64 = 366
+
     package func validate() throws {
         guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 100000, got \(devices)") }
         guard (1...1_000).contains(sites) else { throw ValidationError("--sites must be between 1 and 1000, got \(sites)") }
@@ -120,6 +151,13 @@ package struct RunCommand: AsyncParsableCommand {
         let options = fleetOptions
         if !detectionOnly && options.durationMs > 6 * 86_400_000 {
             throw ValidationError("--duration \(duration ?? "") is longer than 6 days: the gateway refuses events older than 7 days")
+        }
+        if detectionOnly && options.durationMs > Self.maxDetectionOnlyDays * 86_400_000 {
+            throw ValidationError(
+                "--duration \(duration ?? "") is longer than \(Self.maxDetectionOnlyDays) days, the longest detection-only run")
+        }
+        if quietPhones && (offlineShare != nil || offlineTime != nil) {
+            throw ValidationError("--quiet-phones means no phone goes offline: leave out --offline-share and --offline-time")
         }
         if options.scheduleKind == .morningRush && options.durationMs < options.rush.minimumDurationMs {
             throw ValidationError(
@@ -166,6 +204,7 @@ package struct RunCommand: AsyncParsableCommand {
         options.detection = try ConfigFile.load(config)
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
         let reportDirectory = reportDir ?? "reports/fleet-\(stamp)"
+        try ReportDirectory.prepare(reportDirectory)
         // Detection-only runs write tens of thousands of fsynced outbox records a second: on tmpfs when
         // there is one (same code path, memory-speed fsync); against the stack, on disk.
         let scratch = detectionOnly && FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
@@ -277,6 +316,7 @@ package struct ScenarioCommand: AsyncParsableCommand {
         }
         let chosen = name == "all" ? Scenario.all : [Scenario.named(name)!]
         let detection = try config.map { try ConfigFile.load($0) }
+        try ReportDirectory.prepare(reportDir)
         let outboxes = ScratchDirectory.fast("fleet-scenarios")
         defer { try? FileManager.default.removeItem(atPath: outboxes) }
         var failed = 0
@@ -413,6 +453,7 @@ package struct SweepCommand: AsyncParsableCommand {
             }
             sweep.rangesName = ranges
         }
+        try ReportDirectory.prepare(reportDir)
         let progress = ProgressLine(enabled: !noProgress)
         let total = worlds
         let report = try await sweep.run(outboxDirectory: ScratchDirectory.fast("fleet-sweep")) { done in
