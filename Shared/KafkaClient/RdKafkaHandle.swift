@@ -88,7 +88,14 @@ final class RdKafkaHandle: @unchecked Sendable {
     }
 
     deinit {
-        rd_kafka_destroy(pointer)
+        // rd_kafka_destroy joins librdkafka's threads, so it runs on the handle's queue, never on the
+        // cooperative pool where the last reference is often dropped (a short-lived admin client at the
+        // end of an async function). The callbacks live until it returns: its threads may still call them.
+        nonisolated(unsafe) let pointer = self.pointer
+        let callbacks = self.callbacks
+        blockingQueue.async {
+            withExtendedLifetime(callbacks) { rd_kafka_destroy(pointer) }
+        }
     }
 
     /// Runs a blocking librdkafka call on this handle's queue and awaits it.
