@@ -351,17 +351,26 @@ struct PolicyAdminTests {
         }
     }
 
-    @Test("a stored version this instance cannot run leaves the site on the version it runs, not on the file's policy")
-    func aPolicyThisInstanceCannotRunKeepsTheSitesCurrentOne() async throws {
+    /// A service that hosts `gatt_challenge` (its admin REST stores such policies), and `other`, a second
+    /// instance over the same store started without the GATT keys.
+    func withAnInstanceWithoutTheGattKeys(
+        _ body: @escaping @Sendable (PolicyAdminHarness, any TestClientProtocol, PolicyBookRefresher) async throws -> Void
+    ) async throws {
         let rule = GattChallengeRule(
             nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)),
             keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
         try await PolicyAdminHarness.run(hostedRules: PolicyEngine.withGatt(rule).ruleIDs) { h, client in
-            // An instance without the GATT keys, over the same store.
             let other = PolicyBookRefresher(
                 base: PolicyBook(), repository: h.repository, hostedRules: PolicyEngine.standard.ruleIDs,
                 logger: PolicyAdminHarness.logger
             ) { _ in }
+            try await body(h, client, other)
+        }
+    }
+
+    @Test("a stored version this instance cannot run leaves the site on the version it runs, not on the file's policy")
+    func aPolicyThisInstanceCannotRunKeepsTheSitesCurrentOne() async throws {
+        try await withAnInstanceWithoutTheGattKeys { _, client, other in
             let site = siteName()
             let off = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"automaticAttendance": false}"#)
             #expect(off.status == .ok, "\(off.text)")
@@ -379,10 +388,7 @@ struct PolicyAdminTests {
 
     @Test("an instance that starts beside a stored policy it cannot run closes that site instead of running a weaker policy")
     func aFreshInstanceClosesASiteWhosePolicyItCannotRun() async throws {
-        let rule = GattChallengeRule(
-            nonces: GattNonceCodec(key: Array(repeating: 1, count: 32)),
-            keyring: DerivedBeaconKeyring(master: Array(repeating: 2, count: 32)))
-        try await PolicyAdminHarness.run(hostedRules: PolicyEngine.withGatt(rule).ruleIDs) { h, client in
+        try await withAnInstanceWithoutTheGattKeys { _, client, fresh in
             let enforced = siteName()
             let switchedOff = siteName()
             let gatt = try await client.send(
@@ -392,12 +398,8 @@ struct PolicyAdminTests {
                 .put, "/v1/admin/policies/\(switchedOff)",
                 json: #"{"automaticAttendance": false, "rules": {"gatt_challenge": {"mode": "enforce"}}}"#)
             #expect(off.status == .ok, "\(off.text)")
-            // A new instance without the GATT keys, over the same store: neither site may fall back to
-            // the default policy, which would accept their events with no proof.
-            let fresh = PolicyBookRefresher(
-                base: PolicyBook(), repository: h.repository, hostedRules: PolicyEngine.standard.ruleIDs,
-                logger: PolicyAdminHarness.logger
-            ) { _ in }
+            // The instance without the GATT keys starts now: neither site may fall back to the default
+            // policy, which would accept their events with no proof.
             try await fresh.refresh()
             for site in [enforced, switchedOff] {
                 let policy = try #require(fresh.current.sites[site])
