@@ -55,6 +55,45 @@ struct PostgresIntegrationTests {
         }
     }
 
+    /// A long transaction holds the table a migration alters: the migration gives up waiting after its
+    /// lock timeout (so it never queues the table's other readers and writers behind it), is rolled back
+    /// and tried again, and is applied once the table is free; with too few attempts, start-up fails
+    /// saying why.
+    @Test(arguments: [(10, true), (2, false)])
+    func aMigrationWaitsForALockedTableInRoundsNotInTheQueue(attempts: Int, applies: Bool) async throws {
+        let service = "it_migr_lock_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            let all = migrations(service)
+            try await MigrationRunner(service: service, migrations: [all[0]], client: db, logger: logger).run()
+            let (locked, lockedContinuation) = AsyncStream.makeStream(of: Void.self)
+            let runner = MigrationRunner(
+                service: service, migrations: all, client: db, logger: logger, lockTimeout: .milliseconds(200), lockAttempts: attempts)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await db.withTransaction(logger: self.logger) { connection in
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "LOCK TABLE \(service) IN ACCESS EXCLUSIVE MODE"), logger: self.logger)
+                        lockedContinuation.yield()
+                        try await Task.sleep(for: .milliseconds(3_500))
+                    }
+                }
+                for await _ in locked { break }
+                if applies {
+                    #expect(try await runner.run().map(\.version) == [2])
+                } else {
+                    await #expect {
+                        try await runner.run()
+                    } throws: { error in
+                        "\(error)".contains("could not lock what it changes in 2 attempts")
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let rows = try await db.query("SELECT count(*)::int FROM schema_migrations WHERE service = \(service)", logger: logger)
+            for try await count in rows.decode(Int.self) { #expect(count == (applies ? 2 : 1)) }
+        }
+    }
+
     @Test func runnersOfSeveralServicesStartTogetherOnANewDatabase() async throws {
         // A brand-new database, as on a first deploy where every service starts at once.
         let database = "it_fresh_\(UInt32.random(in: 0...UInt32.max))"

@@ -23,17 +23,33 @@ public struct MigrationError: Error, CustomStringConvertible, Sendable {
 /// recorded in `public.schema_migrations` (named in full: a client's search path may put a service's
 /// own schema first). Replicas starting together serialize on an advisory lock, so
 /// running it from every instance at start-up is safe.
+///
+/// A statement waits at most `lockTimeout` for a table's lock (a long query holding it): a migration
+/// never queues every later read and write of a busy table behind itself. The migration is rolled back
+/// and tried again, `lockAttempts` times in all, then start-up fails saying so.
 public struct MigrationRunner: Sendable {
     public let service: String
     public let migrations: [Migration]
     let client: PostgresClient
     let logger: Logger
+    let lockTimeout: Duration
+    let lockAttempts: Int
 
-    public init(service: String, migrations: [Migration], client: PostgresClient, logger: Logger) {
+    public init(
+        service: String, migrations: [Migration], client: PostgresClient, logger: Logger, lockTimeout: Duration = .seconds(5),
+        lockAttempts: Int = 12
+    ) {
         self.service = service
         self.migrations = migrations.sorted { $0.version < $1.version }
         self.client = client
         self.logger = logger
+        self.lockTimeout = lockTimeout
+        self.lockAttempts = max(1, lockAttempts)
+    }
+
+    /// A statement of a migration gave up waiting for a lock (SQLSTATE 55P03).
+    struct LockNotAvailable: Error {
+        var message: String
     }
 
     /// Loads `NNNN_name.sql` files from a directory (e.g. a target's bundled `Migrations` folder).
@@ -116,50 +132,78 @@ public struct MigrationRunner: Sendable {
         }
         var applied: [Migration] = []
         for migration in migrations {
-            let service = self.service
-            let logger = self.logger
-            let didApply = try await PostgresFailure.unwrapping {
-                try await client.withTransaction(logger: logger) { connection -> Bool in
-                    let lockKey = "schema_migrations:\(service)"
-                    try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-                    let version = migration.version
-                    let rows = try await connection.query(
-                        "SELECT checksum FROM public.schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
-                    )
-                    for try await (checksum) in rows.decode(String.self) {
-                        guard checksum == migration.checksum else {
-                            throw MigrationError(
-                                description:
-                                    "migration \(service) \(version)_\(migration.name) was changed after it was applied (checksum differs); add a new migration instead"
-                            )
-                        }
-                        return false
+            var attempt = 1
+            while true {
+                do {
+                    if try await apply(migration) { applied.append(migration) }
+                    break
+                } catch let error as LockNotAvailable {
+                    let what = "migration \(service) \(migration.version)_\(migration.name)"
+                    guard attempt < lockAttempts else {
+                        throw MigrationError(
+                            description:
+                                "\(what) could not lock what it changes in \(lockAttempts) attempts of \(lockTimeout) (\(error.message)): a long query or transaction holds it; start again once it ends"
+                        )
                     }
-                    for statement in SQLStatementSplitter.split(migration.sql) {
-                        do {
-                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                        } catch let error as PSQLError {
-                            let message = error.serverInfo?[.message] ?? "\(error)"
-                            throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
-                        }
-                    }
-                    let name = migration.name
-                    let checksum = migration.checksum
-                    try await connection.query(
-                        "INSERT INTO public.schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
-                        logger: logger
-                    )
-                    return true
+                    logger.warning(
+                        "a migration waited too long for a lock; trying again",
+                        metadata: ["migration": .string(what), "attempt": "\(attempt)", "error": .string(error.message)])
+                    attempt += 1
+                    try await Task.sleep(for: .seconds(1))
                 }
-            }
-            if didApply {
-                logger.info(
-                    "migration applied",
-                    metadata: ["service": .string(service), "version": "\(migration.version)", "name": .string(migration.name)])
-                applied.append(migration)
             }
         }
         return applied
+    }
+
+    /// Applies `migration` unless it was; true when this call applied it.
+    private func apply(_ migration: Migration) async throws -> Bool {
+        let service = self.service
+        let logger = self.logger
+        let lockTimeoutMs = Int(lockTimeout.components.seconds * 1_000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let didApply = try await PostgresFailure.unwrapping {
+            try await client.withTransaction(logger: logger) { connection -> Bool in
+                let lockKey = "schema_migrations:\(service)"
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
+                // After the advisory lock: replicas wait for each other as long as it takes.
+                try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(max(1, lockTimeoutMs))"), logger: logger)
+                let version = migration.version
+                let rows = try await connection.query(
+                    "SELECT checksum FROM public.schema_migrations WHERE service = \(service) AND version = \(version)", logger: logger
+                )
+                for try await (checksum) in rows.decode(String.self) {
+                    guard checksum == migration.checksum else {
+                        throw MigrationError(
+                            description:
+                                "migration \(service) \(version)_\(migration.name) was changed after it was applied (checksum differs); add a new migration instead"
+                        )
+                    }
+                    return false
+                }
+                for statement in SQLStatementSplitter.split(migration.sql) {
+                    do {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    } catch let error as PSQLError {
+                        let message = error.serverInfo?[.message] ?? "\(error)"
+                        if error.serverInfo?[.sqlState] == "55P03" { throw LockNotAvailable(message: message) }
+                        throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
+                    }
+                }
+                let name = migration.name
+                let checksum = migration.checksum
+                try await connection.query(
+                    "INSERT INTO public.schema_migrations (service, version, name, checksum) VALUES (\(service), \(version), \(name), \(checksum))",
+                    logger: logger
+                )
+                return true
+            }
+        }
+        if didApply {
+            logger.info(
+                "migration applied",
+                metadata: ["service": .string(service), "version": "\(migration.version)", "name": .string(migration.name)])
+        }
+        return didApply
     }
 }
 
