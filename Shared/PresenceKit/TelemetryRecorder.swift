@@ -54,15 +54,24 @@ public struct TelemetryRecorder: Sendable {
     private var sessionOpen = false
     /// Records are stamped `at + clockOffsetMs`, like the attendance events (`.clockOffsetChanged`,
     /// `.serverClockKnown`); durations are measured on `at`, the steady time. Records stamped with the
-    /// phone's clock stay so: telemetry is not corrected.
+    /// phone's clock are corrected as the outbox's are: they move with a setting of the phone's clock,
+    /// and onto the server's once it is known (a phone whose clock was a month off would otherwise have
+    /// every upload refused for its oldest records).
     public private(set) var clockOffsetMs: Int64 = 0
+    private var stampsWithServerClock = false
+    /// The pending records stamped with the phone's clock.
+    private var onPhoneClock: Set<String> = []
 
     /// `installId` makes record ids unique across reinstalls of the app on one device (a random
     /// value drawn once per install); `launchId` makes them unique across launches of one install, as
     /// the sequence starts again at 1 in every process. nil (production) draws it from the system
     /// generator; tests pass a fixed one.
-    public init(installId: UInt64, launchId: UInt64? = nil, capacity: Int = 2_000) {
+    ///
+    /// `sessionOpen`: the machine restored an open session at launch (`PresenceStateMachine.openSession`
+    /// is not nil), so the scan it starts is presence monitoring, not a search.
+    public init(installId: UInt64, launchId: UInt64? = nil, capacity: Int = 2_000, sessionOpen: Bool = false) {
         self.capacity = max(1, capacity)
+        self.sessionOpen = sessionOpen
         var system = SystemRandomNumberGenerator()
         let launch = launchId ?? system.next()
         idPrefix = String(installId, radix: 16) + "-" + String(launch, radix: 16)
@@ -75,7 +84,15 @@ public struct TelemetryRecorder: Sendable {
         case .beaconRegionExited: append("region_exit", at: now)
         case .motionActivity(let activity): append("motion_query", at: now, attributes: ["activity": activity.rawValue])
         case .gattChallengeResult(let ok, let roundTripMs): append(ok ? "gatt_ok" : "gatt_fail", at: now, value: Double(roundTripMs))
-        case .clockOffsetChanged(let offset), .serverClockKnown(let offset, _): clockOffsetMs = offset
+        case .clockOffsetChanged(let offset):
+            if !stampsWithServerClock { movePhoneClockRecords(by: offset - clockOffsetMs) }
+            clockOffsetMs = offset
+            stampsWithServerClock = false
+        case .serverClockKnown(let offset, let phoneAhead):
+            movePhoneClockRecords(by: -phoneAhead)
+            onPhoneClock = []
+            clockOffsetMs = offset
+            stampsWithServerClock = true
         default: break
         }
     }
@@ -134,7 +151,9 @@ public struct TelemetryRecorder: Sendable {
     /// The upload went through: forget the first `count` pending records. Only right when no record
     /// was dropped for capacity since the host read `pending`; `acknowledge(eventIds:)` always is.
     public mutating func acknowledge(_ count: Int) {
-        pending.removeFirst(min(max(count, 0), pending.count))
+        let taken = min(max(count, 0), pending.count)
+        for record in pending.prefix(taken) { onPhoneClock.remove(record.eventId) }
+        pending.removeFirst(taken)
     }
 
     /// The upload of these records went through: forget them (ids no longer pending are ignored).
@@ -142,6 +161,13 @@ public struct TelemetryRecorder: Sendable {
         let uploaded = Set(eventIds)
         guard !uploaded.isEmpty else { return }
         pending.removeAll { uploaded.contains($0.eventId) }
+        onPhoneClock.subtract(uploaded)
+    }
+
+    /// Moves the records stamped with the phone's clock by `shift` ms.
+    private mutating func movePhoneClockRecords(by shift: Int64) {
+        guard shift != 0, !onPhoneClock.isEmpty else { return }
+        for i in pending.indices where onPhoneClock.contains(pending[i].eventId) { pending[i].at = pending[i].at + shift }
     }
 
     private mutating func startSearch(_ mode: ScanMode, at now: Timestamp) {
@@ -160,10 +186,11 @@ public struct TelemetryRecorder: Sendable {
     private mutating func append(_ name: String, at now: Timestamp, value: Double? = nil, attributes: [String: String]? = nil) {
         sequence += 1
         if pending.count >= capacity {
-            pending.removeFirst()
+            onPhoneClock.remove(pending.removeFirst().eventId)
             dropped += 1
         }
-        pending.append(
-            TelemetryRecord(eventId: "\(idPrefix)-\(sequence)", name: name, at: now + clockOffsetMs, value: value, attributes: attributes))
+        let eventId = "\(idPrefix)-\(sequence)"
+        if !stampsWithServerClock { onPhoneClock.insert(eventId) }
+        pending.append(TelemetryRecord(eventId: eventId, name: name, at: now + clockOffsetMs, value: value, attributes: attributes))
     }
 }

@@ -247,12 +247,30 @@ struct ValidationTests {
     func telemetryValueRange() {
         func fields(_ values: [Double]) -> [String] {
             let events = values.enumerated().map {
-                TelemetryEvent(eventId: "d_7f3a-\($0.offset)", name: .offlineEnqueue, at: now, value: $0.element)
+                TelemetryEvent(
+                    eventId: "d_7f3a-\($0.offset)", name: TelemetryEventName(rawValue: "queue_depth"), at: now, value: $0.element)
             }
             return TelemetryUploadRequest(appVersion: "1.12.0", deviceModel: "iPhone14,5", events: events)
                 .validate(now: now, limits: limits).map(\.field)
         }
         #expect(fields([0, 1e9, -1e9, 0.25]) == [])
         #expect(fields([1e300, 1e9 + 1, -2e9, .nan, .infinity, 12]) == (0..<5).map { "events[\($0)].value" })
+    }
+
+    @Test("a known telemetry event's value is in its unit: a battery level 0...1, a time or a backlog never negative")
+    func telemetryValueUnits() {
+        func problems(_ name: TelemetryEventName, _ value: Double) -> [FieldError] {
+            TelemetryUploadRequest(
+                appVersion: "1.12.0", deviceModel: "iPhone14,5",
+                events: [TelemetryEvent(eventId: "d_7f3a-1", name: name, at: now, value: value)]
+            ).validate(now: now, limits: limits)
+        }
+        #expect(problems(.battery, 0.87).isEmpty && problems(.battery, 0).isEmpty && problems(.battery, 1).isEmpty)
+        #expect(
+            problems(.battery, 87) == [FieldError(field: "events[0].value", reason: "must be a battery level between 0 and 1 for battery")])
+        #expect(problems(.rangingStop, 1_200).isEmpty && problems(.outboxSent, 0).isEmpty)
+        #expect(problems(.rangingStop, -1).map(\.field) == ["events[0].value"])
+        #expect(problems(.offlineEnqueue, -3).map(\.reason) == ["must be an outbox backlog, 0 or more for offline_enqueue"])
+        #expect(problems(.regionEnter, -5).isEmpty)
     }
 }

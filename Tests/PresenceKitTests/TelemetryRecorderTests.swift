@@ -39,12 +39,44 @@ struct TelemetryRecorderTests {
         recorder.observe(.beaconRegionEntered, at: Self.at(6))
         recorder.observe([.postCheckIn(Self.checkIn())], at: Self.at(12))
         #expect(recorder.pending.map(\.name) == ["ranging_start", "region_enter", "ranging_stop"])
-        #expect(recorder.pending.map(\.at) == [Self.at(0), Self.at(3_606), Self.at(3_612)])
+        // The first, stamped with the phone's clock before the server's was known, is corrected onto it.
+        #expect(recorder.pending.map(\.at) == [Self.at(3_600), Self.at(3_606), Self.at(3_612)])
         #expect(recorder.pending.last?.value == 12_000)
         #expect(recorder.clockOffsetMs == 3_600_000)
         // Back on the phone's wall clock (the server's not known in a new process, say).
         recorder.observe(.clockOffsetChanged(offsetMs: 60_000), at: Self.at(13))
         #expect(recorder.clockOffsetMs == 60_000)
+    }
+
+    /// A phone restarted with its clock a month behind: what it records before the server's clock is
+    /// known moves with a setting of its clock and then onto the server's, so no upload carries a time
+    /// the gateway refuses.
+    @Test func recordsStampedWithThePhonesClockAreCorrectedLikeTheOutbox() throws {
+        let month: Int64 = 30 * 86_400_000
+        var recorder = TelemetryRecorder(installId: 2, launchId: 4)
+        recorder.observe(.clockOffsetChanged(offsetMs: -month), at: Self.at(0))
+        recorder.recordBattery(level: 0.5, at: Self.at(1))
+        // The user sets the clock forward by a day, still a month minus a day behind.
+        recorder.observe(.clockOffsetChanged(offsetMs: -month + 86_400_000), at: Self.at(2))
+        #expect(recorder.pending.first?.at == Self.at(1) + (-month + 86_400_000))
+        recorder.observe(.beaconRegionEntered, at: Self.at(3))
+        recorder.observe(.serverClockKnown(offsetMs: 0, phoneAheadMs: -month + 86_400_000), at: Self.at(4))
+        recorder.observe(.beaconRegionExited, at: Self.at(5))
+        #expect(recorder.pending.map(\.at) == [Self.at(1), Self.at(3), Self.at(5)])
+        // Once on the server's clock, a later setting of the phone's moves nothing already recorded.
+        recorder.observe(.clockOffsetChanged(offsetMs: 3_600_000), at: Self.at(6))
+        #expect(recorder.pending.map(\.at) == [Self.at(1), Self.at(3), Self.at(5)])
+    }
+
+    @Test("after a relaunch that restored an open session, its scan is presence monitoring, not a search")
+    func aRestoredSessionsScanIsNotASearch() throws {
+        var recorder = TelemetryRecorder(installId: 2, launchId: 5, sessionOpen: true)
+        recorder.observe([.startScanning(.continuous)], at: Self.at(0))
+        recorder.observe([.postCheckOut(Self.checkIn())], at: Self.at(3_600))
+        recorder.observe([.stopScanning(.continuous)], at: Self.at(3_610))
+        // The only search is the one after the check-out: 10 s, not the hour of the stay.
+        #expect(recorder.pending.map(\.name) == ["ranging_start", "ranging_stop"])
+        #expect(recorder.pending.last?.value == 10_000)
     }
 
     @Test func aScanStoppedWithoutACheckInEndsTheSearchAndACheckOutStartsAnother() throws {

@@ -128,6 +128,17 @@ public enum TelemetryEventName: OpenWireEnum {
 
     public init(rawValue: String) { self = Self.value(for: rawValue) }
 
+    /// What a known event's value may be, in words, and the test: a battery level 0...1; a time in ms or
+    /// an outbox backlog, 0 or more. nil: any value within the magnitude bound.
+    public var valueRule: (rule: String, holds: @Sendable (Double) -> Bool)? {
+        switch self {
+        case .battery: return ("must be a battery level between 0 and 1", { (0...1).contains($0) })
+        case .rangingStop, .gattOk, .gattFail: return ("must be a time in ms, 0 or more", { $0 >= 0 })
+        case .offlineEnqueue, .outboxSent: return ("must be an outbox backlog, 0 or more", { $0 >= 0 })
+        default: return nil
+        }
+    }
+
     public var rawValue: String {
         switch self {
         case .regionEnter: return "region_enter"
