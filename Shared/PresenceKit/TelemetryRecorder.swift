@@ -59,8 +59,11 @@ public struct TelemetryRecorder: Sendable {
     /// every upload refused for its oldest records).
     public private(set) var clockOffsetMs: Int64 = 0
     private var stampsWithServerClock = false
-    /// The pending records stamped with the phone's clock.
+    /// The pending records stamped with the phone's clock: by this launch (they move with a setting of
+    /// the clock), and by an earlier one of a recorder kept across launches (`relaunched`: corrected
+    /// onto the server's clock, never moved by a setting measured against another launch's reading).
     private var onPhoneClock: Set<String> = []
+    private var onEarlierPhoneClock: Set<String> = []
 
     /// `installId` makes record ids unique across reinstalls of the app on one device (a random
     /// value drawn once per install); `launchId` makes them unique across launches of one install, as
@@ -89,6 +92,8 @@ public struct TelemetryRecorder: Sendable {
             clockOffsetMs = offset
             stampsWithServerClock = false
         case .serverClockKnown(let offset, let phoneAhead):
+            onPhoneClock.formUnion(onEarlierPhoneClock)
+            onEarlierPhoneClock = []
             movePhoneClockRecords(by: -phoneAhead)
             onPhoneClock = []
             clockOffsetMs = offset
@@ -117,6 +122,16 @@ public struct TelemetryRecorder: Sendable {
                 break
             }
         }
+    }
+
+    /// For a host that keeps one recorder across launches of the app: the app started again, its steady
+    /// clock read `clockOffsetMs` behind the wall clock. Nothing recorded moves (the phone's clock was not
+    /// set); the records stamped with it so far are still corrected once the server's clock is known.
+    public mutating func relaunched(clockOffsetMs offset: Int64) {
+        onEarlierPhoneClock.formUnion(onPhoneClock)
+        onPhoneClock = []
+        clockOffsetMs = offset
+        stampsWithServerClock = false
     }
 
     /// Records one send attempt's outcome.
@@ -152,7 +167,10 @@ public struct TelemetryRecorder: Sendable {
     /// was dropped for capacity since the host read `pending`; `acknowledge(eventIds:)` always is.
     public mutating func acknowledge(_ count: Int) {
         let taken = min(max(count, 0), pending.count)
-        for record in pending.prefix(taken) { onPhoneClock.remove(record.eventId) }
+        for record in pending.prefix(taken) {
+            onPhoneClock.remove(record.eventId)
+            onEarlierPhoneClock.remove(record.eventId)
+        }
         pending.removeFirst(taken)
     }
 
@@ -162,6 +180,7 @@ public struct TelemetryRecorder: Sendable {
         guard !uploaded.isEmpty else { return }
         pending.removeAll { uploaded.contains($0.eventId) }
         onPhoneClock.subtract(uploaded)
+        onEarlierPhoneClock.subtract(uploaded)
     }
 
     /// Moves the records stamped with the phone's clock by `shift` ms.
@@ -186,7 +205,9 @@ public struct TelemetryRecorder: Sendable {
     private mutating func append(_ name: String, at now: Timestamp, value: Double? = nil, attributes: [String: String]? = nil) {
         sequence += 1
         if pending.count >= capacity {
-            onPhoneClock.remove(pending.removeFirst().eventId)
+            let gone = pending.removeFirst().eventId
+            onPhoneClock.remove(gone)
+            onEarlierPhoneClock.remove(gone)
             dropped += 1
         }
         let eventId = "\(idPrefix)-\(sequence)"

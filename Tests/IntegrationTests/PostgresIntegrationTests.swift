@@ -66,6 +66,7 @@ struct PostgresIntegrationTests {
             let all = migrations(service)
             try await MigrationRunner(service: service, migrations: [all[0]], client: db, logger: logger).run()
             let (locked, lockedContinuation) = AsyncStream.makeStream(of: Void.self)
+            let (released, release) = AsyncStream.makeStream(of: Void.self)
             let runner = MigrationRunner(
                 service: service, migrations: all, client: db, logger: logger, lockTimeout: .milliseconds(200), lockAttempts: attempts)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -74,18 +75,25 @@ struct PostgresIntegrationTests {
                         try await connection.query(
                             PostgresQuery(unsafeSQL: "LOCK TABLE \(service) IN ACCESS EXCLUSIVE MODE"), logger: self.logger)
                         lockedContinuation.yield()
-                        try await Task.sleep(for: .milliseconds(3_500))
+                        for await _ in released { break }
                     }
                 }
                 for await _ in locked { break }
                 if applies {
+                    // Held for a while, then released: the runner (ten rounds of a second or more) applies it.
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(2))
+                        release.yield()
+                    }
                     #expect(try await runner.run().map(\.version) == [2])
                 } else {
+                    // Held until the runner gives up.
                     await #expect {
                         try await runner.run()
                     } throws: { error in
                         "\(error)".contains("could not lock what it changes in 2 attempts")
                     }
+                    release.yield()
                 }
                 try await group.waitForAll()
             }

@@ -68,6 +68,19 @@ struct TelemetryRecorderTests {
         #expect(recorder.pending.map(\.at) == [Self.at(1), Self.at(3), Self.at(5)])
     }
 
+    @Test("a recorder kept across launches moves nothing at a relaunch, and still corrects the earlier launch's records")
+    func aRelaunchIsNotAClockSetting() throws {
+        let day: Int64 = 86_400_000
+        var recorder = TelemetryRecorder(installId: 2, launchId: 6)
+        recorder.observe(.clockOffsetChanged(offsetMs: -20 * day), at: Self.at(0))
+        recorder.recordBattery(level: 0.5, at: Self.at(1))
+        // The next launch's steady clock starts over: its offset differs, the phone's clock did not move.
+        recorder.relaunched(clockOffsetMs: -20 * day + 5_000)
+        #expect(recorder.pending.first?.at == Self.at(1) - 20 * day)
+        recorder.observe(.serverClockKnown(offsetMs: 0, phoneAheadMs: -20 * day), at: Self.at(3))
+        #expect(recorder.pending.first?.at == Self.at(1))
+    }
+
     @Test("after a relaunch that restored an open session, its scan is presence monitoring, not a search")
     func aRestoredSessionsScanIsNotASearch() throws {
         var recorder = TelemetryRecorder(installId: 2, launchId: 5, sessionOpen: true)

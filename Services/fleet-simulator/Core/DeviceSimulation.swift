@@ -239,7 +239,8 @@ package struct DeviceSimulation: Sendable {
             serverClock = ServerClock()
             try await askServer(at: t)
             agent = try makeAgent(at: t)
-            telemetry.observe(.clockOffsetChanged(offsetMs: wallOffset()), at: deviceTime(t))
+            // One recorder across the stay's launches: a relaunch restarts its steady clock, it sets no clock.
+            telemetry.relaunched(clockOffsetMs: wallOffset())
             try tellClock(at: t)
             appState = .running
             scanning = false

@@ -143,7 +143,10 @@ package struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
     package var text: String
     package var message: String
 
-    package var description: String { "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" }
+    /// Line 0: the trace as a whole (its end, its timers), not one line of it.
+    package var description: String {
+        line > 0 ? "trace line \(line): \(message)\(text.isEmpty ? "" : ": \(text)")" : "trace: \(message)"
+    }
 }
 
 /// Feeds a trace through PresenceKit as a phone would and collects the decisions:
