@@ -95,8 +95,8 @@ package struct PolicyAdminController: Sendable {
             let bytes = try await Self.readBody(request)
             let body = try AdminJSON.decodeBody(GlobalKillSwitchBody.self, from: Data(bytes))
             try await repository.setGlobalKillSwitch(body.enabled, by: admin.id)
-            let book = try await refresher.refresh()
-            return try Reply.json(GlobalKillSwitchBody(enabled: book.globalKillSwitch), request: request, context: context)
+            await refresher.applyStoredChange()
+            return try Reply.json(GlobalKillSwitchBody(enabled: body.enabled), request: request, context: context)
         }
     }
 
@@ -113,8 +113,7 @@ package struct PolicyAdminController: Sendable {
         let current = refresher.current
         let active = siteId.flatMap { current.sites[$0]?.version } ?? (siteId == nil ? current.defaultPolicy.version : 0)
         let stored = try await repository.save(draft, siteId: siteId, atLeast: active, by: admin.id)
-        // This instance applies it now; the others on their next refresh.
-        try await refresher.refresh()
+        await refresher.applyStoredChange()
         return try Reply.json(stored, status: .ok, request: request, context: context)
     }
 

@@ -26,12 +26,18 @@ package final class PolicyBookRefresher: Service, Sendable {
     private let logger: Logger
     private let state: Mutex<Running>
     private let refreshes = Atomic<Int>(0)
+    /// Every refresh takes the next ticket before it reads the store. One that read earlier never
+    /// replaces what a later one applied: the timer's refresh and an admin call's may overlap, and the
+    /// one whose read started first may finish last, holding the store as it was before the change.
+    private let tickets = Atomic<Int>(0)
 
     /// The book decided with, and the scopes (`nil` for the default) whose policy in it came from the
     /// store rather than from `base`.
     private struct Running {
         var book: PolicyBook
         var storedScopes: Set<String?> = []
+        /// The ticket of the refresh that set `book`.
+        var ticket = 0
     }
 
     package init(
@@ -56,6 +62,7 @@ package final class PolicyBookRefresher: Service, Sendable {
     /// Reads the store and applies the result when it differs from the current book.
     @discardableResult
     package func refresh() async throws -> PolicyBook {
+        let ticket = tickets.add(1, ordering: .sequentiallyConsistent).newValue
         let stored = try await repository.activePolicies()
         let running = state.withLock { $0 }
         var book = base
@@ -77,15 +84,20 @@ package final class PolicyBookRefresher: Service, Sendable {
             book.upsert(policy)
         }
         if let global = stored.globalKillSwitch { book.globalKillSwitch = global }
-        let changed = state.withLock { current -> Bool in
+        let apply = self.apply
+        let (changed, applied) = state.withLock { current -> (Bool, PolicyBook) in
+            // A later refresh got here first: it read the store after this one did.
+            guard ticket > current.ticket else { return (false, current.book) }
+            current.ticket = ticket
             current.storedScopes = storedScopes
-            guard current.book != book else { return false }
+            guard current.book != book else { return (false, book) }
             current.book = book
-            return true
+            // Under the lock, so that books reach the pipeline in the order they were set here.
+            apply(book)
+            return (true, book)
         }
         refreshes.add(1, ordering: .relaxed)
         if changed {
-            apply(book)
             logger.info(
                 "policy book updated",
                 metadata: [
@@ -93,7 +105,7 @@ package final class PolicyBookRefresher: Service, Sendable {
                     "globalKillSwitch": "\(book.globalKillSwitch)",
                 ])
         }
-        return book
+        return applied
     }
 
     /// What a scope runs when its stored `policy` cannot be run here: the earlier stored version it
@@ -106,6 +118,20 @@ package final class PolicyBookRefresher: Service, Sendable {
         var closed = policy
         closed.automaticAttendance = false
         return closed
+    }
+
+    /// After a change this instance stored: applies it now (the other instances on their next refresh).
+    /// The change is committed, so a store that cannot be read back just now leaves it to this
+    /// instance's next refresh too, and the admin call still answers that it was stored (a 503 would
+    /// have the client store it again).
+    package func applyStoredChange() async {
+        do {
+            try await refresh()
+        } catch {
+            logger.warning(
+                "a stored policy change is applied at the next refresh: the store could not be read back",
+                metadata: ["error": .string(String(describing: error))])
+        }
     }
 
     package func run() async throws {
