@@ -116,10 +116,29 @@ public final class RegistryCacheLoader: Service, Sendable {
         }
     }
 
-    /// The last offset of every assigned non-empty partition; `nil` when a query failed.
+    /// For a consumer that decides from the view: waits until it has caught up (at most `timeout`), or
+    /// until a graceful shutdown. Returns false on that shutdown (nothing should be read or decided); a
+    /// view still behind at the timeout is said in the log and the consumer goes on with what it holds.
+    public func waitBeforeDeciding(timeout: Duration, logger: Logger) async -> Bool {
+        let caughtUp = (try? await cancelWhenGracefulShutdown { await self.waitUntilCaughtUp(timeout: timeout) }) ?? false
+        if Task.isShuttingDownGracefully {
+            logger.info("graceful shutdown before the registry cache caught up: nothing was read or decided")
+            return false
+        }
+        if !caughtUp {
+            logger.warning("registry cache not caught up; deciding with what it holds", metadata: ["records": "\(recordsRead)"])
+        }
+        return true
+    }
+
+    /// The last offset of every assigned non-empty partition; `nil` when a query failed or no partition
+    /// is assigned (between a revocation and the next assignment nothing is read, so the view cannot be
+    /// known to be current).
     private func readTargets() async -> [TopicPartition: Int64]? {
         var targets: [TopicPartition: Int64] = [:]
-        for tp in progress.state.withLock({ $0.assigned }) {
+        let assigned = progress.state.withLock({ $0.assigned })
+        guard !assigned.isEmpty else { return nil }
+        for tp in assigned {
             guard let marks = try? await consumer.watermarks(tp) else { return nil }
             if marks.high > marks.low { targets[tp] = marks.high - 1 }
         }
@@ -194,7 +213,14 @@ public final class RegistryCacheLoader: Service, Sendable {
                     ])
             }
         }
-        cache.apply(records)
+        // A record the cache cannot read (a field it needs is missing: a newer registry, say) changes
+        // nothing it holds: said and counted as an undecodable one is.
+        for (record, outcome) in zip(records, cache.apply(records)) {
+            guard case .malformed(let reason) = outcome else { continue }
+            failures += 1
+            logger.warning(
+                "registry change the cache cannot read skipped", metadata: ["key": .string("\(record.key)"), "reason": .string(reason)])
+        }
         let next = batch.nextOffsets
         progress.state.withLock { state in
             for record in records { state.followRefill(record) }

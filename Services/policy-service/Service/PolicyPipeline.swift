@@ -113,21 +113,10 @@ package final class PolicyPipeline: Service, Sendable {
     package func setPolicyBook(_ newBook: PolicyBook) { book.withLock { $0 = newBook } }
 
     package func run() async throws {
-        if let registryLoader {
-            // Ended by a graceful shutdown too: a service stopped while the feed cannot be read (the
-            // broker down at start) stops at once, not after the whole catch-up wait.
-            let caughtUp =
-                (try? await cancelWhenGracefulShutdown { [configuration] in
-                    await registryLoader.waitUntilCaughtUp(timeout: configuration.registryCatchUpTimeout)
-                }) ?? false
-            if Task.isShuttingDownGracefully {
-                logger.info("graceful shutdown before the registry cache caught up: nothing was read or decided")
-                return
-            }
-            if !caughtUp {
-                logger.warning(
-                    "registry cache not caught up; deciding with what it holds", metadata: ["records": "\(registryLoader.recordsRead)"])
-            }
+        // Ended by a graceful shutdown too: a service stopped while the feed cannot be read (the broker
+        // down at start) stops at once, not after the whole catch-up wait.
+        if let registryLoader, !(await registryLoader.waitBeforeDeciding(timeout: configuration.registryCatchUpTimeout, logger: logger)) {
+            return
         }
         var acknowledging: Task<Void, any Error>?
         do {

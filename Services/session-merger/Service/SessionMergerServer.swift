@@ -19,13 +19,14 @@ package enum SessionMergerServer {
         let processor = VettedBatchProcessor(
             client: client, configuration: merger, deadLetters: KafkaDeadLetterSink(producer: producer, topic: merger.topics[.deadLetters]),
             logger: logger, userSites: { cache.user(id: $0)?.siteIds })
-        let pipeline = try MergerPipeline(
-            kafka: kit.configuration.kafka, configuration: merger, processor: processor, producer: producer, logger: logger)
         let registry = try RegistryCacheLoader(
             cache: cache,
             configuration: RegistryCacheLoaderConfiguration(
                 kafka: kit.configuration.kafka, groupIdPrefix: "session-merger-registry", topic: merger.topics[.registryChanges]),
             logger: logger)
+        let pipeline = try MergerPipeline(
+            kafka: kit.configuration.kafka, configuration: merger, processor: processor, producer: producer, logger: logger,
+            registry: registry)
         let app = buildApplication(
             configuration: kit.configuration,
             sessions: PostgresSessionQueryRepository(client: client, logger: logger),

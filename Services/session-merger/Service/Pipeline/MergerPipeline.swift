@@ -3,6 +3,7 @@ import Foundation
 import KafkaClient
 import Logging
 import Metrics
+import RegistryFeed
 import ServiceLifecycle
 import ServiceRuntime
 import Synchronization
@@ -34,12 +35,15 @@ package final class MergerPipeline: Service, Sendable {
     private let afterCommit: @Sendable (VettedBatchResult) async throws -> Void
     /// The batch being stored while the next is read: partitions are given up only once it is stored.
     private let inFlight: StoreInFlight
+    /// The registry view a late check-in's site falls back to (the user's only site): read before the
+    /// first batch, so that such an event is not refused for good from an empty view after a restart.
+    private let registry: RegistryCacheLoader?
 
     /// - Parameter afterCommit: called after each commit, before the verdicts are produced (tests
     ///   use it to die at that moment).
     package init(
         kafka: KafkaConfiguration, configuration: SessionMergerConfiguration, processor: VettedBatchProcessor,
-        producer: KafkaProducer, logger: Logger,
+        producer: KafkaProducer, logger: Logger, registry: RegistryCacheLoader? = nil,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
         let inFlight = StoreInFlight()
@@ -56,9 +60,11 @@ package final class MergerPipeline: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.afterCommit = afterCommit
+        self.registry = registry
     }
 
     package func run() async throws {
+        if let registry, !(await registry.waitBeforeDeciding(timeout: .seconds(60), logger: logger)) { return }
         var verdictsInFlight: Task<Void, Never>?
         // One batch is stored at a time, in order; the next one is decoded meanwhile (decoding is a
         // fifth of the merger's CPU, and PostgreSQL need not wait for it). `stores` holds at most one
