@@ -131,6 +131,7 @@ extension RegistryServiceTests {
                     body: siteBody(shift: ["start": "09:00", "end": "10:00", "lateEntryGraceMinutes": 60, "earlyExitGraceMinutes": 30]),
                     status: .badRequest, field: "shift.earlyExitGraceMinutes"),
                 Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["organizationId"] = missing }, status: .notFound),
+                Case(method: .post, path: "/v1/admin/sites", body: siteBody { $0["id"] = "default" }, status: .badRequest, field: "id"),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)", status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(missing)/gates", status: .notFound),
                 Case(method: .get, path: "/v1/admin/sites/\(site)/gates?limit=abc", status: .badRequest, field: "limit"),

@@ -89,6 +89,9 @@ struct SitePolicyTests {
         let error = #expect(throws: PolicyValidationError.self) { try policy.validate() }
         #expect(error?.issues == issues)
         #expect(error?.description.hasPrefix("invalid site policy: siteId: must not be empty; version:") == true)
+        // A version the store's integer column cannot take one more of (a policy file's) is refused too.
+        #expect(SitePolicy(siteId: "S_HQ", version: Int(Int32.max)).validationIssues().map(\.field) == ["version"])
+        #expect(SitePolicy(siteId: "S_HQ", version: Int(Int32.max) - 1).validationIssues().isEmpty)
     }
 
     @Test func policyBookPicksTheSiteOrTheDefaultAndIgnoresStaleVersions() {

@@ -332,7 +332,8 @@ extension SitePolicy {
             if !ok { issues.append(PolicyValidationIssue(field: field, reason: message())) }
         }
         if let siteId { check(!siteId.trimmingCharacters(in: .whitespaces).isEmpty, "siteId", "must not be empty") }
-        check(version >= 0, "version", "must be 0 or more, got \(version)")
+        // Stored as a PostgreSQL integer, and the next version is one more.
+        check((0..<Int(Int32.max)).contains(version), "version", "must be 0...\(Int32.max - 1), got \(version)")
 
         for (id, config) in rules.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let field = "rules.\(id.rawValue)"

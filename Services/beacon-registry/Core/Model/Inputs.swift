@@ -21,6 +21,9 @@ extension NewSite {
         var v = InputValidator()
         var site = self
         site.id = v.id(id, "id")
+        // The policy service's admin REST names the default policy `default`: a site of that id could
+        // not be given a policy of its own.
+        if id == "default" { v.fail("id", "\"default\" is reserved (it names the default policy of every site)") }
         site.organizationId = v.id(organizationId, "organizationId") ?? organizationId
         site.name = v.name(name, "name")
         if TimeZone(identifier: timezone) == nil || !timezone.contains("/") && timezone != "UTC" {
