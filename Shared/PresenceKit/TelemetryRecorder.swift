@@ -167,10 +167,7 @@ public struct TelemetryRecorder: Sendable {
     /// was dropped for capacity since the host read `pending`; `acknowledge(eventIds:)` always is.
     public mutating func acknowledge(_ count: Int) {
         let taken = min(max(count, 0), pending.count)
-        for record in pending.prefix(taken) {
-            onPhoneClock.remove(record.eventId)
-            onEarlierPhoneClock.remove(record.eventId)
-        }
+        for record in pending.prefix(taken) { forgetStamp(of: record.eventId) }
         pending.removeFirst(taken)
     }
 
@@ -181,6 +178,12 @@ public struct TelemetryRecorder: Sendable {
         pending.removeAll { uploaded.contains($0.eventId) }
         onPhoneClock.subtract(uploaded)
         onEarlierPhoneClock.subtract(uploaded)
+    }
+
+    /// A record that left `pending`: no clock to correct any more.
+    private mutating func forgetStamp(of eventId: String) {
+        onPhoneClock.remove(eventId)
+        onEarlierPhoneClock.remove(eventId)
     }
 
     /// Moves the records stamped with the phone's clock by `shift` ms.
@@ -205,9 +208,7 @@ public struct TelemetryRecorder: Sendable {
     private mutating func append(_ name: String, at now: Timestamp, value: Double? = nil, attributes: [String: String]? = nil) {
         sequence += 1
         if pending.count >= capacity {
-            let gone = pending.removeFirst().eventId
-            onPhoneClock.remove(gone)
-            onEarlierPhoneClock.remove(gone)
+            forgetStamp(of: pending.removeFirst().eventId)
             dropped += 1
         }
         let eventId = "\(idPrefix)-\(sequence)"

@@ -296,7 +296,6 @@ enum Output {
     }
 
     static func millis(since start: ContinuousClock.Instant) -> String {
-        let elapsed = start.duration(to: .now)
-        return "\(elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000) ms"
+        "\(start.duration(to: .now).milliseconds) ms"
     }
 }

@@ -128,13 +128,13 @@ public enum TelemetryEventName: OpenWireEnum {
 
     public init(rawValue: String) { self = Self.value(for: rawValue) }
 
-    /// What a known event's value may be, in words, and the test: a battery level 0...1; a time in ms or
-    /// an outbox backlog, 0 or more. nil: any value within the magnitude bound.
-    public var valueRule: (rule: String, holds: @Sendable (Double) -> Bool)? {
+    /// The values a known event may carry, and that rule in words: a battery level 0...1; a time in ms
+    /// or an outbox backlog, 0 or more. nil: any value within the magnitude bound.
+    public var valueRule: (range: ClosedRange<Double>, words: String)? {
         switch self {
-        case .battery: return ("must be a battery level between 0 and 1", { (0...1).contains($0) })
-        case .rangingStop, .gattOk, .gattFail: return ("must be a time in ms, 0 or more", { $0 >= 0 })
-        case .offlineEnqueue, .outboxSent: return ("must be an outbox backlog, 0 or more", { $0 >= 0 })
+        case .battery: return (0...1, "must be a battery level between 0 and 1")
+        case .rangingStop, .gattOk, .gattFail: return (0...Double.greatestFiniteMagnitude, "must be a time in ms, 0 or more")
+        case .offlineEnqueue, .outboxSent: return (0...Double.greatestFiniteMagnitude, "must be an outbox backlog, 0 or more")
         default: return nil
         }
     }

@@ -134,9 +134,9 @@ extension TelemetryUploadRequest: Validatable {
             if let value = event.value, !(abs(value) <= limits.maxTelemetryValueMagnitude) {
                 let bound = Int(limits.maxTelemetryValueMagnitude)
                 v.fail("\(prefix).value", "must be a number between -\(bound) and \(bound)")
-            } else if let value = event.value, let rule = event.name.valueRule, !rule.holds(value) {
+            } else if let value = event.value, let rule = event.name.valueRule, !rule.range.contains(value) {
                 // What the aggregator averages: one phone's unit mistake or negative time would skew a site's figures.
-                v.fail("\(prefix).value", "\(rule.rule) for \(event.name.rawValue)")
+                v.fail("\(prefix).value", "\(rule.words) for \(event.name.rawValue)")
             }
             if let attributes = event.attributes {
                 if attributes.count > limits.maxTelemetryAttributes {

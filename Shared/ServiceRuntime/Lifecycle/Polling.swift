@@ -11,3 +11,11 @@ public func poll(
     }
     return true
 }
+
+extension Duration {
+    /// Whole milliseconds (rounded down), for logs and for settings PostgreSQL takes in milliseconds.
+    public var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -160,7 +160,7 @@ public struct MigrationRunner: Sendable {
     private func apply(_ migration: Migration) async throws -> Bool {
         let service = self.service
         let logger = self.logger
-        let lockTimeoutMs = Int(lockTimeout.components.seconds * 1_000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let lockTimeoutMs = lockTimeout.milliseconds
         let didApply = try await PostgresFailure.unwrapping {
             try await client.withTransaction(logger: logger) { connection -> Bool in
                 let lockKey = "schema_migrations:\(service)"

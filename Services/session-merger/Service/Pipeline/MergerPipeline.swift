@@ -8,14 +8,6 @@ import ServiceLifecycle
 import ServiceRuntime
 import Synchronization
 
-extension Duration {
-    /// Whole milliseconds, for logs.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-}
-
 /// The merger's consumer loop: reads `attendance.events.vetted` in batches, hands each batch to the
 /// `VettedBatchProcessor` (decoded while the previous batch is stored, then one PostgreSQL
 /// transaction, offsets included), then produces the verdicts and commits the offsets to the broker
