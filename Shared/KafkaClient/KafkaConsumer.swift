@@ -48,6 +48,10 @@ public struct KafkaMessageBatch: Sendable {
 /// hands batches to `batches`, one at a time: the next poll happens only after the owner took the
 /// previous batch, so a slow owner slows reading instead of filling memory.
 ///
+/// A partition is given up only once the owner has given back every batch handed to it (by asking for
+/// the next one or by ending its iteration), so no batch of it is still on its way into the owner's
+/// work when the owner's revoke hook runs; offsets of a partition given up are no longer committed.
+///
 /// On graceful shutdown it stops polling, lets the owner finish the batch it is working on (and
 /// commit), then leaves the group.
 public final class KafkaConsumer: Service, Sendable {
@@ -58,6 +62,7 @@ public final class KafkaConsumer: Service, Sendable {
     private let pollQueue = DispatchQueue(label: "kafka.consumer.poll")
     private let state = Mutex(ConsumerStateMachine())
     private let assigned: AssignmentTracker
+    private let handoff = BatchHandoff()
     private let queue: ConsumerQueue
 
     public init(
@@ -67,7 +72,7 @@ public final class KafkaConsumer: Service, Sendable {
     ) throws(KafkaError) {
         let assigned = AssignmentTracker()
         let rebalance = RebalanceCoordinator(
-            listener: rebalanceListener, assigned: assigned, logger: logger,
+            listener: rebalanceListener, assigned: assigned, handoff: handoff, logger: logger,
             probeProperties: configuration.client.baseProperties.merging(configuration.client.properties) { _, override in override },
             quirks: configuration.client.brokerQuirks
         )
@@ -122,6 +127,9 @@ public final class KafkaConsumer: Service, Sendable {
         }
         channel.finish()
         await waitForOwnerToDrain()
+        // A batch the finished channel never delivered, or an owner past its drain time: leaving the
+        // group does not wait for either.
+        handoff.ownerGone()
         await close()
         if let failure { throw failure }
     }
@@ -132,8 +140,12 @@ public final class KafkaConsumer: Service, Sendable {
         channel.finish()
     }
 
-    /// Commits the next offsets to read (message offset + 1) for the given partitions.
+    /// Commits the next offsets to read (message offset + 1) for the given partitions, leaving out
+    /// those this member gave up in a rebalance (and was not given again): their new owner commits
+    /// them, and a late commit of this one would move the group back.
     public func commit(_ offsets: [TopicPartition: Int64]) async throws(KafkaError) {
+        let givenUp = assigned.givenUp.withLock { $0 }
+        let offsets = givenUp.isEmpty ? offsets : offsets.filter { !givenUp.contains($0.key) }
         guard !offsets.isEmpty else { return }
         let entries = offsets.sorted { $0.key < $1.key }.map { ($0.key, Optional($0.value)) }
         try await handle.blocking { [handle] () throws(KafkaError) in
@@ -241,6 +253,9 @@ public final class KafkaConsumer: Service, Sendable {
             if let fatal = handle.fatalError { throw fatal }
             let batch = await pollBatch()
             guard !batch.messages.isEmpty else { continue }
+            // Counted before it leaves: the owner may not have started on it when the next poll serves
+            // a revocation, which then waits for it.
+            handoff.handingOut()
             // Suspends until the owner asks for the next batch (or shutdown finishes the channel,
             // in which case the batch is dropped uncommitted and read again by the next owner).
             await channel.send(batch)
@@ -321,8 +336,11 @@ public final class KafkaConsumer: Service, Sendable {
 
     fileprivate func iteratorFinished() {
         let waiter = state.withLock { $0.ownerFinished() }
+        handoff.ownerGone()
         waiter?.resume()
     }
+
+    fileprivate func batchGivenBack() { handoff.givenBack() }
 
     private func waitForOwnerToDrain() async {
         let drainTimeout = configuration.drainTimeoutMs
@@ -335,6 +353,7 @@ public final class KafkaConsumer: Service, Sendable {
             group.addTask {
                 try? await Task.sleep(for: .milliseconds(drainTimeout))
                 let waiter = self.state.withLock { $0.ownerFinished() }
+                self.handoff.ownerGone()
                 waiter?.resume()
             }
             await group.next()
@@ -367,9 +386,18 @@ public struct KafkaMessageBatches: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncChannel<KafkaMessageBatch>.AsyncIterator
         let owner: OwnerToken
+        /// Whether the owner holds a batch: asking for the next one gives it back.
+        var holding = false
 
         public mutating func next() async -> KafkaMessageBatch? {
-            if let batch = await base.next() { return batch }
+            if holding {
+                holding = false
+                owner.consumer.batchGivenBack()
+            }
+            if let batch = await base.next() {
+                holding = true
+                return batch
+            }
             owner.finish()
             return nil
         }
@@ -441,8 +469,54 @@ struct ConsumerStateMachine: Sendable {
 /// The partitions a consumer holds, shared with its rebalance callback.
 final class AssignmentTracker: Sendable {
     let partitions = Mutex<Set<TopicPartition>>([])
+    /// Revoked and not assigned again: their offsets are the next owner's to commit.
+    let givenUp = Mutex<Set<TopicPartition>>([])
     /// Grows with each revocation (and rebalance error), after `partitions` lost what was revoked.
     let revocations = Atomic<Int>(0)
+}
+
+/// The batches handed to the owner that it has not given back yet. A revocation waits for them on the
+/// poll thread: a batch the owner has received but not yet registered as its work (the merger's store
+/// in flight, say) would otherwise be stored after its partition's next owner started from offsets
+/// without it.
+final class BatchHandoff: Sendable {
+    private struct State {
+        var outstanding = 0
+        var waiters: [DispatchSemaphore] = []
+    }
+    private let state = Mutex(State())
+
+    func handingOut() { state.withLock { $0.outstanding += 1 } }
+
+    /// The owner asked for the next batch: it is done taking the one before.
+    func givenBack() { release { $0.outstanding = max(0, $0.outstanding - 1) } }
+
+    /// The owner ended its iteration, or shutdown stopped waiting for it: nothing is out any more.
+    func ownerGone() { release { $0.outstanding = 0 } }
+
+    /// Blocks the calling thread (the poll thread, never the cooperative pool) until every batch
+    /// handed out was given back.
+    func waitUntilGivenBack() -> Bool {
+        let semaphore = state.withLock { state -> DispatchSemaphore? in
+            guard state.outstanding > 0 else { return nil }
+            let semaphore = DispatchSemaphore(value: 0)
+            state.waiters.append(semaphore)
+            return semaphore
+        }
+        guard let semaphore else { return false }
+        semaphore.wait()
+        return true
+    }
+
+    private func release(_ change: (inout State) -> Void) {
+        let waiters = state.withLock { state -> [DispatchSemaphore] in
+            change(&state)
+            guard state.outstanding == 0 else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.signal() }
+    }
 }
 
 /// `rd_kafka_queue_t*` of the consumer, freed with it.
@@ -455,15 +529,17 @@ struct ConsumerQueue: @unchecked Sendable {
 final class RebalanceCoordinator: Sendable {
     private let listener: (any KafkaRebalanceListener)?
     private let assigned: AssignmentTracker
+    private let handoff: BatchHandoff
     private let logger: Logger
     private let probeProperties: [String: String]
     private let quirks: BrokerQuirks
 
     init(
-        listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, logger: Logger, probeProperties: [String: String],
-        quirks: BrokerQuirks
+        listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, handoff: BatchHandoff, logger: Logger,
+        probeProperties: [String: String], quirks: BrokerQuirks
     ) {
         self.quirks = quirks
+        self.handoff = handoff
         self.listener = listener
         self.probeProperties = probeProperties
         self.assigned = assigned
@@ -488,8 +564,12 @@ final class RebalanceCoordinator: Sendable {
                 }
             }
             assigned.partitions.withLock { $0.formUnion(tps) }
+            assigned.givenUp.withLock { $0.subtract(tps) }
             logger.info("partitions assigned", metadata: ["partitions": .string(tps.map(\.description).joined(separator: ","))])
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            if handoff.waitUntilGivenBack() {
+                logger.debug("the owner gave back its batches; giving up partitions")
+            }
             if let listener {
                 blockingAwait { await listener.partitionsRevoked(tps) }
             }
@@ -501,12 +581,17 @@ final class RebalanceCoordinator: Sendable {
                 rd_kafka_assign(rk, nil)
             }
             assigned.partitions.withLock { $0.subtract(tps) }
+            assigned.givenUp.withLock { $0.formUnion(tps) }
             assigned.revocations.add(1, ordering: .sequentiallyConsistent)
             logger.info("partitions revoked", metadata: ["partitions": .string(tps.map(\.description).joined(separator: ","))])
         default:
             logger.error("rebalance error", metadata: ["error": .string(KafkaError.from(code: event).description)])
             rd_kafka_assign(rk, nil)
-            assigned.partitions.withLock { $0.removeAll() }
+            let lost = assigned.partitions.withLock { held in
+                defer { held.removeAll() }
+                return held
+            }
+            assigned.givenUp.withLock { $0.formUnion(lost) }
             assigned.revocations.add(1, ordering: .sequentiallyConsistent)
         }
     }

@@ -218,6 +218,53 @@ struct MockClusterTests {
         }
     }
 
+    /// A revocation waits until the owner gives back the batch it holds (asks for the next one): a batch
+    /// the owner has received but not yet taken into its work (the merger's store in flight, say) is
+    /// never left behind by a revoke hook that has already run.
+    @Test func aRevocationWaitsUntilTheOwnerGivesBackItsBatch() async throws {
+        let cluster = try KafkaMockCluster()
+        try cluster.createTopic("held", partitions: 2)
+        let producer = try makeProducer(cluster)
+        let log = RevocationLog()
+        var client = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)
+        // The first member hears of the second's join within a tenth of a second.
+        client.properties["heartbeat.interval.ms"] = "100"
+        let config = KafkaConsumerConfiguration(client: client, groupId: "g-held", topics: ["held"])
+        let first = try KafkaConsumer(configuration: config, rebalanceListener: log, logger: logger)
+        let second = try KafkaConsumer(configuration: config, logger: logger)
+        try await withRunning([producer, first]) {
+            _ = try await producer.sendBatch([KafkaOutgoingMessage(topic: "held", key: nil, value: [1], partition: 0)])
+            var batches = first.batches.makeAsyncIterator()
+            let batch = try #require(await batches.next())
+            #expect(batch.messages.count == 1)
+            // The owner holds its batch while a second member joins; the first member's poll thread has
+            // nothing more to hand over, so it serves the rebalance at once.
+            let secondRun = Task { try await second.run() }
+            let holdUntil = ContinuousClock.now + .seconds(4)
+            while log.entries.isEmpty, ContinuousClock.now < holdUntil { try await Task.sleep(for: .milliseconds(50)) }
+            log.record("batch given back")
+            let asking = Task { [batches] in
+                var batches = batches
+                _ = await batches.next()
+            }
+            let revokedBy = ContinuousClock.now + .seconds(20)
+            while !log.entries.contains("revoked"), ContinuousClock.now < revokedBy { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(log.entries.prefix(2) == ["batch given back", "revoked"])
+            // A partition given up is its next owner's to commit: a late commit of the first member's is
+            // left out, so it cannot move the group back.
+            let splitBy = ContinuousClock.now + .seconds(20)
+            while first.assignment.count != 1, ContinuousClock.now < splitBy { try await Task.sleep(for: .milliseconds(50)) }
+            let partitions = [TopicPartition(topic: "held", partition: 0), TopicPartition(topic: "held", partition: 1)]
+            let givenUp = try #require(partitions.first { !first.assignment.contains($0) })
+            try await first.commit([givenUp: 1])
+            #expect(try await first.committed([givenUp])[givenUp] == nil)
+            second.triggerShutdown()
+            try await secondRun.value
+            first.triggerShutdown()
+            await asking.value
+        }
+    }
+
     /// A pending delivery is a value: every task holding it gets the reports.
     @Test func everyTaskAwaitingAPendingDeliveryGetsItsReports() async throws {
         let cluster = try KafkaMockCluster()
@@ -360,6 +407,17 @@ final class RevocationWatch: KafkaRebalanceListener, Sendable {
             $0.rebalances += 1
         }
     }
+}
+
+/// What happened, in order: the revocations the listener heard and what the test records beside them.
+final class RevocationLog: KafkaRebalanceListener, Sendable {
+    private let log = Mutex<[String]>([])
+
+    var entries: [String] { log.withLock { $0 } }
+
+    func record(_ entry: String) { log.withLock { $0.append(entry) } }
+
+    func partitionsRevoked(_ partitions: [TopicPartition]) async { record("revoked") }
 }
 
 final class RecordingListener: KafkaRebalanceListener, @unchecked Sendable {
