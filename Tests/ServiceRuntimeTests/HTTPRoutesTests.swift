@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import NIOFoundationEssentialsCompat
 import Prometheus
+import Synchronization
 import Testing
 
 @testable import ServiceRuntime
@@ -14,6 +15,25 @@ struct FakeCheck: ReadinessCheck {
     let healthy: Bool
     struct Down: Error, CustomStringConvertible { var description: String { "connection refused" } }
     func check() async throws { if !healthy { throw Down() } }
+}
+
+/// A dependency that takes a while to answer, counting how many checks run at once.
+final class SlowCheck: ReadinessCheck, Sendable {
+    let name = "broker"
+    private let counts = Mutex<(running: Int, most: Int, calls: Int)>((0, 0, 0))
+
+    var mostAtOnce: Int { counts.withLock { $0.most } }
+    var calls: Int { counts.withLock { $0.calls } }
+
+    func check() async throws {
+        counts.withLock {
+            $0.running += 1
+            $0.calls += 1
+            $0.most = max($0.most, $0.running)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        counts.withLock { $0.running -= 1 }
+    }
 }
 
 @Suite("Health and metrics routes")
@@ -55,6 +75,21 @@ struct HTTPRoutesTests {
                 #expect(response.status == .ok)
             }
         }
+    }
+
+    /// Probes that arrive while a check runs share its answer: a broker that takes its whole timeout
+    /// to fail is asked once at a time, however many probes come.
+    @Test func concurrentProbesShareOneCheck() async throws {
+        let check = SlowCheck()
+        let controller = HealthController<BasicRequestContext>(service: "test", checks: [check])
+        let reports = await withTaskGroup(of: HealthReport.self) { group in
+            for _ in 0..<20 { group.addTask { await controller.readiness() } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(reports.count == 20)
+        #expect(reports.allSatisfy { $0.checks["broker"] == "ok" })
+        #expect(check.mostAtOnce == 1)
+        #expect(check.calls < 20, "\(check.calls) checks for 20 probes")
     }
 
     @Test func metricsExposesPrometheusText() async throws {

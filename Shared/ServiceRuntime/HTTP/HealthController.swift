@@ -3,6 +3,7 @@ import Hummingbird
 import KafkaClient
 import NIOFoundationEssentialsCompat
 import PostgresNIO
+import Synchronization
 
 /// One dependency the service needs to do its work. Ready means every check passes.
 public protocol ReadinessCheck: Sendable {
@@ -52,9 +53,14 @@ public struct KafkaReadinessCheck: ReadinessCheck {
 
 /// `/health/live` answers while the process serves HTTP; `/health/ready` only when every
 /// dependency answers, so an orchestrator routes traffic only to instances that can work.
+///
+/// Requests that arrive while the dependencies are being checked share that check's answer: a burst of
+/// probes, or a client polling hard while the broker is down, checks each dependency once at a time
+/// instead of queueing a broker round trip per request behind the client's own blocking calls.
 public struct HealthController<Context: RequestContext>: Sendable {
     let service: String
     let checks: [any ReadinessCheck]
+    let inProgress = SharedEvaluation<HealthReport>()
 
     public func addRoutes(to router: Router<Context>) {
         router.get("/health/live") { _, _ in
@@ -72,6 +78,10 @@ public struct HealthController<Context: RequestContext>: Sendable {
     }
 
     func readiness() async -> HealthReport {
+        await inProgress.value { [service, checks] in await Self.evaluate(service: service, checks: checks) }
+    }
+
+    private static func evaluate(service: String, checks: [any ReadinessCheck]) async -> HealthReport {
         let results = await withTaskGroup(of: (String, String).self) { group in
             for check in checks {
                 group.addTask {
@@ -104,6 +114,25 @@ extension JSONEncoder {
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }()
+}
+
+/// One evaluation at a time: callers that arrive while one runs get its result; the next caller after it
+/// finished starts a new one. The evaluation runs in a task of its own, so a caller that goes away
+/// (a client that disconnected) does not cancel it for the others.
+final class SharedEvaluation<Value: Sendable>: Sendable {
+    private let running = Mutex<Task<Value, Never>?>(nil)
+
+    func value(_ evaluate: @escaping @Sendable () async -> Value) async -> Value {
+        let task = running.withLock { running in
+            if let task = running { return task }
+            let task = Task { await evaluate() }
+            running = task
+            return task
+        }
+        let value = await task.value
+        running.withLock { if $0 == task { $0 = nil } }
+        return value
+    }
 }
 
 /// `withTimeout`'s error: the body did not finish in time.
