@@ -163,6 +163,8 @@ package struct StackRun {
                 try? await Task.sleep(for: .milliseconds(500))
             }
         }
+        // A phone that fails ends the run: the progress line must not keep drawing over what follows.
+        defer { ticker.cancel() }
         let results = try await withThrowingTaskGroup(of: DeviceResult.self) { group in
             for phone in phones {
                 group.addTask {

@@ -128,6 +128,12 @@ package final class PolicyPipeline: Service, Sendable {
             // batch is neither decided nor committed, and the partition's next owner reads it again.
             // The service stops as on any other shutdown, once the batch before it is acknowledged.
             logger.info("graceful shutdown ended a batch's wait; it stays uncommitted for the next owner")
+        } catch {
+            // The service stops on this error (a producer that refuses work, a cancellation): the batch
+            // being acknowledged stops with it, before `run()` returns, uncommitted for the next owner.
+            acknowledging?.cancel()
+            _ = await acknowledging?.result
+            throw error
         }
         // Awaiting a task's value does not hand it the caller's cancellation: without this, a service
         // cancelled (its graceful shutdown over time) while the broker refuses the last batch would wait
