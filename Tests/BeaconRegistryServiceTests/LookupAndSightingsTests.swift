@@ -49,13 +49,14 @@ extension RegistryServiceTests {
                 #expect(
                     try await client.send(.get, "/v1/admin/lookup/business?uuid=\(undashed)&major=\(beacon.major)", key: h.viewer)
                         .decode(Business.self).organizationId == organization.id)
+                let mac = try #require(beacon.mac)
                 let byMAC = try await client.send(
-                    .get, "/v1/admin/lookup/mac/\(beacon.mac!.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer
+                    .get, "/v1/admin/lookup/mac/\(mac.replacingOccurrences(of: ":", with: "-").lowercased())", key: h.viewer
                 )
                 .decode(Lookup.self)
                 #expect(byMAC.beaconId == beacon.id)
                 // Path parameters are percent-decoded: the MAC as the document writes it, colons encoded.
-                let encoded = beacon.mac!.replacingOccurrences(of: ":", with: "%3A")
+                let encoded = mac.replacingOccurrences(of: ":", with: "%3A")
                 #expect(
                     try await client.send(.get, "/v1/admin/lookup/mac/\(encoded)", key: h.viewer).decode(Lookup.self).beaconId == beacon.id)
 

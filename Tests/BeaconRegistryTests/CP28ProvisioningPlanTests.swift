@@ -42,6 +42,7 @@ struct CP28ProvisioningPlanTests {
 
     @Test func everyFrameMatchesTheHandComputedGolden() throws {
         let plan = try CP28ProvisioningPlan(Self.settings)
+        try #require(plan.steps.count == Self.golden.count)
         #expect(plan.steps.count == 24)
         #expect(CP28ProvisioningPlan.stepCount == 24)
         for (step, expected) in zip(plan.steps, Self.golden) {
@@ -50,6 +51,7 @@ struct CP28ProvisioningPlanTests {
             #expect(step.hex == expected.hex, "step \(expected.index) \(expected.name)")
             #expect(step.characteristic == .command)
             #expect(step.characteristic.rawValue == "FFE2")
+            try #require(step.bytes.count > 2)
             #expect(step.command == step.bytes[2])
         }
     }
@@ -78,7 +80,9 @@ struct CP28ProvisioningPlanTests {
     @Test func uuidWithoutDashesInLowerCaseGivesTheSameFrame() throws {
         var settings = Self.settings
         settings.uuid = "9a7c14568566 4be7b6e258688c1cff71".replacingOccurrences(of: " ", with: "")
-        #expect(try CP28ProvisioningPlan(settings).steps[8].hex == Self.golden[8].hex)
+        let steps = try CP28ProvisioningPlan(settings).steps
+        try #require(steps.count > 8)
+        #expect(steps[8].hex == Self.golden[8].hex)
     }
 
     @Test func extremesEncodeAsSignedAndBigEndianBytes() throws {
@@ -87,6 +91,7 @@ struct CP28ProvisioningPlanTests {
             major: 65_535, minor: 0, measuredPower: -127, advertisingIntervalUnits: 1, txPowerIndex: 0
         )
         let steps = try CP28ProvisioningPlan(settings).steps
+        try #require(steps.count == 24)
         #expect(steps[0].bytes.count == 4 + 20 + 1)
         #expect(steps[3].hex == "4E 4F 77 01 81 F7") // -127 = 0x81; 77 ⊕ 01 ⊕ 81 = F7
         #expect(steps[9].hex == "4E 4F 75 02 FF FF 77") // 75 ⊕ 02 ⊕ FF ⊕ FF = 77

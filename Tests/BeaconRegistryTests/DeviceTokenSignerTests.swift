@@ -31,16 +31,20 @@ struct DeviceTokenSignerTests {
         let signer = try DeviceTokenSigner(activeKey: keyA)
         let (token, _) = signer.sign(deviceId: "dev_1", userId: "EMP-042", issuedAt: issued, lifetime: .seconds(3600))
         let parts = token.split(separator: ".").map(String.init)
+        try #require(parts.count == 3)
 
         // Another user's id in an otherwise genuine token.
         let forgedClaims = DeviceClaims(
             deviceId: "dev_1", userId: "EMP-999", issuedAt: issued, expiresAt: issued.addingTimeInterval(3600), keyId: "k2025a")
-        let forgedPayload = signer.sign(forgedClaims).split(separator: ".")[1]
+        let forgedParts = signer.sign(forgedClaims).split(separator: ".")
+        try #require(forgedParts.count == 3)
+        let forgedPayload = forgedParts[1]
         #expect(throws: DeviceTokenError.badSignature) {
             try signer.verify("\(parts[0]).\(forgedPayload).\(parts[2])", now: issued)
         }
         // One flipped signature character.
         var signature = Array(parts[2])
+        try #require(signature.count > 5)
         signature[5] = signature[5] == "A" ? "B" : "A"
         #expect(throws: DeviceTokenError.badSignature) {
             try signer.verify("\(parts[0]).\(parts[1]).\(String(signature))", now: issued)

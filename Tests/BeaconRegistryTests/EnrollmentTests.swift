@@ -190,11 +190,15 @@ extension RegistryDatabaseTests {
                     let stored = try await client.query(
                         "SELECT secret_sha256 FROM api_keys WHERE id = \(issued.key.id)", logger: RegistryTestDatabase.logger
                     )
-                    for try await hash in stored.decode(String.self) {
-                        let secretPart = String(issued.secret.split(separator: ".")[1])
-                        #expect(hash.count == 64)
-                        #expect(!hash.contains(secretPart) && !issued.secret.contains(hash))
-                    }
+                    var hashes: [String] = []
+                    for try await hash in stored.decode(String.self) { hashes.append(hash) }
+                    try #require(hashes.count == 1)
+                    let hash = hashes[0]
+                    let parts = issued.secret.split(separator: ".")
+                    try #require(parts.count == 2)
+                    let secretPart = String(parts[1])
+                    #expect(hash.count == 64)
+                    #expect(!hash.contains(secretPart) && !issued.secret.contains(hash))
                     #expect(try await outboxRows(client, type: "api_key", id: issued.key.id).first?.payload?.contains("sha256") == false)
                 }
             }
@@ -204,11 +208,14 @@ extension RegistryDatabaseTests {
             try await RegistryTestDatabase.withRepository { repository, _ in
                 let issued = try await repository.createAPIKey(name: "installer phone", role: .installer)
                 var wrong = Array(issued.secret)
+                try #require(wrong.count >= 2)
                 wrong[wrong.count - 2] = wrong[wrong.count - 2] == "A" ? "B" : "A"
                 #expect(try await repository.verifyAPIKey(String(wrong)) == nil)
                 #expect(try await repository.verifyAPIKey("") == nil)
                 #expect(try await repository.verifyAPIKey("Bearer \(issued.secret)") == nil)
-                #expect(try await repository.verifyAPIKey("brk_0000000000000000." + String(issued.secret.split(separator: ".")[1])) == nil)
+                let parts = issued.secret.split(separator: ".")
+                try #require(parts.count == 2)
+                #expect(try await repository.verifyAPIKey("brk_0000000000000000." + String(parts[1])) == nil)
 
                 let revoked = try await repository.revokeAPIKey(id: issued.key.id)
                 #expect(revoked.revokedAt != nil)

@@ -46,7 +46,7 @@ struct ScheduleAndScoringTests {
         #expect(itinerary.whereabouts(at: 8_000).position == Point(x: 0, y: 0))
     }
 
-    @Test func walkPastsHaveNoTruthAndGateStandersStandAtTheGate() {
+    @Test func walkPastsHaveNoTruthAndGateStandersStandAtTheGate() throws {
         let site = World.standard(sites: 1).sites[0]
         var random = SimulationRandom(seed: 5)
         let walker = ScheduleGenerator.person(
@@ -54,16 +54,18 @@ struct ScheduleAndScoringTests {
             random: &random)
         #expect(walker.truth.isEmpty)
         // Their closest approach to a gate is the pavement, 8-12 m away.
-        let closest = walker.itinerary.segments.filter(\.isWalk).map { s in
-            stride(from: 0.0, through: 1.0, by: 0.001).map {
-                s.from.interpolated(to: s.to, fraction: $0).distance(to: site.gates[0].position)
-            }.min()!
-        }.min()!
+        let approaches = try walker.itinerary.segments.filter(\.isWalk).map { s in
+            try #require(
+                stride(from: 0.0, through: 1.0, by: 0.001).map {
+                    s.from.interpolated(to: s.to, fraction: $0).distance(to: site.gates[0].position)
+                }.min())
+        }
+        let closest = try #require(approaches.min())
         #expect(closest >= 7.9 && closest <= 12.1)
         let stander = ScheduleGenerator.person(
             index: 1, kind: .gateStander, siteIndex: 0, site: site, start: Self.midnight, durationMs: Self.day,
             settings: ScheduleSettings(), random: &random)
-        let arrival = stander.truth[0]
+        let arrival = try #require(stander.truth.first)
         // A minute after the arrival they still stand within 3 m of the gate.
         let later = stander.itinerary.whereabouts(at: arrival.at + 60_000)
         #expect(later.position.distance(to: site.gates[arrival.gate].position) < 3 && !later.walking)

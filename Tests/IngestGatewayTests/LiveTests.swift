@@ -145,7 +145,8 @@ struct LiveTests {
             instanceId: "gw-ready", settings: settings, publisher: fake, cache: .init(), logger: logger, verdictsRead: false)
         fake.attach(pipeline)
         let listener = try VerdictListener(kafka: kafka, topic: topic, pipeline: pipeline, logger: logger)
-        await #expect(throws: (any Error).self) { try await listener.readiness.check() }
+        let notReady = await #expect(throws: FlagReadinessCheck.NotReady.self) { try await listener.readiness.check() }
+        #expect(notReady?.description == "verdict partitions are not assigned yet")
         let device = TestDevice.make()
         func submit() async -> IngestPipeline.Answer {
             let event = Sample.event(for: device)

@@ -101,7 +101,11 @@ struct KafkaIntegrationTests {
                 for await batch in consumer.batches {
                     seen.values.withLock { counts in
                         for message in batch.messages {
-                            counts[Int(String(decoding: message.value!, as: UTF8.self))!, default: 0] += 1
+                            guard let bytes = message.value, let value = Int(String(decoding: bytes, as: UTF8.self)) else {
+                                Issue.record("unreadable message at offset \(message.offset)")
+                                continue
+                            }
+                            counts[value, default: 0] += 1
                         }
                     }
                     try await consumer.commit(batch)
@@ -246,7 +250,10 @@ final class PostgresOffsetStore: KafkaRebalanceListener, Sendable {
         let inserted = try await client.withTransaction(logger: logger) { connection -> Int in
             var inserted = 0
             for message in batch.messages {
-                let value = Int(String(decoding: message.value!, as: UTF8.self))!
+                guard let bytes = message.value, let value = Int(String(decoding: bytes, as: UTF8.self)) else {
+                    Issue.record("unreadable message at offset \(message.offset)")
+                    continue
+                }
                 let rows = try await connection.query(
                     PostgresQuery(
                         unsafeSQL: "INSERT INTO \(table)_values VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING value",

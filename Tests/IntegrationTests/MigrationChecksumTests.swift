@@ -60,6 +60,7 @@ struct MigrationChecksumTests {
 
     @Test(arguments: ["", "Merger", "1abc", "a-b", "a;drop", String(repeating: "a", count: 64)])
     func aSchemaNameThatCannotBeSplicedIntoSQLIsRefused(_ name: String) {
-        #expect(throws: MigrationError.self) { try ServiceMigrations.merger.load(schema: name) }
+        let error = #expect(throws: MigrationError.self) { try ServiceMigrations.merger.load(schema: name) }
+        #expect(error?.description.hasPrefix("invalid schema name \"\(name)\" for ") == true, "\(String(describing: error))")
     }
 }

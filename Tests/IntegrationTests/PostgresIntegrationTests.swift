@@ -165,9 +165,12 @@ struct PostgresIntegrationTests {
             try await MigrationRunner(service: service, migrations: migrations(service), client: db, logger: logger).run()
             var edited = migrations(service)
             edited[1] = Migration(version: 2, name: "column", sql: "ALTER TABLE \(service) ADD COLUMN other text;")
-            await #expect(throws: MigrationError.self) {
+            let error = await #expect(throws: MigrationError.self) {
                 try await MigrationRunner(service: service, migrations: edited, client: db, logger: logger).run()
             }
+            #expect(
+                error?.description.contains("migration \(service) 2_column was changed after it was applied (checksum differs)") == true,
+                "\(String(describing: error))")
         }
     }
 

@@ -31,6 +31,7 @@ struct PolicyPipelineTests {
             try await h.produceRawBytes(Array("{not json either".utf8), key: nil)
 
             let vetted = try await h.readVetted(count: 3)
+            try #require(vetted.count == 3)
             let byKey = byIdempotencyKey(vetted) { $0 }
             #expect(byKey["k_honest"]?.decision.outcome == .accept)
             #expect(byKey["k_unknown"]?.decision.outcome == .reject)
@@ -59,7 +60,9 @@ struct PolicyPipelineTests {
             history.record(PunchRecord(event: old, registry: RegistryCacheView(cache: h.cache)))
             #expect(history.userCount == 1)
             try await h.produceRaw([h.event(key: "k_now")])
-            #expect(try await h.readVetted(count: 1).first?.decision.outcome == .accept)
+            let nowVetted = try await h.readVetted(count: 1)
+            try #require(nowVetted.count == 1)
+            #expect(nowVetted.first?.decision.outcome == .accept)
             try await eventually("the idle user pruned") { history.lastPunch(userId: "u_idle") == nil }
             #expect(history.lastPunch(userId: h.fixture.user.id)?.idempotencyKey == "k_now")
         }
@@ -76,7 +79,9 @@ struct PolicyPipelineTests {
             try await store.append([PunchRecord(event: before, registry: view)])
 
             try await h.produceRaw([h.event(key: "k_repeat", time: Date().addingTimeInterval(-90))])
-            let repeated = try await h.readVetted(count: 1).first?.decision
+            let repeatVetted = try await h.readVetted(count: 1)
+            try #require(repeatVetted.count == 1)
+            let repeated = repeatVetted.first?.decision
             #expect(repeated?.outcome == .reject, "\(String(describing: repeated?.reasons))")
             #expect(repeated?.ruleResults.contains { $0.ruleId == .rateLimit && $0.fired } == true)
 
@@ -94,7 +99,9 @@ struct PolicyPipelineTests {
     @Test func revokedDeviceIsRefusedOnceTheFeedCarriesIt() async throws {
         try await PipelineHarness.run { h in
             try await h.produceRaw([h.event(key: "k_before")])
-            #expect(try await h.readVetted(count: 1).first?.decision.outcome == .accept)
+            let beforeVetted = try await h.readVetted(count: 1)
+            try #require(beforeVetted.count == 1)
+            #expect(beforeVetted.first?.decision.outcome == .accept)
 
             _ = try await h.repository.revokeDevice(id: h.fixture.device.id)
             try await h.publishRegistryChanges()
@@ -121,7 +128,9 @@ struct PolicyPipelineTests {
             let pipeline = try #require(h.pipeline)
             try await eventually("the batch waits for the registry view") { pipeline.registryWaitCount >= 1 }
             try await h.publishRegistryChanges()
-            let decision = try await h.readVetted(count: 1).first?.decision
+            let firstVetted = try await h.readVetted(count: 1)
+            try #require(firstVetted.count == 1)
+            let decision = firstVetted.first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
             // And a device nobody enrolled is still refused once the view is current.
             try await h.produceRaw([h.event(key: "k_forged", device: "dev_never_enrolled")])
@@ -147,7 +156,9 @@ struct PolicyPipelineTests {
             let pipeline = try #require(h.pipeline)
             try await eventually("the batch waits for the registry view") { pipeline.registryWaitCount >= 1 }
             try await h.publishRegistryChanges()
-            let decision = try await h.readVetted(count: 1).first?.decision
+            let firstVetted = try await h.readVetted(count: 1)
+            try #require(firstVetted.count == 1)
+            let decision = firstVetted.first?.decision
             #expect(decision?.outcome == .accept, "\(String(describing: decision?.reasons))")
 
             _ = try await h.repository.updateBeaconStatus(beaconId: beacon.id, status: .lost)

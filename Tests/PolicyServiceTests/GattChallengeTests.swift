@@ -87,11 +87,15 @@ struct GattChallengeTests {
     }
 
     @Test func tamperedNonceIsForged() throws {
-        let e = provedEvent(tamper: { spec in
-            var parts = spec.gatt!.nonce.split(separator: ".").map(String.init)
-            parts[0] = String(Int(parts[0])! + 3_600) // stretch the expiry by an hour
-            spec.gatt!.nonce = parts.joined(separator: ".")
-        })
+        // The proof `provedEvent` makes for a default spec, made here so a malformed nonce fails the test cleanly.
+        var tampered = Gatt.proof(for: EventSpec())
+        var parts = tampered.nonce.split(separator: ".").map(String.init)
+        try #require(parts.count == 3)
+        let expiry = try #require(Int(parts[0]))
+        parts[0] = String(expiry + 3_600) // stretch the expiry by an hour
+        tampered.nonce = parts.joined(separator: ".")
+        let proof = tampered
+        let e = provedEvent(tamper: { spec in spec.gatt = proof })
         let firing = try #require(rule.run(e).firing)
         #expect(firing.action == .contactAdmin)
         #expect(firing.reason.contains("not issued"))

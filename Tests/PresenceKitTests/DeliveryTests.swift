@@ -310,7 +310,7 @@ struct RemoteConfigTests {
     }
 
     @Test("validation errors name the key and say why — all of them at once")
-    func errors() {
+    func errors() throws {
         let typeErrors = issues(
             #"{"ranging_window_ms": "8000", "thresholds": {"enter_rssi": -70.5, "smoothing": "fancy"}, "feature_flags": {"kill_switch": 1}, "geofence_radius": null}"#
         )
@@ -325,6 +325,7 @@ struct RemoteConfigTests {
         )
         #expect(
             rangeErrors.map(\.key) == ["ranging_window_ms", "geofence_radius", "thresholds.leave_rssi", "thresholds.soft_exit_grace_ms"])
+        try #require(rangeErrors.count == 4)
         #expect(rangeErrors[0].description == "ranging_window_ms: must be between 5000 and 10000 ms (ranging runs 5-10 s), got 20000")
         #expect(rangeErrors[2].message.contains("must be below thresholds.enter_rssi (-75)"))
         #expect(rangeErrors[3].message.contains("noise gaps under 10 s must never cause a check-out"))

@@ -30,9 +30,11 @@ struct OutboxAtomicityTests {
             let (checkIn, snapshot) = try Self.decidedCheckIn()
             var huge = checkIn
             huge.rssiSeries = Array(repeating: -70, count: 30_000)
-            #expect(throws: OutboxError.self) {
+            let error = #expect(throws: OutboxError.self) {
                 try box.store([.postCheckIn(checkIn), .persistSnapshot(snapshot), .postHeartbeat(huge), .persistSnapshot(snapshot)])
             }
+            let tooLarge = if case .payloadTooLarge? = error { true } else { false }
+            #expect(tooLarge, "expected payloadTooLarge, got \(String(describing: error))")
             #expect(box.count == 0 && box.checkpoint == nil)
             box.close()
             let reopened = try Outbox(path: path)
@@ -94,8 +96,9 @@ struct OutboxAtomicityTests {
     /// another idempotency key, by the repeat.
     @Test func aRefusedClockCorrectionStoresNoneOfItsCall() throws {
         try withTempDir { dir in
+            let path = dir + "/o.wal"
             let disk = FailingDirectorySync(errno: ENOSPC)
-            let box = try disk.outbox(path: dir + "/o.wal")
+            let box = try disk.outbox(path: path)
             var d = try DeviceHarness(config: WallClockTests.config)
             try d.arrive()
             try d.run(seconds: 400) { _ in -60 }
@@ -105,7 +108,7 @@ struct OutboxAtomicityTests {
             try box.store([.postCheckIn(checkIn)])
             let call: [PresenceEffect] = [.postHeartbeat(heartbeat), .correctPhoneClockStamps(phoneAheadMs: 60_000)]
             disk.failing = true
-            #expect(throws: OutboxError.self) { try box.store(call) }
+            #expect(throws: OutboxError.io(operation: "fsync", path: path, errno: ENOSPC)) { try box.store(call) }
             #expect(box.count == 1)
             disk.failing = false
             try box.store(call)
@@ -129,7 +132,7 @@ struct OutboxAtomicityTests {
             var d = try DeviceHarness(config: World.config { $0.flags.continuousScan = true }, outbox: box)
             try d.arrive()
             disk.failing = true
-            #expect(throws: OutboxError.self) { try box.compact() }
+            #expect(throws: OutboxError.io(operation: "fsync", path: path, errno: ENOSPC)) { try box.compact() }
             var refused = 0
             for _ in 0..<20 {
                 do { try d.run(seconds: 1) { _ in -62 } } catch { refused += 1 }

@@ -399,7 +399,7 @@ struct ScenarioTests {
                 try handle.write(contentsOf: Data(record[0..<(record.count / 2)]))
                 try handle.close()
             }
-            #expect(storedBeforeCrash.map(\.type) == [.checkIn, .heartbeat, .heartbeat])
+            try #require(storedBeforeCrash.map(\.type) == [.checkIn, .heartbeat, .heartbeat])
             // Relaunch.
             clock.advance(by: 5_000)
             let outbox = try Outbox(path: path, clock: clock)
@@ -414,7 +414,8 @@ struct ScenarioTests {
             let out = try #require(d.checkOuts.first)
             #expect(out.reason == .notFoundAfterRelaunch)
             #expect(out.sessionKey == storedBeforeCrash[0].sessionKey)
-            #expect(out.timestamp == snapshot.session!.lastPresentAt)
+            let session = try #require(snapshot.session)
+            #expect(out.timestamp == session.lastPresentAt)
             let all = try outbox.entries().map { try PresenceCoding.decodeEvent(outbox.payload(of: $0.id)) }
             #expect(all.count == 4)
             #expect(attendanceViolations(all).isEmpty)

@@ -64,7 +64,7 @@ struct RssiSmootherTests {
     }
 
     @Test("EMA and Kalman smoothing converge and damp a spike")
-    func emaAndKalman() {
+    func emaAndKalman() throws {
         var ema = RssiSmoother(window: 5, mode: .ema(alpha: 0.5))
         ema.add(-80)
         #expect(ema.smoothed == -80)
@@ -73,9 +73,11 @@ struct RssiSmootherTests {
         var kalman = RssiSmoother(window: 5, mode: .kalman(processNoise: 0.5, measurementNoise: 16))
         for _ in 0..<30 { kalman.add(-70) }
         kalman.add(-40) // a spike
-        #expect(kalman.smoothed! < -60)
+        let spiked = try #require(kalman.smoothed)
+        #expect(spiked < -60)
         for _ in 0..<60 { kalman.add(-60) }
-        #expect(abs(kalman.smoothed! + 60) < 1)
+        let settled = try #require(kalman.smoothed)
+        #expect(abs(settled + 60) < 1)
         var median = RssiSmoother(window: 5)
         for v in [-70, -70, -30, -70, -70] { median.add(v) }
         #expect(median.smoothed == -70)
@@ -159,7 +161,7 @@ struct RangingWindowTests {
 @Suite("Beacon tracker")
 struct BeaconTrackerTests {
     @Test("ignores foreign beacons, evicts the least recently heard, resets stale samples")
-    func tracking() {
+    func tracking() throws {
         var t = BeaconTracker(window: 5, mode: .median, freshnessMs: 10_000)
         let now = World.start
         let resolve: (BeaconIdentity) -> Int32? = { World.directory.siteIndex(for: $0) }
@@ -168,10 +170,11 @@ struct BeaconTrackerTests {
         let r17 = t.record(BeaconReading(beacon: World.gateA, rssi: 0), at: now, resolveSite: resolve)
         #expect(r17 == nil)
         let a = t.record(BeaconReading(beacon: World.gateA, rssi: -60), at: now, resolveSite: resolve)
-        #expect(a != nil)
-        #expect(t.slot(a!).siteIndex == 0)
+        let aIndex = try #require(a)
+        #expect(t.slot(aIndex).siteIndex == 0)
         t.record(BeaconReading(beacon: World.lab, rssi: -70), at: now + 10, resolveSite: resolve)
-        #expect(t.slot(t.index(of: World.lab)!).siteIndex == 1)
+        let labIndex = try #require(t.index(of: World.lab))
+        #expect(t.slot(labIndex).siteIndex == 1)
         for minor in UInt16(3)...5 {
             t.record(
                 BeaconReading(beacon: BeaconIdentity(World.companyUUID, major: 10, minor: minor), rssi: -80), at: now + 20,
@@ -181,7 +184,8 @@ struct BeaconTrackerTests {
         #expect(t.index(of: World.lab) != nil)
         // stale: heard again after freshness → old samples dropped
         t.record(BeaconReading(beacon: World.lab, rssi: -40), at: now + 20_000, resolveSite: resolve)
-        #expect(t.slot(t.index(of: World.lab)!).smoother.count == 1)
+        let staleLabIndex = try #require(t.index(of: World.lab))
+        #expect(t.slot(staleLabIndex).smoother.count == 1)
         #expect(t.nearest(at: now + 20_000) == t.index(of: World.lab))
         #expect(t.bestSmoothed(site: 1, at: now + 20_000) == -40)
         #expect(t.bestSmoothed(site: 0, at: now + 20_000) == nil) // those are stale now

@@ -123,12 +123,12 @@ struct TelemetryRecorderTests {
         #expect(recorder.pending.isEmpty)
     }
 
-    @Test func recordIdsOfTwoLaunchesOfOneInstallDiffer() {
+    @Test func recordIdsOfTwoLaunchesOfOneInstallDiffer() throws {
         var first = TelemetryRecorder(installId: 0xABC)
         var relaunched = TelemetryRecorder(installId: 0xABC)
         first.recordBackgroundTimeout(at: Self.at(0))
         relaunched.recordBackgroundTimeout(at: Self.at(60))
-        let ids = [first.pending[0].eventId, relaunched.pending[0].eventId]
+        let ids = [try #require(first.pending.first).eventId, try #require(relaunched.pending.first).eventId]
         #expect(ids[0] != ids[1])
         #expect(ids.allSatisfy { $0.hasPrefix("abc-") && $0.hasSuffix("-1") })
     }

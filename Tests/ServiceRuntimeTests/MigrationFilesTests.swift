@@ -18,6 +18,7 @@ struct MigrationFilesTests {
         let migrations = try MigrationRunner.load(directory: dir)
         #expect(migrations.map(\.version) == [2, 10])
         #expect(migrations.map(\.name) == ["first", "later"])
+        try #require(migrations.count == 2)
         #expect(migrations[0].checksum != migrations[1].checksum)
     }
 

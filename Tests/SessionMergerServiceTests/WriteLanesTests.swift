@@ -147,7 +147,8 @@ extension SessionMergerServiceTests {
             try #require(try await db.process(first, from: 0, with: Self.lanes(db)).verdicts.count == first.count)
             let end1 = Int64(first.count), end2 = end1 + Int64(second.count)
             try await failOffsetWrites(db, lane: 1, "the merger died before lane 1 committed")
-            await #expect(throws: (any Error).self) { try await db.process(second, from: end1, with: Self.lanes(db)) }
+            let crash = await #expect(throws: (any Error).self) { try await db.process(second, from: end1, with: Self.lanes(db)) }
+            #expect(crash.map { PostgresFailure.description(of: $0) } == "the merger died before lane 1 committed")
             try await db.client.query("DROP TRIGGER fail_offsets ON consumer_offsets", logger: MergerDB.logger)
             #expect(try await laneRows(db) == [[0, 2, end2], [1, 2, end1]])
             return (first, second)
@@ -187,7 +188,8 @@ extension SessionMergerServiceTests {
                 // The rest fails once (PostgreSQL restarted, say) and is stored again by the same processor.
                 let rest = Array(second.dropFirst(10))
                 try await failOffsetWrites(db, lane: nil, "PostgreSQL went away")
-                await #expect(throws: (any Error).self) { try await db.process(rest, from: end1 + 10, with: restarted) }
+                let failure = await #expect(throws: (any Error).self) { try await db.process(rest, from: end1 + 10, with: restarted) }
+                #expect(failure.map { PostgresFailure.description(of: $0) } == "PostgreSQL went away")
                 try await db.client.query("DROP TRIGGER fail_offsets ON consumer_offsets", logger: MergerDB.logger)
                 let again = try await db.process(rest, from: end1 + 10, with: restarted)
                 #expect(again.verdicts.map(\.requestId) == rest.map(\.raw.requestId).filter(laneOne.contains))

@@ -169,6 +169,7 @@ struct DailyAttendanceTests {
         overnight.end = hhmm("06:00")
         let nightRows = try DailyAttendanceCalculator.days(for: [night], shift: overnight)
         #expect(nightRows.map(\.workedMinutes) == [120, 360])
+        try #require(nightRows.count == 2)
         #expect(nightRows[0].shiftStart == utc("2025-09-18T15:00:00Z"))
         #expect(nightRows[0].shiftEnd == utc("2025-09-18T23:00:00Z"))
         #expect(nightRows.map(\.attendedShift) == [true, false])

@@ -143,9 +143,10 @@ struct SoftExitTests {
         #expect(timeline.closeIdle(now: at(12, 5, 0)).isEmpty) // exactly 5 min: still in grace
         let closes = timeline.closeIdle(now: at(12, 5, 1))
         #expect(closes.kinds == [.closed])
-        #expect(closes[0].session.closeReason == .checkOut)
-        #expect(closes[0].session.checkOutAt == at(12))
-        #expect(closes[0].session.endedAt == at(12))
+        let close = try #require(closes.first)
+        #expect(close.session.closeReason == .checkOut)
+        #expect(close.session.checkOutAt == at(12))
+        #expect(close.session.endedAt == at(12))
 
         let next = try timeline.apply(checkIn("c", at(12, 6)))
         #expect(next.changes.kinds == [.opened])

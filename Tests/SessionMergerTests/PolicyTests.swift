@@ -36,23 +36,26 @@ struct PolicyTests {
     }
 
     @Test("the horizon must cover 72 h offline plus the idle cutoff")
-    func horizonFloor() {
+    func horizonFloor() throws {
         #expect(SessionPolicy(idleCutoff: 12 * 3_600, horizon: 84 * 3_600).validationIssues().isEmpty)
         let issues = SessionPolicy(idleCutoff: 12 * 3_600, horizon: 83 * 3_600).validationIssues()
         #expect(issues.map(\.field) == ["horizon"])
-        #expect(issues[0].reason.contains("72 h offline"))
+        let issue = try #require(issues.first)
+        #expect(issue.reason.contains("72 h offline"))
     }
 
     @Test("every problem is reported at once, with readable messages")
-    func allProblems() {
+    func allProblems() throws {
         let policy = SessionPolicy(mergeWindow: 10, softExitGrace: 1, noiseThreshold: 2, idleCutoff: 60, horizon: 3_600)
         #expect(throws: SessionPolicyError.self) { try policy.validated() }
         do {
             _ = try policy.validated()
+            Issue.record("expected the invalid policy to throw")
         } catch {
             #expect(error.fields == ["mergeWindow", "noiseThreshold", "softExitGrace", "idleCutoff", "horizon"])
+            let firstIssue = try #require(error.issues.first)
             #expect(
-                error.issues[0].description
+                firstIssue.description
                     == "mergeWindow: must be between 30 s and 1 min (check-in candidates merge within 30-60 s), got 10 s")
             #expect(error.description.contains("noiseThreshold: must be between 10 s and 1 min"))
         }

@@ -27,15 +27,16 @@ struct HeartbeatIdleTests {
         #expect(timeline.closeIdle(now: at(20, 5, 0)).isEmpty) // exactly 12 h: not yet
         let closes = timeline.closeIdle(now: at(20, 5, 1))
         #expect(closes.kinds == [.closed])
-        #expect(closes[0].version == 3)
-        let closed = closes[0].session
+        let close = try #require(closes.first)
+        #expect(close.version == 3)
+        let closed = close.session
         #expect(closed.closeReason == .presenceTimeout)
         #expect(closed.checkOutAt == nil)
         #expect(closed.endedAt == at(8, 5)) // presence ended at the last heartbeat, not at the cutoff
         #expect(timeline.currentSession == nil)
         #expect(timeline.closeIdle(now: at(23)).isEmpty) // nothing more to close
 
-        let message = closes[0].sessionChange(changedAt: at(20, 5, 1))
+        let message = close.sessionChange(changedAt: at(20, 5, 1))
         #expect(message.change == .closed)
         #expect(message.closeReason == .presenceTimeout)
         #expect(message.closeReason?.rawValue == "presence_timeout")
@@ -139,9 +140,10 @@ struct OrphanAndKeyTests {
 
         let closes = timeline.closeIdle(now: at(17, 5, 1))
         #expect(closes.kinds == [.closed])
-        #expect(closes[0].session.closeReason == .checkOut)
-        #expect(closes[0].session.eventIds == ["i", "o"])
-        #expect(closes[0].version == 3)
+        let close = try #require(closes.first)
+        #expect(close.session.closeReason == .checkOut)
+        #expect(close.session.eventIds == ["i", "o"])
+        #expect(close.version == 3)
     }
 
     @Test("orphan heartbeats are adopted by a late check-in before them")

@@ -26,7 +26,9 @@ enum PageReader {
             guard let tagEnd = chunk.firstIndex(of: ">"), let close = chunk.range(of: "</text>") else { return nil }
             let attributes = String(chunk[..<tagEnd])
             guard let x = number(attributes, "x"), let y = number(attributes, "y") else { return nil }
-            return ChartText(x: x, y: y, text: String(chunk[chunk.index(after: tagEnd)..<close.lowerBound]))
+            let textStart = chunk.index(after: tagEnd)
+            guard textStart <= close.lowerBound else { return nil }
+            return ChartText(x: x, y: y, text: String(chunk[textStart..<close.lowerBound]))
         }
     }
 
@@ -45,7 +47,7 @@ enum PageReader {
     /// The page without its tags (and `<style>`), entities left as they are: the text a reader sees.
     static func visibleText(_ html: String) -> String {
         var text = html
-        if let style = text.range(of: "<style>"), let end = text.range(of: "</style>") {
+        if let style = text.range(of: "<style>"), let end = text.range(of: "</style>"), style.lowerBound <= end.upperBound {
             text.removeSubrange(style.lowerBound..<end.upperBound)
         }
         var result = ""
