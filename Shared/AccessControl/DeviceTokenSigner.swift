@@ -201,6 +201,13 @@ extension DeviceTokenSigner {
             else {
                 throw ConfigurationError(key: "DEVICE_TOKEN_KEYS", value: "<redacted>", expected: expected)
             }
+            // Checked here, before the active key is set apart: a second entry of the active id would
+            // otherwise vanish, and services listing the two in another order would sign and verify with
+            // different secrets.
+            guard !keys.contains(where: { $0.id == key.id }) else {
+                throw ConfigurationError(
+                    key: "DEVICE_TOKEN_KEYS", value: "<redacted>", expected: "\(expected); key id \"\(key.id)\" appears twice")
+            }
             keys.append(key)
         }
         let activeId = env.optionalString("DEVICE_TOKEN_ACTIVE_KEY") ?? keys.first?.id

@@ -123,6 +123,11 @@ struct DeviceTokenSignerConfigurationTests {
         ["DEVICE_TOKEN_KEYS": "k:not base64!"],
         ["DEVICE_TOKEN_KEYS": "k:\(Data(repeating: 1, count: 16).base64EncodedString())"],
         ["DEVICE_TOKEN_KEYS": "k:\(Data(repeating: 1, count: 32).base64EncodedString())", "DEVICE_TOKEN_ACTIVE_KEY": "other"],
+        // The active id twice, with two secrets: services listing them in another order would disagree.
+        [
+            "DEVICE_TOKEN_KEYS":
+                "k:\(Data(repeating: 1, count: 32).base64EncodedString()),k:\(Data(repeating: 2, count: 32).base64EncodedString())"
+        ],
     ])
     func badSettingsAreOneClearError(values: [String: String]) {
         #expect(throws: ConfigurationError.self) { try DeviceTokenSigner.load(from: EnvironmentReader(values)) }

@@ -67,6 +67,56 @@ struct ConfigurationTests {
         } catch {
             #expect(!error.description.contains("s3cret"))
         }
+        // A URL that cannot be parsed at all (a port that is not a number) keeps its password out of the
+        // error too.
+        do {
+            _ = try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:s3cret@db:port/att"]))
+            Issue.record("expected an error for an unparseable URL")
+        } catch {
+            #expect(!error.description.contains("s3cret"), "\(error)")
+            #expect(error.description.contains("postgres://***@db:port/att"), "\(error)")
+        }
+    }
+
+    /// A URL without a password takes PGPASSWORD (a mounted secret, say), as libpq does; a port out of
+    /// range, a request for TLS (which the services do not speak) or another parameter is refused, never
+    /// connected without it; a value ending in a line end (a secret pasted from a file) is trimmed.
+    @Test func databaseURLTakesThePasswordAndRefusesWhatItCannotHonour() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pg-url-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let secret = dir.appendingPathComponent("pgpassword")
+        try "from-a-file\n".write(to: secret, atomically: true, encoding: .utf8)
+        let withFile = try PostgresConfiguration.load(
+            from: EnvironmentReader(["DATABASE_URL": "postgres://me@db/att\n", "PGPASSWORD_FILE": secret.path]))
+        #expect(withFile == PostgresConfiguration(host: "db", port: 5432, username: "me", password: "from-a-file", database: "att"))
+        let plain = try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:pw@db/att?sslmode=prefer"]))
+        #expect(plain.password == "pw")
+        for url in [
+            "postgres://me:pw@db:0/att", "postgres://me:pw@db:70000/att", "postgres://me:pw@db/att?sslmode=require",
+            "postgres://me:pw@db/att?sslmode=verify-full", "postgres://me:pw@db/att?connect_timeout=5",
+        ] {
+            do {
+                _ = try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": url]))
+                Issue.record("expected an error for \(url)")
+            } catch {
+                #expect(error.key == "DATABASE_URL")
+                #expect(!error.description.contains(":pw@"), "\(error)")
+            }
+        }
+    }
+
+    /// An empty secret file would read as unset (a default password, the GATT challenge silently off).
+    @Test func anEmptySecretFileIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("empty-secret-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let empty = dir.appendingPathComponent("pgpassword")
+        try " \n".write(to: empty, atomically: true, encoding: .utf8)
+        let env = EnvironmentReader(["PGPASSWORD_FILE": empty.path])
+        let error = #expect(throws: ConfigurationError.self) { try env.checkFileReferences() }
+        #expect(error?.key == "PGPASSWORD_FILE")
+        #expect(error?.description.contains("is empty") == true, "\(String(describing: error))")
     }
 
     @Test func booleansAndDurations() throws {

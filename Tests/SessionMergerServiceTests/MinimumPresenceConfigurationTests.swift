@@ -20,3 +20,23 @@ struct MinimumPresenceConfigurationTests {
         }
     }
 }
+
+@Suite("The merger's session thresholds")
+struct SessionThresholdConfigurationTests {
+    /// A threshold out of its range, or against another, names its variable and the rule in variables.
+    @Test func aThresholdOutOfItsRangeNamesItsVariable() throws {
+        let cases: [(env: [String: String], key: String, says: String)] = [
+            (["MERGER_MERGE_WINDOW_SECONDS": "20"], "MERGER_MERGE_WINDOW_SECONDS", "between 30 s and 1 min"),
+            (
+                ["MERGER_SOFT_EXIT_GRACE_SECONDS": "3600", "MERGER_IDLE_CUTOFF_SECONDS": "3600"], "MERGER_IDLE_CUTOFF_SECONDS",
+                "longer than MERGER_SOFT_EXIT_GRACE_SECONDS"
+            ),
+        ]
+        for (env, key, says) in cases {
+            let error = try #require(throws: ConfigurationError.self) { try SessionMergerConfiguration.load(from: EnvironmentReader(env)) }
+            #expect(error.key == key, "\(error)")
+            #expect(error.description.contains(says), "\(error)")
+            #expect(!error.description.contains("idleCutoff") && !error.description.contains("mergeWindow"), "\(error)")
+        }
+    }
+}

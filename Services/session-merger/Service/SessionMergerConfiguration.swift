@@ -68,8 +68,16 @@ package struct SessionMergerConfiguration: SchemaSettings {
         do {
             policy = try policy.validated()
         } catch {
-            throw ConfigurationError(
-                key: "MERGER_*_SECONDS", value: "\(error)", expected: "session thresholds within SessionPolicy's ranges")
+            // The first problem, told in the operator's words: the variable, its value, and the rule with
+            // every threshold named by its variable.
+            let variables = [
+                "mergeWindow": "MERGER_MERGE_WINDOW_SECONDS", "softExitGrace": "MERGER_SOFT_EXIT_GRACE_SECONDS",
+                "noiseThreshold": "MERGER_NOISE_SECONDS", "idleCutoff": "MERGER_IDLE_CUTOFF_SECONDS", "horizon": "MERGER_HORIZON_SECONDS",
+            ]
+            let issue = error.issues.first
+            let key = issue.flatMap { variables[$0.field] } ?? "MERGER_*_SECONDS"
+            let rule = variables.reduce(issue?.reason ?? "\(error)") { $0.replacingOccurrences(of: $1.key, with: $1.value) }
+            throw ConfigurationError(key: key, value: env.optionalString(key) ?? "(default)", expected: "a value that \(rule)")
         }
         // Unset variables keep the defaults declared above.
         var configuration = SessionMergerConfiguration()

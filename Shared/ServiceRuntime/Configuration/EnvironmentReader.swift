@@ -45,10 +45,12 @@ public struct EnvironmentReader: Sendable {
         var unreadable: [String: String] = [:]
         for key in fileBackedKeys {
             let fileKey = key + "_FILE"
-            guard let path = values[fileKey]?.trimmingCharacters(in: .whitespaces) else { continue }
-            guard !path.isEmpty, (values[key] ?? "").trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            guard let path = values[fileKey]?.trimmingCharacters(in: .whitespacesAndNewlines) else { continue }
+            guard !path.isEmpty, (values[key] ?? "").trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { continue }
             if let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) {
-                resolved[key] = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                // An empty secret would read as unset: a default password, a feature silently off.
+                if value.isEmpty { unreadable[key] = "\(fileKey)=\(path) is empty" } else { resolved[key] = value }
             } else {
                 unreadable[key] = "\(fileKey)=\(path) cannot be read"
             }
@@ -57,11 +59,11 @@ public struct EnvironmentReader: Sendable {
         self.unreadableFiles = unreadable
     }
 
-    /// Fails on the first `KEY_FILE` that names a missing or unreadable file; services call it at
+    /// Fails on the first `KEY_FILE` that names a missing, unreadable or empty file; services call it at
     /// start so a broken secret mount is one clear line, not a feature silently off.
     public func checkFileReferences() throws(ConfigurationError) {
         if let (key, reason) = unreadableFiles.sorted(by: { $0.key < $1.key }).first {
-            throw ConfigurationError(key: key + "_FILE", value: nil, expected: "a readable file (\(reason))")
+            throw ConfigurationError(key: key + "_FILE", value: nil, expected: "a readable file holding the value (\(reason))")
         }
     }
 
@@ -95,8 +97,9 @@ public struct EnvironmentReader: Sendable {
         }
     }
 
+    /// The value without the spaces and line ends around it (a secret pasted from a file often ends in one).
     private func raw(_ key: String) -> String? {
-        guard let value = values[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        guard let value = values[key]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
         return value
     }
 

@@ -150,7 +150,10 @@ public struct PostgresConfiguration: Sendable, Equatable {
         self.maxConnections = maxConnections
     }
 
-    /// `DATABASE_URL` (postgres://user:password@host:port/database) wins over the `PG*` variables.
+    /// `DATABASE_URL` (postgres://user:password@host:port/database) wins over the `PG*` variables; a URL
+    /// without a password takes `PGPASSWORD` (or `PGPASSWORD_FILE`), as libpq does. The connection is not
+    /// encrypted: a URL asking for TLS (`sslmode=require` or stricter) or for another connection
+    /// parameter is refused rather than connected without it.
     public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresConfiguration {
         // At least 2: an outbox relay keeps one connection listening for notifications for as long as it
         // runs, and with a pool of one every other query would wait for it for ever.
@@ -167,9 +170,21 @@ public struct PostgresConfiguration: Sendable, Equatable {
             guard !database.isEmpty else {
                 throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "a database name in the path")
             }
+            let port = components.port ?? 5432
+            guard (1...65_535).contains(port) else {
+                throw ConfigurationError(key: "DATABASE_URL", value: redact(url), expected: "a port from 1 to 65535")
+            }
+            let plaintext: Set<String> = ["disable", "allow", "prefer"]
+            for item in components.queryItems ?? [] where !(item.name == "sslmode" && plaintext.contains(item.value ?? "")) {
+                throw ConfigurationError(
+                    key: "DATABASE_URL", value: redact(url),
+                    expected:
+                        "no connection parameter but sslmode=disable, allow or prefer (\(item.name) is not supported: the services "
+                        + "connect without TLS, so keep PostgreSQL on a private network or behind a local TLS proxy)")
+            }
             return PostgresConfiguration(
-                host: host, port: components.port ?? 5432, username: user,
-                password: components.password ?? "", database: database, maxConnections: maxConnections
+                host: host, port: port, username: user,
+                password: components.password ?? env.optionalString("PGPASSWORD") ?? "", database: database, maxConnections: maxConnections
             )
         }
         return PostgresConfiguration(
@@ -182,10 +197,18 @@ public struct PostgresConfiguration: Sendable, Equatable {
         )
     }
 
-    /// Never print a password, not even in a configuration error.
+    /// Never print a password, not even in a configuration error: where the URL cannot be parsed, all of
+    /// its user part goes.
     static func redact(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "***"
-        return components.string ?? "<unparseable>"
+        guard let components = URLComponents(string: url) else {
+            guard let schemeEnd = url.range(of: "://"), let at = url.range(of: "@", options: .backwards),
+                schemeEnd.upperBound <= at.lowerBound
+            else { return url }
+            return url.replacingCharacters(in: schemeEnd.upperBound..<at.lowerBound, with: "***")
+        }
+        guard components.password != nil else { return url }
+        var redacted = components
+        redacted.password = "***"
+        return redacted.string ?? "<unparseable>"
     }
 }
