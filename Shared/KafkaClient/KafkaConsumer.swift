@@ -224,19 +224,28 @@ public final class KafkaConsumer: Service, Sendable {
     // MARK: - Internals
 
     /// Publishes `kafka_consumer_lag{group,topic,partition}` every `lagReportIntervalMs`, from its own
-    /// task: the poll loop stops while the owner is busy, which is exactly when lag matters.
+    /// task: the poll loop stops while the owner is busy, which is exactly when lag matters. A partition
+    /// this member no longer holds reads 0 here (its new owner reports it), so a group's sum does not
+    /// keep a partition's last value after a rebalance.
     private func reportLagWhilePolling() async {
         let interval = configuration.lagReportIntervalMs
         guard interval > 0 else { return }
         let group = configuration.groupId
+        func gauge(_ tp: TopicPartition) -> Gauge {
+            Gauge(label: "kafka_consumer_lag", dimensions: [("group", group), ("topic", tp.topic), ("partition", String(tp.partition))])
+        }
+        var reported = Set<TopicPartition>()
         while !Task.isCancelled, state.withLock({ $0.isPolling }) {
             try? await Task.sleep(for: .milliseconds(interval))
             if Task.isCancelled { return }
             for (tp, lag) in currentLag() {
-                Gauge(
-                    label: "kafka_consumer_lag", dimensions: [("group", group), ("topic", tp.topic), ("partition", String(tp.partition))]
-                )
-                .record(lag)
+                gauge(tp).record(lag)
+                reported.insert(tp)
+            }
+            let held = assignment
+            for tp in reported where !held.contains(tp) {
+                gauge(tp).record(0)
+                reported.remove(tp)
             }
         }
     }

@@ -290,7 +290,10 @@ struct AttendanceController {
         }
     }
 
+    /// One event's result in a batch; counted as if the event had been sent alone, so the answers by
+    /// status (and the 409 alert) see a backlog sent in batches.
     static func item(_ key: String, _ answer: IngestPipeline.Answer) -> BatchItemResult {
+        GatewayMetrics.answered(status: answer.status)
         switch answer {
         case .accepted(let body, let status, _): return BatchItemResult(idempotencyKey: key, status: status, body: .accepted(body))
         case .problem(let problem, _): return BatchItemResult(idempotencyKey: key, status: problem.status, body: .problem(problem))

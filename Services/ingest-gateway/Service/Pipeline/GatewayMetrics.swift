@@ -8,6 +8,7 @@ enum GatewayMetrics {
     static let verdictsUndecodable = Counter(label: "ingest_gateway_verdicts_undecodable_total")
     static let verdictWait = Timer(label: "ingest_gateway_verdict_wait_seconds")
 
+    /// `ingest_gateway_answers_total{status}`: one per event answered, alone or as an item of a batch.
     static func answered(status: Int) {
         Counter(label: "ingest_gateway_answers_total", dimensions: [("status", String(status))]).increment()
     }
