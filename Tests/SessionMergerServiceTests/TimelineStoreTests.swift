@@ -128,8 +128,12 @@ extension SessionMergerServiceTests {
         /// and both events are in the timeline.
         @Test func twoReplicasCreatingOneTimelineAtOnceBothLand() async throws {
             try await MergerDB.run { db in
+                // Its own consumer group: two owners of one partition's offsets at once would each see the
+                // other's older write as offsets gone back (StoredOffsetsWatch).
+                var replicaConfiguration = db.configuration
+                replicaConfiguration.consumer.groupId += "-replica"
                 let replica = VettedBatchProcessor(
-                    client: db.client, configuration: db.configuration, deadLetters: db.deadLetters, logger: MergerDB.logger)
+                    client: db.client, configuration: replicaConfiguration, deadLetters: db.deadLetters, logger: MergerDB.logger)
                 let now = Date()
                 for round in 0..<5 {
                     let user = "u-\(token())", site = "site-\(token())", sessionKey = "sk-\(token())"

@@ -1,3 +1,4 @@
+import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
@@ -63,6 +64,75 @@ extension KafkaConsumer {
         } catch {
             logger.debug("committing offsets to the broker failed (informational)", metadata: ["error": .string("\(error)")])
         }
+    }
+}
+
+/// What an owner of stored offsets last loaded or stored for each partition it holds, to notice a table
+/// that went back under it: PostgreSQL restored from a backup (or the rows deleted) while the owner ran.
+/// Its reading position is then past what the table holds, and storing on would write its later offsets
+/// over the restored ones, so the records in between (what the restore lost) would never be read again.
+///
+/// The owner calls `loaded` when partitions are assigned, passes the watch to `StoredOffsetsTable.store`
+/// (which checks, in the batch's transaction, that no partition's stored offset is below what is
+/// expected, or gone), and calls `committed` once the batch's transactions committed. A stored offset
+/// above what is expected passes: a batch whose commit went unacknowledged and is stored again, a lane
+/// that stored further, a partition read again from the start of a broker's new log.
+public final class StoredOffsetsWatch: Sendable {
+    private let expected = Mutex<[TopicPartition: Int64]>([:])
+
+    public init() {}
+
+    /// At assignment: what the table holds for `partitions` (a partition absent from `stored` has
+    /// nothing stored yet).
+    public func loaded(_ stored: [TopicPartition: Int64], of partitions: [TopicPartition]) {
+        expected.withLock { expected in
+            for partition in partitions { expected[partition] = stored[partition] }
+        }
+    }
+
+    /// After a batch's transactions committed: its next offsets are stored.
+    public func committed(_ nextOffsets: [TopicPartition: Int64]) {
+        expected.withLock { $0.merge(nextOffsets) { _, new in new } }
+    }
+
+    /// Throws `StoredOffsetsWentBack` when a partition's stored offset (the smallest of its lanes') is
+    /// below what this owner loaded or stored, or is gone.
+    func check(groupId: String, _ partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger) async throws {
+        let watched = expected.withLock { expected in partitions.compactMap { p in expected[p].map { (p, $0) } } }
+        guard !watched.isEmpty else { return }
+        let rows = try await connection.query(
+            """
+            SELECT o.topic, o.partition, min(o.next_offset) FROM consumer_offsets o
+            JOIN unnest(\(watched.map(\.0.topic))::text[], \(watched.map(\.0.partition))::int4[]) AS q(topic, partition)
+              ON o.topic = q.topic AND o.partition = q.partition
+            WHERE o.group_id = \(groupId)
+            GROUP BY o.topic, o.partition
+            """, logger: logger)
+        var stored: [TopicPartition: Int64] = [:]
+        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
+            stored[TopicPartition(topic: topic, partition: partition)] = offset
+        }
+        for (partition, expected) in watched.sorted(by: { $0.0 < $1.0 }) where (stored[partition] ?? -1) < expected {
+            throw StoredOffsetsWentBack(groupId: groupId, partition: partition, expected: expected, stored: stored[partition])
+        }
+    }
+}
+
+/// A stored offset went back under its running owner (`StoredOffsetsWatch`): nothing is stored, and
+/// the owner must start again from what the table holds. `BatchStoreRetry` ends the process (exit
+/// code 75, as for a broker that lost its state) so that its supervisor starts it afresh: the new
+/// process seeks every partition to its stored offset and reads again what the restore lost, which
+/// the owner's unique keys make harmless where it is still stored.
+public struct StoredOffsetsWentBack: Error, CustomStringConvertible {
+    public static let exitCode: Int32 = 75
+    public let groupId: String
+    public let partition: TopicPartition
+    public let expected: Int64
+    public let stored: Int64?
+
+    public var description: String {
+        "the stored offset of \(partition) for \(groupId) went back under this process (expected at least \(expected), "
+            + "the table holds \(stored.map(String.init) ?? "none")): PostgreSQL was restored from a backup or its offsets deleted"
     }
 }
 
@@ -175,19 +245,22 @@ public enum StoredOffsetsTable {
     /// Stores `offsets` (the next offset to read per partition) for `groupId`, one lane, in the
     /// caller's transaction.
     public static func store(
-        groupId: String, _ offsets: [TopicPartition: Int64], on connection: PostgresConnection, logger: Logger
+        groupId: String, _ offsets: [TopicPartition: Int64], watch: StoredOffsetsWatch? = nil, on connection: PostgresConnection,
+        logger: Logger
     ) async throws {
-        try await store(groupId: groupId, offsets, lanes: [0], of: 1, on: connection, logger: logger)
+        try await store(groupId: groupId, offsets, lanes: [0], of: 1, watch: watch, on: connection, logger: logger)
     }
 
     /// Stores `offsets` as the offsets of each of `lanes` (of `count`) in the caller's transaction.
     /// They replace the stored ones, not a maximum: after a broker that lost its log the consumer
-    /// re-reads a partition from its start, and the offsets must follow it back.
+    /// re-reads a partition from its start, and the offsets must follow it back. With a `watch`, the
+    /// stored offsets are first checked not to have gone back under the owner (`StoredOffsetsWatch`).
     public static func store(
-        groupId: String, _ offsets: [TopicPartition: Int64], lanes: [Int], of count: Int, on connection: PostgresConnection,
-        logger: Logger
+        groupId: String, _ offsets: [TopicPartition: Int64], lanes: [Int], of count: Int, watch: StoredOffsetsWatch? = nil,
+        on connection: PostgresConnection, logger: Logger
     ) async throws {
         guard !offsets.isEmpty, !lanes.isEmpty else { return }
+        try await watch?.check(groupId: groupId, Array(offsets.keys), on: connection, logger: logger)
         precondition(lanes.allSatisfy { (0..<count).contains($0) }, "lanes \(lanes) of \(count)")
         let sorted = offsets.sorted { $0.key < $1.key }
         var topics: [String] = [], partitions: [Int32] = [], laneColumn: [Int32] = [], nextOffsets: [Int64] = []
@@ -261,6 +334,10 @@ public enum BatchStoreRetry {
                 let result = try await store()
                 health?.stored()
                 return result
+            } catch let wentBack as StoredOffsetsWentBack {
+                // Retrying cannot help and storing on would lose records: a fresh process reads them again.
+                logger.critical("\(wentBack); exiting so that the supervisor starts this service afresh from the stored offsets")
+                exit(StoredOffsetsWentBack.exitCode)
             } catch {
                 health?.failed(error)
                 onFailure()

@@ -66,6 +66,8 @@ package final class VettedBatchProcessor: Sendable {
     /// Per assigned partition whose lanes stored up to different offsets: each lane's offset (its
     /// messages below it are stored). Set on assignment, dropped once a batch passes them all.
     private let laneOffsets = Mutex<[TopicPartition: [Int64]]>([:])
+    /// What this process loaded or stored per partition: a table restored under it stops the process.
+    private let offsetsWatch = StoredOffsetsWatch()
 
     /// - Parameter userSites: the sites a user works at (the registry feed's users), used to place a
     ///   check-out or heartbeat whose session key is not known yet (it overtook its check-in) when
@@ -104,6 +106,7 @@ package final class VettedBatchProcessor: Sendable {
                 offsets[partition] = lanes.lanes
             }
         }
+        offsetsWatch.loaded(stored.mapValues(\.resume), of: partitions)
         return stored.mapValues(\.resume)
     }
 
@@ -199,6 +202,7 @@ package final class VettedBatchProcessor: Sendable {
                 messages, letters: batch.letters, nextOffsets: batch.nextOffsets, offsetLanes: Array(0..<configuration.writeLanes))
         }
         forgetLaneOffsets(passedBy: batch.nextOffsets)
+        offsetsWatch.committed(batch.nextOffsets)
         // Redeliveries come in runs (a producer retrying after a restart): look up first until a batch
         // holds none.
         redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
@@ -588,8 +592,8 @@ package final class VettedBatchProcessor: Sendable {
         try await MergerStore.moveEvents(moves, on: connection, logger: logger)
         for (offsets, lanes) in offsetsToStore(nextOffsets, lanes: offsetLanes) {
             try await StoredOffsetsTable.store(
-                groupId: configuration.consumer.groupId, offsets, lanes: lanes, of: configuration.writeLanes, on: connection,
-                logger: logger)
+                groupId: configuration.consumer.groupId, offsets, lanes: lanes, of: configuration.writeLanes, watch: offsetsWatch,
+                on: connection, logger: logger)
         }
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,

@@ -48,6 +48,8 @@ package final class TelemetryBatchProcessor: Sendable {
     private let deadLetters: any DeadLetterSink
     private let logger: Logger
     private let objective: SLOObjective
+    /// What this process loaded or stored per partition: a table restored under it stops the process.
+    private let offsetsWatch = StoredOffsetsWatch()
 
     package init(client: PostgresClient, configuration: TelemetryConfiguration, deadLetters: any DeadLetterSink, logger: Logger) {
         self.client = client
@@ -62,7 +64,10 @@ package final class TelemetryBatchProcessor: Sendable {
     var consumerName: String { "telemetry-aggregator/\(configuration.consumer.groupId)" }
 
     package func storedOffsets(for partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        try await StoredOffsetsTable.load(groupId: configuration.consumer.groupId, partitions: partitions, client: client, logger: logger)
+        let stored = try await StoredOffsetsTable.load(
+            groupId: configuration.consumer.groupId, partitions: partitions, client: client, logger: logger)
+        offsetsWatch.loaded(stored, of: partitions)
+        return stored
     }
 
     /// The decoded contents of a batch, repeats inside the batch already dropped.
@@ -119,6 +124,7 @@ package final class TelemetryBatchProcessor: Sendable {
         ) { connection in
             try await self.apply(decoded, nextOffsets: nextOffsets, on: connection)
         }
+        offsetsWatch.committed(nextOffsets)
         result.deadLetters = letters.count
         result.nextOffsets = nextOffsets
         result.attempts = attempts
@@ -175,7 +181,8 @@ package final class TelemetryBatchProcessor: Sendable {
         result.duplicates += batch.sessions.count - freshSessions.count
 
         try await store.add(delta, on: connection)
-        try await StoredOffsetsTable.store(groupId: configuration.consumer.groupId, nextOffsets, on: connection, logger: logger)
+        try await StoredOffsetsTable.store(
+            groupId: configuration.consumer.groupId, nextOffsets, watch: offsetsWatch, on: connection, logger: logger)
         return result
     }
 
