@@ -8,6 +8,7 @@ import PostgresNIO
 import RegistryFeed
 import ServiceLifecycle
 import ServiceRuntime
+import Synchronization
 import Testing
 
 @testable import BeaconRegistryStore
@@ -250,6 +251,38 @@ struct RegistryFeedIntegrationTests {
                 try await Stack.drainOutbox(publisher)
             }
             #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
+        }
+    }
+
+    /// A database restored from a backup under a running registry gives change ids again from below what
+    /// was published: the feed's readers would drop those changes as old. The relay publishes none of
+    /// them and reports it (the service then exits, and its start republishes every entity's latest).
+    @Test("a relay whose change ids went back under it publishes nothing and says so")
+    func aSequenceThatWentBackPublishesNothing() async throws {
+        try await Stack.withRepository { repository, client in
+            let organization = try await repository.createOrganization(NewOrganization(name: "Restore \(UUID().uuidString.prefix(8))"))
+            let reports = Mutex<[String]>([])
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(
+                    table: RegistryChangeOutbox(
+                        topic: Stack.topic, onSequenceWentBack: { reason in reports.withLock { $0.append(reason) } }),
+                    client: client, producer: producer, configuration: OutboxRelayConfiguration(), logger: Stack.logger)
+                try await Stack.drainOutbox(publisher)
+                #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 0)
+                #expect(reports.withLock { $0 }.isEmpty)
+                // The restore: the organization's change unpublished again.
+                try await client.query(
+                    """
+                    WITH last AS (SELECT max(id) AS id FROM change_outbox)
+                    UPDATE change_outbox SET published_at = NULL FROM last WHERE change_outbox.id = last.id
+                    """, logger: Stack.logger)
+                // The sequence as the backup had it (before any id was given).
+                try await client.query("SELECT setval('change_outbox_id_seq', 1, false)", logger: Stack.logger)
+                await #expect(throws: RegistryPublishError.self) { _ = try await publisher.publishRound() }
+                #expect(reports.withLock { $0 }.count == 1)
+                #expect(reports.withLock { $0 }.first?.contains("went back") == true, "\(reports.withLock { $0 })")
+            }
+            #expect(try await Self.unpublished(client, type: "organization", id: organization.id) == 1)
         }
     }
 

@@ -5,6 +5,7 @@ import KafkaClient
 import Logging
 import PostgresNIO
 import ServiceRuntime
+import Synchronization
 
 /// One row of `change_outbox` waiting to be published.
 package struct RegistryOutboxRow: Hashable, Sendable {
@@ -43,10 +44,12 @@ package struct RegistryOutboxRow: Hashable, Sendable {
 
 package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConvertible {
     case malformedRow(id: Int64, reason: String)
+    case sequenceWentBack(String)
 
     package var description: String {
         switch self {
         case .malformedRow(let id, let reason): return "change_outbox row \(id) cannot be published: \(reason)"
+        case .sequenceWentBack(let reason): return reason
         }
     }
 }
@@ -55,17 +58,37 @@ package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConver
 /// `published_at` (kept: `RegistryFeedRepair` copies each entity's latest when the broker lost the topic), and
 /// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
+///
+/// The ids are the feed's versions, and its readers drop a change whose version is not above the one
+/// they hold. A database restored from a backup under a running registry gives ids again from the
+/// backup's sequence, below versions already published: such changes would be dropped as old
+/// everywhere. So once rows are waiting, the relay checks that the sequence has not gone back below the
+/// highest id it published; if it has, it publishes nothing and calls `onSequenceWentBack` (by default:
+/// log and exit with code 75, so that the supervisor starts the registry afresh, whose start moves the
+/// ids past the feed's and publishes every entity's latest change again, `RegistryFeedRepair`).
 package struct RegistryChangeOutbox: OutboxTable {
     /// The channel the outbox's insert trigger notifies at each commit that added rows.
     package static let notificationChannel = "registry_change_outbox"
+    package static let sequenceWentBackExitCode: Int32 = 75
 
     package let topic: String
     /// `pg_advisory_xact_lock` key: "regfeed1" as ASCII.
     package var lockKey: Int64 { 0x7265_6766_6565_6431 }
     package var name: String { "registry changes" }
+    /// The highest id this process published.
+    private let highestPublished = HighestPublishedId()
+    private let onSequenceWentBack: @Sendable (String) -> Void
 
-    package init(topic: String = Topic.registryChanges.name) {
+    package init(
+        topic: String = Topic.registryChanges.name,
+        onSequenceWentBack: (@Sendable (String) -> Void)? = nil, logger: Logger = Logger(label: "registry-change-outbox")
+    ) {
         self.topic = topic
+        self.onSequenceWentBack =
+            onSequenceWentBack ?? { reason in
+                logger.critical("\(reason); exiting so that the registry's start publishes every entity's latest change again")
+                exit(RegistryChangeOutbox.sequenceWentBackExitCode)
+            }
     }
 
     package func pending(
@@ -87,12 +110,32 @@ package struct RegistryChangeOutbox: OutboxTable {
             let row = RegistryOutboxRow(id: id, entityType: type, entityId: entityId, op: op, payload: payload, createdAt: createdAt)
             pending.append((id, try row.message(topic: topic)))
         }
+        let published = highestPublished.value.load(ordering: .relaxed)
+        if !pending.isEmpty, published > 0 {
+            var lastId: Int64 = 0
+            for try await id in try await connection.query(RegistryFeedRepair.lastIdQuery, logger: logger).decode(Int64.self) {
+                lastId = id
+            }
+            if lastId < published {
+                let reason =
+                    "the registry's change ids went back under this process (the sequence is at \(lastId), \(published) was "
+                    + "published): its database was restored from a backup"
+                onSequenceWentBack(reason)
+                throw RegistryPublishError.sequenceWentBack(reason)
+            }
+        }
         return pending
     }
 
     package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("UPDATE change_outbox SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
+        if let highest = ids.max() { highestPublished.value.max(highest, ordering: .relaxed) }
     }
+}
+
+/// The highest change id a relay published, shared by the copies of its outbox value.
+private final class HighestPublishedId: Sendable {
+    let value = Atomic<Int64>(0)
 }
 
 /// Moves `change_outbox` to `registry.changes` (`OutboxRelay`).
@@ -106,7 +149,7 @@ extension OutboxRelay where Table == RegistryChangeOutbox {
         pollInterval: Duration = .seconds(5), logger: Logger
     ) {
         self.init(
-            table: RegistryChangeOutbox(topic: topic), client: client, producer: producer,
+            table: RegistryChangeOutbox(topic: topic, logger: logger), client: client, producer: producer,
             configuration: OutboxRelayConfiguration(
                 pollInterval: pollInterval, notificationChannel: RegistryChangeOutbox.notificationChannel),
             logger: logger)
