@@ -176,7 +176,9 @@ struct ConfigurationTests {
         let long = try #require(
             try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": key, "GATT_NONCE_TTL_SECONDS": "600"])))
         #expect(long.lifetime == 600)
-        for bad in [["GATT_NONCE_KEY": "c2hvcnQ="], ["GATT_NONCE_KEY": key, "GATT_NONCE_TTL_SECONDS": "4"]] {
+        for bad in [
+            ["GATT_NONCE_KEY": "c2hvcnQ="], ["GATT_NONCE_KEY": key, "GATT_NONCE_TTL_SECONDS": "4"], ["GATT_NONCE_TTL_SECONDS": "abc"],
+        ] {
             #expect(throws: ConfigurationError.self) { try GattNonceCodec.fromEnvironment(EnvironmentReader(bad)) }
         }
     }

@@ -8,11 +8,12 @@ extension GattNonceCodec {
     /// good for. Both services must have the same values: the policy dates a nonce's issue from its
     /// expiry and this lifetime.
     public static func fromEnvironment(_ env: EnvironmentReader) throws(ConfigurationError) -> GattNonceCodec? {
+        // Checked with or without a key: a bad lifetime is a mistake to name now, not when the key is set.
+        let ttl = try env.int("GATT_NONCE_TTL_SECONDS", default: 60, in: 5...600)
         guard let text = env.optionalString("GATT_NONCE_KEY"), !text.isEmpty else { return nil }
         guard let key = Data(base64Encoded: text), key.count >= 16 else {
             throw ConfigurationError(key: "GATT_NONCE_KEY", value: "<redacted>", expected: "base64 of at least 16 random bytes")
         }
-        let ttl = try env.int("GATT_NONCE_TTL_SECONDS", default: 60, in: 5...600)
         return GattNonceCodec(key: Array(key), lifetime: TimeInterval(ttl))
     }
 }
