@@ -33,6 +33,13 @@ struct ConfigurationTests {
         #expect(config.logFormat == .text)
     }
 
+    @Test func brokersMayBeIPv6AddressesInBrackets() throws {
+        let brokers = "[::1]:19092, kafka-2:9092,[fd00::5]:9093"
+        let config = try ServiceConfiguration.load(
+            service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader(["KAFKA_BROKERS": brokers]))
+        #expect(config.kafka.bootstrapServers == brokers)
+    }
+
     @Test(arguments: [
         (["HTTP_PORT": "eighty"], "HTTP_PORT"),
         (["HTTP_PORT": "70000"], "HTTP_PORT"),
@@ -41,6 +48,8 @@ struct ConfigurationTests {
         (["LOG_FORMAT": "xml"], "LOG_FORMAT"),
         (["LOG_LEVEL": "loud"], "LOG_LEVEL"),
         (["KAFKA_BROKERS": "localhost"], "KAFKA_BROKERS"),
+        (["KAFKA_BROKERS": "::1:9092"], "KAFKA_BROKERS"),
+        (["KAFKA_BROKERS": "[]:9092"], "KAFKA_BROKERS"),
         (["DATABASE_URL": "mysql://u:p@h/db"], "DATABASE_URL"),
         (["PG_MAX_CONNECTIONS": "0"], "PG_MAX_CONNECTIONS"),
         (["PG_MAX_CONNECTIONS": "1"], "PG_MAX_CONNECTIONS"),

@@ -114,11 +114,19 @@ public struct ServiceConfiguration: Sendable {
         return quirks
     }
 
+    /// Each entry is `host:port`, an IPv6 address in brackets (`[::1]:9092`) as librdkafka takes it.
     static func validateBrokerList(_ brokers: String) throws(ConfigurationError) {
         for entry in brokers.split(separator: ",") {
-            let parts = entry.trimmingCharacters(in: .whitespaces).split(separator: ":")
-            guard parts.count == 2, !parts[0].isEmpty, let port = Int(parts[1]), (1...65_535).contains(port) else {
+            let text = entry.trimmingCharacters(in: .whitespaces)
+            guard let colon = text.lastIndex(of: ":") else {
                 throw ConfigurationError(key: "KAFKA_BROKERS", value: brokers, expected: "a comma-separated list of host:port")
+            }
+            let host = text[..<colon], portText = text[text.index(after: colon)...]
+            let bracketed = host.hasPrefix("[") || host.hasSuffix("]")
+            let hostIsValid = bracketed ? host.hasPrefix("[") && host.hasSuffix("]") && host.count > 2 : !host.contains(":")
+            guard !host.isEmpty, hostIsValid, let port = Int(portText), (1...65_535).contains(port) else {
+                throw ConfigurationError(
+                    key: "KAFKA_BROKERS", value: brokers, expected: "a comma-separated list of host:port (an IPv6 address in brackets)")
             }
         }
     }
