@@ -20,7 +20,7 @@ extension RegistryServiceTests {
                 from: Data(
                     #"{"checkout_trigger": "geofence_exit", "new_top": 5, "thresholds": {"enter_rssi": -70, "new_sub": 1}, "gatt_challenge": {"new_sub": true}, "feature_flags": {"kill_switch": true, "brand_new_flag": true}}"#
                         .utf8))
-            let later = ["new_top": 2, "thresholds.new_sub": 2, "gatt_challenge.new_sub": 2]
+            let later = RemoteConfig.keySchemaVersions.merging(["new_top": 2, "thresholds.new_sub": 2, "gatt_challenge.new_sub": 2]) { $1 }
             let forOne = DetectionConfigDocument.readable(bySchema: 1, document, keySchemas: later)
             #expect(forOne["new_top"] == nil && forOne["gatt_challenge"] == nil)
             #expect(forOne["thresholds"] == ["enter_rssi": -70] && forOne["checkout_trigger"] == "geofence_exit")
@@ -28,6 +28,12 @@ extension RegistryServiceTests {
             #expect(DetectionConfigDocument.readable(bySchema: 2, document, keySchemas: later) == document)
             // With today's library's own key schemas: the first schema's keys all stay.
             #expect(DetectionConfigDocument.readable(bySchema: 1, forOne) == forOne)
+            // Keys this build does not list (a later registry stored them during a rolling upgrade) reach no
+            // app: an app of any schema this build knows would refuse the whole document for them.
+            let fromALaterRegistry = DetectionConfigDocument.readable(bySchema: 2, document)
+            #expect(fromALaterRegistry["new_top"] == nil && fromALaterRegistry["gatt_challenge"] == nil)
+            #expect(fromALaterRegistry["thresholds"] == ["enter_rssi": -70])
+            #expect(fromALaterRegistry["feature_flags"] == ["kill_switch": true, "brand_new_flag": true])
         }
 
         @Test func theHeaderIsCheckedAndEachAppGetsTheKeysOfItsSchema() async throws {

@@ -121,8 +121,12 @@ extension RegistryDatabaseTests {
                 let change = RegistryChange(
                     entityType: .user, entityId: fixture.user.id, op: .upsert, version: ahead, changedAt: Date(),
                     payload: try ProtocolCodec.wire.decode(JSONValue.self, from: try ProtocolCodec.wire.encode(fixture.user)))
+                // Written by a later registry (a newer schema version): the start reads its version all the same.
+                let later = String(decoding: try ProtocolCodec.wire.encode(change), as: UTF8.self)
+                    .replacingOccurrences(of: #""schemaVersion":1"#, with: #""schemaVersion":99"#)
+                try #require(later.contains(#""schemaVersion":99"#))
                 let reports = try await producer.sendBatch([
-                    KafkaOutgoingMessage(topic: topic, key: "user:\(fixture.user.id)", value: try ProtocolCodec.wire.encode(change))
+                    KafkaOutgoingMessage(topic: topic, key: "user:\(fixture.user.id)", value: Array(later.utf8))
                 ])
                 producer.beginShutdown()
                 try await producing.value

@@ -32,7 +32,9 @@ extension DetectionConfigDocument {
     /// `document` as an app that reads remote-config schema `schema` can take it: without the keys that
     /// later schemas introduced (`RemoteConfig.keySchemaVersions`), which that app would refuse, and
     /// the whole document with them (its kill switch included). An object left empty goes too. Feature
-    /// flags stay: an app keeps the flags it does not know.
+    /// flags stay: an app keeps the flags it does not know. A key this build does not list at all was
+    /// stored by a later registry (a rolling upgrade, a rollback): it is left out for every schema, since
+    /// no app this build knows of reads it.
     package static func readable(
         bySchema schema: Int, _ document: JSONValue, keySchemas: [String: Int] = RemoteConfig.keySchemaVersions
     ) -> JSONValue {
@@ -41,7 +43,7 @@ extension DetectionConfigDocument {
             var kept: [String: JSONValue] = [:]
             for (key, member) in members {
                 let path = prefix.map { "\($0).\(key)" } ?? key
-                guard (keySchemas[path] ?? 1) <= schema, let value = keep(member, under: prefix == nil ? key : path) else { continue }
+                guard (keySchemas[path] ?? .max) <= schema, let value = keep(member, under: prefix == nil ? key : path) else { continue }
                 kept[key] = value
             }
             return prefix != nil && kept.isEmpty && !members.isEmpty ? nil : .object(kept)

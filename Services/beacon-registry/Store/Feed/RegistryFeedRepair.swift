@@ -1,5 +1,6 @@
 import AttendanceProtocol
 import BeaconRegistryCore
+import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
@@ -66,10 +67,17 @@ package enum RegistryFeedRepair {
         var version: Int64?
         for message in messages {
             guard let value = message.value else { continue }
-            let change = try ProtocolCodec.wire.decode(RegistryChange.self, from: value)
+            // Only the version is read: a record of a later registry (a newer schema version, during a
+            // rolling upgrade or after a rollback) still has one, and refusing it would stop this start.
+            let change = try JSONDecoder().decode(VersionOfAChange.self, from: Data(value))
             version = max(version ?? change.version, change.version)
         }
         return version
+    }
+
+    /// The one member of a feed record the start's check needs.
+    private struct VersionOfAChange: Decodable {
+        let version: Int64
     }
 
     /// Checks that the outbox is ahead of the feed and, when the database went back in time, moves the
