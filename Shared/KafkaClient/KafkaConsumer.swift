@@ -33,6 +33,16 @@ public struct KafkaMessageBatch: Sendable {
         self.messages = messages
     }
 
+    /// For each partition in the batch, the offset of its first message.
+    public var firstOffsets: [TopicPartition: Int64] {
+        var first: [TopicPartition: Int64] = [:]
+        for message in messages {
+            let tp = message.topicPartition
+            first[tp] = min(first[tp] ?? .max, message.offset)
+        }
+        return first
+    }
+
     /// For each partition in the batch, the offset after its last message.
     public var nextOffsets: [TopicPartition: Int64] {
         var next: [TopicPartition: Int64] = [:]

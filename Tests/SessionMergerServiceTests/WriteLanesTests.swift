@@ -250,6 +250,36 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A partition read again from an earlier offset by a running merger (the start of a broker's new
+        /// log), stored in lanes: the lane that commits second finds the first one's lower offset in the
+        /// table, which is the batch's own progress, not offsets gone back (`StoredOffsetsWatch`).
+        @Test func aPartitionReadAgainFromItsStartIsStoredInLanes() async throws {
+            try await MergerDB.run { db in
+                let run = token()
+                let processor = Self.lanes(db)
+                let first = Self.day(users: 60, prefix: "reread-a-\(run)", at: Date().minus(hours: 4))
+                try #require(try await db.process(first, from: 0, with: processor).verdicts.count == first.count)
+                // One user in lane 0 and 39 in lane 1: lane 0's transaction commits well before lane 1's
+                // stores its offsets.
+                func log(_ prefix: String) -> [VettedEvent] {
+                    let events = Self.day(users: 200, prefix: prefix, at: Date().minus(hours: 3))
+                    let users = Array(Set(events.map(\.raw.userId))).sorted()
+                    let lane = { (user: String) in VettedBatchProcessor.lane(ofUser: user, count: 2) }
+                    let chosen = Set(users.filter { lane($0) == 0 }.prefix(1) + users.filter { lane($0) == 1 }.prefix(39))
+                    return events.filter { chosen.contains($0.raw.userId) }
+                }
+                let newLog = log("reread-b-\(run)")
+                try #require(newLog.count < first.count)
+                for attempt in 0..<3 {
+                    let events = attempt == 0 ? newLog : log("reread-\(attempt)-\(run)")
+                    let again = try await db.process(events, from: 0, with: processor)
+                    #expect(again.transactions == 2 && again.verdicts.count == events.count)
+                    #expect(again.verdicts.allSatisfy { $0.outcome == .accepted })
+                }
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE user_id LIKE \("reread-b-\(run)-%")") == newLog.count)
+            }
+        }
+
         /// Changing the lane count: rows written under another count are replaced by the new count's,
         /// at their smallest offset; rows that do not cover every lane of their count are dropped, and the
         /// partition is read again from its committed offset (the events' unique keys answer the repeats).

@@ -72,11 +72,14 @@ extension KafkaConsumer {
 /// Its reading position is then past what the table holds, and storing on would write its later offsets
 /// over the restored ones, so the records in between (what the restore lost) would never be read again.
 ///
-/// The owner calls `loaded` when partitions are assigned, passes the watch to `StoredOffsetsTable.store`
-/// (which checks, in the batch's transaction, that no partition's stored offset is below what is
-/// expected, or gone), and calls `committed` once the batch's transactions committed. A stored offset
-/// above what is expected passes: a batch whose commit went unacknowledged and is stored again, a lane
-/// that stored further, a partition read again from the start of a broker's new log.
+/// The owner calls `loaded` when partitions are assigned, `reading` with each batch's first offsets
+/// before storing it, passes the watch to `StoredOffsetsTable.store` (which checks, in the batch's
+/// transaction, that no partition's stored offset is below what is expected, or gone), and calls
+/// `committed` once the batch's transactions committed. A stored offset above what is expected passes:
+/// a batch whose commit went unacknowledged and is stored again, a lane that stored further. A batch
+/// that starts below what is expected (a partition read again from the start of a broker's new log)
+/// lowers the expectation to its start, so that lanes committing one after the other never see each
+/// other's lower offsets as the table going back.
 public final class StoredOffsetsWatch: Sendable {
     private let expected = Mutex<[TopicPartition: Int64]>([:])
 
@@ -87,6 +90,18 @@ public final class StoredOffsetsWatch: Sendable {
     public func loaded(_ stored: [TopicPartition: Int64], of partitions: [TopicPartition]) {
         expected.withLock { expected in
             for partition in partitions { expected[partition] = stored[partition] }
+        }
+    }
+
+    /// Before a batch is stored: the offset of its first message per partition. A batch that starts
+    /// below what is expected is a partition read again from an earlier offset (the consumer moved to
+    /// the start of a broker's new log, or reset to the earliest kept): from then on the table is only
+    /// expected to hold at least that offset, which every lane of the batch writes past.
+    public func reading(from firstOffsets: [TopicPartition: Int64]) {
+        expected.withLock { expected in
+            for (partition, first) in firstOffsets {
+                if let known = expected[partition], first < known { expected[partition] = first }
+            }
         }
     }
 

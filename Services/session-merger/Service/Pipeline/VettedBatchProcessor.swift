@@ -172,6 +172,8 @@ package final class VettedBatchProcessor: Sendable {
         var decoded: [DecodedMessage]
         var letters: [DeadLetter]
         var nextOffsets: [TopicPartition: Int64]
+        /// The offset of the batch's first message per partition.
+        var firstOffsets: [TopicPartition: Int64]
         /// The messages in the batch.
         package var count: Int
     }
@@ -185,14 +187,16 @@ package final class VettedBatchProcessor: Sendable {
     /// previous one is being stored.
     package func decode(_ messages: [KafkaMessage]) async -> DecodedBatch {
         let (decoded, letters) = await decode(messages, failedAt: clock())
+        let batch = KafkaMessageBatch(messages: messages)
         return DecodedBatch(
-            decoded: decoded, letters: letters, nextOffsets: KafkaMessageBatch(messages: messages).nextOffsets, count: messages.count)
+            decoded: decoded, letters: letters, nextOffsets: batch.nextOffsets, firstOffsets: batch.firstOffsets, count: messages.count)
     }
 
     /// Stores a decoded batch in one transaction (steps 2-5), or in lanes; the dead letters are sent first.
     package func store(_ batch: DecodedBatch) async throws -> VettedBatchResult {
         let outcome: TransactionOutcome, attempts: Int
         var transactions = 1
+        offsetsWatch.reading(from: batch.firstOffsets)
         let messages = withoutStored(batch.decoded)
         if let lanes = Self.writeLanes(of: messages, count: configuration.writeLanes) {
             (outcome, attempts) = try await storeInLanes(lanes, of: messages, letters: batch.letters, nextOffsets: batch.nextOffsets)

@@ -118,7 +118,9 @@ package final class TelemetryBatchProcessor: Sendable {
                 letters.append(DeadLetter(undecodable: message, error: error, consumer: consumerName, failedAt: failedAt))
             }
         }
-        let nextOffsets = KafkaMessageBatch(messages: messages).nextOffsets
+        let polled = KafkaMessageBatch(messages: messages)
+        let nextOffsets = polled.nextOffsets
+        offsetsWatch.reading(from: polled.firstOffsets)
         var (result, attempts) = try await BatchTransaction.run(
             client: client, deadLetters: letters, to: deadLetters, retries: 5, logger: logger
         ) { connection in
