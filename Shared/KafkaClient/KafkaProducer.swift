@@ -77,6 +77,9 @@ public final class KafkaProducer: Service, Sendable {
         batch.keepAliveUntilComplete()
         var topic: (name: String, handle: TopicHandle)?
         var index = 0
+        // While the queue stays full, each look for room waits twice as long as the one before, up to 50 ms:
+        // many waiting senders polling every millisecond would take the CPU the poll loop needs to drain it.
+        var roomWait = Duration.milliseconds(1)
         while index < messages.count {
             let message = messages[index]
             if topic?.name != message.topic { topic = (message.topic, topicHandle(message.topic)) }
@@ -93,9 +96,11 @@ public final class KafkaProducer: Service, Sendable {
                     for rest in index..<messages.count { batch.complete(index: rest, partition: -1, offset: -1, error: error) }
                     break
                 }
-                try? await Task.sleep(for: .milliseconds(1))
+                try? await Task.sleep(for: roomWait)
+                roomWait = min(roomWait * 2, .milliseconds(50))
                 continue
             }
+            roomWait = .milliseconds(1)
             if err != RD_KAFKA_RESP_ERR_NO_ERROR {
                 batch.complete(index: index, partition: message.partition ?? -1, offset: -1, error: KafkaError.from(code: err))
             }

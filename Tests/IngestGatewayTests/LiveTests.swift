@@ -131,7 +131,9 @@ struct LiveTests {
         }
     }
 
-    @Test("the verdict reader is not ready before its partitions are assigned, and no request is taken before it is positioned")
+    @Test(
+        "the verdict reader is not ready before its partitions are assigned, and no request is taken before it is positioned or after it lost them"
+    )
     func readiness() async throws {
         try LocalStack.ensureStarted()
         let logger = LocalStack.logger(label: "gateway-live-tests")
@@ -166,6 +168,13 @@ struct LiveTests {
             try await listener.readiness.check()
             #expect(await poll(timeout: .seconds(10)) { await submit().status != 503 })
             #expect(!fake.envelopes.isEmpty)
+            // Its partitions revoked (a group session lost while the broker was away; here the reader stops):
+            // a verdict produced before its next assignment would never be read, so requests are 503 again.
+            group.cancelAll()
+            try? await group.waitForAll()
+            let produced = fake.envelopes.count
+            #expect(await submit().status == 503)
+            #expect(fake.envelopes.count == produced)
         }
     }
 }
@@ -234,6 +243,22 @@ struct LiveApplicationTests {
                     #expect(metrics.status == .ok)
                 }
             }
+        }
+    }
+}
+
+@Suite("Gateway settings")
+struct GatewaySettingsTests {
+    /// The wait for the broker to take an event is a few seconds by default, so a phone gets the 503
+    /// before it gives up on the request; a value out of its range is one clear line.
+    @Test func theProduceTimeoutIsReadAndChecked() throws {
+        #expect(try GatewayConfiguration.load(from: EnvironmentReader([:])).produceTimeout == .seconds(3))
+        #expect(try GatewayConfiguration.load(from: EnvironmentReader(["PRODUCE_TIMEOUT_MS": "5000"])).produceTimeout == .seconds(5))
+        for bad in ["999", "60001", "soon"] {
+            let error = try #require(throws: ConfigurationError.self) {
+                try GatewayConfiguration.load(from: EnvironmentReader(["PRODUCE_TIMEOUT_MS": bad]))
+            }
+            #expect(error.key == "PRODUCE_TIMEOUT_MS")
         }
     }
 }

@@ -265,6 +265,19 @@ struct MockClusterTests {
         }
     }
 
+    /// With the broker out of reach, a send fails once its delivery timeout has passed, not the 30 s
+    /// default: the gateway answers its phones 503 within the few seconds they wait for an answer.
+    @Test func aSendToAnUnreachableBrokerFailsWithinItsDeliveryTimeout() async throws {
+        var configuration = KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: "127.0.0.1:1"))
+        configuration.deliveryTimeoutMs = 1_000
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        let started = ContinuousClock.now
+        try await withRunning([producer]) {
+            await #expect(throws: KafkaError.self) { try await producer.send(KafkaOutgoingMessage(topic: "t", key: "k", value: [1])) }
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
     /// A pending delivery is a value: every task holding it gets the reports.
     @Test func everyTaskAwaitingAPendingDeliveryGetsItsReports() async throws {
         let cluster = try KafkaMockCluster()

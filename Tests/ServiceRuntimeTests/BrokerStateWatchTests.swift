@@ -39,6 +39,9 @@ struct BrokerStateLedgerTests {
         // One answer without the topic (a leader election, say) is not enough...
         #expect(ledger.observe(observation([feed: 1], feedEnd: 4)) == nil)
         #expect(ledger.observe(observation([raw: 6, feed: 1], feedEnd: 4)) == nil)
+        // Nor two with an outage between them (looks the broker did not answer)...
+        #expect(ledger.observe(observation([feed: 1], feedEnd: 4)) == nil)
+        ledger.noAnswer()
         // ...two in a row are.
         #expect(ledger.observe(observation([feed: 1], feedEnd: 4)) == nil)
         let verdict = ledger.observe(observation([feed: 1], feedEnd: 4))

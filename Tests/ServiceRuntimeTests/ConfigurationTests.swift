@@ -7,6 +7,17 @@ import Testing
 
 @Suite("Configuration from the environment")
 struct ConfigurationTests {
+    /// `body`'s result, given the path of a file holding `contents` (a mounted secret), removed afterwards;
+    /// an `EnvironmentReader` reads its files when it is made, so one made in `body` keeps the content.
+    static func withSecretFile<T>(_ contents: String, _ body: (String) throws -> T) throws -> T {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("secret")
+        try contents.write(to: file, atomically: true, encoding: .utf8)
+        return try body(file.path)
+    }
+
     @Test("topics get the configured replicas, and min.insync.replicas 2 from three replicas up")
     func topicReplication() throws {
         let local = try ServiceConfiguration.load(service: "svc", defaultHTTPPort: 8080, from: EnvironmentReader([:]))
@@ -91,13 +102,9 @@ struct ConfigurationTests {
     /// range, a request for TLS (which the services do not speak) or another parameter is refused, never
     /// connected without it; a value ending in a line end (a secret pasted from a file) is trimmed.
     @Test func databaseURLTakesThePasswordAndRefusesWhatItCannotHonour() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pg-url-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let secret = dir.appendingPathComponent("pgpassword")
-        try "from-a-file\n".write(to: secret, atomically: true, encoding: .utf8)
-        let withFile = try PostgresConfiguration.load(
-            from: EnvironmentReader(["DATABASE_URL": "postgres://me@db/att\n", "PGPASSWORD_FILE": secret.path]))
+        let withFile = try Self.withSecretFile("from-a-file\n") { path in
+            try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me@db/att\n", "PGPASSWORD_FILE": path]))
+        }
         #expect(withFile == PostgresConfiguration(host: "db", port: 5432, username: "me", password: "from-a-file", database: "att"))
         let plain = try PostgresConfiguration.load(from: EnvironmentReader(["DATABASE_URL": "postgres://me:pw@db/att?sslmode=prefer"]))
         #expect(plain.password == "pw")
@@ -117,12 +124,7 @@ struct ConfigurationTests {
 
     /// An empty secret file would read as unset (a default password, the GATT challenge silently off).
     @Test func anEmptySecretFileIsRefused() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("empty-secret-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let empty = dir.appendingPathComponent("pgpassword")
-        try " \n".write(to: empty, atomically: true, encoding: .utf8)
-        let env = EnvironmentReader(["PGPASSWORD_FILE": empty.path])
+        let env = try Self.withSecretFile(" \n") { EnvironmentReader(["PGPASSWORD_FILE": $0]) }
         let error = #expect(throws: ConfigurationError.self) { try env.checkFileReferences() }
         #expect(error?.key == "PGPASSWORD_FILE")
         #expect(error?.description.contains("is empty") == true, "\(String(describing: error))")
@@ -159,17 +161,13 @@ struct ConfigurationTests {
     }
 
     @Test func secretsComeFromFilesWhenTheVariableIsUnset() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("env-file-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("gatt-nonce-key")
-        try "c2VjcmV0LWZyb20tYS1maWxl\n".write(to: file, atomically: true, encoding: .utf8)
-
-        let env = EnvironmentReader([
-            "GATT_NONCE_KEY_FILE": file.path, "LOG_LEVEL_FILE": "", "A": "set", "A_FILE": "/nonexistent",
-            // Other tools' *_FILE variables are not ours to read or to fail on.
-            "TF_CLI_CONFIG_FILE": "/nonexistent/terraformrc",
-        ])
+        let env = try Self.withSecretFile("c2VjcmV0LWZyb20tYS1maWxl\n") { path in
+            EnvironmentReader([
+                "GATT_NONCE_KEY_FILE": path, "LOG_LEVEL_FILE": "", "A": "set", "A_FILE": "/nonexistent",
+                // Other tools' *_FILE variables are not ours to read or to fail on.
+                "TF_CLI_CONFIG_FILE": "/nonexistent/terraformrc",
+            ])
+        }
         #expect(env.optionalString("GATT_NONCE_KEY") == "c2VjcmV0LWZyb20tYS1maWxl")
         // A value in the environment wins over the file (and its unreadable path is not an error).
         #expect(env.optionalString("A") == "set")

@@ -22,7 +22,7 @@ package enum IngestGatewayServer {
         let challenges = try GattNonceCodec.fromEnvironment(env)
         let logger = kit.logger, kafka = kit.configuration.kafka
 
-        let producer = try kit.makeProducer()
+        let producer = try kit.makeProducer(deliveryTimeout: settings.produceTimeout)
         let publisher = KafkaGatewayPublisher(producer: producer, topics: settings.topics)
         let cache = RegistryCache()
         let loader = try RegistryCacheLoader(

@@ -42,6 +42,10 @@ public struct BrokerStateLedger: Sendable {
         self.confirmations = max(1, confirmations)
     }
 
+    /// A look the broker did not answer: the next loss-looking answer starts the count again, so two
+    /// confirmations are successive answers, not answers minutes apart around an outage.
+    public mutating func noAnswer() { lossesInARow = 0 }
+
     /// - Returns: why the broker's state is gone, once confirmed; nil while it is intact.
     public mutating func observe(_ observation: BrokerObservation) -> String? {
         guard let reason = loss(in: observation) else {
@@ -153,10 +157,14 @@ public final class BrokerStateWatch: Service, Sendable {
         await cancelWhenGracefulShutdown {
             var ledger = BrokerStateLedger(watchedTopics: watchedTopics)
             while !Task.isCancelled {
-                if let observation = await self.look(), let reason = ledger.observe(observation) {
-                    await self.forgetPositions()
-                    self.onLost(reason)
-                    return
+                if let observation = await self.look() {
+                    if let reason = ledger.observe(observation) {
+                        await self.forgetPositions()
+                        self.onLost(reason)
+                        return
+                    }
+                } else {
+                    ledger.noAnswer()
                 }
                 try? await Task.sleep(for: interval)
             }

@@ -121,8 +121,12 @@ public struct ServiceKit: Sendable {
     }
 
     /// A producer on the service's broker (idempotent, acks=all).
-    public func makeProducer() throws(KafkaError) -> KafkaProducer {
-        try KafkaProducer(configuration: KafkaProducerConfiguration(client: configuration.kafka), logger: logger)
+    /// - Parameter deliveryTimeout: how long a send may take to succeed or fail (librdkafka's
+    ///   `delivery.timeout.ms`); nil keeps the producer's default.
+    public func makeProducer(deliveryTimeout: Duration? = nil) throws(KafkaError) -> KafkaProducer {
+        var producer = KafkaProducerConfiguration(client: configuration.kafka)
+        if let deliveryTimeout { producer.deliveryTimeoutMs = Int(deliveryTimeout.milliseconds) }
+        return try KafkaProducer(configuration: producer, logger: logger)
     }
 
     /// The crash-only watch of the broker's state (`BrokerStateWatch`) for `producer`: `topics` are the

@@ -49,6 +49,11 @@ package final class IngestPipeline: Sendable {
     /// The verdict reader starts at a fixed position: every request produced from now on has its verdict read.
     package func markVerdictsRead() { verdictsRead.store(true, ordering: .releasing) }
 
+    /// The verdict reader lost its partitions (its group session expired while the broker was away, or
+    /// the process is stopping): until it is positioned again, a verdict produced meanwhile could be
+    /// missed, so requests are answered 503 instead of waiting for one.
+    package func markVerdictsUnread() { verdictsRead.store(false, ordering: .releasing) }
+
     /// One request to process.
     package struct Submission: Sendable {
         package var idempotencyKey: String
@@ -77,7 +82,8 @@ package final class IngestPipeline: Sendable {
         guard verdictsRead.load(ordering: .acquiring) else {
             return .problem(
                 .unavailable(
-                    "the gateway is starting (its verdict reader is not positioned yet); retry with the same Idempotency-Key",
+                    "the gateway's verdict reader is not positioned (starting, or rejoining after the broker was away); "
+                        + "retry with the same Idempotency-Key",
                     retryAfterSeconds: 1),
                 replayed: false)
         }

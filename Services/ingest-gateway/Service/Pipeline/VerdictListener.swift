@@ -36,7 +36,8 @@ package final class VerdictListener: Service, Sendable {
         self.consumer = try KafkaConsumer(
             configuration: configuration,
             rebalanceListener: StartAtEnd(
-                admin: try KafkaAdmin(configuration: kafka, logger: logger), positioned: { [pipeline] in pipeline.markVerdictsRead() }),
+                admin: try KafkaAdmin(configuration: kafka, logger: logger), positioned: { [pipeline] in pipeline.markVerdictsRead() },
+                unpositioned: { [pipeline] in pipeline.markVerdictsUnread() }),
             logger: logger
         )
         self.pipeline = pipeline
@@ -86,10 +87,15 @@ package final class VerdictListener: Service, Sendable {
 /// Starts every assigned partition at its high watermark, read at assignment time. (With Tansu the
 /// reported watermark may lie inside the last record batch: a few old verdicts are read again and
 /// ignored.) When the watermarks cannot be read the consumer falls back to `latest`. Once the positions
-/// are fixed, `positioned` lets the pipeline take requests.
+/// are fixed, `positioned` lets the pipeline take requests. A revocation (the group session lost while
+/// the broker was away) calls `unpositioned`: the next assignment starts at the end again, so a verdict
+/// produced in between would never be read, and the pipeline must not wait for one until then.
 struct StartAtEnd: KafkaRebalanceListener {
     let admin: KafkaAdmin
     let positioned: @Sendable () -> Void
+    let unpositioned: @Sendable () -> Void
+
+    func partitionsRevoked(_ partitions: [TopicPartition]) async { unpositioned() }
 
     func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
         // Also when a watermark cannot be read: the consumer then starts at `latest`, and the gateway

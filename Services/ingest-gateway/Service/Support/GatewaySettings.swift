@@ -24,6 +24,11 @@ package struct GatewayTopics: Sendable, Hashable {
 package struct GatewayConfiguration: ServiceSettings {
     /// How long a request waits for its verdict before it is answered 202 with a status URL.
     package var verdictWait: Duration = .milliseconds(3_000)
+    /// How long a request waits for the broker to take its event before it is answered 503 with
+    /// `Retry-After`: a phone gives up on a request after a few seconds, and with the broker away the
+    /// producer's 30 s default held every request (and its key, answering its retries 409) past that,
+    /// so the phone never saw the 503.
+    package var produceTimeout: Duration = .milliseconds(3_000)
     /// Field limits, the accepted event-time window and the body size (413 beyond).
     package var limits: ValidationLimits = .default
     package var rateLimit: TokenBucketConfiguration = .default
@@ -38,6 +43,7 @@ package struct GatewayConfiguration: ServiceSettings {
 
     /// Reads (every one optional, defaults in brackets):
     /// - `VERDICT_WAIT_MS` [3000]: the bounded wait for a verdict before 202;
+    /// - `PRODUCE_TIMEOUT_MS` [3000]: the bounded wait for the broker to take an event before 503;
     /// - `EVENT_MAX_AGE_SECONDS` [604800 = 7 days], `EVENT_MAX_AHEAD_SECONDS` [300]: the event-time window;
     /// - `MAX_BODY_BYTES` [65536]: larger bodies are 413;
     /// - `RATE_LIMIT_PER_SECOND` [2], `RATE_LIMIT_BURST` [20]: the per-device token bucket;
@@ -48,6 +54,7 @@ package struct GatewayConfiguration: ServiceSettings {
     package static func load(from env: EnvironmentReader) throws(ConfigurationError) -> GatewayConfiguration {
         var settings = GatewayConfiguration()
         settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: settings.verdictWait, in: 0...60_000)
+        settings.produceTimeout = try env.milliseconds("PRODUCE_TIMEOUT_MS", default: settings.produceTimeout, in: 1_000...60_000)
         settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))
         settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
         settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
