@@ -73,9 +73,9 @@ extension KafkaConsumer {
 /// over the restored ones, so the records in between (what the restore lost) would never be read again.
 ///
 /// The owner calls `loaded` when partitions are assigned, `reading` with each batch's first offsets
-/// before storing it, passes the watch to `StoredOffsetsTable.store` (which checks, in the batch's
-/// transaction, that no partition's stored offset is below what is expected, or gone), and calls
-/// `committed` once the batch's transactions committed. A stored offset above what is expected passes:
+/// before storing it, passes the watch to `StoredOffsetsTable.store` (whose upsert also reads what the
+/// table held, and which throws, rolling the batch's transaction back, when a partition's stored offset
+/// was below what is expected, or gone), and calls `committed` once the batch's transactions committed. A stored offset above what is expected passes:
 /// a batch whose commit went unacknowledged and is stored again, a lane that stored further. A batch
 /// that starts below what is expected (a partition read again from the start of a broker's new log)
 /// lowers the expectation to its start, so that lanes committing one after the other never see each
@@ -110,24 +110,16 @@ public final class StoredOffsetsWatch: Sendable {
         expected.withLock { $0.merge(nextOffsets) { _, new in new } }
     }
 
-    /// Throws `StoredOffsetsWentBack` when a partition's stored offset (the smallest of its lanes') is
-    /// below what this owner loaded or stored, or is gone.
-    func check(groupId: String, _ partitions: [TopicPartition], on connection: PostgresConnection, logger: Logger) async throws {
-        let watched = expected.withLock { expected in partitions.compactMap { p in expected[p].map { (p, $0) } } }
-        guard !watched.isEmpty else { return }
-        let rows = try await connection.query(
-            """
-            SELECT o.topic, o.partition, min(o.next_offset) FROM consumer_offsets o
-            JOIN unnest(\(watched.map(\.0.topic))::text[], \(watched.map(\.0.partition))::int4[]) AS q(topic, partition)
-              ON o.topic = q.topic AND o.partition = q.partition
-            WHERE o.group_id = \(groupId)
-            GROUP BY o.topic, o.partition
-            """, logger: logger)
-        var stored: [TopicPartition: Int64] = [:]
-        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
-            stored[TopicPartition(topic: topic, partition: partition)] = offset
-        }
-        for (partition, expected) in watched.sorted(by: { $0.0 < $1.0 }) where (stored[partition] ?? -1) < expected {
+    /// What is expected of `partitions`, those this watch knows.
+    func expectations(of partitions: [TopicPartition]) -> [TopicPartition: Int64] {
+        expected.withLock { expected in expected.filter { partitions.contains($0.key) } }
+    }
+
+    /// Throws `StoredOffsetsWentBack` when a partition's stored offset (the smallest of its lanes', as
+    /// the table held it before this transaction wrote) is below what this owner loaded or stored, or is
+    /// gone. The caller's transaction then rolls back.
+    func verify(groupId: String, _ expectations: [TopicPartition: Int64], stored: [TopicPartition: Int64]) throws {
+        for (partition, expected) in expectations.sorted(by: { $0.key < $1.key }) where (stored[partition] ?? -1) < expected {
             throw StoredOffsetsWentBack(groupId: groupId, partition: partition, expected: expected, stored: stored[partition])
         }
     }
@@ -269,13 +261,13 @@ public enum StoredOffsetsTable {
     /// Stores `offsets` as the offsets of each of `lanes` (of `count`) in the caller's transaction.
     /// They replace the stored ones, not a maximum: after a broker that lost its log the consumer
     /// re-reads a partition from its start, and the offsets must follow it back. With a `watch`, the
-    /// stored offsets are first checked not to have gone back under the owner (`StoredOffsetsWatch`).
+    /// offsets the table held are checked not to have gone back under the owner (`StoredOffsetsWatch`),
+    /// in the same statement; if they had, this throws and the caller's transaction rolls back.
     public static func store(
         groupId: String, _ offsets: [TopicPartition: Int64], lanes: [Int], of count: Int, watch: StoredOffsetsWatch? = nil,
         on connection: PostgresConnection, logger: Logger
     ) async throws {
         guard !offsets.isEmpty, !lanes.isEmpty else { return }
-        try await watch?.check(groupId: groupId, Array(offsets.keys), on: connection, logger: logger)
         precondition(lanes.allSatisfy { (0..<count).contains($0) }, "lanes \(lanes) of \(count)")
         let sorted = offsets.sorted { $0.key < $1.key }
         var topics: [String] = [], partitions: [Int32] = [], laneColumn: [Int32] = [], nextOffsets: [Int64] = []
@@ -287,15 +279,32 @@ public enum StoredOffsetsTable {
                 nextOffsets.append(offset)
             }
         }
-        try await connection.query(
+        // One statement: the watched partitions' offsets as the table held them before it (a data-modifying
+        // WITH runs on the statement's snapshot), and the upsert.
+        let expectations = watch?.expectations(of: Array(offsets.keys)) ?? [:]
+        let rows = try await connection.query(
             """
-            INSERT INTO consumer_offsets (group_id, topic, partition, lane, lanes, next_offset, updated_at)
-            SELECT \(groupId), u.topic, u.partition, u.lane, \(count), u.next_offset, now()
-            FROM unnest(\(topics)::text[], \(partitions)::int4[], \(laneColumn)::int4[], \(nextOffsets)::int8[])
-                 AS u(topic, partition, lane, next_offset)
-            ON CONFLICT (group_id, topic, partition, lane)
-            DO UPDATE SET lanes = EXCLUDED.lanes, next_offset = EXCLUDED.next_offset, updated_at = now()
+            WITH before AS (
+                SELECT o.topic, o.partition, min(o.next_offset) AS next_offset FROM consumer_offsets o
+                JOIN unnest(\(expectations.map(\.key.topic))::text[], \(expectations.map(\.key.partition))::int4[]) AS q(topic, partition)
+                  ON o.topic = q.topic AND o.partition = q.partition
+                WHERE o.group_id = \(groupId)
+                GROUP BY o.topic, o.partition
+            ), stored AS (
+                INSERT INTO consumer_offsets (group_id, topic, partition, lane, lanes, next_offset, updated_at)
+                SELECT \(groupId), u.topic, u.partition, u.lane, \(count), u.next_offset, now()
+                FROM unnest(\(topics)::text[], \(partitions)::int4[], \(laneColumn)::int4[], \(nextOffsets)::int8[])
+                     AS u(topic, partition, lane, next_offset)
+                ON CONFLICT (group_id, topic, partition, lane)
+                DO UPDATE SET lanes = EXCLUDED.lanes, next_offset = EXCLUDED.next_offset, updated_at = now()
+            )
+            SELECT topic, partition, next_offset FROM before
             """, logger: logger)
+        var before: [TopicPartition: Int64] = [:]
+        for try await (topic, partition, offset) in rows.decode((String, Int32, Int64).self) {
+            before[TopicPartition(topic: topic, partition: partition)] = offset
+        }
+        try watch?.verify(groupId: groupId, expectations, stored: before)
     }
 
     /// Deletes `groupId`'s offsets: the broker lost its state and they point into topics that no
