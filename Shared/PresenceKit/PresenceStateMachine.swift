@@ -188,7 +188,7 @@ public struct PresenceStateMachine: Sendable {
     var restoredPhoneClockSavedAt: Timestamp?
     /// How far the phone's own wall clock reads ahead of the steady time, whatever clock the device stamps
     /// with (`clockOffsetMs` is the server's once it is known). Kept current by `clockEvent`'s events.
-    public private(set) var phoneClockOffsetMs: Int64 = 0
+    private(set) var phoneClockOffsetMs: Int64 = 0
 
     var tracker: BeaconTracker
     public private(set) var motion: MotionGate

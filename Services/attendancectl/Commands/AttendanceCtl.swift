@@ -80,20 +80,22 @@ package struct GlobalOptions: ParsableArguments {
     func kafka() throws -> KafkaConfiguration {
         var env = environment
         if let brokers { env["KAFKA_BROKERS"] = brokers }
-        let reader = EnvironmentReader(env)
-        try reader.checkFileReferences()
-        try reader.refuseRenamedKeys()
+        let reader = try Self.checkedReader(env)
         return try ServiceConfiguration.kafka(
             clientId: ServiceConfiguration.instanceId(service: "attendancectl", from: reader), from: reader)
     }
 
     func postgres() throws -> PostgresConfiguration {
-        let reader = EnvironmentReader(environment)
-        // A `*_FILE` variable that names no readable file is an error, never a silent fallback to the
-        // defaults (which could be another database).
+        try PostgresConfiguration.load(from: Self.checkedReader(environment))
+    }
+
+    /// A reader of `env` that refuses, before anything is read, a `*_FILE` variable naming no readable
+    /// file (never a silent fallback to the defaults, which could be another database) and a renamed key.
+    private static func checkedReader(_ env: [String: String]) throws -> EnvironmentReader {
+        let reader = EnvironmentReader(env)
         try reader.checkFileReferences()
         try reader.refuseRenamedKeys()
-        return try PostgresConfiguration.load(from: reader)
+        return reader
     }
 
     /// librdkafka reports every refused connection while it retries; the command's own error line

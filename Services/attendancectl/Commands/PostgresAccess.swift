@@ -18,10 +18,7 @@ enum PostgresAccess {
         do {
             try await withTimeout(.seconds(10)) {
                 let connection = try await PostgresConnection.connect(
-                    configuration: PostgresConnection.Configuration(
-                        host: settings.host, port: settings.port, username: settings.username, password: settings.password,
-                        database: settings.database, tls: .disable),
-                    id: 1, logger: logger)
+                    configuration: settings.connectionConfiguration, id: 1, logger: logger)
                 try await connection.close()
             }
         } catch {

@@ -236,10 +236,8 @@ package final class IdempotencyTable: Sendable {
             guard var slot = state.slots[key] else { return nil }
             if let requestId, slot.entry.requestId != requestId { return nil }
             if slot.entry.outcome != nil { return [] }
-            if slot.completedAt == nil {
-                slot.completedAt = now
-                state.finished.append(key)
-            }
+            slot.completedAt = now
+            state.finished.append(key)
             slot.entry.outcome = outcome
             let waiters = Array(slot.waiters.values)
             slot.waiters = [:]

@@ -11,13 +11,6 @@ import NIOCore
 /// asking before it reads a body (the gateway) has it check the path and query there, and the body
 /// after its authentication (`RequestBodyGuardMiddleware`).
 public enum RequestTextGuard {
-    /// The body is read (up to `maxBodyBytes`; more is a 413 through `ProblemMapper`) and stays
-    /// readable by the route.
-    public static func check(_ request: inout Request, maxBodyBytes: Int) async throws {
-        try checkTarget(request)
-        try await checkBody(&request, maxBodyBytes: maxBodyBytes)
-    }
-
     /// The decoded path and the query, without reading the body.
     public static func checkTarget(_ request: Request) throws {
         var problems: [FieldError] = []
@@ -38,7 +31,8 @@ public enum RequestTextGuard {
         if !problems.isEmpty { throw ProblemDetails.validation(problems) }
     }
 
-    /// A JSON body's strings (not for GET, HEAD and DELETE, which carry none).
+    /// A JSON body's strings (not for GET, HEAD and DELETE, which carry none). The body is read (up to
+    /// `maxBodyBytes`; more is a 413 through `ProblemMapper`) and stays readable by the route.
     public static func checkBody(_ request: inout Request, maxBodyBytes: Int) async throws {
         guard request.method != .get, request.method != .head, request.method != .delete else { return }
         let body = try await request.collectBody(upTo: maxBodyBytes)

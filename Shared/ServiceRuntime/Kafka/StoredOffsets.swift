@@ -131,7 +131,6 @@ public final class StoredOffsetsWatch: Sendable {
 /// process seeks every partition to its stored offset and reads again what the restore lost, which
 /// the owner's unique keys make harmless where it is still stored.
 public struct StoredOffsetsWentBack: Error, CustomStringConvertible {
-    public static let exitCode: Int32 = 75
     public let groupId: String
     public let partition: TopicPartition
     public let expected: Int64
@@ -361,7 +360,7 @@ public enum BatchStoreRetry {
             } catch let wentBack as StoredOffsetsWentBack {
                 // Retrying cannot help and storing on would lose records: a fresh process reads them again.
                 logger.critical("\(wentBack); exiting so that the supervisor starts this service afresh from the stored offsets")
-                exit(StoredOffsetsWentBack.exitCode)
+                exit(BrokerStateWatch.exitCode)
             } catch {
                 health?.failed(error)
                 onFailure()

@@ -185,7 +185,7 @@ public struct MigrationRunner: Sendable {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     } catch let error as PSQLError {
                         let message = error.serverInfo?[.message] ?? "\(error)"
-                        if error.serverInfo?[.sqlState] == "55P03" { throw LockNotAvailable(message: message) }
+                        if PostgresFailure(error)?.sqlState == PostgresFailure.lockNotAvailable { throw LockNotAvailable(message: message) }
                         throw MigrationError(description: "migration \(service) \(version)_\(migration.name) failed: \(message)")
                     }
                 }

@@ -7,6 +7,7 @@ public struct PostgresFailure: Sendable {
     public static let uniqueViolation = "23505"
     public static let serializationFailure = "40001"
     public static let deadlockDetected = "40P01"
+    public static let lockNotAvailable = "55P03"
 
     public let sqlState: String
     public let constraint: String?

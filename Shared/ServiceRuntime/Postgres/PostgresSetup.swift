@@ -2,6 +2,13 @@ import Logging
 import PostgresNIO
 
 extension PostgresConfiguration {
+    /// One connection's settings (no TLS, as the pool's), for a tool that checks it can connect at all
+    /// before it starts a pool.
+    public var connectionConfiguration: PostgresConnection.Configuration {
+        PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: .disable)
+    }
+
     /// A pooled client for these settings (loopback and compose networks: no TLS).
     public func makeClient(logger: Logger) -> PostgresClient {
         var configuration = PostgresClient.Configuration(

@@ -69,7 +69,6 @@ package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConver
 package struct RegistryChangeOutbox: OutboxTable {
     /// The channel the outbox's insert trigger notifies at each commit that added rows.
     package static let notificationChannel = "registry_change_outbox"
-    package static let sequenceWentBackExitCode: Int32 = 75
 
     package let topic: String
     /// `pg_advisory_xact_lock` key: "regfeed1" as ASCII.
@@ -87,7 +86,7 @@ package struct RegistryChangeOutbox: OutboxTable {
         self.onSequenceWentBack =
             onSequenceWentBack ?? { reason in
                 logger.critical("\(reason); exiting so that the registry's start publishes every entity's latest change again")
-                exit(RegistryChangeOutbox.sequenceWentBackExitCode)
+                exit(BrokerStateWatch.exitCode)
             }
     }
 
@@ -96,7 +95,7 @@ package struct RegistryChangeOutbox: OutboxTable {
     ) async throws -> [(id: Int64, message: KafkaOutgoingMessage)] {
         let rows = try await connection.query(
             """
-            SELECT id, entity_type, entity_id, op, payload::text, created_at
+            SELECT id, entity_type, entity_id, op, payload::text, created_at, (\(unescaped: RegistryFeedRepair.lastIdQuery.sql))
             FROM change_outbox
             WHERE published_at IS NULL
             ORDER BY id
@@ -106,23 +105,23 @@ package struct RegistryChangeOutbox: OutboxTable {
             logger: logger
         )
         var pending: [(id: Int64, message: KafkaOutgoingMessage)] = []
-        for try await (id, type, entityId, op, payload, createdAt) in rows.decode((Int64, String, String, String, String?, Date).self) {
+        // The sequence's last id, read with the rows (every row carries it).
+        var lastId: Int64 = .max
+        for try await (id, type, entityId, op, payload, createdAt, sequence) in rows.decode(
+            (Int64, String, String, String, String?, Date, Int64).self)
+        {
             let row = RegistryOutboxRow(id: id, entityType: type, entityId: entityId, op: op, payload: payload, createdAt: createdAt)
             pending.append((id, try row.message(topic: topic)))
+            lastId = sequence
         }
         let published = highestPublished.value.load(ordering: .relaxed)
-        if !pending.isEmpty, published > 0 {
-            var lastId: Int64 = 0
-            for try await id in try await connection.query(RegistryFeedRepair.lastIdQuery, logger: logger).decode(Int64.self) {
-                lastId = id
-            }
-            if lastId < published {
-                let reason =
-                    "the registry's change ids went back under this process (the sequence is at \(lastId), \(published) was "
-                    + "published): its database was restored from a backup"
-                onSequenceWentBack(reason)
-                throw RegistryPublishError.sequenceWentBack(reason)
-            }
+        // No rows: `lastId` stays at its maximum and nothing is checked.
+        if published > 0, lastId < published {
+            let reason =
+                "the registry's change ids went back under this process (the sequence is at \(lastId), \(published) was "
+                + "published): its database was restored from a backup"
+            onSequenceWentBack(reason)
+            throw RegistryPublishError.sequenceWentBack(reason)
         }
         return pending
     }

@@ -69,7 +69,7 @@ package enum RegistryFeedRepair {
             guard let value = message.value else { continue }
             // Only the version is read: a record of a later registry (a newer schema version, during a
             // rolling upgrade or after a rollback) still has one, and refusing it would stop this start.
-            let change = try JSONDecoder().decode(VersionOfAChange.self, from: Data(value))
+            let change = try ProtocolCodec.wire.decode(VersionOfAChange.self, from: value)
             version = max(version ?? change.version, change.version)
         }
         return version

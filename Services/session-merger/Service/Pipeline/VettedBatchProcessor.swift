@@ -106,8 +106,9 @@ package final class VettedBatchProcessor: Sendable {
                 offsets[partition] = lanes.lanes
             }
         }
-        offsetsWatch.loaded(stored.mapValues(\.resume), of: partitions)
-        return stored.mapValues(\.resume)
+        let resume = stored.mapValues(\.resume)
+        offsetsWatch.loaded(resume, of: partitions)
+        return resume
     }
 
     /// The write lane of a user's messages among `count`: FNV-1a of the user id, so a user keeps their
