@@ -57,30 +57,27 @@ package struct SessionMergerConfiguration: SchemaSettings {
     /// `MERGER_HORIZON_SECONDS` (checked against `SessionPolicy`'s ranges); daily attendance's
     /// `MERGER_MINIMUM_PRESENCE_SECONDS` (0-3,600); `MERGER_EVENT_RETENTION_DAYS` (0 or 30-3,650).
     package static func load(from env: EnvironmentReader = EnvironmentReader()) throws(ConfigurationError) -> SessionMergerConfiguration {
-        // Each threshold: its field (as `SessionPolicy`'s checks name it), its variable, and the range a
-        // number must be in before those checks see it.
-        let thresholds:
-            [(field: String, variable: String, keyPath: WritableKeyPath<SessionPolicy, TimeInterval>, range: ClosedRange<Double>)] =
-                [
-                    ("mergeWindow", "MERGER_MERGE_WINDOW_SECONDS", \.mergeWindow, 0...86_400),
-                    ("softExitGrace", "MERGER_SOFT_EXIT_GRACE_SECONDS", \.softExitGrace, 0...86_400),
-                    ("noiseThreshold", "MERGER_NOISE_SECONDS", \.noiseThreshold, 0...86_400),
-                    ("idleCutoff", "MERGER_IDLE_CUTOFF_SECONDS", \.idleCutoff, 0...864_000),
-                    ("horizon", "MERGER_HORIZON_SECONDS", \.horizon, 0...(40 * 86_400)),
-                ]
-        var policy = SessionPolicy.default
-        for threshold in thresholds {
-            policy[keyPath: threshold.keyPath] = try env.double(
-                threshold.variable, default: policy[keyPath: threshold.keyPath], in: threshold.range)
-        }
+        let defaults = SessionPolicy.default
+        var policy = SessionPolicy(
+            mergeWindow: try env.double("MERGER_MERGE_WINDOW_SECONDS", default: defaults.mergeWindow, in: 0...86_400),
+            softExitGrace: try env.double("MERGER_SOFT_EXIT_GRACE_SECONDS", default: defaults.softExitGrace, in: 0...86_400),
+            noiseThreshold: try env.double("MERGER_NOISE_SECONDS", default: defaults.noiseThreshold, in: 0...86_400),
+            idleCutoff: try env.double("MERGER_IDLE_CUTOFF_SECONDS", default: defaults.idleCutoff, in: 0...864_000),
+            horizon: try env.double("MERGER_HORIZON_SECONDS", default: defaults.horizon, in: 0...(40 * 86_400))
+        )
         do {
             policy = try policy.validated()
         } catch {
             // The first problem, told in the operator's words: the variable, its value, and the rule with
-            // every threshold named by its variable.
+            // every threshold named by its variable. (The reads above name each variable literally: the
+            // configuration table's test finds them there.)
+            let variables = [
+                "mergeWindow": "MERGER_MERGE_WINDOW_SECONDS", "softExitGrace": "MERGER_SOFT_EXIT_GRACE_SECONDS",
+                "noiseThreshold": "MERGER_NOISE_SECONDS", "idleCutoff": "MERGER_IDLE_CUTOFF_SECONDS", "horizon": "MERGER_HORIZON_SECONDS",
+            ]
             let issue = error.issues.first
-            let key = thresholds.first { $0.field == issue?.field }?.variable ?? "MERGER_*_SECONDS"
-            let rule = thresholds.reduce(issue?.reason ?? "\(error)") { $0.replacingOccurrences(of: $1.field, with: $1.variable) }
+            let key = issue.flatMap { variables[$0.field] } ?? "MERGER_*_SECONDS"
+            let rule = variables.reduce(issue?.reason ?? "\(error)") { $0.replacingOccurrences(of: $1.key, with: $1.value) }
             throw ConfigurationError(key: key, value: env.optionalString(key) ?? "(default)", expected: "a value that \(rule)")
         }
         // Unset variables keep the defaults declared above.
