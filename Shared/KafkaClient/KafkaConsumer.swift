@@ -82,7 +82,7 @@ public final class KafkaConsumer: Service, Sendable {
     ) throws(KafkaError) {
         let assigned = AssignmentTracker()
         let rebalance = RebalanceCoordinator(
-            listener: rebalanceListener, assigned: assigned, handoff: handoff, logger: logger,
+            listener: rebalanceListener, group: configuration.groupId, assigned: assigned, handoff: handoff, logger: logger,
             probeProperties: configuration.client.baseProperties.merging(configuration.client.properties) { _, override in override },
             quirks: configuration.client.brokerQuirks
         )
@@ -547,6 +547,7 @@ struct ConsumerQueue: @unchecked Sendable {
 /// poll thread inside librdkafka's rebalance callback, so it may block (it is not the cooperative pool).
 final class RebalanceCoordinator: Sendable {
     private let listener: (any KafkaRebalanceListener)?
+    private let group: String
     private let assigned: AssignmentTracker
     private let handoff: BatchHandoff
     private let logger: Logger
@@ -554,9 +555,10 @@ final class RebalanceCoordinator: Sendable {
     private let quirks: BrokerQuirks
 
     init(
-        listener: (any KafkaRebalanceListener)?, assigned: AssignmentTracker, handoff: BatchHandoff, logger: Logger,
-        probeProperties: [String: String], quirks: BrokerQuirks
+        listener: (any KafkaRebalanceListener)?, group: String, assigned: AssignmentTracker, handoff: BatchHandoff,
+        logger: Logger, probeProperties: [String: String], quirks: BrokerQuirks
     ) {
+        self.group = group
         self.quirks = quirks
         self.handoff = handoff
         self.listener = listener
@@ -657,9 +659,14 @@ final class RebalanceCoordinator: Sendable {
                 )
                 offset = low
             } else if err == RD_KAFKA_RESP_ERR_NO_ERROR, offset < low {
-                logger.warning(
-                    "stored offset was deleted by retention; reading from the earliest kept",
+                // Records the owner never stored are gone: counted for the `RecordsLostToRetention` alert.
+                logger.error(
+                    "stored offset was deleted by retention; the records before the earliest kept are lost. Reading from there",
                     metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
+                Counter(
+                    label: "kafka_consumer_records_lost_to_retention_total",
+                    dimensions: [("group", group), ("topic", tp.topic)]
+                ).increment(by: Int(low - offset))
                 offset = low
             }
             partitions.pointee.elems[i].offset = offset

@@ -102,6 +102,42 @@ struct PostgresIntegrationTests {
         }
     }
 
+    /// A replica asked to stop while another applies the service's migrations (a long index build)
+    /// ends its wait at once, and starts nothing.
+    @Test func aRunnerWaitingForAnotherReplicasMigrationsStopsWhenCancelled() async throws {
+        let service = "it_migr_wait_\(UInt32.random(in: 0...UInt32.max))"
+        try await LocalStack.withPostgres { db in
+            let (locked, lockedContinuation) = AsyncStream.makeStream(of: Void.self)
+            let (released, release) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // The other replica: holds the service's migration lock.
+                group.addTask {
+                    try await db.withTransaction(logger: self.logger) { connection in
+                        let key = "schema_migrations:\(service)"
+                        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(key)))", logger: self.logger)
+                        lockedContinuation.yield()
+                        for await _ in released { break }
+                    }
+                }
+                for await _ in locked { break }
+                let waiting = Task {
+                    try await MigrationRunner(service: service, migrations: self.migrations(service), client: db, logger: self.logger)
+                        .run()
+                }
+                try await Task.sleep(for: .seconds(1))
+                let cancelled = ContinuousClock.now
+                waiting.cancel()
+                let outcome = await waiting.result
+                #expect(ContinuousClock.now - cancelled < .seconds(3))
+                #expect(throws: (any Error).self) { try outcome.get() }
+                release.yield()
+                try await group.waitForAll()
+            }
+            let rows = try await db.query("SELECT count(*)::int FROM schema_migrations WHERE service = \(service)", logger: logger)
+            for try await count in rows.decode(Int.self) { #expect(count == 0) }
+        }
+    }
+
     @Test func runnersOfSeveralServicesStartTogetherOnANewDatabase() async throws {
         // A brand-new database, as on a first deploy where every service starts at once.
         let database = "it_fresh_\(UInt32.random(in: 0...UInt32.max))"

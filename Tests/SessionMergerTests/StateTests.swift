@@ -18,7 +18,9 @@ struct StateTests {
     func compaction() throws {
         var timeline = try newTimeline()
         try timeline.applyAll(workingDay()) // day 0
-        try timeline.applyAll([checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8))]) // day 8
+        // Day 8; the latest receipt is the compaction's time (the merger is not behind). That receipt also
+        // moves the clock: the day-8 session is idle then, and closes.
+        try timeline.applyAll([checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8), received: at(12, day: 9))])
         let before = timeline.sessions
 
         // now = day 9 12:00 -> cut = day 1 12:00. Day 0's sessions ended > 12 h before the cut: dropped.
@@ -35,19 +37,21 @@ struct StateTests {
         let old = try timeline.apply(checkIn("old", at(8, day: 0), received: at(13, day: 9)))
         #expect(old.disposition == .beyondHorizon(watermark: at(12, day: 1)))
         #expect(old.changes.isEmpty)
-        // (Received on day 9, its receipt also moves the clock: the day-8 session is now idle too.)
+        // (Received on day 9, it is idle on the timeline's clock at once.)
         let recent = try timeline.apply(checkIn("recent", at(8, day: 2), received: at(13, day: 9)))
-        #expect(recent.changes.kinds == [.opened, .closed, .closed])
-        #expect(recent.changes.ids == [sid("recent"), sid("recent"), sid("n1")])
-        #expect(recent.changes.map(\.session.closeReason) == [nil, .presenceTimeout, .presenceTimeout])
+        #expect(recent.changes.kinds == [.opened, .closed])
+        #expect(recent.changes.ids == [sid("recent"), sid("recent")])
+        #expect(recent.changes.map(\.session.closeReason) == [nil, .presenceTimeout])
     }
 
     @Test("compaction never cuts a session that a new event could still change")
     func compactionKeepsLiveSessions() throws {
         var timeline = try newTimeline()
-        // A session closed by check-out at day 0 20:00, and one still open since day 1 09:00.
+        // A session closed by check-out at day 0 20:00, and one open since day 9 05:00, the latest receipt
+        // at day 9 06:00.
         try timeline.applyAll([
-            checkIn("a", at(8)), checkOut("b", at(20)), checkIn("c", at(9, day: 1)), heartbeat("h", at(10, day: 1)),
+            checkIn("a", at(8)), checkOut("b", at(20)), checkIn("c", at(5, day: 9)),
+            heartbeat("h", at(5, 30, day: 9), received: at(6, day: 9)),
         ])
         // cut = day 1 06:00: session "a" ended 10 h before the cut (< 12 h idle): a new event at the cut
         // could still link to it, so it stays and the watermark moves back to its check-in.
@@ -57,10 +61,11 @@ struct StateTests {
         #expect(result.watermark == at(8))
         #expect(timeline.sessions.map(\.id) == [sid("a"), sid("c")])
 
-        // Later, with "a" far enough back, it goes; the open session never does.
+        // Later (a receipt at day 9 12:00), with "a" far enough back, it goes; the open session never does.
+        try timeline.apply(heartbeat("h2", at(11, 30, day: 9), received: at(12, day: 9)))
         let later = timeline.compact(now: at(12, day: 9))
         #expect(later.droppedSessionIds == [sid("a")])
-        #expect(later.watermark == at(9, day: 1))
+        #expect(later.watermark == at(12, day: 1))
         #expect(timeline.sessions.map(\.id) == [sid("c")])
         let far = timeline.compact(now: at(0, day: 30))
         #expect(far.droppedSessionIds.isEmpty) // still open on the timeline's clock: kept
@@ -116,7 +121,7 @@ struct StateTests {
     @Test("compaction with nothing to forget moves only the watermark, and older events are then beyond it")
     func compactionWithNothingToDrop() throws {
         var timeline = try newTimeline()
-        try timeline.applyAll([checkIn("a", at(8, day: 8)), heartbeat("b", at(9, day: 8))])
+        try timeline.applyAll([checkIn("a", at(8, day: 8)), heartbeat("b", at(9, day: 8), received: at(12, day: 9))])
         let sessionsBefore = timeline.sessions
         let result = timeline.compact(now: at(12, day: 9))
         #expect(result.droppedEvents == 0)
@@ -131,6 +136,29 @@ struct StateTests {
         // The timeline goes on as before.
         let next = try timeline.apply(heartbeat("c", at(10, day: 8)))
         #expect(next.disposition == .applied(.session(sid("a"))))
+    }
+
+    @Test("a merger catching up on days of backlog measures the horizon from the backlog's receipts, not from now")
+    func compactionBehindThePipeline() throws {
+        // The merger was down from day 3 to day 12. The backlog: a check-out received on day 3, an event of
+        // a phone back after 6 days offline (received on day 3, timed on day -3), then one received on day 3
+        // 10:00 that makes the timeline large enough to compact, while now is day 12.
+        var timeline = try newTimeline()
+        try timeline.applyAll([checkIn("a", at(8, day: 2)), checkOut("b", at(17, day: 2))])
+        try timeline.apply(heartbeat("c", at(9, day: 3), received: at(10, day: 3)))
+        let compaction = timeline.compact(now: at(0, day: 12))
+        // From now it would cut at day 4; from the latest receipt it cuts at day -5.
+        #expect(compaction.watermark == at(10, day: -5))
+        let late = try timeline.apply(checkIn("late", at(9, day: -3), received: at(11, day: 3)))
+        #expect(late.disposition == .applied(.session(sid("late"))))
+
+        // A timeline no longer written lets its history go once nothing can still be waiting in the
+        // topics (their retention: 14 days from gateway to merger).
+        #expect(SessionPolicy.longestPipelineWait == 14 * 86_400)
+        let idle = timeline.compact(now: at(0, day: 60))
+        #expect(idle.watermark == at(0, day: 38))
+        #expect(timeline.sessions.isEmpty)
+        #expect(timeline.eventCount == 0)
     }
 
     @Test("state round-trips through JSON: same state, same sessions, same future")
@@ -163,7 +191,7 @@ struct StateTests {
         var timeline = try newTimeline()
         let day = workingDay()
         try timeline.applyAll(day)
-        try timeline.applyAll([checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8))])
+        try timeline.applyAll([checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8), received: at(12, day: 9))])
         timeline.compact(now: at(12, day: 9))
         let tooOld = checkIn("old", at(8), received: at(13, day: 9))
         #expect(try timeline.apply(tooOld).disposition == .beyondHorizon(watermark: at(12, day: 1)))
@@ -175,7 +203,7 @@ struct StateTests {
         var rng = SplitMix64(seed: 9)
         let recorded =
             (day + [
-                checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8)), tooOld,
+                checkIn("n1", at(8, day: 8)), heartbeat("n2", at(9, day: 8), received: at(12, day: 9)), tooOld,
                 fact("elsewhere", .checkIn, at(8, day: 8), site: "S_OTHER"),
             ]).shuffled(using: &rng)
         let rebuilt = TimelineState(header: header, events: recorded)

@@ -148,7 +148,7 @@ public struct ServiceKit: Sendable {
     /// prints it).
     public func run(_ services: [any Service], prepare: @escaping @Sendable (PostgresClient) async throws -> Void = { _ in }) async throws {
         let configuration = configuration, postgres = postgres, logger = logger, migrate = migrate
-        let preparation = Preparation {
+        let preparation = Preparation(logger: logger) {
             try await configuration.ensureTopics(logger: logger)
             try await migrate()
             try await prepare(postgres)
@@ -183,7 +183,8 @@ public struct ServiceKit: Sendable {
 }
 
 /// Runs the preparation once (in the process's group, after the pool started) and lets the services
-/// waiting on it go.
+/// waiting on it go. A failure is logged here, at `error`, with its cause: the group reports a service's
+/// error only at `debug`.
 final class Preparation: Service, Sendable {
     private struct State {
         var finished = false
@@ -193,9 +194,11 @@ final class Preparation: Service, Sendable {
     }
 
     private let work: @Sendable () async throws -> Void
+    private let logger: Logger
     private let state = Mutex(State())
 
-    init(_ work: @escaping @Sendable () async throws -> Void) {
+    init(logger: Logger, _ work: @escaping @Sendable () async throws -> Void) {
+        self.logger = logger
         self.work = work
     }
 
@@ -206,6 +209,10 @@ final class Preparation: Service, Sendable {
             try await cancelWhenGracefulShutdown { try await self.work() }
         } catch  where Task.isShuttingDownGracefully {
             return // asked to stop while preparing: nothing starts, and that is no failure
+        } catch {
+            logger.error(
+                "preparing the service failed (topics, migrations, start-up reads); exiting", metadata: ["error": "\(error)"])
+            throw error
         }
         succeeded = !Task.isCancelled && !Task.isShuttingDownGracefully
     }
@@ -246,13 +253,19 @@ final class Preparation: Service, Sendable {
 }
 
 /// A service that starts only after the preparation succeeded; its graceful shutdown is the group's.
+/// After a failed preparation it waits for the group to end it, so that the group reports the
+/// preparation's error rather than a service that finished unexpectedly.
 struct AfterPreparation: Service {
     let service: any Service
     let preparation: Preparation
 
     func run() async throws {
         let ready = await cancelWhenGracefulShutdown { await preparation.succeeded() }
-        guard ready, !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
+        guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
+        guard ready else {
+            try? await gracefulShutdown()
+            return
+        }
         try await service.run()
     }
 }

@@ -156,6 +156,13 @@ public struct MigrationRunner: Sendable {
         return applied
     }
 
+    /// Takes the transaction-scoped advisory lock `key` if it is free; false when another holds it.
+    private static func tryLock(_ key: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("SELECT pg_try_advisory_xact_lock(hashtext(\(key)))", logger: logger)
+        for try await locked in rows.decode(Bool.self) { return locked }
+        return false
+    }
+
     /// Applies `migration` unless it was; true when this call applied it.
     private func apply(_ migration: Migration) async throws -> Bool {
         let service = self.service
@@ -163,9 +170,21 @@ public struct MigrationRunner: Sendable {
         let lockTimeoutMs = lockTimeout.milliseconds
         let didApply = try await PostgresFailure.unwrapping {
             try await client.withTransaction(logger: logger) { connection -> Bool in
+                // Replicas wait for each other as long as it takes, a second at a time: a wait inside
+                // PostgreSQL would not end when the process is asked to stop (a query once sent is not
+                // cancelled), and a replica stopped during another's long index build would crash at the
+                // end of its shutdown bound instead of exiting.
                 let lockKey = "schema_migrations:\(service)"
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger: logger)
-                // After the advisory lock: replicas wait for each other as long as it takes.
+                var waited = 0
+                while try await !Self.tryLock(lockKey, on: connection, logger: logger) {
+                    if waited % 30 == 0 {
+                        logger.info(
+                            "waiting for another process applying this service's migrations",
+                            metadata: ["service": .string(service), "waitedSeconds": "\(waited)"])
+                    }
+                    waited += 1
+                    try await Task.sleep(for: .seconds(1))
+                }
                 try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(max(1, lockTimeoutMs))"), logger: logger)
                 let version = migration.version
                 let rows = try await connection.query(

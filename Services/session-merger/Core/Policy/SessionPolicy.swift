@@ -38,6 +38,11 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
     package static let softExitGraceMaximum: TimeInterval = hour
     package static let idleCutoffRange: ClosedRange<TimeInterval> = hour...(24 * hour)
     package static let horizonMaximum: TimeInterval = 31 * day
+    /// The longest an event can wait between the gateway and the merger and still arrive: the raw and
+    /// the vetted topics' retention (a policy service and then a merger down for as long as each keeps
+    /// records).
+    package static let longestPipelineWait: TimeInterval =
+        Double((Topic.rawEvents.retentionMilliseconds ?? 0) + (Topic.vettedEvents.retentionMilliseconds ?? 0)) / 1_000
 
     /// 45 s merge window, 5 min soft-exit grace, 10 s noise, 12 h idle cutoff, 8 days horizon.
     ///

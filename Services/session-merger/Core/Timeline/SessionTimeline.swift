@@ -16,8 +16,9 @@ import Foundation
 /// bridges two sessions into one, the later-anchored id is reported `closed` with reason `superseded`
 /// (`SessionDelta.supersededBy` names the survivor) and the survivor carries all the events.
 ///
-/// **Horizon**: `compact(now:)` forgets events older than `now - policy.horizon` (8 days by default),
-/// but never cuts through a session that can still change; the oldest kept time is the `watermark`.
+/// **Horizon**: `compact(now:)` forgets events older than `policy.horizon` (8 days by default) before
+/// `now`, or before the latest receipt when the pipeline is behind (`compactionReference(now:)`), but
+/// never cuts through a session that can still change; the oldest kept time is the `watermark`.
 /// An event older than the watermark is `beyondHorizon`: the merger records it in its events table, no
 /// session changes (closed history that old is final).
 ///
@@ -120,6 +121,7 @@ package struct SessionTimeline: Sendable {
         state.facts.insert(stored, at: position)
         factsByKey[stored.key] = stored
         state.clock = max(state.clock ?? Millis.min, Millis(fact.receivedAt))
+        state.received = max(state.received ?? Millis.min, Millis(fact.receivedAt))
         let previous = derived
         let kept = rederive(changedFrom: position)
         let changes = publish(keeping: kept)
@@ -179,13 +181,14 @@ package struct SessionTimeline: Sendable {
         package var changes: [SessionDelta]
     }
 
-    /// Forgets history older than `now - policy.horizon`, keeping every session that a new event
-    /// (at or after the new watermark) could still change: the watermark moves back to the first check-in
-    /// of the oldest session that is not closed or whose last event is within the idle cutoff of it.
+    /// Forgets history older than `compactionReference(now:) - policy.horizon`, keeping every session
+    /// that a new event (at or after the new watermark) could still change: the watermark moves back to
+    /// the first check-in of the oldest session that is not closed or whose last event is within the idle
+    /// cutoff of it.
     @discardableResult
     package mutating func compact(now: Date) -> Compaction {
         let idle = Millis(seconds: policy.idleCutoff)
-        let cut = Millis(now) - Millis(seconds: policy.horizon)
+        let cut = compactionReference(now: now) - Millis(seconds: policy.horizon)
         let sessions = derived.sessions
         var dropped = 0
         while dropped < sessions.count, sessions[dropped].status == .closed, sessions[dropped].lastActivity + idle < cut {
@@ -220,6 +223,21 @@ package struct SessionTimeline: Sendable {
         return Compaction(
             droppedEvents: before - state.facts.count, droppedSessionIds: droppedIds, watermark: state.watermark?.date,
             changes: publish(keeping: 0))
+    }
+
+    /// The time the horizon is measured back from: `now`, or this timeline's latest receipt when that is
+    /// older, but never more than `SessionPolicy.longestPipelineWait` before `now`.
+    ///
+    /// One user's events reach the merger in the order the gateway took them, so an event still to come
+    /// was received after the latest receipt applied here, and its event time is at most the gateway's
+    /// event-age limit before its receipt. Measured from `now`, a merger catching up on days of backlog
+    /// (after an outage) would forget the history that backlog's late events land in: they would be
+    /// recorded but belong to no session. Nothing can be waiting longer than the topics keep a record,
+    /// which bounds how long a timeline no longer written keeps its last events.
+    func compactionReference(now: Date) -> Millis {
+        let now = Millis(now)
+        let oldest = now - Millis(seconds: SessionPolicy.longestPipelineWait)
+        return max(min(now, state.received ?? now), oldest)
     }
 
     // MARK: Internals

@@ -28,6 +28,8 @@ package struct TimelineState: Codable, Hashable, Sendable {
     package let siteId: String
     var facts: [StoredFact]
     var clock: Millis?
+    /// The latest `receivedAt` of the events applied (nil in a state written before it was kept).
+    var received: Millis?
     var watermark: Millis?
     var sessions: [SessionRecord]
     var retired: [RetiredSession]
@@ -37,7 +39,7 @@ package struct TimelineState: Codable, Hashable, Sendable {
     }
 
     private init(header: Header, facts: [StoredFact]) {
-        (userId, siteId, clock, watermark) = (header.userId, header.siteId, header.clock, header.watermark)
+        (userId, siteId, clock, received, watermark) = (header.userId, header.siteId, header.clock, header.received, header.watermark)
         (sessions, retired, self.facts) = (header.sessions, header.retired, facts)
     }
 
@@ -46,7 +48,8 @@ package struct TimelineState: Codable, Hashable, Sendable {
 
     /// The state without its events.
     package var header: Header {
-        Header(userId: userId, siteId: siteId, clock: clock, watermark: watermark, sessions: sessions, retired: retired)
+        Header(
+            userId: userId, siteId: siteId, clock: clock, received: received, watermark: watermark, sessions: sessions, retired: retired)
     }
 
     /// A state from its header and the events the merger recorded for this (user, site): events of other
@@ -69,6 +72,7 @@ package struct TimelineState: Codable, Hashable, Sendable {
         package let userId: String
         package let siteId: String
         var clock: Millis?
+        var received: Millis?
         var watermark: Millis?
         var sessions: [SessionRecord]
         var retired: [RetiredSession]
@@ -77,7 +81,7 @@ package struct TimelineState: Codable, Hashable, Sendable {
         package var watermarkDate: Date? { watermark?.date }
 
         enum CodingKeys: String, CodingKey {
-            case format = "v", userId, siteId, clock, watermark, sessions, retired
+            case format = "v", userId, siteId, clock, received, watermark, sessions, retired
         }
     }
 

@@ -114,6 +114,11 @@ package final class MergerPipeline: Service, Sendable {
         else { return nil }
         let stored = ContinuousClock.now
         MergerMetrics.record(result, storeDuration: stored - started)
+        if result.beyondHorizon > 0 {
+            logger.warning(
+                "accepted events older than their timeline's history were recorded in no session",
+                metadata: ["events": "\(result.beyondHorizon)"])
+        }
         try await afterCommit(result)
         await previousVerdicts?.value
         let verdicts = result.verdicts, nextOffsets = result.nextOffsets
@@ -161,6 +166,9 @@ enum MergerMetrics {
     static let batchStore = Timer(label: "merger_batch_store_seconds")
     static let sessionChanges = Counter(label: "merger_session_changes_total")
     static let deadLetters = Counter(label: "merger_dead_letters_total")
+    /// Accepted events older than their timeline's history (recorded, in no session): the merger was
+    /// behind by more than the horizon allows, or `MERGER_HORIZON_SECONDS` is below the event-age limit.
+    static let beyondHorizon = Counter(label: "merger_events_beyond_horizon_total")
 
     static func record(_ result: VettedBatchResult, storeDuration: Duration) {
         batchStore.recordNanoseconds(storeDuration.nanoseconds)
@@ -173,6 +181,7 @@ enum MergerMetrics {
         }
         if !result.sessionChanges.isEmpty { sessionChanges.increment(by: result.sessionChanges.count) }
         if !result.deadLetters.isEmpty { deadLetters.increment(by: result.deadLetters.count) }
+        if result.beyondHorizon > 0 { beyondHorizon.increment(by: result.beyondHorizon) }
     }
 }
 

@@ -21,6 +21,8 @@ package struct VettedBatchResult: Sendable {
     package var attempts: Int
     /// The transactions the batch was stored in: 1, or one per write lane with messages.
     package var transactions = 1
+    /// Accepted events older than their timeline's watermark: recorded and answered, in no session.
+    package var beyondHorizon = 0
 }
 
 /// Turns a polled batch of `attendance.events.vetted` messages into ONE PostgreSQL transaction:
@@ -213,7 +215,7 @@ package final class VettedBatchProcessor: Sendable {
         redeliveriesSeen.store(outcome.recordedBefore > 0, ordering: .relaxed)
         return VettedBatchResult(
             verdicts: outcome.verdicts, deadLetters: batch.letters, sessionChanges: outcome.changes, nextOffsets: batch.nextOffsets,
-            attempts: attempts, transactions: transactions)
+            attempts: attempts, transactions: transactions, beyondHorizon: outcome.beyondHorizon)
     }
 
     /// Stores `messages` in one transaction with `nextOffsets` as the offsets of `offsetLanes`, the
@@ -279,7 +281,8 @@ package final class VettedBatchProcessor: Sendable {
         return (
             TransactionOutcome(
                 verdicts: verdicts.compactMap { $0 }, changes: outcomes.flatMap(\.0.changes), timelines: [:], sessionKeySites: [:],
-                recordedBefore: outcomes.reduce(0) { $0 + $1.0.recordedBefore }),
+                recordedBefore: outcomes.reduce(0) { $0 + $1.0.recordedBefore },
+                beyondHorizon: outcomes.reduce(0) { $0 + $1.0.beyondHorizon }),
             outcomes.map(\.1).max() ?? 1
         )
     }
@@ -381,6 +384,8 @@ package final class VettedBatchProcessor: Sendable {
         var sessionKeySites: [MergerStore.UserSessionKey: String]
         /// Keys of the batch recorded before it (looked up first; 0 when the batch was tried as all new).
         var recordedBefore: Int
+        /// Accepted events older than their timeline's watermark.
+        var beyondHorizon: Int
     }
 
     private func apply(
@@ -484,10 +489,12 @@ package final class VettedBatchProcessor: Sendable {
         var changes: [SessionDelta] = []
         var sessionOf: [Int: String] = [:]
         var moved: [MergerStore.TimelineKey: Set<String>] = [:]
+        var beyondHorizon = 0
         for (index, disposition) in dispositions.enumerated() {
             guard case .accepted(let fact) = disposition else { continue }
             let key = MergerStore.TimelineKey(userId: fact.userId, siteId: fact.siteId)
             let outcome = try timelines[key]!.timeline.apply(fact)
+            if case .beyondHorizon = outcome.disposition { beyondHorizon += 1 }
             changes += outcome.changes
             if let session = outcome.sessionId { sessionOf[index] = session }
             if !outcome.movedKeys.isEmpty { moved[key, default: []].formUnion(outcome.movedKeys) }
@@ -602,7 +609,8 @@ package final class VettedBatchProcessor: Sendable {
         }
         return TransactionOutcome(
             verdicts: verdicts, changes: changes, timelines: timelines,
-            sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count)
+            sessionKeySites: storedKeySites.merging(insertedKeySites) { stored, _ in stored }, recordedBefore: recorded.count,
+            beyondHorizon: beyondHorizon)
     }
 
     /// The site the envelope or the body names (events and check-ins always do).
