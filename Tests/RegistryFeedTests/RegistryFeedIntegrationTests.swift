@@ -223,6 +223,43 @@ struct RegistryFeedIntegrationTests {
         }
     }
 
+    @Test("the outbox keeps each entity's latest published change, not its history")
+    func publishedHistoryIsNotKept() async throws {
+        try await Stack.withRepository { repository, client in
+            let fixture = try await FeedFixture.make(repository)
+            let other = try await repository.createSite(
+                NewSite(
+                    organizationId: fixture.organization.id, name: "Annex", timezone: fixture.site.timezone,
+                    geofence: fixture.site.geofence, shift: fixture.site.shift))
+            try await Stack.withProducer { producer in
+                let publisher = RegistryChangePublisher(client: client, producer: producer, topic: Stack.topic, logger: Stack.logger)
+                try await Stack.drainOutbox(publisher)
+                // Moved twice after it was published, then published again.
+                _ = try await repository.setUserSites(userId: fixture.user.id, siteIds: [other.id])
+                _ = try await repository.setUserSites(userId: fixture.user.id, siteIds: [fixture.site.id, other.id])
+                try await Stack.drainOutbox(publisher)
+            }
+            let rows = try await client.query(
+                "SELECT payload->'siteIds' FROM change_outbox WHERE entity_type = 'user' AND entity_id = \(fixture.user.id)",
+                logger: Stack.logger)
+            var kept: [String] = []
+            for try await sites in rows.decode(String.self) { kept.append(sites) }
+            #expect(kept.count == 1, "\(kept)")
+            #expect(kept.first?.contains(other.id) == true && kept.first?.contains(fixture.site.id) == true, "\(kept)")
+            // Every other entity of the fixture still has its one row, which a refill copies.
+            #expect(try await Self.rowCount(client, type: "site", id: fixture.site.id) == 1)
+            #expect(try await Self.rowCount(client, type: "device", id: fixture.device.id) == 1)
+        }
+    }
+
+    static func rowCount(_ client: PostgresClient, type: String, id: String) async throws -> Int {
+        let rows = try await client.query(
+            "SELECT count(*)::int FROM change_outbox WHERE entity_type = \(type) AND entity_id = \(id)", logger: Stack.logger)
+        var count = 0
+        for try await n in rows.decode(Int.self) { count = n }
+        return count
+    }
+
     @Test("rows stay unpublished when the broker does not acknowledge, and go out on the next run")
     func crashSafety() async throws {
         try await Stack.withRepository { repository, client in

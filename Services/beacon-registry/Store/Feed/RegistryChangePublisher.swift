@@ -55,8 +55,9 @@ package enum RegistryPublishError: Error, Hashable, Sendable, CustomStringConver
 }
 
 /// `change_outbox` as an outbox of the compacted `registry.changes` topic: rows are stamped
-/// `published_at` (kept: `RegistryFeedRepair` copies each entity's latest when the broker lost the topic), and
-/// the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
+/// `published_at`, and an entity's earlier published rows are deleted with it, so the table keeps, like
+/// the compacted topic, each entity's latest change (`RegistryFeedRepair` copies those when the broker
+/// lost the topic) and no history of names, sites or device tokens; the insert trigger notifies `registry_change_outbox` at each commit, so a change is on the feed a
 /// few milliseconds after it (readers that must not decide from a stale view wait that long).
 ///
 /// The ids are the feed's versions, and its readers drop a change whose version is not above the one
@@ -128,6 +129,13 @@ package struct RegistryChangeOutbox: OutboxTable {
 
     package func markDelivered(_ ids: [Int64], on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("UPDATE change_outbox SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
+        try await connection.query(
+            """
+            DELETE FROM change_outbox o
+            USING (SELECT entity_type, entity_id, max(id) AS id FROM change_outbox WHERE id = ANY(\(ids)) GROUP BY 1, 2) latest
+            WHERE o.entity_type = latest.entity_type AND o.entity_id = latest.entity_id AND o.id < latest.id
+              AND o.published_at IS NOT NULL
+            """, logger: logger)
         if let highest = ids.max() { highestPublished.value.max(highest, ordering: .relaxed) }
     }
 }
