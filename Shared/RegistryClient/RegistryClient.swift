@@ -119,6 +119,11 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/users/\(Self.segment(id))")
     }
 
+    /// Replaces the user's name.
+    public func renameUser(userId: String, name: String) async throws(RegistryClientError) -> RegistryReply<User> {
+        try await admin(.put, "/v1/admin/users/\(Self.segment(userId))/name", body: UserName(name: name))
+    }
+
     /// Replaces the sites the user is assigned to.
     public func setUserSites(userId: String, siteIds: [String]) async throws(RegistryClientError) -> RegistryReply<User> {
         try await admin(.put, "/v1/admin/users/\(Self.segment(userId))/sites", body: UserSites(siteIds: siteIds))

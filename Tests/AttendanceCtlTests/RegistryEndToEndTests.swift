@@ -152,6 +152,16 @@ struct RegistryEndToEndTests {
             let neither = await r.ctl(["users", "set-sites", userId], key: r.admin)
             #expect(neither.code != 0 && neither.stderr.contains("--no-sites"), "\(neither)")
             #expect(try await r.ctl(["users", "set-sites", userId, "--site", siteId], key: r.admin).field("sites") == siteId)
+            // A misspelt name corrected; a blank one refused, naming the field; a viewer may not.
+            let renamed = await r.ctl(["users", "rename", userId, "--name", "Nguyễn Văn Ân"], key: r.admin)
+            #expect(try renamed.field("name") == "Nguyễn Văn Ân", "\(renamed)")
+            #expect(try await r.ctl(["users", "get", userId], key: r.viewer).field("name") == "Nguyễn Văn Ân")
+            let blank = await r.ctl(["users", "rename", userId, "--name", " "], key: r.admin)
+            #expect(blank.code == 1 && blank.stderr.contains("name"), "\(blank)")
+            let renamedByAViewer = await r.ctl(["users", "rename", userId, "--name", "X"], key: r.viewer)
+            #expect(renamedByAViewer.code == 1 && renamedByAViewer.stderr.contains("(HTTP 403)"), "\(renamedByAViewer)")
+            let nobody = await r.ctl(["users", "rename", "usr-nobody", "--name", "X"], key: r.admin)
+            #expect(nobody.code == 1 && nobody.stderr.contains("(HTTP 404)"), "\(nobody)")
 
             let code = await r.ctl(["enrollment-codes", "create", "--user", userId, "--validity-minutes", "30"], key: r.admin)
             #expect(code.code == 0, "\(code)")

@@ -69,6 +69,13 @@ public struct NewUser: Codable, Hashable, Sendable {
     }
 }
 
+/// `PUT /v1/admin/users/{id}/name`: the user's name from now on (a correction, a change of legal name).
+public struct UserName: Codable, Hashable, Sendable {
+    public var name: String
+
+    public init(name: String) { self.name = name }
+}
+
 /// `PUT /v1/admin/users/{id}/sites`: the sites the user is assigned to from now on (an empty list: none).
 public struct UserSites: Codable, Hashable, Sendable {
     public var siteIds: [String]

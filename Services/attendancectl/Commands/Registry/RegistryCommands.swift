@@ -468,7 +468,7 @@ extension AttendanceCtl.Registry {
 
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "People whose attendance is taken.", subcommands: [Create.self, Get.self, SetSites.self]
+            abstract: "People whose attendance is taken.", subcommands: [Create.self, Get.self, Rename.self, SetSites.self]
         )
 
         struct Create: AsyncParsableCommand {
@@ -494,6 +494,20 @@ extension AttendanceCtl.Registry {
             func run() async throws {
                 try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
                     try await client.user(id: id)
+                }
+            }
+        }
+
+        struct Rename: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Correct a user's name (admin); the change feed then carries only the new one.")
+            @Argument(help: "The user's id.") var id: String
+            @Option(help: "The name from now on.") var name: String
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
+                    try await client.renameUser(userId: id, name: name)
                 }
             }
         }

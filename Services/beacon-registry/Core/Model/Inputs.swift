@@ -62,6 +62,15 @@ extension NewUser {
     }
 }
 
+extension UserName {
+    package func validated() throws(RegistryError) -> UserName {
+        var v = InputValidator()
+        let name = v.name(name, "name")
+        try v.finish()
+        return UserName(name: name)
+    }
+}
+
 extension UserSites {
     /// The ids checked and each site once, in the order given.
     package func validated() throws(RegistryError) -> UserSites {

@@ -119,7 +119,8 @@ struct GatesController {
     }
 }
 
-/// `/v1/admin/users`: create (admin), read (viewer), assign to sites (admin), issue an enrollment code (admin).
+/// `/v1/admin/users`: create (admin), read (viewer), rename and assign to sites (admin), issue an enrollment
+/// code (admin).
 struct UsersController {
     let repository: any AdminRegistryRepository
 
@@ -132,6 +133,12 @@ struct UsersController {
         group.get("users/{id}") { request, context in
             try context.authorize(.viewer)
             let user = try await repository.user(id: try context.pathId())
+            return try Reply.json(user, request: request, context: context)
+        }
+        group.put("users/{id}/name") { request, context in
+            try context.authorize(.admin)
+            let body = try await request.decodeJSON(UserName.self)
+            let user = try await repository.renameUser(userId: try context.pathId(), name: body.name)
             return try Reply.json(user, request: request, context: context)
         }
         group.put("users/{id}/sites") { request, context in

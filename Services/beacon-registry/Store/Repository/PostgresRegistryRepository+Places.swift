@@ -114,6 +114,19 @@ extension PostgresRegistryRepository {
         }
     }
 
+    package func renameUser(userId: String, name: String) async throws(RegistryError) -> User {
+        let name = try UserName(name: name).validated().name
+        return try await write("rename user") { db in
+            guard try await db.firstRow("UPDATE users SET name = \(name) WHERE id = \(userId) RETURNING id", logger: logger) != nil else {
+                throw RegistryError.notFound(.user, id: userId)
+            }
+            let row = try await db.singleRow("SELECT \(unescaped: Columns.user) FROM users u WHERE u.id = \(userId)", logger: logger)
+            let user = try Columns.user(row)
+            try await ChangeOutbox.upsert(.user, id: userId, entity: user, on: db, logger: logger)
+            return user
+        }
+    }
+
     /// Fails naming the first site that does not exist (the foreign key error would not say which).
     static func requireSites(_ siteIds: [String], on db: PostgresConnection, logger: Logger) async throws {
         let found = try await db.rows("SELECT id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
