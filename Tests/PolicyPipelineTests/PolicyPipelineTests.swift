@@ -175,6 +175,19 @@ struct PolicyPipelineTests {
         }
     }
 
+    /// A gateway whose clock runs an hour ahead stamps receipts in this host's future: the wait for the
+    /// registry view as of that receipt is bounded by this host's clock (the event was received before it
+    /// is read), so the batch is decided, not held for the hour with its partition behind it.
+    @Test func aReceiptStampedAheadOfThisHostsClockIsDecidedNotHeld() async throws {
+        try await PipelineHarness.run { h in
+            let started = ContinuousClock.now
+            try await h.produceRaw([h.event(key: "k_ahead", minor: 65_001, time: Date().addingTimeInterval(3_600))])
+            let vetted = try await h.readVetted(count: 1)
+            #expect(vetted.map(\.raw.idempotencyKey) == ["k_ahead"])
+            #expect(ContinuousClock.now - started < .seconds(30))
+        }
+    }
+
     @Test func anotherOrganizationsUserIsRefusedAtThisSite() async throws {
         try await PipelineHarness.run { h in
             // A user of another organization, assigned to that organization's site, enrolled.

@@ -135,6 +135,24 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A gateway whose clock runs an hour ahead stamps its receipts in the merger's future: they count
+        /// as the merger's now on the timeline's clock, so a check-out two minutes ago is a soft exit
+        /// within its grace, not a check-out closed at once (which a return would then reopen).
+        @Test func aReceiptStampedAheadOfTheMergersClockDoesNotCloseSessionsEarly() async throws {
+            try await MergerDB.run { db in
+                let user = "u-\(token())", site = "site-\(token())", sk = "sk-\(token())", now = Date()
+                let ahead = now.addingTimeInterval(3_600)
+                try await db.process(
+                    [
+                        Make.checkIn(user: user, site: site, at: now.minus(minutes: 20), sessionKey: sk, received: ahead),
+                        Make.checkOut(user: user, at: now.minus(minutes: 2), sessionKey: sk, received: ahead),
+                    ], from: 0)
+                #expect(try await db.sessions(user: user).map(\.status) == ["soft_exit"])
+                // The events keep the receipt the gateway stamped.
+                #expect(try await db.count("SELECT count(*)::int FROM events WHERE user_id = \(user) AND received_at > now()") == 2)
+            }
+        }
+
         /// `merger.events.session_id` follows an event that a later one moves: a late check-out splits the
         /// session, and the events after it (another key, two hours on) now make a session of their own.
         @Test(arguments: [false, true])

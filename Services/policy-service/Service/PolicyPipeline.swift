@@ -248,11 +248,14 @@ package final class PolicyPipeline: Service, Sendable {
     /// as of that event's receipt (plus the registry's publish margin) and has settled. A view that
     /// stays behind is never decided from (fail closed, as the nonce claim); one that is current but
     /// never settles is, after `registryLagWait`. Returns early only on cancellation or graceful
-    /// shutdown, by throwing (only a batch that waits pays for watching the shutdown).
+    /// shutdown, by throwing (only a batch that waits pays for watching the shutdown). A receipt
+    /// stamped ahead of this host's clock (a gateway whose clock runs ahead) counts as now: the event
+    /// was received before it is read here, and the view's wait would otherwise never end.
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async throws {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
-        guard let newest = behind.map(\.receivedAt).max() else { return }
+        guard let latest = behind.map(\.receivedAt).max() else { return }
+        let newest = min(latest, Date())
         registryWaits.add(1, ordering: .relaxed)
         let margin = configuration.registryPublishMargin
         let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)

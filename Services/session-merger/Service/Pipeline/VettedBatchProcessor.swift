@@ -454,10 +454,14 @@ package final class VettedBatchProcessor: Sendable {
             }
             let userId = item.raw.userId
             do throws(FactMappingError) {
-                let fact = try AttendanceFact(record: item.vetted) { sessionKey in
+                var fact = try AttendanceFact(record: item.vetted) { sessionKey in
                     let key = MergerStore.UserSessionKey(userId: userId, sessionKey: sessionKey)
                     return storedKeySites[key] ?? batchKeySites[key] ?? userFallback[userId]
                 }
+                // The timeline's clock is its latest receipt: one stamped ahead of this host's clock (a
+                // gateway whose clock runs ahead) would age the user's check-outs past their grace at once
+                // for as long. It counts as now; the events table keeps the receipt as stamped.
+                fact.receivedAt = min(fact.receivedAt, now)
                 dispositions.append(.accepted(fact))
             } catch {
                 let reason: String
