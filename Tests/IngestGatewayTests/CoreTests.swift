@@ -99,6 +99,26 @@ struct CoreTests {
         #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 13)?.outcome?.outcome == .payloadMismatch)
     }
 
+    /// The pipeline more than the in-flight time behind (a merger catching up): the phone's retry
+    /// produced the event again under a new request, and the first request's verdict, when it comes,
+    /// answers both, so the phone gets its final answer without waiting for the copy's.
+    @Test("a verdict for an earlier request with the same key and payload completes the request that replaced it")
+    func aLateVerdictOfAnEarlierRequestWithTheSamePayloadCompletesTheLaterOne() async {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
+        let t0 = Date()
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r1", eventTime: nil, now: t0) == .started)
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r2", eventTime: nil, now: t0 + 11) == .started)
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r3", eventTime: nil, now: t0 + 22) == .started)
+        async let waited = table.waitForOutcome(key: "k", timeout: .seconds(30))
+        try? await Task.sleep(for: .milliseconds(50))
+        #expect(table.complete(key: "k", requestId: "r1", outcome: Self.outcome(.accepted), now: t0 + 23))
+        #expect(await waited?.outcome == .accepted)
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 24)?.outcome?.outcome == .accepted)
+        // The copies' verdicts (`duplicate`) change nothing.
+        #expect(table.complete(key: "k", requestId: "r3", outcome: Self.outcome(.duplicate), now: t0 + 25))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 26)?.outcome?.outcome == .accepted)
+    }
+
     @Test("a verdict delivered again does not replace the first outcome")
     func aRedeliveredVerdictKeepsTheFirstOutcome() {
         let table = IdempotencyTable()

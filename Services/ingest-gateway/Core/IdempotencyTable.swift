@@ -114,7 +114,13 @@ package final class IdempotencyTable: Sendable {
         var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
         /// When the outcome arrived (this process's clock).
         var completedAt: Date?
+        /// Earlier requests with this key and payload that outlived their in-flight time (the most
+        /// recent `earlierRequestsKept`): the verdict of any of them is this request's outcome too.
+        var earlierRequestIds: [String] = []
     }
+
+    /// How many earlier requests of one key and payload a slot remembers.
+    static let earlierRequestsKept = 16
 
     struct State {
         var slots: [String: Slot] = [:]
@@ -191,6 +197,7 @@ package final class IdempotencyTable: Sendable {
     ) -> BeginResult {
         let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
             var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
+            var earlier: [String] = []
             if let slot = state.slots[key] {
                 if !isExpired(slot, now: now) {
                     if slot.entry.fingerprint != fingerprint { return (.mismatch(slot.entry), []) }
@@ -199,6 +206,9 @@ package final class IdempotencyTable: Sendable {
                 }
                 dropped = Array(slot.waiters.values)
                 state.remove(key)
+                if slot.entry.outcome == nil, slot.entry.fingerprint == fingerprint {
+                    earlier = Array((slot.earlierRequestIds + [slot.entry.requestId]).suffix(Self.earlierRequestsKept))
+                }
             }
             if state.slots.count >= settings.maxEntries {
                 evictOldestFinished(&state, downTo: settings.maxEntries - 1)
@@ -207,7 +217,7 @@ package final class IdempotencyTable: Sendable {
             state.slots[key] = Slot(
                 entry: IdempotencyEntry(
                     key: key, deviceId: deviceId, fingerprint: fingerprint, requestId: requestId, eventTime: eventTime, receivedAt: now
-                ))
+                ), earlierRequestIds: earlier)
             return (.started, dropped)
         }
         for waiter in dropped { waiter.resume(returning: nil) }
@@ -226,15 +236,17 @@ package final class IdempotencyTable: Sendable {
 
     /// Records the outcome for `key` and wakes its waiters. `false` when this instance holds no
     /// request with that key (restarted, or forgotten), or, given `requestId`, when the key's request
-    /// is another one (a verdict for an earlier request that outlived its in-flight time): nothing
-    /// waits for it, and the later request keeps waiting for its own verdict. The first outcome
+    /// is another one with another payload: nothing waits for it, and the later request keeps waiting
+    /// for its own verdict. The verdict of an earlier request with the same payload that outlived its
+    /// in-flight time (a pipeline more than that behind) completes the later one: the merger records
+    /// the key once, and the later copy's verdict would only repeat it. The first outcome
     /// stands: a verdict delivered again (the merger answers a redelivered event `duplicate`) changes
     /// nothing a replay answers.
     @discardableResult
     package func complete(key: String, requestId: String? = nil, outcome: RecordedOutcome, now: Date = Date()) -> Bool {
         let waiters = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>]? in
             guard var slot = state.slots[key] else { return nil }
-            if let requestId, slot.entry.requestId != requestId { return nil }
+            if let requestId, slot.entry.requestId != requestId, !slot.earlierRequestIds.contains(requestId) { return nil }
             if slot.entry.outcome != nil { return [] }
             slot.completedAt = now
             state.finished.append(key)
