@@ -119,6 +119,13 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/users/\(Self.segment(id))")
     }
 
+    /// The devices enrolled for the user, revoked ones included.
+    public func listDevices(
+        userId: String, _ page: PageQuery = PageQuery()
+    ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Device>> {
+        try await admin(.get, "/v1/admin/users/\(Self.segment(userId))/devices", query: page.query)
+    }
+
     /// Replaces the user's name.
     public func renameUser(userId: String, name: String) async throws(RegistryClientError) -> RegistryReply<User> {
         try await admin(.put, "/v1/admin/users/\(Self.segment(userId))/name", body: UserName(name: name))

@@ -183,6 +183,13 @@ struct RegistryEndToEndTests {
             #expect(try revoked.field("revoked") != "-")
             let shown = await r.ctl(["devices", "get", deviceId], key: r.viewer)
             #expect(try shown.field("status") == "revoked" && shown.field("model") == "Pixel 8")
+            // From the person to their phones, revoked ones included.
+            let phones = await r.ctl(["users", "devices", userId], key: r.viewer)
+            #expect(phones.code == 0 && phones.stdout.contains(deviceId) && phones.stdout.contains("revoked"), "\(phones)")
+            let phonesJSON = try await r.ctl(["users", "devices", userId, "--json"], key: r.viewer).object()
+            #expect((phonesJSON["items"] as? [[String: Any]])?.map { $0["id"] as? String } == [deviceId])
+            let nobodys = await r.ctl(["users", "devices", "usr-nobody"], key: r.viewer)
+            #expect(nobodys.code == 1 && nobodys.stderr.contains("(HTTP 404)"), "\(nobodys)")
         }
     }
 

@@ -29,6 +29,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.post, "/v1/admin/gates/{id}/minor", .installer),
     (.post, "/v1/admin/users", .admin),
     (.get, "/v1/admin/users/{id}", .viewer),
+    (.get, "/v1/admin/users/{id}/devices", .viewer),
     (.put, "/v1/admin/users/{id}/name", .admin),
     (.put, "/v1/admin/users/{id}/sites", .admin),
     (.post, "/v1/admin/users/{id}/enrollment-codes", .admin),
@@ -173,6 +174,7 @@ struct UnusedRepository: AdminRegistryRepository {
     func createFirstAdminKey(name: String) async throws(RegistryError) -> IssuedAPIKey? { throw .storage("unused") }
     func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User { throw .storage("unused") }
     func renameUser(userId: String, name: String) async throws(RegistryError) -> User { throw .storage("unused") }
+    func listDevices(userId: String, after: String?, limit: Int) async throws(RegistryError) -> [Device] { throw .storage("unused") }
     func detectionConfig(siteId: String) async throws(RegistryError) -> SiteDetectionConfig { throw .storage("unused") }
     func deviceConfiguration(deviceId: String, userId: String) async throws(RegistryError) -> DeviceConfiguration {
         throw .storage("unused")

@@ -318,6 +318,59 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A disputed record: a user's events of one local day, accepted and refused, with their receipt,
+        /// decision and session, one page at a time; another user's are not among them.
+        @Test func aUsersEventsAcceptedAndRefusedByEventTimeWithPages() async throws {
+            try await AdminHarness.run { h, client in
+                let sessions = try await client.get("/v1/admin/sessions?userId=\(h.lateUser)", key: h.viewer).decode(SessionPage.self)
+                let session = try #require(sessions.items.first?.sessionId)
+                // A refused check-in of the same user that morning, received late.
+                let day = try await client.get("/v1/admin/events?userId=\(h.lateUser)", key: h.viewer).decode(RecordedEventPage.self)
+                let checkIn = try #require(day.items.first)
+                let refusedAt = checkIn.eventTime.addingTimeInterval(-1_800)
+                try await h.db.process(
+                    [
+                        Make.checkIn(
+                            user: h.lateUser, site: h.siteId, at: refusedAt, sessionKey: "sk-refused", key: "k-refused-\(token())",
+                            received: refusedAt.addingTimeInterval(90), decision: Make.reject())
+                    ], from: 10)
+
+                let all = try await client.get("/v1/admin/events?userId=\(h.lateUser)", key: h.viewer).decode(RecordedEventPage.self)
+                #expect(all.items.map(\.outcome) == ["rejected", "accepted", "accepted"])
+                #expect(all.items.map(\.type) == ["checkin", "checkin", "checkout"])
+                #expect(all.nextCursor == nil)
+                let refused = try #require(all.items.first)
+                #expect(refused.reasons == ["no walking detected before the punch"])
+                #expect(refused.action == "walk_to_gate")
+                #expect(refused.sessionId == nil)
+                #expect(refused.receivedAt.timeIntervalSince(refused.eventTime) == 90)
+                #expect(all.items.dropFirst().map(\.sessionId) == [session, session])
+                #expect(all.items.allSatisfy { $0.deviceId == "dev-\(h.lateUser)" })
+
+                // One at a time, in the same order, then the end.
+                var paged: [String] = []
+                var cursor: String?
+                repeat {
+                    let uri = "/v1/admin/events?userId=\(h.lateUser)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
+                    let page = try await client.get(uri, key: h.viewer).decode(RecordedEventPage.self)
+                    paged += page.items.map(\.idempotencyKey)
+                    cursor = page.nextCursor
+                } while cursor != nil && paged.count < 10
+                #expect(paged == all.items.map(\.idempotencyKey))
+
+                // A window of event time: only the refused one.
+                let from = WireTimestamp.string(from: refusedAt.addingTimeInterval(-1))
+                let to = WireTimestamp.string(from: refusedAt.addingTimeInterval(1))
+                let window = try await client.get("/v1/admin/events?userId=\(h.lateUser)&from=\(from)&to=\(to)", key: h.viewer)
+                    .decode(RecordedEventPage.self)
+                #expect(window.items.map(\.outcome) == ["rejected"])
+                let nobody = try await client.get("/v1/admin/events?userId=u-nobody-\(token())", key: h.viewer)
+                    .decode(RecordedEventPage.self)
+                #expect(nobody.items.isEmpty)
+                try await client.get("/v1/admin/events?userId=\(h.lateUser)", key: nil).problem(.unauthorized)
+            }
+        }
+
         /// An opaque cursor carrying `text`, as the API encodes one (base64url without padding).
         static func cursor(_ text: String) -> String {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
@@ -328,7 +381,18 @@ extension SessionMergerServiceTests {
             try await AdminHarness.run { h, client in
                 let s = "/v1/admin/sessions"
                 let d = "/v1/admin/attendance/daily"
+                let e = "/v1/admin/events"
                 let cases: [(String, String)] = [
+                    ("\(e)", "userId"),
+                    ("\(e)?userId=", "userId"),
+                    ("\(e)?userId=u&from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"),
+                    ("\(e)?userId=u&to=tomorrow", "to"),
+                    ("\(e)?userId=u&limit=201", "limit"),
+                    ("\(e)?userId=u&cursor=bogus", "cursor"),
+                    ("\(e)?userId=u&cursor=\(Self.cursor("s1:1000:x"))", "cursor"),
+                    ("\(e)?userId=u&cursor=\(Self.cursor("e1:-1:x"))", "cursor"),
+                    ("\(e)?userId=u&cursor=\(Self.cursor("e1:99999999999999999999:x"))", "cursor"),
+                    ("\(e)?userId=u&siteId=x", "siteId"),
                     ("\(s)", "userId"),
                     ("\(s)?siteId=\(h.siteId)&from=yesterday", "from"),
                     ("\(s)?siteId=\(h.siteId)&from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"),

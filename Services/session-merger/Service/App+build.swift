@@ -49,6 +49,7 @@ package func addMergerRoutes(
     router.add(middleware: ProblemMiddleware())
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     SessionsController(repository: sessions).addRoutes(to: admin)
+    EventsController(repository: sessions).addRoutes(to: admin)
     DailyAttendanceController(repository: sessions, shifts: shifts, minimumPresence: minimumPresence).addRoutes(to: admin)
     PipelineController(repository: sessions, groupId: groupId).addRoutes(to: admin)
 }

@@ -468,7 +468,7 @@ extension AttendanceCtl.Registry {
 
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "People whose attendance is taken.", subcommands: [Create.self, Get.self, Rename.self, SetSites.self]
+            abstract: "People whose attendance is taken.", subcommands: [Create.self, Get.self, Devices.self, Rename.self, SetSites.self]
         )
 
         struct Create: AsyncParsableCommand {
@@ -494,6 +494,20 @@ extension AttendanceCtl.Registry {
             func run() async throws {
                 try await registry.show(RegistryTables.user) { client throws(RegistryClientError) in
                     try await client.user(id: id)
+                }
+            }
+        }
+
+        struct Devices: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List the phones enrolled for a user, revoked ones included (viewer).")
+            @Argument(help: "The user's id.") var id: String
+            @OptionGroup var page: PageOptions
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                try await registry.show(RegistryTables.devices) { client throws(RegistryClientError) in
+                    try await client.listDevices(userId: id, page.query)
                 }
             }
         }

@@ -219,6 +219,12 @@ package enum RegistryTables {
         ])
     }
 
+    package static func devices(_ page: RegistryPage<Device>) -> String {
+        Self.page(page, headers: ["ID", "STATUS", "MODEL", "APP VERSION", "ENROLLED", "REVOKED"]) {
+            [$0.id, $0.status.rawValue, text($0.model), text($0.appVersion), time($0.enrolledAt), time($0.revokedAt)]
+        }
+    }
+
     package static func issuedAPIKey(_ issued: IssuedAPIKey) -> String {
         TableFormatter.render(pairs: [
             ("secret", issued.secret + "  (shown once)"), ("id", issued.key.id), ("name", issued.key.name),

@@ -80,6 +80,8 @@ package protocol RegistryRepository: Sendable {
     /// Marks the device revoked (idempotent: an already revoked device is returned unchanged).
     func revokeDevice(id: String) async throws(RegistryError) -> Device
     func device(id: String) async throws(RegistryError) -> Device
+    /// The devices enrolled for a user (revoked ones included), by id; `.notFound` for no such user.
+    func listDevices(userId: String, after: String?, limit: Int) async throws(RegistryError) -> [Device]
 
     // MARK: Admin API keys
 

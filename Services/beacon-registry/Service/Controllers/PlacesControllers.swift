@@ -119,8 +119,8 @@ struct GatesController {
     }
 }
 
-/// `/v1/admin/users`: create (admin), read (viewer), rename and assign to sites (admin), issue an enrollment
-/// code (admin).
+/// `/v1/admin/users`: create (admin), read and list their devices (viewer), rename and assign to sites
+/// (admin), issue an enrollment code (admin).
 struct UsersController {
     let repository: any AdminRegistryRepository
 
@@ -134,6 +134,15 @@ struct UsersController {
             try context.authorize(.viewer)
             let user = try await repository.user(id: try context.pathId())
             return try Reply.json(user, request: request, context: context)
+        }
+        group.get("users/{id}/devices") { request, context in
+            try context.authorize(.viewer)
+            let userId = try context.pathId()
+            let page = try await PageRequest(request).page(
+                { (after, limit) async throws(RegistryError) in
+                    try await repository.listDevices(userId: userId, after: after, limit: limit)
+                }, id: \.id)
+            return try Reply.json(page, request: request, context: context)
         }
         group.put("users/{id}/name") { request, context in
             try context.authorize(.admin)

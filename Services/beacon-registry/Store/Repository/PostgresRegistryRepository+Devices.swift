@@ -172,6 +172,20 @@ extension PostgresRegistryRepository {
         }
     }
 
+    package func listDevices(userId: String, after: String?, limit: Int) async throws(RegistryError) -> [Device] {
+        let limit = Self.pageLimit(limit)
+        return try await read("list a user's devices") { db in
+            try await Self.requireExists(db, table: "users", id: userId, kind: .user, logger: logger)
+            return try await db.rows(
+                """
+                SELECT \(unescaped: Columns.device) FROM devices d
+                WHERE d.user_id = \(userId) AND (\(after)::text IS NULL OR d.id::text > \(after)::text)
+                ORDER BY d.id::text LIMIT \(limit)
+                """, logger: logger
+            ).map(Columns.device)
+        }
+    }
+
     /// Trimmed; empty strings become absent.
     static func validated(_ device: DeviceDescription) throws(RegistryError) -> DeviceDescription {
         var v = InputValidator()

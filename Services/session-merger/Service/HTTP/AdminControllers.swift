@@ -61,6 +61,48 @@ struct SessionsController {
     }
 }
 
+/// `GET /v1/admin/events?userId=&from=&to=&limit=&cursor=` (viewer).
+///
+/// The events recorded for a user, accepted and refused, whose event time is in `[from, to)`
+/// (RFC 3339), ordered by event time: when each reached the gateway, what the policy decided and why,
+/// and the session it is in. What an operator answers a disputed record from.
+struct EventsController {
+    static let parameters: Set<String> = ["userId", "from", "to", "limit", "cursor"]
+
+    let repository: any SessionQueryRepository
+
+    func addRoutes(to group: RouterGroup<AdminContext>) {
+        group.get("events") { request, context in
+            try context.authorize(.viewer)
+            let query = try StrictQuery(request, allowed: Self.parameters)
+            guard let userId = try query.string("userId") else {
+                throw ProblemDetails.validation([FieldError(field: "userId", reason: "is required")])
+            }
+            let from = try query.timestamp("from")
+            let to = try query.timestamp("to")
+            if let from, let to, from >= to {
+                throw ProblemDetails.validation([FieldError(field: "from", reason: "must be before to")])
+            }
+            let limit = try query.int("limit", default: MergerAdminLimits.defaultPageSize, in: MergerAdminLimits.pageSizes)
+            var cursor: RecordedEventCursor?
+            if let text = try query.string("cursor", maxLength: 600) {
+                guard let decoded = RecordedEventCursorCoding.decode(text) else {
+                    throw ProblemDetails.validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
+                }
+                cursor = decoded
+            }
+            let rows = try await repository.events(userId: userId, from: from, to: to, after: cursor, limit: limit + 1)
+            let items = Array(rows.prefix(limit))
+            let next =
+                rows.count > limit
+                ? items.last.map {
+                    RecordedEventCursorCoding.encode(RecordedEventCursor(eventTime: $0.eventTime, idempotencyKey: $0.idempotencyKey))
+                } : nil
+            return try Reply.json(RecordedEventPage(items: items, nextCursor: next), request: request, context: context)
+        }
+    }
+}
+
 /// `GET /v1/admin/pipeline` (admin): the consumer group's stored offsets, the session-change outbox
 /// backlog and the timelines waiting for the idle sweep.
 struct PipelineController {

@@ -57,6 +57,9 @@ package protocol SessionQueryRepository: Sendable {
     func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView]
     /// The sessions of a site (and user) that overlap `[start, end)`, superseded ones left out.
     func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView]
+    /// The events recorded for `userId` (accepted and refused) whose event time is in `[from, to)`,
+    /// ordered by (event time, key), after `cursor`, at most `limit`.
+    func events(userId: String, from: Date?, to: Date?, after cursor: RecordedEventCursor?, limit: Int) async throws -> [RecordedEventView]
     /// Stored offsets of `groupId`, the outbox backlog and the timelines due for the idle sweep.
     func pipelineStatus(groupId: String, now: Date) async throws -> PipelineStatus
 }
