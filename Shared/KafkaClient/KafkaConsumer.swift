@@ -74,6 +74,9 @@ public final class KafkaConsumer: Service, Sendable {
     private let assigned: AssignmentTracker
     private let handoff = BatchHandoff()
     private let queue: ConsumerQueue
+    /// Records a consumer that keeps its offsets elsewhere found deleted by retention when it was given
+    /// their partition (the `RecordsLostToRetention` alert), by group and topic.
+    static let recordsLostLabel = "kafka_consumer_records_lost_to_retention_total"
 
     public init(
         configuration: KafkaConsumerConfiguration,
@@ -89,6 +92,12 @@ public final class KafkaConsumer: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.assigned = assigned
+        // At 0 from the start, for an owner that keeps its offsets (the only one that counts losses): an
+        // alert on its increase sees the first loss (a counter that appears with its first increment has
+        // no earlier sample to increase from).
+        for topic in configuration.topics where rebalanceListener != nil {
+            _ = Counter(label: Self.recordsLostLabel, dimensions: [("group", configuration.groupId), ("topic", topic)])
+        }
         self.handle = try RdKafkaHandle(
             kind: RD_KAFKA_CONSUMER,
             properties: configuration.properties,
@@ -663,10 +672,8 @@ final class RebalanceCoordinator: Sendable {
                 logger.error(
                     "stored offset was deleted by retention; the records before the earliest kept are lost. Reading from there",
                     metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
-                Counter(
-                    label: "kafka_consumer_records_lost_to_retention_total",
-                    dimensions: [("group", group), ("topic", tp.topic)]
-                ).increment(by: Int(low - offset))
+                Counter(label: KafkaConsumer.recordsLostLabel, dimensions: [("group", group), ("topic", tp.topic)])
+                    .increment(by: Int(low - offset))
                 offset = low
             }
             partitions.pointee.elems[i].offset = offset

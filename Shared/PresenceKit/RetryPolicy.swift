@@ -242,7 +242,7 @@ public struct OutboxDrainer: Sendable {
                 report.delivered.append(Delivered(id: entry.id, status: status))
             case let .retry(reason, notBefore):
                 var delay = policy.delay(beforeRetry: max(1, sent.attempts), using: &random)
-                if let notBefore { delay = max(delay, notBefore) }
+                if let notBefore { delay = max(delay, notBefore + Self.spread(notBefore, using: &random)) }
                 let next = clock.now() + delay
                 if let deadline, next > deadline {
                     report.stop = .deadline(retryAt: next, lastReason: reason)
@@ -258,6 +258,18 @@ public struct OutboxDrainer: Sendable {
         report.stop = unrecorded.map { .unrecorded($0.error) } ?? .empty
         return report
     }
+
+    /// What is added at random to a server's `Retry-After`: up to half of it, at most
+    /// `retryAfterSpreadMaxMs`. Phones told the same wait at the same moment (a gateway back from an
+    /// outage answers every one `Retry-After: 2`) then come back spread out, not in one wave; a long
+    /// wait (a 425 until the phone's event time comes) stays close to what the server said.
+    static func spread(_ retryAfterMs: Int64, using random: inout some RandomNumberGenerator) -> Int64 {
+        let most = min(retryAfterMs / 2, retryAfterSpreadMaxMs)
+        return most > 0 ? Int64.random(in: 0...most, using: &random) : 0
+    }
+
+    /// The most `spread(_:using:)` adds.
+    static let retryAfterSpreadMaxMs: Int64 = 5_000
 
     /// True when `payload` is an `AttendanceEvent` of another user or device than `identity` (never
     /// for a payload that is not one, nor without an identity).

@@ -81,8 +81,11 @@ struct CoreTests {
         #expect(table.lookup(key: "k19999", deviceId: "d", now: t0) != nil)
         #expect(table.lookup(key: "k19010", deviceId: "d", now: t0) != nil)
         #expect(table.lookup(key: "k19009", deviceId: "d", now: t0) == nil)
-        // Past their lifetime, the janitor's purge empties the table and its queue of outcomes.
+        // Past their lifetime (in flight: 120 s, then an hour for a late verdict), the janitor's purge
+        // empties the table and its queue of outcomes.
         table.purgeExpired(now: t0 + 3_601)
+        #expect(table.count == 10)
+        table.purgeExpired(now: t0 + 3_721)
         #expect(table.count == 0)
     }
 
@@ -107,16 +110,30 @@ struct CoreTests {
         let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
         let t0 = Date()
         #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r1", eventTime: nil, now: t0) == .started)
-        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r2", eventTime: nil, now: t0 + 11) == .started)
-        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r3", eventTime: nil, now: t0 + 22) == .started)
+        // The janitor runs between the tries: an expired request is still remembered.
+        table.purgeExpired(now: t0 + 50)
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r2", eventTime: nil, now: t0 + 61) == .started)
+        table.purgeExpired(now: t0 + 100)
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r3", eventTime: nil, now: t0 + 122) == .started)
         async let waited = table.waitForOutcome(key: "k", timeout: .seconds(30))
         try? await Task.sleep(for: .milliseconds(50))
-        #expect(table.complete(key: "k", requestId: "r1", outcome: Self.outcome(.accepted), now: t0 + 23))
+        #expect(table.complete(key: "k", requestId: "r1", outcome: Self.outcome(.accepted), now: t0 + 123))
         #expect(await waited?.outcome == .accepted)
-        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 24)?.outcome?.outcome == .accepted)
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 124)?.outcome?.outcome == .accepted)
         // The copies' verdicts (`duplicate`) change nothing.
-        #expect(table.complete(key: "k", requestId: "r3", outcome: Self.outcome(.duplicate), now: t0 + 25))
-        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 26)?.outcome?.outcome == .accepted)
+        #expect(table.complete(key: "k", requestId: "r3", outcome: Self.outcome(.duplicate), now: t0 + 125))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 126)?.outcome?.outcome == .accepted)
+
+        // A verdict that comes after the in-flight time, before any repeat, completes its request: the
+        // phone's next try is answered from it rather than produced again.
+        #expect(table.begin(key: "j", deviceId: "d", fingerprint: "p", requestId: "s1", eventTime: nil, now: t0) == .started)
+        table.purgeExpired(now: t0 + 200)
+        #expect(table.complete(key: "j", requestId: "s1", outcome: Self.outcome(.accepted), now: t0 + 201))
+        guard case .completed = table.begin(key: "j", deviceId: "d", fingerprint: "p", requestId: "s2", eventTime: nil, now: t0 + 202)
+        else {
+            Issue.record("a repeat after the late verdict is answered from it")
+            return
+        }
     }
 
     @Test("a verdict delivered again does not replace the first outcome")

@@ -122,6 +122,37 @@ struct DeliveryTests {
         }
     }
 
+    /// A gateway back from an outage answers every phone `Retry-After: 2` at once: they come back spread
+    /// over the next second, not together; a long wait (a 425 for an hour) stays within 5 s of it.
+    @Test("phones told the same Retry-After come back spread out, never sooner than it")
+    func retryAfterIsSpread() async throws {
+        func retryTimes(retryAfterMs: Int64, phones: Int) async throws -> [Int64] {
+            var times: [Int64] = []
+            for phone in 0..<phones {
+                try await withTempDir { dir in
+                    let clock = ManualClock(World.start)
+                    let box = try Outbox(path: dir + "/p.wal", clock: clock)
+                    try box.append(Array("e".utf8))
+                    let drainer = OutboxDrainer(outbox: box, clock: clock, sleep: { ms in clock.advance(by: ms) })
+                    var rng = SplitMix64(seed: UInt64(phone) + 1)
+                    let second = Mutex<Int64?>(nil)
+                    _ = try await drainer.drain(deadline: nil, random: &rng) { entry, _ in
+                        if entry.attempts == 1 { return .response(status: 503, retryAfterMs: retryAfterMs) }
+                        second.withLock { $0 = clock.now() - World.start }
+                        return .response(status: 201)
+                    }
+                    times.append(try #require(second.withLock { $0 }))
+                }
+            }
+            return times
+        }
+        let short = try await retryTimes(retryAfterMs: 2_000, phones: 40)
+        #expect(short.allSatisfy { (2_000...3_000).contains($0) }, "\(short)")
+        #expect(Set(short).count >= 30, "\(short)")
+        let long = try await retryTimes(retryAfterMs: 3_600_000, phones: 5)
+        #expect(long.allSatisfy { (3_600_000...3_605_000).contains($0) }, "\(long)")
+    }
+
     @Test("a cancelled drain stops at once, even when its sleep returns early on cancellation")
     func cancelledDrainStops() async throws {
         try await withTempDir { dir in

@@ -152,11 +152,11 @@ struct StateTests {
         let late = try timeline.apply(checkIn("late", at(9, day: -3), received: at(11, day: 3)))
         #expect(late.disposition == .applied(.session(sid("late"))))
 
-        // A timeline no longer written lets its history go once nothing can still be waiting in the
-        // topics (their retention: 14 days from gateway to merger).
-        #expect(SessionPolicy.longestPipelineWait == 14 * 86_400)
+        // A timeline no longer written lets its history go once the longest outage the merger catches up
+        // on (31 days) is past.
+        #expect(SessionPolicy.longestPipelineWait == 31 * 86_400)
         let idle = timeline.compact(now: at(0, day: 60))
-        #expect(idle.watermark == at(0, day: 38))
+        #expect(idle.watermark == at(0, day: 21))
         #expect(timeline.sessions.isEmpty)
         #expect(timeline.eventCount == 0)
     }

@@ -156,7 +156,10 @@ def configuration(service: str, fixture: Fixture) -> str:
         # was created, on a fresh database), and then takes the correct 404 for a created resource gone
         # missing. The routes with the created user's id are tested by the registry's own tests and the
         # CLI's end-to-end test; every other check still runs on them.
-        for path, method in (("/v1/admin/users/{id}", "GET"), ("/v1/admin/users/{id}/sites", "PUT")):
+        for path, method in (
+            ("/v1/admin/users/{id}", "GET"), ("/v1/admin/users/{id}/sites", "PUT"), ("/v1/admin/users/{id}/name", "PUT"),
+            ("/v1/admin/users/{id}/devices", "GET"),
+        ):
             lines += ["", "[[operations]]", f"include-path = {toml_string(path)}", f"include-method = {toml_string(method)}",
                       "checks.ensure_resource_availability.enabled = false"]
         # The device's own operation takes its token, not an API key.
@@ -187,6 +190,11 @@ def configuration(service: str, fixture: Fixture) -> str:
         lines += ["", "[[operations]]", 'include-path = "/v1/admin/sessions"',
                   f'parameters = {{ "query.siteId" = {toml_string(fixture.site_id)}, "query.from" = "2020-01-01T00:00:00Z", '
                   f'"query.to" = "2100-01-01T00:00:00Z", "query.cursor" = {toml_string(cursor)} }}']
+        # An event cursor is a position too (event time in microseconds and idempotency key).
+        event_cursor = base64.urlsafe_b64encode(f"e1:{int(time.time() * 1_000_000)}:api-check".encode()).decode().rstrip("=")
+        lines += ["", "[[operations]]", 'include-path = "/v1/admin/events"',
+                  f'parameters = {{ "query.userId" = {toml_string(fixture.user_id)}, "query.from" = "2020-01-01T00:00:00Z", '
+                  f'"query.to" = "2100-01-01T00:00:00Z", "query.cursor" = {toml_string(event_cursor)} }}']
         lines += ["", "[[operations]]", 'include-path = "/v1/admin/attendance/daily"',
                   'parameters = { "query.from" = "2025-09-01", "query.to" = "2025-09-30" }']
     return "\n".join(lines) + "\n"

@@ -315,11 +315,14 @@ package final class IdempotencyTable: Sendable {
         .sorted { ($0.receivedAt, $0.key) < ($1.receivedAt, $1.key) }
     }
 
-    /// Drops expired entries (call now and then: a full table only evicts finished entries).
+    /// Drops expired entries (call now and then: a full table only evicts finished entries). A request
+    /// past its in-flight time is kept `completedTTL` longer, though a repeat no longer waits for it: its
+    /// verdict, when the pipeline is that far behind, still completes it (and the repeat that replaced
+    /// it, `begin`), so the phone's next try is answered from it.
     package func purgeExpired(now: Date = Date()) {
         let dropped = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
             var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
-            for (key, slot) in state.slots where isExpired(slot, now: now) {
+            for (key, slot) in state.slots where isForgotten(slot, now: now) {
                 dropped += slot.waiters.values
                 state.remove(key)
             }
@@ -331,6 +334,14 @@ package final class IdempotencyTable: Sendable {
     }
 
     // MARK: Internals
+
+    /// Past what `purgeExpired` keeps: a finished entry once expired, one in flight `completedTTL`
+    /// after its in-flight time.
+    private func isForgotten(_ slot: Slot, now: Date) -> Bool {
+        if slot.completedAt != nil { return isExpired(slot, now: now) }
+        let kept = Self.seconds(settings.inFlightTTL) + Self.seconds(settings.completedTTL)
+        return now.timeIntervalSince(slot.entry.receivedAt) > kept
+    }
 
     /// In flight: `inFlightTTL` after it was received; finished: `completedTTL` after the outcome
     /// arrived here.

@@ -100,7 +100,12 @@ package final class PolicyPipeline: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        // At 0 from the start, for the `DeadLettersWritten` alert (see `undecodable`).
+        _ = Self.deadLetters
     }
+
+    /// Undecodable raw events sent to the dead-letter topic.
+    static let deadLetters = Counter(label: "policy_dead_letters_total")
 
     /// Events decided since start (for tests and the log).
     package var processedCount: Int { processed.load(ordering: .relaxed) }
@@ -338,7 +343,7 @@ package final class PolicyPipeline: Service, Sendable {
     }
 
     private func undecodable(_ message: KafkaMessage, error: ProtocolDecodingError) -> KafkaOutgoingMessage {
-        Counter(label: "policy_dead_letters_total").increment()
+        Self.deadLetters.increment()
         logger.warning(
             "undecodable raw event sent to the dead-letter topic",
             metadata: [

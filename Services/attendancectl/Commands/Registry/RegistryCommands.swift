@@ -514,7 +514,7 @@ extension AttendanceCtl.Registry {
 
         struct Rename: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Correct a user's name (admin); the change feed then carries only the new one.")
+                abstract: "Correct a user's name (admin); the registry keeps no earlier name.")
             @Argument(help: "The user's id.") var id: String
             @Option(help: "The name from now on.") var name: String
             @OptionGroup var registry: RegistryOptions

@@ -15,7 +15,8 @@ package protocol RegistryRepository: Sendable {
     /// Replaces the user's site assignment (a user who moves to another site keeps their id and history)
     /// and publishes the user again.
     func setUserSites(userId: String, siteIds: [String]) async throws(RegistryError) -> User
-    /// Replaces the user's name (a correction); the change feed then carries only the new one.
+    /// Replaces the user's name (a correction) and publishes the user again; the registry keeps no
+    /// earlier name (the compacted feed drops it when the broker compacts the topic).
     func renameUser(userId: String, name: String) async throws(RegistryError) -> User
 
     /// Replaces the site's detection settings, set by the API key `apiKeyId`, and returns them with the

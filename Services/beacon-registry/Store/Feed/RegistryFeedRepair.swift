@@ -11,8 +11,8 @@ import PostgresNIO
 /// and sites, and a process that starts reads it from the beginning. If the topic comes back empty
 /// (the local stack's Tansu keeps topics in memory and forgets them on restart; a deleted and
 /// recreated topic), every process started afterwards would know nothing and refuse every device.
-/// The outbox keeps every change ever published, so the latest row of each entity is copied as a
-/// new row and the publisher produces the copies in order, framed by two markers (`RegistryFeedRefill`):
+/// The outbox keeps each entity's latest published change (the relay deletes the earlier ones), so
+/// that row is copied as a new row and the publisher produces the copies in order, framed by two markers (`RegistryFeedRefill`):
 /// readers that still have an entity apply the same content again, readers that start afresh
 /// rebuild the whole registry and know it is whole once they read the end marker.
 ///

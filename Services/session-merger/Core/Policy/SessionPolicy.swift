@@ -38,11 +38,12 @@ package struct SessionPolicy: Codable, Hashable, Sendable {
     package static let softExitGraceMaximum: TimeInterval = hour
     package static let idleCutoffRange: ClosedRange<TimeInterval> = hour...(24 * hour)
     package static let horizonMaximum: TimeInterval = 31 * day
-    /// The longest an event can wait between the gateway and the merger and still arrive: the raw and
-    /// the vetted topics' retention (a policy service and then a merger down for as long as each keeps
-    /// records).
-    package static let longestPipelineWait: TimeInterval =
-        Double((Topic.rawEvents.retentionMilliseconds ?? 0) + (Topic.vettedEvents.retentionMilliseconds ?? 0)) / 1_000
+    /// The longest outage the merger catches up on with every event still placed in its session: how
+    /// far back from `now` a timeline's horizon may be measured (`SessionTimeline.compactionReference`).
+    /// Above the raw and vetted topics' shipped retention together (14 days), with room for an operator
+    /// who raises it before a planned outage; it bounds how long a timeline no longer written keeps
+    /// its last events (the event retention is at least 30 days).
+    package static let longestPipelineWait: TimeInterval = 31 * day
 
     /// 45 s merge window, 5 min soft-exit grace, 10 s noise, 12 h idle cutoff, 8 days horizon.
     ///

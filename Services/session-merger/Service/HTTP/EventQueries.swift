@@ -68,8 +68,11 @@ extension PostgresSessionQueryRepository {
     ) async throws -> [RecordedEventView] {
         let afterMicros = cursor?.eventMicros
         let afterKey = cursor?.idempotencyKey
-        // One scan per outcome, each on its partial index by user and event time (accepted:
-        // `events_timeline_idx`, rejected: `events_rejected_user_idx`).
+        // One scan per outcome, each on a partial index led by the user: accepted events through
+        // `events_timeline_idx` (user, site, event time: every accepted event of the user is read from
+        // the index and the range filtered there, a few thousand entries a month), refused ones through
+        // `events_rejected_user_idx` (user, event time, key). No index of its own for the accepted ones:
+        // the merger's inserts would pay for it on every event.
         let rows = try await client.query(
             """
             WITH accepted AS (

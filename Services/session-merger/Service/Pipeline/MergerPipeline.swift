@@ -38,6 +38,7 @@ package final class MergerPipeline: Service, Sendable {
         producer: KafkaProducer, logger: Logger, registry: RegistryCacheLoader? = nil,
         afterCommit: @escaping @Sendable (VettedBatchResult) async throws -> Void = { _ in }
     ) throws(KafkaError) {
+        MergerMetrics.registerAtZero()
         let inFlight = StoreInFlight()
         self.inFlight = inFlight
         // A partition given up while its batch is still being stored would be read by its next owner from
@@ -169,6 +170,12 @@ enum MergerMetrics {
     /// Accepted events older than their timeline's history (recorded, in no session): the merger was
     /// behind by more than the horizon allows, or `MERGER_HORIZON_SECONDS` is below the event-age limit.
     static let beyondHorizon = Counter(label: "merger_events_beyond_horizon_total")
+
+    /// The counters alerts watch the increase of, at 0 from the start: one that appears with its first
+    /// increment has no earlier sample, and the alert would miss that first one.
+    static func registerAtZero() {
+        _ = (deadLetters, beyondHorizon)
+    }
 
     static func record(_ result: VettedBatchResult, storeDuration: Duration) {
         batchStore.recordNanoseconds(storeDuration.nanoseconds)
