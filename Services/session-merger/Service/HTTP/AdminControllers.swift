@@ -34,28 +34,17 @@ struct SessionsController {
                     FieldError(field: "siteId", reason: "userId or siteId is required"),
                 ])
             }
-            let from = try query.timestamp("from")
-            let to = try query.timestamp("to")
-            if let from, let to, from >= to {
-                throw ProblemDetails.validation([FieldError(field: "from", reason: "must be before to")])
-            }
+            let (from, to) = try query.timeWindow()
             let status = try query.choice("status", ["open": SessionStatus.open, "soft_exit": .softExit, "closed": .closed])
             let includeSuperseded = try query.choice("includeSuperseded", ["true": true, "false": false]) ?? false
             let limit = try query.int("limit", default: MergerAdminLimits.defaultPageSize, in: MergerAdminLimits.pageSizes)
-            var cursor: SessionCursor?
-            if let text = try query.string("cursor", maxLength: 600) {
-                guard let decoded = SessionCursorCoding.decode(text) else {
-                    throw ProblemDetails.validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
-                }
-                cursor = decoded
-            }
+            let cursor = try PositionCursorCoding.sessions.parameter(query).map { SessionCursor(checkInAt: $0.time, sessionId: $0.id) }
             let filter = SessionFilter(
                 userId: userId, siteId: siteId, from: from, to: to, status: status, includeSuperseded: includeSuperseded)
             let rows = try await repository.sessions(filter, after: cursor, limit: limit + 1)
             let items = Array(rows.prefix(limit))
             let next =
-                rows.count > limit
-                ? items.last.map { SessionCursorCoding.encode(SessionCursor(checkInAt: $0.checkInAt, sessionId: $0.sessionId)) } : nil
+                rows.count > limit ? items.last.map { PositionCursorCoding.sessions.encode($0.checkInAt, $0.sessionId) } : nil
             return try Reply.json(SessionPage(items: items, nextCursor: next), request: request, context: context)
         }
     }
@@ -78,26 +67,15 @@ struct EventsController {
             guard let userId = try query.string("userId") else {
                 throw ProblemDetails.validation([FieldError(field: "userId", reason: "is required")])
             }
-            let from = try query.timestamp("from")
-            let to = try query.timestamp("to")
-            if let from, let to, from >= to {
-                throw ProblemDetails.validation([FieldError(field: "from", reason: "must be before to")])
-            }
+            let (from, to) = try query.timeWindow()
             let limit = try query.int("limit", default: MergerAdminLimits.defaultPageSize, in: MergerAdminLimits.pageSizes)
-            var cursor: RecordedEventCursor?
-            if let text = try query.string("cursor", maxLength: 600) {
-                guard let decoded = RecordedEventCursorCoding.decode(text) else {
-                    throw ProblemDetails.validation([FieldError(field: "cursor", reason: "is not a cursor this API returned")])
-                }
-                cursor = decoded
+            let cursor = try PositionCursorCoding.events.parameter(query).map {
+                RecordedEventCursor(eventTime: $0.time, idempotencyKey: $0.id)
             }
             let rows = try await repository.events(userId: userId, from: from, to: to, after: cursor, limit: limit + 1)
             let items = Array(rows.prefix(limit))
             let next =
-                rows.count > limit
-                ? items.last.map {
-                    RecordedEventCursorCoding.encode(RecordedEventCursor(eventTime: $0.eventTime, idempotencyKey: $0.idempotencyKey))
-                } : nil
+                rows.count > limit ? items.last.map { PositionCursorCoding.events.encode($0.eventTime, $0.idempotencyKey) } : nil
             return try Reply.json(RecordedEventPage(items: items, nextCursor: next), request: request, context: context)
         }
     }

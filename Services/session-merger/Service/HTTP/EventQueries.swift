@@ -42,24 +42,7 @@ package struct RecordedEventCursor: Sendable, Hashable {
     package var idempotencyKey: String
 
     /// The event time in whole microseconds since 1970, as `event_time` holds it.
-    package var eventMicros: Int64 { Int64((eventTime.timeIntervalSince1970 * 1_000_000).rounded()) }
-}
-
-/// Opaque event-list cursors: `PageCursorText` of version `e1` and `<event time µs>:<idempotency key>`.
-enum RecordedEventCursorCoding {
-    static let validMicros: ClosedRange<Int64> = 0...253_402_300_799_999_999
-
-    static func encode(_ cursor: RecordedEventCursor) -> String {
-        PageCursorText.encode(version: "e1", "\(cursor.eventMicros):\(cursor.idempotencyKey)")
-    }
-
-    static func decode(_ text: String) -> RecordedEventCursor? {
-        guard let rest = PageCursorText.decode(text, version: "e1", maxLength: 600) else { return nil }
-        guard let colon = rest.firstIndex(of: ":"), let micros = Int64(rest[..<colon]), validMicros.contains(micros) else { return nil }
-        let key = String(rest[rest.index(after: colon)...])
-        guard !key.isEmpty, key.utf8.count <= 256 else { return nil }
-        return RecordedEventCursor(eventTime: Date(timeIntervalSince1970: Double(micros) / 1_000_000), idempotencyKey: key)
-    }
+    package var eventMicros: Int64 { PositionCursorCoding.events.units(eventTime) }
 }
 
 extension PostgresSessionQueryRepository {

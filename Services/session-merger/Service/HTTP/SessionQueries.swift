@@ -48,7 +48,7 @@ package struct SessionCursor: Sendable, Hashable {
     package var sessionId: String
 
     /// The check-in as whole milliseconds since 1970, as `check_in_at` holds it.
-    package var checkInMillis: Int64 { Int64((checkInAt.timeIntervalSince1970 * 1_000).rounded()) }
+    package var checkInMillis: Int64 { PositionCursorCoding.sessions.units(checkInAt) }
 }
 
 /// The reads of the admin API.
