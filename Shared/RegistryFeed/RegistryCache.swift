@@ -263,8 +263,12 @@ extension RegistryCache {
                     return
                 }
                 do throws(PayloadError) {
-                    self = .upsert(
-                        versionKey: key.description, version: change.version, id: key.entityId, entity: try Self.entity(type, payload))
+                    var entity = try Self.entity(type, payload)
+                    if case .user(var user) = entity {
+                        user.changedAt = change.changedAt
+                        entity = .user(user)
+                    }
+                    self = .upsert(versionKey: key.description, version: change.version, id: key.entityId, entity: entity)
                 } catch {
                     self = .malformed(error.field)
                 }

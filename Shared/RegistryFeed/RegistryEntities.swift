@@ -106,6 +106,8 @@ public struct CachedUser: Hashable, Sendable {
     public var id: String
     public var name: String
     public var siteIds: [String]
+    /// When the registry last changed the user (the change's time): its sites held no later than this.
+    public var changedAt: Date? = nil
 }
 
 /// The answer to "which beacon is (uuid, major, minor)": the beacon and where it is mounted.

@@ -71,6 +71,8 @@ struct RegistryCacheViewTests {
         #expect(view.device(id: "d_1") == nil)
         _ = cache.apply(Self.upsert(.user, "u_1", version: 2, ["name": "One", "siteIds": ["S_HQ", "S_BRANCH"]]))
         #expect(view.assignedSiteIds(userId: "u_1") == ["S_HQ", "S_BRANCH"])
+        // The change's time: the rules judge events made before it against sites it may have removed.
+        #expect(view.userChangedAt(userId: "u_1") == Self.at)
     }
 
     /// A status this build does not know must not vouch for attendance.

@@ -265,6 +265,27 @@ struct SiteAssignmentTests {
         registry.removeUser(id: World.otherUser)
         #expect(outcome().firing?.reason.contains("not known") == true)
     }
+
+    /// A user moved from the branch to head office: what their phone made at the branch before the move
+    /// (offline through it, or delivered late) is noted, not refused; a check-in there after the move is
+    /// refused; a check-out there after the move ends the branch session, so it passes.
+    @Test func eventsMadeBeforeAMoveAndCheckOutsAfterItAreNotRefused() throws {
+        var registry = World.registry
+        let movedAt = World.t0.addingTimeInterval(3_600)
+        registry.upsertUser(id: World.otherUser, siteIds: [World.hq], changedAt: movedAt)
+        func atBranch(_ type: AttendanceEventType, _ seconds: TimeInterval) -> RuleOutcome {
+            let e = event {
+                $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1
+                $0.type = type; $0.time = World.t0 + seconds
+            }
+            return rule.evaluate(e, context: PolicyContext(registry: registry, history: PolicyHistory(), now: World.t0 + 7_200))
+        }
+        let before = try #require(atBranch(.checkin, 0).firing)
+        #expect(!before.refuses && before.reason.contains("changed after this event was made"), "\(before)")
+        #expect(atBranch(.checkin, 3_700).firing?.refuses == true)
+        #expect(atBranch(.checkout, 3_700) == .passed)
+        #expect(atBranch(.heartbeat, 3_700).firing?.refuses == true)
+    }
 }
 
 @Suite("Multi-device")

@@ -35,6 +35,8 @@ package struct RegistryCacheView: RegistryView {
 
     package func assignedSiteIds(userId: String) -> [String]? { cache.user(id: userId)?.siteIds }
 
+    package func userChangedAt(userId: String) -> Date? { cache.user(id: userId)?.changedAt }
+
     package func bannedPrefix(of uuid: String) -> String? { banList.bannedPrefix(of: uuid) }
 
     /// A status this build does not know is treated as not active: a beacon in an unknown state
