@@ -70,6 +70,11 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(id))")
     }
 
+    /// Moves or resizes the site's geofence.
+    public func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryClientError) -> RegistryReply<Site> {
+        try await admin(.put, "/v1/admin/sites/\(Self.segment(siteId))/geofence", body: geofence)
+    }
+
     public func listGates(
         siteId: String, _ page: PageQuery = PageQuery()
     ) async throws(RegistryClientError) -> RegistryReply<RegistryPage<Gate>> {

@@ -196,6 +196,11 @@ struct ArgumentParsingTests {
                 "1", "--shift-start", "08:00", "--shift-end", "17:00", "--api-key", "k",
             ], "--latitude must be a finite number"
         ),
+        (["registry", "sites", "set-geofence", "s", "--latitude", "10", "--longitude", "106", "--api-key", "k"], "--radius"),
+        (
+            ["registry", "sites", "set-geofence", "s", "--latitude", "10", "--longitude", "inf", "--radius", "200", "--api-key", "k"],
+            "--longitude must be a finite number"
+        ),
         (["registry", "frobnicate"], "frobnicate"),
     ])
     func malformedArgumentsAreOneLineAndExit64(arguments: [String], expected: String) async {

@@ -86,6 +86,20 @@ struct RegistryEndToEndTests {
             let siteId = try site.field("id")
             #expect(try site.field("shift") == "08:30-17:30")
             #expect(try site.field("geofence") == "10.7769, 106.7009 within 200 m")
+            // Entered a few hundred metres off: moved, kept its id; a radius out of range is a 400 naming it.
+            let placed = await r.ctl(
+                ["sites", "set-geofence", siteId, "--latitude", "10.7772", "--longitude", "-106.7012", "--radius", "250"], key: r.admin)
+            #expect(try placed.field("geofence") == "10.7772, -106.7012 within 250 m", "\(placed)")
+            #expect(try await r.ctl(["sites", "get", siteId], key: r.viewer).field("geofence") == "10.7772, -106.7012 within 250 m")
+            let tooWide = await r.ctl(
+                ["sites", "set-geofence", siteId, "--latitude", "10.7772", "--longitude", "106.7012", "--radius", "9000"], key: r.admin)
+            #expect(tooWide.code == 1 && tooWide.stderr.contains("radiusMeters"), "\(tooWide)")
+            let byAViewer = await r.ctl(
+                ["sites", "set-geofence", siteId, "--latitude", "10.7772", "--longitude", "106.7012", "--radius", "250"], key: r.viewer)
+            #expect(byAViewer.code == 1 && byAViewer.stderr.contains("(HTTP 403)"), "\(byAViewer)")
+            _ = try await r.ctl(
+                ["sites", "set-geofence", siteId, "--latitude", "10.7769", "--longitude", "106.7009", "--radius", "200"], key: r.admin
+            ).field("geofence")
 
             let gate = await r.ctl(["gates", "create", "--site", siteId, "--name", "Main entrance"], key: r.installer)
             #expect(gate.code == 0, "\(gate)")

@@ -30,6 +30,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.post, "/v1/admin/users", .admin),
     (.get, "/v1/admin/users/{id}", .viewer),
     (.get, "/v1/admin/users/{id}/devices", .viewer),
+    (.put, "/v1/admin/sites/{id}/geofence", .admin),
     (.put, "/v1/admin/users/{id}/name", .admin),
     (.put, "/v1/admin/users/{id}/sites", .admin),
     (.post, "/v1/admin/users/{id}/enrollment-codes", .admin),
@@ -192,6 +193,7 @@ struct UnusedRepository: AdminRegistryRepository {
     func listBeacons(siteId: String, after: String?, limit: Int) async throws(RegistryError) -> [Beacon] { throw .storage("unused") }
     func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization { throw .storage("unused") }
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site { throw .storage("unused") }
+    func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site { throw .storage("unused") }
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate { throw .storage("unused") }
     func createUser(_ input: NewUser) async throws(RegistryError) -> User { throw .storage("unused") }
     func allocateNamespace(organizationId: String) async throws(RegistryError) -> BusinessNamespace { throw .storage("unused") }

@@ -76,18 +76,34 @@ extension AttendanceCtl.Registry {
     struct Sites: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Sites: time zone, geofence, shift and detection settings.",
-            subcommands: [Create.self, List.self, Get.self, DetectionConfig.self, SetDetectionConfig.self]
+            subcommands: [Create.self, List.self, Get.self, SetGeofence.self, DetectionConfig.self, SetDetectionConfig.self]
         )
+
+        /// A geofence's centre and radius, checked as finite numbers.
+        struct GeofenceOptions: ParsableArguments {
+            // Unconditional: a southern latitude or a western longitude is typed with a minus sign.
+            @Option(parsing: .unconditional, help: "Geofence centre latitude, -90...90.") var latitude: Double
+            @Option(parsing: .unconditional, help: "Geofence centre longitude, -180...180.") var longitude: Double
+            @Option(help: "Geofence radius in metres, 10...5000 (default for a new site: 200).") var radius: Double?
+
+            func validate() throws {
+                for (option, value) in [("--latitude", latitude), ("--longitude", longitude), ("--radius", radius ?? 200)]
+                where !value.isFinite {
+                    throw ValidationError("\(option) must be a finite number, got \(value)")
+                }
+            }
+
+            func geofence(radiusIfNone: Double) -> Geofence {
+                Geofence(latitude: latitude, longitude: longitude, radiusMeters: radius ?? radiusIfNone)
+            }
+        }
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Create a site (admin).")
             @Option(name: [.customLong("org"), .customLong("organization")], help: "The organization's id.") var organization: String
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
-            // Unconditional: a southern latitude or a western longitude is typed with a minus sign.
-            @Option(parsing: .unconditional, help: "Geofence centre latitude, -90...90.") var latitude: Double
-            @Option(parsing: .unconditional, help: "Geofence centre longitude, -180...180.") var longitude: Double
-            @Option(help: "Geofence radius in metres, 10...5000.") var radius: Double = 200
+            @OptionGroup var geofence: GeofenceOptions
             @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
             @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:
                 TimeOfDay
@@ -98,16 +114,10 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
-            func validate() throws {
-                for (option, value) in [("--latitude", latitude), ("--longitude", longitude), ("--radius", radius)] where !value.isFinite {
-                    throw ValidationError("\(option) must be a finite number, got \(value)")
-                }
-            }
-
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
-                    geofence: Geofence(latitude: latitude, longitude: longitude, radiusMeters: radius),
+                    geofence: geofence.geofence(radiusIfNone: 200),
                     shift: .init(
                         start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore, checkOutAfterEndMinutes: checkOutAfter,
                         lateEntryGraceMinutes: lateGrace, earlyExitGraceMinutes: earlyGrace
@@ -144,6 +154,26 @@ extension AttendanceCtl.Registry {
             func run() async throws {
                 try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
                     try await client.site(id: id)
+                }
+            }
+        }
+
+        struct SetGeofence: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-geofence",
+                abstract: "Move or resize a site's geofence (admin); phones take it with their next configuration.")
+            @Argument(help: "The site's id.") var id: String
+            @OptionGroup var geofence: GeofenceOptions
+            @OptionGroup var registry: RegistryOptions
+
+            func validate() throws {
+                if geofence.radius == nil { throw ValidationError("name the radius with --radius (metres, 10...5000)") }
+            }
+
+            func run() async throws {
+                let geofence = geofence.geofence(radiusIfNone: 200)
+                try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
+                    try await client.setSiteGeofence(siteId: id, geofence)
                 }
             }
         }

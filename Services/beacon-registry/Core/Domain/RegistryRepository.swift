@@ -10,6 +10,9 @@ package protocol RegistryRepository: Sendable {
 
     func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site
+    /// Moves or resizes the site's geofence (a correction) and publishes the site again; phones take
+    /// it with their next configuration, the policy's geofence rule at once.
+    func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
     func createUser(_ input: NewUser) async throws(RegistryError) -> User
     /// Replaces the user's site assignment (a user who moves to another site keeps their id and history)

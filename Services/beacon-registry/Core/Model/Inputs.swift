@@ -29,14 +29,28 @@ extension NewSite {
         if TimeZone(identifier: timezone) == nil || !timezone.contains("/") && timezone != "UTC" {
             v.fail("timezone", "must be an IANA time zone name such as Asia/Ho_Chi_Minh")
         }
-        if !(-90...90).contains(geofence.latitude) { v.fail("geofence.latitude", "must be within -90...90") }
-        if !(-180...180).contains(geofence.longitude) { v.fail("geofence.longitude", "must be within -180...180") }
-        if !Geofence.radiusRange.contains(geofence.radiusMeters) {
-            v.fail("geofence.radiusMeters", "must be within 10...5000 metres (150-300 is typical)")
-        }
+        geofence.check(prefix: "geofence.", &v)
         for issue in shift.issues { v.fail("shift.\(issue.field)", issue.reason) }
         try v.finish()
         return site
+    }
+}
+
+extension Geofence {
+    package func validated() throws(RegistryError) -> Geofence {
+        var v = InputValidator()
+        check(prefix: "", &v)
+        try v.finish()
+        return self
+    }
+
+    /// Latitude, longitude and radius in range, failures named `prefix` + the member.
+    func check(prefix: String, _ v: inout InputValidator) {
+        if !(-90...90).contains(latitude) { v.fail(prefix + "latitude", "must be within -90...90") }
+        if !(-180...180).contains(longitude) { v.fail(prefix + "longitude", "must be within -180...180") }
+        if !Geofence.radiusRange.contains(radiusMeters) {
+            v.fail(prefix + "radiusMeters", "must be within 10...5000 metres (150-300 is typical)")
+        }
     }
 }
 

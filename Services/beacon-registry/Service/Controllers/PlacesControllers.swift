@@ -63,6 +63,12 @@ struct SitesController {
             let site = try await repository.site(id: try context.pathId())
             return try Reply.json(site, request: request, context: context)
         }
+        group.put("sites/{id}/geofence") { request, context in
+            try context.authorize(.admin)
+            let geofence = try await request.decodeJSON(Geofence.self)
+            let site = try await repository.setSiteGeofence(siteId: try context.pathId(), geofence)
+            return try Reply.json(site, request: request, context: context)
+        }
         group.get("sites/{id}/gates") { request, context in
             try context.authorize(.viewer)
             let siteId = try context.pathId()

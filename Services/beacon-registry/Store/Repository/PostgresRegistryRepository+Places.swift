@@ -114,6 +114,24 @@ extension PostgresRegistryRepository {
         }
     }
 
+    package func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site {
+        let geofence = try geofence.validated()
+        return try await write("move a site's geofence") { db in
+            guard
+                let row = try await db.firstRow(
+                    """
+                    UPDATE sites AS s SET geofence_latitude = \(geofence.latitude), geofence_longitude = \(geofence.longitude),
+                        geofence_radius_m = \(geofence.radiusMeters)
+                    WHERE s.id = \(siteId)
+                    RETURNING \(unescaped: Columns.site)
+                    """, logger: logger)
+            else { throw RegistryError.notFound(.site, id: siteId) }
+            let site = try Columns.site(row)
+            try await ChangeOutbox.upsert(.site, id: siteId, entity: site, on: db, logger: logger)
+            return site
+        }
+    }
+
     package func renameUser(userId: String, name: String) async throws(RegistryError) -> User {
         let name = try UserName(name: name).validated().name
         return try await write("rename user") { db in
