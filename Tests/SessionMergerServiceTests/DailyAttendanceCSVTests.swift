@@ -15,9 +15,12 @@ struct DailyAttendanceCSVTests {
         let session = AttendanceInterval(
             sessionId: "n", userId: "u_1", siteId: "S_HQ", start: arrival, end: arrival.addingTimeInterval(5.5 * 3_600), isOpen: false)
         let rows = try DailyAttendanceCalculator.days(for: [session], shift: night)
-        let lines = DailyAttendanceCSV.render(rows).components(separatedBy: "\r\n")
+        let lines = DailyAttendanceCSV.render(rows, timezone: night.timezone).components(separatedBy: "\r\n")
         try #require(lines.count >= 3)
         #expect(lines[1].hasPrefix("u_1,S_HQ,2025-09-18,,,0,true,150,false,0,true,"))
+        #expect(lines[1].hasSuffix(",Asia/Ho_Chi_Minh,,"))
         #expect(lines[2].hasPrefix("u_1,S_HQ,2025-09-19,2025-09-18T17:30:00"))
+        // The same instants in the site's time: 00:30 and 06:00 on the 19th, as the people reading it count.
+        #expect(lines[2].hasSuffix(",Asia/Ho_Chi_Minh,2025-09-19T00:30:00+07:00,2025-09-19T06:00:00+07:00"), "\(lines[2])")
     }
 }

@@ -173,7 +173,8 @@ struct DailyAttendanceController {
                 throw ProblemDetails.unavailable("site \(siteId) has unusable shift settings: \(error)")
             }
             if format == "csv" {
-                return DailyAttendanceCSV.response(rows, filename: "attendance-\(siteId)-\(from)-\(to).csv")
+                return DailyAttendanceCSV.response(
+                    rows, timezone: shift.timezone, filename: "attendance-\(siteId)-\(from)-\(to).csv")
             }
             let report = DailyAttendanceReport(
                 siteId: siteId, userId: userId, from: from, to: to, timezone: shift.timezone, shift: shift, items: rows)
@@ -183,14 +184,18 @@ struct DailyAttendanceController {
 }
 
 /// The daily report as RFC 4180 CSV: a header row, CRLF line ends, fields with a comma, a quote or a
-/// line break quoted (quotes doubled), timestamps RFC 3339 UTC.
+/// line break quoted (quotes doubled), timestamps RFC 3339 UTC; the last columns repeat first in and
+/// last out in the site's time zone (RFC 3339 with its offset), as the people reading it count hours.
 package enum DailyAttendanceCSV {
     package static let header = [
         "userId", "siteId", "date", "firstIn", "lastOut", "workedMinutes", "late", "lateMinutes", "earlyExit",
-        "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds",
+        "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds", "timezone", "firstInLocal", "lastOutLocal",
     ]
 
-    package static func render(_ rows: [DailyAttendance]) -> String {
+    package static func render(_ rows: [DailyAttendance], timezone: String) -> String {
+        let local = ISO8601DateFormatter()
+        local.formatOptions = [.withInternetDateTime]
+        local.timeZone = TimeZone(identifier: timezone) ?? TimeZone(secondsFromGMT: 0)!
         var lines = [header.map(field).joined(separator: ",")]
         for row in rows {
             let fields: [String] = [
@@ -198,7 +203,8 @@ package enum DailyAttendanceCSV {
                 row.lastOut.map(WireTimestamp.string(from:)) ?? "", String(row.workedMinutes), String(row.late),
                 String(row.lateMinutes), String(row.earlyExit), String(row.earlyExitMinutes), String(row.attendedShift),
                 WireTimestamp.string(from: row.shiftStart), WireTimestamp.string(from: row.shiftEnd),
-                row.sessionIds.joined(separator: " "),
+                row.sessionIds.joined(separator: " "), timezone, row.firstIn.map(local.string(from:)) ?? "",
+                row.lastOut.map(local.string(from:)) ?? "",
             ]
             lines.append(fields.map(field).joined(separator: ","))
         }
@@ -211,12 +217,13 @@ package enum DailyAttendanceCSV {
         return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    static func response(_ rows: [DailyAttendance], filename: String) -> Response {
+    static func response(_ rows: [DailyAttendance], timezone: String, filename: String) -> Response {
         let safeName = String(filename.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
         let headers: HTTPFields = [
             .contentType: "text/csv; charset=utf-8",
             .contentDisposition: "attachment; filename=\"\(safeName)\"",
         ]
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows))))
+        return Response(
+            status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows, timezone: timezone))))
     }
 }
