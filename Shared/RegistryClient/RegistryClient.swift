@@ -70,6 +70,11 @@ public struct RegistryClient: Sendable {
         try await admin(.get, "/v1/admin/sites/\(Self.segment(id))")
     }
 
+    /// Gives the site a new shift from a local day on (default: the site's today).
+    public func setSiteShift(siteId: String, _ change: SiteShiftChange) async throws(RegistryClientError) -> RegistryReply<Site> {
+        try await admin(.put, "/v1/admin/sites/\(Self.segment(siteId))/shift", body: change)
+    }
+
     /// Moves or resizes the site's geofence.
     public func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryClientError) -> RegistryReply<Site> {
         try await admin(.put, "/v1/admin/sites/\(Self.segment(siteId))/geofence", body: geofence)

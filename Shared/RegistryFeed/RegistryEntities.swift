@@ -61,6 +61,8 @@ public struct CachedSite: Hashable, Sendable {
     /// The site's shift as the registry publishes it; `nil` when the payload has none (or an
     /// unreadable one: the site stays usable for the lookups that do not need it).
     public var shift: CachedShift? = nil
+    /// The shifts of its earlier days, oldest first (`Site.shiftHistory`); the readable ones.
+    public var shiftHistory: [ShiftPeriod] = []
 }
 
 /// A site's shift as the registry publishes it.
@@ -220,7 +222,12 @@ enum PayloadReader {
         return CachedSite(
             id: try string(p, "id"), organizationId: try string(p, "organizationId"),
             name: optionalString(p, "name") ?? "", timezone: try string(p, "timezone"), geofence: geofence,
-            shift: p["shift"].flatMap(shift)
+            shift: p["shift"].flatMap(shift),
+            shiftHistory: (p["shiftHistory"]?.arrayValue ?? []).compactMap { period in
+                guard let until = optionalString(period, "until").flatMap(CalendarDate.init), let shift = period["shift"].flatMap(shift)
+                else { return nil }
+                return ShiftPeriod(until: until, shift: shift)
+            }
         )
     }
 

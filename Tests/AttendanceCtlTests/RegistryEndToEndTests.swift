@@ -240,6 +240,19 @@ struct RegistryEndToEndTests {
             #expect(try await r.ctl(["sites", "get", "site-ctl-\(t)", "--json"], key: r.viewer).object()["name"] as? String == "Plant")
             let sites = try await r.ctl(["sites", "list", "--org", "org-ctl-\(t)", "--json"], key: r.viewer).object()
             #expect((sites["items"] as? [[String: Any]])?.map { $0["id"] as? String } == ["site-ctl-\(t)"])
+            // New hours from a day on: the night shift stays the shift of the days before it.
+            let day = await r.ctl(
+                [
+                    "sites", "set-shift", "site-ctl-\(t)", "--shift-start", "06:00", "--shift-end", "14:00", "--from", "2025-10-01",
+                ], key: r.admin)
+            #expect(try day.field("shift") == "06:00-14:00", "\(day)")
+            #expect(try day.field("earlier shifts") == "22:00-06:00 until 2025-10-01", "\(day)")
+            let history = try await r.ctl(["sites", "get", "site-ctl-\(t)", "--json"], key: r.viewer).object()
+            #expect((history["shiftHistory"] as? [[String: Any]])?.map { $0["until"] as? String } == ["2025-10-01"])
+            let notADay = await r.ctl(
+                ["sites", "set-shift", "site-ctl-\(t)", "--shift-start", "06:00", "--shift-end", "14:00", "--from", "2025-02-30"],
+                key: r.admin)
+            #expect(notADay.code == 64 && notADay.stderr.contains("--from"), "\(notADay)")
 
             let gate = try await r.ctl(
                 ["gates", "create", "--site", "site-ctl-\(t)", "--id", "gate-ctl-\(t)", "--name", "Dock", "--json"], key: r.installer

@@ -31,6 +31,7 @@ let adminRouteRoles: [(method: HTTPRequest.Method, path: String, role: APIRole)]
     (.get, "/v1/admin/users/{id}", .viewer),
     (.get, "/v1/admin/users/{id}/devices", .viewer),
     (.put, "/v1/admin/sites/{id}/geofence", .admin),
+    (.put, "/v1/admin/sites/{id}/shift", .admin),
     (.put, "/v1/admin/users/{id}/name", .admin),
     (.put, "/v1/admin/users/{id}/sites", .admin),
     (.post, "/v1/admin/users/{id}/enrollment-codes", .admin),
@@ -194,6 +195,7 @@ struct UnusedRepository: AdminRegistryRepository {
     func createOrganization(_ input: NewOrganization) async throws(RegistryError) -> Organization { throw .storage("unused") }
     func createSite(_ input: NewSite) async throws(RegistryError) -> Site { throw .storage("unused") }
     func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site { throw .storage("unused") }
+    func setSiteShift(siteId: String, _ change: SiteShiftChange) async throws(RegistryError) -> Site { throw .storage("unused") }
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate { throw .storage("unused") }
     func createUser(_ input: NewUser) async throws(RegistryError) -> User { throw .storage("unused") }
     func allocateNamespace(organizationId: String) async throws(RegistryError) -> BusinessNamespace { throw .storage("unused") }

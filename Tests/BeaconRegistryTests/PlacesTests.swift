@@ -35,6 +35,63 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// New working hours from a day on keep the earlier days' hours; a change dated before earlier
+        /// ones replaces them from that day on; each change is published with the whole history.
+        @Test func aShiftChangeKeepsTheEarlierDaysShifts() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let day = fixture.site.shift // 08:30-17:30
+                func shift(_ start: Int, _ end: Int) throws -> ShiftSettings {
+                    var s = day
+                    s.start = try #require(TimeOfDay(hour: start, minute: 0))
+                    s.end = try #require(TimeOfDay(hour: end, minute: 0))
+                    return s
+                }
+                func date(_ text: String) throws -> CalendarDate { try #require(CalendarDate(text)) }
+                let siteId = fixture.site.id
+
+                let october = try await repository.setSiteShift(
+                    siteId: siteId, SiteShiftChange(shift: try shift(9, 18), from: try date("2025-10-01")))
+                #expect(october.shift == (try shift(9, 18)))
+                #expect(october.shiftHistory == [ShiftPeriod(until: try date("2025-10-01"), shift: day)])
+                let november = try await repository.setSiteShift(
+                    siteId: siteId, SiteShiftChange(shift: try shift(10, 19), from: try date("2025-11-01")))
+                #expect(november.shiftHistory.map(\.until) == [try date("2025-10-01"), try date("2025-11-01")])
+                #expect(november.shiftHistory.map(\.shift) == [day, try shift(9, 18)])
+                // From mid-October: the 09:00 period ends then, November's change is replaced.
+                let mid = try await repository.setSiteShift(
+                    siteId: siteId, SiteShiftChange(shift: try shift(7, 16), from: try date("2025-10-15")))
+                #expect(mid.shiftHistory.map(\.until) == [try date("2025-10-01"), try date("2025-10-15")])
+                #expect(mid.shift == (try shift(7, 16)))
+                // From before every change: one period left, the first shift until then.
+                let early = try await repository.setSiteShift(
+                    siteId: siteId, SiteShiftChange(shift: try shift(6, 15), from: try date("2025-09-01")))
+                #expect(early.shiftHistory == [ShiftPeriod(until: try date("2025-09-01"), shift: day)])
+                #expect(try await repository.site(id: siteId) == early)
+
+                // Published with it: the feed's readers judge each day by its own shift.
+                let published = try #require(try await outboxRows(client, type: "site", id: siteId).last?.payload)
+                #expect(try ProtocolCodec.wire.decode(Site.self, from: published).shiftHistory == early.shiftHistory)
+
+                // Refused, naming the field; an unknown site is a 404.
+                var bad = try shift(9, 18)
+                bad.checkInBeforeStartMinutes = 2_000
+                await #expect(throws: RegistryError.self) {
+                    try await repository.setSiteShift(siteId: siteId, SiteShiftChange(shift: bad))
+                }
+                await #expect(throws: RegistryError.self) {
+                    try await repository.setSiteShift(siteId: siteId, SiteShiftChange(shift: day, from: try date("1999-12-31")))
+                }
+                do {
+                    _ = try await repository.setSiteShift(siteId: "site-nowhere", SiteShiftChange(shift: day))
+                    Issue.record("an unknown site was changed")
+                } catch RegistryError.notFound(.site, _) {}
+                // Without a date: from the site's today.
+                let today = try await repository.setSiteShift(siteId: siteId, SiteShiftChange(shift: day))
+                #expect(today.shiftHistory.last?.until.daysSince1970 ?? 0 >= Int(Date().timeIntervalSince1970 / 86_400) - 1)
+            }
+        }
+
         @Test func invalidSiteIsRefusedFieldByFieldAndNothingIsWritten() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
                 let organization = try await repository.createOrganization(NewOrganization(name: "Invalid sites"))

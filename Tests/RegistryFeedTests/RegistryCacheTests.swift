@@ -76,6 +76,23 @@ enum Records {
 
 @Suite("RegistryCache")
 struct RegistryCacheTests {
+    /// A site whose shift changed carries its earlier shifts; a site without them (a registry before
+    /// they existed) reads as having none.
+    @Test("a site's earlier shifts are read with it")
+    func aSitesEarlierShifts() throws {
+        let cache = RegistryCache()
+        var site = Records.site()
+        #expect(!String(decoding: try ProtocolCodec.wire.encode(site), as: UTF8.self).contains("shiftHistory"))
+        cache.apply(Records.upsert("site", site.id, version: 1, site))
+        #expect(cache.site(id: site.id)?.shiftHistory == [])
+        let until = try #require(CalendarDate("2025-10-01"))
+        site.shiftHistory = [ShiftPeriod(until: until, shift: site.shift)]
+        site.shift.start = try #require(TimeOfDay(hour: 9, minute: 0))
+        cache.apply(Records.upsert("site", site.id, version: 2, site))
+        #expect(cache.site(id: site.id)?.shiftHistory == site.shiftHistory)
+        #expect(cache.site(id: site.id)?.shift?.start == TimeOfDay(hour: 9, minute: 0))
+    }
+
     @Test("an upsert of every kind answers every lookup")
     func lookups() throws {
         let cache = RegistryCache()

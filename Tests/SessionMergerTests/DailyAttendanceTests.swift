@@ -54,6 +54,36 @@ struct DailyAttendanceTests {
         #expect(row.sessionIds == ["s1"])
     }
 
+    /// The site moved from 08:00 to 09:00 starts on the 19th: 08:20 is late on the 18th and early on
+    /// the 19th, each judged by the shift its day had, whatever range is asked.
+    @Test("each day is judged by the shift it had")
+    func eachDayByItsOwnShift() throws {
+        var nine = saigon.settings
+        nine.start = hhmm("09:00")
+        nine.end = hhmm("18:00")
+        let changed = try #require(CalendarDate("2025-09-19"))
+        let schedule = ShiftSchedule(
+            timezone: saigon.timezone, current: nine, earlier: [ShiftPeriod(until: changed, shift: saigon.settings)])
+        #expect(schedule.shift(on: changed.previous).settings == saigon.settings)
+        #expect(schedule.shift(on: changed).settings == nine)
+        let sessions = [
+            span("d18", "2025-09-18T01:20:00Z", "2025-09-18T10:00:00Z"), span("d19", "2025-09-19T01:20:00Z", "2025-09-19T11:00:00Z"),
+        ]
+        let from = try #require(CalendarDate("2025-09-17")), to = try #require(CalendarDate("2025-09-20"))
+        let rows = try DailyAttendanceCalculator.days(for: sessions, schedule: schedule, from: from, to: to)
+        #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19"])
+        #expect(rows.map(\.late) == [true, false])
+        #expect(rows.map(\.lateMinutes) == [20, 0])
+        #expect(rows.map(\.shiftStart) == [utc("2025-09-18T01:00:00Z"), utc("2025-09-19T02:00:00Z")])
+        // The runs: before the change, from it on; a range on one side is one run.
+        #expect(
+            schedule.runs(from: from, to: to).map { "\($0.from)...\($0.to) \($0.shift.start)" } == [
+                "2025-09-17...2025-09-18 08:00", "2025-09-19...2025-09-20 09:00",
+            ])
+        #expect(schedule.runs(from: changed, to: to).count == 1)
+        #expect(schedule.runs(from: from, to: from).map(\.shift.settings) == [saigon.settings])
+    }
+
     @Test("late arrival and early exit beyond the graces are flagged with minutes")
     func lateAndEarly() throws {
         // 08:20-16:40 local: 20 min after start (grace 15), 20 min before end (grace 10).

@@ -21,12 +21,17 @@ public struct Site: Codable, Hashable, Sendable {
     /// IANA zone name, e.g. `Asia/Ho_Chi_Minh`: shift times are local to it.
     public var timezone: String
     public var geofence: Geofence
+    /// The shift of the site's local days from the last of `shiftHistory` on (of every day when there
+    /// is none).
     public var shift: ShiftSettings
+    /// The shifts of earlier days, oldest first: each applied to the days before its `until` (and from
+    /// the one before's). Absent on the wire when empty.
+    public var shiftHistory: [ShiftPeriod]
     public var createdAt: Date
 
     public init(
         id: String, organizationId: String, name: String, timezone: String, geofence: Geofence,
-        shift: ShiftSettings, createdAt: Date
+        shift: ShiftSettings, shiftHistory: [ShiftPeriod] = [], createdAt: Date
     ) {
         self.id = id
         self.organizationId = organizationId
@@ -34,7 +39,45 @@ public struct Site: Codable, Hashable, Sendable {
         self.timezone = timezone
         self.geofence = geofence
         self.shift = shift
+        self.shiftHistory = shiftHistory
         self.createdAt = createdAt
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, organizationId, name, timezone, geofence, shift, shiftHistory, createdAt
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try c.decode(String.self, forKey: .id), organizationId: try c.decode(String.self, forKey: .organizationId),
+            name: try c.decode(String.self, forKey: .name), timezone: try c.decode(String.self, forKey: .timezone),
+            geofence: try c.decode(Geofence.self, forKey: .geofence), shift: try c.decode(ShiftSettings.self, forKey: .shift),
+            shiftHistory: try c.decodeIfPresent([ShiftPeriod].self, forKey: .shiftHistory) ?? [],
+            createdAt: try c.decode(Date.self, forKey: .createdAt))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(organizationId, forKey: .organizationId)
+        try c.encode(name, forKey: .name)
+        try c.encode(timezone, forKey: .timezone)
+        try c.encode(geofence, forKey: .geofence)
+        try c.encode(shift, forKey: .shift)
+        if !shiftHistory.isEmpty { try c.encode(shiftHistory, forKey: .shiftHistory) }
+        try c.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+/// A shift that applied to a site's local days before `until` (a later one applies from then on).
+public struct ShiftPeriod: Codable, Hashable, Sendable {
+    public var until: CalendarDate
+    public var shift: ShiftSettings
+
+    public init(until: CalendarDate, shift: ShiftSettings) {
+        self.until = until
+        self.shift = shift
     }
 }
 

@@ -69,6 +69,18 @@ public struct NewUser: Codable, Hashable, Sendable {
     }
 }
 
+/// `PUT /v1/admin/sites/{id}/shift`: the site's shift for its local days from `from` on (absent: from
+/// the site's today); earlier days keep the shift they had.
+public struct SiteShiftChange: Codable, Hashable, Sendable {
+    public var shift: ShiftSettings
+    public var from: CalendarDate?
+
+    public init(shift: ShiftSettings, from: CalendarDate? = nil) {
+        self.shift = shift
+        self.from = from
+    }
+}
+
 /// `PUT /v1/admin/users/{id}/name`: the user's name from now on (a correction, a change of legal name).
 public struct UserName: Codable, Hashable, Sendable {
     public var name: String

@@ -76,8 +76,27 @@ extension AttendanceCtl.Registry {
     struct Sites: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Sites: time zone, geofence, shift and detection settings.",
-            subcommands: [Create.self, List.self, Get.self, SetGeofence.self, DetectionConfig.self, SetDetectionConfig.self]
+            subcommands: [
+                Create.self, List.self, Get.self, SetGeofence.self, SetShift.self, DetectionConfig.self, SetDetectionConfig.self,
+            ]
         )
+
+        /// A shift: its times and its windows and graces.
+        struct ShiftOptions: ParsableArguments {
+            @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
+            @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:
+                TimeOfDay
+            @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts.") var checkInBefore = 60
+            @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts.") var checkOutAfter = 120
+            @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
+            @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early.") var earlyGrace = 5
+
+            var shift: ShiftSettings {
+                ShiftSettings(
+                    start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore, checkOutAfterEndMinutes: checkOutAfter,
+                    lateEntryGraceMinutes: lateGrace, earlyExitGraceMinutes: earlyGrace)
+            }
+        }
 
         /// A geofence's centre and radius, checked as finite numbers.
         struct GeofenceOptions: ParsableArguments {
@@ -104,25 +123,14 @@ extension AttendanceCtl.Registry {
             @Option(help: "Its name.") var name: String
             @Option(help: "IANA time zone of its shift times, e.g. Asia/Ho_Chi_Minh.") var timezone: String
             @OptionGroup var geofence: GeofenceOptions
-            @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
-            @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:
-                TimeOfDay
-            @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts.") var checkInBefore = 60
-            @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts.") var checkOutAfter = 120
-            @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
-            @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early.") var earlyGrace = 5
+            @OptionGroup var shift: ShiftOptions
             @Option(help: "Its id (default: generated).") var id: String?
             @OptionGroup var registry: RegistryOptions
 
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
-                    geofence: geofence.geofence(radiusIfNone: 200),
-                    shift: .init(
-                        start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore, checkOutAfterEndMinutes: checkOutAfter,
-                        lateEntryGraceMinutes: lateGrace, earlyExitGraceMinutes: earlyGrace
-                    )
-                )
+                    geofence: geofence.geofence(radiusIfNone: 200), shift: shift.shift)
             }
 
             func run() async throws {
@@ -154,6 +162,23 @@ extension AttendanceCtl.Registry {
             func run() async throws {
                 try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
                     try await client.site(id: id)
+                }
+            }
+        }
+
+        struct SetShift: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-shift",
+                abstract: "Change a site's shift from a local day on (admin); earlier days keep theirs in the daily report.")
+            @Argument(help: "The site's id.") var id: String
+            @OptionGroup var shift: ShiftOptions
+            @Option(help: "The first local day of the new shift, YYYY-MM-DD (default: the site's today).") var from: CalendarDate?
+            @OptionGroup var registry: RegistryOptions
+
+            func run() async throws {
+                let change = SiteShiftChange(shift: shift.shift, from: from)
+                try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
+                    try await client.setSiteShift(siteId: id, change)
                 }
             }
         }

@@ -48,6 +48,10 @@ package enum RegistryTables {
             ("check-out until", "\(site.shift.checkOutAfterEndMinutes) min after end"),
             ("late after", "\(site.shift.lateEntryGraceMinutes) min grace"),
             ("early before", "\(site.shift.earlyExitGraceMinutes) min grace"),
+            (
+                "earlier shifts",
+                site.shiftHistory.isEmpty ? none : site.shiftHistory.map { "\(shift($0.shift)) until \($0.until)" }.joined(separator: "; ")
+            ),
             ("created", time(site.createdAt)),
         ])
     }

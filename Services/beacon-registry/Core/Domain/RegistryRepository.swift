@@ -13,6 +13,10 @@ package protocol RegistryRepository: Sendable {
     /// Moves or resizes the site's geofence (a correction) and publishes the site again; phones take
     /// it with their next configuration, the policy's geofence rule at once.
     func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site
+    /// Gives the site `change.shift` for its local days from `change.from` on (default: the site's
+    /// today); the days before keep the shift they had (`Site.shiftHistory`), so the daily report
+    /// judges each day by its own. Publishes the site again.
+    func setSiteShift(siteId: String, _ change: SiteShiftChange) async throws(RegistryError) -> Site
     func createGate(_ input: NewGate) async throws(RegistryError) -> Gate
     func createUser(_ input: NewUser) async throws(RegistryError) -> User
     /// Replaces the user's site assignment (a user who moves to another site keeps their id and history)

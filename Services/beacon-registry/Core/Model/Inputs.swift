@@ -36,6 +36,19 @@ extension NewSite {
     }
 }
 
+extension SiteShiftChange {
+    /// Day counts a change's `from` may name: around the years attendance is kept.
+    package static let fromYears: ClosedRange<Int> = 2000...2999
+
+    package func validated() throws(RegistryError) -> SiteShiftChange {
+        var v = InputValidator()
+        for issue in shift.issues { v.fail("shift.\(issue.field)", issue.reason) }
+        if let from, !Self.fromYears.contains(from.year) { v.fail("from", "must be a date in the years 2000...2999") }
+        try v.finish()
+        return self
+    }
+}
+
 extension Geofence {
     package func validated() throws(RegistryError) -> Geofence {
         var v = InputValidator()

@@ -69,6 +69,12 @@ struct SitesController {
             let site = try await repository.setSiteGeofence(siteId: try context.pathId(), geofence)
             return try Reply.json(site, request: request, context: context)
         }
+        group.put("sites/{id}/shift") { request, context in
+            try context.authorize(.admin)
+            let change = try await request.decodeJSON(SiteShiftChange.self)
+            let site = try await repository.setSiteShift(siteId: try context.pathId(), change)
+            return try Reply.json(site, request: request, context: context)
+        }
         group.get("sites/{id}/gates") { request, context in
             try context.authorize(.viewer)
             let siteId = try context.pathId()

@@ -132,6 +132,61 @@ extension PostgresRegistryRepository {
         }
     }
 
+    package func setSiteShift(siteId: String, _ change: SiteShiftChange) async throws(RegistryError) -> Site {
+        let change = try change.validated()
+        let now = now()
+        return try await write("change a site's shift") { db in
+            guard let row = try await db.firstRow("SELECT timezone FROM sites WHERE id = \(siteId) FOR UPDATE", logger: logger) else {
+                throw RegistryError.notFound(.site, id: siteId)
+            }
+            let timezone = try row.decode(String.self)
+            let from = change.from ?? Self.localDate(of: now, in: timezone)
+            // The shift that held on the day before `from`: the earliest stored period ending on or after
+            // it, else the site's current one. It now ends at `from`; every later one is replaced.
+            let ending = try await db.firstRow(
+                "SELECT to_char(min(until), 'YYYY-MM-DD') FROM site_shift_history WHERE site_id = \(siteId) AND until >= \(from.description)::date",
+                logger: logger
+            ).flatMap { try $0.decode(String?.self) }
+            if let ending {
+                try await db.query(
+                    "DELETE FROM site_shift_history WHERE site_id = \(siteId) AND until > \(ending)::date", logger: logger)
+                try await db.query(
+                    "UPDATE site_shift_history SET until = \(from.description)::date, changed_at = \(now) WHERE site_id = \(siteId) AND until = \(ending)::date",
+                    logger: logger)
+            } else {
+                try await db.query(
+                    """
+                    INSERT INTO site_shift_history (site_id, until, shift_start, shift_end, check_in_before_start_min,
+                        check_out_after_end_min, late_entry_grace_min, early_exit_grace_min, changed_at)
+                    SELECT id, \(from.description)::date, shift_start, shift_end, check_in_before_start_min, check_out_after_end_min,
+                        late_entry_grace_min, early_exit_grace_min, \(now)
+                    FROM sites WHERE id = \(siteId)
+                    """, logger: logger)
+            }
+            let shift = change.shift
+            let updated = try await db.singleRow(
+                """
+                UPDATE sites AS s SET shift_start = \(shift.start.description)::time, shift_end = \(shift.end.description)::time,
+                    check_in_before_start_min = \(shift.checkInBeforeStartMinutes), check_out_after_end_min = \(shift.checkOutAfterEndMinutes),
+                    late_entry_grace_min = \(shift.lateEntryGraceMinutes), early_exit_grace_min = \(shift.earlyExitGraceMinutes)
+                WHERE s.id = \(siteId)
+                RETURNING \(unescaped: Columns.site)
+                """, logger: logger)
+            let site = try Columns.site(updated)
+            try await ChangeOutbox.upsert(.site, id: siteId, entity: site, on: db, logger: logger)
+            return site
+        }
+    }
+
+    /// The calendar date of `instant` in the IANA zone `timezone` (UTC when the zone is unknown here).
+    static func localDate(of instant: Date, in timezone: String) -> CalendarDate {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: timezone) ?? TimeZone(secondsFromGMT: 0)!
+        let parts = calendar.dateComponents([.year, .month, .day], from: instant)
+        return CalendarDate(year: parts.year ?? 1970, month: parts.month ?? 1, day: parts.day ?? 1)
+            ?? CalendarDate(daysSince1970: Int(instant.timeIntervalSince1970 / 86_400))
+    }
+
     package func renameUser(userId: String, name: String) async throws(RegistryError) -> User {
         let name = try UserName(name: name).validated().name
         return try await write("rename user") { db in

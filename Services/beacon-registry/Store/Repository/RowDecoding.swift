@@ -26,13 +26,27 @@ enum Columns {
     static let site = """
         s.id, s.organization_id, s.name, s.timezone, s.geofence_latitude, s.geofence_longitude, s.geofence_radius_m,
         to_char(s.shift_start, 'HH24:MI'), to_char(s.shift_end, 'HH24:MI'), s.check_in_before_start_min,
-        s.check_out_after_end_min, s.late_entry_grace_min, s.early_exit_grace_min, s.created_at
+        s.check_out_after_end_min, s.late_entry_grace_min, s.early_exit_grace_min, s.created_at,
+        (SELECT coalesce(json_agg(json_build_object(
+                    'until', to_char(h.until, 'YYYY-MM-DD'), 'shift', json_build_object(
+                        'start', to_char(h.shift_start, 'HH24:MI'), 'end', to_char(h.shift_end, 'HH24:MI'),
+                        'checkInBeforeStartMinutes', h.check_in_before_start_min,
+                        'checkOutAfterEndMinutes', h.check_out_after_end_min,
+                        'lateEntryGraceMinutes', h.late_entry_grace_min, 'earlyExitGraceMinutes', h.early_exit_grace_min))
+                    ORDER BY h.until), '[]')::text
+         FROM site_shift_history h WHERE h.site_id = s.id)
         """
     static func site(_ row: PostgresRow) throws -> Site {
-        let (id, organizationId, name, timezone, latitude, longitude, radius, start, end, before, after, late, early, createdAt) =
-            try row.decode((String, String, String, String, Double, Double, Double, String, String, Int, Int, Int, Int, Date).self)
+        let (id, organizationId, name, timezone, latitude, longitude, radius, start, end, before, after, late, early, createdAt, history) =
+            try row.decode((String, String, String, String, Double, Double, Double, String, String, Int, Int, Int, Int, Date, String).self)
         guard let startTime = TimeOfDay(start) else { throw UnexpectedColumnValue(column: "shift_start", value: start) }
         guard let endTime = TimeOfDay(end) else { throw UnexpectedColumnValue(column: "shift_end", value: end) }
+        let shiftHistory: [ShiftPeriod]
+        do {
+            shiftHistory = try JSONDecoder().decode([ShiftPeriod].self, from: Data(history.utf8))
+        } catch {
+            throw UnexpectedColumnValue(column: "site_shift_history", value: history)
+        }
         return Site(
             id: id, organizationId: organizationId, name: name, timezone: timezone,
             geofence: Geofence(latitude: latitude, longitude: longitude, radiusMeters: radius),
@@ -40,7 +54,7 @@ enum Columns {
                 start: startTime, end: endTime, checkInBeforeStartMinutes: before, checkOutAfterEndMinutes: after,
                 lateEntryGraceMinutes: late, earlyExitGraceMinutes: early
             ),
-            createdAt: createdAt
+            shiftHistory: shiftHistory, createdAt: createdAt
         )
     }
 

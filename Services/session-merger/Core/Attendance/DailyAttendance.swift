@@ -106,6 +106,20 @@ package enum DailyAttendanceCalculator {
     /// altogether (`AttendancePresence`): a stop or a walk past a door is not attendance. An open
     /// session, one in its soft-exit grace and one closed for want of presence count whatever their
     /// length.
+    /// The rows of the local days `from...to`, each day judged by the shift `schedule` gives it; ordered
+    /// as `days(for:shift:minimumPresence:)` orders them.
+    package static func days(
+        for intervals: [AttendanceInterval], schedule: ShiftSchedule, from: CalendarDate, to: CalendarDate,
+        minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
+    ) throws(ShiftSettingsError) -> [DailyAttendance] {
+        var rows: [DailyAttendance] = []
+        for run in schedule.runs(from: from, to: to) {
+            rows += try days(for: intervals, shift: run.shift, minimumPresence: minimumPresence)
+                .filter { $0.date >= run.from && $0.date <= run.to }
+        }
+        return rows.sorted { ($0.userId + "\u{1F}" + $0.siteId, $0.date) < ($1.userId + "\u{1F}" + $1.siteId, $1.date) }
+    }
+
     package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift,
         minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds

@@ -92,3 +92,37 @@ package struct ShiftSettingsError: Error, Hashable, Sendable, CustomStringConver
 
     package var description: String { issues.map(\.description).joined(separator: "; ") }
 }
+
+/// A site's shifts over time: `current` from the last of `earlier` on, each of `earlier` on the local
+/// days before its `until` (the registry's `Site.shiftHistory`). The daily report judges each day by the
+/// shift it had.
+package struct ShiftSchedule: Hashable, Sendable {
+    package var timezone: String
+    package var current: ShiftSettings
+    /// Oldest first.
+    package var earlier: [ShiftPeriod]
+
+    package init(timezone: String, current: ShiftSettings, earlier: [ShiftPeriod] = []) {
+        self.timezone = timezone
+        self.current = current
+        self.earlier = earlier.sorted { $0.until < $1.until }
+    }
+
+    /// The shift of the local day `day`.
+    package func shift(on day: CalendarDate) -> AttendanceShift {
+        AttendanceShift(timezone: timezone, settings: earlier.first { day < $0.until }?.shift ?? current)
+    }
+
+    /// `from...to` cut where the shift changes: each run of days and its shift, in order.
+    package func runs(from: CalendarDate, to: CalendarDate) -> [(from: CalendarDate, to: CalendarDate, shift: AttendanceShift)] {
+        var runs: [(from: CalendarDate, to: CalendarDate, shift: AttendanceShift)] = []
+        var start = from
+        for period in earlier where period.until > start && start <= to {
+            let end = min(to, CalendarDate(daysSince1970: period.until.daysSince1970 - 1))
+            runs.append((start, end, AttendanceShift(timezone: timezone, settings: period.shift)))
+            start = period.until
+        }
+        if start <= to { runs.append((start, to, AttendanceShift(timezone: timezone, settings: current))) }
+        return runs
+    }
+}

@@ -181,14 +181,14 @@ package struct SessionTimeline: Sendable {
         package var changes: [SessionDelta]
     }
 
-    /// Forgets history older than `compactionReference(now:) - policy.horizon`, keeping every session
-    /// that a new event (at or after the new watermark) could still change: the watermark moves back to
-    /// the first check-in of the oldest session that is not closed or whose last event is within the idle
-    /// cutoff of it.
+    /// Forgets history older than `compactionReference(now:longestWait:) - policy.horizon`, keeping every
+    /// session that a new event (at or after the new watermark) could still change: the watermark moves
+    /// back to the first check-in of the oldest session that is not closed or whose last event is within
+    /// the idle cutoff of it.
     @discardableResult
-    package mutating func compact(now: Date) -> Compaction {
+    package mutating func compact(now: Date, longestWait: TimeInterval = SessionPolicy.longestPipelineWait) -> Compaction {
         let idle = Millis(seconds: policy.idleCutoff)
-        let cut = compactionReference(now: now) - Millis(seconds: policy.horizon)
+        let cut = compactionReference(now: now, longestWait: longestWait) - Millis(seconds: policy.horizon)
         let sessions = derived.sessions
         var dropped = 0
         while dropped < sessions.count, sessions[dropped].status == .closed, sessions[dropped].lastActivity + idle < cut {
@@ -226,7 +226,7 @@ package struct SessionTimeline: Sendable {
     }
 
     /// The time the horizon is measured back from: `now`, or this timeline's latest receipt when that is
-    /// older, but never more than `SessionPolicy.longestPipelineWait` before `now`.
+    /// older, but never more than `longestWait` (`SessionPolicy.longestPipelineWait`) before `now`.
     ///
     /// One user's events reach the merger in the order the gateway took them, so an event still to come
     /// was received after the latest receipt applied here, and its event time is at most the gateway's
@@ -234,9 +234,9 @@ package struct SessionTimeline: Sendable {
     /// (after an outage) would forget the history that backlog's late events land in: they would be
     /// recorded but belong to no session. Nothing can be waiting longer than the topics keep a record,
     /// which bounds how long a timeline no longer written keeps its last events.
-    func compactionReference(now: Date) -> Millis {
+    func compactionReference(now: Date, longestWait: TimeInterval = SessionPolicy.longestPipelineWait) -> Millis {
         let now = Millis(now)
-        let oldest = now - Millis(seconds: SessionPolicy.longestPipelineWait)
+        let oldest = now - Millis(seconds: max(0, longestWait))
         return max(min(now, state.received ?? now), oldest)
     }
 

@@ -111,7 +111,7 @@ package struct DailyAttendanceReport: Codable, Sendable {
 /// `GET /v1/admin/attendance/daily?siteId=&userId=&from=YYYY-MM-DD&to=YYYY-MM-DD&format=` (viewer).
 ///
 /// One row per user and local day with presence at the site: first in, last out, worked minutes,
-/// late / early-exit flags by the site's shift (from the registry feed). JSON by default; CSV with
+/// late / early-exit flags by the shift the site had that day (from the registry feed). JSON by default; CSV with
 /// `format=csv` or `Accept: text/csv`. The range is inclusive and at most 92 days.
 struct DailyAttendanceController {
     static let parameters: Set<String> = ["siteId", "userId", "from", "to", "format"]
@@ -148,13 +148,15 @@ struct DailyAttendanceController {
                 try query.choice("format", ["json": "json", "csv": "csv"])
                 ?? (request.headers[.accept].map { $0.lowercased().contains("text/csv") } == true ? "csv" : "json")
 
-            let shift: AttendanceShift
+            let schedule: ShiftSchedule
             switch shifts.shift(siteId: siteId) {
-            case .found(let found): shift = found
+            case .found(let found): schedule = found
             case .unknownSite: throw ProblemDetails.notFound("no site \(siteId) in the registry")
             case .noShift: throw ProblemDetails.notFound("site \(siteId) has no shift settings")
             case .notReady: throw ProblemDetails.unavailable("the registry feed is still loading", retryAfterSeconds: 2)
             }
+            // The report names the shift of its last day; each row carries its own day's shift window.
+            let shift = schedule.shift(on: to)
             guard let calendar = ShiftCalendar(shift: shift) else {
                 throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
             }
@@ -166,9 +168,7 @@ struct DailyAttendanceController {
             let rows: [DailyAttendance]
             do {
                 rows = try DailyAttendanceCalculator.days(
-                    for: sessions.map(\.interval), shift: shift, minimumPresence: minimumPresence
-                )
-                .filter { $0.date >= from && $0.date <= to }
+                    for: sessions.map(\.interval), schedule: schedule, from: from, to: to, minimumPresence: minimumPresence)
             } catch {
                 throw ProblemDetails.unavailable("site \(siteId) has unusable shift settings: \(error)")
             }

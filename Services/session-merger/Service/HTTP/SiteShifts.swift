@@ -2,9 +2,9 @@ import Foundation
 import RegistryFeed
 import SessionMergerCore
 
-/// What the daily report needs of a site: its zone and shift.
+/// What the daily report needs of a site: its zone and its shifts over time.
 package enum SiteShiftLookup: Sendable, Hashable {
-    case found(AttendanceShift)
+    case found(ShiftSchedule)
     /// The registry has no such site.
     case unknownSite
     /// The site has no (readable) shift settings.
@@ -27,8 +27,7 @@ package struct RegistryCacheShiftProvider: SiteShiftProvider {
     package func shift(siteId: String) -> SiteShiftLookup {
         guard let site = cache.site(id: siteId) else { return isReady() ? .unknownSite : .notReady }
         guard let shift = site.shift else { return .noShift }
-        return .found(
-            AttendanceShift(timezone: site.timezone, settings: shift))
+        return .found(ShiftSchedule(timezone: site.timezone, current: shift, earlier: site.shiftHistory))
     }
 }
 

@@ -110,6 +110,10 @@ package final class EventRetention: Service, Sendable {
     private func compactTimelinesHolding(before cutoff: Date, now: Date) async throws {
         let policy = configuration.policy
         let logger = self.logger
+        // A timeline no longer written is measured from at most this long ago, so that its events before
+        // the cutoff are forgotten (its horizon ends by the cutoff) rather than kept up to the longest
+        // pipeline wait longer than the retention promises.
+        let longestWait = min(SessionPolicy.longestPipelineWait, now.timeIntervalSince(cutoff) - policy.horizon)
         let rows = try await PostgresFailure.unwrapping {
             try await client.query(
                 """
@@ -138,7 +142,7 @@ package final class EventRetention: Service, Sendable {
                     var moved: [MergerStore.TimelineKey: LoadedTimeline] = [:]
                     for key in timelines.keys.sorted() {
                         let before = timelines[key]!.timeline.watermark
-                        let compacted = timelines[key]!.timeline.compact(now: now).changes
+                        let compacted = timelines[key]!.timeline.compact(now: now, longestWait: longestWait).changes
                         changes += compacted
                         // Saved when anything changed: the timeline records the version each session was
                         // published at, so changes published here without it would be published again,
