@@ -76,7 +76,9 @@ public final class KafkaConsumer: Service, Sendable {
     private let queue: ConsumerQueue
     /// Records a consumer that keeps its offsets elsewhere found deleted by retention when it was given
     /// their partition (the `RecordsLostToRetention` alert), by group and topic.
-    static let recordsLostLabel = "kafka_consumer_records_lost_to_retention_total"
+    static func recordsLost(group: String, topic: String) -> Counter {
+        Counter(label: "kafka_consumer_records_lost_to_retention_total", dimensions: [("group", group), ("topic", topic)])
+    }
 
     public init(
         configuration: KafkaConsumerConfiguration,
@@ -96,7 +98,7 @@ public final class KafkaConsumer: Service, Sendable {
         // alert on its increase sees the first loss (a counter that appears with its first increment has
         // no earlier sample to increase from).
         for topic in configuration.topics where rebalanceListener != nil {
-            _ = Counter(label: Self.recordsLostLabel, dimensions: [("group", configuration.groupId), ("topic", topic)])
+            _ = Self.recordsLost(group: configuration.groupId, topic: topic)
         }
         self.handle = try RdKafkaHandle(
             kind: RD_KAFKA_CONSUMER,
@@ -672,8 +674,7 @@ final class RebalanceCoordinator: Sendable {
                 logger.error(
                     "stored offset was deleted by retention; the records before the earliest kept are lost. Reading from there",
                     metadata: ["partition": .string(tp.description), "stored": "\(offset)", "low": "\(low)"])
-                Counter(label: KafkaConsumer.recordsLostLabel, dimensions: [("group", group), ("topic", tp.topic)])
-                    .increment(by: Int(low - offset))
+                KafkaConsumer.recordsLost(group: group, topic: tp.topic).increment(by: Int(low - offset))
                 offset = low
             }
             partitions.pointee.elems[i].offset = offset

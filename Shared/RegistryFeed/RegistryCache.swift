@@ -263,12 +263,8 @@ extension RegistryCache {
                     return
                 }
                 do throws(PayloadError) {
-                    var entity = try Self.entity(type, payload)
-                    if case .user(var user) = entity {
-                        user.changedAt = change.changedAt
-                        entity = .user(user)
-                    }
-                    self = .upsert(versionKey: key.description, version: change.version, id: key.entityId, entity: entity)
+                    self = .upsert(
+                        versionKey: key.description, version: change.version, id: key.entityId, entity: try Self.entity(type, payload))
                 } catch {
                     self = .malformed(error.field)
                 }

@@ -108,8 +108,8 @@ public struct CachedUser: Hashable, Sendable {
     public var id: String
     public var name: String
     public var siteIds: [String]
-    /// When the registry last changed the user (the change's time): its sites held no later than this.
-    public var changedAt: Date? = nil
+    /// When the user's sites last changed (`User.sitesChangedAt`): they held no later than this.
+    public var sitesChangedAt: Date? = nil
 }
 
 /// The answer to "which beacon is (uuid, major, minor)": the beacon and where it is mounted.
@@ -268,7 +268,9 @@ enum PayloadReader {
 
     static func user(_ p: JSONValue) throws(PayloadError) -> CachedUser {
         let sites = p["siteIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return CachedUser(id: try string(p, "id"), name: optionalString(p, "name") ?? "", siteIds: sites)
+        return CachedUser(
+            id: try string(p, "id"), name: optionalString(p, "name") ?? "", siteIds: sites,
+            sitesChangedAt: optionalString(p, "sitesChangedAt").flatMap(WireTimestamp.date(from:)))
     }
 }
 

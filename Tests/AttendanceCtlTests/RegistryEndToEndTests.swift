@@ -247,6 +247,8 @@ struct RegistryEndToEndTests {
                 ], key: r.admin)
             #expect(try day.field("shift") == "06:00-14:00", "\(day)")
             #expect(try day.field("earlier shifts") == "22:00-06:00 until 2025-10-01", "\(day)")
+            // The windows and graces not given stay as the site had them (30 / 90 / 0 / 0).
+            #expect(try day.field("check-in from") == "30 min before start" && day.field("late after") == "0 min grace", "\(day)")
             let history = try await r.ctl(["sites", "get", "site-ctl-\(t)", "--json"], key: r.viewer).object()
             #expect((history["shiftHistory"] as? [[String: Any]])?.map { $0["until"] as? String } == ["2025-10-01"])
             let notADay = await r.ctl(

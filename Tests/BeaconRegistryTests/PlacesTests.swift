@@ -160,6 +160,13 @@ extension RegistryDatabaseTests {
                 let last = try #require(published[1].payload)
                 #expect(published[1].op == "upsert")
                 #expect(try ProtocolCodec.wire.decode(User.self, from: last).siteIds == [warehouse.id])
+                // When the sites changed travels with them (the policy does not refuse what was made before);
+                // a new name is no move.
+                let created = try #require(fixture.user.sitesChangedAt), movedAt = try #require(moved.sitesChangedAt)
+                #expect(movedAt >= created)
+                #expect(try ProtocolCodec.wire.decode(User.self, from: last).sitesChangedAt != nil)
+                let renamed = try await repository.renameUser(userId: fixture.user.id, name: "Renamed")
+                #expect(renamed.sitesChangedAt == moved.sitesChangedAt && renamed.name == "Renamed")
 
                 // Both sites, then none; a site that does not exist changes nothing.
                 let both = try await repository.setUserSites(userId: fixture.user.id, siteIds: [fixture.site.id, warehouse.id])
@@ -169,7 +176,8 @@ extension RegistryDatabaseTests {
                 }
                 #expect(Set(try await repository.user(id: fixture.user.id).siteIds) == [fixture.site.id, warehouse.id])
                 #expect(try await repository.setUserSites(userId: fixture.user.id, siteIds: []).siteIds == [])
-                #expect(try await outboxRows(client, type: "user", id: fixture.user.id).count == 4)
+                // Created, moved, renamed, both sites, none (no relay runs here to fold the published ones).
+                #expect(try await outboxRows(client, type: "user", id: fixture.user.id).count == 5)
 
                 await #expect(throws: RegistryError.notFound(.user, id: "usr_missing")) {
                     try await repository.setUserSites(userId: "usr_missing", siteIds: [warehouse.id])

@@ -19,12 +19,13 @@ extension RegistryDatabaseTests {
     struct Migrations {
         @Test func migrationsAreBundledAndApplyingThemAgainIsANoOp() async throws {
             let bundled = try ServiceMigrations.registry.load()
-            #expect(bundled.map(\.version) == Array(1...12))
+            #expect(bundled.map(\.version) == Array(1...13))
             #expect(
                 bundled.map(\.name) == [
                     "registry", "beacon_keys", "round_the_clock_shifts", "change_outbox_notify", "change_outbox_shared_notify",
                     "beacon_key_grace", "feed_refill_markers", "site_detection_configs", "enrollment_installation",
                     "sightings_seen_at_index", "change_outbox_latest_only", "site_shift_history",
+                    "user_sites_changed_at",
                 ])
             try await LocalStack.withMigratedSchema(.registry, prefix: "registry_test") { client, schema in
                 // The harness applied them already; both entry points now find nothing to do.

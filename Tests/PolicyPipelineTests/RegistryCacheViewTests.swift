@@ -69,10 +69,13 @@ struct RegistryCacheViewTests {
         #expect(view.beacon(uuid: Self.uuid, major: 10, minor: 7) == nil)
         _ = cache.apply(.delete(RegistryKey(entityType: .device, entityId: "d_1")))
         #expect(view.device(id: "d_1") == nil)
-        _ = cache.apply(Self.upsert(.user, "u_1", version: 2, ["name": "One", "siteIds": ["S_HQ", "S_BRANCH"]]))
+        _ = cache.apply(
+            Self.upsert(
+                .user, "u_1", version: 2,
+                ["name": "One", "siteIds": ["S_HQ", "S_BRANCH"], "sitesChangedAt": .string("2025-09-18T06:35:12.000Z")]))
         #expect(view.assignedSiteIds(userId: "u_1") == ["S_HQ", "S_BRANCH"])
-        // The change's time: the rules judge events made before it against sites it may have removed.
-        #expect(view.userChangedAt(userId: "u_1") == Self.at)
+        // When the sites changed: the rules judge events made before it against sites it may have removed.
+        #expect(view.userSitesChangedAt(userId: "u_1") == Self.at)
     }
 
     /// A status this build does not know must not vouch for attendance.

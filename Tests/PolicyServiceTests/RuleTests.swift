@@ -272,7 +272,7 @@ struct SiteAssignmentTests {
     @Test func eventsMadeBeforeAMoveAndCheckOutsAfterItAreNotRefused() throws {
         var registry = World.registry
         let movedAt = World.t0.addingTimeInterval(3_600)
-        registry.upsertUser(id: World.otherUser, siteIds: [World.hq], changedAt: movedAt)
+        registry.upsertUser(id: World.otherUser, siteIds: [World.hq], sitesChangedAt: movedAt)
         func atBranch(_ type: AttendanceEventType, _ seconds: TimeInterval) -> RuleOutcome {
             let e = event {
                 $0.user = World.otherUser; $0.device = World.otherUsersDevice; $0.site = World.branch; $0.major = 20; $0.minor = 1

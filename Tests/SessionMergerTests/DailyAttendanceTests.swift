@@ -75,13 +75,44 @@ struct DailyAttendanceTests {
         #expect(rows.map(\.late) == [true, false])
         #expect(rows.map(\.lateMinutes) == [20, 0])
         #expect(rows.map(\.shiftStart) == [utc("2025-09-18T01:00:00Z"), utc("2025-09-19T02:00:00Z")])
-        // The runs: before the change, from it on; a range on one side is one run.
-        #expect(
-            schedule.runs(from: from, to: to).map { "\($0.from)...\($0.to) \($0.shift.start)" } == [
-                "2025-09-17...2025-09-18 08:00", "2025-09-19...2025-09-20 09:00",
-            ])
-        #expect(schedule.runs(from: changed, to: to).count == 1)
-        #expect(schedule.runs(from: from, to: from).map(\.shift.settings) == [saigon.settings])
+        // Asked one day at a time, the same rows.
+        for row in rows {
+            #expect(try DailyAttendanceCalculator.days(for: sessions, schedule: schedule, from: row.date, to: row.date) == [row])
+        }
+    }
+
+    /// Night shifts (22:00-06:00) until the 19th, day shifts (07:00-16:00) from it: the last night,
+    /// ending at 06:30 on the 19th, is the 18th's shift and not an early exit of the 19th's; with a
+    /// two-hour check-out allowance at night, an arrival at 06:30 on the 19th is the 19th's day shift,
+    /// not a made-up night of the 18th.
+    @Test("a session at a shift change belongs to the shift whose window holds it")
+    func aSessionAtAShiftChange() throws {
+        let night = ShiftSettings(
+            start: hhmm("22:00"), end: hhmm("06:00"), checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60,
+            lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        let day = ShiftSettings(
+            start: hhmm("07:00"), end: hhmm("16:00"), checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60,
+            lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        let changed = try #require(CalendarDate("2025-09-19"))
+        let schedule = ShiftSchedule(timezone: saigon.timezone, current: day, earlier: [ShiftPeriod(until: changed, shift: night)])
+        let from = try #require(CalendarDate("2025-09-17")), to = try #require(CalendarDate("2025-09-20"))
+        // 22:00 on the 18th to 06:30 on the 19th, local (UTC+7).
+        let lastNight = [span("n", "2025-09-18T15:00:00Z", "2025-09-18T23:30:00Z")]
+        let rows = try DailyAttendanceCalculator.days(for: lastNight, schedule: schedule, from: from, to: to)
+        #expect(rows.map(\.date.description) == ["2025-09-18", "2025-09-19"])
+        #expect(rows.map(\.attendedShift) == [true, false])
+        #expect(rows.map(\.earlyExit) == [false, false])
+        #expect(rows.map(\.late) == [false, false])
+
+        var lateNight = night
+        lateNight.checkOutAfterEndMinutes = 120
+        let longAllowance = ShiftSchedule(timezone: saigon.timezone, current: day, earlier: [ShiftPeriod(until: changed, shift: lateNight)])
+        // 06:30 to 15:00 on the 19th, local.
+        let firstDay = [span("d", "2025-09-18T23:30:00Z", "2025-09-19T08:00:00Z")]
+        let dayRows = try DailyAttendanceCalculator.days(for: firstDay, schedule: longAllowance, from: from, to: to)
+        #expect(dayRows.map(\.date.description) == ["2025-09-19"])
+        #expect(dayRows.first?.attendedShift == true && dayRows.first?.late == false)
+        #expect(dayRows.first?.earlyExit == true && dayRows.first?.earlyExitMinutes == 60)
     }
 
     @Test("late arrival and early exit beyond the graces are flagged with minutes")

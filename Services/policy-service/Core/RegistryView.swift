@@ -42,8 +42,8 @@ package protocol RegistryView: Sendable {
     func device(id: String) -> DeviceBinding?
     /// The sites the user is assigned to (nil: a user the registry has not published).
     func assignedSiteIds(userId: String) -> [String]?
-    /// When the registry last changed the user (nil: unknown): their sites held no later than this.
-    func userChangedAt(userId: String) -> Date?
+    /// When the user's sites last changed (nil: unknown): they held no later than this.
+    func userSitesChangedAt(userId: String) -> Date?
     /// The banned prefix `uuid` starts with (dashes and case ignored), or `nil`.
     func bannedPrefix(of uuid: String) -> String?
 }
@@ -87,7 +87,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     package func device(id: String) -> DeviceBinding? { devices[id] }
 
     package func assignedSiteIds(userId: String) -> [String]? { userSites[userId] }
-    package func userChangedAt(userId: String) -> Date? { userChanges[userId] }
+    package func userSitesChangedAt(userId: String) -> Date? { userChanges[userId] }
 
     package func bannedPrefix(of uuid: String) -> String? {
         bannedPrefixes.first { !$0.isEmpty && Self.hex(uuid, startsWith: $0) }
@@ -145,9 +145,9 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     package mutating func upsertDevice(_ binding: DeviceBinding) { devices[binding.deviceId] = binding }
     package mutating func removeDevice(id: String) { devices[id] = nil }
 
-    package mutating func upsertUser(id: String, siteIds: [String], changedAt: Date? = nil) {
+    package mutating func upsertUser(id: String, siteIds: [String], sitesChangedAt: Date? = nil) {
         userSites[id] = siteIds
-        userChanges[id] = changedAt
+        userChanges[id] = sitesChangedAt
     }
     package mutating func removeUser(id: String) {
         userSites[id] = nil

@@ -35,7 +35,7 @@ package struct RegistryCacheView: RegistryView {
 
     package func assignedSiteIds(userId: String) -> [String]? { cache.user(id: userId)?.siteIds }
 
-    package func userChangedAt(userId: String) -> Date? { cache.user(id: userId)?.changedAt }
+    package func userSitesChangedAt(userId: String) -> Date? { cache.user(id: userId)?.sitesChangedAt }
 
     package func bannedPrefix(of uuid: String) -> String? { banList.bannedPrefix(of: uuid) }
 

@@ -119,11 +119,14 @@ public struct User: Codable, Hashable, Sendable {
     public var name: String
     public var siteIds: [String]
     public var createdAt: Date
+    /// When `siteIds` last changed (absent: before the registry kept it).
+    public var sitesChangedAt: Date?
 
-    public init(id: String, name: String, siteIds: [String], createdAt: Date) {
+    public init(id: String, name: String, siteIds: [String], createdAt: Date, sitesChangedAt: Date? = nil) {
         self.id = id
         self.name = name
         self.siteIds = siteIds
         self.createdAt = createdAt
+        self.sitesChangedAt = sitesChangedAt
     }
 }

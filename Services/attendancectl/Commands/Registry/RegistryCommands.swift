@@ -81,20 +81,29 @@ extension AttendanceCtl.Registry {
             ]
         )
 
-        /// A shift: its times and its windows and graces.
+        /// A shift: its times and its windows and graces (those not given come from `base`).
         struct ShiftOptions: ParsableArguments {
             @Option(name: .customLong("shift-start"), help: "Shift start, HH:MM local time.") var shiftStart: TimeOfDay
             @Option(name: .customLong("shift-end"), help: "Shift end, HH:MM local time (before the start: overnight).") var shiftEnd:
                 TimeOfDay
-            @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts.") var checkInBefore = 60
-            @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts.") var checkOutAfter = 120
-            @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late.") var lateGrace = 10
-            @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early.") var earlyGrace = 5
+            @Option(name: .customLong("check-in-before"), help: "Minutes before the start a check-in counts (new site: 60).")
+            var checkInBefore: Int?
+            @Option(name: .customLong("check-out-after"), help: "Minutes after the end a check-out counts (new site: 120).")
+            var checkOutAfter: Int?
+            @Option(name: .customLong("late-grace"), help: "Minutes after the start that are not late (new site: 10).") var lateGrace: Int?
+            @Option(name: .customLong("early-grace"), help: "Minutes before the end that are not early (new site: 5).") var earlyGrace: Int?
 
-            var shift: ShiftSettings {
+            /// A new site's windows and graces when none are given.
+            static let defaults = ShiftSettings(
+                start: TimeOfDay(hour: 0, minute: 0)!, end: TimeOfDay(hour: 0, minute: 0)!, checkInBeforeStartMinutes: 60,
+                checkOutAfterEndMinutes: 120, lateEntryGraceMinutes: 10, earlyExitGraceMinutes: 5)
+
+            func shift(keeping base: ShiftSettings = defaults) -> ShiftSettings {
                 ShiftSettings(
-                    start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore, checkOutAfterEndMinutes: checkOutAfter,
-                    lateEntryGraceMinutes: lateGrace, earlyExitGraceMinutes: earlyGrace)
+                    start: shiftStart, end: shiftEnd, checkInBeforeStartMinutes: checkInBefore ?? base.checkInBeforeStartMinutes,
+                    checkOutAfterEndMinutes: checkOutAfter ?? base.checkOutAfterEndMinutes,
+                    lateEntryGraceMinutes: lateGrace ?? base.lateEntryGraceMinutes,
+                    earlyExitGraceMinutes: earlyGrace ?? base.earlyExitGraceMinutes)
             }
         }
 
@@ -130,7 +139,7 @@ extension AttendanceCtl.Registry {
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
-                    geofence: geofence.geofence(radiusIfNone: 200), shift: shift.shift)
+                    geofence: geofence.geofence(radiusIfNone: 200), shift: shift.shift())
             }
 
             func run() async throws {
@@ -169,16 +178,19 @@ extension AttendanceCtl.Registry {
         struct SetShift: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set-shift",
-                abstract: "Change a site's shift from a local day on (admin); earlier days keep theirs in the daily report.")
+                abstract:
+                    "Change a site's shift from a local day on (admin); earlier days keep theirs in the daily report. Windows and graces not given stay as they are."
+            )
             @Argument(help: "The site's id.") var id: String
             @OptionGroup var shift: ShiftOptions
             @Option(help: "The first local day of the new shift, YYYY-MM-DD (default: the site's today).") var from: CalendarDate?
             @OptionGroup var registry: RegistryOptions
 
             func run() async throws {
-                let change = SiteShiftChange(shift: shift.shift, from: from)
+                let (id, shift, from) = (id, shift, from)
                 try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
-                    try await client.setSiteShift(siteId: id, change)
+                    let current = try await client.site(id: id).value.shift
+                    return try await client.setSiteShift(siteId: id, SiteShiftChange(shift: shift.shift(keeping: current), from: from))
                 }
             }
         }

@@ -96,7 +96,8 @@ extension PostgresRegistryRepository {
             ]
         ) { db in
             try await Self.requireSites(input.siteIds, on: db, logger: logger)
-            try await db.query("INSERT INTO users (id, name, created_at) VALUES (\(id), \(input.name), \(now))", logger: logger)
+            try await db.query(
+                "INSERT INTO users (id, name, created_at, sites_changed_at) VALUES (\(id), \(input.name), \(now), \(now))", logger: logger)
             return try await Self.assign(userId: id, to: input.siteIds, on: db, logger: logger)
         }
     }
@@ -110,6 +111,7 @@ extension PostgresRegistryRepository {
             }
             try await Self.requireSites(siteIds, on: db, logger: logger)
             try await db.query("DELETE FROM user_sites WHERE user_id = \(userId)", logger: logger)
+            try await db.query("UPDATE users SET sites_changed_at = \(now()) WHERE id = \(userId)", logger: logger)
             return try await Self.assign(userId: userId, to: siteIds, on: db, logger: logger)
         }
     }

@@ -66,11 +66,11 @@ enum Columns {
 
     static let user = """
         u.id, u.name, u.created_at,
-        ARRAY(SELECT us.site_id::text FROM user_sites us WHERE us.user_id = u.id ORDER BY us.site_id)::text[]
+        ARRAY(SELECT us.site_id::text FROM user_sites us WHERE us.user_id = u.id ORDER BY us.site_id)::text[], u.sites_changed_at
         """
     static func user(_ row: PostgresRow) throws -> User {
-        let (id, name, createdAt, siteIds) = try row.decode((String, String, Date, [String]).self)
-        return User(id: id, name: name, siteIds: siteIds, createdAt: createdAt)
+        let (id, name, createdAt, siteIds, sitesChangedAt) = try row.decode((String, String, Date, [String], Date?).self)
+        return User(id: id, name: name, siteIds: siteIds, createdAt: createdAt, sitesChangedAt: sitesChangedAt)
     }
 
     static let namespace = "n.organization_id, n.uuid, n.major, n.allocated_at"

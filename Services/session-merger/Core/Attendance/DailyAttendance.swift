@@ -108,26 +108,32 @@ package enum DailyAttendanceCalculator {
     /// length.
     /// The rows of the local days `from...to`, each day judged by the shift `schedule` gives it; ordered
     /// as `days(for:shift:minimumPresence:)` orders them.
+    /// Every day's windows are its own shift's, so a session at a change (a night shift's last night
+    /// before day shifts) belongs to the shift whose window holds it, as on any other day.
     package static func days(
         for intervals: [AttendanceInterval], schedule: ShiftSchedule, from: CalendarDate, to: CalendarDate,
         minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
-        var rows: [DailyAttendance] = []
-        for run in schedule.runs(from: from, to: to) {
-            rows += try days(for: intervals, shift: run.shift, minimumPresence: minimumPresence)
-                .filter { $0.date >= run.from && $0.date <= run.to }
-        }
-        return rows.sorted { ($0.userId + "\u{1F}" + $0.siteId, $0.date) < ($1.userId + "\u{1F}" + $1.siteId, $1.date) }
+        try days(for: intervals, schedule: schedule, minimumPresence: minimumPresence).filter { $0.date >= from && $0.date <= to }
     }
 
     package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift,
         minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
-        let shift = try shift.validated()
+        try days(
+            for: intervals, schedule: ShiftSchedule(timezone: shift.timezone, current: shift.settings), minimumPresence: minimumPresence)
+    }
+
+    private static func days(
+        for intervals: [AttendanceInterval], schedule: ShiftSchedule, minimumPresence: TimeInterval
+    ) throws(ShiftSettingsError) -> [DailyAttendance] {
+        for settings in [schedule.current] + schedule.earlier.map(\.shift) {
+            _ = try AttendanceShift(timezone: schedule.timezone, settings: settings).validated()
+        }
         let intervals = intervals.filter { !$0.isBrief(minimumPresence: minimumPresence) }
         // A validated shift's time zone is known.
-        let calendar = ShiftCalendar(shift: shift)!
+        let calendar = ShiftCalendar(schedule: schedule)!
         var groups: [String: [AttendanceInterval]] = [:]
         for interval in intervals {
             groups[interval.userId + "\u{1F}" + interval.siteId, default: []].append(interval)
@@ -169,7 +175,7 @@ package enum DailyAttendanceCalculator {
         let dayEnd = calendar.startOfDay(date.next)
         let inDay = group.filter { overlaps($0, dayStart, dayEnd) }
         guard let first = inDay.first ?? ofShift.first else { return nil }
-        let shift = calendar.shift
+        let shift = calendar.shift(on: date)
         var worked: TimeInterval = 0
         var firstIn: Date?
         var lastOut: Date?
@@ -220,13 +226,18 @@ package enum DailyAttendanceCalculator {
 
 /// Foundation's Gregorian calendar in the shift's time zone: the local days of a site.
 package struct ShiftCalendar {
-    let shift: AttendanceShift
+    let schedule: ShiftSchedule
     let calendar: Calendar
 
     /// `nil` when the shift's time zone is not a zone this system knows.
     package init?(shift: AttendanceShift) {
-        guard let zone = TimeZone(identifier: shift.timezone) else { return nil }
-        self.shift = shift
+        self.init(schedule: ShiftSchedule(timezone: shift.timezone, current: shift.settings))
+    }
+
+    /// Each day's shift as `schedule` gives it; `nil` when its time zone is not a zone this system knows.
+    package init?(schedule: ShiftSchedule) {
+        guard let zone = TimeZone(identifier: schedule.timezone) else { return nil }
+        self.schedule = schedule
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         calendar.locale = Locale(identifier: "en_US_POSIX")
@@ -250,13 +261,18 @@ package struct ShiftCalendar {
         calendar.startOfDay(for: noon(date))
     }
 
+    /// The shift of the local day `date`.
+    func shift(on date: CalendarDate) -> AttendanceShift { schedule.shift(on: date) }
+
     /// The shift of `date` as instants (an overnight or round-the-clock shift ends the next day).
     func shiftInstants(_ date: CalendarDate) -> (start: Date, end: Date) {
-        (instant(date, shift.start), instant(shift.isOvernight ? date.next : date, shift.end))
+        let shift = shift(on: date)
+        return (instant(date, shift.start), instant(shift.isOvernight ? date.next : date, shift.end))
     }
 
     /// The shift window of `date`: start - check-in allowance ..< end + check-out allowance.
     func window(_ date: CalendarDate) -> (start: Date, end: Date) {
+        let shift = shift(on: date)
         let (start, end) = shiftInstants(date)
         return (
             start.addingTimeInterval(-Double(shift.checkInBeforeStartMinutes) * 60),

@@ -112,17 +112,4 @@ package struct ShiftSchedule: Hashable, Sendable {
     package func shift(on day: CalendarDate) -> AttendanceShift {
         AttendanceShift(timezone: timezone, settings: earlier.first { day < $0.until }?.shift ?? current)
     }
-
-    /// `from...to` cut where the shift changes: each run of days and its shift, in order.
-    package func runs(from: CalendarDate, to: CalendarDate) -> [(from: CalendarDate, to: CalendarDate, shift: AttendanceShift)] {
-        var runs: [(from: CalendarDate, to: CalendarDate, shift: AttendanceShift)] = []
-        var start = from
-        for period in earlier where period.until > start && start <= to {
-            let end = min(to, CalendarDate(daysSince1970: period.until.daysSince1970 - 1))
-            runs.append((start, end, AttendanceShift(timezone: timezone, settings: period.shift)))
-            start = period.until
-        }
-        if start <= to { runs.append((start, to, AttendanceShift(timezone: timezone, settings: current))) }
-        return runs
-    }
 }
