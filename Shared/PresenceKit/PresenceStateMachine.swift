@@ -675,9 +675,9 @@ public struct PresenceStateMachine: Sendable {
     /// more is dropped, with a GATT challenge waiting on it); then the settings of the site it is at are
     /// put in force as they now are. A GATT challenge in flight is dropped (the next readings decide
     /// again, under the new directory's gates). A present session whose site is no longer in the
-    /// directory is treated as one whose beacon was lost: a soft exit, then what the check-out trigger
-    /// does (on beacon loss a check-out after the grace; on geofence exit, whose geofence is no longer
-    /// known, the server's idle cutoff); it resumes if the site comes back first. The host registers the
+    /// directory is treated as one whose beacon was lost: a soft exit, then a check-out after the grace,
+    /// whatever the check-out trigger (a geofence exit cannot come: that geofence is no longer watched);
+    /// it resumes if the site comes back first. The host registers the
     /// new directory's geofences (and their radii, `fence(ofSite:)`) with the OS as it did at start:
     /// there is no effect for it, and a geofence of a new site the device is already inside counts once
     /// the OS or a location fix reports it.
@@ -721,7 +721,9 @@ public struct PresenceStateMachine: Sendable {
     /// Outside every geofence with no session, under a configuration that requires one: stops what
     /// runs and goes idle, as leaving the last geofence does. True when it did.
     mutating func settleOutsideEveryGeofence(_ fx: inout [PresenceEffect]) -> Bool {
-        guard config.flags.requireGeofence && insideSites.isEmpty && session == nil && phase != .idle else { return false }
+        guard config.flags.requireGeofence && insideSites.isEmpty && session == nil,
+            phase != .idle || continuousScanActive || rangingActive
+        else { return false }
         stopAllScans(&fx)
         for id in TimerID.allCases { cancel(id, &fx) }
         pendingCandidate = nil
@@ -1248,12 +1250,20 @@ public struct PresenceStateMachine: Sendable {
             }
             checkOut(reason: reason, at: now, &fx)
         case .geofenceExit:
-            // The debounce ending only tells the user; the exit is posted on geofence exit.
             cancel(.signalWatchdog, &fx)
-            let site = session?.siteId ?? "?"
-            fx.append(.notifyUser(UserNotification(kind: .signalLost, message: "Disconnected from the beacon at \(site)")))
+            if session != nil && sessionSiteIndex < 0 {
+                // The session's site left the directory (the user was moved): its geofence is no longer
+                // watched, so no exit will post the check-out; the grace ran out, so it ends here.
+                checkOut(reason: reason, at: now, &fx)
+            } else {
+                // The debounce ending only tells the user; the exit is posted on geofence exit.
+                let site = session?.siteId ?? "?"
+                fx.append(.notifyUser(UserNotification(kind: .signalLost, message: "Disconnected from the beacon at \(site)")))
+            }
         }
         phase = restingPhase
+        // No session left and outside every geofence (the removed site's was the last): stop scanning.
+        _ = settleOutsideEveryGeofence(&fx)
     }
 
     // MARK: Timers
@@ -1422,7 +1432,8 @@ public struct PresenceStateMachine: Sendable {
             if inside && sessionSiteIndex >= 0 {
                 resumePresence(at: now, &fx)
             } else {
-                finalizeExit(reason: exitReason == .beaconLost ? .regionStateOutside : exitReason, at: now, &fx)
+                // Inside here is a removed site's session: the region said nothing of it.
+                finalizeExit(reason: inside ? .beaconLost : exitReason == .beaconLost ? .regionStateOutside : exitReason, at: now, &fx)
             }
         case .armed:
             if inside && !continuousScanActive { startRangingWindow(at: now, &fx) }

@@ -383,6 +383,16 @@ struct RegistryEndToEndTests {
             #expect(try set.field("document") == #"{"thresholds":{"enter_at_once_rssi":-64,"enter_hold_ms":3000}}"#)
             let json = try await r.ctl(["sites", "detection-config", siteId, "--json"], key: r.viewer).object()
             #expect(json["version"] as? Int == 1)
+            // Saved as the RUNBOOK says, changed (a kill switch), then set back from the saved answer.
+            let saved = directory.appendingPathComponent("saved.json").path
+            try await r.ctl(["sites", "detection-config", siteId, "--json"], key: r.viewer).stdout.write(
+                toFile: saved, atomically: true, encoding: .utf8)
+            let killed = directory.appendingPathComponent("killed.json").path
+            try #"{"feature_flags": {"kill_switch": true}}"#.write(toFile: killed, atomically: true, encoding: .utf8)
+            #expect(try await r.ctl(["sites", "set-detection-config", siteId, "--file", killed], key: r.admin).field("version") == "2")
+            let restored = await r.ctl(["sites", "set-detection-config", siteId, "--file", saved], key: r.admin)
+            #expect(try restored.field("version") == "3", "\(restored)")
+            #expect(try restored.field("document") == #"{"thresholds":{"enter_at_once_rssi":-64,"enter_hold_ms":3000}}"#, "\(restored)")
 
             let bad = directory.appendingPathComponent("typo.json").path
             try #"{"thresholds": {"max_stdev_db": 10}, "checkout_triger": "beacon_loss"}"#.write(
@@ -394,7 +404,7 @@ struct RegistryEndToEndTests {
             let missingFile = await r.ctl(
                 ["sites", "set-detection-config", siteId, "--file", directory.appendingPathComponent("none").path], key: r.admin)
             #expect(missingFile.code == 1 && missingFile.stderr.contains("cannot read the detection settings"), "\(missingFile)")
-            #expect(try await r.ctl(["sites", "detection-config", siteId], key: r.viewer).field("version") == "1")
+            #expect(try await r.ctl(["sites", "detection-config", siteId], key: r.viewer).field("version") == "3")
         }
     }
 

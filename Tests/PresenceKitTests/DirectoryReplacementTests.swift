@@ -112,6 +112,25 @@ struct DirectoryReplacementTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
+    /// As shipped, check-outs follow the geofence exit; the removed site's geofence is no longer watched,
+    /// so the session ends after the grace all the same, and the scanning its site started stops.
+    @Test("a site removed from the user under the geofence-exit trigger: checked out after the grace, scanning stops")
+    func aRemovedSitesSessionEndsUnderTheGeofenceTrigger() throws {
+        var shipped = Self.device
+        shipped.checkOutTrigger = .geofenceExit
+        var d = try DeviceHarness(config: shipped, directory: SiteSettingsTests.directory(hq: nil))
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -55 }
+        try #require(d.checkIns.count == 1)
+        // Moved to the other site only; that site's geofence is not the one the phone is in.
+        try d.replace(SiteDirectory(sites: [SiteSettingsTests.directory(hq: nil).sites[1]]))
+        try d.run(seconds: 600) { _ in -55 }
+        #expect(d.checkOuts.count == 1 && d.checkOuts.first?.siteId == "S_HQ" && d.machine.openSession == nil)
+        #expect(d.checkOuts.first?.reason != .regionStateOutside)
+        #expect(d.scanning.isEmpty && d.phase == .idle)
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
     @Test("a GATT challenge in flight is dropped: the next readings decide under the new directory's gates")
     func aChallengeInFlightIsDropped() throws {
         var gatt = Self.device

@@ -234,7 +234,8 @@ extension AttendanceCtl.Registry {
                 abstract: "Replace the site's detection settings with a remote-config JSON document (admin).",
                 discussion: """
                     The document's keys are the app's remote-config keys (docs/SPECIFICATION.md, section 1); `{}` \
-                    restores the defaults. The registry refuses, naming each key, what the app would refuse.
+                    restores the defaults. The registry refuses, naming each key, what the app would refuse. A file \
+                    saved from `detection-config SITE --json` is set back as it was (its `document`).
                     """
             )
             @Argument(help: "The site's id.") var id: String
@@ -242,10 +243,20 @@ extension AttendanceCtl.Registry {
             @OptionGroup var registry: RegistryOptions
 
             func run() async throws {
-                let document = try CLIInput.read(file, what: "the detection settings")
+                let document = Self.document(in: try CLIInput.read(file, what: "the detection settings"))
                 try await registry.show(RegistryTables.detectionConfig) { client throws(RegistryClientError) in
                     try await client.setDetectionConfig(siteId: id, document: document)
                 }
+            }
+
+            /// The document itself, or the `document` of a saved `detection-config --json` answer (an object
+            /// with `siteId` and `document`: no remote-config document has those keys).
+            static func document(in data: Data) -> Data {
+                guard case .object(let members)? = try? ProtocolCodec.wire.decode(JSONValue.self, from: data),
+                    members["siteId"] != nil, let document = members["document"],
+                    let encoded = try? ProtocolCodec.wire.encode(document)
+                else { return data }
+                return Data(encoded)
             }
         }
     }
