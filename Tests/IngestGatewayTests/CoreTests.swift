@@ -89,8 +89,8 @@ struct CoreTests {
         #expect(table.count == 0)
     }
 
-    @Test("a verdict for an earlier request with the same key does not complete the request that replaced it")
-    func aLateVerdictOfAnEarlierRequestIsIgnored() {
+    @Test("a verdict for an earlier request with the same key and another payload does not complete the request that replaced it")
+    func aLateVerdictOfAnEarlierRequestWithAnotherPayloadIsIgnored() {
         let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
         let t0 = Date()
         #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p1", requestId: "r1", eventTime: nil, now: t0) == .started)

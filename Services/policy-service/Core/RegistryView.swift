@@ -64,7 +64,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     private var geofences: [String: Geofence] = [:]
     private var devices: [String: DeviceBinding] = [:]
     private var userSites: [String: [String]] = [:]
-    private var userChanges: [String: Date] = [:]
+    private var sitesChangedAt: [String: Date] = [:]
     /// Upper-case hex digits, no dashes.
     package private(set) var bannedPrefixes: [String]
 
@@ -87,7 +87,7 @@ package struct RegistrySnapshot: RegistryView, Hashable {
     package func device(id: String) -> DeviceBinding? { devices[id] }
 
     package func assignedSiteIds(userId: String) -> [String]? { userSites[userId] }
-    package func userSitesChangedAt(userId: String) -> Date? { userChanges[userId] }
+    package func userSitesChangedAt(userId: String) -> Date? { sitesChangedAt[userId] }
 
     package func bannedPrefix(of uuid: String) -> String? {
         bannedPrefixes.first { !$0.isEmpty && Self.hex(uuid, startsWith: $0) }
@@ -147,11 +147,11 @@ package struct RegistrySnapshot: RegistryView, Hashable {
 
     package mutating func upsertUser(id: String, siteIds: [String], sitesChangedAt: Date? = nil) {
         userSites[id] = siteIds
-        userChanges[id] = sitesChangedAt
+        self.sitesChangedAt[id] = sitesChangedAt
     }
     package mutating func removeUser(id: String) {
         userSites[id] = nil
-        userChanges[id] = nil
+        sitesChangedAt[id] = nil
     }
 
     package mutating func setBannedPrefixes(_ prefixes: [String]) {

@@ -114,8 +114,11 @@ extension AttendanceCtl.Registry {
             @Option(parsing: .unconditional, help: "Geofence centre longitude, -180...180.") var longitude: Double
             @Option(help: "Geofence radius in metres, 10...5000 (default for a new site: 200).") var radius: Double?
 
+            /// A new site's radius when none is given.
+            static let newSiteRadius = 200.0
+
             func validate() throws {
-                for (option, value) in [("--latitude", latitude), ("--longitude", longitude), ("--radius", radius ?? 200)]
+                for (option, value) in [("--latitude", latitude), ("--longitude", longitude), ("--radius", radius ?? 0)]
                 where !value.isFinite {
                     throw ValidationError("\(option) must be a finite number, got \(value)")
                 }
@@ -139,7 +142,7 @@ extension AttendanceCtl.Registry {
             var body: NewSite {
                 NewSite(
                     id: id, organizationId: organization, name: name, timezone: timezone,
-                    geofence: geofence.geofence(radiusIfNone: 200), shift: shift.shift())
+                    geofence: geofence.geofence(radiusIfNone: GeofenceOptions.newSiteRadius), shift: shift.shift())
             }
 
             func run() async throws {
@@ -208,7 +211,8 @@ extension AttendanceCtl.Registry {
             }
 
             func run() async throws {
-                let geofence = geofence.geofence(radiusIfNone: 200)
+                // `validate()` made sure a radius is given.
+                let geofence = geofence.geofence(radiusIfNone: GeofenceOptions.newSiteRadius)
                 try await registry.show(RegistryTables.site) { client throws(RegistryClientError) in
                     try await client.setSiteGeofence(siteId: id, geofence)
                 }

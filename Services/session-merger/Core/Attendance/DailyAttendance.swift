@@ -106,23 +106,23 @@ package enum DailyAttendanceCalculator {
     /// altogether (`AttendancePresence`): a stop or a walk past a door is not attendance. An open
     /// session, one in its soft-exit grace and one closed for want of presence count whatever their
     /// length.
-    /// The rows of the local days `from...to`, each day judged by the shift `schedule` gives it; ordered
-    /// as `days(for:shift:minimumPresence:)` orders them.
-    /// Every day's windows are its own shift's, so a session at a change (a night shift's last night
-    /// before day shifts) belongs to the shift whose window holds it, as on any other day.
-    package static func days(
-        for intervals: [AttendanceInterval], schedule: ShiftSchedule, from: CalendarDate, to: CalendarDate,
-        minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
-    ) throws(ShiftSettingsError) -> [DailyAttendance] {
-        try days(for: intervals, schedule: schedule, minimumPresence: minimumPresence).filter { $0.date >= from && $0.date <= to }
-    }
-
     package static func days(
         for intervals: [AttendanceInterval], shift: AttendanceShift,
         minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
     ) throws(ShiftSettingsError) -> [DailyAttendance] {
         try days(
             for: intervals, schedule: ShiftSchedule(timezone: shift.timezone, current: shift.settings), minimumPresence: minimumPresence)
+    }
+
+    /// The rows of the local days `from...to` (as `days(for:shift:minimumPresence:)`), each day judged by the
+    /// shift `schedule` gives it. Every day's windows are its own shift's, so a session at a change (a
+    /// night shift's last night before day shifts) belongs to the shift whose window holds it, as on any
+    /// other day.
+    package static func days(
+        for intervals: [AttendanceInterval], schedule: ShiftSchedule, from: CalendarDate, to: CalendarDate,
+        minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
+    ) throws(ShiftSettingsError) -> [DailyAttendance] {
+        try days(for: intervals, schedule: schedule, minimumPresence: minimumPresence).filter { $0.date >= from && $0.date <= to }
     }
 
     private static func days(
