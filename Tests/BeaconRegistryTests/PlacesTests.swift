@@ -82,6 +82,14 @@ extension RegistryDatabaseTests {
                 await #expect(throws: RegistryError.self) {
                     try await repository.setSiteShift(siteId: siteId, SiteShiftChange(shift: day, from: try date("1999-12-31")))
                 }
+                // Not ahead of the site's today: the site's shift is the one in force.
+                let nextYear = CalendarDate(daysSince1970: Int(Date().timeIntervalSince1970 / 86_400) + 366)
+                do {
+                    _ = try await repository.setSiteShift(siteId: siteId, SiteShiftChange(shift: day, from: nextYear))
+                    Issue.record("a change dated next year was taken")
+                } catch RegistryError.invalidInput(let errors) {
+                    #expect(errors.map(\.field) == ["from"] && errors.first?.reason.contains("after the site's today") == true)
+                }
                 do {
                     _ = try await repository.setSiteShift(siteId: "site-nowhere", SiteShiftChange(shift: day))
                     Issue.record("an unknown site was changed")

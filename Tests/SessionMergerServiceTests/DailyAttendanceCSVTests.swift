@@ -15,8 +15,13 @@ struct DailyAttendanceCSVTests {
         let session = AttendanceInterval(
             sessionId: "n", userId: "u_1", siteId: "S_HQ", start: arrival, end: arrival.addingTimeInterval(5.5 * 3_600), isOpen: false)
         let rows = try DailyAttendanceCalculator.days(for: [session], shift: night)
-        let lines = DailyAttendanceCSV.render(rows, timezone: night.timezone).components(separatedBy: "\r\n")
+        // As an import expects it: the fourteen columns.
+        let plain = DailyAttendanceCSV.render(rows).components(separatedBy: "\r\n")
+        try #require(plain.count >= 3)
+        #expect(plain[0].components(separatedBy: ",").count == 14 && plain[2].hasSuffix(",n"))
+        let lines = DailyAttendanceCSV.render(rows, localTimesIn: night.timezone).components(separatedBy: "\r\n")
         try #require(lines.count >= 3)
+        #expect(lines[0].hasSuffix(",timezone,firstInLocal,lastOutLocal"))
         #expect(lines[1].hasPrefix("u_1,S_HQ,2025-09-18,,,0,true,150,false,0,true,"))
         #expect(lines[1].hasSuffix(",Asia/Ho_Chi_Minh,,"))
         #expect(lines[2].hasPrefix("u_1,S_HQ,2025-09-19,2025-09-18T17:30:00"))

@@ -142,7 +142,13 @@ extension PostgresRegistryRepository {
                 throw RegistryError.notFound(.site, id: siteId)
             }
             let timezone = try row.decode(String.self)
-            let from = change.from ?? Self.localDate(of: now, in: timezone)
+            let today = Self.localDate(of: now, in: timezone)
+            let from = change.from ?? today
+            // `shift` is the shift in force: a change takes effect today at the latest (an older merger,
+            // which reads only `shift`, would otherwise judge today by a shift not yet in force).
+            guard from <= today else {
+                throw RegistryError.invalid("from", "must not be after the site's today (\(today)): set a change on the day it starts")
+            }
             // The shift that held on the day before `from`: the earliest stored period ending on or after
             // it, else the site's current one. It now ends at `from`; every later one is replaced.
             let ending = try await db.firstRow(

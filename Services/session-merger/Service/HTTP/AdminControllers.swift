@@ -108,13 +108,13 @@ package struct DailyAttendanceReport: Codable, Sendable {
     package var items: [DailyAttendance]
 }
 
-/// `GET /v1/admin/attendance/daily?siteId=&userId=&from=YYYY-MM-DD&to=YYYY-MM-DD&format=` (viewer).
+/// `GET /v1/admin/attendance/daily?siteId=&userId=&from=YYYY-MM-DD&to=YYYY-MM-DD&format=&localTimes=` (viewer).
 ///
 /// One row per user and local day with presence at the site: first in, last out, worked minutes,
 /// late / early-exit flags by the shift the site had that day (from the registry feed). JSON by default; CSV with
 /// `format=csv` or `Accept: text/csv`. The range is inclusive and at most 92 days.
 struct DailyAttendanceController {
-    static let parameters: Set<String> = ["siteId", "userId", "from", "to", "format"]
+    static let parameters: Set<String> = ["siteId", "userId", "from", "to", "format", "localTimes"]
 
     let repository: any SessionQueryRepository
     let shifts: any SiteShiftProvider
@@ -144,6 +144,7 @@ struct DailyAttendanceController {
                         field: "to", reason: "the range is \(days) days; at most \(MergerAdminLimits.maxDailyRangeDays) days are allowed")
                 ])
             }
+            let localTimes = try query.choice("localTimes", ["true": true, "false": false]) ?? false
             let format =
                 try query.choice("format", ["json": "json", "csv": "csv"])
                 ?? (request.headers[.accept].map { $0.lowercased().contains("text/csv") } == true ? "csv" : "json")
@@ -174,7 +175,7 @@ struct DailyAttendanceController {
             }
             if format == "csv" {
                 return DailyAttendanceCSV.response(
-                    rows, timezone: shift.timezone, filename: "attendance-\(siteId)-\(from)-\(to).csv")
+                    rows, localTimesIn: localTimes ? shift.timezone : nil, filename: "attendance-\(siteId)-\(from)-\(to).csv")
             }
             let report = DailyAttendanceReport(
                 siteId: siteId, userId: userId, from: from, to: to, timezone: shift.timezone, shift: shift, items: rows)
@@ -184,28 +185,33 @@ struct DailyAttendanceController {
 }
 
 /// The daily report as RFC 4180 CSV: a header row, CRLF line ends, fields with a comma, a quote or a
-/// line break quoted (quotes doubled), timestamps RFC 3339 UTC; the last columns repeat first in and
-/// last out in the site's time zone (RFC 3339 with its offset), as the people reading it count hours.
+/// line break quoted (quotes doubled), timestamps RFC 3339 UTC. Asked for (`localTimes=true`), three
+/// more columns repeat first in and last out in the site's time zone (RFC 3339 with its offset), as the
+/// people reading it count hours; without, the columns stay the ones an import already expects.
 package enum DailyAttendanceCSV {
     package static let header = [
         "userId", "siteId", "date", "firstIn", "lastOut", "workedMinutes", "late", "lateMinutes", "earlyExit",
-        "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds", "timezone", "firstInLocal", "lastOutLocal",
+        "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds",
     ]
+    package static let localTimesHeader = ["timezone", "firstInLocal", "lastOutLocal"]
 
-    package static func render(_ rows: [DailyAttendance], timezone: String) -> String {
+    /// `localTimesIn`: the site's time zone, to add the local-time columns in it.
+    package static func render(_ rows: [DailyAttendance], localTimesIn timezone: String? = nil) -> String {
         let local = ISO8601DateFormatter()
         local.formatOptions = [.withInternetDateTime]
-        local.timeZone = TimeZone(identifier: timezone) ?? TimeZone(secondsFromGMT: 0)!
-        var lines = [header.map(field).joined(separator: ",")]
+        local.timeZone = timezone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(secondsFromGMT: 0)!
+        var lines = [(header + (timezone == nil ? [] : localTimesHeader)).map(field).joined(separator: ",")]
         for row in rows {
-            let fields: [String] = [
+            var fields: [String] = [
                 row.userId, row.siteId, row.date.description, row.firstIn.map(WireTimestamp.string(from:)) ?? "",
                 row.lastOut.map(WireTimestamp.string(from:)) ?? "", String(row.workedMinutes), String(row.late),
                 String(row.lateMinutes), String(row.earlyExit), String(row.earlyExitMinutes), String(row.attendedShift),
                 WireTimestamp.string(from: row.shiftStart), WireTimestamp.string(from: row.shiftEnd),
-                row.sessionIds.joined(separator: " "), timezone, row.firstIn.map(local.string(from:)) ?? "",
-                row.lastOut.map(local.string(from:)) ?? "",
+                row.sessionIds.joined(separator: " "),
             ]
+            if let timezone {
+                fields += [timezone, row.firstIn.map(local.string(from:)) ?? "", row.lastOut.map(local.string(from:)) ?? ""]
+            }
             lines.append(fields.map(field).joined(separator: ","))
         }
         return lines.joined(separator: "\r\n") + "\r\n"
@@ -217,13 +223,13 @@ package enum DailyAttendanceCSV {
         return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    static func response(_ rows: [DailyAttendance], timezone: String, filename: String) -> Response {
+    static func response(_ rows: [DailyAttendance], localTimesIn timezone: String?, filename: String) -> Response {
         let safeName = String(filename.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
         let headers: HTTPFields = [
             .contentType: "text/csv; charset=utf-8",
             .contentDisposition: "attachment; filename=\"\(safeName)\"",
         ]
         return Response(
-            status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows, timezone: timezone))))
+            status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: render(rows, localTimesIn: timezone))))
     }
 }
