@@ -36,14 +36,16 @@ extension NewSite {
     }
 }
 
-extension SiteShiftChange {
-    /// Day counts a change's `from` may name: around the years attendance is kept.
-    package static let fromYears: ClosedRange<Int> = 2000...2999
+extension CalendarDate {
+    /// The years a day stored by the registry may name (a battery replacement, a shift change).
+    package static let registryYears: ClosedRange<Int> = 2000...2999
+}
 
+extension SiteShiftChange {
     package func validated() throws(RegistryError) -> SiteShiftChange {
         var v = InputValidator()
         for issue in shift.issues { v.fail("shift.\(issue.field)", issue.reason) }
-        if let from, !Self.fromYears.contains(from.year) { v.fail("from", "must be a date in the years 2000...2999") }
+        if let from, !CalendarDate.registryYears.contains(from.year) { v.fail("from", "must be a date in the years 2000...2999") }
         try v.finish()
         return self
     }
@@ -145,15 +147,12 @@ extension NewBeacon {
         if let advIntervalMs, !(20...10_240).contains(advIntervalMs) {
             v.fail("advIntervalMs", "must be within 20...10240 ms")
         }
-        if let batteryReplacedOn, !Self.batteryReplacementYears.contains(batteryReplacedOn.year) {
+        if let batteryReplacedOn, !CalendarDate.registryYears.contains(batteryReplacedOn.year) {
             v.fail("batteryReplacedOn", "must be a day in the years 2000-2999, got \(batteryReplacedOn)")
         }
         try v.finish()
         return (beacon, parsed!)
     }
-
-    /// The years a battery replacement date may name.
-    package static let batteryReplacementYears: ClosedRange<Int> = 2000...2999
 }
 
 /// Beacon UUID text: with or without dashes, any case.
