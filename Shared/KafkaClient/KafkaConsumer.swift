@@ -645,7 +645,8 @@ final class RebalanceCoordinator: Sendable {
         do {
             stored = try blockingAwait { try await listener.partitionsAssigned(tps) }
         } catch {
-            logger.error("rebalance listener failed; starting from committed offsets", metadata: ["error": .string("\(error)")])
+            logger.error(
+                "rebalance listener failed; starting from committed offsets", metadata: ["error": .string(String(reflecting: error))])
             return
         }
         for i in 0..<Int(partitions.pointee.cnt) {

@@ -166,8 +166,8 @@ enum PayloadReader {
         payload[field]?.int64Value.flatMap { Int(exactly: $0) }
     }
 
-    static func double(_ payload: JSONValue, _ field: String) throws(PayloadError) -> Double {
-        guard let value = payload[field]?.doubleValue else { throw PayloadError(field: field) }
+    static func double(_ payload: JSONValue, _ field: String, in range: ClosedRange<Double>) throws(PayloadError) -> Double {
+        guard let value = payload[field]?.doubleValue, range.contains(value) else { throw PayloadError(field: field) }
         return value
     }
 
@@ -212,9 +212,11 @@ enum PayloadReader {
         guard let fence = p["geofence"] else { throw PayloadError(field: "geofence") }
         let geofence: CachedGeofence
         do throws(PayloadError) {
+            // What the registry accepts when it writes a site: a record outside it (written to the topic by
+            // something else) is refused as undecodable, never used in the rules' arithmetic.
             geofence = CachedGeofence(
-                latitude: try double(fence, "latitude"), longitude: try double(fence, "longitude"),
-                radiusMeters: try double(fence, "radiusMeters")
+                latitude: try double(fence, "latitude", in: -90...90), longitude: try double(fence, "longitude", in: -180...180),
+                radiusMeters: try double(fence, "radiusMeters", in: Geofence.radiusRange)
             )
         } catch {
             throw PayloadError(field: "geofence." + error.field)

@@ -1,7 +1,8 @@
 import AttendanceProtocol
 import Foundation
-import PolicyServiceCore
 import Testing
+
+@testable import PolicyServiceCore
 
 @Suite("Beacon validity")
 struct BeaconValidityTests {
@@ -413,6 +414,18 @@ struct CoLocationTests {
         }
         #expect(rule.run(bare) == .passed)
         #expect(rule.run(bare) { $0.requireSensorData = true }.didFire)
+    }
+
+    /// A reason prints a distance or a duration whatever its size: `Int(_:)` of a value beyond Int's
+    /// range traps, and a geofence radius of -1e300 made the distance of a check-in 1e300 m.
+    @Test func reasonsPrintAnyDistanceOrDurationWithoutTrapping() {
+        #expect(Wording.meters(1e300) == "1000000000000000 km")
+        #expect(Wording.meters(-1e300) == "-1000000000000000 m")
+        #expect(Wording.meters(.nan) == "0 m")
+        #expect(Wording.meters(.infinity) == "0 km")
+        #expect(Wording.seconds(-.infinity) == "0 s")
+        #expect(Wording.duration(1e300) == "1000000000000000 h")
+        #expect(Wording.meters(12_345) == "12 km" && Wording.meters(420.4) == "420 m")
     }
 
     @Test func haversineMatchesAKnownDistance() {

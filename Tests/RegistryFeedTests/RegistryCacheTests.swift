@@ -195,6 +195,26 @@ struct RegistryCacheTests {
         #expect(cache.apply(Records.upsert("beacon", "bcn_9", version: 3, Records.beacon("bcn_9", minor: 5))) == .applied)
     }
 
+    /// The registry never writes such a site; a record that does (written to the topic by something
+    /// else) must not reach the rules' arithmetic, where a radius of -1e300 trapped the policy service
+    /// on every restart.
+    @Test(
+        "a site whose geofence is outside what the registry accepts is malformed",
+        arguments: [
+            ("radiusMeters", -1e300), ("radiusMeters", 1e300), ("radiusMeters", 5), ("latitude", 91), ("longitude", -180.5),
+        ])
+    func geofenceOutsideTheRegistrysRanges(field: String, value: Double) {
+        let cache = RegistryCache()
+        var site = Records.site("site_9")
+        switch field {
+        case "radiusMeters": site.geofence.radiusMeters = value
+        case "latitude": site.geofence.latitude = value
+        default: site.geofence.longitude = value
+        }
+        #expect(cache.apply(Records.upsert("site", "site_9", version: 1, site)) == .malformed("geofence.\(field)"))
+        #expect(cache.apply(Records.upsert("site", "site_9", version: 1, Records.site("site_9"))) == .applied)
+    }
+
     @Test("records survive the wire: encode as the publisher does, decode as the loader does")
     func wireRoundTrip() throws {
         let cache = RegistryCache()

@@ -44,4 +44,25 @@ struct BatchStoreHealthTests {
         #expect(stored == 5)
         try await health.check()
     }
+
+    /// A store that never answers (a statement waiting on a lock, a pool with every connection taken)
+    /// fails no attempt, yet stores nothing: unready too, once the attempt has run for the bound.
+    @Test func anAttemptWithNoAnswerForTheBoundMakesTheServiceUnready() async throws {
+        let health = BatchStoreHealth(unreadyAfter: .milliseconds(200))
+        let release = AsyncStream<Void>.makeStream()
+        let storing = Task {
+            await BatchStoreRetry.untilStored(messages: 1, logger: Logger(label: "batch-store-health"), health: health) {
+                for await _ in release.stream { break }
+                return 1
+            }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        try await health.check()
+        try await Task.sleep(for: .milliseconds(300))
+        await #expect(throws: BatchStoreHealth.NotStoring.self) { try await health.check() }
+        do { try await health.check() } catch { #expect("\(error)".contains("under way")) }
+        release.continuation.yield()
+        #expect(await storing.value == 1)
+        try await health.check()
+    }
 }

@@ -71,19 +71,26 @@ enum Wording {
     }
 
     static func seconds(_ interval: TimeInterval) -> String {
-        "\(Int(interval.rounded(.down))) s"
+        "\(whole(interval, .down)) s"
     }
 
     /// `40 s`, `15 min`, `3 h`: a coarse duration for reasons.
     static func duration(_ interval: TimeInterval) -> String {
         let seconds = abs(interval)
-        if seconds < 120 { return "\(Int(seconds.rounded(.down))) s" }
-        if seconds < 7_200 { return "\(Int((seconds / 60).rounded(.down))) min" }
-        return "\(Int((seconds / 3_600).rounded(.down))) h"
+        if seconds < 120 { return "\(whole(seconds, .down)) s" }
+        if seconds < 7_200 { return "\(whole(seconds / 60, .down)) min" }
+        return "\(whole(seconds / 3_600, .down)) h"
     }
 
     static func meters(_ distance: Double) -> String {
-        distance >= 10_000 ? "\(Int((distance / 1000).rounded())) km" : "\(Int(distance.rounded())) m"
+        distance >= 10_000 ? "\(whole(distance / 1000, .toNearestOrAwayFromZero)) km" : "\(whole(distance, .toNearestOrAwayFromZero)) m"
+    }
+
+    /// `value` rounded by `rule` as a whole number a reason prints: bounded to +-10^15 (`Int(_:)` traps
+    /// beyond its range), 0 for a value that is not finite. A reason is words, never arithmetic.
+    static func whole(_ value: Double, _ rule: FloatingPointRoundingRule) -> Int {
+        guard value.isFinite else { return 0 }
+        return Int(min(max(value.rounded(rule), -1e15), 1e15))
     }
 }
 

@@ -203,7 +203,7 @@ package final class PolicyPipeline: Service, Sendable {
         do {
             try await punchLedger.store.prune(before: now.addingTimeInterval(-Self.historyRetention))
         } catch {
-            logger.warning("pruning stored punches failed", metadata: ["error": .string(String(describing: error))])
+            logger.warning("pruning stored punches failed", metadata: ["error": .string(PostgresFailure.description(of: error))])
         }
     }
 
@@ -330,7 +330,7 @@ package final class PolicyPipeline: Service, Sendable {
         do {
             try await nonceLedger.store.prune(expiredBefore: now.addingTimeInterval(-configuration.spentNonceRetention))
         } catch {
-            logger.warning("pruning spent GATT nonces failed", metadata: ["error": .string(String(describing: error))])
+            logger.warning("pruning spent GATT nonces failed", metadata: ["error": .string(PostgresFailure.description(of: error))])
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Prometheus
 import ServiceLifecycle
+import ServiceRuntime
 import TelemetryAggregatorCore
 
 /// The aggregator's own series on `/metrics`: what the pipeline counted and, recomputed every
@@ -120,11 +121,13 @@ package struct SLOMonitor: Service {
             do {
                 try await evaluate()
             } catch {
-                logger.warning("SLO evaluation failed", metadata: ["error": .string("\(error)")])
+                logger.warning("SLO evaluation failed", metadata: ["error": .string(PostgresFailure.description(of: error))])
             }
             if let prune, clock.now >= nextPrune {
                 nextPrune = clock.now.advanced(by: pruneInterval)
-                do { try await prune() } catch { logger.warning("pruning old rollups failed", metadata: ["error": .string("\(error)")]) }
+                do { try await prune() } catch {
+                    logger.warning("pruning old rollups failed", metadata: ["error": .string(PostgresFailure.description(of: error))])
+                }
             }
             try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
         }

@@ -16,6 +16,8 @@ public struct ProblemMapper: Sendable {
     public var maxBodyBytes: Int?
     /// A service's own error types (registry errors, say); nil leaves the error to the common cases.
     public var translate: @Sendable (any Error) -> ProblemDetails?
+    /// Where the 5xx other than 500 are logged, at most once per 10 s.
+    let unavailableLog = RepeatedFailureLog()
 
     public init(maxBodyBytes: Int? = nil, translate: @escaping @Sendable (any Error) -> ProblemDetails? = { _ in nil }) {
         self.maxBodyBytes = maxBodyBytes
@@ -73,7 +75,7 @@ public struct ProblemMapper: Sendable {
 }
 
 /// Every error a route throws becomes problem+json (`ProblemMapper`), with the request path as its
-/// `instance`; a 5xx is logged. Control characters in the request are refused first (`RequestTextGuard`);
+/// `instance`; an unexpected error is logged (`loggedProblem`). Control characters in the request are refused first (`RequestTextGuard`);
 /// every answer carries the hardening headers (`ResponseHardening`), and the request's id when the
 /// context has one (`RequestIdentifiedContext`).
 public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -105,7 +107,8 @@ public struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             if checksBodies { try await RequestTextGuard.checkBody(&request, maxBodyBytes: mapper.bodyLimit) }
             response = try await next(request, context)
         } catch {
-            response = ProblemMapper.response(mapper.loggedProblem(for: error, request: request, logger: context.logger))
+            response = ProblemMapper.response(
+                mapper.loggedProblem(for: error, request: request, route: context.endpointPath, logger: context.logger))
         }
         if let requestId, response.headers[.requestId] == nil { response.headers[.requestId] = requestId(context) }
         ResponseHardening.apply(to: &response)
@@ -131,12 +134,23 @@ extension ProblemMapper {
     /// The body limit the guard reads up to: the mapper's, else `RequestTextGuard.defaultMaxBodyBytes`.
     public var bodyLimit: Int { maxBodyBytes ?? RequestTextGuard.defaultMaxBodyBytes }
 
-    /// The problem for `error` with the request path as `instance`, a 5xx logged with its cause.
-    public func loggedProblem(for error: any Error, request: Request, logger: Logger) -> ProblemDetails {
+    /// The problem for `error` with the request path as `instance`. A 500 (an unexpected error) is
+    /// logged at `error` with its cause, every time; another 5xx mapped here (the database away) at
+    /// `warning`, at most once per 10 s (`unavailableLog`). A `ProblemDetails` the handler threw is its
+    /// chosen answer and is not logged again. The log names the route's pattern (`route`), not the path,
+    /// which can hold a user's or a device's id.
+    public func loggedProblem(for error: any Error, request: Request, route: String?, logger: Logger) -> ProblemDetails {
         var problem = problem(for: error)
         if problem.instance == nil { problem.instance = request.uri.path }
-        if problem.status >= 500 {
-            logger.error("request failed", metadata: ["path": .string(request.uri.path), "error": .string(String(describing: error))])
+        guard problem.status >= 500, !(error is ProblemDetails) else { return problem }
+        let metadata: Logger.Metadata = [
+            "route": .string(route ?? "(no route)"), "status": "\(problem.status)",
+            "error": .string(PostgresFailure.description(of: error)),
+        ]
+        if problem.status == 500 {
+            logger.error("request failed", metadata: metadata)
+        } else {
+            unavailableLog.log(.warning, "request failed", metadata: metadata, logger: logger)
         }
         return problem
     }

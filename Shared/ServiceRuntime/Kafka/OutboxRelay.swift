@@ -151,7 +151,7 @@ public final class OutboxRelay<Table: OutboxTable>: Service, Sendable {
                 logger.error(
                     "publishing \(table.name) failed; retrying",
                     metadata: [
-                        "error": .string(String(describing: error)), "retryIn": .string("\(backoff)"),
+                        "error": .string(PostgresFailure.description(of: error)), "retryIn": .string("\(backoff)"),
                     ])
                 let wait = backoff
                 backoff = min(backoff * 2, configuration.maxBackoff)

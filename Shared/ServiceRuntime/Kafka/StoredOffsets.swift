@@ -354,6 +354,7 @@ public enum BatchStoreRetry {
         var backoff = Duration.milliseconds(100)
         while true {
             do {
+                health?.attempting()
                 let result = try await store()
                 health?.stored()
                 return result
@@ -366,7 +367,10 @@ public enum BatchStoreRetry {
                 onFailure()
                 logger.error(
                     "storing a batch failed; retrying it",
-                    metadata: ["error": .string(String(describing: error)), "messages": "\(messages)", "retryIn": .string("\(backoff)")])
+                    metadata: [
+                        "error": .string(PostgresFailure.description(of: error)), "messages": "\(messages)",
+                        "retryIn": .string("\(backoff)"),
+                    ])
                 if Task.isCancelled || Task.isShuttingDownGracefully { return nil }
                 try? await Task.sleep(for: backoff)
                 if Task.isCancelled { return nil }
@@ -378,36 +382,57 @@ public enum BatchStoreRetry {
 
 /// Whether a consumer is storing its batches: a readiness check (`storing`) that fails once every
 /// attempt has failed for `unreadyAfter` (a full disk, a statement the database refuses each time, a
-/// schema changed under the service). The database still answers `SELECT 1` then, so without it
+/// schema changed under the service), or once one attempt has been running that long (a statement
+/// waiting on a lock, a pool whose every connection is taken, a database that stopped answering
+/// without closing the connection). The database may still answer `SELECT 1` then, so without it
 /// `/health/ready` would say ready while the consumer makes no progress.
 public final class BatchStoreHealth: ReadinessCheck {
     public let name = "storing"
     public let unreadyAfter: Duration
-    private let state = Mutex<(failingSince: ContinuousClock.Instant?, lastError: String)>((nil, ""))
+    private let state = Mutex(State())
+
+    private struct State {
+        var failingSince: ContinuousClock.Instant?
+        var lastError = ""
+        /// When the attempt under way started; nil between attempts.
+        var attemptStarted: ContinuousClock.Instant?
+    }
 
     public init(unreadyAfter: Duration = .seconds(60)) { self.unreadyAfter = unreadyAfter }
 
-    func stored() { state.withLock { $0.failingSince = nil } }
+    func attempting(now: ContinuousClock.Instant = .now) { state.withLock { $0.attemptStarted = now } }
 
-    func failed(_ error: any Error) {
-        let now = ContinuousClock.now
+    func stored() {
+        state.withLock { state in
+            state.failingSince = nil
+            state.attemptStarted = nil
+        }
+    }
+
+    func failed(_ error: any Error, now: ContinuousClock.Instant = .now) {
         state.withLock { state in
             if state.failingSince == nil { state.failingSince = now }
-            state.lastError = String(describing: error)
+            state.lastError = PostgresFailure.description(of: error)
+            state.attemptStarted = nil
         }
     }
 
-    public func check() async throws {
-        let (since, error) = state.withLock { ($0.failingSince, $0.lastError) }
-        if let since, ContinuousClock.now - since >= unreadyAfter { throw NotStoring(since: since, lastError: error) }
+    public func check() async throws { try check(now: .now) }
+
+    func check(now: ContinuousClock.Instant) throws(NotStoring) {
+        let state = state.withLock { $0 }
+        if let started = state.attemptStarted, now - started >= unreadyAfter {
+            throw NotStoring(reason: "storing a batch has been under way for \((now - started).components.seconds) s with no answer")
+        }
+        if let since = state.failingSince, now - since >= unreadyAfter {
+            throw NotStoring(
+                reason: "no batch stored for \((now - since).components.seconds) s, every attempt failed; the last: \(state.lastError)")
+        }
     }
 
-    /// Every attempt to store a batch has failed since `since`.
+    /// No batch was stored for `unreadyAfter`, and why.
     public struct NotStoring: Error, CustomStringConvertible {
-        let since: ContinuousClock.Instant
-        let lastError: String
-        public var description: String {
-            "no batch stored for \((ContinuousClock.now - since).components.seconds) s, every attempt failed; the last: \(lastError)"
-        }
+        let reason: String
+        public var description: String { reason }
     }
 }

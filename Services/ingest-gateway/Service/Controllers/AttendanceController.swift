@@ -163,7 +163,9 @@ struct AttendanceController {
         } catch {
             // In flight here: pending is still a true answer without the database.
             if let pending = remembered.first { return GatewayReply.json(pending.response, status: 200) }
-            context.logger.warning("outcome lookup failed", metadata: ["error": .string(String(describing: error))])
+            pipeline.outcomeStoreFailureLog.log(
+                .warning, "outcome lookup failed", metadata: ["error": .string(PostgresFailure.description(of: error))],
+                logger: context.logger)
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
         if let outcome = stored ?? remembered.first?.response { return GatewayReply.json(outcome, status: 200) }
@@ -188,7 +190,9 @@ struct AttendanceController {
             stored = try await repository.events(deviceId: device.deviceId, since: since, limit: limit)
             sessions = try await repository.openSessions(userId: device.userId)
         } catch {
-            context.logger.warning("pending lookup failed", metadata: ["error": .string(String(describing: error))])
+            pipeline.outcomeStoreFailureLog.log(
+                .warning, "pending lookup failed", metadata: ["error": .string(PostgresFailure.description(of: error))],
+                logger: context.logger)
             throw ProblemDetails.unavailable("the outcome store is not reachable", retryAfterSeconds: settings.retryAfterSeconds)
         }
         // Requests still in flight here (or decided but not yet read back) join the stored ones.

@@ -35,7 +35,8 @@ struct TelemetryController {
             try await publisher.publish(batch)
         } catch {
             GatewayMetrics.produceFailures.increment()
-            context.logger.warning("telemetry not produced", metadata: ["error": .string(String(describing: error))])
+            pipeline.produceFailureLog.log(
+                .warning, "telemetry not produced", metadata: ["error": .string(String(describing: error))], logger: context.logger)
             throw ProblemDetails.unavailable(
                 "the telemetry could not be queued; upload it again", retryAfterSeconds: settings.retryAfterSeconds)
         }

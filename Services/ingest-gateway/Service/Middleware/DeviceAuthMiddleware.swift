@@ -34,7 +34,8 @@ package struct DeviceAuthMiddleware: RouterMiddleware {
         let device = try authenticate(request.headers)
         var context = context
         context.device = device
-        context.logger[metadataKey: "deviceId"] = .string(device.deviceId)
+        // A device id is personal data: only debug logs carry it.
+        if context.logger.logLevel <= .debug { context.logger[metadataKey: "deviceId"] = .string(device.deviceId) }
         return try await next(request, context)
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import IngestGatewayCore
 import Logging
 import RegistryFeed
+import ServiceRuntime
 import Synchronization
 
 /// What happens to a validated, authenticated request: idempotency check, the raw-event envelope
@@ -25,6 +26,11 @@ package final class IngestPipeline: Sendable {
     package let cache: RegistryCache
     let publisher: any GatewayPublisher
     let logger: Logger
+    /// Events and telemetry not produced (the broker away), logged at most once per 10 s: each is
+    /// counted in `gateway_produce_failures_total`.
+    package let produceFailureLog = RepeatedFailureLog()
+    /// The phones' reads of stored outcomes that failed (PostgreSQL away), logged at most once per 10 s.
+    package let outcomeStoreFailureLog = RepeatedFailureLog()
     /// False until the verdict reader has fixed where it starts reading (`markVerdictsRead()`). A request
     /// produced before that could have its verdict written before the reader's start and skipped: its
     /// phone would wait out the in-flight time (2 minutes) for a confirmation. Until then every request
@@ -120,11 +126,9 @@ package final class IngestPipeline: Sendable {
         } catch {
             table.abandon(key: key, requestId: submission.requestId)
             GatewayMetrics.produceFailures.increment()
-            logger.warning(
-                "raw event not produced; the device retries",
-                metadata: [
-                    "idempotencyKey": .string(key), "error": .string(String(describing: error)),
-                ])
+            produceFailureLog.log(
+                .warning, "raw event not produced; the device retries",
+                metadata: ["idempotencyKey": .string(key), "error": .string(String(describing: error))], logger: logger)
             return .problem(
                 .unavailable(
                     "the event could not be queued; retry with the same Idempotency-Key", retryAfterSeconds: settings.retryAfterSeconds),

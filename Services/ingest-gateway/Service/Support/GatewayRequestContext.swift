@@ -1,6 +1,7 @@
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import Logging
 import ServiceRuntime
 
 /// The device a request authenticated as (its bearer token, checked against `X-Device-Id` and the
@@ -23,6 +24,8 @@ package struct GatewayRequestContext: RequestIdentifiedContext {
         coreContext = .init(source: source)
         device = nil
         requestId = UUID().uuidString.lowercased()
+        // The id the phone gets back (`X-Request-Id`) is the one the logs carry.
+        logger[metadataKey: "requestId"] = .string(requestId)
     }
 
     /// The device, or 401 (the auth middleware guarantees it on device routes).

@@ -34,7 +34,8 @@ package final class IdleSweeper: Service, Sendable {
                 let changes = try await sweep(now: clock())
                 if changes > 0 { logger.info("idle sweep changed sessions", metadata: ["changes": "\(changes)"]) }
             } catch {
-                logger.error("idle sweep failed; trying again next period", metadata: ["error": .string(String(describing: error))])
+                logger.error(
+                    "idle sweep failed; trying again next period", metadata: ["error": .string(PostgresFailure.description(of: error))])
             }
         }
     }
