@@ -304,6 +304,42 @@ struct DailyAttendanceTests {
         #expect(!row.earlyExit)
     }
 
+    /// Still present, last seen at the very end of the day (local midnight): no last out at midnight.
+    @Test("an open session last seen exactly at local midnight has no last out")
+    func openSessionSeenAtMidnight() throws {
+        let berlin = AttendanceShift(timezone: "Europe/Berlin", start: hhmm("08:00"), end: hhmm("17:00"))
+        // 2025-06-10 20:00 to 2025-06-11 00:00 CEST.
+        let rows = try DailyAttendanceCalculator.days(
+            for: [span("s1", "2025-06-10T18:00:00Z", "2025-06-10T22:00:00Z", open: true)], shift: berlin)
+        #expect(rows.map(\.date.description) == ["2025-06-10"])
+        let row = try #require(rows.first)
+        #expect(row.lastOut == nil)
+        #expect(row.workedMinutes == 240)
+    }
+
+    /// Samoa moved across the date line and had no 2011-12-30: nothing is reported on a day the zone did
+    /// not have, and the next day keeps its shift.
+    @Test("Pacific/Apia, December 2011: a day the zone skipped has no row, the next keeps its shift")
+    func aSkippedDay() throws {
+        let apia = AttendanceShift(
+            timezone: "Pacific/Apia", start: hhmm("09:00"), end: hhmm("17:00"), checkInBeforeStartMinutes: 60,
+            checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        let calendar = try #require(ShiftCalendar(shift: apia))
+        #expect(!calendar.exists(try #require(CalendarDate(year: 2011, month: 12, day: 30))))
+        #expect(calendar.exists(try #require(CalendarDate(year: 2011, month: 12, day: 31))))
+        // 2011-12-31 08:55 to 17:05 local (UTC+14).
+        let rows = try DailyAttendanceCalculator.days(
+            for: [span("s1", "2011-12-30T18:55:00Z", "2011-12-31T03:05:00Z")], shift: apia)
+        #expect(rows.map(\.date.description) == ["2011-12-31"])
+        let row = try #require(rows.first)
+        #expect(row.attendedShift && !row.late && !row.earlyExit)
+        #expect(row.workedMinutes == 490)
+        // A session across the skipped day: a row for each day the zone had (29th and 31st), none for the 30th.
+        let across = try DailyAttendanceCalculator.days(
+            for: [span("s2", "2011-12-30T09:00:00Z", "2011-12-30T11:00:00Z", open: true)], shift: apia)
+        #expect(across.map(\.date.description) == ["2011-12-29", "2011-12-31"])
+    }
+
     @Test("Europe/Berlin, last Sunday of March: a 23-hour day, shift times in summer time")
     func springForward() throws {
         let berlin = AttendanceShift(

@@ -147,14 +147,14 @@ package enum DailyAttendanceCalculator {
                 var date = calendar.localDate(of: interval.start)
                 let last = calendar.localDate(of: interval.end > interval.start ? interval.end.addingTimeInterval(-0.001) : interval.start)
                 while date <= last {
-                    dates.insert(date)
+                    if calendar.exists(date) { dates.insert(date) }
                     date = date.next
                 }
             }
             // A session still present after the previous shift's window closed goes on into this one
             // (a double shift, a session left open): it counts here too; a hand-over does not.
             for date in dates.sorted() {
-                let previousWindowEnd = calendar.window(date.previous).end
+                let previousWindowEnd = calendar.window(calendar.existingDay(before: date)).end
                 var ofShift: [AttendanceInterval] = []
                 for (interval, day) in zip(group, shiftDays) {
                     guard let day else { continue }
@@ -185,7 +185,8 @@ package enum DailyAttendanceCalculator {
             worked += max(0, to.timeIntervalSince(from))
             firstIn = min(firstIn ?? from, from)
             lastOut = max(lastOut ?? to, to)
-            if interval.isOpen && interval.end < dayEnd { openInDay = true }
+            // Open and last seen in this day, its very end included: still there, not gone at midnight.
+            if interval.isOpen && interval.end <= dayEnd { openInDay = true }
         }
 
         let (shiftStart, shiftEnd) = calendar.shiftInstants(date)
@@ -198,7 +199,7 @@ package enum DailyAttendanceCalculator {
                 late = true
                 lateMinutes = Int((arrival.timeIntervalSince(shiftStart) / 60).rounded(.down))
             }
-            let stillThere = inWindow.contains { $0.isOpen && $0.end < windowEnd }
+            let stillThere = inWindow.contains { $0.isOpen && $0.end <= windowEnd }
             let departure = inWindow.map { min($0.end, windowEnd) }.max()!
             if !stillThere, departure < shiftEnd.addingTimeInterval(-Double(shift.earlyExitGraceMinutes) * 60) {
                 early = true
@@ -256,6 +257,18 @@ package struct ShiftCalendar {
         calendar.date(from: DateComponents(year: date.year, month: date.month, day: date.day, hour: 12))!
     }
 
+    /// Whether the zone had the local day `date`: Samoa skipped 2011-12-30 when it moved across the date
+    /// line, and Foundation gives such a day the next day's instants.
+    package func exists(_ date: CalendarDate) -> Bool { localDate(of: noon(date)) == date }
+
+    /// The last day before `date` that the zone had.
+    func existingDay(before date: CalendarDate) -> CalendarDate {
+        var day = date.previous
+        // A zone skips one day at a time, and none twice in a row.
+        for _ in 0..<3 where !exists(day) { day = day.previous }
+        return day
+    }
+
     /// The day's first instant (local midnight, or the first existing time when midnight is skipped).
     package func startOfDay(_ date: CalendarDate) -> Date {
         calendar.startOfDay(for: noon(date))
@@ -295,7 +308,7 @@ package struct ShiftCalendar {
         var holding: [CalendarDate] = []
         while date <= startDate.next.next {
             let (from, to) = window(date)
-            if from <= interval.start && interval.start < to { holding.append(date) }
+            if exists(date), from <= interval.start && interval.start < to { holding.append(date) }
             date = date.next
         }
         if let nearest = holding.min(by: {
@@ -307,7 +320,7 @@ package struct ShiftCalendar {
         let last = localDate(of: interval.end).next.next
         while date <= last {
             let (from, to) = window(date)
-            if DailyAttendanceCalculator.overlaps(interval, from, to) { return date }
+            if exists(date), DailyAttendanceCalculator.overlaps(interval, from, to) { return date }
             date = date.next
         }
         return nil
