@@ -270,4 +270,56 @@ struct PostgresIntegrationTests {
             #expect(problem.status == 503 && problem.retryAfterSeconds == 1, "\(String(reflecting: dropped))")
         }
     }
+
+    /// The reads people ask for run on a pool of their own: its statements stop at its timeout with an
+    /// answer that says to ask for less, it writes nothing, and while every one of its connections is
+    /// busy the pipeline's pool answers at once.
+    @Test func reportReadsHaveAPoolOfTheirOwnWithATimeoutAndNoWrites() async throws {
+        var settings = try LocalStack.postgres
+        settings.reportMaxConnections = 2
+        settings.reportTimeoutSeconds = 1
+        let pipeline = settings.makeClient(logger: logger), reports = settings.makeReportClient(logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await pipeline.run() }
+            group.addTask { await reports.run() }
+            defer { group.cancelAll() }
+
+            do {
+                for try await _ in try await reports.query("SELECT pg_sleep(3)", logger: logger) {}
+                Issue.record("a 3 s statement outlived the 1 s report timeout")
+            } catch {
+                #expect(PostgresFailure(error)?.sqlState == PostgresFailure.queryCanceled, "\(String(reflecting: error))")
+                let problem = ProblemMapper().problem(for: error)
+                #expect(problem.status == 503 && problem.retryAfterSeconds == nil, "\(problem)")
+                #expect(problem.detail?.contains("ask for less") == true, "\(problem)")
+            }
+            let table = "report_write_\(UInt32.random(in: 0...UInt32.max))"
+            do {
+                for try await _ in try await reports.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (id int)"), logger: logger) {}
+                Issue.record("the report pool wrote")
+                try await pipeline.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"), logger: logger)
+            } catch {
+                #expect(PostgresFailure(error)?.sqlState == "25006", "\(String(reflecting: error))") // read_only_sql_transaction
+            }
+
+            // Both report connections busy for 0.8 s: the pipeline's pool does not wait for them.
+            let (busy, nowBusy) = AsyncStream<Void>.makeStream()
+            let slow = Task {
+                try await withThrowingTaskGroup(of: Void.self) { readers in
+                    for _ in 0..<2 {
+                        readers.addTask { for try await _ in try await reports.query("SELECT pg_sleep(0.8)", logger: self.logger) {} }
+                    }
+                    nowBusy.yield()
+                    try await readers.waitForAll()
+                }
+            }
+            for await _ in busy { break }
+            try await Task.sleep(for: .milliseconds(200))
+            let started = ContinuousClock.now
+            try await pipeline.query("SELECT 1", logger: logger)
+            let waited = ContinuousClock.now - started
+            #expect(waited < .milliseconds(400), "the pipeline's statement waited \(waited)")
+            try await slow.value
+        }
+    }
 }

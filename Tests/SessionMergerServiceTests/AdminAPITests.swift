@@ -52,6 +52,7 @@ struct AdminHarness: Sendable {
 
     static func run(
         shift: ShiftSettings = dayShift, minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds,
+        maxDailyReportSessions: Int = MergerAdminLimits.maxDailyReportSessions,
         _ body: @escaping @Sendable (AdminHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         // The registry's API keys in a schema of their own, read by the merger as it reads the registry's.
@@ -95,7 +96,8 @@ struct AdminHarness: Sendable {
                     sessions: PostgresSessionQueryRepository(client: db.client, logger: logger),
                     shifts: RegistryCacheShiftProvider(cache: cache, isReady: { true }),
                     keyVerifier: PostgresAdminKeyVerifier(client: db.client, schema: registrySchema, logger: logger),
-                    groupId: db.configuration.consumer.groupId, minimumPresence: minimumPresence)
+                    groupId: db.configuration.consumer.groupId, minimumPresence: minimumPresence,
+                    maxDailyReportSessions: maxDailyReportSessions)
                 let harness = AdminHarness(
                     db: db, admin: admin.secret, viewer: viewer.secret, revoked: revoked.secret, siteId: siteId,
                     lateUser: lateUser, onTimeUser: onTimeUser, day: day)
@@ -315,6 +317,21 @@ extension SessionMergerServiceTests {
                 let passer = try await h.addPasser(at: firstIn.addingTimeInterval(300))
                 let after = try await client.get(uri, key: h.viewer).decode(DailyAttendanceReport.self)
                 #expect(after.items.map(\.userId).sorted() == [h.lateUser, h.onTimeUser, passer].sorted())
+            }
+        }
+
+        /// A report that would read more sessions than one request may hold is refused with what fits,
+        /// not built in memory.
+        @Test func aReportOverItsSessionBoundIsRefusedNamingWhatFits() async throws {
+            try await AdminHarness.run(maxDailyReportSessions: 1) { h, client in
+                let uri = "/v1/admin/attendance/daily?siteId=\(h.siteId)&from=\(h.day)&to=\(h.day)"
+                let refused = try await client.get(uri, key: h.viewer)
+                #expect(refused.status == .badRequest)
+                #expect(refused.text.contains("more than 1 sessions; ask for fewer days or one user"), "\(refused.text)")
+                #expect(refused.text.contains(#""field":"userId""#), "\(refused.text)")
+                // One user's report fits.
+                let single = try await client.get(uri + "&userId=\(h.lateUser)", key: h.viewer).decode(DailyAttendanceReport.self)
+                #expect(single.items.map(\.userId) == [h.lateUser])
             }
         }
 

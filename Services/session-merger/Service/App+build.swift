@@ -32,11 +32,13 @@ package func buildApplication(
 /// The admin routes alone on a new router (tests drive it with `app.test(.router)`).
 package func buildRouter(
     sessions: any SessionQueryRepository, shifts: any SiteShiftProvider, keyVerifier: any AdminKeyVerifier,
-    groupId: String = "session-merger", minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds
+    groupId: String = "session-merger", minimumPresence: TimeInterval = AttendancePresence.defaultMinimumSeconds,
+    maxDailyReportSessions: Int = MergerAdminLimits.maxDailyReportSessions
 ) -> Router<AdminContext> {
     let router = Router(context: AdminContext.self)
     addMergerRoutes(
-        to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId, minimumPresence: minimumPresence)
+        to: router, sessions: sessions, shifts: shifts, keyVerifier: keyVerifier, groupId: groupId, minimumPresence: minimumPresence,
+        maxDailyReportSessions: maxDailyReportSessions)
     return router
 }
 
@@ -44,12 +46,15 @@ package func buildRouter(
 /// behind `AdminAuthMiddleware`; every error becomes problem+json.
 package func addMergerRoutes(
     to router: Router<AdminContext>, sessions: any SessionQueryRepository, shifts: any SiteShiftProvider,
-    keyVerifier: any AdminKeyVerifier, groupId: String, minimumPresence: TimeInterval
+    keyVerifier: any AdminKeyVerifier, groupId: String, minimumPresence: TimeInterval,
+    maxDailyReportSessions: Int = MergerAdminLimits.maxDailyReportSessions
 ) {
     router.add(middleware: ProblemMiddleware())
     let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: keyVerifier))
     SessionsController(repository: sessions).addRoutes(to: admin)
     EventsController(repository: sessions).addRoutes(to: admin)
-    DailyAttendanceController(repository: sessions, shifts: shifts, minimumPresence: minimumPresence).addRoutes(to: admin)
+    DailyAttendanceController(
+        repository: sessions, shifts: shifts, minimumPresence: minimumPresence, maxSessions: maxDailyReportSessions
+    ).addRoutes(to: admin)
     PipelineController(repository: sessions, groupId: groupId).addRoutes(to: admin)
 }

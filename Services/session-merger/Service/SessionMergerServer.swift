@@ -29,7 +29,7 @@ package enum SessionMergerServer {
             registry: registry)
         let app = buildApplication(
             configuration: kit.configuration,
-            sessions: PostgresSessionQueryRepository(client: client, logger: logger),
+            sessions: PostgresSessionQueryRepository(client: kit.reportPostgres, logger: logger),
             shifts: RegistryCacheShiftProvider(loader: registry),
             keyVerifier: try kit.adminKeyVerifier(environment: env),
             groupId: merger.consumer.groupId,

@@ -27,7 +27,8 @@ package enum TelemetryAggregatorServer {
         let pipeline = try TelemetryPipeline(
             kafka: kit.configuration.kafka, configuration: telemetry, processor: processor, metrics: serviceMetrics, logger: logger)
         let app = buildApplication(
-            configuration: kit.configuration, repository: repository, objective: objective,
+            configuration: kit.configuration, repository: PostgresTelemetryQueryRepository(client: kit.reportPostgres, logger: logger),
+            objective: objective,
             readiness: [PostgresReadinessCheck(client: client), KafkaReadinessCheck(producer: producer), pipeline.storeHealth],
             metrics: kit.metrics, logger: logger)
         try await kit.run(

@@ -148,6 +148,11 @@ public struct PostgresConfiguration: Sendable, Equatable {
     /// (`ServiceConfiguration.load`), so an operator, and the pipeline benchmark, can tell whose
     /// connection each backend is. `nil` leaves it empty.
     public var applicationName: String?
+    /// The pool of the reads people ask for (reports, the admin lists, the status page), apart from the
+    /// pipeline's (`makeReportClient`): its size (`PG_REPORT_MAX_CONNECTIONS`) and how long one of its
+    /// statements may run (`PG_REPORT_TIMEOUT_SECONDS`).
+    public var reportMaxConnections = 4
+    public var reportTimeoutSeconds = 30
 
     public init(host: String, port: Int, username: String, password: String, database: String, maxConnections: Int = 20) {
         self.host = host
@@ -163,6 +168,13 @@ public struct PostgresConfiguration: Sendable, Equatable {
     /// encrypted: a URL asking for TLS (`sslmode=require` or stricter) or for another connection
     /// parameter is refused rather than connected without it.
     public static func load(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresConfiguration {
+        var configuration = try loadConnection(from: env)
+        configuration.reportMaxConnections = try env.int("PG_REPORT_MAX_CONNECTIONS", default: 4, in: 1...100)
+        configuration.reportTimeoutSeconds = try env.int("PG_REPORT_TIMEOUT_SECONDS", default: 30, in: 1...3_600)
+        return configuration
+    }
+
+    private static func loadConnection(from env: EnvironmentReader) throws(ConfigurationError) -> PostgresConfiguration {
         // At least 2: an outbox relay keeps one connection listening for notifications for as long as it
         // runs, and with a pool of one every other query would wait for it for ever.
         let maxConnections = try env.int("PG_MAX_CONNECTIONS", default: 20, in: 2...500)

@@ -28,6 +28,10 @@ public struct ProblemMapper: Sendable {
         if let problem = error as? ProblemDetails { return problem }
         if let translated = translate(error) { return translated }
         if let refusal = StorageRefusal(error) { return refusal.problem }
+        if PostgresFailure(error)?.sqlState == PostgresFailure.queryCanceled {
+            // A read stopped at the report pool's statement timeout: the same request would be stopped again.
+            return .unavailable("the query took longer than this service lets one run; ask for less (fewer days, one user or one site)")
+        }
         if PostgresFailure.isUnavailable(error) { return .unavailable("the database is unavailable; retry later", retryAfterSeconds: 1) }
         switch error {
         case let decoding as ProtocolDecodingError:

@@ -35,9 +35,9 @@ public protocol SchemaSettings: ServiceSettings {
 
 /// What every service starts from, made the same way for each: its shared configuration (read first,
 /// so a bad value ends the process with one line and exit 78 before anything starts), logging, the
-/// Prometheus registry, and a PostgreSQL pool.
+/// Prometheus registry, and the PostgreSQL pools (the pipeline's, and one for the reads people ask for).
 ///
-/// `run` then starts the pool as the first service of the process's `ServiceGroup`, prepares (the
+/// `run` then starts the pools as the first services of the process's `ServiceGroup`, prepares (the
 /// platform's topics, then the service's migrations and bootstraps) and only then starts the
 /// service's own parts, until SIGTERM/SIGINT. Shutdown runs in reverse: the parts last in the list stop first
 /// (put the HTTP server last, the producer first), the pool closes after all of them.
@@ -68,6 +68,8 @@ public struct ServiceKit: Sendable {
     public let logger: Logger
     public let metrics: PrometheusCollectorRegistry
     public let postgres: PostgresClient
+    /// The pool of the reads people ask for, apart from `postgres` (`PostgresConfiguration.makeReportClient`).
+    public let reportPostgres: PostgresClient
 
     /// Reads the shared configuration and the service's own settings (`Settings.load`, before logging
     /// starts: a bad value is a configuration error, like a bad shared one), then sets up logging,
@@ -91,7 +93,8 @@ public struct ServiceKit: Sendable {
         let kit = ServiceKit(
             command: command, migrations: service.migrations, schema: schema, configuration: configuration, logger: logger,
             metrics: MetricsSetup.bootstrap(),
-            postgres: configuration.postgres.makeClient(logger: logger)
+            postgres: configuration.postgres.makeClient(logger: logger),
+            reportPostgres: configuration.postgres.makeReportClient(logger: logger)
         )
         if command == .migrate {
             try await kit.migrateOnly()
@@ -153,7 +156,7 @@ public struct ServiceKit: Sendable {
             try await migrate()
             try await prepare(postgres)
         }
-        try await Self.group(first: [postgres], preparation: preparation, services: services, logger: logger).run()
+        try await Self.group(first: [postgres, reportPostgres], preparation: preparation, services: services, logger: logger).run()
     }
 
     /// The process's group: `first` (the pool), the preparation, then `services` once it succeeded;

@@ -8,6 +8,8 @@ public struct PostgresFailure: Sendable {
     public static let serializationFailure = "40001"
     public static let deadlockDetected = "40P01"
     public static let lockNotAvailable = "55P03"
+    /// The statement was cancelled: its `statement_timeout` passed (or an operator cancelled it).
+    public static let queryCanceled = "57014"
 
     public let sqlState: String
     public let constraint: String?

@@ -120,6 +120,9 @@ struct DailyAttendanceController {
     let shifts: any SiteShiftProvider
     /// Sessions closed by their check-out sooner after their check-in are not attendance (`AttendancePresence`).
     let minimumPresence: TimeInterval
+    /// The most sessions one report reads (`MergerAdminLimits.maxDailyReportSessions`); a report that
+    /// would need more is refused, naming the narrower requests that fit.
+    var maxSessions = MergerAdminLimits.maxDailyReportSessions
 
     func addRoutes(to group: RouterGroup<AdminContext>) {
         group.get("attendance/daily") { request, context in
@@ -165,7 +168,17 @@ struct DailyAttendanceController {
             // into the day before or after: the sessions of those days are loaded too, and only the
             // rows of `from...to` are answered.
             let start = calendar.startOfDay(from.previous), end = calendar.startOfDay(to.next.next)
-            let sessions = try await repository.sessionsOverlapping(siteId: siteId, userId: userId, start: start, end: end)
+            let sessions = try await repository.sessionsOverlapping(
+                siteId: siteId, userId: userId, start: start, end: end, limit: maxSessions + 1)
+            guard sessions.count <= maxSessions else {
+                throw ProblemDetails.validation([
+                    FieldError(
+                        field: userId == nil ? "userId" : "to",
+                        reason:
+                            "the report would read more than \(maxSessions) sessions; ask for fewer days\(userId == nil ? " or one user" : "")"
+                    )
+                ])
+            }
             let rows: [DailyAttendance]
             do {
                 rows = try DailyAttendanceCalculator.days(

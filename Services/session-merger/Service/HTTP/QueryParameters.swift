@@ -10,6 +10,9 @@ package enum MergerAdminLimits {
     package static let defaultPageSize = 50
     /// The longest daily-attendance range, in days (a quarter).
     package static let maxDailyRangeDays = 92
+    /// The most sessions one daily-attendance report reads (about 100 MB in memory while it is built): a
+    /// site of 10,000 people over a quarter is about 1.4 million, which one request must not hold.
+    package static let maxDailyReportSessions = 250_000
 }
 
 extension StrictQuery {

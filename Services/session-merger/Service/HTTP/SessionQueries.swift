@@ -55,8 +55,8 @@ package struct SessionCursor: Sendable, Hashable {
 package protocol SessionQueryRepository: Sendable {
     /// Sessions matching `filter`, ordered by (check-in, id), after `cursor`, at most `limit`.
     func sessions(_ filter: SessionFilter, after cursor: SessionCursor?, limit: Int) async throws -> [SessionRecordView]
-    /// The sessions of a site (and user) that overlap `[start, end)`, superseded ones left out.
-    func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView]
+    /// The sessions of a site (and user) that overlap `[start, end)`, superseded ones left out, at most `limit`.
+    func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date, limit: Int) async throws -> [SessionRecordView]
     /// The events recorded for `userId` (accepted and refused) whose event time is in `[from, to)`,
     /// ordered by (event time, key), after `cursor`, at most `limit`.
     func events(userId: String, from: Date?, to: Date?, after cursor: RecordedEventCursor?, limit: Int) async throws -> [RecordedEventView]
@@ -118,7 +118,9 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
         return try await Self.decode(rows)
     }
 
-    package func sessionsOverlapping(siteId: String, userId: String?, start: Date, end: Date) async throws -> [SessionRecordView] {
+    package func sessionsOverlapping(
+        siteId: String, userId: String?, start: Date, end: Date, limit: Int
+    ) async throws -> [SessionRecordView] {
         let earliest = start.addingTimeInterval(-Self.longestSession)
         let rows = try await client.query(
             """
@@ -133,6 +135,7 @@ package struct PostgresSessionQueryRepository: SessionQueryRepository {
                    OR COALESCE(check_out_at, last_seen_at) - check_in_at > interval '31 days')
               AND close_reason IS DISTINCT FROM 'superseded'
             ORDER BY user_id, check_in_at, session_id
+            LIMIT \(limit)
             """,
             logger: logger
         )
