@@ -183,6 +183,21 @@ extension RegistryDatabaseTests {
                     try await repository.setUserSites(userId: fixture.user.id, siteIds: [warehouse.id, "site_missing"])
                 }
                 #expect(Set(try await repository.user(id: fixture.user.id).siteIds) == [fixture.site.id, warehouse.id])
+                // A site of another organization beside one of theirs: refused naming both, on create too.
+                let other = try await repository.createOrganization(NewOrganization(name: "Other \(UInt32.random(in: 0...UInt32.max))"))
+                let elsewhere = try await repository.createSite(NewSite.dayShift(organizationId: other.id, name: "Elsewhere"))
+                do {
+                    _ = try await repository.setUserSites(userId: fixture.user.id, siteIds: [warehouse.id, elsewhere.id])
+                    Issue.record("a user was given sites of two organizations")
+                } catch {
+                    guard case RegistryError.invalidInput(let fields) = error else { throw error }
+                    #expect(fields.first?.field == "siteIds")
+                    #expect(fields.first?.reason.contains("\(elsewhere.id) of \(other.id)") == true, "\(fields)")
+                }
+                await #expect(throws: RegistryError.self) {
+                    try await repository.createUser(NewUser(name: "Two employers", siteIds: [fixture.site.id, elsewhere.id]))
+                }
+                #expect(Set(try await repository.user(id: fixture.user.id).siteIds) == [fixture.site.id, warehouse.id])
                 #expect(try await repository.setUserSites(userId: fixture.user.id, siteIds: []).siteIds == [])
                 // Created, moved, renamed, both sites, none (no relay runs here to fold the published ones).
                 #expect(try await outboxRows(client, type: "user", id: fixture.user.id).count == 5)

@@ -346,9 +346,23 @@ struct EventFlowTests {
             var bad = upload
             bad.events = []
             try await client.device(.post, APIPath.telemetry, as: device, body: Sample.json(bad)).problem(400, .validation)
+            // The site is kept only when it is one of the user's: a site the registry does not give them
+            // (another organization's, say) does not label the aggregator's per-site figures.
+            #expect(batch.siteId == nil)
+            h.cache.apply(
+                RegistryRecords.upsert(
+                    RegistryEntityType(rawValue: "user"), device.userId, version: 1,
+                    ["id": .string(device.userId), "siteIds": .array([.string("S_HQ")])]))
+            _ = try await client.device(.post, APIPath.telemetry, as: device, body: Sample.json(upload))
+            #expect(h.fake.telemetry.last?.siteId == "S_HQ")
+            var elsewhere = upload
+            elsewhere.siteId = "S_OTHER_ORG"
+            _ = try await client.device(.post, APIPath.telemetry, as: device, body: Sample.json(elsewhere))
+            #expect(h.fake.telemetry.count == 3 && h.fake.telemetry.last?.siteId == nil)
+
             h.fake.state.withLock { $0.failTelemetry = true }
             try await client.device(.post, APIPath.telemetry, as: device, body: Sample.json(upload)).problem(503, .unavailable)
-            #expect(h.fake.telemetry.count == 1)
+            #expect(h.fake.telemetry.count == 3)
         }
     }
 

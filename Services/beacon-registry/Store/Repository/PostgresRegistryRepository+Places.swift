@@ -208,11 +208,20 @@ extension PostgresRegistryRepository {
         }
     }
 
-    /// Fails naming the first site that does not exist (the foreign key error would not say which).
+    /// Fails naming the first site that does not exist (the foreign key error would not say which), or
+    /// when the sites belong to more than one organization: a user is a person of one organization,
+    /// and a phone configured with two organizations' sites would be taken at both.
     static func requireSites(_ siteIds: [String], on db: PostgresConnection, logger: Logger) async throws {
-        let found = try await db.rows("SELECT id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
-            .map { try $0.decode(String.self) }
-        if let missing = siteIds.first(where: { !found.contains($0) }) { throw RegistryError.notFound(.site, id: missing) }
+        let found = try await db.rows("SELECT id::text, organization_id::text FROM sites WHERE id = ANY(\(siteIds))", logger: logger)
+            .map { try $0.decode((String, String).self) }
+        let organizations = Dictionary(found, uniquingKeysWith: { first, _ in first })
+        if let missing = siteIds.first(where: { organizations[$0] == nil }) { throw RegistryError.notFound(.site, id: missing) }
+        if Set(organizations.values).count > 1 {
+            let named = siteIds.map { "\($0) of \(organizations[$0] ?? "?")" }.joined(separator: ", ")
+            throw RegistryError.invalidInput([
+                FieldError(field: "siteIds", reason: "names sites of more than one organization (\(named)); a user's sites are of one")
+            ])
+        }
     }
 
     /// Adds the user's sites, and publishes the user as it now is.

@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import Hummingbird
 import Logging
+import RegistryFeed
 import ServiceRuntime
 
 /// `POST /v1/telemetry`: a device's telemetry batch, validated, stamped with the authenticated
@@ -26,8 +27,11 @@ struct TelemetryController {
         let at = now()
         let errors = upload.validate(now: at, limits: settings.limits)
         if !errors.isEmpty { throw ProblemDetails.validation(errors) }
+        // The site labels the aggregator's per-site figures (the SLO, the status page): only one of the
+        // user's own sites, so no phone fills in another site's, or another organization's, figures.
+        let siteId = upload.siteId.flatMap { site in pipeline.cache.user(id: device.userId)?.siteIds.contains(site) == true ? site : nil }
         let batch = DeviceTelemetryBatch(
-            batchId: context.requestId, deviceId: device.deviceId, userId: device.userId, siteId: upload.siteId,
+            batchId: context.requestId, deviceId: device.deviceId, userId: device.userId, siteId: siteId,
             appVersion: upload.appVersion, deviceModel: upload.deviceModel, osVersion: upload.osVersion, receivedAt: at,
             events: upload.events
         )

@@ -3,8 +3,9 @@ import Foundation
 
 /// `rate_limit`: minimum time between punches of a user at a gate, and hysteresis between gates.
 ///
-/// - A punch less than `minSecondsBetweenPunches` from the user's latest accepted punch of the same
-///   type at the same punch point fires: a repeated check-in, or a repeated check-out. The punch
+/// - A check-in less than `minSecondsBetweenPunches` from the user's latest accepted check-in at the
+///   same punch point fires: a repeated check-in. A repeated check-out is accepted with a note: a
+///   check-out only ends presence, and a user's second phone may check out seconds after the first. The punch
 ///   point is the beacon's gate; a punch without a known gate (the check-in contract) counts at
 ///   `site:<siteId>`, and one without a site either (a check-out contract) is compared with the
 ///   user's latest punch anywhere.
@@ -73,6 +74,12 @@ package struct RateLimitRule: PolicyRule {
                 if gap < minimum, previous.type != punch.type {
                     let change = punch.type == .checkin ? "re-entry" : "short stay"
                     return .note("\(change): \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place)")
+                }
+                if gap < minimum, punch.type == .checkout {
+                    // A check-out only ends presence, so a repeated one gains nobody anything, and refusing it
+                    // can leave a session open: a user's second phone checking out seconds after the first,
+                    // whose heartbeat in between the merger took for presence.
+                    return .note("repeated check-out: \(Wording.punched(previous.type)) \(Wording.seconds(gap)) ago \(place)")
                 }
                 if gap < minimum {
                     return .fire(
