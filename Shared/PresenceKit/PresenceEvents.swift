@@ -36,8 +36,13 @@ public enum PresenceEvent: Sendable, Hashable {
     case appTerminated(forceQuit: Bool)
     /// A timer the machine scheduled with `scheduleTimer` is due.
     case timerFired(TimerID)
-    /// The persisted user id changed (login, logout: nil).
-    case userIdChanged(String?)
+    /// The persisted user id changed (login, logout: nil). The previous user's open session is checked
+    /// out first, under their identity. A phone enrolled anew for the new user (a shared phone handed over
+    /// at a shift change: the registry makes each enrollment a device of its own) passes the new
+    /// enrollment's `deviceId`, which the new user's events then carry; nil keeps the device id. The host
+    /// sends each outbox entry with the token of the enrollment it names (`AttendanceEvent.deviceId`):
+    /// keep the earlier enrollment's token until the outbox holds none of its entries.
+    case userIdChanged(String?, deviceId: String? = nil)
     /// The phone's wall clock reads `offsetMs` ahead of the steady time the host passes as `at:` (behind,
     /// when negative; `SteadyClock.wallClockOffsetMs()`): until the server's clock is known the device
     /// stamps what it sends and persists with it, and marks those stamps as the phone's

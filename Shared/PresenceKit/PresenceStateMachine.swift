@@ -504,7 +504,8 @@ public struct PresenceStateMachine: Sendable {
         }
         if config.flags.killSwitch {
             switch event {
-            case .userIdChanged(let user):
+            case .userIdChanged(let user, let deviceId):
+                if let deviceId { identity.deviceId = deviceId }
                 guard user != identity.userId else { return [] }
                 identity.userId = user
                 if let s = session, !s.checkInPosted || s.userId != user {
@@ -619,8 +620,8 @@ public struct PresenceStateMachine: Sendable {
             return onLaunched(at: now)
         case .appTerminated(let forceQuit):
             return onTerminated(forceQuit: forceQuit, at: now)
-        case .userIdChanged(let user):
-            return onUserChanged(user, at: now)
+        case .userIdChanged(let user, let deviceId):
+            return onUserChanged(user, deviceId: deviceId, at: now)
         case .clockOffsetChanged, .serverClockKnown:
             return [] // taken before the kill switch
         }
@@ -1117,6 +1118,10 @@ public struct PresenceStateMachine: Sendable {
             let lastSeen: Timestamp
             if reason == .geofenceExit {
                 lastSeen = lastSiteReadingAt == .distantPast ? now : min(max(lastPresentAt, lastSiteReadingAt), now)
+            } else if reason == .userChanged, phase == .present {
+                // Handed over while present (a shared phone at a shift change): as a heartbeat would have said,
+                // the previous user was there until now, not only until the last reading above the threshold.
+                lastSeen = now
             } else {
                 lastSeen = lastPresentAt
             }
@@ -1586,7 +1591,7 @@ public struct PresenceStateMachine: Sendable {
             // with no check-in dropped).
             let current = identity.userId
             identity.userId = s.userId
-            fx += onUserChanged(current, at: now)
+            fx += onUserChanged(current, deviceId: nil, at: now)
         }
         if let s = session, let saved = restoredPhoneClockSavedAt, now + phoneClockOffsetMs - saved > config.sessionResumeLimitMs {
             // Off for longer than a session may resume (a phone that died at its desk in the evening,
@@ -1629,8 +1634,12 @@ public struct PresenceStateMachine: Sendable {
     /// A session whose check-in was posted is checked out for its user. A session whose check-in was
     /// never posted (opened with no user id) is dropped without a post: resuming it would give the new
     /// user no check-in for the whole stay, so detection starts afresh for them.
-    mutating func onUserChanged(_ user: String?, at now: Timestamp) -> [PresenceEffect] {
-        guard user != identity.userId else { return [] }
+    mutating func onUserChanged(_ user: String?, deviceId: String?, at now: Timestamp) -> [PresenceEffect] {
+        guard user != identity.userId else {
+            // The same user enrolled anew: the session goes on under the new enrollment.
+            if let deviceId { identity.deviceId = deviceId }
+            return []
+        }
         var fx: [PresenceEffect] = []
         if let s = session, s.checkInPosted, s.userId != user {
             checkOut(reason: .userChanged, at: now, &fx)
@@ -1649,6 +1658,7 @@ public struct PresenceStateMachine: Sendable {
             if !continuousScanActive && beaconRegionInside && phase == .armed { startRangingWindow(at: now, &fx) }
         }
         identity.userId = user
+        if let deviceId { identity.deviceId = deviceId }
         return fx
     }
 }

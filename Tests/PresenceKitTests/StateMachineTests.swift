@@ -224,6 +224,34 @@ struct StateMachineTests {
         #expect(attendanceViolations(d.posts).isEmpty)
     }
 
+    /// A shared phone handed over at a shift change, six hours after its user's arrival at a desk out of
+    /// the gate's range: the previous user is checked out at the hand-over (present until then, as the
+    /// heartbeats said), under their own enrollment; the next user's events carry the new enrollment.
+    @Test("a shared phone handed over: the previous user checks out at the hand-over, the next user's events carry the new enrollment")
+    func sharedPhoneHandedOver() throws {
+        var d = try DeviceHarness(deviceId: "d_first")
+        try d.arrive()
+        try d.run(seconds: 3) { _ in -60 }
+        #expect(d.checkIns.map(\.deviceId) == ["d_first"])
+        try d.send(.motionActivity(.stationary))
+        try d.run(seconds: 6 * 3_600) { _ in nil }
+        #expect(d.phase == .present)
+        let handOver = d.now
+        try d.send(.userIdChanged("u_next", deviceId: "d_next"))
+        let out = try #require(d.checkOuts.last)
+        #expect(out.userId == "u_123" && out.deviceId == "d_first" && out.reason == .userChanged)
+        #expect(out.timestamp == handOver)
+        #expect(d.machine.identity == DeviceIdentity(userId: "u_next", deviceId: "d_next"))
+        try d.send(.motionActivity(.walking))
+        try d.run(seconds: 3) { _ in -60 }
+        let next = try #require(d.checkIns.last)
+        #expect(next.userId == "u_next" && next.deviceId == "d_next")
+        // The same user enrolled anew: no check-out, the session goes on under the new enrollment.
+        try d.send(.userIdChanged("u_next", deviceId: "d_next_again"))
+        #expect(d.checkOuts.count == 1 && d.machine.identity.deviceId == "d_next_again")
+        #expect(attendanceViolations(d.posts).isEmpty)
+    }
+
     @Test("a user change while the kill switch is on: the new user inherits no session, the previous user's ends unposted")
     func userChangeUnderTheKillSwitch() throws {
         var d = try DeviceHarness(config: Self.continuous)
