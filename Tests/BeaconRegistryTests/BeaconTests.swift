@@ -202,6 +202,29 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// A phone of another organization that reports a beacon (its user has no site there) does not
+        /// make it look alive; a phone of the beacon's organization, and an installer's tool the registry
+        /// does not know, do.
+        @Test func onlyTheBeaconsOrganizationsPhonesVerifyIt() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let theirs = try await BeaconedSite.make(repository)
+                let other = try await RegistryFixture.make(repository)
+                let outsider = try await repository.enrolledUser(name: "Outsider", siteIds: [other.site.id])
+                let insider = try await repository.enrolledUser(name: "Insider", siteIds: [theirs.site.id])
+                let now = Date()
+                try await repository.recordSighting(
+                    BeaconSighting(beacon: theirs.identity, deviceId: outsider.credentials.device.id, seenAt: now.addingTimeInterval(-30)))
+                let byOutsider = try await repository.verifyBroadcast(theirs.identity, withinMinutes: 5)
+                #expect(!byOutsider.verified && byOutsider.deviceCount == 0 && byOutsider.lastSeen == nil)
+
+                try await repository.recordSighting(
+                    BeaconSighting(beacon: theirs.identity, deviceId: insider.credentials.device.id, seenAt: now.addingTimeInterval(-20)))
+                try await repository.recordSighting(BeaconSighting(beacon: theirs.identity, deviceId: "installer-tool-1", seenAt: now))
+                let verified = try await repository.verifyBroadcast(theirs.identity, withinMinutes: 5)
+                #expect(verified.verified && verified.deviceCount == 2)
+            }
+        }
+
         static func randomMAC() -> String {
             (0..<6).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined(separator: ":")
         }

@@ -185,14 +185,27 @@ extension PostgresRegistryRepository {
         let (major, minor) = (beacon.major, beacon.minor)
         return try await read("verify broadcast") { db in
             // Two index range reads on (uuid, major, minor, seen_at): the newest sighting, and the
-            // devices inside the window.
+            // devices inside the window. An enrolled device counts only when its user has a site of the
+            // beacon's organization: a phone of another organization cannot make a dead beacon look alive.
+            // A device id the registry does not know (an installer's tool, `POST /v1/admin/sightings`) counts.
             let row = try await db.singleRow(
                 """
-                SELECT
-                    (SELECT max(seen_at) FROM beacon_sightings
-                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at <= \(latest)),
-                    (SELECT count(DISTINCT device_id) FROM beacon_sightings
-                     WHERE uuid = \(uuid!) AND major = \(major) AND minor = \(minor) AND seen_at >= \(since) AND seen_at <= \(latest))
+                WITH owner AS (
+                    SELECT COALESCE(
+                        (SELECT st.organization_id FROM beacons b JOIN gates g ON g.id = b.gate_id JOIN sites st ON st.id = g.site_id
+                         WHERE b.uuid = \(uuid!) AND b.major = \(major) AND b.minor = \(minor)),
+                        (SELECT organization_id FROM namespaces WHERE uuid = \(uuid!) AND major = \(major))) AS organization_id
+                ),
+                counted AS (
+                    SELECT s.device_id, s.seen_at FROM beacon_sightings s, owner
+                    WHERE s.uuid = \(uuid!) AND s.major = \(major) AND s.minor = \(minor) AND s.seen_at <= \(latest)
+                      AND (owner.organization_id IS NULL
+                           OR NOT EXISTS (SELECT 1 FROM devices d WHERE d.id = s.device_id)
+                           OR EXISTS (
+                               SELECT 1 FROM devices d JOIN user_sites us ON us.user_id = d.user_id JOIN sites st ON st.id = us.site_id
+                               WHERE d.id = s.device_id AND st.organization_id = owner.organization_id))
+                )
+                SELECT (SELECT max(seen_at) FROM counted), (SELECT count(DISTINCT device_id) FROM counted WHERE seen_at >= \(since))
                 """, logger: logger
             )
             let (lastSeen, devices) = try row.decode((Date?, Int).self)
