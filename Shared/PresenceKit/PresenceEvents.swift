@@ -152,8 +152,9 @@ public enum AttendanceReason: String, Sendable, Hashable, Codable, CaseIterable 
 
 /// One attendance event as the device stores and sends it. Field names follow the device payload of
 /// `POST /v1/attendance/events` where it has them, plus the session contracts' `sessionKey` / `reason`.
-/// Times are epoch milliseconds (the host maps them to ISO-8601 with `Timestamp.iso8601` for the REST
-/// payload).
+/// Times are epoch milliseconds (the host maps them to ISO-8601 with `Timestamp.iso8601Milliseconds` for
+/// the REST payload: whole seconds would move a session's start back by up to 999 ms, and make two
+/// heartbeats of one second the same request).
 public struct AttendanceEvent: Sendable, Hashable, Codable {
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
         case checkIn = "checkin"

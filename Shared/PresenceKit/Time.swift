@@ -57,8 +57,8 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         try container.encode(millisecondsSinceEpoch)
     }
 
-    /// ISO-8601 UTC with whole seconds, e.g. `2025-09-18T06:35:12Z` (the `timestamp` format of the device
-    /// payload). Milliseconds are truncated toward the past. Computed without Foundation so it is
+    /// ISO-8601 UTC with whole seconds, e.g. `2025-09-18T06:35:12Z`: for display. Milliseconds are
+    /// truncated toward the past; the REST payload keeps them (`iso8601Milliseconds`). Computed without Foundation so it is
     /// deterministic and allocation-light.
     public var iso8601: String { iso8601(withMilliseconds: false) }
 

@@ -3,11 +3,12 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import IngestGatewayCore
-import IngestGatewayService
 import LocalStackTesting
 import RegistryFeed
 import Synchronization
 import Testing
+
+@testable import IngestGatewayService
 
 @Suite("Gateway event flow (router, fake pipeline)")
 struct EventFlowTests {
@@ -408,6 +409,33 @@ struct EventFlowTests {
             let problem = try await client.device(.get, APIPath.pending, as: device).problem(400, .validation)
             #expect(problem.errors?.first?.field == "since")
             try await client.device(.get, "\(APIPath.pending)?since=yesterday", as: device).problem(400, .validation)
+        }
+    }
+
+    /// A poll's `asOf` travels to the millisecond, and so does the receipt the merger stores: the request
+    /// in flight is kept at that same millisecond, so a poll whose `since` is that millisecond lists it.
+    @Test("a request received within a poll's millisecond is in the next poll")
+    func aRequestInAPollsMillisecondIsInTheNextPoll() async throws {
+        try await RouterHarness.run(settings: RouterHarness.settings(wait: .milliseconds(10))) { h, _ in
+            let device = TestDevice.make()
+            h.fake.set(.silent)
+            let event = Sample.event(for: device)
+            let submission = IngestPipeline.Submission(
+                idempotencyKey: event.idempotencyKey, payload: .event(event),
+                device: AuthenticatedDevice(deviceId: device.deviceId, userId: device.userId, tokenExpiresAt: .distantFuture),
+                appVersion: "1.12.0", requestId: "req-ms")
+            let received = Date(timeIntervalSince1970: 1_758_177_312.1228)
+            _ = await h.pipeline.submit(submission, now: received)
+            // A poll at …12.1226 answers `asOf` …12.122, down to its millisecond (rounded, it went out as
+            // …12.123); the request, received at …12.1228, is kept as …12.123, as the merger stores it: a
+            // `since` of either millisecond lists it.
+            #expect(
+                WireTimestamp.string(from: WireTimestamp.flooredToWirePrecision(Date(timeIntervalSince1970: 1_758_177_312.1226)))
+                    == "2025-09-18T06:35:12.122Z")
+            let since = try #require(WireTimestamp.date(from: "2025-09-18T06:35:12.123Z"))
+            let listed = h.pipeline.table.entries(deviceId: device.deviceId, since: since, now: received)
+            #expect(listed.map(\.key) == [event.idempotencyKey])
+            #expect(listed.first?.receivedAt == WireTimestamp.date(from: "2025-09-18T06:35:12.123Z"))
         }
     }
 

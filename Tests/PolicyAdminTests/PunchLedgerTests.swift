@@ -67,6 +67,24 @@ struct PunchLedgerTests {
         decision.outcome == .reject && decision.ruleResults.contains { $0.ruleId == .rateLimit && $0.fired }
     }
 
+    /// A time on the wire's millisecond comes back as it went in (PostgreSQL's microseconds would make
+    /// `…12.001Z` come back 1 µs early), so a restart does not move a punch across a rule's boundary.
+    @Test func aPunchComesBackAtItsMillisecond() async throws {
+        try await Self.withStore { store in
+            let times = ["2025-09-18T06:35:12.001Z", "2025-09-18T06:35:12.008Z", "2025-09-18T06:35:12.011Z"].compactMap(
+                WireTimestamp.date(from:))
+            try #require(times.count == 3)
+            let punches = times.enumerated().map { index, time in
+                PunchRecord(
+                    idempotencyKey: "k_ms_\(index)", userId: "u_ms", deviceId: "d_1", siteId: "S_PUNCH", gateId: "g_1", type: .checkin,
+                    time: time)
+            }
+            try await store.append(punches)
+            let read = try await store.punches(userIds: ["u_ms"], since: times[0].addingTimeInterval(-1))
+            #expect(read.map(\.time) == times)
+        }
+    }
+
     @Test func aRestartedInstanceStillRefusesARepeatedCheckIn() async throws {
         try await Self.withStore { store in
             let t0 = Date().addingTimeInterval(-30)

@@ -54,8 +54,13 @@ package struct PostgresPunchStore: PunchStore {
         {
             // The table's CHECK admits only the two punch types.
             guard let type = AttendanceEventType(rawValue: type) else { continue }
+            // Back at the wire's millisecond: PostgreSQL kept the time to the microsecond as PostgresNIO
+            // truncated it (`…12.001Z` is stored as `…12.000999`), and a punch 1 µs early flips a rule's
+            // verdict exactly at its interval after a restart.
             punches.append(
-                PunchRecord(idempotencyKey: key, userId: user, deviceId: device, siteId: site, gateId: gate, type: type, time: time))
+                PunchRecord(
+                    idempotencyKey: key, userId: user, deviceId: device, siteId: site, gateId: gate, type: type,
+                    time: WireTimestamp.truncatedToWirePrecision(time)))
         }
         return punches
     }

@@ -52,6 +52,12 @@ public enum WireTimestamp {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
     }
 
+    /// `date` down to its millisecond: a bound that travels on the wire and must never pass an instant
+    /// after it (a poll's `asOf`, where rounding up could skip a request received in the same millisecond).
+    public static func flooredToWirePrecision(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+    }
+
     private static func parse(_ b: UnsafeBufferPointer<UInt8>) -> Date? {
         // YYYY-MM-DDTHH:MM:SS is 19 bytes, the shortest zone designator is 1 byte.
         guard b.count >= 20 else { return nil }

@@ -182,7 +182,8 @@ struct AttendanceController {
                 FieldError(field: "since", reason: "must be an RFC 3339 timestamp such as 2025-09-18T06:35:12Z")
             ])
         }
-        let asOf = now()
+        // Down to its millisecond: a request received after this poll, in the same millisecond, is in the next.
+        let asOf = WireTimestamp.flooredToWirePrecision(now())
         let limit = settings.pendingMaxEvents
         let stored: [EventOutcomeResponse]
         let sessions: [SessionSummary]
@@ -210,7 +211,7 @@ struct AttendanceController {
         // poll must show (it keeps its receipt time, which is before now).
         // (Down to its millisecond, the precision `asOf` travels with.)
         if let oldestPending = events.first(where: { $0.status == .pending }) {
-            next = min(next, Date(timeIntervalSince1970: (oldestPending.receivedAt.timeIntervalSince1970 * 1_000).rounded(.down) / 1_000))
+            next = min(next, WireTimestamp.flooredToWirePrecision(oldestPending.receivedAt))
         }
         let body = PendingResponse(deviceId: device.deviceId, since: since, asOf: next, events: events, openSessions: sessions)
         return GatewayReply.json(body, status: 200)

@@ -83,7 +83,10 @@ package final class IngestPipeline: Sendable {
         }
     }
 
-    package func submit(_ submission: Submission, now: Date = Date()) async -> Answer {
+    package func submit(_ submission: Submission, now clock: Date = Date()) async -> Answer {
+        // The receipt at the wire's millisecond, here as in the envelope and the merger's record, so the
+        // in-flight table and a poll's `since` compare the instant a later read of the store gives back.
+        let now = WireTimestamp.truncatedToWirePrecision(clock)
         let key = submission.idempotencyKey
         guard verdictsRead.load(ordering: .acquiring) else {
             return .problem(
