@@ -243,6 +243,9 @@ public struct SessionCheckpoint: Sendable, Hashable, Codable {
     public var phoneClockStart: Bool?
     /// True when `lastPresentAt` is the phone's own clock; nil otherwise.
     public var phoneClockLastPresent: Bool?
+    /// The enrollment (device id) the session's events are sent under. Absent from snapshots of earlier
+    /// versions: the identity the app starts with.
+    public var deviceId: String? = nil
 }
 
 /// Everything the machine needs after a relaunch: the open session (if any), the geofences it was

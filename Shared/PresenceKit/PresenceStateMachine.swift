@@ -138,6 +138,9 @@ struct OpenSession: Sendable, Hashable {
     var startOnPhoneClock: Bool
     var key: String
     var userId: String?
+    /// The enrollment the session's events are sent under (the device id when it opened): the phone may be
+    /// enrolled anew for the next person before the session's check-out goes.
+    var deviceId: String
     var checkInPosted: Bool
 }
 
@@ -271,7 +274,7 @@ public struct PresenceStateMachine: Sendable {
                 session = OpenSession(
                     siteId: s.siteId, beacon: s.beacon, tStart: s.tStart - clockOffsetMs, stampedStart: s.tStart,
                     startOnPhoneClock: s.phoneClockStart == true, key: s.sessionKey, userId: s.userId,
-                    checkInPosted: s.checkInPosted)
+                    deviceId: s.deviceId ?? identity.deviceId, checkInPosted: s.checkInPosted)
                 sessionSiteIndex = directory.siteIndex(id: s.siteId) ?? -1
                 lastPresentAt = s.lastPresentAt - clockOffsetMs
                 restored = (s.sessionKey, s.lastPresentAt, s.phoneClockLastPresent == true)
@@ -305,7 +308,8 @@ public struct PresenceStateMachine: Sendable {
         return SessionCheckpoint(
             sessionKey: s.key, userId: s.userId, siteId: s.siteId, beacon: s.beacon, tStart: s.stampedStart,
             lastPresentAt: presence.time, checkInPosted: s.checkInPosted,
-            phoneClockStart: s.startOnPhoneClock ? true : nil, phoneClockLastPresent: presence.onPhoneClock ? true : nil)
+            phoneClockStart: s.startOnPhoneClock ? true : nil, phoneClockLastPresent: presence.onPhoneClock ? true : nil,
+            deviceId: s.deviceId)
     }
 
     /// Ids of the site geofences the device is inside.
@@ -1080,7 +1084,8 @@ public struct PresenceStateMachine: Sendable {
         holdSiteIndex = -1
         let opened = OpenSession(
             siteId: siteId, beacon: candidate.beacon, tStart: tStart, stampedStart: stamp(tStart),
-            startOnPhoneClock: !stampsWithServerClock, key: key, userId: user, checkInPosted: user != nil)
+            startOnPhoneClock: !stampsWithServerClock, key: key, userId: user, deviceId: identity.deviceId,
+            checkInPosted: user != nil)
         session = opened
         sessionSiteIndex = candidate.siteIndex
         phase = .present
@@ -1171,7 +1176,7 @@ public struct PresenceStateMachine: Sendable {
             timestamp: own.onPhoneClock, tStart: s.startOnPhoneClock && start.restored == earlier,
             decidedAt: !stampsWithServerClock && !earlier)
         let key = IdempotencyKey.make(
-            userId: userId, deviceId: identity.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
+            userId: userId, deviceId: s.deviceId, beaconId: s.beacon.beaconId, tStart: time, nonce: nonce)
         // The session's beacon may not be tracked (a relaunch, a new smoothing setting, eviction by
         // nearer beacons): then no series at all, never an empty one, which the gateway refuses.
         let samples = tracker.index(of: s.beacon).map { tracker.slot($0).smoother.samples } ?? []
@@ -1181,7 +1186,7 @@ public struct PresenceStateMachine: Sendable {
             ? (directory[sessionSiteIndex].radiusMeters ?? config.geofenceRadiusMeters) : config.geofenceRadiusMeters
         return AttendanceEvent(
             id: eventId, type: kind, idempotencyKey: key, nonce: nonce, userId: userId,
-            deviceId: identity.deviceId, siteId: s.siteId, beacon: s.beacon, timestamp: time,
+            deviceId: s.deviceId, siteId: s.siteId, beacon: s.beacon, timestamp: time,
             tStart: s.stampedStart, decidedAt: stamp(now), sessionKey: s.key, rssiSeries: series, reason: reason,
             motion: AttendanceEvent.Motion(state: motion.lastActivity, steps2min: motion.steps(at: now)),
             geofence: AttendanceEvent.GeofenceInfo(

@@ -412,30 +412,38 @@ struct EventFlowTests {
         }
     }
 
-    /// A poll's `asOf` travels to the millisecond, and so does the receipt the merger stores: the request
-    /// in flight is kept at that same millisecond, so a poll whose `since` is that millisecond lists it.
+    /// A poll's `asOf` travels to the millisecond, and so does the receipt the merger stores: a poll
+    /// answers its `asOf` rounded down, and a request received after it in the same millisecond is kept at
+    /// that millisecond, so the next poll lists it.
     @Test("a request received within a poll's millisecond is in the next poll")
     func aRequestInAPollsMillisecondIsInTheNextPoll() async throws {
-        try await RouterHarness.run(settings: RouterHarness.settings(wait: .milliseconds(10))) { h, _ in
+        let clock = Mutex(Date(timeIntervalSince1970: 1_758_177_312.1226))
+        try await RouterHarness.run(settings: RouterHarness.settings(wait: .milliseconds(10)), now: { clock.withLock { $0 } }) {
+            h, client in
             let device = TestDevice.make()
             h.fake.set(.silent)
+            let before = try #require(WireTimestamp.date(from: "2025-09-18T06:35:00Z"))
+            let first = try await client.device(.get, "\(APIPath.pending)?since=\(WireTimestamp.string(from: before))", as: device)
+                .decode(PendingResponse.self, status: 200)
+            #expect(WireTimestamp.string(from: first.asOf) == "2025-09-18T06:35:12.122Z")
+            #expect(first.events.isEmpty)
+
             let event = Sample.event(for: device)
             let submission = IngestPipeline.Submission(
                 idempotencyKey: event.idempotencyKey, payload: .event(event),
                 device: AuthenticatedDevice(deviceId: device.deviceId, userId: device.userId, tokenExpiresAt: .distantFuture),
                 appVersion: "1.12.0", requestId: "req-ms")
             let received = Date(timeIntervalSince1970: 1_758_177_312.1228)
+            clock.withLock { $0 = received }
             _ = await h.pipeline.submit(submission, now: received)
-            // A poll at …12.1226 answers `asOf` …12.122, down to its millisecond (rounded, it went out as
-            // …12.123); the request, received at …12.1228, is kept as …12.123, as the merger stores it: a
-            // `since` of either millisecond lists it.
-            #expect(
-                WireTimestamp.string(from: WireTimestamp.flooredToWirePrecision(Date(timeIntervalSince1970: 1_758_177_312.1226)))
-                    == "2025-09-18T06:35:12.122Z")
-            let since = try #require(WireTimestamp.date(from: "2025-09-18T06:35:12.123Z"))
-            let listed = h.pipeline.table.entries(deviceId: device.deviceId, since: since, now: received)
-            #expect(listed.map(\.key) == [event.idempotencyKey])
-            #expect(listed.first?.receivedAt == WireTimestamp.date(from: "2025-09-18T06:35:12.123Z"))
+            let next = try await client.device(.get, "\(APIPath.pending)?since=\(WireTimestamp.string(from: first.asOf))", as: device)
+                .decode(PendingResponse.self, status: 200)
+            #expect(next.events.map(\.idempotencyKey) == [event.idempotencyKey])
+            // The receipt as the merger will store it: a poll from that millisecond lists it too.
+            #expect(next.events.first?.receivedAt == WireTimestamp.date(from: "2025-09-18T06:35:12.123Z"))
+            let exact = try await client.device(.get, "\(APIPath.pending)?since=2025-09-18T06:35:12.123Z", as: device)
+                .decode(PendingResponse.self, status: 200)
+            #expect(exact.events.map(\.idempotencyKey) == [event.idempotencyKey])
         }
     }
 

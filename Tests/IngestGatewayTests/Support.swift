@@ -210,6 +210,7 @@ struct RouterHarness: Sendable {
         settings: GatewayConfiguration = settings(),
         limiter: DeviceRateLimiter? = nil,
         challenges: GattNonceCodec? = nil,
+        now: @escaping @Sendable () -> Date = { Date() },
         _ body: @Sendable (RouterHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         let fake = FakePipeline()
@@ -222,7 +223,7 @@ struct RouterHarness: Sendable {
         let repository = FakeRepository()
         let dependencies = GatewayDependencies(
             pipeline: pipeline, publisher: fake, repository: repository, signer: TestKeys.signer, cache: cache, limiter: limiter,
-            challenges: challenges
+            challenges: challenges, now: now
         )
         let harness = RouterHarness(pipeline: pipeline, fake: fake, repository: repository, cache: cache)
         let app = Application(router: buildRouter(dependencies: dependencies))

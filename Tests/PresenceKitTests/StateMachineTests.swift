@@ -246,10 +246,19 @@ struct StateMachineTests {
         try d.run(seconds: 3) { _ in -60 }
         let next = try #require(d.checkIns.last)
         #expect(next.userId == "u_next" && next.deviceId == "d_next")
-        // The same user enrolled anew: no check-out, the session goes on under the new enrollment.
+        // The same user enrolled anew: no check-out; the open session's events keep the enrollment it was
+        // opened under, the next session's carry the new one.
         try d.send(.userIdChanged("u_next", deviceId: "d_next_again"))
         #expect(d.checkOuts.count == 1 && d.machine.identity.deviceId == "d_next_again")
         #expect(attendanceViolations(d.posts).isEmpty)
+
+        // Handed over between two runs: the app starts as the next person's enrollment; the session it
+        // restores is checked out under the enrollment it was opened with.
+        let snapshot = d.machine.snapshot(at: d.now)
+        var relaunched = try DeviceHarness(userId: "u_third", deviceId: "d_third", clock: ManualClock(d.now + 60_000), restoring: snapshot)
+        try relaunched.send(.appLaunched)
+        let previous = try #require(relaunched.checkOuts.first)
+        #expect(previous.userId == "u_next" && previous.deviceId == "d_next" && previous.reason == .userChanged)
     }
 
     @Test("a user change while the kill switch is on: the new user inherits no session, the previous user's ends unposted")

@@ -1,10 +1,11 @@
 import AttendanceProtocol
 import Logging
 import PostgresNIO
-import ServiceRuntime
 import Synchronization
 import Testing
 import _ConnectionPoolModule
+
+@testable import ServiceRuntime
 
 /// What a request that met an unreachable database answers, whatever layer of PostgresNIO said so.
 @Suite("A database that cannot be reached")
@@ -64,5 +65,22 @@ struct BatchStoreHealthTests {
         release.continuation.yield()
         #expect(await storing.value == 1)
         try await health.check()
+    }
+
+    /// Two stores at once (the policy stores a batch's punches while the next batch reads): one that
+    /// hangs is not hidden by the other's success or failure.
+    @Test func aHungAttemptIsNotHiddenByAnotherThatEnds() throws {
+        let health = BatchStoreHealth(unreadyAfter: .seconds(60))
+        let start = ContinuousClock.now
+        let hung = health.attempting(now: start)
+        let quick = health.attempting(now: start + .seconds(1))
+        health.stored(quick)
+        let failing = health.attempting(now: start + .seconds(2))
+        struct Refused: Error {}
+        health.failed(Refused(), attempt: failing, now: start + .seconds(3))
+        health.stored(health.attempting(now: start + .seconds(4)))
+        #expect(throws: BatchStoreHealth.NotStoring.self) { try health.check(now: start + .seconds(61)) }
+        health.stored(hung)
+        try health.check(now: start + .seconds(61))
     }
 }

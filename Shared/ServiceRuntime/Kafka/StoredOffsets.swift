@@ -353,17 +353,17 @@ public enum BatchStoreRetry {
     ) async -> Result? {
         var backoff = Duration.milliseconds(100)
         while true {
+            let attempt = health?.attempting()
             do {
-                health?.attempting()
                 let result = try await store()
-                health?.stored()
+                health?.stored(attempt)
                 return result
             } catch let wentBack as StoredOffsetsWentBack {
                 // Retrying cannot help and storing on would lose records: a fresh process reads them again.
                 logger.critical("\(wentBack); exiting so that the supervisor starts this service afresh from the stored offsets")
                 exit(BrokerStateWatch.exitCode)
             } catch {
-                health?.failed(error)
+                health?.failed(error, attempt: attempt)
                 onFailure()
                 logger.error(
                     "storing a batch failed; retrying it",
@@ -394,26 +394,34 @@ public final class BatchStoreHealth: ReadinessCheck {
     private struct State {
         var failingSince: ContinuousClock.Instant?
         var lastError = ""
-        /// When the attempt under way started; nil between attempts.
-        var attemptStarted: ContinuousClock.Instant?
+        /// When each attempt under way started (a consumer may store two batches' parts at once).
+        var attempts: [Int: ContinuousClock.Instant] = [:]
+        var nextAttempt = 0
     }
 
     public init(unreadyAfter: Duration = .seconds(60)) { self.unreadyAfter = unreadyAfter }
 
-    func attempting(now: ContinuousClock.Instant = .now) { state.withLock { $0.attemptStarted = now } }
-
-    func stored() {
+    /// An attempt starts; `stored` or `failed` ends it with what this returns.
+    func attempting(now: ContinuousClock.Instant = .now) -> Int {
         state.withLock { state in
-            state.failingSince = nil
-            state.attemptStarted = nil
+            state.nextAttempt += 1
+            state.attempts[state.nextAttempt] = now
+            return state.nextAttempt
         }
     }
 
-    func failed(_ error: any Error, now: ContinuousClock.Instant = .now) {
+    func stored(_ attempt: Int? = nil) {
+        state.withLock { state in
+            state.failingSince = nil
+            if let attempt { state.attempts[attempt] = nil }
+        }
+    }
+
+    func failed(_ error: any Error, attempt: Int? = nil, now: ContinuousClock.Instant = .now) {
         state.withLock { state in
             if state.failingSince == nil { state.failingSince = now }
             state.lastError = PostgresFailure.description(of: error)
-            state.attemptStarted = nil
+            if let attempt { state.attempts[attempt] = nil }
         }
     }
 
@@ -421,7 +429,7 @@ public final class BatchStoreHealth: ReadinessCheck {
 
     func check(now: ContinuousClock.Instant) throws(NotStoring) {
         let state = state.withLock { $0 }
-        if let started = state.attemptStarted, now - started >= unreadyAfter {
+        if let started = state.attempts.values.min(), now - started >= unreadyAfter {
             throw NotStoring(reason: "storing a batch has been under way for \((now - started).components.seconds) s with no answer")
         }
         if let since = state.failingSince, now - since >= unreadyAfter {

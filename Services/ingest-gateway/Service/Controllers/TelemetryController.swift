@@ -27,8 +27,8 @@ struct TelemetryController {
         let at = now()
         let errors = upload.validate(now: at, limits: settings.limits)
         if !errors.isEmpty { throw ProblemDetails.validation(errors) }
-        // The site labels the aggregator's per-site figures (the SLO, the status page): only one of the
-        // user's own sites, so no phone fills in another site's, or another organization's, figures.
+        // The site labels the aggregator's per-site telemetry figures: only one of the user's own sites, so
+        // no phone's telemetry lands in another site's, or another organization's.
         let siteId = upload.siteId.flatMap { site in pipeline.cache.user(id: device.userId)?.siteIds.contains(site) == true ? site : nil }
         let batch = DeviceTelemetryBatch(
             batchId: context.requestId, deviceId: device.deviceId, userId: device.userId, siteId: siteId,

@@ -2,6 +2,7 @@ import AccessControl
 import AttendanceProtocol
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import ServiceRuntime
 import SessionMergerCore
@@ -162,6 +163,8 @@ struct DailyAttendanceController {
             // The report names the shift of its last day; each row carries its own day's shift window.
             let shift = schedule.shift(on: to)
             guard let calendar = ShiftCalendar(shift: shift) else {
+                context.logger.error(
+                    "a site's time zone is unusable", metadata: ["siteId": .string(siteId), "timezone": .string(shift.timezone)])
                 throw ProblemDetails.unavailable("site \(siteId) has an unusable time zone \(shift.timezone)")
             }
             // A day's row judges its whole shift window, which an overnight shift or an allowance carries
@@ -184,6 +187,7 @@ struct DailyAttendanceController {
                 rows = try DailyAttendanceCalculator.days(
                     for: sessions.map(\.interval), schedule: schedule, from: from, to: to, minimumPresence: minimumPresence)
             } catch {
+                context.logger.error("a site's shift settings are unusable", metadata: ["siteId": .string(siteId), "error": "\(error)"])
                 throw ProblemDetails.unavailable("site \(siteId) has unusable shift settings: \(error)")
             }
             if format == "csv" {
