@@ -514,6 +514,7 @@ let package = Package(
                 "RegistryClient",
                 "ServiceRuntime",
                 .argumentParser,
+                .asyncHTTPClient,
                 .hummingbird,
                 .hummingbirdTesting,
                 .logging,

@@ -9,6 +9,9 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
     case invalidURL(String)
     /// No HTTP answer: refused, timed out, unresolvable host.
     case unreachable(url: String, reason: String)
+    /// A change (POST, PUT, PATCH) was sent and no answer came (timed out, connection closed): the registry
+    /// may have applied it. Repeating it blindly can apply it twice (a second user, a key rotated twice).
+    case outcomeUnknown(url: String, reason: String)
     /// An RFC 9457 problem answer.
     case problem(ProblemDetails)
     /// An error status without a problem body (a proxy's error page, say).
@@ -27,6 +30,9 @@ public enum RegistryClientError: Error, Hashable, Sendable, CustomStringConverti
             return "invalid registry URL \"\(url)\": expected http://HOST:PORT (--url or REGISTRY_URL)"
         case .unreachable(let url, let reason):
             return "cannot reach registry at \(url): \(reason)"
+        case .outcomeUnknown(let url, let reason):
+            return "the registry at \(url) did not answer the change (\(reason)): it may have applied it; "
+                + "look with get or list before running it again"
         case .problem(let problem):
             return Self.line(for: problem)
         case .unexpectedStatus(let status, let body):

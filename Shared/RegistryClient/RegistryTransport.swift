@@ -127,7 +127,11 @@ public struct HTTPRegistryTransport: RegistryTransport {
         if self.client == nil { try? await client.shutdown() }
         switch result {
         case .success(let response): return response
-        case .failure(let error): throw .unreachable(url: baseURL, reason: Self.reason(error))
+        case .failure(let error):
+            if request.method != .get, Self.mayHaveArrived(error) {
+                throw .outcomeUnknown(url: baseURL, reason: Self.reason(error))
+            }
+            throw .unreachable(url: baseURL, reason: Self.reason(error))
         }
     }
 
@@ -137,6 +141,13 @@ public struct HTTPRegistryTransport: RegistryTransport {
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.redirectConfiguration = .disallow
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }
+
+    /// Whether a request that failed so may have reached the registry: no answer in time, or the
+    /// connection closed before one (not a connection that was never made).
+    static func mayHaveArrived(_ error: any Error) -> Bool {
+        guard let http = error as? HTTPClientError else { return false }
+        return http == .deadlineExceeded || http == .readTimeout || http == .writeTimeout || http == .remoteConnectionClosed
     }
 
     /// A short human reason for a transport failure (no type names, no errno noise).

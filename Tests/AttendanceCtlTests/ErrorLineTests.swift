@@ -1,8 +1,10 @@
+import AsyncHTTPClient
 import AttendanceCtlCommands
 import AttendanceProtocol
 import Foundation
-import RegistryClient
 import Testing
+
+@testable import RegistryClient
 
 @Suite("Registry errors as one line")
 struct ErrorLineTests {
@@ -85,5 +87,21 @@ struct ErrorLineTests {
             ["registry", "orgs", "list", "--api-key", "k", "--url", "http://registry.invalid:8083"], transport: transport)
         #expect(run.code == 1)
         #expect(run.stderr == "Error: cannot reach registry at http://registry.invalid:8083: connection timed out")
+    }
+
+    /// A change sent without an answer may have been applied: a script is told so (exit 75), not that
+    /// it failed (exit 1), so it looks before it repeats a user's creation or a key's rotation.
+    @Test func aChangeWithoutAnAnswerSaysItMayHaveBeenApplied() async {
+        let transport = FakeTransport { _ in .failure(.outcomeUnknown(url: "http://registry.test:8083", reason: "no answer in time")) }
+        let run = await runCLI(
+            ["registry", "users", "create", "--name", "Ana", "--api-key", "k", "--url", "http://registry.test:8083"], transport: transport)
+        #expect(run.code == 75)
+        #expect(
+            run.stderr
+                == "Error: the registry at http://registry.test:8083 did not answer the change (no answer in time): it may have applied it; look with get or list before running it again"
+        )
+        // Only a change, only when the request may have arrived.
+        #expect(HTTPRegistryTransport.mayHaveArrived(HTTPClientError.readTimeout))
+        #expect(!HTTPRegistryTransport.mayHaveArrived(HTTPClientError.connectTimeout))
     }
 }

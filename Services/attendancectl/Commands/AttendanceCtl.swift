@@ -4,6 +4,7 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import RegistryClient
 import ServiceRuntime
 
 /// `attendancectl`: the operator's command line. Settings come from the same environment variables
@@ -27,7 +28,8 @@ package struct AttendanceCtl: AsyncParsableCommand {
 
     /// Runs one command line and returns its exit code without exiting. Help goes to standard
     /// output; every failure is one `Error: ...` line on standard error (through `CLIContext.current`)
-    /// and a non-zero code: 64 for bad arguments, 1 otherwise.
+    /// and a non-zero code: 64 for bad arguments, 75 when a change was sent and no answer came (it may have
+    /// been applied: a script must look before it repeats it), 1 otherwise.
     package static func execute(_ arguments: [String]) async -> Int32 {
         let context = CLIContext.current
         do {
@@ -45,9 +47,13 @@ package struct AttendanceCtl: AsyncParsableCommand {
                 return code.rawValue
             }
             if let line = errorLine(for: error) { context.err(line) }
+            if case RegistryClientError.outcomeUnknown = error { return Self.outcomeUnknownExitCode }
             return code.rawValue
         }
     }
+
+    /// The exit code of a change whose outcome is unknown (`EX_TEMPFAIL`).
+    package static let outcomeUnknownExitCode: Int32 = 75
 
     /// The one line a failure prints, `nil` for a bare exit code (the command printed its own output).
     package static func errorLine(for error: any Error) -> String? {
