@@ -54,7 +54,16 @@ extension AdminJSON {
             guard !fields.isEmpty else { throw DecodingError.dataCorrupted(context) }
             throw ProblemDetails.validation(fields.prefix(10).map { FieldError(field: $0, reason: "must be a whole number within range") })
         }
-        var given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        // The decoder never reads a member `T` has no field for; this parse reads every one, and refuses
+        // what JSONDecoder let through there (a number beyond a double's range, `1e400`).
+        var given: Any
+        do {
+            given = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            throw ProblemDetails.validation([
+                FieldError(field: "", reason: "the body is not valid JSON here (a number beyond a double's range, say)")
+            ])
+        }
         if var object = given as? [String: Any] {
             for key in tolerating { remove(key.split(separator: ".").map(String.init)[...], from: &object) }
             given = object

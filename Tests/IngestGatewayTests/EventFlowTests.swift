@@ -409,6 +409,10 @@ struct EventFlowTests {
             let problem = try await client.device(.get, APIPath.pending, as: device).problem(400, .validation)
             #expect(problem.errors?.first?.field == "since")
             try await client.device(.get, "\(APIPath.pending)?since=yesterday", as: device).problem(400, .validation)
+            // One `since`, nothing else: never the first of two, nor an unknown parameter ignored.
+            let twice = "\(APIPath.pending)?since=\(WireTimestamp.string(from: since))&since=2030-01-01T00:00:00Z"
+            #expect(try await client.device(.get, twice, as: device).problem(400, .validation).errors?.first?.field == "since")
+            try await client.device(.get, "\(uri)&sicne=x", as: device).problem(400, .validation)
         }
     }
 

@@ -126,6 +126,16 @@ struct AdminBodyTests {
 }
 
 extension AdminBodyTests {
+    /// The decoder never reads a member the request has no field for; a number there that no double can
+    /// hold made the second parse throw an error nothing mapped: a 500, without authentication.
+    @Test func aNumberBeyondADoubleInAnUnknownMemberIsA400() throws {
+        for json in [#"{"name":"x","x":1e400}"#, #"{"name":"x","inner":{"a":1,"huge":-1e999}}"#] {
+            #expect(
+                performing: { try decode(json) },
+                throws: { error in (error as? ProblemDetails)?.status == 400 })
+        }
+    }
+
     @Test func aNumberAnIntegerFieldCannotHoldIsNamed() throws {
         for (json, field) in [
             (#"{"name":"x","inner":{"a":5.5}}"#, "inner.a"), (#"{"name":"x","list":[{"a":99999999999999999999}]}"#, "list[0].a"),

@@ -174,7 +174,7 @@ struct AttendanceController {
 
     @Sendable func getPending(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let device = try context.requireDevice()
-        guard let text = request.uri.queryParameters.get("since") else {
+        guard let text = try StrictQuery(request, allowed: ["since"]).string("since") else {
             throw ProblemDetails.validation([FieldError(field: "since", reason: "is required (an RFC 3339 timestamp)")])
         }
         guard let since = WireTimestamp.date(from: text) else {

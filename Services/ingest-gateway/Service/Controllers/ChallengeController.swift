@@ -36,7 +36,8 @@ struct ChallengeController {
 
     static func beacon(_ request: Request) throws(ProblemDetails) -> RegistryBeaconKey {
         let expected = "must be a beacon identity UUID:major:minor (major and minor 0...65535)"
-        guard let text = request.uri.queryParameters.get("beacon"), !text.isEmpty else {
+        // One `beacon`, nothing else: a repeated or unknown parameter is a 400, never ignored.
+        guard let text = try StrictQuery(request, allowed: ["beacon"]).string("beacon"), !text.isEmpty else {
             throw .validation([FieldError(field: "beacon", reason: "is required; " + expected)])
         }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)

@@ -129,12 +129,9 @@ package struct PolicyAdminController: Sendable {
         return siteId
     }
 
+    /// `limit` (1...500, default 50), the only parameter: a repeated or unknown one is a 400.
     static func limit(_ request: Request) throws(ProblemDetails) -> Int {
-        guard let text = request.uri.queryParameters.get("limit") else { return 50 }
-        guard let limit = Int(text), (1...500).contains(limit) else {
-            throw .validation([FieldError(field: "limit", reason: "must be an integer in 1...500")])
-        }
-        return limit
+        try StrictQuery(request, allowed: ["limit"]).int("limit", default: 50, in: 1...500)
     }
 
     static func readBody(_ request: Request) async throws -> [UInt8] {
