@@ -189,6 +189,8 @@ public struct PresenceStateMachine: Sendable {
     /// moment an earlier process knew the session was still going (`onLaunched` measures the gap from it,
     /// on the same clock). Nil for a snapshot of an earlier version: the session then resumes.
     var restoredPhoneClockSavedAt: Timestamp?
+    /// The device itself was off or restarted since the snapshot (`.appLaunchedAfterDeviceRestart`).
+    var deviceRestartedSinceSnapshot = false
     /// How far the phone's own wall clock reads ahead of the steady time, whatever clock the device stamps
     /// with (`clockOffsetMs` is the server's once it is known). Kept current by `clockEvent`'s events.
     private(set) var phoneClockOffsetMs: Int64 = 0
@@ -517,7 +519,7 @@ public struct PresenceStateMachine: Sendable {
                     // dropped, the previous user's ends unposted.
                     return endSessionUnderKillSwitch("user changed", at: now)
                 }
-            case .appLaunched:
+            case .appLaunched, .appLaunchedAfterDeviceRestart:
                 if let s = session, s.userId != identity.userId {
                     return endSessionUnderKillSwitch("user changed between two runs", at: now)
                 }
@@ -621,6 +623,9 @@ public struct PresenceStateMachine: Sendable {
         case .scanningStopped(let mode):
             return onScanningStopped(mode, at: now)
         case .appLaunched:
+            return onLaunched(at: now)
+        case .appLaunchedAfterDeviceRestart:
+            deviceRestartedSinceSnapshot = session != nil
             return onLaunched(at: now)
         case .appTerminated(let forceQuit):
             return onTerminated(forceQuit: forceQuit, at: now)
@@ -1121,7 +1126,13 @@ public struct PresenceStateMachine: Sendable {
             // the exit itself dates it (the OS reports it soon after), not the presence persisted before
             // the relaunch (the arrival, for a desk out of the gate's range).
             let lastSeen: Timestamp
-            if reason == .geofenceExit {
+            if reason == .geofenceExit, lastSiteReadingAt == .distantPast, deviceRestartedSinceSnapshot {
+                // The device was off since the earlier process last knew the session was going: the person
+                // may have left at any time while it was, so that moment dates the departure, not the exit
+                // the OS reports now.
+                let lastKnown = restoredPhoneClockSavedAt.map { $0 - phoneClockOffsetMs } ?? lastPresentAt
+                lastSeen = min(max(lastPresentAt, lastKnown), now)
+            } else if reason == .geofenceExit {
                 lastSeen = lastSiteReadingAt == .distantPast ? now : min(max(lastPresentAt, lastSiteReadingAt), now)
             } else if reason == .userChanged, phase == .present {
                 // Handed over while present (a shared phone at a shift change): as a heartbeat would have said,

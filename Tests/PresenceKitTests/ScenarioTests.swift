@@ -522,6 +522,39 @@ struct ScenarioTests {
         #expect(attendanceViolations(d.posts + next.posts).isEmpty)
     }
 
+    /// The battery dies at the desk; the phone is switched on 2 h later (within the resume limit). At home,
+    /// the exit the OS reports at once does not date the departure 2 h late: the last moment the earlier
+    /// process knew the session was going does. Back at the desk, the session goes on, with no check-out.
+    @Test(
+        "a phone switched on again after it was off dates a restored session's exit at its last known moment",
+        arguments: [false, true])
+    func relaunchAfterTheDeviceWasOff(atTheDesk: Bool) throws {
+        var d = try DeviceHarness(config: PresenceConfig())
+        try d.arrive()
+        try d.run(seconds: 30) { _ in -60 }
+        let checkIn = try #require(d.checkIns.first)
+        try d.run(seconds: 600) { _ in -60 }
+        let diedAt = d.now
+        let snapshot = d.machine.snapshot(at: diedAt) // the last one written before the battery died
+        let clock = ManualClock(diedAt + 2 * 3_600_000)
+        var next = try DeviceHarness(config: PresenceConfig(), seed: 43, clock: clock, restoring: snapshot)
+        try next.send(.appLaunchedAfterDeviceRestart)
+        #expect(next.checkOuts.isEmpty && next.machine.openSession?.sessionKey == checkIn.sessionKey)
+        if atTheDesk {
+            try next.send(.motionActivity(.stationary))
+            try next.run(seconds: 700) { _ in -60 }
+            #expect(next.checkOuts.isEmpty && next.checkIns.isEmpty)
+            #expect(next.heartbeats.allSatisfy { $0.sessionKey == checkIn.sessionKey })
+        } else {
+            try next.run(seconds: 5) { _ in nil }
+            try next.send(.geofenceExited(siteId: "S_HQ"))
+            let out = try #require(next.checkOuts.first)
+            #expect(out.sessionKey == checkIn.sessionKey && out.reason == .geofenceExit)
+            #expect(out.timestamp == diedAt, "dated at the report, \((out.timestamp - diedAt) / 60_000) min late")
+        }
+        #expect(attendanceViolations(d.posts + next.posts).isEmpty)
+    }
+
     /// The phone's clock read 12 h slow when the server's became known, then the network corrected it.
     /// The machine is told (`clockEvent`), so the snapshot records what the phone reads now, and a
     /// relaunch a minute later resumes the session instead of measuring 12 h off and checking it out.

@@ -121,6 +121,8 @@ package struct DeviceSimulation: Sendable {
         var agent: PresenceAgent?
         var appState = AppState.running
         var rebootUntil: Int64 = 0
+        /// The phone rebooted since the app last ran: its next launch says so (`appLaunchedAfterDeviceRestart`).
+        var rebootedSinceLaunch = false
         var scanning = false
         var pending: [Pending] = []
         var regionOS = false
@@ -246,7 +248,9 @@ package struct DeviceSimulation: Sendable {
             scanning = false
             result.launches += 1
             telemetry.recordBattery(level: batteryLevel(at: t), at: deviceTime(t))
-            try apply(agent!.handle(.appLaunched, at: deviceTime(t), storingIn: outbox), at: t)
+            let launched: PresenceEvent = rebootedSinceLaunch ? .appLaunchedAfterDeviceRestart : .appLaunched
+            rebootedSinceLaunch = false
+            try apply(agent!.handle(launched, at: deviceTime(t), storingIn: outbox), at: t)
             if case .offline = profile.network(at: t) {
                 try apply(agent!.handle(.connectivityChanged(online: false), at: deviceTime(t), storingIn: outbox), at: t)
             }
@@ -336,6 +340,7 @@ package struct DeviceSimulation: Sendable {
                     if appState == .running { try terminate(at: t, forceQuit: false) }
                     appState = .rebooting
                     rebootUntil = t + 60_000
+                    rebootedSinceLaunch = true
                     regionOS = false
                     pending.removeAll()
                 case .userOpens:
