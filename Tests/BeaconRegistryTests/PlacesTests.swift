@@ -35,6 +35,46 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// A geofence moved while a shift change holds the site: the site published after it carries the
+        /// new shift and the earlier one's history, not a mix of the two snapshots.
+        @Test func aGeofenceMovedDuringAShiftChangePublishesTheWholeSite() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let siteId = fixture.site.id
+                let (held, holding) = AsyncStream<Void>.makeStream()
+                let (release, releasing) = AsyncStream<Void>.makeStream()
+                let shiftChange = Task {
+                    try await client.withTransaction(logger: RegistryTestDatabase.logger) { db in
+                        try await db.query("SELECT id FROM sites WHERE id = \(siteId) FOR UPDATE", logger: RegistryTestDatabase.logger)
+                        try await db.query(
+                            """
+                            INSERT INTO site_shift_history (site_id, until, shift_start, shift_end, check_in_before_start_min,
+                                check_out_after_end_min, late_entry_grace_min, early_exit_grace_min)
+                            VALUES (\(siteId), '2025-01-01', '08:30', '17:30', 60, 120, 10, 5)
+                            """, logger: RegistryTestDatabase.logger)
+                        try await db.query(
+                            "UPDATE sites SET shift_start = '10:00'::time WHERE id = \(siteId)", logger: RegistryTestDatabase.logger)
+                        holding.yield()
+                        for await _ in release { break }
+                    }
+                }
+                for await _ in held { break }
+                let moved = Task {
+                    try await repository.setSiteGeofence(siteId: siteId, Geofence(latitude: 10.78, longitude: 106.70, radiusMeters: 300))
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                releasing.yield()
+                try await shiftChange.value
+                let site = try await moved.value
+                #expect(site.shift.start.description == "10:00" && site.shiftHistory.count == 1)
+                let published = try await outboxRows(client, type: "site", id: siteId)
+                let last = try ProtocolCodec.wire.decode(Site.self, from: Data(try #require(published.last?.payload).utf8))
+                #expect(last.shift.start.description == "10:00")
+                #expect(last.shiftHistory.map(\.until.description) == ["2025-01-01"])
+                #expect(last.geofence.radiusMeters == 300)
+            }
+        }
+
         /// New working hours from a day on keep the earlier days' hours; a change dated before earlier
         /// ones replaces them from that day on; each change is published with the whole history.
         @Test func aShiftChangeKeepsTheEarlierDaysShifts() async throws {

@@ -105,6 +105,44 @@ struct CoreTests {
     /// The pipeline more than the in-flight time behind (a merger catching up): the phone's retry
     /// produced the event again under a new request, and the first request's verdict, when it comes,
     /// answers both, so the phone gets its final answer without waiting for the copy's.
+    /// A pipeline hours behind: the phone's retries made more copies than a slot remembers. A user's copies
+    /// are decided in the order they were produced, so the first copy's verdict is the one that comes:
+    /// it still completes the request, and a read meanwhile says pending, not 404.
+    @Test("the first copy's verdict completes a request however many copies a long backlog made")
+    func theFirstCopysVerdictCompletesAfterManyCopies() {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
+        let t0 = Date()
+        #expect(table.begin(key: "k", deviceId: "d", fingerprint: "p", requestId: "r0", eventTime: nil, now: t0) == .started)
+        // Past its in-flight time, before any repeat: still pending to a read, and listed for a poll.
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 11)?.outcome == nil)
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 11) != nil)
+        #expect(table.entries(deviceId: "d", since: t0, now: t0 + 11).map(\.key) == ["k"])
+        for i in 1...20 {
+            let repeated = table.begin(
+                key: "k", deviceId: "d", fingerprint: "p", requestId: "r\(i)", eventTime: nil, now: t0 + Double(i) * 11)
+            #expect(repeated == .started)
+        }
+        #expect(table.complete(key: "k", requestId: "r0", outcome: Self.outcome(.accepted), now: t0 + 240))
+        #expect(table.lookup(key: "k", deviceId: "d", now: t0 + 241)?.outcome?.outcome == .accepted)
+    }
+
+    /// Memory stays bounded while every request waits (a pipeline hours behind): a new request is refused
+    /// (503, the phone keeps it), a repeat of one the table holds is not.
+    @Test("a table full of requests awaiting their verdict refuses new ones, not repeats")
+    func aTableFullOfWaitingRequestsRefusesNewOnes() {
+        let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10), maxEntries: 3))
+        let t0 = Date()
+        for i in 0..<3 {
+            #expect(table.begin(key: "k\(i)", deviceId: "d", fingerprint: "p", requestId: "r\(i)", eventTime: nil, now: t0) == .started)
+        }
+        #expect(table.begin(key: "new", deviceId: "d", fingerprint: "p", requestId: "rn", eventTime: nil, now: t0 + 1) == .full)
+        #expect(table.count == 3)
+        #expect(table.begin(key: "k0", deviceId: "d", fingerprint: "p", requestId: "r0b", eventTime: nil, now: t0 + 11) == .started)
+        // An outcome makes room.
+        table.complete(key: "k1", outcome: Self.outcome(), now: t0 + 12)
+        #expect(table.begin(key: "new", deviceId: "d", fingerprint: "p", requestId: "rn", eventTime: nil, now: t0 + 13) == .started)
+    }
+
     @Test("a verdict for an earlier request with the same key and payload completes the request that replaced it")
     func aLateVerdictOfAnEarlierRequestWithTheSamePayloadCompletesTheLaterOne() async {
         let table = IdempotencyTable(settings: IdempotencyTableConfiguration(inFlightTTL: .seconds(10)))
@@ -162,10 +200,11 @@ struct CoreTests {
         #expect(table.begin(key: "b3", deviceId: "b", fingerprint: "f", requestId: "r", eventTime: nil, now: t0) == .started)
         #expect(table.entries(deviceId: "a", since: t0, now: t0).map(\.key) == ["a2", "a3"])
         #expect(table.entries(deviceId: "b", since: t0, now: t0).map(\.key) == ["b2", "b3"])
-        // An expired in-flight key taken again by another device moves to it.
+        // An expired in-flight key taken again by another device moves to it; the others, past their
+        // in-flight time but not forgotten, are still pending to their devices' polls.
         #expect(table.begin(key: "a2", deviceId: "b", fingerprint: "f", requestId: "r", eventTime: nil, now: t0 + 11) == .started)
-        #expect(table.entries(deviceId: "a", since: t0, now: t0 + 11).isEmpty)
-        #expect(table.entries(deviceId: "b", since: t0, now: t0 + 11).map(\.key) == ["a2"])
+        #expect(table.entries(deviceId: "a", since: t0, now: t0 + 11).map(\.key) == ["a3"])
+        #expect(table.entries(deviceId: "b", since: t0, now: t0 + 11).map(\.key) == ["b2", "b3", "a2"])
         table.purgeExpired(now: t0 + 3_700)
         #expect(table.count == 0 && table.entries(deviceId: "b", since: t0, now: t0 + 3_700).isEmpty)
     }

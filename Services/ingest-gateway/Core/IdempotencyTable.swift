@@ -78,6 +78,9 @@ package enum BeginResult: Sendable, Hashable {
     case completed(IdempotencyEntry, RecordedOutcome)
     /// The key was used with another payload (422).
     case mismatch(IdempotencyEntry)
+    /// The table holds `maxEntries` requests still waiting for their verdict (a pipeline hours behind):
+    /// this new one is not taken (503 with `Retry-After`; the phone keeps it), so memory stays bounded.
+    case full
 }
 
 /// Lifetimes and size of the table.
@@ -114,8 +117,10 @@ package final class IdempotencyTable: Sendable {
         var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
         /// When the outcome arrived (this process's clock).
         var completedAt: Date?
-        /// Earlier requests with this key and payload that outlived their in-flight time (the most
-        /// recent `earlierRequestsKept`): the verdict of any of them is this request's outcome too.
+        /// Earlier requests with this key and payload that outlived their in-flight time (the first
+        /// `earlierRequestsKept`): the verdict of any of them is this request's outcome too. The first are
+        /// kept, not the latest: a user's copies are decided in the order they were produced, so the
+        /// first copy's verdict is the one that comes, however many copies a long backlog made since.
         var earlierRequestIds: [String] = []
     }
 
@@ -207,11 +212,14 @@ package final class IdempotencyTable: Sendable {
                 dropped = Array(slot.waiters.values)
                 state.remove(key)
                 if slot.entry.outcome == nil, slot.entry.fingerprint == fingerprint {
-                    earlier = Array((slot.earlierRequestIds + [slot.entry.requestId]).suffix(Self.earlierRequestsKept))
+                    earlier = Array((slot.earlierRequestIds + [slot.entry.requestId]).prefix(Self.earlierRequestsKept))
                 }
             }
             if state.slots.count >= settings.maxEntries {
                 evictOldestFinished(&state, downTo: settings.maxEntries - 1)
+                // Every entry left waits for its verdict: a new request is not taken (a key's own expired
+                // entry was removed above, so a repeat of it always fits).
+                if state.slots.count >= settings.maxEntries { return (.full, dropped) }
             }
             state.keysByDevice[deviceId, default: []].insert(key)
             state.slots[key] = Slot(
@@ -296,19 +304,21 @@ package final class IdempotencyTable: Sendable {
         }
     }
 
-    /// The entry of `key` when it belongs to `deviceId` and is not expired.
+    /// The entry of `key` when it belongs to `deviceId` and is kept: a request past its in-flight time is
+    /// still pending until it is forgotten (its copy is queued in Kafka; the pipeline is behind).
     package func lookup(key: String, deviceId: String, now: Date = Date()) -> IdempotencyEntry? {
         state.withLock { state in
-            guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isExpired(slot, now: now) else { return nil }
+            guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isForgotten(slot, now: now) else { return nil }
             return slot.entry
         }
     }
 
-    /// This device's live entries received at or after `since`, oldest first.
+    /// This device's kept entries received at or after `since`, oldest first (pending ones past their
+    /// in-flight time too, so a poll's cursor never passes them).
     package func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
         state.withLock { state in
             (state.keysByDevice[deviceId] ?? []).compactMap { key in
-                guard let slot = state.slots[key], slot.entry.receivedAt >= since, !self.isExpired(slot, now: now) else { return nil }
+                guard let slot = state.slots[key], slot.entry.receivedAt >= since, !self.isForgotten(slot, now: now) else { return nil }
                 return slot.entry
             }
         }

@@ -119,16 +119,20 @@ extension PostgresRegistryRepository {
     package func setSiteGeofence(siteId: String, _ geofence: Geofence) async throws(RegistryError) -> Site {
         let geofence = try geofence.validated()
         return try await write("move a site's geofence") { db in
-            guard
-                let row = try await db.firstRow(
-                    """
-                    UPDATE sites AS s SET geofence_latitude = \(geofence.latitude), geofence_longitude = \(geofence.longitude),
-                        geofence_radius_m = \(geofence.radiusMeters)
-                    WHERE s.id = \(siteId)
-                    RETURNING \(unescaped: Columns.site)
-                    """, logger: logger)
-            else { throw RegistryError.notFound(.site, id: siteId) }
-            let site = try Columns.site(row)
+            // The row locked first, then read whole in a statement of its own: a RETURNING's subqueries (the
+            // shift history) see the statement's snapshot, taken before a concurrent shift change it waited
+            // for committed, and the published site would carry the new shift without the earlier one.
+            guard try await db.firstRow("SELECT id FROM sites WHERE id = \(siteId) FOR UPDATE", logger: logger) != nil else {
+                throw RegistryError.notFound(.site, id: siteId)
+            }
+            try await db.query(
+                """
+                UPDATE sites SET geofence_latitude = \(geofence.latitude), geofence_longitude = \(geofence.longitude),
+                    geofence_radius_m = \(geofence.radiusMeters)
+                WHERE id = \(siteId)
+                """, logger: logger)
+            let site = try Columns.site(
+                try await db.singleRow("SELECT \(unescaped: Columns.site) FROM sites s WHERE s.id = \(siteId)", logger: logger))
             try await ChangeOutbox.upsert(.site, id: siteId, entity: site, on: db, logger: logger)
             return site
         }

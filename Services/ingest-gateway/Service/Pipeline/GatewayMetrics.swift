@@ -4,6 +4,8 @@ import Metrics
 enum GatewayMetrics {
     static let rateLimited = Counter(label: "ingest_gateway_rate_limited_total")
     static let produceFailures = Counter(label: "ingest_gateway_produce_failures_total")
+    /// Requests refused because the idempotency table held `maxEntries` requests awaiting their verdict.
+    static let tableFull = Counter(label: "ingest_gateway_requests_refused_table_full_total")
     static let verdictsReceived = Counter(label: "ingest_gateway_verdicts_total")
     static let verdictsUndecodable = Counter(label: "ingest_gateway_verdicts_undecodable_total")
     static let verdictWait = Timer(label: "ingest_gateway_verdict_wait_seconds")

@@ -115,6 +115,13 @@ package final class IngestPipeline: Sendable {
                 .inFlight(retryAfterSeconds: settings.retryAfterSeconds, instance: APIPath.event(idempotencyKey: key)), replayed: false)
         case .completed(_, let outcome):
             return Self.answer(for: outcome, key: key, replayed: true)
+        case .full:
+            GatewayMetrics.tableFull.increment()
+            return .problem(
+                .unavailable(
+                    "the gateway holds as many requests awaiting their verdict as it may (the pipeline is behind); "
+                        + "retry with the same Idempotency-Key", retryAfterSeconds: settings.retryAfterSeconds * 10),
+                replayed: false)
         case .started:
             break
         }
