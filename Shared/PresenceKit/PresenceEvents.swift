@@ -32,12 +32,13 @@ public enum PresenceEvent: Sendable, Hashable {
     /// The process started (first launch, relaunch by a region event, after a crash or force-quit).
     /// Build the machine with `restoring:` first when a snapshot was persisted.
     case appLaunched
-    /// As `appLaunched`, for the first launch after the device itself was off or restarted since the
+    /// As `appLaunched`, for a launch right after the device itself was off or restarted since the
     /// snapshot the machine was built from (the host compares the device's boot time with when it last
-    /// saved one). The phone cannot say when its person left while it was off: a restored session's
-    /// check-out at a geofence exit reported before anything is heard again is dated at the last moment
-    /// the earlier process knew the session was going, not at the report (a phone whose battery died at
-    /// the desk and that was switched on at home hours later).
+    /// saved one, and the launch comes within minutes of the boot). The phone cannot say when its person
+    /// left while it was off: a restored session's check-out at a geofence exit reported within 10 minutes
+    /// of this launch, before anything is heard, is dated at the last moment the earlier process knew the
+    /// session was going, not at the report (a phone whose battery died at the desk and that was switched
+    /// on at home hours later). A later exit is dated as usual: the phone was on, inside, until then.
     case appLaunchedAfterDeviceRestart
     /// The process is about to end (force-quit, OS termination). The machine persists its snapshot.
     case appTerminated(forceQuit: Bool)

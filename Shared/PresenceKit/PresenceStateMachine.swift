@@ -189,8 +189,12 @@ public struct PresenceStateMachine: Sendable {
     /// moment an earlier process knew the session was still going (`onLaunched` measures the gap from it,
     /// on the same clock). Nil for a snapshot of an earlier version: the session then resumes.
     var restoredPhoneClockSavedAt: Timestamp?
-    /// The device itself was off or restarted since the snapshot (`.appLaunchedAfterDeviceRestart`).
-    var deviceRestartedSinceSnapshot = false
+    /// When this process was launched right after the device itself was off or restarted since the
+    /// snapshot (`.appLaunchedAfterDeviceRestart`); nil otherwise.
+    var launchedAfterDeviceRestartAt: Timestamp?
+    /// How soon after such a launch an exit still counts as the one the OS reports when the phone comes
+    /// back (the person left while it was off). Later, the phone was on and inside the geofence until then.
+    static let exitAfterRestartWindowMs: Int64 = 600_000
     /// How far the phone's own wall clock reads ahead of the steady time, whatever clock the device stamps
     /// with (`clockOffsetMs` is the server's once it is known). Kept current by `clockEvent`'s events.
     private(set) var phoneClockOffsetMs: Int64 = 0
@@ -625,7 +629,7 @@ public struct PresenceStateMachine: Sendable {
         case .appLaunched:
             return onLaunched(at: now)
         case .appLaunchedAfterDeviceRestart:
-            deviceRestartedSinceSnapshot = session != nil
+            launchedAfterDeviceRestartAt = session != nil ? now : nil
             return onLaunched(at: now)
         case .appTerminated(let forceQuit):
             return onTerminated(forceQuit: forceQuit, at: now)
@@ -1126,10 +1130,12 @@ public struct PresenceStateMachine: Sendable {
             // the exit itself dates it (the OS reports it soon after), not the presence persisted before
             // the relaunch (the arrival, for a desk out of the gate's range).
             let lastSeen: Timestamp
-            if reason == .geofenceExit, lastSiteReadingAt == .distantPast, deviceRestartedSinceSnapshot {
-                // The device was off since the earlier process last knew the session was going: the person
-                // may have left at any time while it was, so that moment dates the departure, not the exit
-                // the OS reports now.
+            if reason == .geofenceExit, lastSiteReadingAt == .distantPast, let restartedAt = launchedAfterDeviceRestartAt,
+                now - restartedAt <= Self.exitAfterRestartWindowMs
+            {
+                // The device was off since the earlier process last knew the session was going, and the OS
+                // reports the exit as it comes back: the person may have left at any time while it was off, so
+                // that moment dates the departure, not the report.
                 let lastKnown = restoredPhoneClockSavedAt.map { $0 - phoneClockOffsetMs } ?? lastPresentAt
                 lastSeen = min(max(lastPresentAt, lastKnown), now)
             } else if reason == .geofenceExit {

@@ -127,11 +127,7 @@ public struct HTTPRegistryTransport: RegistryTransport {
         if self.client == nil { try? await client.shutdown() }
         switch result {
         case .success(let response): return response
-        case .failure(let error):
-            if request.method != .get, Self.mayHaveArrived(error) {
-                throw .outcomeUnknown(url: baseURL, reason: Self.reason(error))
-            }
-            throw .unreachable(url: baseURL, reason: Self.reason(error))
+        case .failure(let error): throw Self.failure(error, method: request.method, url: baseURL)
         }
     }
 
@@ -143,11 +139,21 @@ public struct HTTPRegistryTransport: RegistryTransport {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
-    /// Whether a request that failed so may have reached the registry: no answer in time, or the
-    /// connection closed before one (not a connection that was never made).
-    static func mayHaveArrived(_ error: any Error) -> Bool {
-        guard let http = error as? HTTPClientError else { return false }
-        return http == .deadlineExceeded || http == .readTimeout || http == .writeTimeout || http == .remoteConnectionClosed
+    /// What a request that got no answer tells its caller: a change (not a GET) whose request may have
+    /// reached the registry is `outcomeUnknown`; anything else, and a change that certainly was not sent
+    /// (no connection made, no such host, no valid URL), is `unreachable`.
+    static func failure(_ error: any Error, method: RegistryRequest.Method, url: String) -> RegistryClientError {
+        let reason = reason(error)
+        return method != .get && !neverSent(error) ? .outcomeUnknown(url: url, reason: reason) : .unreachable(url: url, reason: reason)
+    }
+
+    /// Whether the request certainly never left: the connection was not made.
+    static func neverSent(_ error: any Error) -> Bool {
+        if let http = error as? HTTPClientError {
+            return http == .connectTimeout || http == .invalidURL || http == .emptyHost || http == .emptyScheme
+        }
+        let reason = reason(error)
+        return reason == "connection refused" || reason == "the host name does not resolve" || reason == "connection timed out"
     }
 
     /// A short human reason for a transport failure (no type names, no errno noise).

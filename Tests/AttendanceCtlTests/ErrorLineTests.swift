@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import AttendanceCtlCommands
 import AttendanceProtocol
 import Foundation
+import NIOCore
 import Testing
 
 @testable import RegistryClient
@@ -100,8 +101,17 @@ struct ErrorLineTests {
             run.stderr
                 == "Error: the registry at http://registry.test:8083 did not answer the change (no answer in time): it may have applied it; look with get or list before running it again"
         )
-        // Only a change, only when the request may have arrived.
-        #expect(HTTPRegistryTransport.mayHaveArrived(HTTPClientError.readTimeout))
-        #expect(!HTTPRegistryTransport.mayHaveArrived(HTTPClientError.connectTimeout))
+        // Only a change, only when the request may have arrived: not a GET, not a connection never made.
+        func failure(_ error: any Error, _ method: RegistryRequest.Method) -> RegistryClientError {
+            HTTPRegistryTransport.failure(error, method: method, url: "http://registry.test:8083")
+        }
+        for error: any Error in [HTTPClientError.readTimeout, HTTPClientError.remoteConnectionClosed, NIOTooManyBytesError(maxBytes: 16)] {
+            #expect(failure(error, .post) == .outcomeUnknown(url: "http://registry.test:8083", reason: HTTPRegistryTransport.reason(error)))
+            #expect(failure(error, .put) != .unreachable(url: "http://registry.test:8083", reason: HTTPRegistryTransport.reason(error)))
+            #expect(failure(error, .get) == .unreachable(url: "http://registry.test:8083", reason: HTTPRegistryTransport.reason(error)))
+        }
+        #expect(
+            failure(HTTPClientError.connectTimeout, .post) == .unreachable(url: "http://registry.test:8083", reason: "connection timed out")
+        )
     }
 }

@@ -307,9 +307,6 @@ struct CoreTests {
         #expect(IdempotencyKeys.parseHeader("abc def") == nil)
         #expect(IdempotencyKeys.parseHeader("") == nil)
         #expect(IdempotencyKeys.parseHeader(String(repeating: "a", count: 129)) == nil)
-        // It names the request in a path: `.` and `..` would be rewritten away by the client.
-        #expect(
-            IdempotencyKeys.parseHeader(".") == nil && IdempotencyKeys.parseHeader("..") == nil && IdempotencyKeys.parseHeader("-x") == nil)
         #expect(IdempotencyKeys.parseHeader("hb.2025-09-18T06:35:12Z") == "hb.2025-09-18T06:35:12Z")
 
         // The fingerprint ignores member order and whitespace: it hashes the canonical encoding.

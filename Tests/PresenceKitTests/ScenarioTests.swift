@@ -553,6 +553,15 @@ struct ScenarioTests {
             #expect(out.timestamp == diedAt, "dated at the report, \((out.timestamp - diedAt) / 60_000) min late")
         }
         #expect(attendanceViolations(d.posts + next.posts).isEmpty)
+
+        // Switched on at the desk, out of the gate's range, and leaving hours later: the phone was on and
+        // inside the geofence all along, so the exit dates the departure.
+        var stayed = try DeviceHarness(config: PresenceConfig(), seed: 44, clock: ManualClock(diedAt + 2 * 3_600_000), restoring: snapshot)
+        try stayed.send(.appLaunchedAfterDeviceRestart)
+        try stayed.run(seconds: 3 * 3_600) { _ in nil }
+        let leftAt = stayed.now
+        try stayed.send(.geofenceExited(siteId: "S_HQ"))
+        #expect(stayed.checkOuts.last?.timestamp == leftAt)
     }
 
     /// The phone's clock read 12 h slow when the server's became known, then the network corrected it.

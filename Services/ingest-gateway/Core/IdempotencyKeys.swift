@@ -60,11 +60,11 @@ package enum IdempotencyKeys {
             value = String(value.dropFirst().dropLast())
         }
         guard (1...maxHeaderLength).contains(value.utf8.count) else { return nil }
-        func alphanumeric(_ c: UInt8) -> Bool { (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) }
-        let allowed = value.utf8.allSatisfy { c in alphanumeric(c) || c == 0x2D || c == 0x5F || c == 0x2E || c == 0x3A }
-        // It names the request in `/v1/attendance/events/{key}`: never `.` or `..`, which clients rewrite away.
-        guard allowed, let first = value.utf8.first, alphanumeric(first) else { return nil }
-        return value
+        let allowed = value.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || c == 0x2D || c == 0x5F || c == 0x2E || c == 0x3A
+        }
+        return allowed ? value : nil
     }
 
     /// Lowercase hex sha256 of the payload's canonical encoding.

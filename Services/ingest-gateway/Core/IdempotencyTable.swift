@@ -363,8 +363,9 @@ package final class IdempotencyTable: Sendable {
     }
 
     /// Forgets the finished entries whose outcome arrived first until at most `limit` are left, in
-    /// constant time per entry (a finished entry has no waiters). Requests in flight stay: they
-    /// leave when their verdict comes or their in-flight time runs out.
+    /// constant time per entry (a finished entry has no waiters). Requests in flight stay: they leave
+    /// when their verdict comes (and then ages out) or when they are forgotten (`isForgotten`), an
+    /// in-flight time plus `completedTTL` after they were received.
     private func evictOldestFinished(_ state: inout State, downTo limit: Int) {
         while state.slots.count > limit, let key = state.finished.first {
             state.finished.removeFirst()
