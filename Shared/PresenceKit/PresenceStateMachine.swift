@@ -1657,11 +1657,10 @@ public struct PresenceStateMachine: Sendable {
     /// never posted (opened with no user id) is dropped without a post: resuming it would give the new
     /// user no check-in for the whole stay, so detection starts afresh for them.
     mutating func onUserChanged(_ user: String?, deviceId: String?, at now: Timestamp) -> [PresenceEffect] {
-        guard user != identity.userId else {
-            // The same user enrolled anew: the session goes on under the new enrollment.
-            if let deviceId { identity.deviceId = deviceId }
-            return []
-        }
+        // The open session's events keep the enrollment it opened under (`OpenSession.deviceId`); the
+        // sessions after it take the new one.
+        if let deviceId { identity.deviceId = deviceId }
+        guard user != identity.userId else { return [] }
         var fx: [PresenceEffect] = []
         if let s = session, s.checkInPosted, s.userId != user {
             checkOut(reason: .userChanged, at: now, &fx)
@@ -1680,7 +1679,6 @@ public struct PresenceStateMachine: Sendable {
             if !continuousScanActive && beaconRegionInside && phase == .armed { startRangingWindow(at: now, &fx) }
         }
         identity.userId = user
-        if let deviceId { identity.deviceId = deviceId }
         return fx
     }
 }

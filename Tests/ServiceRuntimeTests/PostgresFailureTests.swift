@@ -49,22 +49,29 @@ struct BatchStoreHealthTests {
     /// A store that never answers (a statement waiting on a lock, a pool with every connection taken)
     /// fails no attempt, yet stores nothing: unready too, once the attempt has run for the bound.
     @Test func anAttemptWithNoAnswerForTheBoundMakesTheServiceUnready() async throws {
-        let health = BatchStoreHealth(unreadyAfter: .milliseconds(200))
+        let health = BatchStoreHealth(unreadyAfter: .seconds(60))
         let release = AsyncStream<Void>.makeStream()
+        let (started, starting) = AsyncStream<ContinuousClock.Instant>.makeStream()
         let storing = Task {
             await BatchStoreRetry.untilStored(messages: 1, logger: Logger(label: "batch-store-health"), health: health) {
+                starting.yield(ContinuousClock.now) // after the attempt began
                 for await _ in release.stream { break }
                 return 1
             }
         }
-        try await Task.sleep(for: .milliseconds(50))
-        try await health.check()
-        try await Task.sleep(for: .milliseconds(300))
-        await #expect(throws: BatchStoreHealth.NotStoring.self) { try await health.check() }
-        do { try await health.check() } catch { #expect("\(error)".contains("under way")) }
+        var attemptUnderWay: ContinuousClock.Instant?
+        for await instant in started {
+            attemptUnderWay = instant
+            break
+        }
+        let underWay = try #require(attemptUnderWay)
+        // Judged at given instants, not by sleeping: a loaded machine does not move the bound.
+        try health.check(now: underWay)
+        #expect(throws: BatchStoreHealth.NotStoring.self) { try health.check(now: underWay + .seconds(61)) }
+        do { try health.check(now: underWay + .seconds(61)) } catch { #expect("\(error)".contains("under way")) }
         release.continuation.yield()
         #expect(await storing.value == 1)
-        try await health.check()
+        try health.check(now: underWay + .seconds(61))
     }
 
     /// Two stores at once (the policy stores a batch's punches while the next batch reads): one that

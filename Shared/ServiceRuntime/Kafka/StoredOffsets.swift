@@ -410,14 +410,14 @@ public final class BatchStoreHealth: ReadinessCheck {
         }
     }
 
-    func stored(_ attempt: Int? = nil) {
+    func stored(_ attempt: Int?) {
         state.withLock { state in
             state.failingSince = nil
             if let attempt { state.attempts[attempt] = nil }
         }
     }
 
-    func failed(_ error: any Error, attempt: Int? = nil, now: ContinuousClock.Instant = .now) {
+    func failed(_ error: any Error, attempt: Int?, now: ContinuousClock.Instant = .now) {
         state.withLock { state in
             if state.failingSince == nil { state.failingSince = now }
             state.lastError = PostgresFailure.description(of: error)

@@ -27,7 +27,7 @@ package final class IngestPipeline: Sendable {
     let publisher: any GatewayPublisher
     let logger: Logger
     /// Events and telemetry not produced (the broker away), logged at most once per 10 s: each is
-    /// counted in `gateway_produce_failures_total`.
+    /// counted in `ingest_gateway_produce_failures_total`.
     package let produceFailureLog = RepeatedFailureLog()
     /// The phones' reads of stored outcomes that failed (PostgreSQL away), logged at most once per 10 s.
     package let outcomeStoreFailureLog = RepeatedFailureLog()
