@@ -165,14 +165,14 @@ struct SharedRoutesTests {
             for method: HTTPRequest.Method in [.delete, .post, .patch, .trace, .options] {
                 try await client.execute(uri: "/v1/things/42", method: method) { response in
                     #expect(response.status == .methodNotAllowed, "\(method)")
-                    #expect(response.headers[.allow] == "GET, PUT")
+                    #expect(response.headers[.allow] == "GET, HEAD, PUT")
                     #expect(response.headers[.contentType] == "application/problem+json")
                     #expect(String(buffer: response.body).contains("method-not-allowed"))
                 }
             }
             try await client.execute(uri: "/health/live", method: .post) { response in
                 #expect(response.status == .methodNotAllowed)
-                #expect(response.headers[.allow] == "GET")
+                #expect(response.headers[.allow] == "GET, HEAD")
             }
             try await client.execute(uri: "/v1/files/a/b/c", method: .delete) { response in
                 #expect(response.status == .methodNotAllowed)
@@ -183,7 +183,37 @@ struct SharedRoutesTests {
                 #expect(response.headers[.allow] == "POST")
             }
             try await client.execute(uri: "/v1/events/k1", method: .post) { response in
-                #expect(response.headers[.allow] == "GET")
+                #expect(response.headers[.allow] == "GET, HEAD")
+            }
+        }
+    }
+
+    /// A load balancer's health check often sends `HEAD`: it gets what `GET` would, without the body.
+    @Test func headIsServedWhereverGetIs() async throws {
+        try await app().test(.router) { client in
+            for uri in ["/health/live", "/v1/things/42", "/openapi.yaml"] {
+                try await client.execute(uri: uri, method: .head) { response in
+                    #expect(response.status == .ok, "\(uri)")
+                    #expect(response.body.readableBytes == 0, "\(uri)")
+                }
+            }
+            try await client.execute(uri: "/openapi.yaml", method: .head) { response in
+                #expect(response.headers[.contentType]?.hasPrefix("application/yaml") == true)
+            }
+            // A path served only with POST still refuses HEAD, naming what it has.
+            try await client.execute(uri: "/v1/events/batch", method: .head) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "POST")
+            }
+        }
+        // Over a real connection too: the answer ends where a HEAD's answer ends, and the connection
+        // serves the next request.
+        try await app().test(.live) { client in
+            try await client.execute(uri: "/health/live", method: .head) { response in
+                #expect(response.status == .ok)
+            }
+            try await client.execute(uri: "/v1/things/42", method: .get) { response in
+                #expect(String(buffer: response.body) == "a thing")
             }
         }
     }

@@ -109,15 +109,17 @@ final class RouteMethodTable: Sendable {
         }
     }
 
-    /// The methods the path is served with; empty when no route serves it. As in the router, the
-    /// most literal route wins (`/events/batch` over `/events/:key`), segment by segment.
+    /// The methods the path is served with, `HEAD` wherever `GET` is (`ServiceApplication` serves it);
+    /// empty when no route serves it. As in the router, the most literal route wins (`/events/batch`
+    /// over `/events/:key`), segment by segment.
     func methods(for path: String) -> [HTTPRequest.Method] {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-        return routes.withLock { routes in
+        let methods = routes.withLock { routes in
             let scored = routes.compactMap { route in Self.specificity(route.path, segments).map { (route, $0) } }
-            guard let best = scored.map(\.1).max(by: { $0.lexicographicallyPrecedes($1) }) else { return [] }
+            guard let best = scored.map(\.1).max(by: { $0.lexicographicallyPrecedes($1) }) else { return [HTTPRequest.Method]() }
             return scored.filter { $0.1 == best }.flatMap(\.0.methods)
         }
+        return methods.contains(.get) && !methods.contains(.head) ? methods + [.head] : methods
     }
 
     /// Per segment, 1 for a literal match and 0 for a capture or wildcard; nil when the route does

@@ -4,8 +4,9 @@ import NIOCore
 import Prometheus
 
 /// The HTTP side every service shares: health, metrics, its OpenAPI document at `/openapi.yaml`,
-/// request metrics and request logs, and 405 with `Allow` for a method a path is not served with,
-/// around the service's own routes. Services call this from their `buildApplication`.
+/// request metrics and request logs, `HEAD` wherever `GET` is served (the same headers, no body: load
+/// balancers' health checks often send it), and 405 with `Allow` for a method a path is not served
+/// with, around the service's own routes. Services call this from their `buildApplication`.
 public enum ServiceApplication {
     /// The operations every service has besides its own routes (its document lists them too).
     public static let sharedOperations: Set<String> = ["GET /health/live", "GET /health/ready", "GET /metrics", "GET /openapi.yaml"]
@@ -24,7 +25,7 @@ public enum ServiceApplication {
         openAPI: OpenAPIDocument?,
         routes: (Router<Context>) -> Void = { _ in }
     ) -> Application<RouterResponder<Context>> {
-        let router = Router(context: Context.self)
+        let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
         let routeTable = RouteMethodTable()
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
