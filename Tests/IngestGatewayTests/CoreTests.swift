@@ -53,6 +53,22 @@ struct CoreTests {
         #expect(table.count == 0)
     }
 
+    /// The host's clock is stepped back ten minutes (NTP) after a request whose verdict never comes:
+    /// by the wall clock alone its key would answer 409 in flight for ten minutes more than its
+    /// in-flight time, and every later event of that phone's outbox would wait behind it.
+    @Test func aClockSteppedBackKeepsNothingLonger() async throws {
+        let table = IdempotencyTable(
+            settings: IdempotencyTableConfiguration(completedTTL: .milliseconds(50), inFlightTTL: .milliseconds(50), maxEntries: 1_000))
+        let t0 = Date()
+        #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r1", eventTime: nil, now: t0) == .started)
+        #expect(table.begin(key: "b", deviceId: "d", fingerprint: "f", requestId: "r1", eventTime: nil, now: t0) == .started)
+        table.complete(key: "b", outcome: Self.outcome(), now: t0)
+        try await Task.sleep(for: .milliseconds(120))
+        let steppedBack = t0 - 600
+        #expect(table.begin(key: "a", deviceId: "d", fingerprint: "f", requestId: "r2", eventTime: nil, now: steppedBack) == .started)
+        #expect(table.lookup(key: "b", deviceId: "d", now: steppedBack) == nil)
+    }
+
     @Test func theTableStaysBounded() {
         let table = IdempotencyTable(settings: IdempotencyTableConfiguration(maxEntries: 100))
         for i in 0..<300 {

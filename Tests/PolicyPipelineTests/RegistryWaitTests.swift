@@ -49,6 +49,19 @@ struct RegistryWaitTests {
 
     /// Its registry feed never read (the loader not running, as when the broker is down at start), the
     /// pipeline waits for the catch-up (60 s); a graceful shutdown ends that wait at once.
+    /// The view is waited for as of the receipt plus the publish margin. A gateway whose clock runs a
+    /// second behind this host stamped receipts already past the margin, so a phone enrolled a moment
+    /// before its first check-in could be refused from a view read without its enrollment.
+    @Test func aReceiptFromAGatewayWhoseClockRunsBehindCountsAsNow() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let margin = Duration.milliseconds(150)
+        #expect(PolicyPipeline.registryAsOf(newestReceipt: now.addingTimeInterval(-1), now: now, margin: margin) == now + 0.15)
+        #expect(PolicyPipeline.registryAsOf(newestReceipt: now.addingTimeInterval(30), now: now, margin: margin) == now + 0.15)
+        // A receipt from before the allowance (a backlog being read) keeps its own time.
+        let old = now.addingTimeInterval(-PolicyPipeline.receiptSkewAllowance - 60)
+        #expect(PolicyPipeline.registryAsOf(newestReceipt: old, now: now, margin: margin) == old + 0.15)
+    }
+
     @Test func aGracefulShutdownEndsTheWaitForTheRegistryCatchUp() async throws {
         try LocalStack.ensureStarted()
         let raw = LocalStack.uniqueName("raw"), groupId = LocalStack.uniqueName("policy-start")

@@ -71,6 +71,27 @@ struct MergeWindowTests {
         #expect(timeline.sessions[0].eventIds == ["a", "b", "c"])
     }
 
+    /// The merger's host ran 30 minutes ahead, then NTP stepped it back: the clock the timeline kept
+    /// from then would close every check-out at once (past its 5-minute grace), and a person back from
+    /// a break would get a second session. The present replaces a clock that far ahead.
+    @Test("a clock left ahead by a host whose clock was stepped back takes the present")
+    func clockSteppedBack() throws {
+        var timeline = try newTimeline()
+        _ = try timeline.apply(checkIn("a", at(8, 0, 0)))
+        timeline.closeIdle(now: at(8, 40, 0)) // the host 30 minutes ahead
+        _ = try timeline.apply(checkOut("b", at(8, 10, 0), received: at(8, 10, 20))) // stepped back
+        #expect(timeline.sessions.last?.status == .closed) // the clock of 8:40 closed it at once
+        let settled = timeline.closeIdle(now: at(8, 10, 30))
+        #expect(settled.kinds == [.softExit])
+        let back = try timeline.apply(checkIn("c", at(8, 12, 0)))
+        #expect(back.changes.kinds == [.reopened])
+        #expect(timeline.sessions.count == 1)
+        // Within the tolerance (two hosts' skew), the clock does not go back.
+        timeline.closeIdle(now: at(8, 13, 0))
+        #expect(timeline.closeIdle(now: at(8, 12, 30)).isEmpty)
+        #expect(timeline.clock == at(8, 13, 0))
+    }
+
     @Test("a check-in within the merge window of a check-out joins even when the grace is shorter")
     func mergeWindowBeatsShortGrace() throws {
         // Grace 10 s; check-in 40 s after the check-out: past the grace, inside the 45 s merge window.

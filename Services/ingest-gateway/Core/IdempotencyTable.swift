@@ -117,6 +117,10 @@ package final class IdempotencyTable: Sendable {
         var waiters: [UInt64: CheckedContinuation<RecordedOutcome?, Never>] = [:]
         /// When the outcome arrived (this process's clock).
         var completedAt: Date?
+        /// When it was received and when its outcome arrived, on the monotonic clock: an entry's age is
+        /// the longer of the two clocks' (`age`), so a wall clock stepped back keeps nothing longer.
+        var receivedUptime = ContinuousClock.now
+        var completedUptime: ContinuousClock.Instant?
         /// Earlier requests with this key and payload that outlived their in-flight time (the first
         /// `earlierRequestsKept`): the verdict of any of them is this request's outcome too. The first are
         /// kept, not the latest: a user's copies are decided in the order they were produced, so the
@@ -200,11 +204,12 @@ package final class IdempotencyTable: Sendable {
     package func begin(
         key: String, deviceId: String, fingerprint: String, requestId: String, eventTime: Date?, now: Date = Date()
     ) -> BeginResult {
+        let uptime = ContinuousClock.now
         let (result, dropped) = state.withLock { state -> (BeginResult, [CheckedContinuation<RecordedOutcome?, Never>]) in
             var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
             var earlier: [String] = []
             if let slot = state.slots[key] {
-                if !isExpired(slot, now: now) {
+                if !isExpired(slot, now: now, uptime: uptime) {
                     if slot.entry.fingerprint != fingerprint { return (.mismatch(slot.entry), []) }
                     if let outcome = slot.entry.outcome { return (.completed(slot.entry, outcome), []) }
                     return (.inFlight(slot.entry), [])
@@ -257,6 +262,7 @@ package final class IdempotencyTable: Sendable {
             if let requestId, slot.entry.requestId != requestId, !slot.earlierRequestIds.contains(requestId) { return nil }
             if slot.entry.outcome != nil { return [] }
             slot.completedAt = now
+            slot.completedUptime = ContinuousClock.now
             state.finished.append(key)
             slot.entry.outcome = outcome
             let waiters = Array(slot.waiters.values)
@@ -307,8 +313,11 @@ package final class IdempotencyTable: Sendable {
     /// The entry of `key` when it belongs to `deviceId` and is kept: a request past its in-flight time is
     /// still pending until it is forgotten (its copy is queued in Kafka; the pipeline is behind).
     package func lookup(key: String, deviceId: String, now: Date = Date()) -> IdempotencyEntry? {
-        state.withLock { state in
-            guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isForgotten(slot, now: now) else { return nil }
+        let uptime = ContinuousClock.now
+        return state.withLock { state in
+            guard let slot = state.slots[key], slot.entry.deviceId == deviceId, !isForgotten(slot, now: now, uptime: uptime) else {
+                return nil
+            }
             return slot.entry
         }
     }
@@ -316,9 +325,12 @@ package final class IdempotencyTable: Sendable {
     /// This device's kept entries received at or after `since`, oldest first (pending ones past their
     /// in-flight time too, so a poll's cursor never passes them).
     package func entries(deviceId: String, since: Date, now: Date = Date()) -> [IdempotencyEntry] {
-        state.withLock { state in
+        let uptime = ContinuousClock.now
+        return state.withLock { state in
             (state.keysByDevice[deviceId] ?? []).compactMap { key in
-                guard let slot = state.slots[key], slot.entry.receivedAt >= since, !self.isForgotten(slot, now: now) else { return nil }
+                guard let slot = state.slots[key], slot.entry.receivedAt >= since, !self.isForgotten(slot, now: now, uptime: uptime) else {
+                    return nil
+                }
                 return slot.entry
             }
         }
@@ -330,9 +342,10 @@ package final class IdempotencyTable: Sendable {
     /// verdict, when the pipeline is that far behind, still completes it (and the repeat that replaced
     /// it, `begin`), so the phone's next try is answered from it.
     package func purgeExpired(now: Date = Date()) {
+        let uptime = ContinuousClock.now
         let dropped = state.withLock { state -> [CheckedContinuation<RecordedOutcome?, Never>] in
             var dropped: [CheckedContinuation<RecordedOutcome?, Never>] = []
-            for (key, slot) in state.slots where isForgotten(slot, now: now) {
+            for (key, slot) in state.slots where isForgotten(slot, now: now, uptime: uptime) {
                 dropped += slot.waiters.values
                 state.remove(key)
             }
@@ -347,19 +360,26 @@ package final class IdempotencyTable: Sendable {
 
     /// Past what `purgeExpired` keeps: a finished entry once expired, one in flight `completedTTL`
     /// after its in-flight time.
-    private func isForgotten(_ slot: Slot, now: Date) -> Bool {
-        if slot.completedAt != nil { return isExpired(slot, now: now) }
+    private func isForgotten(_ slot: Slot, now: Date, uptime: ContinuousClock.Instant) -> Bool {
+        if slot.completedAt != nil { return isExpired(slot, now: now, uptime: uptime) }
         let kept = Self.seconds(settings.inFlightTTL) + Self.seconds(settings.completedTTL)
-        return now.timeIntervalSince(slot.entry.receivedAt) > kept
+        return Self.age(since: slot.entry.receivedAt, slot.receivedUptime, now: now, uptime: uptime) > kept
     }
 
     /// In flight: `inFlightTTL` after it was received; finished: `completedTTL` after the outcome
     /// arrived here.
-    private func isExpired(_ slot: Slot, now: Date) -> Bool {
-        if let completedAt = slot.completedAt {
-            return now.timeIntervalSince(completedAt) > Self.seconds(settings.completedTTL)
+    private func isExpired(_ slot: Slot, now: Date, uptime: ContinuousClock.Instant) -> Bool {
+        if let completedAt = slot.completedAt, let completedUptime = slot.completedUptime {
+            return Self.age(since: completedAt, completedUptime, now: now, uptime: uptime) > Self.seconds(settings.completedTTL)
         }
-        return now.timeIntervalSince(slot.entry.receivedAt) > Self.seconds(settings.inFlightTTL)
+        return Self.age(since: slot.entry.receivedAt, slot.receivedUptime, now: now, uptime: uptime) > Self.seconds(settings.inFlightTTL)
+    }
+
+    /// Seconds since `date` by the wall clock (`now`, which tests set) or since `instant` by the
+    /// monotonic one, whichever is longer: after the host's clock is stepped back, an entry still
+    /// ages by the monotonic clock (a step forward only ends it early, and the merger dedupes).
+    private static func age(since date: Date, _ instant: ContinuousClock.Instant, now: Date, uptime: ContinuousClock.Instant) -> Double {
+        max(now.timeIntervalSince(date), seconds(instant.duration(to: uptime)))
     }
 
     /// Forgets the finished entries whose outcome arrived first until at most `limit` are left, in

@@ -248,6 +248,18 @@ package final class PolicyPipeline: Service, Sendable {
         return (outgoing, punches)
     }
 
+    /// How far behind this host's clock a gateway's receipt may be and still count as now when the
+    /// registry view is waited for (s): the skew between two hosts' clocks, which NTP keeps well under it.
+    package static let receiptSkewAllowance: TimeInterval = 5
+
+    /// The instant the registry view must hold the feed as of, for events whose newest receipt is
+    /// `newestReceipt`: that receipt plus `margin`, where a receipt ahead of `now` or less than
+    /// `receiptSkewAllowance` behind it counts as `now`.
+    package static func registryAsOf(newestReceipt: Date, now: Date, margin: Duration) -> Date {
+        let newest = newestReceipt > now.addingTimeInterval(-receiptSkewAllowance) ? now : newestReceipt
+        return newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
+    }
+
     /// No final refusal from a stale view: when an event relies on something the registry view lacks
     /// (its device, user, beacon or site assignment), the batch waits until the view holds the feed
     /// as of that event's receipt (plus the registry's publish margin) and has settled. A view that
@@ -255,15 +267,15 @@ package final class PolicyPipeline: Service, Sendable {
     /// never settles is, after `registryLagWait`. Returns early only on cancellation or graceful
     /// shutdown, by throwing (only a batch that waits pays for watching the shutdown). A receipt
     /// stamped ahead of this host's clock (a gateway whose clock runs ahead) counts as now: the event
-    /// was received before it is read here, and the view's wait would otherwise never end.
+    /// was received before it is read here, and the view's wait would otherwise never end. So does a
+    /// receipt less than `receiptSkewAllowance` behind it: a gateway whose clock runs a second behind
+    /// stamps a receipt that would already be past the margin, and the view would be read without it.
     private func waitForRegistryIfBehind(_ events: [RawEventEnvelope]) async throws {
         guard let registryLoader else { return }
         let behind = events.filter { registry.mayBeBehind($0) }
         guard let latest = behind.map(\.receivedAt).max() else { return }
-        let newest = min(latest, Date())
         registryWaits.add(1, ordering: .relaxed)
-        let margin = configuration.registryPublishMargin
-        let asOf = newest.addingTimeInterval(Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18)
+        let asOf = Self.registryAsOf(newestReceipt: latest, now: Date(), margin: configuration.registryPublishMargin)
         let started = ContinuousClock.now
         try await cancelWhenGracefulShutdown { [self] in
             while true {

@@ -148,13 +148,25 @@ package struct SessionTimeline: Sendable {
     /// Advances the clock to `now` and returns what time alone changed: open sessions idle past the
     /// cutoff close (`presence_timeout`), check-outs older than the noise threshold become soft exits,
     /// soft exits past their grace close (`check_out`). Call it periodically (e.g. once per batch).
+    ///
+    /// The clock only moves forward, except that a clock more than `clockStepBackTolerance` ahead of
+    /// `now` takes `now`: it was set while the host's clock ran ahead and has since been stepped back,
+    /// and kept, it would close every check-out at once (past its grace) until the host caught up.
+    /// What the early clock closed is settled again (a soft exit, say, that a return then reopens).
     @discardableResult
     package mutating func closeIdle(now: Date) -> [SessionDelta] {
         let millis = Millis(now)
-        guard millis > state.clock ?? Millis.min else { return publish(keeping: derived.sessions.count) }
+        let current = state.clock ?? Millis.min
+        guard millis > current || (state.clock != nil && current - millis > Self.clockStepBackTolerance) else {
+            return publish(keeping: derived.sessions.count)
+        }
         state.clock = millis
         return publish(keeping: rederive(changedFrom: state.facts.count))
     }
+
+    /// How far ahead of the host's present a timeline's clock may be before `closeIdle(now:)` takes
+    /// the present (ms): above the skew between two merger hosts that take a partition from each other.
+    package static let clockStepBackTolerance: Int64 = 60_000
 
     /// Re-derives and reports any difference to what was reported (after a policy change, say).
     package mutating func reconcile() -> [SessionDelta] {
