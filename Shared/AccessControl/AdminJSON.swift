@@ -41,7 +41,12 @@ extension AdminJSON {
     ///
     /// A number a field cannot hold (a fraction or an integer beyond 64 bits where an integer is
     /// read) is a 400 naming the field, although the decoder itself names none.
-    public static func decodeBody<T: Codable>(_ type: T.Type, from data: Data, tolerating: Set<String> = []) throws -> T {
+    ///
+    /// `refusingUnknown: false` is for the routes phones call: a member `T` does not have is ignored
+    /// there, as everywhere in the device API, so a newer app's body is taken by an older service.
+    public static func decodeBody<T: Codable>(
+        _ type: T.Type, from data: Data, tolerating: Set<String> = [], refusingUnknown: Bool = true
+    ) throws -> T {
         let value: T
         do {
             value = try decoder().decode(T.self, from: data)
@@ -64,6 +69,7 @@ extension AdminJSON {
                 FieldError(field: "", reason: "the body is not valid JSON here (a number beyond a double's range, say)")
             ])
         }
+        guard refusingUnknown else { return value }
         if var object = given as? [String: Any] {
             for key in tolerating { remove(key.split(separator: ".").map(String.init)[...], from: &object) }
             given = object

@@ -31,6 +31,11 @@ extension RegistryServiceTests {
                 // The registry records the new expiry (the feed carries it).
                 let stored = try await h.repository.device(id: device)
                 #expect(abs((stored.tokenExpiresAt ?? .distantPast).timeIntervalSince(renewed.tokenExpiresAt)) < 1)
+                // A body with members this registry does not know (a newer app's) is taken too.
+                _ = try await client.send(
+                    .post, "/v1/devices/token", key: credentials.token, json: #"{"reason":"scheduled"}"#, headers: [.deviceId: device]
+                )
+                .decode(DeviceCredentialsResponse.self)
                 // The new token works where the old one did.
                 _ = try await client.send(.get, "/v1/devices/config", key: renewed.token, headers: [.deviceId: device])
                     .decode(DeviceConfiguration.self)

@@ -139,7 +139,8 @@ extension RegistryServiceTests {
                 #expect(abs(issued.enrollment.expiresAt.timeIntervalSince(issued.enrollment.createdAt) - 1_800) < 1)
 
                 struct Credentials: Decodable { var deviceId: String; var userId: String; var token: String; var device: Device }
-                let enroll = #"{"code":"\#(issued.code)","appVersion":"1.4.0","model":"Pixel 8"}"#
+                // With a member a newer app sends (`pushToken`): ignored, as everywhere in the device API.
+                let enroll = #"{"code":"\#(issued.code)","appVersion":"1.4.0","model":"Pixel 8","pushToken":"t-1"}"#
                 // No API key needed (the code is the credential).
                 let credentials = try await client.send(.post, "/v1/devices/enroll", key: nil, json: enroll).decode(
                     Credentials.self, status: .created)

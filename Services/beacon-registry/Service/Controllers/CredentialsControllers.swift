@@ -51,7 +51,7 @@ struct EnrollmentController {
 
     func addRoutes(to router: Router<AdminContext>) {
         router.post("v1/devices/enroll") { request, context in
-            let body = try await request.decodeJSON(DeviceEnrollment.self)
+            let body = try await request.decodeJSON(DeviceEnrollment.self, fromDevice: true)
             let credentials = try await repository.exchangeEnrollmentCode(
                 body.code, device: DeviceDescription(appVersion: body.appVersion, model: body.model, installationId: body.installationId)
             )
@@ -74,7 +74,7 @@ struct DeviceTokenController {
     func addRoutes(to router: Router<AdminContext>) {
         router.post("v1/devices/token") { request, context in
             _ = try StrictQuery(request, allowed: [])
-            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody())
+            _ = try await request.decodeJSON(EmptyBody.self, emptyAs: EmptyBody(), fromDevice: true)
             let claims = try authentication.claims(from: request.headers, now: Date(), expiredWithin: Self.expiredTokenGrace)
             let credentials = try await repository.refreshDeviceToken(deviceId: claims.deviceId, userId: claims.userId)
             return try Reply.json(DeviceCredentialsResponse(credentials), request: request, context: context)

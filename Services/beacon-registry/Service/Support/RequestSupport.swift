@@ -15,12 +15,14 @@ package enum RegistryLimits {
 
 extension Request {
     /// The JSON body as `T`, read up to `RegistryLimits.maxBodyBytes`; a field `T` does not have is a
-    /// 400 (`AdminJSON.decodeBody`). An empty body decodes as `{}` when `emptyAs` is given (action
-    /// endpoints whose body is optional), else it is a 400.
-    func decodeJSON<T: Codable>(_ type: T.Type, emptyAs empty: T? = nil) async throws -> T {
+    /// 400 (`AdminJSON.decodeBody`), except on the routes phones call (`fromDevice`), where it is
+    /// ignored as in the rest of the device API: a newer app meets an older registry during an upgrade.
+    /// An empty body decodes as `{}` when `emptyAs` is given (action endpoints whose body is optional),
+    /// else it is a 400.
+    func decodeJSON<T: Codable>(_ type: T.Type, emptyAs empty: T? = nil, fromDevice: Bool = false) async throws -> T {
         let body = try await bodyBytes(required: empty == nil)
         if body.isEmpty, let empty { return empty }
-        return try AdminJSON.decodeBody(T.self, from: Data(body))
+        return try AdminJSON.decodeBody(T.self, from: Data(body), refusingUnknown: !fromDevice)
     }
 
     /// The body's bytes as sent, read up to `RegistryLimits.maxBodyBytes`; an empty body is a 400 when
