@@ -223,6 +223,47 @@ struct PolicyAdminTests {
         }
     }
 
+    /// During a rolling upgrade a newer instance stores a version this build cannot decode (a rule mode
+    /// it does not know). Before, every refresh of this instance failed on it, the global kill switch
+    /// included, and a restart of it exited: now only that site fails closed.
+    @Test("a stored version this build cannot read closes its site only; the rest of the store and the kill switch still apply")
+    func aVersionThisBuildCannotReadClosesItsSiteOnly() async throws {
+        try await PolicyAdminHarness.run { h, client in
+            let newer = siteName()
+            let other = siteName()
+            for site in [newer, other] {
+                let stored = try await client.send(.put, "/v1/admin/policies/\(site)", json: #"{"rules": {}}"#)
+                #expect(stored.status == .ok, "\(stored.text)")
+            }
+            var policy = SitePolicy(siteId: newer, version: 2, automaticAttendance: true)
+            policy.rules = [.rateLimit: .enforce]
+            let document = try PostgresPolicyRepository.encode(policy).replacingOccurrences(of: "\"enforce\"", with: "\"shadow\"")
+            try await h.client.query(
+                "INSERT INTO site_policies (scope, version, document, created_by) VALUES (\(newer), 2, \(document)::jsonb, 'newer-build')",
+                logger: PolicyAdminHarness.logger)
+            let on = try await client.send(.put, "/v1/admin/kill-switch", json: #"{"enabled": true}"#)
+            #expect(on.status == .ok, "\(on.text)")
+            try await h.refresher.refresh()
+            #expect(h.refresher.current.globalKillSwitch)
+            #expect(h.refresher.current.sites[newer]?.version == 1)
+            _ = try await client.send(.put, "/v1/admin/kill-switch", json: #"{"enabled": false}"#)
+            try await h.refresher.refresh()
+            #expect(decide(heartbeat(site: other), book: h.refresher.current).outcome == .accept)
+            // An instance starting now (or restarted) starts, and runs that site with automatic attendance off.
+            let fresh = PolicyBookRefresher(
+                base: PolicyBook(), repository: h.repository, hostedRules: PolicyEngine.standard.ruleIDs, logger: PolicyAdminHarness.logger
+            ) { _ in }
+            try await fresh.refresh()
+            #expect(fresh.current.sites[newer]?.version == 2)
+            #expect(decide(heartbeat(site: newer), book: fresh.current).action == .manualCheckin)
+            #expect(decide(heartbeat(site: other), book: fresh.current).outcome == .accept)
+            // The admin read of that site's versions says why, as a 503, not a 500.
+            let versions = try await client.send(.get, "/v1/admin/policies/\(newer)/versions")
+            #expect(versions.status == .serviceUnavailable, "\(versions.text)")
+            #expect(versions.text.contains("cannot be read by this instance"))
+        }
+    }
+
     @Test func aChangeReachesAnotherInstanceWithinSeconds() async throws {
         try await PolicyAdminHarness.run { h, client in
             // A second instance over the same store, refreshing on its own timer.

@@ -15,8 +15,10 @@ import Synchronization
 /// it keeps the earlier stored version it runs now, and where it runs none (a fresh instance, or a
 /// scope the store names for the first time) it gets the stored policy with automatic attendance
 /// off, so its events are answered `manual_checkin`, never judged by a weaker policy. A stored policy
-/// with automatic attendance off runs everywhere: no rule is evaluated under it. A store that cannot
-/// be read leaves the current book in place.
+/// with automatic attendance off runs everywhere: no rule is evaluated under it. A stored version
+/// this build cannot decode (a newer instance stored it during an upgrade) fails its scope closed the
+/// same way, and the rest of the store, the global kill switch included, still applies. A store that
+/// cannot be read leaves the current book in place.
 package final class PolicyBookRefresher: Service, Sendable {
     private let base: PolicyBook
     private let repository: any PolicyRepository
@@ -82,6 +84,18 @@ package final class PolicyBookRefresher: Service, Sendable {
                 continue
             }
             book.upsert(policy)
+        }
+        for unreadable in stored.unreadable {
+            storedScopes.insert(unreadable.siteId)
+            logger.error(
+                "stored policy not run: this build cannot read it (stored by a newer version?); its scope fails closed",
+                metadata: [
+                    "siteId": .string(unreadable.siteId ?? "default"), "version": "\(unreadable.version)",
+                    "error": .string(unreadable.reason),
+                ])
+            book.upsert(
+                Self.closedScope(
+                    for: SitePolicy(siteId: unreadable.siteId, version: unreadable.version, automaticAttendance: false), running: running))
         }
         if let global = stored.globalKillSwitch { book.globalKillSwitch = global }
         let apply = self.apply

@@ -17,7 +17,17 @@ package struct StoredPolicyVersion: Codable, Hashable, Sendable {
 /// the global kill switch, `nil` when never set.
 package struct StoredPolicies: Hashable, Sendable {
     package var policies: [SitePolicy] = []
+    /// The active versions this build cannot read (a newer instance stored them during an upgrade,
+    /// say): their scopes fail closed, and the rest of the store still applies.
+    package var unreadable: [UnreadablePolicy] = []
     package var globalKillSwitch: Bool?
+}
+
+/// A stored policy version this build cannot decode, and why.
+package struct UnreadablePolicy: Hashable, Sendable {
+    package var siteId: String?
+    package var version: Int
+    package var reason: String
 }
 
 /// Versioned policy storage. Versions are per scope (a site, or the default policy) and only grow.
@@ -51,14 +61,21 @@ package struct PostgresPolicyRepository: PolicyRepository {
         // only grows; docs/PERFORMANCE.md has the plans before and after).
         let rows = try await client.query(
             """
-            SELECT p.document::text FROM site_policies p
+            SELECT p.scope, p.version, p.document::text FROM site_policies p
             JOIN (SELECT scope, max(version) AS version FROM site_policies GROUP BY scope) active
                 ON p.scope = active.scope AND p.version = active.version
             """,
             logger: logger
         )
-        for try await document in rows.decode(String.self) {
-            result.policies.append(try Self.decode(document))
+        // Each document on its own: one this build cannot read closes its scope, not the whole store
+        // (the global switch included) and not the service's start.
+        for try await (scope, version, document) in rows.decode((String, Int, String).self) {
+            do {
+                result.policies.append(try Self.decode(document))
+            } catch {
+                result.unreadable.append(
+                    UnreadablePolicy(siteId: scope == Self.defaultScope ? nil : scope, version: version, reason: "\(error)"))
+            }
         }
         let switches = try await client.query("SELECT global_kill_switch FROM global_switch", logger: logger)
         for try await on in switches.decode(Bool.self) { result.globalKillSwitch = on }
@@ -76,7 +93,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
         )
         var versions: [StoredPolicyVersion] = []
         for try await (document, createdAt, createdBy) in rows.decode((String, Date, String).self) {
-            versions.append(StoredPolicyVersion(policy: try Self.decode(document), createdAt: createdAt, createdBy: createdBy))
+            versions.append(StoredPolicyVersion(policy: try Self.decodeStored(document), createdAt: createdAt, createdBy: createdBy))
         }
         return versions
     }
@@ -91,7 +108,7 @@ package struct PostgresPolicyRepository: PolicyRepository {
             logger: logger
         )
         for try await (document, createdAt, createdBy) in rows.decode((String, Date, String).self) {
-            return StoredPolicyVersion(policy: try Self.decode(document), createdAt: createdAt, createdBy: createdBy)
+            return StoredPolicyVersion(policy: try Self.decodeStored(document), createdAt: createdAt, createdBy: createdBy)
         }
         return nil
     }
@@ -142,5 +159,17 @@ package struct PostgresPolicyRepository: PolicyRepository {
 
     static func decode(_ document: String) throws -> SitePolicy {
         try JSONDecoder().decode(SitePolicy.self, from: Data(document.utf8))
+    }
+
+    /// A stored version for an admin read: one this build cannot read is a 503 saying so (an upgraded
+    /// instance reads it), not a 500.
+    static func decodeStored(_ document: String) throws -> SitePolicy {
+        do {
+            return try decode(document)
+        } catch {
+            throw ProblemDetails.unavailable(
+                "a stored version of this policy cannot be read by this instance (a newer version of the policy service stored it?): \(error)"
+            )
+        }
     }
 }
