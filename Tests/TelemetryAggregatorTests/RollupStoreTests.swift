@@ -200,7 +200,10 @@ struct RollupStoreTests {
         }
     }
 
-    @Test("a verdict read before its raw event: counted once, receipt counted when it arrives")
+    /// With two aggregators a raw event and its verdict often reach different instances, the verdict
+    /// first: it is counted when its raw event is read, under the device's app version and model (it
+    /// was counted at once under "unknown", and stayed there).
+    @Test("a verdict read before its raw event: counted once, with the raw event's dimensions, when it arrives")
     func verdictBeforeRaw() async throws {
         try await TelemetryDB.run { db in
             let site = "site-\(token())"
@@ -210,6 +213,7 @@ struct RollupStoreTests {
             try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
             let r1 = try await db.processor().process(first.messages)
             #expect(r1.new[.verdict] == 1)
+            #expect(try await db.counter("verdict.accepted", site: site) == 0)
             var second = MessageLog(configuration: db.configuration)
             try second.raw(Make.raw(key: key, site: site, trigger: trigger, delay: 0.4))
             try second.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger, outcome: .duplicate))
@@ -218,6 +222,10 @@ struct RollupStoreTests {
             #expect(try await db.counter("slo.events", site: site) == 1)
             #expect(try await db.counter("verdict.accepted", site: site) == 1)
             #expect(try await db.counter("verdict.duplicate", site: site) == 0)
+            let byVersion = try await db.repository.counters(
+                filter: MetricsFilter(site: site), minutes: SLOWindow.hour1.minuteRange(endingAt: fixtureNow), groupBy: .appVersion)
+            #expect(byVersion[Make.version]?["verdict.accepted"]?.count == 1)
+            #expect(byVersion[Dimensions.unknown]?["verdict.accepted"] == nil)
         }
     }
 

@@ -129,11 +129,21 @@ package enum Aggregation {
     /// (from the verdict, else from the raw event), the trigger-to-verdict latency, both in the
     /// trigger's minute (the decision's when no trigger is known).
     package static func addVerdict(_ verdict: AttendanceVerdict, trigger: Date?, dimensions: Dimensions, into delta: inout RollupDelta) {
-        let triggerAt = verdict.eventTime ?? trigger
-        let minute = EpochMinute.of(min(triggerAt ?? verdict.decidedAt, verdict.decidedAt))
-        delta.count(CounterMetric.verdict(verdict.outcome.rawValue), minute: minute, dimensions)
+        addVerdict(
+            outcome: verdict.outcome.rawValue, decidedAt: verdict.decidedAt, triggerAt: verdict.eventTime ?? trigger,
+            dimensions: dimensions,
+            into: &delta)
+    }
+
+    /// The same, from what the store kept of a verdict read before its raw event (counted once the
+    /// raw event gives it its dimensions).
+    package static func addVerdict(
+        outcome: String, decidedAt: Date, triggerAt: Date?, dimensions: Dimensions, into delta: inout RollupDelta
+    ) {
+        let minute = EpochMinute.of(min(triggerAt ?? decidedAt, decidedAt))
+        delta.count(CounterMetric.verdict(outcome), minute: minute, dimensions)
         if let triggerAt {
-            let ms = Int64((verdict.decidedAt.timeIntervalSince(triggerAt) * 1000).rounded())
+            let ms = Int64((decidedAt.timeIntervalSince(triggerAt) * 1000).rounded())
             delta.latency(LatencyMetric.triggerToVerdict, minute: minute, dimensions, milliseconds: ms)
         }
     }

@@ -142,15 +142,22 @@ package final class TelemetryBatchProcessor: Sendable {
 
         // Receipts before verdicts: a verdict in the same batch finds its raw event's attribution.
         let freshKeys = try await store.recordRawEvents(batch.raw, on: connection)
-        for facts in batch.raw where freshKeys.contains(facts.idempotencyKey) {
+        for facts in batch.raw {
+            guard let earlier = freshKeys[facts.idempotencyKey] else { continue }
             Aggregation.addRawEvent(facts, objective: objective, into: &delta)
+            // A verdict read before (by this instance or another): counted now, under the device's dimensions.
+            if let earlier {
+                Aggregation.addVerdict(
+                    outcome: earlier.outcome, decidedAt: earlier.decidedAt, triggerAt: facts.triggerAt, dimensions: facts.dimensions,
+                    into: &delta)
+            }
         }
         result.new[.rawEvent] = freshKeys.count
         result.duplicates += batch.raw.count - freshKeys.count
 
         let attributions = try await store.recordVerdicts(batch.verdicts, on: connection)
         for verdict in batch.verdicts {
-            guard let attribution = attributions[verdict.idempotencyKey] else { continue }
+            guard let attribution = attributions[verdict.idempotencyKey], attribution.received else { continue }
             Aggregation.addVerdict(verdict, trigger: attribution.triggerAt, dimensions: attribution.dimensions, into: &delta)
         }
         result.new[.verdict] = attributions.count

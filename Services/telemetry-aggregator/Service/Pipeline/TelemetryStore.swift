@@ -26,6 +26,16 @@ struct TelemetryStore: Sendable {
     struct VerdictAttribution: Sendable {
         var triggerAt: Date?
         var dimensions: Dimensions
+        /// Its raw event was read: the dimensions are the device's. A verdict read first is counted
+        /// when its raw event is (`recordRawEvents`), not under unknown dimensions now: with two
+        /// aggregators the two often reach different instances.
+        var received: Bool
+    }
+
+    /// A verdict recorded before its raw event: what counting it needs.
+    struct EarlierVerdict: Sendable {
+        var decidedAt: Date
+        var outcome: String
     }
 
     // MARK: Identities
@@ -48,10 +58,11 @@ struct TelemetryStore: Sendable {
         return fresh
     }
 
-    /// Records first receipts; returns the keys received for the first time. A row a verdict created
-    /// earlier (no receipt yet) takes the receipt and its dimensions.
-    func recordRawEvents(_ facts: [RawEventFacts], on connection: PostgresConnection) async throws -> Set<String> {
-        guard !facts.isEmpty else { return [] }
+    /// Records first receipts; returns the keys received for the first time, each with the verdict
+    /// recorded before it, if one was. A row a verdict created earlier (no receipt yet) takes the
+    /// receipt and its dimensions.
+    func recordRawEvents(_ facts: [RawEventFacts], on connection: PostgresConnection) async throws -> [String: EarlierVerdict?] {
+        guard !facts.isEmpty else { return [:] }
         let sorted = facts.sorted { $0.idempotencyKey < $1.idempotencyKey }
         let rows = try await connection.query(
             """
@@ -62,10 +73,16 @@ struct TelemetryStore: Sendable {
             ON CONFLICT (idempotency_key) DO UPDATE SET trigger_at = excluded.trigger_at, received_at = excluded.received_at,
                 site = excluded.site, app_version = excluded.app_version, device_model = excluded.device_model
             WHERE e.received_at IS NULL
-            RETURNING idempotency_key
+            RETURNING idempotency_key, verdict_at, verdict_outcome
             """, logger: logger)
-        var fresh = Set<String>()
-        for try await key in rows.decode(String.self) { fresh.insert(key) }
+        var fresh: [String: EarlierVerdict?] = [:]
+        for try await (key, decidedAt, outcome) in rows.decode((String, Date?, String?).self) {
+            if let decidedAt, let outcome {
+                fresh[key] = EarlierVerdict(decidedAt: decidedAt, outcome: outcome)
+            } else {
+                fresh[key] = .some(nil)
+            }
+        }
         return fresh
     }
 
@@ -82,11 +99,12 @@ struct TelemetryStore: Sendable {
                         \(sorted.map(\.decidedAt))::timestamptz[], \(sorted.map(\.outcome.rawValue))::text[]) AS x(k, s, d, o)
             ON CONFLICT (idempotency_key) DO UPDATE SET verdict_at = excluded.verdict_at, verdict_outcome = excluded.verdict_outcome
             WHERE e.verdict_at IS NULL
-            RETURNING idempotency_key, trigger_at, site, app_version, device_model
+            RETURNING idempotency_key, trigger_at, site, app_version, device_model, received_at IS NOT NULL
             """, logger: logger)
         var result: [String: VerdictAttribution] = [:]
-        for try await (key, trigger, site, app, model) in rows.decode((String, Date?, String, String, String).self) {
-            result[key] = VerdictAttribution(triggerAt: trigger, dimensions: Dimensions(site: site, appVersion: app, deviceModel: model))
+        for try await (key, trigger, site, app, model, received) in rows.decode((String, Date?, String, String, String, Bool).self) {
+            result[key] = VerdictAttribution(
+                triggerAt: trigger, dimensions: Dimensions(site: site, appVersion: app, deviceModel: model), received: received)
         }
         return result
     }
