@@ -155,6 +155,24 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// A leaver: the RUNBOOK's steps revoke their devices and take their sites. A code issued before
+        /// (a replacement phone, valid up to 30 days) gave them a new device and token all the same.
+        @Test func aUserWithoutSitesEnrollsNoPhoneAndTheCodeWaits() async throws {
+            try await RegistryTestDatabase.withRepository { repository, _ in
+                let fixture = try await RegistryFixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                _ = try await repository.setUserSites(userId: fixture.user.id, siteIds: [])
+                await #expect(throws: RegistryError.enrollmentUserWithoutSites) {
+                    try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription())
+                }
+                #expect(RegistryError.enrollmentUserWithoutSites.problemDetails.status == 409)
+                // Back with a site (rehired), the unspent code enrolls.
+                _ = try await repository.setUserSites(userId: fixture.user.id, siteIds: [fixture.site.id])
+                let device = try await repository.exchangeEnrollmentCode(issued.code, device: DeviceDescription()).device
+                #expect(device.userId == fixture.user.id)
+            }
+        }
+
         @Test func revokedDeviceIsPublishedAndRevokingAgainChangesNothing() async throws {
             try await RegistryTestDatabase.withRepository { repository, client in
                 let fixture = try await RegistryFixture.make(repository)

@@ -41,6 +41,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The code enrolled a device already; codes are one-time (409).
     case enrollmentCodeUsed
     case enrollmentCodeExpired(at: Date)
+    /// The code's user has no site (they left, or were never given one): no phone enrolls for them (409).
+    case enrollmentUserWithoutSites
     /// Concurrent writers kept colliding; retrying later will work (503).
     case contention(String)
     /// The database failed or is unreachable (503). The message goes to the log, not to the client.
@@ -92,6 +94,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
             return "enrollment code was already used"
         case .enrollmentCodeExpired(let at):
             return "enrollment code expired at \(WireTimestamp.string(from: at))"
+        case .enrollmentUserWithoutSites:
+            return "the enrollment code's user has no site; an admin gives them one (users set-sites), then the code works"
         case .contention(let what):
             return "too much concurrent contention: \(what); retry"
         case .storage(let message):
@@ -121,7 +125,8 @@ package enum RegistryError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notFound:
             return .notFound(description)
         case .alreadyExists, .duplicateName, .duplicateBeaconIdentity, .duplicateMAC, .minorAllocatedToAnotherGate,
-            .namespaceOfAnotherOrganization, .namespaceNotAllocated, .minorsExhausted, .enrollmentCodeUsed, .beaconKeyInGrace,
+            .namespaceOfAnotherOrganization, .namespaceNotAllocated, .minorsExhausted, .enrollmentCodeUsed, .enrollmentUserWithoutSites,
+            .beaconKeyInGrace,
             .beaconKeySealedUnderAnotherKey:
             return .conflict(description)
         case .enrollmentCodeUnknown, .enrollmentCodeExpired:

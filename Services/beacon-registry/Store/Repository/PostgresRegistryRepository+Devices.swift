@@ -66,6 +66,13 @@ extension PostgresRegistryRepository {
                 return try await reissueToken(deviceId: enrolled, userId: enrollment.userId, now: now, on: db)
             }
             guard now < enrollment.expiresAt else { throw RegistryError.enrollmentCodeExpired(at: enrollment.expiresAt) }
+            // A user without sites (a leaver: the RUNBOOK's steps end with `set-sites --no-sites`) enrolls no
+            // phone: a code issued before they left would otherwise give them a new device and token. The
+            // code stays unspent, and works again once they have a site.
+            guard
+                try await db.firstRow(
+                    "SELECT 1 FROM user_sites WHERE user_id = \(enrollment.userId) LIMIT 1", logger: logger) != nil
+            else { throw RegistryError.enrollmentUserWithoutSites }
 
             let (token, claims) = signer.sign(deviceId: deviceId, userId: enrollment.userId, issuedAt: now, lifetime: lifetime)
             let deviceRow = try await db.singleRow(
