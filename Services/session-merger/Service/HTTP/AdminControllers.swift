@@ -202,20 +202,22 @@ struct DailyAttendanceController {
 }
 
 /// The daily report as RFC 4180 CSV: a header row, CRLF line ends, fields with a comma, a quote or a
-/// line break quoted (quotes doubled), timestamps RFC 3339 UTC. Asked for (`localTimes=true`), three
-/// more columns repeat first in and last out in the site's time zone (RFC 3339 with its offset), as the
-/// people reading it count hours; without, the columns stay the ones an import already expects.
+/// line break quoted (quotes doubled), timestamps RFC 3339 UTC. Asked for (`localTimes=true`), four
+/// more columns for the people counting hours: first in and last out again in the site's time zone
+/// (RFC 3339 with its offset, to the millisecond as the UTC ones), and the day's worked seconds (a sum
+/// of the rows' floored minutes loses up to a minute a row); without, the columns stay the ones an
+/// import already expects.
 package enum DailyAttendanceCSV {
     package static let header = [
         "userId", "siteId", "date", "firstIn", "lastOut", "workedMinutes", "late", "lateMinutes", "earlyExit",
         "earlyExitMinutes", "attendedShift", "shiftStart", "shiftEnd", "sessionIds",
     ]
-    package static let localTimesHeader = ["timezone", "firstInLocal", "lastOutLocal"]
+    package static let localTimesHeader = ["timezone", "firstInLocal", "lastOutLocal", "workedSeconds"]
 
     /// `localTimesIn`: the site's time zone, to add the local-time columns in it.
     package static func render(_ rows: [DailyAttendance], localTimesIn timezone: String? = nil) -> String {
         let local = ISO8601DateFormatter()
-        local.formatOptions = [.withInternetDateTime]
+        local.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         local.timeZone = timezone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(secondsFromGMT: 0)!
         var lines = [(header + (timezone == nil ? [] : localTimesHeader)).map(field).joined(separator: ",")]
         for row in rows {
@@ -227,7 +229,10 @@ package enum DailyAttendanceCSV {
                 row.sessionIds.joined(separator: " "),
             ]
             if let timezone {
-                fields += [timezone, row.firstIn.map(local.string(from:)) ?? "", row.lastOut.map(local.string(from:)) ?? ""]
+                fields += [
+                    timezone, row.firstIn.map(local.string(from:)) ?? "", row.lastOut.map(local.string(from:)) ?? "",
+                    String(row.workedSeconds),
+                ]
             }
             lines.append(fields.map(field).joined(separator: ","))
         }
