@@ -14,16 +14,22 @@ import Foundation
 /// Mints and checks challenge nonces: `<expiresAt unix seconds>.<16 random bytes hex>.<tag hex>`,
 /// the tag being the first 16 bytes of HMAC-SHA256(key, "gatt-nonce|v1|" + the beacon's 16 UUID bytes
 /// and big-endian major and minor + "|<device>|<exp>|<random>").
+///
+/// Nonces are issued with `key` and checked against it and `previousKeys`: a rotated key keeps
+/// checking the nonces of check-ins phones still hold offline (up to the gateway's event age) until
+/// it is dropped.
 public struct GattNonceCodec: Sendable {
     // Raw bytes: this swift-crypto's `SymmetricKey` is not `Sendable`.
     private let key: [UInt8]
+    private let previousKeys: [[UInt8]]
     /// How long a nonce is valid after it is issued.
     public let lifetime: TimeInterval
 
-    public init(key: [UInt8], lifetime: TimeInterval = 60) {
-        precondition(key.count >= 16, "a nonce key needs at least 128 bits")
+    public init(key: [UInt8], previousKeys: [[UInt8]] = [], lifetime: TimeInterval = 60) {
+        precondition(([key] + previousKeys).allSatisfy { $0.count >= 16 }, "a nonce key needs at least 128 bits")
         precondition(lifetime > 0, "the nonce lifetime must be positive")
         self.key = key
+        self.previousKeys = previousKeys
         self.lifetime = lifetime
     }
 
@@ -59,17 +65,20 @@ public struct GattNonceCodec: Sendable {
             let presented = Hex.decode(parts[2]), presented.count == 16, Hex.encode(presented) == parts[2]
         else { return .forged }
         let random = String(parts[1])
-        let expected = mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random)
-        guard Self.constantTimeEqual(Array(expected.prefix(16)), presented) else { return .forged }
+        let issuedHere = ([key] + previousKeys).contains { key in
+            Self.constantTimeEqual(
+                Array(mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random, key: key).prefix(16)), presented)
+        }
+        guard issuedHere else { return .forged }
         let expiresAt = Date(timeIntervalSince1970: TimeInterval(expiry))
         return time > expiresAt ? .expired(expiresAt: expiresAt) : .valid(expiresAt: expiresAt)
     }
 
     private func tag(beacon: RegistryBeaconKey, deviceId: String, expiry: Int64, random: String) -> String {
-        Hex.encode(Array(mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random).prefix(16)))
+        Hex.encode(Array(mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random, key: key).prefix(16)))
     }
 
-    private func mac(beacon: RegistryBeaconKey, deviceId: String, expiry: Int64, random: String) -> [UInt8] {
+    private func mac(beacon: RegistryBeaconKey, deviceId: String, expiry: Int64, random: String, key: [UInt8]) -> [UInt8] {
         // Bytes, not `beacon.description`: formatting the UUID as text cost more than the HMAC.
         var message = [UInt8]()
         message.reserveCapacity(64 + deviceId.utf8.count + random.utf8.count)

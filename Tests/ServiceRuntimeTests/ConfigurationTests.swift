@@ -190,6 +190,34 @@ struct ConfigurationTests {
         }
     }
 
+    /// A rotated nonce key keeps checking: a check-in a phone held offline for days carries a nonce of
+    /// the key before, which a single new key judged forged (refused for good where the challenge is
+    /// enforced).
+    @Test func aRotatedGattNonceKeyKeepsCheckingUntilDropped() throws {
+        let old = Data(repeating: 7, count: 32).base64EncodedString()
+        let new = Data(repeating: 9, count: 32).base64EncodedString()
+        let before = try #require(try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": old])))
+        let rotated = try #require(try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": "\(new), \(old)"])))
+        let alone = try #require(try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": new])))
+        let beacon = try #require(RegistryBeaconKey(uuid: UUID(), major: 1, minor: 2))
+        let now = Date()
+        let held = before.issue(beacon: beacon, deviceId: "dev_1", now: now).nonce
+        #expect(rotated.check(held, beacon: beacon, deviceId: "dev_1", at: now) == .valid(expiresAt: Self.expiry(of: held)))
+        #expect(alone.check(held, beacon: beacon, deviceId: "dev_1", at: now) == .forged)
+        // The first key signs: what the rotated codec issues, the new key alone checks, the old one does not.
+        let fresh = rotated.issue(beacon: beacon, deviceId: "dev_1", now: now).nonce
+        #expect(alone.check(fresh, beacon: beacon, deviceId: "dev_1", at: now) != .forged)
+        #expect(before.check(fresh, beacon: beacon, deviceId: "dev_1", at: now) == .forged)
+        #expect(rotated.check(held, beacon: beacon, deviceId: "dev_2", at: now) == .forged)
+        #expect(throws: ConfigurationError.self) {
+            try GattNonceCodec.fromEnvironment(EnvironmentReader(["GATT_NONCE_KEY": "\(new),c2hvcnQ="]))
+        }
+    }
+
+    static func expiry(of nonce: String) -> Date {
+        Date(timeIntervalSince1970: TimeInterval(Int64(nonce.split(separator: ".")[0]) ?? 0))
+    }
+
     @Test func anUnreadableSecretFileStopsTheServiceWithOneLine() {
         let env = EnvironmentReader(["DEVICE_TOKEN_KEYS_FILE": "/nonexistent/device-token-keys"])
         #expect(env.optionalString("DEVICE_TOKEN_KEYS") == nil)
