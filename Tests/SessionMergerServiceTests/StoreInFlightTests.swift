@@ -1,3 +1,4 @@
+import KafkaClient
 import Logging
 import ServiceRuntime
 import Synchronization
@@ -26,6 +27,34 @@ struct StoreInFlightTests {
         inFlight.ended()
         await revoke.value
         #expect(journal.withLock { $0 } == ["stored", "revoked"])
+    }
+
+    /// PostgreSQL does not answer while partitions are assigned (restarting): the listener reads the
+    /// stored offsets again rather than leaving the partitions at the broker's offsets, which could store
+    /// past records a restored database lost; it gives up (the process ends) only after its deadline.
+    @Test func storedOffsetsAreReadAgainUntilTheyAnswer() async throws {
+        struct Refused: Error {}
+        let attempts = Mutex(0)
+        let gaveUp = Mutex<[String]>([])
+        let partition = TopicPartition(topic: "vetted", partition: 0)
+        let listener = StoredOffsetsListener(
+            logger: Self.logger, loadDeadline: .seconds(30), giveUp: { reason in gaveUp.withLock { $0.append(reason) } },
+            storedOffsets: { _ in
+                let attempt = attempts.withLock { n -> Int in
+                    n += 1
+                    return n
+                }
+                if attempt < 3 { throw Refused() }
+                return [partition: 42]
+            })
+        #expect(try await listener.partitionsAssigned([partition]) == [partition: 42])
+        #expect(attempts.withLock { $0 } == 3 && gaveUp.withLock { $0 }.isEmpty)
+
+        let never = StoredOffsetsListener(
+            logger: Self.logger, loadDeadline: .milliseconds(300), giveUp: { reason in gaveUp.withLock { $0.append(reason) } },
+            storedOffsets: { _ in throw Refused() })
+        await #expect(throws: Refused.self) { try await never.partitionsAssigned([partition]) }
+        #expect(gaveUp.withLock { $0 }.count == 1)
     }
 
     @Test func aStoreThatDoesNotEndHoldsTheRevokeNoLongerThanTheTimeout() async {

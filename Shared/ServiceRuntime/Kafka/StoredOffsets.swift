@@ -10,24 +10,35 @@ import Synchronization
 /// a stored offset start from the group's committed offset, else the earliest. Before partitions are
 /// given up (a rebalance, leaving the group at shutdown), `beforeRevoke` lets the owner finish storing
 /// what it already took from them, so the next owner loads offsets that include it.
+///
+/// The stored offsets are read again while PostgreSQL does not answer (a restart during a rebalance):
+/// starting the partitions from the broker's offsets instead could store offsets past records a
+/// restored database lost, unnoticed. After `loadDeadline` without an answer the process ends (exit
+/// code 75, as for a broker that lost its state) and its supervisor starts it again.
 public struct StoredOffsetsListener: KafkaRebalanceListener {
     let storedOffsets: @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
     let beforeRevoke: @Sendable () async -> Void
     let logger: Logger
+    let loadDeadline: Duration
+    /// Called instead of ending the process (tests).
+    let giveUp: (@Sendable (String) -> Void)?
 
     public init(
-        logger: Logger, beforeRevoke: @escaping @Sendable () async -> Void = {},
+        logger: Logger, beforeRevoke: @escaping @Sendable () async -> Void = {}, loadDeadline: Duration = .seconds(30),
+        giveUp: (@Sendable (String) -> Void)? = nil,
         storedOffsets: @escaping @Sendable ([TopicPartition]) async throws -> [TopicPartition: Int64]
     ) {
         self.storedOffsets = storedOffsets
         self.beforeRevoke = beforeRevoke
         self.logger = logger
+        self.loadDeadline = loadDeadline
+        self.giveUp = giveUp
     }
 
     public func partitionsRevoked(_ partitions: [TopicPartition]) async { await beforeRevoke() }
 
     public func partitionsAssigned(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
-        let stored = try await storedOffsets(partitions)
+        let stored = try await loadStoredOffsets(partitions)
         logger.info(
             "seeking assigned partitions to their stored offsets",
             metadata: [
@@ -35,6 +46,25 @@ public struct StoredOffsetsListener: KafkaRebalanceListener {
                 "stored": .string(stored.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
             ])
         return stored
+    }
+
+    private func loadStoredOffsets(_ partitions: [TopicPartition]) async throws -> [TopicPartition: Int64] {
+        let loaded = await retrying("reading the stored offsets of the assigned partitions", within: loadDeadline, logger: logger) {
+            try await storedOffsets(partitions)
+        }
+        switch loaded {
+        case .success(let stored): return stored
+        case .failure(let error):
+            if Task.isCancelled { throw error }
+            let reason =
+                "the stored offsets of the assigned partitions could not be read for \(loadDeadline): \(PostgresFailure.description(of: error))"
+            guard let giveUp else {
+                logger.critical("\(reason); exiting so that the supervisor starts this service again")
+                exit(BrokerStateWatch.exitCode)
+            }
+            giveUp(reason)
+            throw error
+        }
     }
 }
 
@@ -317,28 +347,17 @@ public enum StoredOffsetsTable {
     public static func forget(
         groupId: String, client: PostgresClient, logger: Logger, retryFor: Duration = .seconds(60)
     ) async -> Bool {
-        let deadline = ContinuousClock.now + retryFor
-        var backoff = Duration.milliseconds(200)
-        while true {
-            do {
-                try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
-                logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
-                return true
-            } catch {
-                guard ContinuousClock.now + backoff < deadline else {
-                    logger.critical(
-                        "forgetting the stored offsets failed; the next start may skip the start of recreated topics",
-                        metadata: ["group": .string(groupId), "error": .string("\(error)")])
-                    return false
-                }
-                logger.error(
-                    "forgetting the stored offsets failed; retrying",
-                    metadata: ["error": .string("\(error)"), "retryIn": .string("\(backoff)")])
-                try? await Task.sleep(for: backoff)
-                if Task.isCancelled { return false }
-                backoff = min(backoff * 2, .seconds(5))
-            }
+        let forgotten = await retrying("forgetting the stored offsets", within: retryFor, logger: logger) {
+            try await client.query("DELETE FROM consumer_offsets WHERE group_id = \(groupId)", logger: logger)
         }
+        if case .failure(let error) = forgotten {
+            logger.critical(
+                "forgetting the stored offsets failed; the next start may skip the start of recreated topics",
+                metadata: ["group": .string(groupId), "error": .string(PostgresFailure.description(of: error))])
+            return false
+        }
+        logger.notice("stored offsets forgotten: the broker lost its state", metadata: ["group": .string(groupId)])
+        return true
     }
 }
 

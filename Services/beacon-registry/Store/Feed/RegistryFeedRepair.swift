@@ -4,6 +4,7 @@ import Foundation
 import KafkaClient
 import Logging
 import PostgresNIO
+import ServiceRuntime
 
 /// Refills `registry.changes` when the broker lost it.
 ///
@@ -107,16 +108,22 @@ package enum RegistryFeedRepair {
     /// The broker lost its state while this registry ran (its broker watch saw a topic's end go back):
     /// the feed went with it, and what this process still publishes before it exits may reach a topic
     /// another service created again, which the next start's empty-topic check would take for intact.
-    /// So the refill is queued now, and the next start's publisher produces it. A failure is logged
-    /// only (the process is about to exit; the start's check remains).
-    package static func queueRefillAfterLoss(client: PostgresClient, logger: Logger) async {
-        do {
-            let queued = try await queueRefill(client: client, logger: logger)
+    /// So the refill is queued now, and the next start's publisher produces it. PostgreSQL away for a
+    /// moment (the whole stack restarting) is retried for up to a minute; then the failure is logged
+    /// critical (the process is about to exit; the start's check remains).
+    package static func queueRefillAfterLoss(client: PostgresClient, logger: Logger, retryFor: Duration = .seconds(60)) async {
+        let queued = await retrying("queueing the feed's refill after the broker lost its state", within: retryFor, logger: logger) {
+            try await queueRefill(client: client, logger: logger)
+        }
+        switch queued {
+        case .success(let entities):
             logger.warning(
                 "the broker lost its state: the latest change of every entity is queued again for the feed",
-                metadata: ["entities": "\(queued)"])
-        } catch {
-            logger.error("queueing the feed's refill after the broker lost its state failed", metadata: ["error": .string("\(error)")])
+                metadata: ["entities": "\(entities)"])
+        case .failure(let error):
+            logger.critical(
+                "queueing the feed's refill after the broker lost its state failed; services started later may miss entities",
+                metadata: ["error": .string(PostgresFailure.description(of: error))])
         }
     }
 

@@ -55,7 +55,10 @@ package struct GatewayConfiguration: ServiceSettings {
         var settings = GatewayConfiguration()
         settings.verdictWait = try env.milliseconds("VERDICT_WAIT_MS", default: settings.verdictWait, in: 0...60_000)
         settings.produceTimeout = try env.milliseconds("PRODUCE_TIMEOUT_MS", default: settings.produceTimeout, in: 1_000...60_000)
-        settings.limits.maxEventAge = .seconds(try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: 60...(365 * 86_400)))
+        // At least the 72 h a phone may be offline plus its longest retry wait (300 s): an event refused
+        // as too old is a final 400, and the phone drops it.
+        settings.limits.maxEventAge = .seconds(
+            try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: (72 * 3_600 + 300)...(365 * 86_400)))
         settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
         settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
         settings.rateLimit = TokenBucketConfiguration(

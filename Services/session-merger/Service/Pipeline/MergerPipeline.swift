@@ -62,31 +62,44 @@ package final class MergerPipeline: Service, Sendable {
         // One batch is stored at a time, in order; the next one is decoded meanwhile (decoding is a
         // fifth of the merger's CPU, and PostgreSQL need not wait for it). `stores` holds at most one
         // task, whose answer is the verdicts it started producing, or nil when it could not store.
-        try await withThrowingTaskGroup(of: Task<Void, Never>?.self) { stores in
-            var storing = false
-            try await consumer.consume { batch in
-                // From here on the batch is the pipeline's: a revoke waits until it is stored (it may
-                // still be decoded, or wait for the batch before it).
-                inFlight.began()
-                let decoded = await processor.decode(batch.messages)
-                if storing {
-                    storing = false
-                    guard let verdicts = try await stores.next() ?? nil else {
-                        inFlight.ended()
-                        return false
+        // The verdicts being produced are awaited however the loop ends, so none outlives the pipeline.
+        do {
+            try await withThrowingTaskGroup(of: Task<Void, Never>?.self) { stores in
+                var storing = false
+                try await consumer.consume { batch in
+                    // From here on the batch is the pipeline's: a revoke waits until it is stored (it may
+                    // still be decoded, or wait for the batch before it).
+                    inFlight.began()
+                    let decoded = await processor.decode(batch.messages)
+                    if storing {
+                        storing = false
+                        let stored: Task<Void, Never>?
+                        do {
+                            stored = try await stores.next() ?? nil
+                        } catch {
+                            inFlight.ended()
+                            throw error
+                        }
+                        guard let verdicts = stored else {
+                            inFlight.ended()
+                            return false
+                        }
+                        verdictsInFlight = verdicts
                     }
-                    verdictsInFlight = verdicts
+                    let previousVerdicts = verdictsInFlight
+                    stores.addTask {
+                        defer { self.inFlight.ended() }
+                        return try await self.store(decoded, previousVerdicts: previousVerdicts)
+                    }
+                    storing = true
+                    return true
                 }
-                let previousVerdicts = verdictsInFlight
-                stores.addTask {
-                    defer { self.inFlight.ended() }
-                    return try await self.store(decoded, previousVerdicts: previousVerdicts)
-                }
-                storing = true
-                return true
+                // On shutdown the batch being stored finishes.
+                if storing, let verdicts = try await stores.next() ?? nil { verdictsInFlight = verdicts }
             }
-            // On shutdown the batch being stored finishes.
-            if storing, let verdicts = try await stores.next() ?? nil { verdictsInFlight = verdicts }
+        } catch {
+            await verdictsInFlight?.value
+            throw error
         }
         await verdictsInFlight?.value
     }
