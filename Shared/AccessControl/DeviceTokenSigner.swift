@@ -98,6 +98,19 @@ public struct DeviceTokenSigner: Sendable {
     /// Ids of every key this signer accepts.
     public var keyIds: Set<String> { Set(keys.keys) }
 
+    /// Keyed digests of `text` for storing a short secret (an enrollment code) so that a copy of the
+    /// database cannot be searched for it: HMAC-SHA256 under a key derived from each key this signer
+    /// holds for `purpose` alone, lowercase hex, the active key's first (store that one; look up by
+    /// any, so a rotation keeps the codes made before it).
+    public func keyedDigests(of text: String, purpose: String) -> [String] {
+        let ordered = [keys[activeKeyId]!] + keys.values.filter { $0.id != activeKeyId }.sorted { $0.id < $1.id }
+        return ordered.map { signing in
+            let derived = HMAC<SHA256>.authenticationCode(for: Array("\(purpose)|v1".utf8), using: signing.key)
+            let digest = HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: SymmetricKey(data: Array(derived)))
+            return Secrets.hex(Array(digest))
+        }
+    }
+
     /// A token for the device, valid from `issuedAt` (rounded down to the second) for `lifetime`.
     public func sign(deviceId: String, userId: String, issuedAt: Date, lifetime: Duration) -> (token: String, claims: DeviceClaims) {
         let issued = Date(timeIntervalSince1970: issuedAt.timeIntervalSince1970.rounded(.down))

@@ -155,6 +155,37 @@ extension RegistryDatabaseTests {
             }
         }
 
+        /// 50 random bits stored as a plain SHA-256 could be searched for in a copy of the database in
+        /// hours: the code is stored as a digest keyed by the device-token keys. Codes stored as plain
+        /// hashes before still enroll, and a rotation of the signing key keeps the codes made before it.
+        @Test func codesAreStoredKeyedAndFoundAcrossARotation() async throws {
+            try await RegistryTestDatabase.withRepository { repository, client in
+                let fixture = try await RegistryFixture.make(repository)
+                let issued = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                let normalized = try #require(EnrollmentCodeFormat.normalize(issued.code))
+                let rows = try await client.query(
+                    "SELECT code_sha256 FROM enrollment_codes WHERE id = \(issued.enrollment.id)", logger: RegistryTestDatabase.logger)
+                for try await stored in rows.decode(String.self) {
+                    #expect(stored != Secrets.sha256Hex(normalized))
+                    #expect(stored == EnrollmentCodeFormat.digest(normalized: normalized, signer: RegistryTestDatabase.signer))
+                }
+                // A code stored before, as the plain hash.
+                let legacy = try await repository.createEnrollmentCode(userId: fixture.user.id, validity: .seconds(600))
+                let legacyNormalized = try #require(EnrollmentCodeFormat.normalize(legacy.code))
+                try await client.query(
+                    "UPDATE enrollment_codes SET code_sha256 = \(Secrets.sha256Hex(legacyNormalized)) WHERE id = \(legacy.enrollment.id)",
+                    logger: RegistryTestDatabase.logger)
+                // The signing key rotated: a new active key, the earlier one kept for verifying.
+                let rotated = PostgresRegistryRepository(
+                    client: client, logger: RegistryTestDatabase.logger,
+                    tokenSigner: try DeviceTokenSigner(
+                        activeKey: try DeviceSigningKey(id: "test-2026", secret: Array(repeating: 9, count: 32)),
+                        previousKeys: [try DeviceSigningKey(id: "test-2025", secret: Array(repeating: 7, count: 32))]))
+                #expect(try await rotated.exchangeEnrollmentCode(issued.code, device: DeviceDescription()).device.userId == fixture.user.id)
+                #expect(try await rotated.exchangeEnrollmentCode(legacy.code, device: DeviceDescription()).device.userId == fixture.user.id)
+            }
+        }
+
         /// A leaver: the RUNBOOK's steps revoke their devices and take their sites. A code issued before
         /// (a replacement phone, valid up to 30 days) gave them a new device and token all the same.
         @Test func aUserWithoutSitesEnrollsNoPhoneAndTheCodeWaits() async throws {

@@ -4,8 +4,9 @@ import Foundation
 
 /// Enrollment code text: ten Crockford base32 characters shown as `XXXXX-XXXXX` (50 random bits).
 ///
-/// Short enough to type from a screen, and safe because it is one-time, expires, and is looked up by
-/// the SHA-256 of its normalized form (so a database reader cannot use a stored code).
+/// Short enough to type from a screen, and safe because it is one-time, expires, and is stored as a
+/// keyed digest of its normalized form (`DeviceTokenSigner.keyedDigests`): 50 bits are too few for a
+/// plain hash, which a copy of the database could be searched for in hours.
 package enum EnrollmentCodeFormat {
     package static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
     package static let length = 10
@@ -32,7 +33,18 @@ package enum EnrollmentCodeFormat {
         return out.count == length ? String(out) : nil
     }
 
-    package static func hash(normalized: String) -> String { Secrets.sha256Hex(normalized) }
+    package static let digestPurpose = "enrollment-code"
+
+    /// The digest stored for a new code (under the active signing key).
+    package static func digest(normalized: String, signer: DeviceTokenSigner) -> String {
+        signer.keyedDigests(of: normalized, purpose: digestPurpose)[0]
+    }
+
+    /// Every digest a stored code may have: under each signing key held, and the plain SHA-256 that
+    /// codes stored before the keyed digest carry (they expire within 30 days).
+    package static func lookupDigests(normalized: String, signer: DeviceTokenSigner) -> [String] {
+        signer.keyedDigests(of: normalized, purpose: digestPurpose) + [Secrets.sha256Hex(normalized)]
+    }
 }
 
 /// Generated entity ids: a readable prefix and 96 random bits (`site_3f9c…`).

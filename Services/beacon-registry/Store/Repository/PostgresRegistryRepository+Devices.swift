@@ -23,7 +23,7 @@ extension PostgresRegistryRepository {
             constraintErrors: ["enrollment_codes_user_fkey": .notFound(.user, id: userId)]
         ) { db in
             let code = EnrollmentCodeFormat.generate()
-            let hash = EnrollmentCodeFormat.hash(normalized: EnrollmentCodeFormat.normalize(code)!)
+            let hash = EnrollmentCodeFormat.digest(normalized: EnrollmentCodeFormat.normalize(code)!, signer: tokenSigner)
             let row = try await db.singleRow(
                 """
                 INSERT INTO enrollment_codes AS e (id, user_id, code_sha256, created_at, expires_at)
@@ -41,7 +41,7 @@ extension PostgresRegistryRepository {
         // A string that cannot be a code is answered like an unknown one: no hint for guessers.
         guard let normalized = EnrollmentCodeFormat.normalize(code) else { throw .enrollmentCodeUnknown }
         let description = try Self.validated(device)
-        let hash = EnrollmentCodeFormat.hash(normalized: normalized)
+        let digests = EnrollmentCodeFormat.lookupDigests(normalized: normalized, signer: tokenSigner)
         let installation = description.installationId.map(Secrets.sha256Hex)
         let now = now()
         let deviceId = EntityIdGenerator.make("dev")
@@ -51,7 +51,7 @@ extension PostgresRegistryRepository {
             // others then see it used.
             guard
                 let codeRow = try await db.firstRow(
-                    "SELECT \(unescaped: Columns.enrollmentCode) FROM enrollment_codes e WHERE e.code_sha256 = \(hash) FOR UPDATE",
+                    "SELECT \(unescaped: Columns.enrollmentCode) FROM enrollment_codes e WHERE e.code_sha256 = ANY(\(digests)) FOR UPDATE",
                     logger: logger
                 )
             else { throw RegistryError.enrollmentCodeUnknown }
