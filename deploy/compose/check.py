@@ -383,6 +383,11 @@ class Checker:
             self.check("prometheus: prometheus.yml", False, str(error))
             return
         self.promtool_config(folder, config)
+        # The alerts' timing: promtool's rule unit tests beside the rules.
+        if os.path.exists(os.path.join(folder, "alerts.test.yml")):
+            self.run_promtool("promtool test rules (alerts.test.yml)", ["test", "rules", os.path.join(folder, "alerts.test.yml")])
+        else:
+            self.check("prometheus: alerts.test.yml beside the rules", False)
         targets = {}
         for job in config.get("scrape_configs") or []:
             for static in job.get("static_configs") or []:
