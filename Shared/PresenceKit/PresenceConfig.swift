@@ -248,19 +248,6 @@ public struct PresenceConfig: Sendable, Hashable {
             check("thresholds.heartbeat_interval_ms", heartbeatIntervalMs, 60_000...86_400_000, " ms", " or 0 to disable")
         }
         check("thresholds.session_resume_limit_ms", sessionResumeLimitMs, 600_000...86_400_000, " ms", " (10 min to 24 h)")
-        // The resume limit stays below the merger's idle cutoff by more than two heartbeat periods, so two
-        // heartbeats fit in the limit: with a longer period a present person's session times out at the
-        // merger between heartbeats, and the rest of the day's presence joins nothing.
-        if (60_000...86_400_000).contains(heartbeatIntervalMs) && (600_000...86_400_000).contains(sessionResumeLimitMs)
-            && 2 * heartbeatIntervalMs >= sessionResumeLimitMs
-        {
-            issues.append(
-                ConfigIssue(
-                    key: "thresholds.heartbeat_interval_ms",
-                    message:
-                        "must be less than half of session_resume_limit_ms (\(sessionResumeLimitMs) ms), which stays below the server's idle cutoff by more than two heartbeats, got \(heartbeatIntervalMs)"
-                ))
-        }
         check("thresholds.motion_recent_ms", motion.recentActivityMs, 30_000...600_000, " ms")
         check("min_steps_window.steps", motion.minSteps, 0...10_000, " steps")
         check("min_steps_window.window_ms", motion.stepsWindowMs, 30_000...600_000, " ms")

@@ -261,4 +261,18 @@ struct GatewaySettingsTests {
             #expect(error.key == "PRODUCE_TIMEOUT_MS")
         }
     }
+
+    /// An event refused as too old is a final 400 that the phone drops: the accepted age covers the 72 h
+    /// a phone may be offline plus its longest retry wait (5 min), and a shorter one is refused at start.
+    @Test func theEventAgeCoversTheOfflinePeriod() throws {
+        #expect(
+            try GatewayConfiguration.load(from: EnvironmentReader(["EVENT_MAX_AGE_SECONDS": "259500"])).limits.maxEventAge
+                == .seconds(259_500))
+        for bad in ["259499", "86400"] {
+            let error = try #require(throws: ConfigurationError.self) {
+                try GatewayConfiguration.load(from: EnvironmentReader(["EVENT_MAX_AGE_SECONDS": bad]))
+            }
+            #expect(error.key == "EVENT_MAX_AGE_SECONDS")
+        }
+    }
 }

@@ -415,21 +415,6 @@ struct RemoteConfigTests {
         #expect(machine.config == good)
     }
 
-    /// Each in range, together wrong: a heartbeat every 6 h against the 11 h resume limit (which stays
-    /// below the server's idle cutoff by more than two heartbeats) lets a present person's session time
-    /// out at the server between two heartbeats.
-    @Test("a heartbeat period of half the resume limit or more is refused, naming the heartbeat")
-    func heartbeatAgainstTheResumeLimit() {
-        #expect(
-            issues(#"{"thresholds": {"heartbeat_interval_ms": 21600000}}"#).map(\.key) == ["thresholds.heartbeat_interval_ms"])
-        #expect(
-            issues(#"{"thresholds": {"heartbeat_interval_ms": 600000, "session_resume_limit_ms": 1200000}}"#).map(\.key) == [
-                "thresholds.heartbeat_interval_ms"
-            ])
-        #expect(issues(#"{"thresholds": {"heartbeat_interval_ms": 599999, "session_resume_limit_ms": 1200000}}"#).isEmpty)
-        #expect(issues(#"{"thresholds": {"heartbeat_interval_ms": 0, "session_resume_limit_ms": 600000}}"#).isEmpty)
-    }
-
     @Test("gatt_challenge.retry_cooldown_ms and the Kalman noises are range-checked, naming the key")
     func cooldownAndKalmanRanges() throws {
         #expect(

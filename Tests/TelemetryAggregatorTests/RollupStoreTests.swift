@@ -229,6 +229,28 @@ struct RollupStoreTests {
         }
     }
 
+    /// A row stored before verdicts waited for their raw event was counted when its verdict was read:
+    /// its raw event, read after the upgrade, does not count the verdict a second time.
+    @Test("a verdict counted before the upgrade is not counted again by its raw event")
+    func aVerdictCountedBeforeTheUpgrade() async throws {
+        try await TelemetryDB.run { db in
+            let site = "site-\(token())"
+            let key = newKey()
+            let trigger = fixtureNow.addingTimeInterval(-600)
+            var first = MessageLog(configuration: db.configuration)
+            try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
+            try await db.processor().process(first.messages)
+            // As the release before left it (the migration's default for existing rows).
+            try await db.client.query(
+                "UPDATE attendance_events SET verdict_deferred = false WHERE idempotency_key = \(key)", logger: TelemetryDB.logger)
+            var second = MessageLog(configuration: db.configuration)
+            try second.raw(Make.raw(key: key, site: site, trigger: trigger, delay: 0.4))
+            #expect(try await db.processor().process(second.messages).new[.rawEvent] == 1)
+            #expect(try await db.counter("verdict.accepted", site: site) == 0)
+            #expect(try await db.counter("slo.events", site: site) == 1)
+        }
+    }
+
     @Test("pruning deletes rollups past the retention and keeps the 30-day window")
     func pruning() async throws {
         try await TelemetryDB.run { db in

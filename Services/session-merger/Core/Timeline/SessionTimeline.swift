@@ -23,7 +23,9 @@ import Foundation
 /// session changes (closed history that old is final).
 ///
 /// **Clock**: the latest `receivedAt` of the applied events and `now` of `closeIdle(now:)`. Only a
-/// maximum, so the result does not depend on arrival order.
+/// maximum, so the result does not depend on arrival order; the one exception is a clock more than
+/// `clockStepBackTolerance` ahead of `closeIdle`'s `now` (the host's clock was stepped back), which
+/// takes that `now`.
 package struct SessionTimeline: Sendable {
     package private(set) var policy: SessionPolicy
     /// The persistable state (`Codable`).

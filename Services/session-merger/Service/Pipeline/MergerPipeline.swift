@@ -66,33 +66,39 @@ package final class MergerPipeline: Service, Sendable {
         do {
             try await withThrowingTaskGroup(of: Task<Void, Never>?.self) { stores in
                 var storing = false
-                try await consumer.consume { batch in
-                    // From here on the batch is the pipeline's: a revoke waits until it is stored (it may
-                    // still be decoded, or wait for the batch before it).
-                    inFlight.began()
-                    let decoded = await processor.decode(batch.messages)
-                    if storing {
-                        storing = false
-                        let stored: Task<Void, Never>?
-                        do {
-                            stored = try await stores.next() ?? nil
-                        } catch {
-                            inFlight.ended()
-                            throw error
+                do {
+                    try await consumer.consume { batch in
+                        // From here on the batch is the pipeline's: a revoke waits until it is stored (it may
+                        // still be decoded, or wait for the batch before it).
+                        inFlight.began()
+                        let decoded = await processor.decode(batch.messages)
+                        if storing {
+                            storing = false
+                            let stored: Task<Void, Never>?
+                            do {
+                                stored = try await stores.next() ?? nil
+                            } catch {
+                                inFlight.ended()
+                                throw error
+                            }
+                            guard let verdicts = stored else {
+                                inFlight.ended()
+                                return false
+                            }
+                            verdictsInFlight = verdicts
                         }
-                        guard let verdicts = stored else {
-                            inFlight.ended()
-                            return false
+                        let previousVerdicts = verdictsInFlight
+                        stores.addTask {
+                            defer { self.inFlight.ended() }
+                            return try await self.store(decoded, previousVerdicts: previousVerdicts)
                         }
-                        verdictsInFlight = verdicts
+                        storing = true
+                        return true
                     }
-                    let previousVerdicts = verdictsInFlight
-                    stores.addTask {
-                        defer { self.inFlight.ended() }
-                        return try await self.store(decoded, previousVerdicts: previousVerdicts)
-                    }
-                    storing = true
-                    return true
+                } catch {
+                    // The batch being stored when reading failed: its verdicts are awaited too.
+                    if storing, let child = try? await stores.next(), let verdicts = child { verdictsInFlight = verdicts }
+                    throw error
                 }
                 // On shutdown the batch being stored finishes.
                 if storing, let verdicts = try await stores.next() ?? nil { verdictsInFlight = verdicts }

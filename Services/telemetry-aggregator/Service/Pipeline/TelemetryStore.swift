@@ -73,7 +73,7 @@ struct TelemetryStore: Sendable {
             ON CONFLICT (idempotency_key) DO UPDATE SET trigger_at = excluded.trigger_at, received_at = excluded.received_at,
                 site = excluded.site, app_version = excluded.app_version, device_model = excluded.device_model
             WHERE e.received_at IS NULL
-            RETURNING idempotency_key, verdict_at, verdict_outcome
+            RETURNING idempotency_key, CASE WHEN verdict_deferred THEN verdict_at END, CASE WHEN verdict_deferred THEN verdict_outcome END
             """, logger: logger)
         var fresh: [String: EarlierVerdict?] = [:]
         for try await (key, decidedAt, outcome) in rows.decode((String, Date?, String?).self) {
@@ -93,8 +93,8 @@ struct TelemetryStore: Sendable {
         let unknown = Dimensions.unknown
         let rows = try await connection.query(
             """
-            INSERT INTO attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome)
-            SELECT k, s, \(unknown), \(unknown), d, o
+            INSERT INTO attendance_events AS e (idempotency_key, site, app_version, device_model, verdict_at, verdict_outcome, verdict_deferred)
+            SELECT k, s, \(unknown), \(unknown), d, o, true
             FROM unnest(\(sorted.map(\.idempotencyKey))::text[], \(sorted.map { Dimensions.normalize($0.siteId) })::text[],
                         \(sorted.map(\.decidedAt))::timestamptz[], \(sorted.map(\.outcome.rawValue))::text[]) AS x(k, s, d, o)
             ON CONFLICT (idempotency_key) DO UPDATE SET verdict_at = excluded.verdict_at, verdict_outcome = excluded.verdict_outcome
