@@ -204,6 +204,10 @@ class Checker:
             if service.get("restart") != "no":
                 self.check(f"{name}: restarts unless stopped (after a crash or a host restart)", service.get("restart") == "unless-stopped",
                            f"restart: {service.get('restart')}")
+            logging = service.get("logging") or {}
+            self.check(f"{name}: its log is bounded (json-file with max-size and max-file)",
+                       logging.get("driver") == "json-file" and {"max-size", "max-file"} <= set((logging.get("options") or {}).keys()),
+                       f"logging: {logging}")
             for dependency, condition in self.dependencies(service):
                 self.check(f"{name}: depends_on {dependency} exists", dependency in services)
                 if condition == "service_healthy" and dependency in services:
