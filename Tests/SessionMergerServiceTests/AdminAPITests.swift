@@ -388,6 +388,38 @@ extension SessionMergerServiceTests {
             }
         }
 
+        /// A user at two sites: each site's events are read in time order on their own, and a page merges
+        /// them, page after page, in event-time order.
+        @Test func aUsersEventsAtTwoSitesComeInTimeOrderPageByPage() async throws {
+            try await AdminHarness.run { h, client in
+                let user = "u-two-sites-\(token())"
+                let t0 = Date(timeIntervalSince1970: 1_760_000_000)
+                let (a, b) = ("site-a-\(token())", "site-b-\(token())")
+                try await h.db.process(
+                    [
+                        Make.checkIn(user: user, site: a, at: t0, sessionKey: "sk-a1", key: "k-a1-\(token())", received: t0),
+                        Make.checkIn(
+                            user: user, site: b, at: t0 + 3_600, sessionKey: "sk-b1", key: "k-b1-\(token())", received: t0 + 3_600),
+                        Make.checkIn(
+                            user: user, site: a, at: t0 + 7_200, sessionKey: "sk-a2", key: "k-a2-\(token())", received: t0 + 7_200),
+                        Make.checkIn(
+                            user: user, site: b, at: t0 + 10_800, sessionKey: "sk-b2", key: "k-b2-\(token())", received: t0 + 10_800),
+                    ], from: 20)
+                var sites: [String?] = []
+                var times: [Date] = []
+                var cursor: String?
+                repeat {
+                    let uri = "/v1/admin/events?userId=\(user)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
+                    let page = try await client.get(uri, key: h.viewer).decode(RecordedEventPage.self)
+                    sites += page.items.map(\.siteId)
+                    times += page.items.map(\.eventTime)
+                    cursor = page.nextCursor
+                } while cursor != nil && sites.count < 10
+                #expect(sites == [a, b, a, b])
+                #expect(times == [t0, t0 + 3_600, t0 + 7_200, t0 + 10_800])
+            }
+        }
+
         /// An opaque cursor carrying `text`, as the API encodes one (base64url without padding).
         static func cursor(_ text: String) -> String {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")

@@ -6,6 +6,7 @@ import LocalStackTesting
 import Logging
 import Prometheus
 import ServiceRuntime
+import Synchronization
 import TelemetryAggregatorCore
 import Testing
 
@@ -175,6 +176,69 @@ struct APITests {
                 }
                 #expect(text.contains("telemetry_slo_error_budget_remaining -19.0"))
             }
+        }
+    }
+}
+
+/// The store as the monitor reads it, counting the reads of the day and 30-day windows.
+final class CountingSLORepository: TelemetryQueryRepository {
+    let base: PostgresTelemetryQueryRepository
+    let longReads = Mutex(0)
+
+    init(base: PostgresTelemetryQueryRepository) { self.base = base }
+
+    func counters(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: CounterCell]] {
+        try await base.counters(filter: filter, minutes: minutes, groupBy: groupBy)
+    }
+    func histograms(
+        filter: MetricsFilter, minutes: ClosedRange<Int64>, groupBy: DimensionName?
+    ) async throws -> [String: [String: LogHistogram]] {
+        try await base.histograms(filter: filter, minutes: minutes, groupBy: groupBy)
+    }
+    func sloCounts(filter: MetricsFilter, windows: [SLOWindow], now: Date, filedBy filing: SLOFiling) async throws -> [SLOWindow: SLICount]
+    {
+        if windows.contains(.days30) { longReads.withLock { $0 += 1 } }
+        return try await base.sloCounts(filter: filter, windows: windows, now: now, filedBy: filing)
+    }
+    func hourlySLI(filter: MetricsFilter, hours: Int, now: Date) async throws -> [HourlySLI] {
+        try await base.hourlySLI(filter: filter, hours: hours, now: now)
+    }
+    func hourlyLatency(filter: MetricsFilter, metric: String, hours: Int, now: Date) async throws -> [HourlyLatency] {
+        try await base.hourlyLatency(filter: filter, metric: metric, hours: hours, now: now)
+    }
+    func siteSLI(filter: MetricsFilter, minutes: ClosedRange<Int64>, limit: Int) async throws -> SiteSLIBreakdown {
+        try await base.siteSLI(filter: filter, minutes: minutes, limit: limit)
+    }
+    func siteLatency(
+        filter: MetricsFilter, metric: String, minutes: ClosedRange<Int64>, sites: [String]
+    ) async throws -> [String: LogHistogram] {
+        try await base.siteLatency(filter: filter, metric: metric, minutes: minutes, sites: sites)
+    }
+}
+
+@Suite("The SLO monitor's long windows")
+struct SLOMonitorLongWindowTests {
+    /// The day and 30-day windows sum a month of minute rows (tens of millions at a large deployment):
+    /// read again every few minutes, not at each 15 s evaluation; the alerts' windows at each one.
+    @Test func theLongWindowsAreReadAgainOnlyAfterTheirInterval() async throws {
+        try await TelemetryDB.run { db in
+            let site = "site-\(token())"
+            try await seedFastBurn(db, site: site)
+            let repository = CountingSLORepository(base: db.repository)
+            let monitor = SLOMonitor(
+                repository: repository, metrics: TelemetryServiceMetrics(registry: PrometheusCollectorRegistry()), objective: .standard,
+                interval: .seconds(15), pruneInterval: .seconds(600), prune: nil, logger: TelemetryDB.logger,
+                longWindowsInterval: .milliseconds(500))
+            let first = try await monitor.evaluate(now: fixtureNow)
+            let second = try await monitor.evaluate(now: fixtureNow)
+            #expect(repository.longReads.withLock { $0 } == 1)
+            #expect(first.windows.map(\.total) == second.windows.map(\.total))
+            #expect(second.alerts.allSatisfy { $0.firing })
+            try await Task.sleep(for: .milliseconds(600))
+            _ = try await monitor.evaluate(now: fixtureNow)
+            #expect(repository.longReads.withLock { $0 } == 2)
         }
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import ServiceRuntime
+import Synchronization
 import TelemetryAggregatorCore
 
 /// The aggregator's own series on `/metrics`: what the pipeline counted and, recomputed every
@@ -97,6 +98,10 @@ package final class TelemetryServiceMetrics: Sendable {
 }
 
 /// Recomputes the SLO gauges periodically, and prunes old rollups less often.
+///
+/// The day and 30-day windows (the budget; no alert reads them) are read again every
+/// `longWindowsInterval` only: each sums a month of per-minute rows, which at a large deployment is
+/// tens of millions of rows, while the alerts' windows (6 hours at most) change by the minute.
 package struct SLOMonitor: Service {
     let repository: any TelemetryQueryRepository
     let metrics: TelemetryServiceMetrics
@@ -105,11 +110,49 @@ package struct SLOMonitor: Service {
     let pruneInterval: Duration
     let prune: (@Sendable () async throws -> Void)?
     let logger: Logger
+    let longWindowsInterval: Duration
+    private let longWindows = LongWindows()
 
-    /// One evaluation (also what the HTTP handlers' numbers are made of).
+    /// The windows read every `longWindowsInterval` rather than every `interval`.
+    package static let slowWindows: Set<SLOWindow> = [.day1, .days30]
+
+    package init(
+        repository: any TelemetryQueryRepository, metrics: TelemetryServiceMetrics, objective: SLOObjective, interval: Duration,
+        pruneInterval: Duration, prune: (@Sendable () async throws -> Void)?, logger: Logger, longWindowsInterval: Duration = .seconds(300)
+    ) {
+        self.repository = repository
+        self.metrics = metrics
+        self.objective = objective
+        self.interval = interval
+        self.pruneInterval = pruneInterval
+        self.prune = prune
+        self.logger = logger
+        self.longWindowsInterval = longWindowsInterval
+    }
+
+    /// The long windows' counts and when they were read (monotonic).
+    final class LongWindows: Sendable {
+        let read = Mutex<(counts: [SLOWindow: SLICount], at: ContinuousClock.Instant)?>(nil)
+    }
+
+    /// One evaluation: the alerts' and short windows now, the long ones when they are older than
+    /// `longWindowsInterval` (and at the first evaluation).
     @discardableResult
     package func evaluate(now: Date = Date()) async throws -> SLOReport {
-        let report = try await repository.sloReport(filter: MetricsFilter(), now: now, objective: objective)
+        let filter = MetricsFilter()
+        let alertWindows = Set(BurnRateAlertRule.standard.flatMap { [$0.longWindow, $0.shortWindow] })
+        let shortWindows = SLOWindow.allCases.filter { !Self.slowWindows.contains($0) }
+        async let short = repository.sloCounts(filter: filter, windows: shortWindows, now: now, filedBy: .trigger)
+        async let byReceipt = repository.sloCounts(filter: filter, windows: Array(alertWindows), now: now, filedBy: .receipt)
+        let uptime = ContinuousClock.now
+        var long = longWindows.read.withLock { read in read.flatMap { uptime - $0.at < longWindowsInterval ? $0.counts : nil } }
+        if long == nil {
+            let counts = try await repository.sloCounts(filter: filter, windows: Array(Self.slowWindows), now: now, filedBy: .trigger)
+            longWindows.read.withLock { $0 = (counts, uptime) }
+            long = counts
+        }
+        let counts = try await short.merging(long ?? [:]) { current, _ in current }
+        let report = SLOReport(counts: counts, alertCounts: try await byReceipt, objective: objective)
         metrics.update(report, at: now)
         return report
     }
