@@ -110,25 +110,12 @@ package struct SLOMonitor: Service {
     let pruneInterval: Duration
     let prune: (@Sendable () async throws -> Void)?
     let logger: Logger
-    let longWindowsInterval: Duration
-    private let longWindows = LongWindows()
+    /// How often the windows of `slowWindows` are read again.
+    var longWindowsInterval: Duration = .seconds(300)
+    let longWindows = LongWindows()
 
     /// The windows read every `longWindowsInterval` rather than every `interval`.
     package static let slowWindows: Set<SLOWindow> = [.day1, .days30]
-
-    package init(
-        repository: any TelemetryQueryRepository, metrics: TelemetryServiceMetrics, objective: SLOObjective, interval: Duration,
-        pruneInterval: Duration, prune: (@Sendable () async throws -> Void)?, logger: Logger, longWindowsInterval: Duration = .seconds(300)
-    ) {
-        self.repository = repository
-        self.metrics = metrics
-        self.objective = objective
-        self.interval = interval
-        self.pruneInterval = pruneInterval
-        self.prune = prune
-        self.logger = logger
-        self.longWindowsInterval = longWindowsInterval
-    }
 
     /// The long windows' counts and when they were read (monotonic).
     final class LongWindows: Sendable {
