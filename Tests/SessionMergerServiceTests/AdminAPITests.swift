@@ -365,15 +365,8 @@ extension SessionMergerServiceTests {
                 #expect(all.items.allSatisfy { $0.deviceId == "dev-\(h.lateUser)" })
 
                 // One at a time, in the same order, then the end.
-                var paged: [String] = []
-                var cursor: String?
-                repeat {
-                    let uri = "/v1/admin/events?userId=\(h.lateUser)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
-                    let page = try await client.get(uri, key: h.viewer).decode(RecordedEventPage.self)
-                    paged += page.items.map(\.idempotencyKey)
-                    cursor = page.nextCursor
-                } while cursor != nil && paged.count < 10
-                #expect(paged == all.items.map(\.idempotencyKey))
+                let paged = try await Self.eventsOneAtATime(of: h.lateUser, client: client, key: h.viewer)
+                #expect(paged.map(\.idempotencyKey) == all.items.map(\.idempotencyKey))
 
                 // A window of event time: only the refused one.
                 let from = WireTimestamp.string(from: refusedAt.addingTimeInterval(-1))
@@ -405,19 +398,23 @@ extension SessionMergerServiceTests {
                         Make.checkIn(
                             user: user, site: b, at: t0 + 10_800, sessionKey: "sk-b2", key: "k-b2-\(token())", received: t0 + 10_800),
                     ], from: 20)
-                var sites: [String?] = []
-                var times: [Date] = []
-                var cursor: String?
-                repeat {
-                    let uri = "/v1/admin/events?userId=\(user)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
-                    let page = try await client.get(uri, key: h.viewer).decode(RecordedEventPage.self)
-                    sites += page.items.map(\.siteId)
-                    times += page.items.map(\.eventTime)
-                    cursor = page.nextCursor
-                } while cursor != nil && sites.count < 10
-                #expect(sites == [a, b, a, b])
-                #expect(times == [t0, t0 + 3_600, t0 + 7_200, t0 + 10_800])
+                let paged = try await Self.eventsOneAtATime(of: user, client: client, key: h.viewer)
+                #expect(paged.map(\.siteId) == [a, b, a, b])
+                #expect(paged.map(\.eventTime) == [t0, t0 + 3_600, t0 + 7_200, t0 + 10_800])
             }
+        }
+
+        /// A user's events read a page of one at a time, following the cursors (at most 10).
+        static func eventsOneAtATime(of user: String, client: some TestClientProtocol, key: String) async throws -> [RecordedEventView] {
+            var events: [RecordedEventView] = []
+            var cursor: String?
+            repeat {
+                let uri = "/v1/admin/events?userId=\(user)&limit=1" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await client.get(uri, key: key).decode(RecordedEventPage.self)
+                events += page.items
+                cursor = page.nextCursor
+            } while cursor != nil && events.count < 10
+            return events
         }
 
         /// An opaque cursor carrying `text`, as the API encodes one (base64url without padding).

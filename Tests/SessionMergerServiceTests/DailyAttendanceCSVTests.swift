@@ -6,10 +6,15 @@ import Testing
 
 @Suite("Daily attendance CSV")
 struct DailyAttendanceCSVTests {
-    @Test func aRowThatExistsOnlyForItsShiftLeavesFirstInAndLastOutEmpty() throws {
-        let night = AttendanceShift(
-            timezone: "Asia/Ho_Chi_Minh", start: try #require(TimeOfDay("22:00")), end: try #require(TimeOfDay("06:00")),
+    /// A shift in Ho Chi Minh City from `start` to `end`.
+    static func shift(_ start: String, _ end: String) throws -> AttendanceShift {
+        AttendanceShift(
+            timezone: "Asia/Ho_Chi_Minh", start: try #require(TimeOfDay(start)), end: try #require(TimeOfDay(end)),
             checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+    }
+
+    @Test func aRowThatExistsOnlyForItsShiftLeavesFirstInAndLastOutEmpty() throws {
+        let night = try Self.shift("22:00", "06:00")
         // 00:30 to 06:00 local on the 19th: the night shift of the 18th, arrived at after midnight.
         let arrival = Date(timeIntervalSince1970: 1_758_216_600) // 2025-09-18T17:30:00Z
         let session = AttendanceInterval(
@@ -34,9 +39,7 @@ struct DailyAttendanceCSVTests {
     /// The local columns are the UTC ones' instants to the millisecond (they dropped the fraction, so the
     /// two disagreed by up to a second).
     @Test func theLocalColumnsKeepTheMilliseconds() throws {
-        let day = AttendanceShift(
-            timezone: "Asia/Ho_Chi_Minh", start: try #require(TimeOfDay("08:00")), end: try #require(TimeOfDay("17:00")),
-            checkInBeforeStartMinutes: 60, checkOutAfterEndMinutes: 60, lateEntryGraceMinutes: 15, earlyExitGraceMinutes: 10)
+        let day = try Self.shift("08:00", "17:00")
         let arrival = Date(timeIntervalSince1970: 1_758_502_800.75) // 2025-09-22T01:00:00.750Z
         let session = AttendanceInterval(
             sessionId: "d", userId: "u_1", siteId: "S_HQ", start: arrival, end: arrival.addingTimeInterval(3_600.5), isOpen: false)

@@ -200,18 +200,24 @@ struct RollupStoreTests {
         }
     }
 
+    /// An accepted verdict read before its raw event (triggered ten minutes before the fixture's now), at
+    /// a site of its own.
+    static func verdictFirst(_ db: TelemetryDB) async throws -> (site: String, key: String, trigger: Date, result: TelemetryBatchResult) {
+        let site = "site-\(token())"
+        let key = newKey()
+        let trigger = fixtureNow.addingTimeInterval(-600)
+        var first = MessageLog(configuration: db.configuration)
+        try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
+        return (site, key, trigger, try await db.processor().process(first.messages))
+    }
+
     /// With two aggregators a raw event and its verdict often reach different instances, the verdict
     /// first: it is counted when its raw event is read, under the device's app version and model (it
     /// was counted at once under "unknown", and stayed there).
     @Test("a verdict read before its raw event: counted once, with the raw event's dimensions, when it arrives")
     func verdictBeforeRaw() async throws {
         try await TelemetryDB.run { db in
-            let site = "site-\(token())"
-            let key = newKey()
-            let trigger = fixtureNow.addingTimeInterval(-600)
-            var first = MessageLog(configuration: db.configuration)
-            try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
-            let r1 = try await db.processor().process(first.messages)
+            let (site, key, trigger, r1) = try await Self.verdictFirst(db)
             #expect(r1.new[.verdict] == 1)
             #expect(try await db.counter("verdict.accepted", site: site) == 0)
             var second = MessageLog(configuration: db.configuration)
@@ -234,12 +240,7 @@ struct RollupStoreTests {
     @Test("a verdict counted before the upgrade is not counted again by its raw event")
     func aVerdictCountedBeforeTheUpgrade() async throws {
         try await TelemetryDB.run { db in
-            let site = "site-\(token())"
-            let key = newKey()
-            let trigger = fixtureNow.addingTimeInterval(-600)
-            var first = MessageLog(configuration: db.configuration)
-            try first.verdict(Make.verdict(key: key, site: site, trigger: trigger, decidedAfter: 1, base: trigger))
-            try await db.processor().process(first.messages)
+            let (site, key, trigger, _) = try await Self.verdictFirst(db)
             // As the release before left it (the migration's default for existing rows).
             try await db.client.query(
                 "UPDATE attendance_events SET verdict_deferred = false WHERE idempotency_key = \(key)", logger: TelemetryDB.logger)
