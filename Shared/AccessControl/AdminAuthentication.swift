@@ -110,6 +110,11 @@ extension AdminRequestContext {
 
 /// Bearer API keys on admin routes: a missing, malformed, unknown or revoked key is a 401; a
 /// verified key is put in the context, and each handler then requires its role with `authorize`.
+///
+/// Every admin change that succeeds (a method other than GET and HEAD answered 2xx) is logged at
+/// `info` as `admin change`: the key's id and role, the method, the route and the path (the ids of
+/// what changed), the status. It is the audit record of who changed what and when; reads are not
+/// logged.
 public struct AdminAuthMiddleware<Context: AdminRequestContext>: RouterMiddleware {
     let verifier: any AdminKeyVerifier
 
@@ -132,7 +137,17 @@ public struct AdminAuthMiddleware<Context: AdminRequestContext>: RouterMiddlewar
         var context = context
         context.apiKey = key
         context.logger[metadataKey: "apiKey"] = .string(key.id)
-        return try await next(request, context)
+        let response = try await next(request, context)
+        if request.method != .get, request.method != .head, (200..<300).contains(response.status.code) {
+            context.logger.info(
+                "admin change",
+                metadata: [
+                    "role": .string(key.role.rawValue), "method": .string(request.method.rawValue),
+                    "route": .string(context.endpointPath ?? ""),
+                    "path": .string(request.uri.path), "status": "\(response.status.code)",
+                ])
+        }
+        return response
     }
 }
 

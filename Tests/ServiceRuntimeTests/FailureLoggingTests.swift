@@ -1,3 +1,4 @@
+import AccessControl
 import AttendanceProtocol
 import Foundation
 import Hummingbird
@@ -71,5 +72,48 @@ struct FailureLoggingTests {
         #expect(database.first?["level"] == "warning")
         #expect(failed.count == 4, "the chosen 503 is the handler's answer, not logged again: \(failed)")
         #expect(!lines.all.contains { $0.values.contains { $0.contains("u-4711") } }, "a log line names the user: \(lines.all)")
+    }
+
+    /// An auditor asks who changed what and when: every admin change that succeeds is one `info` line
+    /// with the key, the method, the route and the path; reads and refused changes are not.
+    @Test func everyAdminChangeIsOneLineNamingTheKeyAndWhatChanged() async throws {
+        struct OneKey: AdminKeyVerifier {
+            func verify(presentedKey: String) async throws -> APIKey? {
+                presentedKey == "brk_k1.secret" ? APIKey(id: "k1", name: "operator", role: .admin, createdAt: Date(), revokedAt: nil) : nil
+            }
+        }
+        let lines = Lines()
+        let logger = Logger(label: "admin-audit") { label in
+            JSONLogHandler(label: label, service: "svc", logLevel: .info) { lines.append($0) }
+        }
+        let configuration = try ServiceConfiguration.load(service: "test-service", defaultHTTPPort: 0, from: EnvironmentReader([:]))
+        let app = ServiceApplication.build(
+            configuration: configuration, registry: PrometheusCollectorRegistry(), readiness: [], context: AdminContext.self,
+            logger: logger,
+            openAPI: nil
+        ) { router in
+            router.add(middleware: ProblemMiddleware())
+            let admin = router.group("v1/admin").add(middleware: AdminAuthMiddleware<AdminContext>(verifier: OneKey()))
+            admin.get("sites/:id") { _, _ in "a site" }
+            admin.put("sites/:id/geofence") { _, _ in "moved" }
+            admin.post("devices/:id/revoke") { _, _ -> String in throw ProblemDetails.validation([FieldError(field: "id", reason: "no")]) }
+        }
+        try await app.test(.router) { client in
+            let key: HTTPFields = [.authorization: "Bearer brk_k1.secret"]
+            for (method, uri, status) in [
+                (HTTPRequest.Method.get, "/v1/admin/sites/s-1", 200), (.put, "/v1/admin/sites/s-1/geofence", 200),
+                (.post, "/v1/admin/devices/d-1/revoke", 400),
+            ] {
+                try await client.execute(uri: uri, method: method, headers: key) { response in
+                    #expect(response.status.code == status, "\(method) \(uri)")
+                }
+            }
+        }
+        let changes = lines.matching("admin change")
+        #expect(changes.count == 1, "\(changes)")
+        let change = try #require(changes.first)
+        #expect(change["level"] == "info" && change["apiKey"] == "k1" && change["role"] == "admin" && change["method"] == "PUT")
+        #expect(change["route"] == "/v1/admin/sites/{id}/geofence" && change["path"] == "/v1/admin/sites/s-1/geofence")
+        #expect(change["status"] == "200")
     }
 }
