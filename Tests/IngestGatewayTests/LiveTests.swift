@@ -262,6 +262,17 @@ struct GatewaySettingsTests {
         }
     }
 
+    /// A body becomes a Kafka record in an envelope, and an undecodable one a dead letter in base64: a
+    /// limit that let either pass Kafka's 1 MB would answer 503 to that phone for ever, or stall a
+    /// consumer on a dead letter it cannot write.
+    @Test func theBodyLimitKeepsRecordsUnderKafkasLimit() throws {
+        #expect(try GatewayConfiguration.load(from: EnvironmentReader(["MAX_BODY_BYTES": "524288"])).limits.maxBodyBytes == 524_288)
+        let error = try #require(throws: ConfigurationError.self) {
+            try GatewayConfiguration.load(from: EnvironmentReader(["MAX_BODY_BYTES": "1048576"]))
+        }
+        #expect(error.key == "MAX_BODY_BYTES")
+    }
+
     /// An event refused as too old is a final 400 that the phone drops: the accepted age covers the 72 h
     /// a phone may be offline plus its longest retry wait (5 min), and a shorter one is refused at start.
     @Test func theEventAgeCoversTheOfflinePeriod() throws {

@@ -218,7 +218,10 @@ extension AttendanceCtl {
                 return "\(kafka.bootstrapServers), \(Topic.allCases.count) platform topics present"
             }
             await record("round trip") {
-                try await DoctorChecks.roundTrip(kafka: kafka, logger: logger)
+                // As many replicas as the platform's topics: a cluster whose brokers require two in-sync
+                // replicas refuses an acks=all produce to a topic of one.
+                let replicas = Int32(try EnvironmentReader(options.environment).int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
+                return try await DoctorChecks.roundTrip(kafka: kafka, replicationFactor: replicas, logger: logger)
             }
             // Settings that cannot be read are this row's failure: the rows above are still printed.
             await record("postgres") {
@@ -237,9 +240,11 @@ enum DoctorChecks {
 
     /// Produces a protocol-encoded record with the idempotent producer and reads it back by offset:
     /// proves produce, delivery report, fetch and the codec on the live broker.
-    static func roundTrip(kafka: KafkaConfiguration, logger: Logger) async throws -> String {
+    static func roundTrip(kafka: KafkaConfiguration, replicationFactor: Int32 = 1, logger: Logger) async throws -> String {
         let admin = try KafkaAdmin(configuration: kafka, logger: logger)
-        try await admin.createTopics([KafkaTopicSpec(name: probeTopic, partitions: 1, config: ["retention.ms": "3600000"])])
+        try await admin.createTopics([
+            KafkaTopicSpec(name: probeTopic, partitions: 1, replicationFactor: replicationFactor, config: ["retention.ms": "3600000"])
+        ])
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: kafka), logger: logger)
         let running = Task { try await producer.run() }
         let probe = DeadLetter(

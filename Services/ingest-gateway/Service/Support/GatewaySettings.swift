@@ -60,7 +60,10 @@ package struct GatewayConfiguration: ServiceSettings {
         settings.limits.maxEventAge = .seconds(
             try env.int("EVENT_MAX_AGE_SECONDS", default: 7 * 86_400, in: (72 * 3_600 + 300)...(365 * 86_400)))
         settings.limits.maxClockSkewAhead = .seconds(try env.int("EVENT_MAX_AHEAD_SECONDS", default: 300, in: 0...86_400))
-        settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(16 * 1024 * 1024))
+        // At most 512 KiB: an event goes to Kafka inside an envelope, and a record that cannot be decoded
+        // goes to the dead-letter topic in base64 (a third larger); both stay under the broker's and the
+        // producer's 1 MB message limit, which no topic raises.
+        settings.limits.maxBodyBytes = try env.int("MAX_BODY_BYTES", default: 64 * 1024, in: 1_024...(512 * 1024))
         settings.rateLimit = TokenBucketConfiguration(
             ratePerSecond: try env.double("RATE_LIMIT_PER_SECOND", default: 2, in: 0.001...1_000_000),
             burst: try env.int("RATE_LIMIT_BURST", default: 20, in: 1...1_000_000)
