@@ -188,6 +188,8 @@ extension AttendanceCtl {
     struct Doctor: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Check the broker, the topics and PostgreSQL.")
         @OptionGroup var options: GlobalOptions
+        @Option(help: "Replicas of the probe topic when it is created (default: $TOPIC_REPLICATION_FACTOR, else 1).")
+        var replicationFactor: Int32?
 
         func run() async throws {
             var rows: [[String]] = []
@@ -220,7 +222,9 @@ extension AttendanceCtl {
             await record("round trip") {
                 // As many replicas as the platform's topics: a cluster whose brokers require two in-sync
                 // replicas refuses an acks=all produce to a topic of one.
-                let replicas = Int32(try EnvironmentReader(options.environment).int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
+                let replicas =
+                    try replicationFactor
+                    ?? Int32(EnvironmentReader(options.environment).int("TOPIC_REPLICATION_FACTOR", default: 1, in: 1...10))
                 return try await DoctorChecks.roundTrip(kafka: kafka, replicationFactor: replicas, logger: logger)
             }
             // Settings that cannot be read are this row's failure: the rows above are still printed.
@@ -235,8 +239,10 @@ extension AttendanceCtl {
 
 enum DoctorChecks {
     /// A diagnostic topic of the CLI's own, outside the platform's topics, so probes never reach
-    /// operators' dead-letter queue.
-    static let probeTopic = "attendancectl.doctor"
+    /// operators' dead-letter queue. (Releases before made `attendancectl.doctor` with one replica,
+    /// which a cluster requiring two in-sync replicas refuses to write; an existing topic is not changed,
+    /// so the probe has a name of its own. The old topic can be deleted.)
+    static let probeTopic = "attendancectl.doctor-probe"
 
     /// Produces a protocol-encoded record with the idempotent producer and reads it back by offset:
     /// proves produce, delivery report, fetch and the codec on the live broker.

@@ -6,6 +6,9 @@ enum GatewayMetrics {
     static let produceFailures = Counter(label: "ingest_gateway_produce_failures_total")
     /// Requests refused because the idempotency table held `maxEntries` requests awaiting their verdict.
     static let tableFull = Counter(label: "ingest_gateway_requests_refused_table_full_total")
+    /// Requests refused because the verdict reader is not positioned (starting, or the broker was away):
+    /// nothing was produced, so `produceFailures` does not count them.
+    static let unpositioned = Counter(label: "ingest_gateway_requests_refused_unpositioned_total")
     static let verdictsReceived = Counter(label: "ingest_gateway_verdicts_total")
     static let verdictsUndecodable = Counter(label: "ingest_gateway_verdicts_undecodable_total")
     static let verdictWait = Timer(label: "ingest_gateway_verdict_wait_seconds")

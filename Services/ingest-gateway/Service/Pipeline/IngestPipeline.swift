@@ -89,6 +89,7 @@ package final class IngestPipeline: Sendable {
         let now = WireTimestamp.truncatedToWirePrecision(clock)
         let key = submission.idempotencyKey
         guard verdictsRead.load(ordering: .acquiring) else {
+            GatewayMetrics.unpositioned.increment()
             return .problem(
                 .unavailable(
                     "the gateway's verdict reader is not positioned (starting, or rejoining after the broker was away); "
