@@ -10,6 +10,8 @@ public struct PostgresFailure: Sendable {
     public static let lockNotAvailable = "55P03"
     /// The statement was cancelled: its `statement_timeout` passed (or an operator cancelled it).
     public static let queryCanceled = "57014"
+    /// A write in a read-only transaction: on a standby, or on the report pool.
+    public static let readOnlyTransaction = "25006"
 
     public let sqlState: String
     public let constraint: String?
@@ -35,7 +37,8 @@ public struct PostgresFailure: Sendable {
 
     /// The database could not be reached or gave up on the statement for a reason of its own (a lost
     /// connection, a closed pool, a pool that stopped trying to connect for a while after a run of
-    /// failed attempts, SQLSTATE classes 08, 40, 53, 57): the same request can succeed later.
+    /// failed attempts, SQLSTATE classes 08, 40, 53, 57, and 25006, a write that reached a standby): the
+    /// same request can succeed later.
     public static func isUnavailable(_ error: any Error) -> Bool {
         let error = cause(of: error)
         // PostgresNIO hands the pool's own error on as it is when its connection attempts kept failing.
@@ -46,7 +49,9 @@ public struct PostgresFailure: Sendable {
             return true
         case .server:
             guard let state = psql.serverInfo?[.sqlState] else { return false }
-            return ["08", "40", "53", "57"].contains(String(state.prefix(2)))
+            // 25006 (read-only transaction): a write reached a standby, during a failover before the
+            // address moved to the new primary; retried later it reaches the primary.
+            return ["08", "40", "53", "57"].contains(String(state.prefix(2))) || state == Self.readOnlyTransaction
         default:
             return false
         }
