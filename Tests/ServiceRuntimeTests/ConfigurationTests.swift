@@ -218,6 +218,15 @@ struct ConfigurationTests {
         Date(timeIntervalSince1970: TimeInterval(Int64(nonce.split(separator: ".")[0]) ?? 0))
     }
 
+    /// A batching wait as long as the gateway's delivery timeout is refused at start naming both, not by
+    /// librdkafka in its own words.
+    @Test func theDeliveryTimeoutMustExceedTheBatchingWait() throws {
+        #expect(try ServiceKit.deliveryTimeoutMs(.seconds(3), lingerMs: 5) == 3_000)
+        #expect(try ServiceKit.deliveryTimeoutMs(.seconds(1), lingerMs: nil) == 1_000)
+        let error = try #require(throws: ConfigurationError.self) { try ServiceKit.deliveryTimeoutMs(.seconds(1), lingerMs: 1_000) }
+        #expect(error.key == "KAFKA_LINGER_MS" && error.expected.contains("PRODUCE_TIMEOUT_MS"))
+    }
+
     @Test func anUnreadableSecretFileStopsTheServiceWithOneLine() {
         let env = EnvironmentReader(["DEVICE_TOKEN_KEYS_FILE": "/nonexistent/device-token-keys"])
         #expect(env.optionalString("DEVICE_TOKEN_KEYS") == nil)

@@ -126,10 +126,23 @@ public struct ServiceKit: Sendable {
     /// A producer on the service's broker (idempotent, acks=all).
     /// - Parameter deliveryTimeout: how long a send may take to succeed or fail (librdkafka's
     ///   `delivery.timeout.ms`); nil keeps the producer's default.
-    public func makeProducer(deliveryTimeout: Duration? = nil) throws(KafkaError) -> KafkaProducer {
+    public func makeProducer(deliveryTimeout: Duration? = nil) throws -> KafkaProducer {
         var producer = KafkaProducerConfiguration(client: configuration.kafka)
-        if let deliveryTimeout { producer.deliveryTimeoutMs = Int(deliveryTimeout.milliseconds) }
+        if let deliveryTimeout {
+            producer.deliveryTimeoutMs = try Self.deliveryTimeoutMs(deliveryTimeout, lingerMs: configuration.kafka.lingerMs)
+        }
         return try KafkaProducer(configuration: producer, logger: logger)
+    }
+
+    /// `timeout` in milliseconds, once it is above the batching wait (`KAFKA_LINGER_MS`): librdkafka
+    /// refuses the pair otherwise, in words of its own.
+    static func deliveryTimeoutMs(_ timeout: Duration, lingerMs: Int?) throws(ConfigurationError) -> Int {
+        if let lingerMs, timeout.milliseconds <= Int64(lingerMs) {
+            throw ConfigurationError(
+                key: "KAFKA_LINGER_MS", value: String(lingerMs),
+                expected: "less than the delivery timeout (\(timeout.milliseconds) ms, PRODUCE_TIMEOUT_MS in the gateway)")
+        }
+        return Int(timeout.milliseconds)
     }
 
     /// The crash-only watch of the broker's state (`BrokerStateWatch`) for `producer`: `topics` are the
