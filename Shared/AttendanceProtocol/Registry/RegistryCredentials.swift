@@ -72,9 +72,11 @@ public struct EnrollmentCode: Codable, Hashable, Sendable {
 public enum APIRole: String, Codable, Hashable, Sendable, CaseIterable, Comparable {
     /// Reads everything.
     case viewer
-    /// Also provisions: allocates namespaces and minors, registers beacons, creates enrollment codes.
+    /// Also provisions: creates gates, allocates minors, registers beacons and sets their status, reports
+    /// sightings, reads beacons' GATT keys in their provisioning plan.
     case installer
-    /// Also manages organizations, sites, users, devices and API keys.
+    /// Also manages organizations (and their namespaces), sites, users, enrollment codes, devices, API
+    /// keys and beacons' GATT key rotation.
     case admin
 
     private var rank: Int {
