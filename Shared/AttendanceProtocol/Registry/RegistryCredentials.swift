@@ -70,13 +70,14 @@ public struct EnrollmentCode: Codable, Hashable, Sendable {
 
 /// Admin API roles, each including the ones below it.
 public enum APIRole: String, Codable, Hashable, Sendable, CaseIterable, Comparable {
-    /// Reads everything.
+    /// Reads everything but beacons' GATT keys and the merger's pipeline status.
     case viewer
     /// Also provisions: creates gates, allocates minors, registers beacons and sets their status, reports
     /// sightings, reads beacons' GATT keys in their provisioning plan.
     case installer
-    /// Also manages organizations (and their namespaces), sites, users, enrollment codes, devices, API
-    /// keys and beacons' GATT key rotation.
+    /// Also manages organizations (and their namespaces), sites (their detection settings too), users,
+    /// enrollment codes, devices, API keys, beacons' GATT key rotation, site policies and the global kill
+    /// switch, and reads the merger's pipeline status.
     case admin
 
     private var rank: Int {
