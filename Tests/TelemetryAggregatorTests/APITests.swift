@@ -227,16 +227,17 @@ struct SLOMonitorLongWindowTests {
             let site = "site-\(token())"
             try await seedFastBurn(db, site: site)
             let repository = CountingSLORepository(base: db.repository)
-            let monitor = SLOMonitor(
+            // An interval no loaded machine outlasts between two evaluations, then (the same cache) none.
+            var monitor = SLOMonitor(
                 repository: repository, metrics: TelemetryServiceMetrics(registry: PrometheusCollectorRegistry()), objective: .standard,
                 interval: .seconds(15), pruneInterval: .seconds(600), prune: nil, logger: TelemetryDB.logger,
-                longWindowsInterval: .milliseconds(500))
+                longWindowsInterval: .seconds(3_600))
             let first = try await monitor.evaluate(now: fixtureNow)
             let second = try await monitor.evaluate(now: fixtureNow)
             #expect(repository.longReads.withLock { $0 } == 1)
             #expect(first.windows.map(\.total) == second.windows.map(\.total))
             #expect(second.alerts.allSatisfy { $0.firing })
-            try await Task.sleep(for: .milliseconds(600))
+            monitor.longWindowsInterval = .zero
             _ = try await monitor.evaluate(now: fixtureNow)
             #expect(repository.longReads.withLock { $0 } == 2)
         }
