@@ -65,11 +65,11 @@ public struct GattNonceCodec: Sendable {
             let presented = Hex.decode(parts[2]), presented.count == 16, Hex.encode(presented) == parts[2]
         else { return .forged }
         let random = String(parts[1])
-        let issuedHere = ([key] + previousKeys).contains { key in
+        func issued(by key: [UInt8]) -> Bool {
             Self.constantTimeEqual(
                 Array(mac(beacon: beacon, deviceId: deviceId, expiry: expiry, random: random, key: key).prefix(16)), presented)
         }
-        guard issuedHere else { return .forged }
+        guard issued(by: key) || previousKeys.contains(where: issued(by:)) else { return .forged }
         let expiresAt = Date(timeIntervalSince1970: TimeInterval(expiry))
         return time > expiresAt ? .expired(expiresAt: expiresAt) : .valid(expiresAt: expiresAt)
     }

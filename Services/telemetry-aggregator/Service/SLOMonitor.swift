@@ -127,10 +127,6 @@ package struct SLOMonitor: Service {
     @discardableResult
     package func evaluate(now: Date = Date()) async throws -> SLOReport {
         let filter = MetricsFilter()
-        let alertWindows = Set(BurnRateAlertRule.standard.flatMap { [$0.longWindow, $0.shortWindow] })
-        let shortWindows = SLOWindow.allCases.filter { !Self.slowWindows.contains($0) }
-        async let short = repository.sloCounts(filter: filter, windows: shortWindows, now: now, filedBy: .trigger)
-        async let byReceipt = repository.sloCounts(filter: filter, windows: Array(alertWindows), now: now, filedBy: .receipt)
         let uptime = ContinuousClock.now
         var long = longWindows.read.withLock { read in read.flatMap { uptime - $0.at < longWindowsInterval ? $0.counts : nil } }
         if long == nil {
@@ -138,8 +134,7 @@ package struct SLOMonitor: Service {
             longWindows.read.withLock { $0 = (counts, uptime) }
             long = counts
         }
-        let counts = try await short.merging(long ?? [:]) { current, _ in current }
-        let report = SLOReport(counts: counts, alertCounts: try await byReceipt, objective: objective)
+        let report = try await repository.sloReport(filter: filter, now: now, objective: objective, known: long ?? [:])
         metrics.update(report, at: now)
         return report
     }

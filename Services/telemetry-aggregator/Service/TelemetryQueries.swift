@@ -92,12 +92,17 @@ package protocol TelemetryQueryRepository: Sendable {
 
 extension TelemetryQueryRepository {
     /// The SLO report of the windows ending at `now`: windows and budget by trigger minute, alerts by
-    /// receipt minute (read over the alerts' windows only: 6 hours, not 30 days).
-    package func sloReport(filter: MetricsFilter, now: Date, objective: SLOObjective) async throws -> SLOReport {
+    /// receipt minute (read over the alerts' windows only: 6 hours, not 30 days). The windows of `known`
+    /// (counts by trigger minute read a moment ago) are not read again.
+    package func sloReport(
+        filter: MetricsFilter, now: Date, objective: SLOObjective, known: [SLOWindow: SLICount] = [:]
+    ) async throws -> SLOReport {
         let alertWindows = Set(BurnRateAlertRule.standard.flatMap { [$0.longWindow, $0.shortWindow] })
-        async let byTrigger = sloCounts(filter: filter, windows: SLOWindow.allCases, now: now, filedBy: .trigger)
+        let unknown = SLOWindow.allCases.filter { known[$0] == nil }
+        async let byTrigger = sloCounts(filter: filter, windows: unknown, now: now, filedBy: .trigger)
         async let byReceipt = sloCounts(filter: filter, windows: Array(alertWindows), now: now, filedBy: .receipt)
-        return SLOReport(counts: try await byTrigger, alertCounts: try await byReceipt, objective: objective)
+        let counts = try await byTrigger.merging(known) { read, _ in read }
+        return SLOReport(counts: counts, alertCounts: try await byReceipt, objective: objective)
     }
 }
 
